@@ -1,0 +1,59 @@
+/* The stagein.conf reader: libconfig syntax, validated against a schema so
+ * that unknown keys and bad values are refused with file:line. */
+#ifndef SI_CONF_H
+#define SI_CONF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <libconfig.h>
+
+#include "common/error.h"
+
+typedef enum {
+    SI_CONF_INT,
+    SI_CONF_FLOAT,
+    SI_CONF_STRING,
+    SI_CONF_BOOL,
+    SI_CONF_GROUP,
+    SI_CONF_LIST,
+} si_conf_type_t;
+
+/* One accepted setting. Elements of a list are named "list.[]", so
+ * "library.faults.[].drive" is the drive field of each fault group. */
+typedef struct {
+    const char *path;
+    si_conf_type_t type;
+    double min, max;     /* numbers: accepted range (ignored when min > max) */
+    const char *choices; /* strings: "a|b|c", or NULL for any */
+} si_conf_key_t;
+
+#define SI_CONF_KEYS_END { NULL, 0, 0, 0, NULL }
+
+typedef struct si_conf si_conf_t;
+
+/* The file to read: explicit (--config) wins, then $STAGEIN_CONF, then
+ * SYSCONFDIR/stagein/stagein.conf. *explicit_out tells whether a missing
+ * file is an error (explicit) or means "all defaults". */
+const char *si_conf_default_path(const char *explicit_path, bool *explicit_out);
+
+/* schemas: NULL-terminated array of SI_CONF_KEYS_END-terminated tables,
+ * one per component. path NULL or a missing non-explicit file: defaults. */
+si_conf_t *si_conf_load(const char *path, bool must_exist,
+                        const si_conf_key_t *const *schemas, si_error_t *err);
+si_conf_t *si_conf_load_string(const char *text,
+                               const si_conf_key_t *const *schemas, si_error_t *err);
+void si_conf_free(si_conf_t *conf);
+
+/* The file that was read, or "(defaults)". */
+const char *si_conf_source(const si_conf_t *conf);
+
+/* Lookups return the default when the setting is absent; the schema
+ * validated type and range at load time. */
+int64_t si_conf_int(const si_conf_t *conf, const char *path, int64_t def);
+double si_conf_float(const si_conf_t *conf, const char *path, double def);
+const char *si_conf_string(const si_conf_t *conf, const char *path, const char *def);
+bool si_conf_bool(const si_conf_t *conf, const char *path, bool def);
+/* For lists and groups; NULL when absent. */
+const config_setting_t *si_conf_setting(const si_conf_t *conf, const char *path);
+
+#endif

@@ -1,0 +1,60 @@
+#include "config.h"
+
+#include <string.h>
+
+#include "common/tap.h"
+#include "common/text.h"
+
+static int key_ok(const char *k)
+{
+    si_error_t err;
+    return si_key_check(k, strlen(k), &err) == 0;
+}
+
+int main(void)
+{
+    si_error_t err;
+    char big[1100];
+    uint64_t u;
+    int64_t i;
+    char buf[64];
+
+    ok(key_ok("train/part-0001.tar"), "ordinary key accepted");
+    ok(key_ok("prefix/"), "prefix with trailing slash accepted");
+    ok(key_ok("a..b/c"), "'..' inside a name is not a path component");
+    ok(!key_ok("a/../b"), "'..' component rejected");
+    ok(!key_ok(".."), "bare '..' rejected");
+    ok(!key_ok("a/./b"), "'.' component rejected");
+    ok(!key_ok("a//b"), "'//' rejected");
+    ok(!key_ok("/abs"), "leading '/' rejected");
+    ok(!key_ok(""), "empty key rejected");
+    ok(!key_ok("bad\x01" "ctl"), "control byte rejected");
+    ok(si_key_check("a\0b", 3, &err) < 0 && strstr(err.text, "NUL"), "NUL rejected: %s", err.text);
+    memset(big, 'k', 1025);
+    ok(si_key_check(big, 1025, &err) < 0 && strstr(err.text, "1024"), "1025-byte key rejected: %s", err.text);
+    ok(si_key_check(big, 1024, &err) == 0, "1024-byte key accepted");
+    ok(!key_ok("bad\xc3\x28"), "invalid UTF-8 rejected");
+    ok(!key_ok("over\xc0\xaf"), "overlong UTF-8 rejected");
+    ok(!key_ok("sur\xed\xa0\x80"), "UTF-16 surrogate rejected");
+    ok(key_ok("caf\xc3\xa9/\xe6\x97\xa5\xf0\x9f\x98\x80"), "multi-byte UTF-8 accepted");
+
+    ok(si_bucket_check("imagenet-2026", 13, &err) == 0, "bucket accepted");
+    ok(si_bucket_check("Upper", 5, &err) < 0, "upper-case bucket rejected: %s", err.text);
+    ok(si_bucket_check("ab", 2, &err) < 0, "short bucket rejected");
+    ok(si_bucket_check("-ab", 3, &err) < 0, "bucket starting with '-' rejected");
+    ok(si_bucket_check("a..b", 4, &err) < 0, "bucket with '..' rejected");
+
+    ok(si_parse_u64("18446744073709551615", &u) == 0 && u == UINT64_MAX, "u64 max parses");
+    ok(si_parse_u64("18446744073709551616", &u) < 0, "u64 overflow rejected");
+    ok(si_parse_u64("-1", &u) < 0, "negative rejected as u64");
+    ok(si_parse_u64("12x", &u) < 0, "trailing junk rejected");
+    ok(si_parse_u64("", &u) < 0, "empty rejected");
+    ok(si_parse_u64(" 1", &u) < 0, "leading space rejected");
+    ok(si_parse_i64("-42", &i) == 0 && i == -42, "i64 negative parses");
+
+    is_str(si_format_bytes(999, buf, sizeof(buf)), "999 B", "bytes below 1 kB");
+    is_str(si_format_bytes(18000000000000ULL, buf, sizeof(buf)), "18.0 TB", "18 TB");
+    is_str(si_format_duration(3723, buf, sizeof(buf)), "1h02m03s", "duration h/m/s");
+    is_str(si_format_duration(4.25, buf, sizeof(buf)), "4.2s", "short duration");
+    return done_testing();
+}

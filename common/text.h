@@ -1,0 +1,38 @@
+/* Validation and formatting of the strings that cross trust boundaries:
+ * object keys, bucket names, numbers, byte counts. */
+#ifndef SI_TEXT_H
+#define SI_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+#define SI_KEY_MAX 1024
+#define SI_BUCKET_MIN 3
+#define SI_BUCKET_MAX 63
+
+bool si_utf8_valid(const char *s, size_t len);
+
+/* An object key: 1..1024 bytes of valid UTF-8, no NUL, no control bytes,
+ * no leading '/', no empty ("//") or "." / ".." path components, so no key
+ * can name a path outside the directory it is stored under. */
+int si_key_check(const char *key, size_t len, si_error_t *err);
+
+/* An S3 bucket name: 3..63 of [a-z0-9.-], starting and ending alphanumeric. */
+int si_bucket_check(const char *bucket, size_t len, si_error_t *err);
+
+/* Strict decimal parses: the whole string, no sign, no overflow. */
+int si_parse_u64(const char *s, uint64_t *out);
+int si_parse_i64(const char *s, int64_t *out);
+
+/* "12.3 GB" in powers of 1000 (tape vendors' and drives' units). */
+char *si_format_bytes(uint64_t bytes, char *buf, size_t size);
+/* "1h02m03s", "4.2s" */
+char *si_format_duration(double seconds, char *buf, size_t size);
+
+/* Lower-case hex of len bytes into out (2*len+1 bytes). */
+void si_hex(const unsigned char *bytes, size_t len, char *out);
+
+#endif
