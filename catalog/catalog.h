@@ -1,0 +1,182 @@
+/* libstagein-catalog: the SQLite catalog of objects, datasets, tape volumes,
+ * tape copies and positions, requests, cache residency and events. */
+#ifndef STAGEIN_CATALOG_H
+#define STAGEIN_CATALOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "common/table.h"
+
+typedef struct catalog catalog_t;
+
+/* Schema version kept in PRAGMA user_version: MAJOR * 1000 + MINOR.
+ * A database of a newer MAJOR is refused; a newer MINOR only adds. */
+#define CATALOG_SCHEMA_MAJOR(v) ((v) / 1000)
+
+enum {
+    CATALOG_CREATE = 1 << 0,   /* create the file if missing */
+    CATALOG_READONLY = 1 << 1, /* SQLITE_OPEN_READONLY; nothing is migrated */
+};
+
+catalog_t *catalog_open(const char *path, int flags, si_error_t *err);
+/* Tests only: migrate a fresh database no further than target_version. */
+catalog_t *catalog_open_at_version(const char *path, int target_version, si_error_t *err);
+void catalog_close(catalog_t *cat);
+int catalog_schema_version(catalog_t *cat);
+int catalog_latest_version(void);
+const char *catalog_path(const catalog_t *cat);
+
+/* Explicit transactions for callers that batch several writes. */
+int catalog_begin(catalog_t *cat, si_error_t *err);
+int catalog_commit(catalog_t *cat, si_error_t *err);
+void catalog_rollback(catalog_t *cat);
+
+/* ---- records ---------------------------------------------------------- */
+
+typedef struct {
+    const char *label;       /* e.g. "L90001", 1..32 chars [A-Z0-9_-] */
+    const char *media;       /* "LTO-9" */
+    const char *library;     /* "sim" */
+    const char *state;       /* online | offline | full | disabled | failed */
+    uint64_t capacity_bytes;
+    uint64_t used_bytes;
+} catalog_volume_t;
+
+typedef struct {
+    const char *bucket;
+    const char *key;
+    uint64_t size;
+    const char *checksum;    /* "sha256:hex", "md5:hex" or NULL */
+    int64_t mtime;           /* unix seconds, 0 if unknown */
+    const char *etag;        /* NULL if unknown */
+} catalog_object_t;
+
+typedef struct {
+    int64_t object_id;
+    int copy;                /* 1..N */
+    const char *volume;      /* label */
+    int64_t file_seq;        /* archive file sequence number on the volume */
+    uint64_t position;       /* logical bytes from BOT of the object's data */
+    uint64_t length;         /* bytes on tape */
+} catalog_copy_t;
+
+/* Creates the volume if missing (fields other than label only apply then);
+ * *id receives its row id. */
+int catalog_volume_ensure(catalog_t *cat, const catalog_volume_t *v, int64_t *id,
+                          si_error_t *err);
+int catalog_volume_set_state(catalog_t *cat, const char *label, const char *state,
+                             si_error_t *err);
+/* Inserts, or finds an identical existing object (same size and checksum);
+ * a different object under the same bucket/key is an error. */
+int catalog_object_put(catalog_t *cat, const catalog_object_t *o, int64_t *id,
+                       si_error_t *err);
+/* Inserts a copy; an identical existing copy is accepted, a different one
+ * under the same (object, copy) is an error. */
+int catalog_copy_put(catalog_t *cat, const catalog_copy_t *c, si_error_t *err);
+int catalog_object_lookup(catalog_t *cat, const char *bucket, const char *key,
+                          int64_t *id, si_error_t *err);
+
+/* Appends to the event log (never updated or deleted). */
+int catalog_event(catalog_t *cat, const char *kind, const char *subject, const char *detail);
+
+/* ---- imports: each all-or-nothing, errors as "file:line: reason" ------ */
+
+typedef struct {
+    uint64_t lines;
+    uint64_t objects;   /* new objects */
+    uint64_t copies;    /* new tape copies */
+    uint64_t volumes;   /* new volumes */
+    uint64_t members;   /* dataset members */
+} catalog_import_stats_t;
+
+typedef enum {
+    CATALOG_FORMAT_AUTO,  /* by file name (.csv, .jsonl/.json, .xml) or content */
+    CATALOG_FORMAT_CSV,   /* bucket,key,size,volume,position,copy,checksum */
+    CATALOG_FORMAT_JSONL, /* {"bucket","key","size","volume","position","copy","checksum"} */
+    CATALOG_FORMAT_LTFS,  /* SNIA LTFS index XML */
+} catalog_format_t;
+
+typedef struct {
+    catalog_format_t format;
+    const char *volume;   /* LTFS: label to use instead of the index's volume uuid */
+    const char *bucket;   /* LTFS: bucket that the index's top directory maps to */
+} catalog_positions_opts_t;
+
+/* name: how the input is named in errors (its path, or "-"). */
+int catalog_import_positions(catalog_t *cat, const char *name, FILE *in,
+                             const catalog_positions_opts_t *opts,
+                             catalog_import_stats_t *stats, si_error_t *err);
+
+typedef struct {
+    const char *name;        /* dataset name: 1..128 of [A-Za-z0-9._-] */
+    uid_t owner_uid;
+    gid_t owner_gid;
+    unsigned mode;           /* like a file: 0640 = owner rw, group r */
+    const char *description; /* may be NULL */
+    bool replace;            /* redefine an existing dataset's members */
+} catalog_dataset_attrs_t;
+
+/* Manifest: one "bucket/key" or "bucket/prefix/" per line, '#' comments,
+ * blank lines. Every line must name catalogued objects. */
+int catalog_import_manifest(catalog_t *cat, const catalog_dataset_attrs_t *attrs,
+                            const char *name, FILE *in, catalog_import_stats_t *stats,
+                            si_error_t *err);
+
+int catalog_dataset_check_name(const char *name, si_error_t *err);
+
+/* ---- the recall plan: which copy of each object, grouped by volume and
+ * ordered by position (the scheduler refines the order at run time) ----- */
+
+typedef struct {
+    int64_t object_id;
+    int64_t volume_id;
+    int copy;
+    int64_t file_seq;
+    uint64_t position;
+    uint64_t length;
+    uint64_t size;
+} catalog_read_t;
+
+typedef struct {
+    size_t nreads;
+    catalog_read_t *reads; /* grouped by volume, by position within each */
+    size_t nvolumes;
+    struct catalog_plan_volume {
+        int64_t volume_id;
+        char label[40];
+        size_t first;      /* index of its first read */
+        size_t count;
+        uint64_t bytes;
+    } *volumes;
+    size_t missing;        /* members without a copy on an online volume */
+} catalog_plan_t;
+
+int catalog_plan_dataset(catalog_t *cat, const char *dataset, catalog_plan_t **plan,
+                         si_error_t *err);
+void catalog_plan_free(catalog_plan_t *plan);
+
+/* ---- admin views, each a table printable as text or JSON -------------- */
+
+si_table_t *catalog_view_datasets(catalog_t *cat, si_error_t *err);
+si_table_t *catalog_view_dataset_volumes(catalog_t *cat, const char *dataset, si_error_t *err);
+si_table_t *catalog_view_volume_datasets(catalog_t *cat, const char *label, si_error_t *err);
+si_table_t *catalog_view_volumes(catalog_t *cat, si_error_t *err);
+si_table_t *catalog_view_object(catalog_t *cat, const char *bucket_key, si_error_t *err);
+typedef struct {
+    const char *user;  /* uid or name, NULL for all */
+    const char *job;   /* Slurm job id, NULL for all */
+    const char *state; /* request state, NULL for all */
+} catalog_request_filter_t;
+si_table_t *catalog_view_requests(catalog_t *cat, const catalog_request_filter_t *f,
+                                  si_error_t *err);
+si_table_t *catalog_view_cache(catalog_t *cat, si_error_t *err);
+si_table_t *catalog_view_plan(catalog_t *cat, const char *dataset, bool summary_only,
+                              si_error_t *err);
+/* Read-only ad-hoc query; the catalog must be opened CATALOG_READONLY. */
+si_table_t *catalog_view_sql(catalog_t *cat, const char *sql, si_error_t *err);
+
+#endif

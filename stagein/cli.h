@@ -1,0 +1,42 @@
+/* Shared context of the stagein command's subcommands. */
+#ifndef STAGEIN_CLI_H
+#define STAGEIN_CLI_H
+
+#include <stdbool.h>
+
+#include "catalog/catalog.h"
+#include "common/conf.h"
+#include "common/error.h"
+
+typedef struct {
+    const char *prog;          /* "stagein" */
+    const char *config_path;   /* --config, or NULL */
+    const char *catalog_path;  /* --catalog, or NULL: from the configuration */
+    si_conf_t *conf;           /* loaded on first use */
+    char catalog_buf[4096];
+} cli_t;
+
+typedef int (*cli_command_fn)(cli_t *cli, int argc, char **argv);
+
+typedef struct {
+    const char *name;
+    cli_command_fn run;
+    const char *summary;
+} cli_command_t;
+
+/* The configuration (every component's schema), loaded once. */
+si_conf_t *cli_conf(cli_t *cli, si_error_t *err);
+/* The catalog file named by --catalog, STAGEIN_CATALOG, catalog.path or
+ * the state directory. */
+const char *cli_catalog_path(cli_t *cli, si_error_t *err);
+catalog_t *cli_open_catalog(cli_t *cli, int flags, si_error_t *err);
+
+/* "stagein: <text>" on stderr; returns the exit status 1. */
+int cli_fail(const cli_t *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Runs the named subcommand of table (NULL-name terminated). */
+int cli_dispatch(cli_t *cli, const char *group, const cli_command_t *table, int argc,
+                 char **argv);
+
+int cmd_catalog(cli_t *cli, int argc, char **argv);
+
+#endif

@@ -1,0 +1,22 @@
+/* Every component's configuration keys: stagein.conf is one file. */
+#include "config.h"
+
+#include "stagein/schema.h"
+
+#include "catalog/catalog_conf.h"
+
+static const si_conf_key_t general_keys[] = {
+    {"state_dir", SI_CONF_STRING, 0, 0, NULL},
+    SI_CONF_KEYS_END,
+};
+
+static const si_conf_key_t *const all_schemas[] = {
+    general_keys,
+    catalog_conf_keys,
+    NULL,
+};
+
+const si_conf_key_t *const *stagein_conf_schemas(void)
+{
+    return all_schemas;
+}
