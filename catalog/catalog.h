@@ -3,6 +3,7 @@
 #ifndef STAGEIN_CATALOG_H
 #define STAGEIN_CATALOG_H
 
+#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +30,10 @@ void catalog_close(catalog_t *cat);
 int catalog_schema_version(catalog_t *cat);
 int catalog_latest_version(void);
 const char *catalog_path(const catalog_t *cat);
+/* The connection, for the catalog's own modules and the daemon's queries. */
+sqlite3 *catalog_db(catalog_t *cat);
+/* Maps the connection's last error into err with a context; returns -1. */
+int catalog_sqlerr(catalog_t *cat, si_error_t *err, const char *context);
 
 /* Explicit transactions for callers that batch several writes. */
 int catalog_begin(catalog_t *cat, si_error_t *err);
@@ -59,7 +64,7 @@ typedef struct {
     int64_t object_id;
     int copy;                /* 1..N */
     const char *volume;      /* label */
-    int64_t file_seq;        /* archive file sequence number on the volume */
+    int64_t file_seq;        /* archive file sequence number on the volume, -1 unknown */
     uint64_t position;       /* logical bytes from BOT of the object's data */
     uint64_t length;         /* bytes on tape */
 } catalog_copy_t;
@@ -70,12 +75,13 @@ int catalog_volume_ensure(catalog_t *cat, const catalog_volume_t *v, int64_t *id
                           si_error_t *err);
 int catalog_volume_set_state(catalog_t *cat, const char *label, const char *state,
                              si_error_t *err);
-/* Inserts, or finds an identical existing object (same size and checksum);
- * a different object under the same bucket/key is an error. */
+/* Inserts (returns 1), or finds an identical existing object (same size and
+ * checksum; returns 0); a different object under the same bucket/key is an
+ * error (-1). */
 int catalog_object_put(catalog_t *cat, const catalog_object_t *o, int64_t *id,
                        si_error_t *err);
-/* Inserts a copy; an identical existing copy is accepted, a different one
- * under the same (object, copy) is an error. */
+/* Inserts a copy (returns 1); an identical existing copy is accepted
+ * (returns 0), a different one under the same (object, copy) is an error. */
 int catalog_copy_put(catalog_t *cat, const catalog_copy_t *c, si_error_t *err);
 int catalog_object_lookup(catalog_t *cat, const char *bucket, const char *key,
                           int64_t *id, si_error_t *err);
@@ -103,7 +109,9 @@ typedef enum {
 typedef struct {
     catalog_format_t format;
     const char *volume;   /* LTFS: label to use instead of the index's volume uuid */
-    const char *bucket;   /* LTFS: bucket that the index's top directory maps to */
+    const char *bucket;   /* LTFS: bucket for the index's root; NULL: first-level
+                           * directories are buckets */
+    uint64_t block_size;  /* LTFS: bytes per logical block (0: 524288) */
 } catalog_positions_opts_t;
 
 /* name: how the input is named in errors (its path, or "-"). */

@@ -7,15 +7,19 @@
 
 #include "common/text.h"
 
+/* A cell keeps the type it was set with; the column kind only chooses how
+ * numbers are shown in the human table. */
+typedef enum { CELL_NULL, CELL_STR, CELL_INT, CELL_REAL } cell_type_t;
+
 typedef struct {
-    bool null;
-    char *text;   /* SI_COL_STR */
+    cell_type_t type;
+    char *text;
     int64_t i;
     double r;
 } cell_t;
 
 struct si_table {
-    const si_column_t *columns;
+    si_column_t *columns;   /* names copied */
     size_t ncolumns;
     cell_t *cells;
     size_t nrows;
@@ -28,8 +32,20 @@ si_table_t *si_table_new(const si_column_t *columns, size_t ncolumns)
     si_table_t *t = calloc(1, sizeof(*t));
     if (!t)
         return NULL;
-    t->columns = columns;
+    t->columns = calloc(ncolumns ? ncolumns : 1, sizeof(*t->columns));
+    if (!t->columns) {
+        free(t);
+        return NULL;
+    }
     t->ncolumns = ncolumns;
+    for (size_t k = 0; k < ncolumns; k++) {
+        t->columns[k].kind = columns[k].kind;
+        t->columns[k].name = strdup(columns[k].name);
+        if (!t->columns[k].name) {
+            si_table_free(t);
+            return NULL;
+        }
+    }
     t->next_col = ncolumns;
     return t;
 }
@@ -40,6 +56,9 @@ void si_table_free(si_table_t *t)
         return;
     for (size_t i = 0; i < t->nrows * t->ncolumns; i++)
         free(t->cells[i].text);
+    for (size_t k = 0; k < t->ncolumns; k++)
+        free((char *)t->columns[k].name);
+    free(t->columns);
     free(t->cells);
     free(t);
 }
@@ -72,12 +91,13 @@ int si_table_str(si_table_t *t, const char *s)
     cell_t *c = next_cell(t);
     if (!c)
         return -1;
-    if (!s) {
-        c->null = true;
-        return 0;
-    }
+    if (!s)
+        return 0; /* stays CELL_NULL */
     c->text = strdup(s);
-    return c->text ? 0 : -1;
+    if (!c->text)
+        return -1;
+    c->type = CELL_STR;
+    return 0;
 }
 
 int si_table_int(si_table_t *t, int64_t v)
@@ -85,6 +105,7 @@ int si_table_int(si_table_t *t, int64_t v)
     cell_t *c = next_cell(t);
     if (!c)
         return -1;
+    c->type = CELL_INT;
     c->i = v;
     c->r = (double)v;
     return 0;
@@ -95,6 +116,7 @@ int si_table_real(si_table_t *t, double v)
     cell_t *c = next_cell(t);
     if (!c)
         return -1;
+    c->type = CELL_REAL;
     c->r = v;
     c->i = (int64_t)v;
     return 0;
@@ -103,10 +125,7 @@ int si_table_real(si_table_t *t, double v)
 int si_table_null(si_table_t *t)
 {
     cell_t *c = next_cell(t);
-    if (!c)
-        return -1;
-    c->null = true;
-    return 0;
+    return c ? 0 : -1;
 }
 
 size_t si_table_rows(const si_table_t *t)
@@ -116,16 +135,21 @@ size_t si_table_rows(const si_table_t *t)
 
 static void render(const si_column_t *col, const cell_t *c, char *buf, size_t size)
 {
-    if (c->null) {
+    if (c->type == CELL_NULL) {
         snprintf(buf, size, "-");
+        return;
+    }
+    if (c->type == CELL_STR) {
+        snprintf(buf, size, "%s", c->text);
         return;
     }
     switch (col->kind) {
     case SI_COL_STR:
-        snprintf(buf, size, "%s", c->text);
-        break;
     case SI_COL_INT:
-        snprintf(buf, size, "%lld", (long long)c->i);
+        if (c->type == CELL_INT)
+            snprintf(buf, size, "%lld", (long long)c->i);
+        else
+            snprintf(buf, size, "%g", c->r);
         break;
     case SI_COL_BYTES:
         si_format_bytes((uint64_t)c->i, buf, size);
@@ -152,14 +176,14 @@ static int print_json(const si_table_t *t, FILE *out)
         for (size_t k = 0; k < t->ncolumns; k++) {
             const cell_t *c = &t->cells[r * t->ncolumns + k];
             json_t *v;
-            if (c->null)
-                v = json_null();
-            else if (t->columns[k].kind == SI_COL_STR)
+            if (c->type == CELL_STR)
                 v = json_string(c->text);
-            else if (t->columns[k].kind == SI_COL_INT || t->columns[k].kind == SI_COL_BYTES)
+            else if (c->type == CELL_INT)
                 v = json_integer(c->i);
-            else
+            else if (c->type == CELL_REAL)
                 v = json_real(c->r);
+            else
+                v = json_null();
             json_object_set_new(obj, t->columns[k].name, v ? v : json_null());
         }
         json_array_append_new(rows, obj);
@@ -190,7 +214,10 @@ int si_table_print(const si_table_t *t, FILE *out, bool json)
         }
     for (size_t k = 0; k < t->ncolumns; k++) {
         bool left = t->columns[k].kind == SI_COL_STR;
-        fprintf(out, left ? "%-*s" : "%*s", (int)width[k], t->columns[k].name);
+        if (left && k + 1 == t->ncolumns)
+            fputs(t->columns[k].name, out);
+        else
+            fprintf(out, left ? "%-*s" : "%*s", (int)width[k], t->columns[k].name);
         fputs(k + 1 < t->ncolumns ? "  " : "\n", out);
     }
     for (size_t r = 0; r < t->nrows; r++)

@@ -1,0 +1,607 @@
+/* Imports of tape positions (CSV, JSON lines) and dataset manifests. Each
+ * import is one transaction: the first bad line rolls everything back. */
+#include "config.h"
+#include "catalog/internal.h"
+#include "catalog/import.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/checksum.h"
+#include "common/text.h"
+
+#define COPY_MAX 255
+
+int import_fail(import_t *im, si_error_t *err, const char *fmt, ...)
+{
+    char reason[sizeof(err->text)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof(reason), fmt, ap);
+    va_end(ap);
+    return si_errprintf(err, "%s:%llu: %s", im->name, (unsigned long long)im->line, reason);
+}
+
+/* Reads one line into im->buf without its newline. Returns its length, -1 at
+ * EOF, -2 on error (err set). Lines are bounded so input cannot exhaust memory. */
+static long read_line(import_t *im, FILE *in, si_error_t *err)
+{
+    if (!fgets(im->buf, IMPORT_LINE_MAX + 2, in)) {
+        if (ferror(in))
+            return import_fail(im, err, "read error: %s", strerror(errno)), -2;
+        return -1;
+    }
+    im->line++;
+    size_t len = strlen(im->buf);
+    if (len == IMPORT_LINE_MAX + 1 && im->buf[len - 1] != '\n')
+        return import_fail(im, err, "line is longer than %d bytes", IMPORT_LINE_MAX), -2;
+    /* fgets stops at NUL silently; detect an embedded NUL by the line's end */
+    if (len == 0 || (im->buf[len - 1] != '\n' && !feof(in)))
+        return import_fail(im, err, "line contains a NUL byte"), -2;
+    if (len && im->buf[len - 1] == '\n')
+        im->buf[--len] = '\0';
+    if (len && im->buf[len - 1] == '\r')
+        im->buf[--len] = '\0';
+    if (!si_utf8_valid(im->buf, len))
+        return import_fail(im, err, "line is not valid UTF-8"), -2;
+    return (long)len;
+}
+
+static bool blank_or_comment(const char *s)
+{
+    s += strspn(s, " \t");
+    return *s == '\0' || *s == '#';
+}
+
+int import_begin(import_t *im, catalog_t *cat, const char *name,
+                        catalog_import_stats_t *stats, si_error_t *err)
+{
+    memset(im, 0, sizeof(*im));
+    memset(stats, 0, sizeof(*stats));
+    im->cat = cat;
+    im->name = name;
+    im->stats = stats;
+    im->buf = malloc(IMPORT_LINE_MAX + 2);
+    if (!im->buf)
+        return si_errprintf(err, "out of memory");
+    if (catalog_begin(cat, err) < 0) {
+        free(im->buf);
+        return -1;
+    }
+    sqlite3_stmt *s = catalog_prepare(cat, "SELECT COALESCE(MAX(id), 0) FROM objects", err);
+    if (!s || sqlite3_step(s) != SQLITE_ROW) {
+        sqlite3_finalize(s);
+        catalog_rollback(cat);
+        free(im->buf);
+        return -1;
+    }
+    im->first_new_object = sqlite3_column_int64(s, 0) + 1;
+    sqlite3_finalize(s);
+    return 0;
+}
+
+int import_end(import_t *im, int rc, const char *kind, si_error_t *err)
+{
+    free(im->buf);
+    if (rc < 0) {
+        catalog_rollback(im->cat);
+        memset(im->stats, 0, sizeof(*im->stats));
+        return -1;
+    }
+    char detail[200];
+    snprintf(detail, sizeof(detail), "lines=%llu objects=%llu copies=%llu volumes=%llu members=%llu",
+             (unsigned long long)im->stats->lines, (unsigned long long)im->stats->objects,
+             (unsigned long long)im->stats->copies, (unsigned long long)im->stats->volumes,
+             (unsigned long long)im->stats->members);
+    catalog_event(im->cat, kind, im->name, detail);
+    return catalog_commit(im->cat, err);
+}
+
+int put_position(import_t *im, const position_rec_t *r, si_error_t *err)
+{
+    si_error_t why;
+    int64_t object_id;
+    catalog_object_t o = {.bucket = r->bucket, .key = r->key, .size = r->size,
+                          .checksum = r->checksum, .mtime = r->mtime, .etag = r->etag};
+    int created = catalog_object_put(im->cat, &o, &object_id, &why);
+    if (created < 0)
+        return import_fail(im, err, "%s", why.text);
+    im->stats->objects += (uint64_t)created;
+
+    if (strcmp(r->volume, im->volume) != 0) {
+        catalog_volume_t v = {.label = r->volume};
+        int new_volume = catalog_volume_ensure(im->cat, &v, &im->volume_id, &why);
+        if (new_volume < 0) {
+            im->volume[0] = '\0';
+            return import_fail(im, err, "%s", why.text);
+        }
+        im->stats->volumes += (uint64_t)new_volume;
+        snprintf(im->volume, sizeof(im->volume), "%s", r->volume);
+    }
+    catalog_copy_t c = {.object_id = object_id, .copy = r->copy, .file_seq = r->file_seq,
+                        .position = r->position, .length = r->size};
+    int new_copy = catalog_copy_put_on(im->cat, &c, im->volume_id, &why);
+    if (new_copy < 0)
+        return import_fail(im, err, "%s/%s: %s", r->bucket, r->key, why.text);
+    if (new_copy == 0 && object_id >= im->first_new_object)
+        return import_fail(im, err, "duplicate entry for %s/%s copy %d", r->bucket, r->key,
+                           r->copy);
+    im->stats->copies += (uint64_t)new_copy;
+    return 0;
+}
+
+/* ---- CSV: bucket,key,size,volume,position,copy,checksum ---------------- */
+
+#define CSV_FIELDS 7
+static const char csv_header[] = "bucket,key,size,volume,position,copy,checksum";
+
+/* Splits a line in place (RFC 4180 quoting: "a,b" and "" for a quote). */
+static int csv_split(import_t *im, char *line, char **fields, int *nfields, si_error_t *err)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        if (n == CSV_FIELDS)
+            return import_fail(im, err, "too many fields (want %d: %s)", CSV_FIELDS, csv_header);
+        char *out = p;
+        fields[n++] = p;
+        if (*p == '"') {
+            char *q = p + 1;
+            for (;;) {
+                if (*q == '\0')
+                    return import_fail(im, err, "unterminated quoted field %d", n);
+                if (*q == '"' && q[1] == '"') {
+                    *out++ = '"';
+                    q += 2;
+                } else if (*q == '"') {
+                    q++;
+                    break;
+                } else {
+                    *out++ = *q++;
+                }
+            }
+            if (*q != ',' && *q != '\0')
+                return import_fail(im, err, "text after closing quote in field %d", n);
+            char end = *q;
+            *out = '\0';
+            if (end == '\0')
+                break;
+            p = q + 1;
+        } else {
+            char *comma = strchr(p, ',');
+            if (!comma)
+                break;
+            *comma = '\0';
+            p = comma + 1;
+        }
+    }
+    *nfields = n;
+    return 0;
+}
+
+static int parse_u64_field(import_t *im, const char *what, const char *text, uint64_t *out,
+                           si_error_t *err)
+{
+    if (si_parse_u64(text, out) < 0 || *out > (uint64_t)INT64_MAX)
+        return import_fail(im, err, "%s '%.40s' is not a non-negative integer", what, text);
+    return 0;
+}
+
+static int copy_number(import_t *im, uint64_t v, int *copy, si_error_t *err)
+{
+    if (v < 1 || v > COPY_MAX)
+        return import_fail(im, err, "copy %llu must be between 1 and %d", (unsigned long long)v,
+                           COPY_MAX);
+    *copy = (int)v;
+    return 0;
+}
+
+static int import_csv(import_t *im, FILE *in, si_error_t *err)
+{
+    long len;
+    bool first = true;
+    while ((len = read_line(im, in, err)) >= 0) {
+        if (blank_or_comment(im->buf))
+            continue;
+        if (first && strcmp(im->buf, csv_header) == 0) {
+            first = false;
+            continue;
+        }
+        first = false;
+        char *f[CSV_FIELDS];
+        int n = 0;
+        if (csv_split(im, im->buf, f, &n, err) < 0)
+            return -1;
+        if (n != CSV_FIELDS)
+            return import_fail(im, err, "%d fields, want %d (%s)", n, CSV_FIELDS, csv_header);
+        position_rec_t r = {.bucket = f[0], .key = f[1], .volume = f[3],
+                            .checksum = *f[6] ? f[6] : NULL, .file_seq = -1};
+        uint64_t copy;
+        if (parse_u64_field(im, "size", f[2], &r.size, err) < 0 ||
+            parse_u64_field(im, "position", f[4], &r.position, err) < 0 ||
+            parse_u64_field(im, "copy", f[5], &copy, err) < 0 ||
+            copy_number(im, copy, &r.copy, err) < 0)
+            return -1;
+        if (put_position(im, &r, err) < 0)
+            return -1;
+        im->stats->lines++;
+    }
+    return len == -1 ? 0 : -1;
+}
+
+/* ---- JSON lines ------------------------------------------------------- */
+
+static int json_u64(import_t *im, json_t *obj, const char *name, bool required, uint64_t *out,
+                    si_error_t *err)
+{
+    json_t *v = json_object_get(obj, name);
+    if (!v) {
+        if (required)
+            return import_fail(im, err, "missing \"%s\"", name);
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return import_fail(im, err, "\"%s\" must be a non-negative integer", name);
+    *out = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
+static int json_str(import_t *im, json_t *obj, const char *name, bool required,
+                    const char **out, si_error_t *err)
+{
+    json_t *v = json_object_get(obj, name);
+    if (!v) {
+        if (required)
+            return import_fail(im, err, "missing \"%s\"", name);
+        return 0;
+    }
+    if (!json_is_string(v))
+        return import_fail(im, err, "\"%s\" must be a string", name);
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return import_fail(im, err, "\"%s\" contains a NUL character", name);
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int import_jsonl(import_t *im, FILE *in, si_error_t *err)
+{
+    static const char *const known[] = {"bucket", "key", "size", "volume", "position", "copy",
+                                        "checksum", "file_seq", "mtime", "etag", NULL};
+    long len;
+    while ((len = read_line(im, in, err)) >= 0) {
+        if (blank_or_comment(im->buf))
+            continue;
+        json_error_t jerr;
+        json_t *obj = json_loadb(im->buf, (size_t)len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
+                                 &jerr);
+        if (!obj)
+            return import_fail(im, err, "invalid JSON at column %d: %s", jerr.column, jerr.text);
+        int rc = -1;
+        position_rec_t r = {.copy = 1, .file_seq = -1};
+        uint64_t copy = 1, file_seq = UINT64_MAX, mtime = 0;
+        const char *name;
+        json_t *value;
+        if (!json_is_object(obj)) {
+            import_fail(im, err, "each line must be a JSON object");
+            goto done;
+        }
+        json_object_foreach(obj, name, value) {
+            size_t i;
+            for (i = 0; known[i] && strcmp(known[i], name) != 0; i++)
+                ;
+            if (!known[i]) {
+                import_fail(im, err, "unknown member \"%.60s\"", name);
+                goto done;
+            }
+        }
+        if (json_str(im, obj, "bucket", true, &r.bucket, err) < 0 ||
+            json_str(im, obj, "key", true, &r.key, err) < 0 ||
+            json_u64(im, obj, "size", true, &r.size, err) < 0 ||
+            json_str(im, obj, "volume", true, &r.volume, err) < 0 ||
+            json_u64(im, obj, "position", true, &r.position, err) < 0 ||
+            json_u64(im, obj, "copy", false, &copy, err) < 0 ||
+            copy_number(im, copy, &r.copy, err) < 0 ||
+            json_str(im, obj, "checksum", false, &r.checksum, err) < 0 ||
+            json_u64(im, obj, "file_seq", false, &file_seq, err) < 0 ||
+            json_u64(im, obj, "mtime", false, &mtime, err) < 0 ||
+            json_str(im, obj, "etag", false, &r.etag, err) < 0)
+            goto done;
+        if (r.size > (uint64_t)INT64_MAX || r.position > (uint64_t)INT64_MAX) {
+            import_fail(im, err, "size or position out of range");
+            goto done;
+        }
+        r.file_seq = file_seq == UINT64_MAX ? -1 : (int64_t)file_seq;
+        r.mtime = (int64_t)mtime;
+        if (put_position(im, &r, err) < 0)
+            goto done;
+        im->stats->lines++;
+        rc = 0;
+    done:
+        json_decref(obj);
+        if (rc < 0)
+            return -1;
+    }
+    return len == -1 ? 0 : -1;
+}
+
+static catalog_format_t guess_format(const char *name, FILE *in)
+{
+    const char *dot = strrchr(name, '.');
+    if (dot && strcmp(dot, ".csv") == 0)
+        return CATALOG_FORMAT_CSV;
+    if (dot && (strcmp(dot, ".jsonl") == 0 || strcmp(dot, ".json") == 0 ||
+                strcmp(dot, ".ndjson") == 0))
+        return CATALOG_FORMAT_JSONL;
+    if (dot && (strcmp(dot, ".xml") == 0 || strcmp(dot, ".schema") == 0))
+        return CATALOG_FORMAT_LTFS;
+    int c;
+    while ((c = getc(in)) == ' ' || c == '\t' || c == '\n' || c == '\r')
+        ;
+    if (c != EOF)
+        ungetc(c, in);
+    return c == '{' ? CATALOG_FORMAT_JSONL : c == '<' ? CATALOG_FORMAT_LTFS : CATALOG_FORMAT_CSV;
+}
+
+int catalog_import_positions(catalog_t *cat, const char *name, FILE *in,
+                             const catalog_positions_opts_t *opts,
+                             catalog_import_stats_t *stats, si_error_t *err)
+{
+    catalog_format_t format = opts ? opts->format : CATALOG_FORMAT_AUTO;
+    if (format == CATALOG_FORMAT_AUTO)
+        format = guess_format(name, in);
+    if (format == CATALOG_FORMAT_LTFS)
+        return catalog_import_ltfs(cat, name, in, opts, stats, err);
+    import_t im;
+    if (import_begin(&im, cat, name, stats, err) < 0)
+        return -1;
+    int rc = format == CATALOG_FORMAT_CSV ? import_csv(&im, in, err) : import_jsonl(&im, in, err);
+    return import_end(&im, rc, "import-positions", err);
+}
+
+/* ---- dataset manifests -------------------------------------------------- */
+
+int catalog_dataset_check_name(const char *name, si_error_t *err)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 128)
+        return si_errprintf(err, "dataset name '%.40s' must be 1 to 128 characters", name);
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return si_errprintf(err, "dataset name '%s' has invalid character '%c' "
+                                "(allowed: A-Z a-z 0-9 . _ -)", name, c);
+    }
+    if (name[0] == '.' || name[0] == '-')
+        return si_errprintf(err, "dataset name '%s' must not start with '.' or '-'", name);
+    return 0;
+}
+
+static int define_dataset(import_t *im, const catalog_dataset_attrs_t *a, int64_t *id,
+                          si_error_t *err)
+{
+    sqlite3_stmt *s = catalog_prepare(im->cat, "SELECT id FROM datasets WHERE name = ?1", err);
+    if (!s)
+        return -1;
+    sqlite3_bind_text(s, 1, a->name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    int64_t existing = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return catalog_sqlerr(im->cat, err, "looking up dataset");
+    if (existing && !a->replace)
+        return si_errprintf(err, "dataset '%s' already exists (use --replace to redefine it)",
+                            a->name);
+    const char *sql = existing
+        ? "UPDATE datasets SET owner_uid = ?2, owner_gid = ?3, mode = ?4, description = ?5"
+          " WHERE name = ?1"
+        : "INSERT INTO datasets(name, owner_uid, owner_gid, mode, description, created)"
+          " VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    s = catalog_prepare(im->cat, sql, err);
+    if (!s)
+        return -1;
+    sqlite3_bind_text(s, 1, a->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, a->owner_uid);
+    sqlite3_bind_int64(s, 3, a->owner_gid);
+    sqlite3_bind_int(s, 4, (int)(a->mode & 0777));
+    if (a->description)
+        sqlite3_bind_text(s, 5, a->description, -1, SQLITE_STATIC);
+    if (!existing)
+        sqlite3_bind_int64(s, 6, (sqlite3_int64)time(NULL));
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return catalog_sqlerr(im->cat, err, "defining dataset");
+    *id = existing ? existing : sqlite3_last_insert_rowid(catalog_db(im->cat));
+    if (existing) {
+        s = catalog_prepare(im->cat, "DELETE FROM dataset_members WHERE dataset_id = ?1", err);
+        if (!s)
+            return -1;
+        sqlite3_bind_int64(s, 1, existing);
+        rc = sqlite3_step(s);
+        sqlite3_finalize(s);
+        if (rc != SQLITE_DONE)
+            return catalog_sqlerr(im->cat, err, "clearing dataset members");
+    }
+    return 0;
+}
+
+typedef struct {
+    sqlite3_stmt *seen_insert, *seen_find, *add_key, *add_prefix, *add_bucket, *count_prefix;
+} manifest_stmts_t;
+
+static void manifest_stmts_free(manifest_stmts_t *m)
+{
+    sqlite3_finalize(m->seen_insert);
+    sqlite3_finalize(m->seen_find);
+    sqlite3_finalize(m->add_key);
+    sqlite3_finalize(m->add_prefix);
+    sqlite3_finalize(m->add_bucket);
+    sqlite3_finalize(m->count_prefix);
+}
+
+static int manifest_stmts_init(catalog_t *cat, manifest_stmts_t *m, si_error_t *err)
+{
+    memset(m, 0, sizeof(*m));
+    if (catalog_exec(cat, "CREATE TEMP TABLE IF NOT EXISTS manifest_lines"
+                          "(entry TEXT PRIMARY KEY, line INTEGER NOT NULL);"
+                          "DELETE FROM temp.manifest_lines", err) < 0)
+        return -1;
+    if (!(m->seen_insert = catalog_prepare(cat, "INSERT OR IGNORE INTO temp.manifest_lines"
+                                                "(entry, line) VALUES (?1, ?2)", err)) ||
+        !(m->seen_find = catalog_prepare(cat, "SELECT line FROM temp.manifest_lines"
+                                              " WHERE entry = ?1", err)) ||
+        !(m->add_key = catalog_prepare(cat, "INSERT OR IGNORE INTO dataset_members"
+                                            " SELECT ?1, id FROM objects"
+                                            " WHERE bucket = ?2 AND key = ?3", err)) ||
+        !(m->add_prefix = catalog_prepare(cat, "INSERT OR IGNORE INTO dataset_members"
+                                               " SELECT ?1, id FROM objects WHERE bucket = ?2"
+                                               " AND key >= ?3 AND key < ?4", err)) ||
+        !(m->add_bucket = catalog_prepare(cat, "INSERT OR IGNORE INTO dataset_members"
+                                               " SELECT ?1, id FROM objects WHERE bucket = ?2",
+                                          err)) ||
+        !(m->count_prefix = catalog_prepare(cat, "SELECT EXISTS (SELECT 1 FROM objects"
+                                                 " WHERE bucket = ?1 AND key >= ?2"
+                                                 " AND key < ?3)", err))) {
+        manifest_stmts_free(m);
+        return -1;
+    }
+    return 0;
+}
+
+static int step_done(catalog_t *cat, sqlite3_stmt *s, si_error_t *err)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : catalog_sqlerr(cat, err, "adding dataset members");
+}
+
+static int manifest_line(import_t *im, manifest_stmts_t *m, int64_t dataset_id, char *entry,
+                         si_error_t *err)
+{
+    si_error_t why;
+    /* A repeated line is a mistake in the manifest, not a no-op. */
+    sqlite3_bind_text(m->seen_insert, 1, entry, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(m->seen_insert, 2, (sqlite3_int64)im->line);
+    if (step_done(im->cat, m->seen_insert, err) < 0)
+        return -1;
+    if (sqlite3_changes(catalog_db(im->cat)) == 0) {
+        sqlite3_bind_text(m->seen_find, 1, entry, -1, SQLITE_STATIC);
+        long long first = sqlite3_step(m->seen_find) == SQLITE_ROW
+                              ? sqlite3_column_int64(m->seen_find, 0) : 0;
+        sqlite3_reset(m->seen_find);
+        return import_fail(im, err, "'%s' repeats line %lld", entry, first);
+    }
+    char *slash = strchr(entry, '/');
+    if (!slash)
+        return import_fail(im, err, "'%s' is not bucket/key or bucket/prefix/", entry);
+    *slash = '\0';
+    const char *bucket = entry, *key = slash + 1;
+    size_t keylen = strlen(key);
+    if (si_bucket_check(bucket, strlen(bucket), &why) < 0)
+        return import_fail(im, err, "%s", why.text);
+    sqlite3 *db = catalog_db(im->cat);
+    if (keylen == 0) { /* "bucket/": the whole bucket */
+        sqlite3_bind_int64(m->add_bucket, 1, dataset_id);
+        sqlite3_bind_text(m->add_bucket, 2, bucket, -1, SQLITE_STATIC);
+        if (step_done(im->cat, m->add_bucket, err) < 0)
+            return -1;
+        if (sqlite3_changes(db) == 0) {
+            *slash = '/';
+            return import_fail(im, err, "bucket '%s' has no catalogued objects", bucket);
+        }
+        return 0;
+    }
+    if (si_key_check(key, keylen, &why) < 0)
+        return import_fail(im, err, "%s", why.text);
+    if (key[keylen - 1] != '/') {
+        sqlite3_bind_int64(m->add_key, 1, dataset_id);
+        sqlite3_bind_text(m->add_key, 2, bucket, -1, SQLITE_STATIC);
+        sqlite3_bind_text(m->add_key, 3, key, -1, SQLITE_STATIC);
+        if (step_done(im->cat, m->add_key, err) < 0)
+            return -1;
+        if (sqlite3_changes(db) == 0) {
+            int64_t id;
+            if (catalog_object_lookup(im->cat, bucket, key, &id, &why) < 0)
+                return import_fail(im, err, "%s", why.text);
+        }
+        return 0;
+    }
+    /* Prefix: the key range [prefix, prefix with its last byte + 1). */
+    char *upper = strdup(key);
+    if (!upper)
+        return si_errprintf(err, "out of memory");
+    upper[keylen - 1]++;
+    sqlite3_bind_int64(m->add_prefix, 1, dataset_id);
+    sqlite3_bind_text(m->add_prefix, 2, bucket, -1, SQLITE_STATIC);
+    sqlite3_bind_text(m->add_prefix, 3, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(m->add_prefix, 4, upper, -1, SQLITE_STATIC);
+    int rc = step_done(im->cat, m->add_prefix, err);
+    if (rc == 0 && sqlite3_changes(db) == 0) {
+        sqlite3_bind_text(m->count_prefix, 1, bucket, -1, SQLITE_STATIC);
+        sqlite3_bind_text(m->count_prefix, 2, key, -1, SQLITE_STATIC);
+        sqlite3_bind_text(m->count_prefix, 3, upper, -1, SQLITE_STATIC);
+        bool any = sqlite3_step(m->count_prefix) == SQLITE_ROW &&
+                   sqlite3_column_int(m->count_prefix, 0);
+        sqlite3_reset(m->count_prefix);
+        if (!any)
+            rc = import_fail(im, err, "prefix %s/%s matches no catalogued object", bucket, key);
+    }
+    free(upper);
+    return rc;
+}
+
+int catalog_import_manifest(catalog_t *cat, const catalog_dataset_attrs_t *attrs,
+                            const char *name, FILE *in, catalog_import_stats_t *stats,
+                            si_error_t *err)
+{
+    if (catalog_dataset_check_name(attrs->name, err) < 0)
+        return -1;
+    if (attrs->mode > 0777)
+        return si_errprintf(err, "dataset mode %o is not a permission mode (0 to 0777)",
+                            attrs->mode);
+    import_t im;
+    if (import_begin(&im, cat, name, stats, err) < 0)
+        return -1;
+    manifest_stmts_t m;
+    int64_t dataset_id = 0;
+    int rc = -1;
+    if (manifest_stmts_init(cat, &m, err) < 0)
+        return import_end(&im, -1, NULL, err);
+    if (define_dataset(&im, attrs, &dataset_id, err) < 0)
+        goto done;
+    long len;
+    while ((len = read_line(&im, in, err)) >= 0) {
+        char *entry = im.buf + strspn(im.buf, " \t");
+        if (*entry == '\0' || *entry == '#')
+            continue;
+        char *end = entry + strlen(entry);
+        while (end > entry && (end[-1] == ' ' || end[-1] == '\t'))
+            *--end = '\0';
+        if (manifest_line(&im, &m, dataset_id, entry, err) < 0)
+            goto done;
+        im.stats->lines++;
+    }
+    if (len != -1)
+        goto done;
+    sqlite3_stmt *s = catalog_prepare(cat, "SELECT COUNT(*) FROM dataset_members"
+                                           " WHERE dataset_id = ?1", err);
+    if (!s)
+        goto done;
+    sqlite3_bind_int64(s, 1, dataset_id);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        im.stats->members = (uint64_t)sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    if (im.stats->members == 0) {
+        si_errprintf(err, "%s: manifest names no objects", name);
+        goto done;
+    }
+    rc = 0;
+done:
+    manifest_stmts_free(&m);
+    return import_end(&im, rc, "import-manifest", err);
+}

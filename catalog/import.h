@@ -1,0 +1,41 @@
+/* Shared by the catalog's import modules: one transaction per import,
+ * errors as "name:line: reason". */
+#ifndef STAGEIN_CATALOG_IMPORT_H
+#define STAGEIN_CATALOG_IMPORT_H
+
+#include "catalog/internal.h"
+
+#define IMPORT_LINE_MAX (1024 * 1024)
+
+typedef struct {
+    catalog_t *cat;
+    const char *name;
+    uint64_t line;
+    catalog_import_stats_t *stats;
+    int64_t first_new_object; /* objects with this id or larger came from this import */
+    char volume[40];          /* last volume label seen, and its id */
+    int64_t volume_id;
+    char *buf;                /* the current line */
+} import_t;
+
+/* One tape position record, whatever format it came in. */
+typedef struct {
+    const char *bucket, *key, *volume, *checksum, *etag;
+    uint64_t size, position;
+    int copy;
+    int64_t file_seq, mtime;
+} position_rec_t;
+
+int import_begin(import_t *im, catalog_t *cat, const char *name,
+                 catalog_import_stats_t *stats, si_error_t *err);
+/* Commits (rc 0) with an event of the given kind, or rolls back (rc < 0). */
+int import_end(import_t *im, int rc, const char *kind, si_error_t *err);
+int import_fail(import_t *im, si_error_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int put_position(import_t *im, const position_rec_t *r, si_error_t *err);
+
+int catalog_import_ltfs(catalog_t *cat, const char *name, FILE *in,
+                        const catalog_positions_opts_t *opts, catalog_import_stats_t *stats,
+                        si_error_t *err);
+
+#endif

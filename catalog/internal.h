@@ -1,0 +1,49 @@
+/* Shared by the catalog's own modules only. */
+#ifndef STAGEIN_CATALOG_INTERNAL_H
+#define STAGEIN_CATALOG_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "catalog/catalog.h"
+
+/* Hot statements, prepared once per connection (bind -> step -> reset). */
+typedef enum {
+    STMT_OBJECT_INSERT,
+    STMT_OBJECT_FIND,
+    STMT_COPY_INSERT,
+    STMT_COPY_FIND,
+    STMT_VOLUME_FIND,
+    STMT_VOLUME_INSERT,
+    STMT_EVENT_INSERT,
+    STMT_COUNT
+} catalog_stmt_id_t;
+
+struct catalog {
+    sqlite3 *db;
+    char *path;
+    bool readonly;
+    int in_transaction;
+    sqlite3_stmt *stmt[STMT_COUNT];
+};
+
+/* The prepared statement, reset and with bindings cleared; NULL on error. */
+sqlite3_stmt *catalog_stmt(catalog_t *cat, catalog_stmt_id_t id, si_error_t *err);
+
+/* Runs SQL with no result rows. */
+int catalog_exec(catalog_t *cat, const char *sql, si_error_t *err);
+
+/* Prepares a one-off statement, or fails with the SQLite message. */
+sqlite3_stmt *catalog_prepare(catalog_t *cat, const char *sql, si_error_t *err);
+
+/* A table from any statement: one column per result column, values typed. */
+si_table_t *catalog_table_from_stmt(catalog_t *cat, sqlite3_stmt *stmt,
+                                    const si_column_t *columns, size_t ncolumns,
+                                    si_error_t *err);
+
+double catalog_now(void);
+
+/* catalog_copy_put with the volume already resolved (c->volume unused). */
+int catalog_copy_put_on(catalog_t *cat, const catalog_copy_t *c, int64_t volume_id,
+                        si_error_t *err);
+
+#endif

@@ -1,0 +1,180 @@
+/* Stage requests in the catalog: created from dataset names and/or object
+ * lists in one transaction (so a request is durable before it is
+ * acknowledged), queried, cancelled, released, advanced item by item by the
+ * recall engine, and recovered after a restart.
+ *
+ * Errors return -1 with errno set to say what kind they are, and the reason
+ * in err: EINVAL bad input, ENOENT unknown dataset/object/request, EACCES
+ * not permitted, EBUSY the request's state forbids it, EIO catalog failure.
+ * Nothing is changed on failure. Not thread safe: one caller at a time. */
+#ifndef STAGEIN_CATALOG_REQUESTS_H
+#define STAGEIN_CATALOG_REQUESTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "catalog/catalog.h"
+#include "common/error.h"
+#include "common/table.h"
+
+#define REQUESTS_UUID_LEN 36
+
+typedef struct requests requests_t;
+
+/* Prepares the hot statements on the catalog's connection. */
+requests_t *requests_open(catalog_t *cat, si_error_t *err);
+void requests_close(requests_t *r);
+
+typedef struct {
+    uid_t uid;                     /* the request's owner; permissions are */
+    gid_t gid;                     /* checked as this user (uid 0: all allowed) */
+    const char *job_id;            /* Slurm job id or NULL */
+    int priority;                  /* higher first */
+    int64_t deadline;              /* unix seconds; 0: none */
+    int64_t pin_lifetime;          /* seconds, > 0 */
+    const char *const *datasets;   /* dataset names */
+    size_t ndatasets;
+    /* "bucket/key", or "bucket/prefix/" for every object under the prefix */
+    const char *const *files;
+    size_t nfiles;
+} requests_spec_t;
+
+typedef struct {
+    char uuid[REQUESTS_UUID_LEN + 1];
+    int64_t id;
+    uint64_t files;                /* distinct objects */
+    uint64_t bytes;
+} requests_created_t;
+
+/* A user may stage a dataset whose mode grants read to the user's class
+ * (owner, group, other, like a file); an object named directly when some
+ * dataset holding it is readable, or when no dataset holds it. */
+int requests_create(requests_t *r, const requests_spec_t *spec, requests_created_t *out,
+                    si_error_t *err);
+
+/* Splits manifest text (one "bucket/key" or "bucket/prefix/" per line, '#'
+ * comments, blank lines) into lines for spec->files; *lines points into a
+ * copy owned by *storage (free both with free()). Errors name the line. */
+int requests_manifest_lines(const char *text, size_t len, char ***lines, size_t *nlines,
+                            char **storage, si_error_t *err);
+
+typedef struct {
+    int64_t object_id;
+    char *bucket;
+    char *key;
+    uint64_t size;
+    uint64_t bytes_done;
+    char state[12];
+    char *error;                   /* NULL unless FAILED */
+} requests_item_t;
+
+typedef struct {
+    int64_t id;
+    char uuid[REQUESTS_UUID_LEN + 1];
+    uid_t uid;
+    gid_t gid;
+    char *job_id;
+    int priority;
+    int64_t deadline;
+    int64_t pin_lifetime;
+    char state[12];
+    char *error;
+    double created, updated;
+    size_t queue_position;         /* 1 = next; 0 when not queued */
+    uint64_t bytes_total, bytes_done;
+    size_t files_total, files_completed, files_failed, files_cancelled;
+    size_t nitems;
+    requests_item_t *items;        /* by bucket, key */
+} requests_status_t;
+
+/* Owner or root only (EACCES otherwise). caller_uid (uid_t)-1: no check. */
+int requests_get(requests_t *r, const char *uuid, uid_t caller_uid, requests_status_t **out,
+                 si_error_t *err);
+void requests_status_free(requests_status_t *st);
+
+/* Cancels the items not yet finished; the request becomes CANCELLED.
+ * Owner or root; EBUSY when it already finished. */
+int requests_cancel(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err);
+/* The job no longer needs the data: unpins its completed items, cancels the
+ * rest, and the request becomes RELEASED. Owner or root; EBUSY if released. */
+int requests_release(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err);
+
+/* The active (SUBMITTED, STARTED) requests in queue order: position,
+ * request, uid, job, priority, deadline, state, files, files_done, bytes,
+ * bytes_done, created. */
+si_table_t *requests_queue(requests_t *r, si_error_t *err);
+
+/* ---- for the recall engine ------------------------------------------------ */
+
+/* Items waiting to be recalled, in queue order (priority, then age). The
+ * callback returns non-zero to stop early. */
+typedef int (*requests_pending_fn)(int64_t request_id, int64_t object_id, int priority,
+                                   int64_t deadline, void *arg);
+int requests_pending(requests_t *r, requests_pending_fn fn, void *arg, si_error_t *err);
+
+/* Item transitions; each also moves the request along (SUBMITTED -> STARTED
+ * -> COMPLETED, or FAILED when every item finished and one failed). A
+ * completed item takes a pin on the object's cache row (if present) that
+ * release gives back. EBUSY when the item is not in a state that allows it. */
+int requests_item_started(requests_t *r, int64_t request_id, int64_t object_id, si_error_t *err);
+int requests_item_progress(requests_t *r, int64_t request_id, int64_t object_id,
+                           uint64_t bytes_done, si_error_t *err);
+int requests_item_completed(requests_t *r, int64_t request_id, int64_t object_id,
+                            si_error_t *err);
+int requests_item_failed(requests_t *r, int64_t request_id, int64_t object_id,
+                         const char *reason, si_error_t *err);
+/* Back to SUBMITTED (a completed item whose cache file failed verification
+ * gives its pin back). */
+int requests_item_requeue(requests_t *r, int64_t request_id, int64_t object_id,
+                          si_error_t *err);
+
+typedef struct {
+    uint64_t requeued_items;       /* STARTED -> SUBMITTED */
+    uint64_t active_requests;
+} requests_recovery_t;
+
+/* At start-up: items that were being recalled when the daemon stopped are
+ * queued again (bytes_done reset), in one transaction. */
+int requests_recover(requests_t *r, requests_recovery_t *out, si_error_t *err);
+
+typedef struct {
+    int64_t request_id;
+    int64_t object_id;
+} requests_item_ref_t;
+
+/* Completed items of requests not yet released: their cache files are to be
+ * verified after a restart. *refs is malloc'd. */
+int requests_completed_items(requests_t *r, requests_item_ref_t **refs, size_t *count,
+                             si_error_t *err);
+
+/* ---- views for the control API ---------------------------------------------- */
+
+typedef enum {
+    REQUESTS_LOCALITY_NONE,
+    REQUESTS_LOCALITY_DISK,
+    REQUESTS_LOCALITY_TAPE,
+    REQUESTS_LOCALITY_DISK_AND_TAPE,
+} requests_locality_t;
+
+const char *requests_locality_name(requests_locality_t l);
+/* From the cache and tape_copies tables; ENOENT for an unknown object. */
+int requests_locality(requests_t *r, const char *bucket, const char *key,
+                      requests_locality_t *out, uint64_t *size, si_error_t *err);
+
+#define REQUESTS_NSTATES 6
+extern const char *const requests_state_names[REQUESTS_NSTATES];
+
+typedef struct {
+    uint64_t by_state[REQUESTS_NSTATES];  /* indexed like requests_state_names */
+    uint64_t queued_files, queued_bytes;  /* items SUBMITTED or STARTED */
+    uint64_t started_files;
+    uint64_t failed_files;
+    uint64_t cache_objects, cache_bytes;
+    uint64_t cache_pinned_objects, cache_pinned_bytes;
+} requests_metrics_t;
+
+int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err);
+
+#endif

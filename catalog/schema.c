@@ -1,0 +1,116 @@
+/* The catalog schema as a table of upgrade steps (PRAGMA user_version). */
+#include "config.h"
+#include "catalog/schema.h"
+
+#include <stddef.h>
+
+/* Version 1.0: the whole model. */
+static const char schema_1000[] =
+    "CREATE TABLE volumes ("
+    "  id INTEGER PRIMARY KEY,"
+    "  label TEXT NOT NULL UNIQUE,"
+    "  media TEXT NOT NULL DEFAULT 'LTO-9',"
+    "  library TEXT NOT NULL DEFAULT 'sim',"
+    "  state TEXT NOT NULL DEFAULT 'online'"
+    "    CHECK (state IN ('online','offline','full','disabled','failed')),"
+    "  capacity_bytes INTEGER NOT NULL DEFAULT 18000000000000 CHECK (capacity_bytes >= 0),"
+    "  used_bytes INTEGER NOT NULL DEFAULT 0 CHECK (used_bytes >= 0)"
+    ");"
+    "CREATE TABLE objects ("
+    "  id INTEGER PRIMARY KEY,"
+    "  bucket TEXT NOT NULL,"
+    "  key TEXT NOT NULL,"
+    "  size INTEGER NOT NULL CHECK (size >= 0),"
+    "  checksum TEXT,"
+    "  mtime INTEGER,"
+    "  etag TEXT,"
+    "  UNIQUE (bucket, key)"
+    ");"
+    "CREATE TABLE tape_copies ("
+    "  object_id INTEGER NOT NULL REFERENCES objects(id) ON DELETE CASCADE,"
+    "  copy INTEGER NOT NULL CHECK (copy >= 1),"
+    "  volume_id INTEGER NOT NULL REFERENCES volumes(id),"
+    "  file_seq INTEGER,"
+    "  position INTEGER NOT NULL CHECK (position >= 0),"
+    "  length INTEGER NOT NULL CHECK (length >= 0),"
+    "  PRIMARY KEY (object_id, copy)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX tape_copies_by_volume ON tape_copies(volume_id, position);"
+    "CREATE TABLE datasets ("
+    "  id INTEGER PRIMARY KEY,"
+    "  name TEXT NOT NULL UNIQUE,"
+    "  owner_uid INTEGER NOT NULL,"
+    "  owner_gid INTEGER NOT NULL,"
+    "  mode INTEGER NOT NULL DEFAULT 420 CHECK (mode BETWEEN 0 AND 511),"
+    "  description TEXT,"
+    "  created INTEGER NOT NULL"
+    ");"
+    "CREATE TABLE dataset_members ("
+    "  dataset_id INTEGER NOT NULL REFERENCES datasets(id) ON DELETE CASCADE,"
+    "  object_id INTEGER NOT NULL REFERENCES objects(id) ON DELETE CASCADE,"
+    "  PRIMARY KEY (dataset_id, object_id)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX dataset_members_by_object ON dataset_members(object_id);"
+    "CREATE TABLE requests ("
+    "  id INTEGER PRIMARY KEY,"
+    "  uuid TEXT NOT NULL UNIQUE,"
+    "  uid INTEGER NOT NULL,"
+    "  gid INTEGER NOT NULL,"
+    "  job_id TEXT,"
+    "  priority INTEGER NOT NULL DEFAULT 0,"
+    "  deadline INTEGER,"
+    "  pin_lifetime INTEGER NOT NULL,"
+    "  state TEXT NOT NULL CHECK (state IN"
+    "    ('SUBMITTED','STARTED','COMPLETED','FAILED','CANCELLED','RELEASED')),"
+    "  error TEXT,"
+    "  created REAL NOT NULL,"
+    "  updated REAL NOT NULL"
+    ");"
+    "CREATE INDEX requests_by_state ON requests(state);"
+    "CREATE TABLE request_items ("
+    "  request_id INTEGER NOT NULL REFERENCES requests(id) ON DELETE CASCADE,"
+    "  object_id INTEGER NOT NULL REFERENCES objects(id),"
+    "  state TEXT NOT NULL CHECK (state IN"
+    "    ('SUBMITTED','STARTED','COMPLETED','FAILED','CANCELLED')),"
+    "  bytes_done INTEGER NOT NULL DEFAULT 0,"
+    "  error TEXT,"
+    "  started REAL,"
+    "  finished REAL,"
+    "  PRIMARY KEY (request_id, object_id)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX request_items_by_object ON request_items(object_id);"
+    "CREATE TABLE cache ("
+    "  object_id INTEGER PRIMARY KEY REFERENCES objects(id) ON DELETE CASCADE,"
+    "  path TEXT NOT NULL,"
+    "  size INTEGER NOT NULL CHECK (size >= 0),"
+    "  pins INTEGER NOT NULL DEFAULT 0 CHECK (pins >= 0),"
+    "  last_access REAL NOT NULL,"
+    "  verified INTEGER NOT NULL DEFAULT 0"
+    ");"
+    "CREATE TABLE events ("
+    "  id INTEGER PRIMARY KEY,"
+    "  time REAL NOT NULL,"
+    "  kind TEXT NOT NULL,"
+    "  subject TEXT,"
+    "  detail TEXT"
+    ");"
+    "CREATE TRIGGER events_no_update BEFORE UPDATE ON events"
+    "  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;"
+    "CREATE TRIGGER events_no_delete BEFORE DELETE ON events"
+    "  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;";
+
+/* Version 1.1: S3 storage classes (Glacier semantics) and event lookups by time. */
+static const char schema_1001[] =
+    "ALTER TABLE objects ADD COLUMN storage_class TEXT NOT NULL DEFAULT 'GLACIER';"
+    "CREATE INDEX events_by_time ON events(time);";
+
+static const catalog_schema_step_t steps[] = {
+    {1000, schema_1000},
+    {1001, schema_1001},
+};
+
+const catalog_schema_step_t *catalog_schema_steps(size_t *count)
+{
+    *count = sizeof(steps) / sizeof(steps[0]);
+    return steps;
+}

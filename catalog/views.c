@@ -1,0 +1,314 @@
+/* The admin views: each is one SQL query rendered as a table. */
+#include "config.h"
+#include "catalog/internal.h"
+
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/text.h"
+
+si_table_t *catalog_table_from_stmt(catalog_t *cat, sqlite3_stmt *stmt,
+                                    const si_column_t *columns, size_t ncolumns,
+                                    si_error_t *err)
+{
+    si_column_t *generic = NULL;
+    if (!columns) { /* ad-hoc SQL: columns as the query names them */
+        ncolumns = (size_t)sqlite3_column_count(stmt);
+        generic = calloc(ncolumns ? ncolumns : 1, sizeof(*generic));
+        if (!generic) {
+            si_errprintf(err, "out of memory");
+            return NULL;
+        }
+        for (size_t k = 0; k < ncolumns; k++) {
+            generic[k].name = sqlite3_column_name(stmt, (int)k);
+            generic[k].kind = SI_COL_STR;
+        }
+        columns = generic;
+    }
+    si_table_t *t = si_table_new(columns, ncolumns);
+    free(generic);
+    if (!t) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        if (si_table_row(t) < 0)
+            goto nomem;
+        for (size_t k = 0; k < ncolumns; k++) {
+            int r;
+            switch (sqlite3_column_type(stmt, (int)k)) {
+            case SQLITE_INTEGER:
+                r = si_table_int(t, sqlite3_column_int64(stmt, (int)k));
+                break;
+            case SQLITE_FLOAT:
+                r = si_table_real(t, sqlite3_column_double(stmt, (int)k));
+                break;
+            case SQLITE_NULL:
+                r = si_table_null(t);
+                break;
+            default:
+                r = si_table_str(t, (const char *)sqlite3_column_text(stmt, (int)k));
+                break;
+            }
+            if (r < 0)
+                goto nomem;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        catalog_sqlerr(cat, err, "catalog query");
+        si_table_free(t);
+        return NULL;
+    }
+    return t;
+nomem:
+    si_errprintf(err, "out of memory");
+    si_table_free(t);
+    return NULL;
+}
+
+/* Runs sql with up to two text parameters (NULL: unbound) into a table. */
+static si_table_t *view(catalog_t *cat, const char *sql, const si_column_t *cols, size_t n,
+                        const char *p1, const char *p2, si_error_t *err)
+{
+    sqlite3_stmt *s = catalog_prepare(cat, sql, err);
+    if (!s)
+        return NULL;
+    if (p1)
+        sqlite3_bind_text(s, 1, p1, -1, SQLITE_STATIC);
+    if (p2)
+        sqlite3_bind_text(s, 2, p2, -1, SQLITE_STATIC);
+    si_table_t *t = catalog_table_from_stmt(cat, s, cols, n, err);
+    sqlite3_finalize(s);
+    return t;
+}
+
+#define NCOLS(a) (sizeof(a) / sizeof((a)[0]))
+
+static int dataset_exists(catalog_t *cat, const char *name, si_error_t *err)
+{
+    sqlite3_stmt *s = catalog_prepare(cat, "SELECT 1 FROM datasets WHERE name = ?1", err);
+    if (!s)
+        return -1;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW)
+        return 0;
+    return si_errprintf(err, "no dataset '%s' in the catalog", name);
+}
+
+si_table_t *catalog_view_datasets(catalog_t *cat, si_error_t *err)
+{
+    static const si_column_t cols[] = {
+        {"dataset", SI_COL_STR}, {"owner_uid", SI_COL_INT}, {"owner_gid", SI_COL_INT},
+        {"mode", SI_COL_STR}, {"objects", SI_COL_INT}, {"bytes", SI_COL_BYTES},
+        {"volumes", SI_COL_INT}, {"cached_pct", SI_COL_PERCENT}, {"description", SI_COL_STR},
+    };
+    /* Volumes spanned counts every copy's volume; cached bytes come from the
+     * (small) cache table. */
+    static const char sql[] =
+        "WITH sizes AS ("
+        "  SELECT m.dataset_id AS id, COUNT(*) AS objects, SUM(o.size) AS bytes"
+        "  FROM dataset_members m JOIN objects o ON o.id = m.object_id GROUP BY m.dataset_id),"
+        " spans AS ("
+        "  SELECT m.dataset_id AS id, COUNT(DISTINCT c.volume_id) AS volumes"
+        "  FROM dataset_members m JOIN tape_copies c ON c.object_id = m.object_id"
+        "  GROUP BY m.dataset_id),"
+        " cached AS ("
+        "  SELECT m.dataset_id AS id, SUM(o.size) AS bytes FROM cache ca"
+        "  JOIN dataset_members m ON m.object_id = ca.object_id"
+        "  JOIN objects o ON o.id = ca.object_id GROUP BY m.dataset_id)"
+        " SELECT d.name, d.owner_uid, d.owner_gid, printf('%04o', d.mode),"
+        "  COALESCE(s.objects, 0), COALESCE(s.bytes, 0), COALESCE(p.volumes, 0),"
+        "  CASE WHEN COALESCE(s.bytes, 0) = 0 THEN"
+        "    (CASE WHEN COALESCE(s.objects, 0) = 0 THEN 0.0 ELSE 100.0 END)"
+        "   ELSE 100.0 * COALESCE(c.bytes, 0) / s.bytes END,"
+        "  d.description"
+        " FROM datasets d LEFT JOIN sizes s ON s.id = d.id LEFT JOIN spans p ON p.id = d.id"
+        " LEFT JOIN cached c ON c.id = d.id ORDER BY d.name";
+    return view(cat, sql, cols, NCOLS(cols), NULL, NULL, err);
+}
+
+si_table_t *catalog_view_dataset_volumes(catalog_t *cat, const char *dataset, si_error_t *err)
+{
+    static const si_column_t cols[] = {
+        {"volume", SI_COL_STR}, {"state", SI_COL_STR}, {"copy", SI_COL_INT},
+        {"objects", SI_COL_INT}, {"bytes", SI_COL_BYTES}, {"first_position", SI_COL_INT},
+        {"last_position", SI_COL_INT},
+    };
+    static const char sql[] =
+        "SELECT v.label, v.state, c.copy, COUNT(*), SUM(c.length), MIN(c.position),"
+        " MAX(c.position)"
+        " FROM datasets d JOIN dataset_members m ON m.dataset_id = d.id"
+        " JOIN tape_copies c ON c.object_id = m.object_id JOIN volumes v ON v.id = c.volume_id"
+        " WHERE d.name = ?1 GROUP BY c.volume_id, c.copy ORDER BY c.copy, v.label";
+    if (dataset_exists(cat, dataset, err) < 0)
+        return NULL;
+    return view(cat, sql, cols, NCOLS(cols), dataset, NULL, err);
+}
+
+si_table_t *catalog_view_volume_datasets(catalog_t *cat, const char *label, si_error_t *err)
+{
+    static const si_column_t cols[] = {
+        {"dataset", SI_COL_STR}, {"objects", SI_COL_INT}, {"bytes", SI_COL_BYTES},
+        {"first_position", SI_COL_INT}, {"last_position", SI_COL_INT},
+    };
+    static const char sql[] =
+        "SELECT d.name, COUNT(*), SUM(c.length), MIN(c.position), MAX(c.position)"
+        " FROM volumes v JOIN tape_copies c ON c.volume_id = v.id"
+        " JOIN dataset_members m ON m.object_id = c.object_id"
+        " JOIN datasets d ON d.id = m.dataset_id"
+        " WHERE v.label = ?1 GROUP BY d.id ORDER BY d.name";
+    sqlite3_stmt *s = catalog_prepare(cat, "SELECT 1 FROM volumes WHERE label = ?1", err);
+    if (!s)
+        return NULL;
+    sqlite3_bind_text(s, 1, label, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW) {
+        si_errprintf(err, "no volume '%s' in the catalog", label);
+        return NULL;
+    }
+    return view(cat, sql, cols, NCOLS(cols), label, NULL, err);
+}
+
+si_table_t *catalog_view_volumes(catalog_t *cat, si_error_t *err)
+{
+    static const si_column_t cols[] = {
+        {"volume", SI_COL_STR}, {"media", SI_COL_STR}, {"library", SI_COL_STR},
+        {"state", SI_COL_STR}, {"capacity", SI_COL_BYTES}, {"used", SI_COL_BYTES},
+        {"copies", SI_COL_INT}, {"catalogued_bytes", SI_COL_BYTES},
+    };
+    static const char sql[] =
+        "SELECT v.label, v.media, v.library, v.state, v.capacity_bytes, v.used_bytes,"
+        " (SELECT COUNT(*) FROM tape_copies c WHERE c.volume_id = v.id),"
+        " (SELECT COALESCE(SUM(c.length), 0) FROM tape_copies c WHERE c.volume_id = v.id)"
+        " FROM volumes v ORDER BY v.label";
+    return view(cat, sql, cols, NCOLS(cols), NULL, NULL, err);
+}
+
+si_table_t *catalog_view_object(catalog_t *cat, const char *bucket_key, si_error_t *err)
+{
+    static const si_column_t cols[] = {
+        {"bucket", SI_COL_STR}, {"key", SI_COL_STR}, {"size", SI_COL_BYTES},
+        {"checksum", SI_COL_STR}, {"copy", SI_COL_INT}, {"volume", SI_COL_STR},
+        {"file_seq", SI_COL_INT}, {"position", SI_COL_INT}, {"cached", SI_COL_STR},
+        {"pins", SI_COL_INT},
+    };
+    static const char sql[] =
+        "SELECT o.bucket, o.key, o.size, o.checksum, c.copy, v.label, c.file_seq, c.position,"
+        " CASE WHEN ca.object_id IS NULL THEN 'no' WHEN ca.verified THEN 'verified'"
+        "  ELSE 'yes' END, ca.pins"
+        " FROM objects o LEFT JOIN tape_copies c ON c.object_id = o.id"
+        " LEFT JOIN volumes v ON v.id = c.volume_id LEFT JOIN cache ca ON ca.object_id = o.id"
+        " WHERE o.bucket = ?1 AND o.key = ?2 ORDER BY c.copy";
+    const char *slash = strchr(bucket_key, '/');
+    if (!slash || slash == bucket_key || !slash[1]) {
+        si_errprintf(err, "'%s' is not bucket/key", bucket_key);
+        return NULL;
+    }
+    char *bucket = strndup(bucket_key, (size_t)(slash - bucket_key));
+    if (!bucket) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    si_table_t *t = view(cat, sql, cols, NCOLS(cols), bucket, slash + 1, err);
+    free(bucket);
+    if (t && si_table_rows(t) == 0) {
+        si_errprintf(err, "no object %s in the catalog", bucket_key);
+        si_table_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+si_table_t *catalog_view_requests(catalog_t *cat, const catalog_request_filter_t *f,
+                                  si_error_t *err)
+{
+    static const si_column_t cols[] = {
+        {"request", SI_COL_STR}, {"uid", SI_COL_INT}, {"job", SI_COL_STR},
+        {"state", SI_COL_STR}, {"priority", SI_COL_INT}, {"files", SI_COL_INT},
+        {"completed", SI_COL_INT}, {"failed", SI_COL_INT}, {"bytes", SI_COL_BYTES},
+        {"bytes_done", SI_COL_BYTES}, {"created", SI_COL_STR},
+    };
+    static const char sql[] =
+        "SELECT r.uuid, r.uid, r.job_id, r.state, r.priority, COUNT(i.object_id),"
+        " SUM(i.state = 'COMPLETED'), SUM(i.state = 'FAILED'), COALESCE(SUM(o.size), 0),"
+        " COALESCE(SUM(i.bytes_done), 0), datetime(r.created, 'unixepoch')"
+        " FROM requests r LEFT JOIN request_items i ON i.request_id = r.id"
+        " LEFT JOIN objects o ON o.id = i.object_id"
+        " WHERE (?1 IS NULL OR r.uid = ?1) AND (?2 IS NULL OR r.job_id = ?2)"
+        " AND (?3 IS NULL OR r.state = ?3)"
+        " GROUP BY r.id ORDER BY r.created, r.id";
+    sqlite3_stmt *s = catalog_prepare(cat, sql, err);
+    if (!s)
+        return NULL;
+    if (f && f->user) {
+        int64_t uid;
+        if (si_parse_i64(f->user, &uid) < 0) {
+            struct passwd *pw = getpwnam(f->user);
+            if (!pw) {
+                sqlite3_finalize(s);
+                si_errprintf(err, "no user '%s'", f->user);
+                return NULL;
+            }
+            uid = pw->pw_uid;
+        }
+        sqlite3_bind_int64(s, 1, uid);
+    }
+    if (f && f->job)
+        sqlite3_bind_text(s, 2, f->job, -1, SQLITE_STATIC);
+    if (f && f->state)
+        sqlite3_bind_text(s, 3, f->state, -1, SQLITE_STATIC);
+    si_table_t *t = catalog_table_from_stmt(cat, s, cols, NCOLS(cols), err);
+    sqlite3_finalize(s);
+    return t;
+}
+
+si_table_t *catalog_view_cache(catalog_t *cat, si_error_t *err)
+{
+    static const si_column_t cols[] = {
+        {"objects", SI_COL_INT}, {"bytes", SI_COL_BYTES}, {"pinned_objects", SI_COL_INT},
+        {"pinned_bytes", SI_COL_BYTES}, {"verified_objects", SI_COL_INT},
+        {"oldest_access", SI_COL_STR},
+    };
+    static const char sql[] =
+        "SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(SUM(pins > 0), 0),"
+        " COALESCE(SUM(CASE WHEN pins > 0 THEN size ELSE 0 END), 0),"
+        " COALESCE(SUM(verified != 0), 0), datetime(MIN(last_access), 'unixepoch')"
+        " FROM cache";
+    return view(cat, sql, cols, NCOLS(cols), NULL, NULL, err);
+}
+
+si_table_t *catalog_view_sql(catalog_t *cat, const char *sql, si_error_t *err)
+{
+    if (!cat->readonly) {
+        si_errprintf(err, "ad-hoc SQL needs a catalog opened read-only");
+        return NULL;
+    }
+    sqlite3_stmt *s = NULL;
+    const char *tail = NULL;
+    if (sqlite3_prepare_v2(cat->db, sql, -1, &s, &tail) != SQLITE_OK) {
+        catalog_sqlerr(cat, err, "SQL");
+        return NULL;
+    }
+    if (!s) {
+        si_errprintf(err, "SQL: empty statement");
+        return NULL;
+    }
+    if (tail && tail[strspn(tail, " \t\r\n;")] != '\0') {
+        sqlite3_finalize(s);
+        si_errprintf(err, "SQL: give one statement (text after the first: '%.40s')", tail);
+        return NULL;
+    }
+    if (!sqlite3_stmt_readonly(s)) {
+        sqlite3_finalize(s);
+        si_errprintf(err, "SQL: only read-only statements are allowed");
+        return NULL;
+    }
+    si_table_t *t = catalog_table_from_stmt(cat, s, NULL, 0, err);
+    sqlite3_finalize(s);
+    return t;
+}

@@ -1,0 +1,227 @@
+#include "config.h"
+#include "common/uri.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define QUERY_TEXT_MAX (64 * 1024)
+
+static bool unreserved(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+bool si_uri_encode(si_strbuf_t *out, const char *s, size_t len, bool keep_slash)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (unreserved(c) || (keep_slash && c == '/')) {
+            si_strbuf_putc(out, (char)c);
+        } else {
+            char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
+            si_strbuf_append(out, esc, 3);
+        }
+    }
+    return !out->failed;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int si_uri_decode(si_strbuf_t *out, const char *s, size_t len, bool plus_is_space,
+                  si_error_t *err)
+{
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (c == '%') {
+            if (len - i < 3 || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
+                return si_errprintf(err, "malformed percent-encoding at offset %zu", i);
+            si_strbuf_putc(out, (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2])));
+            i += 2;
+        } else if (c == '+' && plus_is_space) {
+            si_strbuf_putc(out, ' ');
+        } else {
+            si_strbuf_putc(out, c);
+        }
+    }
+    if (out->failed)
+        return si_errprintf(err, "decoded text is too long");
+    return 0;
+}
+
+int si_uri_canonical_path(si_strbuf_t *out, const char *raw_path, si_error_t *err)
+{
+    si_strbuf_t seg;
+    si_strbuf_init(&seg, QUERY_TEXT_MAX);
+    const char *p = raw_path;
+    if (*p == '\0') {
+        si_strbuf_putc(out, '/');
+        return out->failed ? si_errprintf(err, "canonical path is too long") : 0;
+    }
+    for (;;) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        si_strbuf_reset(&seg);
+        if (si_uri_decode(&seg, p, n, false, err) < 0) {
+            si_strbuf_free(&seg);
+            return si_errprefix(err, "path");
+        }
+        si_uri_encode(out, si_strbuf_str(&seg), seg.len, false);
+        if (!slash)
+            break;
+        si_strbuf_putc(out, '/');
+        p = slash + 1;
+    }
+    si_strbuf_free(&seg);
+    if (out->failed)
+        return si_errprintf(err, "canonical path is too long");
+    return 0;
+}
+
+typedef struct {
+    char *name;  /* canonical (encoded) name */
+    char *value; /* canonical (encoded) value */
+} query_param_t;
+
+static int param_cmp(const void *a, const void *b)
+{
+    const query_param_t *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : strcmp(x->value, y->value);
+}
+
+/* Re-encodes one raw query component. */
+static char *canonical_component(const char *s, size_t len, si_error_t *err)
+{
+    si_strbuf_t dec, enc;
+    si_strbuf_init(&dec, QUERY_TEXT_MAX);
+    si_strbuf_init(&enc, 3 * QUERY_TEXT_MAX);
+    if (si_uri_decode(&dec, s, len, true, err) < 0) {
+        si_strbuf_free(&dec);
+        return NULL;
+    }
+    si_uri_encode(&enc, si_strbuf_str(&dec), dec.len, false);
+    si_strbuf_free(&dec);
+    if (enc.failed) {
+        si_strbuf_free(&enc);
+        si_errprintf(err, "query component is too long");
+        return NULL;
+    }
+    return si_strbuf_take(&enc);
+}
+
+int si_uri_canonical_query(si_strbuf_t *out, const char *raw_query, const char *skip_key,
+                           si_error_t *err)
+{
+    query_param_t params[SI_URI_QUERY_PARAMS_MAX];
+    size_t n = 0;
+    const char *p = raw_query ? raw_query : "";
+    if (strlen(p) > QUERY_TEXT_MAX)
+        return si_errprintf(err, "query string is longer than %d bytes", QUERY_TEXT_MAX);
+    while (*p) {
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        if (len > 0) {
+            const char *eq = memchr(p, '=', len);
+            size_t klen = eq ? (size_t)(eq - p) : len;
+            if (n == SI_URI_QUERY_PARAMS_MAX) {
+                si_errprintf(err, "more than %d query parameters", SI_URI_QUERY_PARAMS_MAX);
+                goto error;
+            }
+            char *name = canonical_component(p, klen, err);
+            if (!name)
+                goto error_prefix;
+            bool skip = false;
+            if (skip_key) {
+                si_strbuf_t dec;
+                si_strbuf_init(&dec, QUERY_TEXT_MAX);
+                skip = si_uri_decode(&dec, p, klen, true, NULL) == 0 &&
+                       strcmp(si_strbuf_str(&dec), skip_key) == 0;
+                si_strbuf_free(&dec);
+            }
+            if (skip) {
+                free(name);
+            } else {
+                char *value = eq ? canonical_component(eq + 1, len - klen - 1, err) : strdup("");
+                if (!value) {
+                    free(name);
+                    goto error_prefix;
+                }
+                params[n].name = name;
+                params[n].value = value;
+                n++;
+            }
+        }
+        if (!amp)
+            break;
+        p = amp + 1;
+    }
+    qsort(params, n, sizeof(params[0]), param_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            si_strbuf_putc(out, '&');
+        si_strbuf_puts(out, params[i].name);
+        si_strbuf_putc(out, '=');
+        si_strbuf_puts(out, params[i].value);
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(params[i].name);
+        free(params[i].value);
+    }
+    if (out->failed)
+        return si_errprintf(err, "canonical query is too long");
+    return 0;
+
+error_prefix:
+    si_errprefix(err, "query");
+error:
+    for (size_t i = 0; i < n; i++) {
+        free(params[i].name);
+        free(params[i].value);
+    }
+    return -1;
+}
+
+int si_uri_query_get(const char *raw_query, const char *key, si_strbuf_t *value,
+                     si_error_t *err)
+{
+    int count = 0;
+    const char *p = raw_query ? raw_query : "";
+    si_strbuf_t name;
+    si_strbuf_init(&name, QUERY_TEXT_MAX);
+    while (*p) {
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        size_t klen = eq ? (size_t)(eq - p) : len;
+        si_strbuf_reset(&name);
+        if (len > 0) {
+            if (si_uri_decode(&name, p, klen, true, err) < 0)
+                goto error;
+            if (strcmp(si_strbuf_str(&name), key) == 0) {
+                if (count == 0 && eq &&
+                    si_uri_decode(value, eq + 1, len - klen - 1, true, err) < 0)
+                    goto error;
+                count++;
+            }
+        }
+        if (!amp)
+            break;
+        p = amp + 1;
+    }
+    si_strbuf_free(&name);
+    return count;
+error:
+    si_strbuf_free(&name);
+    return si_errprefix(err, "query parameter %s", key);
+}
