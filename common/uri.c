@@ -209,7 +209,7 @@ int si_uri_query_get(const char *raw_query, const char *key, si_strbuf_t *value,
             if (si_uri_decode(&name, p, klen, true, err) < 0)
                 goto error;
             if (strcmp(si_strbuf_str(&name), key) == 0) {
-                if (count == 0 && eq &&
+                if (count == 0 && eq && value &&
                     si_uri_decode(value, eq + 1, len - klen - 1, true, err) < 0)
                     goto error;
                 count++;
