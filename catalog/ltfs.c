@@ -109,7 +109,7 @@ static int decode_name(ltfs_t *l, char *out)
         }
     }
     out[o] = '\0';
-    if (o == 0 || strchr(out, '/') || memchr(out, '\0', o) != out + o) {
+    if (o == 0 || strchr(out, '/') || memchr(out, '\0', o) != NULL) {
         ltfs_fail(l, "<name> '%s' is empty or contains '/' or NUL", out);
         return -1;
     }

@@ -1,0 +1,148 @@
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog/catalog.h"
+#include "catalog/test/testutil.h"
+#include "common/tap.h"
+
+static char *json_of(si_table_t *t)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (t)
+        si_table_print(t, f, true);
+    fclose(f);
+    si_table_free(t);
+    return buf;
+}
+
+static void has(char *json, const char *want, const char *what)
+{
+    ok(json && strstr(json, want), "%s", what);
+    if (!json || !strstr(json, want))
+        diag("got %s\nwant %s", json ? json : "(null)", want);
+    free(json);
+}
+
+int main(void)
+{
+    char path[512];
+    si_error_t err;
+    catalog_import_stats_t st;
+    test_db_path(path, sizeof(path), "views");
+    test_db_remove(path);
+    catalog_t *cat = catalog_open(path, CATALOG_CREATE, &err);
+
+    const char *csv =
+        "dsb,x/1,100,V1,5000,1,\n"
+        "dsb,x/2,200,V1,1000,1,\n"
+        "dsb,x/3,300,V2,50,1,\n"
+        "dsb,x/3,300,V3,70,2,\n"
+        "dsb,y/1,400,V3,10,1,\n";
+    FILE *f = text_file(csv);
+    catalog_positions_opts_t o = {.format = CATALOG_FORMAT_CSV};
+    ok(catalog_import_positions(cat, "v.csv", f, &o, &st, &err) == 0, "positions imported");
+    fclose(f);
+    catalog_dataset_attrs_t a = {.name = "dsx", .owner_uid = 1001, .owner_gid = 100, .mode = 0640,
+                                 .description = "the x files"};
+    f = text_file("dsb/x/\n");
+    ok(catalog_import_manifest(cat, &a, "m", f, &st, &err) == 0, "dataset defined");
+    fclose(f);
+    a.name = "dsy";
+    a.description = NULL;
+    f = text_file("dsb/y/1\n");
+    catalog_import_manifest(cat, &a, "m", f, &st, &err);
+    fclose(f);
+    sqlite3_exec(catalog_db(cat),
+                 "INSERT INTO cache(object_id, path, size, pins, last_access, verified)"
+                 " SELECT id, 'p/' || id, size, 1, 1700000000, 1 FROM objects WHERE key = 'x/3';"
+                 "INSERT INTO requests(uuid, uid, gid, job_id, priority, pin_lifetime, state, created, updated)"
+                 " VALUES ('r-1', 1001, 100, '42', 5, 3600, 'STARTED', 1700000000, 1700000000);"
+                 "INSERT INTO request_items(request_id, object_id, state, bytes_done)"
+                 " SELECT 1, id, CASE WHEN key = 'x/3' THEN 'COMPLETED' ELSE 'SUBMITTED' END,"
+                 " CASE WHEN key = 'x/3' THEN 300 ELSE 0 END FROM objects WHERE key LIKE 'x/%';",
+                 NULL, NULL, NULL);
+
+    has(json_of(catalog_view_datasets(cat, &err)),
+        "{\"dataset\":\"dsx\",\"owner_uid\":1001,\"owner_gid\":100,\"mode\":\"0640\",\"objects\":3,"
+        "\"bytes\":600,\"volumes\":3,\"cached_pct\":50.0,\"description\":\"the x files\"}",
+        "datasets: objects, bytes, volumes spanned, % cached");
+    has(json_of(catalog_view_dataset_volumes(cat, "dsx", &err)),
+        "{\"volume\":\"V1\",\"state\":\"online\",\"copy\":1,\"objects\":2,\"bytes\":300,"
+        "\"first_position\":1000,\"last_position\":5000}", "where: per volume");
+    ok(catalog_view_dataset_volumes(cat, "nope", &err) == NULL && strstr(err.text, "no dataset 'nope'"),
+       "where: unknown dataset: %s", err.text);
+    has(json_of(catalog_view_volume_datasets(cat, "V3", &err)),
+        "[{\"dataset\":\"dsx\",\"objects\":1,\"bytes\":300,\"first_position\":70,\"last_position\":70},"
+        "{\"dataset\":\"dsy\",\"objects\":1,\"bytes\":400,\"first_position\":10,\"last_position\":10}]",
+        "volume: datasets touching V3");
+    ok(catalog_view_volume_datasets(cat, "V9", &err) == NULL, "volume: unknown label: %s", err.text);
+    has(json_of(catalog_view_volumes(cat, &err)),
+        "{\"volume\":\"V3\",\"media\":\"LTO-9\",\"library\":\"sim\",\"state\":\"online\","
+        "\"capacity\":18000000000000,\"used\":0,\"copies\":2,\"catalogued_bytes\":700}", "volumes");
+    has(json_of(catalog_view_object(cat, "dsb/x/3", &err)),
+        "{\"bucket\":\"dsb\",\"key\":\"x/3\",\"size\":300,\"checksum\":null,\"copy\":2,\"volume\":\"V3\","
+        "\"file_seq\":null,\"position\":70,\"cached\":\"verified\",\"pins\":1}", "object: second copy, cached");
+    ok(catalog_view_object(cat, "dsb/none", &err) == NULL && strstr(err.text, "no object dsb/none"),
+       "object: unknown: %s", err.text);
+    ok(catalog_view_object(cat, "nokey", &err) == NULL, "object: not bucket/key: %s", err.text);
+    catalog_request_filter_t rf = {.user = "1001"};
+    has(json_of(catalog_view_requests(cat, &rf, &err)),
+        "\"request\":\"r-1\",\"uid\":1001,\"job\":\"42\",\"state\":\"STARTED\",\"priority\":5,"
+        "\"files\":3,\"completed\":1,\"failed\":0,\"bytes\":600,\"bytes_done\":300", "requests by user");
+    rf = (catalog_request_filter_t){.state = "COMPLETED"};
+    has(json_of(catalog_view_requests(cat, &rf, &err)), "[]", "requests by state: none");
+    rf = (catalog_request_filter_t){.job = "42"};
+    has(json_of(catalog_view_requests(cat, &rf, &err)), "\"request\":\"r-1\"", "requests by job");
+    has(json_of(catalog_view_cache(cat, &err)),
+        "{\"objects\":1,\"bytes\":300,\"pinned_objects\":1,\"pinned_bytes\":300,\"verified_objects\":1",
+        "cache usage");
+
+    /* The plan: copy 1 unless its volume is unreadable, then by position. */
+    has(json_of(catalog_view_plan(cat, "dsx", true, &err)),
+        "[{\"volume\":\"V1\",\"reads\":2,\"bytes\":300,\"first_position\":1000,\"last_position\":5000},"
+        "{\"volume\":\"V2\",\"reads\":1,\"bytes\":300,\"first_position\":50,\"last_position\":50}]",
+        "plan summary uses copy 1");
+    has(json_of(catalog_view_plan(cat, "dsx", false, &err)),
+        "[{\"volume\":\"V1\",\"order\":1,\"position\":1000,\"length\":200,\"copy\":1,\"file_seq\":null,"
+        "\"bucket\":\"dsb\",\"key\":\"x/2\"},{\"volume\":\"V1\",\"order\":2,\"position\":5000",
+        "plan reads ordered by position");
+    ok(catalog_volume_set_state(cat, "V2", "disabled", &err) == 0, "V2 disabled");
+    catalog_plan_t *plan = NULL;
+    ok(catalog_plan_dataset(cat, "dsx", &plan, &err) == 0, "plan built");
+    if (plan) {
+        is_int(plan->nvolumes, 2, "two volumes");
+        is_str(plan->volumes[1].label, "V3", "second copy's volume chosen");
+        is_int(plan->reads[2].copy, 2, "copy 2 read");
+        is_int(plan->reads[0].position, 1000, "first read is the lowest position");
+        is_int(plan->missing, 0, "nothing missing");
+        catalog_plan_free(plan);
+    }
+    catalog_volume_set_state(cat, "V3", "failed", &err);
+    ok(catalog_plan_dataset(cat, "dsx", &plan, &err) == 0 && plan->missing == 1,
+       "no readable copy: counted missing");
+    catalog_plan_free(plan);
+    ok(catalog_volume_set_state(cat, "V1", "melted", &err) < 0, "bad volume state refused");
+    ok(catalog_view_sql(cat, "SELECT 1", &err) == NULL && strstr(err.text, "read-only"),
+       "sql needs a read-only catalog");
+    catalog_close(cat);
+
+    cat = catalog_open(path, CATALOG_READONLY, &err);
+    has(json_of(catalog_view_sql(cat, "SELECT key, size FROM objects ORDER BY key LIMIT 1", &err)),
+        "[{\"key\":\"x/1\",\"size\":100}]", "sql: typed columns");
+    ok(catalog_view_sql(cat, "DELETE FROM objects", &err) == NULL && strstr(err.text, "read-only"),
+       "sql: writes refused: %s", err.text);
+    ok(catalog_view_sql(cat, "SELECT 1; DELETE FROM objects", &err) == NULL &&
+       strstr(err.text, "one statement"), "sql: one statement only: %s", err.text);
+    ok(catalog_view_sql(cat, "SELEKT", &err) == NULL && strstr(err.text, "syntax error"),
+       "sql: syntax error reported: %s", err.text);
+    ok(catalog_view_sql(cat, "ATTACH DATABASE '/tmp/x.db' AS x", &err) == NULL,
+       "sql: ATTACH refused: %s", err.text);
+    is_int(test_query_int(cat, "SELECT COUNT(*) FROM objects"), 4, "catalog unchanged");
+    catalog_close(cat);
+    test_db_remove(path);
+    return done_testing();
+}
