@@ -1,0 +1,1169 @@
+#include "config.h"
+#include "catalog/requests.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/time.h>
+
+#include <sqlite3.h>
+
+#include "common/text.h"
+
+const char *const requests_state_names[REQUESTS_NSTATES] = {
+    "SUBMITTED", "STARTED", "COMPLETED", "FAILED", "CANCELLED", "RELEASED",
+};
+
+/* Read permission of a dataset d for the user (?uid, ?gid), decided by the
+ * user's class alone, as for a file. */
+#define READABLE_SQL                                                     \
+    "CASE WHEN :uid = 0 THEN 1"                                          \
+    " WHEN d.owner_uid = :uid THEN (d.mode & 256) != 0"                  \
+    " WHEN d.owner_gid = :gid THEN (d.mode & 32) != 0"                   \
+    " ELSE (d.mode & 4) != 0 END"
+
+typedef enum {
+    SQL_DATASET_FIND,
+    SQL_DATASET_ITEMS,
+    SQL_OBJECT_FIND,
+    SQL_PREFIX_OBJECTS,
+    SQL_OBJECT_ACCESS,
+    SQL_REQUEST_INSERT,
+    SQL_ITEM_INSERT,
+    SQL_REQUEST_TOTALS,
+    SQL_REQUEST_FIND,
+    SQL_REQUEST_ITEMS,
+    SQL_QUEUE_AHEAD,
+    SQL_REQUEST_SET_STATE,
+    SQL_ITEMS_CANCEL,
+    SQL_UNPIN_REQUEST,
+    SQL_ITEM_START,
+    SQL_ITEM_PROGRESS,
+    SQL_ITEM_FINISH,
+    SQL_ITEM_STATE,
+    SQL_ITEM_REQUEUE,
+    SQL_PIN,
+    SQL_UNPIN,
+    SQL_ITEM_COUNTS,
+    SQL_REQUEST_STATE_BY_ID,
+    SQL_PENDING,
+    SQL_LOCALITY,
+    SQL_COUNT
+} sql_id_t;
+
+static const char *const sql_text[SQL_COUNT] = {
+    [SQL_DATASET_FIND] =
+        "SELECT d.id, d.owner_uid, d.owner_gid, d.mode, " READABLE_SQL
+        " FROM datasets d WHERE d.name = :name",
+    [SQL_DATASET_ITEMS] =
+        "INSERT OR IGNORE INTO request_items(request_id, object_id, state)"
+        " SELECT :request, object_id, 'SUBMITTED' FROM dataset_members WHERE dataset_id = :dataset",
+    [SQL_OBJECT_FIND] = "SELECT id FROM objects WHERE bucket = :bucket AND key = :key",
+    [SQL_PREFIX_OBJECTS] =
+        "SELECT id, key FROM objects WHERE bucket = :bucket"
+        " AND substr(key, 1, length(:prefix)) = :prefix ORDER BY key",
+    /* how many datasets hold the object, and how many of them are readable */
+    [SQL_OBJECT_ACCESS] =
+        "SELECT count(*), coalesce(sum(" READABLE_SQL "), 0)"
+        " FROM dataset_members m JOIN datasets d ON d.id = m.dataset_id"
+        " WHERE m.object_id = :object",
+    [SQL_REQUEST_INSERT] =
+        "INSERT INTO requests(uuid, uid, gid, job_id, priority, deadline, pin_lifetime,"
+        " state, created, updated) VALUES (:uuid, :uid, :gid, :job, :priority, :deadline,"
+        " :pin, 'SUBMITTED', :now, :now)",
+    [SQL_ITEM_INSERT] =
+        "INSERT OR IGNORE INTO request_items(request_id, object_id, state)"
+        " VALUES (:request, :object, 'SUBMITTED')",
+    [SQL_REQUEST_TOTALS] =
+        "SELECT count(*), coalesce(sum(o.size), 0) FROM request_items i"
+        " JOIN objects o ON o.id = i.object_id WHERE i.request_id = :request",
+    [SQL_REQUEST_FIND] =
+        "SELECT id, uuid, uid, gid, job_id, priority, deadline, pin_lifetime, state, error,"
+        " created, updated FROM requests WHERE uuid = :uuid",
+    [SQL_REQUEST_ITEMS] =
+        "SELECT i.object_id, o.bucket, o.key, o.size, i.bytes_done, i.state, i.error"
+        " FROM request_items i JOIN objects o ON o.id = i.object_id"
+        " WHERE i.request_id = :request ORDER BY o.bucket, o.key",
+    [SQL_QUEUE_AHEAD] =
+        "SELECT count(*) FROM requests WHERE state IN ('SUBMITTED', 'STARTED')"
+        " AND (priority > :priority OR (priority = :priority AND"
+        " (created < :created OR (created = :created AND id < :id))))",
+    [SQL_REQUEST_SET_STATE] =
+        "UPDATE requests SET state = :state, error = :error, updated = :now WHERE id = :request",
+    [SQL_ITEMS_CANCEL] =
+        "UPDATE request_items SET state = 'CANCELLED', finished = :now"
+        " WHERE request_id = :request AND state IN ('SUBMITTED', 'STARTED')",
+    [SQL_UNPIN_REQUEST] =
+        "UPDATE cache SET pins = pins - 1 WHERE pins > 0 AND object_id IN"
+        " (SELECT object_id FROM request_items WHERE request_id = :request"
+        " AND state = 'COMPLETED')",
+    [SQL_ITEM_START] =
+        "UPDATE request_items SET state = 'STARTED', started = :now, bytes_done = 0"
+        " WHERE request_id = :request AND object_id = :object AND state = 'SUBMITTED'",
+    [SQL_ITEM_PROGRESS] =
+        "UPDATE request_items SET bytes_done = :bytes"
+        " WHERE request_id = :request AND object_id = :object AND state = 'STARTED'",
+    [SQL_ITEM_FINISH] =
+        "UPDATE request_items SET state = :state, error = :error, finished = :now,"
+        " bytes_done = CASE WHEN :state = 'COMPLETED'"
+        " THEN (SELECT size FROM objects WHERE id = object_id) ELSE bytes_done END"
+        " WHERE request_id = :request AND object_id = :object"
+        " AND state IN ('SUBMITTED', 'STARTED')",
+    [SQL_ITEM_STATE] =
+        "SELECT state FROM request_items WHERE request_id = :request AND object_id = :object",
+    [SQL_ITEM_REQUEUE] =
+        "UPDATE request_items SET state = 'SUBMITTED', bytes_done = 0, error = NULL,"
+        " started = NULL, finished = NULL WHERE request_id = :request AND object_id = :object",
+    [SQL_PIN] = "UPDATE cache SET pins = pins + 1 WHERE object_id = :object",
+    [SQL_UNPIN] = "UPDATE cache SET pins = pins - 1 WHERE object_id = :object AND pins > 0",
+    [SQL_ITEM_COUNTS] =
+        "SELECT coalesce(sum(state IN ('SUBMITTED', 'STARTED')), 0),"
+        " coalesce(sum(state IN ('STARTED', 'COMPLETED', 'FAILED')), 0),"
+        " coalesce(sum(state = 'FAILED'), 0)"
+        " FROM request_items WHERE request_id = :request",
+    [SQL_REQUEST_STATE_BY_ID] = "SELECT state FROM requests WHERE id = :request",
+    [SQL_PENDING] =
+        "SELECT i.request_id, i.object_id, r.priority, coalesce(r.deadline, 0)"
+        " FROM request_items i JOIN requests r ON r.id = i.request_id"
+        " WHERE i.state = 'SUBMITTED' AND r.state IN ('SUBMITTED', 'STARTED')"
+        " ORDER BY r.priority DESC, r.created, r.id, i.object_id",
+    [SQL_LOCALITY] =
+        "SELECT o.size, EXISTS (SELECT 1 FROM cache c WHERE c.object_id = o.id),"
+        " EXISTS (SELECT 1 FROM tape_copies t JOIN volumes v ON v.id = t.volume_id"
+        "  WHERE t.object_id = o.id AND v.state NOT IN ('failed', 'disabled'))"
+        " FROM objects o WHERE o.bucket = :bucket AND o.key = :key",
+};
+
+struct requests {
+    catalog_t *cat;
+    sqlite3 *db;
+    sqlite3_stmt *stmt[SQL_COUNT];
+};
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static double now_seconds(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/* Fails with errno as given; err gets the text. */
+static int fail(si_error_t *err, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(si_error_t *err, int errnum, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->text, sizeof(err->text), fmt, ap);
+        va_end(ap);
+    }
+    errno = errnum;
+    return -1;
+}
+
+static int db_fail(requests_t *r, si_error_t *err, const char *what)
+{
+    return fail(err, EIO, "catalog %s: %s: %s", catalog_path(r->cat), what,
+                sqlite3_errmsg(r->db));
+}
+
+static sqlite3_stmt *stmt(requests_t *r, sql_id_t id)
+{
+    sqlite3_stmt *s = r->stmt[id];
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return s;
+}
+
+static void bind_text(sqlite3_stmt *s, const char *name, const char *v)
+{
+    int i = sqlite3_bind_parameter_index(s, name);
+    if (i > 0)
+        v ? sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(s, i);
+}
+
+static void bind_int(sqlite3_stmt *s, const char *name, int64_t v)
+{
+    int i = sqlite3_bind_parameter_index(s, name);
+    if (i > 0)
+        sqlite3_bind_int64(s, i, v);
+}
+
+static void bind_real(sqlite3_stmt *s, const char *name, double v)
+{
+    int i = sqlite3_bind_parameter_index(s, name);
+    if (i > 0)
+        sqlite3_bind_double(s, i, v);
+}
+
+static char *dup_column(sqlite3_stmt *s, int col)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    return t ? strdup((const char *)t) : NULL;
+}
+
+static void reset_all(requests_t *r)
+{
+    for (int i = 0; i < SQL_COUNT; i++)
+        sqlite3_reset(r->stmt[i]);
+}
+
+static int begin(requests_t *r, si_error_t *err)
+{
+    if (catalog_begin(r->cat, err) < 0) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+static void rollback(requests_t *r)
+{
+    reset_all(r);
+    catalog_rollback(r->cat);
+}
+
+static int commit(requests_t *r, si_error_t *err)
+{
+    reset_all(r);
+    if (catalog_commit(r->cat, err) < 0) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+static void make_uuid(char out[REQUESTS_UUID_LEN + 1])
+{
+    unsigned char b[16];
+    size_t got = 0;
+    while (got < sizeof(b)) {
+        ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+        if (n > 0)
+            got += (size_t)n;
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    snprintf(out, REQUESTS_UUID_LEN + 1,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+             b[15]);
+}
+
+/* ---- open / close ------------------------------------------------------------- */
+
+requests_t *requests_open(catalog_t *cat, si_error_t *err)
+{
+    requests_t *r = calloc(1, sizeof(*r));
+    if (!r) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    r->cat = cat;
+    r->db = catalog_db(cat);
+    for (int i = 0; i < SQL_COUNT; i++) {
+        if (sqlite3_prepare_v3(r->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT, &r->stmt[i],
+                               NULL) != SQLITE_OK) {
+            si_errprintf(err, "catalog %s: preparing request statements: %s", catalog_path(cat),
+                         sqlite3_errmsg(r->db));
+            requests_close(r);
+            return NULL;
+        }
+    }
+    return r;
+}
+
+void requests_close(requests_t *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < SQL_COUNT; i++)
+        sqlite3_finalize(r->stmt[i]);
+    free(r);
+}
+
+/* ---- create ------------------------------------------------------------------- */
+
+/* "bucket/key" -> bucket, key (validated); a trailing '/' marks a prefix. */
+static int split_file(const char *file, char *bucket, size_t bsize, const char **key,
+                      si_error_t *err)
+{
+    const char *slash = strchr(file, '/');
+    if (!slash || slash == file || !slash[1])
+        return fail(err, EINVAL, "'%.200s' is not of the form bucket/key", file);
+    size_t blen = (size_t)(slash - file);
+    if (blen >= bsize || si_bucket_check(file, blen, NULL) < 0)
+        return fail(err, EINVAL, "'%.200s': '%.*s' is not a valid bucket name", file,
+                    (int)(blen > 64 ? 64 : blen), file);
+    memcpy(bucket, file, blen);
+    bucket[blen] = '\0';
+    *key = slash + 1;
+    size_t klen = strlen(*key);
+    bool prefix = (*key)[klen - 1] == '/';
+    si_error_t kerr;
+    if (si_key_check(*key, prefix ? klen - 1 : klen, &kerr) < 0)
+        return fail(err, EINVAL, "'%.200s': %s", file, kerr.text);
+    return 0;
+}
+
+static int check_object_access(requests_t *r, const requests_spec_t *spec, int64_t object,
+                               const char *name, si_error_t *err)
+{
+    if (spec->uid == 0)
+        return 0;
+    sqlite3_stmt *s = stmt(r, SQL_OBJECT_ACCESS);
+    bind_int(s, ":object", object);
+    bind_int(s, ":uid", spec->uid);
+    bind_int(s, ":gid", spec->gid);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return db_fail(r, err, "checking object permissions");
+    int64_t holders = sqlite3_column_int64(s, 0), readable = sqlite3_column_int64(s, 1);
+    sqlite3_reset(s);
+    if (holders > 0 && readable == 0)
+        return fail(err, EACCES,
+                    "%s belongs only to datasets that uid %u (gid %u) may not read",
+                    name, (unsigned)spec->uid, (unsigned)spec->gid);
+    return 0;
+}
+
+static int insert_item(requests_t *r, int64_t request, int64_t object, si_error_t *err)
+{
+    sqlite3_stmt *s = stmt(r, SQL_ITEM_INSERT);
+    bind_int(s, ":request", request);
+    bind_int(s, ":object", object);
+    if (sqlite3_step(s) != SQLITE_DONE)
+        return db_fail(r, err, "adding a request item");
+    return 0;
+}
+
+static int add_dataset(requests_t *r, const requests_spec_t *spec, int64_t request,
+                       const char *name, si_error_t *err)
+{
+    si_error_t nerr;
+    if (catalog_dataset_check_name(name, &nerr) < 0)
+        return fail(err, EINVAL, "%s", nerr.text);
+    sqlite3_stmt *s = stmt(r, SQL_DATASET_FIND);
+    bind_text(s, ":name", name);
+    bind_int(s, ":uid", spec->uid);
+    bind_int(s, ":gid", spec->gid);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return fail(err, ENOENT, "unknown dataset '%s'", name);
+    if (rc != SQLITE_ROW)
+        return db_fail(r, err, "looking up a dataset");
+    int64_t id = sqlite3_column_int64(s, 0);
+    unsigned owner = (unsigned)sqlite3_column_int64(s, 1);
+    unsigned group = (unsigned)sqlite3_column_int64(s, 2);
+    unsigned mode = (unsigned)sqlite3_column_int64(s, 3);
+    bool readable = sqlite3_column_int(s, 4) != 0;
+    sqlite3_reset(s);
+    if (!readable) {
+        const char *cls = owner == spec->uid ? "its owner" : group == spec->gid ? "its group"
+                                                                                : "other users";
+        return fail(err, EACCES,
+                    "dataset '%s' (owner uid %u, gid %u, mode %04o) is not readable by %s,"
+                    " and uid %u (gid %u) is in that class",
+                    name, owner, group, mode, cls, (unsigned)spec->uid, (unsigned)spec->gid);
+    }
+    s = stmt(r, SQL_DATASET_ITEMS);
+    bind_int(s, ":request", request);
+    bind_int(s, ":dataset", id);
+    if (sqlite3_step(s) != SQLITE_DONE)
+        return db_fail(r, err, "adding a dataset's objects");
+    return 0;
+}
+
+static int add_file(requests_t *r, const requests_spec_t *spec, int64_t request,
+                    const char *file, si_error_t *err)
+{
+    char bucket[SI_BUCKET_MAX + 1];
+    const char *key;
+    if (split_file(file, bucket, sizeof(bucket), &key, err) < 0)
+        return -1;
+    if (key[strlen(key) - 1] != '/') {
+        sqlite3_stmt *s = stmt(r, SQL_OBJECT_FIND);
+        bind_text(s, ":bucket", bucket);
+        bind_text(s, ":key", key);
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE)
+            return fail(err, ENOENT, "no object %.300s in the catalog", file);
+        if (rc != SQLITE_ROW)
+            return db_fail(r, err, "looking up an object");
+        int64_t object = sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+        if (check_object_access(r, spec, object, file, err) < 0)
+            return -1;
+        return insert_item(r, request, object, err);
+    }
+    /* A prefix: collect first, then check and insert (one statement at a time). */
+    sqlite3_stmt *s = stmt(r, SQL_PREFIX_OBJECTS);
+    bind_text(s, ":bucket", bucket);
+    bind_text(s, ":prefix", key);
+    int64_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            int64_t *grown = realloc(ids, cap * sizeof(*ids));
+            if (!grown) {
+                free(ids);
+                return fail(err, ENOMEM, "out of memory");
+            }
+            ids = grown;
+        }
+        ids[n++] = sqlite3_column_int64(s, 0);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        free(ids);
+        return db_fail(r, err, "listing a prefix");
+    }
+    if (n == 0) {
+        free(ids);
+        return fail(err, ENOENT, "no object under %.300s in the catalog", file);
+    }
+    for (size_t i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "an object under %.40s", file);
+        if (check_object_access(r, spec, ids[i], name, err) < 0 ||
+            insert_item(r, request, ids[i], err) < 0) {
+            free(ids);
+            return -1;
+        }
+    }
+    free(ids);
+    return 0;
+}
+
+static int check_spec(const requests_spec_t *spec, si_error_t *err)
+{
+    if (spec->ndatasets + spec->nfiles == 0)
+        return fail(err, EINVAL, "a request needs at least one dataset or file");
+    if (spec->pin_lifetime <= 0)
+        return fail(err, EINVAL, "pin lifetime must be positive, not %lld",
+                    (long long)spec->pin_lifetime);
+    if (spec->deadline < 0)
+        return fail(err, EINVAL, "deadline must be unix seconds, not %lld",
+                    (long long)spec->deadline);
+    if (spec->job_id && (!*spec->job_id || strlen(spec->job_id) > 64 ||
+                         !si_utf8_valid(spec->job_id, strlen(spec->job_id))))
+        return fail(err, EINVAL, "job id must be 1 to 64 characters of text");
+    return 0;
+}
+
+int requests_create(requests_t *r, const requests_spec_t *spec, requests_created_t *out,
+                    si_error_t *err)
+{
+    requests_created_t made = {0};
+    if (check_spec(spec, err) < 0)
+        return -1;
+    if (begin(r, err) < 0)
+        return -1;
+    make_uuid(made.uuid);
+    double now = now_seconds();
+    sqlite3_stmt *s = stmt(r, SQL_REQUEST_INSERT);
+    bind_text(s, ":uuid", made.uuid);
+    bind_int(s, ":uid", spec->uid);
+    bind_int(s, ":gid", spec->gid);
+    bind_text(s, ":job", spec->job_id);
+    bind_int(s, ":priority", spec->priority);
+    if (spec->deadline)
+        bind_int(s, ":deadline", spec->deadline);
+    bind_int(s, ":pin", spec->pin_lifetime);
+    bind_real(s, ":now", now);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        db_fail(r, err, "recording a request");
+        goto error;
+    }
+    made.id = sqlite3_last_insert_rowid(r->db);
+    for (size_t i = 0; i < spec->ndatasets; i++)
+        if (add_dataset(r, spec, made.id, spec->datasets[i], err) < 0)
+            goto error;
+    for (size_t i = 0; i < spec->nfiles; i++)
+        if (add_file(r, spec, made.id, spec->files[i], err) < 0)
+            goto error;
+    s = stmt(r, SQL_REQUEST_TOTALS);
+    bind_int(s, ":request", made.id);
+    if (sqlite3_step(s) != SQLITE_ROW) {
+        db_fail(r, err, "counting a request's items");
+        goto error;
+    }
+    made.files = (uint64_t)sqlite3_column_int64(s, 0);
+    made.bytes = (uint64_t)sqlite3_column_int64(s, 1);
+    sqlite3_reset(s);
+    if (made.files == 0) {
+        fail(err, EINVAL, "the request names no objects (its datasets are empty)");
+        goto error;
+    }
+    char detail[160];
+    snprintf(detail, sizeof(detail), "uid %u job %s: %llu files, %llu bytes",
+             (unsigned)spec->uid, spec->job_id ? spec->job_id : "-",
+             (unsigned long long)made.files, (unsigned long long)made.bytes);
+    if (catalog_event(r->cat, "request.submitted", made.uuid, detail) < 0) {
+        db_fail(r, err, "logging the request");
+        goto error;
+    }
+    if (commit(r, err) < 0)
+        return -1;
+    if (out)
+        *out = made;
+    return 0;
+error:;
+    int saved = errno;
+    rollback(r);
+    errno = saved;
+    return -1;
+}
+
+int requests_manifest_lines(const char *text, size_t len, char ***lines, size_t *nlines,
+                            char **storage, si_error_t *err)
+{
+    if (memchr(text, '\0', len))
+        return fail(err, EINVAL, "manifest contains a NUL byte");
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return fail(err, ENOMEM, "out of memory");
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    char **out = NULL;
+    size_t n = 0, cap = 0, lineno = 0;
+    for (char *line = copy, *next; line && *line; line = next) {
+        lineno++;
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        size_t l = strlen(line);
+        while (l && (line[l - 1] == '\r' || line[l - 1] == ' ' || line[l - 1] == '\t'))
+            line[--l] = '\0';
+        while (*line == ' ' || *line == '\t')
+            line++;
+        if (!*line || *line == '#')
+            continue;
+        char bucket[SI_BUCKET_MAX + 1];
+        const char *key;
+        si_error_t lerr;
+        if (split_file(line, bucket, sizeof(bucket), &key, &lerr) < 0) {
+            free(out);
+            free(copy);
+            return fail(err, EINVAL, "manifest line %zu: %s", lineno, lerr.text);
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **grown = realloc(out, cap * sizeof(*grown));
+            if (!grown) {
+                free(out);
+                free(copy);
+                return fail(err, ENOMEM, "out of memory");
+            }
+            out = grown;
+        }
+        out[n++] = line;
+    }
+    if (n == 0) {
+        free(out);
+        free(copy);
+        return fail(err, EINVAL, "manifest names no files");
+    }
+    *lines = out;
+    *nlines = n;
+    *storage = copy;
+    return 0;
+}
+
+/* ---- status ------------------------------------------------------------------- */
+
+void requests_status_free(requests_status_t *st)
+{
+    if (!st)
+        return;
+    for (size_t i = 0; i < st->nitems; i++) {
+        free(st->items[i].bucket);
+        free(st->items[i].key);
+        free(st->items[i].error);
+    }
+    free(st->items);
+    free(st->job_id);
+    free(st->error);
+    free(st);
+}
+
+/* Finds a request; EACCES unless the caller owns it or is root. */
+static int find_request(requests_t *r, const char *uuid, uid_t caller, requests_status_t *st,
+                        si_error_t *err)
+{
+    if (!uuid || strlen(uuid) != REQUESTS_UUID_LEN)
+        return fail(err, ENOENT, "no request '%.64s' (a request id is a 36-character uuid)",
+                    uuid ? uuid : "");
+    sqlite3_stmt *s = stmt(r, SQL_REQUEST_FIND);
+    bind_text(s, ":uuid", uuid);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return fail(err, ENOENT, "no request %s", uuid);
+    if (rc != SQLITE_ROW)
+        return db_fail(r, err, "looking up a request");
+    st->id = sqlite3_column_int64(s, 0);
+    snprintf(st->uuid, sizeof(st->uuid), "%s", (const char *)sqlite3_column_text(s, 1));
+    st->uid = (uid_t)sqlite3_column_int64(s, 2);
+    st->gid = (gid_t)sqlite3_column_int64(s, 3);
+    st->job_id = dup_column(s, 4);
+    st->priority = sqlite3_column_int(s, 5);
+    st->deadline = sqlite3_column_int64(s, 6);
+    st->pin_lifetime = sqlite3_column_int64(s, 7);
+    snprintf(st->state, sizeof(st->state), "%s", (const char *)sqlite3_column_text(s, 8));
+    st->error = dup_column(s, 9);
+    st->created = sqlite3_column_double(s, 10);
+    st->updated = sqlite3_column_double(s, 11);
+    sqlite3_reset(s);
+    if (caller != (uid_t)-1 && caller != 0 && caller != st->uid) {
+        free(st->job_id);
+        free(st->error);
+        st->job_id = st->error = NULL;
+        return fail(err, EACCES, "request %s belongs to uid %u, not to uid %u", uuid,
+                    (unsigned)st->uid, (unsigned)caller);
+    }
+    return 0;
+}
+
+static bool is_active(const char *state)
+{
+    return strcmp(state, "SUBMITTED") == 0 || strcmp(state, "STARTED") == 0;
+}
+
+int requests_get(requests_t *r, const char *uuid, uid_t caller_uid, requests_status_t **out,
+                 si_error_t *err)
+{
+    requests_status_t *st = calloc(1, sizeof(*st));
+    if (!st)
+        return fail(err, ENOMEM, "out of memory");
+    if (find_request(r, uuid, caller_uid, st, err) < 0) {
+        int saved = errno;
+        free(st);
+        errno = saved;
+        return -1;
+    }
+    sqlite3_stmt *s;
+    if (is_active(st->state)) {
+        s = stmt(r, SQL_QUEUE_AHEAD);
+        bind_int(s, ":priority", st->priority);
+        bind_real(s, ":created", st->created);
+        bind_int(s, ":id", st->id);
+        if (sqlite3_step(s) != SQLITE_ROW) {
+            db_fail(r, err, "computing the queue position");
+            goto error;
+        }
+        st->queue_position = (size_t)sqlite3_column_int64(s, 0) + 1;
+        sqlite3_reset(s);
+    }
+    s = stmt(r, SQL_REQUEST_ITEMS);
+    bind_int(s, ":request", st->id);
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (st->nitems == cap) {
+            cap = cap ? 2 * cap : 16;
+            requests_item_t *grown = realloc(st->items, cap * sizeof(*grown));
+            if (!grown) {
+                fail(err, ENOMEM, "out of memory");
+                goto error;
+            }
+            st->items = grown;
+        }
+        requests_item_t *it = &st->items[st->nitems++];
+        memset(it, 0, sizeof(*it));
+        it->object_id = sqlite3_column_int64(s, 0);
+        it->bucket = dup_column(s, 1);
+        it->key = dup_column(s, 2);
+        it->size = (uint64_t)sqlite3_column_int64(s, 3);
+        it->bytes_done = (uint64_t)sqlite3_column_int64(s, 4);
+        snprintf(it->state, sizeof(it->state), "%s", (const char *)sqlite3_column_text(s, 5));
+        it->error = dup_column(s, 6);
+        if (!it->bucket || !it->key) {
+            fail(err, ENOMEM, "out of memory");
+            goto error;
+        }
+        st->files_total++;
+        st->bytes_total += it->size;
+        st->bytes_done += it->bytes_done;
+        if (strcmp(it->state, "COMPLETED") == 0)
+            st->files_completed++;
+        else if (strcmp(it->state, "FAILED") == 0)
+            st->files_failed++;
+        else if (strcmp(it->state, "CANCELLED") == 0)
+            st->files_cancelled++;
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        db_fail(r, err, "listing a request's items");
+        goto error;
+    }
+    *out = st;
+    return 0;
+error:;
+    int saved = errno;
+    reset_all(r);
+    requests_status_free(st);
+    errno = saved;
+    return -1;
+}
+
+/* ---- cancel / release ----------------------------------------------------------- */
+
+static int set_request_state(requests_t *r, int64_t id, const char *state, const char *error,
+                             si_error_t *err)
+{
+    sqlite3_stmt *s = stmt(r, SQL_REQUEST_SET_STATE);
+    bind_text(s, ":state", state);
+    bind_text(s, ":error", error);
+    bind_real(s, ":now", now_seconds());
+    bind_int(s, ":request", id);
+    if (sqlite3_step(s) != SQLITE_DONE)
+        return db_fail(r, err, "updating a request");
+    return 0;
+}
+
+static int end_request(requests_t *r, const char *uuid, uid_t caller, bool release,
+                       si_error_t *err)
+{
+    requests_status_t st = {0};
+    if (begin(r, err) < 0)
+        return -1;
+    if (find_request(r, uuid, caller, &st, err) < 0)
+        goto error;
+    if (release ? strcmp(st.state, "RELEASED") == 0 : !is_active(st.state)) {
+        fail(err, EBUSY, "request %s is already %s", uuid, st.state);
+        goto error;
+    }
+    sqlite3_stmt *s = stmt(r, SQL_ITEMS_CANCEL);
+    bind_real(s, ":now", now_seconds());
+    bind_int(s, ":request", st.id);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        db_fail(r, err, "cancelling items");
+        goto error;
+    }
+    if (release) {
+        s = stmt(r, SQL_UNPIN_REQUEST);
+        bind_int(s, ":request", st.id);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            db_fail(r, err, "unpinning");
+            goto error;
+        }
+    }
+    const char *state = release ? "RELEASED" : "CANCELLED";
+    char detail[64];
+    snprintf(detail, sizeof(detail), "by uid %u (was %s)", (unsigned)caller, st.state);
+    if (set_request_state(r, st.id, state, st.error, err) < 0 ||
+        catalog_event(r->cat, release ? "request.released" : "request.cancelled", uuid,
+                      detail) < 0) {
+        if (!err || !err->text[0])
+            db_fail(r, err, "recording the change");
+        goto error;
+    }
+    free(st.job_id);
+    free(st.error);
+    return commit(r, err);
+error:;
+    int saved = errno;
+    rollback(r);
+    free(st.job_id);
+    free(st.error);
+    errno = saved;
+    return -1;
+}
+
+int requests_cancel(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err)
+{
+    return end_request(r, uuid, caller_uid, false, err);
+}
+
+int requests_release(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err)
+{
+    return end_request(r, uuid, caller_uid, true, err);
+}
+
+/* ---- queue ------------------------------------------------------------------------ */
+
+si_table_t *requests_queue(requests_t *r, si_error_t *err)
+{
+    static const si_column_t columns[] = {
+        {"position", SI_COL_INT}, {"request", SI_COL_STR},   {"uid", SI_COL_INT},
+        {"job", SI_COL_STR},      {"priority", SI_COL_INT},  {"deadline", SI_COL_INT},
+        {"state", SI_COL_STR},    {"files", SI_COL_INT},     {"files_done", SI_COL_INT},
+        {"bytes", SI_COL_BYTES},  {"bytes_done", SI_COL_BYTES}, {"created", SI_COL_REAL},
+    };
+    static const char sql[] =
+        "SELECT r.uuid, r.uid, r.job_id, r.priority, r.deadline, r.state, count(i.object_id),"
+        " coalesce(sum(i.state = 'COMPLETED'), 0), coalesce(sum(o.size), 0),"
+        " coalesce(sum(i.bytes_done), 0), r.created"
+        " FROM requests r LEFT JOIN request_items i ON i.request_id = r.id"
+        " LEFT JOIN objects o ON o.id = i.object_id"
+        " WHERE r.state IN ('SUBMITTED', 'STARTED') GROUP BY r.id"
+        " ORDER BY r.priority DESC, r.created, r.id";
+    sqlite3_stmt *s = NULL;
+    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    if (!t) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    if (sqlite3_prepare_v2(r->db, sql, -1, &s, NULL) != SQLITE_OK) {
+        db_fail(r, err, "listing the queue");
+        si_table_free(t);
+        return NULL;
+    }
+    int rc;
+    int64_t position = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        si_table_row(t);
+        si_table_int(t, ++position);
+        si_table_str(t, (const char *)sqlite3_column_text(s, 0));
+        si_table_int(t, sqlite3_column_int64(s, 1));
+        si_table_str(t, (const char *)sqlite3_column_text(s, 2));
+        si_table_int(t, sqlite3_column_int64(s, 3));
+        if (sqlite3_column_type(s, 4) == SQLITE_NULL)
+            si_table_null(t);
+        else
+            si_table_int(t, sqlite3_column_int64(s, 4));
+        si_table_str(t, (const char *)sqlite3_column_text(s, 5));
+        for (int c = 6; c <= 9; c++)
+            si_table_int(t, sqlite3_column_int64(s, c));
+        si_table_real(t, sqlite3_column_double(s, 10));
+    }
+    if (rc != SQLITE_DONE) {
+        db_fail(r, err, "listing the queue");
+        si_table_free(t);
+        t = NULL;
+    }
+    sqlite3_finalize(s);
+    return t;
+}
+
+int requests_pending(requests_t *r, requests_pending_fn fn, void *arg, si_error_t *err)
+{
+    sqlite3_stmt *s = stmt(r, SQL_PENDING);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (fn(sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1), sqlite3_column_int(s, 2),
+               sqlite3_column_int64(s, 3), arg) != 0) {
+            rc = SQLITE_DONE;
+            break;
+        }
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+        return db_fail(r, err, "listing pending items");
+    return 0;
+}
+
+/* ---- item transitions ------------------------------------------------------------- */
+
+/* After an item changed: the request follows its items while it is active. */
+static int update_request_from_items(requests_t *r, int64_t request, si_error_t *err)
+{
+    sqlite3_stmt *s = stmt(r, SQL_REQUEST_STATE_BY_ID);
+    bind_int(s, ":request", request);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return fail(err, ENOENT, "no request with id %lld", (long long)request);
+    char state[12];
+    snprintf(state, sizeof(state), "%s", (const char *)sqlite3_column_text(s, 0));
+    sqlite3_reset(s);
+    if (!is_active(state))
+        return 0;
+    s = stmt(r, SQL_ITEM_COUNTS);
+    bind_int(s, ":request", request);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return db_fail(r, err, "counting items");
+    int64_t pending = sqlite3_column_int64(s, 0), touched = sqlite3_column_int64(s, 1),
+            failed = sqlite3_column_int64(s, 2);
+    sqlite3_reset(s);
+    const char *next = pending == 0 ? (failed ? "FAILED" : "COMPLETED")
+                                    : touched ? "STARTED" : "SUBMITTED";
+    if (strcmp(next, state) == 0)
+        return 0;
+    char error[64] = "";
+    if (failed)
+        snprintf(error, sizeof(error), "%lld files failed", (long long)failed);
+    if (set_request_state(r, request, next, failed ? error : NULL, err) < 0)
+        return -1;
+    if (pending == 0) {
+        char id[32];
+        snprintf(id, sizeof(id), "%lld", (long long)request);
+        if (catalog_event(r->cat, failed ? "request.failed" : "request.completed", id,
+                          failed ? error : NULL) < 0)
+            return db_fail(r, err, "logging the request's end");
+    }
+    return 0;
+}
+
+static int item_state(requests_t *r, int64_t request, int64_t object, char *state, size_t size,
+                      si_error_t *err)
+{
+    sqlite3_stmt *s = stmt(r, SQL_ITEM_STATE);
+    bind_int(s, ":request", request);
+    bind_int(s, ":object", object);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return fail(err, ENOENT, "request %lld has no item for object %lld", (long long)request,
+                    (long long)object);
+    if (rc != SQLITE_ROW)
+        return db_fail(r, err, "reading an item");
+    snprintf(state, size, "%s", (const char *)sqlite3_column_text(s, 0));
+    sqlite3_reset(s);
+    return 0;
+}
+
+/* Runs one item UPDATE inside a transaction; EBUSY when it changed nothing. */
+static int item_transition(requests_t *r, sql_id_t id, int64_t request, int64_t object,
+                           const char *state, const char *error, uint64_t bytes,
+                           const char *what, si_error_t *err)
+{
+    char was[12] = "";
+    if (begin(r, err) < 0)
+        return -1;
+    if (item_state(r, request, object, was, sizeof(was), err) < 0)
+        goto error;
+    bool was_completed = strcmp(was, "COMPLETED") == 0;
+    sqlite3_stmt *s = stmt(r, id);
+    bind_int(s, ":request", request);
+    bind_int(s, ":object", object);
+    bind_real(s, ":now", now_seconds());
+    bind_text(s, ":state", state);
+    bind_text(s, ":error", error);
+    bind_int(s, ":bytes", (int64_t)bytes);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        db_fail(r, err, what);
+        goto error;
+    }
+    if (sqlite3_changes(r->db) == 0) {
+        fail(err, EBUSY, "request %lld, object %lld: cannot %s an item that is %s",
+             (long long)request, (long long)object, what, was);
+        goto error;
+    }
+    /* pins follow COMPLETED: taken on completion, given back on requeue */
+    sql_id_t pin = id == SQL_ITEM_FINISH && strcmp(state, "COMPLETED") == 0 ? SQL_PIN
+                   : id == SQL_ITEM_REQUEUE && was_completed               ? SQL_UNPIN
+                                                                           : SQL_COUNT;
+    if (pin != SQL_COUNT) {
+        s = stmt(r, pin);
+        bind_int(s, ":object", object);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            db_fail(r, err, "updating the cache pin");
+            goto error;
+        }
+    }
+    if (update_request_from_items(r, request, err) < 0)
+        goto error;
+    return commit(r, err);
+error:;
+    int saved = errno;
+    rollback(r);
+    errno = saved;
+    return -1;
+}
+
+int requests_item_started(requests_t *r, int64_t request_id, int64_t object_id, si_error_t *err)
+{
+    return item_transition(r, SQL_ITEM_START, request_id, object_id, NULL, NULL, 0, "start", err);
+}
+
+int requests_item_progress(requests_t *r, int64_t request_id, int64_t object_id,
+                           uint64_t bytes_done, si_error_t *err)
+{
+    return item_transition(r, SQL_ITEM_PROGRESS, request_id, object_id, NULL, NULL, bytes_done,
+                           "record progress of", err);
+}
+
+int requests_item_completed(requests_t *r, int64_t request_id, int64_t object_id,
+                            si_error_t *err)
+{
+    return item_transition(r, SQL_ITEM_FINISH, request_id, object_id, "COMPLETED", NULL, 0,
+                           "complete", err);
+}
+
+int requests_item_failed(requests_t *r, int64_t request_id, int64_t object_id,
+                         const char *reason, si_error_t *err)
+{
+    return item_transition(r, SQL_ITEM_FINISH, request_id, object_id, "FAILED",
+                           reason ? reason : "failed", 0, "fail", err);
+}
+
+int requests_item_requeue(requests_t *r, int64_t request_id, int64_t object_id,
+                          si_error_t *err)
+{
+    return item_transition(r, SQL_ITEM_REQUEUE, request_id, object_id, NULL, NULL, 0, "requeue",
+                           err);
+}
+
+/* ---- restart -------------------------------------------------------------------------- */
+
+int requests_recover(requests_t *r, requests_recovery_t *out, si_error_t *err)
+{
+    requests_recovery_t rec = {0};
+    if (begin(r, err) < 0)
+        return -1;
+    if (sqlite3_exec(r->db,
+                     "UPDATE request_items SET state = 'SUBMITTED', bytes_done = 0, started = NULL"
+                     " WHERE state = 'STARTED' AND request_id IN"
+                     " (SELECT id FROM requests WHERE state IN ('SUBMITTED', 'STARTED'))",
+                     NULL, NULL, NULL) != SQLITE_OK) {
+        db_fail(r, err, "re-queueing interrupted items");
+        goto error;
+    }
+    rec.requeued_items = (uint64_t)sqlite3_changes(r->db);
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(r->db,
+                           "SELECT count(*) FROM requests WHERE state IN ('SUBMITTED', 'STARTED')",
+                           -1, &s, NULL) != SQLITE_OK || sqlite3_step(s) != SQLITE_ROW) {
+        sqlite3_finalize(s);
+        db_fail(r, err, "counting active requests");
+        goto error;
+    }
+    rec.active_requests = (uint64_t)sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    char detail[96];
+    snprintf(detail, sizeof(detail), "%llu items queued again, %llu active requests",
+             (unsigned long long)rec.requeued_items, (unsigned long long)rec.active_requests);
+    if (catalog_event(r->cat, "requests.recovered", NULL, detail) < 0) {
+        db_fail(r, err, "logging the recovery");
+        goto error;
+    }
+    if (commit(r, err) < 0)
+        return -1;
+    if (out)
+        *out = rec;
+    return 0;
+error:;
+    int saved = errno;
+    rollback(r);
+    errno = saved;
+    return -1;
+}
+
+int requests_completed_items(requests_t *r, requests_item_ref_t **refs, size_t *count,
+                             si_error_t *err)
+{
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(r->db,
+                           "SELECT i.request_id, i.object_id FROM request_items i"
+                           " JOIN requests q ON q.id = i.request_id"
+                           " WHERE i.state = 'COMPLETED' AND q.state != 'RELEASED'"
+                           " ORDER BY i.object_id, i.request_id",
+                           -1, &s, NULL) != SQLITE_OK)
+        return db_fail(r, err, "listing completed items");
+    requests_item_ref_t *out = NULL;
+    size_t n = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            requests_item_ref_t *grown = realloc(out, cap * sizeof(*grown));
+            if (!grown) {
+                free(out);
+                sqlite3_finalize(s);
+                return fail(err, ENOMEM, "out of memory");
+            }
+            out = grown;
+        }
+        out[n].request_id = sqlite3_column_int64(s, 0);
+        out[n].object_id = sqlite3_column_int64(s, 1);
+        n++;
+    }
+    if (rc != SQLITE_DONE) {
+        db_fail(r, err, "listing completed items");
+        sqlite3_finalize(s);
+        free(out);
+        return -1;
+    }
+    sqlite3_finalize(s);
+    *refs = out;
+    *count = n;
+    return 0;
+}
+
+/* ---- views ------------------------------------------------------------------------------ */
+
+const char *requests_locality_name(requests_locality_t l)
+{
+    switch (l) {
+    case REQUESTS_LOCALITY_DISK: return "DISK";
+    case REQUESTS_LOCALITY_TAPE: return "TAPE";
+    case REQUESTS_LOCALITY_DISK_AND_TAPE: return "DISK_AND_TAPE";
+    default: return "NONE";
+    }
+}
+
+int requests_locality(requests_t *r, const char *bucket, const char *key,
+                      requests_locality_t *out, uint64_t *size, si_error_t *err)
+{
+    sqlite3_stmt *s = stmt(r, SQL_LOCALITY);
+    bind_text(s, ":bucket", bucket);
+    bind_text(s, ":key", key);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return fail(err, ENOENT, "no object %.64s/%.300s in the catalog", bucket, key);
+    if (rc != SQLITE_ROW)
+        return db_fail(r, err, "looking up an object's locality");
+    if (size)
+        *size = (uint64_t)sqlite3_column_int64(s, 0);
+    bool disk = sqlite3_column_int(s, 1), tape = sqlite3_column_int(s, 2);
+    sqlite3_reset(s);
+    *out = disk && tape ? REQUESTS_LOCALITY_DISK_AND_TAPE
+           : disk       ? REQUESTS_LOCALITY_DISK
+           : tape       ? REQUESTS_LOCALITY_TAPE
+                        : REQUESTS_LOCALITY_NONE;
+    return 0;
+}
+
+int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err)
+{
+    static const char sql[] =
+        "SELECT 'state', state, count(*), 0 FROM requests GROUP BY state"
+        " UNION ALL SELECT 'queued', i.state, count(*), coalesce(sum(o.size), 0)"
+        "  FROM request_items i JOIN requests q ON q.id = i.request_id"
+        "  JOIN objects o ON o.id = i.object_id"
+        "  WHERE i.state IN ('SUBMITTED', 'STARTED') AND q.state IN ('SUBMITTED', 'STARTED')"
+        "  GROUP BY i.state"
+        " UNION ALL SELECT 'failed', '', count(*), 0 FROM request_items WHERE state = 'FAILED'"
+        " UNION ALL SELECT 'cache', '', count(*), coalesce(sum(size), 0) FROM cache"
+        " UNION ALL SELECT 'pinned', '', count(*), coalesce(sum(size), 0) FROM cache"
+        "  WHERE pins > 0";
+    requests_metrics_t m = {0};
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(r->db, sql, -1, &s, NULL) != SQLITE_OK)
+        return db_fail(r, err, "reading metrics");
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *kind = (const char *)sqlite3_column_text(s, 0);
+        const char *state = (const char *)sqlite3_column_text(s, 1);
+        uint64_t count = (uint64_t)sqlite3_column_int64(s, 2);
+        uint64_t bytes = (uint64_t)sqlite3_column_int64(s, 3);
+        if (strcmp(kind, "state") == 0) {
+            for (int i = 0; i < REQUESTS_NSTATES; i++)
+                if (strcmp(state, requests_state_names[i]) == 0)
+                    m.by_state[i] = count;
+        } else if (strcmp(kind, "queued") == 0) {
+            m.queued_files += count;
+            m.queued_bytes += bytes;
+            if (strcmp(state, "STARTED") == 0)
+                m.started_files = count;
+        } else if (strcmp(kind, "failed") == 0) {
+            m.failed_files = count;
+        } else if (strcmp(kind, "cache") == 0) {
+            m.cache_objects = count;
+            m.cache_bytes = bytes;
+        } else {
+            m.cache_pinned_objects = count;
+            m.cache_pinned_bytes = bytes;
+        }
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return db_fail(r, err, "reading metrics");
+    *out = m;
+    return 0;
+}

@@ -1,0 +1,330 @@
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "catalog/catalog.h"
+#include "catalog/requests.h"
+#include "common/tap.h"
+
+static catalog_t *cat;
+static requests_t *rq;
+
+static int64_t count(const char *sql)
+{
+    sqlite3_stmt *s;
+    int64_t n = -1;
+    if (sqlite3_prepare_v2(catalog_db(cat), sql, -1, &s, NULL) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW)
+        n = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return n;
+}
+
+static int64_t rows(void)
+{
+    return count("SELECT (SELECT count(*) FROM requests) * 1000000"
+                 " + (SELECT count(*) FROM request_items) * 1000"
+                 " + (SELECT coalesce(sum(pins), 0) FROM cache)");
+}
+
+static int64_t object(const char *bucket, const char *key, uint64_t size, int copy_pos)
+{
+    catalog_object_t o = {.bucket = bucket, .key = key, .size = size};
+    int64_t id = 0;
+    si_error_t err;
+    if (catalog_object_put(cat, &o, &id, &err) < 0)
+        diag("object_put: %s", err.text);
+    if (copy_pos >= 0) {
+        catalog_copy_t c = {.object_id = id, .copy = 1, .volume = "L00001",
+                            .position = (uint64_t)copy_pos, .length = size};
+        if (catalog_copy_put(cat, &c, &err) < 0)
+            diag("copy_put: %s", err.text);
+    }
+    return id;
+}
+
+static void dataset(const char *name, uid_t uid, gid_t gid, unsigned mode, const char *lines)
+{
+    catalog_dataset_attrs_t a = {.name = name, .owner_uid = uid, .owner_gid = gid, .mode = mode};
+    FILE *in = fmemopen((void *)lines, strlen(lines), "r");
+    si_error_t err;
+    catalog_import_stats_t stats;
+    if (catalog_import_manifest(cat, &a, name, in, &stats, &err) < 0)
+        diag("import_manifest %s: %s", name, err.text);
+    fclose(in);
+}
+
+/* A request by datasets/files as uid:gid; returns 0/-1 with errno kept. */
+static int stage(uid_t uid, gid_t gid, const char *ds, const char *file, requests_created_t *out,
+                 si_error_t *err)
+{
+    const char *dsv[1] = {ds}, *fv[1] = {file};
+    requests_spec_t spec = {.uid = uid, .gid = gid, .pin_lifetime = 3600, .job_id = "42",
+                            .datasets = dsv, .ndatasets = ds ? 1 : 0, .files = fv,
+                            .nfiles = file ? 1 : 0};
+    return requests_create(rq, &spec, out, err);
+}
+
+static int cb_count;
+static int64_t cb_first_request;
+static int count_pending(int64_t request, int64_t obj, int prio, int64_t deadline, void *arg)
+{
+    (void)obj, (void)prio, (void)deadline, (void)arg;
+    if (cb_count++ == 0)
+        cb_first_request = request;
+    return 0;
+}
+
+int main(void)
+{
+    si_error_t err;
+    char dir[] = "/tmp/t_requests.XXXXXX", path[256];
+    if (!mkdtemp(dir))
+        return 1;
+    snprintf(path, sizeof(path), "%s/catalog.db", dir);
+    cat = catalog_open(path, CATALOG_CREATE, &err);
+    ok(cat != NULL, "catalog created");
+    if (!cat)
+        return done_testing();
+    catalog_volume_t v = {.label = "L00001", .media = "LTO-9", .library = "sim", .state = "online"};
+    int64_t vol;
+    catalog_volume_ensure(cat, &v, &vol, &err);
+    int64_t a1 = object("bk1", "a/1", 100, 0), a2 = object("bk1", "a/2", 200, 1000);
+    int64_t b3 = object("bk1", "b/3", 300, 2000), fr = object("bk1", "free", 50, -1);
+    (void)a2, (void)b3;
+    dataset("public", 1000, 100, 0644, "bk1/a/1\nbk1/a/2\n");
+    dataset("private", 1000, 100, 0600, "bk1/b/3\n");
+    dataset("grouponly", 1000, 200, 0040, "bk1/a/1\n");
+    /* a/1 is in the cache */
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO cache(object_id, path, size, pins, last_access) VALUES (%lld, 'x', 100, 0, 0)",
+             (long long)a1);
+    sqlite3_exec(catalog_db(cat), sql, NULL, NULL, NULL);
+
+    rq = requests_open(cat, &err);
+    ok(rq != NULL, "requests opened: %s", rq ? "" : err.text);
+
+    requests_created_t c1, c2, c3, tmp;
+    ok(stage(2000, 300, "public", NULL, &c1, &err) == 0, "world-readable dataset staged by another user");
+    is_int(c1.files, 2, "two files");
+    is_int(c1.bytes, 300, "300 bytes");
+    is_int(strlen(c1.uuid), 36, "uuid request id");
+    is_int(count("SELECT count(*) FROM events WHERE kind = 'request.submitted'"), 1, "event logged");
+
+    int64_t before = rows();
+    ok(stage(2000, 300, "private", NULL, &tmp, &err) == -1 && errno == EACCES,
+       "private dataset refused to others (EACCES)");
+    ok(strstr(err.text, "'private'") && strstr(err.text, "0600") && strstr(err.text, "other users"),
+       "reason names dataset, mode and class: %s", err.text);
+    is_int(rows(), before, "nothing recorded for the refused request");
+    ok(stage(2000, 300, "nope", NULL, &tmp, &err) == -1 && errno == ENOENT &&
+           strstr(err.text, "unknown dataset 'nope'"),
+       "unknown dataset: ENOENT, %s", err.text);
+    ok(stage(2000, 300, "bad name!", NULL, &tmp, &err) == -1 && errno == EINVAL,
+       "invalid dataset name: EINVAL, %s", err.text);
+    is_int(rows(), before, "nothing recorded for unknown datasets");
+
+    ok(stage(1000, 100, "private", NULL, &c2, &err) == 0, "owner stages the private dataset");
+    ok(stage(0, 0, "private", NULL, &tmp, &err) == 0, "root stages the private dataset");
+    ok(stage(2000, 200, "grouponly", NULL, &tmp, &err) == 0, "group member stages group-only");
+    ok(stage(1000, 100, "grouponly", NULL, &tmp, &err) == -1 && errno == EACCES &&
+           strstr(err.text, "its owner"),
+       "the owner class decides, as for files: %s", err.text);
+
+    ok(stage(2000, 300, NULL, "bk1/free", &tmp, &err) == 0 && tmp.files == 1,
+       "object in no dataset stageable by anyone");
+    before = rows();
+    ok(stage(2000, 300, NULL, "bk1/b/3", &tmp, &err) == -1 && errno == EACCES &&
+           strstr(err.text, "bk1/b/3"),
+       "object only in a private dataset refused: %s", err.text);
+    ok(stage(2000, 300, NULL, "bk1/missing", &tmp, &err) == -1 && errno == ENOENT &&
+           strstr(err.text, "bk1/missing"),
+       "unknown object: %s", err.text);
+    ok(stage(2000, 300, NULL, "nobucket", &tmp, &err) == -1 && errno == EINVAL,
+       "not bucket/key: %s", err.text);
+    ok(stage(2000, 300, NULL, "bk1/../etc", &tmp, &err) == -1 && errno == EINVAL,
+       "bad key refused: %s", err.text);
+    ok(stage(2000, 300, NULL, "bk1/b/", &tmp, &err) == -1 && errno == EACCES,
+       "prefix over a private object refused");
+    ok(stage(2000, 300, NULL, "bk1/zz/", &tmp, &err) == -1 && errno == ENOENT,
+       "empty prefix: %s", err.text);
+    is_int(rows(), before, "refused file requests change nothing");
+    ok(stage(2000, 300, NULL, "bk1/a/", &tmp, &err) == 0 && tmp.files == 2,
+       "prefix expands to its objects");
+    ok(stage(2000, 300, "public", "bk1/a/1", &tmp, &err) == 0 && tmp.files == 2,
+       "object named twice is one item");
+
+    requests_spec_t bad = {.uid = 1, .gid = 1, .pin_lifetime = 0};
+    ok(requests_create(rq, &bad, &tmp, &err) == -1 && errno == EINVAL, "empty spec: %s", err.text);
+
+    /* status and queue position */
+    requests_status_t *st = NULL;
+    ok(requests_get(rq, c1.uuid, 2000, &st, &err) == 0, "owner reads status");
+    if (st) {
+        is_str(st->state, "SUBMITTED", "new request is SUBMITTED");
+        is_int(st->nitems, 2, "two items");
+        is_int(st->bytes_total, 300, "bytes total");
+        is_int(st->queue_position, 1, "oldest request is first in the queue");
+        is_str(st->items[0].key, "a/1", "items ordered by key");
+        is_str(st->job_id, "42", "job id kept");
+        requests_status_free(st);
+    }
+    const char *hi[1] = {"public"};
+    requests_spec_t urgent = {.uid = 2000, .gid = 300, .pin_lifetime = 60, .priority = 10,
+                              .datasets = hi, .ndatasets = 1, .deadline = 1900000000};
+    ok(requests_create(rq, &urgent, &c3, &err) == 0, "high-priority request");
+    st = NULL;
+    requests_get(rq, c3.uuid, 0, &st, &err);
+    ok(st && st->queue_position == 1 && st->deadline == 1900000000, "priority goes first");
+    requests_status_free(st);
+    st = NULL;
+    requests_get(rq, c1.uuid, (uid_t)-1, &st, &err);
+    ok(st && st->queue_position == 2, "older request moved to second place");
+    requests_status_free(st);
+    st = NULL;
+    ok(requests_get(rq, c1.uuid, 1000, &st, &err) == -1 && errno == EACCES,
+       "another user may not read it: %s", err.text);
+    ok(requests_get(rq, "00000000-0000-4000-8000-000000000000", 0, &st, &err) == -1 &&
+           errno == ENOENT,
+       "unknown request: %s", err.text);
+    ok(requests_get(rq, "short", 0, &st, &err) == -1 && errno == ENOENT, "malformed id");
+
+    cb_count = 0;
+    requests_pending(rq, count_pending, NULL, &err);
+    ok(cb_count > 0 && cb_first_request == c3.id, "pending items start with the urgent request");
+
+    /* item transitions */
+    ok(requests_item_started(rq, c1.id, a1, &err) == 0, "item started");
+    st = NULL;
+    requests_get(rq, c1.uuid, 0, &st, &err);
+    ok(st && strcmp(st->state, "STARTED") == 0, "request follows to STARTED");
+    requests_status_free(st);
+    ok(requests_item_started(rq, c1.id, a1, &err) == -1 && errno == EBUSY,
+       "starting twice: %s", err.text);
+    ok(requests_item_progress(rq, c1.id, a1, 40, &err) == 0, "progress recorded");
+    ok(requests_item_progress(rq, c1.id, a2, 40, &err) == -1 && errno == EBUSY,
+       "progress of an item not started refused");
+    ok(requests_item_started(rq, c1.id, fr, &err) == -1 && errno == ENOENT,
+       "item not in the request: %s", err.text);
+    ok(requests_item_completed(rq, c1.id, a1, &err) == 0, "item completed");
+    is_int(count("SELECT pins FROM cache"), 1, "completion pins the cached object");
+    ok(requests_item_failed(rq, c1.id, a2, "drive 2: medium error", &err) == 0, "item failed");
+    st = NULL;
+    requests_get(rq, c1.uuid, 0, &st, &err);
+    if (st) {
+        is_str(st->state, "FAILED", "request FAILED when all done and one failed");
+        is_int(st->bytes_done, 100, "bytes done = completed item's size");
+        is_int(st->files_completed, 1, "one completed");
+        is_int(st->files_failed, 1, "one failed");
+        ok(st->items[1].error && strstr(st->items[1].error, "medium error"), "item error kept");
+        is_int(st->queue_position, 0, "finished request is not queued");
+        requests_status_free(st);
+    }
+
+    /* cancel and release */
+    before = rows();
+    ok(requests_cancel(rq, c1.uuid, 2000, &err) == -1 && errno == EBUSY &&
+           strstr(err.text, "already FAILED"),
+       "finished request cannot be cancelled: %s", err.text);
+    ok(requests_cancel(rq, c2.uuid, 2000, &err) == -1 && errno == EACCES,
+       "someone else's request cannot be cancelled: %s", err.text);
+    is_int(rows(), before, "refused cancels change nothing");
+    ok(requests_cancel(rq, c2.uuid, 1000, &err) == 0, "owner cancels");
+    is_int(count("SELECT count(*) FROM request_items i JOIN requests r ON r.id = i.request_id"
+                 " WHERE r.state = 'CANCELLED' AND i.state = 'CANCELLED'"),
+           1, "its items are CANCELLED");
+    ok(requests_cancel(rq, c2.uuid, 0, &err) == -1 && errno == EBUSY, "cancel twice refused");
+    ok(requests_release(rq, c1.uuid, 2000, &err) == 0, "owner releases");
+    is_int(count("SELECT pins FROM cache"), 0, "release gives the pin back");
+    ok(requests_release(rq, c1.uuid, 2000, &err) == -1 && errno == EBUSY,
+       "release twice refused: %s", err.text);
+
+    /* restart recovery */
+    ok(requests_item_started(rq, c3.id, a1, &err) == 0 &&
+           requests_item_progress(rq, c3.id, a1, 70, &err) == 0,
+       "an item in flight");
+    ok(requests_item_started(rq, c3.id, a2, &err) == 0 &&
+           requests_item_completed(rq, c3.id, a2, &err) == 0,
+       "another completed");
+    requests_recovery_t rec;
+    ok(requests_recover(rq, &rec, &err) == 0, "recovered");
+    is_int(rec.requeued_items, 1, "the in-flight item is queued again");
+    is_int(count("SELECT count(*) FROM request_items WHERE state = 'STARTED'"), 0,
+           "no item left STARTED");
+    is_int(count("SELECT bytes_done FROM request_items WHERE request_id = (SELECT id FROM"
+                 " requests WHERE priority = 10) AND state = 'SUBMITTED'"),
+           0, "its progress is reset");
+    requests_item_ref_t *refs = NULL;
+    size_t nrefs = 0;
+    ok(requests_completed_items(rq, &refs, &nrefs, &err) == 0 && nrefs == 1 &&
+           refs[0].object_id == a2 && refs[0].request_id == c3.id,
+       "completed items listed for verification");
+    free(refs);
+    ok(requests_item_requeue(rq, c3.id, a2, &err) == 0, "completed item re-queued");
+
+    /* locality */
+    requests_locality_t loc;
+    uint64_t size = 0;
+    ok(requests_locality(rq, "bk1", "a/1", &loc, &size, &err) == 0 &&
+           loc == REQUESTS_LOCALITY_DISK_AND_TAPE && size == 100,
+       "cached object with a tape copy: DISK_AND_TAPE");
+    ok(requests_locality(rq, "bk1", "a/2", &loc, NULL, &err) == 0 && loc == REQUESTS_LOCALITY_TAPE,
+       "tape only");
+    ok(requests_locality(rq, "bk1", "free", &loc, NULL, &err) == 0 && loc == REQUESTS_LOCALITY_NONE,
+       "no copy, not cached: NONE");
+    ok(requests_locality(rq, "bk1", "zzz", &loc, NULL, &err) == -1 && errno == ENOENT,
+       "unknown object: %s", err.text);
+    is_str(requests_locality_name(REQUESTS_LOCALITY_DISK_AND_TAPE), "DISK_AND_TAPE", "name");
+
+    /* metrics and queue */
+    requests_metrics_t m;
+    ok(requests_metrics(rq, &m, &err) == 0, "metrics read");
+    is_int(m.by_state[0] + m.by_state[1] + m.by_state[2] + m.by_state[3] + m.by_state[4] +
+               m.by_state[5],
+           count("SELECT count(*) FROM requests"), "every request counted by state");
+    is_int(m.by_state[4], 1, "one CANCELLED");
+    is_int(m.by_state[5], 1, "one RELEASED");
+    is_int(m.queued_files,
+           count("SELECT count(*) FROM request_items i JOIN requests r ON r.id = i.request_id"
+                 " WHERE i.state IN ('SUBMITTED','STARTED') AND r.state IN ('SUBMITTED','STARTED')"),
+           "queued files");
+    is_int(m.cache_objects, 1, "cache objects");
+    is_int(m.cache_bytes, 100, "cache bytes");
+    is_int(m.failed_files, 1, "failed files");
+    si_table_t *q = requests_queue(rq, &err);
+    ok(q && (int64_t)si_table_rows(q) ==
+                count("SELECT count(*) FROM requests WHERE state IN ('SUBMITTED','STARTED')"),
+       "queue lists the active requests");
+    si_table_free(q);
+
+    /* manifests */
+    char **lines = NULL, *storage = NULL;
+    size_t n = 0;
+    const char *mf = "# staged by job 7\n\nbk1/a/1\n  bk1/a/ \r\nbk1/free\n";
+    ok(requests_manifest_lines(mf, strlen(mf), &lines, &n, &storage, &err) == 0 && n == 3,
+       "manifest: comments and blanks skipped");
+    ok(n == 3 && strcmp(lines[1], "bk1/a/") == 0, "whitespace trimmed");
+    free(lines);
+    free(storage);
+    mf = "bk1/a/1\nno-slash\n";
+    ok(requests_manifest_lines(mf, strlen(mf), &lines, &n, &storage, &err) == -1 &&
+           strstr(err.text, "line 2"),
+       "manifest error names the line: %s", err.text);
+    ok(requests_manifest_lines("# x\n", 4, &lines, &n, &storage, &err) == -1,
+       "manifest with no files refused");
+
+    requests_close(rq);
+    catalog_close(cat);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        diag("cleanup failed");
+    return done_testing();
+}
