@@ -794,7 +794,8 @@ static int parse_credential(const char *text, size_t len, parsed_auth_t *pa, si_
     size_t n = 0;
     const char *p = text, *end = text + len;
     while (n < 5) {
-        const char *slash = memchr(p, '/', (size_t)(end - p));
+        /* the fifth part runs to the end, so a sixth shows up as a '/' in it */
+        const char *slash = n < 4 ? memchr(p, '/', (size_t)(end - p)) : NULL;
         parts[n] = p;
         lens[n] = slash ? (size_t)(slash - p) : (size_t)(end - p);
         n++;
