@@ -45,8 +45,11 @@ static const tapevol_entry_t **latest_entries(const tapevol_listing_t *l, size_t
 }
 
 int tapevol_catalog_record(catalog_t *cat, const tapevol_info_t *info,
-                           const tapevol_listing_t *listing, int copy, si_error_t *err)
+                           const tapevol_listing_t *listing, int copy,
+                           tapevol_import_stats_t *stats, si_error_t *err)
 {
+    tapevol_import_stats_t counts = {.files = (int64_t)listing->nfiles,
+                                     .members = listing->nentries};
     const tapevol_entry_t **entries = NULL;
     size_t n = 0;
     int64_t volume_id;
@@ -89,11 +92,15 @@ int tapevol_catalog_record(catalog_t *cat, const tapevol_info_t *info,
             .position = e->position,
             .length = e->size,
         };
-        if (catalog_object_put(cat, &o, &object_id, err) < 0)
+        int added = catalog_object_put(cat, &o, &object_id, err);
+        if (added < 0)
             goto entry_error;
+        counts.new_objects += (uint64_t)added;
         c.object_id = object_id;
-        if (catalog_copy_put(cat, &c, err) < 0)
+        added = catalog_copy_put(cat, &c, err);
+        if (added < 0)
             goto entry_error;
+        counts.new_copies += (uint64_t)added;
         continue;
 entry_error:
         si_errprefix(err, "volume %s: %s/%s (archive file %" PRId64 ", offset %" PRIu64 ")",
@@ -108,6 +115,9 @@ entry_error:
     }
     if (catalog_commit(cat, err) < 0)
         goto error;
+    counts.recorded = n;
+    if (stats)
+        *stats = counts;
     free(entries);
     return 0;
 error:
@@ -125,13 +135,9 @@ int tapevol_import(tapevol_t *vol, catalog_t *cat, int copy, int walk_flags,
     if (tapevol_walk(vol, walk_flags, &listing, err) < 0)
         return -1;
     if (tapevol_info(vol, &info, err) < 0 ||
-        tapevol_catalog_record(cat, &info, listing, copy, err) < 0) {
+        tapevol_catalog_record(cat, &info, listing, copy, stats, err) < 0) {
         tapevol_listing_free(listing);
         return -1;
-    }
-    if (stats) {
-        stats->files = (int64_t)listing->nfiles;
-        stats->members = listing->nentries;
     }
     tapevol_listing_free(listing);
     return 0;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/text.h"
+#include "daemon/tape/model.h"
 
 #define LABEL_MAGIC "STAGEIN-VOLUME"
 #define FILEMARK_MAGIC "STAGEIN-FILEMARK"
@@ -69,12 +70,17 @@ int tapevol_media_check(const char *media, si_error_t *err)
 
 uint64_t tapevol_media_capacity(const char *media)
 {
-    /* native capacities, TAPE-MODEL.md */
-    if (strcmp(media, "LTO-9") == 0)
-        return UINT64_C(18000000000000);
-    if (strcmp(media, "LTO-10") == 0)
-        return UINT64_C(30000000000000);
-    return 0;
+    /* the tape model's profile of the same name: "LTO-9" is "lto9" */
+    char name[16];
+    size_t n = 0;
+    tape_profile_t profile;
+    for (const char *c = media; *c && n + 1 < sizeof(name); c++)
+        if (*c != '-')
+            name[n++] = (char)((*c >= 'A' && *c <= 'Z') ? *c - 'A' + 'a' : *c);
+    name[n] = '\0';
+    if (tape_profile_builtin(name, &profile, NULL) < 0)
+        return 0;
+    return (uint64_t)profile.capacity;
 }
 
 /* ---- records: a magic line, then "key value" lines, NUL padding ------- */

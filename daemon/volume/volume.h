@@ -165,16 +165,20 @@ int tapevol_faults(tapevol_t *vol, tapevol_region_t **regions, size_t *count,
 /* ---- catalog ----------------------------------------------------------- */
 
 typedef struct {
-    int64_t files;
-    uint64_t members;
+    int64_t files;        /* archive files on the volume */
+    uint64_t members;     /* members on the volume */
+    uint64_t recorded;    /* objects recorded (a member written again later
+                           * on the same volume counts once: its last copy) */
+    uint64_t new_objects; /* of those, objects the catalog did not know */
+    uint64_t new_copies;  /* tape copies the catalog did not know */
 } tapevol_import_stats_t;
 
 /* Records the volume, and every entry of listing as an object with a tape
  * copy (number copy) on it, in one catalog transaction: all or nothing.
- * Recording the same listing again changes nothing. */
+ * Recording the same listing again changes nothing. stats may be NULL. */
 int tapevol_catalog_record(catalog_t *cat, const tapevol_info_t *info,
                            const tapevol_listing_t *listing, int copy,
-                           si_error_t *err);
+                           tapevol_import_stats_t *stats, si_error_t *err);
 
 /* Rebuilds the catalog entries of a volume from the volume alone:
  * tapevol_walk, then tapevol_catalog_record. */

@@ -21,6 +21,7 @@ typedef struct {
     tapevol_t *vol;
     uint64_t eod;
     unsigned char *buf;
+    size_t cap;
     uint64_t off;
     size_t len;
 } reader_t;
@@ -39,13 +40,15 @@ static const unsigned char *reader_get(reader_t *r, uint64_t at, size_t len, si_
         want = len;
     if (want > r->eod - at)
         want = (size_t)(r->eod - at);
-    if (want > WINDOW) {
-        unsigned char *grown = realloc(r->buf, want);
+    if (want > r->cap || !r->buf) {
+        size_t cap = want > WINDOW ? want : WINDOW;
+        unsigned char *grown = realloc(r->buf, cap);
         if (!grown) {
             si_errprintf(err, "out of memory");
             return NULL;
         }
         r->buf = grown;
+        r->cap = cap;
     }
     r->len = 0;
     /* The wider window may reach into an unreadable region that the walk
