@@ -1,0 +1,596 @@
+#include "config.h"
+#include "daemon/control/control.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "catalog/requests.h"
+#include "daemon/control/identity.h"
+
+#define PRIORITY_MIN -1000
+#define PRIORITY_MAX 1000
+#define ARCHIVEINFO_MAX 10000
+
+struct control {
+    pthread_mutex_t lock;          /* the catalog connection is used by one thread at a time */
+    catalog_t *cat;
+    requests_t *requests;
+    si_log_t *log;
+    char *munge_socket;
+    bool peercred;
+    int64_t pin_default, pin_max;
+    http_server_t *server;
+    control_metrics_fn metrics_hook;
+    void *metrics_arg;
+    time_t started;
+};
+
+unsigned control_status_for_errno(int errnum)
+{
+    switch (errnum) {
+    case EINVAL: return 400;
+    case EACCES:
+    case EPERM: return 403;
+    case ENOENT: return 404;
+    case EBUSY: return 409;
+    default: return 500;
+    }
+}
+
+/* ---- parsing ----------------------------------------------------------------- */
+
+void control_stage_free(control_stage_t *st)
+{
+    if (!st)
+        return;
+    json_decref(st->root);
+    free(st->datasets);
+    free(st->files);
+    free(st->manifest_storage);
+    memset(st, 0, sizeof(*st));
+}
+
+static int int_field(json_t *root, const char *name, int64_t min, int64_t max, int64_t *out,
+                     si_error_t *err)
+{
+    json_t *v = json_object_get(root, name);
+    if (!v)
+        return 0;
+    if (!json_is_integer(v))
+        return si_errprintf(err, "field '%s' must be an integer", name);
+    json_int_t n = json_integer_value(v);
+    if (n < min || n > max)
+        return si_errprintf(err, "field '%s' must be between %lld and %lld, not %lld", name,
+                            (long long)min, (long long)max, (long long)n);
+    *out = n;
+    return 0;
+}
+
+/* Strings of an array field, or the "path" member of its objects (the WLCG
+ * shape: [{"path": "..."}]); appended to *list. */
+static int string_list(json_t *root, const char *name, const char ***list, size_t *n,
+                       si_error_t *err)
+{
+    json_t *arr = json_object_get(root, name);
+    if (!arr)
+        return 0;
+    if (!json_is_array(arr) || json_array_size(arr) == 0)
+        return si_errprintf(err, "field '%s' must be a non-empty array", name);
+    size_t count = json_array_size(arr);
+    const char **grown = realloc(*list, (*n + count) * sizeof(*grown));
+    if (!grown)
+        return si_errprintf(err, "out of memory");
+    *list = grown;
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) {
+        json_t *s = json_is_object(v) ? json_object_get(v, "path") : v;
+        if (!json_is_string(s) || json_string_length(s) == 0)
+            return si_errprintf(err, "%s[%zu] must be a non-empty string%s", name, i,
+                                json_is_object(v) ? " in \"path\"" : "");
+        if (strlen(json_string_value(s)) != json_string_length(s))
+            return si_errprintf(err, "%s[%zu] contains a NUL character", name, i);
+        (*list)[(*n)++] = json_string_value(s);
+    }
+    return 0;
+}
+
+int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
+                        control_stage_t *out, si_error_t *err)
+{
+    static const char *const known[] = {"datasets", "files", "manifest", "job", "priority",
+                                        "deadline", "pin_lifetime", "uid", "gid", NULL};
+    control_stage_t st;
+    memset(&st, 0, sizeof(st));
+    json_error_t jerr;
+    st.root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!st.root)
+        return si_errprintf(err, "malformed JSON at line %d, column %d: %s", jerr.line,
+                            jerr.column, jerr.text);
+    if (!json_is_object(st.root)) {
+        si_errprintf(err, "the body must be a JSON object");
+        goto error;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(st.root, key, v) {
+        bool ok = false;
+        for (size_t i = 0; known[i]; i++)
+            ok = ok || strcmp(key, known[i]) == 0;
+        if (!ok) {
+            si_errprintf(err, "unknown field '%.64s' (known: datasets, files, manifest, job,"
+                              " priority, deadline, pin_lifetime, uid, gid)", key);
+            goto error;
+        }
+    }
+    if (string_list(st.root, "datasets", &st.datasets, &st.ndatasets, err) < 0 ||
+        string_list(st.root, "files", &st.files, &st.nfiles, err) < 0)
+        goto error;
+    json_t *manifest = json_object_get(st.root, "manifest");
+    if (manifest) {
+        if (!json_is_string(manifest)) {
+            si_errprintf(err, "field 'manifest' must be a string (the manifest's text)");
+            goto error;
+        }
+        char **lines = NULL;
+        size_t nlines = 0;
+        if (requests_manifest_lines(json_string_value(manifest), json_string_length(manifest),
+                                    &lines, &nlines, &st.manifest_storage, err) < 0)
+            goto error;
+        const char **grown = realloc(st.files, (st.nfiles + nlines) * sizeof(*grown));
+        if (!grown) {
+            free(lines);
+            si_errprintf(err, "out of memory");
+            goto error;
+        }
+        st.files = grown;
+        for (size_t i = 0; i < nlines; i++)
+            st.files[st.nfiles++] = lines[i];
+        free(lines);
+    }
+    if (st.ndatasets + st.nfiles == 0) {
+        si_errprintf(err, "the request names nothing to stage: give 'datasets', 'files' or"
+                          " 'manifest'");
+        goto error;
+    }
+    json_t *job = json_object_get(st.root, "job");
+    if (json_is_integer(job) && json_integer_value(job) > 0) {
+        snprintf(st.job_buf, sizeof(st.job_buf), "%lld", (long long)json_integer_value(job));
+        st.job = st.job_buf;
+    } else if (json_is_string(job) && json_string_length(job) > 0 &&
+               json_string_length(job) <= 64) {
+        st.job = json_string_value(job);
+    } else if (job && !json_is_null(job)) {
+        si_errprintf(err, "field 'job' must be a job id (a positive integer or 1 to 64"
+                          " characters)");
+        goto error;
+    }
+    int64_t priority = 0, uid = -1, gid = -1;
+    if (int_field(st.root, "priority", PRIORITY_MIN, PRIORITY_MAX, &priority, err) < 0 ||
+        int_field(st.root, "deadline", 1, INT64_MAX, &st.deadline, err) < 0 ||
+        int_field(st.root, "pin_lifetime", 1, pin_lifetime_max, &st.pin_lifetime, err) < 0 ||
+        int_field(st.root, "uid", 0, UINT32_MAX - 1, &uid, err) < 0 ||
+        int_field(st.root, "gid", 0, UINT32_MAX - 1, &gid, err) < 0)
+        goto error;
+    st.priority = (int)priority;
+    if ((uid >= 0) != (gid >= 0)) {
+        si_errprintf(err, "fields 'uid' and 'gid' go together (staging on behalf of a user)");
+        goto error;
+    }
+    if (uid >= 0) {
+        st.on_behalf = true;
+        st.uid = (uid_t)uid;
+        st.gid = (gid_t)gid;
+    }
+    *out = st;
+    if (st.job == st.job_buf)
+        out->job = out->job_buf;
+    return 0;
+error:
+    control_stage_free(&st);
+    return -1;
+}
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+static int apply_opts(control_t *c, const control_opts_t *opts, si_error_t *err)
+{
+    if (opts->pin_lifetime_default <= 0 || opts->pin_lifetime_max < opts->pin_lifetime_default)
+        return si_errprintf(err, "pin lifetime: default %lld s must be positive and at most the"
+                                 " maximum %lld s",
+                            (long long)opts->pin_lifetime_default,
+                            (long long)opts->pin_lifetime_max);
+    char *sock = NULL;
+    if (opts->munge_socket && !(sock = strdup(opts->munge_socket)))
+        return si_errprintf(err, "out of memory");
+    free(c->munge_socket);
+    c->munge_socket = sock;
+    c->peercred = opts->peercred;
+    c->pin_default = opts->pin_lifetime_default;
+    c->pin_max = opts->pin_lifetime_max;
+    c->log = opts->log;
+    return 0;
+}
+
+control_t *control_new(const control_opts_t *opts, si_error_t *err)
+{
+    control_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    if (apply_opts(c, opts, err) < 0 || !(c->requests = requests_open(opts->cat, err))) {
+        free(c->munge_socket);
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    c->cat = opts->cat;
+    c->started = time(NULL);
+    return c;
+}
+
+int control_reconfigure(control_t *c, const control_opts_t *opts, si_error_t *err)
+{
+    pthread_mutex_lock(&c->lock);
+    int rc = apply_opts(c, opts, err);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+void control_set_metrics_hook(control_t *c, control_metrics_fn fn, void *arg)
+{
+    pthread_mutex_lock(&c->lock);
+    c->metrics_hook = fn;
+    c->metrics_arg = arg;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void control_free(control_t *c)
+{
+    if (!c)
+        return;
+    requests_close(c->requests);
+    pthread_mutex_destroy(&c->lock);
+    free(c->munge_socket);
+    free(c);
+}
+
+/* ---- handlers ------------------------------------------------------------------- */
+
+/* Resolves the caller or answers 401/503; true when the handler may go on.
+ * Called with the lock held (it reads the munge settings). */
+static bool authenticate(control_t *c, http_request_t *req, identity_t *who)
+{
+    identity_opts_t io = {.munge_socket = c->munge_socket, .peercred = c->peercred};
+    unsigned status;
+    si_error_t err;
+    if (identity_resolve(&io, http_request_header(req, IDENTITY_HEADER),
+                         http_request_peer(req), who, &status, &err) < 0) {
+        if (status == 401)
+            http_add_header(req, "WWW-Authenticate", "MUNGE");
+        http_respond_error(req, status, "%s", err.text);
+        return false;
+    }
+    http_request_note(req, "uid=%u(%s)", (unsigned)who->uid, who->method);
+    return true;
+}
+
+static void respond_failure(http_request_t *req, int errnum, const si_error_t *err)
+{
+    http_respond_error(req, control_status_for_errno(errnum), "%s", err->text);
+}
+
+static void on_stage(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    identity_t who;
+    control_stage_t st;
+    si_error_t err;
+    size_t len;
+    const char *body = http_request_body(req, &len);
+
+    pthread_mutex_lock(&c->lock);
+    if (!authenticate(c, req, &who))
+        goto out;
+    if (control_parse_stage(body, len, c->pin_max, &st, &err) < 0) {
+        http_respond_error(req, 400, "%s", err.text);
+        goto out;
+    }
+    requests_spec_t spec = {
+        .uid = who.uid, .gid = who.gid, .job_id = st.job, .priority = st.priority,
+        .deadline = st.deadline, .pin_lifetime = st.pin_lifetime ? st.pin_lifetime : c->pin_default,
+        .datasets = st.datasets, .ndatasets = st.ndatasets, .files = st.files, .nfiles = st.nfiles,
+    };
+    if (st.on_behalf) {
+        if (who.uid != 0 && (st.uid != who.uid || st.gid != who.gid)) {
+            http_respond_error(req, 403, "only root may stage on behalf of another user"
+                                         " (uid %u asked for uid %u)",
+                               (unsigned)who.uid, (unsigned)st.uid);
+            control_stage_free(&st);
+            goto out;
+        }
+        spec.uid = st.uid;
+        spec.gid = st.gid;
+    }
+    requests_created_t made;
+    if (requests_create(c->requests, &spec, &made, &err) < 0) {
+        respond_failure(req, errno, &err);
+    } else {
+        char location[80];
+        snprintf(location, sizeof(location), "/api/v1/stage/%s", made.uuid);
+        http_add_header(req, "Location", location);
+        si_log(c->log, SI_LOG_NOTICE, "request %s: uid %u job %s, %llu files, %llu bytes",
+               made.uuid, (unsigned)spec.uid, spec.job_id ? spec.job_id : "-",
+               (unsigned long long)made.files, (unsigned long long)made.bytes);
+        http_respond_json(req, 201, json_pack("{s:s, s:I, s:I}", "requestId", made.uuid, "files",
+                                              (json_int_t)made.files, "bytes",
+                                              (json_int_t)made.bytes));
+    }
+    control_stage_free(&st);
+out:
+    pthread_mutex_unlock(&c->lock);
+}
+
+static json_t *status_json(const requests_status_t *st)
+{
+    json_t *files = json_array();
+    for (size_t i = 0; i < st->nitems; i++) {
+        const requests_item_t *it = &st->items[i];
+        json_t *f = json_pack("{s:s++, s:s, s:I, s:I}", "path", it->bucket, "/", it->key, "state",
+                              it->state, "size", (json_int_t)it->size, "bytesDone",
+                              (json_int_t)it->bytes_done);
+        if (it->error)
+            json_object_set_new(f, "error", json_string(it->error));
+        json_array_append_new(files, f);
+    }
+    json_t *j = json_pack(
+        "{s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:n}", "id",
+        st->uuid, "state", st->state, "uid", (json_int_t)st->uid, "gid", (json_int_t)st->gid,
+        "priority", (json_int_t)st->priority, "pinLifetime", (json_int_t)st->pin_lifetime,
+        "createdAt", st->created, "lastModified", st->updated, "filesTotal",
+        (json_int_t)st->files_total, "filesCompleted", (json_int_t)st->files_completed,
+        "filesFailed", (json_int_t)st->files_failed, "bytesTotal", (json_int_t)st->bytes_total,
+        "bytesDone", (json_int_t)st->bytes_done, "queuePosition", (json_int_t)st->queue_position,
+        /* the scheduler's estimate, once the recall engine is wired in */
+        "eta");
+    json_object_set_new(j, "job", st->job_id ? json_string(st->job_id) : json_null());
+    json_object_set_new(j, "deadline", st->deadline ? json_integer(st->deadline) : json_null());
+    if (st->error)
+        json_object_set_new(j, "error", json_string(st->error));
+    json_object_set_new(j, "files", files);
+    return j;
+}
+
+static void on_status(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    identity_t who;
+    si_error_t err;
+    requests_status_t *st = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (authenticate(c, req, &who)) {
+        if (requests_get(c->requests, http_request_param(req, "id"), who.uid, &st, &err) < 0)
+            respond_failure(req, errno, &err);
+        else
+            http_respond_json(req, 200, status_json(st));
+    }
+    pthread_mutex_unlock(&c->lock);
+    requests_status_free(st);
+}
+
+static void end_request(http_request_t *req, control_t *c, bool release)
+{
+    identity_t who;
+    si_error_t err;
+    const char *id = http_request_param(req, "id");
+    pthread_mutex_lock(&c->lock);
+    if (authenticate(c, req, &who)) {
+        int rc = release ? requests_release(c->requests, id, who.uid, &err)
+                         : requests_cancel(c->requests, id, who.uid, &err);
+        if (rc < 0) {
+            respond_failure(req, errno, &err);
+        } else {
+            si_log(c->log, SI_LOG_NOTICE, "request %s %s by uid %u", id,
+                   release ? "released" : "cancelled", (unsigned)who.uid);
+            http_respond_json(req, 200, json_pack("{s:s, s:s}", "requestId", id, "state",
+                                                  release ? "RELEASED" : "CANCELLED"));
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void on_cancel(http_request_t *req, void *arg)
+{
+    end_request(req, arg, false);
+}
+
+static void on_release(http_request_t *req, void *arg)
+{
+    end_request(req, arg, true);
+}
+
+static void on_archiveinfo(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    identity_t who;
+    size_t len;
+    const char *body = http_request_body(req, &len);
+    json_error_t jerr;
+    json_t *root = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (!authenticate(c, req, &who))
+        goto out;
+    root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        http_respond_error(req, 400, "malformed JSON at line %d, column %d: %s", jerr.line,
+                           jerr.column, jerr.text);
+        goto out;
+    }
+    json_t *files = json_object_get(root, "files");
+    if (!json_is_object(root) || json_object_size(root) != 1 || !json_is_array(files) ||
+        json_array_size(files) == 0) {
+        http_respond_error(req, 400, "the body must be {\"files\": [\"bucket/key\", ...]}");
+        goto out;
+    }
+    if (json_array_size(files) > ARCHIVEINFO_MAX) {
+        http_respond_error(req, 400, "at most %d files per archiveinfo query", ARCHIVEINFO_MAX);
+        goto out;
+    }
+    json_t *answer = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(files, i, v) {
+        json_t *p = json_is_object(v) ? json_object_get(v, "path") : v;
+        const char *path = json_string_value(p);
+        const char *slash = path ? strchr(path, '/') : NULL;
+        if (!slash || slash == path || !slash[1]) {
+            json_array_append_new(answer, json_pack("{s:s?, s:s}", "path", path, "error",
+                                                    "not of the form bucket/key"));
+            continue;
+        }
+        char bucket[64];
+        size_t blen = (size_t)(slash - path);
+        snprintf(bucket, sizeof(bucket), "%.*s", (int)(blen < 63 ? blen : 63), path);
+        requests_locality_t loc;
+        uint64_t size;
+        si_error_t err;
+        if (blen > 63 || requests_locality(c->requests, bucket, slash + 1, &loc, &size, &err) < 0)
+            json_array_append_new(answer, json_pack("{s:s, s:s}", "path", path, "error",
+                                                    blen > 63 ? "bucket name too long" : err.text));
+        else
+            json_array_append_new(answer, json_pack("{s:s, s:s, s:I}", "path", path, "locality",
+                                                    requests_locality_name(loc), "size",
+                                                    (json_int_t)size));
+    }
+    http_respond_json(req, 200, answer);
+out:
+    pthread_mutex_unlock(&c->lock);
+    json_decref(root);
+}
+
+static void on_queue(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    identity_t who;
+    si_error_t err;
+    pthread_mutex_lock(&c->lock);
+    if (!authenticate(c, req, &who)) {
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    si_table_t *t = requests_queue(c->requests, &err);
+    pthread_mutex_unlock(&c->lock);
+    if (!t) {
+        http_respond_error(req, 500, "%s", err.text);
+        return;
+    }
+    /* the shared table code renders JSON; reparse to embed it */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    json_t *rows = NULL;
+    if (mem) {
+        si_table_print(t, mem, true);
+        fclose(mem);
+        rows = json_loads(text, 0, NULL);
+    }
+    free(text);
+    si_table_free(t);
+    if (!rows)
+        http_respond_error(req, 500, "cannot render the queue");
+    else
+        http_respond_json(req, 200, json_pack("{s:o}", "queue", rows));
+}
+
+static void gauge(FILE *out, const char *name, const char *help, uint64_t value)
+{
+    fprintf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %llu\n", name, help, name, name,
+            (unsigned long long)value);
+}
+
+static void on_metrics(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    requests_metrics_t m;
+    si_error_t err;
+    pthread_mutex_lock(&c->lock);
+    int rc = requests_metrics(c->requests, &m, &err);
+    control_metrics_fn hook = c->metrics_hook;
+    void *hook_arg = c->metrics_arg;
+    pthread_mutex_unlock(&c->lock);
+    if (rc < 0) {
+        http_respond_error(req, 500, "%s", err.text);
+        return;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) {
+        http_respond_error(req, 500, "out of memory");
+        return;
+    }
+    fprintf(out, "# HELP stagein_requests Stage requests by state.\n"
+                 "# TYPE stagein_requests gauge\n");
+    for (int i = 0; i < REQUESTS_NSTATES; i++)
+        fprintf(out, "stagein_requests{state=\"%s\"} %llu\n", requests_state_names[i],
+                (unsigned long long)m.by_state[i]);
+    gauge(out, "stagein_queued_files", "Files waiting for or in recall.", m.queued_files);
+    gauge(out, "stagein_queued_bytes", "Bytes waiting for or in recall.", m.queued_bytes);
+    gauge(out, "stagein_recalling_files", "Files being recalled now.", m.started_files);
+    gauge(out, "stagein_failed_files", "Request items that failed.", m.failed_files);
+    gauge(out, "stagein_cache_objects", "Objects in the cache.", m.cache_objects);
+    gauge(out, "stagein_cache_bytes", "Bytes in the cache.", m.cache_bytes);
+    gauge(out, "stagein_cache_pinned_objects", "Cached objects pinned by a request.",
+          m.cache_pinned_objects);
+    gauge(out, "stagein_cache_pinned_bytes", "Bytes of pinned cached objects.",
+          m.cache_pinned_bytes);
+    if (c->server) {
+        http_stats_t hs;
+        http_server_stats(c->server, &hs);
+        fprintf(out, "# HELP stagein_http_responses_total Control API answers by status class.\n"
+                     "# TYPE stagein_http_responses_total counter\n"
+                     "stagein_http_responses_total{code=\"2xx\"} %llu\n"
+                     "stagein_http_responses_total{code=\"3xx\"} %llu\n"
+                     "stagein_http_responses_total{code=\"4xx\"} %llu\n"
+                     "stagein_http_responses_total{code=\"5xx\"} %llu\n"
+                     "# HELP stagein_http_body_too_large_total Requests refused for their body size.\n"
+                     "# TYPE stagein_http_body_too_large_total counter\n"
+                     "stagein_http_body_too_large_total %llu\n",
+                (unsigned long long)hs.status_2xx, (unsigned long long)hs.status_3xx,
+                (unsigned long long)hs.status_4xx, (unsigned long long)hs.status_5xx,
+                (unsigned long long)hs.body_too_large);
+    }
+    fprintf(out, "# HELP stagein_start_time_seconds When stageind started (unix time).\n"
+                 "# TYPE stagein_start_time_seconds gauge\nstagein_start_time_seconds %lld\n",
+            (long long)c->started);
+    if (hook)
+        hook(out, hook_arg);
+    fclose(out);
+    http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+    free(text);
+}
+
+int control_routes(control_t *c, http_server_t *server, si_error_t *err)
+{
+    static const struct {
+        const char *method, *pattern;
+        http_handler_fn fn;
+    } routes[] = {
+        {"POST", "/api/v1/stage", on_stage},
+        {"GET", "/api/v1/stage/{id}", on_status},
+        {"POST", "/api/v1/stage/{id}/cancel", on_cancel},
+        {"POST", "/api/v1/release/{id}", on_release},
+        {"POST", "/api/v1/archiveinfo", on_archiveinfo},
+        {"GET", "/api/v1/queue", on_queue},
+        {"GET", "/metrics", on_metrics},
+    };
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+        if (http_server_route(server, routes[i].method, routes[i].pattern, routes[i].fn, c, err) < 0)
+            return -1;
+    c->server = server;
+    return 0;
+}

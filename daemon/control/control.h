@@ -1,0 +1,78 @@
+/* The control API (shaped like the WLCG Tape REST API) over the HTTP layer:
+ *   POST /api/v1/stage              {"datasets"|"files"|"manifest", "job",
+ *                                    "priority", "deadline", "pin_lifetime",
+ *                                    "uid"/"gid" (root on behalf of a user)}
+ *   GET  /api/v1/stage/{id}          per-file state, bytes, queue position
+ *   POST /api/v1/stage/{id}/cancel
+ *   POST /api/v1/release/{id}
+ *   POST /api/v1/archiveinfo         {"files": [...]} -> locality per file
+ *   GET  /api/v1/queue               the active requests in queue order
+ *   GET  /metrics                    Prometheus text
+ * Every 4xx answer is {"error": "..."} and changes nothing. */
+#ifndef STAGEIN_CONTROL_H
+#define STAGEIN_CONTROL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "catalog/catalog.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "daemon/http/server.h"
+
+typedef struct control control_t;
+
+typedef struct {
+    catalog_t *cat;                /* used under the control's lock */
+    si_log_t *log;
+    const char *munge_socket;      /* NULL: libmunge's default */
+    bool peercred;                 /* trust SO_PEERCRED on the Unix socket */
+    int64_t pin_lifetime_default;  /* seconds */
+    int64_t pin_lifetime_max;      /* seconds */
+} control_opts_t;
+
+/* Appends Prometheus text (metrics the engine owns: drive states, mounts,
+ * bytes read) to out; called under no lock of the control's. */
+typedef void (*control_metrics_fn)(FILE *out, void *arg);
+
+control_t *control_new(const control_opts_t *opts, si_error_t *err);
+/* Registers the routes on server (before it starts); the server's counters
+ * appear in /metrics. */
+int control_routes(control_t *c, http_server_t *server, si_error_t *err);
+/* Applies reloaded settings (munge socket, pin lifetimes, peercred). */
+int control_reconfigure(control_t *c, const control_opts_t *opts, si_error_t *err);
+void control_set_metrics_hook(control_t *c, control_metrics_fn fn, void *arg);
+void control_free(control_t *c);
+
+/* ---- parsing, exposed for tests ------------------------------------------ */
+
+typedef struct {
+    json_t *root;                  /* owns the strings below */
+    const char **datasets;
+    size_t ndatasets;
+    const char **files;            /* from "files" and the manifest */
+    size_t nfiles;
+    char *manifest_storage;
+    const char *job;
+    char job_buf[32];              /* a numeric job id as text */
+    int priority;
+    int64_t deadline;              /* 0: none */
+    int64_t pin_lifetime;          /* 0: the configured default */
+    bool on_behalf;
+    uid_t uid;
+    gid_t gid;
+} control_stage_t;
+
+/* Parses and validates a stage body; errors name the field. */
+int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
+                        control_stage_t *out, si_error_t *err);
+void control_stage_free(control_stage_t *st);
+
+/* errno of a failed catalog call -> HTTP status. */
+unsigned control_status_for_errno(int errnum);
+
+#endif

@@ -1,0 +1,119 @@
+#include "config.h"
+#include "daemon/control/identity.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <munge.h>
+
+/* The longest credential accepted: munge's are a few hundred bytes. */
+#define CREDENTIAL_MAX 4096
+
+static munge_ctx_t context_for(const char *munge_socket, si_error_t *err)
+{
+    munge_ctx_t ctx = munge_ctx_create();
+    if (!ctx) {
+        si_errprintf(err, "cannot create a MUNGE context (out of memory)");
+        return NULL;
+    }
+    if (munge_socket && munge_ctx_set(ctx, MUNGE_OPT_SOCKET, munge_socket) != EMUNGE_SUCCESS) {
+        si_errprintf(err, "cannot use MUNGE socket %s: %s", munge_socket, munge_ctx_strerror(ctx));
+        munge_ctx_destroy(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+int identity_munge_decode(const char *munge_socket, const char *credential, uid_t *uid,
+                          gid_t *gid, unsigned *status, si_error_t *err)
+{
+    *status = 401;
+    if (!credential || !*credential)
+        return si_errprintf(err, "no MUNGE credential in the %s header", IDENTITY_HEADER);
+    if (strlen(credential) > CREDENTIAL_MAX)
+        return si_errprintf(err, "the %s header is longer than %d bytes", IDENTITY_HEADER,
+                            CREDENTIAL_MAX);
+    munge_ctx_t ctx = context_for(munge_socket, err);
+    if (!ctx) {
+        *status = 500;
+        return -1;
+    }
+    uid_t u;
+    gid_t g;
+    munge_err_t e = munge_decode(credential, ctx, NULL, NULL, &u, &g);
+    const char *why = munge_ctx_strerror(ctx);
+    int rc = -1;
+    switch (e) {
+    case EMUNGE_SUCCESS:
+        *uid = u;
+        *gid = g;
+        rc = 0;
+        break;
+    case EMUNGE_CRED_REPLAYED:
+        si_errprintf(err, "the MUNGE credential was already used (replayed);"
+                          " send a fresh credential with every request");
+        break;
+    case EMUNGE_CRED_EXPIRED:
+        si_errprintf(err, "the MUNGE credential has expired");
+        break;
+    case EMUNGE_CRED_REWOUND:
+        si_errprintf(err, "the MUNGE credential is from the future (clock skew?)");
+        break;
+    case EMUNGE_SOCKET:
+    case EMUNGE_TIMEOUT:
+        *status = 503;
+        si_errprintf(err, "cannot check the MUNGE credential: munged is unreachable%s%s: %s",
+                     munge_socket ? " at " : "", munge_socket ? munge_socket : "",
+                     why ? why : munge_strerror(e));
+        break;
+    default: /* bad, invalid, unauthorized credentials and the like */
+        si_errprintf(err, "invalid MUNGE credential: %s", why ? why : munge_strerror(e));
+        break;
+    }
+    munge_ctx_destroy(ctx);
+    return rc;
+}
+
+int identity_resolve(const identity_opts_t *opts, const char *credential,
+                     const http_peer_t *peer, identity_t *who, unsigned *status,
+                     si_error_t *err)
+{
+    if (credential) {
+        if (identity_munge_decode(opts->munge_socket, credential, &who->uid, &who->gid, status,
+                                  err) < 0)
+            return -1;
+        who->method = "munge";
+        return 0;
+    }
+    if (peer && peer->is_unix && peer->have_cred && opts->peercred) {
+        who->uid = peer->uid;
+        who->gid = peer->gid;
+        who->method = "peercred";
+        return 0;
+    }
+    *status = 401;
+    if (peer && peer->is_unix)
+        return si_errprintf(err, "no MUNGE credential in the %s header%s", IDENTITY_HEADER,
+                            opts->peercred ? " and no peer credentials on the socket"
+                                           : " (peer credentials are not accepted here)");
+    return si_errprintf(err, "no MUNGE credential in the %s header (required over TCP)",
+                        IDENTITY_HEADER);
+}
+
+char *identity_munge_encode(const char *munge_socket, si_error_t *err)
+{
+    munge_ctx_t ctx = context_for(munge_socket, err);
+    if (!ctx)
+        return NULL;
+    char *cred = NULL;
+    munge_err_t e = munge_encode(&cred, ctx, NULL, 0);
+    if (e != EMUNGE_SUCCESS) {
+        const char *why = munge_ctx_strerror(ctx);
+        si_errprintf(err, "cannot get a MUNGE credential%s%s: %s", munge_socket ? " from " : "",
+                     munge_socket ? munge_socket : "", why ? why : munge_strerror(e));
+        free(cred);
+        cred = NULL;
+    }
+    munge_ctx_destroy(ctx);
+    return cred;
+}

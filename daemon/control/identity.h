@@ -1,0 +1,40 @@
+/* Who is calling: a MUNGE credential in the X-Stagein-Munge header, decoded
+ * by the local munged; on the Unix socket, without a credential, the peer's
+ * SO_PEERCRED. The client side encodes a fresh credential per request (a
+ * credential decodes once: munged refuses replays). */
+#ifndef STAGEIN_CONTROL_IDENTITY_H
+#define STAGEIN_CONTROL_IDENTITY_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "daemon/http/server.h"
+
+#define IDENTITY_HEADER "X-Stagein-Munge"
+
+typedef struct {
+    uid_t uid;
+    gid_t gid;
+    const char *method;   /* "munge" or "peercred" */
+} identity_t;
+
+typedef struct {
+    const char *munge_socket;  /* NULL: libmunge's default socket */
+    bool peercred;             /* accept SO_PEERCRED on the Unix socket */
+} identity_opts_t;
+
+/* 0 with *who filled, or -1 with *status (401: no or bad credential; 503:
+ * munged unreachable) and the reason in err. */
+int identity_resolve(const identity_opts_t *opts, const char *credential,
+                     const http_peer_t *peer, identity_t *who, unsigned *status,
+                     si_error_t *err);
+
+/* Decodes one credential; same results as identity_resolve. */
+int identity_munge_decode(const char *munge_socket, const char *credential, uid_t *uid,
+                          gid_t *gid, unsigned *status, si_error_t *err);
+
+/* Client side: a fresh credential for this process's uid/gid (malloc'd). */
+char *identity_munge_encode(const char *munge_socket, si_error_t *err);
+
+#endif
