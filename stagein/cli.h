@@ -38,5 +38,6 @@ int cli_dispatch(cli_t *cli, const char *group, const cli_command_t *table, int 
                  char **argv);
 
 int cmd_catalog(cli_t *cli, int argc, char **argv);
+int cmd_tape(cli_t *cli, int argc, char **argv);
 
 #endif

@@ -9,6 +9,7 @@
 
 static const cli_command_t commands[] = {
     {"catalog", cmd_catalog, "query and import into the catalog (admin views, imports, sql)"},
+    {"tape", cmd_tape, "the simulated tape library: volumes, archive files, import, faults"},
     {NULL, NULL, NULL},
 };
 

@@ -4,6 +4,7 @@
 #include "stagein/schema.h"
 
 #include "catalog/catalog_conf.h"
+#include "daemon/volume/volume.h"
 
 static const si_conf_key_t general_keys[] = {
     {"state_dir", SI_CONF_STRING, 0, 0, NULL},
@@ -13,6 +14,7 @@ static const si_conf_key_t general_keys[] = {
 static const si_conf_key_t *const all_schemas[] = {
     general_keys,
     catalog_conf_keys,
+    volume_conf_keys,
     NULL,
 };
 

@@ -392,6 +392,13 @@ void tapevol_close(tapevol_t *vol)
     free(vol);
 }
 
+void tapevol_label_fields(const tapevol_t *vol, tapevol_info_t *info)
+{
+    *info = vol->label;
+    info->used = 0;
+    info->files = 0;
+}
+
 const char *tapevol_label(const tapevol_t *vol)
 {
     return vol->label.label;

@@ -77,6 +77,8 @@ typedef struct {
 /* Label fields and the current end of data; files comes from the last
  * filemark, so a volume whose end is not a filemark is reported corrupt. */
 int tapevol_info(tapevol_t *vol, tapevol_info_t *info, si_error_t *err);
+/* The label record's fields alone (used and files 0): no reads. */
+void tapevol_label_fields(const tapevol_t *vol, tapevol_info_t *info);
 const char *tapevol_label(const tapevol_t *vol);
 const char *tapevol_path(const tapevol_t *vol);
 

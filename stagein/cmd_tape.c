@@ -1,0 +1,511 @@
+/* stagein tape ...: the simulated library's volumes (doc/tape-format.md). */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/text.h"
+#include "daemon/volume/volume.h"
+#include "stagein/cli.h"
+
+/* Options shared by the tape subcommands; each accepts those it lists. */
+typedef struct {
+    bool json;
+    bool verify;
+    bool clear;
+    bool no_catalog;
+    const char *volume_dir;
+    const char *media;
+    const char *capacity;
+    const char *bucket;
+    const char *unreadable;
+    int copy;
+    char dir_buf[4096];
+} tape_opts_t;
+
+enum { OPT_VOLUME_DIR = 256, OPT_MEDIA, OPT_CAPACITY, OPT_BUCKET, OPT_UNREADABLE, OPT_CLEAR,
+       OPT_COPY, OPT_VERIFY, OPT_NO_CATALOG };
+
+/* Parses the options named in `accepted` (long names, space separated) and
+ * expects `min`..`max` positional arguments. Returns -1 to go on, else the
+ * exit status. */
+static int tape_args(int argc, char **argv, const char *accepted, int min, int max,
+                     const char *usage, tape_opts_t *o, char ***pos, int *npos)
+{
+    static const struct option all[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {"volume-dir", required_argument, NULL, OPT_VOLUME_DIR},
+        {"media", required_argument, NULL, OPT_MEDIA},
+        {"capacity", required_argument, NULL, OPT_CAPACITY},
+        {"bucket", required_argument, NULL, OPT_BUCKET},
+        {"unreadable", required_argument, NULL, OPT_UNREADABLE},
+        {"clear", no_argument, NULL, OPT_CLEAR},
+        {"copy", required_argument, NULL, OPT_COPY},
+        {"verify", no_argument, NULL, OPT_VERIFY},
+        {"no-catalog", no_argument, NULL, OPT_NO_CATALOG},
+        {NULL, 0, NULL, 0},
+    };
+    int opt, index;
+    memset(o, 0, sizeof(*o));
+    o->copy = 1;
+    optind = 0; /* GNU getopt: 0 re-initialises its state */
+    while ((opt = getopt_long(argc, argv, "h", all, &index)) != -1) {
+        if (opt == 'h') {
+            printf("usage: stagein tape %s %s\n", argv[0], usage);
+            return 0;
+        }
+        if (opt == '?')
+            goto usage;
+        /* an option this subcommand does not take is a usage error */
+        const char *name = all[index].name;
+        const char *hit = strstr(accepted, name);
+        size_t len = strlen(name);
+        if (!hit || (hit != accepted && hit[-1] != ' ') || (hit[len] && hit[len] != ' ')) {
+            fprintf(stderr, "stagein tape %s: option --%s does not apply here\n", argv[0],
+                    name);
+            goto usage;
+        }
+        switch (opt) {
+        case 'j': o->json = true; break;
+        case OPT_VOLUME_DIR: o->volume_dir = optarg; break;
+        case OPT_MEDIA: o->media = optarg; break;
+        case OPT_CAPACITY: o->capacity = optarg; break;
+        case OPT_BUCKET: o->bucket = optarg; break;
+        case OPT_UNREADABLE: o->unreadable = optarg; break;
+        case OPT_CLEAR: o->clear = true; break;
+        case OPT_VERIFY: o->verify = true; break;
+        case OPT_NO_CATALOG: o->no_catalog = true; break;
+        case OPT_COPY: {
+            int64_t v;
+            if (si_parse_i64(optarg, &v) < 0 || v < 1 || v > 100) {
+                fprintf(stderr, "stagein tape %s: --copy '%s' must be a number 1..100\n",
+                        argv[0], optarg);
+                return 2;
+            }
+            o->copy = (int)v;
+            break;
+        }
+        }
+    }
+    *npos = argc - optind;
+    *pos = argv + optind;
+    if (*npos < min || *npos > max)
+        goto usage;
+    return -1;
+usage:
+    fprintf(stderr, "usage: stagein tape %s %s\n", argv[0], usage);
+    return 2;
+}
+
+/* --volume-dir, else library.volume_dir, else <state_dir>/volumes. */
+static const char *tape_dir(cli_t *cli, tape_opts_t *o, si_error_t *err)
+{
+    if (o->volume_dir)
+        return o->volume_dir;
+    si_conf_t *conf = cli_conf(cli, err);
+    if (!conf)
+        return NULL;
+    return tapevol_conf_dir(conf, o->dir_buf, sizeof(o->dir_buf));
+}
+
+static int print_table(cli_t *cli, si_table_t *t, bool json)
+{
+    int rc = si_table_print(t, stdout, json) == 0 ? 0 : cli_fail(cli, "write error");
+    si_table_free(t);
+    return rc;
+}
+
+static char *regions_text(tapevol_t *vol, si_error_t *err)
+{
+    tapevol_region_t *r;
+    size_t n;
+    char *text = NULL;
+    size_t len = 0;
+    if (tapevol_faults(vol, &r, &n, err) < 0)
+        return NULL;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) {
+        free(r);
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, "%s%" PRIu64 ":%" PRIu64, i ? "," : "", r[i].start, r[i].length);
+    fclose(out);
+    free(r);
+    return text;
+}
+
+/* ---- volumes ------------------------------------------------------------ */
+
+static int tape_volumes(cli_t *cli, int argc, char **argv)
+{
+    static const si_column_t columns[] = {
+        {"label", SI_COL_STR}, {"media", SI_COL_STR}, {"capacity", SI_COL_BYTES},
+        {"used", SI_COL_BYTES}, {"files", SI_COL_INT}, {"unreadable", SI_COL_STR},
+        {"status", SI_COL_STR},
+    };
+    tape_opts_t o;
+    char **pos, **labels = NULL;
+    int npos;
+    size_t n = 0;
+    si_error_t err;
+    int rc = tape_args(argc, argv, "json volume-dir", 0, 0, "[--volume-dir DIR] [--json]", &o,
+                       &pos, &npos);
+    if (rc >= 0)
+        return rc;
+    const char *dir = tape_dir(cli, &o, &err);
+    if (!dir || tapevol_list(dir, &labels, &n, &err) < 0)
+        return cli_fail(cli, "%s", err.text);
+    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    if (!t) {
+        tapevol_labels_free(labels, n);
+        return cli_fail(cli, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        tapevol_info_t info = {0};
+        tapevol_t *vol = tapevol_open(dir, labels[i], TAPEVOL_RDONLY, &err);
+        char *regions = vol ? regions_text(vol, &err) : NULL;
+        if (vol)
+            tapevol_label_fields(vol, &info);
+        bool good = vol && regions && tapevol_info(vol, &info, &err) == 0;
+        si_table_row(t);
+        si_table_str(t, labels[i]);
+        if (vol) {
+            si_table_str(t, info.media);
+            si_table_int(t, (int64_t)info.capacity);
+        } else {
+            si_table_null(t);
+            si_table_null(t);
+        }
+        if (good) {
+            si_table_int(t, (int64_t)info.used);
+            si_table_int(t, info.files);
+        } else {
+            si_table_null(t);
+            si_table_null(t);
+        }
+        si_table_str(t, regions && *regions ? regions : NULL);
+        si_table_str(t, good ? "ok" : err.text);
+        free(regions);
+        tapevol_close(vol);
+    }
+    tapevol_labels_free(labels, n);
+    return print_table(cli, t, o.json);
+}
+
+/* ---- create --------------------------------------------------------------- */
+
+static int tape_create(cli_t *cli, int argc, char **argv)
+{
+    tape_opts_t o;
+    char **pos;
+    int npos;
+    si_error_t err;
+    int rc = tape_args(argc, argv, "volume-dir media capacity", 1, 1,
+                       "LABEL [--media LTO-9] [--capacity BYTES] [--volume-dir DIR]", &o, &pos,
+                       &npos);
+    if (rc >= 0)
+        return rc;
+    const char *media = o.media ? o.media : "LTO-9";
+    uint64_t capacity = tapevol_media_capacity(media);
+    if (o.capacity && si_parse_u64(o.capacity, &capacity) < 0)
+        return cli_fail(cli, "--capacity '%s' is not a number of bytes", o.capacity);
+    if (!capacity)
+        return cli_fail(cli, "media '%s' has no default capacity: give --capacity BYTES", media);
+    const char *dir = tape_dir(cli, &o, &err);
+    if (!dir || tapevol_create(dir, pos[0], media, capacity, &err) < 0)
+        return cli_fail(cli, "%s", err.text);
+    char size[32];
+    printf("created volume %s (%s, %s) in %s\n", pos[0], media,
+           si_format_bytes(capacity, size, sizeof(size)), dir);
+    return 0;
+}
+
+/* ---- write ----------------------------------------------------------------- */
+
+/* The catalog is written when one was named (--catalog, STAGEIN_CATALOG,
+ * catalog.path) or the default one exists. */
+static bool catalog_configured(cli_t *cli, si_error_t *err)
+{
+    const char *env = getenv("STAGEIN_CATALOG");
+    if (cli->catalog_path || (env && *env))
+        return true;
+    si_conf_t *conf = cli_conf(cli, err);
+    if (conf && si_conf_string(conf, "catalog.path", NULL))
+        return true;
+    const char *path = cli_catalog_path(cli, err);
+    return path && access(path, F_OK) == 0;
+}
+
+static int tape_write(cli_t *cli, int argc, char **argv)
+{
+    static const si_column_t columns[] = {
+        {"file", SI_COL_INT}, {"bucket", SI_COL_STR}, {"key", SI_COL_STR},
+        {"size", SI_COL_INT}, {"position", SI_COL_INT}, {"checksum", SI_COL_STR},
+    };
+    tape_opts_t o;
+    char **pos;
+    int npos;
+    si_error_t err;
+    tapevol_member_t *members = NULL;
+    tapevol_listing_t *written = NULL;
+    tapevol_t *vol = NULL;
+    catalog_t *cat = NULL;
+    int rc = tape_args(argc, argv, "json volume-dir bucket copy no-catalog", 2, 1 << 20,
+                       "LABEL --bucket BUCKET FILE... [--copy N] [--no-catalog] "
+                       "[--volume-dir DIR] [--json]", &o, &pos, &npos);
+    if (rc >= 0)
+        return rc;
+    if (!o.bucket) {
+        fprintf(stderr, "stagein tape write: --bucket is required\n");
+        return 2;
+    }
+    const char *dir = tape_dir(cli, &o, &err);
+    if (!dir)
+        return cli_fail(cli, "%s", err.text);
+    size_t n = (size_t)npos - 1;
+    members = calloc(n, sizeof(*members));
+    if (!members)
+        return cli_fail(cli, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *file = pos[i + 1];
+        struct stat st;
+        if (stat(file, &st) < 0) {
+            rc = cli_fail(cli, "%s: %s", file, strerror(errno));
+            goto out;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            rc = cli_fail(cli, "%s: not a regular file", file);
+            goto out;
+        }
+        /* the key is the path as given, like a tar member name: leading
+         * "/" and "./" dropped; ".." refused by the key check */
+        const char *key = file;
+        while (*key == '/' || (key[0] == '.' && key[1] == '/'))
+            key += (*key == '/') ? 1 : 2;
+        members[i] = (tapevol_member_t){.bucket = o.bucket, .key = key, .path = file,
+                                        .fd = -1, .size = (uint64_t)st.st_size,
+                                        .mtime = st.st_mtime > 0 ? st.st_mtime : 0};
+    }
+    bool record = !o.no_catalog && catalog_configured(cli, &err);
+    if (record) {
+        /* opened first: a catalog that cannot be written stops the write */
+        cat = cli_open_catalog(cli, CATALOG_CREATE, &err);
+        if (!cat) {
+            rc = cli_fail(cli, "%s (or write with --no-catalog)", err.text);
+            goto out;
+        }
+    }
+    vol = tapevol_open(dir, pos[0], TAPEVOL_RDWR, &err);
+    if (!vol || tapevol_append(vol, members, n, &written, &err) < 0) {
+        rc = cli_fail(cli, "%s", err.text);
+        goto out;
+    }
+    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    for (size_t i = 0; t && i < written->nentries; i++) {
+        const tapevol_entry_t *e = &written->entries[i];
+        si_table_row(t);
+        si_table_int(t, e->file_seq);
+        si_table_str(t, e->bucket);
+        si_table_str(t, e->key);
+        si_table_int(t, (int64_t)e->size);
+        si_table_int(t, (int64_t)e->position);
+        si_table_str(t, e->checksum);
+    }
+    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    if (cat) {
+        tapevol_info_t info;
+        tapevol_import_stats_t stats;
+        if (tapevol_info(vol, &info, &err) < 0 ||
+            tapevol_catalog_record(cat, &info, written, o.copy, &stats, &err) < 0) {
+            rc = cli_fail(cli, "written to volume %s (archive file %" PRId64 ") but not "
+                          "catalogued: %s; 'stagein tape import %s' records it", pos[0],
+                          written->files[0].seq, err.text, pos[0]);
+            goto out;
+        }
+        fprintf(stderr, "stagein: recorded %" PRIu64 " objects (copy %d) in %s\n",
+                stats.recorded, o.copy, catalog_path(cat));
+    }
+out:
+    catalog_close(cat);
+    tapevol_listing_free(written);
+    tapevol_close(vol);
+    free(members);
+    return rc;
+}
+
+/* ---- dump ------------------------------------------------------------------ */
+
+static int tape_dump(cli_t *cli, int argc, char **argv)
+{
+    static const si_column_t columns[] = {
+        {"file", SI_COL_INT}, {"start", SI_COL_INT}, {"end", SI_COL_INT},
+        {"member", SI_COL_STR}, {"size", SI_COL_INT}, {"offset", SI_COL_INT},
+        {"mtime", SI_COL_INT}, {"checksum", SI_COL_STR},
+    };
+    tape_opts_t o;
+    char **pos;
+    int npos;
+    si_error_t err;
+    tapevol_listing_t *l = NULL;
+    int rc = tape_args(argc, argv, "json volume-dir verify", 1, 1,
+                       "LABEL [--verify] [--volume-dir DIR] [--json]", &o, &pos, &npos);
+    if (rc >= 0)
+        return rc;
+    const char *dir = tape_dir(cli, &o, &err);
+    tapevol_t *vol = dir ? tapevol_open(dir, pos[0], TAPEVOL_RDONLY, &err) : NULL;
+    if (!vol || tapevol_walk(vol, o.verify ? TAPEVOL_WALK_VERIFY : 0, &l, &err) < 0) {
+        tapevol_close(vol);
+        return cli_fail(cli, "%s", err.text);
+    }
+    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    for (size_t f = 0; t && f < l->nfiles; f++) {
+        const tapevol_file_t *file = &l->files[f];
+        /* one row per member; an archive file without members still shows */
+        for (size_t i = 0; i < (file->count ? file->count : 1); i++) {
+            const tapevol_entry_t *e = file->count ? &l->entries[file->first + i] : NULL;
+            si_table_row(t);
+            si_table_int(t, file->seq);
+            si_table_int(t, (int64_t)file->start);
+            si_table_int(t, (int64_t)file->end);
+            if (e) {
+                char name[SI_BUCKET_MAX + SI_KEY_MAX + 2];
+                snprintf(name, sizeof(name), "%s/%s", e->bucket, e->key);
+                si_table_str(t, name);
+                si_table_int(t, (int64_t)e->size);
+                si_table_int(t, (int64_t)e->position);
+                si_table_int(t, e->mtime);
+                si_table_str(t, e->checksum[0] ? e->checksum : NULL);
+            } else {
+                for (int c = 0; c < 5; c++)
+                    si_table_null(t);
+            }
+        }
+    }
+    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    tapevol_listing_free(l);
+    tapevol_close(vol);
+    return rc;
+}
+
+/* ---- import ---------------------------------------------------------------- */
+
+static int tape_import(cli_t *cli, int argc, char **argv)
+{
+    static const si_column_t columns[] = {
+        {"volume", SI_COL_STR}, {"files", SI_COL_INT}, {"members", SI_COL_INT},
+        {"recorded", SI_COL_INT}, {"new_objects", SI_COL_INT}, {"new_copies", SI_COL_INT},
+    };
+    tape_opts_t o;
+    char **pos;
+    int npos;
+    si_error_t err;
+    tapevol_import_stats_t stats;
+    int rc = tape_args(argc, argv, "json volume-dir copy verify", 1, 1,
+                       "LABEL [--copy N] [--verify] [--volume-dir DIR] [--json]", &o, &pos,
+                       &npos);
+    if (rc >= 0)
+        return rc;
+    const char *dir = tape_dir(cli, &o, &err);
+    tapevol_t *vol = dir ? tapevol_open(dir, pos[0], TAPEVOL_RDONLY, &err) : NULL;
+    catalog_t *cat = vol ? cli_open_catalog(cli, CATALOG_CREATE, &err) : NULL;
+    if (!cat || tapevol_import(vol, cat, o.copy, o.verify ? TAPEVOL_WALK_VERIFY : 0, &stats,
+                               &err) < 0) {
+        catalog_close(cat);
+        tapevol_close(vol);
+        return cli_fail(cli, "%s", err.text);
+    }
+    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    if (t) {
+        si_table_row(t);
+        si_table_str(t, pos[0]);
+        si_table_int(t, stats.files);
+        si_table_int(t, (int64_t)stats.members);
+        si_table_int(t, (int64_t)stats.recorded);
+        si_table_int(t, (int64_t)stats.new_objects);
+        si_table_int(t, (int64_t)stats.new_copies);
+    }
+    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    catalog_close(cat);
+    tapevol_close(vol);
+    return rc;
+}
+
+/* ---- fault ----------------------------------------------------------------- */
+
+static int parse_region(const char *text, uint64_t *start, uint64_t *length)
+{
+    const char *colon = strchr(text, ':');
+    char head[32];
+    if (!colon || (size_t)(colon - text) >= sizeof(head))
+        return -1;
+    memcpy(head, text, (size_t)(colon - text));
+    head[colon - text] = '\0';
+    return si_parse_u64(head, start) < 0 || si_parse_u64(colon + 1, length) < 0 ? -1 : 0;
+}
+
+static int tape_fault(cli_t *cli, int argc, char **argv)
+{
+    static const si_column_t columns[] = {
+        {"start", SI_COL_INT}, {"length", SI_COL_INT}, {"end", SI_COL_INT},
+    };
+    tape_opts_t o;
+    char **pos;
+    int npos;
+    si_error_t err;
+    uint64_t start = 0, length = 0;
+    int rc = tape_args(argc, argv, "json volume-dir unreadable clear", 1, 1,
+                       "LABEL [--unreadable START:LENGTH | --clear] [--volume-dir DIR] [--json]",
+                       &o, &pos, &npos);
+    if (rc >= 0)
+        return rc;
+    if (o.clear && o.unreadable) {
+        fprintf(stderr, "stagein tape fault: give --unreadable or --clear, not both\n");
+        return 2;
+    }
+    if (o.unreadable && parse_region(o.unreadable, &start, &length) < 0)
+        return cli_fail(cli, "--unreadable '%s' is not START:LENGTH in bytes", o.unreadable);
+    const char *dir = tape_dir(cli, &o, &err);
+    tapevol_t *vol = dir ? tapevol_open(dir, pos[0], TAPEVOL_RDONLY, &err) : NULL;
+    tapevol_region_t *r = NULL;
+    size_t n = 0;
+    if (!vol || (o.unreadable && tapevol_fault_add(vol, start, length, &err) < 0) ||
+        (o.clear && tapevol_fault_clear(vol, &err) < 0) ||
+        tapevol_faults(vol, &r, &n, &err) < 0) {
+        tapevol_close(vol);
+        return cli_fail(cli, "%s", err.text);
+    }
+    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    for (size_t i = 0; t && i < n; i++) {
+        si_table_row(t);
+        si_table_int(t, (int64_t)r[i].start);
+        si_table_int(t, (int64_t)r[i].length);
+        si_table_int(t, (int64_t)(r[i].start + r[i].length));
+    }
+    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    free(r);
+    tapevol_close(vol);
+    return rc;
+}
+
+int cmd_tape(cli_t *cli, int argc, char **argv)
+{
+    static const cli_command_t commands[] = {
+        {"volumes", tape_volumes, "volumes: label, media, capacity, used, files, faults"},
+        {"create", tape_create, "create a volume (label record)"},
+        {"write", tape_write, "append one archive file of FILEs to a volume"},
+        {"dump", tape_dump, "archive files and members, read from the volume itself"},
+        {"import", tape_import, "rebuild the catalog entries of a volume from the volume"},
+        {"fault", tape_fault, "set or clear unreadable regions of a volume"},
+        {NULL, NULL, NULL},
+    };
+    return cli_dispatch(cli, "tape", commands, argc - 1, argv + 1);
+}
