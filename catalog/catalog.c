@@ -27,6 +27,10 @@ static const char *const stmt_sql[STMT_COUNT] = {
         "INSERT INTO volumes(label, media, library, state, capacity_bytes, used_bytes)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [STMT_EVENT_INSERT] = "INSERT INTO events(time, kind, subject, detail) VALUES (?1, ?2, ?3, ?4)",
+    [STMT_MEMBER_OF_ANY] = "SELECT 1 FROM dataset_members WHERE object_id = ?1 LIMIT 1",
+    [STMT_DATASETS_STALE] =
+        "UPDATE datasets SET stat_volumes = NULL WHERE id IN"
+        " (SELECT dataset_id FROM dataset_members WHERE object_id = ?1)",
 };
 
 double catalog_now(void)
@@ -184,7 +188,10 @@ static catalog_t *open_db(const char *path, int flags, int target_version, si_er
          * synchronous=NORMAL is durable across process crashes in WAL mode;
          * callers that acknowledge work commit before answering. */
         if (catalog_exec(cat, "PRAGMA journal_mode = WAL", err) < 0 ||
-            catalog_exec(cat, "PRAGMA synchronous = NORMAL", err) < 0)
+            catalog_exec(cat, "PRAGMA synchronous = NORMAL", err) < 0 ||
+            catalog_exec(cat, "PRAGMA cache_size = -131072", err) < 0 || /* 128 MiB */
+            /* statement journals (triggers) in memory, not in temp files */
+            catalog_exec(cat, "PRAGMA temp_store = MEMORY", err) < 0)
             goto error;
         if (migrate(cat, target_version, err) < 0)
             goto error;
@@ -380,6 +387,29 @@ int catalog_copy_put(catalog_t *cat, const catalog_copy_t *c, si_error_t *err)
     return catalog_copy_put_on(cat, c, volume_id, err);
 }
 
+/* A new copy may add a volume to the datasets holding the object. The
+ * membership probe is a read, so bulk imports of new objects pay little. */
+static int mark_datasets_stale(catalog_t *cat, int64_t object_id, si_error_t *err)
+{
+    sqlite3_stmt *s = catalog_stmt(cat, STMT_MEMBER_OF_ANY, err);
+    if (!s)
+        return -1;
+    sqlite3_bind_int64(s, 1, object_id);
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc == SQLITE_DONE)
+        return 0;
+    if (rc != SQLITE_ROW)
+        return catalog_sqlerr(cat, err, "looking up datasets");
+    s = catalog_stmt(cat, STMT_DATASETS_STALE, err);
+    if (!s)
+        return -1;
+    sqlite3_bind_int64(s, 1, object_id);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : catalog_sqlerr(cat, err, "marking datasets");
+}
+
 int catalog_copy_put_on(catalog_t *cat, const catalog_copy_t *c, int64_t volume_id,
                         si_error_t *err)
 {
@@ -402,7 +432,7 @@ int catalog_copy_put_on(catalog_t *cat, const catalog_copy_t *c, int64_t volume_
     if (rc != SQLITE_DONE)
         return catalog_sqlerr(cat, err, "adding tape copy");
     if (sqlite3_changes(cat->db) == 1)
-        return 1;
+        return mark_datasets_stale(cat, c->object_id, err) < 0 ? -1 : 1;
     s = catalog_stmt(cat, STMT_COPY_FIND, err);
     if (!s)
         return -1;

@@ -136,6 +136,11 @@ int catalog_import_manifest(catalog_t *cat, const catalog_dataset_attrs_t *attrs
 
 int catalog_dataset_check_name(const char *name, si_error_t *err);
 
+/* Recomputes the kept totals (objects, bytes, volumes) of datasets whose
+ * members or tape copies changed. Imports call it; so should any writer of
+ * tape copies, before committing. */
+int catalog_refresh_dataset_stats(catalog_t *cat, si_error_t *err);
+
 /* ---- the recall plan: which copy of each object, grouped by volume and
  * ordered by position (the scheduler refines the order at run time) ----- */
 

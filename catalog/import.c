@@ -98,6 +98,11 @@ int import_end(import_t *im, int rc, const char *kind, si_error_t *err)
              (unsigned long long)im->stats->copies, (unsigned long long)im->stats->volumes,
              (unsigned long long)im->stats->members);
     catalog_event(im->cat, kind, im->name, detail);
+    if (catalog_refresh_dataset_stats(im->cat, err) < 0) {
+        catalog_rollback(im->cat);
+        memset(im->stats, 0, sizeof(*im->stats));
+        return -1;
+    }
     return catalog_commit(im->cat, err);
 }
 
@@ -396,9 +401,10 @@ static int define_dataset(import_t *im, const catalog_dataset_attrs_t *a, int64_
     if (existing && !a->replace)
         return si_errprintf(err, "dataset '%s' already exists (use --replace to redefine it)",
                             a->name);
+    /* the totals are recomputed when the import ends */
     const char *sql = existing
-        ? "UPDATE datasets SET owner_uid = ?2, owner_gid = ?3, mode = ?4, description = ?5"
-          " WHERE name = ?1"
+        ? "UPDATE datasets SET owner_uid = ?2, owner_gid = ?3, mode = ?4, description = ?5,"
+          " stat_objects = NULL, stat_bytes = NULL, stat_volumes = NULL WHERE name = ?1"
         : "INSERT INTO datasets(name, owner_uid, owner_gid, mode, description, created)"
           " VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
     s = catalog_prepare(im->cat, sql, err);

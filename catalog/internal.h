@@ -15,6 +15,8 @@ typedef enum {
     STMT_VOLUME_FIND,
     STMT_VOLUME_INSERT,
     STMT_EVENT_INSERT,
+    STMT_MEMBER_OF_ANY,
+    STMT_DATASETS_STALE,
     STMT_COUNT
 } catalog_stmt_id_t;
 

@@ -104,9 +104,33 @@ static const char schema_1001[] =
     "ALTER TABLE objects ADD COLUMN storage_class TEXT NOT NULL DEFAULT 'GLACIER';"
     "CREATE INDEX events_by_time ON events(time);";
 
+/* Version 1.2: per-dataset totals kept with the dataset, so the summary of
+ * every dataset does not rescan millions of members. NULL = stale: changes
+ * to members or tape copies mark it (catalog_copy_put and dataset definition
+ * do so for inserts, in code, because an insert trigger costs a statement
+ * journal per row in bulk imports; these triggers cover the rare deletes and
+ * moves); imports refresh stale totals and readers compute them on the fly. */
+static const char schema_1002[] =
+    "ALTER TABLE datasets ADD COLUMN stat_objects INTEGER;"
+    "ALTER TABLE datasets ADD COLUMN stat_bytes INTEGER;"
+    "ALTER TABLE datasets ADD COLUMN stat_volumes INTEGER;"
+    "CREATE TRIGGER tape_copies_delete_stale AFTER DELETE ON tape_copies BEGIN"
+    "  UPDATE datasets SET stat_volumes = NULL WHERE id IN"
+    "   (SELECT dataset_id FROM dataset_members WHERE object_id = OLD.object_id);"
+    " END;"
+    "CREATE TRIGGER tape_copies_update_stale AFTER UPDATE OF volume_id ON tape_copies BEGIN"
+    "  UPDATE datasets SET stat_volumes = NULL WHERE id IN"
+    "   (SELECT dataset_id FROM dataset_members WHERE object_id = NEW.object_id);"
+    " END;"
+    "CREATE TRIGGER dataset_members_delete_stale AFTER DELETE ON dataset_members BEGIN"
+    "  UPDATE datasets SET stat_volumes = NULL, stat_objects = NULL, stat_bytes = NULL"
+    "   WHERE id = OLD.dataset_id AND stat_objects IS NOT NULL;"
+    " END;";
+
 static const catalog_schema_step_t steps[] = {
     {1000, schema_1000},
     {1001, schema_1001},
+    {1002, schema_1002},
 };
 
 const catalog_schema_step_t *catalog_schema_steps(size_t *count)

@@ -86,6 +86,30 @@ static si_table_t *view(catalog_t *cat, const char *sql, const si_column_t *cols
 
 #define NCOLS(a) (sizeof(a) / sizeof((a)[0]))
 
+/* A dataset's totals, each a subquery over its members. */
+#define DS_OBJECTS "(SELECT COUNT(*) FROM dataset_members m WHERE m.dataset_id = datasets.id)"
+#define DS_BYTES                                                                        \
+    "(SELECT COALESCE(SUM(o.size), 0) FROM dataset_members m"                           \
+    " JOIN objects o ON o.id = m.object_id WHERE m.dataset_id = datasets.id)"
+#define DS_VOLUMES                                                                      \
+    "(SELECT COUNT(DISTINCT c.volume_id) FROM dataset_members m"                        \
+    " JOIN tape_copies c ON c.object_id = m.object_id WHERE m.dataset_id = datasets.id)"
+
+/* The kept totals, or computed ones where stale (NULL). */
+#define DATASET_STATS_SQL                                                              \
+    "CASE WHEN stat_objects IS NULL THEN " DS_OBJECTS " ELSE stat_objects END AS objects," \
+    " CASE WHEN stat_bytes IS NULL THEN " DS_BYTES " ELSE stat_bytes END AS bytes,"        \
+    " CASE WHEN stat_volumes IS NULL THEN " DS_VOLUMES " ELSE stat_volumes END AS volumes"
+
+int catalog_refresh_dataset_stats(catalog_t *cat, si_error_t *err)
+{
+    static const char sql[] =
+        "UPDATE datasets SET stat_objects = " DS_OBJECTS ", stat_bytes = " DS_BYTES
+        ", stat_volumes = " DS_VOLUMES
+        " WHERE stat_objects IS NULL OR stat_bytes IS NULL OR stat_volumes IS NULL";
+    return catalog_exec(cat, sql, err);
+}
+
 static int dataset_exists(catalog_t *cat, const char *name, si_error_t *err)
 {
     sqlite3_stmt *s = catalog_prepare(cat, "SELECT 1 FROM datasets WHERE name = ?1", err);
@@ -106,28 +130,19 @@ si_table_t *catalog_view_datasets(catalog_t *cat, si_error_t *err)
         {"mode", SI_COL_STR}, {"objects", SI_COL_INT}, {"bytes", SI_COL_BYTES},
         {"volumes", SI_COL_INT}, {"cached_pct", SI_COL_PERCENT}, {"description", SI_COL_STR},
     };
-    /* Volumes spanned counts every copy's volume; cached bytes come from the
-     * (small) cache table. */
+    /* Totals kept with the dataset (computed here only when stale); cached
+     * bytes come from the cache table, scanned first (CROSS JOIN fixes the
+     * order) because it is small next to a dataset's members. */
     static const char sql[] =
-        "WITH sizes AS ("
-        "  SELECT m.dataset_id AS id, COUNT(*) AS objects, SUM(o.size) AS bytes"
-        "  FROM dataset_members m JOIN objects o ON o.id = m.object_id GROUP BY m.dataset_id),"
-        " spans AS ("
-        "  SELECT m.dataset_id AS id, COUNT(DISTINCT c.volume_id) AS volumes"
-        "  FROM dataset_members m JOIN tape_copies c ON c.object_id = m.object_id"
-        "  GROUP BY m.dataset_id),"
-        " cached AS ("
-        "  SELECT m.dataset_id AS id, SUM(o.size) AS bytes FROM cache ca"
-        "  JOIN dataset_members m ON m.object_id = ca.object_id"
-        "  JOIN objects o ON o.id = ca.object_id GROUP BY m.dataset_id)"
-        " SELECT d.name, d.owner_uid, d.owner_gid, printf('%04o', d.mode),"
-        "  COALESCE(s.objects, 0), COALESCE(s.bytes, 0), COALESCE(p.volumes, 0),"
-        "  CASE WHEN COALESCE(s.bytes, 0) = 0 THEN"
-        "    (CASE WHEN COALESCE(s.objects, 0) = 0 THEN 0.0 ELSE 100.0 END)"
-        "   ELSE 100.0 * COALESCE(c.bytes, 0) / s.bytes END,"
+        "SELECT d.name, d.owner_uid, d.owner_gid, printf('%04o', d.mode), t.objects, t.bytes,"
+        "  t.volumes,"
+        "  CASE WHEN t.bytes = 0 THEN (CASE WHEN t.objects = 0 THEN 0.0 ELSE 100.0 END)"
+        "   ELSE 100.0 * (SELECT COALESCE(SUM(ca.size), 0) FROM cache ca"
+        "    CROSS JOIN dataset_members m ON m.dataset_id = d.id AND m.object_id = ca.object_id)"
+        "    / t.bytes END,"
         "  d.description"
-        " FROM datasets d LEFT JOIN sizes s ON s.id = d.id LEFT JOIN spans p ON p.id = d.id"
-        " LEFT JOIN cached c ON c.id = d.id ORDER BY d.name";
+        " FROM datasets d JOIN (SELECT id, " DATASET_STATS_SQL " FROM datasets) t ON t.id = d.id"
+        " ORDER BY d.name";
     return view(cat, sql, cols, NCOLS(cols), NULL, NULL, err);
 }
 

@@ -101,6 +101,25 @@ int main(void)
         "{\"objects\":1,\"bytes\":300,\"pinned_objects\":1,\"pinned_bytes\":300,\"verified_objects\":1",
         "cache usage");
 
+    /* Kept totals follow a new copy of a member on another volume. */
+    f = text_file("dsb,x/1,100,V4,8,2,\n");
+    ok(catalog_import_positions(cat, "more.csv", f, &o, &st, &err) == 0, "second copy added on V4");
+    fclose(f);
+    has(json_of(catalog_view_datasets(cat, &err)), "\"dataset\":\"dsx\",\"owner_uid\":1001,"
+        "\"owner_gid\":100,\"mode\":\"0640\",\"objects\":3,\"bytes\":600,\"volumes\":4",
+        "datasets: volumes spanned updated after the import");
+    sqlite3_exec(catalog_db(cat), "UPDATE datasets SET stat_volumes = 99 WHERE name = 'dsy';"
+                 "DELETE FROM tape_copies WHERE volume_id = (SELECT id FROM volumes WHERE label = 'V4')",
+                 NULL, NULL, NULL);
+    has(json_of(catalog_view_datasets(cat, &err)), "\"dataset\":\"dsx\",\"owner_uid\":1001,"
+        "\"owner_gid\":100,\"mode\":\"0640\",\"objects\":3,\"bytes\":600,\"volumes\":3",
+        "datasets: stale totals computed on the fly after a delete");
+    has(json_of(catalog_view_datasets(cat, &err)), "\"dataset\":\"dsy\",\"owner_uid\":1001,"
+        "\"owner_gid\":100,\"mode\":\"0640\",\"objects\":1,\"bytes\":400,\"volumes\":99",
+        "datasets: kept totals are what is shown (so they must be maintained)");
+    sqlite3_exec(catalog_db(cat), "UPDATE datasets SET stat_volumes = NULL WHERE name = 'dsy'",
+                 NULL, NULL, NULL);
+
     /* The plan: copy 1 unless its volume is unreadable, then by position. */
     has(json_of(catalog_view_plan(cat, "dsx", true, &err)),
         "[{\"volume\":\"V1\",\"reads\":2,\"bytes\":300,\"first_position\":1000,\"last_position\":5000},"
