@@ -63,23 +63,27 @@ static int writer_put(writer_t *w, const void *data, size_t len)
     return 0;
 }
 
-/* Overwrites bytes already written at volume offset off (buffered or not). */
+/* Overwrites bytes already written at volume offset off: the part already
+ * flushed on the volume, the rest in the buffer. */
 static int writer_patch(writer_t *w, uint64_t off, const void *data, size_t len)
 {
     const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        uint64_t at = off + i;
-        if (at >= w->buf_off) {
-            w->buf[at - w->buf_off] = p[i];
-        } else {
-            ssize_t n;
-            do
-                n = pwrite(w->fd, p + i, 1, (off_t)at);
-            while (n < 0 && errno == EINTR);
-            if (n != 1)
+    if (off < w->buf_off) {
+        size_t flushed = off + len <= w->buf_off ? len : (size_t)(w->buf_off - off);
+        size_t done = 0;
+        while (done < flushed) {
+            ssize_t n = pwrite(w->fd, p + done, flushed - done, (off_t)(off + done));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
                 return -1;
+            done += (size_t)n;
         }
+        p += flushed;
+        off += flushed;
+        len -= flushed;
     }
+    memcpy(w->buf + (off - w->buf_off), p, len);
     return 0;
 }
 
