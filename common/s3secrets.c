@@ -1,0 +1,221 @@
+#include "config.h"
+#include "common/s3secrets.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/text.h"
+
+typedef struct {
+    char access_key[SI_SIGV4_ACCESS_KEY_MAX + 1];
+    char secret[SI_SIGV4_SECRET_MAX + 1];
+    uint32_t uid, gid;
+    unsigned line;
+} entry_t;
+
+struct si_secrets {
+    entry_t *entries; /* sorted by access key */
+    size_t count;
+};
+
+static int entry_cmp(const void *a, const void *b)
+{
+    return strcmp(((const entry_t *)a)->access_key, ((const entry_t *)b)->access_key);
+}
+
+static bool printable_token(const char *s, const char *forbidden)
+{
+    for (; *s; s++)
+        if (*s <= ' ' || *s > '~' || strchr(forbidden, *s))
+            return false;
+    return true;
+}
+
+static int parse_id(const char *text, const char *what, uint32_t *out, si_error_t *err)
+{
+    uint64_t v;
+    if (si_parse_u64(text, &v) < 0 || v >= UINT32_MAX)
+        return si_errprintf(err, "%s '%.20s' is not a number below %u", what, text, UINT32_MAX);
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* One non-comment line into e. */
+static int parse_line(char *line, entry_t *e, si_error_t *err)
+{
+    char *save = NULL;
+    char *field[5];
+    size_t n = 0;
+    for (char *tok = strtok_r(line, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+        if (n == 4)
+            return si_errprintf(err, "more than 4 fields (ACCESS_KEY SECRET UID GID)");
+        field[n++] = tok;
+    }
+    if (n != 4)
+        return si_errprintf(err, "%zu field%s, expected 4: ACCESS_KEY SECRET UID GID", n,
+                            n == 1 ? "" : "s");
+    size_t klen = strlen(field[0]), slen = strlen(field[1]);
+    if (klen > SI_SIGV4_ACCESS_KEY_MAX || !printable_token(field[0], "/,="))
+        return si_errprintf(err, "access key must be 1 to %d printable characters without "
+                            "'/', ',' or '='", SI_SIGV4_ACCESS_KEY_MAX);
+    if (slen > SI_SIGV4_SECRET_MAX || !printable_token(field[1], ""))
+        return si_errprintf(err, "secret of '%s' must be 1 to %d printable characters",
+                            field[0], SI_SIGV4_SECRET_MAX);
+    if (parse_id(field[2], "UID", &e->uid, err) < 0 || parse_id(field[3], "GID", &e->gid, err) < 0)
+        return -1;
+    memcpy(e->access_key, field[0], klen + 1);
+    memcpy(e->secret, field[1], slen + 1);
+    return 0;
+}
+
+static void wipe(entry_t *entries, size_t count)
+{
+    if (entries) {
+        OPENSSL_cleanse(entries, count * sizeof(*entries));
+        free(entries);
+    }
+}
+
+static void forget_line(char *line, size_t cap)
+{
+    if (line) {
+        OPENSSL_cleanse(line, cap);
+        free(line);
+    }
+}
+
+si_secrets_t *si_secrets_load(const char *path, si_error_t *err)
+{
+    char *line = NULL;
+    size_t line_cap = 0;
+    entry_t *entries = NULL;
+    size_t count = 0, cap = 0;
+    unsigned lineno = 0;
+    FILE *f = NULL;
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        si_errprintf(err, "%s: cannot open the S3 secrets file: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        si_errprintf(err, "%s: the S3 secrets file is not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    if (st.st_mode & 077) {
+        si_errprintf(err, "%s: mode %04o lets group or others at the S3 secrets; it must be "
+                     "0600 or stricter (chmod 600 %s)", path, (unsigned)(st.st_mode & 07777),
+                     path);
+        close(fd);
+        return NULL;
+    }
+    if (!(f = fdopen(fd, "r"))) {
+        si_errprintf(err, "%s: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    ssize_t got;
+    while ((got = getline(&line, &line_cap, f)) >= 0) {
+        size_t len = (size_t)got;
+        lineno++;
+        if (len > SI_SECRETS_LINE_MAX) {
+            si_errprintf(err, "%s:%u: line longer than %d bytes", path, lineno,
+                         SI_SECRETS_LINE_MAX);
+            goto error;
+        }
+        if (memchr(line, '\0', len)) {
+            si_errprintf(err, "%s:%u: NUL byte in the line", path, lineno);
+            goto error;
+        }
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        const char *p = line + strspn(line, " \t");
+        if (*p == '\0' || *p == '#')
+            continue;
+        if (count == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            entry_t *n = calloc(ncap, sizeof(*n));
+            if (!n) {
+                si_errprintf(err, "%s: out of memory", path);
+                goto error;
+            }
+            if (count)
+                memcpy(n, entries, count * sizeof(*n));
+            wipe(entries, count);
+            entries = n;
+            cap = ncap;
+        }
+        if (parse_line(line, &entries[count], err) < 0) {
+            si_errprefix(err, "%s:%u", path, lineno);
+            goto error;
+        }
+        entries[count++].line = lineno;
+    }
+    if (ferror(f)) {
+        si_errprintf(err, "%s: read error", path);
+        goto error;
+    }
+    forget_line(line, line_cap);
+    line = NULL;
+    fclose(f);
+    f = NULL;
+    qsort(entries, count, sizeof(*entries), entry_cmp);
+    for (size_t i = 1; i < count; i++)
+        if (strcmp(entries[i].access_key, entries[i - 1].access_key) == 0) {
+            unsigned a = entries[i - 1].line, b = entries[i].line;
+            si_errprintf(err, "%s:%u: access key '%s' repeats line %u", path, a > b ? a : b,
+                         entries[i].access_key, a < b ? a : b);
+            goto error;
+        }
+    si_secrets_t *s = calloc(1, sizeof(*s));
+    if (!s) {
+        si_errprintf(err, "%s: out of memory", path);
+        goto error;
+    }
+    s->entries = entries;
+    s->count = count;
+    return s;
+error:
+    forget_line(line, line_cap);
+    if (f)
+        fclose(f);
+    wipe(entries, cap);
+    return NULL;
+}
+
+size_t si_secrets_count(const si_secrets_t *s)
+{
+    return s->count;
+}
+
+int si_secrets_lookup(void *secrets, const char *access_key, si_sigv4_credential_t *cred)
+{
+    const si_secrets_t *s = secrets;
+    entry_t key;
+    if (strlen(access_key) > SI_SIGV4_ACCESS_KEY_MAX)
+        return -1;
+    snprintf(key.access_key, sizeof(key.access_key), "%s", access_key);
+    const entry_t *e = bsearch(&key, s->entries, s->count, sizeof(*e), entry_cmp);
+    if (!e)
+        return -1;
+    memcpy(cred->secret, e->secret, sizeof(cred->secret));
+    cred->uid = e->uid;
+    cred->gid = e->gid;
+    return 0;
+}
+
+void si_secrets_free(si_secrets_t *s)
+{
+    if (!s)
+        return;
+    wipe(s->entries, s->count);
+    free(s);
+}

@@ -1,0 +1,107 @@
+/* The S3 secrets file: permissions, format errors with file:line, lookup. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/s3secrets.h"
+#include "common/tap.h"
+
+static char path[64];
+
+static void write_file(const char *text, size_t len, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+    fwrite(text, 1, len, f);
+    fclose(f);
+    chmod(path, mode);
+}
+
+static si_secrets_t *load(const char *text, mode_t mode, si_error_t *err)
+{
+    write_file(text, strlen(text), mode);
+    return si_secrets_load(path, err);
+}
+
+int main(void)
+{
+    si_error_t err;
+    si_sigv4_credential_t cred;
+    snprintf(path, sizeof(path), "/tmp/t_s3secrets.%d", (int)getpid());
+
+    si_secrets_t *s = load("# stageind S3 credentials\n"
+                           "\n"
+                           "AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY 1000 100\n"
+                           "  alice\tpass+word#1   1001  1001\r\n"
+                           "bob s3cr3t 0 0\n",
+                           0600, &err);
+    ok(s != NULL, "a 0600 file loads (%s)", s ? "ok" : err.text);
+    is_int(si_secrets_count(s), 3, "three credentials");
+    ok(si_secrets_lookup(s, "alice", &cred) == 0 && strcmp(cred.secret, "pass+word#1") == 0 &&
+       cred.uid == 1001 && cred.gid == 1001, "alice found with her secret and ids ('#' inside a "
+       "secret is kept, tabs and CRLF accepted)");
+    ok(si_secrets_lookup(s, "AKIAIOSFODNN7EXAMPLE", &cred) == 0 && cred.uid == 1000 &&
+       strcmp(cred.secret, "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY") == 0, "AWS example key");
+    ok(si_secrets_lookup(s, "carol", &cred) < 0, "unknown key not found");
+    ok(si_secrets_lookup(s, "Alice", &cred) < 0, "keys are case-sensitive");
+    si_secrets_free(s);
+
+    s = load("k1 s1 1 1\n", 0400, &err);
+    ok(s != NULL, "0400 is accepted");
+    si_secrets_free(s);
+    s = load("", 0600, &err);
+    ok(s && si_secrets_count(s) == 0, "an empty file is no credentials");
+    si_secrets_free(s);
+
+    static const mode_t open_modes[] = {0644, 0640, 0604, 0660, 0602, 0620};
+    for (size_t i = 0; i < sizeof(open_modes) / sizeof(open_modes[0]); i++) {
+        s = load("k1 s1 1 1\n", open_modes[i], &err);
+        char want[16];
+        snprintf(want, sizeof(want), "mode %04o", (unsigned)open_modes[i]);
+        ok(!s && strstr(err.text, path) && strstr(err.text, want) && strstr(err.text, "0600"),
+           "mode %04o refused: %s", (unsigned)open_modes[i], err.text);
+        si_secrets_free(s);
+    }
+
+    struct {
+        const char *text, *want;
+    } bad[] = {
+        {"k1 s1 1\n", ":1: 3 fields"},
+        {"# c\nk1 s1 1 1 extra\n", ":2: more than 4 fields"},
+        {"k1 s1 1 1\nk2 s2 x 1\n", ":2: UID 'x'"},
+        {"k1 s1 1 -1\n", ":1: GID '-1'"},
+        {"k1 s1 1 4294967295\n", ":1: GID"},
+        {"a/b s1 1 1\n", ":1: access key"},
+        {"k1 s1 1 1\n\nk2 s2 2 2\nk1 s3 3 3\n", ":4: access key 'k1' repeats line 1"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        s = load(bad[i].text, 0600, &err);
+        ok(!s && strstr(err.text, path) && strstr(err.text, bad[i].want), "bad file %zu: %s", i,
+           err.text);
+        si_secrets_free(s);
+    }
+    write_file("k1 s\0 1 1\n", 10, 0600);
+    s = si_secrets_load(path, &err);
+    ok(!s && strstr(err.text, ":1: NUL"), "NUL byte refused: %s", err.text);
+    char *huge = malloc(3000);
+    memset(huge, 'x', 2999);
+    huge[2999] = '\0';
+    s = load(huge, 0600, &err);
+    ok(!s && strstr(err.text, ":1: line longer"), "overlong line refused: %s", err.text);
+    free(huge);
+    char longkey[200];
+    memset(longkey, 'k', 129);
+    strcpy(longkey + 129, " s 1 1\n");
+    s = load(longkey, 0600, &err);
+    ok(!s && strstr(err.text, "access key must be"), "129-byte access key refused: %s", err.text);
+
+    unlink(path);
+    s = si_secrets_load(path, &err);
+    ok(!s && strstr(err.text, "cannot open"), "missing file: %s", err.text);
+    s = si_secrets_load("/tmp", &err);
+    ok(!s && strstr(err.text, "not a regular file"), "directory refused: %s", err.text);
+    return done_testing();
+}
