@@ -5,6 +5,7 @@
 
 #include "catalog/catalog_conf.h"
 #include "daemon/volume/volume.h"
+#include "daemon/server_conf.h"
 
 static const si_conf_key_t general_keys[] = {
     {"state_dir", SI_CONF_STRING, 0, 0, NULL},
@@ -15,6 +16,7 @@ static const si_conf_key_t *const all_schemas[] = {
     general_keys,
     catalog_conf_keys,
     volume_conf_keys,
+    stageind_conf_keys,
     NULL,
 };
 

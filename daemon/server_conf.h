@@ -1,0 +1,54 @@
+/* stageind's settings: the "stageind" group of stagein.conf, overridden by
+ * command-line options, with defaults that need no configuration at all. */
+#ifndef STAGEIN_DAEMON_SERVER_CONF_H
+#define STAGEIN_DAEMON_SERVER_CONF_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/conf.h"
+#include "common/error.h"
+#include "common/log.h"
+
+extern const si_conf_key_t stageind_conf_keys[];
+
+#define STAGEIND_DEFAULT_PORT 8470
+
+typedef struct {
+    char state_dir[PATH_MAX];
+    char catalog[PATH_MAX];
+    char bind[64];
+    int port;                    /* 0: a free port, -1: no TCP listener */
+    char socket[PATH_MAX];       /* "" : no Unix socket */
+    mode_t socket_mode;
+    size_t body_limit;
+    unsigned timeout_s;
+    unsigned threads;
+    char munge_socket[PATH_MAX]; /* "": libmunge's default */
+    bool peercred;
+    int64_t pin_lifetime, pin_lifetime_max;
+    char pid_file[PATH_MAX];
+    char lock_file[PATH_MAX];
+    char log_file[PATH_MAX];     /* "": stderr (or syslog) */
+    bool syslog;
+    si_log_level_t log_level;
+} stageind_settings_t;
+
+/* Command-line values; NULL / -1 / 0 leave the configuration's. */
+typedef struct {
+    const char *state_dir;
+    const char *bind;
+    int port;                    /* -1: not given */
+    const char *socket;
+    const char *log_file;
+    bool syslog;
+    int verbose;                 /* each -v raises the log level by one */
+} stageind_overrides_t;
+
+int stageind_settings(const si_conf_t *conf, const stageind_overrides_t *o,
+                      stageind_settings_t *out, si_error_t *err);
+
+#endif

@@ -1,0 +1,297 @@
+/* stageind: the staging daemon. main() is a ladder: options, configuration,
+ * log, detach, lock, catalog, recovery, control API, pid file, run, then
+ * teardown in reverse order. Signals only set flags. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "catalog/catalog.h"
+#include "catalog/requests.h"
+#include "common/conf.h"
+#include "common/log.h"
+#include "daemon/control/control.h"
+#include "daemon/http/server.h"
+#include "daemon/process.h"
+#include "daemon/server_conf.h"
+#include "stagein/schema.h"
+
+static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t reload_requested;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void on_reload(int sig)
+{
+    (void)sig;
+    reload_requested = 1;
+}
+
+typedef struct {
+    const char *config_path;
+    bool foreground;
+    stageind_overrides_t over;
+} options_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: stageind [OPTIONS]\n\n"
+            "  -F, --foreground      stay in the foreground (log to stderr)\n"
+            "  -c, --config=FILE     configuration file (default: $STAGEIN_CONF, then\n"
+            "                        " SYSCONFDIR "/stagein/stagein.conf)\n"
+            "  -d, --state-dir=DIR   state directory (catalog, socket, lock, pid file)\n"
+            "  -p, --port=PORT       TCP port of the control API (0: any free port)\n"
+            "  -b, --bind=ADDR       TCP address to listen on (default 127.0.0.1)\n"
+            "  -S, --socket=PATH     Unix socket of the control API\n"
+            "  -l, --log-file=FILE   log to FILE\n"
+            "      --syslog          log to syslog\n"
+            "  -v, --verbose         more log detail (repeat for more)\n"
+            "  -V, --version         print the version\n"
+            "  -h, --help            this help\n");
+}
+
+static int parse_options(int argc, char **argv, options_t *o)
+{
+    static const struct option longopts[] = {
+        {"foreground", no_argument, NULL, 'F'}, {"config", required_argument, NULL, 'c'},
+        {"state-dir", required_argument, NULL, 'd'}, {"port", required_argument, NULL, 'p'},
+        {"bind", required_argument, NULL, 'b'},  {"socket", required_argument, NULL, 'S'},
+        {"log-file", required_argument, NULL, 'l'}, {"syslog", no_argument, NULL, 'Y'},
+        {"verbose", no_argument, NULL, 'v'},     {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+    };
+    memset(o, 0, sizeof(*o));
+    o->over.port = -1;
+    int c;
+    while ((c = getopt_long(argc, argv, "Fc:d:p:b:S:l:vVh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'F': o->foreground = true; break;
+        case 'c': o->config_path = optarg; break;
+        case 'd': o->over.state_dir = optarg; break;
+        case 'b': o->over.bind = optarg; break;
+        case 'S': o->over.socket = optarg; break;
+        case 'l': o->over.log_file = optarg; break;
+        case 'Y': o->over.syslog = true; break;
+        case 'v': o->over.verbose++; break;
+        case 'p': {
+            char *end;
+            errno = 0;
+            long port = strtol(optarg, &end, 10);
+            if (errno || *end || port < 0 || port > 65535) {
+                fprintf(stderr, "stageind: --port: '%s' is not a port number (0 to 65535)\n",
+                        optarg);
+                return 2;
+            }
+            o->over.port = (int)port;
+            break;
+        }
+        case 'V': printf("stageind %s\n", PACKAGE_VERSION); return 0;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "stageind: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    return -1;
+}
+
+static si_conf_t *load_conf(const char *explicit_path, si_error_t *err)
+{
+    bool must_exist;
+    const char *path = si_conf_default_path(explicit_path, &must_exist);
+    return si_conf_load(path, must_exist, stagein_conf_schemas(), err);
+}
+
+static si_log_opts_t log_opts(const stageind_settings_t *s, bool foreground)
+{
+    return (si_log_opts_t){
+        .ident = "stageind", .level = s->log_level,
+        .file = s->log_file[0] ? s->log_file : NULL, .syslog = s->syslog,
+        /* in the foreground, whatever else is configured, stderr sees it too */
+        .stderr_too = foreground && (s->log_file[0] || s->syslog),
+    };
+}
+
+static control_opts_t control_opts(const stageind_settings_t *s, catalog_t *cat, si_log_t *log)
+{
+    return (control_opts_t){
+        .cat = cat, .log = log, .munge_socket = s->munge_socket[0] ? s->munge_socket : NULL,
+        .peercred = s->peercred, .pin_lifetime_default = s->pin_lifetime,
+        .pin_lifetime_max = s->pin_lifetime_max,
+    };
+}
+
+/* HUP: reread the configuration; a bad file keeps the running settings. */
+static void reload(const options_t *o, stageind_settings_t *cur, si_log_t *log, control_t *ctl,
+                   catalog_t *cat)
+{
+    si_error_t err;
+    stageind_settings_t next;
+    si_conf_t *conf = load_conf(o->config_path, &err);
+    if (!conf || stageind_settings(conf, &o->over, &next, &err) < 0) {
+        si_log(log, SI_LOG_ERROR, "reload: %s; keeping the running configuration", err.text);
+        si_conf_free(conf);
+        return;
+    }
+    si_conf_free(conf);
+    si_log_opts_t lo = log_opts(&next, o->foreground);
+    control_opts_t co = control_opts(&next, cat, log);
+    if (si_log_reopen(log, &lo, &err) < 0 || control_reconfigure(ctl, &co, &err) < 0) {
+        si_log(log, SI_LOG_ERROR, "reload: %s; keeping the running configuration", err.text);
+        return;
+    }
+    if (next.port != cur->port || strcmp(next.bind, cur->bind) != 0 ||
+        strcmp(next.socket, cur->socket) != 0 || strcmp(next.catalog, cur->catalog) != 0 ||
+        next.body_limit != cur->body_limit || next.threads != cur->threads)
+        si_log(log, SI_LOG_WARNING, "reload: listeners, body limit, threads and the catalog"
+                                    " change only at restart");
+    else
+        si_log(log, SI_LOG_NOTICE, "reload: configuration reread (log level %s)",
+               si_log_level_name(next.log_level));
+    /* keep what the running listeners use; take the rest */
+    next.port = cur->port;
+    memcpy(next.bind, cur->bind, sizeof(next.bind));
+    memcpy(next.socket, cur->socket, sizeof(next.socket));
+    memcpy(next.catalog, cur->catalog, sizeof(next.catalog));
+    *cur = next;
+}
+
+static int install_signals(sigset_t *blocked, sigset_t *waiting, si_error_t *err)
+{
+    struct sigaction sa = {.sa_handler = on_stop};
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
+        return si_errprintf(err, "sigaction: %s", strerror(errno));
+    sa.sa_handler = on_reload;
+    if (sigaction(SIGHUP, &sa, NULL) < 0)
+        return si_errprintf(err, "sigaction: %s", strerror(errno));
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+    /* Blocked everywhere (server threads inherit the mask); the main thread
+     * takes them only inside sigsuspend, so no signal is lost between a
+     * check of the flags and the wait. */
+    sigemptyset(blocked);
+    sigaddset(blocked, SIGTERM);
+    sigaddset(blocked, SIGINT);
+    sigaddset(blocked, SIGHUP);
+    if (sigprocmask(SIG_BLOCK, blocked, waiting) < 0)
+        return si_errprintf(err, "sigprocmask: %s", strerror(errno));
+    sigdelset(waiting, SIGTERM);
+    sigdelset(waiting, SIGINT);
+    sigdelset(waiting, SIGHUP);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    options_t o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+
+    si_error_t err = {{0}};
+    si_conf_t *conf = NULL;
+    si_log_t *log = NULL;
+    int notify_fd = -1, lock_fd = -1;
+    catalog_t *cat = NULL;
+    control_t *ctl = NULL;
+    http_server_t *http = NULL;
+    bool pid_written = false;
+    stageind_settings_t s;
+    sigset_t blocked, waiting;
+    int status = 1;
+
+    if (!(conf = load_conf(o.config_path, &err)) || stageind_settings(conf, &o.over, &s, &err) < 0)
+        goto early_error;
+    si_conf_free(conf);
+    conf = NULL;
+    si_log_opts_t lo = log_opts(&s, o.foreground);
+    if (!(log = si_log_open(&lo, &err)))
+        goto early_error;
+    if (!o.foreground && process_daemonize(&notify_fd, &err) < 0)
+        goto error;
+    if (install_signals(&blocked, &waiting, &err) < 0)
+        goto error;
+    if (process_mkdirs(s.state_dir, 0755, &err) < 0 ||
+        process_lock(s.lock_file, &lock_fd, NULL, &err) < 0)
+        goto error;
+    if (!(cat = catalog_open(s.catalog, CATALOG_CREATE, &err))) {
+        si_errprefix(&err, "catalog");
+        goto error;
+    }
+    requests_t *rq = requests_open(cat, &err);
+    requests_recovery_t rec;
+    if (!rq || requests_recover(rq, &rec, &err) < 0) {
+        requests_close(rq);
+        goto error;
+    }
+    requests_close(rq);
+    si_log(log, SI_LOG_NOTICE, "catalog %s: %llu active requests, %llu interrupted items queued"
+                               " again", s.catalog, (unsigned long long)rec.active_requests,
+           (unsigned long long)rec.requeued_items);
+
+    control_opts_t co = control_opts(&s, cat, log);
+    http_server_opts_t ho = {.body_limit = s.body_limit, .timeout_s = s.timeout_s,
+                             .threads = s.threads, .name = "control", .log = log};
+    if (!(ctl = control_new(&co, &err)) || !(http = http_server_new(&ho, &err)) ||
+        control_routes(ctl, http, &err) < 0)
+        goto error;
+    if (s.port >= 0 && http_server_listen_tcp(http, s.bind, (uint16_t)s.port, &err) < 0)
+        goto error;
+    if (s.socket[0] && http_server_listen_unix(http, s.socket, s.socket_mode, &err) < 0)
+        goto error;
+    if (http_server_start(http, &err) < 0)
+        goto error;
+    if (process_write_pid(s.pid_file, &err) < 0)
+        goto error;
+    pid_written = true;
+    si_log(log, SI_LOG_NOTICE, "stageind %s started: pid %ld, state %s, control API on %s:%u%s%s",
+           PACKAGE_VERSION, (long)getpid(), s.state_dir, s.port >= 0 ? s.bind : "(no tcp)",
+           (unsigned)http_server_port(http), s.socket[0] ? " and " : "", s.socket);
+    process_started(notify_fd, NULL);
+    notify_fd = -1;
+
+    while (!stop_requested) {
+        if (reload_requested) {
+            reload_requested = 0;
+            reload(&o, &s, log, ctl, cat);
+            continue;
+        }
+        sigsuspend(&waiting);
+    }
+    si_log(log, SI_LOG_NOTICE, "stopping (signal)");
+    status = 0;
+
+error:
+    if (status != 0) {
+        si_log(log, SI_LOG_ERROR, "%s", err.text);
+        process_started(notify_fd, err.text);
+    }
+    http_server_free(http);   /* waits for running handlers */
+    control_free(ctl);
+    catalog_close(cat);
+    if (pid_written)
+        unlink(s.pid_file);
+    process_unlock(lock_fd);
+    if (status == 0)
+        si_log(log, SI_LOG_NOTICE, "stopped");
+    si_log_close(log);
+    return status;
+
+early_error:
+    si_conf_free(conf);
+    fprintf(stderr, "stageind: %s\n", err.text);
+    return 1;
+}
