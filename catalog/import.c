@@ -98,7 +98,12 @@ int import_end(import_t *im, int rc, const char *kind, si_error_t *err)
              (unsigned long long)im->stats->copies, (unsigned long long)im->stats->volumes,
              (unsigned long long)im->stats->members);
     catalog_event(im->cat, kind, im->name, detail);
-    if (catalog_refresh_dataset_stats(im->cat, err) < 0) {
+    /* a volume is used at least up to the end of its last catalogued copy */
+    static const char used_sql[] =
+        "UPDATE volumes SET used_bytes = MAX(used_bytes, COALESCE((SELECT position + length"
+        " FROM tape_copies c WHERE c.volume_id = volumes.id ORDER BY position DESC LIMIT 1), 0))";
+    if ((im->stats->copies && catalog_exec(im->cat, used_sql, err) < 0) ||
+        catalog_refresh_dataset_stats(im->cat, err) < 0) {
         catalog_rollback(im->cat);
         memset(im->stats, 0, sizeof(*im->stats));
         return -1;

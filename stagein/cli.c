@@ -21,14 +21,16 @@ si_conf_t *cli_conf(cli_t *cli, si_error_t *err)
 
 const char *cli_catalog_path(cli_t *cli, si_error_t *err)
 {
+    /* The configuration is read (and validated) even when it is overridden,
+     * so a broken file never goes unnoticed. */
+    si_conf_t *conf = cli_conf(cli, err);
+    if (!conf)
+        return NULL;
     if (cli->catalog_path)
         return cli->catalog_path;
     const char *env = getenv("STAGEIN_CATALOG");
     if (env && *env)
         return env;
-    si_conf_t *conf = cli_conf(cli, err);
-    if (!conf)
-        return NULL;
     return catalog_conf_path(conf, cli->catalog_buf, sizeof(cli->catalog_buf));
 }
 
