@@ -266,10 +266,36 @@ out:
     return rc;
 }
 
+/* A path source must exist and hold exactly the stated size (a regular
+ * file's size is checked; a pipe's is checked by reading). With fd != NULL
+ * the file stays open for reading. */
+static int check_source(const tapevol_member_t *m, int *fd, si_error_t *err)
+{
+    struct stat st;
+    int f = open(m->path, O_RDONLY | O_CLOEXEC);
+    if (f < 0 || fstat(f, &st) < 0) {
+        si_errprintf(err, "member %s/%s: %s: %s", m->bucket, m->key, m->path, strerror(errno));
+        goto error;
+    }
+    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size != m->size) {
+        si_errprintf(err, "member %s/%s: %s holds %jd bytes, not %" PRIu64, m->bucket, m->key,
+                     m->path, (intmax_t)st.st_size, m->size);
+        goto error;
+    }
+    if (fd)
+        *fd = f;
+    else
+        close(f);
+    return 0;
+error:
+    if (f >= 0)
+        close(f);
+    return -1;
+}
+
 int tapevol_append(tapevol_t *vol, const tapevol_member_t *members, size_t n,
                    tapevol_listing_t **written, si_error_t *err)
 {
-    int *fds = NULL;
     tapevol_listing_t *l = NULL;
     writer_t w = {.fd = vol->fd};
     bool locked = false, wrote = false;
@@ -281,32 +307,17 @@ int tapevol_append(tapevol_t *vol, const tapevol_member_t *members, size_t n,
         return si_errprintf(err, "volume %s is open read-only", vol->label.label);
     if (check_members(members, n, err) < 0)
         return -1;
-    fds = malloc(n * sizeof(*fds));
     l = listing_new(members, n);
     w.buf = malloc(WRITE_BLOCK);
-    if (!fds || !l || !w.buf) {
+    if (!l || !w.buf) {
         si_errprintf(err, "out of memory");
         goto error;
     }
+    /* every source checked before anything is written; each is opened
+     * again only while it is copied, so any number of members works */
     for (size_t i = 0; i < n; i++)
-        fds[i] = -1;
-    for (size_t i = 0; i < n; i++) {
-        const tapevol_member_t *m = &members[i];
-        struct stat st;
-        if (!m->path)
-            continue;
-        fds[i] = open(m->path, O_RDONLY | O_CLOEXEC);
-        if (fds[i] < 0 || fstat(fds[i], &st) < 0) {
-            si_errprintf(err, "member %s/%s: %s: %s", m->bucket, m->key, m->path,
-                         strerror(errno));
+        if (members[i].path && check_source(&members[i], NULL, err) < 0)
             goto error;
-        }
-        if (S_ISREG(st.st_mode) && (uint64_t)st.st_size != m->size) {
-            si_errprintf(err, "member %s/%s: %s holds %jd bytes, not %" PRIu64, m->bucket,
-                         m->key, m->path, (intmax_t)st.st_size, m->size);
-            goto error;
-        }
-    }
 
     /* one writer at a time: the daemon and the CLI may both append */
     if (flock(vol->fd, LOCK_EX) < 0) {
@@ -333,7 +344,13 @@ int tapevol_append(tapevol_t *vol, const tapevol_member_t *members, size_t n,
     for (size_t i = 0; i < n; i++) {
         const tapevol_member_t *m = &members[i];
         l->entries[i].file_seq = f->seq;
-        if (write_member(&w, m->path ? fds[i] : m->fd, m, &l->entries[i], err) < 0)
+        int fd = m->fd;
+        if (m->path && check_source(m, &fd, err) < 0)
+            goto error;
+        int written_ok = write_member(&w, fd, m, &l->entries[i], err);
+        if (m->path)
+            close(fd);
+        if (written_ok < 0)
             goto error;
     }
     unsigned char mark[TAPEVOL_RECORD];
@@ -346,10 +363,6 @@ int tapevol_append(tapevol_t *vol, const tapevol_member_t *members, size_t n,
     if (fsync(vol->fd) < 0)
         goto write_error;
     flock(vol->fd, LOCK_UN);
-    for (size_t i = 0; i < n; i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
-    free(fds);
     free(w.buf);
     *written = l;
     return 0;
@@ -363,10 +376,6 @@ error:
         fsync(vol->fd);
     if (locked)
         flock(vol->fd, LOCK_UN);
-    for (size_t i = 0; fds && i < n; i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
-    free(fds);
     free(w.buf);
     tapevol_listing_free(l);
     errno = saved_errno;
