@@ -87,6 +87,7 @@ int process_daemonize(int *notify_fd, si_error_t *err)
     if (null >= 0) {
         dup2(null, STDIN_FILENO);
         dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
         if (null > STDERR_FILENO)
             close(null);
     }

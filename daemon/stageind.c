@@ -118,7 +118,10 @@ static si_log_opts_t log_opts(const stageind_settings_t *s, bool foreground)
 {
     return (si_log_opts_t){
         .ident = "stageind", .level = s->log_level,
-        .file = s->log_file[0] ? s->log_file : NULL, .syslog = s->syslog,
+        .file = s->log_file[0] ? s->log_file : NULL,
+        /* a detached daemon without a log file logs to syslog, not to a
+         * terminal it no longer has */
+        .syslog = s->syslog || (!foreground && !s->log_file[0]),
         /* in the foreground, whatever else is configured, stderr sees it too */
         .stderr_too = foreground && (s->log_file[0] || s->syslog),
     };

@@ -549,10 +549,10 @@ int http_server_start(http_server_t *s, si_error_t *err)
         unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO;
         struct MHD_OptionItem opts[8];
         size_t n = 0;
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s};
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, l->fd, NULL};
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, s->opts.timeout_s, NULL};
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, l};
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s};
         if (s->opts.threads > 1)
             opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, s->opts.threads, NULL};
         if (s->opts.max_connections)
