@@ -167,7 +167,8 @@ si_secrets_t *si_secrets_load(const char *path, si_error_t *err)
     line = NULL;
     fclose(f);
     f = NULL;
-    qsort(entries, count, sizeof(*entries), entry_cmp);
+    if (count)
+        qsort(entries, count, sizeof(*entries), entry_cmp);
     for (size_t i = 1; i < count; i++)
         if (strcmp(entries[i].access_key, entries[i - 1].access_key) == 0) {
             unsigned a = entries[i - 1].line, b = entries[i].line;

@@ -560,7 +560,8 @@ static int sign_all(si_sigv4_signer_t *s, const si_sigv4_request_t *req,
         return si_errprintf(err, "out of memory");
     if (req->nheaders)
         memcpy(all, req->headers, req->nheaders * sizeof(*all));
-    memcpy(all + req->nheaders, extra, nextra * sizeof(*all));
+    if (nextra)
+        memcpy(all + req->nheaders, extra, nextra * sizeof(*all));
     si_sigv4_request_t full = *req;
     full.headers = all;
     full.nheaders = req->nheaders + nextra;
