@@ -33,7 +33,7 @@ static char *write_file(const char *name, const unsigned char *data, size_t len)
     static char path[512];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0)
+    if (!f || (len && fwrite(data, 1, len, f) != len) || fclose(f) != 0)
         exit(99);
     return path;
 }
