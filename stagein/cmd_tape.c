@@ -232,17 +232,21 @@ static int tape_create(cli_t *cli, int argc, char **argv)
 /* ---- write ----------------------------------------------------------------- */
 
 /* The catalog is written when one was named (--catalog, STAGEIN_CATALOG,
- * catalog.path) or the default one exists. */
-static bool catalog_configured(cli_t *cli, si_error_t *err)
+ * catalog.path) or the default one exists: 1 or 0, -1 on a bad config. */
+static int catalog_configured(cli_t *cli, si_error_t *err)
 {
     const char *env = getenv("STAGEIN_CATALOG");
     if (cli->catalog_path || (env && *env))
-        return true;
+        return 1;
     si_conf_t *conf = cli_conf(cli, err);
-    if (conf && si_conf_string(conf, "catalog.path", NULL))
-        return true;
+    if (!conf)
+        return -1;
+    if (si_conf_string(conf, "catalog.path", NULL))
+        return 1;
     const char *path = cli_catalog_path(cli, err);
-    return path && access(path, F_OK) == 0;
+    if (!path)
+        return -1;
+    return access(path, F_OK) == 0;
 }
 
 static int tape_write(cli_t *cli, int argc, char **argv)
@@ -295,7 +299,11 @@ static int tape_write(cli_t *cli, int argc, char **argv)
                                         .fd = -1, .size = (uint64_t)st.st_size,
                                         .mtime = st.st_mtime > 0 ? st.st_mtime : 0};
     }
-    bool record = !o.no_catalog && catalog_configured(cli, &err);
+    int record = o.no_catalog ? 0 : catalog_configured(cli, &err);
+    if (record < 0) {
+        rc = cli_fail(cli, "%s", err.text);
+        goto out;
+    }
     if (record) {
         /* opened first: a catalog that cannot be written stops the write */
         cat = cli_open_catalog(cli, CATALOG_CREATE, &err);
