@@ -315,8 +315,8 @@ static int order_greedy(geo_t *g, size_t *perm)
 {
     size_t n = g->n;
     greedy_t gr = {.g = g};
-    int *seg = malloc((n + 1) * sizeof(int));
-    double *key = malloc((n + 1) * sizeof(double));
+    int *seg = calloc(n + 1, sizeof(int));
+    double *key = calloc(n + 1, sizeof(double));
     int rc = -1;
     if (!seg || !key)
         goto out;
@@ -362,9 +362,9 @@ out:
 
 /* ---- local search (or-opt) ---------------------------------------------- */
 
-#define LS_NEIGHBOURS 3   /* per side, per searched segment */
+#define LS_NEIGHBOURS 4   /* per side, per searched segment */
 #define LS_MAX_SEGMENT 3  /* moves segments of 1..3 consecutive reads */
-#define LS_DEFAULT_EVALS 6000000ULL
+#define LS_DEFAULT_EVALS 3000000ULL
 
 typedef struct {
     geo_t *g;
@@ -463,8 +463,8 @@ static int order_local_search(geo_t *g, size_t *perm, uint64_t max_evals)
 {
     size_t n = g->n;
     ls_t ls = {.g = g};
-    int *seg = malloc((n + 1) * sizeof(int));
-    double *key = malloc((n + 1) * sizeof(double));
+    int *seg = calloc(n + 1, sizeof(int));
+    double *key = calloc(n + 1, sizeof(double));
     ls.next = malloc((n + 1) * sizeof(size_t));
     ls.prev = malloc((n + 1) * sizeof(size_t));
     int rc = -1;
@@ -548,6 +548,60 @@ static int by_linear(const void *a, const void *b, void *arg)
     return x < y ? -1 : x > y;
 }
 
+/* Greedy + local search. Greedy is myopic (on dense volumes it picks off the
+ * ends of other wraps and leaves step-backs behind), so the local search
+ * starts from several orders: greedy under the model, greedy under CTA's
+ * heuristic (different myopia) and linear; the best result wins. Large sets
+ * get one start, the cheapest, to stay within the time bound. */
+#define LS_MULTISTART_MAX 20000
+
+static int order_improve(geo_t *g, const order_item_t *items, const order_limits_t *limits,
+                         size_t *perm)
+{
+    size_t n = g->n;
+    uint64_t budget = limits && limits->max_evals ? limits->max_evals : LS_DEFAULT_EVALS;
+    size_t *starts[3] = {perm, malloc(n * sizeof(size_t)), malloc(n * sizeof(size_t))};
+    int rc = -1;
+    if (!starts[1] || !starts[2])
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        starts[1][i] = i;
+    linear_ctx_t ctx = {items, g->head_off};
+    qsort_r(starts[1], n, sizeof(size_t), by_linear, &ctx);
+    const tape_cost_model_t *model = g->m;
+    tape_cost_model_t cta = tape_cta_costs(g->p);
+    int nstarts = n > LS_MULTISTART_MAX ? 2 : 3;
+    if (nstarts == 3) {
+        g->m = &cta;
+        rc = order_greedy(g, starts[2]);
+        g->m = model;
+        if (rc < 0)
+            goto out;
+    }
+    rc = 0;
+    double cost[3];
+    for (int k = 0; k < nstarts; k++)
+        cost[k] = read_order_cost(g->p, model, g->head_off, items, starts[k], n);
+    int best = 0;
+    if (n > LS_MULTISTART_MAX) {
+        best = cost[1] < cost[0] ? 1 : 0;
+        rc = order_local_search(g, starts[best], budget);
+    } else {
+        for (int k = 0; k < 3 && rc == 0; k++) {
+            rc = order_local_search(g, starts[k], budget / 3);
+            cost[k] = read_order_cost(g->p, model, g->head_off, items, starts[k], n);
+            if (cost[k] < cost[best])
+                best = k;
+        }
+    }
+    if (rc == 0 && best != 0)
+        memcpy(perm, starts[best], n * sizeof(size_t));
+out:
+    free(starts[1]);
+    free(starts[2]);
+    return rc;
+}
+
 int read_order(const tape_profile_t *p, const tape_cost_model_t *model, order_algo_t algo,
                uint64_t head, const order_item_t *items, size_t n,
                const order_limits_t *limits, size_t *perm, si_error_t *err)
@@ -565,26 +619,8 @@ int read_order(const tape_profile_t *p, const tape_cost_model_t *model, order_al
     if (geo_build(&g, p, model, head, items, n) < 0)
         return si_errprintf(err, "read order: out of memory for %zu items", n);
     int rc = order_greedy(&g, perm);
-    if (rc == 0 && algo == ORDER_GREEDY_LS) {
-        /* Greedy is myopic on dense volumes (it picks off the ends of other
-         * wraps and leaves step-backs behind); start the local search from
-         * whichever of greedy and linear order is cheaper. */
-        size_t *lin = malloc(n * sizeof(size_t));
-        if (!lin) {
-            geo_free(&g);
-            return si_errprintf(err, "read order: out of memory for %zu items", n);
-        }
-        for (size_t i = 0; i < n; i++)
-            lin[i] = i;
-        linear_ctx_t ctx = {items, head};
-        qsort_r(lin, n, sizeof(size_t), by_linear, &ctx);
-        if (read_order_cost(p, model, head, items, lin, n) <
-            read_order_cost(p, model, head, items, perm, n))
-            memcpy(perm, lin, n * sizeof(size_t));
-        free(lin);
-        uint64_t budget = limits && limits->max_evals ? limits->max_evals : LS_DEFAULT_EVALS;
-        rc = order_local_search(&g, perm, budget);
-    }
+    if (rc == 0 && algo == ORDER_GREEDY_LS)
+        rc = order_improve(&g, items, limits, perm);
     geo_free(&g);
     if (rc < 0)
         return si_errprintf(err, "read order: out of memory for %zu items", n);

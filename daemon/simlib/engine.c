@@ -561,16 +561,28 @@ static void fail_unreachable(simlib_t *lib)
         any_robot |= !lib->robots[r].failed;
     if (any_drive && any_robot)
         return;
-    for (int v = 0; v < lib->cfg.nvolumes; v++) {
-        volstate_t *vs = &lib->vols[v];
-        bool mounted_ok = vs->in_drive >= 0 && !lib->drives[vs->in_drive].failed && !vs->moving;
-        if (vs->lost || mounted_ok)
-            continue;
-        vs->lost = true;
-        char why[200];
-        snprintf(why, sizeof(why), "volume %s cannot be mounted: %s",
-                 lib->cfg.volumes[v].label, any_drive ? "no working robot" : "no working drive");
-        sched_volume_lost(lib->sched, v, lib->now, why);
+    /* Repeated: a lost volume's reads move to other copies, which may be
+     * out of reach too. */
+    for (int round = 0; round <= SCHED_MAX_COPIES; round++) {
+        bool moved = false;
+        for (int v = 0; v < lib->cfg.nvolumes; v++) {
+            volstate_t *vs = &lib->vols[v];
+            bool mounted_ok = vs->in_drive >= 0 && !lib->drives[vs->in_drive].failed &&
+                              !vs->moving;
+            if (mounted_ok)
+                continue;
+            vs->lost = true;
+            if (sched_volume_queued(lib->sched, v) == 0)
+                continue;
+            char why[200];
+            snprintf(why, sizeof(why), "volume %s cannot be mounted: %s",
+                     lib->cfg.volumes[v].label,
+                     any_drive ? "no working robot" : "no working drive");
+            sched_volume_lost(lib->sched, v, lib->now, why);
+            moved = true;
+        }
+        if (!moved)
+            break;
     }
     lib->dispatch_needed = true;
 }
