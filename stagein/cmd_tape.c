@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/text.h"
+#include "daemon/simlib/engine.h"
 #include "daemon/volume/volume.h"
 #include "stagein/cli.h"
 
@@ -504,6 +505,78 @@ static int tape_fault(cli_t *cli, int argc, char **argv)
     return rc;
 }
 
+/* ---- drives and slots of the configured library ---------------------------- */
+
+static int tape_drives(cli_t *cli, int argc, char **argv)
+{
+    static const si_column_t columns[] = {
+        {"drive", SI_COL_INT}, {"profile", SI_COL_STR}, {"rate", SI_COL_BYTES},
+        {"fault", SI_COL_STR},
+    };
+    tape_opts_t o;
+    char **pos;
+    int npos;
+    si_error_t err;
+    int rc = tape_args(argc, argv, "json", 0, 0, "[--json]", &o, &pos, &npos);
+    if (rc >= 0)
+        return rc;
+    si_conf_t *conf = cli_conf(cli, &err);
+    simlib_config_t lib;
+    if (!conf || simlib_config_from_conf(conf, &lib, &err) < 0)
+        return cli_fail(cli, "%s", err.text);
+    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    for (int d = 0; t && d < lib.drives; d++) {
+        char fault[64] = "";
+        for (size_t i = 0; i < lib.nfaults; i++)
+            if (lib.faults[i].kind == FAULT_DRIVE && lib.faults[i].index == d)
+                snprintf(fault, sizeof(fault), "fails at %.0f s", lib.faults[i].at);
+        si_table_row(t);
+        si_table_int(t, d);
+        si_table_str(t, lib.profile.name);
+        si_table_int(t, (int64_t)lib.profile.rate);
+        si_table_str(t, *fault ? fault : NULL);
+    }
+    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    simlib_config_free(&lib);
+    return rc;
+}
+
+static int tape_slots(cli_t *cli, int argc, char **argv)
+{
+    static const si_column_t columns[] = {{"slot", SI_COL_INT}, {"volume", SI_COL_STR}};
+    tape_opts_t o;
+    char **pos, **labels = NULL;
+    int npos;
+    size_t n = 0;
+    si_error_t err;
+    int rc = tape_args(argc, argv, "json volume-dir", 0, 0, "[--volume-dir DIR] [--json]", &o,
+                       &pos, &npos);
+    if (rc >= 0)
+        return rc;
+    si_conf_t *conf = cli_conf(cli, &err);
+    simlib_config_t lib;
+    if (!conf || simlib_config_from_conf(conf, &lib, &err) < 0)
+        return cli_fail(cli, "%s", err.text);
+    simlib_config_free(&lib);
+    const char *dir = tape_dir(cli, &o, &err);
+    if (!dir || tapevol_list(dir, &labels, &n, &err) < 0)
+        return cli_fail(cli, "%s", err.text);
+    /* The simulated library keeps volumes in their sorted order, one a slot. */
+    if (n > (size_t)lib.slots) {
+        tapevol_labels_free(labels, n);
+        return cli_fail(cli, "%zu volumes in %s do not fit in library.slots = %d", n, dir,
+                        lib.slots);
+    }
+    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    for (int s = 0; t && s < lib.slots; s++) {
+        si_table_row(t);
+        si_table_int(t, s);
+        si_table_str(t, (size_t)s < n ? labels[s] : NULL);
+    }
+    tapevol_labels_free(labels, n);
+    return t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+}
+
 int cmd_tape(cli_t *cli, int argc, char **argv)
 {
     static const cli_command_t commands[] = {
@@ -513,6 +586,8 @@ int cmd_tape(cli_t *cli, int argc, char **argv)
         {"dump", tape_dump, "archive files and members, read from the volume itself"},
         {"import", tape_import, "rebuild the catalog entries of a volume from the volume"},
         {"fault", tape_fault, "set or clear unreadable regions of a volume"},
+        {"drives", tape_drives, "drives of the configured library: profile, rate, faults"},
+        {"slots", tape_slots, "slots of the configured library and the volume in each"},
         {NULL, NULL, NULL},
     };
     return cli_dispatch(cli, "tape", commands, argc - 1, argv + 1);

@@ -5,6 +5,8 @@
 
 #include "catalog/catalog_conf.h"
 #include "daemon/volume/volume.h"
+#include "daemon/simlib/engine.h"
+#include "daemon/tape/model.h"
 #include "daemon/server_conf.h"
 
 static const si_conf_key_t general_keys[] = {
@@ -17,6 +19,8 @@ static const si_conf_key_t *const all_schemas[] = {
     catalog_conf_keys,
     volume_conf_keys,
     stageind_conf_keys,
+    library_conf_keys,
+    tape_conf_keys,
     NULL,
 };
 
