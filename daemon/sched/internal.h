@@ -70,6 +70,7 @@ struct sched {
     uint64_t seq;
     size_t nqueued;       /* objects in OBJ_QUEUED */
     size_t open_requests;
+    size_t failed_objects;
 };
 
 /* Index of v among the object's copies, or -1. */

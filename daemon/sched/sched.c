@@ -179,6 +179,11 @@ size_t sched_queued(const sched_t *s)
     return s->nqueued;
 }
 
+size_t sched_failed_objects(const sched_t *s)
+{
+    return s->failed_objects;
+}
+
 size_t sched_open_requests(const sched_t *s)
 {
     return s->open_requests;
@@ -288,6 +293,7 @@ static void object_fail(sched_t *s, size_t idx, double now, const char *why)
     if (o->state == OBJ_QUEUED)
         s->nqueued--;
     o->state = OBJ_FAILED;
+    s->failed_objects++;
     free(o->why);
     o->why = strdup(why);
     object_settle(s, idx, now);

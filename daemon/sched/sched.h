@@ -137,6 +137,8 @@ void sched_volume_lost(sched_t *s, int volume, double now, const char *why);
 /* Queued (not yet reading) objects, all volumes / one volume. */
 size_t sched_queued(const sched_t *s);
 size_t sched_volume_queued(const sched_t *s, int volume);
+/* Objects that could not be recalled (no readable, reachable copy). */
+size_t sched_failed_objects(const sched_t *s);
 /* Requests not yet complete. */
 size_t sched_open_requests(const sched_t *s);
 

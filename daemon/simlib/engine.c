@@ -419,8 +419,7 @@ static void read_finished(simlib_t *lib, int d)
     if (*why) {
         lib->st.read_failures++;
         report_read(lib, d, false, why);
-        if (sched_read_failed(lib->sched, &r, lib->now, why) == 0)
-            lib->st.objects_failed++;
+        sched_read_failed(lib->sched, &r, lib->now, why);
         lib->dispatch_needed = true; /* another copy may be on another volume */
         return;
     }
@@ -1118,6 +1117,7 @@ void simlib_stats(simlib_t *lib, simlib_stats_t *st)
 {
     pthread_mutex_lock(&lib->mu);
     *st = lib->st;
+    st->objects_failed = sched_failed_objects(lib->sched);
     st->now = current_time(lib);
     pthread_mutex_unlock(&lib->mu);
 }

@@ -129,6 +129,22 @@ int workload_replay(const workload_t *w, const sched_policy_t *policy, replay_re
             snprintf(out->first_violation, sizeof(out->first_violation),
                      "%zu of %zu requests completed", ctx.completed, w->nrequests);
     }
+    /* Each requested object read exactly once, or failed. */
+    uint8_t *seen = calloc(w->nfiles + 1, 1);
+    uint64_t distinct = 0;
+    for (size_t i = 0; seen && i < w->nreq_files; i++)
+        if (!seen[w->req_files[i]]) {
+            seen[w->req_files[i]] = 1;
+            distinct++;
+        }
+    free(seen);
+    if (st.reads + st.objects_failed != distinct) {
+        if (out->violations++ == 0)
+            snprintf(out->first_violation, sizeof(out->first_violation),
+                     "%llu objects requested, %llu read + %llu failed",
+                     (unsigned long long)distinct, (unsigned long long)st.reads,
+                     (unsigned long long)st.objects_failed);
+    }
     if (ctx.duplicate_completions) {
         if (out->violations++ == 0)
             snprintf(out->first_violation, sizeof(out->first_violation),
