@@ -262,6 +262,9 @@ static void emit_file(ltfs_t *l)
 static void XMLCALL on_end(void *data, const XML_Char *name)
 {
     ltfs_t *l = data;
+    /* expat may still report the end of the element whose start failed */
+    if (l->failed || l->depth == 0)
+        return;
     el_kind_t kind = l->stack[l->depth - 1];
     el_kind_t parent = parent_kind(l);
     if (l->text_too_long) {

@@ -82,7 +82,8 @@ int main(void)
     ok(catalog_view_volume_datasets(cat, "V9", &err) == NULL, "volume: unknown label: %s", err.text);
     has(json_of(catalog_view_volumes(cat, &err)),
         "{\"volume\":\"V3\",\"media\":\"LTO-9\",\"library\":\"sim\",\"state\":\"online\","
-        "\"capacity\":18000000000000,\"used\":0,\"copies\":2,\"catalogued_bytes\":700}", "volumes");
+        "\"capacity\":18000000000000,\"used\":370,\"copies\":2,\"catalogued_bytes\":700}",
+        "volumes: used up to the end of the last copy");
     has(json_of(catalog_view_object(cat, "dsb/x/3", &err)),
         "{\"bucket\":\"dsb\",\"key\":\"x/3\",\"size\":300,\"checksum\":null,\"copy\":2,\"volume\":\"V3\","
         "\"file_seq\":null,\"position\":70,\"cached\":\"verified\",\"pins\":1}", "object: second copy, cached");
