@@ -267,9 +267,11 @@ static int volume_label_check(const char *label, si_error_t *err)
     return 0;
 }
 
-int catalog_volume_ensure(catalog_t *cat, const catalog_volume_t *v, int64_t *id,
+int catalog_volume_ensure(catalog_t *cat, const catalog_volume_t *v, int64_t *id_out,
                           si_error_t *err)
 {
+    int64_t scratch;
+    int64_t *id = id_out ? id_out : &scratch;
     if (volume_label_check(v->label, err) < 0)
         return -1;
     sqlite3_stmt *s = catalog_stmt(cat, STMT_VOLUME_FIND, err);

@@ -69,8 +69,9 @@ typedef struct {
     uint64_t length;         /* bytes on tape */
 } catalog_copy_t;
 
-/* Creates the volume if missing (fields other than label only apply then);
- * *id receives its row id. */
+/* Creates the volume if missing (fields other than label only apply then;
+ * returns 1 when created, 0 when it existed); *id (if not NULL) receives its
+ * row id. */
 int catalog_volume_ensure(catalog_t *cat, const catalog_volume_t *v, int64_t *id,
                           si_error_t *err);
 int catalog_volume_set_state(catalog_t *cat, const char *label, const char *state,
@@ -114,7 +115,8 @@ typedef struct {
     uint64_t block_size;  /* LTFS: bytes per logical block (0: 524288) */
 } catalog_positions_opts_t;
 
-/* name: how the input is named in errors (its path, or "-"). */
+/* name: how the input is named in errors (its path, or "-"); stats may be
+ * NULL. */
 int catalog_import_positions(catalog_t *cat, const char *name, FILE *in,
                              const catalog_positions_opts_t *opts,
                              catalog_import_stats_t *stats, si_error_t *err);

@@ -61,10 +61,10 @@ int import_begin(import_t *im, catalog_t *cat, const char *name,
                         catalog_import_stats_t *stats, si_error_t *err)
 {
     memset(im, 0, sizeof(*im));
-    memset(stats, 0, sizeof(*stats));
     im->cat = cat;
     im->name = name;
-    im->stats = stats;
+    im->stats = stats ? stats : &im->scratch; /* callers may not want the counts */
+    memset(im->stats, 0, sizeof(*im->stats));
     im->buf = malloc(IMPORT_LINE_MAX + 2);
     if (!im->buf)
         return si_errprintf(err, "out of memory");

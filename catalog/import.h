@@ -12,6 +12,7 @@ typedef struct {
     const char *name;
     uint64_t line;
     catalog_import_stats_t *stats;
+    catalog_import_stats_t scratch;
     int64_t first_new_object; /* objects with this id or larger came from this import */
     char volume[40];          /* last volume label seen, and its id */
     int64_t volume_id;
