@@ -327,6 +327,25 @@ int catalog_volume_set_state(catalog_t *cat, const char *label, const char *stat
     return 0;
 }
 
+int catalog_volume_set_used(catalog_t *cat, const char *label, uint64_t used_bytes,
+                            si_error_t *err)
+{
+    sqlite3_stmt *s = catalog_prepare(cat, "UPDATE volumes SET used_bytes = ?2 WHERE label = ?1",
+                                      err);
+    if (!s)
+        return -1;
+    sqlite3_bind_text(s, 1, label, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)used_bytes);
+    int rc = sqlite3_step(s);
+    int changed = sqlite3_changes(cat->db);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return catalog_sqlerr(cat, err, "setting volume usage");
+    if (changed == 0)
+        return si_errprintf(err, "no volume '%s' in the catalog", label);
+    return 0;
+}
+
 int catalog_object_put(catalog_t *cat, const catalog_object_t *o, int64_t *id, si_error_t *err)
 {
     if (si_bucket_check(o->bucket, strlen(o->bucket), err) < 0 ||

@@ -74,6 +74,9 @@ typedef struct {
  * row id. */
 int catalog_volume_ensure(catalog_t *cat, const catalog_volume_t *v, int64_t *id,
                           si_error_t *err);
+/* Bytes written on the volume, as the volume itself reports them. */
+int catalog_volume_set_used(catalog_t *cat, const char *label, uint64_t used_bytes,
+                            si_error_t *err);
 int catalog_volume_set_state(catalog_t *cat, const char *label, const char *state,
                              si_error_t *err);
 /* Inserts (returns 1), or finds an identical existing object (same size and

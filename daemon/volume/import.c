@@ -72,7 +72,8 @@ int tapevol_catalog_record(catalog_t *cat, const tapevol_info_t *info,
         .capacity_bytes = info->capacity,
         .used_bytes = info->used,
     };
-    if (catalog_volume_ensure(cat, &v, &volume_id, err) < 0)
+    if (catalog_volume_ensure(cat, &v, &volume_id, err) < 0 ||
+        catalog_volume_set_used(cat, info->label, info->used, err) < 0)
         goto error;
     for (size_t i = 0; i < n; i++) {
         const tapevol_entry_t *e = entries[i];
@@ -113,7 +114,7 @@ entry_error:
         si_errprintf(err, "volume %s: cannot append to the event log", info->label);
         goto error;
     }
-    if (catalog_commit(cat, err) < 0)
+    if (catalog_refresh_dataset_stats(cat, err) < 0 || catalog_commit(cat, err) < 0)
         goto error;
     counts.recorded = n;
     if (stats)
