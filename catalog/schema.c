@@ -127,10 +127,39 @@ static const char schema_1002[] =
     "   WHERE id = OLD.dataset_id AND stat_objects IS NOT NULL;"
     " END;";
 
+/* Version 1.3: which requests pin which cached object, so a restart knows
+ * (cache.pins stays the count, kept by triggers, so readers of the count and
+ * the eviction index need no join). Existing pins are rebuilt from the
+ * completed items of requests not yet released, which is what they counted;
+ * the index serves the cache's LRU eviction (unpinned, oldest access first). */
+static const char schema_1003[] =
+    "CREATE TABLE cache_pins ("
+    "  object_id INTEGER NOT NULL REFERENCES cache(object_id) ON DELETE CASCADE,"
+    "  request_id INTEGER NOT NULL REFERENCES requests(id) ON DELETE CASCADE,"
+    "  since REAL NOT NULL,"
+    "  PRIMARY KEY (object_id, request_id)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX cache_pins_by_request ON cache_pins(request_id);"
+    "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
+    "  SELECT i.object_id, i.request_id, coalesce(i.finished, r.updated)"
+    "  FROM request_items i JOIN requests r ON r.id = i.request_id"
+    "  JOIN cache c ON c.object_id = i.object_id"
+    "  WHERE i.state = 'COMPLETED' AND r.state <> 'RELEASED';"
+    "UPDATE cache SET pins ="
+    "  (SELECT count(*) FROM cache_pins p WHERE p.object_id = cache.object_id);"
+    "CREATE TRIGGER cache_pins_insert AFTER INSERT ON cache_pins BEGIN"
+    "  UPDATE cache SET pins = pins + 1 WHERE object_id = NEW.object_id;"
+    " END;"
+    "CREATE TRIGGER cache_pins_delete AFTER DELETE ON cache_pins BEGIN"
+    "  UPDATE cache SET pins = pins - 1 WHERE object_id = OLD.object_id AND pins > 0;"
+    " END;"
+    "CREATE INDEX cache_by_access ON cache(pins, last_access);";
+
 static const catalog_schema_step_t steps[] = {
     {1000, schema_1000},
     {1001, schema_1001},
     {1002, schema_1002},
+    {1003, schema_1003},
 };
 
 const catalog_schema_step_t *catalog_schema_steps(size_t *count)

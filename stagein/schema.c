@@ -4,6 +4,7 @@
 #include "stagein/schema.h"
 
 #include "catalog/catalog_conf.h"
+#include "daemon/cache/cache.h"
 #include "daemon/volume/volume.h"
 #include "daemon/simlib/engine.h"
 #include "daemon/tape/model.h"
@@ -19,6 +20,7 @@ static const si_conf_key_t *const all_schemas[] = {
     catalog_conf_keys,
     volume_conf_keys,
     stageind_conf_keys,
+    cache_conf_keys,
     library_conf_keys,
     tape_conf_keys,
     NULL,

@@ -1,0 +1,552 @@
+/* The cache context: directory and lock, catalog statements, pins, readers. */
+#include "config.h"
+#include "daemon/cache/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "catalog/catalog.h"
+
+static const char *const sql_text[SQL_COUNT] = {
+    [SQL_ROW_GET] = "SELECT size, pins, last_access, verified FROM cache WHERE object_id = ?1",
+    [SQL_ROW_INSERT] = "INSERT INTO cache(object_id, path, size, pins, last_access, verified)"
+                       " VALUES (?1, ?2, ?3, 0, ?4, ?5)",
+    [SQL_ROW_DELETE] = "DELETE FROM cache WHERE object_id = ?1",
+    [SQL_ROW_DELETE_UNPINNED] = "DELETE FROM cache WHERE object_id = ?1 AND pins = 0",
+    [SQL_TOUCH] = "UPDATE cache SET last_access = max(last_access, ?2) WHERE object_id = ?1",
+    /* served by the cache_by_access index (pins, last_access) */
+    [SQL_LRU] = "SELECT object_id, size FROM cache WHERE pins = 0"
+                " ORDER BY last_access, object_id LIMIT ?1",
+    [SQL_TOTALS] = "SELECT count(*), coalesce(sum(size), 0) FROM cache",
+    [SQL_PINNED] = "SELECT count(*), coalesce(sum(size), 0) FROM cache WHERE pins > 0",
+    [SQL_PIN_REQUESTS] = "SELECT count(DISTINCT request_id) FROM cache_pins",
+    [SQL_PIN] = "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
+                " VALUES (?1, ?2, ?3)",
+    [SQL_UNPIN] = "DELETE FROM cache_pins WHERE object_id = ?1 AND request_id = ?2",
+    [SQL_UNPIN_REQUEST] = "DELETE FROM cache_pins WHERE request_id = ?1",
+    [SQL_LIST] = "SELECT object_id, size, pins, last_access, verified FROM cache"
+                 " ORDER BY object_id",
+    [SQL_CHECKSUM] = "SELECT checksum FROM objects WHERE id = ?1",
+    [SQL_SET_VERIFIED] = "UPDATE cache SET verified = ?2 WHERE object_id = ?1",
+};
+
+int cache_fail(si_error_t *err, int errnum, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->text, sizeof(err->text), fmt, ap);
+        va_end(ap);
+    }
+    errno = errnum;
+    return -1;
+}
+
+sqlite3_stmt *cache_stmt(cache_t *c, cache_sql_t id)
+{
+    sqlite3_reset(c->stmt[id]);
+    sqlite3_clear_bindings(c->stmt[id]);
+    return c->stmt[id];
+}
+
+int cache_db_error(cache_t *c, si_error_t *err, const char *what)
+{
+    return cache_fail(err, EIO, "cache: %s: %s", what, sqlite3_errmsg(c->db));
+}
+
+int cache_begin(cache_t *c, si_error_t *err)
+{
+    if (catalog_begin(c->cat, err) < 0) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+int cache_commit(cache_t *c, si_error_t *err)
+{
+    for (int i = 0; i < SQL_COUNT; i++)
+        sqlite3_reset(c->stmt[i]);
+    if (catalog_commit(c->cat, err) < 0) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+void cache_rollback(cache_t *c)
+{
+    for (int i = 0; i < SQL_COUNT; i++)
+        sqlite3_reset(c->stmt[i]);
+    catalog_rollback(c->cat);
+}
+
+static double wall_clock(void *arg)
+{
+    (void)arg;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+double cache_now(const cache_t *c)
+{
+    return c->conf.clock(c->conf.clock_arg);
+}
+
+void cache_object_parts(int64_t object_id, char dir0[3], char dir1[3],
+                        char name[CACHE_NAME_HEX + 1])
+{
+    snprintf(name, CACHE_NAME_HEX + 1, "%016" PRIx64, (uint64_t)object_id);
+    /* the lowest bytes first, so consecutive ids spread over directories */
+    memcpy(dir0, name + 14, 2);
+    dir0[2] = '\0';
+    memcpy(dir1, name + 12, 2);
+    dir1[2] = '\0';
+}
+
+int cache_object_path(int64_t object_id, char *buf, size_t size, si_error_t *err)
+{
+    if (object_id < 1)
+        return cache_fail(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
+                          object_id);
+    char d0[3], d1[3], name[CACHE_NAME_HEX + 1];
+    cache_object_parts(object_id, d0, d1, name);
+    if ((size_t)snprintf(buf, size, "objects/%s/%s/%s", d0, d1, name) >= size)
+        return cache_fail(err, EINVAL, "object path buffer too small");
+    return 0;
+}
+
+int cache_unlink_object(cache_t *c, int64_t object_id)
+{
+    char d0[3], d1[3], name[CACHE_NAME_HEX + 1], rel[CACHE_OBJECT_PATH_MAX];
+    cache_object_parts(object_id, d0, d1, name);
+    snprintf(rel, sizeof(rel), "%s/%s/%s", d0, d1, name);
+    if (unlinkat(c->objects_fd, rel, 0) < 0 && errno != ENOENT)
+        return -1;
+    return 0;
+}
+
+void cache_changed_locked(cache_t *c)
+{
+    c->generation++;
+    pthread_cond_broadcast(&c->changed);
+}
+
+/* ---- open / close ------------------------------------------------------------ */
+
+static int subdir(cache_t *c, const char *name, si_error_t *err)
+{
+    if (mkdirat(c->dir_fd, name, 0750) < 0 && errno != EEXIST)
+        return cache_fail(err, errno, "cache: cannot create %s/%s: %s", c->conf.dir, name,
+                          strerror(errno));
+    int fd = openat(c->dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return cache_fail(err, errno, "cache: cannot open %s/%s: %s", c->conf.dir, name,
+                          strerror(errno));
+    return fd;
+}
+
+static int check_conf(const cache_conf_t *conf, si_error_t *err)
+{
+    if (!conf->dir[0])
+        return cache_fail(err, EINVAL, "cache: no directory configured");
+    if (!(conf->low_watermark >= 0 && conf->low_watermark < conf->high_watermark &&
+          conf->high_watermark <= 1.0))
+        return cache_fail(err, EINVAL,
+                          "cache: watermarks must satisfy 0 <= low (%.2f) < high (%.2f) <= 1",
+                          conf->low_watermark, conf->high_watermark);
+    if (conf->write_buffer < 4096)
+        return cache_fail(err, EINVAL, "cache: write buffer of %zu bytes is below 4096",
+                          conf->write_buffer);
+    return 0;
+}
+
+int cache_load_totals(cache_t *c, si_error_t *err)
+{
+    sqlite3_stmt *s = cache_stmt(c, SQL_TOTALS);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return cache_db_error(c, err, "reading the cache usage");
+    c->objects = (uint64_t)sqlite3_column_int64(s, 0);
+    c->used = (uint64_t)sqlite3_column_int64(s, 1);
+    sqlite3_reset(s);
+    return 0;
+}
+
+cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
+{
+    if (check_conf(conf, err) < 0)
+        return NULL;
+    cache_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        cache_fail(err, ENOMEM, "cache: out of memory");
+        return NULL;
+    }
+    c->conf = *conf;
+    if (!c->conf.clock)
+        c->conf.clock = wall_clock;
+    c->cat = cat;
+    c->db = catalog_db(cat);
+    c->dir_fd = c->objects_fd = c->tmp_fd = c->lock_fd = -1;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->changed, &ca);
+    pthread_condattr_destroy(&ca);
+
+    if (mkdir(conf->dir, 0750) < 0 && errno != EEXIST) {
+        cache_fail(err, errno, "cache: cannot create %s: %s", conf->dir, strerror(errno));
+        goto error;
+    }
+    if ((c->dir_fd = open(conf->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        cache_fail(err, errno, "cache: cannot open %s: %s", conf->dir, strerror(errno));
+        goto error;
+    }
+    c->lock_fd = openat(c->dir_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640);
+    if (c->lock_fd < 0) {
+        cache_fail(err, errno, "cache: cannot open %s/lock: %s", conf->dir, strerror(errno));
+        goto error;
+    }
+    if (flock(c->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        cache_fail(err, EBUSY, "cache: %s is in use by another process (%s/lock is locked)",
+                   conf->dir, conf->dir);
+        goto error;
+    }
+    if ((c->objects_fd = subdir(c, "objects", err)) < 0 || (c->tmp_fd = subdir(c, "tmp", err)) < 0)
+        goto error;
+    struct stat so, st;
+    if (fstat(c->objects_fd, &so) < 0 || fstat(c->tmp_fd, &st) < 0 || so.st_dev != st.st_dev) {
+        cache_fail(err, EXDEV, "cache: %s/objects and %s/tmp must be on one file system"
+                               " (objects are renamed from one to the other)",
+                   conf->dir, conf->dir);
+        goto error;
+    }
+
+    c->capacity = conf->capacity;
+    if (!c->capacity) {
+        struct statvfs vfs;
+        if (fstatvfs(c->dir_fd, &vfs) < 0) {
+            cache_fail(err, errno, "cache: statvfs %s: %s", conf->dir, strerror(errno));
+            goto error;
+        }
+        c->capacity = (uint64_t)vfs.f_blocks * vfs.f_frsize / 2;
+    }
+    c->high_bytes = (uint64_t)((double)c->capacity * conf->high_watermark);
+    c->low_bytes = (uint64_t)((double)c->capacity * conf->low_watermark);
+
+    for (int i = 0; i < SQL_COUNT; i++)
+        if (sqlite3_prepare_v3(c->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT, &c->stmt[i],
+                               NULL) != SQLITE_OK) {
+            cache_db_error(c, err, "preparing statements");
+            goto error;
+        }
+    if (cache_load_totals(c, err) < 0)
+        goto error;
+    return c;
+error:;
+    int saved = errno;
+    cache_close(c);
+    errno = saved;
+    return NULL;
+}
+
+void cache_close(cache_t *c)
+{
+    if (!c)
+        return;
+    if (c->stmt[SQL_TOUCH])
+        cache_flush_access(c, NULL);
+    for (int i = 0; i < SQL_COUNT; i++)
+        sqlite3_finalize(c->stmt[i]);
+    int fds[] = {c->tmp_fd, c->objects_fd, c->lock_fd, c->dir_fd};
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+        if (fds[i] >= 0)
+            close(fds[i]); /* closing lock_fd releases the flock */
+    pthread_cond_destroy(&c->changed);
+    pthread_mutex_destroy(&c->lock);
+    free(c->res);
+    free(c->access);
+    free(c);
+}
+
+/* ---- access times, batched ------------------------------------------------------ */
+
+int cache_flush_access_locked(cache_t *c, si_error_t *err)
+{
+    if (!c->naccess)
+        return 0;
+    if (cache_begin(c, err) < 0)
+        return -1;
+    for (size_t i = 0; i < c->naccess; i++) {
+        sqlite3_stmt *s = cache_stmt(c, SQL_TOUCH);
+        sqlite3_bind_int64(s, 1, c->access[i].object_id);
+        sqlite3_bind_double(s, 2, c->access[i].when);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            cache_db_error(c, err, "recording access times");
+            cache_rollback(c);
+            return -1;
+        }
+    }
+    if (cache_commit(c, err) < 0)
+        return -1;
+    c->naccess = 0;
+    return 0;
+}
+
+int cache_flush_access(cache_t *c, si_error_t *err)
+{
+    pthread_mutex_lock(&c->lock);
+    int rc = cache_flush_access_locked(c, err);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+/* Remembers an access; written with the next batch. */
+static void note_access(cache_t *c, int64_t object_id)
+{
+    double now = cache_now(c);
+    enum { BATCH = 1024 };
+    if (c->naccess == c->access_cap) {
+        size_t cap = c->access_cap ? c->access_cap * 2 : 64;
+        cache_access_t *a = realloc(c->access, cap * sizeof(*a));
+        if (!a)
+            return; /* LRU order is advice; losing one access time is harmless */
+        c->access = a;
+        c->access_cap = cap;
+    }
+    if (!c->naccess)
+        c->access_oldest = now;
+    c->access[c->naccess++] = (cache_access_t){object_id, now};
+    if (c->naccess >= BATCH || now - c->access_oldest >= c->conf.access_flush_interval)
+        cache_flush_access_locked(c, NULL); /* kept for the next try on failure */
+}
+
+/* ---- rows ------------------------------------------------------------------------- */
+
+/* 1 and *out when the object has a row, 0 when not; lock held. */
+static int row_get(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err)
+{
+    sqlite3_stmt *s = cache_stmt(c, SQL_ROW_GET);
+    sqlite3_bind_int64(s, 1, object_id);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return 0;
+    if (rc != SQLITE_ROW)
+        return cache_db_error(c, err, "looking up a cached object");
+    out->object_id = object_id;
+    out->size = (uint64_t)sqlite3_column_int64(s, 0);
+    out->pins = (uint64_t)sqlite3_column_int64(s, 1);
+    out->last_access = sqlite3_column_double(s, 2);
+    out->verified = sqlite3_column_int(s, 3) != 0;
+    sqlite3_reset(s);
+    return 1;
+}
+
+static int check_id(int64_t object_id, si_error_t *err)
+{
+    if (object_id < 1)
+        return cache_fail(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
+                          object_id);
+    return 0;
+}
+
+int cache_stat(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err)
+{
+    if (check_id(object_id, err) < 0)
+        return -1;
+    pthread_mutex_lock(&c->lock);
+    cache_entry_t e;
+    int rc = cache_flush_access_locked(c, err);
+    if (rc == 0)
+        rc = row_get(c, object_id, &e, err);
+    pthread_mutex_unlock(&c->lock);
+    if (rc == 1 && out)
+        *out = e;
+    return rc;
+}
+
+int cache_list(cache_t *c, cache_list_fn fn, void *arg, si_error_t *err)
+{
+    pthread_mutex_lock(&c->lock);
+    int rc = cache_flush_access_locked(c, err);
+    sqlite3_stmt *s = cache_stmt(c, SQL_LIST);
+    while (rc == 0) {
+        int step = sqlite3_step(s);
+        if (step == SQLITE_DONE)
+            break;
+        if (step != SQLITE_ROW) {
+            rc = cache_db_error(c, err, "listing the cache");
+            break;
+        }
+        cache_entry_t e = {
+            .object_id = sqlite3_column_int64(s, 0),
+            .size = (uint64_t)sqlite3_column_int64(s, 1),
+            .pins = (uint64_t)sqlite3_column_int64(s, 2),
+            .last_access = sqlite3_column_double(s, 3),
+            .verified = sqlite3_column_int(s, 4) != 0,
+        };
+        if (fn(&e, arg))
+            break;
+    }
+    sqlite3_reset(s);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+int cache_open_object(cache_t *c, int64_t object_id, int *fd, uint64_t *size, si_error_t *err)
+{
+    if (check_id(object_id, err) < 0)
+        return -1;
+    char rel[CACHE_OBJECT_PATH_MAX];
+    cache_object_path(object_id, rel, sizeof(rel), NULL);
+    const char *inside = rel + strlen("objects/");
+    cache_entry_t e;
+    int f = -1;
+    pthread_mutex_lock(&c->lock);
+    int rc = row_get(c, object_id, &e, err);
+    if (rc == 0) {
+        cache_fail(err, ENOENT, "object %" PRId64 " is not in the cache", object_id);
+        goto error;
+    }
+    if (rc < 0)
+        goto error;
+    if ((f = openat(c->objects_fd, inside, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        cache_fail(err, errno == ENOENT ? EIO : errno,
+                   "object %" PRId64 ": cannot open %s/%s: %s", object_id, c->conf.dir, rel,
+                   strerror(errno));
+        goto error;
+    }
+    struct stat st;
+    if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != e.size) {
+        cache_fail(err, EIO, "object %" PRId64 ": %s/%s has %lld bytes, the catalog says %" PRIu64,
+                   object_id, c->conf.dir, rel, (long long)st.st_size, e.size);
+        goto error;
+    }
+    note_access(c, object_id);
+    pthread_mutex_unlock(&c->lock);
+    *fd = f;
+    *size = e.size;
+    return 0;
+error:;
+    int saved = errno;
+    if (f >= 0)
+        close(f);
+    pthread_mutex_unlock(&c->lock);
+    errno = saved;
+    return -1;
+}
+
+int cache_remove(cache_t *c, int64_t object_id, si_error_t *err)
+{
+    if (check_id(object_id, err) < 0)
+        return -1;
+    cache_entry_t e;
+    pthread_mutex_lock(&c->lock);
+    int rc = row_get(c, object_id, &e, err);
+    if (rc == 0)
+        rc = cache_fail(err, ENOENT, "object %" PRId64 " is not in the cache", object_id);
+    else if (rc == 1 && e.pins > 0)
+        rc = cache_fail(err, EBUSY, "object %" PRId64 " is pinned (%" PRIu64 " pins)",
+                        object_id, e.pins);
+    else if (rc == 1) {
+        sqlite3_stmt *s = cache_stmt(c, SQL_ROW_DELETE_UNPINNED);
+        sqlite3_bind_int64(s, 1, object_id);
+        if (sqlite3_step(s) != SQLITE_DONE)
+            rc = cache_db_error(c, err, "removing a cached object");
+        else if (sqlite3_changes(c->db) == 0)
+            rc = cache_fail(err, EBUSY, "object %" PRId64 " was pinned meanwhile", object_id);
+        else {
+            sqlite3_reset(s);
+            /* the row is gone, so a leftover file is only space: recovery removes it */
+            cache_unlink_object(c, object_id);
+            c->used -= e.size;
+            c->objects--;
+            cache_changed_locked(c);
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc < 0 ? -1 : 0;
+}
+
+/* ---- pins --------------------------------------------------------------------------- */
+
+int cache_pin(cache_t *c, int64_t object_id, int64_t request_id, si_error_t *err)
+{
+    if (check_id(object_id, err) < 0)
+        return -1;
+    if (request_id < 1)
+        return cache_fail(err, EINVAL, "request id %" PRId64 " is not a catalog request id",
+                          request_id);
+    cache_entry_t e;
+    pthread_mutex_lock(&c->lock);
+    int rc = row_get(c, object_id, &e, err);
+    if (rc == 0)
+        rc = cache_fail(err, ENOENT, "cannot pin object %" PRId64 ": it is not in the cache",
+                        object_id);
+    else if (rc == 1) {
+        sqlite3_stmt *s = cache_stmt(c, SQL_PIN);
+        sqlite3_bind_int64(s, 1, object_id);
+        sqlite3_bind_int64(s, 2, request_id);
+        sqlite3_bind_double(s, 3, cache_now(c));
+        int step = sqlite3_step(s);
+        if (step == SQLITE_DONE)
+            rc = sqlite3_changes(c->db) > 0 ? 1 : 0;
+        else if (sqlite3_extended_errcode(c->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
+            rc = cache_fail(err, ENOENT, "cannot pin object %" PRId64 ": no request %" PRId64,
+                            object_id, request_id);
+        else
+            rc = cache_db_error(c, err, "pinning");
+        sqlite3_reset(s);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+int cache_unpin(cache_t *c, int64_t object_id, int64_t request_id, si_error_t *err)
+{
+    if (check_id(object_id, err) < 0)
+        return -1;
+    pthread_mutex_lock(&c->lock);
+    sqlite3_stmt *s = cache_stmt(c, SQL_UNPIN);
+    sqlite3_bind_int64(s, 1, object_id);
+    sqlite3_bind_int64(s, 2, request_id);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? (sqlite3_changes(c->db) > 0)
+                                            : cache_db_error(c, err, "unpinning");
+    sqlite3_reset(s);
+    if (rc == 1)
+        cache_changed_locked(c);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+int cache_unpin_request(cache_t *c, int64_t request_id, uint64_t *count, si_error_t *err)
+{
+    pthread_mutex_lock(&c->lock);
+    sqlite3_stmt *s = cache_stmt(c, SQL_UNPIN_REQUEST);
+    sqlite3_bind_int64(s, 1, request_id);
+    int rc = 0;
+    uint64_t n = 0;
+    if (sqlite3_step(s) != SQLITE_DONE)
+        rc = cache_db_error(c, err, "unpinning a request");
+    else
+        n = (uint64_t)sqlite3_changes(c->db);
+    sqlite3_reset(s);
+    if (n)
+        cache_changed_locked(c);
+    pthread_mutex_unlock(&c->lock);
+    if (count && rc == 0)
+        *count = n;
+    return rc;
+}

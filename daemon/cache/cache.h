@@ -1,0 +1,210 @@
+/* stageind's cache: a directory of whole objects recalled from the archive or
+ * uploaded, each stored once under its catalog object id, checksummed before
+ * it becomes visible, pinned by the requests that need it, and evicted least
+ * recently used when space is short. The catalog's `cache` table (plus
+ * `cache_pins`) is the record; the directory follows it.
+ *
+ * Layout under the cache directory (never derived from a user-supplied key,
+ * so no key can name a path outside it):
+ *   objects/<b0>/<b1>/<id as 16 hex digits>   b0, b1: its two lowest bytes
+ *   tmp/<id>.<pid>.<n>                        objects being written
+ *   lock                                      flock: one process per cache
+ *
+ * Errors return -1 with the reason in err and errno saying what kind:
+ * EINVAL bad input, ENOENT not cached (or unknown request), EEXIST already
+ * cached, EBUSY pinned or being written, EAGAIN no space now (backpressure),
+ * EFBIG larger than the whole cache, EIO file system or catalog failure.
+ *
+ * Threads: every call may run concurrently with any other, except
+ * cache_open, cache_recover and cache_close, which run alone. A mutex in
+ * the context guards the accounting and the catalog statements; it is never
+ * held while object data is written, hashed or read (only across metadata
+ * calls: open, rename, unlink, and short catalog transactions). One writer
+ * is used by one thread at a time; different writers run in parallel. The
+ * catalog connection is not thread safe (SQLITE_OPEN_NOMUTEX), so give the
+ * cache a catalog_t of its own (catalog_open on the same file; WAL lets the
+ * connections share it) unless nothing else uses that connection. */
+#ifndef STAGEIN_CACHE_H
+#define STAGEIN_CACHE_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/conf.h"
+#include "common/error.h"
+
+typedef struct catalog catalog_t;
+typedef struct cache cache_t;
+typedef struct cache_writer cache_writer_t;
+
+/* ---- configuration: the "cache" group of stagein.conf ------------------- */
+
+extern const si_conf_key_t cache_conf_keys[];
+
+typedef enum {
+    CACHE_VERIFY_NONE,       /* trust the files (sizes are still checked) */
+    CACHE_VERIFY_UNVERIFIED, /* re-hash objects not yet verified */
+    CACHE_VERIFY_ALL,        /* re-hash everything */
+} cache_verify_t;
+
+/* Seconds on the clock used for last_access (LRU order). */
+typedef double (*cache_clock_fn)(void *arg);
+
+typedef struct {
+    char dir[PATH_MAX];
+    uint64_t capacity;            /* bytes; 0: half the file system's size */
+    double high_watermark;        /* start evicting above this fraction */
+    double low_watermark;         /* ... and evict down to this one */
+    cache_verify_t verify_on_start;
+    size_t write_buffer;          /* bytes gathered per write(2) */
+    double access_flush_interval; /* seconds between last_access flushes */
+    cache_clock_fn clock;         /* NULL: wall clock (tests pass their own) */
+    void *clock_arg;
+} cache_conf_t;
+
+/* Defaults: dir <state_dir>/cache, capacity 0, watermarks 0.90/0.80,
+ * verify unverified, 4 MiB buffer, 5 s flushes. */
+void cache_conf_defaults(cache_conf_t *conf, const char *state_dir);
+/* Defaults overridden by the "cache" group; checks low < high. */
+int cache_conf_from(const si_conf_t *conf, const char *state_dir, cache_conf_t *out,
+                    si_error_t *err);
+const char *cache_verify_name(cache_verify_t v);
+
+/* ---- life cycle ------------------------------------------------------------ */
+
+/* Creates the directory (and objects/, tmp/) if missing, takes its lock,
+ * prepares the statements on cat's connection and loads the usage. */
+cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err);
+/* Flushes batched access times; open writers must be finished or aborted. */
+void cache_close(cache_t *c);
+
+typedef struct {
+    uint64_t temp_files_removed, temp_bytes_removed;
+    uint64_t rows_without_file;    /* catalog rows dropped: their file is gone */
+    uint64_t files_without_row;    /* object files removed: no catalog row */
+    uint64_t stray_entries_removed; /* names that are no object file (links, junk) */
+    uint64_t size_mismatches;      /* file size differs from its row: both dropped */
+    uint64_t verified;             /* re-hashed and matching */
+    uint64_t verify_failed;        /* re-hashed and wrong: both dropped */
+    uint64_t unverifiable;         /* no checksum in the catalog to compare */
+    uint64_t objects, bytes;       /* what the cache holds afterwards */
+    int64_t *dropped;              /* object ids whose cached copy is gone */
+    size_t ndropped;
+} cache_recovery_t;
+
+/* At start-up, before other threads use the cache: removes leftover temp
+ * files, reconciles the directory with the catalog and re-verifies checksums
+ * as verify_on_start says. The daemon requeues the request items of the
+ * dropped objects. Free the report with cache_recovery_free. */
+int cache_recover(cache_t *c, cache_recovery_t *report, si_error_t *err);
+void cache_recovery_free(cache_recovery_t *report);
+
+/* ---- space: reservations, eviction, backpressure ---------------------------- */
+
+typedef enum {
+    CACHE_RESERVED = 0,    /* space is set aside for the object */
+    CACHE_PRESENT = 1,     /* already cached: nothing to recall, just pin it */
+    CACHE_WOULD_BLOCK = 2, /* no room now: see the reason, wait, try again */
+} cache_space_t;
+
+typedef struct {
+    char reason[256];      /* why it would block, for the request's status */
+    uint64_t generation;   /* pass to cache_wait */
+} cache_block_t;
+
+/* Sets size bytes aside for object_id before its recall starts, so that
+ * concurrent recalls cannot overfill the cache. When usage plus reservations
+ * would pass the high watermark, unpinned objects are evicted in LRU order
+ * down to the low watermark. A second reservation of the same object is the
+ * same reservation. block may be NULL. */
+int cache_reserve(cache_t *c, int64_t object_id, uint64_t size, cache_block_t *block,
+                  si_error_t *err);
+/* Gives a reservation back (recall cancelled); no-op when there is none. */
+void cache_unreserve(cache_t *c, int64_t object_id);
+/* Waits until space may have been freed (unpin, eviction, removal, a
+ * reservation given back) since generation, or timeout_ms passed.
+ * Returns true when something changed. */
+bool cache_wait(cache_t *c, uint64_t generation, int timeout_ms);
+/* Evicts down to the low watermark if usage is above the high one. */
+int cache_trim(cache_t *c, uint64_t *evicted_objects, uint64_t *evicted_bytes,
+               si_error_t *err);
+
+typedef struct {
+    uint64_t capacity, high_bytes, low_bytes;
+    uint64_t used_bytes, objects;
+    uint64_t reserved_bytes, reservations, writers;
+    uint64_t pinned_bytes, pinned_objects, pinning_requests;
+    uint64_t evicted_objects, evicted_bytes;  /* since open */
+    uint64_t written_objects, written_bytes;  /* since open */
+    uint64_t checksum_failures, size_failures; /* since open */
+    uint64_t blocked;                         /* reservations refused since open */
+} cache_usage_t;
+
+int cache_usage(cache_t *c, cache_usage_t *out, si_error_t *err);
+
+/* ---- writing an object ----------------------------------------------------------- */
+
+/* Starts writing object_id into a temp file. size and checksum ("sha256:hex"
+ * or "md5:hex"; NULL when the catalog has none: stored unverified) come from
+ * the catalog. Uses the object's reservation, or reserves now (EAGAIN with
+ * the reason in err when that would block). EEXIST when cached, EBUSY when
+ * another writer has it. */
+int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *checksum,
+                      cache_writer_t **out, si_error_t *err);
+/* Appends bytes (a tape read, an HTTP upload, ...). More bytes than the
+ * expected size is an error at once; the writer must then be aborted. */
+int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error_t *err);
+/* Compares size and checksum, fsyncs, renames into place, fsyncs the
+ * directory and records the row (verified) in the catalog, pinned by
+ * pin_request when it is not 0, all before the object is visible to
+ * readers. On a mismatch or any failure nothing is kept: the temp file is
+ * removed, the reservation given back, and err names the object, what was
+ * expected and what arrived. The writer is freed either way. */
+int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err);
+/* Removes the temp file, gives the reservation back, frees the writer. */
+void cache_writer_abort(cache_writer_t *w);
+uint64_t cache_writer_received(const cache_writer_t *w);
+
+/* ---- pins --------------------------------------------------------------------------- */
+
+/* request_id: the catalog's requests.id. Pinned objects are never evicted.
+ * Returns 1 when pinned now, 0 when that request already pinned it; ENOENT
+ * when the object is not cached or the request unknown. */
+int cache_pin(cache_t *c, int64_t object_id, int64_t request_id, si_error_t *err);
+/* Returns 1 when a pin was given back, 0 when there was none. */
+int cache_unpin(cache_t *c, int64_t object_id, int64_t request_id, si_error_t *err);
+/* Every pin of a request (release); *count (may be NULL) gets how many. */
+int cache_unpin_request(cache_t *c, int64_t request_id, uint64_t *count, si_error_t *err);
+
+/* ---- readers ------------------------------------------------------------------------ */
+
+typedef struct {
+    int64_t object_id;
+    uint64_t size;
+    uint64_t pins;
+    double last_access;
+    bool verified;
+} cache_entry_t;
+
+/* Opens a cached object read-only: *fd (the caller closes it) and *size.
+ * The access time is updated in memory and written to the catalog in
+ * batches. ENOENT when it is not cached. The open file stays readable even
+ * if the object is evicted meanwhile. */
+int cache_open_object(cache_t *c, int64_t object_id, int *fd, uint64_t *size, si_error_t *err);
+/* 1 and *out when cached, 0 when not, -1 on error. */
+int cache_stat(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err);
+/* Every cached object in id order; fn returns non-zero to stop. */
+typedef int (*cache_list_fn)(const cache_entry_t *entry, void *arg);
+int cache_list(cache_t *c, cache_list_fn fn, void *arg, si_error_t *err);
+/* Drops an unpinned object (EBUSY when pinned, ENOENT when absent). */
+int cache_remove(cache_t *c, int64_t object_id, si_error_t *err);
+/* Writes batched access times now (cache_close and eviction do it too). */
+int cache_flush_access(cache_t *c, si_error_t *err);
+
+/* The object's path relative to the cache directory, from its id alone
+ * ("objects/2a/00/000000000000002a"); EINVAL for ids < 1. */
+int cache_object_path(int64_t object_id, char *buf, size_t size, si_error_t *err);
+
+#endif

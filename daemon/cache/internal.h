@@ -1,0 +1,102 @@
+/* The cache context, shared by the cache's own files only. */
+#ifndef STAGEIN_CACHE_INTERNAL_H
+#define STAGEIN_CACHE_INTERNAL_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+
+#include "daemon/cache/cache.h"
+
+#define CACHE_OBJECT_PATH_MAX 40 /* "objects/ab/cd/" + 16 hex + NUL */
+#define CACHE_NAME_HEX 16
+
+typedef enum {
+    SQL_ROW_GET,
+    SQL_ROW_INSERT,
+    SQL_ROW_DELETE,
+    SQL_ROW_DELETE_UNPINNED,
+    SQL_TOUCH,
+    SQL_LRU,
+    SQL_TOTALS,
+    SQL_PINNED,
+    SQL_PIN_REQUESTS,
+    SQL_PIN,
+    SQL_UNPIN,
+    SQL_UNPIN_REQUEST,
+    SQL_LIST,
+    SQL_CHECKSUM,
+    SQL_SET_VERIFIED,
+    SQL_COUNT
+} cache_sql_t;
+
+/* Space set aside for an object before (and while) it is written. */
+typedef struct {
+    int64_t object_id;
+    uint64_t size;
+    bool writing;                 /* a writer owns it */
+} cache_reservation_t;
+
+typedef struct {
+    int64_t object_id;
+    double when;
+} cache_access_t;
+
+struct cache {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;       /* broadcast when space may have been freed */
+    uint64_t generation;
+
+    cache_conf_t conf;
+    catalog_t *cat;
+    sqlite3 *db;
+    sqlite3_stmt *stmt[SQL_COUNT];
+
+    int dir_fd, objects_fd, tmp_fd, lock_fd;
+    uint64_t capacity, high_bytes, low_bytes;
+
+    /* accounting, under lock */
+    uint64_t used, objects;
+    uint64_t reserved;
+    cache_reservation_t *res;     /* sorted by object_id */
+    size_t nres, res_cap;
+    size_t writers;
+    uint64_t temp_seq;
+
+    cache_access_t *access;       /* batched last_access updates */
+    size_t naccess, access_cap;
+    double access_oldest;
+
+    cache_usage_t counters;       /* the "since open" counters */
+};
+
+/* Statement id reset and ready to bind; the lock is held. */
+sqlite3_stmt *cache_stmt(cache_t *c, cache_sql_t id);
+/* Maps the connection's error into err (errno EIO); returns -1. */
+int cache_db_error(cache_t *c, si_error_t *err, const char *what);
+int cache_begin(cache_t *c, si_error_t *err);
+int cache_commit(cache_t *c, si_error_t *err);
+void cache_rollback(cache_t *c);
+double cache_now(const cache_t *c);
+
+/* Sets errno and formats err; returns -1. */
+int cache_fail(si_error_t *err, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The two directory levels and file name of an object. */
+void cache_object_parts(int64_t object_id, char dir0[3], char dir1[3],
+                        char name[CACHE_NAME_HEX + 1]);
+/* Unlinks an object's file (missing is fine); the lock is held. */
+int cache_unlink_object(cache_t *c, int64_t object_id);
+
+/* Reservations (lock held). */
+cache_reservation_t *cache_reservation_find(cache_t *c, int64_t object_id);
+void cache_reservation_drop(cache_t *c, int64_t object_id);
+/* Reserves under the lock (see cache_reserve). */
+int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_block_t *block,
+                         si_error_t *err);
+void cache_changed_locked(cache_t *c);
+/* Re-reads objects and used bytes from the catalog; lock held. */
+int cache_load_totals(cache_t *c, si_error_t *err);
+int cache_flush_access_locked(cache_t *c, si_error_t *err);
+
+#endif

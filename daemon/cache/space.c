@@ -1,0 +1,284 @@
+/* Cache space: reservations before recalls, LRU eviction between the
+ * watermarks, and backpressure when pinned data leaves no room. */
+#include "config.h"
+#include "daemon/cache/internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/text.h"
+
+/* ---- reservations: an array sorted by object id ------------------------------ */
+
+static size_t reservation_slot(const cache_t *c, int64_t object_id)
+{
+    size_t lo = 0, hi = c->nres;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->res[mid].object_id < object_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+cache_reservation_t *cache_reservation_find(cache_t *c, int64_t object_id)
+{
+    size_t i = reservation_slot(c, object_id);
+    return i < c->nres && c->res[i].object_id == object_id ? &c->res[i] : NULL;
+}
+
+static int reservation_add(cache_t *c, int64_t object_id, uint64_t size, si_error_t *err)
+{
+    if (c->nres == c->res_cap) {
+        size_t cap = c->res_cap ? c->res_cap * 2 : 16;
+        cache_reservation_t *r = realloc(c->res, cap * sizeof(*r));
+        if (!r)
+            return cache_fail(err, ENOMEM, "cache: out of memory for reservations");
+        c->res = r;
+        c->res_cap = cap;
+    }
+    size_t i = reservation_slot(c, object_id);
+    memmove(&c->res[i + 1], &c->res[i], (c->nres - i) * sizeof(*c->res));
+    c->res[i] = (cache_reservation_t){object_id, size, false};
+    c->nres++;
+    c->reserved += size;
+    return 0;
+}
+
+void cache_reservation_drop(cache_t *c, int64_t object_id)
+{
+    size_t i = reservation_slot(c, object_id);
+    if (i >= c->nres || c->res[i].object_id != object_id)
+        return;
+    c->reserved -= c->res[i].size;
+    memmove(&c->res[i], &c->res[i + 1], (c->nres - i - 1) * sizeof(*c->res));
+    c->nres--;
+}
+
+/* ---- eviction --------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t object_id;
+    uint64_t size;
+} victim_t;
+
+/* Evicts unpinned objects, least recently used first, until used + extra
+ * is at most the low watermark or nothing unpinned is left. Rows go in one
+ * transaction per batch; files are unlinked after the commit (a crash in
+ * between leaves files without rows, which recovery removes). Lock held. */
+static int evict_locked(cache_t *c, uint64_t extra, si_error_t *err)
+{
+    enum { BATCH = 64 };
+    victim_t cand[BATCH], gone[BATCH];
+    if (cache_flush_access_locked(c, err) < 0)
+        return -1;
+    while (c->used + extra > c->low_bytes) {
+        size_t n = 0, ngone = 0;
+        sqlite3_stmt *s = cache_stmt(c, SQL_LRU);
+        sqlite3_bind_int(s, 1, BATCH);
+        int step;
+        while (n < BATCH && (step = sqlite3_step(s)) == SQLITE_ROW)
+            cand[n++] = (victim_t){sqlite3_column_int64(s, 0),
+                                   (uint64_t)sqlite3_column_int64(s, 1)};
+        if (n < BATCH && step != SQLITE_DONE)
+            return cache_db_error(c, err, "choosing objects to evict");
+        sqlite3_reset(s);
+        if (!n)
+            break;
+        if (cache_begin(c, err) < 0)
+            return -1;
+        uint64_t freed = 0;
+        for (size_t i = 0; i < n && c->used - freed + extra > c->low_bytes; i++) {
+            s = cache_stmt(c, SQL_ROW_DELETE_UNPINNED);
+            sqlite3_bind_int64(s, 1, cand[i].object_id);
+            if (sqlite3_step(s) != SQLITE_DONE) {
+                cache_db_error(c, err, "evicting");
+                cache_rollback(c);
+                return -1;
+            }
+            if (sqlite3_changes(c->db) > 0) { /* not pinned meanwhile */
+                gone[ngone++] = cand[i];
+                freed += cand[i].size;
+            }
+        }
+        if (cache_commit(c, err) < 0)
+            return -1;
+        for (size_t i = 0; i < ngone; i++) {
+            cache_unlink_object(c, gone[i].object_id);
+            c->used -= gone[i].size;
+            c->objects--;
+            c->counters.evicted_objects++;
+            c->counters.evicted_bytes += gone[i].size;
+        }
+        if (ngone)
+            cache_changed_locked(c);
+        else
+            break; /* every candidate got pinned under us: nothing more to gain now */
+    }
+    return 0;
+}
+
+static int pinned_totals(cache_t *c, uint64_t *objects, uint64_t *bytes, uint64_t *requests,
+                         si_error_t *err)
+{
+    sqlite3_stmt *s = cache_stmt(c, SQL_PINNED);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return cache_db_error(c, err, "summing pinned objects");
+    *objects = (uint64_t)sqlite3_column_int64(s, 0);
+    *bytes = (uint64_t)sqlite3_column_int64(s, 1);
+    sqlite3_reset(s);
+    s = cache_stmt(c, SQL_PIN_REQUESTS);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return cache_db_error(c, err, "counting pinning requests");
+    *requests = (uint64_t)sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return 0;
+}
+
+static int would_block(cache_t *c, int64_t object_id, uint64_t size, cache_block_t *block,
+                       si_error_t *err)
+{
+    uint64_t pobj, pbytes, preq;
+    if (pinned_totals(c, &pobj, &pbytes, &preq, err) < 0)
+        return -1;
+    c->counters.blocked++;
+    if (block) {
+        char b[5][32];
+        snprintf(block->reason, sizeof(block->reason),
+                 "cache full: %s pinned (%" PRIu64 " objects, %" PRIu64 " requests),"
+                 " %s reserved for %zu recalls, capacity %s; object %" PRId64 " needs %s",
+                 si_format_bytes(pbytes, b[0], sizeof(b[0])), pobj, preq,
+                 si_format_bytes(c->reserved, b[1], sizeof(b[1])), c->nres,
+                 si_format_bytes(c->capacity, b[2], sizeof(b[2])), object_id,
+                 si_format_bytes(size, b[3], sizeof(b[3])));
+        block->generation = c->generation;
+    }
+    return CACHE_WOULD_BLOCK;
+}
+
+int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_block_t *block,
+                         si_error_t *err)
+{
+    if (object_id < 1)
+        return cache_fail(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
+                          object_id);
+    cache_reservation_t *r = cache_reservation_find(c, object_id);
+    if (r) {
+        if (r->size != size)
+            return cache_fail(err, EINVAL,
+                              "object %" PRId64 " is already reserved with %" PRIu64
+                              " bytes, not %" PRIu64, object_id, r->size, size);
+        return CACHE_RESERVED;
+    }
+    sqlite3_stmt *s = cache_stmt(c, SQL_ROW_GET);
+    sqlite3_bind_int64(s, 1, object_id);
+    int step = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (step == SQLITE_ROW)
+        return CACHE_PRESENT;
+    if (step != SQLITE_DONE)
+        return cache_db_error(c, err, "looking up a cached object");
+    if (size > c->capacity) {
+        char b[2][32];
+        return cache_fail(err, EFBIG, "object %" PRId64 " (%s) is larger than the cache (%s)",
+                          object_id, si_format_bytes(size, b[0], sizeof(b[0])),
+                          si_format_bytes(c->capacity, b[1], sizeof(b[1])));
+    }
+    if (c->used + c->reserved + size > c->high_bytes) {
+        if (c->used + c->reserved + size > c->capacity) {
+            /* before evicting in vain, see whether unpinned data could make room */
+            uint64_t pobj, pbytes, preq;
+            if (cache_load_totals(c, err) < 0 ||
+                pinned_totals(c, &pobj, &pbytes, &preq, err) < 0)
+                return -1;
+            if (pbytes + c->reserved + size > c->capacity)
+                return would_block(c, object_id, size, block, err);
+        }
+        if (evict_locked(c, c->reserved + size, err) < 0)
+            return -1;
+        if (c->used + c->reserved + size > c->capacity)
+            return would_block(c, object_id, size, block, err);
+    }
+    if (reservation_add(c, object_id, size, err) < 0)
+        return -1;
+    return CACHE_RESERVED;
+}
+
+int cache_reserve(cache_t *c, int64_t object_id, uint64_t size, cache_block_t *block,
+                  si_error_t *err)
+{
+    pthread_mutex_lock(&c->lock);
+    int rc = cache_reserve_locked(c, object_id, size, block, err);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+void cache_unreserve(cache_t *c, int64_t object_id)
+{
+    pthread_mutex_lock(&c->lock);
+    cache_reservation_t *r = cache_reservation_find(c, object_id);
+    if (r && !r->writing) { /* a writer gives its reservation back itself */
+        cache_reservation_drop(c, object_id);
+        cache_changed_locked(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+bool cache_wait(cache_t *c, uint64_t generation, int timeout_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->lock);
+    while (c->generation == generation)
+        if (pthread_cond_timedwait(&c->changed, &c->lock, &until) == ETIMEDOUT)
+            break;
+    bool changed = c->generation != generation;
+    pthread_mutex_unlock(&c->lock);
+    return changed;
+}
+
+int cache_trim(cache_t *c, uint64_t *evicted_objects, uint64_t *evicted_bytes, si_error_t *err)
+{
+    pthread_mutex_lock(&c->lock);
+    uint64_t objects = c->counters.evicted_objects, bytes = c->counters.evicted_bytes;
+    int rc = 0;
+    if (c->used + c->reserved > c->high_bytes)
+        rc = evict_locked(c, c->reserved, err);
+    if (evicted_objects)
+        *evicted_objects = c->counters.evicted_objects - objects;
+    if (evicted_bytes)
+        *evicted_bytes = c->counters.evicted_bytes - bytes;
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+int cache_usage(cache_t *c, cache_usage_t *out, si_error_t *err)
+{
+    pthread_mutex_lock(&c->lock);
+    cache_usage_t u = c->counters;
+    int rc = pinned_totals(c, &u.pinned_objects, &u.pinned_bytes, &u.pinning_requests, err);
+    u.capacity = c->capacity;
+    u.high_bytes = c->high_bytes;
+    u.low_bytes = c->low_bytes;
+    u.used_bytes = c->used;
+    u.objects = c->objects;
+    u.reserved_bytes = c->reserved;
+    u.reservations = c->nres;
+    u.writers = c->writers;
+    pthread_mutex_unlock(&c->lock);
+    if (rc == 0)
+        *out = u;
+    return rc;
+}

@@ -1,0 +1,350 @@
+/* The cache: checked writes, read-back, failures that leave nothing behind,
+ * hostile ids, concurrent writers. */
+#include "config.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+
+#include "common/tap.h"
+#include "daemon/cache/test/cachetest.h"
+
+static ct_t t;
+
+static int read_back(cache_t *c, int64_t id, unsigned n, size_t size)
+{
+    si_error_t err;
+    int fd;
+    uint64_t got_size;
+    if (cache_open_object(c, id, &fd, &got_size, &err) < 0) {
+        diag("open %" PRId64 ": %s", id, err.text);
+        return -1;
+    }
+    unsigned char *want = ct_content(n, size), *have = malloc(size + 1);
+    ssize_t r = read(fd, have, size + 1);
+    close(fd);
+    int same = got_size == size && r == (ssize_t)size && memcmp(want, have, size) == 0;
+    free(want);
+    free(have);
+    return same ? 0 : -1;
+}
+
+static void test_write_read(cache_t *c)
+{
+    si_error_t err;
+    char sum[SI_CHECKSUM_TEXT_MAX];
+    size_t size = (1u << 20) + 123;
+    int64_t id = ct_object(&t, 1, size, sum);
+
+    /* odd chunk sizes cross the write buffer's boundaries */
+    cache_writer_t *w;
+    ok(cache_writer_open(c, id, size, sum, &w, &err) == 0, "writer opened");
+    unsigned char *data = ct_content(1, size);
+    size_t steps[] = {7, 4096, 1u << 20, 3};
+    size_t off = 0;
+    for (size_t i = 0; off < size; i = (i + 1) % 4) {
+        size_t len = size - off < steps[i] ? size - off : steps[i];
+        if (cache_writer_write(w, data + off, len, &err) < 0)
+            break;
+        off += len;
+    }
+    free(data);
+    is_int(cache_writer_received(w), size, "every byte accepted");
+    char tmp[400];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", t.cache_dir);
+    is_int(ct_count_entries(tmp), 1, "the object is written under tmp/ meanwhile");
+    cache_entry_t e;
+    is_int(cache_stat(c, id, &e, &err), 0, "not visible before finish");
+    ok(cache_writer_finish(w, 0, &err) == 0, "finish: size and checksum match");
+    is_int(ct_count_entries(tmp), 0, "tmp/ empty after finish");
+
+    is_int(cache_stat(c, id, &e, &err), 1, "cached after finish");
+    ok(e.size == size && e.verified && e.pins == 0, "row: size, verified, no pins");
+    char rel[64], path[512];
+    cache_object_path(id, rel, sizeof(rel), &err);
+    snprintf(path, sizeof(path), "%s/%s", t.cache_dir, rel);
+    struct stat st;
+    ok(stat(path, &st) == 0 && (uint64_t)st.st_size == size, "stored at %s", rel);
+    char sql[200];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM cache WHERE object_id = %" PRId64
+                               " AND path = '%s'", id, rel);
+    is_int(ct_query_int(&t, sql), 1, "catalog row records the relative path");
+    ok(read_back(c, id, 1, size) == 0, "read back identical");
+
+    cache_usage_t u;
+    cache_usage(c, &u, &err);
+    ok(u.used_bytes == size && u.objects == 1 && u.reserved_bytes == 0 && u.writers == 0,
+       "usage: %" PRIu64 " bytes in %" PRIu64 " objects, nothing reserved", u.used_bytes,
+       u.objects);
+
+    /* the same object again: stored once */
+    is_int(cache_reserve(c, id, size, NULL, &err), CACHE_PRESENT, "reserve: already present");
+    ok(cache_writer_open(c, id, size, sum, &w, &err) < 0 && errno == EEXIST,
+       "a second writer for a cached object: %s", err.text);
+
+    /* an empty object */
+    int64_t empty = ct_object(&t, 2, 0, sum);
+    ok(ct_store(c, empty, 2, 0, sum, 1, 0, &err) == 0, "empty object stored");
+    ok(read_back(c, empty, 2, 0) == 0, "empty object reads back empty");
+}
+
+static void test_mismatches(cache_t *c)
+{
+    si_error_t err;
+    char sum[SI_CHECKSUM_TEXT_MAX], tmp[400];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", t.cache_dir);
+    size_t size = 100000;
+    int64_t id = ct_object(&t, 3, size, sum);
+    unsigned char *data = ct_content(3, size);
+    cache_usage_t u;
+
+    /* one flipped byte */
+    cache_writer_t *w;
+    cache_writer_open(c, id, size, sum, &w, &err);
+    data[5000] ^= 1;
+    cache_writer_write(w, data, size, &err);
+    data[5000] ^= 1;
+    char expect[200];
+    snprintf(expect, sizeof(expect), "object %" PRId64 ": checksum mismatch: expected %s, got sha256:",
+             id, sum);
+    ok(cache_writer_finish(w, 0, &err) < 0 && errno == EBADMSG &&
+           strncmp(err.text, expect, strlen(expect)) == 0,
+       "checksum mismatch named: %s", err.text);
+    is_int(ct_count_entries(tmp), 0, "mismatch: temp file removed");
+    is_int(cache_stat(c, id, NULL, &err), 0, "mismatch: not cached");
+    cache_usage(c, &u, &err);
+    ok(u.reserved_bytes == 0 && u.checksum_failures == 1, "mismatch: reservation given back");
+
+    /* short */
+    cache_writer_open(c, id, size, sum, &w, &err);
+    cache_writer_write(w, data, size - 1, &err);
+    snprintf(expect, sizeof(expect), "object %" PRId64 ": size mismatch: expected %zu bytes,"
+                                     " received %zu", id, size, size - 1);
+    ok(cache_writer_finish(w, 0, &err) < 0 && errno == EBADMSG && strcmp(err.text, expect) == 0,
+       "short object: %s", err.text);
+    is_int(ct_count_entries(tmp), 0, "short: temp file removed");
+
+    /* long: refused at the first byte too many */
+    cache_writer_open(c, id, size, sum, &w, &err);
+    ok(cache_writer_write(w, data, size, &err) == 0, "exact size accepted");
+    ok(cache_writer_write(w, data, 1, &err) < 0 && errno == EBADMSG &&
+           strstr(err.text, "size mismatch") && strstr(err.text, "at least 100001"),
+       "one byte too many: %s", err.text);
+    ok(cache_writer_write(w, data, 1, &err) < 0 && strstr(err.text, "already failed"),
+       "a failed writer refuses more: %s", err.text);
+    cache_writer_abort(w);
+    is_int(ct_count_entries(tmp), 0, "long: temp file removed on abort");
+
+    /* abort halfway */
+    cache_writer_open(c, id, size, sum, &w, &err);
+    cache_writer_write(w, data, size / 2, &err);
+    cache_writer_abort(w);
+    is_int(ct_count_entries(tmp), 0, "abort: temp file removed");
+    is_int(cache_stat(c, id, NULL, &err), 0, "abort: not cached");
+    cache_usage(c, &u, &err);
+    ok(u.reserved_bytes == 0 && u.writers == 0, "abort: reservation given back");
+
+    /* and the retry succeeds */
+    ok(ct_store(c, id, 3, size, sum, 65536, 0, &err) == 0, "retry after failures stores it");
+    ok(read_back(c, id, 3, size) == 0, "retry reads back identical");
+
+    /* md5 checksums too */
+    int64_t md5_id;
+    {
+        catalog_object_t o = {.bucket = "bkt", .key = "md5-obj", .size = 3,
+                              .checksum = "md5:900150983cd24fb0d6963f7d28e17f72"}; /* "abc" */
+        catalog_object_put(t.cat, &o, &md5_id, &err);
+        cache_writer_open(c, md5_id, 3, o.checksum, &w, &err);
+        cache_writer_write(w, "abc", 3, &err);
+        ok(cache_writer_finish(w, 0, &err) == 0, "md5 checksum verified");
+    }
+    /* no checksum in the catalog: kept, but not marked verified */
+    {
+        catalog_object_t o = {.bucket = "bkt", .key = "nosum", .size = 3};
+        int64_t nid;
+        catalog_object_put(t.cat, &o, &nid, &err);
+        cache_writer_open(c, nid, 3, NULL, &w, &err);
+        cache_writer_write(w, "xyz", 3, &err);
+        cache_entry_t e;
+        ok(cache_writer_finish(w, 0, &err) == 0 && cache_stat(c, nid, &e, &err) == 1 &&
+               !e.verified, "no catalog checksum: stored unverified");
+    }
+    free(data);
+}
+
+static void test_hostile(cache_t *c)
+{
+    si_error_t err;
+    cache_writer_t *w;
+    char sum[SI_CHECKSUM_TEXT_MAX];
+    int64_t bad_ids[] = {0, -1, INT64_MIN};
+    for (size_t i = 0; i < 3; i++) {
+        int64_t id = bad_ids[i];
+        int fd;
+        uint64_t size;
+        char buf[64];
+        ok(cache_writer_open(c, id, 1, NULL, &w, &err) < 0 && errno == EINVAL &&
+               strstr(err.text, "is not a catalog object id"),
+           "writer for id %" PRId64 ": %s", id, err.text);
+        ok(cache_open_object(c, id, &fd, &size, &err) < 0 && errno == EINVAL,
+           "open id %" PRId64 " refused", id);
+        ok(cache_stat(c, id, NULL, &err) < 0 && cache_pin(c, id, 1, &err) < 0 &&
+               cache_reserve(c, id, 1, NULL, &err) < 0 && cache_remove(c, id, &err) < 0 &&
+               cache_object_path(id, buf, sizeof(buf), &err) < 0,
+           "stat, pin, reserve, remove, path refuse id %" PRId64, id);
+    }
+    char buf[64];
+    ok(cache_object_path(INT64_MAX, buf, sizeof(buf), &err) == 0 &&
+           strcmp(buf, "objects/ff/ff/7fffffffffffffff") == 0,
+       "the largest id stays inside objects/: %s", buf);
+    ok(cache_object_path(0x1234, buf, sizeof(buf), &err) == 0 &&
+           strcmp(buf, "objects/34/12/0000000000001234") == 0, "path from the id alone: %s", buf);
+
+    const char *bad_sums[] = {"../../etc/passwd", "sha256:zz", "crc32:12345678", "sha256:",
+                              "md5:900150983cd24fb0d6963f7d28e17f7"};
+    for (size_t i = 0; i < sizeof(bad_sums) / sizeof(bad_sums[0]); i++)
+        ok(cache_writer_open(c, 5000, 1, bad_sums[i], &w, &err) < 0 && errno == EINVAL &&
+               strstr(err.text, "is not sha256"),
+           "checksum '%s' refused: %s", bad_sums[i], err.text);
+
+    /* an id the catalog does not know: nothing left behind */
+    ok(cache_writer_open(c, 999999, 2, NULL, &w, &err) == 0, "writer for an unknown id opens");
+    cache_writer_write(w, "hi", 2, &err);
+    ok(cache_writer_finish(w, 0, &err) < 0 && errno == ENOENT &&
+           strstr(err.text, "999999 is not in the catalog"),
+       "finish for an unknown object: %s", err.text);
+    char path[512], rel[64];
+    cache_object_path(999999, rel, sizeof(rel), &err);
+    snprintf(path, sizeof(path), "%s/%s", t.cache_dir, rel);
+    ok(access(path, F_OK) < 0, "no file under its name");
+    cache_usage_t u;
+    cache_usage(c, &u, &err);
+    is_int(u.reserved_bytes, 0, "its reservation given back");
+
+    /* two writers for one object */
+    int64_t id = ct_object(&t, 40, 10, sum);
+    cache_writer_t *w2;
+    ok(cache_writer_open(c, id, 10, sum, &w, &err) == 0, "first writer");
+    ok(cache_writer_open(c, id, 10, sum, &w2, &err) < 0 && errno == EBUSY,
+       "second writer for the same object: %s", err.text);
+    ok(cache_reserve(c, id, 11, NULL, &err) < 0 && errno == EINVAL,
+       "reserving it again with another size: %s", err.text);
+    cache_writer_abort(w);
+
+    /* a pin for an unknown request, and for an object not cached */
+    ok(cache_pin(c, 1, 424242, &err) < 0 && errno == ENOENT && strstr(err.text, "no request"),
+       "pin for an unknown request: %s", err.text);
+    ok(cache_pin(c, id, 1, &err) < 0 && errno == ENOENT && strstr(err.text, "not in the cache"),
+       "pin of an object not cached: %s", err.text);
+}
+
+typedef struct {
+    cache_t *c;
+    int64_t ids[8];
+    unsigned first;
+    int failures;
+} worker_t;
+
+static void *worker(void *arg)
+{
+    worker_t *wk = arg;
+    si_error_t err;
+    for (unsigned i = 0; i < 8; i++) {
+        char sum[SI_CHECKSUM_TEXT_MAX];
+        unsigned n = wk->first + i;
+        unsigned char *data = ct_content(n, 300000);
+        ct_sha256(data, 300000, sum);
+        free(data);
+        if (ct_store(wk->c, wk->ids[i], n, 300000, sum, 10000 + n, 0, &err) < 0 ||
+            read_back(wk->c, wk->ids[i], n, 300000) < 0) {
+            diag("worker: %s", err.text);
+            wk->failures++;
+        }
+    }
+    return NULL;
+}
+
+static void test_threads(cache_t *c)
+{
+    worker_t wk[4];
+    pthread_t th[4];
+    char sum[SI_CHECKSUM_TEXT_MAX];
+    for (unsigned k = 0; k < 4; k++) {
+        wk[k] = (worker_t){.c = c, .first = 100 + 8 * k};
+        for (unsigned i = 0; i < 8; i++)
+            wk[k].ids[i] = ct_object(&t, 100 + 8 * k + i, 300000, sum);
+    }
+    for (unsigned k = 0; k < 4; k++)
+        pthread_create(&th[k], NULL, worker, &wk[k]);
+    int failures = 0;
+    for (unsigned k = 0; k < 4; k++) {
+        pthread_join(th[k], NULL);
+        failures += wk[k].failures;
+    }
+    is_int(failures, 0, "4 threads wrote and read back 8 objects each");
+    is_int(ct_query_int(&t, "SELECT count(*) FROM cache WHERE size = 300000"), 32,
+           "32 rows recorded");
+}
+
+int main(void)
+{
+    si_error_t err;
+    if (ct_setup(&t, "t_cache") < 0)
+        return 1;
+    cache_conf_t conf = ct_conf(&t, 1ull << 30);
+    cache_t *c = cache_open(&conf, t.cat, &err);
+    ok(c != NULL, "cache opened: %s", c ? "" : err.text);
+    char sub[400];
+    snprintf(sub, sizeof(sub), "%s/objects", t.cache_dir);
+    ok(ct_count_entries(sub) == 0, "objects/ created");
+    ok(cache_open(&conf, t.cat, &err) == NULL && errno == EBUSY && strstr(err.text, "in use"),
+       "a second cache on the same directory is refused: %s", err.text);
+
+    test_write_read(c);
+    test_mismatches(c);
+    test_hostile(c);
+    cache_close(c);
+
+    /* a small write buffer: large feeds bypass it, small ones fill it */
+    conf.write_buffer = 4096;
+    c = cache_open(&conf, t.cat, &err);
+    char sum[SI_CHECKSUM_TEXT_MAX];
+    int64_t id = ct_object(&t, 50, 100000, sum);
+    ok(ct_store(c, id, 50, 100000, sum, 50000, 0, &err) == 0 && read_back(c, id, 50, 100000) == 0,
+       "4 KiB buffer, 50 kB feeds: stored and read back");
+    test_threads(c);
+    cache_close(c);
+
+    /* configuration */
+    cache_conf_t bad = conf;
+    bad.low_watermark = 0.95;
+    ok(cache_open(&bad, t.cat, &err) == NULL && errno == EINVAL && strstr(err.text, "watermarks"),
+       "low above high refused: %s", err.text);
+    const si_conf_key_t *schemas[] = {cache_conf_keys, NULL};
+    si_conf_t *sc = si_conf_load_string(
+        "cache = { dir = \"/srv/cache\"; capacity = 5000000000L; high_watermark = 0.8;"
+        " low_watermark = 0.6; verify_on_start = \"all\"; write_buffer = 1048576; };",
+        schemas, &err);
+    cache_conf_t from;
+    ok(sc && cache_conf_from(sc, "/var/lib/stagein", &from, &err) == 0 &&
+           strcmp(from.dir, "/srv/cache") == 0 && from.capacity == 5000000000ull &&
+           from.high_watermark == 0.8 && from.low_watermark == 0.6 &&
+           from.verify_on_start == CACHE_VERIFY_ALL && from.write_buffer == 1048576,
+       "configuration read: %s", sc ? "" : err.text);
+    si_conf_free(sc);
+    sc = si_conf_load_string("cache = { high_watermark = 0.5; low_watermark = 0.7; };", schemas,
+                             &err);
+    ok(sc && cache_conf_from(sc, "/var/lib/stagein", &from, &err) < 0 &&
+           strstr(err.text, "cache.low_watermark (0.70) must be below"),
+       "inverted watermarks: %s", err.text);
+    si_conf_free(sc);
+    ok(si_conf_load_string("cache = { verify_on_start = \"sometimes\"; };", schemas, &err) == NULL,
+       "unknown verify mode refused: %s", err.text);
+    sc = si_conf_load_string("", schemas, &err);
+    ok(sc && cache_conf_from(sc, "/var/lib/stagein", &from, &err) == 0 &&
+           strcmp(from.dir, "/var/lib/stagein/cache") == 0 && from.capacity == 0,
+       "defaults: %s under the state directory", from.dir);
+    si_conf_free(sc);
+
+    ct_teardown(&t);
+    return done_testing();
+}

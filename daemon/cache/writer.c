@@ -1,0 +1,396 @@
+/* Writing one object: a temp file under tmp/, hashed as it arrives, checked
+ * against the catalog's size and checksum, fsync'd, renamed into place, the
+ * directory fsync'd, and only then recorded in the catalog. */
+#include "config.h"
+#include "daemon/cache/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/checksum.h"
+
+/* Start write-back every this many bytes, so the final fsync does not wait
+ * for the whole object to reach the disk at once. */
+#define WRITEBACK_CHUNK (64u << 20)
+
+struct cache_writer {
+    cache_t *c;
+    int64_t object_id;
+    uint64_t expected_size;
+    char expected_sum[SI_CHECKSUM_TEXT_MAX]; /* "" when the catalog has none */
+    si_checksum_t *sum;
+    int fd;
+    char temp_name[64];
+    uint64_t received;     /* bytes accepted from the caller */
+    uint64_t written;      /* bytes in the temp file */
+    uint64_t writeback_from;
+    unsigned char *buf;
+    size_t buffered, buf_size;
+    bool failed;
+};
+
+uint64_t cache_writer_received(const cache_writer_t *w)
+{
+    return w->received;
+}
+
+/* Gives the reservation back and forgets the writer; lock taken here. */
+static void writer_release(cache_writer_t *w)
+{
+    cache_t *c = w->c;
+    pthread_mutex_lock(&c->lock);
+    cache_reservation_drop(c, w->object_id);
+    c->writers--;
+    cache_changed_locked(c);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void writer_free(cache_writer_t *w)
+{
+    if (w->fd >= 0)
+        close(w->fd);
+    si_checksum_free(w->sum);
+    free(w->buf);
+    free(w);
+}
+
+int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *checksum,
+                      cache_writer_t **out, si_error_t *err)
+{
+    if (object_id < 1)
+        return cache_fail(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
+                          object_id);
+    if (checksum && !si_checksum_text_valid(checksum))
+        return cache_fail(err, EINVAL,
+                          "object %" PRId64 ": expected checksum '%.80s' is not"
+                          " sha256:<64 hex> or md5:<32 hex>", object_id, checksum);
+    cache_writer_t *w = calloc(1, sizeof(*w));
+    if (!w)
+        return cache_fail(err, ENOMEM, "cache: out of memory");
+    w->c = c;
+    w->object_id = object_id;
+    w->expected_size = size;
+    w->fd = -1;
+    w->buf_size = c->conf.write_buffer;
+    char algorithm[8] = "sha256";
+    if (checksum) {
+        snprintf(w->expected_sum, sizeof(w->expected_sum), "%s", checksum);
+        size_t n = (size_t)(strchr(checksum, ':') - checksum);
+        memcpy(algorithm, checksum, n);
+        algorithm[n] = '\0';
+    }
+    /* hashed even without an expected checksum: the cost is the same and
+     * the code path is one */
+    if (!(w->sum = si_checksum_new(algorithm, err)) ||
+        posix_memalign((void **)&w->buf, 4096, w->buf_size) != 0) {
+        if (w->sum)
+            cache_fail(err, ENOMEM, "cache: out of memory for a %zu byte write buffer",
+                       w->buf_size);
+        writer_free(w);
+        errno = ENOMEM;
+        return -1;
+    }
+
+    /* claim the object: its reservation (made now if there is none) */
+    pthread_mutex_lock(&c->lock);
+    bool reserved_here = !cache_reservation_find(c, object_id);
+    cache_block_t block;
+    int rc = cache_reserve_locked(c, object_id, size, &block, err);
+    cache_reservation_t *r = rc == CACHE_RESERVED ? cache_reservation_find(c, object_id) : NULL;
+    if (rc == CACHE_PRESENT)
+        rc = cache_fail(err, EEXIST, "object %" PRId64 " is already in the cache", object_id);
+    else if (rc == CACHE_WOULD_BLOCK)
+        rc = cache_fail(err, EAGAIN, "object %" PRId64 ": %s", object_id, block.reason);
+    else if (r && r->writing)
+        rc = cache_fail(err, EBUSY, "object %" PRId64 " is being written by another writer",
+                        object_id);
+    if (rc < 0) {
+        pthread_mutex_unlock(&c->lock);
+        int saved = errno;
+        writer_free(w);
+        errno = saved;
+        return -1;
+    }
+    r->writing = true;
+    c->writers++;
+    uint64_t seq = ++c->temp_seq;
+    pthread_mutex_unlock(&c->lock);
+
+    snprintf(w->temp_name, sizeof(w->temp_name), "%016" PRIx64 ".%ld.%" PRIu64,
+             (uint64_t)object_id, (long)getpid(), seq);
+    w->fd = openat(c->tmp_fd, w->temp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                   0640);
+    if (w->fd < 0) {
+        int saved = errno;
+        cache_fail(err, saved, "object %" PRId64 ": cannot create %s/tmp/%s: %s", object_id,
+                   c->conf.dir, w->temp_name, strerror(saved));
+        goto error;
+    }
+    /* allocate the blocks at once: less fragmentation, and a full file
+     * system is found now rather than halfway through a tape read */
+    if (size > 0 && fallocate(w->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size) < 0 &&
+        errno != EOPNOTSUPP && errno != ENOSYS) {
+        int saved = errno;
+        cache_fail(err, saved, "object %" PRId64 ": cannot allocate %" PRIu64 " bytes in %s: %s",
+                   object_id, size, c->conf.dir, strerror(saved));
+        unlinkat(c->tmp_fd, w->temp_name, 0);
+        goto error;
+    }
+    *out = w;
+    return 0;
+error:;
+    int saved = errno;
+    pthread_mutex_lock(&c->lock);
+    if (reserved_here)
+        cache_reservation_drop(c, object_id);
+    else if ((r = cache_reservation_find(c, object_id)))
+        r->writing = false;
+    c->writers--;
+    pthread_mutex_unlock(&c->lock);
+    writer_free(w);
+    errno = saved;
+    return -1;
+}
+
+static int write_all(cache_writer_t *w, const unsigned char *p, size_t len, si_error_t *err)
+{
+    while (len > 0) {
+        ssize_t n = write(w->fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int saved = errno;
+            w->failed = true;
+            return cache_fail(err, saved, "object %" PRId64 ": writing %s/tmp/%s: %s",
+                              w->object_id, w->c->conf.dir, w->temp_name, strerror(saved));
+        }
+        p += n;
+        len -= (size_t)n;
+        w->written += (uint64_t)n;
+    }
+    if (w->written - w->writeback_from >= WRITEBACK_CHUNK) {
+        sync_file_range(w->fd, (off_t)w->writeback_from,
+                        (off_t)(w->written - w->writeback_from), SYNC_FILE_RANGE_WRITE);
+        w->writeback_from = w->written;
+    }
+    return 0;
+}
+
+static int flush_buffer(cache_writer_t *w, si_error_t *err)
+{
+    if (!w->buffered)
+        return 0;
+    size_t n = w->buffered;
+    w->buffered = 0;
+    return write_all(w, w->buf, n, err);
+}
+
+int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error_t *err)
+{
+    if (w->failed)
+        return cache_fail(err, EINVAL, "object %" PRId64 ": the writer already failed;"
+                                       " abort it", w->object_id);
+    if (len > w->expected_size - w->received) {
+        w->failed = true;
+        pthread_mutex_lock(&w->c->lock);
+        w->c->counters.size_failures++;
+        pthread_mutex_unlock(&w->c->lock);
+        return cache_fail(err, EBADMSG,
+                          "object %" PRId64 ": size mismatch: expected %" PRIu64
+                          " bytes, received at least %" PRIu64, w->object_id,
+                          w->expected_size, w->received + len);
+    }
+    const unsigned char *p = data;
+    si_checksum_update(w->sum, p, len);
+    w->received += len;
+    while (len > 0) {
+        if (!w->buffered && len >= w->buf_size) { /* large feeds skip the copy */
+            size_t n = len - len % w->buf_size;
+            if (write_all(w, p, n, err) < 0)
+                return -1;
+            p += n;
+            len -= n;
+            continue;
+        }
+        size_t n = w->buf_size - w->buffered < len ? w->buf_size - w->buffered : len;
+        memcpy(w->buf + w->buffered, p, n);
+        w->buffered += n;
+        p += n;
+        len -= n;
+        if (w->buffered == w->buf_size && flush_buffer(w, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* mkdir + fsync of the parent when the directory is new; returns its fd. */
+static int object_dir(cache_t *c, int parent, const char *name, si_error_t *err)
+{
+    if (mkdirat(parent, name, 0750) == 0) {
+        if (fsync(parent) < 0)
+            return cache_fail(err, errno, "cache: fsync of %s: %s", c->conf.dir, strerror(errno));
+    } else if (errno != EEXIST) {
+        return cache_fail(err, errno, "cache: cannot create directory %s under %s/objects: %s",
+                          name, c->conf.dir, strerror(errno));
+    }
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return cache_fail(err, errno, "cache: cannot open directory %s under %s/objects: %s",
+                          name, c->conf.dir, strerror(errno));
+    return fd;
+}
+
+/* Inserts the row (and the pin) in one transaction, under the lock. */
+static int record_locked(cache_writer_t *w, int64_t pin_request, si_error_t *err)
+{
+    cache_t *c = w->c;
+    char rel[CACHE_OBJECT_PATH_MAX];
+    cache_object_path(w->object_id, rel, sizeof(rel), NULL);
+    double now = cache_now(c);
+    if (cache_begin(c, err) < 0)
+        return -1;
+    sqlite3_stmt *s = cache_stmt(c, SQL_ROW_INSERT);
+    sqlite3_bind_int64(s, 1, w->object_id);
+    sqlite3_bind_text(s, 2, rel, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 3, (int64_t)w->expected_size);
+    sqlite3_bind_double(s, 4, now);
+    sqlite3_bind_int(s, 5, w->expected_sum[0] != '\0');
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        if (sqlite3_extended_errcode(c->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
+            cache_fail(err, ENOENT, "object %" PRId64 " is not in the catalog", w->object_id);
+        else
+            cache_db_error(c, err, "recording a cached object");
+        goto error;
+    }
+    if (pin_request) {
+        s = cache_stmt(c, SQL_PIN);
+        sqlite3_bind_int64(s, 1, w->object_id);
+        sqlite3_bind_int64(s, 2, pin_request);
+        sqlite3_bind_double(s, 3, now);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            if (sqlite3_extended_errcode(c->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
+                cache_fail(err, ENOENT, "object %" PRId64 ": cannot pin it for request %" PRId64
+                                        ": no such request", w->object_id, pin_request);
+            else
+                cache_db_error(c, err, "pinning a cached object");
+            goto error;
+        }
+    }
+    if (cache_commit(c, err) < 0)
+        return -1;
+    return 0;
+error:;
+    int saved = errno;
+    cache_rollback(c);
+    errno = saved;
+    return -1;
+}
+
+int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
+{
+    cache_t *c = w->c;
+    char d0[3], d1[3], name[CACHE_NAME_HEX + 1];
+    int dir0 = -1, dir1 = -1;
+    bool placed = false;
+    if (w->failed) {
+        cache_fail(err, EINVAL, "object %" PRId64 ": the writer already failed", w->object_id);
+        goto error;
+    }
+    if (flush_buffer(w, err) < 0)
+        goto error;
+    if (w->received != w->expected_size) {
+        pthread_mutex_lock(&c->lock);
+        c->counters.size_failures++;
+        pthread_mutex_unlock(&c->lock);
+        cache_fail(err, EBADMSG, "object %" PRId64 ": size mismatch: expected %" PRIu64
+                                 " bytes, received %" PRIu64,
+                   w->object_id, w->expected_size, w->received);
+        goto error;
+    }
+    char actual[SI_CHECKSUM_TEXT_MAX];
+    si_checksum_final(w->sum, actual);
+    if (w->expected_sum[0] && strcmp(actual, w->expected_sum) != 0) {
+        pthread_mutex_lock(&c->lock);
+        c->counters.checksum_failures++;
+        pthread_mutex_unlock(&c->lock);
+        cache_fail(err, EBADMSG, "object %" PRId64 ": checksum mismatch: expected %s, got %s",
+                   w->object_id, w->expected_sum, actual);
+        goto error;
+    }
+    if (fsync(w->fd) < 0 || close(w->fd) < 0) {
+        int saved = errno;
+        w->fd = -1;
+        cache_fail(err, saved, "object %" PRId64 ": fsync of %s/tmp/%s: %s", w->object_id,
+                   c->conf.dir, w->temp_name, strerror(saved));
+        goto error;
+    }
+    w->fd = -1;
+    cache_object_parts(w->object_id, d0, d1, name);
+    if ((dir0 = object_dir(c, c->objects_fd, d0, err)) < 0 ||
+        (dir1 = object_dir(c, dir0, d1, err)) < 0)
+        goto error;
+    if (renameat(c->tmp_fd, w->temp_name, dir1, name) < 0) {
+        cache_fail(err, errno, "object %" PRId64 ": cannot rename %s/tmp/%s into place: %s",
+                   w->object_id, c->conf.dir, w->temp_name, strerror(errno));
+        goto error;
+    }
+    placed = true;
+    if (fsync(dir1) < 0) {
+        cache_fail(err, errno, "object %" PRId64 ": fsync of its directory: %s", w->object_id,
+                   strerror(errno));
+        goto error;
+    }
+
+    pthread_mutex_lock(&c->lock);
+    if (record_locked(w, pin_request, err) < 0) {
+        int saved = errno;
+        cache_unlink_object(c, w->object_id);
+        pthread_mutex_unlock(&c->lock);
+        placed = false;
+        errno = saved;
+        goto error;
+    }
+    c->used += w->expected_size;
+    c->objects++;
+    c->counters.written_objects++;
+    c->counters.written_bytes += w->expected_size;
+    cache_reservation_drop(c, w->object_id); /* now counted in used */
+    c->writers--;
+    pthread_mutex_unlock(&c->lock);
+    close(dir1);
+    close(dir0);
+    writer_free(w);
+    return 0;
+error:;
+    int saved = errno;
+    if (dir1 >= 0)
+        close(dir1);
+    if (dir0 >= 0)
+        close(dir0);
+    if (placed) {
+        pthread_mutex_lock(&c->lock);
+        cache_unlink_object(c, w->object_id);
+        pthread_mutex_unlock(&c->lock);
+    } else {
+        unlinkat(c->tmp_fd, w->temp_name, 0);
+    }
+    writer_release(w);
+    writer_free(w);
+    errno = saved;
+    return -1;
+}
+
+void cache_writer_abort(cache_writer_t *w)
+{
+    if (!w)
+        return;
+    unlinkat(w->c->tmp_fd, w->temp_name, 0);
+    writer_release(w);
+    writer_free(w);
+}
