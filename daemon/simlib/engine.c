@@ -413,8 +413,7 @@ static void read_finished(simlib_t *lib, int d)
         si_error_t err = {{0}};
         simlib_read_t rr = {0, r.object_id, r.volume, d, r.offset, r.size, lib->now, true, NULL};
         if (lib->cb.fetch(lib->cb.arg, &rr, &err) < 0)
-            snprintf(why, sizeof(why), "volume %s: %s", lib->cfg.volumes[r.volume].label,
-                     err.text);
+            snprintf(why, sizeof(why), "%s", *err.text ? err.text : "fetch failed");
     }
     if (*why) {
         lib->st.read_failures++;

@@ -1,0 +1,124 @@
+/* The real-time engine delivering real bytes from volume images. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/tap.h"
+#include "daemon/simlib/volume_fetch.h"
+#include "daemon/volume/volume.h"
+
+typedef struct {
+    unsigned char *got;
+    size_t len;
+    int done, failed;
+    char why[512];
+    simlib_volume_reader_t *reader;
+} sink_t;
+
+/* The engine's callbacks share one argument: ours, holding the reader. */
+static int fetch(void *arg, const simlib_read_t *r, si_error_t *err)
+{
+    return simlib_volume_fetch(((sink_t *)arg)->reader, r, err);
+}
+
+static int sink(void *arg, const simlib_read_t *r, uint64_t at, const void *buf, size_t len,
+                si_error_t *err)
+{
+    (void)err;
+    sink_t *s = arg;
+    if (at + len > s->len || r->size > s->len)
+        return -1;
+    memcpy(s->got + at, buf, len);
+    return 0;
+}
+
+static void on_request(void *arg, uint64_t request, double t, size_t failed, const char *why)
+{
+    (void)request;
+    (void)t;
+    sink_t *s = arg;
+    s->done++;
+    if (failed) {
+        s->failed++;
+        snprintf(s->why, sizeof(s->why), "%s", why);
+    }
+}
+
+int main(void)
+{
+    si_error_t err = {{0}};
+    char dir[] = "/tmp/t_volume_fetch.XXXXXX";
+    if (!mkdtemp(dir))
+        return 1;
+    char src[4200];
+    snprintf(src, sizeof(src), "%s/src", dir);
+    size_t size = 3 * 1024 * 1024 + 17;
+    unsigned char *data = malloc(size);
+    for (size_t i = 0; i < size; i++)
+        data[i] = (unsigned char)(i * 131 + 7);
+    FILE *f = fopen(src, "wb");
+    fwrite(data, 1, size, f);
+    fclose(f);
+
+    ok(tapevol_create(dir, "F00001", "LTO-9", 18000000000000ULL, &err) == 0, "volume created: %s",
+       err.text);
+    tapevol_t *vol = tapevol_open(dir, "F00001", TAPEVOL_RDWR, &err);
+    tapevol_member_t m[2] = {
+        {"bkt", "one", src, -1, size, 0, NULL},
+        {"bkt", "two", src, -1, size, 0, NULL},
+    };
+    tapevol_listing_t *written = NULL;
+    if (!ok(vol && tapevol_append(vol, m, 2, &written, &err) == 0, "two members written: %s",
+            err.text))
+        return done_testing();
+    tapevol_info_t info;
+    tapevol_info(vol, &info, &err);
+
+    simlib_config_t cfg;
+    simlib_config_default(&cfg);
+    cfg.time_scale = 1e-5;
+    simlib_config_add_volume(&cfg, "F00001", info.used, &err);
+    sink_t s = {calloc(1, size), size, 0, 0, "", NULL};
+    simlib_volume_reader_t *rd = simlib_volume_reader_new(dir, &cfg, sink, &s, &err);
+    s.reader = rd;
+    simlib_callbacks_t cb = {on_request, NULL, fetch, &s};
+    sched_options_t opt;
+    sched_options_default(&opt);
+    simlib_t *lib = simlib_new(&cfg, sched_policy_find("job-aware", NULL), &opt, &cb, &err);
+    ok(lib && simlib_start(lib, &err) == 0, "engine running in real time");
+
+    sched_file_t one = {1, 1, {{0, written->entries[0].position, size}}};
+    sched_request_t r1 = {1, 0, 0};
+    simlib_submit(lib, 0, &r1, &one, 1, &err);
+    simlib_wait_idle(lib);
+    ok(s.done == 1 && s.failed == 0, "request complete");
+    ok(memcmp(s.got, data, size) == 0, "the sink received the member's bytes, read from the volume");
+
+    ok(tapevol_fault_add(vol, written->entries[1].position + 100, 10, &err) == 0,
+       "unreadable region on the second member");
+    sched_file_t two = {2, 1, {{0, written->entries[1].position, size}}};
+    sched_request_t r2 = {2, 0, 0};
+    simlib_submit(lib, 0, &r2, &two, 1, &err);
+    simlib_wait_idle(lib);
+    ok(s.done == 2 && s.failed == 1 && strstr(s.why, "unreadable"),
+       "a read into it fails with the volume's reason: %s", s.why);
+    simlib_stats_t st;
+    simlib_stats(lib, &st);
+    is_int(st.violations, 0, "no invariant broken");
+
+    simlib_free(lib);
+    simlib_volume_reader_free(rd);
+    simlib_config_free(&cfg);
+    tapevol_listing_free(written);
+    tapevol_close(vol);
+    free(s.got);
+    free(data);
+    char cmd[4300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        diag("could not remove %s", dir);
+    return done_testing();
+}
