@@ -1,0 +1,182 @@
+/* stageind's archive backends: where recalled bytes come from and where
+ * pushed files go. A backend is a vtable so that other archives (an S3
+ * Glacier-style gateway, an HSM file system: issue 8) plug in beside the
+ * embedded `sim` backend (the simulated tape library of daemon/simlib with
+ * the recall scheduler of daemon/sched and the volume images of
+ * daemon/volume).
+ *
+ * Recall: the caller (the recall service, archive/recall.h) hands the
+ * backend items, each one object with its tape copies, grouped into batches
+ * that share a priority and a deadline (one batch per stage request, which is
+ * what the scheduler optimises: the time each batch completes). The backend
+ * decides mount choice and read order, streams each object's bytes into the
+ * caller's sink (begin / write / commit, or abort), reports progress, and
+ * finally reports every item exactly once through `done`: ok, or failed with
+ * a reason naming volume and position. The backend never touches the
+ * catalog; the caller records what happened.
+ *
+ * An object must not be recalled twice at the same time (the caller dedups);
+ * once `done` reported it, it may be recalled again (after an eviction, or to
+ * retry).
+ *
+ * Archive write: one aggregate (members already in the cache, as files) ->
+ * one archive file on each of ncopies distinct volumes; blocks until every
+ * copy is durable (fsync'd) and returns each member's placement per copy.
+ *
+ * Threads: recall, cancel, archive, status and metrics may be called from any
+ * thread. Sink and event callbacks run on a backend thread: they may take the
+ * caller's locks but must not call back into the backend. */
+#ifndef STAGEIN_ARCHIVE_BACKEND_H
+#define STAGEIN_ARCHIVE_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/checksum.h"
+#include "common/conf.h"
+#include "common/error.h"
+
+#define ARCHIVE_MAX_COPIES 4
+#define ARCHIVE_LABEL_MAX 32
+
+/* ---- configuration: the "archive" group of stagein.conf ------------------- */
+
+/* archive.backend ("sim"), archive.checksum_retries, archive.progress_interval */
+extern const si_conf_key_t archive_conf_keys[];
+
+/* ---- recall ------------------------------------------------------------------ */
+
+/* One tape copy of an object (a row of the catalog's tape_copies). */
+typedef struct {
+    int copy;                          /* 1..N, the catalog's copy number */
+    char volume[ARCHIVE_LABEL_MAX + 1];
+    int64_t file_seq;                  /* archive file on the volume, -1 unknown */
+    uint64_t position;                 /* data offset from BOT */
+    uint64_t length;                   /* bytes on tape */
+} archive_copy_t;
+
+typedef struct {
+    int64_t object_id;                 /* catalog object id */
+    uint64_t size;                     /* expected bytes */
+    char checksum[SI_CHECKSUM_TEXT_MAX]; /* expected "sha256:hex", "" when unknown */
+    int ncopies;                       /* 1..ARCHIVE_MAX_COPIES */
+    archive_copy_t copies[ARCHIVE_MAX_COPIES];
+} archive_item_t;
+
+/* A batch of items that complete together for somebody (a stage request). */
+typedef struct {
+    uint64_t id;                       /* caller's id (the catalog request id) */
+    int priority;                      /* higher first */
+    double deadline;                   /* unix seconds the data is wanted by; 0: none */
+} archive_batch_t;
+
+/* Where one attempt at an item's bytes goes (the cache writer). begin is
+ * called before the first byte of each attempt (an attempt that fails is
+ * aborted and may be followed by another one: a re-read after a checksum
+ * mismatch, another copy); commit verifies size and checksum and makes the
+ * object durable. Any of them returning -1 fails that attempt with err's
+ * text. errno EILSEQ from commit says "the bytes did not match". */
+typedef struct {
+    int (*begin)(void *arg, const archive_item_t *item, void **session, si_error_t *err);
+    int (*write)(void *arg, void *session, const void *buf, size_t len, si_error_t *err);
+    int (*commit)(void *arg, void *session, si_error_t *err);
+    void (*abort)(void *arg, void *session);
+    /* Bytes of the item delivered so far in the current attempt (optional). */
+    void (*progress)(void *arg, int64_t object_id, uint64_t bytes);
+    /* Final outcome of an item: ok (committed), or failed with why (every
+     * copy tried, or cancelled: why then says so). Exactly once per item. */
+    void (*done)(void *arg, int64_t object_id, bool ok, const char *why);
+    void *arg;
+} archive_recall_cb_t;
+
+/* ---- archive write ---------------------------------------------------------- */
+
+typedef struct {
+    const char *bucket;
+    const char *key;
+    const char *path;                  /* the member's bytes (a cache file) */
+    uint64_t size;
+    int64_t mtime;                     /* unix seconds */
+    const char *checksum;              /* expected "sha256:hex", or NULL */
+} archive_member_t;
+
+/* Where one member landed in one copy. */
+typedef struct {
+    int copy;                          /* 1..ncopies */
+    char volume[ARCHIVE_LABEL_MAX + 1];
+    int64_t file_seq;                  /* the archive file's sequence number */
+    uint64_t position;                 /* member data offset from BOT */
+    uint64_t length;                   /* bytes on tape (= size) */
+    uint64_t volume_used;              /* the volume's end of data after the write */
+} archive_placement_t;
+
+/* ---- status ------------------------------------------------------------------- */
+
+typedef struct {
+    const char *backend;               /* "sim" */
+    int drives, drives_busy, drives_failed;
+    int volumes;
+    uint64_t mounts;
+    uint64_t reads, read_failures;     /* completed reads, failed copies */
+    uint64_t bytes_read, bytes_written;
+    uint64_t archive_files_written;
+    uint64_t queued_items, queued_bytes; /* handed over, not yet done */
+    double clock_s;                    /* the backend's own clock (sim: simulated s) */
+} archive_status_t;
+
+/* ---- the vtable ----------------------------------------------------------------- */
+
+typedef struct archive_backend archive_backend_t;
+
+typedef struct {
+    const char *name;
+    /* Queues items (copied) of one batch. All or nothing: on failure no
+     * item is queued and no callback will run for them. */
+    int (*recall)(archive_backend_t *b, const archive_batch_t *batch,
+                  const archive_item_t *items, size_t n, si_error_t *err);
+    /* Nobody wants the object any more: its bytes are not delivered (done
+     * reports it failed with "cancelled"). Returns 1 when it was queued, 0
+     * when unknown or already done. */
+    int (*cancel)(archive_backend_t *b, int64_t object_id);
+    /* One aggregate of n members to ncopies distinct volumes; placements has
+     * n * ncopies entries, placements[i * ncopies + c] for member i, copy
+     * c + 1. Nothing is returned (and no volume changed) on failure. */
+    int (*archive)(archive_backend_t *b, const archive_member_t *members, size_t n,
+                   int ncopies, archive_placement_t *placements, si_error_t *err);
+    int (*status)(archive_backend_t *b, archive_status_t *out, si_error_t *err);
+    /* Appends Prometheus text (per-drive states, mounts, bytes) to out. */
+    void (*metrics)(archive_backend_t *b, FILE *out);
+    /* Stops threads; queued items are not reported. Frees everything. */
+    void (*free)(archive_backend_t *b);
+} archive_backend_ops_t;
+
+struct archive_backend {
+    const archive_backend_ops_t *ops;
+    void *impl;
+};
+
+typedef struct {
+    const si_conf_t *conf;             /* the whole stagein.conf (library.*, tape.*) */
+    const char *state_dir;             /* volumes default to <state_dir>/volumes */
+    archive_recall_cb_t cb;
+} archive_backend_opts_t;
+
+/* The backend archive.backend names (default "sim"), started. */
+archive_backend_t *archive_backend_new(const archive_backend_opts_t *opts, si_error_t *err);
+
+/* Convenience wrappers over the vtable. */
+int archive_recall(archive_backend_t *b, const archive_batch_t *batch,
+                   const archive_item_t *items, size_t n, si_error_t *err);
+int archive_cancel(archive_backend_t *b, int64_t object_id);
+int archive_write(archive_backend_t *b, const archive_member_t *members, size_t n, int ncopies,
+                  archive_placement_t *placements, si_error_t *err);
+int archive_status(archive_backend_t *b, archive_status_t *out, si_error_t *err);
+void archive_metrics(archive_backend_t *b, FILE *out);
+void archive_backend_free(archive_backend_t *b);
+
+/* The `sim` backend (sim.c). */
+archive_backend_t *archive_sim_new(const archive_backend_opts_t *opts, si_error_t *err);
+
+#endif
