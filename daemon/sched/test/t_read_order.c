@@ -82,7 +82,7 @@ int main(void)
         {(uint64_t)(bpw / 4), 1000000},
         {(uint64_t)ceil(2 * bpw), 1000000},
     };
-    size_t perm[3];
+    size_t perm[4];
     ok(read_order(&p, &tru, ORDER_GREEDY, 0, three, 3, NULL, perm, NULL) == 0, "greedy runs");
     ok(perm[0] == 2 && perm[1] == 1 && perm[2] == 0, "greedy: C, B, A (got %zu %zu %zu)",
        perm[0], perm[1], perm[2]);
