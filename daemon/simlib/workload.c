@@ -64,13 +64,14 @@ static int parse_u64(parser_t *p, const char *s, const char *what, uint64_t *out
     return 0;
 }
 
+/* A number >= 0 (seconds, metres). */
 static int parse_seconds(parser_t *p, const char *s, const char *what, double *out)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (!*s || *end || errno || !isfinite(v) || v < 0)
-        return perr(p, "%s: '%s' is not a time in seconds >= 0", what, s);
+        return perr(p, "%s: '%s' is not a number >= 0", what, s);
     *out = v;
     return 0;
 }
@@ -106,11 +107,18 @@ static int st_library(parser_t *p, char **words, int n)
             else
                 c->slots = (int)x;
         } else if ((v = kv(words[i], "profile"))) {
+            double error = c->profile.position_error_m;
             if (tape_profile_builtin(v, &c->profile, p->err) < 0)
                 return perr(p, "%s", p->err->text);
+            c->profile.position_error_m = error;
+        } else if ((v = kv(words[i], "position_error_m"))) {
+            double m;
+            if (parse_seconds(p, v, "position_error_m", &m) < 0)
+                return -1;
+            c->profile.position_error_m = m;
         } else {
-            return perr(p, "library: unknown setting '%s' (drives=, robots=, slots=, profile=)",
-                        words[i]);
+            return perr(p, "library: unknown setting '%s' (drives=, robots=, slots=, profile=, "
+                        "position_error_m=)", words[i]);
         }
     }
     return 0;

@@ -61,7 +61,7 @@ int main(void)
         "decreasing ids");
     bad("volume A fill=1000\nfile 1 10 A:0\nrequest 1 at=0 files=1,9\n",
         "t.wl:3: request names file 9", "unknown file in a request");
-    bad("volume A fill=1000\nfile 1 10 A:0\nrequest 1 at=-4 files=1\n", "t.wl:3: at:",
+    bad("volume A fill=1000\nfile 1 10 A:0\nrequest 1 at=-4 files=1\n", "t.wl:3: at: '-4' is not a number",
         "negative time");
     bad("volume A fill=1000\nfile 1 10 A:0\nrequest 1 files=1\n", "t.wl:3: request 1 needs",
         "missing at=");
@@ -100,6 +100,21 @@ int main(void)
     ok(workload_generate("w4", false, 1, &w, &err) == 0 && w.nfiles == 2000 &&
        w.lib.drives == 1 && w.nrequests == 1, "W4: 2,000 files, one drive, one request");
     workload_free(&w);
+    /* The scheduler plans with positions off by up to 50 m: still correct,
+     * still ahead of linear order. */
+    const char *est = "library drives=1 position_error_m=50\n";
+    ok(workload_parse(est, "e.wl", &w, &err) < 0 && strstr(err.text, "needs at least"),
+       "position_error_m parses (the workload is empty)");
+    workload_t w4;
+    workload_generate("W4", true, 3, &w4, &err);
+    replay_result_t lin, def;
+    workload_replay(&w4, sched_policy_find("linear", NULL), &lin, &err);
+    w4.lib.profile.position_error_m = 50;
+    ok(workload_replay(&w4, sched_policy_find("job-aware", NULL), &def, &err) == 0 &&
+       def.violations == 0 && def.reads == w4.nfiles, "W4 with 50 m position error: all read");
+    ok(def.locate_s < lin.locate_s, "and still less positioning than linear (%.0f vs %.0f s)",
+       def.locate_s, lin.locate_s);
+    workload_free(&w4);
     ok(workload_generate("W9", false, 1, &w, &err) < 0 && strstr(err.text, "W9"),
        "unknown workload: %s", err.text);
     return done_testing();
