@@ -155,11 +155,63 @@ static const char schema_1003[] =
     " END;"
     "CREATE INDEX cache_by_access ON cache(pins, last_access);";
 
+/* Version 1.4: pushes (stage-out). A push groups files one user sent into a
+ * dataset; each file is an object in the push bucket and one push item.
+ * RECEIVING: the body is arriving (never acknowledged; removed at restart);
+ * RECEIVED: in the cache, acknowledged; ARCHIVING: in an archive write;
+ * DURABLE: its tape copies, dataset membership and this state were
+ * committed together; FAILED: with the reason; DISCARDED: a refused upload
+ * being removed. An item RECEIVING, RECEIVED or ARCHIVING holds one pin on
+ * its object's cache row (kept by these triggers, so the cache's LRU never
+ * evicts the only copy of acknowledged data; cache_pins is for requests). */
+static const char schema_1004[] =
+    "CREATE TABLE pushes ("
+    "  id INTEGER PRIMARY KEY,"
+    "  uuid TEXT NOT NULL UNIQUE,"
+    "  uid INTEGER NOT NULL,"
+    "  gid INTEGER NOT NULL,"
+    "  dataset_id INTEGER NOT NULL REFERENCES datasets(id),"
+    "  created REAL NOT NULL,"
+    "  updated REAL NOT NULL"
+    ");"
+    "CREATE TABLE push_items ("
+    "  object_id INTEGER PRIMARY KEY REFERENCES objects(id),"
+    "  push_id INTEGER NOT NULL REFERENCES pushes(id) ON DELETE CASCADE,"
+    "  state TEXT NOT NULL CHECK (state IN"
+    "    ('RECEIVING','RECEIVED','ARCHIVING','DURABLE','FAILED','DISCARDED')),"
+    "  error TEXT,"
+    "  attempts INTEGER NOT NULL DEFAULT 0,"
+    "  received REAL,"
+    "  finished REAL"
+    ");"
+    "CREATE INDEX push_items_by_push ON push_items(push_id);"
+    "CREATE INDEX push_items_by_state ON push_items(state, received);"
+    "CREATE TRIGGER push_items_pin_new_cache_row AFTER INSERT ON cache"
+    "  WHEN EXISTS (SELECT 1 FROM push_items WHERE object_id = NEW.object_id"
+    "               AND state IN ('RECEIVING','RECEIVED','ARCHIVING')) BEGIN"
+    "  UPDATE cache SET pins = pins + 1 WHERE object_id = NEW.object_id;"
+    " END;"
+    "CREATE TRIGGER push_items_unpin_on_state AFTER UPDATE OF state ON push_items"
+    "  WHEN OLD.state IN ('RECEIVING','RECEIVED','ARCHIVING')"
+    "   AND NEW.state NOT IN ('RECEIVING','RECEIVED','ARCHIVING') BEGIN"
+    "  UPDATE cache SET pins = pins - 1 WHERE object_id = NEW.object_id AND pins > 0;"
+    " END;"
+    "CREATE TRIGGER push_items_pin_on_state AFTER UPDATE OF state ON push_items"
+    "  WHEN OLD.state NOT IN ('RECEIVING','RECEIVED','ARCHIVING')"
+    "   AND NEW.state IN ('RECEIVING','RECEIVED','ARCHIVING') BEGIN"
+    "  UPDATE cache SET pins = pins + 1 WHERE object_id = NEW.object_id;"
+    " END;"
+    "CREATE TRIGGER push_items_unpin_on_delete AFTER DELETE ON push_items"
+    "  WHEN OLD.state IN ('RECEIVING','RECEIVED','ARCHIVING') BEGIN"
+    "  UPDATE cache SET pins = pins - 1 WHERE object_id = OLD.object_id AND pins > 0;"
+    " END;";
+
 static const catalog_schema_step_t steps[] = {
     {1000, schema_1000},
     {1001, schema_1001},
     {1002, schema_1002},
     {1003, schema_1003},
+    {1004, schema_1004},
 };
 
 const catalog_schema_step_t *catalog_schema_steps(size_t *count)
