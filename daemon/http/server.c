@@ -25,6 +25,7 @@
 
 typedef struct {
     http_handler_fn fn;
+    const http_stream_ops_t *stream; /* set for streaming routes (fn is NULL) */
     void *arg;
 } handler_t;
 
@@ -57,6 +58,8 @@ struct http_request {
     http_params_t params;
     handler_t *handler;
     http_route_result_t route;
+    void *stream_state;         /* a streaming route's, from its begin */
+    bool stream_begun;
     char allow[64];
     char *body;
     size_t body_len, body_cap;
@@ -98,8 +101,9 @@ http_server_t *http_server_new(const http_server_opts_t *opts, si_error_t *err)
     return s;
 }
 
-int http_server_route(http_server_t *s, const char *method, const char *pattern,
-                      http_handler_fn fn, void *arg, si_error_t *err)
+static int add_route(http_server_t *s, const char *method, const char *pattern,
+                     http_handler_fn fn, const http_stream_ops_t *stream, void *arg,
+                     si_error_t *err)
 {
     if (s->started)
         return si_errprintf(err, "route %s %s: server already started", method, pattern);
@@ -112,9 +116,25 @@ int http_server_route(http_server_t *s, const char *method, const char *pattern,
     if (http_router_add(s->router, method, pattern, (void *)(uintptr_t)(s->nhandlers + 1), err) < 0)
         return -1;
     s->handlers[s->nhandlers].fn = fn;
+    s->handlers[s->nhandlers].stream = stream;
     s->handlers[s->nhandlers].arg = arg;
     s->nhandlers++;
     return 0;
+}
+
+int http_server_route(http_server_t *s, const char *method, const char *pattern,
+                      http_handler_fn fn, void *arg, si_error_t *err)
+{
+    return add_route(s, method, pattern, fn, NULL, arg, err);
+}
+
+int http_server_route_stream(http_server_t *s, const char *method, const char *pattern,
+                             const http_stream_ops_t *ops, void *arg, si_error_t *err)
+{
+    if (!ops || !ops->begin || !ops->data || !ops->end || !ops->cleanup)
+        return si_errprintf(err, "route %s %s: a streaming route needs begin, data, end and"
+                                 " cleanup", method, pattern);
+    return add_route(s, method, pattern, NULL, ops, arg, err);
 }
 
 static listener_t *next_listener(http_server_t *s, si_error_t *err)
@@ -438,6 +458,11 @@ static void append_body(http_request_t *req, const char *data, size_t len)
     req->body[req->body_len] = '\0';
 }
 
+static const http_stream_ops_t *stream_of(const http_request_t *req)
+{
+    return req->handler ? req->handler->stream : NULL;
+}
+
 static void respond_too_large(http_request_t *req)
 {
     atomic_fetch_add(&req->listener->server->too_large, 1);
@@ -460,7 +485,7 @@ static bool respond_early(http_request_t *req)
         return true;
     }
     const char *cl = http_request_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl) {
+    if (cl && !stream_of(req)) {
         char *end;
         errno = 0;
         unsigned long long n = strtoull(cl, &end, 10);
@@ -485,17 +510,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!req)
             return MHD_NO;
         *con_cls = req;
-        respond_early(req);
+        if (!respond_early(req) && stream_of(req)) {
+            req->stream_begun = true;
+            if (req->handler->stream->begin(req, req->handler->arg, &req->stream_state) < 0 &&
+                !req->responded)
+                http_respond_error(req, 500, "internal error: %s %s refused without an answer",
+                                   req->method, req->path);
+        }
         return MHD_YES;
     }
     if (*upload_data_size) {
-        if (!req->responded)
+        if (!req->responded && stream_of(req))
+            req->handler->stream->data(req, req->stream_state, upload_data, *upload_data_size);
+        else if (!req->responded)
             append_body(req, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
     }
     if (req->responded)
         return MHD_YES;
+    if (stream_of(req)) {
+        req->handler->stream->end(req, req->stream_state);
+        if (!req->responded)
+            http_respond_error(req, 500, "internal error: the handler for %s %s gave no answer",
+                               req->method, req->path);
+        return req->responded ? MHD_YES : MHD_NO;
+    }
     if (req->too_large) {
         respond_too_large(req);
         return MHD_YES;
@@ -523,6 +563,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
            req->peer.address, req->method, req->path, req->status, ms,
            req->note[0] ? " " : "", req->note,
            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+    if (req->stream_begun)
+        req->handler->stream->cleanup(req->stream_state,
+                                      toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     request_free(req);
     *con_cls = NULL;
 }

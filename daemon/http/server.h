@@ -51,6 +51,24 @@ http_server_t *http_server_new(const http_server_opts_t *opts, si_error_t *err);
 /* Routes are added before http_server_start. */
 int http_server_route(http_server_t *s, const char *method, const char *pattern,
                       http_handler_fn fn, void *arg, si_error_t *err);
+/* A streaming route, for uploads of any size: the body is handed over in
+ * pieces as it arrives instead of being gathered, and the server's
+ * body_limit does not apply (the route enforces its own). begin runs once
+ * the headers are in and may answer at once (an early error; the body is
+ * then read and dropped): it returns -1 only when it answered. data gets
+ * each piece and cannot answer (libmicrohttpd takes an answer only before
+ * the body or after it): it remembers a failure for end. end runs after the
+ * last piece and answers. cleanup always runs last, with completed false
+ * when the client went away before the end of the body (end did not run). */
+typedef struct {
+    int (*begin)(http_request_t *req, void *arg, void **state);
+    void (*data)(http_request_t *req, void *state, const char *data, size_t len);
+    void (*end)(http_request_t *req, void *state);
+    void (*cleanup)(void *state, bool completed);
+} http_stream_ops_t;
+
+int http_server_route_stream(http_server_t *s, const char *method, const char *pattern,
+                             const http_stream_ops_t *ops, void *arg, si_error_t *err);
 /* bind_addr: numeric IPv4 or IPv6 address; port 0 picks a free port. */
 int http_server_listen_tcp(http_server_t *s, const char *bind_addr, uint16_t port,
                            si_error_t *err);
