@@ -108,8 +108,10 @@ void cache_object_parts(int64_t object_id, char dir0[3], char dir1[3],
                         char name[CACHE_NAME_HEX + 1])
 {
     snprintf(name, CACHE_NAME_HEX + 1, "%016" PRIx64, (uint64_t)object_id);
-    /* the lowest bytes first, so consecutive ids spread over directories */
-    memcpy(dir0, name + 14, 2);
+    /* bits 16-23, then 8-15: 256 consecutive ids share a directory (few
+     * directories to create and fsync while a batch is recalled), and up to
+     * 2^24 ids no directory holds more than 256 files */
+    memcpy(dir0, name + 10, 2);
     dir0[2] = '\0';
     memcpy(dir1, name + 12, 2);
     dir1[2] = '\0';

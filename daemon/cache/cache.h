@@ -6,7 +6,7 @@
  *
  * Layout under the cache directory (never derived from a user-supplied key,
  * so no key can name a path outside it):
- *   objects/<b0>/<b1>/<id as 16 hex digits>   b0, b1: its two lowest bytes
+ *   objects/<b2>/<b1>/<id as 16 hex digits>   b2, b1: bits 16-23 and 8-15
  *   tmp/<id>.<pid>.<n>                        objects being written
  *   lock                                      flock: one process per cache
  *
@@ -204,7 +204,7 @@ int cache_remove(cache_t *c, int64_t object_id, si_error_t *err);
 int cache_flush_access(cache_t *c, si_error_t *err);
 
 /* The object's path relative to the cache directory, from its id alone
- * ("objects/2a/00/000000000000002a"); EINVAL for ids < 1. */
+ * ("objects/00/00/000000000000002a"); EINVAL for ids < 1. */
 int cache_object_path(int64_t object_id, char *buf, size_t size, si_error_t *err);
 
 #endif

@@ -161,7 +161,7 @@ static int file_entry(int dir_fd, const char *name, void *arg)
         return 0;
     /* only a regular file whose name is an id filed under its own directories */
     if (!S_ISREG(st.st_mode) || !is_hex_name(name, CACHE_NAME_HEX) ||
-        memcmp(name + 14, w->d0, 2) != 0 || memcmp(name + 12, w->d1, 2) != 0)
+        memcmp(name + 10, w->d0, 2) != 0 || memcmp(name + 12, w->d1, 2) != 0)
         return stray(w, dir_fd, name);
     uint64_t id = strtoull(name, NULL, 16);
     if (id < 1 || id > INT64_MAX)

@@ -77,7 +77,10 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
     w->object_id = object_id;
     w->expected_size = size;
     w->fd = -1;
-    w->buf_size = c->conf.write_buffer;
+    /* no larger than the object (in whole pages): small objects are common */
+    uint64_t pages = (size + 4095) / 4096 * 4096;
+    w->buf_size = pages < c->conf.write_buffer ? (pages ? (size_t)pages : 4096)
+                                               : c->conf.write_buffer;
     char algorithm[8] = "sha256";
     if (checksum) {
         snprintf(w->expected_sum, sizeof(w->expected_sum), "%s", checksum);
@@ -229,17 +232,22 @@ int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error
     return 0;
 }
 
-/* mkdir + fsync of the parent when the directory is new; returns its fd. */
+/* Opens a directory of the layout, made (and its parent fsync'd) when new;
+ * the usual case, an existing one, costs one openat. Returns its fd. */
 static int object_dir(cache_t *c, int parent, const char *name, si_error_t *err)
 {
-    if (mkdirat(parent, name, 0750) == 0) {
-        if (fsync(parent) < 0)
-            return cache_fail(err, errno, "cache: fsync of %s: %s", c->conf.dir, strerror(errno));
-    } else if (errno != EEXIST) {
-        return cache_fail(err, errno, "cache: cannot create directory %s under %s/objects: %s",
-                          name, c->conf.dir, strerror(errno));
-    }
     int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        if (mkdirat(parent, name, 0750) == 0) {
+            if (fsync(parent) < 0)
+                return cache_fail(err, errno, "cache: fsync of a directory in %s: %s",
+                                  c->conf.dir, strerror(errno));
+        } else if (errno != EEXIST) { /* EEXIST: another writer made it just now */
+            return cache_fail(err, errno, "cache: cannot create directory %s under %s/objects: %s",
+                              name, c->conf.dir, strerror(errno));
+        }
+        fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
     if (fd < 0)
         return cache_fail(err, errno, "cache: cannot open directory %s under %s/objects: %s",
                           name, c->conf.dir, strerror(errno));

@@ -107,7 +107,7 @@ int main(void)
     snprintf(path, sizeof(path), "%s/objects/zz", t.cache_dir);
     mkdir(path, 0750);
     object_file(ids[1], path, sizeof(path));
-    snprintf(other, sizeof(other), "%s/objects/00/00/%016" PRIx64, t.cache_dir, (uint64_t)ids[1]);
+    snprintf(other, sizeof(other), "%s/objects/01/00/%016" PRIx64, t.cache_dir, (uint64_t)ids[1]);
     mkdirs_for(other);
     if (link(path, other) < 0)
         diag("link: %s", strerror(errno));
