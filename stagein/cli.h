@@ -39,5 +39,14 @@ int cli_dispatch(cli_t *cli, const char *group, const cli_command_t *table, int 
 
 int cmd_catalog(cli_t *cli, int argc, char **argv);
 int cmd_tape(cli_t *cli, int argc, char **argv);
+/* The control API client commands (cmd_stage.c). */
+int cmd_request(cli_t *cli, int argc, char **argv);
+int cmd_status(cli_t *cli, int argc, char **argv);
+int cmd_wait(cli_t *cli, int argc, char **argv);
+int cmd_cancel(cli_t *cli, int argc, char **argv);
+int cmd_release(cli_t *cli, int argc, char **argv);
+int cmd_queue(cli_t *cli, int argc, char **argv);
+int cmd_drives(cli_t *cli, int argc, char **argv);
+int cmd_push(cli_t *cli, int argc, char **argv);
 
 #endif

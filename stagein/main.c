@@ -10,6 +10,14 @@
 static const cli_command_t commands[] = {
     {"catalog", cmd_catalog, "query and import into the catalog (admin views, imports, sql)"},
     {"tape", cmd_tape, "the simulated tape library: volumes, archive files, import, faults"},
+    {"request", cmd_request, "ask stageind to stage datasets or files (--wait: until done)"},
+    {"status", cmd_status, "a request's state per file, or your active requests"},
+    {"wait", cmd_wait, "wait for a request to complete, showing progress"},
+    {"cancel", cmd_cancel, "cancel a request's unfinished files"},
+    {"release", cmd_release, "the job no longer needs a request's data: unpin it"},
+    {"queue", cmd_queue, "the active requests in the order stageind serves them"},
+    {"drives", cmd_drives, "the tape drives as stageind reports them"},
+    {"push", cmd_push, "send files to stageind to be archived as a dataset"},
     {NULL, NULL, NULL},
 };
 

@@ -4,6 +4,7 @@
 #include "stagein/schema.h"
 
 #include "catalog/catalog_conf.h"
+#include "daemon/archive/backend.h"
 #include "daemon/cache/cache.h"
 #include "daemon/volume/volume.h"
 #include "daemon/simlib/engine.h"
@@ -15,13 +16,26 @@ static const si_conf_key_t general_keys[] = {
     SI_CONF_KEYS_END,
 };
 
+/* The stagein client's keys (stagein/client.c reads them). Here rather than
+ * in client.c so that stageind, which validates the same file, needs no
+ * libcurl. */
+static const si_conf_key_t client_conf_keys[] = {
+    {"client", SI_CONF_GROUP, 0, 0, NULL},
+    {"client.endpoint", SI_CONF_STRING, 0, 0, NULL},
+    {"client.munge_socket", SI_CONF_STRING, 0, 0, NULL},
+    {"client.timeout", SI_CONF_INT, 1, 86400, NULL},
+    SI_CONF_KEYS_END,
+};
+
 static const si_conf_key_t *const all_schemas[] = {
     general_keys,
     catalog_conf_keys,
     volume_conf_keys,
     stageind_conf_keys,
+    client_conf_keys,
     cache_conf_keys,
     library_conf_keys,
+    archive_conf_keys,
     tape_conf_keys,
     NULL,
 };

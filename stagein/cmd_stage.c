@@ -1,0 +1,811 @@
+/* stagein request / status / wait / cancel / release / queue / drives / push:
+ * the user's side of stageind's control API (doc/control-api.md). */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/table.h"
+#include "common/text.h"
+#include "stagein/cli.h"
+#include "stagein/client.h"
+#include "stagein/drives.h"
+#include "stagein/progress.h"
+#include "stagein/stage_args.h"
+
+/* Exit status of `wait` when the timeout ran out (1: failed, 2: usage). */
+#define EXIT_TIMEOUT 3
+/* How often `wait` asks; plain lines are written at most this often unless
+ * the state or the number of finished files changed. */
+#define POLL_TTY_S 0.5
+#define POLL_PLAIN_S 1.0
+#define PLAIN_LINE_EVERY_S 5.0
+/* Failed files listed when a request FAILED. */
+#define FAILED_FILES_SHOWN 20
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static client_t *open_client(cli_t *cli, const char *endpoint, si_error_t *err)
+{
+    si_conf_t *conf = cli_conf(cli, err);
+    if (!conf)
+        return NULL;
+    client_address_t addr;
+    if (client_resolve_endpoint(endpoint, conf, &addr, err) < 0)
+        return NULL;
+    client_opts_t o = {.endpoint = addr.text, .source = addr.source};
+    client_conf_opts(conf, &o);
+    return client_new(&o, err);
+}
+
+/* The daemon's JSON as it sent it. */
+static void print_body(const client_reply_t *r)
+{
+    fwrite(r->body, 1, r->len, stdout);
+    if (r->len == 0 || r->body[r->len - 1] != '\n')
+        putchar('\n');
+}
+
+static int print_table(cli_t *cli, si_table_t *t, bool json)
+{
+    if (!t)
+        return cli_fail(cli, "out of memory");
+    int rc = si_table_print(t, stdout, json) == 0 ? 0 : cli_fail(cli, "write error");
+    si_table_free(t);
+    return rc;
+}
+
+/* A request id goes into a URL path: letters, digits and '-' only. */
+static int check_id(const char *id, si_error_t *err)
+{
+    size_t len = strlen(id);
+    if (len == 0 || len > 64 ||
+        strspn(id, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-") != len)
+        return si_errprintf(err, "bad request id '%.80s'", id);
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_s(double s)
+{
+    if (s <= 0)
+        return;
+    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static int terminal_width(void)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40)
+        return ws.ws_col;
+    return 80;
+}
+
+/* Rows of a JSON array of objects as a table with the given columns. */
+static si_table_t *json_rows_table(const json_t *rows, const si_column_t *cols, size_t ncols,
+                                   long only_uid)
+{
+    si_table_t *t = si_table_new(cols, ncols);
+    size_t i;
+    const json_t *row;
+    json_array_foreach(rows, i, row) {
+        if (!t)
+            break;
+        if (only_uid >= 0 && json_integer_value(json_object_get(row, "uid")) != only_uid)
+            continue;
+        int rc = si_table_row(t);
+        for (size_t c = 0; c < ncols; c++) {
+            const json_t *v = json_object_get(row, cols[c].name);
+            if (json_is_string(v))
+                rc |= si_table_str(t, json_string_value(v));
+            else if (json_is_integer(v))
+                rc |= si_table_int(t, (int64_t)json_integer_value(v));
+            else if (json_is_real(v))
+                rc |= si_table_real(t, json_real_value(v));
+            else
+                rc |= si_table_null(t);
+        }
+        if (rc != 0) {
+            si_table_free(t);
+            t = NULL;
+        }
+    }
+    return t;
+}
+
+/* --endpoint and --json, parsed with each command's own options. */
+typedef struct {
+    const char *endpoint;
+    bool json;
+} conn_opts_t;
+
+#define CONN_OPTIONS {"endpoint", required_argument, NULL, 'e'}, {"json", no_argument, NULL, 'j'}
+
+static bool conn_option(int opt, conn_opts_t *o)
+{
+    if (opt == 'e')
+        o->endpoint = optarg;
+    else if (opt == 'j')
+        o->json = true;
+    else
+        return false;
+    return true;
+}
+
+/* ---- wait --------------------------------------------------------------------- */
+
+/* How a finished request ends the wait: 0 when COMPLETED, else 1 with the
+ * daemon's error and the failed files' errors. */
+static int outcome(cli_t *cli, const progress_status_t *s, const json_t *status)
+{
+    if (strcmp(s->state, "COMPLETED") == 0)
+        return 0;
+    if (strcmp(s->state, "FAILED") != 0)
+        return cli_fail(cli, "request %s was %s: %lld of %lld files completed", s->id, s->state,
+                        (long long)s->files_completed, (long long)s->files_total);
+    const char *error = json_string_value(json_object_get(status, "error"));
+    cli_fail(cli, "request %s FAILED: %s", s->id,
+             error ? error : "some files failed");
+    size_t i, shown = 0, failed = 0;
+    const json_t *f;
+    json_array_foreach(json_object_get(status, "files"), i, f) {
+        if (strcmp(json_string_value(json_object_get(f, "state")) ?: "", "FAILED") != 0)
+            continue;
+        if (shown++ < FAILED_FILES_SHOWN)
+            cli_fail(cli, "  %s: %s", json_string_value(json_object_get(f, "path")) ?: "?",
+                     json_string_value(json_object_get(f, "error")) ?: "failed");
+        failed++;
+    }
+    if (failed > FAILED_FILES_SHOWN)
+        cli_fail(cli, "  ... and %zu more failed files", failed - FAILED_FILES_SHOWN);
+    return 1;
+}
+
+/* Polls the request until it ends or timeout_s (0: none) passes, showing
+ * progress: a bar redrawn in place on a terminal, else plain lines; with
+ * json, nothing until the final status. */
+static int wait_request(cli_t *cli, client_t *c, const char *id, double timeout_s, bool json)
+{
+    bool tty = !json && isatty(STDOUT_FILENO);
+    char path[128];
+    snprintf(path, sizeof(path), "/api/v1/stage/%s", id);
+    client_request_t get = {.method = "GET", .path = path};
+    progress_rate_t rate;
+    progress_rate_init(&rate);
+    double start = now_s(), last_line = -1e9;
+    char last_state[16] = "";
+    int64_t last_files = -1, last_bytes = -1;
+    bool bar_drawn = false;
+    int rc;
+
+    for (;;) {
+        client_reply_t r;
+        si_error_t err;
+        progress_status_t s;
+        if (client_send(c, &get, &r, &err) < 0 ||
+            progress_status_from_json(r.json, &s, &err) < 0) {
+            if (bar_drawn)
+                putchar('\n');
+            client_reply_free(&r);
+            return cli_fail(cli, "%s", err.text);
+        }
+        double t = now_s();
+        progress_rate_add(&rate, t, s.bytes_done);
+        double bps = progress_rate(&rate);
+        bool final = progress_state_final(s.state);
+        char line[512];
+        if (tty) {
+            printf("\r%s\033[K", progress_bar(&s, bps, terminal_width(), line, sizeof(line)));
+            bar_drawn = true;
+            if (final)
+                putchar('\n');
+        } else if (!json && (strcmp(s.state, last_state) != 0 ||
+                             s.files_completed + s.files_failed != last_files ||
+                             (s.bytes_done != last_bytes && t - last_line >= PLAIN_LINE_EVERY_S))) {
+            puts(progress_line(&s, bps, line, sizeof(line)));
+            last_line = t;
+            snprintf(last_state, sizeof(last_state), "%s", s.state);
+            last_files = s.files_completed + s.files_failed;
+            last_bytes = s.bytes_done;
+        }
+        fflush(stdout);
+        if (final) {
+            if (json)
+                print_body(&r);
+            rc = outcome(cli, &s, r.json);
+            client_reply_free(&r);
+            return rc;
+        }
+        if (timeout_s > 0 && t - start >= timeout_s) {
+            if (bar_drawn)
+                putchar('\n');
+            if (json)
+                print_body(&r);
+            char waited[32];
+            cli_fail(cli, "timed out after %s waiting for request %s (%s, %lld of %lld files"
+                          " completed)", si_format_duration(t - start, waited, sizeof(waited)),
+                     id, s.state, (long long)s.files_completed, (long long)s.files_total);
+            client_reply_free(&r);
+            return EXIT_TIMEOUT;
+        }
+        client_reply_free(&r);
+        double pause = tty ? POLL_TTY_S : POLL_PLAIN_S;
+        if (timeout_s > 0 && start + timeout_s - t < pause)
+            pause = start + timeout_s - t;
+        sleep_s(pause);
+    }
+}
+
+static int parse_timeout(cli_t *cli, const char *text, double *out)
+{
+    int64_t s;
+    si_error_t err;
+    if (stage_parse_duration(text, &s, &err) < 0)
+        return cli_fail(cli, "--timeout: %s", err.text);
+    *out = (double)s;
+    return 0;
+}
+
+/* ---- request ------------------------------------------------------------------ */
+
+static const char request_usage[] =
+    "usage: stagein request DATASET... [--file BUCKET/KEY]... [--manifest FILE] [--job ID]\n"
+    "                       [--priority N] [--deadline TIME] [--pin-lifetime DURATION]\n"
+    "                       [--wait [--timeout DURATION]] [--endpoint URL|unix:PATH] [--json]\n";
+
+int cmd_request(cli_t *cli, int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"file", required_argument, NULL, 'f'},
+        {"manifest", required_argument, NULL, 'm'},
+        {"job", required_argument, NULL, 'J'},
+        {"priority", required_argument, NULL, 'p'},
+        {"deadline", required_argument, NULL, 'd'},
+        {"pin-lifetime", required_argument, NULL, 'l'},
+        {"wait", no_argument, NULL, 'w'},
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        CONN_OPTIONS,
+        {NULL, 0, NULL, 0},
+    };
+    stage_opts_t so = {0};
+    conn_opts_t co = {0};
+    const char *manifest_path = NULL;
+    bool wait = false;
+    double timeout_s = 0;
+    si_error_t err;
+    int rc = 2, opt;
+    const char **files = calloc((size_t)argc, sizeof(*files));
+    char *manifest = NULL;
+    json_t *body = NULL;
+    char *text = NULL;
+    client_t *c = NULL;
+    client_reply_t r = {0};
+    if (!files)
+        return cli_fail(cli, "out of memory");
+    so.files = files;
+    so.job = getenv("SLURM_JOB_ID");
+    if (so.job && !*so.job)
+        so.job = NULL;
+
+    optind = 0; /* GNU getopt: 0 re-initialises its state */
+    while ((opt = getopt_long(argc, argv, "f:m:J:p:d:l:wt:he:j", options, NULL)) != -1) {
+        if (conn_option(opt, &co))
+            continue;
+        switch (opt) {
+        case 'f':
+            files[so.nfiles++] = optarg;
+            break;
+        case 'm':
+            if (manifest_path) {
+                rc = cli_fail(cli, "--manifest given twice: list every file in one manifest");
+                goto done;
+            }
+            manifest_path = optarg;
+            break;
+        case 'J':
+            so.job = optarg;
+            break;
+        case 'p':
+            if (stage_parse_priority(optarg, &so.priority, &err) < 0) {
+                rc = cli_fail(cli, "--priority: %s", err.text);
+                goto done;
+            }
+            so.has_priority = true;
+            break;
+        case 'd':
+            if (stage_parse_deadline(optarg, time(NULL), &so.deadline, &err) < 0) {
+                rc = cli_fail(cli, "--deadline: %s", err.text);
+                goto done;
+            }
+            break;
+        case 'l':
+            if (stage_parse_duration(optarg, &so.pin_lifetime, &err) < 0) {
+                rc = cli_fail(cli, "--pin-lifetime: %s", err.text);
+                goto done;
+            }
+            break;
+        case 'w':
+            wait = true;
+            break;
+        case 't':
+            if (parse_timeout(cli, optarg, &timeout_s) != 0) {
+                rc = 2;
+                goto done;
+            }
+            break;
+        case 'h':
+            fputs(request_usage, stdout);
+            rc = 0;
+            goto done;
+        default:
+            fputs(request_usage, stderr);
+            goto done;
+        }
+    }
+    if (timeout_s > 0 && !wait) {
+        rc = cli_fail(cli, "--timeout needs --wait");
+        goto done;
+    }
+    so.datasets = (const char **)argv + optind;
+    so.ndatasets = (size_t)(argc - optind);
+    if (manifest_path) {
+        if (!(manifest = stage_read_manifest(manifest_path, &err))) {
+            rc = cli_fail(cli, "%s", err.text);
+            goto done;
+        }
+        so.manifest = manifest;
+    }
+    if (!(body = stage_request_body(&so, &err))) {
+        cli_fail(cli, "%s", err.text);
+        fputs(request_usage, stderr);
+        goto done;
+    }
+    if (!(text = json_dumps(body, JSON_COMPACT))) {
+        rc = cli_fail(cli, "out of memory");
+        goto done;
+    }
+    if (!(c = open_client(cli, co.endpoint, &err))) {
+        rc = cli_fail(cli, "%s", err.text);
+        goto done;
+    }
+    client_request_t post = {.method = "POST", .path = "/api/v1/stage", .json_body = text};
+    if (client_send(c, &post, &r, &err) < 0) {
+        rc = cli_fail(cli, "%s", err.text);
+        goto done;
+    }
+    const char *id = json_string_value(json_object_get(r.json, "requestId"));
+    if (!id || check_id(id, &err) < 0) {
+        rc = cli_fail(cli, "stageind's answer names no request id: %.200s", r.body);
+        goto done;
+    }
+    if (co.json && !wait) {
+        print_body(&r);
+    } else if (!co.json) {
+        char bytes[32];
+        printf("request %s: %lld files, %s\n", id,
+               (long long)json_integer_value(json_object_get(r.json, "files")),
+               si_format_bytes((uint64_t)json_integer_value(json_object_get(r.json, "bytes")),
+                               bytes, sizeof(bytes)));
+        fflush(stdout);
+    }
+    rc = wait ? wait_request(cli, c, id, timeout_s, co.json) : 0;
+done:
+    client_reply_free(&r);
+    client_free(c);
+    free(text);
+    json_decref(body);
+    free(manifest);
+    free(files);
+    return rc;
+}
+
+/* ---- status, wait, cancel, release ---------------------------------------------- */
+
+/* Parses [--json] [--endpoint E] [--timeout D] and `npos` positional
+ * arguments (npos < 0: 0 or 1). Returns -1 to go on, else an exit status. */
+static int simple_args(cli_t *cli, int argc, char **argv, const char *usage, int npos,
+                       bool timeout_ok, conn_opts_t *co, double *timeout_s)
+{
+    static const struct option options[] = {
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        CONN_OPTIONS,
+        {NULL, 0, NULL, 0},
+    };
+    int opt;
+    memset(co, 0, sizeof(*co));
+    optind = 0; /* GNU getopt: 0 re-initialises its state */
+    while ((opt = getopt_long(argc, argv, "t:he:j", options, NULL)) != -1) {
+        if (conn_option(opt, co))
+            continue;
+        if (opt == 't' && timeout_ok) {
+            if (parse_timeout(cli, optarg, timeout_s) != 0)
+                return 2;
+        } else if (opt == 'h') {
+            printf("usage: stagein %s\n", usage);
+            return 0;
+        } else {
+            fprintf(stderr, "usage: stagein %s\n", usage);
+            return 2;
+        }
+    }
+    int n = argc - optind;
+    if (npos >= 0 ? n != npos : n > 1) {
+        fprintf(stderr, "usage: stagein %s\n", usage);
+        return 2;
+    }
+    si_error_t err;
+    if (n == 1 && npos != 0 && check_id(argv[optind], &err) < 0)
+        return cli_fail(cli, "%s", err.text);
+    return -1;
+}
+
+static void print_request(const json_t *j)
+{
+    char a[32], b[32], when[64];
+    const json_t *job = json_object_get(j, "job"), *eta = json_object_get(j, "eta");
+    const json_t *deadline = json_object_get(j, "deadline");
+    printf("request   %s\n", json_string_value(json_object_get(j, "id")));
+    printf("state     %s\n", json_string_value(json_object_get(j, "state")));
+    printf("job       %s\n", json_is_string(job) ? json_string_value(job) : "-");
+    printf("priority  %lld\n", (long long)json_integer_value(json_object_get(j, "priority")));
+    if (json_is_integer(deadline)) {
+        time_t t = (time_t)json_integer_value(deadline);
+        struct tm tm;
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z", localtime_r(&t, &tm));
+        printf("deadline  %s\n", when);
+    }
+    printf("files     %lld of %lld completed, %lld failed\n",
+           (long long)json_integer_value(json_object_get(j, "filesCompleted")),
+           (long long)json_integer_value(json_object_get(j, "filesTotal")),
+           (long long)json_integer_value(json_object_get(j, "filesFailed")));
+    printf("bytes     %s of %s\n",
+           si_format_bytes((uint64_t)json_integer_value(json_object_get(j, "bytesDone")), a,
+                           sizeof(a)),
+           si_format_bytes((uint64_t)json_integer_value(json_object_get(j, "bytesTotal")), b,
+                           sizeof(b)));
+    json_int_t position = json_integer_value(json_object_get(j, "queuePosition"));
+    if (position > 0)
+        printf("queue     #%lld\n", (long long)position);
+    printf("eta       %s\n", json_is_number(eta)
+                                 ? si_format_duration(json_number_value(eta), a, sizeof(a))
+                                 : "-");
+    const char *error = json_string_value(json_object_get(j, "error"));
+    if (error)
+        printf("error     %s\n", error);
+    putchar('\n');
+}
+
+/* The active requests of the caller (root: everyone's), from the queue. */
+static int status_mine(cli_t *cli, client_t *c, bool json)
+{
+    static const si_column_t cols[] = {
+        {"position", SI_COL_INT}, {"request", SI_COL_STR},     {"state", SI_COL_STR},
+        {"job", SI_COL_STR},      {"priority", SI_COL_INT},    {"files", SI_COL_INT},
+        {"files_done", SI_COL_INT}, {"bytes", SI_COL_BYTES}, {"bytes_done", SI_COL_BYTES},
+    };
+    client_request_t get = {.method = "GET", .path = "/api/v1/queue"};
+    client_reply_t r;
+    si_error_t err;
+    int rc;
+    if (client_send(c, &get, &r, &err) < 0) {
+        rc = cli_fail(cli, "%s", err.text);
+        goto done;
+    }
+    const json_t *queue = json_object_get(r.json, "queue");
+    if (!json_is_array(queue)) {
+        rc = cli_fail(cli, "stageind's queue answer has no 'queue' array: %.200s", r.body);
+        goto done;
+    }
+    long me = getuid() == 0 ? -1 : (long)getuid();
+    if (json) {
+        json_t *mine = json_array();
+        size_t i;
+        json_t *row;
+        json_array_foreach(queue, i, row)
+            if (me < 0 || json_integer_value(json_object_get(row, "uid")) == me)
+                json_array_append(mine, row);
+        json_t *out = json_pack("{s:o}", "queue", mine);
+        rc = out && json_dumpf(out, stdout, JSON_COMPACT) == 0 ? 0 : cli_fail(cli, "write error");
+        putchar('\n');
+        json_decref(out);
+    } else {
+        rc = print_table(cli, json_rows_table(queue, cols, sizeof(cols) / sizeof(cols[0]), me),
+                         false);
+    }
+done:
+    client_reply_free(&r);
+    return rc;
+}
+
+int cmd_status(cli_t *cli, int argc, char **argv)
+{
+    static const si_column_t cols[] = {
+        {"path", SI_COL_STR},       {"state", SI_COL_STR}, {"size", SI_COL_BYTES},
+        {"bytesDone", SI_COL_BYTES}, {"error", SI_COL_STR},
+    };
+    conn_opts_t co;
+    int rc = simple_args(cli, argc, argv, "status [ID] [--endpoint URL|unix:PATH] [--json]", -1,
+                         false, &co, NULL);
+    if (rc >= 0)
+        return rc;
+    si_error_t err;
+    client_t *c = open_client(cli, co.endpoint, &err);
+    if (!c)
+        return cli_fail(cli, "%s", err.text);
+    if (optind == argc) {
+        rc = status_mine(cli, c, co.json);
+        client_free(c);
+        return rc;
+    }
+    char path[128];
+    snprintf(path, sizeof(path), "/api/v1/stage/%s", argv[optind]);
+    client_request_t get = {.method = "GET", .path = path};
+    client_reply_t r;
+    if (client_send(c, &get, &r, &err) < 0) {
+        rc = cli_fail(cli, "%s", err.text);
+    } else if (co.json) {
+        print_body(&r);
+        rc = 0;
+    } else if (!json_is_object(r.json)) {
+        rc = cli_fail(cli, "stageind's status is not a JSON object: %.200s", r.body);
+    } else {
+        print_request(r.json);
+        rc = print_table(cli, json_rows_table(json_object_get(r.json, "files"), cols,
+                                              sizeof(cols) / sizeof(cols[0]), -1),
+                         false);
+    }
+    client_reply_free(&r);
+    client_free(c);
+    return rc;
+}
+
+int cmd_wait(cli_t *cli, int argc, char **argv)
+{
+    conn_opts_t co;
+    double timeout_s = 0;
+    int rc = simple_args(cli, argc, argv,
+                         "wait ID [--timeout DURATION] [--endpoint URL|unix:PATH] [--json]", 1,
+                         true, &co, &timeout_s);
+    if (rc >= 0)
+        return rc;
+    si_error_t err;
+    client_t *c = open_client(cli, co.endpoint, &err);
+    if (!c)
+        return cli_fail(cli, "%s", err.text);
+    rc = wait_request(cli, c, argv[optind], timeout_s, co.json);
+    client_free(c);
+    return rc;
+}
+
+/* cancel and release: one POST, the new state in the answer. */
+static int end_request(cli_t *cli, int argc, char **argv, const char *usage,
+                       const char *path_fmt)
+{
+    conn_opts_t co;
+    int rc = simple_args(cli, argc, argv, usage, 1, false, &co, NULL);
+    if (rc >= 0)
+        return rc;
+    const char *id = argv[optind];
+    si_error_t err;
+    client_t *c = open_client(cli, co.endpoint, &err);
+    if (!c)
+        return cli_fail(cli, "%s", err.text);
+    char path[160];
+    snprintf(path, sizeof(path), path_fmt, id);
+    client_request_t post = {.method = "POST", .path = path};
+    client_reply_t r;
+    if (client_send(c, &post, &r, &err) < 0) {
+        rc = cli_fail(cli, "%s", err.text);
+    } else {
+        if (co.json)
+            print_body(&r);
+        else
+            printf("request %s: %s\n", id,
+                   json_string_value(json_object_get(r.json, "state")) ?: "done");
+        rc = 0;
+    }
+    client_reply_free(&r);
+    client_free(c);
+    return rc;
+}
+
+int cmd_cancel(cli_t *cli, int argc, char **argv)
+{
+    return end_request(cli, argc, argv, "cancel ID [--endpoint URL|unix:PATH] [--json]",
+                       "/api/v1/stage/%s/cancel");
+}
+
+int cmd_release(cli_t *cli, int argc, char **argv)
+{
+    return end_request(cli, argc, argv, "release ID [--endpoint URL|unix:PATH] [--json]",
+                       "/api/v1/release/%s");
+}
+
+/* ---- queue, drives ---------------------------------------------------------------- */
+
+int cmd_queue(cli_t *cli, int argc, char **argv)
+{
+    static const si_column_t cols[] = {
+        {"position", SI_COL_INT},   {"request", SI_COL_STR}, {"uid", SI_COL_INT},
+        {"job", SI_COL_STR},        {"priority", SI_COL_INT}, {"state", SI_COL_STR},
+        {"files", SI_COL_INT},      {"files_done", SI_COL_INT}, {"bytes", SI_COL_BYTES},
+        {"bytes_done", SI_COL_BYTES},
+    };
+    conn_opts_t co;
+    int rc = simple_args(cli, argc, argv, "queue [--endpoint URL|unix:PATH] [--json]", 0, false,
+                         &co, NULL);
+    if (rc >= 0)
+        return rc;
+    si_error_t err;
+    client_t *c = open_client(cli, co.endpoint, &err);
+    if (!c)
+        return cli_fail(cli, "%s", err.text);
+    client_request_t get = {.method = "GET", .path = "/api/v1/queue"};
+    client_reply_t r;
+    if (client_send(c, &get, &r, &err) < 0) {
+        rc = cli_fail(cli, "%s", err.text);
+    } else if (co.json) {
+        print_body(&r);
+        rc = 0;
+    } else if (!json_is_array(json_object_get(r.json, "queue"))) {
+        rc = cli_fail(cli, "stageind's queue answer has no 'queue' array: %.200s", r.body);
+    } else {
+        rc = print_table(cli, json_rows_table(json_object_get(r.json, "queue"), cols,
+                                              sizeof(cols) / sizeof(cols[0]), -1),
+                         false);
+    }
+    client_reply_free(&r);
+    client_free(c);
+    return rc;
+}
+
+int cmd_drives(cli_t *cli, int argc, char **argv)
+{
+    conn_opts_t co;
+    int rc = simple_args(cli, argc, argv, "drives [--endpoint URL|unix:PATH] [--json]", 0, false,
+                         &co, NULL);
+    if (rc >= 0)
+        return rc;
+    si_error_t err;
+    client_t *c = open_client(cli, co.endpoint, &err);
+    if (!c)
+        return cli_fail(cli, "%s", err.text);
+    client_request_t get = {.method = "GET", .path = "/metrics", .anonymous = true};
+    client_reply_t r;
+    si_table_t *t = NULL;
+    if (client_send(c, &get, &r, &err) < 0 || !(t = drives_table(r.body, &err))) {
+        rc = cli_fail(cli, "%s", err.text);
+    } else if (si_table_rows(t) == 0 && !co.json) {
+        printf("stageind reports no drives (no metric with a drive label in /metrics)\n");
+        rc = 0;
+    } else {
+        rc = si_table_print(t, stdout, co.json) == 0 ? 0 : cli_fail(cli, "write error");
+    }
+    si_table_free(t);
+    client_reply_free(&r);
+    client_free(c);
+    return rc;
+}
+
+/* ---- push --------------------------------------------------------------------------- */
+
+/* Sends one file as the body of POST /api/v1/push?dataset=NAME&name=BASENAME. */
+static int push_file(client_t *c, const char *dataset, const char *file, client_reply_t *r,
+                     si_error_t *err)
+{
+    memset(r, 0, sizeof(*r));
+    FILE *f = fopen(file, "rb");
+    if (!f)
+        return si_errprintf(err, "%s: %s", file, strerror(errno));
+    struct stat st;
+    char *copy = strdup(file), *ds = client_escape(dataset), *name = NULL, *path = NULL;
+    int rc = -1;
+    if (fstat(fileno(f), &st) < 0) {
+        si_errprintf(err, "%s: %s", file, strerror(errno));
+        goto done;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        si_errprintf(err, "%s: not a regular file", file);
+        goto done;
+    }
+    if (!copy || !ds || !(name = client_escape(basename(copy))) ||
+        asprintf(&path, "/api/v1/push?dataset=%s&name=%s", ds, name) < 0) {
+        path = NULL;
+        si_errprintf(err, "out of memory");
+        goto done;
+    }
+    client_request_t post = {.method = "POST", .path = path, .upload = f,
+                             .upload_size = (int64_t)st.st_size};
+    rc = client_send(c, &post, r, err);
+    if (rc < 0)
+        si_errprefix(err, "push %s", file);
+done:
+    fclose(f);
+    free(copy);
+    free(ds);
+    free(name);
+    free(path);
+    return rc;
+}
+
+static const char push_usage[] =
+    "usage: stagein push PATH... --dataset NAME [--endpoint URL|unix:PATH] [--json]\n";
+
+int cmd_push(cli_t *cli, int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"dataset", required_argument, NULL, 'D'},
+        {"help", no_argument, NULL, 'h'},
+        CONN_OPTIONS,
+        {NULL, 0, NULL, 0},
+    };
+    conn_opts_t co = {0};
+    const char *dataset = NULL;
+    int opt;
+    optind = 0; /* GNU getopt: 0 re-initialises its state */
+    while ((opt = getopt_long(argc, argv, "D:he:j", options, NULL)) != -1) {
+        if (conn_option(opt, &co))
+            continue;
+        if (opt == 'D') {
+            dataset = optarg;
+        } else if (opt == 'h') {
+            fputs(push_usage, stdout);
+            return 0;
+        } else {
+            fputs(push_usage, stderr);
+            return 2;
+        }
+    }
+    if (!dataset || optind == argc) {
+        fputs(push_usage, stderr);
+        return 2;
+    }
+    si_error_t err;
+    client_t *c = open_client(cli, co.endpoint, &err);
+    if (!c)
+        return cli_fail(cli, "%s", err.text);
+    json_t *answers = json_array();
+    int rc = 0;
+    for (int i = optind; i < argc && rc == 0; i++) {
+        client_reply_t r;
+        if (push_file(c, dataset, argv[i], &r, &err) < 0) {
+            rc = cli_fail(cli, "%s", err.text);
+        } else if (co.json) {
+            json_array_append(answers, r.json ? r.json : json_null());
+        } else {
+            struct stat st;
+            char bytes[32];
+            printf("pushed %s (%s) to dataset %s\n", argv[i],
+                   si_format_bytes(stat(argv[i], &st) == 0 ? (uint64_t)st.st_size : 0, bytes,
+                                   sizeof(bytes)),
+                   dataset);
+        }
+        client_reply_free(&r);
+    }
+    if (co.json && rc == 0) {
+        if (json_dumpf(answers, stdout, JSON_COMPACT) != 0)
+            rc = cli_fail(cli, "write error");
+        putchar('\n');
+    }
+    json_decref(answers);
+    client_free(c);
+    return rc;
+}
