@@ -1,6 +1,7 @@
 /* stageind: the staging daemon. main() is a ladder: options, configuration,
- * log, detach, lock, catalog, recovery, control API, pid file, run, then
- * teardown in reverse order. Signals only set flags. */
+ * log, detach, lock, catalog, recovery, cache and recall service, control
+ * API, pid file, run, then teardown in reverse order. Signals only set
+ * flags. */
 #include "config.h"
 
 #include <errno.h>
@@ -15,6 +16,8 @@
 #include "catalog/requests.h"
 #include "common/conf.h"
 #include "common/log.h"
+#include "daemon/archive/recall.h"
+#include "daemon/cache/cache.h"
 #include "daemon/control/control.h"
 #include "daemon/http/server.h"
 #include "daemon/process.h"
@@ -208,7 +211,9 @@ int main(int argc, char **argv)
     si_conf_t *conf = NULL;
     si_log_t *log = NULL;
     int notify_fd = -1, lock_fd = -1;
-    catalog_t *cat = NULL;
+    catalog_t *cat = NULL, *cache_cat = NULL;
+    cache_t *cache = NULL;
+    recall_service_t *recall = NULL;
     control_t *ctl = NULL;
     http_server_t *http = NULL;
     bool pid_written = false;
@@ -218,8 +223,6 @@ int main(int argc, char **argv)
 
     if (!(conf = load_conf(o.config_path, &err)) || stageind_settings(conf, &o.over, &s, &err) < 0)
         goto early_error;
-    si_conf_free(conf);
-    conf = NULL;
     si_log_opts_t lo = log_opts(&s, o.foreground);
     if (!(log = si_log_open(&lo, &err)))
         goto early_error;
@@ -245,12 +248,26 @@ int main(int argc, char **argv)
                                " again", s.catalog, (unsigned long long)rec.active_requests,
            (unsigned long long)rec.requeued_items);
 
+    /* The cache has a catalog connection of its own (cache.h). */
+    cache_conf_t cc;
+    if (cache_conf_from(conf, s.state_dir, &cc, &err) < 0 ||
+        !(cache_cat = catalog_open(s.catalog, 0, &err)) ||
+        !(cache = cache_open(&cc, cache_cat, &err)))
+        goto error;
+    recall_opts_t ro = {.conf = conf, .state_dir = s.state_dir, .catalog_path = s.catalog,
+                        .cache = cache, .log = log};
+    if (!(recall = recall_service_start(&ro, &err)))
+        goto error;
+    si_conf_free(conf); /* read again on HUP */
+    conf = NULL;
+
     control_opts_t co = control_opts(&s, cat, log);
     http_server_opts_t ho = {.body_limit = s.body_limit, .timeout_s = s.timeout_s,
                              .threads = s.threads, .name = "control", .log = log};
     if (!(ctl = control_new(&co, &err)) || !(http = http_server_new(&ho, &err)) ||
         control_routes(ctl, http, &err) < 0)
         goto error;
+    control_set_metrics_hook(ctl, recall_service_metrics, recall);
     if (s.port >= 0 && http_server_listen_tcp(http, s.bind, (uint16_t)s.port, &err) < 0)
         goto error;
     if (s.socket[0] && http_server_listen_unix(http, s.socket, s.socket_mode, &err) < 0)
@@ -284,7 +301,11 @@ error:
     }
     http_server_free(http);   /* waits for running handlers */
     control_free(ctl);
+    recall_service_stop(recall); /* in-flight items stay STARTED: requeued at start */
+    cache_close(cache);
+    catalog_close(cache_cat);
     catalog_close(cat);
+    si_conf_free(conf);
     if (pid_written)
         unlink(s.pid_file);
     process_unlock(lock_fd);

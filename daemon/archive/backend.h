@@ -24,8 +24,9 @@
  * copy is durable (fsync'd) and returns each member's placement per copy.
  *
  * Threads: recall, cancel, archive, status and metrics may be called from any
- * thread. Sink and event callbacks run on a backend thread: they may take the
- * caller's locks but must not call back into the backend. */
+ * thread. Sink and event callbacks run on a backend thread with the backend's
+ * locks held: they must not call back into the backend, and a caller must not
+ * hold a lock that its callbacks take while it calls the backend. */
 #ifndef STAGEIN_ARCHIVE_BACKEND_H
 #define STAGEIN_ARCHIVE_BACKEND_H
 
@@ -77,7 +78,8 @@ typedef struct {
  * aborted and may be followed by another one: a re-read after a checksum
  * mismatch, another copy); commit verifies size and checksum and makes the
  * object durable. Any of them returning -1 fails that attempt with err's
- * text. errno EILSEQ from commit says "the bytes did not match". */
+ * text. commit ends the session whatever it returns (no abort after it);
+ * errno EBADMSG from commit says "the bytes did not match" (a re-read may help). */
 typedef struct {
     int (*begin)(void *arg, const archive_item_t *item, void **session, si_error_t *err);
     int (*write)(void *arg, void *session, const void *buf, size_t len, si_error_t *err);
@@ -142,7 +144,9 @@ typedef struct {
     int (*cancel)(archive_backend_t *b, int64_t object_id);
     /* One aggregate of n members to ncopies distinct volumes; placements has
      * n * ncopies entries, placements[i * ncopies + c] for member i, copy
-     * c + 1. Nothing is returned (and no volume changed) on failure. */
+     * c + 1. On failure nothing is returned; a copy already appended stays
+     * on its volume as an archive file nothing refers to (tape is append
+     * only), like a real library's interrupted write. */
     int (*archive)(archive_backend_t *b, const archive_member_t *members, size_t n,
                    int ncopies, archive_placement_t *placements, si_error_t *err);
     int (*status)(archive_backend_t *b, archive_status_t *out, si_error_t *err);

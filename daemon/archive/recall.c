@@ -1,0 +1,916 @@
+/* The recall service; see recall.h.
+ *
+ * Locks: mu guards the flight table, the done queue and the counters. The
+ * backend's callbacks take mu (with the backend's locks held), so the
+ * service thread never holds mu while it calls the backend. */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "catalog/catalog.h"
+#include "catalog/requests.h"
+#include "daemon/archive/recall.h"
+
+#define FLIGHT_BUCKETS 4096
+/* Seconds before a batch the backend refused (no such volume yet, ...) is tried again. */
+#define BACKEND_RETRY_S 2.0
+/* Seconds between scans for cancelled and released requests. */
+#define HOUSEKEEPING_S 0.2
+
+enum {
+    SQL_OBJECT,
+    SQL_COPIES,
+    SQL_REQUEST_STATE,
+    SQL_RELEASED_PINS,
+    SQL_NOTE_SET,
+    SQL_NOTE_CLEAR,
+    SQL_COUNT
+};
+
+static const char *const sql_text[SQL_COUNT] = {
+    [SQL_OBJECT] = "SELECT size, coalesce(checksum, '') FROM objects WHERE id = ?1",
+    [SQL_COPIES] = "SELECT t.copy, v.label, coalesce(t.file_seq, -1), t.position, t.length"
+                   " FROM tape_copies t JOIN volumes v ON v.id = t.volume_id"
+                   " WHERE t.object_id = ?1 AND v.state NOT IN ('failed', 'disabled')"
+                   " ORDER BY t.copy",
+    [SQL_REQUEST_STATE] = "SELECT state FROM requests WHERE id = ?1",
+    /* pins the cache still holds for requests already released */
+    [SQL_RELEASED_PINS] = "SELECT DISTINCT p.request_id FROM cache_pins p"
+                          " JOIN requests r ON r.id = p.request_id WHERE r.state = 'RELEASED'",
+    /* why an active request is not progressing (shown by its status) */
+    [SQL_NOTE_SET] = "UPDATE requests SET error = ?2 WHERE id = ?1"
+                     " AND state IN ('SUBMITTED', 'STARTED') AND error IS NOT ?2",
+    [SQL_NOTE_CLEAR] = "UPDATE requests SET error = NULL WHERE id = ?1"
+                       " AND state IN ('SUBMITTED', 'STARTED') AND error LIKE 'waiting%'",
+};
+
+/* An object handed to the backend, and the requests waiting for it. */
+typedef struct flight {
+    struct flight *next;
+    int64_t object_id;
+    uint64_t size;
+    uint64_t bytes, bytes_saved;
+    int64_t *waiters;
+    size_t nwaiters, cap;
+    bool cancelled;
+} flight_t;
+
+typedef struct done {
+    struct done *next;
+    int64_t object_id;
+    bool ok;
+    char why[];
+} done_t;
+
+typedef struct {
+    int64_t request;
+    char text[300];
+} note_t;
+
+typedef struct {
+    int64_t request_id, object_id;
+    int priority;
+    int64_t deadline;
+} pending_t;
+
+typedef struct {
+    cache_writer_t *w;
+    int64_t object_id;
+    bool present;              /* already cached: the bytes are not needed */
+} session_t;
+
+struct recall_service {
+    si_log_t *log;
+    cache_t *cache;
+    catalog_t *cat;
+    requests_t *rq;
+    sqlite3_stmt *stmt[SQL_COUNT];
+    archive_backend_t *backend;
+    double progress_interval, poll_interval;
+
+    pthread_t thread;
+    bool running;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    flight_t *flights[FLIGHT_BUCKETS];
+    done_t *done_head, **done_tail;
+    recall_stats_t st;
+
+    /* service thread only */
+    note_t *notes;
+    size_t nnotes;
+    double retry_after, last_housekeeping, last_progress;
+};
+
+static double mono_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* ---- the flight table (mu held) -------------------------------------------- */
+
+static size_t bucket_of(int64_t object_id)
+{
+    uint64_t x = (uint64_t)object_id * UINT64_C(0x9e3779b97f4a7c15);
+    return (size_t)(x >> 52) % FLIGHT_BUCKETS;
+}
+
+static flight_t *flight_get(recall_service_t *rs, int64_t object_id)
+{
+    for (flight_t *f = rs->flights[bucket_of(object_id)]; f; f = f->next)
+        if (f->object_id == object_id)
+            return f;
+    return NULL;
+}
+
+static flight_t *flight_remove(recall_service_t *rs, int64_t object_id)
+{
+    for (flight_t **p = &rs->flights[bucket_of(object_id)]; *p; p = &(*p)->next)
+        if ((*p)->object_id == object_id) {
+            flight_t *f = *p;
+            *p = f->next;
+            rs->st.in_flight--;
+            return f;
+        }
+    return NULL;
+}
+
+static int flight_add_waiter(flight_t *f, int64_t request)
+{
+    for (size_t i = 0; i < f->nwaiters; i++)
+        if (f->waiters[i] == request)
+            return 0;
+    if (f->nwaiters == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 4;
+        int64_t *w = realloc(f->waiters, cap * sizeof(*w));
+        if (!w)
+            return -1;
+        f->waiters = w;
+        f->cap = cap;
+    }
+    f->waiters[f->nwaiters++] = request;
+    return 1;
+}
+
+static void flight_free(flight_t *f)
+{
+    if (f) {
+        free(f->waiters);
+        free(f);
+    }
+}
+
+/* ---- backend callbacks (backend thread) ------------------------------------- */
+
+static int sink_begin(void *arg, const archive_item_t *item, void **session, si_error_t *err)
+{
+    recall_service_t *rs = arg;
+    session_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return si_errprintf(err, "out of memory");
+    s->object_id = item->object_id;
+    if (cache_writer_open(rs->cache, item->object_id, item->size,
+                          item->checksum[0] ? item->checksum : NULL, &s->w, err) < 0) {
+        if (errno != EEXIST) {
+            free(s);
+            return -1;
+        }
+        s->present = true;
+    }
+    *session = s;
+    return 0;
+}
+
+static int sink_write(void *arg, void *session, const void *buf, size_t len, si_error_t *err)
+{
+    session_t *s = session;
+    (void)arg;
+    return s->present ? 0 : cache_writer_write(s->w, buf, len, err);
+}
+
+static int sink_commit(void *arg, void *session, si_error_t *err)
+{
+    recall_service_t *rs = arg;
+    session_t *s = session;
+    int rc = 0;
+    if (!s->present) {
+        /* the first waiting request pins it in the same catalog transaction
+         * that records it, so it cannot be evicted before the others pin it */
+        int64_t pin = 0;
+        pthread_mutex_lock(&rs->mu);
+        flight_t *f = flight_get(rs, s->object_id);
+        if (f && f->nwaiters)
+            pin = f->waiters[0];
+        pthread_mutex_unlock(&rs->mu);
+        rc = cache_writer_finish(s->w, pin, err);
+    }
+    free(s);
+    return rc;
+}
+
+static void sink_abort(void *arg, void *session)
+{
+    session_t *s = session;
+    (void)arg;
+    if (!s->present)
+        cache_writer_abort(s->w);
+    free(s);
+}
+
+static void on_progress(void *arg, int64_t object_id, uint64_t bytes)
+{
+    recall_service_t *rs = arg;
+    pthread_mutex_lock(&rs->mu);
+    flight_t *f = flight_get(rs, object_id);
+    if (f)
+        f->bytes = bytes;
+    pthread_mutex_unlock(&rs->mu);
+}
+
+static void on_done(void *arg, int64_t object_id, bool ok, const char *why)
+{
+    recall_service_t *rs = arg;
+    size_t len = why ? strlen(why) : 0;
+    done_t *d = malloc(sizeof(*d) + len + 1);
+    if (!d)
+        return; /* the item stays STARTED; a restart queues it again */
+    d->next = NULL;
+    d->object_id = object_id;
+    d->ok = ok;
+    memcpy(d->why, why ? why : "", len + 1);
+    pthread_mutex_lock(&rs->mu);
+    *rs->done_tail = d;
+    rs->done_tail = &d->next;
+    pthread_cond_signal(&rs->cv);
+    pthread_mutex_unlock(&rs->mu);
+}
+
+/* ---- catalog helpers (service thread) ----------------------------------------- */
+
+static sqlite3_stmt *stmt(recall_service_t *rs, int id)
+{
+    sqlite3_reset(rs->stmt[id]);
+    sqlite3_clear_bindings(rs->stmt[id]);
+    return rs->stmt[id];
+}
+
+/* Size, checksum and readable copies of an object; 0 copies is possible. */
+static int load_item(recall_service_t *rs, int64_t object_id, archive_item_t *item,
+                     si_error_t *err)
+{
+    memset(item, 0, sizeof(*item));
+    item->object_id = object_id;
+    sqlite3_stmt *s = stmt(rs, SQL_OBJECT);
+    sqlite3_bind_int64(s, 1, object_id);
+    if (sqlite3_step(s) != SQLITE_ROW) {
+        sqlite3_reset(s);
+        return si_errprintf(err, "object %" PRId64 " is not in the catalog", object_id);
+    }
+    item->size = (uint64_t)sqlite3_column_int64(s, 0);
+    snprintf(item->checksum, sizeof(item->checksum), "%s", sqlite3_column_text(s, 1));
+    sqlite3_reset(s);
+    s = stmt(rs, SQL_COPIES);
+    sqlite3_bind_int64(s, 1, object_id);
+    while (sqlite3_step(s) == SQLITE_ROW && item->ncopies < ARCHIVE_MAX_COPIES) {
+        archive_copy_t *c = &item->copies[item->ncopies++];
+        c->copy = sqlite3_column_int(s, 0);
+        snprintf(c->volume, sizeof(c->volume), "%s", sqlite3_column_text(s, 1));
+        c->file_seq = sqlite3_column_int64(s, 2);
+        c->position = (uint64_t)sqlite3_column_int64(s, 3);
+        c->length = (uint64_t)sqlite3_column_int64(s, 4);
+    }
+    sqlite3_reset(s);
+    return 0;
+}
+
+static bool request_active(recall_service_t *rs, int64_t request)
+{
+    sqlite3_stmt *s = stmt(rs, SQL_REQUEST_STATE);
+    sqlite3_bind_int64(s, 1, request);
+    bool active = false;
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        const char *state = (const char *)sqlite3_column_text(s, 0);
+        active = strcmp(state, "SUBMITTED") == 0 || strcmp(state, "STARTED") == 0;
+    }
+    sqlite3_reset(s);
+    return active;
+}
+
+/* Says in the request's status why it waits; "" clears that note. */
+static void note(recall_service_t *rs, int64_t request, const char *text)
+{
+    size_t i;
+    for (i = 0; i < rs->nnotes && rs->notes[i].request != request; i++)
+        ;
+    bool had = i < rs->nnotes;
+    if (!*text && !had)
+        return;
+    if (had && strcmp(rs->notes[i].text, text) == 0)
+        return;
+    sqlite3_stmt *s = stmt(rs, *text ? SQL_NOTE_SET : SQL_NOTE_CLEAR);
+    sqlite3_bind_int64(s, 1, request);
+    if (*text)
+        sqlite3_bind_text(s, 2, text, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(s) != SQLITE_DONE)
+        si_log(rs->log, SI_LOG_WARNING, "recall: noting request %" PRId64 ": %s", request,
+               sqlite3_errmsg(catalog_db(rs->cat)));
+    sqlite3_reset(s);
+    if (!*text) {
+        rs->notes[i] = rs->notes[--rs->nnotes];
+        return;
+    }
+    if (!had) {
+        note_t *n = realloc(rs->notes, (rs->nnotes + 1) * sizeof(*n));
+        if (!n)
+            return;
+        rs->notes = n;
+        i = rs->nnotes++;
+        rs->notes[i].request = request;
+    }
+    snprintf(rs->notes[i].text, sizeof(rs->notes[i].text), "%s", text);
+}
+
+/* Pins a cached object for a request and completes its item. Returns 0, or
+ * -1 when the object is no longer cached (the item then stays queued). */
+static int complete_from_cache(recall_service_t *rs, int64_t request, int64_t object)
+{
+    si_error_t err;
+    if (cache_pin(rs->cache, object, request, &err) < 0) {
+        if (errno != ENOENT)
+            si_log(rs->log, SI_LOG_WARNING, "recall: %s", err.text);
+        return -1;
+    }
+    if (requests_item_completed(rs->rq, request, object, &err) < 0) {
+        if (errno != EBUSY) /* EBUSY: cancelled meanwhile */
+            si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+        return 0;
+    }
+    pthread_mutex_lock(&rs->mu);
+    rs->st.items_completed++;
+    pthread_mutex_unlock(&rs->mu);
+    return 0;
+}
+
+/* ---- the service's steps -------------------------------------------------------- */
+
+static void handle_done(recall_service_t *rs, done_t *d)
+{
+    pthread_mutex_lock(&rs->mu);
+    flight_t *f = flight_remove(rs, d->object_id);
+    if (d->ok)
+        rs->st.objects_recalled++;
+    else
+        rs->st.objects_failed++;
+    pthread_mutex_unlock(&rs->mu);
+    if (!f)
+        return;
+    char subject[32], detail[400];
+    snprintf(subject, sizeof(subject), "%" PRId64, d->object_id);
+    si_error_t err;
+    if (d->ok) {
+        snprintf(detail, sizeof(detail), "%" PRIu64 " bytes for %zu requests", f->size,
+                 f->nwaiters);
+        catalog_event(rs->cat, "object.recalled", subject, detail);
+        for (size_t i = 0; i < f->nwaiters; i++)
+            if (complete_from_cache(rs, f->waiters[i], d->object_id) < 0 &&
+                requests_item_requeue(rs->rq, f->waiters[i], d->object_id, &err) < 0 &&
+                errno != EBUSY)
+                si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+    } else {
+        cache_unreserve(rs->cache, d->object_id);
+        snprintf(detail, sizeof(detail), "%s", d->why);
+        catalog_event(rs->cat, "object.recall_failed", subject, detail);
+        if (!f->cancelled)
+            si_log(rs->log, SI_LOG_WARNING, "recall of object %" PRId64 " failed: %s",
+                   d->object_id, d->why);
+        for (size_t i = 0; i < f->nwaiters; i++) {
+            if (requests_item_failed(rs->rq, f->waiters[i], d->object_id, d->why, &err) == 0) {
+                pthread_mutex_lock(&rs->mu);
+                rs->st.items_failed++;
+                pthread_mutex_unlock(&rs->mu);
+            } else if (errno != EBUSY) {
+                si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+            }
+        }
+    }
+    flight_free(f);
+}
+
+static void drain_done(recall_service_t *rs)
+{
+    pthread_mutex_lock(&rs->mu);
+    done_t *list = rs->done_head;
+    rs->done_head = NULL;
+    rs->done_tail = &rs->done_head;
+    pthread_mutex_unlock(&rs->mu);
+    while (list) {
+        done_t *next = list->next;
+        handle_done(rs, list);
+        free(list);
+        list = next;
+    }
+}
+
+/* Cancelled (or released) requests leave the objects they wait for; an
+ * object nobody waits for any more is withdrawn from the backend. */
+static void drop_inactive(recall_service_t *rs)
+{
+    int64_t *checked = NULL;
+    bool *active = NULL;
+    size_t nchecked = 0, cap = 0;
+    int64_t *withdraw = NULL;
+    size_t nwithdraw = 0, capw = 0;
+    pthread_mutex_lock(&rs->mu);
+    for (size_t b = 0; b < FLIGHT_BUCKETS; b++)
+        for (flight_t *f = rs->flights[b]; f; f = f->next) {
+            size_t keep = 0;
+            for (size_t i = 0; i < f->nwaiters; i++) {
+                size_t k;
+                for (k = 0; k < nchecked && checked[k] != f->waiters[i]; k++)
+                    ;
+                if (k == nchecked) {
+                    if (nchecked == cap) {
+                        cap = cap ? 2 * cap : 16;
+                        int64_t *c = realloc(checked, cap * sizeof(*c));
+                        bool *a = realloc(active, cap * sizeof(*a));
+                        if (c)
+                            checked = c;
+                        if (a)
+                            active = a;
+                        if (!c || !a)
+                            goto out;
+                    }
+                    checked[nchecked] = f->waiters[i];
+                    active[nchecked++] = request_active(rs, f->waiters[i]);
+                }
+                if (active[k])
+                    f->waiters[keep++] = f->waiters[i];
+            }
+            f->nwaiters = keep;
+            if (keep == 0 && !f->cancelled) {
+                if (nwithdraw == capw) {
+                    capw = capw ? 2 * capw : 16;
+                    int64_t *w = realloc(withdraw, capw * sizeof(*w));
+                    if (!w)
+                        goto out;
+                    withdraw = w;
+                }
+                f->cancelled = true;
+                withdraw[nwithdraw++] = f->object_id;
+            }
+        }
+out:
+    pthread_mutex_unlock(&rs->mu);
+    for (size_t i = 0; i < nwithdraw; i++)
+        archive_cancel(rs->backend, withdraw[i]);
+    free(checked);
+    free(active);
+    free(withdraw);
+}
+
+/* Released requests: their pins in the cache go (the catalog's item pins
+ * went with the release itself). */
+static void unpin_released(recall_service_t *rs)
+{
+    int64_t ids[64];
+    size_t n = 0;
+    sqlite3_stmt *s = stmt(rs, SQL_RELEASED_PINS);
+    while (n < 64 && sqlite3_step(s) == SQLITE_ROW)
+        ids[n++] = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    for (size_t i = 0; i < n; i++) {
+        si_error_t err;
+        if (cache_unpin_request(rs->cache, ids[i], NULL, &err) < 0)
+            si_log(rs->log, SI_LOG_WARNING, "recall: %s", err.text);
+    }
+}
+
+static void save_progress(recall_service_t *rs)
+{
+    typedef struct {
+        int64_t object, request;
+        uint64_t bytes;
+    } upd_t;
+    upd_t *u = NULL;
+    size_t n = 0, cap = 0;
+    pthread_mutex_lock(&rs->mu);
+    for (size_t b = 0; b < FLIGHT_BUCKETS; b++)
+        for (flight_t *f = rs->flights[b]; f; f = f->next) {
+            if (f->bytes == f->bytes_saved || f->bytes >= f->size)
+                continue;
+            f->bytes_saved = f->bytes;
+            for (size_t i = 0; i < f->nwaiters; i++) {
+                if (n == cap) {
+                    cap = cap ? 2 * cap : 16;
+                    upd_t *g = realloc(u, cap * sizeof(*g));
+                    if (!g)
+                        goto out;
+                    u = g;
+                }
+                u[n++] = (upd_t){f->object_id, f->waiters[i], f->bytes};
+            }
+        }
+out:
+    pthread_mutex_unlock(&rs->mu);
+    for (size_t i = 0; i < n; i++) {
+        si_error_t err;
+        requests_item_progress(rs->rq, u[i].request, u[i].object, u[i].bytes, &err);
+    }
+    free(u);
+}
+
+typedef struct {
+    pending_t *v;
+    size_t n, cap;
+} pending_list_t;
+
+static int collect_pending(int64_t request_id, int64_t object_id, int priority, int64_t deadline,
+                           void *arg)
+{
+    pending_list_t *l = arg;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 256;
+        pending_t *v = realloc(l->v, cap * sizeof(*v));
+        if (!v)
+            return 1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (pending_t){request_id, object_id, priority, deadline};
+    return 0;
+}
+
+typedef struct {
+    archive_batch_t batch;
+    archive_item_t *items;
+    size_t n, cap;
+} new_batch_t;
+
+/* Hands a request's new objects to the backend; marks their items STARTED.
+ * When the backend refuses, the objects leave the flight table again and
+ * the items stay queued, with the reason in the request's status. */
+static void submit_batch(recall_service_t *rs, new_batch_t *nb)
+{
+    if (nb->n == 0)
+        return;
+    si_error_t err;
+    int64_t request = (int64_t)nb->batch.id;
+    if (archive_recall(rs->backend, &nb->batch, nb->items, nb->n, &err) < 0) {
+        char text[300];
+        snprintf(text, sizeof(text), "waiting for the archive: %s", err.text);
+        note(rs, request, text);
+        si_log(rs->log, SI_LOG_WARNING, "recall: request %" PRId64 ": %s", request, err.text);
+        for (size_t i = 0; i < nb->n; i++) {
+            pthread_mutex_lock(&rs->mu);
+            flight_free(flight_remove(rs, nb->items[i].object_id));
+            pthread_mutex_unlock(&rs->mu);
+            cache_unreserve(rs->cache, nb->items[i].object_id);
+        }
+        rs->retry_after = mono_now() + BACKEND_RETRY_S;
+    } else {
+        for (size_t i = 0; i < nb->n; i++)
+            if (requests_item_started(rs->rq, request, nb->items[i].object_id, &err) < 0 &&
+                errno != EBUSY)
+                si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+    }
+    nb->n = 0;
+}
+
+static void scan_pending(recall_service_t *rs)
+{
+    pending_list_t l = {0};
+    si_error_t err;
+    if (requests_pending(rs->rq, collect_pending, &l, &err) < 0) {
+        si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+        free(l.v);
+        return;
+    }
+    bool backend_ok = mono_now() >= rs->retry_after;
+    char blocked[300] = "";
+    new_batch_t nb = {0};
+    int64_t *waiting = NULL;   /* requests with an item held back this round */
+    size_t nwaiting = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        const pending_t *p = &l.v[i];
+        if (nb.n && (int64_t)nb.batch.id != p->request_id)
+            submit_batch(rs, &nb);
+        /* the object is being recalled for another request: share it */
+        pthread_mutex_lock(&rs->mu);
+        flight_t *f = flight_get(rs, p->object_id);
+        int added = f && !f->cancelled ? flight_add_waiter(f, p->request_id) : -1;
+        if (added == 1)
+            rs->st.items_shared++;
+        pthread_mutex_unlock(&rs->mu);
+        if (added >= 0) {
+            if (requests_item_started(rs->rq, p->request_id, p->object_id, &err) < 0 &&
+                errno != EBUSY)
+                si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+            continue;
+        }
+        if (f)
+            continue; /* being withdrawn; queued again once it is done */
+        cache_entry_t ce;
+        if (cache_stat(rs->cache, p->object_id, &ce, NULL) == 1) {
+            if (complete_from_cache(rs, p->request_id, p->object_id) == 0) {
+                pthread_mutex_lock(&rs->mu);
+                rs->st.items_from_cache++;
+                pthread_mutex_unlock(&rs->mu);
+            }
+            continue;
+        }
+        if (*blocked || !backend_ok) {
+            int64_t *w = realloc(waiting, (nwaiting + 1) * sizeof(*w));
+            if (w) {
+                waiting = w;
+                waiting[nwaiting++] = p->request_id;
+            }
+            continue;
+        }
+        archive_item_t item;
+        int loaded = load_item(rs, p->object_id, &item, &err);
+        if (loaded == 0 && item.ncopies == 0)
+            loaded = si_errprintf(&err, "object %" PRId64 " has no tape copy on a usable volume "
+                                  "(none recorded, or its volumes are failed or disabled)",
+                                  p->object_id);
+        if (loaded < 0) {
+            char why[sizeof(err.text)];
+            snprintf(why, sizeof(why), "%s", err.text);
+            if (requests_item_failed(rs->rq, p->request_id, p->object_id, why, &err) == 0) {
+                pthread_mutex_lock(&rs->mu);
+                rs->st.items_failed++;
+                pthread_mutex_unlock(&rs->mu);
+            }
+            continue;
+        }
+        cache_block_t block;
+        int rc = cache_reserve(rs->cache, p->object_id, item.size, &block, &err);
+        if (rc < 0) {
+            /* EFBIG: larger than the whole cache; nothing will change that */
+            char why[sizeof(err.text)];
+            snprintf(why, sizeof(why), "%s", err.text);
+            if (requests_item_failed(rs->rq, p->request_id, p->object_id, why, &err) == 0) {
+                pthread_mutex_lock(&rs->mu);
+                rs->st.items_failed++;
+                pthread_mutex_unlock(&rs->mu);
+            }
+            continue;
+        }
+        if (rc == CACHE_PRESENT) {
+            complete_from_cache(rs, p->request_id, p->object_id);
+            continue;
+        }
+        if (rc == CACHE_WOULD_BLOCK) {
+            snprintf(blocked, sizeof(blocked), "waiting for cache space: %s", block.reason);
+            int64_t *w = realloc(waiting, (nwaiting + 1) * sizeof(*w));
+            if (w) {
+                waiting = w;
+                waiting[nwaiting++] = p->request_id;
+            }
+            continue;
+        }
+        flight_t *nf = calloc(1, sizeof(*nf));
+        if (!nf || flight_add_waiter(nf, p->request_id) < 0 ||
+            (nb.n == nb.cap && !(nb.items = realloc(nb.items,
+                                                    (nb.cap = nb.cap ? 2 * nb.cap : 64) *
+                                                        sizeof(*nb.items))))) {
+            flight_free(nf);
+            cache_unreserve(rs->cache, p->object_id);
+            break;
+        }
+        nf->object_id = p->object_id;
+        nf->size = item.size;
+        pthread_mutex_lock(&rs->mu);
+        size_t b = bucket_of(p->object_id);
+        nf->next = rs->flights[b];
+        rs->flights[b] = nf;
+        rs->st.in_flight++;
+        pthread_mutex_unlock(&rs->mu);
+        nb.batch = (archive_batch_t){(uint64_t)p->request_id, p->priority, (double)p->deadline};
+        nb.items[nb.n++] = item;
+    }
+    submit_batch(rs, &nb);
+    /* notes: the requests held back say why; the others no longer wait */
+    for (size_t i = 0; i < nwaiting; i++)
+        if (*blocked)
+            note(rs, waiting[i], blocked);
+    for (size_t k = rs->nnotes; k > 0; k--) {
+        int64_t req = rs->notes[k - 1].request;
+        bool still = false;
+        for (size_t i = 0; i < nwaiting && !still; i++)
+            still = waiting[i] == req;
+        if (!still && (*blocked || backend_ok))
+            note(rs, req, "");
+    }
+    pthread_mutex_lock(&rs->mu);
+    rs->st.waiting_for_space = *blocked != 0;
+    pthread_mutex_unlock(&rs->mu);
+    free(waiting);
+    free(nb.items);
+    free(l.v);
+}
+
+static void *service_main(void *arg)
+{
+    recall_service_t *rs = arg;
+    for (;;) {
+        pthread_mutex_lock(&rs->mu);
+        bool stop = rs->stop;
+        pthread_mutex_unlock(&rs->mu);
+        if (stop)
+            break;
+        drain_done(rs);
+        double now = mono_now();
+        if (now - rs->last_housekeeping >= HOUSEKEEPING_S) {
+            rs->last_housekeeping = now;
+            drop_inactive(rs);
+            unpin_released(rs);
+        }
+        if (now - rs->last_progress >= rs->progress_interval) {
+            rs->last_progress = now;
+            save_progress(rs);
+        }
+        scan_pending(rs);
+        drain_done(rs);
+        pthread_mutex_lock(&rs->mu);
+        if (!rs->stop && !rs->done_head) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            double t = until.tv_sec + until.tv_nsec / 1e9 + rs->poll_interval;
+            until.tv_sec = (time_t)t;
+            until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+            pthread_cond_timedwait(&rs->cv, &rs->mu, &until);
+        }
+        pthread_mutex_unlock(&rs->mu);
+    }
+    return NULL;
+}
+
+/* ---- life cycle ------------------------------------------------------------------ */
+
+/* Completed items whose cached object is gone (dropped by the cache's
+ * recovery, or missing) are queued again. */
+static int requeue_lost(recall_service_t *rs, si_error_t *err)
+{
+    requests_item_ref_t *refs = NULL;
+    size_t n = 0;
+    if (requests_completed_items(rs->rq, &refs, &n, err) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        cache_entry_t ce;
+        int rc = cache_stat(rs->cache, refs[i].object_id, &ce, err);
+        if (rc < 0) {
+            free(refs);
+            return -1;
+        }
+        if (rc == 1) {
+            /* the cache's own pin record follows the item's */
+            cache_pin(rs->cache, refs[i].object_id, refs[i].request_id, NULL);
+            continue;
+        }
+        if (requests_item_requeue(rs->rq, refs[i].request_id, refs[i].object_id, err) < 0) {
+            free(refs);
+            return -1;
+        }
+        rs->st.requeued_at_start++;
+    }
+    free(refs);
+    return 0;
+}
+
+recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *err)
+{
+    recall_service_t *rs = calloc(1, sizeof(*rs));
+    if (!rs)
+        return si_errprintf(err, "out of memory"), NULL;
+    rs->log = opts->log;
+    rs->cache = opts->cache;
+    rs->done_tail = &rs->done_head;
+    rs->progress_interval = si_conf_float(opts->conf, "archive.progress_interval", 1.0);
+    rs->poll_interval = si_conf_float(opts->conf, "archive.poll_interval", 0.02);
+    pthread_mutex_init(&rs->mu, NULL);
+    pthread_cond_init(&rs->cv, NULL);
+    cache_recovery_t rep = {0};
+    if (!(rs->cat = catalog_open(opts->catalog_path, 0, err))) {
+        si_errprefix(err, "recall: catalog");
+        goto error;
+    }
+    for (int i = 0; i < SQL_COUNT; i++)
+        if (sqlite3_prepare_v3(catalog_db(rs->cat), sql_text[i], -1, SQLITE_PREPARE_PERSISTENT,
+                               &rs->stmt[i], NULL) != SQLITE_OK) {
+            catalog_sqlerr(rs->cat, err, "recall: preparing statements");
+            goto error;
+        }
+    if (!(rs->rq = requests_open(rs->cat, err)))
+        goto error;
+    if (cache_recover(rs->cache, &rep, err) < 0) {
+        si_errprefix(err, "cache recovery");
+        goto error;
+    }
+    rs->st.cache_dropped = rep.ndropped;
+    si_log(rs->log, SI_LOG_NOTICE, "cache: %" PRIu64 " objects, %" PRIu64 " bytes; %" PRIu64
+           " temp files removed, %zu cached copies dropped, %" PRIu64 " re-verified",
+           rep.objects, rep.bytes, rep.temp_files_removed, rep.ndropped, rep.verified);
+    cache_recovery_free(&rep);
+    if (requeue_lost(rs, err) < 0)
+        goto error;
+    if (rs->st.requeued_at_start)
+        si_log(rs->log, SI_LOG_NOTICE, "recall: %" PRIu64 " completed items queued again: "
+               "their cached objects are gone", rs->st.requeued_at_start);
+    archive_backend_opts_t bo = {
+        .conf = opts->conf, .state_dir = opts->state_dir,
+        .cb = {sink_begin, sink_write, sink_commit, sink_abort, on_progress, on_done, rs},
+    };
+    if (!(rs->backend = archive_backend_new(&bo, err)))
+        goto error;
+    if (pthread_create(&rs->thread, NULL, service_main, rs) != 0) {
+        si_errprintf(err, "recall: cannot start its thread");
+        goto error;
+    }
+    rs->running = true;
+    return rs;
+error:
+    recall_service_stop(rs);
+    return NULL;
+}
+
+void recall_service_stop(recall_service_t *rs)
+{
+    if (!rs)
+        return;
+    if (rs->running) {
+        pthread_mutex_lock(&rs->mu);
+        rs->stop = true;
+        pthread_cond_signal(&rs->cv);
+        pthread_mutex_unlock(&rs->mu);
+        pthread_join(rs->thread, NULL);
+    }
+    /* the backend first: no callback runs after it is gone */
+    archive_backend_free(rs->backend);
+    for (size_t b = 0; b < FLIGHT_BUCKETS; b++)
+        while (rs->flights[b]) {
+            flight_t *f = rs->flights[b];
+            rs->flights[b] = f->next;
+            cache_unreserve(rs->cache, f->object_id);
+            flight_free(f);
+        }
+    while (rs->done_head) {
+        done_t *d = rs->done_head;
+        rs->done_head = d->next;
+        free(d);
+    }
+    requests_close(rs->rq);
+    for (int i = 0; i < SQL_COUNT; i++)
+        sqlite3_finalize(rs->stmt[i]);
+    catalog_close(rs->cat);
+    free(rs->notes);
+    pthread_mutex_destroy(&rs->mu);
+    pthread_cond_destroy(&rs->cv);
+    free(rs);
+}
+
+archive_backend_t *recall_service_backend(recall_service_t *rs)
+{
+    return rs->backend;
+}
+
+void recall_service_stats(recall_service_t *rs, recall_stats_t *out)
+{
+    pthread_mutex_lock(&rs->mu);
+    *out = rs->st;
+    pthread_mutex_unlock(&rs->mu);
+}
+
+void recall_service_metrics(FILE *out, void *arg)
+{
+    recall_service_t *rs = arg;
+    recall_stats_t st;
+    recall_service_stats(rs, &st);
+    fprintf(out,
+            "# HELP stagein_recalls_total Objects recalled from the archive into the cache.\n"
+            "# TYPE stagein_recalls_total counter\nstagein_recalls_total %" PRIu64 "\n"
+            "# HELP stagein_recall_failures_total Objects whose recall failed.\n"
+            "# TYPE stagein_recall_failures_total counter\n"
+            "stagein_recall_failures_total %" PRIu64 "\n"
+            "# HELP stagein_items_shared_total Request items that joined a recall in flight.\n"
+            "# TYPE stagein_items_shared_total counter\n"
+            "stagein_items_shared_total %" PRIu64 "\n"
+            "# HELP stagein_items_from_cache_total Request items served by the cache at once.\n"
+            "# TYPE stagein_items_from_cache_total counter\n"
+            "stagein_items_from_cache_total %" PRIu64 "\n"
+            "# HELP stagein_recalls_in_flight Objects being recalled.\n"
+            "# TYPE stagein_recalls_in_flight gauge\nstagein_recalls_in_flight %" PRIu64 "\n"
+            "# HELP stagein_cache_backpressure 1 while recalls wait for cache space.\n"
+            "# TYPE stagein_cache_backpressure gauge\nstagein_cache_backpressure %" PRIu64 "\n",
+            st.objects_recalled, st.objects_failed, st.items_shared, st.items_from_cache,
+            st.in_flight, st.waiting_for_space);
+    archive_metrics(rs->backend, out);
+}
