@@ -270,6 +270,8 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
         added = added && add_header(&headers, "Content-Type: application/json");
     else if (rq->upload)
         added = added && add_header(&headers, "Content-Type: application/octet-stream");
+    for (const char *const *more = rq->headers; more && *more && added; more++)
+        added = add_header(&headers, *more);
     /* no 100-continue round trip: stageind reads or refuses the body at once */
     if (!added || !add_header(&headers, "Expect:")) {
         si_errprintf(err, "out of memory");

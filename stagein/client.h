@@ -58,6 +58,7 @@ typedef struct {
     FILE *upload;              /* streamed as the body, upload_size bytes */
     int64_t upload_size;
     bool anonymous;            /* no credential (GET /metrics) */
+    const char *const *headers; /* more "Name: value" lines, NULL-terminated */
 } client_request_t;
 
 typedef struct {

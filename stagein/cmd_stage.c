@@ -17,77 +17,18 @@
 #include "common/text.h"
 #include "stagein/cli.h"
 #include "stagein/client.h"
+#include "stagein/client_cmd.h"
 #include "stagein/drives.h"
 #include "stagein/progress.h"
 #include "stagein/stage_args.h"
 
-/* Exit status of `wait` when the timeout ran out (1: failed, 2: usage). */
-#define EXIT_TIMEOUT 3
 /* How often `wait` asks; plain lines are written at most this often unless
  * the state or the number of finished files changed. */
 #define POLL_TTY_S 0.5
 #define POLL_PLAIN_S 1.0
 #define PLAIN_LINE_EVERY_S 5.0
-/* Failed files listed when a request FAILED. */
-#define FAILED_FILES_SHOWN 20
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-static client_t *open_client(cli_t *cli, const char *endpoint, si_error_t *err)
-{
-    si_conf_t *conf = cli_conf(cli, err);
-    if (!conf)
-        return NULL;
-    client_address_t addr;
-    if (client_resolve_endpoint(endpoint, conf, &addr, err) < 0)
-        return NULL;
-    client_opts_t o = {.endpoint = addr.text, .source = addr.source};
-    client_conf_opts(conf, &o);
-    return client_new(&o, err);
-}
-
-/* The daemon's JSON as it sent it. */
-static void print_body(const client_reply_t *r)
-{
-    fwrite(r->body, 1, r->len, stdout);
-    if (r->len == 0 || r->body[r->len - 1] != '\n')
-        putchar('\n');
-}
-
-static int print_table(cli_t *cli, si_table_t *t, bool json)
-{
-    if (!t)
-        return cli_fail(cli, "out of memory");
-    int rc = si_table_print(t, stdout, json) == 0 ? 0 : cli_fail(cli, "write error");
-    si_table_free(t);
-    return rc;
-}
-
-/* A request id goes into a URL path: letters, digits and '-' only. */
-static int check_id(const char *id, si_error_t *err)
-{
-    size_t len = strlen(id);
-    if (len == 0 || len > 64 ||
-        strspn(id, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-") != len)
-        return si_errprintf(err, "bad request id '%.80s'", id);
-    return 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_s(double s)
-{
-    if (s <= 0)
-        return;
-    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
 
 static int terminal_width(void)
 {
@@ -129,25 +70,6 @@ static si_table_t *json_rows_table(const json_t *rows, const si_column_t *cols, 
     return t;
 }
 
-/* --endpoint and --json, parsed with each command's own options. */
-typedef struct {
-    const char *endpoint;
-    bool json;
-} conn_opts_t;
-
-#define CONN_OPTIONS {"endpoint", required_argument, NULL, 'e'}, {"json", no_argument, NULL, 'j'}
-
-static bool conn_option(int opt, conn_opts_t *o)
-{
-    if (opt == 'e')
-        o->endpoint = optarg;
-    else if (opt == 'j')
-        o->json = true;
-    else
-        return false;
-    return true;
-}
-
 /* ---- wait --------------------------------------------------------------------- */
 
 /* How a finished request ends the wait: 0 when COMPLETED, else 1 with the
@@ -160,20 +82,8 @@ static int outcome(cli_t *cli, const progress_status_t *s, const json_t *status)
         return cli_fail(cli, "request %s was %s: %lld of %lld files completed", s->id, s->state,
                         (long long)s->files_completed, (long long)s->files_total);
     const char *error = json_string_value(json_object_get(status, "error"));
-    cli_fail(cli, "request %s FAILED: %s", s->id,
-             error ? error : "some files failed");
-    size_t i, shown = 0, failed = 0;
-    const json_t *f;
-    json_array_foreach(json_object_get(status, "files"), i, f) {
-        if (strcmp(json_string_value(json_object_get(f, "state")) ?: "", "FAILED") != 0)
-            continue;
-        if (shown++ < FAILED_FILES_SHOWN)
-            cli_fail(cli, "  %s: %s", json_string_value(json_object_get(f, "path")) ?: "?",
-                     json_string_value(json_object_get(f, "error")) ?: "failed");
-        failed++;
-    }
-    if (failed > FAILED_FILES_SHOWN)
-        cli_fail(cli, "  ... and %zu more failed files", failed - FAILED_FILES_SHOWN);
+    cli_fail(cli, "request %s FAILED: %s", s->id, error ? error : "some files failed");
+    client_cmd_list_failed(cli, json_object_get(status, "files"));
     return 1;
 }
 
@@ -188,7 +98,7 @@ static int wait_request(cli_t *cli, client_t *c, const char *id, double timeout_
     client_request_t get = {.method = "GET", .path = path};
     progress_rate_t rate;
     progress_rate_init(&rate);
-    double start = now_s(), last_line = -1e9;
+    double start = client_cmd_clock(), last_line = -1e9;
     char last_state[16] = "";
     int64_t last_files = -1, last_bytes = -1;
     bool bar_drawn = false;
@@ -205,7 +115,7 @@ static int wait_request(cli_t *cli, client_t *c, const char *id, double timeout_
             client_reply_free(&r);
             return cli_fail(cli, "%s", err.text);
         }
-        double t = now_s();
+        double t = client_cmd_clock();
         progress_rate_add(&rate, t, s.bytes_done);
         double bps = progress_rate(&rate);
         bool final = progress_state_final(s.state);
@@ -227,7 +137,7 @@ static int wait_request(cli_t *cli, client_t *c, const char *id, double timeout_
         fflush(stdout);
         if (final) {
             if (json)
-                print_body(&r);
+                client_cmd_print_answer(&r);
             rc = outcome(cli, &s, r.json);
             client_reply_free(&r);
             return rc;
@@ -236,30 +146,20 @@ static int wait_request(cli_t *cli, client_t *c, const char *id, double timeout_
             if (bar_drawn)
                 putchar('\n');
             if (json)
-                print_body(&r);
+                client_cmd_print_answer(&r);
             char waited[32];
             cli_fail(cli, "timed out after %s waiting for request %s (%s, %lld of %lld files"
                           " completed)", si_format_duration(t - start, waited, sizeof(waited)),
                      id, s.state, (long long)s.files_completed, (long long)s.files_total);
             client_reply_free(&r);
-            return EXIT_TIMEOUT;
+            return CLIENT_CMD_EXIT_TIMEOUT;
         }
         client_reply_free(&r);
         double pause = tty ? POLL_TTY_S : POLL_PLAIN_S;
         if (timeout_s > 0 && start + timeout_s - t < pause)
             pause = start + timeout_s - t;
-        sleep_s(pause);
+        client_cmd_sleep(pause);
     }
-}
-
-static int parse_timeout(cli_t *cli, const char *text, double *out)
-{
-    int64_t s;
-    si_error_t err;
-    if (stage_parse_duration(text, &s, &err) < 0)
-        return cli_fail(cli, "--timeout: %s", err.text);
-    *out = (double)s;
-    return 0;
 }
 
 /* ---- request ------------------------------------------------------------------ */
@@ -281,11 +181,11 @@ int cmd_request(cli_t *cli, int argc, char **argv)
         {"wait", no_argument, NULL, 'w'},
         {"timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
-        CONN_OPTIONS,
+        CLIENT_CMD_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     stage_opts_t so = {0};
-    conn_opts_t co = {0};
+    client_cmd_conn_t co = {0};
     const char *manifest_path = NULL;
     bool wait = false;
     double timeout_s = 0;
@@ -306,7 +206,7 @@ int cmd_request(cli_t *cli, int argc, char **argv)
 
     optind = 0; /* GNU getopt: 0 re-initialises its state */
     while ((opt = getopt_long(argc, argv, "f:m:J:p:d:l:wt:he:j", options, NULL)) != -1) {
-        if (conn_option(opt, &co))
+        if (client_cmd_conn_option(opt, &co))
             continue;
         switch (opt) {
         case 'f':
@@ -345,7 +245,7 @@ int cmd_request(cli_t *cli, int argc, char **argv)
             wait = true;
             break;
         case 't':
-            if (parse_timeout(cli, optarg, &timeout_s) != 0) {
+            if (client_cmd_timeout(cli, optarg, &timeout_s) != 0) {
                 rc = 2;
                 goto done;
             }
@@ -381,7 +281,7 @@ int cmd_request(cli_t *cli, int argc, char **argv)
         rc = cli_fail(cli, "out of memory");
         goto done;
     }
-    if (!(c = open_client(cli, co.endpoint, &err))) {
+    if (!(c = client_cmd_open(cli, co.endpoint, &err))) {
         rc = cli_fail(cli, "%s", err.text);
         goto done;
     }
@@ -391,12 +291,12 @@ int cmd_request(cli_t *cli, int argc, char **argv)
         goto done;
     }
     const char *id = json_string_value(json_object_get(r.json, "requestId"));
-    if (!id || check_id(id, &err) < 0) {
+    if (!id || client_cmd_check_id(id, &err) < 0) {
         rc = cli_fail(cli, "stageind's answer names no request id: %.200s", r.body);
         goto done;
     }
     if (co.json && !wait) {
-        print_body(&r);
+        client_cmd_print_answer(&r);
     } else if (!co.json) {
         char bytes[32];
         printf("request %s: %lld files, %s\n", id,
@@ -421,22 +321,22 @@ done:
 /* Parses [--json] [--endpoint E] [--timeout D] and `npos` positional
  * arguments (npos < 0: 0 or 1). Returns -1 to go on, else an exit status. */
 static int simple_args(cli_t *cli, int argc, char **argv, const char *usage, int npos,
-                       bool timeout_ok, conn_opts_t *co, double *timeout_s)
+                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s)
 {
     static const struct option options[] = {
         {"timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
-        CONN_OPTIONS,
+        CLIENT_CMD_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     int opt;
     memset(co, 0, sizeof(*co));
     optind = 0; /* GNU getopt: 0 re-initialises its state */
     while ((opt = getopt_long(argc, argv, "t:he:j", options, NULL)) != -1) {
-        if (conn_option(opt, co))
+        if (client_cmd_conn_option(opt, co))
             continue;
         if (opt == 't' && timeout_ok) {
-            if (parse_timeout(cli, optarg, timeout_s) != 0)
+            if (client_cmd_timeout(cli, optarg, timeout_s) != 0)
                 return 2;
         } else if (opt == 'h') {
             printf("usage: stagein %s\n", usage);
@@ -452,7 +352,7 @@ static int simple_args(cli_t *cli, int argc, char **argv, const char *usage, int
         return 2;
     }
     si_error_t err;
-    if (n == 1 && npos != 0 && check_id(argv[optind], &err) < 0)
+    if (n == 1 && npos != 0 && client_cmd_check_id(argv[optind], &err) < 0)
         return cli_fail(cli, "%s", err.text);
     return -1;
 }
@@ -527,7 +427,7 @@ static int status_mine(cli_t *cli, client_t *c, bool json)
         putchar('\n');
         json_decref(out);
     } else {
-        rc = print_table(cli, json_rows_table(queue, cols, sizeof(cols) / sizeof(cols[0]), me),
+        rc = client_cmd_print_table(cli, json_rows_table(queue, cols, sizeof(cols) / sizeof(cols[0]), me),
                          false);
     }
 done:
@@ -541,13 +441,13 @@ int cmd_status(cli_t *cli, int argc, char **argv)
         {"path", SI_COL_STR},       {"state", SI_COL_STR}, {"size", SI_COL_BYTES},
         {"bytesDone", SI_COL_BYTES}, {"error", SI_COL_STR},
     };
-    conn_opts_t co;
+    client_cmd_conn_t co;
     int rc = simple_args(cli, argc, argv, "status [ID] [--endpoint URL|unix:PATH] [--json]", -1,
                          false, &co, NULL);
     if (rc >= 0)
         return rc;
     si_error_t err;
-    client_t *c = open_client(cli, co.endpoint, &err);
+    client_t *c = client_cmd_open(cli, co.endpoint, &err);
     if (!c)
         return cli_fail(cli, "%s", err.text);
     if (optind == argc) {
@@ -562,13 +462,13 @@ int cmd_status(cli_t *cli, int argc, char **argv)
     if (client_send(c, &get, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
     } else if (co.json) {
-        print_body(&r);
+        client_cmd_print_answer(&r);
         rc = 0;
     } else if (!json_is_object(r.json)) {
         rc = cli_fail(cli, "stageind's status is not a JSON object: %.200s", r.body);
     } else {
         print_request(r.json);
-        rc = print_table(cli, json_rows_table(json_object_get(r.json, "files"), cols,
+        rc = client_cmd_print_table(cli, json_rows_table(json_object_get(r.json, "files"), cols,
                                               sizeof(cols) / sizeof(cols[0]), -1),
                          false);
     }
@@ -579,7 +479,7 @@ int cmd_status(cli_t *cli, int argc, char **argv)
 
 int cmd_wait(cli_t *cli, int argc, char **argv)
 {
-    conn_opts_t co;
+    client_cmd_conn_t co;
     double timeout_s = 0;
     int rc = simple_args(cli, argc, argv,
                          "wait ID [--timeout DURATION] [--endpoint URL|unix:PATH] [--json]", 1,
@@ -587,7 +487,7 @@ int cmd_wait(cli_t *cli, int argc, char **argv)
     if (rc >= 0)
         return rc;
     si_error_t err;
-    client_t *c = open_client(cli, co.endpoint, &err);
+    client_t *c = client_cmd_open(cli, co.endpoint, &err);
     if (!c)
         return cli_fail(cli, "%s", err.text);
     rc = wait_request(cli, c, argv[optind], timeout_s, co.json);
@@ -599,13 +499,13 @@ int cmd_wait(cli_t *cli, int argc, char **argv)
 static int end_request(cli_t *cli, int argc, char **argv, const char *usage,
                        const char *path_fmt)
 {
-    conn_opts_t co;
+    client_cmd_conn_t co;
     int rc = simple_args(cli, argc, argv, usage, 1, false, &co, NULL);
     if (rc >= 0)
         return rc;
     const char *id = argv[optind];
     si_error_t err;
-    client_t *c = open_client(cli, co.endpoint, &err);
+    client_t *c = client_cmd_open(cli, co.endpoint, &err);
     if (!c)
         return cli_fail(cli, "%s", err.text);
     char path[160];
@@ -616,7 +516,7 @@ static int end_request(cli_t *cli, int argc, char **argv, const char *usage,
         rc = cli_fail(cli, "%s", err.text);
     } else {
         if (co.json)
-            print_body(&r);
+            client_cmd_print_answer(&r);
         else
             printf("request %s: %s\n", id,
                    json_string_value(json_object_get(r.json, "state")) ?: "done");
@@ -649,13 +549,13 @@ int cmd_queue(cli_t *cli, int argc, char **argv)
         {"files", SI_COL_INT},      {"files_done", SI_COL_INT}, {"bytes", SI_COL_BYTES},
         {"bytes_done", SI_COL_BYTES},
     };
-    conn_opts_t co;
+    client_cmd_conn_t co;
     int rc = simple_args(cli, argc, argv, "queue [--endpoint URL|unix:PATH] [--json]", 0, false,
                          &co, NULL);
     if (rc >= 0)
         return rc;
     si_error_t err;
-    client_t *c = open_client(cli, co.endpoint, &err);
+    client_t *c = client_cmd_open(cli, co.endpoint, &err);
     if (!c)
         return cli_fail(cli, "%s", err.text);
     client_request_t get = {.method = "GET", .path = "/api/v1/queue"};
@@ -663,12 +563,12 @@ int cmd_queue(cli_t *cli, int argc, char **argv)
     if (client_send(c, &get, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
     } else if (co.json) {
-        print_body(&r);
+        client_cmd_print_answer(&r);
         rc = 0;
     } else if (!json_is_array(json_object_get(r.json, "queue"))) {
         rc = cli_fail(cli, "stageind's queue answer has no 'queue' array: %.200s", r.body);
     } else {
-        rc = print_table(cli, json_rows_table(json_object_get(r.json, "queue"), cols,
+        rc = client_cmd_print_table(cli, json_rows_table(json_object_get(r.json, "queue"), cols,
                                               sizeof(cols) / sizeof(cols[0]), -1),
                          false);
     }
@@ -679,13 +579,13 @@ int cmd_queue(cli_t *cli, int argc, char **argv)
 
 int cmd_drives(cli_t *cli, int argc, char **argv)
 {
-    conn_opts_t co;
+    client_cmd_conn_t co;
     int rc = simple_args(cli, argc, argv, "drives [--endpoint URL|unix:PATH] [--json]", 0, false,
                          &co, NULL);
     if (rc >= 0)
         return rc;
     si_error_t err;
-    client_t *c = open_client(cli, co.endpoint, &err);
+    client_t *c = client_cmd_open(cli, co.endpoint, &err);
     if (!c)
         return cli_fail(cli, "%s", err.text);
     client_request_t get = {.method = "GET", .path = "/metrics", .anonymous = true};
@@ -701,111 +601,6 @@ int cmd_drives(cli_t *cli, int argc, char **argv)
     }
     si_table_free(t);
     client_reply_free(&r);
-    client_free(c);
-    return rc;
-}
-
-/* ---- push --------------------------------------------------------------------------- */
-
-/* Sends one file as the body of POST /api/v1/push?dataset=NAME&name=BASENAME. */
-static int push_file(client_t *c, const char *dataset, const char *file, client_reply_t *r,
-                     si_error_t *err)
-{
-    memset(r, 0, sizeof(*r));
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return si_errprintf(err, "%s: %s", file, strerror(errno));
-    struct stat st;
-    char *copy = strdup(file), *ds = client_escape(dataset), *name = NULL, *path = NULL;
-    int rc = -1;
-    if (fstat(fileno(f), &st) < 0) {
-        si_errprintf(err, "%s: %s", file, strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        si_errprintf(err, "%s: not a regular file", file);
-        goto done;
-    }
-    if (!copy || !ds || !(name = client_escape(basename(copy))) ||
-        asprintf(&path, "/api/v1/push?dataset=%s&name=%s", ds, name) < 0) {
-        path = NULL;
-        si_errprintf(err, "out of memory");
-        goto done;
-    }
-    client_request_t post = {.method = "POST", .path = path, .upload = f,
-                             .upload_size = (int64_t)st.st_size};
-    rc = client_send(c, &post, r, err);
-    if (rc < 0)
-        si_errprefix(err, "push %s", file);
-done:
-    fclose(f);
-    free(copy);
-    free(ds);
-    free(name);
-    free(path);
-    return rc;
-}
-
-static const char push_usage[] =
-    "usage: stagein push PATH... --dataset NAME [--endpoint URL|unix:PATH] [--json]\n";
-
-int cmd_push(cli_t *cli, int argc, char **argv)
-{
-    static const struct option options[] = {
-        {"dataset", required_argument, NULL, 'D'},
-        {"help", no_argument, NULL, 'h'},
-        CONN_OPTIONS,
-        {NULL, 0, NULL, 0},
-    };
-    conn_opts_t co = {0};
-    const char *dataset = NULL;
-    int opt;
-    optind = 0; /* GNU getopt: 0 re-initialises its state */
-    while ((opt = getopt_long(argc, argv, "D:he:j", options, NULL)) != -1) {
-        if (conn_option(opt, &co))
-            continue;
-        if (opt == 'D') {
-            dataset = optarg;
-        } else if (opt == 'h') {
-            fputs(push_usage, stdout);
-            return 0;
-        } else {
-            fputs(push_usage, stderr);
-            return 2;
-        }
-    }
-    if (!dataset || optind == argc) {
-        fputs(push_usage, stderr);
-        return 2;
-    }
-    si_error_t err;
-    client_t *c = open_client(cli, co.endpoint, &err);
-    if (!c)
-        return cli_fail(cli, "%s", err.text);
-    json_t *answers = json_array();
-    int rc = 0;
-    for (int i = optind; i < argc && rc == 0; i++) {
-        client_reply_t r;
-        if (push_file(c, dataset, argv[i], &r, &err) < 0) {
-            rc = cli_fail(cli, "%s", err.text);
-        } else if (co.json) {
-            json_array_append(answers, r.json ? r.json : json_null());
-        } else {
-            struct stat st;
-            char bytes[32];
-            printf("pushed %s (%s) to dataset %s\n", argv[i],
-                   si_format_bytes(stat(argv[i], &st) == 0 ? (uint64_t)st.st_size : 0, bytes,
-                                   sizeof(bytes)),
-                   dataset);
-        }
-        client_reply_free(&r);
-    }
-    if (co.json && rc == 0) {
-        if (json_dumpf(answers, stdout, JSON_COMPACT) != 0)
-            rc = cli_fail(cli, "write error");
-        putchar('\n');
-    }
-    json_decref(answers);
     client_free(c);
     return rc;
 }

@@ -1,0 +1,360 @@
+/* stagein push PATH... --dataset NAME: stage-out through stageind's
+ * POST /api/v1/push, one file per call, every file into one push; --wait
+ * follows GET /api/v1/push/{id} until the files are DURABLE on tape. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/checksum.h"
+#include "common/text.h"
+#include "stagein/client_cmd.h"
+
+#define POLL_S 1.0
+
+typedef struct {
+    char *path;   /* on this machine */
+    char *key;    /* inside the dataset */
+} push_entry_t;
+
+typedef struct {
+    push_entry_t *v;
+    size_t n, cap;
+} push_list_t;
+
+static void list_free(push_list_t *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].path);
+        free(l->v[i].key);
+    }
+    free(l->v);
+}
+
+static int list_add(push_list_t *l, const char *path, const char *key, si_error_t *err)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        push_entry_t *v = realloc(l->v, cap * sizeof(*v));
+        if (!v)
+            return si_errprintf(err, "out of memory");
+        l->v = v;
+        l->cap = cap;
+    }
+    push_entry_t e = {strdup(path), strdup(key)};
+    if (!e.path || !e.key) {
+        free(e.path);
+        free(e.key);
+        return si_errprintf(err, "out of memory");
+    }
+    l->v[l->n++] = e;
+    return 0;
+}
+
+/* Every regular file under dir, in name order, keyed prefix/relative path;
+ * symbolic links to directories are not followed. */
+static int walk(push_list_t *l, const char *dir, const char *prefix, si_error_t *err)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, NULL, alphasort);
+    if (n < 0)
+        return si_errprintf(err, "%s: %s", dir, strerror(errno));
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name = names[i]->d_name;
+        char *path = NULL, *key = NULL;
+        struct stat st;
+        if (rc < 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+            /* skipped */
+        } else if (asprintf(&path, "%s/%s", dir, name) < 0 ||
+                   asprintf(&key, "%s/%s", prefix, name) < 0) {
+            path = key = NULL;
+            rc = si_errprintf(err, "out of memory");
+        } else if (lstat(path, &st) < 0) {
+            rc = si_errprintf(err, "%s: %s", path, strerror(errno));
+        } else if (S_ISDIR(st.st_mode)) {
+            rc = walk(l, path, key, err);
+        } else if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+            rc = list_add(l, path, key, err);
+        } else {
+            rc = si_errprintf(err, "%s: not a regular file or directory", path);
+        }
+        free(path);
+        free(key);
+        free(names[i]);
+    }
+    free(names);
+    return rc;
+}
+
+/* A file is keyed by its name; a directory's files by their path below
+ * the directory's parent (as cp -r would name them). */
+static int collect(push_list_t *l, const char *arg, si_error_t *err)
+{
+    struct stat st;
+    if (stat(arg, &st) < 0)
+        return si_errprintf(err, "%s: %s", arg, strerror(errno));
+    char *copy = strdup(arg);
+    if (!copy)
+        return si_errprintf(err, "out of memory");
+    size_t len = strlen(copy);
+    while (len > 1 && copy[len - 1] == '/')
+        copy[--len] = '\0';
+    const char *slash = strrchr(copy, '/');
+    const char *name = slash ? slash + 1 : copy;
+    int rc;
+    if (S_ISREG(st.st_mode))
+        rc = list_add(l, arg, name, err);
+    else if (S_ISDIR(st.st_mode))
+        rc = walk(l, copy, *name ? name : "root", err);
+    else
+        rc = si_errprintf(err, "%s: not a regular file or directory", arg);
+    free(copy);
+    return rc;
+}
+
+/* sha256 of an open file, from its start; the file is rewound. */
+static int file_checksum(FILE *f, const char *path, char out[SI_CHECKSUM_TEXT_MAX],
+                         si_error_t *err)
+{
+    si_checksum_t *c = si_checksum_new("sha256", err);
+    if (!c)
+        return -1;
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        si_checksum_update(c, buf, n);
+    bool failed = ferror(f);
+    si_checksum_final(c, out);
+    si_checksum_free(c);
+    if (failed)
+        return si_errprintf(err, "%s: read error", path);
+    rewind(f);
+    return 0;
+}
+
+/* One file into the push (push_id "" for the first: the answer makes one). */
+static int push_one(client_t *c, const char *dataset, const char *mode, const push_entry_t *e,
+                    const char *push_id, client_reply_t *r, si_error_t *err)
+{
+    memset(r, 0, sizeof(*r));
+    FILE *f = fopen(e->path, "rb");
+    if (!f)
+        return si_errprintf(err, "%s: %s", e->path, strerror(errno));
+    struct stat st;
+    char checksum[SI_CHECKSUM_TEXT_MAX];
+    char *ds = client_escape(dataset), *key = client_escape(e->key), *url = NULL;
+    char *sum_header = NULL, *mtime_header = NULL;
+    int rc = -1;
+    if (fstat(fileno(f), &st) < 0) {
+        si_errprintf(err, "%s: %s", e->path, strerror(errno));
+        goto done;
+    }
+    if (file_checksum(f, e->path, checksum, err) < 0)
+        goto done;
+    if (!ds || !key ||
+        asprintf(&url, "/api/v1/push?dataset=%s&key=%s%s%s%s%s", ds, key,
+                 *push_id ? "&push=" : "", push_id, mode ? "&mode=" : "", mode ? mode : "") < 0 ||
+        asprintf(&sum_header, "X-Stagein-Checksum: %s", checksum) < 0 ||
+        asprintf(&mtime_header, "X-Stagein-Mtime: %lld", (long long)st.st_mtime) < 0) {
+        si_errprintf(err, "out of memory");
+        goto done;
+    }
+    const char *headers[] = {sum_header, mtime_header, NULL};
+    client_request_t post = {.method = "POST", .path = url, .upload = f,
+                             .upload_size = (int64_t)st.st_size, .headers = headers};
+    rc = client_send(c, &post, r, err);
+    if (rc < 0)
+        si_errprefix(err, "%s", e->path);
+done:
+    fclose(f);
+    free(ds);
+    free(key);
+    free(url);
+    free(sum_header);
+    free(mtime_header);
+    return rc;
+}
+
+/* Follows the push until every file is DURABLE or one FAILED. */
+static int wait_push(cli_t *cli, client_t *c, const char *id, double timeout_s, bool json)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/api/v1/push/%s", id);
+    client_request_t get = {.method = "GET", .path = path};
+    double start = client_cmd_clock();
+    char last[64] = "";
+    for (;;) {
+        client_reply_t r;
+        si_error_t err;
+        if (client_send(c, &get, &r, &err) < 0) {
+            client_reply_free(&r);
+            return cli_fail(cli, "%s", err.text);
+        }
+        const char *state = json_string_value(json_object_get(r.json, "state"));
+        if (!state) {
+            int rc = cli_fail(cli, "stageind's push status has no state: %.200s", r.body);
+            client_reply_free(&r);
+            return rc;
+        }
+        long long total = json_integer_value(json_object_get(r.json, "filesTotal"));
+        long long durable = json_integer_value(json_object_get(r.json, "filesDurable"));
+        long long failed = json_integer_value(json_object_get(r.json, "filesFailed"));
+        char now[64];
+        snprintf(now, sizeof(now), "%s %lld %lld", state, durable, failed);
+        if (!json && strcmp(now, last) != 0) {
+            printf("push %s: %s, %lld/%lld files durable%s", id, state, durable, total,
+                   failed ? "" : "\n");
+            if (failed)
+                printf(", %lld failed\n", failed);
+            fflush(stdout);
+            snprintf(last, sizeof(last), "%s", now);
+        }
+        bool done = strcmp(state, "DURABLE") == 0 || strcmp(state, "FAILED") == 0;
+        double t = client_cmd_clock();
+        int rc = -1;
+        if (done) {
+            if (json)
+                client_cmd_print_answer(&r);
+            rc = 0;
+            if (strcmp(state, "FAILED") == 0) {
+                rc = cli_fail(cli, "push %s FAILED: %lld of %lld files failed", id, failed, total);
+                client_cmd_list_failed(cli, json_object_get(r.json, "files"));
+            }
+        } else if (timeout_s > 0 && t - start >= timeout_s) {
+            if (json)
+                client_cmd_print_answer(&r);
+            char waited[32];
+            cli_fail(cli, "timed out after %s waiting for push %s (%s, %lld of %lld files durable)",
+                     si_format_duration(t - start, waited, sizeof(waited)), id, state, durable,
+                     total);
+            rc = CLIENT_CMD_EXIT_TIMEOUT;
+        }
+        client_reply_free(&r);
+        if (rc >= 0)
+            return rc;
+        double pause = POLL_S;
+        if (timeout_s > 0 && start + timeout_s - t < pause)
+            pause = start + timeout_s - t;
+        client_cmd_sleep(pause);
+    }
+}
+
+static const char push_usage[] =
+    "usage: stagein push PATH... --dataset NAME [--mode MODE] [--wait [--timeout DURATION]]\n"
+    "                    [--endpoint URL|unix:PATH] [--json]\n";
+
+int cmd_push(cli_t *cli, int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"dataset", required_argument, NULL, 'D'},
+        {"mode", required_argument, NULL, 'M'},
+        {"wait", no_argument, NULL, 'w'},
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        CLIENT_CMD_OPTIONS,
+        {NULL, 0, NULL, 0},
+    };
+    client_cmd_conn_t co = {0};
+    const char *dataset = NULL, *mode = NULL;
+    bool wait = false;
+    double timeout_s = 0;
+    int opt;
+    optind = 0; /* GNU getopt: 0 re-initialises its state */
+    while ((opt = getopt_long(argc, argv, "D:M:wt:he:j", options, NULL)) != -1) {
+        if (client_cmd_conn_option(opt, &co))
+            continue;
+        if (opt == 'D') {
+            dataset = optarg;
+        } else if (opt == 'M') {
+            mode = optarg;
+        } else if (opt == 'w') {
+            wait = true;
+        } else if (opt == 't') {
+            if (client_cmd_timeout(cli, optarg, &timeout_s) != 0)
+                return 2;
+        } else if (opt == 'h') {
+            fputs(push_usage, stdout);
+            return 0;
+        } else {
+            fputs(push_usage, stderr);
+            return 2;
+        }
+    }
+    if (!dataset || optind == argc) {
+        fputs(push_usage, stderr);
+        return 2;
+    }
+    if (timeout_s > 0 && !wait)
+        return cli_fail(cli, "--timeout needs --wait");
+
+    push_list_t files = {0};
+    si_error_t err;
+    client_t *c = NULL;
+    json_t *answers = json_array();
+    char push_id[80] = "";
+    uint64_t bytes = 0;
+    int rc = 1;
+    for (int i = optind; i < argc; i++)
+        if (collect(&files, argv[i], &err) < 0) {
+            cli_fail(cli, "%s", err.text);
+            goto done;
+        }
+    if (files.n == 0) {
+        cli_fail(cli, "no files to push under %s", argv[optind]);
+        goto done;
+    }
+    if (!(c = client_cmd_open(cli, co.endpoint, &err))) {
+        cli_fail(cli, "%s", err.text);
+        goto done;
+    }
+    for (size_t i = 0; i < files.n; i++) {
+        client_reply_t r;
+        if (push_one(c, dataset, mode, &files.v[i], push_id, &r, &err) < 0) {
+            client_reply_free(&r);
+            cli_fail(cli, "%s", err.text);
+            if (push_id[0])
+                cli_fail(cli, "%zu of %zu files were pushed (push %s)", i, files.n, push_id);
+            goto done;
+        }
+        const char *id = json_string_value(json_object_get(r.json, "pushId"));
+        if (!id || client_cmd_check_id(id, &err) < 0) {
+            cli_fail(cli, "stageind's answer names no push id: %.200s", r.body);
+            client_reply_free(&r);
+            goto done;
+        }
+        snprintf(push_id, sizeof(push_id), "%s", id);
+        json_int_t size = json_integer_value(json_object_get(r.json, "size"));
+        bytes += (uint64_t)size;
+        if (co.json) {
+            json_array_append(answers, r.json);
+        } else {
+            char b[32];
+            printf("%s -> %s (%s, %s)\n", files.v[i].path,
+                   json_string_value(json_object_get(r.json, "path")) ?: files.v[i].key,
+                   si_format_bytes((uint64_t)size, b, sizeof(b)),
+                   json_string_value(json_object_get(r.json, "state")) ?: "?");
+        }
+        client_reply_free(&r);
+    }
+    if (!co.json) {
+        char b[32];
+        printf("push %s: %zu files, %s received into dataset %s\n", push_id, files.n,
+               si_format_bytes(bytes, b, sizeof(b)), dataset);
+    } else if (!wait) {
+        json_dumpf(answers, stdout, JSON_COMPACT);
+        putchar('\n');
+    }
+    fflush(stdout);
+    rc = wait ? wait_push(cli, c, push_id, timeout_s, co.json) : 0;
+done:
+    json_decref(answers);
+    client_free(c);
+    list_free(&files);
+    return rc;
+}
