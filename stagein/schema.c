@@ -6,6 +6,7 @@
 #include "catalog/catalog_conf.h"
 #include "daemon/archive/backend.h"
 #include "daemon/cache/cache.h"
+#include "daemon/push/push.h"
 #include "daemon/volume/volume.h"
 #include "daemon/simlib/engine.h"
 #include "daemon/tape/model.h"
@@ -34,6 +35,7 @@ static const si_conf_key_t *const all_schemas[] = {
     stageind_conf_keys,
     client_conf_keys,
     cache_conf_keys,
+    push_conf_keys,
     library_conf_keys,
     archive_conf_keys,
     tape_conf_keys,

@@ -1,0 +1,341 @@
+/* The aggregator's step: received files batched into one archive file (up
+ * to push.aggregate_bytes, or whatever waits once the oldest waited
+ * push.aggregate_window), marked ARCHIVING, written through the archive
+ * backend with push.copies copies, and only after the write returned, in one
+ * catalog transaction: the volumes' used bytes, each file's tape copies, its
+ * dataset membership and its DURABLE state. A crash before that commit
+ * leaves an archive file on a volume that nothing references. */
+#include "config.h"
+#include "daemon/push/internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/archive/backend.h"
+#include "daemon/cache/cache.h"
+
+/* Members per archive file at most, whatever their size: bounds memory and
+ * the length of one catalog transaction. */
+#define AGGREGATE_MAX_MEMBERS 20000
+
+typedef struct {
+    int64_t object_id;
+    int64_t dataset_id;
+    char *bucket, *key, *path;
+    char checksum[SI_CHECKSUM_TEXT_MAX];
+    uint64_t size;
+    int64_t mtime;
+    int attempts;
+} batch_item_t;
+
+typedef struct {
+    batch_item_t *items;
+    size_t n, cap;
+    uint64_t bytes;
+} batch_t;
+
+static void batch_free(batch_t *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        free(b->items[i].bucket);
+        free(b->items[i].key);
+        free(b->items[i].path);
+    }
+    free(b->items);
+    memset(b, 0, sizeof(*b));
+}
+
+/* Picks the files of the next aggregate, oldest first, and marks them
+ * ARCHIVING; lock held. 0 with b->n == 0 when nothing is due. */
+static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
+{
+    sqlite3_stmt *s = push_prepare(p, "SELECT i.object_id, pu.dataset_id, o.bucket, o.key,"
+                                      " o.size, o.checksum, coalesce(o.mtime, 0), i.received,"
+                                      " i.attempts FROM push_items i"
+                                      " JOIN objects o ON o.id = i.object_id"
+                                      " JOIN pushes pu ON pu.id = i.push_id"
+                                      " WHERE i.state = 'RECEIVED' ORDER BY i.received, i.object_id",
+                                   err);
+    if (!s)
+        return -1;
+    double oldest = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        uint64_t size = (uint64_t)sqlite3_column_int64(s, 4);
+        if (b->n > 0 && (b->bytes + size > p->conf.aggregate_bytes ||
+                         b->n == AGGREGATE_MAX_MEMBERS))
+            break; /* the aggregate is full: it is due whatever its age */
+        if (b->n == b->cap) {
+            b->cap = b->cap ? b->cap * 2 : 64;
+            batch_item_t *grown = realloc(b->items, b->cap * sizeof(*grown));
+            if (!grown) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            b->items = grown;
+        }
+        batch_item_t *it = &b->items[b->n++];
+        memset(it, 0, sizeof(*it));
+        it->object_id = sqlite3_column_int64(s, 0);
+        it->dataset_id = sqlite3_column_int64(s, 1);
+        it->bucket = strdup((const char *)sqlite3_column_text(s, 2));
+        it->key = strdup((const char *)sqlite3_column_text(s, 3));
+        it->size = size;
+        if (sqlite3_column_text(s, 5))
+            snprintf(it->checksum, sizeof(it->checksum), "%s", sqlite3_column_text(s, 5));
+        it->mtime = sqlite3_column_int64(s, 6);
+        it->attempts = sqlite3_column_int(s, 8);
+        if (b->n == 1)
+            oldest = sqlite3_column_double(s, 7);
+        b->bytes += size;
+        char rel[64];
+        cache_object_path(it->object_id, rel, sizeof(rel), NULL);
+        size_t len = strlen(p->cache_dir) + strlen(rel) + 2;
+        if ((it->path = malloc(len)))
+            snprintf(it->path, len, "%s/%s", p->cache_dir, rel);
+        if (!it->bucket || !it->key || !it->path) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    bool full = rc == SQLITE_ROW; /* stopped early: more waits than one aggregate */
+    sqlite3_finalize(s);
+    if (rc == SQLITE_NOMEM)
+        return push_fail(err, ENOMEM, "out of memory");
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return push_db_error(p, err, "listing received files");
+    bool due = b->n > 0 && (force || full || b->bytes >= p->conf.aggregate_bytes ||
+                            push_now() - oldest >= p->conf.aggregate_window);
+    if (!due) {
+        batch_free(b);
+        return 0;
+    }
+    if (catalog_begin(p->cat, err) < 0)
+        goto error;
+    s = push_prepare(p, "UPDATE push_items SET state = 'ARCHIVING', attempts = attempts + 1"
+                        " WHERE object_id = ?1 AND state = 'RECEIVED'", err);
+    if (!s)
+        goto error;
+    for (size_t i = 0; i < b->n; i++) {
+        sqlite3_reset(s);
+        sqlite3_bind_int64(s, 1, b->items[i].object_id);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            sqlite3_finalize(s);
+            push_db_error(p, err, "marking files ARCHIVING");
+            goto error;
+        }
+        b->items[i].attempts++;
+    }
+    sqlite3_finalize(s);
+    if (catalog_commit(p->cat, err) < 0)
+        goto error;
+    return 0;
+error:
+    catalog_rollback(p->cat);
+    batch_free(b);
+    errno = EIO;
+    return -1;
+}
+
+static int mark_dataset_stale(push_t *p, int64_t dataset_id, si_error_t *err)
+{
+    sqlite3_stmt *s = push_prepare(p, "UPDATE datasets SET stat_objects = NULL,"
+                                      " stat_bytes = NULL, stat_volumes = NULL WHERE id = ?1",
+                                   err);
+    if (!s)
+        return -1;
+    sqlite3_bind_int64(s, 1, dataset_id);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    return rc == SQLITE_DONE ? 0 : push_db_error(p, err, "marking dataset totals stale");
+}
+
+/* The one transaction that makes an aggregate DURABLE; lock held. */
+static int commit_durable(push_t *p, const batch_t *b, int ncopies,
+                          const archive_placement_t *pl, si_error_t *err)
+{
+    sqlite3_stmt *member = NULL, *item = NULL, *touch = NULL;
+    if (catalog_begin(p->cat, err) < 0)
+        return errno = EIO, -1;
+    /* volumes first: each copy's volume with its end of data after the write */
+    for (int c = 0; c < ncopies; c++) {
+        const archive_placement_t *last = &pl[(b->n - 1) * (size_t)ncopies + (size_t)c];
+        catalog_volume_t v = {.label = last->volume};
+        if (catalog_volume_ensure(p->cat, &v, NULL, err) < 0 ||
+            catalog_volume_set_used(p->cat, last->volume, last->volume_used, err) < 0)
+            goto error;
+    }
+    if (!(member = push_prepare(p, "INSERT OR IGNORE INTO dataset_members(dataset_id, object_id)"
+                                   " VALUES (?1, ?2)", err)) ||
+        !(item = push_prepare(p, "UPDATE push_items SET state = 'DURABLE', error = NULL,"
+                                 " finished = ?2 WHERE object_id = ?1 AND state = 'ARCHIVING'",
+                              err)) ||
+        !(touch = push_prepare(p, "UPDATE pushes SET updated = ?2 WHERE id ="
+                                  " (SELECT push_id FROM push_items WHERE object_id = ?1)", err)))
+        goto error;
+    double now = push_now();
+    int64_t last_dataset = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const batch_item_t *it = &b->items[i];
+        for (int c = 0; c < ncopies; c++) {
+            const archive_placement_t *where = &pl[i * (size_t)ncopies + (size_t)c];
+            catalog_copy_t copy = {.object_id = it->object_id, .copy = where->copy,
+                                   .volume = where->volume, .file_seq = where->file_seq,
+                                   .position = where->position, .length = where->length};
+            if (catalog_copy_put(p->cat, &copy, err) < 0)
+                goto error;
+        }
+        sqlite3_stmt *each[] = {member, item, touch};
+        for (size_t k = 0; k < 3; k++) {
+            sqlite3_reset(each[k]);
+            sqlite3_bind_int64(each[k], 1, k == 0 ? it->dataset_id : it->object_id);
+            if (k == 0)
+                sqlite3_bind_int64(each[k], 2, it->object_id);
+            else
+                sqlite3_bind_double(each[k], 2, now);
+            if (sqlite3_step(each[k]) != SQLITE_DONE) {
+                push_db_error(p, err, "recording a durable file");
+                goto error;
+            }
+            if (k == 1 && sqlite3_changes(catalog_db(p->cat)) != 1) {
+                push_fail(err, EIO, "object %" PRId64 " is no longer being archived",
+                          it->object_id);
+                goto error;
+            }
+        }
+        if (it->dataset_id != last_dataset && mark_dataset_stale(p, it->dataset_id, err) < 0)
+            goto error;
+        last_dataset = it->dataset_id;
+    }
+    if (catalog_refresh_dataset_stats(p->cat, err) < 0)
+        goto error;
+    char detail[160];
+    snprintf(detail, sizeof(detail), "%zu files, %" PRIu64 " bytes, %d copies, first on %s"
+                                     " file %" PRId64, b->n, b->bytes, ncopies, pl[0].volume,
+             pl[0].file_seq);
+    if (catalog_event(p->cat, "push.durable", NULL, detail) < 0) {
+        push_db_error(p, err, "logging an archive write");
+        goto error;
+    }
+    sqlite3_finalize(member);
+    sqlite3_finalize(item);
+    sqlite3_finalize(touch);
+    member = item = touch = NULL;
+    if (catalog_commit(p->cat, err) < 0)
+        return errno = EIO, -1;
+    return 0;
+error:
+    sqlite3_finalize(member);
+    sqlite3_finalize(item);
+    sqlite3_finalize(touch);
+    catalog_rollback(p->cat);
+    errno = EIO;
+    return -1;
+}
+
+/* After a failed write: back to RECEIVED, or FAILED once out of attempts. */
+static size_t put_back(push_t *p, const batch_t *b, const char *why)
+{
+    size_t failed = 0;
+    si_error_t err;
+    sqlite3_stmt *s = push_prepare(p, "UPDATE push_items SET"
+                                      " state = CASE WHEN ?2 THEN 'FAILED' ELSE 'RECEIVED' END,"
+                                      " error = ?3, finished = CASE WHEN ?2 THEN ?4 END"
+                                      " WHERE object_id = ?1 AND state = 'ARCHIVING'", &err);
+    if (!s || catalog_begin(p->cat, &err) < 0) {
+        sqlite3_finalize(s);
+        si_log(p->log, SI_LOG_ERROR, "push: %s (the files are retried at the next start)",
+               err.text);
+        return 0;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        bool give_up = b->items[i].attempts >= p->conf.max_attempts;
+        char text[700];
+        snprintf(text, sizeof(text), "archive write failed%s (attempt %d of %d): %s",
+                 give_up ? ", giving up" : "", b->items[i].attempts, p->conf.max_attempts, why);
+        sqlite3_reset(s);
+        sqlite3_bind_int64(s, 1, b->items[i].object_id);
+        sqlite3_bind_int(s, 2, give_up);
+        sqlite3_bind_text(s, 3, text, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_double(s, 4, push_now());
+        if (sqlite3_step(s) != SQLITE_DONE)
+            break;
+        failed += give_up;
+    }
+    sqlite3_finalize(s);
+    if (catalog_commit(p->cat, &err) < 0)
+        si_log(p->log, SI_LOG_ERROR, "push: %s (the files are retried at the next start)",
+               err.text);
+    return failed;
+}
+
+int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *err)
+{
+    push_archived_t done = {0};
+    batch_t b = {0};
+    if (out)
+        *out = done;
+    if (!p->backend)
+        return push_fail(err, EINVAL, "push: no archive backend to write to");
+    pthread_mutex_lock(&p->lock);
+    int ncopies = p->conf.copies;
+    int rc = pick_batch(p, force, &b, err);
+    pthread_mutex_unlock(&p->lock);
+    if (rc < 0)
+        return -1;
+    if (b.n == 0)
+        return 0;
+
+    archive_member_t *members = calloc(b.n, sizeof(*members));
+    archive_placement_t *pl = calloc(b.n * (size_t)ncopies, sizeof(*pl));
+    if (!members || !pl) {
+        rc = push_fail(err, ENOMEM, "out of memory");
+        goto put_back;
+    }
+    for (size_t i = 0; i < b.n; i++)
+        members[i] = (archive_member_t){
+            .bucket = b.items[i].bucket, .key = b.items[i].key, .path = b.items[i].path,
+            .size = b.items[i].size, .mtime = b.items[i].mtime,
+            .checksum = b.items[i].checksum[0] ? b.items[i].checksum : NULL};
+    /* the long part, with no lock: the files are pinned and ARCHIVING */
+    if (archive_write(p->backend, members, b.n, ncopies, pl, err) < 0) {
+        rc = -1;
+        goto put_back;
+    }
+    pthread_mutex_lock(&p->lock);
+    rc = commit_durable(p, &b, ncopies, pl, err);
+    if (rc == 0)
+        p->archive_files_written += (uint64_t)ncopies;
+    pthread_mutex_unlock(&p->lock);
+    if (rc < 0)
+        goto put_back;
+    done.files = b.n;
+    done.bytes = b.bytes;
+    si_log(p->log, SI_LOG_NOTICE, "push: %zu files, %" PRIu64 " bytes durable in %d cop%s"
+                                  " (%s file %" PRId64 "%s)", b.n, b.bytes, ncopies,
+           ncopies == 1 ? "y" : "ies", pl[0].volume, pl[0].file_seq, ncopies > 1 ? ", ..." : "");
+    free(members);
+    free(pl);
+    batch_free(&b);
+    if (out)
+        *out = done;
+    return 1;
+
+put_back:;
+    int saved = errno;
+    si_log(p->log, SI_LOG_ERROR, "push: archive write of %zu files, %" PRIu64 " bytes: %s",
+           b.n, b.bytes, err->text);
+    pthread_mutex_lock(&p->lock);
+    done.failed = put_back(p, &b, err->text);
+    pthread_mutex_unlock(&p->lock);
+    free(members);
+    free(pl);
+    batch_free(&b);
+    if (out)
+        *out = done;
+    errno = saved;
+    return -1;
+}

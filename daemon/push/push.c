@@ -1,0 +1,675 @@
+/* The push context: the catalog connection, recovery after a restart, the
+ * status of a push, metrics, and the aggregator thread. */
+#include "config.h"
+#include "daemon/push/internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon/cache/cache.h"
+
+int push_fail(si_error_t *err, int errnum, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->text, sizeof(err->text), fmt, ap);
+        va_end(ap);
+    }
+    errno = errnum;
+    return -1;
+}
+
+int push_db_error(push_t *p, si_error_t *err, const char *what)
+{
+    return push_fail(err, EIO, "catalog: %s: %s", what, sqlite3_errmsg(catalog_db(p->cat)));
+}
+
+sqlite3_stmt *push_prepare(push_t *p, const char *sql, si_error_t *err)
+{
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(catalog_db(p->cat), sql, -1, &s, NULL) != SQLITE_OK) {
+        push_db_error(p, err, "preparing a statement");
+        return NULL;
+    }
+    return s;
+}
+
+int push_exec(push_t *p, const char *sql, si_error_t *err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(catalog_db(p->cat), sql, NULL, NULL, &msg) != SQLITE_OK) {
+        push_fail(err, EIO, "catalog: %s", msg ? msg : "failed");
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+double push_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void push_make_uuid(char out[PUSH_UUID_LEN + 1])
+{
+    unsigned char b[16];
+    size_t got = 0;
+    while (got < sizeof(b)) {
+        ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+        if (n > 0)
+            got += (size_t)n;
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    snprintf(out, PUSH_UUID_LEN + 1,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+             b[15]);
+}
+
+/* ---- life cycle ------------------------------------------------------------------ */
+
+static void set_identity(push_t *p, const char *munge_socket, bool peercred)
+{
+    snprintf(p->munge_socket, sizeof(p->munge_socket), "%s", munge_socket ? munge_socket : "");
+    p->peercred = peercred;
+}
+
+push_t *push_open(const push_opts_t *opts, si_error_t *err)
+{
+    if (!opts->cache || !opts->cache_dir || !opts->catalog_path) {
+        push_fail(err, EINVAL, "push: a catalog, a cache and its directory are needed");
+        return NULL;
+    }
+    if (opts->conf.copies < 1 || opts->conf.copies > 4) {
+        push_fail(err, EINVAL, "push.copies must be 1 to 4, not %d", opts->conf.copies);
+        return NULL;
+    }
+    push_t *p = calloc(1, sizeof(*p));
+    if (!p) {
+        push_fail(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (!(p->cat = catalog_open(opts->catalog_path, 0, err))) {
+        si_errprefix(err, "push: catalog");
+        free(p);
+        errno = EIO;
+        return NULL;
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    p->conf = opts->conf;
+    p->cache = opts->cache;
+    snprintf(p->cache_dir, sizeof(p->cache_dir), "%s", opts->cache_dir);
+    p->backend = opts->backend;
+    p->log = opts->log;
+    set_identity(p, opts->munge_socket, opts->peercred);
+    return p;
+}
+
+void push_reconfigure(push_t *p, const push_conf_t *conf, const char *munge_socket,
+                      bool peercred)
+{
+    pthread_mutex_lock(&p->lock);
+    /* the bucket names objects already pushed: it changes only at restart */
+    char bucket[sizeof(p->conf.bucket)];
+    memcpy(bucket, p->conf.bucket, sizeof(bucket));
+    p->conf = *conf;
+    memcpy(p->conf.bucket, bucket, sizeof(bucket));
+    set_identity(p, munge_socket, peercred);
+    pthread_cond_signal(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void push_close(push_t *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    bool running = p->running;
+    p->stopping = true;
+    pthread_cond_signal(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    if (running)
+        pthread_join(p->thread, NULL);
+    catalog_close(p->cat);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+/* ---- removing an upload never acknowledged ------------------------------------------ */
+
+int push_discard_object(push_t *p, int64_t object_id, si_error_t *err)
+{
+    /* 1. the item lets go of its cache pin (trigger), so the cache may drop it */
+    pthread_mutex_lock(&p->lock);
+    sqlite3_stmt *s = push_prepare(p, "UPDATE push_items SET state = 'DISCARDED'"
+                                      " WHERE object_id = ?1", err);
+    int rc = -1;
+    if (s) {
+        sqlite3_bind_int64(s, 1, object_id);
+        rc = sqlite3_step(s) == SQLITE_DONE ? 0 : push_db_error(p, err, "discarding an upload");
+        sqlite3_finalize(s);
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (rc < 0)
+        return -1;
+
+    /* 2. its cache file, if the upload got that far */
+    si_error_t cerr;
+    if (cache_remove(p->cache, object_id, &cerr) < 0 && errno != ENOENT)
+        return push_fail(err, errno, "discarding object %" PRId64 ": %s", object_id, cerr.text);
+
+    /* 3. item, object, and the push and dataset made for it alone, together */
+    static const char *const steps[] = {
+        "DELETE FROM push_items WHERE object_id = ?1",
+        "DELETE FROM objects WHERE id = ?1",
+        "DELETE FROM pushes WHERE id = ?2"
+        " AND NOT EXISTS (SELECT 1 FROM push_items WHERE push_id = ?2)",
+        "DELETE FROM datasets WHERE id = ?3 AND description = 'created by push ' || ?4"
+        " AND NOT EXISTS (SELECT 1 FROM dataset_members WHERE dataset_id = ?3)"
+        " AND NOT EXISTS (SELECT 1 FROM pushes WHERE dataset_id = ?3)",
+    };
+    pthread_mutex_lock(&p->lock);
+    sqlite3_stmt *q = NULL;
+    if (catalog_begin(p->cat, err) < 0)
+        goto error;
+    q = push_prepare(p, "SELECT p.id, p.dataset_id, p.uuid FROM push_items i"
+                        " JOIN pushes p ON p.id = i.push_id WHERE i.object_id = ?1", err);
+    if (!q)
+        goto error;
+    sqlite3_bind_int64(q, 1, object_id);
+    int step = sqlite3_step(q);
+    if (step != SQLITE_ROW) {
+        if (step != SQLITE_DONE) {
+            push_db_error(p, err, "finding an upload's push");
+            goto error;
+        }
+        sqlite3_finalize(q);
+        q = NULL;
+        catalog_rollback(p->cat);
+        pthread_mutex_unlock(&p->lock);
+        return 0; /* already gone */
+    }
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        sqlite3_stmt *d = push_prepare(p, steps[i], err);
+        if (!d)
+            goto error;
+        sqlite3_bind_int64(d, 1, object_id);
+        sqlite3_bind_int64(d, 2, sqlite3_column_int64(q, 0));
+        sqlite3_bind_int64(d, 3, sqlite3_column_int64(q, 1));
+        sqlite3_bind_text(d, 4, (const char *)sqlite3_column_text(q, 2), -1, SQLITE_TRANSIENT);
+        int drc = sqlite3_step(d);
+        sqlite3_finalize(d);
+        if (drc != SQLITE_DONE) {
+            push_db_error(p, err, "removing an upload");
+            goto error;
+        }
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    if (catalog_commit(p->cat, err) < 0)
+        goto error;
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+error:
+    sqlite3_finalize(q);
+    catalog_rollback(p->cat);
+    pthread_mutex_unlock(&p->lock);
+    errno = EIO;
+    return -1;
+}
+
+/* ---- recovery -------------------------------------------------------------------------- */
+
+/* Object ids of items in the given states (lock held). */
+static int ids_in_state(push_t *p, const char *where, int64_t **ids, size_t *n, si_error_t *err)
+{
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT object_id FROM push_items WHERE %s ORDER BY object_id",
+             where);
+    sqlite3_stmt *s = push_prepare(p, sql, err);
+    if (!s)
+        return -1;
+    *ids = NULL;
+    *n = 0;
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 64;
+            int64_t *grown = realloc(*ids, cap * sizeof(*grown));
+            if (!grown) {
+                sqlite3_finalize(s);
+                return push_fail(err, ENOMEM, "out of memory");
+            }
+            *ids = grown;
+        }
+        (*ids)[(*n)++] = sqlite3_column_int64(s, 0);
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) {
+        free(*ids);
+        *ids = NULL;
+        return push_db_error(p, err, "listing push items");
+    }
+    return 0;
+}
+
+static int set_item_failed(push_t *p, int64_t object_id, const char *why, si_error_t *err)
+{
+    sqlite3_stmt *s = push_prepare(p, "UPDATE push_items SET state = 'FAILED', error = ?2,"
+                                      " finished = ?3 WHERE object_id = ?1", err);
+    if (!s)
+        return -1;
+    sqlite3_bind_int64(s, 1, object_id);
+    sqlite3_bind_text(s, 2, why, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(s, 3, push_now());
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return push_db_error(p, err, "failing a push item");
+    catalog_event(p->cat, "push.failed", NULL, why);
+    return 0;
+}
+
+/* Re-hashes the cached copy of an acknowledged file against the catalog.
+ * 1: matches; 0: missing or wrong (why says which); -1: error. */
+static int verify_cached(push_t *p, int64_t object_id, char *why, size_t why_size,
+                         si_error_t *err)
+{
+    sqlite3_stmt *s = push_prepare(p, "SELECT bucket, key, size, checksum FROM objects"
+                                      " WHERE id = ?1", err);
+    if (!s)
+        return -1;
+    sqlite3_bind_int64(s, 1, object_id);
+    if (sqlite3_step(s) != SQLITE_ROW) {
+        sqlite3_finalize(s);
+        return push_db_error(p, err, "reading a pushed object");
+    }
+    char name[SI_KEY_MAX + SI_BUCKET_MAX + 2], expected[SI_CHECKSUM_TEXT_MAX] = "";
+    snprintf(name, sizeof(name), "%s/%s", sqlite3_column_text(s, 0), sqlite3_column_text(s, 1));
+    uint64_t size = (uint64_t)sqlite3_column_int64(s, 2);
+    if (sqlite3_column_text(s, 3))
+        snprintf(expected, sizeof(expected), "%s", sqlite3_column_text(s, 3));
+    sqlite3_finalize(s);
+
+    int fd;
+    uint64_t have;
+    si_error_t cerr;
+    if (cache_open_object(p->cache, object_id, &fd, &have, &cerr) < 0) {
+        if (errno != ENOENT)
+            return push_fail(err, errno, "%s", cerr.text);
+        snprintf(why, why_size, "%s: its cached copy was lost before it was archived", name);
+        return 0;
+    }
+    si_checksum_t *sum = si_checksum_new("sha256", err);
+    unsigned char *buf = malloc(1u << 20);
+    uint64_t total = 0;
+    int rc = -1;
+    if (!sum || !buf) {
+        push_fail(err, ENOMEM, "out of memory");
+        goto out;
+    }
+    for (;;) {
+        ssize_t n = read(fd, buf, 1u << 20);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            push_fail(err, EIO, "%s: reading its cached copy: %s", name, strerror(errno));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        si_checksum_update(sum, buf, (size_t)n);
+        total += (uint64_t)n;
+    }
+    char actual[SI_CHECKSUM_TEXT_MAX];
+    si_checksum_final(sum, actual);
+    if (total != size || have != size)
+        snprintf(why, why_size, "%s: its cached copy has %" PRIu64 " bytes, not %" PRIu64, name,
+                 total, size);
+    else if (expected[0] && strcmp(actual, expected) != 0)
+        snprintf(why, why_size, "%s: its cached copy is corrupt (%s, expected %s)", name,
+                 actual, expected);
+    else
+        why[0] = '\0';
+    rc = why[0] ? 0 : 1;
+out:
+    close(fd);
+    free(buf);
+    si_checksum_free(sum);
+    return rc;
+}
+
+int push_recover(push_t *p, push_recovery_t *out, si_error_t *err)
+{
+    push_recovery_t rec = {0};
+    int64_t *ids = NULL;
+    size_t n = 0;
+
+    /* uploads that were never acknowledged */
+    pthread_mutex_lock(&p->lock);
+    int rc = ids_in_state(p, "state IN ('RECEIVING', 'DISCARDED')", &ids, &n, err);
+    pthread_mutex_unlock(&p->lock);
+    if (rc < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (push_discard_object(p, ids[i], err) < 0) {
+            free(ids);
+            return -1;
+        }
+        rec.discarded++;
+    }
+    free(ids);
+    ids = NULL;
+
+    pthread_mutex_lock(&p->lock);
+    /* an archive write that a crash interrupted: its files are archived
+     * again; whatever it left on a volume is referenced by nothing */
+    if (push_exec(p, "UPDATE push_items SET state = 'RECEIVED' WHERE state = 'ARCHIVING'", err) < 0)
+        goto error;
+    rec.requeued = (uint64_t)sqlite3_changes(catalog_db(p->cat));
+    if (ids_in_state(p, "state = 'RECEIVED'", &ids, &n, err) < 0)
+        goto error;
+    for (size_t i = 0; i < n; i++) {
+        char why[600];
+        int ok = verify_cached(p, ids[i], why, sizeof(why), err);
+        if (ok < 0)
+            goto error;
+        if (ok) {
+            rec.verified++;
+            rec.pending++;
+            continue;
+        }
+        if (set_item_failed(p, ids[i], why, err) < 0)
+            goto error;
+        si_log(p->log, SI_LOG_ERROR, "push: %s", why);
+        rec.failed++;
+        pthread_mutex_unlock(&p->lock);
+        si_error_t cerr;
+        cache_remove(p->cache, ids[i], &cerr); /* a bad copy; absent is fine */
+        pthread_mutex_lock(&p->lock);
+    }
+    pthread_mutex_unlock(&p->lock);
+    free(ids);
+    if (out)
+        *out = rec;
+    return 0;
+error:
+    pthread_mutex_unlock(&p->lock);
+    free(ids);
+    return -1;
+}
+
+/* ---- status ------------------------------------------------------------------------------ */
+
+void push_status_free(push_status_t *st)
+{
+    if (!st)
+        return;
+    for (size_t i = 0; i < st->nitems; i++) {
+        free(st->items[i].bucket);
+        free(st->items[i].object_key);
+        free(st->items[i].error);
+        free(st->items[i].copies);
+    }
+    free(st->items);
+    free(st->dataset);
+    free(st);
+}
+
+static char *column_dup(sqlite3_stmt *s, int col)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    return strdup(t ? (const char *)t : "");
+}
+
+static int load_copies(push_t *p, push_item_t *it, si_error_t *err)
+{
+    sqlite3_stmt *s = push_prepare(p, "SELECT t.copy, v.label, coalesce(t.file_seq, -1),"
+                                      " t.position FROM tape_copies t"
+                                      " JOIN volumes v ON v.id = t.volume_id"
+                                      " WHERE t.object_id = ?1 ORDER BY t.copy", err);
+    if (!s)
+        return -1;
+    sqlite3_bind_int64(s, 1, it->object_id);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        push_copy_t *grown = realloc(it->copies, (it->ncopies + 1) * sizeof(*grown));
+        if (!grown) {
+            sqlite3_finalize(s);
+            return push_fail(err, ENOMEM, "out of memory");
+        }
+        it->copies = grown;
+        push_copy_t *c = &it->copies[it->ncopies++];
+        c->copy = sqlite3_column_int(s, 0);
+        snprintf(c->volume, sizeof(c->volume), "%s", sqlite3_column_text(s, 1));
+        c->file_seq = sqlite3_column_int64(s, 2);
+        c->position = (uint64_t)sqlite3_column_int64(s, 3);
+    }
+    sqlite3_finalize(s);
+    return rc == SQLITE_DONE ? 0 : push_db_error(p, err, "reading tape copies");
+}
+
+static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t *st,
+                       si_error_t *err)
+{
+    if (!uuid || strlen(uuid) != PUSH_UUID_LEN)
+        return push_fail(err, ENOENT, "no push '%.64s' (a push id is a 36-character uuid)",
+                         uuid ? uuid : "");
+    sqlite3_stmt *s = push_prepare(p, "SELECT p.id, p.uid, p.gid, d.name, p.created, p.updated"
+                                      " FROM pushes p JOIN datasets d ON d.id = p.dataset_id"
+                                      " WHERE p.uuid = ?1", err);
+    if (!s)
+        return -1;
+    sqlite3_bind_text(s, 1, uuid, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        sqlite3_finalize(s);
+        return rc == SQLITE_DONE ? push_fail(err, ENOENT, "no push %s", uuid)
+                                 : push_db_error(p, err, "reading a push");
+    }
+    int64_t id = sqlite3_column_int64(s, 0);
+    snprintf(st->uuid, sizeof(st->uuid), "%s", uuid);
+    st->uid = (uid_t)sqlite3_column_int64(s, 1);
+    st->gid = (gid_t)sqlite3_column_int64(s, 2);
+    st->dataset = column_dup(s, 3);
+    st->created = sqlite3_column_double(s, 4);
+    st->updated = sqlite3_column_double(s, 5);
+    sqlite3_finalize(s);
+    if (!st->dataset)
+        return push_fail(err, ENOMEM, "out of memory");
+    if (caller != (uid_t)-1 && caller != 0 && caller != st->uid)
+        return push_fail(err, EACCES, "push %s belongs to uid %u, not to uid %u", uuid,
+                         (unsigned)st->uid, (unsigned)caller);
+
+    /* uploads still arriving are not part of the push until acknowledged */
+    s = push_prepare(p, "SELECT i.object_id, o.bucket, o.key, o.size, o.checksum, i.state,"
+                        " i.error FROM push_items i JOIN objects o ON o.id = i.object_id"
+                        " WHERE i.push_id = ?1 AND i.state NOT IN ('RECEIVING', 'DISCARDED')"
+                        " ORDER BY o.key", err);
+    if (!s)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    size_t cap = 0;
+    bool pending = false, archiving = false;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (st->nitems == cap) {
+            cap = cap ? cap * 2 : 16;
+            push_item_t *grown = realloc(st->items, cap * sizeof(*grown));
+            if (!grown) {
+                sqlite3_finalize(s);
+                return push_fail(err, ENOMEM, "out of memory");
+            }
+            st->items = grown;
+        }
+        push_item_t *it = &st->items[st->nitems++];
+        memset(it, 0, sizeof(*it));
+        it->object_id = sqlite3_column_int64(s, 0);
+        it->bucket = column_dup(s, 1);
+        it->object_key = column_dup(s, 2);
+        it->size = (uint64_t)sqlite3_column_int64(s, 3);
+        if (sqlite3_column_text(s, 4))
+            snprintf(it->checksum, sizeof(it->checksum), "%s", sqlite3_column_text(s, 4));
+        snprintf(it->state, sizeof(it->state), "%s", sqlite3_column_text(s, 5));
+        if (sqlite3_column_text(s, 6))
+            it->error = column_dup(s, 6);
+        if (!it->bucket || !it->object_key) {
+            sqlite3_finalize(s);
+            return push_fail(err, ENOMEM, "out of memory");
+        }
+        size_t dlen = strlen(st->dataset);
+        it->key = strncmp(it->object_key, st->dataset, dlen) == 0 && it->object_key[dlen] == '/'
+                      ? it->object_key + dlen + 1 : it->object_key;
+        st->files_total++;
+        st->bytes_total += it->size;
+        if (strcmp(it->state, "DURABLE") == 0)
+            st->files_durable++;
+        else if (strcmp(it->state, "FAILED") == 0)
+            st->files_failed++;
+        else
+            pending = true;
+        archiving = archiving || strcmp(it->state, "ARCHIVING") == 0;
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return push_db_error(p, err, "reading push items");
+    if (st->nitems == 0)
+        return push_fail(err, ENOENT, "no push %s (nothing of it was received yet)", uuid);
+    for (size_t i = 0; i < st->nitems; i++)
+        if (load_copies(p, &st->items[i], err) < 0)
+            return -1;
+    const char *state = archiving                              ? "ARCHIVING"
+                        : pending                              ? "RECEIVED"
+                        : st->files_failed                     ? "FAILED"
+                                                               : "DURABLE";
+    snprintf(st->state, sizeof(st->state), "%s", state);
+    return 0;
+}
+
+int push_get(push_t *p, const char *uuid, uid_t caller_uid, push_status_t **out,
+             si_error_t *err)
+{
+    push_status_t *st = calloc(1, sizeof(*st));
+    if (!st)
+        return push_fail(err, ENOMEM, "out of memory");
+    pthread_mutex_lock(&p->lock);
+    int rc = load_status(p, uuid, caller_uid, st, err);
+    pthread_mutex_unlock(&p->lock);
+    if (rc < 0) {
+        int saved = errno;
+        push_status_free(st);
+        errno = saved;
+        return -1;
+    }
+    *out = st;
+    return 0;
+}
+
+int push_metrics(push_t *p, push_metrics_t *out, si_error_t *err)
+{
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&p->lock);
+    sqlite3_stmt *s = push_prepare(p, "SELECT i.state, count(*), coalesce(sum(o.size), 0)"
+                                      " FROM push_items i JOIN objects o ON o.id = i.object_id"
+                                      " GROUP BY i.state", err);
+    int rc = -1;
+    if (s) {
+        int step;
+        while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+            const char *state = (const char *)sqlite3_column_text(s, 0);
+            uint64_t files = (uint64_t)sqlite3_column_int64(s, 1);
+            if (strcmp(state, "RECEIVED") == 0) {
+                out->received_files = files;
+                out->received_bytes = (uint64_t)sqlite3_column_int64(s, 2);
+            } else if (strcmp(state, "ARCHIVING") == 0) {
+                out->archiving_files = files;
+            } else if (strcmp(state, "DURABLE") == 0) {
+                out->durable_files = files;
+            } else if (strcmp(state, "FAILED") == 0) {
+                out->failed_files = files;
+            }
+        }
+        sqlite3_finalize(s);
+        rc = step == SQLITE_DONE ? 0 : push_db_error(p, err, "counting push items");
+    }
+    out->archive_files_written = p->archive_files_written;
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+/* ---- the aggregator thread ------------------------------------------------------------------ */
+
+static void *aggregator(void *arg)
+{
+    push_t *p = arg;
+    pthread_mutex_lock(&p->lock);
+    while (!p->stopping) {
+        p->kicked = false;
+        pthread_mutex_unlock(&p->lock);
+        push_archived_t done;
+        si_error_t err;
+        int rc = push_archive_once(p, false, &done, &err);
+        if (rc < 0)
+            si_log(p->log, SI_LOG_ERROR, "push: archiving: %s", err.text);
+        pthread_mutex_lock(&p->lock);
+        if (rc == 1 || p->kicked)
+            continue; /* more may be due */
+        /* nothing due: look again when the window may have passed; after a
+         * failure, a little later */
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        long ms = rc < 0 ? 2000 : 250;
+        until.tv_sec += ms / 1000;
+        until.tv_nsec += (ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (!p->stopping && !p->kicked)
+            pthread_cond_timedwait(&p->wake, &p->lock, &until);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+int push_start(push_t *p, si_error_t *err)
+{
+    if (!p->backend)
+        return push_fail(err, EINVAL, "push: no archive backend to write to");
+    pthread_mutex_lock(&p->lock);
+    int rc = 0;
+    if (!p->running) {
+        int e = pthread_create(&p->thread, NULL, aggregator, p);
+        if (e)
+            rc = push_fail(err, e, "push: cannot start the aggregator: %s", strerror(e));
+        else
+            p->running = true;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+void push_kick(push_t *p)
+{
+    pthread_mutex_lock(&p->lock);
+    p->kicked = true;
+    pthread_cond_signal(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+}

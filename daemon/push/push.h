@@ -1,0 +1,200 @@
+/* Push (stage-out): files sent to stageind are streamed into the cache,
+ * recorded in the catalog before they are acknowledged (RECEIVED), then
+ * aggregated into archive files written through the archive backend with N
+ * copies on distinct volumes; the tape copies, the dataset membership and
+ * the DURABLE state are committed in one catalog transaction, only after
+ * the archive write returned. After a crash, push_recover drops uploads
+ * never acknowledged, re-verifies the cache files of acknowledged ones and
+ * queues them to be archived again.
+ *
+ * An object is <bucket>/<dataset>/<key> (bucket: push.bucket). Items in
+ * flight (RECEIVED, ARCHIVING) hold a pin on their cache row (schema 1.4
+ * triggers); once DURABLE the cached copy is an ordinary, evictable object.
+ *
+ * Errors return -1 with the reason in err and errno saying what kind:
+ * EINVAL bad input, EBADMSG the bytes did not match the size or checksum
+ * said, EACCES not permitted, ENOENT unknown push, EEXIST the object exists,
+ * EFBIG larger than push.max_file_size, EAGAIN no cache space now, EIO
+ * catalog or file system failure. Nothing is kept on failure.
+ *
+ * Threads: uploads, push_get and the aggregator run concurrently; a mutex
+ * guards the push's own catalog connection (never held while bytes move). */
+#ifndef STAGEIN_PUSH_H
+#define STAGEIN_PUSH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/checksum.h"
+#include "common/conf.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/text.h"
+
+typedef struct cache cache_t;
+typedef struct archive_backend archive_backend_t;
+typedef struct http_server http_server_t;
+typedef struct push push_t;
+typedef struct push_upload push_upload_t;
+
+#define PUSH_UUID_LEN 36
+
+/* ---- configuration: the "push" group of stagein.conf ------------------------ */
+
+extern const si_conf_key_t push_conf_keys[];
+
+typedef struct {
+    char bucket[SI_BUCKET_MAX + 1];   /* bucket of pushed objects */
+    uint64_t max_file_size;           /* bytes one upload may send */
+    uint64_t aggregate_bytes;         /* target size of one archive file */
+    double aggregate_window;          /* seconds a file waits for others */
+    int copies;                       /* copies on distinct volumes */
+    unsigned dataset_mode;            /* mode of datasets a push creates */
+    int max_attempts;                 /* archive writes tried per aggregate */
+} push_conf_t;
+
+/* Defaults: "stageout", 1 TiB, 2 GB, 60 s, 1 copy, 0600, 5 attempts. */
+void push_conf_defaults(push_conf_t *conf);
+int push_conf_from(const si_conf_t *conf, push_conf_t *out, si_error_t *err);
+
+/* ---- life cycle --------------------------------------------------------------- */
+
+typedef struct {
+    push_conf_t conf;
+    const char *catalog_path;       /* the push opens its own connection */
+    cache_t *cache;                 /* shared with the recall path */
+    const char *cache_dir;          /* the cache's directory (member paths) */
+    archive_backend_t *backend;     /* where aggregates are written */
+    si_log_t *log;                  /* may be NULL */
+    const char *munge_socket;       /* identity for the routes (NULL: default) */
+    bool peercred;
+} push_opts_t;
+
+push_t *push_open(const push_opts_t *opts, si_error_t *err);
+/* Stops the aggregator; uploads must be finished. */
+void push_close(push_t *p);
+/* Settings that apply at once on reload (sizes, window, copies, mode, identity). */
+void push_reconfigure(push_t *p, const push_conf_t *conf, const char *munge_socket,
+                      bool peercred);
+
+typedef struct {
+    uint64_t discarded;             /* uploads never acknowledged, removed */
+    uint64_t requeued;              /* ARCHIVING -> RECEIVED */
+    uint64_t verified;              /* cache files re-hashed and matching */
+    uint64_t failed;                /* acknowledged files whose cache copy is gone/bad */
+    uint64_t pending;               /* RECEIVED files waiting to be archived */
+} push_recovery_t;
+
+/* At start-up, after cache_recover and before uploads or the aggregator. */
+int push_recover(push_t *p, push_recovery_t *out, si_error_t *err);
+
+/* The aggregator thread: archives when enough bytes wait or the window
+ * passed; push_kick wakes it (tests, shutdown). */
+int push_start(push_t *p, si_error_t *err);
+void push_kick(push_t *p);
+
+/* ---- receiving one file ------------------------------------------------------- */
+
+typedef struct {
+    uid_t uid;                      /* the pusher: owner of a new dataset */
+    gid_t gid;
+    const char *dataset;
+    const char *key;                /* path inside the dataset */
+    const char *push_uuid;          /* add to this push of the caller's; NULL: new */
+    int mode;                       /* new dataset's mode; -1: push.dataset_mode */
+    uint64_t size;
+    const char *checksum;           /* "sha256:<hex>" to verify, or NULL */
+    int64_t mtime;                  /* unix seconds; -1: now */
+} push_file_t;
+
+typedef struct {
+    char uuid[PUSH_UUID_LEN + 1];
+    int64_t object_id;
+    char bucket[SI_BUCKET_MAX + 1];
+    char object_key[SI_KEY_MAX + 1]; /* dataset/key */
+    uint64_t size;
+    char checksum[SI_CHECKSUM_TEXT_MAX];
+} push_received_t;
+
+/* Validates, checks permissions, records the file (not yet acknowledged)
+ * and opens its cache writer. */
+int push_upload_begin(push_t *p, const push_file_t *file, push_upload_t **out,
+                      si_error_t *err);
+int push_upload_write(push_upload_t *u, const void *data, size_t len, si_error_t *err);
+/* Checks size and checksum, makes the cache file durable and marks the file
+ * RECEIVED: from then on it is acknowledged. Frees u either way. */
+int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err);
+/* Removes everything the upload recorded; frees u. */
+void push_upload_abort(push_upload_t *u);
+uint64_t push_upload_received(const push_upload_t *u);
+
+/* ---- status ----------------------------------------------------------------------- */
+
+typedef struct {
+    int copy;
+    char volume[40];
+    int64_t file_seq;
+    uint64_t position;
+} push_copy_t;
+
+typedef struct {
+    int64_t object_id;
+    char *bucket;
+    char *object_key;               /* dataset/key */
+    const char *key;                /* inside object_key: the key in the dataset */
+    uint64_t size;
+    char checksum[SI_CHECKSUM_TEXT_MAX];
+    char state[12];
+    char *error;
+    size_t ncopies;
+    push_copy_t *copies;
+} push_item_t;
+
+typedef struct {
+    char uuid[PUSH_UUID_LEN + 1];
+    char state[12];
+    char *dataset;
+    uid_t uid;
+    gid_t gid;
+    double created, updated;
+    size_t files_total, files_durable, files_failed;
+    uint64_t bytes_total;
+    size_t nitems;
+    push_item_t *items;             /* by key */
+} push_status_t;
+
+/* Owner or root (EACCES otherwise); caller_uid (uid_t)-1: no check. */
+int push_get(push_t *p, const char *uuid, uid_t caller_uid, push_status_t **out,
+             si_error_t *err);
+void push_status_free(push_status_t *st);
+
+/* ---- archiving ---------------------------------------------------------------------- */
+
+typedef struct {
+    size_t files;                   /* made DURABLE */
+    uint64_t bytes;
+    size_t failed;                  /* made FAILED */
+} push_archived_t;
+
+/* One aggregate, if one is due (force: whatever waits, window or not).
+ * Returns 1 when an aggregate was attempted, 0 when none was due. A failed
+ * archive write puts the files back (FAILED after max_attempts) and returns
+ * -1 with the reason. */
+int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *err);
+
+typedef struct {
+    uint64_t received_files, received_bytes;   /* waiting to be archived */
+    uint64_t archiving_files;
+    uint64_t durable_files, failed_files;
+    uint64_t archive_files_written;            /* since open */
+} push_metrics_t;
+
+int push_metrics(push_t *p, push_metrics_t *out, si_error_t *err);
+
+/* ---- the control API routes: POST /api/v1/push, GET /api/v1/push/{id} -------- */
+
+int push_routes(push_t *p, http_server_t *server, si_error_t *err);
+
+#endif

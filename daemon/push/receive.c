@@ -1,0 +1,340 @@
+/* Receiving one pushed file: validated and recorded (RECEIVING) before the
+ * first byte, streamed into a cache writer, then checked, made durable in
+ * the cache and marked RECEIVED in one transaction: the acknowledgement.
+ * Anything that fails on the way removes what was recorded. */
+#include "config.h"
+#include "daemon/push/internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon/cache/cache.h"
+
+struct push_upload {
+    push_t *p;
+    int64_t object_id;
+    cache_writer_t *writer;
+    si_checksum_t *sum;             /* our own hash when the client sent none */
+    push_received_t info;
+};
+
+uint64_t push_upload_received(const push_upload_t *u)
+{
+    return u->writer ? cache_writer_received(u->writer) : 0;
+}
+
+static int check_file(const push_conf_t *conf, const push_file_t *f, char *object_key,
+                      si_error_t *err)
+{
+    if (!f->dataset || !*f->dataset)
+        return push_fail(err, EINVAL, "no dataset named (query argument 'dataset')");
+    if (catalog_dataset_check_name(f->dataset, err) < 0)
+        return errno = EINVAL, -1;
+    if (!f->key || !*f->key)
+        return push_fail(err, EINVAL, "no key named (query argument 'key': the file's path"
+                                      " inside the dataset)");
+    if (si_key_check(f->key, strlen(f->key), err) < 0) {
+        si_errprefix(err, "key");
+        errno = EINVAL;
+        return -1;
+    }
+    int n = snprintf(object_key, SI_KEY_MAX + 1, "%s/%s", f->dataset, f->key);
+    if (n < 0 || n > SI_KEY_MAX)
+        return push_fail(err, EINVAL, "dataset name and key together are longer than %d bytes",
+                         SI_KEY_MAX);
+    if (f->checksum && (strncmp(f->checksum, "sha256:", 7) != 0 ||
+                        !si_checksum_text_valid(f->checksum)))
+        return push_fail(err, EINVAL, "checksum '%.80s' is not sha256:<64 lower-case hex>",
+                         f->checksum);
+    if (f->size > conf->max_file_size)
+        return push_fail(err, EFBIG, "a file of %" PRIu64 " bytes is larger than the push limit"
+                                     " of %" PRIu64 " bytes (push.max_file_size)",
+                         f->size, conf->max_file_size);
+    if (f->mode < -1 || f->mode > 0777)
+        return push_fail(err, EINVAL, "mode %o is not a permission mode (0 to 0777)",
+                         (unsigned)f->mode);
+    return 0;
+}
+
+/* The dataset to push into: found (the caller must own it) or created. */
+static int dataset_for(push_t *p, const push_file_t *f, const char *push_uuid, int64_t *id,
+                       si_error_t *err)
+{
+    sqlite3_stmt *s = push_prepare(p, "SELECT id, owner_uid FROM datasets WHERE name = ?1", err);
+    if (!s)
+        return -1;
+    sqlite3_bind_text(s, 1, f->dataset, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(s, 0);
+        uid_t owner = (uid_t)sqlite3_column_int64(s, 1);
+        sqlite3_finalize(s);
+        if (f->uid != 0 && owner != f->uid)
+            return push_fail(err, EACCES, "dataset '%s' belongs to uid %u: only its owner may"
+                                          " push into it (caller uid %u)",
+                             f->dataset, (unsigned)owner, (unsigned)f->uid);
+        return 0;
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return push_db_error(p, err, "looking up a dataset");
+    s = push_prepare(p, "INSERT INTO datasets(name, owner_uid, owner_gid, mode, description,"
+                        " created) VALUES (?1, ?2, ?3, ?4, 'created by push ' || ?5, ?6)", err);
+    if (!s)
+        return -1;
+    sqlite3_bind_text(s, 1, f->dataset, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, f->uid);
+    sqlite3_bind_int64(s, 3, f->gid);
+    sqlite3_bind_int(s, 4, f->mode >= 0 ? f->mode : (int)p->conf.dataset_mode);
+    sqlite3_bind_text(s, 5, push_uuid, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 6, (int64_t)time(NULL));
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return push_db_error(p, err, "creating a dataset");
+    *id = sqlite3_last_insert_rowid(catalog_db(p->cat));
+    return 0;
+}
+
+/* The push to add to (the caller's, for the same dataset) or a new one. */
+static int push_for(push_t *p, const push_file_t *f, int64_t dataset_id, char *uuid,
+                    int64_t *id, si_error_t *err)
+{
+    sqlite3_stmt *s;
+    if (f->push_uuid) {
+        s = push_prepare(p, "SELECT p.id, p.uid, p.dataset_id, d.name FROM pushes p"
+                            " JOIN datasets d ON d.id = p.dataset_id WHERE p.uuid = ?1", err);
+        if (!s)
+            return -1;
+        sqlite3_bind_text(s, 1, f->push_uuid, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(s);
+        if (rc != SQLITE_ROW) {
+            sqlite3_finalize(s);
+            return rc == SQLITE_DONE ? push_fail(err, ENOENT, "no push '%.64s'", f->push_uuid)
+                                     : push_db_error(p, err, "looking up a push");
+        }
+        *id = sqlite3_column_int64(s, 0);
+        uid_t owner = (uid_t)sqlite3_column_int64(s, 1);
+        int64_t ds = sqlite3_column_int64(s, 2);
+        char name[160];
+        snprintf(name, sizeof(name), "%s", sqlite3_column_text(s, 3));
+        sqlite3_finalize(s);
+        if (f->uid != 0 && owner != f->uid)
+            return push_fail(err, EACCES, "push %s belongs to uid %u, not to uid %u",
+                             f->push_uuid, (unsigned)owner, (unsigned)f->uid);
+        if (ds != dataset_id)
+            return push_fail(err, EINVAL, "push %s is into dataset '%s', not '%s'",
+                             f->push_uuid, name, f->dataset);
+        snprintf(uuid, PUSH_UUID_LEN + 1, "%s", f->push_uuid);
+        return 0;
+    }
+    s = push_prepare(p, "INSERT INTO pushes(uuid, uid, gid, dataset_id, created, updated)"
+                        " VALUES (?1, ?2, ?3, ?4, ?5, ?5)", err);
+    if (!s)
+        return -1;
+    sqlite3_bind_text(s, 1, uuid, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, f->uid);
+    sqlite3_bind_int64(s, 3, f->gid);
+    sqlite3_bind_int64(s, 4, dataset_id);
+    sqlite3_bind_double(s, 5, push_now());
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return push_db_error(p, err, "creating a push");
+    *id = sqlite3_last_insert_rowid(catalog_db(p->cat));
+    return 0;
+}
+
+/* Dataset, push, object and item (RECEIVING) in one transaction; lock held. */
+static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_error_t *err)
+{
+    int64_t dataset_id = 0, push_id = 0;
+    if (!f->push_uuid)
+        push_make_uuid(u->info.uuid);
+    if (catalog_begin(p->cat, err) < 0)
+        return errno = EIO, -1;
+    if (dataset_for(p, f, f->push_uuid ? f->push_uuid : u->info.uuid, &dataset_id, err) < 0 ||
+        push_for(p, f, dataset_id, u->info.uuid, &push_id, err) < 0)
+        goto error;
+    sqlite3_stmt *s = push_prepare(p, "INSERT INTO objects(bucket, key, size, checksum, mtime)"
+                                      " VALUES (?1, ?2, ?3, ?4, ?5)", err);
+    if (!s)
+        goto error;
+    sqlite3_bind_text(s, 1, u->info.bucket, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, u->info.object_key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, (int64_t)f->size);
+    if (f->checksum)
+        sqlite3_bind_text(s, 4, f->checksum, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, f->mtime >= 0 ? f->mtime : (int64_t)time(NULL));
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) {
+        if (sqlite3_extended_errcode(catalog_db(p->cat)) == SQLITE_CONSTRAINT_UNIQUE)
+            push_fail(err, EEXIST, "object %s/%s exists already (pushed files are immutable:"
+                                   " push under another key)", u->info.bucket,
+                      u->info.object_key);
+        else
+            push_db_error(p, err, "recording a pushed object");
+        goto error;
+    }
+    u->object_id = sqlite3_last_insert_rowid(catalog_db(p->cat));
+    s = push_prepare(p, "INSERT INTO push_items(object_id, push_id, state, received)"
+                        " VALUES (?1, ?2, 'RECEIVING', ?3)", err);
+    if (!s)
+        goto error;
+    sqlite3_bind_int64(s, 1, u->object_id);
+    sqlite3_bind_int64(s, 2, push_id);
+    sqlite3_bind_double(s, 3, push_now());
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) {
+        push_db_error(p, err, "recording a push item");
+        goto error;
+    }
+    if (catalog_commit(p->cat, err) < 0)
+        return errno = EIO, -1;
+    return 0;
+error:;
+    int saved = errno;
+    catalog_rollback(p->cat);
+    u->object_id = 0;
+    errno = saved;
+    return -1;
+}
+
+int push_upload_begin(push_t *p, const push_file_t *file, push_upload_t **out,
+                      si_error_t *err)
+{
+    push_upload_t *u = calloc(1, sizeof(*u));
+    if (!u)
+        return push_fail(err, ENOMEM, "out of memory");
+    u->p = p;
+    pthread_mutex_lock(&p->lock);
+    push_conf_t conf = p->conf;
+    snprintf(u->info.bucket, sizeof(u->info.bucket), "%s", conf.bucket);
+    int rc = check_file(&conf, file, u->info.object_key, err);
+    if (rc == 0)
+        rc = record_upload(p, file, u, err);
+    pthread_mutex_unlock(&p->lock);
+    if (rc < 0) {
+        int saved = errno;
+        free(u);
+        errno = saved;
+        return -1;
+    }
+    u->info.object_id = u->object_id;
+    u->info.size = file->size;
+    if (file->checksum)
+        snprintf(u->info.checksum, sizeof(u->info.checksum), "%s", file->checksum);
+    else if (!(u->sum = si_checksum_new("sha256", err)))
+        goto error;
+    if (cache_writer_open(p->cache, u->object_id, file->size, file->checksum, &u->writer,
+                          err) < 0) {
+        if (errno == EAGAIN)
+            si_errprefix(err, "the cache has no room for the file now");
+        goto error;
+    }
+    *out = u;
+    return 0;
+error:;
+    int saved = errno;
+    push_upload_abort(u);
+    errno = saved;
+    return -1;
+}
+
+int push_upload_write(push_upload_t *u, const void *data, size_t len, si_error_t *err)
+{
+    if (cache_writer_write(u->writer, data, len, err) < 0)
+        return -1;
+    if (u->sum)
+        si_checksum_update(u->sum, data, len);
+    return 0;
+}
+
+/* RECEIVED, with the checksum we computed when the client sent none. */
+static int mark_received(push_t *p, push_upload_t *u, si_error_t *err)
+{
+    static const char *const steps[] = {
+        "UPDATE objects SET checksum = ?2 WHERE id = ?1",
+        "UPDATE push_items SET state = 'RECEIVED', received = ?3 WHERE object_id = ?1",
+        "UPDATE pushes SET updated = ?3"
+        " WHERE id = (SELECT push_id FROM push_items WHERE object_id = ?1)",
+    };
+    pthread_mutex_lock(&p->lock);
+    if (catalog_begin(p->cat, err) < 0)
+        goto error;
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        sqlite3_stmt *s = push_prepare(p, steps[i], err);
+        if (!s)
+            goto error;
+        sqlite3_bind_int64(s, 1, u->object_id);
+        sqlite3_bind_text(s, 2, u->info.checksum, -1, SQLITE_STATIC);
+        sqlite3_bind_double(s, 3, push_now());
+        int rc = sqlite3_step(s);
+        sqlite3_finalize(s);
+        if (rc != SQLITE_DONE) {
+            push_db_error(p, err, "recording a received file");
+            goto error;
+        }
+    }
+    char detail[SI_KEY_MAX + 128];
+    snprintf(detail, sizeof(detail), "%s/%s %" PRIu64 " bytes", u->info.bucket,
+             u->info.object_key, u->info.size);
+    if (catalog_event(p->cat, "push.received", u->info.uuid, detail) < 0) {
+        push_db_error(p, err, "logging a received file");
+        goto error;
+    }
+    if (catalog_commit(p->cat, err) < 0)
+        goto error;
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+error:
+    catalog_rollback(p->cat);
+    pthread_mutex_unlock(&p->lock);
+    errno = EIO;
+    return -1;
+}
+
+int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err)
+{
+    push_t *p = u->p;
+    if (u->sum) {
+        si_checksum_final(u->sum, u->info.checksum);
+        si_checksum_free(u->sum);
+        u->sum = NULL;
+    }
+    cache_writer_t *w = u->writer;
+    u->writer = NULL; /* freed by finish either way */
+    if (cache_writer_finish(w, 0, err) < 0 || mark_received(p, u, err) < 0)
+        goto error;
+    if (out)
+        *out = u->info;
+    si_log(p->log, SI_LOG_INFO, "push %s: received %s/%s, %" PRIu64 " bytes, %s", u->info.uuid,
+           u->info.bucket, u->info.object_key, u->info.size, u->info.checksum);
+    free(u);
+    push_kick(p);
+    return 0;
+error:;
+    int saved = errno;
+    push_upload_abort(u);
+    errno = saved;
+    return -1;
+}
+
+void push_upload_abort(push_upload_t *u)
+{
+    if (!u)
+        return;
+    cache_writer_abort(u->writer);
+    si_checksum_free(u->sum);
+    si_error_t err;
+    if (u->object_id && push_discard_object(u->p, u->object_id, &err) < 0)
+        si_log(u->p->log, SI_LOG_ERROR, "push: removing a refused upload (it is removed at the"
+                                        " next start): %s", err.text);
+    free(u);
+}

@@ -1,0 +1,330 @@
+/* push: receiving (checked, recorded, pinned), refusals that change nothing,
+ * archiving through the real `sim` backend with two copies on distinct
+ * volumes (bytes read back from the volumes), and recovery after a crash. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "catalog/catalog.h"
+#include "common/checksum.h"
+#include "common/conf.h"
+#include "common/tap.h"
+#include "daemon/archive/backend.h"
+#include "daemon/cache/cache.h"
+#include "daemon/push/push.h"
+#include "daemon/simlib/engine.h"
+#include "daemon/tape/model.h"
+#include "daemon/volume/volume.h"
+
+static char dir[256], dbpath[300], voldir[300];
+
+static long long count(catalog_t *cat, const char *sql)
+{
+    sqlite3_stmt *s;
+    long long n = -1;
+    if (sqlite3_prepare_v2(catalog_db(cat), sql, -1, &s, NULL) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW)
+        n = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return n;
+}
+
+/* Rows of every table a push writes, as one number per table. */
+static void snapshot(catalog_t *cat, long long out[5])
+{
+    out[0] = count(cat, "SELECT count(*) FROM objects");
+    out[1] = count(cat, "SELECT count(*) FROM pushes");
+    out[2] = count(cat, "SELECT count(*) FROM push_items");
+    out[3] = count(cat, "SELECT count(*) FROM datasets");
+    out[4] = count(cat, "SELECT count(*) FROM cache");
+}
+
+static bool unchanged(catalog_t *cat, const long long before[5])
+{
+    long long now[5];
+    snapshot(cat, now);
+    return memcmp(now, before, sizeof(now)) == 0;
+}
+
+static void fill(unsigned char *buf, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        buf[i] = (unsigned char)(seed >> 16);
+    }
+}
+
+static void sha256_of(const void *data, size_t n, char out[SI_CHECKSUM_TEXT_MAX])
+{
+    si_checksum_t *c = si_checksum_new("sha256", NULL);
+    si_checksum_update(c, data, n);
+    si_checksum_final(c, out);
+    si_checksum_free(c);
+}
+
+/* One whole upload in pieces; returns finish's result. */
+static int push_bytes(push_t *p, push_file_t f, const unsigned char *data, size_t n,
+                      push_received_t *r, si_error_t *err)
+{
+    push_upload_t *u;
+    f.size = n;
+    if (push_upload_begin(p, &f, &u, err) < 0)
+        return -1;
+    for (size_t off = 0; off < n; off += 70000) {
+        size_t len = n - off < 70000 ? n - off : 70000;
+        if (push_upload_write(u, data + off, len, err) < 0) {
+            int saved = errno;
+            push_upload_abort(u);
+            errno = saved;
+            return -1;
+        }
+    }
+    return push_upload_finish(u, r, err);
+}
+
+int main(void)
+{
+    si_error_t err;
+    snprintf(dir, sizeof(dir), "/tmp/t_push.%ld", (long)getpid());
+    snprintf(dbpath, sizeof(dbpath), "%s/catalog.db", dir);
+    snprintf(voldir, sizeof(voldir), "%s/volumes", dir);
+    mkdir(dir, 0700);
+
+    /* ---- configuration ---- */
+    static const si_conf_key_t *const schemas[] = {push_conf_keys, library_conf_keys,
+                                                   volume_conf_keys, archive_conf_keys,
+                                                   tape_conf_keys, NULL};
+    push_conf_t pc;
+    si_conf_t *conf = si_conf_load_string("push = { bucket = \"Bad_Bucket\"; };", schemas, &err);
+    ok(conf && push_conf_from(conf, &pc, &err) < 0 && strstr(err.text, "push.bucket"),
+       "a bad push.bucket is refused: %s", err.text);
+    si_conf_free(conf);
+    conf = si_conf_load_string("push = { copies = 2; aggregate_bytes = 10000000;"
+                               " aggregate_window = 3600.0; max_file_size = 4000000; };"
+                               "library = { time_scale = 0.00001; };",
+                               schemas, &err);
+    ok(conf && push_conf_from(conf, &pc, &err) == 0, "push group read");
+    is_str(pc.bucket, "stageout", "default bucket");
+    is_int(pc.copies, 2, "copies from the file");
+    is_int(pc.dataset_mode, 0600, "default dataset mode");
+
+    /* ---- a catalog, a cache, three volumes, the sim backend ---- */
+    catalog_t *cat = catalog_open(dbpath, CATALOG_CREATE, &err);
+    cache_conf_t cc;
+    cache_conf_defaults(&cc, dir);
+    cc.capacity = 64u << 20;
+    catalog_t *cache_cat = catalog_open(dbpath, 0, &err);
+    cache_t *cache = cache_open(&cc, cache_cat, &err);
+    ok(cat && cache, "catalog and cache open: %s", err.text);
+    const char *labels[] = {"P00001", "P00002", "P00003"};
+    for (int i = 0; i < 3; i++)
+        tapevol_create(voldir, labels[i], "LTO-9", 200u << 20, &err);
+    archive_backend_opts_t bo = {.conf = conf, .state_dir = dir};
+    archive_backend_t *backend = archive_sim_new(&bo, &err);
+    ok(backend != NULL, "sim backend: %s", backend ? "started" : err.text);
+
+    push_opts_t po = {.conf = pc, .catalog_path = dbpath, .cache = cache, .cache_dir = cc.dir,
+                      .backend = backend};
+    push_t *p = push_open(&po, &err);
+    ok(p != NULL, "push opened");
+    push_recovery_t rec;
+    ok(push_recover(p, &rec, &err) == 0 && rec.discarded == 0 && rec.pending == 0,
+       "recovery of an empty catalog does nothing");
+
+    /* ---- receiving ---- */
+    enum { SMALL = 5000, BIG = 3 * 1000 * 1000 };
+    unsigned char *small = malloc(SMALL), *big = malloc(BIG);
+    fill(small, SMALL, 1);
+    fill(big, BIG, 2);
+    char small_sum[SI_CHECKSUM_TEXT_MAX], big_sum[SI_CHECKSUM_TEXT_MAX];
+    sha256_of(small, SMALL, small_sum);
+    sha256_of(big, BIG, big_sum);
+
+    push_file_t f = {.uid = 1000, .gid = 100, .dataset = "ckpt-1", .key = "step1/a.bin",
+                     .mode = -1, .checksum = small_sum, .mtime = 1700000000};
+    push_received_t r1, r2;
+    ok(push_bytes(p, f, small, SMALL, &r1, &err) == 0, "small file received: %s", err.text);
+    is_str(r1.object_key, "ckpt-1/step1/a.bin", "object key is dataset/key");
+    is_str(r1.bucket, "stageout", "in the push bucket");
+    cache_entry_t ce;
+    ok(cache_stat(cache, r1.object_id, &ce, &err) == 1 && ce.pins == 1,
+       "the received file is cached and pinned by its push item");
+    is_int(count(cat, "SELECT mode FROM datasets WHERE name = 'ckpt-1'"), 0600,
+           "the new dataset has the default mode");
+    is_int(count(cat, "SELECT owner_uid FROM datasets WHERE name = 'ckpt-1'"), 1000,
+           "... and is owned by the pusher");
+
+    /* no checksum from the client: computed, and the same file in the same push */
+    f.key = "step1/b.bin";
+    f.checksum = NULL;
+    f.push_uuid = r1.uuid;
+    ok(push_bytes(p, f, big, BIG, &r2, &err) == 0, "big file received into the same push: %s",
+       err.text);
+    is_str(r2.checksum, big_sum, "its sha256 computed as it arrived");
+    is_str(r2.uuid, r1.uuid, "same push id");
+
+    push_status_t *st = NULL;
+    ok(push_get(p, r1.uuid, 1000, &st, &err) == 0 && st->nitems == 2, "status lists 2 files");
+    if (st) {
+        is_str(st->state, "RECEIVED", "push RECEIVED");
+        is_str(st->items[0].key, "step1/a.bin", "first file's key in the dataset");
+        is_int(st->bytes_total, SMALL + BIG, "bytes total");
+    }
+    push_status_free(st);
+    st = NULL;
+    ok(push_get(p, r1.uuid, 1001, &st, &err) < 0 && errno == EACCES,
+       "another user cannot read the push: %s", err.text);
+
+    /* ---- refusals change nothing ---- */
+    long long before[5];
+    snapshot(cat, before);
+    push_file_t bad = {.uid = 1000, .gid = 100, .dataset = "ckpt-2", .key = "../escape",
+                       .mode = -1, .mtime = -1};
+    ok(push_bytes(p, bad, small, SMALL, NULL, &err) < 0 && errno == EINVAL,
+       "key with '..' refused: %s", err.text);
+    bad.key = "ok.bin";
+    bad.dataset = "bad/name";
+    ok(push_bytes(p, bad, small, SMALL, NULL, &err) < 0 && errno == EINVAL,
+       "bad dataset name refused: %s", err.text);
+    bad.dataset = "ckpt-1";
+    bad.uid = 1001;
+    ok(push_bytes(p, bad, small, SMALL, NULL, &err) < 0 && errno == EACCES,
+       "another user's dataset refused: %s", err.text);
+    bad.uid = 1000;
+    bad.key = "step1/a.bin";
+    ok(push_bytes(p, bad, small, SMALL, NULL, &err) < 0 && errno == EEXIST,
+       "an existing key refused: %s", err.text);
+    bad.dataset = "ckpt-3";
+    bad.key = "wrong.bin";
+    bad.checksum = big_sum;
+    ok(push_bytes(p, bad, small, SMALL, NULL, &err) < 0 && errno == EBADMSG,
+       "bytes not matching the checksum refused: %s", err.text);
+    bad.checksum = NULL;
+    push_upload_t *u;
+    bad.size = 5000000;
+    ok(push_upload_begin(p, &bad, &u, &err) < 0 && errno == EFBIG,
+       "over push.max_file_size refused: %s", err.text);
+    bad.size = SMALL;
+    ok(push_upload_begin(p, &bad, &u, &err) == 0, "an upload begins");
+    push_upload_write(u, small, 100, &err);
+    push_upload_abort(u); /* the client went away */
+    ok(unchanged(cat, before), "no refused upload left anything in the catalog");
+    ok(push_bytes(p, bad, small, SMALL, NULL, &err) == 0,
+       "the aborted upload's key and dataset can be pushed again: %s", err.text);
+
+    /* ---- archiving: one aggregate, two copies on distinct volumes ---- */
+    push_archived_t done;
+    ok(push_archive_once(p, false, &done, &err) == 0, "nothing due within the window");
+    ok(push_archive_once(p, true, &done, &err) == 1 && done.files == 3,
+       "forced aggregate: 3 files durable (%s)", err.text);
+    is_int(count(cat, "SELECT count(*) FROM push_items WHERE state = 'DURABLE'"), 3,
+           "every item DURABLE");
+    is_int(count(cat, "SELECT count(*) FROM tape_copies"), 6, "two tape copies each");
+    is_int(count(cat, "SELECT count(*) FROM (SELECT object_id FROM tape_copies"
+                      " GROUP BY object_id HAVING count(DISTINCT volume_id) = 2)"), 3,
+           "each file's copies are on two distinct volumes");
+    is_int(count(cat, "SELECT count(*) FROM dataset_members m JOIN datasets d"
+                      " ON d.id = m.dataset_id WHERE d.name = 'ckpt-1'"), 2,
+           "the files are members of their dataset");
+    is_int(count(cat, "SELECT stat_objects FROM datasets WHERE name = 'ckpt-1'"), 2,
+           "dataset totals refreshed");
+    ok(cache_stat(cache, r2.object_id, &ce, &err) == 1 && ce.pins == 0,
+       "a durable file is no longer pinned");
+    /* the bytes on both volumes */
+    sqlite3_stmt *s;
+    sqlite3_prepare_v2(catalog_db(cat), "SELECT v.label, t.position FROM tape_copies t"
+                       " JOIN volumes v ON v.id = t.volume_id WHERE t.object_id = ?1",
+                       -1, &s, NULL);
+    sqlite3_bind_int64(s, 1, r2.object_id);
+    int copies_ok = 0;
+    unsigned char *back = malloc(BIG);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        tapevol_t *v = tapevol_open(voldir, (const char *)sqlite3_column_text(s, 0),
+                                    TAPEVOL_RDONLY, &err);
+        if (v && tapevol_read(v, (uint64_t)sqlite3_column_int64(s, 1), back, BIG, &err) == 0 &&
+            memcmp(back, big, BIG) == 0)
+            copies_ok++;
+        tapevol_close(v);
+    }
+    sqlite3_finalize(s);
+    is_int(copies_ok, 2, "both copies read back identical from their volumes");
+    st = NULL;
+    ok(push_get(p, r1.uuid, 0, &st, &err) == 0 && strcmp(st->state, "DURABLE") == 0 &&
+           st->items[1].ncopies == 2 && strcmp(st->items[1].copies[0].volume,
+                                               st->items[1].copies[1].volume) != 0,
+       "status: DURABLE, copies listed on distinct volumes (root may read it)");
+    push_status_free(st);
+
+    /* ---- recovery after a crash ---- */
+    push_file_t c = {.uid = 1000, .gid = 100, .dataset = "ckpt-4", .key = "x.bin", .mode = 0640,
+                     .mtime = -1};
+    push_received_t rc1, rc2;
+    ok(push_bytes(p, c, small, SMALL, &rc1, &err) == 0, "a file to be archived after restart");
+    c.key = "y.bin";
+    c.push_uuid = rc1.uuid;
+    ok(push_bytes(p, c, small, SMALL, &rc2, &err) == 0, "a file whose cache copy rots");
+    c.key = "z.bin";
+    c.push_uuid = NULL;
+    c.size = SMALL;
+    push_upload_t *inflight;
+    ok(push_upload_begin(p, &c, &inflight, &err) == 0 &&
+           push_upload_write(inflight, small, 10, &err) == 0,
+       "an upload in flight when the daemon dies");
+    char sql[200];
+    snprintf(sql, sizeof(sql), "UPDATE push_items SET state = 'ARCHIVING' WHERE object_id = %lld",
+             (long long)rc1.object_id);
+    sqlite3_exec(catalog_db(cat), sql, NULL, NULL, NULL);
+    char rel[64], path[512];
+    cache_object_path(rc2.object_id, rel, sizeof(rel), NULL);
+    snprintf(path, sizeof(path), "%s/%s", cc.dir, rel);
+    FILE *rot = fopen(path, "r+");
+    if (rot) {
+        fputc('!', rot);
+        fclose(rot);
+    }
+    push_close(p);
+    p = push_open(&po, &err);
+    ok(p && push_recover(p, &rec, &err) == 0, "recovery runs: %s", err.text);
+    is_int(rec.discarded, 1, "the unacknowledged upload is dropped");
+    is_int(rec.requeued, 1, "the interrupted archive write is queued again");
+    is_int(rec.failed, 1, "the rotten cache copy is found");
+    is_int(rec.pending, 1, "one file waits to be archived");
+    is_int(count(cat, "SELECT count(*) FROM objects WHERE key = 'ckpt-4/z.bin'"), 0,
+           "no trace of the unacknowledged upload");
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM push_items WHERE state = 'FAILED'"
+                               " AND error LIKE '%%corrupt%%' AND object_id = %lld",
+             (long long)rc2.object_id);
+    is_int(count(cat, sql), 1, "the rotten file is FAILED with the reason");
+    push_upload_abort(inflight); /* the dead process's writer */
+    pc.aggregate_bytes = 1000; /* the waiting file now fills an aggregate */
+    push_reconfigure(p, &pc, NULL, true);
+    ok(push_archive_once(p, false, &done, &err) == 1 && done.files == 1,
+       "the requeued file is archived once enough bytes wait, window or not");
+    st = NULL;
+    ok(push_get(p, rc1.uuid, 1000, &st, &err) == 0 && strcmp(st->state, "FAILED") == 0 &&
+           st->files_durable == 1 && st->files_failed == 1,
+       "its push: one DURABLE, one FAILED, so FAILED");
+    push_status_free(st);
+
+    push_close(p);
+    archive_backend_free(backend);
+    cache_close(cache);
+    catalog_close(cache_cat);
+    catalog_close(cat);
+    si_conf_free(conf);
+    free(small);
+    free(big);
+    free(back);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        diag("could not remove %s", dir);
+    return done_testing();
+}
