@@ -20,6 +20,7 @@
 #include "daemon/cache/cache.h"
 #include "daemon/control/control.h"
 #include "daemon/http/server.h"
+#include "daemon/push/push.h"
 #include "daemon/process.h"
 #include "daemon/server_conf.h"
 #include "stagein/schema.h"
@@ -141,12 +142,14 @@ static control_opts_t control_opts(const stageind_settings_t *s, catalog_t *cat,
 
 /* HUP: reread the configuration; a bad file keeps the running settings. */
 static void reload(const options_t *o, stageind_settings_t *cur, si_log_t *log, control_t *ctl,
-                   catalog_t *cat)
+                   catalog_t *cat, push_t *push)
 {
     si_error_t err;
     stageind_settings_t next;
+    push_conf_t pc;
     si_conf_t *conf = load_conf(o->config_path, &err);
-    if (!conf || stageind_settings(conf, &o->over, &next, &err) < 0) {
+    if (!conf || stageind_settings(conf, &o->over, &next, &err) < 0 ||
+        push_conf_from(conf, &pc, &err) < 0) {
         si_log(log, SI_LOG_ERROR, "reload: %s; keeping the running configuration", err.text);
         si_conf_free(conf);
         return;
@@ -158,6 +161,7 @@ static void reload(const options_t *o, stageind_settings_t *cur, si_log_t *log, 
         si_log(log, SI_LOG_ERROR, "reload: %s; keeping the running configuration", err.text);
         return;
     }
+    push_reconfigure(push, &pc, next.munge_socket[0] ? next.munge_socket : NULL, next.peercred);
     if (next.port != cur->port || strcmp(next.bind, cur->bind) != 0 ||
         strcmp(next.socket, cur->socket) != 0 || strcmp(next.catalog, cur->catalog) != 0 ||
         next.body_limit != cur->body_limit || next.threads != cur->threads)
@@ -214,6 +218,7 @@ int main(int argc, char **argv)
     catalog_t *cat = NULL, *cache_cat = NULL;
     cache_t *cache = NULL;
     recall_service_t *recall = NULL;
+    push_t *push = NULL;
     control_t *ctl = NULL;
     http_server_t *http = NULL;
     bool pid_written = false;
@@ -258,6 +263,12 @@ int main(int argc, char **argv)
                         .cache = cache, .log = log};
     if (!(recall = recall_service_start(&ro, &err)))
         goto error;
+    push_opts_t po = {.catalog_path = s.catalog, .cache = cache, .cache_dir = cc.dir,
+                      .backend = recall_service_backend(recall), .log = log,
+                      .munge_socket = s.munge_socket[0] ? s.munge_socket : NULL,
+                      .peercred = s.peercred};
+    if (!(push = push_service_start(conf, &po, &err)))
+        goto error;
     si_conf_free(conf); /* read again on HUP */
     conf = NULL;
 
@@ -265,7 +276,7 @@ int main(int argc, char **argv)
     http_server_opts_t ho = {.body_limit = s.body_limit, .timeout_s = s.timeout_s,
                              .threads = s.threads, .name = "control", .log = log};
     if (!(ctl = control_new(&co, &err)) || !(http = http_server_new(&ho, &err)) ||
-        control_routes(ctl, http, &err) < 0)
+        control_routes(ctl, http, &err) < 0 || push_routes(push, http, &err) < 0)
         goto error;
     control_set_metrics_hook(ctl, recall_service_metrics, recall);
     if (s.port >= 0 && http_server_listen_tcp(http, s.bind, (uint16_t)s.port, &err) < 0)
@@ -286,7 +297,7 @@ int main(int argc, char **argv)
     while (!stop_requested) {
         if (reload_requested) {
             reload_requested = 0;
-            reload(&o, &s, log, ctl, cat);
+            reload(&o, &s, log, ctl, cat, push);
             continue;
         }
         sigsuspend(&waiting);
@@ -301,6 +312,7 @@ error:
     }
     http_server_free(http);   /* waits for running handlers */
     control_free(ctl);
+    push_close(push);           /* an archive write in flight is redone at start */
     recall_service_stop(recall); /* in-flight items stay STARTED: requeued at start */
     cache_close(cache);
     catalog_close(cache_cat);

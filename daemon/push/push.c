@@ -673,3 +673,25 @@ void push_kick(push_t *p)
     pthread_cond_signal(&p->wake);
     pthread_mutex_unlock(&p->lock);
 }
+
+push_t *push_service_start(const si_conf_t *conf, const push_opts_t *opts, si_error_t *err)
+{
+    push_opts_t o = *opts;
+    push_recovery_t rec;
+    if (push_conf_from(conf, &o.conf, err) < 0)
+        return NULL;
+    push_t *p = push_open(&o, err);
+    if (!p)
+        return NULL;
+    if (push_recover(p, &rec, err) < 0 || push_start(p, err) < 0) {
+        si_errprefix(err, "push");
+        push_close(p);
+        return NULL;
+    }
+    si_log(p->log, SI_LOG_NOTICE, "push: %" PRIu64 " files waiting to be archived (%" PRIu64
+                                  " verified in the cache, %" PRIu64 " interrupted archive"
+                                  " writes to redo), %" PRIu64 " failed, %" PRIu64
+                                  " unacknowledged uploads removed",
+           rec.pending, rec.verified, rec.requeued, rec.failed, rec.discarded);
+    return p;
+}

@@ -95,6 +95,10 @@ int push_recover(push_t *p, push_recovery_t *out, si_error_t *err);
 int push_start(push_t *p, si_error_t *err);
 void push_kick(push_t *p);
 
+/* stageind's ladder step: the "push" group of conf, push_open, push_recover
+ * (logged) and push_start. opts->conf is ignored (read from conf). */
+push_t *push_service_start(const si_conf_t *conf, const push_opts_t *opts, si_error_t *err);
+
 /* ---- receiving one file ------------------------------------------------------- */
 
 typedef struct {
