@@ -405,7 +405,7 @@ int catalog_copy_put(catalog_t *cat, const catalog_copy_t *c, si_error_t *err)
     catalog_volume_t v = {.label = c->volume};
     if (catalog_volume_ensure(cat, &v, &volume_id, err) < 0)
         return -1;
-    return catalog_copy_put_on(cat, c, volume_id, err);
+    return catalog_copy_put_on(cat, c, volume_id, true, err);
 }
 
 /* A new copy may add a volume to the datasets holding the object. The
@@ -432,7 +432,7 @@ static int mark_datasets_stale(catalog_t *cat, int64_t object_id, si_error_t *er
 }
 
 int catalog_copy_put_on(catalog_t *cat, const catalog_copy_t *c, int64_t volume_id,
-                        si_error_t *err)
+                        bool maybe_member, si_error_t *err)
 {
     if (c->copy < 1)
         return si_errprintf(err, "copy number %d must be 1 or more", c->copy);
@@ -452,8 +452,11 @@ int catalog_copy_put_on(catalog_t *cat, const catalog_copy_t *c, int64_t volume_
     sqlite3_reset(s);
     if (rc != SQLITE_DONE)
         return catalog_sqlerr(cat, err, "adding tape copy");
-    if (sqlite3_changes(cat->db) == 1)
-        return mark_datasets_stale(cat, c->object_id, err) < 0 ? -1 : 1;
+    if (sqlite3_changes(cat->db) == 1) {
+        if (maybe_member && mark_datasets_stale(cat, c->object_id, err) < 0)
+            return -1;
+        return 1;
+    }
     s = catalog_stmt(cat, STMT_COPY_FIND, err);
     if (!s)
         return -1;

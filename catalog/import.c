@@ -87,6 +87,7 @@ int import_begin(import_t *im, catalog_t *cat, const char *name,
 int import_end(import_t *im, int rc, const char *kind, si_error_t *err)
 {
     free(im->buf);
+    free(im->volumes);
     if (rc < 0) {
         catalog_rollback(im->cat);
         memset(im->stats, 0, sizeof(*im->stats));
@@ -111,6 +112,53 @@ int import_end(import_t *im, int rc, const char *kind, si_error_t *err)
     return catalog_commit(im->cat, err);
 }
 
+static uint64_t label_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* Volume ids by label, remembered for the import: a positions file names a
+ * few hundred volumes over millions of lines. Past half full the table stops
+ * remembering and new labels are looked up in the catalog each time. */
+static int import_volume_id(import_t *im, const char *label, int64_t *id, si_error_t *err)
+{
+    si_error_t why;
+    catalog_volume_t v = {.label = label};
+    if (!im->volumes) {
+        im->volumes_cap = 1024;
+        im->volumes = calloc(im->volumes_cap, sizeof(*im->volumes));
+        if (!im->volumes)
+            return si_errprintf(err, "out of memory");
+    }
+    struct import_volume *slot = NULL;
+    if (strlen(label) < sizeof(im->volumes[0].label)) {
+        size_t mask = im->volumes_cap - 1;
+        for (size_t i = label_hash(label) & mask;; i = (i + 1) & mask) {
+            if (!im->volumes[i].label[0]) {
+                slot = &im->volumes[i];
+                break;
+            }
+            if (strcmp(im->volumes[i].label, label) == 0) {
+                *id = im->volumes[i].id;
+                return 0;
+            }
+        }
+    }
+    int created = catalog_volume_ensure(im->cat, &v, id, &why);
+    if (created < 0)
+        return import_fail(im, err, "%s", why.text);
+    im->stats->volumes += (uint64_t)created;
+    if (slot && im->volumes_used < im->volumes_cap / 2) {
+        snprintf(slot->label, sizeof(slot->label), "%s", label);
+        slot->id = *id;
+        im->volumes_used++;
+    }
+    return 0;
+}
+
 int put_position(import_t *im, const position_rec_t *r, si_error_t *err)
 {
     si_error_t why;
@@ -122,22 +170,16 @@ int put_position(import_t *im, const position_rec_t *r, si_error_t *err)
         return import_fail(im, err, "%s", why.text);
     im->stats->objects += (uint64_t)created;
 
-    if (strcmp(r->volume, im->volume) != 0) {
-        catalog_volume_t v = {.label = r->volume};
-        int new_volume = catalog_volume_ensure(im->cat, &v, &im->volume_id, &why);
-        if (new_volume < 0) {
-            im->volume[0] = '\0';
-            return import_fail(im, err, "%s", why.text);
-        }
-        im->stats->volumes += (uint64_t)new_volume;
-        snprintf(im->volume, sizeof(im->volume), "%s", r->volume);
-    }
+    int64_t volume_id;
+    if (import_volume_id(im, r->volume, &volume_id, err) < 0)
+        return -1;
     catalog_copy_t c = {.object_id = object_id, .copy = r->copy, .file_seq = r->file_seq,
                         .position = r->position, .length = r->size};
-    int new_copy = catalog_copy_put_on(im->cat, &c, im->volume_id, &why);
+    bool created_here = object_id >= im->first_new_object;
+    int new_copy = catalog_copy_put_on(im->cat, &c, volume_id, !created_here, &why);
     if (new_copy < 0)
         return import_fail(im, err, "%s/%s: %s", r->bucket, r->key, why.text);
-    if (new_copy == 0 && object_id >= im->first_new_object)
+    if (new_copy == 0 && created_here)
         return import_fail(im, err, "duplicate entry for %s/%s copy %d", r->bucket, r->key,
                            r->copy);
     im->stats->copies += (uint64_t)new_copy;

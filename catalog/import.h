@@ -14,8 +14,11 @@ typedef struct {
     catalog_import_stats_t *stats;
     catalog_import_stats_t scratch;
     int64_t first_new_object; /* objects with this id or larger came from this import */
-    char volume[40];          /* last volume label seen, and its id */
-    int64_t volume_id;
+    struct import_volume {    /* labels seen, and their ids (open addressing) */
+        char label[40];
+        int64_t id;
+    } *volumes;
+    size_t volumes_cap, volumes_used;
     char *buf;                /* the current line */
 } import_t;
 

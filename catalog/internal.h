@@ -44,8 +44,10 @@ si_table_t *catalog_table_from_stmt(catalog_t *cat, sqlite3_stmt *stmt,
 
 double catalog_now(void);
 
-/* catalog_copy_put with the volume already resolved (c->volume unused). */
+/* catalog_copy_put with the volume already resolved (c->volume unused).
+ * maybe_member false: the caller knows the object is in no dataset yet (it
+ * was created in this transaction), so no dataset totals can go stale. */
 int catalog_copy_put_on(catalog_t *cat, const catalog_copy_t *c, int64_t volume_id,
-                        si_error_t *err);
+                        bool maybe_member, si_error_t *err);
 
 #endif
