@@ -1,0 +1,128 @@
+# Helpers for the recall system tests (0220, 0230): a private munged, a state
+# directory with simulated volumes written by `stagein tape`, datasets, and a
+# stageind started on a per-test port and socket. Source after lib.sh.
+
+STAGEIND="$top_builddir/daemon/stageind"
+for tool in munged mungekey munge curl sqlite3 python3 sha256sum; do
+    if ! command -v "$tool" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$tool" ]; then
+        echo "1..0 # SKIP $tool is not installed"
+        exit 0
+    fi
+done
+PATH=$PATH:/usr/sbin
+unset STAGEIN_CATALOG
+
+# --- a private munged ------------------------------------------------------------
+M=$TEST_DIR/munge
+mkdir -p "$M"
+mungekey --create --keyfile="$M/key" >/dev/null 2>&1
+munged --socket="$M/sock" --key-file="$M/key" --pid-file="$M/pid" --log-file="$M/log" \
+    --seed-file="$M/seed" --force >/dev/null 2>&1
+for _ in $(seq 50); do [ -S "$M/sock" ] && [ -s "$M/pid" ] && break; sleep 0.1; done
+if [ ! -s "$M/pid" ]; then
+    echo "1..0 # SKIP munged did not start: $(tail -1 "$M/log" 2>/dev/null)"
+    exit 0
+fi
+track_pid "$(cat "$M/pid")"
+chmod 755 "$TEST_DIR" "$M"
+cred() { munge -S "$M/sock" -n; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# use_state NAME: the state directory, configuration and port the helpers use
+use_state() {
+    STATE=$TEST_DIR/$1
+    DB=$STATE/catalog.db
+    SOCK=$TEST_DIR/$1.sock
+    LOG=$TEST_DIR/$1.log
+    PORT=$(free_port)
+    export STAGEIN_CONF=$TEST_DIR/$1.conf
+    mkdir -p "$STATE"
+}
+
+# write_conf EXTRA: stagein.conf for the current state (EXTRA: more groups)
+write_conf() {
+    cat > "$STAGEIN_CONF" <<CONF
+state_dir = "$STATE";
+stageind: { munge_socket = "$M/sock"; log_level = "info"; };
+$1
+CONF
+}
+
+SRC=$TEST_DIR/src
+# make_file NAME BYTES: deterministic content (so every state holds the same)
+make_file() {
+    mkdir -p "$SRC"
+    [ -e "$SRC/$1" ] || python3 -c '
+import hashlib, sys
+name, n = sys.argv[1], int(sys.argv[2])
+out, block, i = bytearray(), b"", 0
+while len(out) < n:
+    out += hashlib.sha256(f"{name}:{i}".encode()).digest()
+    i += 1
+open(sys.argv[3], "wb").write(out[:n])' "$1" "$2" "$SRC/$1"
+}
+
+tape() { "$STAGEIN" tape "$@"; }
+# write_volume LABEL COPY FILE...: one archive file of FILEs (bucket "data")
+write_volume() {
+    local label=$1 copy=$2; shift 2
+    (cd "$SRC" && "$STAGEIN" tape write "$label" --bucket data --copy "$copy" "$@" >/dev/null 2>&1)
+}
+# define DATASET FILE...: a public dataset of data/FILE...
+define() {
+    local name=$1; shift
+    printf 'data/%s\n' "$@" > "$TEST_DIR/$name.manifest"
+    "$STAGEIN" catalog define "$name" "$TEST_DIR/$name.manifest" --owner root:root --mode 0644 \
+        >/dev/null
+}
+
+start() { "$STAGEIND" -d "$STATE" -p "$PORT" -S "$SOCK" -l "$LOG"; }
+daemon_pid() { cat "$STATE/stageind.pid" 2>/dev/null; }
+stop() {  # graceful stop of the current state's daemon
+    local pid
+    pid=$(daemon_pid)
+    [ -n "$pid" ] || return 0
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+}
+
+BODY=$TEST_DIR/body
+# api METHOD PATH [DATA]: prints the status code, the body lands in $BODY
+api() {
+    local args=(-s -o "$BODY" -w '%{http_code}' -X "$1" -H "X-Stagein-Munge: $(cred)")
+    [ -n "${3:-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$3")
+    curl "${args[@]}" "http://127.0.0.1:$PORT$2"
+}
+json() { python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null; }
+sql() { sqlite3 "$DB" "$1"; }
+
+# stage JSON: prints the new request's id ("" on failure)
+stage() {
+    local code
+    code=$(api POST /api/v1/stage "$1")
+    [ "$code" = 201 ] && json "$BODY" 'j["requestId"]'
+}
+# wait_done ID [SECONDS]: waits until the request is no longer active; prints its state
+wait_done() {
+    local id=$1 limit=${2:-30} state=""
+    for _ in $(seq $((limit * 10))); do
+        state=$(sql "SELECT state FROM requests WHERE uuid = '$id'")
+        case $state in SUBMITTED | STARTED | "") sleep 0.1 ;; *) break ;; esac
+    done
+    echo "$state"
+}
+# cache_matches OBJECT_KEY...: every key's cache file equals its source and
+# its catalog checksum; prints the keys that do not
+cache_mismatches() {
+    local key path sum
+    for key in "$@"; do
+        path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = '$key'")
+        sum=$(sql "SELECT checksum FROM objects WHERE key = '$key'")
+        if [ -z "$path" ] || ! cmp -s "$STATE/cache/$path" "$SRC/$key" ||
+            [ "sha256:$(sha256sum < "$STATE/cache/$path" | cut -d' ' -f1)" != "$sum" ]; then
+            printf '%s ' "$key"
+        fi
+    done
+}
+recalled_count() { sql "SELECT count(*) FROM events e JOIN objects o ON e.subject = o.id WHERE e.kind = 'object.recalled' AND o.key = '$1'"; }
