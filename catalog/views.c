@@ -297,6 +297,23 @@ si_table_t *catalog_view_cache(catalog_t *cat, si_error_t *err)
     return view(cat, sql, cols, NCOLS(cols), NULL, NULL, err);
 }
 
+/* Ad-hoc SQL may only read: ATTACH (which sqlite3_stmt_readonly lets
+ * through), PRAGMA and everything else that is not a plain query is denied. */
+static int sql_authorizer(void *unused, int action, const char *a, const char *b,
+                          const char *db, const char *trigger)
+{
+    (void)unused, (void)a, (void)b, (void)db, (void)trigger;
+    switch (action) {
+    case SQLITE_SELECT:
+    case SQLITE_READ:
+    case SQLITE_FUNCTION:
+    case SQLITE_RECURSIVE:
+        return SQLITE_OK;
+    default:
+        return SQLITE_DENY;
+    }
+}
+
 si_table_t *catalog_view_sql(catalog_t *cat, const char *sql, si_error_t *err)
 {
     if (!cat->readonly) {
@@ -305,7 +322,15 @@ si_table_t *catalog_view_sql(catalog_t *cat, const char *sql, si_error_t *err)
     }
     sqlite3_stmt *s = NULL;
     const char *tail = NULL;
-    if (sqlite3_prepare_v2(cat->db, sql, -1, &s, &tail) != SQLITE_OK) {
+    sqlite3_set_authorizer(cat->db, sql_authorizer, NULL);
+    int rc = sqlite3_prepare_v2(cat->db, sql, -1, &s, &tail);
+    sqlite3_set_authorizer(cat->db, NULL, NULL);
+    if (rc == SQLITE_AUTH) {
+        si_errprintf(err, "SQL: only read-only statements are allowed (SELECT, WITH): %s",
+                     sqlite3_errmsg(cat->db));
+        return NULL;
+    }
+    if (rc != SQLITE_OK) {
         catalog_sqlerr(cat, err, "SQL");
         return NULL;
     }
