@@ -13,7 +13,9 @@
  * Errors return -1 with the reason in err and errno saying what kind:
  * EINVAL bad input, ENOENT not cached (or unknown request), EEXIST already
  * cached, EBUSY pinned or being written, EAGAIN no space now (backpressure),
- * EFBIG larger than the whole cache, EIO file system or catalog failure.
+ * EFBIG larger than the whole cache, EBADMSG the data did not match the
+ * catalog's size or checksum, EIO (or the system's errno, e.g. ENOSPC) file
+ * system or catalog failure.
  *
  * Threads: every call may run concurrently with any other, except
  * cache_open, cache_recover and cache_close, which run alone. A mutex in
@@ -195,7 +197,8 @@ typedef struct {
 int cache_open_object(cache_t *c, int64_t object_id, int *fd, uint64_t *size, si_error_t *err);
 /* 1 and *out when cached, 0 when not, -1 on error. */
 int cache_stat(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err);
-/* Every cached object in id order; fn returns non-zero to stop. */
+/* Every cached object in id order; fn returns non-zero to stop. fn runs
+ * under the cache's lock, so it must not call the cache. */
 typedef int (*cache_list_fn)(const cache_entry_t *entry, void *arg);
 int cache_list(cache_t *c, cache_list_fn fn, void *arg, si_error_t *err);
 /* Drops an unpinned object (EBUSY when pinned, ENOENT when absent). */
