@@ -78,6 +78,7 @@ typedef struct {
     batch_t *batches;          /* by engine request id - 1 */
     size_t nbatches, cap_batches;
     uint64_t outstanding, outstanding_bytes;
+    uint64_t writing;          /* archive writes waiting for the engine */
     uint64_t write_done_token; /* last write completion seen */
     uint64_t writes_done;
     uint64_t next_write;
@@ -349,7 +350,7 @@ static int engine_for(sim_t *s, const char *const *labels, size_t n, si_error_t 
     if (known)
         return 0;
     pthread_mutex_lock(&s->mu);
-    bool busy = s->outstanding > 0;
+    bool busy = s->outstanding > 0 || s->writing > 0;
     pthread_mutex_unlock(&s->mu);
     if (busy) {
         for (size_t i = 0; i < n; i++)
@@ -542,6 +543,7 @@ static int sim_archive(archive_backend_t *b, const archive_member_t *members, si
     }
     pthread_mutex_lock(&s->mu);
     uint64_t first = s->writes_done;
+    s->writing++;
     pthread_mutex_unlock(&s->mu);
     int queued = 0;
     for (int c = 0; c < ncopies; c++) {
@@ -555,6 +557,7 @@ static int sim_archive(archive_backend_t *b, const archive_member_t *members, si
     pthread_mutex_lock(&s->mu);
     while (s->writes_done - first < (uint64_t)queued)
         pthread_cond_wait(&s->write_cv, &s->mu);
+    s->writing--;
     pthread_mutex_unlock(&s->mu);
     if (queued < ncopies)
         goto out;
