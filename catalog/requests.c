@@ -96,10 +96,8 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_ITEMS_CANCEL] =
         "UPDATE request_items SET state = 'CANCELLED', finished = :now"
         " WHERE request_id = :request AND state IN ('SUBMITTED', 'STARTED')",
-    [SQL_UNPIN_REQUEST] =
-        "UPDATE cache SET pins = pins - 1 WHERE pins > 0 AND object_id IN"
-        " (SELECT object_id FROM request_items WHERE request_id = :request"
-        " AND state = 'COMPLETED')",
+    /* Pins are rows of cache_pins (schema 1.3); its triggers keep cache.pins. */
+    [SQL_UNPIN_REQUEST] = "DELETE FROM cache_pins WHERE request_id = :request",
     [SQL_ITEM_START] =
         "UPDATE request_items SET state = 'STARTED', started = :now, bytes_done = 0"
         " WHERE request_id = :request AND object_id = :object AND state = 'SUBMITTED'",
@@ -117,8 +115,11 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_ITEM_REQUEUE] =
         "UPDATE request_items SET state = 'SUBMITTED', bytes_done = 0, error = NULL,"
         " started = NULL, finished = NULL WHERE request_id = :request AND object_id = :object",
-    [SQL_PIN] = "UPDATE cache SET pins = pins + 1 WHERE object_id = :object",
-    [SQL_UNPIN] = "UPDATE cache SET pins = pins - 1 WHERE object_id = :object AND pins > 0",
+    [SQL_PIN] =
+        "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
+        " SELECT :object, :request, :now WHERE EXISTS"
+        " (SELECT 1 FROM cache WHERE object_id = :object)",
+    [SQL_UNPIN] = "DELETE FROM cache_pins WHERE object_id = :object AND request_id = :request",
     [SQL_ITEM_COUNTS] =
         "SELECT coalesce(sum(state IN ('SUBMITTED', 'STARTED')), 0),"
         " coalesce(sum(state IN ('STARTED', 'COMPLETED', 'FAILED')), 0),"
@@ -152,25 +153,10 @@ static double now_seconds(void)
     return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
 }
 
-/* Fails with errno as given; err gets the text. */
-static int fail(si_error_t *err, int errnum, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(si_error_t *err, int errnum, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->text, sizeof(err->text), fmt, ap);
-        va_end(ap);
-    }
-    errno = errnum;
-    return -1;
-}
-
 static int db_fail(requests_t *r, si_error_t *err, const char *what)
 {
-    return fail(err, EIO, "catalog %s: %s: %s", catalog_path(r->cat), what,
-                sqlite3_errmsg(r->db));
+    return si_errnoprintf(err, EIO, "catalog %s: %s: %s", catalog_path(r->cat), what,
+                          sqlite3_errmsg(r->db));
 }
 
 static sqlite3_stmt *stmt(requests_t *r, sql_id_t id)
@@ -296,10 +282,10 @@ static int split_file(const char *file, char *bucket, size_t bsize, const char *
 {
     const char *slash = strchr(file, '/');
     if (!slash || slash == file || !slash[1])
-        return fail(err, EINVAL, "'%.200s' is not of the form bucket/key", file);
+        return si_errnoprintf(err, EINVAL, "'%.200s' is not of the form bucket/key", file);
     size_t blen = (size_t)(slash - file);
     if (blen >= bsize || si_bucket_check(file, blen, NULL) < 0)
-        return fail(err, EINVAL, "'%.200s': '%.*s' is not a valid bucket name", file,
+        return si_errnoprintf(err, EINVAL, "'%.200s': '%.*s' is not a valid bucket name", file,
                     (int)(blen > 64 ? 64 : blen), file);
     memcpy(bucket, file, blen);
     bucket[blen] = '\0';
@@ -308,7 +294,7 @@ static int split_file(const char *file, char *bucket, size_t bsize, const char *
     bool prefix = (*key)[klen - 1] == '/';
     si_error_t kerr;
     if (si_key_check(*key, prefix ? klen - 1 : klen, &kerr) < 0)
-        return fail(err, EINVAL, "'%.200s': %s", file, kerr.text);
+        return si_errnoprintf(err, EINVAL, "'%.200s': %s", file, kerr.text);
     return 0;
 }
 
@@ -326,7 +312,7 @@ static int check_object_access(requests_t *r, const requests_spec_t *spec, int64
     int64_t holders = sqlite3_column_int64(s, 0), readable = sqlite3_column_int64(s, 1);
     sqlite3_reset(s);
     if (holders > 0 && readable == 0)
-        return fail(err, EACCES,
+        return si_errnoprintf(err, EACCES,
                     "%s belongs only to datasets that uid %u (gid %u) may not read",
                     name, (unsigned)spec->uid, (unsigned)spec->gid);
     return 0;
@@ -347,14 +333,14 @@ static int add_dataset(requests_t *r, const requests_spec_t *spec, int64_t reque
 {
     si_error_t nerr;
     if (catalog_dataset_check_name(name, &nerr) < 0)
-        return fail(err, EINVAL, "%s", nerr.text);
+        return si_errnoprintf(err, EINVAL, "%s", nerr.text);
     sqlite3_stmt *s = stmt(r, SQL_DATASET_FIND);
     bind_text(s, ":name", name);
     bind_int(s, ":uid", spec->uid);
     bind_int(s, ":gid", spec->gid);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_DONE)
-        return fail(err, ENOENT, "unknown dataset '%s'", name);
+        return si_errnoprintf(err, ENOENT, "unknown dataset '%s'", name);
     if (rc != SQLITE_ROW)
         return db_fail(r, err, "looking up a dataset");
     int64_t id = sqlite3_column_int64(s, 0);
@@ -366,7 +352,7 @@ static int add_dataset(requests_t *r, const requests_spec_t *spec, int64_t reque
     if (!readable) {
         const char *cls = owner == spec->uid ? "its owner" : group == spec->gid ? "its group"
                                                                                 : "other users";
-        return fail(err, EACCES,
+        return si_errnoprintf(err, EACCES,
                     "dataset '%s' (owner uid %u, gid %u, mode %04o) is not readable by %s,"
                     " and uid %u (gid %u) is in that class",
                     name, owner, group, mode, cls, (unsigned)spec->uid, (unsigned)spec->gid);
@@ -392,7 +378,7 @@ static int add_file(requests_t *r, const requests_spec_t *spec, int64_t request,
         bind_text(s, ":key", key);
         int rc = sqlite3_step(s);
         if (rc == SQLITE_DONE)
-            return fail(err, ENOENT, "no object %.300s in the catalog", file);
+            return si_errnoprintf(err, ENOENT, "no object %.300s in the catalog", file);
         if (rc != SQLITE_ROW)
             return db_fail(r, err, "looking up an object");
         int64_t object = sqlite3_column_int64(s, 0);
@@ -414,7 +400,7 @@ static int add_file(requests_t *r, const requests_spec_t *spec, int64_t request,
             int64_t *grown = realloc(ids, cap * sizeof(*ids));
             if (!grown) {
                 free(ids);
-                return fail(err, ENOMEM, "out of memory");
+                return si_errnoprintf(err, ENOMEM, "out of memory");
             }
             ids = grown;
         }
@@ -427,7 +413,7 @@ static int add_file(requests_t *r, const requests_spec_t *spec, int64_t request,
     }
     if (n == 0) {
         free(ids);
-        return fail(err, ENOENT, "no object under %.300s in the catalog", file);
+        return si_errnoprintf(err, ENOENT, "no object under %.300s in the catalog", file);
     }
     for (size_t i = 0; i < n; i++) {
         char name[64];
@@ -445,16 +431,16 @@ static int add_file(requests_t *r, const requests_spec_t *spec, int64_t request,
 static int check_spec(const requests_spec_t *spec, si_error_t *err)
 {
     if (spec->ndatasets + spec->nfiles == 0)
-        return fail(err, EINVAL, "a request needs at least one dataset or file");
+        return si_errnoprintf(err, EINVAL, "a request needs at least one dataset or file");
     if (spec->pin_lifetime <= 0)
-        return fail(err, EINVAL, "pin lifetime must be positive, not %lld",
+        return si_errnoprintf(err, EINVAL, "pin lifetime must be positive, not %lld",
                     (long long)spec->pin_lifetime);
     if (spec->deadline < 0)
-        return fail(err, EINVAL, "deadline must be unix seconds, not %lld",
+        return si_errnoprintf(err, EINVAL, "deadline must be unix seconds, not %lld",
                     (long long)spec->deadline);
     if (spec->job_id && (!*spec->job_id || strlen(spec->job_id) > 64 ||
                          !si_utf8_valid(spec->job_id, strlen(spec->job_id))))
-        return fail(err, EINVAL, "job id must be 1 to 64 characters of text");
+        return si_errnoprintf(err, EINVAL, "job id must be 1 to 64 characters of text");
     return 0;
 }
 
@@ -499,7 +485,7 @@ int requests_create(requests_t *r, const requests_spec_t *spec, requests_created
     made.bytes = (uint64_t)sqlite3_column_int64(s, 1);
     sqlite3_reset(s);
     if (made.files == 0) {
-        fail(err, EINVAL, "the request names no objects (its datasets are empty)");
+        si_errnoprintf(err, EINVAL, "the request names no objects (its datasets are empty)");
         goto error;
     }
     char detail[160];
@@ -526,10 +512,10 @@ int requests_manifest_lines(const char *text, size_t len, char ***lines, size_t 
                             char **storage, si_error_t *err)
 {
     if (memchr(text, '\0', len))
-        return fail(err, EINVAL, "manifest contains a NUL byte");
+        return si_errnoprintf(err, EINVAL, "manifest contains a NUL byte");
     char *copy = malloc(len + 1);
     if (!copy)
-        return fail(err, ENOMEM, "out of memory");
+        return si_errnoprintf(err, ENOMEM, "out of memory");
     memcpy(copy, text, len);
     copy[len] = '\0';
     char **out = NULL;
@@ -552,7 +538,7 @@ int requests_manifest_lines(const char *text, size_t len, char ***lines, size_t 
         if (split_file(line, bucket, sizeof(bucket), &key, &lerr) < 0) {
             free(out);
             free(copy);
-            return fail(err, EINVAL, "manifest line %zu: %s", lineno, lerr.text);
+            return si_errnoprintf(err, EINVAL, "manifest line %zu: %s", lineno, lerr.text);
         }
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
@@ -560,7 +546,7 @@ int requests_manifest_lines(const char *text, size_t len, char ***lines, size_t 
             if (!grown) {
                 free(out);
                 free(copy);
-                return fail(err, ENOMEM, "out of memory");
+                return si_errnoprintf(err, ENOMEM, "out of memory");
             }
             out = grown;
         }
@@ -569,7 +555,7 @@ int requests_manifest_lines(const char *text, size_t len, char ***lines, size_t 
     if (n == 0) {
         free(out);
         free(copy);
-        return fail(err, EINVAL, "manifest names no files");
+        return si_errnoprintf(err, EINVAL, "manifest names no files");
     }
     *lines = out;
     *nlines = n;
@@ -599,13 +585,13 @@ static int find_request(requests_t *r, const char *uuid, uid_t caller, requests_
                         si_error_t *err)
 {
     if (!uuid || strlen(uuid) != REQUESTS_UUID_LEN)
-        return fail(err, ENOENT, "no request '%.64s' (a request id is a 36-character uuid)",
+        return si_errnoprintf(err, ENOENT, "no request '%.64s' (a request id is a 36-character uuid)",
                     uuid ? uuid : "");
     sqlite3_stmt *s = stmt(r, SQL_REQUEST_FIND);
     bind_text(s, ":uuid", uuid);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_DONE)
-        return fail(err, ENOENT, "no request %s", uuid);
+        return si_errnoprintf(err, ENOENT, "no request %s", uuid);
     if (rc != SQLITE_ROW)
         return db_fail(r, err, "looking up a request");
     st->id = sqlite3_column_int64(s, 0);
@@ -625,7 +611,7 @@ static int find_request(requests_t *r, const char *uuid, uid_t caller, requests_
         free(st->job_id);
         free(st->error);
         st->job_id = st->error = NULL;
-        return fail(err, EACCES, "request %s belongs to uid %u, not to uid %u", uuid,
+        return si_errnoprintf(err, EACCES, "request %s belongs to uid %u, not to uid %u", uuid,
                     (unsigned)st->uid, (unsigned)caller);
     }
     return 0;
@@ -641,7 +627,7 @@ int requests_get(requests_t *r, const char *uuid, uid_t caller_uid, requests_sta
 {
     requests_status_t *st = calloc(1, sizeof(*st));
     if (!st)
-        return fail(err, ENOMEM, "out of memory");
+        return si_errnoprintf(err, ENOMEM, "out of memory");
     if (find_request(r, uuid, caller_uid, st, err) < 0) {
         int saved = errno;
         free(st);
@@ -670,7 +656,7 @@ int requests_get(requests_t *r, const char *uuid, uid_t caller_uid, requests_sta
             cap = cap ? 2 * cap : 16;
             requests_item_t *grown = realloc(st->items, cap * sizeof(*grown));
             if (!grown) {
-                fail(err, ENOMEM, "out of memory");
+                si_errnoprintf(err, ENOMEM, "out of memory");
                 goto error;
             }
             st->items = grown;
@@ -685,7 +671,7 @@ int requests_get(requests_t *r, const char *uuid, uid_t caller_uid, requests_sta
         snprintf(it->state, sizeof(it->state), "%s", (const char *)sqlite3_column_text(s, 5));
         it->error = dup_column(s, 6);
         if (!it->bucket || !it->key) {
-            fail(err, ENOMEM, "out of memory");
+            si_errnoprintf(err, ENOMEM, "out of memory");
             goto error;
         }
         st->files_total++;
@@ -737,7 +723,7 @@ static int end_request(requests_t *r, const char *uuid, uid_t caller, bool relea
     if (find_request(r, uuid, caller, &st, err) < 0)
         goto error;
     if (release ? strcmp(st.state, "RELEASED") == 0 : !is_active(st.state)) {
-        fail(err, EBUSY, "request %s is already %s", uuid, st.state);
+        si_errnoprintf(err, EBUSY, "request %s is already %s", uuid, st.state);
         goto error;
     }
     sqlite3_stmt *s = stmt(r, SQL_ITEMS_CANCEL);
@@ -868,7 +854,7 @@ static int update_request_from_items(requests_t *r, int64_t request, si_error_t 
     sqlite3_stmt *s = stmt(r, SQL_REQUEST_STATE_BY_ID);
     bind_int(s, ":request", request);
     if (sqlite3_step(s) != SQLITE_ROW)
-        return fail(err, ENOENT, "no request with id %lld", (long long)request);
+        return si_errnoprintf(err, ENOENT, "no request with id %lld", (long long)request);
     char state[12];
     snprintf(state, sizeof(state), "%s", (const char *)sqlite3_column_text(s, 0));
     sqlite3_reset(s);
@@ -908,7 +894,7 @@ static int item_state(requests_t *r, int64_t request, int64_t object, char *stat
     bind_int(s, ":object", object);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_DONE)
-        return fail(err, ENOENT, "request %lld has no item for object %lld", (long long)request,
+        return si_errnoprintf(err, ENOENT, "request %lld has no item for object %lld", (long long)request,
                     (long long)object);
     if (rc != SQLITE_ROW)
         return db_fail(r, err, "reading an item");
@@ -940,7 +926,7 @@ static int item_transition(requests_t *r, sql_id_t id, int64_t request, int64_t 
         goto error;
     }
     if (sqlite3_changes(r->db) == 0) {
-        fail(err, EBUSY, "request %lld, object %lld: cannot %s an item that is %s",
+        si_errnoprintf(err, EBUSY, "request %lld, object %lld: cannot %s an item that is %s",
              (long long)request, (long long)object, what, was);
         goto error;
     }
@@ -951,6 +937,8 @@ static int item_transition(requests_t *r, sql_id_t id, int64_t request, int64_t 
     if (pin != SQL_COUNT) {
         s = stmt(r, pin);
         bind_int(s, ":object", object);
+        bind_int(s, ":request", request);
+        bind_real(s, ":now", now_seconds());
         if (sqlite3_step(s) != SQLITE_DONE) {
             db_fail(r, err, "updating the cache pin");
             goto error;
@@ -1065,7 +1053,7 @@ int requests_completed_items(requests_t *r, requests_item_ref_t **refs, size_t *
             if (!grown) {
                 free(out);
                 sqlite3_finalize(s);
-                return fail(err, ENOMEM, "out of memory");
+                return si_errnoprintf(err, ENOMEM, "out of memory");
             }
             out = grown;
         }
@@ -1105,7 +1093,7 @@ int requests_locality(requests_t *r, const char *bucket, const char *key,
     bind_text(s, ":key", key);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_DONE)
-        return fail(err, ENOENT, "no object %.64s/%.300s in the catalog", bucket, key);
+        return si_errnoprintf(err, ENOENT, "no object %.64s/%.300s in the catalog", bucket, key);
     if (rc != SQLITE_ROW)
         return db_fail(r, err, "looking up an object's locality");
     if (size)

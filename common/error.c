@@ -19,6 +19,18 @@ int si_errprintf(si_error_t *err, const char *fmt, ...)
     return -1;
 }
 
+int si_errnoprintf(si_error_t *err, int errnum, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->text, sizeof(err->text), fmt, ap);
+        va_end(ap);
+    }
+    errno = errnum;
+    return -1;
+}
+
 int si_errprefix(si_error_t *err, const char *fmt, ...)
 {
     int saved = errno;

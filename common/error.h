@@ -13,6 +13,11 @@ typedef struct {
 int si_errprintf(si_error_t *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Like si_errprintf, and sets errno to errnum so callers can tell the kind
+ * of failure (ENOENT, EACCES, ...) from the text. Returns -1. */
+int si_errnoprintf(si_error_t *err, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Prefixes existing text: "context: previous text". Returns -1. */
 int si_errprefix(si_error_t *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

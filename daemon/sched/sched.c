@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "daemon/sched/internal.h"
+#include "common/array.h"
 
 const sched_policy_t sched_policies[] = {
     {"fifo", "volumes in order of first request, files in request order",
@@ -106,21 +107,6 @@ static void idmap_free(idmap_t *m)
 {
     free(m->keys);
     free(m->vals);
-}
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *p = realloc(*arr, c * elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = c;
-    return 0;
 }
 
 /* ---- life cycle ------------------------------------------------------------ */
@@ -237,7 +223,7 @@ bool sched_volume_has_work(const sched_t *s, int volume)
 
 static int vq_push(vq_t *q, size_t obj)
 {
-    if (grow((void **)&q->items, &q->cap, q->n + 1, sizeof(size_t)) < 0)
+    if (si_array_grow((void **)&q->items, &q->cap, q->n + 1, sizeof(size_t)) < 0)
         return -1;
     q->items[q->n++] = obj;
     return 0;
@@ -325,9 +311,9 @@ int sched_submit(sched_t *s, double now, const sched_request_t *req, const sched
     for (size_t i = 0; i < n; i++)
         if (!idmap_get(&s->obj_ids, files[i].object, &dummy))
             new_objs++;
-    if (grow((void **)&s->reqs, &s->cap_reqs, s->nreqs + 1, sizeof(req_t)) < 0 ||
-        grow((void **)&s->objs, &s->cap_objs, s->nobjs + new_objs, sizeof(obj_t)) < 0 ||
-        grow((void **)&s->waiters, &s->cap_waiters, s->nwaiters + n, sizeof(waiter_t)) < 0 ||
+    if (si_array_grow((void **)&s->reqs, &s->cap_reqs, s->nreqs + 1, sizeof(req_t)) < 0 ||
+        si_array_grow((void **)&s->objs, &s->cap_objs, s->nobjs + new_objs, sizeof(obj_t)) < 0 ||
+        si_array_grow((void **)&s->waiters, &s->cap_waiters, s->nwaiters + n, sizeof(waiter_t)) < 0 ||
         idmap_put(&s->req_ids, req->id, s->nreqs) < 0)
         return si_errprintf(err, "request %llu: out of memory", (unsigned long long)req->id);
 
@@ -498,7 +484,7 @@ static int plan_merge(sched_t *s, int volume, uint64_t head)
         return 0;
     }
     if (s->policy->order == ORDER_GREEDY_LS && nfresh <= 16) {
-        if (grow((void **)&q->plan, &(size_t){q->plan_n}, q->plan_n + nfresh + 1,
+        if (si_array_grow((void **)&q->plan, &(size_t){q->plan_n}, q->plan_n + nfresh + 1,
                  sizeof(size_t)) < 0)
             return -1;
         for (size_t k = q->merged; k < q->n; k++) {
@@ -536,7 +522,7 @@ static int plan_merge(sched_t *s, int volume, uint64_t head)
     }
     if (s->policy->order == ORDER_ARRIVAL) {
         /* FIFO: request order, so new arrivals go last. */
-        if (grow((void **)&q->plan, &(size_t){q->plan_n}, q->plan_n + nfresh + 1,
+        if (si_array_grow((void **)&q->plan, &(size_t){q->plan_n}, q->plan_n + nfresh + 1,
                  sizeof(size_t)) < 0)
             return -1;
         for (size_t k = q->merged; k < q->n; k++)

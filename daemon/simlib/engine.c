@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "daemon/simlib/clock.h"
+#include "common/array.h"
 
 enum { EV_ARRIVAL, EV_DRIVE, EV_ROBOT, EV_WAKE, EV_FAULT };
 
@@ -119,21 +120,6 @@ struct simlib {
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 16;
-    while (c < need)
-        c *= 2;
-    void *p = realloc(*arr, c * elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = c;
-    return 0;
-}
-
 static void violation(simlib_t *lib, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void violation(simlib_t *lib, const char *fmt, ...)
 {
@@ -159,7 +145,7 @@ static bool ev_less(const event_t *a, const event_t *b)
 
 static int push_event(simlib_t *lib, double t, int kind, int index, uint64_t gen)
 {
-    if (grow((void **)&lib->heap, &lib->cap_heap, lib->nheap + 1, sizeof(event_t)) < 0)
+    if (si_array_grow((void **)&lib->heap, &lib->cap_heap, lib->nheap + 1, sizeof(event_t)) < 0)
         return -1;
     event_t e = {t, lib->seq++, kind, index, gen};
     size_t i = lib->nheap++;
@@ -245,7 +231,7 @@ static void robot_start_jobs(simlib_t *lib)
 
 static int robot_request(simlib_t *lib, int drive, bool to_drive, int volume)
 {
-    if (grow((void **)&lib->rjobs, &lib->cap_rjobs, lib->nrjobs + 1, sizeof(robot_job_t)) < 0)
+    if (si_array_grow((void **)&lib->rjobs, &lib->cap_rjobs, lib->nrjobs + 1, sizeof(robot_job_t)) < 0)
         return -1;
     lib->rjobs[lib->nrjobs++] = (robot_job_t){drive, to_drive, volume};
     robot_start_jobs(lib);
@@ -423,7 +409,7 @@ static void read_finished(simlib_t *lib, int d)
         return;
     }
     size_t old_cap = lib->cap_reads;
-    if (grow((void **)&lib->reads_per_object, &lib->cap_reads, r.object + 1, 1) == 0) {
+    if (si_array_grow((void **)&lib->reads_per_object, &lib->cap_reads, r.object + 1, 1) == 0) {
         if (lib->cap_reads > old_cap)
             memset(lib->reads_per_object + old_cap, 0, lib->cap_reads - old_cap);
         if (lib->reads_per_object[r.object]++ >= 1)
@@ -610,7 +596,7 @@ static void fault_event(simlib_t *lib, const simlib_fault_t *f)
     if (dr->has_write) {
         write_job_t w = dr->write;
         dr->has_write = false;
-        if (grow((void **)&lib->writes, &lib->cap_writes, lib->nwrites + 1, sizeof(w)) == 0)
+        if (si_array_grow((void **)&lib->writes, &lib->cap_writes, lib->nwrites + 1, sizeof(w)) == 0)
             lib->writes[lib->nwrites++] = w;
     }
     if (dr->target >= 0 && dr->state == DRIVE_WAIT_ROBOT && dr->volume < 0) {
@@ -892,7 +878,7 @@ int simlib_submit(simlib_t *lib, double at, const sched_request_t *req, const sc
     double now = current_time(lib);
     if (at < now)
         at = now;
-    int rc = grow((void **)&lib->arrivals, &lib->cap_arrivals, lib->narrivals + 1,
+    int rc = si_array_grow((void **)&lib->arrivals, &lib->cap_arrivals, lib->narrivals + 1,
                   sizeof(arrival_t));
     if (rc == 0) {
         lib->arrivals[lib->narrivals] = (arrival_t){*req, copy, n};
@@ -922,7 +908,7 @@ int simlib_write(simlib_t *lib, double at, int volume, uint64_t object, uint64_t
         rc = si_errprintf(err, "write: volume %s has %llu bytes free, %llu needed", v->label,
                           (unsigned long long)((uint64_t)lib->cfg.profile.capacity - v->used),
                           (unsigned long long)size);
-    else if (grow((void **)&lib->writes, &lib->cap_writes, lib->nwrites + 1,
+    else if (si_array_grow((void **)&lib->writes, &lib->cap_writes, lib->nwrites + 1,
                   sizeof(write_job_t)) < 0)
         rc = si_errprintf(err, "write: out of memory");
     if (rc == 0) {

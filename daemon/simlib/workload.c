@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/text.h"
+#include "common/array.h"
 
 typedef struct {
     workload_t *w;
@@ -33,21 +34,6 @@ static int perr(parser_t *p, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     return si_errprintf(p->err, "%s:%d: %s", p->name, p->line, msg);
-}
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*arr, c * elem);
-    if (!q)
-        return -1;
-    *arr = q;
-    *cap = c;
-    return 0;
 }
 
 /* "key=value" -> value if the word has that key. */
@@ -181,7 +167,7 @@ static int st_file(parser_t *p, char **words, int n)
         return perr(p, "file %s: ids must be increasing (previous %llu)", words[1],
                     (unsigned long long)w->files[w->nfiles - 1].object);
     }
-    if (grow((void **)&w->files, &p->cap_files, w->nfiles + 1, sizeof(sched_file_t)) < 0)
+    if (si_array_grow((void **)&w->files, &p->cap_files, w->nfiles + 1, sizeof(sched_file_t)) < 0)
         return perr(p, "out of memory");
     w->files[w->nfiles++] = f;
     return 0;
@@ -207,7 +193,7 @@ static int add_req_file(parser_t *p, uint64_t id)
     if (idx < 0)
         return perr(p, "request names file %llu, which is not declared",
                     (unsigned long long)id);
-    if (grow((void **)&w->req_files, &p->cap_req_files, w->nreq_files + 1, sizeof(size_t)) < 0)
+    if (si_array_grow((void **)&w->req_files, &p->cap_req_files, w->nreq_files + 1, sizeof(size_t)) < 0)
         return perr(p, "out of memory");
     w->req_files[w->nreq_files++] = (size_t)idx;
     return 0;
@@ -281,7 +267,7 @@ static int st_request(parser_t *p, char **words, int n)
     r.n = w->nreq_files - r.first;
     if (r.n == 0)
         return perr(p, "request %s names no files", words[1]);
-    if (grow((void **)&w->requests, &p->cap_requests, w->nrequests + 1,
+    if (si_array_grow((void **)&w->requests, &p->cap_requests, w->nrequests + 1,
              sizeof(workload_request_t)) < 0)
         return perr(p, "out of memory");
     w->requests[w->nrequests++] = r;
