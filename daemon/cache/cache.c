@@ -40,18 +40,6 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_SET_VERIFIED] = "UPDATE cache SET verified = ?2 WHERE object_id = ?1",
 };
 
-int cache_fail(si_error_t *err, int errnum, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->text, sizeof(err->text), fmt, ap);
-        va_end(ap);
-    }
-    errno = errnum;
-    return -1;
-}
-
 sqlite3_stmt *cache_stmt(cache_t *c, cache_sql_t id)
 {
     sqlite3_reset(c->stmt[id]);
@@ -61,7 +49,7 @@ sqlite3_stmt *cache_stmt(cache_t *c, cache_sql_t id)
 
 int cache_db_error(cache_t *c, si_error_t *err, const char *what)
 {
-    return cache_fail(err, EIO, "cache: %s: %s", what, sqlite3_errmsg(c->db));
+    return si_errnoprintf(err, EIO, "cache: %s: %s", what, sqlite3_errmsg(c->db));
 }
 
 int cache_begin(cache_t *c, si_error_t *err)
@@ -120,12 +108,12 @@ void cache_object_parts(int64_t object_id, char dir0[3], char dir1[3],
 int cache_object_path(int64_t object_id, char *buf, size_t size, si_error_t *err)
 {
     if (object_id < 1)
-        return cache_fail(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
+        return si_errnoprintf(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
                           object_id);
     char d0[3], d1[3], name[CACHE_NAME_HEX + 1];
     cache_object_parts(object_id, d0, d1, name);
     if ((size_t)snprintf(buf, size, "objects/%s/%s/%s", d0, d1, name) >= size)
-        return cache_fail(err, EINVAL, "object path buffer too small");
+        return si_errnoprintf(err, EINVAL, "object path buffer too small");
     return 0;
 }
 
@@ -150,11 +138,11 @@ void cache_changed_locked(cache_t *c)
 static int subdir(cache_t *c, const char *name, si_error_t *err)
 {
     if (mkdirat(c->dir_fd, name, 0750) < 0 && errno != EEXIST)
-        return cache_fail(err, errno, "cache: cannot create %s/%s: %s", c->conf.dir, name,
+        return si_errnoprintf(err, errno, "cache: cannot create %s/%s: %s", c->conf.dir, name,
                           strerror(errno));
     int fd = openat(c->dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return cache_fail(err, errno, "cache: cannot open %s/%s: %s", c->conf.dir, name,
+        return si_errnoprintf(err, errno, "cache: cannot open %s/%s: %s", c->conf.dir, name,
                           strerror(errno));
     return fd;
 }
@@ -162,14 +150,14 @@ static int subdir(cache_t *c, const char *name, si_error_t *err)
 static int check_conf(const cache_conf_t *conf, si_error_t *err)
 {
     if (!conf->dir[0])
-        return cache_fail(err, EINVAL, "cache: no directory configured");
+        return si_errnoprintf(err, EINVAL, "cache: no directory configured");
     if (!(conf->low_watermark >= 0 && conf->low_watermark < conf->high_watermark &&
           conf->high_watermark <= 1.0))
-        return cache_fail(err, EINVAL,
+        return si_errnoprintf(err, EINVAL,
                           "cache: watermarks must satisfy 0 <= low (%.2f) < high (%.2f) <= 1",
                           conf->low_watermark, conf->high_watermark);
     if (conf->write_buffer < 4096)
-        return cache_fail(err, EINVAL, "cache: write buffer of %zu bytes is below 4096",
+        return si_errnoprintf(err, EINVAL, "cache: write buffer of %zu bytes is below 4096",
                           conf->write_buffer);
     return 0;
 }
@@ -191,7 +179,7 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
         return NULL;
     cache_t *c = calloc(1, sizeof(*c));
     if (!c) {
-        cache_fail(err, ENOMEM, "cache: out of memory");
+        si_errnoprintf(err, ENOMEM, "cache: out of memory");
         return NULL;
     }
     c->conf = *conf;
@@ -208,20 +196,20 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
     pthread_condattr_destroy(&ca);
 
     if (mkdir(conf->dir, 0750) < 0 && errno != EEXIST) {
-        cache_fail(err, errno, "cache: cannot create %s: %s", conf->dir, strerror(errno));
+        si_errnoprintf(err, errno, "cache: cannot create %s: %s", conf->dir, strerror(errno));
         goto error;
     }
     if ((c->dir_fd = open(conf->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        cache_fail(err, errno, "cache: cannot open %s: %s", conf->dir, strerror(errno));
+        si_errnoprintf(err, errno, "cache: cannot open %s: %s", conf->dir, strerror(errno));
         goto error;
     }
     c->lock_fd = openat(c->dir_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640);
     if (c->lock_fd < 0) {
-        cache_fail(err, errno, "cache: cannot open %s/lock: %s", conf->dir, strerror(errno));
+        si_errnoprintf(err, errno, "cache: cannot open %s/lock: %s", conf->dir, strerror(errno));
         goto error;
     }
     if (flock(c->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-        cache_fail(err, EBUSY, "cache: %s is in use by another process (%s/lock is locked)",
+        si_errnoprintf(err, EBUSY, "cache: %s is in use by another process (%s/lock is locked)",
                    conf->dir, conf->dir);
         goto error;
     }
@@ -229,7 +217,7 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
         goto error;
     struct stat so, st;
     if (fstat(c->objects_fd, &so) < 0 || fstat(c->tmp_fd, &st) < 0 || so.st_dev != st.st_dev) {
-        cache_fail(err, EXDEV, "cache: %s/objects and %s/tmp must be on one file system"
+        si_errnoprintf(err, EXDEV, "cache: %s/objects and %s/tmp must be on one file system"
                                " (objects are renamed from one to the other)",
                    conf->dir, conf->dir);
         goto error;
@@ -239,7 +227,7 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
     if (!c->capacity) {
         struct statvfs vfs;
         if (fstatvfs(c->dir_fd, &vfs) < 0) {
-            cache_fail(err, errno, "cache: statvfs %s: %s", conf->dir, strerror(errno));
+            si_errnoprintf(err, errno, "cache: statvfs %s: %s", conf->dir, strerror(errno));
             goto error;
         }
         c->capacity = (uint64_t)vfs.f_blocks * vfs.f_frsize / 2;
@@ -358,7 +346,7 @@ static int row_get(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t
 static int check_id(int64_t object_id, si_error_t *err)
 {
     if (object_id < 1)
-        return cache_fail(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
+        return si_errnoprintf(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
                           object_id);
     return 0;
 }
@@ -418,20 +406,20 @@ int cache_open_object(cache_t *c, int64_t object_id, int *fd, uint64_t *size, si
     pthread_mutex_lock(&c->lock);
     int rc = row_get(c, object_id, &e, err);
     if (rc == 0) {
-        cache_fail(err, ENOENT, "object %" PRId64 " is not in the cache", object_id);
+        si_errnoprintf(err, ENOENT, "object %" PRId64 " is not in the cache", object_id);
         goto error;
     }
     if (rc < 0)
         goto error;
     if ((f = openat(c->objects_fd, inside, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-        cache_fail(err, errno == ENOENT ? EIO : errno,
+        si_errnoprintf(err, errno == ENOENT ? EIO : errno,
                    "object %" PRId64 ": cannot open %s/%s: %s", object_id, c->conf.dir, rel,
                    strerror(errno));
         goto error;
     }
     struct stat st;
     if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != e.size) {
-        cache_fail(err, EIO, "object %" PRId64 ": %s/%s has %lld bytes, the catalog says %" PRIu64,
+        si_errnoprintf(err, EIO, "object %" PRId64 ": %s/%s has %lld bytes, the catalog says %" PRIu64,
                    object_id, c->conf.dir, rel, (long long)st.st_size, e.size);
         goto error;
     }
@@ -457,9 +445,9 @@ int cache_remove(cache_t *c, int64_t object_id, si_error_t *err)
     pthread_mutex_lock(&c->lock);
     int rc = row_get(c, object_id, &e, err);
     if (rc == 0)
-        rc = cache_fail(err, ENOENT, "object %" PRId64 " is not in the cache", object_id);
+        rc = si_errnoprintf(err, ENOENT, "object %" PRId64 " is not in the cache", object_id);
     else if (rc == 1 && e.pins > 0)
-        rc = cache_fail(err, EBUSY, "object %" PRId64 " is pinned (%" PRIu64 " pins)",
+        rc = si_errnoprintf(err, EBUSY, "object %" PRId64 " is pinned (%" PRIu64 " pins)",
                         object_id, e.pins);
     else if (rc == 1) {
         sqlite3_stmt *s = cache_stmt(c, SQL_ROW_DELETE_UNPINNED);
@@ -467,7 +455,7 @@ int cache_remove(cache_t *c, int64_t object_id, si_error_t *err)
         if (sqlite3_step(s) != SQLITE_DONE)
             rc = cache_db_error(c, err, "removing a cached object");
         else if (sqlite3_changes(c->db) == 0)
-            rc = cache_fail(err, EBUSY, "object %" PRId64 " was pinned meanwhile", object_id);
+            rc = si_errnoprintf(err, EBUSY, "object %" PRId64 " was pinned meanwhile", object_id);
         else {
             sqlite3_reset(s);
             /* the row is gone, so a leftover file is only space: recovery removes it */
@@ -489,13 +477,13 @@ int cache_pin(cache_t *c, int64_t object_id, int64_t request_id, si_error_t *err
     if (check_id(object_id, err) < 0)
         return -1;
     if (request_id < 1)
-        return cache_fail(err, EINVAL, "request id %" PRId64 " is not a catalog request id",
+        return si_errnoprintf(err, EINVAL, "request id %" PRId64 " is not a catalog request id",
                           request_id);
     cache_entry_t e;
     pthread_mutex_lock(&c->lock);
     int rc = row_get(c, object_id, &e, err);
     if (rc == 0)
-        rc = cache_fail(err, ENOENT, "cannot pin object %" PRId64 ": it is not in the cache",
+        rc = si_errnoprintf(err, ENOENT, "cannot pin object %" PRId64 ": it is not in the cache",
                         object_id);
     else if (rc == 1) {
         sqlite3_stmt *s = cache_stmt(c, SQL_PIN);
@@ -506,7 +494,7 @@ int cache_pin(cache_t *c, int64_t object_id, int64_t request_id, si_error_t *err
         if (step == SQLITE_DONE)
             rc = sqlite3_changes(c->db) > 0 ? 1 : 0;
         else if (sqlite3_extended_errcode(c->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
-            rc = cache_fail(err, ENOENT, "cannot pin object %" PRId64 ": no request %" PRId64,
+            rc = si_errnoprintf(err, ENOENT, "cannot pin object %" PRId64 ": no request %" PRId64,
                             object_id, request_id);
         else
             rc = cache_db_error(c, err, "pinning");

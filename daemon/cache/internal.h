@@ -78,9 +78,6 @@ int cache_commit(cache_t *c, si_error_t *err);
 void cache_rollback(cache_t *c);
 double cache_now(const cache_t *c);
 
-/* Sets errno and formats err; returns -1. */
-int cache_fail(si_error_t *err, int errnum, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* The two directory levels and file name of an object. */
 void cache_object_parts(int64_t object_id, char dir0[3], char dir1[3],

@@ -138,7 +138,7 @@ static int temp_entry(int dir_fd, const char *name, void *arg)
     walk_t *w = arg;
     if (remove_tree(dir_fd, name, 0, &w->report->temp_files_removed,
                     &w->report->temp_bytes_removed) < 0)
-        return cache_fail(w->err, errno, "cache: cannot remove %s/tmp/%s: %s", w->c->conf.dir,
+        return si_errnoprintf(w->err, errno, "cache: cannot remove %s/tmp/%s: %s", w->c->conf.dir,
                           name, strerror(errno));
     return 0;
 }
@@ -147,7 +147,7 @@ static int stray(walk_t *w, int dir_fd, const char *name)
 {
     uint64_t files = 0, bytes = 0;
     if (remove_tree(dir_fd, name, 0, &files, &bytes) < 0)
-        return cache_fail(w->err, errno, "cache: cannot remove stray %s under %s/objects: %s",
+        return si_errnoprintf(w->err, errno, "cache: cannot remove stray %s under %s/objects: %s",
                           name, w->c->conf.dir, strerror(errno));
     w->report->stray_entries_removed++;
     return 0;
@@ -178,7 +178,7 @@ static int file_entry(int dir_fd, const char *name, void *arg)
     if (step != SQLITE_DONE)
         return cache_db_error(c, w->err, "looking up a cached object");
     if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
-        return cache_fail(w->err, errno, "cache: cannot remove objects/%s/%s/%s: %s", w->d0,
+        return si_errnoprintf(w->err, errno, "cache: cannot remove objects/%s/%s/%s: %s", w->d0,
                           w->d1, name, strerror(errno));
     w->report->files_without_row++;
     return 0;
@@ -194,7 +194,7 @@ static int level1_entry(int dir_fd, const char *name, void *arg)
         return stray(w, dir_fd, name);
     int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return cache_fail(w->err, errno, "cache: cannot open %s/objects/%s/%s: %s",
+        return si_errnoprintf(w->err, errno, "cache: cannot open %s/objects/%s/%s: %s",
                           w->c->conf.dir, w->d0, name, strerror(errno));
     w->d1 = name;
     int rc = each_entry(fd, file_entry, w);
@@ -212,7 +212,7 @@ static int level0_entry(int dir_fd, const char *name, void *arg)
         return stray(w, dir_fd, name);
     int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return cache_fail(w->err, errno, "cache: cannot open %s/objects/%s: %s",
+        return si_errnoprintf(w->err, errno, "cache: cannot open %s/objects/%s: %s",
                           w->c->conf.dir, name, strerror(errno));
     w->d0 = name;
     int rc = each_entry(fd, level1_entry, w);
@@ -232,7 +232,7 @@ static int load_rows(cache_t *c, rows_t *rows, si_error_t *err)
             row_t *more = realloc(rows->rows, cap * sizeof(*more));
             if (!more) {
                 sqlite3_reset(s);
-                return cache_fail(err, ENOMEM, "cache: out of memory listing the cache");
+                return si_errnoprintf(err, ENOMEM, "cache: out of memory listing the cache");
             }
             rows->rows = more;
             rows->cap = cap;
@@ -251,7 +251,7 @@ static int note_dropped(cache_recovery_t *r, int64_t object_id, si_error_t *err)
 {
     int64_t *more = realloc(r->dropped, (r->ndropped + 1) * sizeof(*more));
     if (!more)
-        return cache_fail(err, ENOMEM, "cache: out of memory");
+        return si_errnoprintf(err, ENOMEM, "cache: out of memory");
     r->dropped = more;
     r->dropped[r->ndropped++] = object_id;
     return 0;
@@ -292,7 +292,7 @@ static int check_files(cache_t *c, rows_t *rows, cache_recovery_t *r, si_error_t
         struct stat st;
         if (fstatat(c->objects_fd, rel + strlen("objects/"), &st, AT_SYMLINK_NOFOLLOW) < 0) {
             if (errno != ENOENT && errno != ENOTDIR)
-                return cache_fail(err, errno, "cache: stat %s/%s: %s", c->conf.dir, rel,
+                return si_errnoprintf(err, errno, "cache: stat %s/%s: %s", c->conf.dir, rel,
                                   strerror(errno));
             r->rows_without_file++;
         } else if (!S_ISREG(st.st_mode)) {
@@ -329,7 +329,7 @@ static int hash_file(cache_t *c, int64_t object_id, const char *algorithm,
     cache_object_path(object_id, rel, sizeof(rel), NULL);
     int fd = openat(c->objects_fd, rel + strlen("objects/"), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return cache_fail(err, errno, "cache: cannot open %s/%s: %s", c->conf.dir, rel,
+        return si_errnoprintf(err, errno, "cache: cannot open %s/%s: %s", c->conf.dir, rel,
                           strerror(errno));
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     si_checksum_t *sum = si_checksum_new(algorithm, err);
@@ -346,7 +346,7 @@ static int hash_file(cache_t *c, int64_t object_id, const char *algorithm,
     si_checksum_final(sum, out);
     si_checksum_free(sum);
     if (n < 0)
-        return cache_fail(err, saved, "cache: reading %s/%s: %s", c->conf.dir, rel,
+        return si_errnoprintf(err, saved, "cache: reading %s/%s: %s", c->conf.dir, rel,
                           strerror(saved));
     return 0;
 }
@@ -373,7 +373,7 @@ static int verify(cache_t *c, rows_t *rows, cache_recovery_t *r, si_error_t *err
         return 0;
     unsigned char *buf = malloc(HASH_BUFFER);
     if (!buf)
-        return cache_fail(err, ENOMEM, "cache: out of memory for verification");
+        return si_errnoprintf(err, ENOMEM, "cache: out of memory for verification");
     size_t first_new_drop = rows->n;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < rows->n; i++) {
@@ -428,7 +428,7 @@ int cache_recover(cache_t *c, cache_recovery_t *report, si_error_t *err)
     pthread_mutex_lock(&c->lock);
     if (c->writers) {
         pthread_mutex_unlock(&c->lock);
-        return cache_fail(err, EBUSY, "cache: recovery with %zu writers open", c->writers);
+        return si_errnoprintf(err, EBUSY, "cache: recovery with %zu writers open", c->writers);
     }
     int rc = cache_flush_access_locked(c, err);
     pthread_mutex_unlock(&c->lock);
@@ -438,14 +438,14 @@ int cache_recover(cache_t *c, cache_recovery_t *report, si_error_t *err)
      * steps below take no lock while they read files */
     if (each_entry(c->tmp_fd, temp_entry, &w) < 0) {
         if (!err || !err->text[0] || errno == ENOMEM)
-            cache_fail(err, errno, "cache: cleaning %s/tmp: %s", c->conf.dir, strerror(errno));
+            si_errnoprintf(err, errno, "cache: cleaning %s/tmp: %s", c->conf.dir, strerror(errno));
         goto error;
     }
     if (load_rows(c, &rows, err) < 0 || check_files(c, &rows, &r, err) < 0)
         goto error;
     if (each_entry(c->objects_fd, level0_entry, &w) < 0) {
         if (!err || !err->text[0])
-            cache_fail(err, errno, "cache: walking %s/objects: %s", c->conf.dir,
+            si_errnoprintf(err, errno, "cache: walking %s/objects: %s", c->conf.dir,
                        strerror(errno));
         goto error;
     }

@@ -39,7 +39,7 @@ static int reservation_add(cache_t *c, int64_t object_id, uint64_t size, si_erro
         size_t cap = c->res_cap ? c->res_cap * 2 : 16;
         cache_reservation_t *r = realloc(c->res, cap * sizeof(*r));
         if (!r)
-            return cache_fail(err, ENOMEM, "cache: out of memory for reservations");
+            return si_errnoprintf(err, ENOMEM, "cache: out of memory for reservations");
         c->res = r;
         c->res_cap = cap;
     }
@@ -166,12 +166,12 @@ int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_blo
                          si_error_t *err)
 {
     if (object_id < 1)
-        return cache_fail(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
+        return si_errnoprintf(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
                           object_id);
     cache_reservation_t *r = cache_reservation_find(c, object_id);
     if (r) {
         if (r->size != size)
-            return cache_fail(err, EINVAL,
+            return si_errnoprintf(err, EINVAL,
                               "object %" PRId64 " is already reserved with %" PRIu64
                               " bytes, not %" PRIu64, object_id, r->size, size);
         return CACHE_RESERVED;
@@ -186,7 +186,7 @@ int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_blo
         return cache_db_error(c, err, "looking up a cached object");
     if (size > c->capacity) {
         char b[2][32];
-        return cache_fail(err, EFBIG, "object %" PRId64 " (%s) is larger than the cache (%s)",
+        return si_errnoprintf(err, EFBIG, "object %" PRId64 " (%s) is larger than the cache (%s)",
                           object_id, si_format_bytes(size, b[0], sizeof(b[0])),
                           si_format_bytes(c->capacity, b[1], sizeof(b[1])));
     }

@@ -64,15 +64,15 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
                       cache_writer_t **out, si_error_t *err)
 {
     if (object_id < 1)
-        return cache_fail(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
+        return si_errnoprintf(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
                           object_id);
     if (checksum && !si_checksum_text_valid(checksum))
-        return cache_fail(err, EINVAL,
+        return si_errnoprintf(err, EINVAL,
                           "object %" PRId64 ": expected checksum '%.80s' is not"
                           " sha256:<64 hex> or md5:<32 hex>", object_id, checksum);
     cache_writer_t *w = calloc(1, sizeof(*w));
     if (!w)
-        return cache_fail(err, ENOMEM, "cache: out of memory");
+        return si_errnoprintf(err, ENOMEM, "cache: out of memory");
     w->c = c;
     w->object_id = object_id;
     w->expected_size = size;
@@ -93,7 +93,7 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
     if (!(w->sum = si_checksum_new(algorithm, err)) ||
         posix_memalign((void **)&w->buf, 4096, w->buf_size) != 0) {
         if (w->sum)
-            cache_fail(err, ENOMEM, "cache: out of memory for a %zu byte write buffer",
+            si_errnoprintf(err, ENOMEM, "cache: out of memory for a %zu byte write buffer",
                        w->buf_size);
         writer_free(w);
         errno = ENOMEM;
@@ -107,11 +107,11 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
     int rc = cache_reserve_locked(c, object_id, size, &block, err);
     cache_reservation_t *r = rc == CACHE_RESERVED ? cache_reservation_find(c, object_id) : NULL;
     if (rc == CACHE_PRESENT)
-        rc = cache_fail(err, EEXIST, "object %" PRId64 " is already in the cache", object_id);
+        rc = si_errnoprintf(err, EEXIST, "object %" PRId64 " is already in the cache", object_id);
     else if (rc == CACHE_WOULD_BLOCK)
-        rc = cache_fail(err, EAGAIN, "object %" PRId64 ": %s", object_id, block.reason);
+        rc = si_errnoprintf(err, EAGAIN, "object %" PRId64 ": %s", object_id, block.reason);
     else if (r && r->writing)
-        rc = cache_fail(err, EBUSY, "object %" PRId64 " is being written by another writer",
+        rc = si_errnoprintf(err, EBUSY, "object %" PRId64 " is being written by another writer",
                         object_id);
     if (rc < 0) {
         pthread_mutex_unlock(&c->lock);
@@ -131,7 +131,7 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
                    0640);
     if (w->fd < 0) {
         int saved = errno;
-        cache_fail(err, saved, "object %" PRId64 ": cannot create %s/tmp/%s: %s", object_id,
+        si_errnoprintf(err, saved, "object %" PRId64 ": cannot create %s/tmp/%s: %s", object_id,
                    c->conf.dir, w->temp_name, strerror(saved));
         goto error;
     }
@@ -140,7 +140,7 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
     if (size > 0 && fallocate(w->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size) < 0 &&
         errno != EOPNOTSUPP && errno != ENOSYS) {
         int saved = errno;
-        cache_fail(err, saved, "object %" PRId64 ": cannot allocate %" PRIu64 " bytes in %s: %s",
+        si_errnoprintf(err, saved, "object %" PRId64 ": cannot allocate %" PRIu64 " bytes in %s: %s",
                    object_id, size, c->conf.dir, strerror(saved));
         unlinkat(c->tmp_fd, w->temp_name, 0);
         goto error;
@@ -170,7 +170,7 @@ static int write_all(cache_writer_t *w, const unsigned char *p, size_t len, si_e
         if (n < 0) {
             int saved = errno;
             w->failed = true;
-            return cache_fail(err, saved, "object %" PRId64 ": writing %s/tmp/%s: %s",
+            return si_errnoprintf(err, saved, "object %" PRId64 ": writing %s/tmp/%s: %s",
                               w->object_id, w->c->conf.dir, w->temp_name, strerror(saved));
         }
         p += n;
@@ -197,14 +197,14 @@ static int flush_buffer(cache_writer_t *w, si_error_t *err)
 int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error_t *err)
 {
     if (w->failed)
-        return cache_fail(err, EINVAL, "object %" PRId64 ": the writer already failed;"
+        return si_errnoprintf(err, EINVAL, "object %" PRId64 ": the writer already failed;"
                                        " abort it", w->object_id);
     if (len > w->expected_size - w->received) {
         w->failed = true;
         pthread_mutex_lock(&w->c->lock);
         w->c->counters.size_failures++;
         pthread_mutex_unlock(&w->c->lock);
-        return cache_fail(err, EBADMSG,
+        return si_errnoprintf(err, EBADMSG,
                           "object %" PRId64 ": size mismatch: expected %" PRIu64
                           " bytes, received at least %" PRIu64, w->object_id,
                           w->expected_size, w->received + len);
@@ -240,16 +240,16 @@ static int object_dir(cache_t *c, int parent, const char *name, si_error_t *err)
     if (fd < 0 && errno == ENOENT) {
         if (mkdirat(parent, name, 0750) == 0) {
             if (fsync(parent) < 0)
-                return cache_fail(err, errno, "cache: fsync of a directory in %s: %s",
+                return si_errnoprintf(err, errno, "cache: fsync of a directory in %s: %s",
                                   c->conf.dir, strerror(errno));
         } else if (errno != EEXIST) { /* EEXIST: another writer made it just now */
-            return cache_fail(err, errno, "cache: cannot create directory %s under %s/objects: %s",
+            return si_errnoprintf(err, errno, "cache: cannot create directory %s under %s/objects: %s",
                               name, c->conf.dir, strerror(errno));
         }
         fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     }
     if (fd < 0)
-        return cache_fail(err, errno, "cache: cannot open directory %s under %s/objects: %s",
+        return si_errnoprintf(err, errno, "cache: cannot open directory %s under %s/objects: %s",
                           name, c->conf.dir, strerror(errno));
     return fd;
 }
@@ -271,7 +271,7 @@ static int record_locked(cache_writer_t *w, int64_t pin_request, si_error_t *err
     sqlite3_bind_int(s, 5, w->expected_sum[0] != '\0');
     if (sqlite3_step(s) != SQLITE_DONE) {
         if (sqlite3_extended_errcode(c->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
-            cache_fail(err, ENOENT, "object %" PRId64 " is not in the catalog", w->object_id);
+            si_errnoprintf(err, ENOENT, "object %" PRId64 " is not in the catalog", w->object_id);
         else
             cache_db_error(c, err, "recording a cached object");
         goto error;
@@ -283,7 +283,7 @@ static int record_locked(cache_writer_t *w, int64_t pin_request, si_error_t *err
         sqlite3_bind_double(s, 3, now);
         if (sqlite3_step(s) != SQLITE_DONE) {
             if (sqlite3_extended_errcode(c->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
-                cache_fail(err, ENOENT, "object %" PRId64 ": cannot pin it for request %" PRId64
+                si_errnoprintf(err, ENOENT, "object %" PRId64 ": cannot pin it for request %" PRId64
                                         ": no such request", w->object_id, pin_request);
             else
                 cache_db_error(c, err, "pinning a cached object");
@@ -307,7 +307,7 @@ int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
     int dir0 = -1, dir1 = -1;
     bool placed = false;
     if (w->failed) {
-        cache_fail(err, EINVAL, "object %" PRId64 ": the writer already failed", w->object_id);
+        si_errnoprintf(err, EINVAL, "object %" PRId64 ": the writer already failed", w->object_id);
         goto error;
     }
     if (flush_buffer(w, err) < 0)
@@ -316,7 +316,7 @@ int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
         pthread_mutex_lock(&c->lock);
         c->counters.size_failures++;
         pthread_mutex_unlock(&c->lock);
-        cache_fail(err, EBADMSG, "object %" PRId64 ": size mismatch: expected %" PRIu64
+        si_errnoprintf(err, EBADMSG, "object %" PRId64 ": size mismatch: expected %" PRIu64
                                  " bytes, received %" PRIu64,
                    w->object_id, w->expected_size, w->received);
         goto error;
@@ -327,14 +327,14 @@ int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
         pthread_mutex_lock(&c->lock);
         c->counters.checksum_failures++;
         pthread_mutex_unlock(&c->lock);
-        cache_fail(err, EBADMSG, "object %" PRId64 ": checksum mismatch: expected %s, got %s",
+        si_errnoprintf(err, EBADMSG, "object %" PRId64 ": checksum mismatch: expected %s, got %s",
                    w->object_id, w->expected_sum, actual);
         goto error;
     }
     if (fsync(w->fd) < 0 || close(w->fd) < 0) {
         int saved = errno;
         w->fd = -1;
-        cache_fail(err, saved, "object %" PRId64 ": fsync of %s/tmp/%s: %s", w->object_id,
+        si_errnoprintf(err, saved, "object %" PRId64 ": fsync of %s/tmp/%s: %s", w->object_id,
                    c->conf.dir, w->temp_name, strerror(saved));
         goto error;
     }
@@ -344,13 +344,13 @@ int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
         (dir1 = object_dir(c, dir0, d1, err)) < 0)
         goto error;
     if (renameat(c->tmp_fd, w->temp_name, dir1, name) < 0) {
-        cache_fail(err, errno, "object %" PRId64 ": cannot rename %s/tmp/%s into place: %s",
+        si_errnoprintf(err, errno, "object %" PRId64 ": cannot rename %s/tmp/%s into place: %s",
                    w->object_id, c->conf.dir, w->temp_name, strerror(errno));
         goto error;
     }
     placed = true;
     if (fsync(dir1) < 0) {
-        cache_fail(err, errno, "object %" PRId64 ": fsync of its directory: %s", w->object_id,
+        si_errnoprintf(err, errno, "object %" PRId64 ": fsync of its directory: %s", w->object_id,
                    strerror(errno));
         goto error;
     }
