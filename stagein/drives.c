@@ -187,8 +187,9 @@ static int add_sample(sheet_t *sh, const sample_t *s, si_error_t *err)
         return set_cell(sh, d, column_name(s->name), NULL, s->value, err);
     if (s->value == 0)
         return 0;
+    /* an empty label value ("no volume") leaves the cell unset */
     for (size_t i = 0; i < s->nlabels; i++)
-        if (strcmp(s->labels[i].name, "drive") != 0 &&
+        if (strcmp(s->labels[i].name, "drive") != 0 && s->labels[i].value[0] &&
             set_cell(sh, d, s->labels[i].name, s->labels[i].value, 0, err) < 0)
             return -1;
     return 0;

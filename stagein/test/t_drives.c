@@ -27,7 +27,7 @@ static const char metrics[] =
     "stagein_drive_state{drive=\"0\",state=\"reading\"} 1\n"
     "stagein_drive_state{drive=\"0\",state=\"idle\"} 0\n"
     "stagein_drive_state{drive=\"1\",state=\"reading\"} 0\n"
-    "stagein_drive_state{drive=\"1\",state=\"empty\"} 1\n"
+    "stagein_drive_state{drive=\"1\",state=\"empty\",volume=\"\"} 1\n"
     "stagein_drive_volume{drive=\"0\",volume=\"L00001\"} 1\n"
     "stagein_drive_bytes_read_total{drive=\"0\"} 5000000000\n"
     "stagein_drive_bytes_read_total{drive=\"1\"} 0 1700000000000\n"
