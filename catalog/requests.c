@@ -65,9 +65,13 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_PREFIX_OBJECTS] =
         "SELECT id, key FROM objects WHERE bucket = :bucket"
         " AND substr(key, 1, length(:prefix)) = :prefix ORDER BY key",
-    /* how many datasets hold the object, and how many of them are readable */
+    /* how many datasets hold the object, how many of them are readable, and
+     * whether it is a pushed file not yet archived (it joins its dataset, and
+     * so gets its owner's permissions, only when durable) */
     [SQL_OBJECT_ACCESS] =
-        "SELECT count(*), coalesce(sum(" READABLE_SQL "), 0)"
+        "SELECT count(*), coalesce(sum(" READABLE_SQL "), 0),"
+        " (SELECT count(*) FROM push_items p WHERE p.object_id = :object"
+        "  AND p.state <> 'DURABLE')"
         " FROM dataset_members m JOIN datasets d ON d.id = m.dataset_id"
         " WHERE m.object_id = :object",
     [SQL_REQUEST_INSERT] =
@@ -310,7 +314,10 @@ static int check_object_access(requests_t *r, const requests_spec_t *spec, int64
     if (sqlite3_step(s) != SQLITE_ROW)
         return db_fail(r, err, "checking object permissions");
     int64_t holders = sqlite3_column_int64(s, 0), readable = sqlite3_column_int64(s, 1);
+    int64_t pushing = sqlite3_column_int64(s, 2);
     sqlite3_reset(s);
+    if (pushing > 0)
+        return si_errnoprintf(err, EACCES, "%s is a pushed file not yet archived", name);
     if (holders > 0 && readable == 0)
         return si_errnoprintf(err, EACCES,
                     "%s belongs only to datasets that uid %u (gid %u) may not read",

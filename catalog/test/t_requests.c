@@ -161,6 +161,26 @@ int main(void)
     ok(stage(2000, 300, "public", "bk1/a/1", &tmp, &err) == 0 && tmp.files == 2,
        "object named twice is one item");
 
+    /* A pushed file is in no dataset until it is archived: nobody but root may
+     * name it directly before then. */
+    {
+        int64_t pushed = object("bk1", "pushed/ckpt.bin", 10, -1);
+        char push_sql[300];
+        snprintf(push_sql, sizeof(push_sql),
+                 "INSERT INTO pushes(uuid, uid, gid, dataset_id, created, updated)"
+                 " VALUES ('p-1', 1000, 100, (SELECT MIN(id) FROM datasets), 1, 1);"
+                 "INSERT INTO push_items(object_id, push_id, state) VALUES (%lld, 1, 'RECEIVED')",
+                 (long long)pushed);
+        char *msg = NULL;
+        if (sqlite3_exec(catalog_db(cat), push_sql, NULL, NULL, &msg) != SQLITE_OK)
+            diag("push rows: %s", msg);
+        sqlite3_free(msg);
+        int64_t rows_before = rows();
+        ok(stage(2000, 300, NULL, "bk1/pushed/ckpt.bin", &tmp, &err) == -1 && errno == EACCES &&
+               strstr(err.text, "not yet archived") && rows() == rows_before,
+           "a pushed file not yet archived is refused: %s", err.text);
+    }
+
     requests_spec_t bad = {.uid = 1, .gid = 1, .pin_lifetime = 0};
     ok(requests_create(rq, &bad, &tmp, &err) == -1 && errno == EINVAL, "empty spec: %s", err.text);
 
