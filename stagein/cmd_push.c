@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/array.h"
 #include "common/checksum.h"
 #include "common/text.h"
 #include "stagein/client_cmd.h"
@@ -38,14 +39,10 @@ static void list_free(push_list_t *l)
 
 static int list_add(push_list_t *l, const char *path, const char *key, si_error_t *err)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 16;
-        push_entry_t *v = realloc(l->v, cap * sizeof(*v));
-        if (!v)
-            return si_errprintf(err, "out of memory");
-        l->v = v;
-        l->cap = cap;
-    }
+    void *v = l->v;
+    if (si_array_grow(&v, &l->cap, l->n + 1, sizeof(*l->v)) < 0)
+        return si_errprintf(err, "out of memory");
+    l->v = v;
     push_entry_t e = {strdup(path), strdup(key)};
     if (!e.path || !e.key) {
         free(e.path);
