@@ -50,17 +50,10 @@ CONF
 }
 
 SRC=$TEST_DIR/src
-# make_file NAME BYTES: deterministic content (so every state holds the same)
+# make_file NAME BYTES: deterministic content (every state holds the same)
 make_file() {
     mkdir -p "$SRC"
-    [ -e "$SRC/$1" ] || python3 -c '
-import hashlib, sys
-name, n = sys.argv[1], int(sys.argv[2])
-out, block, i = bytearray(), b"", 0
-while len(out) < n:
-    out += hashlib.sha256(f"{name}:{i}".encode()).digest()
-    i += 1
-open(sys.argv[3], "wb").write(out[:n])' "$1" "$2" "$SRC/$1"
+    [ -e "$SRC/$1" ] || yes "$1 $2 stagein recall test data" | head -c "$2" > "$SRC/$1"
 }
 
 tape() { "$STAGEIN" tape "$@"; }
