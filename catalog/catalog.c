@@ -14,12 +14,11 @@
 
 static const char *const stmt_sql[STMT_COUNT] = {
     [STMT_OBJECT_INSERT] =
-        "INSERT INTO objects(bucket, key, size, checksum, mtime, etag) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-        " ON CONFLICT(bucket, key) DO NOTHING",
+        "INSERT INTO objects(bucket, key, size, checksum, mtime, etag) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [STMT_OBJECT_FIND] = "SELECT id, size, checksum FROM objects WHERE bucket = ?1 AND key = ?2",
     [STMT_COPY_INSERT] =
         "INSERT INTO tape_copies(object_id, copy, volume_id, file_seq, position, length)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(object_id, copy) DO NOTHING",
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [STMT_COPY_FIND] =
         "SELECT volume_id, position, length FROM tape_copies WHERE object_id = ?1 AND copy = ?2",
     [STMT_VOLUME_FIND] = "SELECT id FROM volumes WHERE label = ?1",
@@ -368,14 +367,17 @@ int catalog_object_put(catalog_t *cat, const catalog_object_t *o, int64_t *id, s
         sqlite3_bind_int64(s, 5, o->mtime);
     if (o->etag)
         sqlite3_bind_text(s, 6, o->etag, -1, SQLITE_STATIC);
+    /* A plain insert: the unique index answers "already there" for free;
+     * an upsert clause costs more on the common path of a bulk import. */
     int rc = sqlite3_step(s);
+    int ext = sqlite3_extended_errcode(cat->db);
     sqlite3_reset(s);
-    if (rc != SQLITE_DONE)
-        return catalog_sqlerr(cat, err, "adding object");
-    if (sqlite3_changes(cat->db) == 1) {
+    if (rc == SQLITE_DONE) {
         *id = sqlite3_last_insert_rowid(cat->db);
         return 1;
     }
+    if (ext != SQLITE_CONSTRAINT_UNIQUE)
+        return catalog_sqlerr(cat, err, "adding object");
     /* Already catalogued: the same object is fine, a different one is not. */
     s = catalog_stmt(cat, STMT_OBJECT_FIND, err);
     if (!s)
@@ -449,14 +451,15 @@ int catalog_copy_put_on(catalog_t *cat, const catalog_copy_t *c, int64_t volume_
     sqlite3_bind_int64(s, 5, (sqlite3_int64)c->position);
     sqlite3_bind_int64(s, 6, (sqlite3_int64)c->length);
     int rc = sqlite3_step(s);
+    int ext = sqlite3_extended_errcode(cat->db);
     sqlite3_reset(s);
-    if (rc != SQLITE_DONE)
-        return catalog_sqlerr(cat, err, "adding tape copy");
-    if (sqlite3_changes(cat->db) == 1) {
+    if (rc == SQLITE_DONE) {
         if (maybe_member && mark_datasets_stale(cat, c->object_id, err) < 0)
             return -1;
         return 1;
     }
+    if (ext != SQLITE_CONSTRAINT_PRIMARYKEY)
+        return catalog_sqlerr(cat, err, "adding tape copy");
     s = catalog_stmt(cat, STMT_COPY_FIND, err);
     if (!s)
         return -1;
