@@ -32,15 +32,18 @@ s3_need_clients() {
     done
 }
 
-# s3_write_conf EXTRA: stagein.conf with the S3 server and EXTRA groups.
-# The S3 configuration as documented in doc/s3.md (X1's S3 server).
+# s3_write_conf EXTRA: stagein.conf with the S3 server (the "s3" group of
+# doc/s3.md) and EXTRA groups; S3_CONF_EXTRA adds keys to the s3 group.
+# Buckets "up" and "arch" are archive buckets (PUT goes through the push path).
 s3_write_conf() {
     write_conf "s3: {
+    enabled = true;
     port = $S3_PORT;
     bind = \"127.0.0.1\";
-    secrets = \"$S3_SECRETS\";
+    secrets_file = \"$S3_SECRETS\";
     region = \"$S3_REGION\";
     timeout = $S3_TIMEOUT;
+    archive_buckets = [ \"up\", \"arch\" ];
     ${S3_CONF_EXTRA:-}
 };
 push: { copies = 1; aggregate_window = 0.3; };
