@@ -62,17 +62,18 @@ def _sign(args, method, path, query, headers, body, presign_expires=None):
                                                 expires=presign_expires)
     else:
         signer = botocore.auth.S3SigV4Auth(credentials, "s3", args.region)
-    if args.payload_hash:
-        request.headers["X-Amz-Content-SHA256"] = args.payload_hash
+        if args.payload_hash:  # e.g. UNSIGNED-PAYLOAD, or a hash of other bytes
+            signer.payload = lambda _request: args.payload_hash
     signer.add_auth(request)
     split = urllib.parse.urlsplit(request.url)
     target = split.path + ("?" + split.query if split.query else "")
     return target, list(request.headers.items())
 
 
-def _read_answer(sock, timeout):
+def _read_answer(sock, timeout, head_only=False):
     """Reads one HTTP response (or until close). Returns (status, headers, body)
-    or (None, None, b"") when the server closed without answering."""
+    or (None, None, b"") when the server closed without answering. head_only:
+    the answer to a HEAD has no body whatever its Content-Length says."""
     sock.settimeout(timeout)
     data = b""
     deadline = time.monotonic() + timeout
@@ -94,6 +95,8 @@ def _read_answer(sock, timeout):
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
     length = headers.get("content-length")
+    if head_only or status in (204, 304) or 100 <= status < 200:
+        length = "0"
     chunked = "chunked" in headers.get("transfer-encoding", "")
     while True:
         if length is not None and len(body) >= int(length):
@@ -178,7 +181,7 @@ def cmd_request(args):
             sock.shutdown(socket.SHUT_WR)
     except OSError:
         pass
-    status, resp_headers, resp_body = _read_answer(sock, args.timeout)
+    status, resp_headers, resp_body = _read_answer(sock, args.timeout, args.method == "HEAD")
     sock.close()
     if status is None:
         print("closed")

@@ -1,0 +1,157 @@
+#!/bin/bash
+# Bad input to stageind's S3 server, sent raw (tests/s3raw.py signs with
+# botocore, then breaks the request on purpose): each answered with S3's
+# error code and HTTP status, and none changes the catalog or the cache.
+# Bounded timeouts free the connections of clients that stall or trickle.
+. "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
+. "$top_srcdir/tests/s3-lib.sh"
+s3_need_clients boto3
+
+OUT=$TEST_DIR/out
+mkdir -p "$OUT"
+s3_setup A
+run_ok "stageind starts with its S3 port (timeout $S3_TIMEOUT s)" -- s3_start
+ok "$(s3_make_hot hot/h1; echo $?)" "hot/h1 staged into the cache"
+is "$(s3raw request GET /data/hot/h1 --out "$OUT/h1")" "200 -" "control: a well-signed GET is served"
+ok "$(same_bytes "$OUT/h1" "$SRC/hot/h1"; echo $?)" "control: byte-identical"
+is "$(s3raw request PUT /up/control --data control)" "200 -" "control: a well-signed PUT into an archive bucket is stored"
+
+# refused DESCRIPTION "STATUS CODE" -- s3raw ARGS...: that answer, and no change
+refused() {
+    local desc=$1 want=$2; shift 3
+    local before after got
+    before=$(s3_state_rows)
+    got=$("$@" 2>/dev/null)
+    sleep 0.1
+    after=$(s3_state_rows)
+    if [ "$got" = "$want" ] && [ "$before" = "$after" ]; then
+        ok 0 "$desc: $got, nothing changed"
+    else
+        ok 1 "$desc"
+        diag "answer '$got' (want '$want')"
+        [ "$before" = "$after" ] || diag "rows $before -> $after"
+    fi
+}
+# refused_any DESCRIPTION REGEX -- s3raw ARGS...: an answer matching REGEX, no change
+refused_any() {
+    local desc=$1 want=$2; shift 3
+    local before after got
+    before=$(s3_state_rows)
+    got=$("$@" 2>/dev/null)
+    sleep 0.1
+    after=$(s3_state_rows)
+    if grep -qxE -- "$want" <<<"$got" && [ "$before" = "$after" ]; then
+        ok 0 "$desc: $got, nothing changed"
+    else
+        ok 1 "$desc"
+        diag "answer '$got' (want /$want/)"
+        [ "$before" = "$after" ] || diag "rows $before -> $after"
+    fi
+}
+other() { "$PY" "$S3RAW" --endpoint "$S3_ENDPOINT" "$@"; }
+
+# ---- authentication ------------------------------------------------------------------
+refused "a wrong signature (one digit changed)" "403 SignatureDoesNotMatch" -- \
+    s3raw request PUT /up/x1 --data abc --bad-signature
+refused "signed with the wrong secret" "403 SignatureDoesNotMatch" -- \
+    other --key "$S3_KEY" --secret "not-$S3_SECRET" request PUT /up/x2 --data abc
+refused "an unknown access key" "403 InvalidAccessKeyId" -- \
+    other --key NOSUCHKEY0000000 --secret "$S3_SECRET" request PUT /up/x3 --data abc
+refused "not signed at all (the bucket is not public)" "403 AccessDenied" -- \
+    s3raw request GET /data/hot/h1 --sign none
+refused "an expired presigned URL (signed 120 s ago for 60 s)" "403 AccessDenied" -- \
+    s3raw --date-offset -120 request GET /data/hot/h1 --sign presign --expires 60
+refused "a presigned URL with a wrong signature" "403 SignatureDoesNotMatch" -- \
+    s3raw request GET /data/hot/h1 --sign presign --bad-signature
+refused "a presigned PUT that has expired" "403 AccessDenied" -- \
+    s3raw --date-offset -120 request PUT /up/x4 --data abc --sign presign --expires 60
+refused "signed for the wrong region" "400 AuthorizationHeaderMalformed" -- \
+    s3raw --region eu-west-1 request PUT /up/x5 --data abc
+refused "no x-amz-date header" "403 AccessDenied" -- \
+    s3raw request PUT /up/x6 --data abc --no-date
+refused "a clock 1 hour ahead" "403 RequestTimeTooSkewed" -- \
+    s3raw --date-offset 3600 request PUT /up/x7 --data abc
+refused "a clock 1 hour behind" "403 RequestTimeTooSkewed" -- \
+    s3raw --date-offset -3600 request PUT /up/x8 --data abc
+refused "a body that is not the one signed (x-amz-content-sha256)" "400 XAmzContentSHA256Mismatch" -- \
+    s3raw request PUT /up/x9 --data signed-body --send-body-file "$OUT/h1"
+
+# ---- keys ------------------------------------------------------------------------------
+long=$(printf 'k%.0s' $(seq 1025))
+refused "a key of 1025 bytes" "400 KeyTooLongError" -- s3raw request PUT "/up/$long" --data abc
+refused_any "a key with '..'" "400 (InvalidArgument|InvalidRequest)" -- s3raw request PUT /up/a/../b --data abc
+refused_any "a key with '//'" "400 (InvalidArgument|InvalidRequest)" -- s3raw request PUT /up/a//b --data abc
+refused_any "a key with NUL (%00)" "400 (InvalidArgument|InvalidRequest)" -- s3raw request PUT /up/a%00b --data abc
+refused_any "a GET of a key with '..'" "400 (InvalidArgument|InvalidRequest)" -- s3raw request GET /data/hot/../hot/h1
+is "$(s3raw request PUT "/up/${long:1}" --data 1024)" "200 -" "a key of exactly 1024 bytes is accepted"
+
+# ---- headers and bodies ----------------------------------------------------------------
+pad=$(head -c 20000 /dev/zero | tr '\0' a)
+refused_any "20000 bytes of headers (limit 16 KiB)" "(400 RequestHeaderSectionTooLarge|431 -|431 RequestHeaderSectionTooLarge)" -- \
+    s3raw request GET /data/hot/h1 -H "X-Pad: $pad"
+head -c 2000 /dev/urandom > "$OUT/two-k"
+refused "a body longer than Content-Length (2000 bytes signed, 1000 declared)" "400 XAmzContentSHA256Mismatch" -- \
+    s3raw request PUT /up/longer --body-file "$OUT/two-k" --content-length 1000
+refused_any "a body shorter than Content-Length, then half-closed" "(400 IncompleteBody|closed)" -- \
+    s3raw request PUT /up/shorter --body-file "$OUT/two-k" --content-length 200000 --close-write
+start_s=$(date +%s.%N)
+refused_any "a body shorter than Content-Length, the client then silent" "(400 IncompleteBody|400 RequestTimeout|closed)" -- \
+    s3raw --timeout $((S3_TIMEOUT * 3 + 5)) request PUT /up/stalled --body-file "$OUT/two-k" --content-length 200000
+took=$("$PY" -c "import sys; print(int(float(sys.argv[2]) - float(sys.argv[1])))" "$start_s" "$(date +%s.%N)")
+ok "$([ "$took" -le $((S3_TIMEOUT + 2)) ]; echo $?)" "the stalled upload's connection is freed within the ${S3_TIMEOUT} s timeout (+2 s): ${took} s"
+is "$(ls "$STATE/cache/tmp" 2>/dev/null | wc -l)" 0 "no temporary file left in the cache"
+
+# ---- multipart: malformed XML, parts out of order, a part too small --------------------
+s3raw request POST /up/mp --query uploads --out "$OUT/create" >/dev/null
+upload=$(sed -n 's:.*<UploadId>\(.*\)</UploadId>.*:\1:p' "$OUT/create")
+ok "$([ -n "$upload" ]; echo $?)" "CreateMultipartUpload gives an UploadId"
+head -c 1000 /dev/urandom > "$OUT/p1"
+head -c 1000 /dev/urandom > "$OUT/p2"
+s3raw request PUT /up/mp --query "partNumber=1&uploadId=$upload" --body-file "$OUT/p1" --out /dev/null >/dev/null
+s3raw request PUT /up/mp --query "partNumber=2&uploadId=$upload" --body-file "$OUT/p2" --out /dev/null >/dev/null
+e1=$(md5sum < "$OUT/p1" | cut -d' ' -f1)
+e2=$(md5sum < "$OUT/p2" | cut -d' ' -f1)
+part() { echo "<Part><PartNumber>$1</PartNumber><ETag>\"$2\"</ETag></Part>"; }
+refused "CompleteMultipartUpload with malformed XML" "400 MalformedXML" -- \
+    s3raw request POST /up/mp --query "uploadId=$upload" --data "<CompleteMultipartUpload>$(part 1 "$e1")<Part><PartNumber>2"
+refused "CompleteMultipartUpload with a wrong root element" "400 MalformedXML" -- \
+    s3raw request POST /up/mp --query "uploadId=$upload" --data "<Complete>$(part 1 "$e1")</Complete>"
+refused "CompleteMultipartUpload with parts out of order" "400 InvalidPartOrder" -- \
+    s3raw request POST /up/mp --query "uploadId=$upload" --data "<CompleteMultipartUpload>$(part 2 "$e2")$(part 1 "$e1")</CompleteMultipartUpload>"
+refused "CompleteMultipartUpload with a wrong part ETag" "400 InvalidPart" -- \
+    s3raw request POST /up/mp --query "uploadId=$upload" --data "<CompleteMultipartUpload>$(part 1 "$e2")$(part 2 "$e2")</CompleteMultipartUpload>"
+refused "CompleteMultipartUpload with a part under 5 MiB that is not the last" "400 EntityTooSmall" -- \
+    s3raw request POST /up/mp --query "uploadId=$upload" --data "<CompleteMultipartUpload>$(part 1 "$e1")$(part 2 "$e2")</CompleteMultipartUpload>"
+refused "an unknown upload id" "404 NoSuchUpload" -- \
+    s3raw request POST /up/mp --query "uploadId=nosuchupload" --data "<CompleteMultipartUpload>$(part 1 "$e1")</CompleteMultipartUpload>"
+is "$(s3raw request HEAD /up/mp)" "404 -" "no object was made by the refused completions"
+is "$(s3raw request DELETE /up/mp --query "uploadId=$upload")" "204 -" "AbortMultipartUpload: 204"
+
+# ---- slow clients ----------------------------------------------------------------------
+idle=$("$PY" - "$S3_PORT" "$S3_TIMEOUT" <<'PY'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(int(sys.argv[2]) * 4 + 5)
+t = time.monotonic()
+try:
+    s.recv(1)
+except OSError:
+    pass
+print(int(time.monotonic() - t))
+PY
+)
+ok "$([ "$idle" -le $((S3_TIMEOUT + 2)) ]; echo $?)" "an idle connection is closed within the timeout (+2 s): ${idle} s"
+s3raw trickle /data/hot/h1 --interval 0.5 --limit $((S3_TIMEOUT * 4 + 10)) > "$OUT/trickle" &
+trickle_pid=$!
+track_pid "$trickle_pid"
+sleep 1
+is "$(s3raw request GET /data/hot/h1 --out "$OUT/during")" "200 -" "other clients are served while one trickles"
+wait "$trickle_pid"
+took=$(cat "$OUT/trickle")
+ok "$([ "$took" != open ] && [ "$took" != complete ] && "$PY" -c "import sys; sys.exit(float(sys.argv[1]) > float(sys.argv[2]))" "$took" $((S3_TIMEOUT * 2 + 1)); echo $?)" \
+    "a client trickling its headers (a byte every 0.5 s) is cut off within 2x the timeout + 1 s: $took"
+is "$(s3raw request GET /data/hot/h1 --out "$OUT/after")" "200 -" "the server still serves afterwards"
+ok "$(same_bytes "$OUT/after" "$SRC/hot/h1"; echo $?)" "byte-identical"
+
+stop
+finish
