@@ -9,7 +9,7 @@
 s3_need_clients boto3
 
 s3_setup A
-run_ok "stageind starts with its S3 port" -- s3_start
+s3_start_ok "stageind starts with its S3 port"
 ok "$(s3_make_hot small1 small2 hot/h1 hot/h2 deep/a/b/d1; echo $?)" "five fixture objects staged into the cache"
 
 # The python side prints one "ok<TAB>description" or "not ok<TAB>description<TAB>detail"

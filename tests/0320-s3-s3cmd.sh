@@ -7,7 +7,7 @@
 s3_need_clients s3cmd
 
 s3_setup A
-run_ok "stageind starts with its S3 port" -- s3_start
+s3_start_ok "stageind starts with its S3 port"
 ok "$(s3_make_hot small1 hot/h1 hot/h2; echo $?)" "three fixture objects staged into the cache"
 OUT=$TEST_DIR/out
 mkdir -p "$OUT"

@@ -30,7 +30,7 @@ wait_restored() {
 }
 
 s3_setup A
-run_ok "stageind starts with its S3 port" -- s3_start
+s3_start_ok "stageind starts with its S3 port"
 ok "$(s3_make_hot hot/h1; echo $?)" "hot/h1 staged into the cache"
 
 # ---- Glacier: HEAD, GET refused, restore, HEAD, GET ---------------------------------
@@ -69,7 +69,7 @@ stop
 # ---- transparent recall: GET of a GLACIER object recalls and streams it --------------
 s3_setup B
 S3_CONF_EXTRA='transparent_recall_buckets = [ "data" ]; transparent_recall_max_wait = 60;' s3_write_conf ""
-run_ok "stageind starts with 'data' in transparent-recall mode" -- s3_start
+s3_start_ok "stageind starts with 'data' in transparent-recall mode"
 is "$(head_header data/cold/c1 x-amz-storage-class)" GLACIER "HEAD: still GLACIER before the GET"
 is "$(s3raw --timeout 70 request GET /data/cold/c1 --out "$OUT/t1")" "200 -" "GET of a GLACIER object: 200 once staged"
 ok "$(same_bytes "$OUT/t1" "$SRC/cold/c1"; echo $?)" "streamed byte-identical"
@@ -78,7 +78,7 @@ stop
 
 # ---- archive mode: PUT, durable on tape, evicted, restored, read back -----------------
 s3_setup C
-run_ok "stageind starts (archive buckets up and arch)" -- s3_start
+s3_start_ok "stageind starts (archive buckets up and arch)"
 bad=""
 for i in 1 2 3; do
     head -c $((i * 300000 + 7)) /dev/urandom > "$OUT/arch$i"
@@ -102,7 +102,7 @@ stop
 for path in $(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key LIKE '%archmode/obj%'"); do
     rm -f "$STATE/cache/$path"
 done
-run_ok "stageind restarts with the cached copies gone" -- s3_start
+s3_start_ok "stageind restarts with the cached copies gone"
 is "$(head_header arch/archmode/obj2 x-amz-storage-class)" GLACIER "HEAD of an evicted archive-bucket object: GLACIER"
 is "$(s3raw request GET /arch/archmode/obj2)" "403 InvalidObjectState" "GET of it: 403 InvalidObjectState"
 is "$(s3raw request POST /arch/archmode/obj2 --query restore --data "$restore_xml")" "202 -" "restore: 202"

@@ -10,7 +10,7 @@ s3_need_clients boto3
 OUT=$TEST_DIR/out
 mkdir -p "$OUT"
 s3_setup A
-run_ok "stageind starts with its S3 port (timeout $S3_TIMEOUT s)" -- s3_start
+s3_start_ok "stageind starts with its S3 port (timeout $S3_TIMEOUT s)"
 ok "$(s3_make_hot hot/h1; echo $?)" "hot/h1 staged into the cache"
 is "$(s3raw request GET /data/hot/h1 --out "$OUT/h1")" "200 -" "control: a well-signed GET is served"
 ok "$(same_bytes "$OUT/h1" "$SRC/hot/h1"; echo $?)" "control: byte-identical"

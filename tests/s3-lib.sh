@@ -119,6 +119,19 @@ s3_start() {
     return 1
 }
 
+# s3_start_ok DESCRIPTION: s3_start as a TAP check; without a server the
+# rest of the test cannot run, so a failure bails out
+s3_start_ok() {
+    if s3_start 2>"$TEST_DIR/start.err"; then
+        ok 0 "$1"
+    else
+        ok 1 "$1"
+        sed 's/^/# /' "$TEST_DIR/start.err"
+        echo "Bail out! stageind's S3 server did not start"
+        exit 1
+    fi
+}
+
 # s3_make_hot KEY...: stage data/KEY... through the control API into the cache
 s3_make_hot() {
     local files

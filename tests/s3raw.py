@@ -174,7 +174,11 @@ def cmd_request(args):
     lines.append("Connection: close")
     raw = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
     host, port = args.endpoint.rsplit(":", 1)
-    sock = socket.create_connection((host, int(port)), timeout=args.timeout)
+    try:
+        sock = socket.create_connection((host, int(port)), timeout=args.timeout)
+    except OSError as e:
+        print("no connection (%s)" % e.strerror)
+        return 0
     try:
         sock.sendall(raw)
         if args.close_write:
