@@ -563,10 +563,8 @@ static int manifest_line(import_t *im, manifest_stmts_t *m, int64_t dataset_id, 
         sqlite3_bind_text(m->add_bucket, 2, bucket, -1, SQLITE_STATIC);
         if (step_done(im->cat, m->add_bucket, err) < 0)
             return -1;
-        if (sqlite3_changes(db) == 0) {
-            *slash = '/';
+        if (sqlite3_changes(db) == 0)
             return import_fail(im, err, "bucket '%s' has no catalogued objects", bucket);
-        }
         return 0;
     }
     if (si_key_check(key, keylen, &why) < 0)
