@@ -214,10 +214,12 @@ int main(void)
         good += s.ok[i] == 1 && memcmp(s.got[i], src[i], sizes[i]) == 0;
     is_int(good, NOBJ, "each object delivered once, byte-identical");
     archive_status_t st;
-    ok(archive_status(b, &st, &err) == 0 && st.reads == NOBJ && st.queued_items == 0 &&
+    memset(&st, 0, sizeof(st));
+    int status_rc = archive_status(b, &st, &err);
+    ok(status_rc == 0 && st.reads == NOBJ && st.queued_items == 0 &&
            st.bytes_read == sizes[1] + sizes[2] + sizes[3] + sizes[4] && st.drives == 2 &&
            st.mounts >= 1,
-       "status: 4 reads, all bytes, nothing queued, 2 drives, mounts %llu",
+       "status: 4 reads, all bytes, nothing queued, 2 drives, %llu mounts",
        (unsigned long long)st.mounts);
 
     /* 2. the same objects again (recalled twice over time is allowed) */
@@ -278,8 +280,9 @@ int main(void)
         {"push", "x2", path[1], sizes[1], 0, NULL},
     };
     archive_placement_t pl[4];
-    ok(archive_write(b, am, 2, 2, pl, &err) == 0, "aggregate written with two copies: %s",
-       err.text);
+    err.text[0] = 0;
+    int wrc = archive_write(b, am, 2, 2, pl, &err);
+    ok(wrc == 0, "aggregate written with two copies%s%s", wrc ? ": " : "", err.text);
     ok(strcmp(pl[0].volume, pl[1].volume) != 0 && strcmp(pl[2].volume, pl[0].volume) == 0 &&
            pl[0].copy == 1 && pl[1].copy == 2,
        "copies on %s and %s", pl[0].volume, pl[1].volume);
