@@ -21,6 +21,7 @@
 #include "daemon/control/control.h"
 #include "daemon/http/server.h"
 #include "daemon/push/push.h"
+#include "daemon/s3/s3.h"
 #include "daemon/process.h"
 #include "daemon/server_conf.h"
 #include "stagein/schema.h"
@@ -219,6 +220,7 @@ int main(int argc, char **argv)
     cache_t *cache = NULL;
     recall_service_t *recall = NULL;
     push_t *push = NULL;
+    s3_server_t *s3 = NULL;
     control_t *ctl = NULL;
     http_server_t *http = NULL;
     bool pid_written = false;
@@ -269,6 +271,13 @@ int main(int argc, char **argv)
                       .peercred = s.peercred};
     if (!(push = push_service_start(conf, &po, &err)))
         goto error;
+    push_conf_t pushc;
+    if (push_conf_from(conf, &pushc, &err) < 0)
+        goto error;
+    s3_opts_t so = {.catalog_path = s.catalog, .state_dir = s.state_dir, .cache = cache,
+                    .push = push, .push_bucket = pushc.bucket, .log = log};
+    if (!(s3 = s3_service_start(conf, &so, &err)) && err.text[0])
+        goto error;
     si_conf_free(conf); /* read again on HUP */
     conf = NULL;
 
@@ -311,6 +320,7 @@ error:
         process_started(notify_fd, err.text);
     }
     http_server_free(http);   /* waits for running handlers */
+    s3_server_stop(s3);       /* before the push and the cache it uses */
     control_free(ctl);
     push_close(push);           /* an archive write in flight is redone at start */
     recall_service_stop(recall); /* in-flight items stay STARTED: requeued at start */

@@ -7,6 +7,7 @@
 #include "daemon/archive/backend.h"
 #include "daemon/cache/cache.h"
 #include "daemon/push/push.h"
+#include "daemon/s3/s3.h"
 #include "daemon/volume/volume.h"
 #include "daemon/simlib/engine.h"
 #include "daemon/tape/model.h"
@@ -36,6 +37,7 @@ static const si_conf_key_t *const all_schemas[] = {
     client_conf_keys,
     cache_conf_keys,
     push_conf_keys,
+    s3_conf_keys,
     library_conf_keys,
     archive_conf_keys,
     tape_conf_keys,

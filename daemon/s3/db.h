@@ -1,0 +1,97 @@
+/* The S3 server's catalog access: a pool of connections (one per worker at
+ * a time; SQLite connections here are not thread safe), each with its hot
+ * statements prepared once. Reads only, except stage requests (restores,
+ * transparent recalls) and archive bucket creation. */
+#ifndef STAGEIN_S3_DB_H
+#define STAGEIN_S3_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/checksum.h"
+#include "common/error.h"
+#include "common/text.h"
+#include "daemon/s3/list.h"
+#include "daemon/s3/proto.h"
+
+typedef struct s3_db s3_db_t;
+typedef struct s3_dbpool s3_dbpool_t;
+
+s3_dbpool_t *s3_dbpool_open(const char *catalog_path, size_t connections, si_error_t *err);
+/* Waits for a free connection. */
+s3_db_t *s3_dbpool_get(s3_dbpool_t *p);
+void s3_dbpool_put(s3_dbpool_t *p, s3_db_t *db);
+void s3_dbpool_close(s3_dbpool_t *p);
+
+/* Who asks: the credential's uid/gid; all: root, or a public bucket. */
+typedef struct {
+    uid_t uid;
+    gid_t gid;
+    bool all;
+} s3_who_t;
+
+typedef struct {
+    int64_t id;
+    uint64_t size;
+    int64_t mtime;
+    char etag[S3_ETAG_MAX];           /* quoted */
+    char storage_class[16];
+    bool readable;
+} s3_object_t;
+
+/* 1 and *out when the object exists (readable says whether who may read
+ * it), 0 when it does not (or its upload is still arriving), -1 on error. */
+int s3_db_object(s3_db_t *db, const char *bucket, const char *key, const s3_who_t *who,
+                 s3_object_t *out, si_error_t *err);
+/* 1 when some object lives in bucket, 0 when none, -1 on error. */
+int s3_db_bucket_has_objects(s3_db_t *db, const char *bucket, si_error_t *err);
+/* Distinct buckets of the catalog's objects, ascending; fn returns non-zero
+ * to stop. */
+int s3_db_buckets(s3_db_t *db, int (*fn)(const char *bucket, void *arg), void *arg,
+                  si_error_t *err);
+
+/* A cursor over one bucket for s3_list_run: keys start with key_prefix in
+ * the catalog (archive buckets: "<bucket>/"), which is taken off the keys
+ * it returns; only objects who may read. */
+typedef struct {
+    s3_db_t *db;
+    const char *bucket;
+    const char *key_prefix;
+    s3_who_t who;
+    /* internal: where the running statement stands */
+    bool running;
+    char last[SI_KEY_MAX + 1];
+} s3_db_cursor_t;
+
+int s3_db_list_next(void *cursor, const char *from, bool inclusive, s3_list_entry_t *out,
+                    si_error_t *err);
+/* Resets the cursor's statement (call after s3_list_run). */
+void s3_db_cursor_end(s3_db_cursor_t *c);
+
+typedef struct {
+    bool ongoing;                     /* a stage request item is waiting or running */
+    int64_t pinned_until;             /* latest pin expiry of the cached copy; 0: none */
+} s3_restore_state_t;
+
+int s3_db_restore_state(s3_db_t *db, int64_t object_id, s3_restore_state_t *out,
+                        si_error_t *err);
+
+/* A stage request for one object ("bucket/key"): a restore or a
+ * transparent recall. uuid receives the request's id (37 bytes). */
+int s3_db_stage(s3_db_t *db, const s3_who_t *who, const char *bucket, const char *key,
+                int priority, int64_t pin_lifetime, char *uuid, si_error_t *err);
+
+/* Archive buckets made by CreateBucket: datasets marked as such. */
+#define S3_ARCHIVE_BUCKET_MARK "S3 archive bucket"
+int s3_db_archive_buckets(s3_db_t *db, int (*fn)(const char *name, uid_t owner, void *arg),
+                          void *arg, si_error_t *err);
+/* Creates the dataset of a new archive bucket owned by who (mode 0600).
+ * EEXIST when a dataset of that name exists (its owner in *owner). */
+int s3_db_create_archive_bucket(s3_db_t *db, const char *name, const s3_who_t *who,
+                                uid_t *owner, si_error_t *err);
+/* Drops the dataset of an empty archive bucket. */
+int s3_db_delete_archive_bucket(s3_db_t *db, const char *name, si_error_t *err);
+
+#endif

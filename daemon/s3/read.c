@@ -1,0 +1,640 @@
+/* Read operations: ListBuckets, HeadBucket, GetBucketLocation,
+ * ListObjects(V2), GetObject/HeadObject (Range, conditions, sendfile from
+ * the cache file, Glacier semantics, transparent recall) and RestoreObject. */
+#include "config.h"
+#include "daemon/s3/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "catalog/requests.h"
+#include "common/uri.h"
+#include "daemon/cache/cache.h"
+
+#define S3_XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
+#define XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+#define RESPONSE_XML_MAX (64u << 20)
+#define RECALL_POLL_US 50000
+#define RECALL_RETRY_AFTER_S "30"
+#define RECALL_PIN_MIN_S 3600
+
+static void put_text(si_strbuf_t *x, const char *name, const char *text)
+{
+    si_strbuf_printf(x, "<%s>", name);
+    s3_xml_escape(x, text, strlen(text));
+    si_strbuf_printf(x, "</%s>", name);
+}
+
+/* A key or prefix in a listing: URL-encoded when the client asked for it. */
+static void put_key(si_strbuf_t *x, const char *name, const char *text, bool url)
+{
+    if (!url)
+        return put_text(x, name, text);
+    si_strbuf_t enc;
+    si_strbuf_init(&enc, SI_KEY_MAX * 3 + 1);
+    si_uri_encode(&enc, text, strlen(text), true);
+    put_text(x, name, si_strbuf_str(&enc));
+    si_strbuf_free(&enc);
+}
+
+/* 1 when the bucket exists, 0 (answered NoSuchBucket) when not, -1 answered. */
+static int bucket_exists(s3_req_t *r, s3_db_t *db)
+{
+    if (r->map.archive)
+        return 1;
+    si_error_t err;
+    int rc = s3_db_bucket_has_objects(db, r->map.cat_bucket, &err);
+    if (rc < 0) {
+        s3_respond_error(r, "InternalError", "%s", err.text);
+        return -1;
+    }
+    if (rc == 0)
+        s3_respond_error(r, "NoSuchBucket", "The specified bucket does not exist");
+    return rc;
+}
+
+/* ---- ListBuckets ----------------------------------------------------------- */
+
+typedef struct {
+    char **names;
+    size_t n;
+    bool failed;
+} names_t;
+
+static int add_name(const char *name, void *arg)
+{
+    names_t *ns = arg;
+    char **grown = realloc(ns->names, (ns->n + 1) * sizeof(*grown));
+    if (!grown || !(grown[ns->n] = strdup(name))) {
+        if (grown)
+            ns->names = grown;
+        ns->failed = true;
+        return 1;
+    }
+    ns->names = grown;
+    ns->n++;
+    return 0;
+}
+
+static int add_archive_name(const char *name, uid_t owner, void *arg)
+{
+    (void)owner;
+    return add_name(name, arg);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void s3_list_buckets(s3_req_t *r)
+{
+    s3_server_t *s = r->srv;
+    names_t ns = {0};
+    si_error_t err;
+    s3_db_t *db = s3_dbpool_get(s->pool);
+    int rc = s3_db_buckets(db, add_name, &ns, &err);
+    if (rc == 0 && s->push)
+        rc = s3_db_archive_buckets(db, add_archive_name, &ns, &err);
+    s3_dbpool_put(s->pool, db);
+    for (size_t i = 0; rc == 0 && s->push && i < s->conf.archive_buckets.count; i++)
+        add_name(s->conf.archive_buckets.name[i], &ns);
+    if (rc < 0 || ns.failed) {
+        s3_respond_error(r, "InternalError", "%s", rc < 0 ? err.text : "out of memory");
+        goto out;
+    }
+    qsort(ns.names, ns.n, sizeof(*ns.names), cmp_names);
+    char date[32];
+    s3_iso8601(s->started, date);
+    si_strbuf_t x;
+    si_strbuf_init(&x, RESPONSE_XML_MAX);
+    si_strbuf_puts(&x, XML_DECL "<ListAllMyBucketsResult xmlns=\"" S3_XMLNS "\"><Owner>");
+    si_strbuf_printf(&x, "<ID>%u</ID>", (unsigned)r->who.uid);
+    put_text(&x, "DisplayName", r->auth.access_key);
+    si_strbuf_puts(&x, "</Owner><Buckets>");
+    for (size_t i = 0; i < ns.n; i++) {
+        if (i > 0 && strcmp(ns.names[i], ns.names[i - 1]) == 0)
+            continue;
+        si_strbuf_puts(&x, "<Bucket>");
+        put_text(&x, "Name", ns.names[i]);
+        si_strbuf_printf(&x, "<CreationDate>%s</CreationDate></Bucket>", date);
+    }
+    si_strbuf_puts(&x, "</Buckets></ListAllMyBucketsResult>");
+    s3_respond_xml(r, 200, &x);
+out:
+    for (size_t i = 0; i < ns.n; i++)
+        free(ns.names[i]);
+    free(ns.names);
+}
+
+/* ---- HeadBucket, GetBucketLocation -------------------------------------------- */
+
+void s3_head_bucket(s3_req_t *r)
+{
+    s3_db_t *db = s3_dbpool_get(r->srv->pool);
+    int rc = bucket_exists(r, db);
+    s3_dbpool_put(r->srv->pool, db);
+    if (rc == 1) {
+        struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
+                                                                    MHD_RESPMEM_PERSISTENT);
+        if (resp) {
+            MHD_add_response_header(resp, "x-amz-bucket-region", r->srv->conf.region);
+            s3_respond(r, 200, resp);
+        }
+    }
+}
+
+void s3_get_bucket_location(s3_req_t *r)
+{
+    s3_db_t *db = s3_dbpool_get(r->srv->pool);
+    int rc = bucket_exists(r, db);
+    s3_dbpool_put(r->srv->pool, db);
+    if (rc != 1)
+        return;
+    si_strbuf_t x;
+    si_strbuf_init(&x, 4096);
+    si_strbuf_puts(&x, XML_DECL "<LocationConstraint xmlns=\"" S3_XMLNS "\">");
+    /* S3 answers an empty constraint for us-east-1 */
+    if (strcmp(r->srv->conf.region, "us-east-1") != 0)
+        s3_xml_escape(&x, r->srv->conf.region, strlen(r->srv->conf.region));
+    si_strbuf_puts(&x, "</LocationConstraint>");
+    s3_respond_xml(r, 200, &x);
+}
+
+/* ---- ListObjects, ListObjectsV2 ------------------------------------------------ */
+
+typedef struct {
+    si_strbuf_t prefix, delimiter, marker, token, start_after, max_keys, encoding;
+} list_args_t;
+
+static void list_args_free(list_args_t *a)
+{
+    si_strbuf_free(&a->prefix);
+    si_strbuf_free(&a->delimiter);
+    si_strbuf_free(&a->marker);
+    si_strbuf_free(&a->token);
+    si_strbuf_free(&a->start_after);
+    si_strbuf_free(&a->max_keys);
+    si_strbuf_free(&a->encoding);
+}
+
+void s3_list_objects(s3_req_t *r, bool v2)
+{
+    s3_server_t *s = r->srv;
+    list_args_t a;
+    si_strbuf_t *all[] = {&a.prefix, &a.delimiter, &a.marker, &a.token, &a.start_after,
+                          &a.max_keys, &a.encoding};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        si_strbuf_init(all[i], SI_KEY_MAX * 2 + 2);
+    bool has_token = false;
+    s3_list_result_t res = {0};
+    s3_db_t *db = NULL;
+    si_error_t err;
+
+    s3_req_query(r, "prefix", &a.prefix);
+    s3_req_query(r, "delimiter", &a.delimiter);
+    s3_req_query(r, "encoding-type", &a.encoding);
+    int max_keys = S3_LIST_MAX_KEYS;
+    if (s3_req_query(r, "max-keys", &a.max_keys) == 1) {
+        int64_t v;
+        if (si_parse_i64(si_strbuf_str(&a.max_keys), &v) < 0 || v < 0) {
+            s3_respond_error(r, "InvalidArgument", "max-keys must be a whole number of 0 or"
+                             " more, not '%.40s'", si_strbuf_str(&a.max_keys));
+            goto out;
+        }
+        max_keys = v > S3_LIST_MAX_KEYS ? S3_LIST_MAX_KEYS : (int)v;
+    }
+    bool url = strcmp(si_strbuf_str(&a.encoding), "url") == 0;
+    if (a.encoding.len && !url) {
+        s3_respond_error(r, "InvalidArgument", "Invalid Encoding Method specified in Request");
+        goto out;
+    }
+    if (a.prefix.len > SI_KEY_MAX || a.delimiter.len > SI_KEY_MAX) {
+        s3_respond_error(r, "KeyTooLongError", "prefix or delimiter longer than %d bytes",
+                         SI_KEY_MAX);
+        goto out;
+    }
+    char after[SI_KEY_MAX + 1] = "";
+    if (v2) {
+        has_token = s3_req_query(r, "continuation-token", &a.token) == 1;
+        s3_req_query(r, "start-after", &a.start_after);
+        if (has_token) {
+            if (s3_list_token_decode(si_strbuf_str(&a.token), after, sizeof(after), &err) < 0) {
+                s3_respond_error(r, "InvalidArgument", "%s", err.text);
+                goto out;
+            }
+        } else {
+            snprintf(after, sizeof(after), "%s", si_strbuf_str(&a.start_after));
+        }
+    } else {
+        s3_req_query(r, "marker", &a.marker);
+        snprintf(after, sizeof(after), "%s", si_strbuf_str(&a.marker));
+    }
+
+    db = s3_dbpool_get(s->pool);
+    if (bucket_exists(r, db) != 1)
+        goto out;
+    s3_db_cursor_t cur = {.db = db, .bucket = r->map.cat_bucket, .key_prefix = r->map.prefix,
+                          .who = r->who};
+    s3_list_query_t q = {.prefix = si_strbuf_str(&a.prefix),
+                         .delimiter = si_strbuf_str(&a.delimiter), .after = after,
+                         .max_keys = max_keys};
+    int rc = s3_list_run(&q, s3_db_list_next, &cur, &res, &err);
+    s3_db_cursor_end(&cur);
+    s3_dbpool_put(s->pool, db);
+    db = NULL;
+    if (rc < 0) {
+        s3_respond_error(r, "InternalError", "%s", err.text);
+        goto out;
+    }
+
+    si_strbuf_t x;
+    si_strbuf_init(&x, RESPONSE_XML_MAX);
+    si_strbuf_puts(&x, XML_DECL "<ListBucketResult xmlns=\"" S3_XMLNS "\">");
+    put_text(&x, "Name", r->bucket);
+    put_key(&x, "Prefix", si_strbuf_str(&a.prefix), url);
+    if (v2) {
+        if (has_token)
+            put_text(&x, "ContinuationToken", si_strbuf_str(&a.token));
+        if (a.start_after.len)
+            put_key(&x, "StartAfter", si_strbuf_str(&a.start_after), url);
+        si_strbuf_printf(&x, "<KeyCount>%zu</KeyCount>", res.nentries + res.nprefixes);
+    } else {
+        put_key(&x, "Marker", si_strbuf_str(&a.marker), url);
+    }
+    si_strbuf_printf(&x, "<MaxKeys>%d</MaxKeys>", max_keys);
+    if (a.delimiter.len)
+        put_key(&x, "Delimiter", si_strbuf_str(&a.delimiter), url);
+    if (url)
+        si_strbuf_puts(&x, "<EncodingType>url</EncodingType>");
+    si_strbuf_printf(&x, "<IsTruncated>%s</IsTruncated>", res.truncated ? "true" : "false");
+    if (res.truncated && res.next) {
+        if (v2) {
+            char *t = s3_list_token_encode(res.next);
+            if (t)
+                put_text(&x, "NextContinuationToken", t);
+            free(t);
+        } else {
+            put_key(&x, "NextMarker", res.next, url);
+        }
+    }
+    for (size_t i = 0; i < res.nentries; i++) {
+        const s3_list_entry_t *e = &res.entries[i];
+        char date[32];
+        s3_iso8601(e->mtime, date);
+        si_strbuf_puts(&x, "<Contents>");
+        put_key(&x, "Key", e->key, url);
+        si_strbuf_printf(&x, "<LastModified>%s</LastModified>", date);
+        put_text(&x, "ETag", e->etag);
+        si_strbuf_printf(&x, "<Size>%" PRIu64 "</Size>", e->size);
+        put_text(&x, "StorageClass", e->storage_class[0] ? e->storage_class : "STANDARD");
+        si_strbuf_puts(&x, "</Contents>");
+    }
+    for (size_t i = 0; i < res.nprefixes; i++) {
+        si_strbuf_puts(&x, "<CommonPrefixes>");
+        put_key(&x, "Prefix", res.prefixes[i], url);
+        si_strbuf_puts(&x, "</CommonPrefixes>");
+    }
+    si_strbuf_puts(&x, "</ListBucketResult>");
+    s3_respond_xml(r, 200, &x);
+out:
+    if (db)
+        s3_dbpool_put(s->pool, db);
+    s3_list_result_free(&res);
+    list_args_free(&a);
+}
+
+/* ---- GetObject, HeadObject --------------------------------------------------------- */
+
+static void add_object_headers(s3_req_t *r, struct MHD_Response *resp, const s3_object_t *o)
+{
+    char date[32];
+    s3_http_date(o->mtime, date);
+    MHD_add_response_header(resp, "ETag", o->etag);
+    MHD_add_response_header(resp, "Last-Modified", date);
+    MHD_add_response_header(resp, "Accept-Ranges", "bytes");
+    if (o->storage_class[0] && strcmp(o->storage_class, "STANDARD") != 0)
+        MHD_add_response_header(resp, "x-amz-storage-class", o->storage_class);
+    /* response-* query overrides (presigned downloads use them) */
+    static const struct {
+        const char *query, *header;
+    } overrides[] = {
+        {"response-content-type", "Content-Type"},
+        {"response-content-disposition", "Content-Disposition"},
+        {"response-content-encoding", "Content-Encoding"},
+        {"response-content-language", "Content-Language"},
+        {"response-cache-control", "Cache-Control"},
+        {"response-expires", "Expires"},
+    };
+    bool typed = false;
+    if (r->query[0]) {
+        si_strbuf_t v;
+        si_strbuf_init(&v, 1024);
+        for (size_t i = 0; i < sizeof(overrides) / sizeof(overrides[0]); i++) {
+            si_strbuf_reset(&v);
+            if (s3_req_query(r, overrides[i].query, &v) == 1 && !v.failed &&
+                !strpbrk(si_strbuf_str(&v), "\r\n")) {
+                MHD_add_response_header(resp, overrides[i].header, si_strbuf_str(&v));
+                typed |= i == 0;
+            }
+        }
+        si_strbuf_free(&v);
+    }
+    if (!typed)
+        MHD_add_response_header(resp, "Content-Type", "binary/octet-stream");
+}
+
+static ssize_t no_body(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)cls, (void)pos, (void)buf, (void)max;
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+/* x-amz-restore for an archived object: a restore running, or its copy in
+ * the cache and how long a request keeps it there. */
+static void add_restore_header(s3_req_t *r, struct MHD_Response *resp, const s3_object_t *o,
+                               bool cached)
+{
+    if (strcmp(o->storage_class, "GLACIER") != 0 && strcmp(o->storage_class, "DEEP_ARCHIVE") != 0)
+        return;
+    s3_restore_state_t st = {0};
+    si_error_t err;
+    s3_db_t *db = s3_dbpool_get(r->srv->pool);
+    int rc = s3_db_restore_state(db, o->id, &st, &err);
+    s3_dbpool_put(r->srv->pool, db);
+    if (rc < 0)
+        return;
+    if (!cached && st.ongoing) {
+        MHD_add_response_header(resp, "x-amz-restore", "ongoing-request=\"true\"");
+    } else if (cached) {
+        /* unpinned copies may be evicted at any time: they expire now */
+        int64_t until = st.pinned_until > 0 ? st.pinned_until : (int64_t)time(NULL);
+        char date[32], value[96];
+        s3_http_date(until, date);
+        snprintf(value, sizeof(value), "ongoing-request=\"false\", expiry-date=\"%s\"", date);
+        MHD_add_response_header(resp, "x-amz-restore", value);
+    }
+}
+
+static s3_conditions_t conditions_of(const s3_req_t *r)
+{
+    return (s3_conditions_t){.if_match = s3_req_header(r, "If-Match"),
+                             .if_none_match = s3_req_header(r, "If-None-Match"),
+                             .if_modified_since = s3_req_header(r, "If-Modified-Since"),
+                             .if_unmodified_since = s3_req_header(r, "If-Unmodified-Since")};
+}
+
+/* Transparent recall: queue a stage request (unless one runs) and wait,
+ * bounded, for the object to reach the cache. 0 with *fd open, 1 when the
+ * wait ran out (answered), -1 answered. */
+static int recall_and_wait(s3_req_t *r, const s3_object_t *o, const char *cat_key, int *fd,
+                           uint64_t *size)
+{
+    s3_server_t *s = r->srv;
+    si_error_t err;
+    s3_restore_state_t st = {0};
+    s3_db_t *db = s3_dbpool_get(s->pool);
+    int rc = s3_db_restore_state(db, o->id, &st, &err);
+    char uuid[REQUESTS_UUID_LEN + 1] = "";
+    int64_t pin = s->conf.transparent_recall_max_wait > RECALL_PIN_MIN_S
+                      ? s->conf.transparent_recall_max_wait : RECALL_PIN_MIN_S;
+    if (rc == 0 && !st.ongoing)
+        rc = s3_db_stage(db, &r->who, r->map.cat_bucket, cat_key, 0, pin, uuid, &err);
+    s3_dbpool_put(s->pool, db);
+    if (rc < 0)
+        si_log(s->log, SI_LOG_WARNING, "s3: transparent recall of %s/%s: %s", r->bucket,
+               r->key, err.text);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if (cache_open_object(s->cache, o->id, fd, size, &err) == 0)
+            return 0;
+        if (errno != ENOENT) {
+            s3_respond_error(r, "InternalError", "%s", err.text);
+            return -1;
+        }
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec >= s->conf.transparent_recall_max_wait)
+            break;
+        usleep(RECALL_POLL_US);
+    }
+    struct MHD_Response *resp = NULL;
+    si_strbuf_t x;
+    si_strbuf_init(&x, 4096);
+    s3_error_xml(&x, "SlowDown", "the object is being recalled from tape; retry later", NULL,
+                 r->id);
+    size_t len = x.len;
+    char *body = si_strbuf_take(&x);
+    if (body && (resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE))) {
+        MHD_add_response_header(resp, "Retry-After", RECALL_RETRY_AFTER_S);
+        MHD_add_response_header(resp, "Content-Type", "application/xml");
+        snprintf(r->note, sizeof(r->note), "SlowDown: recall still running after %d s",
+                 s->conf.transparent_recall_max_wait);
+        s3_respond(r, 503, resp);
+    } else {
+        free(body);
+    }
+    return 1;
+}
+
+void s3_get_object(s3_req_t *r, bool head)
+{
+    s3_server_t *s = r->srv;
+    si_error_t err;
+    s3_object_t o;
+    int fd = -1;
+    uint64_t size = 0;
+    char *cat_key = s3_req_catalog_key(r);
+    if (!cat_key)
+        return;
+    s3_db_t *db = s3_dbpool_get(s->pool);
+    int rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, &o, &err);
+    if (rc == 0 && !r->map.archive && bucket_exists(r, db) != 1)
+        rc = -2; /* answered NoSuchBucket */
+    s3_dbpool_put(s->pool, db);
+    if (rc == -2)
+        goto out;
+    if (rc < 0) {
+        s3_respond_error(r, "InternalError", "%s", err.text);
+        goto out;
+    }
+    if (rc == 0) {
+        s3_respond_error(r, "NoSuchKey", "The specified key does not exist.");
+        goto out;
+    }
+    if (!o.readable) {
+        s3_respond_error(r, "AccessDenied", "uid %u may not read %s/%s: no dataset holding it"
+                         " is readable by it", (unsigned)r->who.uid, r->bucket, r->key);
+        goto out;
+    }
+    s3_conditions_t c = conditions_of(r);
+    s3_cond_result_t cond = s3_conditions_eval(&c, o.etag, o.mtime);
+    if (cond == S3_COND_FAILED) {
+        s3_respond_error(r, "PreconditionFailed", "At least one of the pre-conditions you"
+                         " specified did not hold");
+        goto out;
+    }
+    if (cond == S3_COND_NOT_MODIFIED) {
+        struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
+                                                                    MHD_RESPMEM_PERSISTENT);
+        if (resp) {
+            MHD_add_response_header(resp, "ETag", o.etag);
+            s3_respond(r, 304, resp);
+        }
+        goto out;
+    }
+
+    if (head) {
+        cache_entry_t entry;
+        int cached = cache_stat(s->cache, o.id, &entry, &err);
+        uint64_t start = 0, length = o.size;
+        unsigned status = 200;
+        s3_range_result_t range = s3_range_parse(s3_req_header(r, "Range"), o.size, &start,
+                                                 &length);
+        if (range == S3_RANGE_UNSATISFIABLE) {
+            s3_respond_error(r, "InvalidRange", NULL);
+            goto out;
+        }
+        struct MHD_Response *resp = MHD_create_response_from_callback(length, 4096, no_body,
+                                                                      NULL, NULL);
+        if (!resp)
+            goto out;
+        if (range == S3_RANGE_OK) {
+            char cr[96];
+            snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, start,
+                     start + length - 1, o.size);
+            MHD_add_response_header(resp, "Content-Range", cr);
+            status = 206;
+        }
+        add_object_headers(r, resp, &o);
+        add_restore_header(r, resp, &o, cached == 1);
+        s3_respond(r, status, resp);
+        goto out;
+    }
+
+    if (cache_open_object(s->cache, o.id, &fd, &size, &err) < 0) {
+        if (errno != ENOENT) {
+            s3_respond_error(r, "InternalError", "%s", err.text);
+            goto out;
+        }
+        if (!r->map.transparent) {
+            s3_respond_error(r, "InvalidObjectState", "The operation is not valid for the"
+                             " object's storage class: %s/%s is on tape and not in the cache;"
+                             " restore it first (RestoreObject)", r->bucket, r->key);
+            goto out;
+        }
+        if (recall_and_wait(r, &o, cat_key, &fd, &size) != 0)
+            goto out;
+    }
+    if (size != o.size) {
+        s3_respond_error(r, "InternalError", "the cached copy of %s/%s is %" PRIu64 " bytes,"
+                         " the catalog says %" PRIu64, r->bucket, r->key, size, o.size);
+        goto out;
+    }
+    uint64_t start = 0, length = size;
+    unsigned status = 200;
+    s3_range_result_t range = s3_range_parse(s3_req_header(r, "Range"), size, &start, &length);
+    if (range == S3_RANGE_UNSATISFIABLE) {
+        s3_respond_error(r, "InvalidRange", "The requested range is not satisfiable (object"
+                         " size %" PRIu64 ")", size);
+        goto out;
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_fd_at_offset64(length, fd, (uint64_t)start);
+    if (!resp) {
+        s3_respond_error(r, "InternalError", "cannot create the response");
+        goto out;
+    }
+    fd = -1; /* the response closes it */
+    if (range == S3_RANGE_OK) {
+        char cr[96];
+        snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, start,
+                 start + length - 1, size);
+        MHD_add_response_header(resp, "Content-Range", cr);
+        status = 206;
+    }
+    add_object_headers(r, resp, &o);
+    s3_respond(r, status, resp);
+out:
+    if (fd >= 0)
+        close(fd);
+    free(cat_key);
+}
+
+/* ---- RestoreObject ---------------------------------------------------------------- */
+
+static void restore_end(s3_req_t *r)
+{
+    s3_server_t *s = r->srv;
+    si_error_t err;
+    s3_restore_request_t rr;
+    s3_object_t o;
+    if (s3_parse_restore(si_strbuf_str(&r->xml), r->xml.len, &rr, &err) < 0) {
+        s3_respond_error(r, "MalformedXML", "RestoreRequest: %s", err.text);
+        return;
+    }
+    char *cat_key = s3_req_catalog_key(r);
+    if (!cat_key)
+        return;
+    s3_db_t *db = s3_dbpool_get(s->pool);
+    int rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, &o, &err);
+    const char *code = NULL;
+    char message[600] = "";
+    unsigned status = 0;
+    s3_restore_state_t st = {0};
+    if (rc < 0) {
+        code = "InternalError";
+    } else if (rc == 0) {
+        code = "NoSuchKey";
+    } else if (!o.readable) {
+        code = "AccessDenied";
+        snprintf(message, sizeof(message), "uid %u may not read %s/%s", (unsigned)r->who.uid,
+                 r->bucket, r->key);
+    } else if (strcmp(o.storage_class, "GLACIER") != 0 &&
+               strcmp(o.storage_class, "DEEP_ARCHIVE") != 0) {
+        code = "InvalidObjectState";
+        snprintf(message, sizeof(message), "Restore is not allowed for the object's current"
+                 " storage class (%s)", o.storage_class);
+    } else if (s3_db_restore_state(db, o.id, &st, &err) < 0) {
+        code = "InternalError";
+    } else {
+        cache_entry_t entry;
+        int cached = cache_stat(s->cache, o.id, &entry, &err);
+        if (cached < 0) {
+            code = "InternalError";
+        } else if (!cached && st.ongoing) {
+            code = "RestoreAlreadyInProgress";
+        } else {
+            /* cached: the request pins it for Days (200); otherwise it recalls it (202) */
+            char uuid[REQUESTS_UUID_LEN + 1];
+            int64_t days = rr.days > 0 ? rr.days : 1;
+            if (s3_db_stage(db, &r->who, r->map.cat_bucket, cat_key, s3_tier_priority(rr.tier),
+                            days * 86400, uuid, &err) < 0) {
+                code = errno == EACCES ? "AccessDenied" : "InternalError";
+            } else {
+                status = cached ? 200 : 202;
+                snprintf(r->note + strlen(r->note), sizeof(r->note) - strlen(r->note),
+                         " request=%s tier=%s days=%" PRId64, uuid, s3_tier_name(rr.tier), days);
+            }
+        }
+    }
+    if (code && !message[0] && rc != 0)
+        snprintf(message, sizeof(message), "%s", err.text);
+    s3_dbpool_put(s->pool, db);
+    free(cat_key);
+    if (code)
+        s3_respond_error(r, code, "%s", message[0] ? message : s3_error_message(code));
+    else
+        s3_respond_empty(r, status);
+}
+
+void s3_restore_object(s3_req_t *r)
+{
+    s3_expect_xml_body(r, restore_end);
+}

@@ -1,0 +1,677 @@
+/* The S3 server over libmicrohttpd: the raw URI (SigV4 needs it as sent)
+ * comes from the URI log callback, every header from the connection; each
+ * request is authenticated, mapped to an operation and answered, bodies
+ * handed to the operation piece by piece. */
+#include "config.h"
+#include "daemon/s3/internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/uri.h"
+
+#define XML_CONTENT_TYPE "application/xml"
+/* request line, headers and the upload read buffer share the connection's pool */
+#define CONNECTION_POOL_EXTRA (128u << 10)
+
+/* ---- archive buckets --------------------------------------------------------- */
+
+bool s3_is_archive_bucket(s3_server_t *s, const char *bucket)
+{
+    if (!s->push)
+        return false;
+    if (s3_bucket_list_has(&s->conf.archive_buckets, bucket))
+        return true;
+    bool found = false;
+    pthread_mutex_lock(&s->buckets_mu);
+    for (size_t i = 0; i < s->ncreated && !found; i++)
+        found = strcmp(s->created[i], bucket) == 0;
+    pthread_mutex_unlock(&s->buckets_mu);
+    return found;
+}
+
+void s3_add_created_bucket(s3_server_t *s, const char *bucket)
+{
+    pthread_mutex_lock(&s->buckets_mu);
+    char (*grown)[SI_BUCKET_MAX + 1] = realloc(s->created, (s->ncreated + 1) * sizeof(*grown));
+    if (grown) {
+        s->created = grown;
+        snprintf(s->created[s->ncreated++], SI_BUCKET_MAX + 1, "%s", bucket);
+    }
+    pthread_mutex_unlock(&s->buckets_mu);
+}
+
+void s3_remove_created_bucket(s3_server_t *s, const char *bucket)
+{
+    pthread_mutex_lock(&s->buckets_mu);
+    for (size_t i = 0; i < s->ncreated; i++)
+        if (strcmp(s->created[i], bucket) == 0) {
+            memmove(s->created[i], s->created[s->ncreated - 1], sizeof(s->created[i]));
+            s->ncreated--;
+            break;
+        }
+    pthread_mutex_unlock(&s->buckets_mu);
+}
+
+static int add_loaded_bucket(const char *name, uid_t owner, void *arg)
+{
+    (void)owner;
+    s3_add_created_bucket(arg, name);
+    return 0;
+}
+
+/* ---- request helpers ---------------------------------------------------------- */
+
+const char *s3_req_header(const s3_req_t *r, const char *name)
+{
+    for (size_t i = 0; i < r->nheaders; i++)
+        if (strcasecmp(r->headers[i].name, name) == 0)
+            return r->headers[i].value;
+    return NULL;
+}
+
+int s3_req_query(const s3_req_t *r, const char *name, si_strbuf_t *value)
+{
+    si_strbuf_t scratch;
+    si_strbuf_init(&scratch, SI_KEY_MAX * 4);
+    int n = si_uri_query_get(r->query, name, value ? value : &scratch, NULL);
+    si_strbuf_free(&scratch);
+    return n > 0 ? 1 : 0;
+}
+
+bool s3_req_has_query(const s3_req_t *r, const char *name)
+{
+    return s3_req_query(r, name, NULL) == 1;
+}
+
+void s3_add_common_headers(s3_req_t *r, struct MHD_Response *resp)
+{
+    MHD_add_response_header(resp, "x-amz-request-id", r->id);
+    MHD_add_response_header(resp, "Server", "stageind");
+}
+
+void s3_respond(s3_req_t *r, unsigned status, struct MHD_Response *resp)
+{
+    if (r->responded) {
+        MHD_destroy_response(resp);
+        return;
+    }
+    s3_add_common_headers(r, resp);
+    r->responded = true;
+    r->status = status;
+    MHD_queue_response(r->conn, status, resp);
+    MHD_destroy_response(resp);
+}
+
+void s3_respond_empty(s3_req_t *r, unsigned status)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
+                                                                MHD_RESPMEM_PERSISTENT);
+    if (resp)
+        s3_respond(r, status, resp);
+}
+
+void s3_respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml)
+{
+    if (xml->failed) {
+        si_strbuf_free(xml);
+        s3_respond_error(r, "InternalError", "out of memory building the response");
+        return;
+    }
+    size_t len = xml->len;
+    char *body = si_strbuf_take(xml);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, body ? body : (void *)"",
+                                        body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(body);
+        return;
+    }
+    MHD_add_response_header(resp, "Content-Type", XML_CONTENT_TYPE);
+    s3_respond(r, status, resp);
+}
+
+void s3_respond_error(s3_req_t *r, const char *code, const char *fmt, ...)
+{
+    char message[600] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(message, sizeof(message), fmt, ap);
+        va_end(ap);
+    }
+    unsigned status = (unsigned)s3_error_status(code);
+    snprintf(r->note, sizeof(r->note), "%s: %.120s", code, message[0] ? message : "");
+    if (status == 304 || strcmp(r->method, "HEAD") == 0) {
+        s3_respond_empty(r, status);
+        return;
+    }
+    si_strbuf_t xml;
+    si_strbuf_init(&xml, 16384);
+    char *resource = NULL;
+    size_t plen = strcspn(r->uri ? r->uri : "", "?");
+    if (r->uri)
+        resource = strndup(r->uri, plen);
+    s3_error_xml(&xml, code, message[0] ? message : NULL, resource, r->id);
+    free(resource);
+    s3_respond_xml(r, status, &xml);
+}
+
+char *s3_req_catalog_key(s3_req_t *r)
+{
+    size_t plen = strlen(r->map.prefix), klen = strlen(r->key);
+    if (plen + klen > SI_KEY_MAX) {
+        s3_respond_error(r, "KeyTooLongError", "the key is %zu bytes; at most %d are allowed%s",
+                         klen, SI_KEY_MAX - (int)plen, plen ? " in this archive bucket" : "");
+        return NULL;
+    }
+    char *k = malloc(plen + klen + 1);
+    if (!k) {
+        s3_respond_error(r, "InternalError", "out of memory");
+        return NULL;
+    }
+    memcpy(k, r->map.prefix, plen);
+    memcpy(k + plen, r->key, klen + 1);
+    return k;
+}
+
+/* ---- bodies ------------------------------------------------------------------ */
+
+static int xml_data(s3_req_t *r, const char *data, size_t len)
+{
+    if (!si_strbuf_append(&r->xml, data, len)) {
+        s3_respond_error(r, "MalformedXML", "the XML body is larger than %u bytes",
+                         S3_XML_BODY_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+static void xml_end(s3_req_t *r)
+{
+    r->xml_end(r);
+}
+
+static const s3_body_ops_t xml_ops = {.data = xml_data, .end = xml_end, .cleanup = NULL};
+
+void s3_expect_xml_body(s3_req_t *r, void (*end)(s3_req_t *r))
+{
+    si_strbuf_init(&r->xml, S3_XML_BODY_MAX);
+    r->body = &xml_ops;
+    r->xml_end = end;
+}
+
+/* ---- dispatch --------------------------------------------------------------- */
+
+static const char *const unsupported_subresources[] = {
+    "accelerate", "acl", "analytics", "attributes", "cors", "encryption",
+    "intelligent-tiering", "inventory", "legal-hold", "lifecycle", "logging", "metrics",
+    "notification", "object-lock", "ownershipControls", "policy", "policyStatus",
+    "publicAccessBlock", "replication", "requestPayment", "retention", "select", "tagging",
+    "torrent", "versionId", "versions", "website", NULL,
+};
+
+static bool is_read(const s3_req_t *r)
+{
+    return strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+}
+
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                          const char *value)
+{
+    (void)kind;
+    s3_req_t *r = cls;
+    r->headers[r->nheaders].name = key;
+    r->headers[r->nheaders].value = value ? value : "";
+    r->nheaders++;
+    return MHD_YES;
+}
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    size_t *bytes = cls;
+    *bytes += strlen(key) + (value ? strlen(value) : 0) + 4;
+    return MHD_YES;
+}
+
+static int split_path(s3_req_t *r)
+{
+    si_error_t err;
+    const char *p = r->path;
+    if (*p != '/') {
+        s3_respond_error(r, "InvalidRequest", "the request target must be an absolute path");
+        return -1;
+    }
+    p++;
+    const char *slash = strchr(p, '/');
+    size_t blen = slash ? (size_t)(slash - p) : strlen(p);
+    if (blen == 0)
+        return 0; /* the service */
+    si_strbuf_t b;
+    si_strbuf_init(&b, SI_BUCKET_MAX);
+    if (si_uri_decode(&b, p, blen, false, &err) < 0 || b.failed ||
+        si_bucket_check(si_strbuf_str(&b), b.len, &err) < 0) {
+        si_strbuf_free(&b);
+        if (strcmp(r->method, "PUT") == 0 && !slash)
+            s3_respond_error(r, "InvalidBucketName", "%s", err.text);
+        else
+            s3_respond_error(r, "NoSuchBucket", "The specified bucket does not exist");
+        return -1;
+    }
+    snprintf(r->bucket, sizeof(r->bucket), "%s", si_strbuf_str(&b));
+    si_strbuf_free(&b);
+    if (!slash || slash[1] == '\0')
+        return 0; /* the bucket */
+    si_strbuf_t k;
+    si_strbuf_init(&k, SI_KEY_MAX * 4);
+    if (si_uri_decode(&k, slash + 1, strlen(slash + 1), false, &err) < 0 || k.failed) {
+        si_strbuf_free(&k);
+        s3_respond_error(r, "InvalidArgument", "the key is not valid percent-encoding: %s",
+                         err.text);
+        return -1;
+    }
+    if (memchr(si_strbuf_str(&k), '\0', k.len)) {
+        si_strbuf_free(&k);
+        s3_respond_error(r, "InvalidArgument", "the key holds a NUL byte");
+        return -1;
+    }
+    if (k.len > SI_KEY_MAX) {
+        s3_respond_error(r, "KeyTooLongError", "the key is %zu bytes; at most %d are allowed",
+                         k.len, SI_KEY_MAX);
+        si_strbuf_free(&k);
+        return -1;
+    }
+    if (si_key_check(si_strbuf_str(&k), k.len, &err) < 0) {
+        si_strbuf_free(&k);
+        s3_respond_error(r, "InvalidArgument", "%s", err.text);
+        return -1;
+    }
+    r->key = si_strbuf_take(&k);
+    return 0;
+}
+
+static void map_bucket(s3_req_t *r)
+{
+    s3_server_t *s = r->srv;
+    s3_bucket_map_t *m = &r->map;
+    m->archive = s3_is_archive_bucket(s, r->bucket);
+    m->cat_bucket = m->archive ? s->push_bucket : r->bucket;
+    if (m->archive)
+        snprintf(m->prefix, sizeof(m->prefix), "%s/", r->bucket);
+    m->is_public = s3_bucket_list_has(&s->conf.public_buckets, r->bucket);
+    m->transparent = s3_bucket_list_has(&s->conf.transparent_recall_buckets, r->bucket);
+}
+
+static int authenticate(s3_req_t *r)
+{
+    s3_server_t *s = r->srv;
+    si_sigv4_request_t sr = {.method = r->method, .path = r->path, .query = r->query,
+                             .headers = r->headers, .nheaders = r->nheaders};
+    si_sigv4_status_t st;
+    si_error_t err = {{0}};
+    if (si_sigv4_verify(&s->verifier, &sr, (int64_t)time(NULL), &r->auth, &st, &err) == 0) {
+        r->who = (s3_who_t){.uid = r->auth.uid, .gid = r->auth.gid, .all = r->auth.uid == 0};
+        return 0;
+    }
+    if (st == SI_SIGV4_NO_CREDENTIALS) {
+        r->anonymous = true;
+        r->who = (s3_who_t){.uid = (uid_t)-2, .gid = (gid_t)-2, .all = false};
+        return 0;
+    }
+    s3_respond_error(r, si_sigv4_status_code(st), "%s", err.text);
+    return -1;
+}
+
+static void dispatch_service(s3_req_t *r)
+{
+    if (strcmp(r->method, "GET") == 0)
+        s3_list_buckets(r);
+    else
+        s3_respond_error(r, "MethodNotAllowed", "%s is not allowed on the service", r->method);
+}
+
+static void dispatch_bucket(s3_req_t *r)
+{
+    const char *m = r->method;
+    if (strcmp(m, "GET") == 0) {
+        if (s3_req_has_query(r, "location"))
+            s3_get_bucket_location(r);
+        else if (s3_req_has_query(r, "uploads"))
+            s3_respond_error(r, "NotImplemented", "ListMultipartUploads is not implemented");
+        else {
+            si_strbuf_t v;
+            si_strbuf_init(&v, 16);
+            bool v2 = s3_req_query(r, "list-type", &v) == 1 && strcmp(si_strbuf_str(&v), "2") == 0;
+            si_strbuf_free(&v);
+            s3_list_objects(r, v2);
+        }
+    } else if (strcmp(m, "HEAD") == 0) {
+        s3_head_bucket(r);
+    } else if (strcmp(m, "PUT") == 0 || strcmp(m, "DELETE") == 0 ||
+               (strcmp(m, "POST") == 0 && s3_req_has_query(r, "delete"))) {
+        s3_respond_error(r, "NotImplemented", "CreateBucket, DeleteBucket and DeleteObjects"
+                         " are not implemented yet");
+    } else {
+        s3_respond_error(r, "MethodNotAllowed", "%s is not allowed on a bucket", m);
+    }
+}
+
+static void dispatch_object(s3_req_t *r)
+{
+    const char *m = r->method;
+    bool upload_id = s3_req_has_query(r, "uploadId");
+    if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
+        if (upload_id)
+            s3_respond_error(r, "NotImplemented", "ListParts is not implemented");
+        else
+            s3_get_object(r, m[0] == 'H');
+    } else if (strcmp(m, "POST") == 0) {
+        if (s3_req_has_query(r, "restore"))
+            s3_restore_object(r);
+        else if (s3_req_has_query(r, "uploads") || upload_id)
+            s3_respond_error(r, "NotImplemented", "multipart uploads are not implemented");
+        else
+            s3_respond_error(r, "MethodNotAllowed", "POST needs ?restore, ?uploads or ?uploadId");
+    } else if (strcmp(m, "PUT") == 0) {
+        if (upload_id || s3_req_header(r, "x-amz-copy-source"))
+            s3_respond_error(r, "NotImplemented", "%s is not implemented",
+                             upload_id ? "UploadPart" : "CopyObject");
+        else
+            s3_respond_error(r, "NotImplemented", "PutObject is not implemented yet");
+    } else if (strcmp(m, "DELETE") == 0) {
+        s3_respond_error(r, "NotImplemented", "%s is not implemented yet",
+                         upload_id ? "AbortMultipartUpload" : "DeleteObject");
+    } else {
+        s3_respond_error(r, "MethodNotAllowed", "%s is not allowed on an object", m);
+    }
+}
+
+static void dispatch(s3_req_t *r)
+{
+    s3_server_t *s = r->srv;
+    /* the header section, within the configured bound */
+    size_t bytes = strlen(r->uri);
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &bytes);
+    if (bytes > s->conf.max_header_size) {
+        s3_respond_error(r, "RequestHeaderSectionTooLarge", "the request line and headers are"
+                         " %zu bytes, more than the %zu allowed", bytes,
+                         s->conf.max_header_size);
+        return;
+    }
+    int n = MHD_get_connection_values(r->conn, MHD_HEADER_KIND, NULL, NULL);
+    r->headers = calloc((size_t)(n > 0 ? n : 1), sizeof(*r->headers));
+    if (!r->headers) {
+        s3_respond_error(r, "InternalError", "out of memory");
+        return;
+    }
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, collect_header, r);
+
+    if (authenticate(r) < 0 || split_path(r) < 0)
+        return;
+    if (!r->anonymous)
+        snprintf(r->note, sizeof(r->note), "key=%s uid=%u", r->auth.access_key,
+                 (unsigned)r->auth.uid);
+    for (const char *const *sub = unsupported_subresources; *sub; sub++)
+        if (s3_req_has_query(r, *sub)) {
+            s3_respond_error(r, "NotImplemented", "the '%s' subresource is not implemented",
+                             *sub);
+            return;
+        }
+    if (r->bucket[0])
+        map_bucket(r);
+    if (r->anonymous && !(r->bucket[0] && r->map.is_public && is_read(r))) {
+        s3_respond_error(r, "AccessDenied", "anonymous requests may only read public buckets;"
+                         " sign the request (AWS Signature Version 4)");
+        return;
+    }
+    if (r->bucket[0] && r->map.is_public && is_read(r))
+        r->who.all = true;
+    if (!r->bucket[0])
+        dispatch_service(r);
+    else if (!r->key)
+        dispatch_bucket(r);
+    else
+        dispatch_object(r);
+}
+
+/* ---- libmicrohttpd callbacks ------------------------------------------------- */
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    s3_server_t *s = cls;
+    s3_req_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    r->srv = s;
+    r->conn = conn;
+    clock_gettime(CLOCK_MONOTONIC, &r->t0);
+    snprintf(r->id, sizeof(r->id), "%016llX",
+             (unsigned long long)atomic_fetch_add(&s->next_id, 1));
+    size_t plen = strcspn(uri, "?");
+    r->uri = strdup(uri);
+    r->path_buf = strndup(uri, plen);
+    if (!r->uri || !r->path_buf) {
+        free(r->uri);
+        free(r->path_buf);
+        free(r);
+        return NULL;
+    }
+    r->path = r->path_buf;
+    r->query = r->uri + plen + (uri[plen] == '?');
+    return r;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)cls, (void)conn, (void)url, (void)version;
+    s3_req_t *r = *con_cls;
+    if (!r)
+        return MHD_NO;
+    if (!r->started) {
+        r->started = true;
+        snprintf(r->method, sizeof(r->method), "%s", method);
+        dispatch(r);
+        if (!r->responded && !r->body)
+            s3_respond_error(r, "InternalError", "the operation gave no answer");
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (!r->responded && r->body && r->body->data)
+            r->body->data(r, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (!r->responded && r->body && r->body->end)
+        r->body->end(r);
+    if (!r->responded)
+        s3_respond_error(r, "InternalError", "the operation gave no answer");
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    s3_server_t *s = cls;
+    s3_req_t *r = *con_cls;
+    if (!r)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double ms = (double)(now.tv_sec - r->t0.tv_sec) * 1e3 +
+                (double)(now.tv_nsec - r->t0.tv_nsec) / 1e6;
+    si_log(s->log, SI_LOG_INFO, "s3: %s %.200s %u %.1fms %s%s", r->method, r->uri, r->status, ms,
+           r->note, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+    if (r->body && r->body->cleanup)
+        r->body->cleanup(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    si_strbuf_free(&r->xml);
+    free(r->headers);
+    free(r->key);
+    free(r->uri);
+    free(r->path_buf);
+    free(r);
+    *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    s3_server_t *s = cls;
+    char text[512];
+    vsnprintf(text, sizeof(text), fmt, ap);
+    size_t n = strlen(text);
+    while (n && text[n - 1] == '\n')
+        text[--n] = '\0';
+    si_log(s->log, SI_LOG_WARNING, "s3: libmicrohttpd: %s", text);
+}
+
+/* ---- life cycle ------------------------------------------------------------- */
+
+static int write_port_file(s3_server_t *s, si_error_t *err)
+{
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", s->port_file);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return si_errprintf(err, "s3: %s: %s", tmp, strerror(errno));
+    fprintf(f, "%u\n", (unsigned)s->port);
+    if (fclose(f) != 0 || rename(tmp, s->port_file) < 0) {
+        unlink(tmp);
+        return si_errprintf(err, "s3: %s: %s", s->port_file, strerror(errno));
+    }
+    return 0;
+}
+
+s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
+{
+    s3_server_t *s = calloc(1, sizeof(*s));
+    if (!s) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    s->conf = opts->conf;
+    s->cache = opts->cache;
+    s->push = opts->push;
+    s->log = opts->log;
+    s->started = (int64_t)time(NULL);
+    pthread_mutex_init(&s->buckets_mu, NULL);
+    snprintf(s->push_bucket, sizeof(s->push_bucket), "%s",
+             opts->push_bucket ? opts->push_bucket : "");
+    if (opts->state_dir)
+        snprintf(s->port_file, sizeof(s->port_file), "%s/s3.port", opts->state_dir);
+
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in4;
+        struct sockaddr_in6 in6;
+    } addr;
+    memset(&addr, 0, sizeof(addr));
+    bool v6 = false;
+    if (inet_pton(AF_INET, s->conf.bind, &addr.in4.sin_addr) == 1) {
+        addr.in4.sin_family = AF_INET;
+        addr.in4.sin_port = htons((uint16_t)s->conf.port);
+    } else if (inet_pton(AF_INET6, s->conf.bind, &addr.in6.sin6_addr) == 1) {
+        addr.in6.sin6_family = AF_INET6;
+        addr.in6.sin6_port = htons((uint16_t)s->conf.port);
+        v6 = true;
+    } else {
+        si_errprintf(err, "s3.bind: '%s' is not a numeric IPv4 or IPv6 address", s->conf.bind);
+        goto error;
+    }
+
+    if (!(s->secrets = si_secrets_load(s->conf.secrets_file, err))) {
+        si_errprefix(err, "s3.secrets_file");
+        goto error;
+    }
+    s->verifier = (si_sigv4_verifier_conf_t){
+        .region = s->conf.region, .service = "s3", .max_skew_s = s->conf.clock_skew,
+        .lookup = si_secrets_lookup, .lookup_arg = s->secrets};
+    if (!(s->pool = s3_dbpool_open(opts->catalog_path, s->conf.threads + 2, err)))
+        goto error;
+    s3_db_t *db = s3_dbpool_get(s->pool);
+    int rc = s3_db_archive_buckets(db, add_loaded_bucket, s, err);
+    s3_dbpool_put(s->pool, db);
+    if (rc < 0)
+        goto error;
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO;
+    if (v6)
+        flags |= MHD_USE_IPv6;
+    struct MHD_OptionItem o[12];
+    size_t n = 0;
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &addr.sa};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, s};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, s->conf.timeout, NULL};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                     (intptr_t)(s->conf.max_header_size * 2 +
+                                                CONNECTION_POOL_EXTRA), NULL};
+    if (s->conf.threads > 1)
+        o[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, s->conf.threads, NULL};
+    if (s->conf.max_connections)
+        o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, s->conf.max_connections,
+                                         NULL};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    s->mhd = MHD_start_daemon(flags, (uint16_t)s->conf.port, NULL, NULL, on_request, s,
+                              MHD_OPTION_ARRAY, o, MHD_OPTION_END);
+    if (!s->mhd) {
+        si_errprintf(err, "s3: cannot listen on %s port %d (in use, or not an address here?)",
+                     s->conf.bind, s->conf.port);
+        goto error;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : (uint16_t)s->conf.port;
+    if (s->port_file[0] && write_port_file(s, err) < 0)
+        goto error;
+    si_log(s->log, SI_LOG_NOTICE, "s3: listening on %s port %u (region %s, %zu credentials,"
+           " %u threads)", s->conf.bind, (unsigned)s->port, s->conf.region,
+           si_secrets_count(s->secrets), s->conf.threads);
+    return s;
+error:
+    s3_server_stop(s);
+    return NULL;
+}
+
+uint16_t s3_server_port(const s3_server_t *s)
+{
+    return s ? s->port : 0;
+}
+
+void s3_server_stop(s3_server_t *s)
+{
+    if (!s)
+        return;
+    if (s->mhd)
+        MHD_stop_daemon(s->mhd);
+    if (s->port_file[0] && s->port)
+        unlink(s->port_file);
+    s3_dbpool_close(s->pool);
+    si_secrets_free(s->secrets);
+    pthread_mutex_destroy(&s->buckets_mu);
+    free(s->created);
+    free(s);
+}
+
+s3_server_t *s3_service_start(const si_conf_t *conf, const s3_opts_t *opts, si_error_t *err)
+{
+    s3_opts_t o = *opts;
+    err->text[0] = '\0';
+    if (s3_conf_from(conf, &o.conf, err) < 0)
+        return NULL;
+    if (!o.conf.enabled)
+        return NULL;
+    return s3_server_start(&o, err);
+}
