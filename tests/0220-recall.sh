@@ -96,15 +96,15 @@ is "$(cache_mismatches r1 r3)" "" "r1 (second copy) and r3 verify"
 tape fault V00001 --clear >/dev/null
 stop
 
-# cancel: a slow clock (a mount takes ~3 s), cancelled before any read
-write_conf 'library: { time_scale = 0.1; };'
+# cancel: a clock at real speed (a mount takes 29 s), cancelled before any read
+write_conf 'library: { time_scale = 1.0; };'
 PORT=$(free_port)
 run_ok "stageind restarts with a slower clock" -- start
 track_pid "$(daemon_pid)"
 REQ=$(stage '{"datasets":["slow"]}')
 sleep 0.5
 is "$(api POST "/api/v1/stage/$REQ/cancel")" 200 "cancel accepted"
-sleep 5
+sleep 2
 is "$(sql "SELECT r.state || ':' || group_concat(i.state) FROM requests r JOIN request_items i ON i.request_id = r.id WHERE r.uuid = '$REQ'")" \
     "CANCELLED:CANCELLED,CANCELLED,CANCELLED,CANCELLED" "request and items CANCELLED"
 is "$(sql "SELECT count(*) FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key LIKE 'k%'")" 0 \
@@ -140,9 +140,12 @@ is "$(sql "SELECT error IS NULL FROM requests WHERE uuid = '$E3'")" 1 "the waiti
 stop
 
 # ==== state C: drive 0 fails in the middle of the recall ===============================
+# The library's clock starts with the first recall: drive 0 has its first
+# cartridge loaded at 29 s (robot 12 s + load 17 s) and is positioning for
+# its first read at 31 s, when it fails.
 setup C
-write_conf 'library: { drives = 2; time_scale = 0.05; faults = ( { kind = "drive"; drive = 0; at = 60.0; } ); };'
-run_ok "stageind with a drive fault at t = 60 s" -- start
+write_conf 'library: { drives = 2; time_scale = 0.05; faults = ( { kind = "drive"; drive = 0; at = 31.0; } ); };'
+run_ok "stageind with a drive fault at t = 31 s" -- start
 track_pid "$(daemon_pid)"
 REQ=$(stage '{"datasets":["alpha"]}')
 is "$(wait_done "$REQ" 60)" COMPLETED "alpha COMPLETED despite the failed drive"
@@ -154,8 +157,8 @@ stop
 
 # ==== the daemon's own defaults: no configuration at all ================================
 use_state D
-export STAGEIN_CONF=$TEST_DIR/none.conf
-rm -f "$STAGEIN_CONF"
+unset STAGEIN_CONF
+[ -e /etc/stagein/stagein.conf ] && diag "note: /etc/stagein/stagein.conf exists and is read"
 run_ok "stageind starts with no configuration file and an empty library" -- start
 track_pid "$(daemon_pid)"
 api GET /metrics >/dev/null

@@ -769,8 +769,10 @@ archive_backend_t *archive_sim_new(const archive_backend_opts_t *opts, si_error_
     pthread_cond_init(&s->write_cv, NULL);
     b->ops = &sim_ops;
     b->impl = s;
-    /* Start now when there are volumes, so that a bad fault configuration
-     * is reported at start-up; an empty library starts on first use. */
+    /* Built now when there are volumes, so that a bad fault configuration
+     * is reported at start-up, then put away: the library starts on first
+     * use, so that its clock (and the configured faults' times) count from
+     * the first recall or write. */
     char **labels = NULL;
     size_t n = 0;
     if (tapevol_list(s->dir, &labels, &n, err) < 0) {
@@ -781,6 +783,8 @@ archive_backend_t *archive_sim_new(const archive_backend_opts_t *opts, si_error_
     if (n > 0) {
         pthread_mutex_lock(&s->engine_mu);
         int rc = engine_build(s, err);
+        if (rc == 0)
+            engine_free(s);
         pthread_mutex_unlock(&s->engine_mu);
         if (rc < 0) {
             sim_free(b);
