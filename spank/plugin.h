@@ -1,0 +1,56 @@
+/* What the plugin's per-context files share: the site settings, the job's
+ * options, and the calls to stageind. One dispatcher per SPANK hook
+ * (plugin.c) switches on spank_context() and calls into one file per
+ * context: alloc.c (sbatch/salloc/srun), job_script.c (prolog and epilog,
+ * as root on the node), remote.c (slurmstepd, as the user). */
+#ifndef SPANK_PLUGIN_H
+#define SPANK_PLUGIN_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include <slurm/spank.h>
+
+#include "common/error.h"
+#include "spank/args.h"
+#include "stagein/client.h"
+
+#define PLUGIN_NAME "stagein"
+/* The request id travels from submission to the node in the job's control
+ * environment; Slurm shows it to the prolog, epilog and tasks with the
+ * SPANK_ prefix. */
+#define PLUGIN_REQUEST_VAR "STAGEIN_REQUEST"
+#define PLUGIN_REQUEST_JOB_VAR "SPANK_STAGEIN_REQUEST"
+#define PLUGIN_STAGE_OUT_MAX 16
+
+/* The job's options as given on the command line or #SBATCH lines. */
+typedef struct {
+    char *stage_in;            /* --stage-in value, or NULL */
+    char *stage_out;           /* --stage-out value, or NULL */
+    bool stage_gpu;
+    char *stage_gpu_arg;       /* --stage-gpu=N value, or NULL */
+} plugin_opts_t;
+
+typedef struct {
+    spank_conf_t conf;
+    plugin_opts_t opts;
+} plugin_t;
+
+/* A client for stageind at the configured endpoint, with the configured
+ * MUNGE socket, as the calling process's user. */
+client_t *plugin_client(const plugin_t *p, si_error_t *err);
+
+/* The job's id, uid and gid in job_script and remote contexts. */
+int plugin_job_ids(spank_t sp, char job[32], uid_t *uid, gid_t *gid, si_error_t *err);
+
+/* alloc.c: validate and submit the stage request; -1 refuses submission. */
+int alloc_submit(spank_t sp, plugin_t *p);
+
+/* job_script.c: never fail (a failing prolog or epilog drains the node). */
+int job_script_prolog(spank_t sp, plugin_t *p);
+int job_script_epilog(spank_t sp, plugin_t *p);
+
+/* remote.c: -1 fails the job step, with the reason in the job's output. */
+int remote_user_init(spank_t sp, plugin_t *p);
+
+#endif
