@@ -33,17 +33,20 @@
     "NOT EXISTS (SELECT 1 FROM push_items pi WHERE pi.object_id = o.id"                  \
     "            AND pi.state IN ('RECEIVING', 'DISCARDED'))"
 
+/* Objects in the cache are listed as STANDARD: they read like any S3 object. */
+#define CACHED_SQL "EXISTS (SELECT 1 FROM cache c WHERE c.object_id = o.id)"
+
 static const char sql_object[] =
     "SELECT o.id, o.size, o.checksum, o.mtime, o.etag, o.storage_class, " READABLE_SQL
     " FROM objects o WHERE o.bucket = :bucket AND o.key = :key AND " VISIBLE_SQL;
 
 static const char sql_list_from[] =
-    "SELECT o.key, o.size, o.mtime, o.etag, o.checksum, o.storage_class, o.id"
+    "SELECT o.key, o.size, o.mtime, o.etag, o.checksum, o.storage_class, o.id, " CACHED_SQL
     " FROM objects o WHERE o.bucket = :bucket AND o.key >= :from AND " VISIBLE_SQL
     " AND " READABLE_SQL " ORDER BY o.key";
 
 static const char sql_list_after[] =
-    "SELECT o.key, o.size, o.mtime, o.etag, o.checksum, o.storage_class, o.id"
+    "SELECT o.key, o.size, o.mtime, o.etag, o.checksum, o.storage_class, o.id, " CACHED_SQL
     " FROM objects o WHERE o.bucket = :bucket AND o.key > :from AND " VISIBLE_SQL
     " AND " READABLE_SQL " ORDER BY o.key";
 
@@ -63,7 +66,8 @@ static const char sql_ongoing[] =
 
 static const char sql_pinned_until[] =
     "SELECT max(p.since + r.pin_lifetime) FROM cache_pins p"
-    " JOIN requests r ON r.id = p.request_id WHERE p.object_id = ?1";
+    " JOIN requests r ON r.id = p.request_id WHERE p.object_id = ?1"
+    " AND r.job_id = '" S3_JOB_RESTORE "'";
 
 static const char sql_archive_buckets[] =
     "SELECT name, owner_uid FROM datasets WHERE description = '" S3_ARCHIVE_BUCKET_MARK "'"
@@ -303,7 +307,10 @@ int s3_db_list_next(void *cursor, const char *from, bool inclusive, s3_list_entr
     out->mtime = sqlite3_column_int64(s, 2);
     s3_etag_of((const char *)sqlite3_column_text(s, 3), (const char *)sqlite3_column_text(s, 4),
                sqlite3_column_int64(s, 6), out->size, out->etag);
-    copy_text(out->storage_class, sizeof(out->storage_class), sqlite3_column_text(s, 5));
+    if (sqlite3_column_int(s, 7))
+        snprintf(out->storage_class, sizeof(out->storage_class), "STANDARD");
+    else
+        copy_text(out->storage_class, sizeof(out->storage_class), sqlite3_column_text(s, 5));
     return 1;
 }
 
@@ -328,7 +335,8 @@ int s3_db_restore_state(s3_db_t *db, int64_t object_id, s3_restore_state_t *out,
 }
 
 int s3_db_stage(s3_db_t *db, const s3_who_t *who, const char *bucket, const char *key,
-                int priority, int64_t pin_lifetime, char *uuid, si_error_t *err)
+                const char *job, int priority, int64_t pin_lifetime, char *uuid,
+                si_error_t *err)
 {
     size_t n = strlen(bucket) + strlen(key) + 2;
     char *file = malloc(n);
@@ -337,7 +345,7 @@ int s3_db_stage(s3_db_t *db, const s3_who_t *who, const char *bucket, const char
     snprintf(file, n, "%s/%s", bucket, key);
     const char *files[1] = {file};
     requests_spec_t spec = {.uid = who->all ? 0 : who->uid, .gid = who->all ? 0 : who->gid,
-                            .priority = priority, .pin_lifetime = pin_lifetime,
+                            .job_id = job, .priority = priority, .pin_lifetime = pin_lifetime,
                             .files = files, .nfiles = 1};
     requests_created_t made;
     int rc = requests_create(db->requests, &spec, &made, err);

@@ -70,18 +70,24 @@ int s3_db_list_next(void *cursor, const char *from, bool inclusive, s3_list_entr
 /* Resets the cursor's statement (call after s3_list_run). */
 void s3_db_cursor_end(s3_db_cursor_t *c);
 
+/* The job of stage requests made through S3: a RestoreObject (its pin is
+ * the "restored copy" HEAD reports) or a transparent recall. */
+#define S3_JOB_RESTORE "s3:restore"
+#define S3_JOB_RECALL "s3:recall"
+
 typedef struct {
     bool ongoing;                     /* a stage request item is waiting or running */
-    int64_t pinned_until;             /* latest pin expiry of the cached copy; 0: none */
+    int64_t pinned_until;             /* latest expiry of a RestoreObject's pin; 0: none */
 } s3_restore_state_t;
 
 int s3_db_restore_state(s3_db_t *db, int64_t object_id, s3_restore_state_t *out,
                         si_error_t *err);
 
-/* A stage request for one object ("bucket/key"): a restore or a
- * transparent recall. uuid receives the request's id (37 bytes). */
+/* A stage request for one object ("bucket/key") under job (S3_JOB_*).
+ * uuid receives the request's id (37 bytes). */
 int s3_db_stage(s3_db_t *db, const s3_who_t *who, const char *bucket, const char *key,
-                int priority, int64_t pin_lifetime, char *uuid, si_error_t *err);
+                const char *job, int priority, int64_t pin_lifetime, char *uuid,
+                si_error_t *err);
 
 /* Archive buckets made by CreateBucket: datasets marked as such. */
 #define S3_ARCHIVE_BUCKET_MARK "S3 archive bucket"

@@ -318,8 +318,6 @@ static void add_object_headers(s3_req_t *r, struct MHD_Response *resp, const s3_
     MHD_add_response_header(resp, "ETag", o->etag);
     MHD_add_response_header(resp, "Last-Modified", date);
     MHD_add_response_header(resp, "Accept-Ranges", "bytes");
-    if (o->storage_class[0] && strcmp(o->storage_class, "STANDARD") != 0)
-        MHD_add_response_header(resp, "x-amz-storage-class", o->storage_class);
     /* response-* query overrides (presigned downloads use them) */
     static const struct {
         const char *query, *header;
@@ -355,27 +353,32 @@ static ssize_t no_body(void *cls, uint64_t pos, char *buf, size_t max)
     return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
-/* x-amz-restore for an archived object: a restore running, or its copy in
- * the cache and how long a request keeps it there. */
-static void add_restore_header(s3_req_t *r, struct MHD_Response *resp, const s3_object_t *o,
-                               bool cached)
+/* Storage class and x-amz-restore of HEAD: an object in the cache reads
+ * like a STANDARD object, unless a RestoreObject pinned it there (then
+ * GLACIER, ongoing-request="false" and the pin's expiry, as S3 shows a
+ * restored copy); one not cached shows its class, and ongoing-request="true"
+ * while a stage request for it waits or runs. */
+static void add_class_headers(s3_req_t *r, struct MHD_Response *resp, const s3_object_t *o,
+                              bool cached)
 {
-    if (strcmp(o->storage_class, "GLACIER") != 0 && strcmp(o->storage_class, "DEEP_ARCHIVE") != 0)
-        return;
+    bool archived = strcmp(o->storage_class, "STANDARD") != 0 && o->storage_class[0];
     s3_restore_state_t st = {0};
-    si_error_t err;
-    s3_db_t *db = s3_dbpool_get(r->srv->pool);
-    int rc = s3_db_restore_state(db, o->id, &st, &err);
-    s3_dbpool_put(r->srv->pool, db);
-    if (rc < 0)
+    if (archived) {
+        si_error_t err;
+        s3_db_t *db = s3_dbpool_get(r->srv->pool);
+        int rc = s3_db_restore_state(db, o->id, &st, &err);
+        s3_dbpool_put(r->srv->pool, db);
+        if (rc < 0)
+            si_log(r->srv->log, SI_LOG_WARNING, "s3: HEAD %s/%s: %s", r->bucket, r->key, err.text);
+    }
+    if (!archived || (cached && st.pinned_until == 0))
         return;
+    MHD_add_response_header(resp, "x-amz-storage-class", o->storage_class);
     if (!cached && st.ongoing) {
         MHD_add_response_header(resp, "x-amz-restore", "ongoing-request=\"true\"");
     } else if (cached) {
-        /* unpinned copies may be evicted at any time: they expire now */
-        int64_t until = st.pinned_until > 0 ? st.pinned_until : (int64_t)time(NULL);
         char date[32], value[96];
-        s3_http_date(until, date);
+        s3_http_date(st.pinned_until, date);
         snprintf(value, sizeof(value), "ongoing-request=\"false\", expiry-date=\"%s\"", date);
         MHD_add_response_header(resp, "x-amz-restore", value);
     }
@@ -404,7 +407,8 @@ static int recall_and_wait(s3_req_t *r, const s3_object_t *o, const char *cat_ke
     int64_t pin = s->conf.transparent_recall_max_wait > RECALL_PIN_MIN_S
                       ? s->conf.transparent_recall_max_wait : RECALL_PIN_MIN_S;
     if (rc == 0 && !st.ongoing)
-        rc = s3_db_stage(db, &r->who, r->map.cat_bucket, cat_key, 0, pin, uuid, &err);
+        rc = s3_db_stage(db, &r->who, r->map.cat_bucket, cat_key, S3_JOB_RECALL, 0, pin, uuid,
+                         &err);
     s3_dbpool_put(s->pool, db);
     if (rc < 0)
         si_log(s->log, SI_LOG_WARNING, "s3: transparent recall of %s/%s: %s", r->bucket,
@@ -513,7 +517,7 @@ void s3_get_object(s3_req_t *r, bool head)
             status = 206;
         }
         add_object_headers(r, resp, &o);
-        add_restore_header(r, resp, &o, cached == 1);
+        add_class_headers(r, resp, &o, cached == 1);
         s3_respond(r, status, resp);
         goto out;
     }
@@ -614,8 +618,8 @@ static void restore_end(s3_req_t *r)
             /* cached: the request pins it for Days (200); otherwise it recalls it (202) */
             char uuid[REQUESTS_UUID_LEN + 1];
             int64_t days = rr.days > 0 ? rr.days : 1;
-            if (s3_db_stage(db, &r->who, r->map.cat_bucket, cat_key, s3_tier_priority(rr.tier),
-                            days * 86400, uuid, &err) < 0) {
+            if (s3_db_stage(db, &r->who, r->map.cat_bucket, cat_key, S3_JOB_RESTORE,
+                            s3_tier_priority(rr.tier), days * 86400, uuid, &err) < 0) {
                 code = errno == EACCES ? "AccessDenied" : "InternalError";
             } else {
                 status = cached ? 200 : 202;
