@@ -289,7 +289,9 @@ int main(void)
         fputc('!', rot);
         fclose(rot);
     }
-    push_close(p);
+    /* The "crashed" instance is abandoned, not closed: its upload is still in
+     * flight while a new instance recovers, as after a kill -9. */
+    push_t *crashed = p;
     p = push_open(&po, &err);
     ok(p && push_recover(p, &rec, &err) == 0, "recovery runs: %s", err.text);
     is_int(rec.discarded, 1, "the unacknowledged upload is dropped");
@@ -303,6 +305,7 @@ int main(void)
              (long long)rc2.object_id);
     is_int(count(cat, sql), 1, "the rotten file is FAILED with the reason");
     push_upload_abort(inflight); /* the dead process's writer */
+    push_close(crashed);
     pc.aggregate_bytes = 1000; /* the waiting file now fills an aggregate */
     push_reconfigure(p, &pc, NULL, true);
     ok(push_archive_once(p, false, &done, &err) == 1 && done.files == 1,
