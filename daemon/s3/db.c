@@ -427,3 +427,18 @@ int s3_db_delete_archive_bucket(s3_db_t *db, const char *name, si_error_t *err)
         return si_errnoprintf(err, ENOTEMPTY, "bucket '%s' is not empty", name);
     return 0;
 }
+
+int s3_db_set_etag(s3_db_t *db, int64_t object_id, const char *etag, si_error_t *err)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(catalog_db(db->cat), "UPDATE objects SET etag = ?2 WHERE id = ?1",
+                           -1, &s, NULL) != SQLITE_OK)
+        return db_error(db, err, "recording an ETag");
+    sqlite3_bind_int64(s, 1, object_id);
+    sqlite3_bind_text(s, 2, etag, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return db_error(db, err, "recording an ETag");
+    return 0;
+}

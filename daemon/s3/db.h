@@ -97,6 +97,8 @@ int s3_db_archive_buckets(s3_db_t *db, int (*fn)(const char *name, uid_t owner, 
  * EEXIST when a dataset of that name exists (its owner in *owner). */
 int s3_db_create_archive_bucket(s3_db_t *db, const char *name, const s3_who_t *who,
                                 uid_t *owner, si_error_t *err);
+/* The ETag (hex MD5) of an object written over S3. */
+int s3_db_set_etag(s3_db_t *db, int64_t object_id, const char *etag, si_error_t *err);
 /* Drops the dataset of an empty archive bucket. */
 int s3_db_delete_archive_bucket(s3_db_t *db, const char *name, si_error_t *err);
 

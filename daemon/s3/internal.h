@@ -123,4 +123,9 @@ void s3_list_objects(s3_req_t *r, bool v2);
 void s3_get_object(s3_req_t *r, bool head);
 void s3_restore_object(s3_req_t *r);
 
+/* write.c */
+void s3_put_object(s3_req_t *r);
+void s3_create_bucket(s3_req_t *r);
+void s3_delete_bucket(s3_req_t *r);
+
 #endif

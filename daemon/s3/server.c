@@ -356,10 +356,12 @@ static void dispatch_bucket(s3_req_t *r)
         }
     } else if (strcmp(m, "HEAD") == 0) {
         s3_head_bucket(r);
-    } else if (strcmp(m, "PUT") == 0 || strcmp(m, "DELETE") == 0 ||
-               (strcmp(m, "POST") == 0 && s3_req_has_query(r, "delete"))) {
-        s3_respond_error(r, "NotImplemented", "CreateBucket, DeleteBucket and DeleteObjects"
-                         " are not implemented yet");
+    } else if (strcmp(m, "PUT") == 0) {
+        s3_create_bucket(r);
+    } else if (strcmp(m, "DELETE") == 0) {
+        s3_delete_bucket(r);
+    } else if (strcmp(m, "POST") == 0 && s3_req_has_query(r, "delete")) {
+        s3_respond_error(r, "NotImplemented", "DeleteObjects is not implemented");
     } else {
         s3_respond_error(r, "MethodNotAllowed", "%s is not allowed on a bucket", m);
     }
@@ -386,9 +388,9 @@ static void dispatch_object(s3_req_t *r)
             s3_respond_error(r, "NotImplemented", "%s is not implemented",
                              upload_id ? "UploadPart" : "CopyObject");
         else
-            s3_respond_error(r, "NotImplemented", "PutObject is not implemented yet");
+            s3_put_object(r);
     } else if (strcmp(m, "DELETE") == 0) {
-        s3_respond_error(r, "NotImplemented", "%s is not implemented yet",
+        s3_respond_error(r, "NotImplemented", "%s is not implemented",
                          upload_id ? "AbortMultipartUpload" : "DeleteObject");
     } else {
         s3_respond_error(r, "MethodNotAllowed", "%s is not allowed on an object", m);
