@@ -117,7 +117,7 @@ static void start_node_agent(spank_t sp, const plugin_t *p, const char *job, con
 
 int job_script_prolog(spank_t sp, plugin_t *p)
 {
-    const char *request = getenv(PLUGIN_REQUEST_JOB_VAR);
+    const char *request = getenv(PLUGIN_REQUEST_SCRIPT_VAR);
     if (!request || !*request)
         return 0;
     char job[32];
@@ -224,7 +224,7 @@ static void release_request(const plugin_t *p, const char *job, const char *requ
 
 int job_script_epilog(spank_t sp, plugin_t *p)
 {
-    const char *request = getenv(PLUGIN_REQUEST_JOB_VAR);
+    const char *request = getenv(PLUGIN_REQUEST_SCRIPT_VAR);
     char job[32];
     uid_t uid;
     gid_t gid;

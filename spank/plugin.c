@@ -77,6 +77,9 @@ static struct spank_option plugin_options[] = {
     SPANK_OPTIONS_TABLE_END,
 };
 
+/* Every hook receives the plugstack.conf arguments; slurm_spank_init is not
+ * called in every context (not in the prolog and epilog), so each hook
+ * parses them. */
 static int load_conf(int ac, char **av)
 {
     si_error_t err;
@@ -104,8 +107,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
-    (void)ac;
-    (void)av;
+    if (load_conf(ac, av) < 0)
+        return -1;
     switch (spank_context()) {
     case S_CTX_ALLOCATOR:
     case S_CTX_LOCAL:
@@ -117,22 +120,29 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 
 int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 {
-    (void)ac;
-    (void)av;
+    if (load_conf(ac, av) < 0)
+        return 0;
     return spank_context() == S_CTX_JOB_SCRIPT ? job_script_prolog(sp, &plugin_state) : 0;
 }
 
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
+    if (load_conf(ac, av) < 0)
+        return -1;
+    return spank_context() == S_CTX_REMOTE ? remote_user_init(sp, &plugin_state) : 0;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
     (void)ac;
     (void)av;
-    return spank_context() == S_CTX_REMOTE ? remote_user_init(sp, &plugin_state) : 0;
+    return spank_context() == S_CTX_REMOTE ? remote_task_init(sp, &plugin_state) : 0;
 }
 
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
-    (void)ac;
-    (void)av;
+    if (load_conf(ac, av) < 0)
+        return 0;
     return spank_context() == S_CTX_JOB_SCRIPT ? job_script_epilog(sp, &plugin_state) : 0;
 }
 

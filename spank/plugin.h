@@ -17,10 +17,11 @@
 
 #define PLUGIN_NAME "stagein"
 /* The request id travels from submission to the node in the job's control
- * environment; Slurm shows it to the prolog, epilog and tasks with the
- * SPANK_ prefix. */
+ * environment; Slurm shows it to the prolog and epilog as SPANK_<name>, and
+ * in the job's environment as SLURM_SPANK_<name>. */
 #define PLUGIN_REQUEST_VAR "STAGEIN_REQUEST"
-#define PLUGIN_REQUEST_JOB_VAR "SPANK_STAGEIN_REQUEST"
+#define PLUGIN_REQUEST_SCRIPT_VAR "SPANK_STAGEIN_REQUEST"
+#define PLUGIN_REQUEST_JOB_VAR "SLURM_SPANK_STAGEIN_REQUEST"
 #define PLUGIN_STAGE_OUT_MAX 16
 
 /* The job's options as given on the command line or #SBATCH lines. */
@@ -34,6 +35,8 @@ typedef struct {
 typedef struct {
     spank_conf_t conf;
     plugin_opts_t opts;
+    char step_failure[1024];   /* remote: why task_init fails the step */
+    char step_note[1024];      /* remote: what task 0 tells the job (no agent) */
 } plugin_t;
 
 /* A client for stageind at the configured endpoint, with the configured
@@ -50,7 +53,9 @@ int alloc_submit(spank_t sp, plugin_t *p);
 int job_script_prolog(spank_t sp, plugin_t *p);
 int job_script_epilog(spank_t sp, plugin_t *p);
 
-/* remote.c: -1 fails the job step, with the reason in the job's output. */
+/* remote.c: user_init exports the environment or decides that the step
+ * fails; task_init then fails it (-1) with the reason in the job's output. */
 int remote_user_init(spank_t sp, plugin_t *p);
+int remote_task_init(spank_t sp, plugin_t *p);
 
 #endif

@@ -1,8 +1,14 @@
 /* Remote context (slurmstepd), before the tasks start, as the job's user:
  * the step fails with the reason when its data is not there; otherwise the
- * tasks learn where the data and the agent are. */
+ * tasks learn where the data and the agent are.
+ *
+ * The failure is decided in user_init but delivered by task_init: a failing
+ * user_init of the batch step counts as a launch failure and drains the node
+ * (seen on Slurm 22.05), while a failing task_init only ends the task with
+ * exit status 1, so the job FAILS and the node stays up. */
 #include "config.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,6 +44,30 @@ static int export(spank_t sp, const char *name, const char *value)
     return 0;
 }
 
+/* The reason the step must fail, kept for task_init in the same process. */
+static int fail_step(plugin_t *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail_step(plugin_t *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->step_failure, sizeof(p->step_failure), fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+int remote_task_init(spank_t sp, plugin_t *p)
+{
+    uint32_t task = 0;
+    /* The task's stderr is the job's: the note appears once, from task 0. */
+    if (p->step_note[0] && spank_get_item(sp, S_TASK_GLOBAL_ID, &task) == ESPANK_SUCCESS &&
+        task == 0)
+        fprintf(stderr, "%s: %s\n", PLUGIN_NAME, p->step_note);
+    if (!p->step_failure[0])
+        return 0;
+    slurm_error("%s: %s", PLUGIN_NAME, p->step_failure);
+    return -1;
+}
+
 int remote_user_init(spank_t sp, plugin_t *p)
 {
     char request[128];
@@ -49,38 +79,36 @@ int remote_user_init(spank_t sp, plugin_t *p)
     gid_t gid;
     si_error_t err;
     if (plugin_job_ids(sp, job, &uid, &gid, &err) < 0) {
-        slurm_error("%s: request %s: %s", PLUGIN_NAME, request, err.text);
-        return -1;
+        return fail_step(p, "stage request %s: %s", request, err.text);
     }
     progress_status_t s;
     if (fetch_status(p, request, &s, &err) < 0) {
-        slurm_error("%s: stage request %s: cannot get its state from stageind: %s", PLUGIN_NAME,
-                    request, err.text);
-        return -1;
+        return fail_step(p, "stage request %s: cannot get its state from stageind: %s", request,
+                         err.text);
     }
     if (strcmp(s.state, "COMPLETED") != 0) {
         bool final = progress_state_final(s.state);
         if (final) {
-            slurm_error("%s: stage request %s %s: %lld of %lld files failed (stagein status %s "
-                        "lists them)", PLUGIN_NAME, request, s.state, (long long)s.files_failed,
-                        (long long)s.files_total, request);
-            return -1;
+            return fail_step(p, "stage request %s %s: %lld of %lld files failed (stagein "
+                             "status %s lists them)", request, s.state,
+                             (long long)s.files_failed, (long long)s.files_total, request);
         }
         progress_line(&s, -1, line, sizeof(line));
         if (p->conf.on_timeout == SPANK_ON_TIMEOUT_FAIL) {
-            slurm_error("%s: stage request %s was not staged within the prolog's limit of "
-                        "%lld s: %s", PLUGIN_NAME, request, (long long)p->conf.wait_s, line);
-            return -1;
+            return fail_step(p, "stage request %s was not staged within the prolog's limit "
+                             "of %lld s: %s", request, (long long)p->conf.wait_s, line);
         }
         slurm_info("%s: the job starts before its data (on_timeout=continue): %s", PLUGIN_NAME,
                    line);
     }
     if (export(sp, "STAGEIN_REQUEST", request) < 0 ||
         export(sp, "STAGEIN_ENDPOINT", p->conf.endpoint) < 0)
-        return -1;
-    if (jobrec_get(p->conf.run_dir, job, "agent_socket", note, sizeof(note), &err) == 1)
-        return export(sp, "STAGEIN_AGENT_SOCKET", note);
-    if (jobrec_get(p->conf.run_dir, job, "agent_note", note, sizeof(note), &err) == 1)
-        slurm_info("%s: %s", PLUGIN_NAME, note);
+        return fail_step(p, "stage request %s: cannot set the tasks' environment", request);
+    if (jobrec_get(p->conf.run_dir, job, "agent_socket", note, sizeof(note), &err) == 1) {
+        if (export(sp, "STAGEIN_AGENT_SOCKET", note) < 0)
+            return fail_step(p, "stage request %s: cannot set the tasks' environment", request);
+    } else if (jobrec_get(p->conf.run_dir, job, "agent_note", note, sizeof(note), &err) == 1) {
+        snprintf(p->step_note, sizeof(p->step_note), "%s", note);
+    }
     return 0;
 }

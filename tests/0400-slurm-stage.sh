@@ -1,0 +1,188 @@
+#!/bin/bash
+# The SPANK plugin on a real single-node Slurm (slurmctld + slurmd on
+# loopback, private munged) with a real stageind and the simulated library:
+# --stage-in on the command line and in #SBATCH lines, the data verified
+# inside the job; two jobs sharing a dataset recalled once; an unknown and
+# another user's private dataset refused at submission (as an unprivileged
+# user); a job of an unprivileged user; --stage-out pushed durable at job end
+# and staged back by a later job; slurmd restarted between jobs; staging that
+# cannot finish in the prolog's limit fails the step with the reason and the
+# node stays up. Every check looks at job output and node state.
+. "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
+. "$top_srcdir/tests/recall-lib.sh"
+. "$top_srcdir/tests/slurm-lib.sh"
+
+for f in a1:150000 a2:250000 a3:300000 b1:120000 b2:80000 s1:400000 s2:500000 p1:1000 \
+    k1:3000000 k2:3000000; do
+    make_file "${f%%:*}" "${f##*:}"
+done
+use_state A
+write_conf "client: { munge_socket = \"$M/sock\"; };
+push: { aggregate_window = 0.2; };"
+chmod 644 "$STAGEIN_CONF"
+"$STAGEIN" catalog init >/dev/null
+for v in V00001 V00002 V00003; do tape create "$v" --capacity 20000000000 >/dev/null; done
+write_volume V00001 1 a1 a2 a3 b1
+write_volume V00002 1 b2 s1 s2 p1
+write_volume V00003 1 k1 k2
+define alpha a1 a2 a3
+define beta b1 b2
+define shared s1 s2
+define slow k1 k2
+printf 'data/p1\n' > "$TEST_DIR/private.manifest"
+"$STAGEIN" catalog define private "$TEST_DIR/private.manifest" --owner root:root --mode 0600 >/dev/null
+run_ok "stageind starts" -- start
+track_pid "$(daemon_pid)"
+
+plugstack wait=30
+start_slurm
+is "$(node_state)" idle "single-node Slurm up: the node is idle"
+
+# A job that checks its data: every object of $STAGEIN_REQUEST read from the
+# cache and hashed against the catalog's checksum.
+cat > "$TEST_DIR/verify.sh" <<'JOB'
+#!/bin/bash
+echo "request=$STAGEIN_REQUEST endpoint=$STAGEIN_ENDPOINT uid=$(id -u)"
+n=0 bad=0
+while IFS='|' read -r key path sum; do
+    n=$((n + 1))
+    got="sha256:$(sha256sum < "$STAGEIN_STATE/cache/$path" | cut -d' ' -f1)"
+    [ "$got" = "$sum" ] || { bad=$((bad + 1)); echo "MISMATCH $key"; }
+done < <(sqlite3 "$STAGEIN_STATE/catalog.db" "SELECT o.bucket || '/' || o.key, c.path, o.checksum
+    FROM requests r JOIN request_items i ON i.request_id = r.id JOIN objects o ON o.id = i.object_id
+    JOIN cache c ON c.object_id = o.id WHERE r.uuid = '$STAGEIN_REQUEST' ORDER BY o.key")
+echo "verified $n objects, $bad mismatches"
+JOB
+export STAGEIN_STATE=$STATE
+request_of() { sed -n 's/^request=\([^ ]*\) .*/\1/p' "$S/out/$1.out"; }
+request_state() { sql "SELECT state FROM requests WHERE uuid = '$1'"; }
+
+# ---- --stage-in on the command line --------------------------------------------------
+J1=$(submit --stage-in=alpha "$TEST_DIR/verify.sh")
+is "$(wait_job "$J1" 60)" COMPLETED "sbatch --stage-in=alpha: the job COMPLETED"
+R1=$(request_of "$J1")
+is "$(job_out "$J1" | grep -c '^verified 3 objects, 0 mismatches$')" 1 \
+    "inside the job: 3 objects read from the cache, every checksum verified"
+is "$(job_out "$J1" | grep -c "endpoint=http://127.0.0.1:$PORT uid=0")" 1 \
+    "the job has STAGEIN_ENDPOINT (and STAGEIN_REQUEST)"
+grep -q "stage request $R1: 3 files, 700000 bytes" "$S/sbatch.err"
+ok $? "sbatch names the stage request submitted with the job"
+is "$(request_state "$R1")" RELEASED "the epilog released the request"
+grep -q "job $J1: request $R1: COMPLETED, 3/3 files" "$S/log/slurmd.log"
+ok $? "the prolog logged the staging progress for the job"
+grep -q "job $J1: agent not available" "$S/log/slurmd.log" &&
+    job_out "$J1" | grep -q "^stagein: agent not available: .*unknown command 'agent'"
+ok $? "no node agent in this stagein: logged, and said in the job's output; the job ran"
+is "$(node_state)" idle "the node is idle after the job"
+
+# ---- #SBATCH lines --------------------------------------------------------------------
+{ echo '#!/bin/bash'; echo '#SBATCH --stage-in=beta'; tail -n +2 "$TEST_DIR/verify.sh"; } > "$TEST_DIR/beta.sh"
+J2=$(submit "$TEST_DIR/beta.sh")
+is "$(wait_job "$J2" 60)" COMPLETED "#SBATCH --stage-in=beta: the job COMPLETED"
+is "$(job_out "$J2" | grep -c '^verified 2 objects, 0 mismatches$')" 1 "inside the job: beta's 2 objects verified"
+
+# ---- two jobs sharing a dataset, submitted at once ----------------------------------
+J3=$(submit --stage-in=shared "$TEST_DIR/verify.sh")
+J4=$(submit --stage-in=shared "$TEST_DIR/verify.sh")
+is "$(wait_job "$J3" 60):$(wait_job "$J4" 60)" COMPLETED:COMPLETED "two jobs staging 'shared' COMPLETED"
+is "$(job_out "$J3" | grep -c '^verified 2 objects, 0 mismatches$'):$(job_out "$J4" | grep -c '^verified 2 objects, 0 mismatches$')" \
+    1:1 "inside each job: both objects verified"
+[ "$(request_of "$J3")" != "$(request_of "$J4")" ]
+ok $? "each job has its own request"
+is "$(recalled_count s1):$(recalled_count s2)" 1:1 "each shared object was recalled from tape once"
+
+# ---- refused at submission --------------------------------------------------------------
+jobs_before=$(squeue -h -a | wc -l)
+J=$(submit --stage-in=nosuch "$TEST_DIR/verify.sh")
+is "$J" "" "an unknown dataset: sbatch refuses the job"
+grep -q "stagein: --stage-in=nosuch refused: .*nosuch" "$S/sbatch.err"
+ok $? "the refusal names the dataset and stageind's reason"
+sed 's/^/# /' "$S/sbatch.err" | head -3
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+J=$(as_nobody sbatch --parsable -o "$S/out/%j.out" --stage-in=private "$TEST_DIR/verify.sh" 2> "$S/sbatch.err")
+is "$J" "" "another user's private dataset: sbatch as nobody refuses the job"
+grep -q "stagein: --stage-in=private refused: .*not readable" "$S/sbatch.err"
+ok $? "the refusal says the dataset is not readable by that user"
+sed 's/^/# /' "$S/sbatch.err" | head -3
+is "$(squeue -h -a | wc -l)" "$jobs_before" "no job was created for either"
+J=$(as_nobody sbatch --parsable -o "$S/out/%j.out" --stage-in=bad/name "$TEST_DIR/verify.sh" 2> "$S/sbatch.err")
+is "$J" "" "a malformed dataset name is refused by the option itself"
+grep -q "invalid character '/'" "$S/sbatch.err"
+ok $? "with the character named"
+
+# ---- an unprivileged user's job -------------------------------------------------------
+cat > "$TEST_DIR/mine.sh" <<'JOB'
+#!/bin/bash
+echo "uid=$(id -u) request=$STAGEIN_REQUEST"
+stagein status "$STAGEIN_REQUEST" --json | python3 -c 'import json, sys; j = json.load(sys.stdin); print("state", j["state"], j["filesCompleted"])'
+JOB
+J5=$(as_nobody sbatch --parsable -o "$S/out/%j.out" --stage-in=alpha \
+    --export=ALL,PATH="$top_builddir/stagein:$PATH" "$TEST_DIR/mine.sh" 2> "$S/sbatch.err")
+is "$(wait_job "$J5" 60)" COMPLETED "nobody's job with --stage-in=alpha COMPLETED"
+is "$(job_out "$J5" | grep -c '^uid=65534 request=.\{36\}$'):$(job_out "$J5" | grep -c '^state COMPLETED 3$')" 1:1 \
+    "it ran as nobody, and stageind shows nobody's request COMPLETED from inside the job"
+R5=$(job_out "$J5" | sed -n 's/^uid=65534 request=//p')
+is "$(sql "SELECT uid || ' ' || state FROM requests WHERE uuid = '$R5'")" "65534 RELEASED" \
+    "the request was submitted under nobody's MUNGE identity, and released"
+
+# ---- slurmd restart between jobs ---------------------------------------------------------
+restart_slurmd
+wait_idle 20
+is "$(node_state)" idle "slurmd restarted: the node is idle again"
+
+# ---- --stage-out, then staged back ------------------------------------------------------
+CK=$TEST_DIR/ckpt
+mkdir -p "$CK"
+cat > "$TEST_DIR/write.sh" <<JOB
+#!/bin/bash
+mkdir -p $CK/step1
+head -c 200000 /dev/urandom > $CK/step1/rank0.pt
+head -c 300000 /dev/urandom > $CK/step1/rank1.pt
+echo state > $CK/meta.txt
+sha256sum $CK/step1/rank0.pt $CK/step1/rank1.pt $CK/meta.txt > $TEST_DIR/ckpt.sums
+echo written
+JOB
+J6=$(submit --stage-out="$CK:ckpt-t" "$TEST_DIR/write.sh")
+is "$(wait_job "$J6" 60)" COMPLETED "a job with --stage-out=PATH:ckpt-t COMPLETED"
+is "$(sql "SELECT count(*) FROM dataset_members m JOIN datasets d ON d.id = m.dataset_id WHERE d.name = 'ckpt-t'")" 3 \
+    "at job end its 3 files are members of dataset ckpt-t (durable: archived to tape)"
+grep -q "job $J6: --stage-out $CK pushed as dataset ckpt-t (durable)" "$S/log/slurmd.log"
+ok $? "the epilog logged the durable push"
+cat > "$TEST_DIR/readback.sh" <<JOB
+#!/bin/bash
+$(tail -n +2 "$TEST_DIR/verify.sh")
+sed 's|$CK/||' $TEST_DIR/ckpt.sums | while read -r sum name; do
+    p=\$(sqlite3 "\$STAGEIN_STATE/catalog.db" "SELECT c.path FROM objects o JOIN cache c ON c.object_id = o.id WHERE o.key = 'ckpt-t/ckpt/\$name'")
+    [ "\$(sha256sum < "\$STAGEIN_STATE/cache/\$p" | cut -d' ' -f1)" = "\$sum" ] && echo "same \$name"
+done
+JOB
+J7=$(submit --stage-in=ckpt-t "$TEST_DIR/readback.sh")
+is "$(wait_job "$J7" 60)" COMPLETED "a later job with --stage-in=ckpt-t COMPLETED"
+is "$(job_out "$J7" | grep -c '^verified 3 objects, 0 mismatches$'):$(job_out "$J7" | grep -c '^same ')" 3:3 \
+    "inside it: the checkpoint's 3 files verified, byte for byte what the first job wrote"
+job_out "$J7" | sed 's/^/# /' | head -8
+is "$(node_state)" idle "the node is idle"
+
+# ---- staging that cannot finish within the prolog's limit --------------------------------
+stop
+write_conf "client: { munge_socket = \"$M/sock\"; }; library: { time_scale = 1.0; };"
+run_ok "stageind restarts with a real-time tape library" -- start
+track_pid "$(daemon_pid)"
+plugstack wait=2
+restart_slurmd
+wait_idle 20
+J8=$(submit --stage-in=slow "$TEST_DIR/verify.sh")
+R8=$(sed -n 's/.*stage request \([^:]*\):.*/\1/p' "$S/sbatch.err")
+is "$(wait_job "$J8" 60)" FAILED "staging longer than wait=2: the job FAILED"
+is "$(scontrol show job "$J8" | grep -o 'ExitCode=[0-9:]*')" ExitCode=1:0 "with exit code 1 (the task failed, not the launch)"
+job_out "$J8" | grep -q "stage request $R8 was not staged within the prolog's limit of 2 s"
+ok $? "the job's output names the request and the cause"
+job_out "$J8" | sed 's/^/# /' | head -3
+job_out "$J8" | grep -q '^verified'
+ok $((1 - $?)) "the job script did not run"
+is "$(node_state)" idle "the node did not drain"
+grep -q "job $J8: request $R8 not staged within 2 s" "$S/log/slurmd.log"
+ok $? "the prolog logged the timeout"
+is "$(request_state "$R8")" RELEASED "the epilog released the unfinished request"
+
+finish
