@@ -611,6 +611,10 @@ static void fault_event(simlib_t *lib, const simlib_fault_t *f)
             }
         dr->target = -1;
     }
+    /* A volume chosen but not yet on its way (the drive was still unloading
+     * its previous one) is free for the other drives again. */
+    if (dr->target >= 0 && !lib->vols[dr->target].moving)
+        lib->vols[dr->target].reserved = false;
     dr->target = -1;
     bool robot_on_it = false;
     for (int r = 0; r < lib->cfg.robots; r++)

@@ -144,6 +144,32 @@ int main(void)
     simlib_free(lib);
     simlib_config_free(&cfg);
 
+    /* Drive 0 fails at every moment of the run, in turn (mounting, reading,
+     * unloading on its way to another volume...): drive 1 always finishes
+     * every file, so no volume is left reserved by the dead drive. */
+    {
+        int bad = 0, tried = 0;
+        char first[300] = "";
+        for (double at = 1; at < 3000; at += 13) {
+            base_config(&cfg, 2, 1);
+            simlib_fault_t sweep = {.kind = FAULT_DRIVE, .index = 0, .at = at};
+            simlib_config_add_fault(&cfg, &sweep, &err);
+            memset(&l, 0, sizeof(l));
+            lib = run(&cfg, "job-aware", &l, &st);
+            tried++;
+            if (!lib || l.requests != 2 || l.failed_requests != 0 || st.reads != 20 ||
+                st.violations != 0) {
+                if (!bad++)
+                    snprintf(first, sizeof(first), "at %.0f s: %u requests, %llu reads, %s", at,
+                             l.requests, (unsigned long long)st.reads, st.first_violation);
+            }
+            simlib_free(lib);
+            simlib_config_free(&cfg);
+        }
+        ok(bad == 0, "drive failure at any of %d moments: all files read by the other drive%s%s",
+           tried, bad ? "; first bad run " : "", first);
+    }
+
     /* The only robot fails at once: nothing can be mounted, every request
      * fails with a clear reason, and the run ends. */
     base_config(&cfg, 2, 1);
