@@ -322,6 +322,13 @@ static int authenticate(s3_req_t *r)
         r->who = (s3_who_t){.uid = r->auth.uid, .gid = r->auth.gid, .all = r->auth.uid == 0};
         return 0;
     }
+    if (st == SI_SIGV4_NO_CREDENTIALS && s3_req_has_query(r, "AWSAccessKeyId") &&
+        s3_req_has_query(r, "Signature")) {
+        s3_respond_error(r, "InvalidRequest", "presigned URLs of Signature Version 2 are not"
+                         " supported; sign with AWS4-HMAC-SHA256 (boto3:"
+                         " Config(signature_version='s3v4'))");
+        return -1;
+    }
     if (st == SI_SIGV4_NO_CREDENTIALS) {
         r->anonymous = true;
         r->who = (s3_who_t){.uid = (uid_t)-2, .gid = (gid_t)-2, .all = false};
