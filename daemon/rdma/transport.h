@@ -1,0 +1,70 @@
+/* The libfabric layer shared by the RDMA server and client: one FI_EP_RDM
+ * endpoint with its CQ and AV, opened for a configured provider and domain,
+ * and memory registration that honours the provider's FI_MR_* mode bits.
+ * Internal to daemon/rdma (server.c, client.c). */
+#ifndef SI_RDMA_TRANSPORT_H
+#define SI_RDMA_TRANSPORT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include "common/error.h"
+#include "common/rdma_token.h"
+
+typedef struct {
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_ep *ep;
+    struct fid_cq *cq;
+    struct fid_av *av;
+    uint64_t mr_mode;
+    uint64_t next_key; /* requested keys when the provider does not choose them */
+    size_t max_msg_size;
+    long mrs_live;     /* registrations open now, for leak checks */
+    /* The endpoint is opened FI_THREAD_DOMAIN: every libfabric call on it
+     * is made under this lock. */
+    pthread_mutex_t lock;
+} rdma_fabric_t;
+
+/* One registration, and the remote address of its first byte as the
+ * provider wants it: the virtual address (FI_MR_VIRT_ADDR) or 0. */
+typedef struct {
+    struct fid_mr *mr;
+    void *desc;     /* for local use; NULL when the provider needs none */
+    uint64_t key;
+    uint64_t raddr; /* remote address of byte 0 */
+} rdma_mr_t;
+
+/* provider: libfabric name ("tcp;ofi_rxm", "shm", "verbs;ofi_rxm", "cxi",
+ * "efa"); domain: NULL/"" for the first, else the domain or interface name
+ * ("lo", "mlx5_0"). Fails with errno ENODEV when fi_getinfo finds nothing. */
+rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, si_error_t *err);
+void rdma_fabric_close(rdma_fabric_t *fab);
+const char *rdma_fabric_provider(const rdma_fabric_t *fab);
+
+/* This endpoint's address (fi_getname). */
+int rdma_fabric_name(rdma_fabric_t *fab, unsigned char *addr, size_t *len, si_error_t *err);
+
+/* Registers [buf, buf+len) for access (FI_READ, FI_WRITE, FI_REMOTE_READ,
+ * FI_REMOTE_WRITE). Caller holds fab->lock. */
+int rdma_fabric_mr_reg(rdma_fabric_t *fab, const void *buf, size_t len, uint64_t access,
+                       rdma_mr_t *out, si_error_t *err);
+void rdma_fabric_mr_close(rdma_fabric_t *fab, rdma_mr_t *mr);
+
+/* Whether local buffers must be registered (FI_MR_LOCAL). */
+bool rdma_fabric_local_mr(const rdma_fabric_t *fab);
+
+/* Text for the error completion of fi_cq_readerr. Caller holds fab->lock. */
+int rdma_fabric_cq_error(rdma_fabric_t *fab, void **context, si_error_t *err);
+
+#endif
