@@ -5,7 +5,9 @@
  *
  * Locks, always taken in this order: engine_mu (the engine's life cycle and
  * every simlib_* call), the engine's own lock (its callbacks run under it),
- * mu (this file's tables). Nothing calls simlib_* while holding mu. */
+ * mu (this file's tables). Nothing calls simlib_* while holding mu. on_fetch
+ * runs on the engine's per-drive transfer workers, concurrently and without
+ * the engine's lock: its state is per call (fetch_t). */
 #include "config.h"
 
 #include <errno.h>
@@ -67,10 +69,6 @@ typedef struct {
     simlib_volume_reader_t *reader;
     sim_volume_t *vols;
     int nvols;
-
-    /* engine thread only: the attempt being fetched */
-    void *session;
-    const archive_item_t *fetching;
 
     /* under mu */
     recall_t **recalls;        /* by token - 1 */
@@ -135,23 +133,33 @@ static void report(sim_t *s, recall_t *r, bool ok, const char *why)
     free(r);
 }
 
+/* One attempt at an item's bytes (per fetch call: fetches of different
+ * drives run at the same time). */
+typedef struct {
+    sim_t *s;
+    void *session;
+    int64_t object_id;
+} fetch_t;
+
 static int sink_bytes(void *arg, const simlib_read_t *r, uint64_t at, const void *buf, size_t len,
                       si_error_t *err)
 {
-    sim_t *s = arg;
-    if (s->cb.write(s->cb.arg, s->session, buf, len, err) < 0)
+    fetch_t *f = arg;
+    sim_t *s = f->s;
+    if (s->cb.write(s->cb.arg, f->session, buf, len, err) < 0)
         return -1;
     pthread_mutex_lock(&s->mu);
     s->fetch_bytes += len;
     pthread_mutex_unlock(&s->mu);
     if (s->cb.progress)
-        s->cb.progress(s->cb.arg, s->fetching->object_id, at + len);
+        s->cb.progress(s->cb.arg, f->object_id, at + len);
     (void)r;
     return 0;
 }
 
-/* A read finished on the engine's clock: move its bytes into the sink, with
- * one re-read per configured retry when they do not match the checksum. */
+/* A read started on the engine's clock (transfer worker, no engine lock):
+ * move its bytes into the sink, with one re-read per configured retry when
+ * they do not match the checksum. An abandoned read is never committed. */
 static int on_fetch(void *arg, const simlib_read_t *rd, si_error_t *err)
 {
     sim_t *s = arg;
@@ -168,19 +176,17 @@ static int on_fetch(void *arg, const simlib_read_t *rd, si_error_t *err)
         return 0; /* nobody wants the bytes: read_done reports it */
     char mismatch[sizeof(err->text)] = "";
     for (int attempt = 0; attempt <= s->checksum_retries; attempt++) {
-        if (s->cb.begin(s->cb.arg, &item, &s->session, err) < 0)
+        fetch_t f = {s, NULL, item.object_id};
+        if (s->cb.begin(s->cb.arg, &item, &f.session, err) < 0)
             return -1;
-        s->fetching = &item;
-        int rc = simlib_volume_fetch(s->reader, rd, err);
-        s->fetching = NULL;
+        int rc = simlib_volume_fetch(s->reader, rd, sink_bytes, &f, err);
+        if (rc == 0 && rd->abandoned && atomic_load(rd->abandoned))
+            rc = si_errprintf(err, "read of object %" PRId64 " abandoned", item.object_id);
         if (rc < 0) {
-            s->cb.abort(s->cb.arg, s->session);
-            s->session = NULL;
+            s->cb.abort(s->cb.arg, f.session);
             return -1;
         }
-        void *session = s->session;
-        s->session = NULL;
-        if (s->cb.commit(s->cb.arg, session, err) == 0)
+        if (s->cb.commit(s->cb.arg, f.session, err) == 0)
             return 0;
         if (errno != EBADMSG)
             return -1;
@@ -312,7 +318,7 @@ static int engine_build(sim_t *s, si_error_t *err)
     s->lib = simlib_new(&cfg, s->policy, &so, &cb, err);
     if (!s->lib)
         goto error;
-    s->reader = simlib_volume_reader_new(s->dir, &cfg, sink_bytes, s, err);
+    s->reader = simlib_volume_reader_new(s->dir, &cfg, err);
     if (!s->reader || simlib_start(s->lib, err) < 0) {
         simlib_free(s->lib);
         simlib_volume_reader_free(s->reader);

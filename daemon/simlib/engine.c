@@ -16,7 +16,7 @@
 #include "daemon/simlib/clock.h"
 #include "common/array.h"
 
-enum { EV_ARRIVAL, EV_DRIVE, EV_ROBOT, EV_WAKE, EV_FAULT };
+enum { EV_ARRIVAL, EV_DRIVE, EV_ROBOT, EV_WAKE, EV_FAULT, EV_TRANSFER };
 
 typedef struct {
     double t;
@@ -40,6 +40,9 @@ typedef struct {
 
 enum { OP_NONE, OP_UNLOAD, OP_LOAD, OP_POSITION, OP_READ, OP_WRITE_POSITION, OP_WRITE };
 
+/* A read's byte transfer (real-time mode with a fetch callback). */
+enum { XFER_NONE, XFER_RUNNING, XFER_DONE };
+
 typedef struct {
     simlib_drive_state_t state;
     int volume;           /* mounted, or -1 */
@@ -55,7 +58,29 @@ typedef struct {
     write_job_t write;
     uint64_t mounts;
     bool failed;
+    int xfer;             /* XFER_*: the current read's byte transfer */
+    bool read_elapsed;    /* modelled read over, waiting for the transfer */
+    char xfer_why[300];   /* the finished transfer's error, "" when it worked */
 } drive_t;
+
+/* One per drive: runs that drive's fetches off the engine thread. Fields
+ * other than abandoned are guarded by the engine's lock. */
+typedef struct {
+    simlib_t *lib;
+    int drive;
+    pthread_t thread;
+    bool started;
+    pthread_cond_t cv;    /* wakes the worker: a job posted, or stop */
+    bool posted;          /* job waits to be taken */
+    bool busy;            /* a fetch is running */
+    simlib_read_t job;
+    uint64_t gen;         /* the drive operation the job belongs to */
+    atomic_bool abandoned;
+    /* A read interrupted while its fetch ran: queued again once the fetch
+     * returned, so that two fetches of one object never overlap. */
+    bool retry_pending;
+    sched_read_t retry;
+} transfer_worker_t;
 
 typedef struct {
     bool failed;
@@ -96,6 +121,7 @@ struct simlib {
     bool read_through;
 
     drive_t *drives;
+    transfer_worker_t *workers; /* real-time mode with a fetch callback, else NULL */
     robot_t *robots;
     volstate_t *vols;
     uint8_t *unavailable;
@@ -379,7 +405,7 @@ static void report_read(simlib_t *lib, int d, bool ok, const char *why)
     if (!lib->cb.read_done)
         return;
     simlib_read_t rr = {0, dr->read.object_id, dr->read.volume, d, dr->read.offset,
-                        dr->read.size, lib->now, ok, why};
+                        dr->read.size, lib->now, ok, why, NULL};
     lib->cb.read_done(lib->cb.arg, &rr);
 }
 
@@ -395,12 +421,11 @@ static void read_finished(simlib_t *lib, int d)
                  "%llu, %llu bytes)", lib->cfg.volumes[r.volume].label,
                  (unsigned long long)bad->start, (unsigned long long)r.object_id,
                  (unsigned long long)r.offset, (unsigned long long)r.size);
-    } else if (lib->clock.real && lib->cb.fetch) {
-        si_error_t err = {{0}};
-        simlib_read_t rr = {0, r.object_id, r.volume, d, r.offset, r.size, lib->now, true, NULL};
-        if (lib->cb.fetch(lib->cb.arg, &rr, &err) < 0)
-            snprintf(why, sizeof(why), "%s", *err.text ? err.text : "fetch failed");
+    } else if (dr->xfer == XFER_DONE && *dr->xfer_why) {
+        snprintf(why, sizeof(why), "%s", dr->xfer_why);
     }
+    dr->xfer = XFER_NONE;
+    dr->read_elapsed = false;
     if (*why) {
         lib->st.read_failures++;
         report_read(lib, d, false, why);
@@ -419,6 +444,115 @@ static void read_finished(simlib_t *lib, int d)
     lib->st.bytes_read += r.size;
     report_read(lib, d, true, NULL);
     sched_read_done(lib->sched, &r, lib->now);
+}
+
+/* ---- byte transfers (real-time mode) ---------------------------------------------- */
+
+/* The modelled read of drive d starts: its bytes start moving on the drive's
+ * worker. */
+static void transfer_start(simlib_t *lib, int d)
+{
+    drive_t *dr = &lib->drives[d];
+    transfer_worker_t *w = &lib->workers[d];
+    dr->xfer = XFER_RUNNING;
+    dr->read_elapsed = false;
+    dr->xfer_why[0] = 0;
+    atomic_store(&w->abandoned, false);
+    w->job = (simlib_read_t){0, dr->read.object_id, dr->read.volume, d, dr->read.offset,
+                             dr->read.size, lib->now, true, NULL, &w->abandoned};
+    w->gen = dr->gen;
+    w->posted = true;
+    pthread_cond_signal(&w->cv);
+}
+
+/* The read ends (modelled time over and bytes moved): reported, the drive
+ * goes on. */
+static void read_complete(simlib_t *lib, int d)
+{
+    drive_t *dr = &lib->drives[d];
+    lib->st.read_s += dr->op_end - dr->op_start;
+    dr->op = OP_NONE;
+    dr->state = DRIVE_IDLE;
+    read_finished(lib, d);
+    if (!start_next_read(lib, d))
+        lib->dispatch_needed = true;
+}
+
+/* Engine thread: a transfer of drive d (operation gen) returned. */
+static void transfer_event(simlib_t *lib, int d, uint64_t gen)
+{
+    transfer_worker_t *w = &lib->workers[d];
+    drive_t *dr = &lib->drives[d];
+    if (w->retry_pending && !w->busy) {
+        /* the abandoned fetch is over: the interrupted read may run again */
+        w->retry_pending = false;
+        sched_read_retry(lib->sched, &w->retry);
+        lib->dispatch_needed = true;
+    }
+    if (gen == dr->gen && !dr->failed && dr->op == OP_READ && dr->xfer == XFER_DONE &&
+        dr->read_elapsed)
+        read_complete(lib, d);
+}
+
+/* Worker thread, engine lock held: the fetch of job (operation gen) returned. */
+static void transfer_finished(simlib_t *lib, transfer_worker_t *w, uint64_t gen, int rc,
+                              const si_error_t *err)
+{
+    drive_t *dr = &lib->drives[w->drive];
+    bool current = gen == dr->gen && !dr->failed && dr->xfer == XFER_RUNNING;
+    if (current) {
+        dr->xfer = XFER_DONE;
+        snprintf(dr->xfer_why, sizeof(dr->xfer_why), "%s",
+                 rc == 0 ? "" : *err->text ? err->text : "fetch failed");
+    }
+    /* An abandoned transfer's result is dropped; its retry is due now. */
+    if (current || w->retry_pending) {
+        push_event(lib, simclock_now(&lib->clock), EV_TRANSFER, w->drive, gen);
+        pthread_cond_signal(&lib->cv);
+    }
+}
+
+static void *transfer_main(void *arg)
+{
+    transfer_worker_t *w = arg;
+    simlib_t *lib = w->lib;
+    pthread_mutex_lock(&lib->mu);
+    for (;;) {
+        while (!w->posted && !lib->stop)
+            pthread_cond_wait(&w->cv, &lib->mu);
+        if (lib->stop)
+            break; /* a job not taken yet stays posted for a restart */
+        simlib_read_t job = w->job;
+        uint64_t gen = w->gen;
+        w->posted = false;
+        w->busy = true;
+        pthread_mutex_unlock(&lib->mu);
+        si_error_t err = {{0}};
+        int rc = lib->cb.fetch(lib->cb.arg, &job, &err);
+        pthread_mutex_lock(&lib->mu);
+        w->busy = false;
+        transfer_finished(lib, w, gen, rc, &err);
+    }
+    pthread_mutex_unlock(&lib->mu);
+    return NULL;
+}
+
+/* A drive failed during its read: the transfer is abandoned. Returns true
+ * when its fetch is still running (the read is then retried once it
+ * returned, by transfer_event). */
+static bool transfer_abandon(simlib_t *lib, int d)
+{
+    drive_t *dr = &lib->drives[d];
+    transfer_worker_t *w = lib->workers ? &lib->workers[d] : NULL;
+    bool running = false;
+    if (w && dr->xfer == XFER_RUNNING) {
+        atomic_store(&w->abandoned, true);
+        w->posted = false; /* not taken yet: never runs */
+        running = w->busy;
+    }
+    dr->xfer = XFER_NONE;
+    dr->read_elapsed = false;
+    return running;
 }
 
 static void drive_event(simlib_t *lib, int d)
@@ -454,6 +588,8 @@ static void drive_event(simlib_t *lib, int d)
         double t = bad ? tape_read_time(p, upto - dr->read.offset)
                        : tape_read_time(p, dr->read.size);
         drive_op(lib, d, OP_READ, DRIVE_READING, t);
+        if (!bad && lib->workers)
+            transfer_start(lib, d);
         break;
     }
     case OP_READ: {
@@ -462,11 +598,12 @@ static void drive_event(simlib_t *lib, int d)
         lib->st.read_s += dr->op_end - dr->op_start;
         dr->head = bad ? (bad->start > dr->read.offset ? bad->start : dr->read.offset)
                        : dr->read.offset + dr->read.size;
-        dr->op = OP_NONE;
-        dr->state = DRIVE_IDLE;
-        read_finished(lib, d);
-        if (!start_next_read(lib, d))
-            lib->dispatch_needed = true;
+        if (dr->xfer == XFER_RUNNING) {
+            /* the bytes are still moving: the read ends when they are in */
+            dr->read_elapsed = true;
+            break;
+        }
+        read_complete(lib, d);
         break;
     }
     case OP_WRITE_POSITION:
@@ -483,7 +620,7 @@ static void drive_event(simlib_t *lib, int d)
         dr->state = DRIVE_IDLE;
         if (lib->cb.read_done) {
             simlib_read_t rr = {0, dr->write.object, dr->volume, d, at, dr->write.size,
-                                lib->now, true, NULL};
+                                lib->now, true, NULL, NULL};
             lib->cb.read_done(lib->cb.arg, &rr);
         }
         lib->dispatch_needed = true;
@@ -587,10 +724,16 @@ static void fault_event(simlib_t *lib, const simlib_fault_t *f)
     dr->failed = true;
     dr->gen++; /* its pending operation never completes */
     if (dr->has_read) {
-        /* Interrupted read: retried, on another drive once the cartridge is out. */
+        /* Interrupted read: retried, on another drive once the cartridge is
+         * out (and its abandoned transfer has stopped). */
         if (dr->op == OP_READ)
-            lib->st.read_s += lib->now - dr->op_start;
-        sched_read_retry(lib->sched, &dr->read);
+            lib->st.read_s += (lib->now < dr->op_end ? lib->now : dr->op_end) - dr->op_start;
+        if (transfer_abandon(lib, f->index)) {
+            lib->workers[f->index].retry_pending = true;
+            lib->workers[f->index].retry = dr->read;
+        } else {
+            sched_read_retry(lib->sched, &dr->read);
+        }
         dr->has_read = false;
     }
     if (dr->has_write) {
@@ -662,6 +805,9 @@ static void process_event(simlib_t *lib, const event_t *e)
         break;
     case EV_FAULT:
         fault_event(lib, &lib->cfg.faults[e->index]);
+        break;
+    case EV_TRANSFER:
+        transfer_event(lib, e->index, e->gen);
         break;
     default:
         break;
@@ -823,6 +969,19 @@ simlib_t *simlib_new(const simlib_config_t *cfg, const sched_policy_t *policy,
     pthread_mutex_init(&lib->mu, NULL);
     pthread_cond_init(&lib->cv, NULL);
     pthread_cond_init(&lib->idle_cv, NULL);
+    if (lib->clock.real && lib->cb.fetch) {
+        if (!(lib->workers = calloc((size_t)cfg->drives, sizeof(transfer_worker_t)))) {
+            si_errprintf(err, "out of memory");
+            simlib_free(lib);
+            return NULL;
+        }
+        for (int d = 0; d < cfg->drives; d++) {
+            lib->workers[d].lib = lib;
+            lib->workers[d].drive = d;
+            atomic_init(&lib->workers[d].abandoned, false);
+            pthread_cond_init(&lib->workers[d].cv, NULL);
+        }
+    }
     for (size_t i = 0; i < cfg->nfaults; i++)
         if (cfg->faults[i].kind != FAULT_REGION)
             push_event(lib, cfg->faults[i].at, EV_FAULT, (int)i, 0);
@@ -850,6 +1009,9 @@ void simlib_free(simlib_t *lib)
     pthread_mutex_destroy(&lib->mu);
     pthread_cond_destroy(&lib->cv);
     pthread_cond_destroy(&lib->idle_cv);
+    for (int d = 0; lib->workers && d < lib->cfg.drives; d++)
+        pthread_cond_destroy(&lib->workers[d].cv);
+    free(lib->workers);
     free(lib->cfg.volumes);
     free(lib->cfg.faults);
     free(lib->drives);
@@ -1034,9 +1196,16 @@ int simlib_start(simlib_t *lib, si_error_t *err)
     lib->stop = false;
     int rc = pthread_create(&lib->thread, NULL, engine_thread, lib);
     lib->running = rc == 0;
+    for (int d = 0; rc == 0 && lib->workers && d < lib->cfg.drives; d++) {
+        transfer_worker_t *w = &lib->workers[d];
+        rc = pthread_create(&w->thread, NULL, transfer_main, w);
+        w->started = rc == 0;
+    }
     pthread_mutex_unlock(&lib->mu);
-    if (rc != 0)
-        return si_errprintf(err, "cannot start the library thread");
+    if (rc != 0) {
+        simlib_stop(lib);
+        return si_errprintf(err, "cannot start the library threads");
+    }
     return 0;
 }
 
@@ -1046,9 +1215,20 @@ void simlib_stop(simlib_t *lib)
     bool running = lib->running;
     lib->stop = true;
     pthread_cond_signal(&lib->cv);
+    for (int d = 0; lib->workers && d < lib->cfg.drives; d++) {
+        /* a fetch in progress stops at its next chunk */
+        if (lib->workers[d].busy)
+            atomic_store(&lib->workers[d].abandoned, true);
+        pthread_cond_signal(&lib->workers[d].cv);
+    }
     pthread_mutex_unlock(&lib->mu);
     if (running)
         pthread_join(lib->thread, NULL);
+    for (int d = 0; lib->workers && d < lib->cfg.drives; d++)
+        if (lib->workers[d].started) {
+            pthread_join(lib->workers[d].thread, NULL);
+            lib->workers[d].started = false;
+        }
     lib->running = false;
 }
 

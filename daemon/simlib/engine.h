@@ -11,11 +11,26 @@
  * Threads: every public function takes the engine's lock, so any thread may
  * submit, inject faults or read the state. In real-time mode simlib_start()
  * runs the library on its own thread; in virtual mode simlib_run() runs it to
- * completion on the caller's. Callbacks run on the engine's thread with the
- * lock held: they must not call simlib_* (hand the news to your own queue). */
+ * completion on the caller's. request_done and read_done run on the engine's
+ * thread with the lock held: they must not call simlib_* (hand the news to
+ * your own queue).
+ *
+ * Byte transfers (real-time mode with a fetch callback): each drive has a
+ * transfer worker thread. When a modelled read STARTS, its fetch is handed to
+ * that drive's worker, which runs it WITHOUT the engine's lock, so the engine
+ * thread never waits for data I/O and the drives' transfers overlap. The read
+ * completes when both the modelled read time has elapsed and the fetch has
+ * returned, whichever is later: a slow fetch delays only its own drive. fetch
+ * calls for different drives run concurrently (it must be thread-safe); it
+ * must not call simlib_* either. A drive that fails mid-read sets the read's
+ * `abandoned` flag: the fetch should stop soon and return -1; its result is
+ * discarded, and the read is queued again only after the fetch returned (so
+ * two fetches of one object never overlap). simlib_stop abandons running
+ * transfers the same way and joins the workers. */
 #ifndef STAGEIN_SIMLIB_ENGINE_H
 #define STAGEIN_SIMLIB_ENGINE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -78,6 +93,10 @@ typedef struct {
     double t;            /* completion time */
     bool ok;
     const char *why;     /* failure reason when !ok */
+    /* fetch only: becomes true when the engine gave up the read (drive
+     * failure, simlib_stop); the fetch should stop and return -1. NULL in
+     * read_done. */
+    const atomic_bool *abandoned;
 } simlib_read_t;
 
 typedef struct {
@@ -85,9 +104,11 @@ typedef struct {
     void (*request_done)(void *arg, uint64_t request, double t, size_t failed, const char *why);
     /* One read finished (ok) or failed on this copy. */
     void (*read_done)(void *arg, const simlib_read_t *r);
-    /* Real-time mode, optional: move the bytes of a finished read (e.g.
-     * through daemon/volume's tapevol_read). Returning -1 makes the read
-     * fail like an unreadable region, with err's text. */
+    /* Real-time mode, optional: move the bytes of a read (e.g. through
+     * daemon/volume's tapevol_read). Called on the drive's transfer worker,
+     * without the engine's lock, as the modelled read starts; the read ends
+     * when both are done. Returning -1 makes the read fail like an
+     * unreadable region, with err's text. */
     int (*fetch)(void *arg, const simlib_read_t *r, si_error_t *err);
     void *arg;
 } simlib_callbacks_t;

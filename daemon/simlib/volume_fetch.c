@@ -2,6 +2,7 @@
 #include "config.h"
 #include "daemon/simlib/volume_fetch.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,30 +14,25 @@ struct simlib_volume_reader {
     char *dir;
     int nvolumes;
     char (*labels)[SIMLIB_LABEL_MAX + 1];
+    pthread_mutex_t mu;   /* guards open[] (the volumes themselves are pread) */
     tapevol_t **open;
-    simlib_sink_fn sink;
-    void *sink_arg;
-    unsigned char *buf;
 };
 
 simlib_volume_reader_t *simlib_volume_reader_new(const char *dir, const simlib_config_t *cfg,
-                                                 simlib_sink_fn sink, void *sink_arg,
                                                  si_error_t *err)
 {
     simlib_volume_reader_t *rd = calloc(1, sizeof(*rd));
     if (!rd)
         goto oom;
+    pthread_mutex_init(&rd->mu, NULL);
     rd->dir = strdup(dir);
     rd->nvolumes = cfg->nvolumes;
     rd->labels = calloc((size_t)cfg->nvolumes + 1, sizeof(*rd->labels));
     rd->open = calloc((size_t)cfg->nvolumes + 1, sizeof(tapevol_t *));
-    rd->buf = malloc(FETCH_CHUNK);
-    if (!rd->dir || !rd->labels || !rd->open || !rd->buf)
+    if (!rd->dir || !rd->labels || !rd->open)
         goto oom;
     for (int v = 0; v < cfg->nvolumes; v++)
         memcpy(rd->labels[v], cfg->volumes[v].label, sizeof(rd->labels[v]));
-    rd->sink = sink;
-    rd->sink_arg = sink_arg;
     return rd;
 oom:
     simlib_volume_reader_free(rd);
@@ -53,26 +49,39 @@ void simlib_volume_reader_free(simlib_volume_reader_t *rd)
     free(rd->open);
     free(rd->labels);
     free(rd->dir);
-    free(rd->buf);
+    pthread_mutex_destroy(&rd->mu);
     free(rd);
 }
 
-int simlib_volume_fetch(simlib_volume_reader_t *rd, const simlib_read_t *r, si_error_t *err)
+int simlib_volume_fetch(simlib_volume_reader_t *rd, const simlib_read_t *r, simlib_sink_fn sink,
+                        void *sink_arg, si_error_t *err)
 {
     if (r->volume < 0 || r->volume >= rd->nvolumes)
         return si_errprintf(err, "volume reader: no volume %d", r->volume);
-    if (!rd->open[r->volume]) {
-        rd->open[r->volume] = tapevol_open(rd->dir, rd->labels[r->volume], TAPEVOL_RDONLY, err);
-        if (!rd->open[r->volume])
-            return -1;
-    }
-    for (uint64_t done = 0; done < r->size;) {
-        size_t n = r->size - done < FETCH_CHUNK ? (size_t)(r->size - done) : FETCH_CHUNK;
-        if (tapevol_read(rd->open[r->volume], r->offset + done, rd->buf, n, err) < 0)
-            return -1;
-        if (rd->sink && rd->sink(rd->sink_arg, r, done, rd->buf, n, err) < 0)
-            return -1;
+    pthread_mutex_lock(&rd->mu);
+    tapevol_t *vol = rd->open[r->volume];
+    if (!vol)
+        vol = rd->open[r->volume] = tapevol_open(rd->dir, rd->labels[r->volume], TAPEVOL_RDONLY,
+                                                 err);
+    pthread_mutex_unlock(&rd->mu);
+    if (!vol)
+        return -1;
+    size_t chunk = r->size < FETCH_CHUNK ? (size_t)r->size : FETCH_CHUNK;
+    unsigned char *buf = malloc(chunk ? chunk : 1);
+    if (!buf)
+        return si_errprintf(err, "volume reader: out of memory");
+    int rc = 0;
+    for (uint64_t done = 0; rc == 0 && done < r->size;) {
+        size_t n = r->size - done < chunk ? (size_t)(r->size - done) : chunk;
+        if (r->abandoned && atomic_load(r->abandoned))
+            rc = si_errprintf(err, "volume %s: read of %llu bytes at %llu abandoned (drive "
+                              "failed or library stopped)", rd->labels[r->volume],
+                              (unsigned long long)r->size, (unsigned long long)r->offset);
+        else if (tapevol_read(vol, r->offset + done, buf, n, err) < 0 ||
+                 (sink && sink(sink_arg, r, done, buf, n, err) < 0))
+            rc = -1;
         done += n;
     }
-    return 0;
+    free(buf);
+    return rc;
 }

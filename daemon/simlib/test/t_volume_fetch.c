@@ -18,10 +18,13 @@ typedef struct {
     simlib_volume_reader_t *reader;
 } sink_t;
 
+static int sink(void *arg, const simlib_read_t *r, uint64_t at, const void *buf, size_t len,
+                si_error_t *err);
+
 /* The engine's callbacks share one argument: ours, holding the reader. */
 static int fetch(void *arg, const simlib_read_t *r, si_error_t *err)
 {
-    return simlib_volume_fetch(((sink_t *)arg)->reader, r, err);
+    return simlib_volume_fetch(((sink_t *)arg)->reader, r, sink, arg, err);
 }
 
 static int sink(void *arg, const simlib_read_t *r, uint64_t at, const void *buf, size_t len,
@@ -82,7 +85,7 @@ int main(void)
     cfg.time_scale = 1e-5;
     simlib_config_add_volume(&cfg, "F00001", info.used, &err);
     sink_t s = {calloc(1, size), size, 0, 0, "", NULL};
-    simlib_volume_reader_t *rd = simlib_volume_reader_new(dir, &cfg, sink, &s, &err);
+    simlib_volume_reader_t *rd = simlib_volume_reader_new(dir, &cfg, &err);
     s.reader = rd;
     simlib_callbacks_t cb = {on_request, NULL, fetch, &s};
     sched_options_t opt;
