@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 
 #include "common/text.h"
+#include "common/uuid.h"
 
 const char *const requests_state_names[REQUESTS_NSTATES] = {
     "SUBMITTED", "STARTED", "COMPLETED", "FAILED", "CANCELLED", "RELEASED",
@@ -229,23 +230,6 @@ static int commit(requests_t *r, si_error_t *err)
     return 0;
 }
 
-static void make_uuid(char out[REQUESTS_UUID_LEN + 1])
-{
-    unsigned char b[16];
-    size_t got = 0;
-    while (got < sizeof(b)) {
-        ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
-        if (n > 0)
-            got += (size_t)n;
-    }
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-    snprintf(out, REQUESTS_UUID_LEN + 1,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-             b[15]);
-}
-
 /* ---- open / close ------------------------------------------------------------- */
 
 requests_t *requests_open(catalog_t *cat, si_error_t *err)
@@ -459,7 +443,7 @@ int requests_create(requests_t *r, const requests_spec_t *spec, requests_created
         return -1;
     if (begin(r, err) < 0)
         return -1;
-    make_uuid(made.uuid);
+    si_uuid4(made.uuid);
     double now = now_seconds();
     sqlite3_stmt *s = stmt(r, SQL_REQUEST_INSERT);
     bind_text(s, ":uuid", made.uuid);

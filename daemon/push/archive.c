@@ -104,7 +104,7 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
     bool full = rc == SQLITE_ROW; /* stopped early: more waits than one aggregate */
     sqlite3_finalize(s);
     if (rc == SQLITE_NOMEM)
-        return push_fail(err, ENOMEM, "out of memory");
+        return si_errnoprintf(err, ENOMEM, "out of memory");
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return push_db_error(p, err, "listing received files");
     bool due = b->n > 0 && (force || full || b->bytes >= p->conf.aggregate_bytes ||
@@ -201,7 +201,7 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
                 goto error;
             }
             if (k == 1 && sqlite3_changes(catalog_db(p->cat)) != 1) {
-                push_fail(err, EIO, "object %" PRId64 " is no longer being archived",
+                si_errnoprintf(err, EIO, "object %" PRId64 " is no longer being archived",
                           it->object_id);
                 goto error;
             }
@@ -279,7 +279,7 @@ int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *e
     if (out)
         *out = done;
     if (!p->backend)
-        return push_fail(err, EINVAL, "push: no archive backend to write to");
+        return si_errnoprintf(err, EINVAL, "push: no archive backend to write to");
     pthread_mutex_lock(&p->lock);
     int ncopies = p->conf.copies;
     int rc = pick_batch(p, force, &b, err);
@@ -292,7 +292,7 @@ int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *e
     archive_member_t *members = calloc(b.n, sizeof(*members));
     archive_placement_t *pl = calloc(b.n * (size_t)ncopies, sizeof(*pl));
     if (!members || !pl) {
-        rc = push_fail(err, ENOMEM, "out of memory");
+        rc = si_errnoprintf(err, ENOMEM, "out of memory");
         goto put_back;
     }
     for (size_t i = 0; i < b.n; i++)

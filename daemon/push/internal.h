@@ -25,16 +25,12 @@ struct push {
     uint64_t archive_files_written;
 };
 
-/* Sets errno and formats err; returns -1. */
-int push_fail(si_error_t *err, int errnum, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 /* Maps the connection's error into err (errno EIO); returns -1. */
 int push_db_error(push_t *p, si_error_t *err, const char *what);
 /* One statement run to completion (no rows expected); lock held. */
 int push_exec(push_t *p, const char *sql, si_error_t *err);
 sqlite3_stmt *push_prepare(push_t *p, const char *sql, si_error_t *err);
 double push_now(void);
-void push_make_uuid(char out[PUSH_UUID_LEN + 1]);
 
 /* Removes an upload never acknowledged (RECEIVING or DISCARDED): its item,
  * cache file, object, and its push and dataset when they were made for it

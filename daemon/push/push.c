@@ -15,21 +15,9 @@
 
 #include "daemon/cache/cache.h"
 
-int push_fail(si_error_t *err, int errnum, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->text, sizeof(err->text), fmt, ap);
-        va_end(ap);
-    }
-    errno = errnum;
-    return -1;
-}
-
 int push_db_error(push_t *p, si_error_t *err, const char *what)
 {
-    return push_fail(err, EIO, "catalog: %s: %s", what, sqlite3_errmsg(catalog_db(p->cat)));
+    return si_errnoprintf(err, EIO, "catalog: %s: %s", what, sqlite3_errmsg(catalog_db(p->cat)));
 }
 
 sqlite3_stmt *push_prepare(push_t *p, const char *sql, si_error_t *err)
@@ -46,7 +34,7 @@ int push_exec(push_t *p, const char *sql, si_error_t *err)
 {
     char *msg = NULL;
     if (sqlite3_exec(catalog_db(p->cat), sql, NULL, NULL, &msg) != SQLITE_OK) {
-        push_fail(err, EIO, "catalog: %s", msg ? msg : "failed");
+        si_errnoprintf(err, EIO, "catalog: %s", msg ? msg : "failed");
         sqlite3_free(msg);
         return -1;
     }
@@ -60,23 +48,6 @@ double push_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-void push_make_uuid(char out[PUSH_UUID_LEN + 1])
-{
-    unsigned char b[16];
-    size_t got = 0;
-    while (got < sizeof(b)) {
-        ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
-        if (n > 0)
-            got += (size_t)n;
-    }
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-    snprintf(out, PUSH_UUID_LEN + 1,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-             b[15]);
-}
-
 /* ---- life cycle ------------------------------------------------------------------ */
 
 static void set_identity(push_t *p, const char *munge_socket, bool peercred)
@@ -88,16 +59,16 @@ static void set_identity(push_t *p, const char *munge_socket, bool peercred)
 push_t *push_open(const push_opts_t *opts, si_error_t *err)
 {
     if (!opts->cache || !opts->cache_dir || !opts->catalog_path) {
-        push_fail(err, EINVAL, "push: a catalog, a cache and its directory are needed");
+        si_errnoprintf(err, EINVAL, "push: a catalog, a cache and its directory are needed");
         return NULL;
     }
     if (opts->conf.copies < 1 || opts->conf.copies > 4) {
-        push_fail(err, EINVAL, "push.copies must be 1 to 4, not %d", opts->conf.copies);
+        si_errnoprintf(err, EINVAL, "push.copies must be 1 to 4, not %d", opts->conf.copies);
         return NULL;
     }
     push_t *p = calloc(1, sizeof(*p));
     if (!p) {
-        push_fail(err, ENOMEM, "out of memory");
+        si_errnoprintf(err, ENOMEM, "out of memory");
         return NULL;
     }
     if (!(p->cat = catalog_open(opts->catalog_path, 0, err))) {
@@ -173,7 +144,7 @@ int push_discard_object(push_t *p, int64_t object_id, si_error_t *err)
     /* 2. its cache file, if the upload got that far */
     si_error_t cerr;
     if (cache_remove(p->cache, object_id, &cerr) < 0 && errno != ENOENT)
-        return push_fail(err, errno, "discarding object %" PRId64 ": %s", object_id, cerr.text);
+        return si_errnoprintf(err, errno, "discarding object %" PRId64 ": %s", object_id, cerr.text);
 
     /* 3. item, object, and the push and dataset made for it alone, together */
     static const char *const steps[] = {
@@ -256,7 +227,7 @@ static int ids_in_state(push_t *p, const char *where, int64_t **ids, size_t *n, 
             int64_t *grown = realloc(*ids, cap * sizeof(*grown));
             if (!grown) {
                 sqlite3_finalize(s);
-                return push_fail(err, ENOMEM, "out of memory");
+                return si_errnoprintf(err, ENOMEM, "out of memory");
             }
             *ids = grown;
         }
@@ -314,7 +285,7 @@ static int verify_cached(push_t *p, int64_t object_id, char *why, size_t why_siz
     si_error_t cerr;
     if (cache_open_object(p->cache, object_id, &fd, &have, &cerr) < 0) {
         if (errno != ENOENT)
-            return push_fail(err, errno, "%s", cerr.text);
+            return si_errnoprintf(err, errno, "%s", cerr.text);
         snprintf(why, why_size, "%s: its cached copy was lost before it was archived", name);
         return 0;
     }
@@ -323,7 +294,7 @@ static int verify_cached(push_t *p, int64_t object_id, char *why, size_t why_siz
     uint64_t total = 0;
     int rc = -1;
     if (!sum || !buf) {
-        push_fail(err, ENOMEM, "out of memory");
+        si_errnoprintf(err, ENOMEM, "out of memory");
         goto out;
     }
     for (;;) {
@@ -331,7 +302,7 @@ static int verify_cached(push_t *p, int64_t object_id, char *why, size_t why_siz
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            push_fail(err, EIO, "%s: reading its cached copy: %s", name, strerror(errno));
+            si_errnoprintf(err, EIO, "%s: reading its cached copy: %s", name, strerror(errno));
             goto out;
         }
         if (n == 0)
@@ -454,7 +425,7 @@ static int load_copies(push_t *p, push_item_t *it, si_error_t *err)
         push_copy_t *grown = realloc(it->copies, (it->ncopies + 1) * sizeof(*grown));
         if (!grown) {
             sqlite3_finalize(s);
-            return push_fail(err, ENOMEM, "out of memory");
+            return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         it->copies = grown;
         push_copy_t *c = &it->copies[it->ncopies++];
@@ -471,7 +442,7 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
                        si_error_t *err)
 {
     if (!uuid || strlen(uuid) != PUSH_UUID_LEN)
-        return push_fail(err, ENOENT, "no push '%.64s' (a push id is a 36-character uuid)",
+        return si_errnoprintf(err, ENOENT, "no push '%.64s' (a push id is a 36-character uuid)",
                          uuid ? uuid : "");
     sqlite3_stmt *s = push_prepare(p, "SELECT p.id, p.uid, p.gid, d.name, p.created, p.updated"
                                       " FROM pushes p JOIN datasets d ON d.id = p.dataset_id"
@@ -482,7 +453,7 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
     int rc = sqlite3_step(s);
     if (rc != SQLITE_ROW) {
         sqlite3_finalize(s);
-        return rc == SQLITE_DONE ? push_fail(err, ENOENT, "no push %s", uuid)
+        return rc == SQLITE_DONE ? si_errnoprintf(err, ENOENT, "no push %s", uuid)
                                  : push_db_error(p, err, "reading a push");
     }
     int64_t id = sqlite3_column_int64(s, 0);
@@ -494,9 +465,9 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
     st->updated = sqlite3_column_double(s, 5);
     sqlite3_finalize(s);
     if (!st->dataset)
-        return push_fail(err, ENOMEM, "out of memory");
+        return si_errnoprintf(err, ENOMEM, "out of memory");
     if (caller != (uid_t)-1 && caller != 0 && caller != st->uid)
-        return push_fail(err, EACCES, "push %s belongs to uid %u, not to uid %u", uuid,
+        return si_errnoprintf(err, EACCES, "push %s belongs to uid %u, not to uid %u", uuid,
                          (unsigned)st->uid, (unsigned)caller);
 
     /* uploads still arriving are not part of the push until acknowledged */
@@ -515,7 +486,7 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
             push_item_t *grown = realloc(st->items, cap * sizeof(*grown));
             if (!grown) {
                 sqlite3_finalize(s);
-                return push_fail(err, ENOMEM, "out of memory");
+                return si_errnoprintf(err, ENOMEM, "out of memory");
             }
             st->items = grown;
         }
@@ -532,7 +503,7 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
             it->error = column_dup(s, 6);
         if (!it->bucket || !it->object_key) {
             sqlite3_finalize(s);
-            return push_fail(err, ENOMEM, "out of memory");
+            return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         size_t dlen = strlen(st->dataset);
         it->key = strncmp(it->object_key, st->dataset, dlen) == 0 && it->object_key[dlen] == '/'
@@ -551,7 +522,7 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
     if (rc != SQLITE_DONE)
         return push_db_error(p, err, "reading push items");
     if (st->nitems == 0)
-        return push_fail(err, ENOENT, "no push %s (nothing of it was received yet)", uuid);
+        return si_errnoprintf(err, ENOENT, "no push %s (nothing of it was received yet)", uuid);
     for (size_t i = 0; i < st->nitems; i++)
         if (load_copies(p, &st->items[i], err) < 0)
             return -1;
@@ -568,7 +539,7 @@ int push_get(push_t *p, const char *uuid, uid_t caller_uid, push_status_t **out,
 {
     push_status_t *st = calloc(1, sizeof(*st));
     if (!st)
-        return push_fail(err, ENOMEM, "out of memory");
+        return si_errnoprintf(err, ENOMEM, "out of memory");
     pthread_mutex_lock(&p->lock);
     int rc = load_status(p, uuid, caller_uid, st, err);
     pthread_mutex_unlock(&p->lock);
@@ -652,13 +623,13 @@ static void *aggregator(void *arg)
 int push_start(push_t *p, si_error_t *err)
 {
     if (!p->backend)
-        return push_fail(err, EINVAL, "push: no archive backend to write to");
+        return si_errnoprintf(err, EINVAL, "push: no archive backend to write to");
     pthread_mutex_lock(&p->lock);
     int rc = 0;
     if (!p->running) {
         int e = pthread_create(&p->thread, NULL, aggregator, p);
         if (e)
-            rc = push_fail(err, e, "push: cannot start the aggregator: %s", strerror(e));
+            rc = si_errnoprintf(err, e, "push: cannot start the aggregator: %s", strerror(e));
         else
             p->running = true;
     }

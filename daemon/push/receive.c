@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "daemon/cache/cache.h"
+#include "common/uuid.h"
 
 struct push_upload {
     push_t *p;
@@ -31,11 +32,11 @@ static int check_file(const push_conf_t *conf, const push_file_t *f, char *objec
                       si_error_t *err)
 {
     if (!f->dataset || !*f->dataset)
-        return push_fail(err, EINVAL, "no dataset named (query argument 'dataset')");
+        return si_errnoprintf(err, EINVAL, "no dataset named (query argument 'dataset')");
     if (catalog_dataset_check_name(f->dataset, err) < 0)
         return errno = EINVAL, -1;
     if (!f->key || !*f->key)
-        return push_fail(err, EINVAL, "no key named (query argument 'key': the file's path"
+        return si_errnoprintf(err, EINVAL, "no key named (query argument 'key': the file's path"
                                       " inside the dataset)");
     if (si_key_check(f->key, strlen(f->key), err) < 0) {
         si_errprefix(err, "key");
@@ -44,18 +45,18 @@ static int check_file(const push_conf_t *conf, const push_file_t *f, char *objec
     }
     int n = snprintf(object_key, SI_KEY_MAX + 1, "%s/%s", f->dataset, f->key);
     if (n < 0 || n > SI_KEY_MAX)
-        return push_fail(err, EINVAL, "dataset name and key together are longer than %d bytes",
+        return si_errnoprintf(err, EINVAL, "dataset name and key together are longer than %d bytes",
                          SI_KEY_MAX);
     if (f->checksum && (strncmp(f->checksum, "sha256:", 7) != 0 ||
                         !si_checksum_text_valid(f->checksum)))
-        return push_fail(err, EINVAL, "checksum '%.80s' is not sha256:<64 lower-case hex>",
+        return si_errnoprintf(err, EINVAL, "checksum '%.80s' is not sha256:<64 lower-case hex>",
                          f->checksum);
     if (f->size > conf->max_file_size)
-        return push_fail(err, EFBIG, "a file of %" PRIu64 " bytes is larger than the push limit"
+        return si_errnoprintf(err, EFBIG, "a file of %" PRIu64 " bytes is larger than the push limit"
                                      " of %" PRIu64 " bytes (push.max_file_size)",
                          f->size, conf->max_file_size);
     if (f->mode < -1 || f->mode > 0777)
-        return push_fail(err, EINVAL, "mode %o is not a permission mode (0 to 0777)",
+        return si_errnoprintf(err, EINVAL, "mode %o is not a permission mode (0 to 0777)",
                          (unsigned)f->mode);
     return 0;
 }
@@ -74,7 +75,7 @@ static int dataset_for(push_t *p, const push_file_t *f, const char *push_uuid, i
         uid_t owner = (uid_t)sqlite3_column_int64(s, 1);
         sqlite3_finalize(s);
         if (f->uid != 0 && owner != f->uid)
-            return push_fail(err, EACCES, "dataset '%s' belongs to uid %u: only its owner may"
+            return si_errnoprintf(err, EACCES, "dataset '%s' belongs to uid %u: only its owner may"
                                           " push into it (caller uid %u)",
                              f->dataset, (unsigned)owner, (unsigned)f->uid);
         return 0;
@@ -114,7 +115,7 @@ static int push_for(push_t *p, const push_file_t *f, int64_t dataset_id, char *u
         int rc = sqlite3_step(s);
         if (rc != SQLITE_ROW) {
             sqlite3_finalize(s);
-            return rc == SQLITE_DONE ? push_fail(err, ENOENT, "no push '%.64s'", f->push_uuid)
+            return rc == SQLITE_DONE ? si_errnoprintf(err, ENOENT, "no push '%.64s'", f->push_uuid)
                                      : push_db_error(p, err, "looking up a push");
         }
         *id = sqlite3_column_int64(s, 0);
@@ -124,10 +125,10 @@ static int push_for(push_t *p, const push_file_t *f, int64_t dataset_id, char *u
         snprintf(name, sizeof(name), "%s", sqlite3_column_text(s, 3));
         sqlite3_finalize(s);
         if (f->uid != 0 && owner != f->uid)
-            return push_fail(err, EACCES, "push %s belongs to uid %u, not to uid %u",
+            return si_errnoprintf(err, EACCES, "push %s belongs to uid %u, not to uid %u",
                              f->push_uuid, (unsigned)owner, (unsigned)f->uid);
         if (ds != dataset_id)
-            return push_fail(err, EINVAL, "push %s is into dataset '%s', not '%s'",
+            return si_errnoprintf(err, EINVAL, "push %s is into dataset '%s', not '%s'",
                              f->push_uuid, name, f->dataset);
         snprintf(uuid, PUSH_UUID_LEN + 1, "%s", f->push_uuid);
         return 0;
@@ -154,7 +155,7 @@ static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_e
 {
     int64_t dataset_id = 0, push_id = 0;
     if (!f->push_uuid)
-        push_make_uuid(u->info.uuid);
+        si_uuid4(u->info.uuid);
     if (catalog_begin(p->cat, err) < 0)
         return errno = EIO, -1;
     if (dataset_for(p, f, f->push_uuid ? f->push_uuid : u->info.uuid, &dataset_id, err) < 0 ||
@@ -174,7 +175,7 @@ static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_e
     sqlite3_finalize(s);
     if (rc != SQLITE_DONE) {
         if (sqlite3_extended_errcode(catalog_db(p->cat)) == SQLITE_CONSTRAINT_UNIQUE)
-            push_fail(err, EEXIST, "object %s/%s exists already (pushed files are immutable:"
+            si_errnoprintf(err, EEXIST, "object %s/%s exists already (pushed files are immutable:"
                                    " push under another key)", u->info.bucket,
                       u->info.object_key);
         else
@@ -211,7 +212,7 @@ int push_upload_begin(push_t *p, const push_file_t *file, push_upload_t **out,
 {
     push_upload_t *u = calloc(1, sizeof(*u));
     if (!u)
-        return push_fail(err, ENOMEM, "out of memory");
+        return si_errnoprintf(err, ENOMEM, "out of memory");
     u->p = p;
     pthread_mutex_lock(&p->lock);
     push_conf_t conf = p->conf;
