@@ -61,14 +61,14 @@ is "$(aws_s3 s3 ls 2>&1 | awk '{print $3}' | grep -x made)" made "s3 ls: the new
 run_ok "s3 rb s3://made (DeleteBucket of an empty bucket)" -- aws_s3 s3 rb s3://made
 is "$(aws_s3 s3 ls 2>&1 | awk '{print $3}' | grep -x made)" "" "s3 ls: the deleted bucket is gone"
 
-# ---- writing: "up" is an archive bucket (configured) ----------------------------------
+# ---- writing: "upl" is an archive bucket (configured) ----------------------------------
 head -c 100000 /dev/urandom > "$OUT/small.bin"
 head -c $((20 * 1024 * 1024 + 12345)) /dev/urandom > "$OUT/large.bin"
-run_ok "s3 cp of 100 KB (PutObject)" -- aws_s3 s3 cp --no-progress "$OUT/small.bin" s3://up/small.bin
-etag=$(aws_s3 s3api head-object --bucket up --key small.bin 2>/dev/null | j 'j["ETag"]')
+run_ok "s3 cp of 100 KB (PutObject)" -- aws_s3 s3 cp --no-progress "$OUT/small.bin" s3://upl/small.bin
+etag=$(aws_s3 s3api head-object --bucket upl --key small.bin 2>/dev/null | j 'j["ETag"]')
 is "$etag" "\"$(md5sum < "$OUT/small.bin" | cut -d' ' -f1)\"" "single-PUT ETag is the body's MD5"
-run_ok "s3 cp of 20 MiB (multipart: 8 MiB parts)" -- aws_s3 s3 cp --no-progress "$OUT/large.bin" s3://up/dir/large.bin
-etag=$(aws_s3 s3api head-object --bucket up --key dir/large.bin 2>/dev/null | j 'j["ETag"]')
+run_ok "s3 cp of 20 MiB (multipart: 8 MiB parts)" -- aws_s3 s3 cp --no-progress "$OUT/large.bin" s3://upl/dir/large.bin
+etag=$(aws_s3 s3api head-object --bucket upl --key dir/large.bin 2>/dev/null | j 'j["ETag"]')
 want=$("$PY" - "$OUT/large.bin" <<'PY'
 import hashlib, sys
 data = open(sys.argv[1], "rb").read()
@@ -80,24 +80,24 @@ PY
 is "$etag" "$want" "multipart ETag: MD5 of the part MD5s, -3"
 for k in small.bin dir/large.bin; do
     rm -f "$OUT/back"
-    aws_s3 s3 cp --no-progress "s3://up/$k" "$OUT/back" >/dev/null 2>&1
-    ok "$(same_bytes "$OUT/back" "$OUT/$(basename "$k")"; echo $?)" "s3://up/$k read back byte-identical"
+    aws_s3 s3 cp --no-progress "s3://upl/$k" "$OUT/back" >/dev/null 2>&1
+    ok "$(same_bytes "$OUT/back" "$OUT/$(basename "$k")"; echo $?)" "s3://upl/$k read back byte-identical"
 done
 
 mkdir -p "$OUT/tree/a/b" "$OUT/tree/c"
 for f in a/1 a/b/2 c/3 4; do head -c $((RANDOM * 7 + 1)) /dev/urandom > "$OUT/tree/$f"; done
-run_ok "s3 sync of a directory tree up" -- aws_s3 s3 sync --no-progress "$OUT/tree" s3://up/tree
-run_ok "s3 sync of it back down" -- aws_s3 s3 sync --no-progress s3://up/tree "$OUT/tree2"
+run_ok "s3 sync of a directory tree up" -- aws_s3 s3 sync --no-progress "$OUT/tree" s3://upl/tree
+run_ok "s3 sync of it back down" -- aws_s3 s3 sync --no-progress s3://upl/tree "$OUT/tree2"
 ok "$(diff -r "$OUT/tree" "$OUT/tree2" >/dev/null; echo $?)" "the tree synced back is identical"
-is "$(aws_s3 s3 sync --no-progress "$OUT/tree" s3://up/tree 2>&1)" "" "a second sync transfers nothing (sizes and times match)"
+is "$(aws_s3 s3 sync --no-progress "$OUT/tree" s3://upl/tree 2>&1)" "" "a second sync transfers nothing (sizes and times match)"
 
-run_ok "s3 rm s3://up/small.bin (DeleteObject)" -- aws_s3 s3 rm s3://up/small.bin
-out=$(aws_s3 s3api head-object --bucket up --key small.bin 2>&1)
+run_ok "s3 rm s3://upl/small.bin (DeleteObject)" -- aws_s3 s3 rm s3://upl/small.bin
+out=$(aws_s3 s3api head-object --bucket upl --key small.bin 2>&1)
 ok "$(grep -qE '404|Not Found' <<<"$out"; echo $?)" "head-object after rm: 404"
-is "$(aws_s3 s3 ls --recursive s3://up/ 2>&1 | awk '{print $4}' | sort | tr '\n' ' ')" \
+is "$(aws_s3 s3 ls --recursive s3://upl/ 2>&1 | awk '{print $4}' | sort | tr '\n' ' ')" \
     "dir/large.bin tree/4 tree/a/1 tree/a/b/2 tree/c/3 " "s3 ls of the bucket after rm"
-run_ok "s3 rm --recursive s3://up/tree" -- aws_s3 s3 rm --recursive s3://up/tree
-is "$(aws_s3 s3 ls --recursive s3://up/ 2>&1 | awk '{print $4}' | tr '\n' ' ')" "dir/large.bin " "only the large object left"
+run_ok "s3 rm --recursive s3://upl/tree" -- aws_s3 s3 rm --recursive s3://upl/tree
+is "$(aws_s3 s3 ls --recursive s3://upl/ 2>&1 | awk '{print $4}' | tr '\n' ' ')" "dir/large.bin " "only the large object left"
 
 stop
 finish

@@ -107,12 +107,12 @@ r = attempt("restore again", lambda: s3.restore_object(Bucket="data", Key="cold/
 check(r is not None and r["ResponseMetadata"]["HTTPStatusCode"] == 200, "restore_object of a restored object: 200", r)
 
 # ---- writing: an archive bucket
-# ("up" is an archive bucket in the configuration; "made" is created here)
+# ("upl" is an archive bucket in the configuration; "made" is created here)
 r = attempt("create_bucket", lambda: s3.create_bucket(Bucket="made"))
 check(r is not None and r["ResponseMetadata"]["HTTPStatusCode"] == 200, "create_bucket made: 200", r)
 names = [b["Name"] for b in attempt("list_buckets", lambda: s3.list_buckets()["Buckets"]) or []]
-check("up" in names and "data" in names and "made" in names, "list_buckets: data, up and made", names)
-check(attempt("head_bucket", lambda: s3.head_bucket(Bucket="up")) is not None, "head_bucket up")
+check("upl" in names and "data" in names and "made" in names, "list_buckets: data, upl and made", names)
+check(attempt("head_bucket", lambda: s3.head_bucket(Bucket="upl")) is not None, "head_bucket upl")
 try:
     s3.head_bucket(Bucket="nosuchbucket")
     check(False, "head_bucket of an unknown bucket: 404", "200")
@@ -127,62 +127,62 @@ except ClientError as e:
 check(attempt("get from made", lambda: s3.get_object(Bucket="made", Key="k")["Body"].read()) == b"made",
       "PUT into a created bucket reads back")
 one = os.urandom(300000)
-r = attempt("put", lambda: s3.put_object(Bucket="up", Key="one", Body=one))
+r = attempt("put", lambda: s3.put_object(Bucket="upl", Key="one", Body=one))
 check(r is not None and r["ETag"] == "\"%s\"" % md5(one), "put_object: ETag is the MD5", r)
-check(attempt("get one", lambda: s3.get_object(Bucket="up", Key="one")["Body"].read()) == one, "get_object of the put: byte-identical")
+check(attempt("get one", lambda: s3.get_object(Bucket="upl", Key="one")["Body"].read()) == one, "get_object of the put: byte-identical")
 
 parts = [os.urandom(5 * 1024 * 1024), os.urandom(5 * 1024 * 1024), os.urandom(777777)]
-mpu = attempt("create_multipart_upload", lambda: s3.create_multipart_upload(Bucket="up", Key="multi/part"))
+mpu = attempt("create_multipart_upload", lambda: s3.create_multipart_upload(Bucket="upl", Key="multi/part"))
 uid = mpu["UploadId"] if mpu else ""
 etags = []
 for i, p in enumerate(parts):
-    r = attempt("upload_part", lambda: s3.upload_part(Bucket="up", Key="multi/part", UploadId=uid, PartNumber=i + 1, Body=p))
+    r = attempt("upload_part", lambda: s3.upload_part(Bucket="upl", Key="multi/part", UploadId=uid, PartNumber=i + 1, Body=p))
     etags.append(r["ETag"] if r else None)
 check(etags == ["\"%s\"" % md5(p) for p in parts], "upload_part: each ETag is the part MD5", etags)
-lp = attempt("list_parts", lambda: s3.list_parts(Bucket="up", Key="multi/part", UploadId=uid))
+lp = attempt("list_parts", lambda: s3.list_parts(Bucket="upl", Key="multi/part", UploadId=uid))
 check(lp is not None and [(p["PartNumber"], p["Size"]) for p in lp.get("Parts", [])] == [(1, 5242880), (2, 5242880), (3, 777777)],
       "list_parts: numbers and sizes", lp)
-lu = attempt("list_multipart_uploads", lambda: s3.list_multipart_uploads(Bucket="up"))
+lu = attempt("list_multipart_uploads", lambda: s3.list_multipart_uploads(Bucket="upl"))
 check(lu is not None and [(u["Key"], u["UploadId"]) for u in lu.get("Uploads", [])] == [("multi/part", uid)],
       "list_multipart_uploads: the open upload", lu)
-r = attempt("complete", lambda: s3.complete_multipart_upload(Bucket="up", Key="multi/part", UploadId=uid,
+r = attempt("complete", lambda: s3.complete_multipart_upload(Bucket="upl", Key="multi/part", UploadId=uid,
             MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(etags)]}))
 want = "\"%s-3\"" % hashlib.md5(b"".join(hashlib.md5(p).digest() for p in parts)).hexdigest()
 check(r is not None and r["ETag"] == want, "complete_multipart_upload: ETag MD5-of-MD5s-3", r)
-check(attempt("get multi", lambda: s3.get_object(Bucket="up", Key="multi/part")["Body"].read()) == b"".join(parts),
+check(attempt("get multi", lambda: s3.get_object(Bucket="upl", Key="multi/part")["Body"].read()) == b"".join(parts),
       "get_object of the multipart object: byte-identical")
-h = attempt("head multi", lambda: s3.head_object(Bucket="up", Key="multi/part"))
+h = attempt("head multi", lambda: s3.head_object(Bucket="upl", Key="multi/part"))
 check(h is not None and h["ContentLength"] == 5242880 * 2 + 777777 and h["ETag"] == want, "head_object: size and ETag", h)
 
-mpu = attempt("create for abort", lambda: s3.create_multipart_upload(Bucket="up", Key="aborted"))
+mpu = attempt("create for abort", lambda: s3.create_multipart_upload(Bucket="upl", Key="aborted"))
 if mpu:
-    attempt("part for abort", lambda: s3.upload_part(Bucket="up", Key="aborted", UploadId=mpu["UploadId"], PartNumber=1, Body=b"x" * 1000))
-    r = attempt("abort", lambda: s3.abort_multipart_upload(Bucket="up", Key="aborted", UploadId=mpu["UploadId"]))
+    attempt("part for abort", lambda: s3.upload_part(Bucket="upl", Key="aborted", UploadId=mpu["UploadId"], PartNumber=1, Body=b"x" * 1000))
+    r = attempt("abort", lambda: s3.abort_multipart_upload(Bucket="upl", Key="aborted", UploadId=mpu["UploadId"]))
     check(r is not None and r["ResponseMetadata"]["HTTPStatusCode"] == 204, "abort_multipart_upload: 204", r)
-    lu = s3.list_multipart_uploads(Bucket="up")
+    lu = s3.list_multipart_uploads(Bucket="upl")
     check(not lu.get("Uploads"), "no upload left after complete and abort", lu)
     try:
-        s3.head_object(Bucket="up", Key="aborted")
+        s3.head_object(Bucket="upl", Key="aborted")
         check(False, "the aborted upload made no object", "200")
     except ClientError as e:
         check(e.response["ResponseMetadata"]["HTTPStatusCode"] == 404, "the aborted upload made no object")
     try:
-        s3.upload_part(Bucket="up", Key="aborted", UploadId=mpu["UploadId"], PartNumber=2, Body=b"y")
+        s3.upload_part(Bucket="upl", Key="aborted", UploadId=mpu["UploadId"], PartNumber=2, Body=b"y")
         check(False, "upload_part to an aborted upload: NoSuchUpload", "200")
     except ClientError as e:
         check(code_of(e) == "NoSuchUpload 404", "upload_part to an aborted upload: 404 NoSuchUpload", code_of(e))
 
-r = attempt("copy", lambda: s3.copy_object(Bucket="up", Key="copy-of-one", CopySource={"Bucket": "up", "Key": "one"}))
+r = attempt("copy", lambda: s3.copy_object(Bucket="upl", Key="copy-of-one", CopySource={"Bucket": "upl", "Key": "one"}))
 check(r is not None and r["CopyObjectResult"]["ETag"] == "\"%s\"" % md5(one), "copy_object: ETag of the source bytes", r)
-check(attempt("get copy", lambda: s3.get_object(Bucket="up", Key="copy-of-one")["Body"].read()) == one, "the copy is byte-identical")
-r = attempt("copy from data", lambda: s3.copy_object(Bucket="up", Key="h1", CopySource={"Bucket": "data", "Key": "hot/h1"}))
-check(attempt("get copied", lambda: s3.get_object(Bucket="up", Key="h1")["Body"].read()) == read(SRC + "/hot/h1"),
+check(attempt("get copy", lambda: s3.get_object(Bucket="upl", Key="copy-of-one")["Body"].read()) == one, "the copy is byte-identical")
+r = attempt("copy from data", lambda: s3.copy_object(Bucket="upl", Key="h1", CopySource={"Bucket": "data", "Key": "hot/h1"}))
+check(attempt("get copied", lambda: s3.get_object(Bucket="upl", Key="h1")["Body"].read()) == read(SRC + "/hot/h1"),
       "copy_object across buckets (cached source): byte-identical")
 
-r = attempt("delete_objects", lambda: s3.delete_objects(Bucket="up", Delete={"Objects": [{"Key": "copy-of-one"}, {"Key": "h1"}, {"Key": "never-was"}]}))
+r = attempt("delete_objects", lambda: s3.delete_objects(Bucket="upl", Delete={"Objects": [{"Key": "copy-of-one"}, {"Key": "h1"}, {"Key": "never-was"}]}))
 check(r is not None and sorted(d["Key"] for d in r.get("Deleted", [])) == ["copy-of-one", "h1", "never-was"] and not r.get("Errors"),
       "delete_objects: three Deleted (a missing key counts as deleted)", r)
-left = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="up").get("Contents", []))
+left = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="upl").get("Contents", []))
 check(left == ["multi/part", "one"], "list after delete_objects: multi/part and one", left)
 
 # ---- presigned URLs
@@ -191,11 +191,11 @@ url = s3.generate_presigned_url("get_object", Params={"Bucket": "data", "Key": "
 got = attempt("presigned get", lambda: urllib.request.urlopen(url, timeout=10).read())
 check(got == read(SRC + "/hot/h1"), "presigned GET: byte-identical")
 put_body = os.urandom(123456)
-url = s3.generate_presigned_url("put_object", Params={"Bucket": "up", "Key": "presigned"}, ExpiresIn=60)
+url = s3.generate_presigned_url("put_object", Params={"Bucket": "upl", "Key": "presigned"}, ExpiresIn=60)
 req = urllib.request.Request(url, data=put_body, method="PUT")
 r = attempt("presigned put", lambda: urllib.request.urlopen(req, timeout=10))
 check(r is not None and r.status == 200, "presigned PUT: 200")
-check(attempt("get presigned", lambda: s3.get_object(Bucket="up", Key="presigned")["Body"].read()) == put_body,
+check(attempt("get presigned", lambda: s3.get_object(Bucket="upl", Key="presigned")["Body"].read()) == put_body,
       "the presigned PUT reads back byte-identical")
 print("done")
 ')

@@ -40,30 +40,30 @@ ok "$(same_bytes "$OUT/c2" "$SRC/cold/c2"; echo $?)" "s3cmd get after the restor
 
 head -c 200000 /dev/urandom > "$OUT/one.bin"
 head -c $((12 * 1024 * 1024 + 999)) /dev/urandom > "$OUT/big.bin"
-run_ok "s3cmd put (single PUT)" -- s3cmd_cli put "$OUT/one.bin" s3://up/s3cmd/one.bin
+run_ok "s3cmd put (single PUT)" -- s3cmd_cli put "$OUT/one.bin" s3://upl/s3cmd/one.bin
 run_ok "s3cmd put of 12 MiB in 5 MiB parts (multipart)" -- \
-    s3cmd_cli put --multipart-chunk-size-mb=5 "$OUT/big.bin" s3://up/s3cmd/big.bin
-info=$(s3cmd_cli info s3://up/s3cmd/big.bin 2>&1)
+    s3cmd_cli put --multipart-chunk-size-mb=5 "$OUT/big.bin" s3://upl/s3cmd/big.bin
+info=$(s3cmd_cli info s3://upl/s3cmd/big.bin 2>&1)
 ok "$(grep -qE 'MD5 sum:.*-3|ETag.*-3' <<<"$info" || grep -q "$(md5sum < "$OUT/big.bin" | cut -d' ' -f1)" <<<"$info"; echo $?)" \
     "s3cmd info of the multipart object: a 3-part ETag (or the MD5 s3cmd stored)"
 for k in one.bin big.bin; do
     rm -f "$OUT/back"
-    s3cmd_cli get --force "s3://up/s3cmd/$k" "$OUT/back" >/dev/null 2>&1
-    ok "$(same_bytes "$OUT/back" "$OUT/$k"; echo $?)" "s3cmd get of s3://up/s3cmd/$k: byte-identical"
+    s3cmd_cli get --force "s3://upl/s3cmd/$k" "$OUT/back" >/dev/null 2>&1
+    ok "$(same_bytes "$OUT/back" "$OUT/$k"; echo $?)" "s3cmd get of s3://upl/s3cmd/$k: byte-identical"
 done
 
 mkdir -p "$OUT/tree/x/y"
 for f in x/1 x/y/2 3; do head -c $((RANDOM * 3 + 1)) /dev/urandom > "$OUT/tree/$f"; done
-run_ok "s3cmd sync up" -- s3cmd_cli sync "$OUT/tree/" s3://up/s3cmd/tree/
-run_ok "s3cmd sync down" -- s3cmd_cli sync s3://up/s3cmd/tree/ "$OUT/tree2/"
+run_ok "s3cmd sync up" -- s3cmd_cli sync "$OUT/tree/" s3://upl/s3cmd/tree/
+run_ok "s3cmd sync down" -- s3cmd_cli sync s3://upl/s3cmd/tree/ "$OUT/tree2/"
 ok "$(diff -r "$OUT/tree" "$OUT/tree2" >/dev/null; echo $?)" "the tree synced back is identical"
-out=$(s3cmd_cli sync "$OUT/tree/" s3://up/s3cmd/tree/ 2>&1)
+out=$(s3cmd_cli sync "$OUT/tree/" s3://upl/s3cmd/tree/ 2>&1)
 ok "$(! grep -q "upload:" <<<"$out"; echo $?)" "a second sync uploads nothing"
-run_ok "s3cmd del" -- s3cmd_cli del s3://up/s3cmd/one.bin
-is "$(s3cmd_cli ls --recursive s3://up/s3cmd/ 2>&1 | awk '{print $4}' | sort | tr '\n' ' ')" \
-    "s3://up/s3cmd/big.bin s3://up/s3cmd/tree/3 s3://up/s3cmd/tree/x/1 s3://up/s3cmd/tree/x/y/2 " \
+run_ok "s3cmd del" -- s3cmd_cli del s3://upl/s3cmd/one.bin
+is "$(s3cmd_cli ls --recursive s3://upl/s3cmd/ 2>&1 | awk '{print $4}' | sort | tr '\n' ' ')" \
+    "s3://upl/s3cmd/big.bin s3://upl/s3cmd/tree/3 s3://upl/s3cmd/tree/x/1 s3://upl/s3cmd/tree/x/y/2 " \
     "s3cmd ls after del"
-out=$(s3cmd_cli get --force s3://up/s3cmd/one.bin "$OUT/gone" 2>&1)
+out=$(s3cmd_cli get --force s3://upl/s3cmd/one.bin "$OUT/gone" 2>&1)
 ok "$(grep -qE '404|NoSuchKey' <<<"$out"; echo $?)" "s3cmd get of the deleted object: 404"
 
 stop

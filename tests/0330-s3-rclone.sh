@@ -27,17 +27,17 @@ mkdir -p "$OUT/tree/a/b" "$OUT/tree/c"
 for f in a/1 a/b/2 c/3 4 5; do head -c $((RANDOM * 11 + 1)) /dev/urandom > "$OUT/tree/$f"; done
 head -c $((30 * 1024 * 1024 + 17)) /dev/urandom > "$OUT/tree/c/large"
 run_ok "rclone copy of a tree up (a 30 MiB file: multipart)" -- \
-    rclone_cli copy --s3-upload-cutoff 8M --s3-chunk-size 5M "$OUT/tree" "$(rclone_remote up/rc)"
-run_ok "rclone check: sizes and hashes match" -- rclone_cli check "$OUT/tree" "$(rclone_remote up/rc)"
-run_ok "rclone check --download: bytes match" -- rclone_cli check --download "$OUT/tree" "$(rclone_remote up/rc)"
+    rclone_cli copy --s3-upload-cutoff 8M --s3-chunk-size 5M "$OUT/tree" "$(rclone_remote upl/rc)"
+run_ok "rclone check: sizes and hashes match" -- rclone_cli check "$OUT/tree" "$(rclone_remote upl/rc)"
+run_ok "rclone check --download: bytes match" -- rclone_cli check --download "$OUT/tree" "$(rclone_remote upl/rc)"
 rm "$OUT/tree/4" "$OUT/tree/a/b/2"
 head -c 5000 /dev/urandom > "$OUT/tree/a/new"
-run_ok "rclone sync (one new file, two deleted)" -- rclone_cli sync "$OUT/tree" "$(rclone_remote up/rc)"
-lsj=$(rclone_cli lsjson -R --files-only "$(rclone_remote up/rc)" 2>&1)
+run_ok "rclone sync (one new file, two deleted)" -- rclone_cli sync "$OUT/tree" "$(rclone_remote upl/rc)"
+lsj=$(rclone_cli lsjson -R --files-only "$(rclone_remote upl/rc)" 2>&1)
 is "$(j 'sorted(o["Path"] for o in j)' <<<"$lsj")" "['5', 'a/1', 'a/new', 'c/3', 'c/large']" \
     "lsjson after sync: the deletions and the new file"
-run_ok "rclone check after sync" -- rclone_cli check --download "$OUT/tree" "$(rclone_remote up/rc)"
-run_ok "rclone copy back down" -- rclone_cli copy "$(rclone_remote up/rc)" "$OUT/tree2"
+run_ok "rclone check after sync" -- rclone_cli check --download "$OUT/tree" "$(rclone_remote upl/rc)"
+run_ok "rclone copy back down" -- rclone_cli copy "$(rclone_remote upl/rc)" "$OUT/tree2"
 ok "$(diff -r "$OUT/tree" "$OUT/tree2" >/dev/null; echo $?)" "the tree copied back is identical"
 
 lsj=$(rclone_cli lsjson --files-only "$(rclone_remote data/cold)" 2>&1)

@@ -78,7 +78,7 @@ stop
 
 # ---- archive mode: PUT, durable on tape, evicted, restored, read back -----------------
 s3_setup C
-s3_start_ok "stageind starts (archive buckets up and arch)"
+s3_start_ok "stageind starts (archive buckets upl and arch)"
 bad=""
 for i in 1 2 3; do
     head -c $((i * 300000 + 7)) /dev/urandom > "$OUT/arch$i"

@@ -14,7 +14,7 @@ s3_start_ok "stageind starts with its S3 port (timeout $S3_TIMEOUT s)"
 ok "$(s3_make_hot hot/h1; echo $?)" "hot/h1 staged into the cache"
 is "$(s3raw request GET /data/hot/h1 --out "$OUT/h1")" "200 -" "control: a well-signed GET is served"
 ok "$(same_bytes "$OUT/h1" "$SRC/hot/h1"; echo $?)" "control: byte-identical"
-is "$(s3raw request PUT /up/control --data control)" "200 -" "control: a well-signed PUT into an archive bucket is stored"
+is "$(s3raw request PUT /upl/control --data control)" "200 -" "control: a well-signed PUT into an archive bucket is stored"
 
 # refused DESCRIPTION "STATUS CODE" -- s3raw ARGS...: that answer, and no change
 refused() {
@@ -52,11 +52,11 @@ other() { "$PY" "$S3RAW" --endpoint "$S3_ENDPOINT" "$@"; }
 
 # ---- authentication ------------------------------------------------------------------
 refused "a wrong signature (one digit changed)" "403 SignatureDoesNotMatch" -- \
-    s3raw request PUT /up/x1 --data abc --bad-signature
+    s3raw request PUT /upl/x1 --data abc --bad-signature
 refused "signed with the wrong secret" "403 SignatureDoesNotMatch" -- \
-    other --key "$S3_KEY" --secret "not-$S3_SECRET" request PUT /up/x2 --data abc
+    other --key "$S3_KEY" --secret "not-$S3_SECRET" request PUT /upl/x2 --data abc
 refused "an unknown access key" "403 InvalidAccessKeyId" -- \
-    other --key NOSUCHKEY0000000 --secret "$S3_SECRET" request PUT /up/x3 --data abc
+    other --key NOSUCHKEY0000000 --secret "$S3_SECRET" request PUT /upl/x3 --data abc
 refused "not signed at all (the bucket is not public)" "403 AccessDenied" -- \
     s3raw request GET /data/hot/h1 --sign none
 refused "an expired presigned URL (signed 120 s ago for 60 s)" "403 AccessDenied" -- \
@@ -64,26 +64,26 @@ refused "an expired presigned URL (signed 120 s ago for 60 s)" "403 AccessDenied
 refused "a presigned URL with a wrong signature" "403 SignatureDoesNotMatch" -- \
     s3raw request GET /data/hot/h1 --sign presign --bad-signature
 refused "a presigned PUT that has expired" "403 AccessDenied" -- \
-    s3raw --date-offset -120 request PUT /up/x4 --data abc --sign presign --expires 60
+    s3raw --date-offset -120 request PUT /upl/x4 --data abc --sign presign --expires 60
 refused "signed for the wrong region" "400 AuthorizationHeaderMalformed" -- \
-    s3raw --region eu-west-1 request PUT /up/x5 --data abc
+    s3raw --region eu-west-1 request PUT /upl/x5 --data abc
 refused "no x-amz-date header" "403 AccessDenied" -- \
-    s3raw request PUT /up/x6 --data abc --no-date
+    s3raw request PUT /upl/x6 --data abc --no-date
 refused "a clock 1 hour ahead" "403 RequestTimeTooSkewed" -- \
-    s3raw --date-offset 3600 request PUT /up/x7 --data abc
+    s3raw --date-offset 3600 request PUT /upl/x7 --data abc
 refused "a clock 1 hour behind" "403 RequestTimeTooSkewed" -- \
-    s3raw --date-offset -3600 request PUT /up/x8 --data abc
+    s3raw --date-offset -3600 request PUT /upl/x8 --data abc
 refused "a body that is not the one signed (x-amz-content-sha256)" "400 XAmzContentSHA256Mismatch" -- \
-    s3raw request PUT /up/x9 --data signed-body --send-body-file "$OUT/h1"
+    s3raw request PUT /upl/x9 --data signed-body --send-body-file "$OUT/h1"
 
 # ---- keys ------------------------------------------------------------------------------
 long=$(printf 'k%.0s' $(seq 1025))
-refused "a key of 1025 bytes" "400 KeyTooLongError" -- s3raw request PUT "/up/$long" --data abc
-refused_any "a key with '..'" "400 (InvalidArgument|InvalidRequest)" -- s3raw request PUT /up/a/../b --data abc
-refused_any "a key with '//'" "400 (InvalidArgument|InvalidRequest)" -- s3raw request PUT /up/a//b --data abc
-refused_any "a key with NUL (%00)" "400 (InvalidArgument|InvalidRequest)" -- s3raw request PUT /up/a%00b --data abc
+refused "a key of 1025 bytes" "400 KeyTooLongError" -- s3raw request PUT "/upl/$long" --data abc
+refused_any "a key with '..'" "400 (InvalidArgument|InvalidRequest)" -- s3raw request PUT /upl/a/../b --data abc
+refused_any "a key with '//'" "400 (InvalidArgument|InvalidRequest)" -- s3raw request PUT /upl/a//b --data abc
+refused_any "a key with NUL (%00)" "400 (InvalidArgument|InvalidRequest)" -- s3raw request PUT /upl/a%00b --data abc
 refused_any "a GET of a key with '..'" "400 (InvalidArgument|InvalidRequest)" -- s3raw request GET /data/hot/../hot/h1
-is "$(s3raw request PUT "/up/${long:1}" --data 1024)" "200 -" "a key of exactly 1024 bytes is accepted"
+is "$(s3raw request PUT "/upl/${long:1}" --data 1024)" "200 -" "a key of exactly 1024 bytes is accepted"
 
 # ---- headers and bodies ----------------------------------------------------------------
 pad=$(head -c 20000 /dev/zero | tr '\0' a)
@@ -91,41 +91,41 @@ refused_any "20000 bytes of headers (limit 16 KiB)" "(400 RequestHeaderSectionTo
     s3raw request GET /data/hot/h1 -H "X-Pad: $pad"
 head -c 2000 /dev/urandom > "$OUT/two-k"
 refused "a body longer than Content-Length (2000 bytes signed, 1000 declared)" "400 XAmzContentSHA256Mismatch" -- \
-    s3raw request PUT /up/longer --body-file "$OUT/two-k" --content-length 1000
+    s3raw request PUT /upl/longer --body-file "$OUT/two-k" --content-length 1000
 refused_any "a body shorter than Content-Length, then half-closed" "(400 IncompleteBody|closed)" -- \
-    s3raw request PUT /up/shorter --body-file "$OUT/two-k" --content-length 200000 --close-write
+    s3raw request PUT /upl/shorter --body-file "$OUT/two-k" --content-length 200000 --close-write
 start_s=$(date +%s.%N)
 refused_any "a body shorter than Content-Length, the client then silent" "(400 IncompleteBody|400 RequestTimeout|closed)" -- \
-    s3raw --timeout $((S3_TIMEOUT * 3 + 5)) request PUT /up/stalled --body-file "$OUT/two-k" --content-length 200000
+    s3raw --timeout $((S3_TIMEOUT * 3 + 5)) request PUT /upl/stalled --body-file "$OUT/two-k" --content-length 200000
 took=$("$PY" -c "import sys; print(int(float(sys.argv[2]) - float(sys.argv[1])))" "$start_s" "$(date +%s.%N)")
 ok "$([ "$took" -le $((S3_TIMEOUT + 2)) ]; echo $?)" "the stalled upload's connection is freed within the ${S3_TIMEOUT} s timeout (+2 s): ${took} s"
 is "$(ls "$STATE/cache/tmp" 2>/dev/null | wc -l)" 0 "no temporary file left in the cache"
 
 # ---- multipart: malformed XML, parts out of order, a part too small --------------------
-s3raw request POST /up/mp --query uploads --out "$OUT/create" >/dev/null
+s3raw request POST /upl/mp --query uploads --out "$OUT/create" >/dev/null
 upload=$(sed -n 's:.*<UploadId>\(.*\)</UploadId>.*:\1:p' "$OUT/create")
 ok "$([ -n "$upload" ]; echo $?)" "CreateMultipartUpload gives an UploadId"
 head -c 1000 /dev/urandom > "$OUT/p1"
 head -c 1000 /dev/urandom > "$OUT/p2"
-s3raw request PUT /up/mp --query "partNumber=1&uploadId=$upload" --body-file "$OUT/p1" --out /dev/null >/dev/null
-s3raw request PUT /up/mp --query "partNumber=2&uploadId=$upload" --body-file "$OUT/p2" --out /dev/null >/dev/null
+s3raw request PUT /upl/mp --query "partNumber=1&uploadId=$upload" --body-file "$OUT/p1" --out /dev/null >/dev/null
+s3raw request PUT /upl/mp --query "partNumber=2&uploadId=$upload" --body-file "$OUT/p2" --out /dev/null >/dev/null
 e1=$(md5sum < "$OUT/p1" | cut -d' ' -f1)
 e2=$(md5sum < "$OUT/p2" | cut -d' ' -f1)
 part() { echo "<Part><PartNumber>$1</PartNumber><ETag>\"$2\"</ETag></Part>"; }
 refused "CompleteMultipartUpload with malformed XML" "400 MalformedXML" -- \
-    s3raw request POST /up/mp --query "uploadId=$upload" --data "<CompleteMultipartUpload>$(part 1 "$e1")<Part><PartNumber>2"
+    s3raw request POST /upl/mp --query "uploadId=$upload" --data "<CompleteMultipartUpload>$(part 1 "$e1")<Part><PartNumber>2"
 refused "CompleteMultipartUpload with a wrong root element" "400 MalformedXML" -- \
-    s3raw request POST /up/mp --query "uploadId=$upload" --data "<Complete>$(part 1 "$e1")</Complete>"
+    s3raw request POST /upl/mp --query "uploadId=$upload" --data "<Complete>$(part 1 "$e1")</Complete>"
 refused "CompleteMultipartUpload with parts out of order" "400 InvalidPartOrder" -- \
-    s3raw request POST /up/mp --query "uploadId=$upload" --data "<CompleteMultipartUpload>$(part 2 "$e2")$(part 1 "$e1")</CompleteMultipartUpload>"
+    s3raw request POST /upl/mp --query "uploadId=$upload" --data "<CompleteMultipartUpload>$(part 2 "$e2")$(part 1 "$e1")</CompleteMultipartUpload>"
 refused "CompleteMultipartUpload with a wrong part ETag" "400 InvalidPart" -- \
-    s3raw request POST /up/mp --query "uploadId=$upload" --data "<CompleteMultipartUpload>$(part 1 "$e2")$(part 2 "$e2")</CompleteMultipartUpload>"
+    s3raw request POST /upl/mp --query "uploadId=$upload" --data "<CompleteMultipartUpload>$(part 1 "$e2")$(part 2 "$e2")</CompleteMultipartUpload>"
 refused "CompleteMultipartUpload with a part under 5 MiB that is not the last" "400 EntityTooSmall" -- \
-    s3raw request POST /up/mp --query "uploadId=$upload" --data "<CompleteMultipartUpload>$(part 1 "$e1")$(part 2 "$e2")</CompleteMultipartUpload>"
+    s3raw request POST /upl/mp --query "uploadId=$upload" --data "<CompleteMultipartUpload>$(part 1 "$e1")$(part 2 "$e2")</CompleteMultipartUpload>"
 refused "an unknown upload id" "404 NoSuchUpload" -- \
-    s3raw request POST /up/mp --query "uploadId=nosuchupload" --data "<CompleteMultipartUpload>$(part 1 "$e1")</CompleteMultipartUpload>"
-is "$(s3raw request HEAD /up/mp)" "404 -" "no object was made by the refused completions"
-is "$(s3raw request DELETE /up/mp --query "uploadId=$upload")" "204 -" "AbortMultipartUpload: 204"
+    s3raw request POST /upl/mp --query "uploadId=nosuchupload" --data "<CompleteMultipartUpload>$(part 1 "$e1")</CompleteMultipartUpload>"
+is "$(s3raw request HEAD /upl/mp)" "404 -" "no object was made by the refused completions"
+is "$(s3raw request DELETE /upl/mp --query "uploadId=$upload")" "204 -" "AbortMultipartUpload: 204"
 
 # ---- slow clients ----------------------------------------------------------------------
 idle=$("$PY" - "$S3_PORT" "$S3_TIMEOUT" <<'PY'

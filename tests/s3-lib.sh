@@ -34,7 +34,7 @@ s3_need_clients() {
 
 # s3_write_conf EXTRA: stagein.conf with the S3 server (the "s3" group of
 # doc/s3.md) and EXTRA groups; S3_CONF_EXTRA adds keys to the s3 group.
-# Buckets "up" and "arch" are archive buckets (PUT goes through the push path).
+# Buckets "upl" and "arch" are archive buckets (PUT goes through the push path).
 s3_write_conf() {
     write_conf "s3: {
     enabled = true;
@@ -43,7 +43,7 @@ s3_write_conf() {
     secrets_file = \"$S3_SECRETS\";
     region = \"$S3_REGION\";
     timeout = $S3_TIMEOUT;
-    archive_buckets = [ \"up\", \"arch\" ];
+    archive_buckets = [ \"upl\", \"arch\" ];
     ${S3_CONF_EXTRA:-}
 };
 push: { copies = 1; aggregate_window = 0.3; };
@@ -143,10 +143,10 @@ s3_make_hot() {
 
 # clients -------------------------------------------------------------------------
 aws_s3() {
-    env AWS_ACCESS_KEY_ID="$S3_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET" \
+    env -u AWS_PROFILE -u AWS_CA_BUNDLE \
+        AWS_ACCESS_KEY_ID="$S3_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET" \
         AWS_DEFAULT_REGION="$S3_REGION" AWS_EC2_METADATA_DISABLED=true \
         AWS_CONFIG_FILE="$AWS_CONFIG" AWS_SHARED_CREDENTIALS_FILE=/dev/null \
-        -u AWS_PROFILE -u AWS_CA_BUNDLE \
         "$AWS" --endpoint-url "$S3_URL" "$@"
 }
 s3cmd_cli() { s3cmd -c "$S3CMD_CFG" "$@"; }

@@ -442,3 +442,74 @@ int s3_db_set_etag(s3_db_t *db, int64_t object_id, const char *etag, si_error_t 
         return db_error(db, err, "recording an ETag");
     return 0;
 }
+
+/* One statement of the delete, bound to the object id. */
+static int exec_id(s3_db_t *db, const char *sql, int64_t id, si_error_t *err)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(catalog_db(db->cat), sql, -1, &s, NULL) != SQLITE_OK)
+        return db_error(db, err, "deleting an object");
+    sqlite3_bind_int64(s, 1, id);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return db_error(db, err, "deleting an object");
+    return 0;
+}
+
+int s3_db_delete_object_begin(s3_db_t *db, const char *bucket, const char *key,
+                              int64_t *object_id, si_error_t *err)
+{
+    sqlite3 *h = catalog_db(db->cat);
+    sqlite3_stmt *s = NULL;
+    int found = 0;
+    if (catalog_begin(db->cat, err) < 0)
+        return -1;
+    if (sqlite3_prepare_v2(h, "SELECT o.id, (SELECT state FROM push_items p WHERE"
+                           " p.object_id = o.id) FROM objects o WHERE o.bucket = ?1 AND"
+                           " o.key = ?2", -1, &s, NULL) != SQLITE_OK)
+        goto db_fail;
+    sqlite3_bind_text(s, 1, bucket, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        goto db_fail;
+    if (rc == SQLITE_ROW) {
+        *object_id = sqlite3_column_int64(s, 0);
+        const char *state = (const char *)sqlite3_column_text(s, 1);
+        if (state && (strcmp(state, "ARCHIVING") == 0 || strcmp(state, "RECEIVING") == 0)) {
+            si_errnoprintf(err, EBUSY, "'%s/%s' is %s", bucket, key,
+                           strcmp(state, "ARCHIVING") == 0 ? "being written to tape"
+                                                           : "still arriving");
+            goto error;
+        }
+        found = 1;
+    }
+    sqlite3_finalize(s);
+    s = NULL;
+    /* the push item (its trigger takes its cache pin off), the requests'
+     * pins and items: then only the cache row holds the object */
+    if (found && (exec_id(db, "DELETE FROM push_items WHERE object_id = ?1", *object_id, err) < 0 ||
+                  exec_id(db, "DELETE FROM cache_pins WHERE object_id = ?1", *object_id, err) < 0 ||
+                  exec_id(db, "DELETE FROM request_items WHERE object_id = ?1", *object_id,
+                          err) < 0))
+        goto error;
+    if (catalog_commit(db->cat, err) < 0)
+        goto error;
+    return found;
+db_fail:
+    db_error(db, err, "deleting an object");
+error:
+    {
+        int e = errno;
+        sqlite3_finalize(s);
+        catalog_rollback(db->cat);
+        errno = e;
+    }
+    return -1;
+}
+
+int s3_db_delete_object_finish(s3_db_t *db, int64_t object_id, si_error_t *err)
+{
+    return exec_id(db, "DELETE FROM objects WHERE id = ?1", object_id, err);
+}

@@ -102,4 +102,15 @@ int s3_db_set_etag(s3_db_t *db, int64_t object_id, const char *etag, si_error_t 
 /* Drops the dataset of an empty archive bucket. */
 int s3_db_delete_archive_bucket(s3_db_t *db, const char *name, si_error_t *err);
 
+/* DeleteObject in two steps around cache_remove (the cache keeps its own
+ * accounting): _begin finds bucket/key and, in one transaction, drops its
+ * push item and the requests' pins and items, so nothing but the cache row
+ * holds it; 1 and *object_id when found, 0 when there is no such object,
+ * -1 with errno EBUSY while it is being written to tape (or arriving).
+ * _finish deletes the object row (tape copies and dataset membership go
+ * with it). Repeating a delete that stopped half way completes it. */
+int s3_db_delete_object_begin(s3_db_t *db, const char *bucket, const char *key,
+                              int64_t *object_id, si_error_t *err);
+int s3_db_delete_object_finish(s3_db_t *db, int64_t object_id, si_error_t *err);
+
 #endif

@@ -14,10 +14,15 @@
 #include "common/s3secrets.h"
 #include "common/sigv4.h"
 #include "common/strbuf.h"
+#include "daemon/push/push.h"
 #include "daemon/s3/db.h"
 #include "daemon/s3/s3.h"
 
 typedef struct s3_req s3_req_t;
+
+#define S3_XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
+#define XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+#define RESPONSE_XML_MAX (64u << 20)
 
 struct s3_server {
     s3_conf_t conf;
@@ -28,6 +33,7 @@ struct s3_server {
     push_t *push;
     char push_bucket[SI_BUCKET_MAX + 1];
     char port_file[PATH_MAX];
+    char multipart_dir[PATH_MAX];    /* <state_dir>/s3-multipart; "": no multipart */
     si_log_t *log;
     struct MHD_Daemon *mhd;
     uint16_t port;
@@ -127,5 +133,53 @@ void s3_restore_object(s3_req_t *r);
 void s3_put_object(s3_req_t *r);
 void s3_create_bucket(s3_req_t *r);
 void s3_delete_bucket(s3_req_t *r);
+
+/* multipart.c: uploads in progress, one directory each under
+ * <state_dir>/s3-multipart/<upload id>/ ("upload": owner, time, bucket and
+ * key; parts "<5-digit number>-<hex md5>", each renamed into place whole),
+ * so a restart keeps them. */
+#define S3_UPLOAD_ID_LEN 32
+#define S3_PART_MIN_SIZE (5u << 20)
+#define S3_PART_MAX_SIZE (5ull << 30)
+
+typedef struct {
+    char id[S3_UPLOAD_ID_LEN + 1];
+    char dir[PATH_MAX];
+    char bucket[SI_BUCKET_MAX + 1];
+    char *key;
+    uid_t uid;
+    gid_t gid;
+    int64_t initiated;
+} s3_mp_upload_t;
+
+/* The upload named by ?uploadId for r's bucket and key, owned by r's
+ * credential (or root); -1 answered (NoSuchUpload) when not. */
+int s3_mp_find(s3_req_t *r, s3_mp_upload_t *out);
+void s3_mp_upload_free(s3_mp_upload_t *u);
+/* The path of a part's file once complete (md5: 32 hex digits). */
+void s3_mp_part_path(const s3_mp_upload_t *u, int number, const char *md5, char *out,
+                     size_t size);
+/* Removes the other files of part number (a part uploaded again). */
+void s3_mp_drop_other_parts(const s3_mp_upload_t *u, int number, const char *keep);
+int s3_write_all(int fd, const void *data, size_t len);
+void s3_put_xml_text(si_strbuf_t *x, const char *name, const char *text);
+
+void s3_create_multipart(s3_req_t *r);
+void s3_upload_part(s3_req_t *r);    /* write.c */
+void s3_complete_multipart(s3_req_t *r);
+void s3_abort_multipart(s3_req_t *r);
+void s3_list_parts(s3_req_t *r);
+void s3_list_multipart_uploads(s3_req_t *r);
+
+/* write.c */
+void s3_delete_object(s3_req_t *r);
+void s3_delete_objects(s3_req_t *r);
+void s3_copy_object(s3_req_t *r);
+/* Streams the files fds[i] (sizes[i] bytes each, in order) into a new
+ * object r->bucket/r->key of an archive bucket through the push path and
+ * records etag_hex as its ETag (NULL: the MD5 of the bytes). The ETag
+ * recorded goes to etag_out (33 + 6 bytes). 0, or -1 answered. */
+int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_t n,
+                       const char *etag_hex, char *etag_out, size_t etag_size);
 
 #endif

@@ -16,9 +16,6 @@
 #include "common/uri.h"
 #include "daemon/cache/cache.h"
 
-#define S3_XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
-#define XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-#define RESPONSE_XML_MAX (64u << 20)
 #define RECALL_POLL_US 50000
 #define RECALL_RETRY_AFTER_S "30"
 #define RECALL_PIN_MIN_S 3600

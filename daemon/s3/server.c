@@ -353,7 +353,7 @@ static void dispatch_bucket(s3_req_t *r)
         if (s3_req_has_query(r, "location"))
             s3_get_bucket_location(r);
         else if (s3_req_has_query(r, "uploads"))
-            s3_respond_error(r, "NotImplemented", "ListMultipartUploads is not implemented");
+            s3_list_multipart_uploads(r);
         else {
             si_strbuf_t v;
             si_strbuf_init(&v, 16);
@@ -368,7 +368,7 @@ static void dispatch_bucket(s3_req_t *r)
     } else if (strcmp(m, "DELETE") == 0) {
         s3_delete_bucket(r);
     } else if (strcmp(m, "POST") == 0 && s3_req_has_query(r, "delete")) {
-        s3_respond_error(r, "NotImplemented", "DeleteObjects is not implemented");
+        s3_delete_objects(r);
     } else {
         s3_respond_error(r, "MethodNotAllowed", "%s is not allowed on a bucket", m);
     }
@@ -379,26 +379,33 @@ static void dispatch_object(s3_req_t *r)
     const char *m = r->method;
     bool upload_id = s3_req_has_query(r, "uploadId");
     if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
-        if (upload_id)
-            s3_respond_error(r, "NotImplemented", "ListParts is not implemented");
+        if (upload_id && m[0] == 'G')
+            s3_list_parts(r);
         else
             s3_get_object(r, m[0] == 'H');
     } else if (strcmp(m, "POST") == 0) {
         if (s3_req_has_query(r, "restore"))
             s3_restore_object(r);
-        else if (s3_req_has_query(r, "uploads") || upload_id)
-            s3_respond_error(r, "NotImplemented", "multipart uploads are not implemented");
+        else if (s3_req_has_query(r, "uploads"))
+            s3_create_multipart(r);
+        else if (upload_id)
+            s3_complete_multipart(r);
         else
             s3_respond_error(r, "MethodNotAllowed", "POST needs ?restore, ?uploads or ?uploadId");
     } else if (strcmp(m, "PUT") == 0) {
-        if (upload_id || s3_req_header(r, "x-amz-copy-source"))
-            s3_respond_error(r, "NotImplemented", "%s is not implemented",
-                             upload_id ? "UploadPart" : "CopyObject");
+        if (upload_id && s3_req_header(r, "x-amz-copy-source"))
+            s3_respond_error(r, "NotImplemented", "UploadPartCopy is not implemented");
+        else if (upload_id)
+            s3_upload_part(r);
+        else if (s3_req_header(r, "x-amz-copy-source"))
+            s3_copy_object(r);
         else
             s3_put_object(r);
     } else if (strcmp(m, "DELETE") == 0) {
-        s3_respond_error(r, "NotImplemented", "%s is not implemented",
-                         upload_id ? "AbortMultipartUpload" : "DeleteObject");
+        if (upload_id)
+            s3_abort_multipart(r);
+        else
+            s3_delete_object(r);
     } else {
         s3_respond_error(r, "MethodNotAllowed", "%s is not allowed on an object", m);
     }
@@ -577,8 +584,11 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     pthread_mutex_init(&s->buckets_mu, NULL);
     snprintf(s->push_bucket, sizeof(s->push_bucket), "%s",
              opts->push_bucket ? opts->push_bucket : "");
-    if (opts->state_dir)
+    if (opts->state_dir) {
         snprintf(s->port_file, sizeof(s->port_file), "%s/s3.port", opts->state_dir);
+        snprintf(s->multipart_dir, sizeof(s->multipart_dir), "%s/s3-multipart",
+                 opts->state_dir);
+    }
 
     union {
         struct sockaddr sa;

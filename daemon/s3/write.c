@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 #include <sqlite3.h>
@@ -20,6 +22,8 @@
 #include "common/amzchecksum.h"
 #include "common/awschunked.h"
 #include "common/checksum.h"
+#include "common/uri.h"
+#include "daemon/cache/cache.h"
 #include "daemon/push/push.h"
 
 typedef struct {
@@ -32,6 +36,12 @@ typedef struct {
     char amz_header[40];
     const char *content_md5;
     int64_t object_id;
+    /* UploadPart: the body goes to a part file instead of a push upload */
+    int part_fd;
+    char part_tmp[PATH_MAX];
+    char part_dir[PATH_MAX];
+    int part_number;
+    uint64_t expected, written;
     const char *fail_code;             /* the first failure, answered at the end */
     char fail_text[512];
 } put_state_t;
@@ -52,6 +62,10 @@ static void free_state(put_state_t *p)
     si_sigv4_body_check_free(p->sha);
     si_checksum_free(p->md5);
     si_amz_checksum_free(p->amz);
+    if (p->part_fd >= 0) {
+        close(p->part_fd);
+        unlink(p->part_tmp);
+    }
     free(p);
 }
 
@@ -63,6 +77,20 @@ static int payload(void *arg, const void *data, size_t len)
     si_checksum_update(p->md5, data, len);
     if (p->amz)
         si_amz_checksum_update(p->amz, data, len);
+    if (!p->upload) {
+        p->written += len;
+        if (p->written > p->expected) {
+            put_fail(p, "IncompleteBody", "the body is longer than its Content-Length");
+            return -1;
+        }
+        if (s3_write_all(p->part_fd, data, len) < 0) {
+            char text[PATH_MAX + 64];
+            snprintf(text, sizeof(text), "writing %s: %s", p->part_tmp, strerror(errno));
+            put_fail(p, "InternalError", text);
+            return -1;
+        }
+        return 0;
+    }
     if (push_upload_write(p->upload, data, len, &err) < 0) {
         put_fail(p, errno == EFBIG ? "IncompleteBody" : "InternalError", err.text);
         return -1;
@@ -89,16 +117,16 @@ static int put_data(s3_req_t *r, const char *data, size_t len)
     return payload(p, data, len);
 }
 
-static void put_end(s3_req_t *r)
+/* After the last byte: the signatures and checksums of the body; the
+ * body's MD5 into md5 ("md5:<hex>"). */
+static void body_verify(put_state_t *p, char md5[SI_CHECKSUM_TEXT_MAX])
 {
-    put_state_t *p = r->body_state;
     si_error_t err;
     si_sigv4_status_t st;
     if (!p->fail_code && p->chunked && si_awschunked_finish(p->chunked, &st, &err) < 0)
         put_fail(p, si_sigv4_status_code(st), err.text);
     if (!p->fail_code && p->sha && si_sigv4_body_check_finish(p->sha, &st, &err) < 0)
         put_fail(p, si_sigv4_status_code(st), err.text);
-    char md5[SI_CHECKSUM_TEXT_MAX];
     si_checksum_final(p->md5, md5);
     si_checksum_free(p->md5);
     p->md5 = NULL;
@@ -125,6 +153,14 @@ static void put_end(s3_req_t *r)
             put_fail(p, "BadDigest", "The Content-MD5 you specified did not match what we"
                      " received.");
     }
+}
+
+static void put_end(s3_req_t *r)
+{
+    put_state_t *p = r->body_state;
+    si_error_t err;
+    char md5[SI_CHECKSUM_TEXT_MAX];
+    body_verify(p, md5);
     if (p->fail_code) {
         s3_respond_error(r, p->fail_code, "%s", p->fail_text);
         return;
@@ -198,15 +234,11 @@ static int find_amz_checksum(s3_req_t *r, put_state_t *p, si_error_t *err)
     return 0;
 }
 
-void s3_put_object(s3_req_t *r)
+/* The state of a body to verify as signed (its declared length in *size),
+ * or NULL with the answer given. */
+static put_state_t *body_begin(s3_req_t *r, uint64_t *size_out)
 {
-    s3_server_t *s = r->srv;
     si_error_t err;
-    if (!r->map.archive) {
-        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: only archive buckets"
-                         " (s3.archive_buckets, or made by CreateBucket) take PUTs", r->bucket);
-        return;
-    }
     bool streaming = r->auth.payload != SI_SIGV4_PAYLOAD_SHA256 &&
                      r->auth.payload != SI_SIGV4_PAYLOAD_UNSIGNED;
     const char *len_text = s3_req_header(r, streaming ? "x-amz-decoded-content-length"
@@ -215,19 +247,20 @@ void s3_put_object(s3_req_t *r)
     if (!len_text || si_parse_u64(len_text, &size) < 0) {
         s3_respond_error(r, "MissingContentLength", "%s is missing or not a number",
                          streaming ? "x-amz-decoded-content-length" : "Content-Length");
-        return;
+        return NULL;
     }
     put_state_t *p = calloc(1, sizeof(*p));
     if (!p || !(p->md5 = si_checksum_new("md5", &err))) {
         free(p);
         s3_respond_error(r, "InternalError", "out of memory");
-        return;
+        return NULL;
     }
+    p->part_fd = -1;
     p->content_md5 = s3_req_header(r, "Content-MD5");
     if (find_amz_checksum(r, p, &err) < 0) {
         free_state(p);
         s3_respond_error(r, "InvalidRequest", "%s", err.text);
-        return;
+        return NULL;
     }
     if (streaming) {
         si_awschunked_conf_t cc = {.payload = r->auth.payload, .key = &r->auth.key,
@@ -238,14 +271,31 @@ void s3_put_object(s3_req_t *r)
         if (!(p->chunked = si_awschunked_new(&cc, &err))) {
             free_state(p);
             s3_respond_error(r, "InvalidRequest", "%s", err.text);
-            return;
+            return NULL;
         }
     } else if (r->auth.payload == SI_SIGV4_PAYLOAD_SHA256 &&
                !(p->sha = si_sigv4_body_check_new(r->auth.payload_sha256, &err))) {
         free_state(p);
         s3_respond_error(r, "InternalError", "%s", err.text);
+        return NULL;
+    }
+    *size_out = size;
+    return p;
+}
+
+void s3_put_object(s3_req_t *r)
+{
+    s3_server_t *s = r->srv;
+    si_error_t err;
+    if (!r->map.archive) {
+        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: only archive buckets"
+                         " (s3.archive_buckets, or made by CreateBucket) take PUTs", r->bucket);
         return;
     }
+    uint64_t size;
+    put_state_t *p = body_begin(r, &size);
+    if (!p)
+        return;
     char checksum[80];
     if (r->auth.payload == SI_SIGV4_PAYLOAD_SHA256)
         snprintf(checksum, sizeof(checksum), "sha256:%s", r->auth.payload_sha256);
@@ -335,4 +385,401 @@ void s3_delete_bucket(s3_req_t *r)
     }
     s3_remove_created_bucket(s, r->bucket);
     s3_respond_empty(r, 204);
+}
+
+/* ---- UploadPart ------------------------------------------------------------------ */
+
+static void part_end(s3_req_t *r)
+{
+    put_state_t *p = r->body_state;
+    char md5[SI_CHECKSUM_TEXT_MAX];
+    body_verify(p, md5);
+    if (!p->fail_code && p->written != p->expected)
+        put_fail(p, "IncompleteBody", "the body is shorter than its Content-Length");
+    if (p->fail_code) {
+        s3_respond_error(r, p->fail_code, "%s", p->fail_text);
+        return;
+    }
+    s3_mp_upload_t u = {0};
+    snprintf(u.dir, sizeof(u.dir), "%s", p->part_dir);
+    char final[PATH_MAX + 64];
+    s3_mp_part_path(&u, p->part_number, md5 + 4, final, sizeof(final));
+    int fd = p->part_fd;
+    p->part_fd = -1;
+    if (fsync(fd) < 0 || close(fd) < 0 || rename(p->part_tmp, final) < 0) {
+        s3_respond_error(r, "InternalError", "storing part %d as %s: %s", p->part_number,
+                         final, strerror(errno));
+        unlink(p->part_tmp);
+        return;
+    }
+    s3_mp_drop_other_parts(&u, p->part_number, md5 + 4);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
+                                                                MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return;
+    char etag[S3_ETAG_MAX];
+    snprintf(etag, sizeof(etag), "\"%s\"", md5 + 4);
+    MHD_add_response_header(resp, "ETag", etag);
+    s3_respond(r, 200, resp);
+}
+
+static const s3_body_ops_t part_ops = {.data = put_data, .end = part_end,
+                                       .cleanup = put_cleanup};
+
+void s3_upload_part(s3_req_t *r)
+{
+    if (!r->map.archive) {
+        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only", r->bucket);
+        return;
+    }
+    si_strbuf_t v;
+    si_strbuf_init(&v, 32);
+    long number = 0;
+    if (s3_req_query(r, "partNumber", &v) == 1 && !v.failed) {
+        char *end;
+        number = strtol(si_strbuf_str(&v), &end, 10);
+        if (*end || v.len == 0)
+            number = 0;
+    }
+    si_strbuf_free(&v);
+    if (number < 1 || number > S3_PARTS_MAX) {
+        s3_respond_error(r, "InvalidArgument", "Part number must be an integer between 1 and"
+                         " %d, inclusive", S3_PARTS_MAX);
+        return;
+    }
+    s3_mp_upload_t u;
+    if (s3_mp_find(r, &u) < 0)
+        return;
+    uint64_t size;
+    put_state_t *p = body_begin(r, &size);
+    if (!p) {
+        s3_mp_upload_free(&u);
+        return;
+    }
+    if (size > S3_PART_MAX_SIZE) {
+        s3_mp_upload_free(&u);
+        free_state(p);
+        s3_respond_error(r, "EntityTooLarge", "a part may be at most %llu bytes",
+                         (unsigned long long)S3_PART_MAX_SIZE);
+        return;
+    }
+    p->expected = size;
+    p->part_number = (int)number;
+    snprintf(p->part_dir, sizeof(p->part_dir), "%s", u.dir);
+    snprintf(p->part_tmp, sizeof(p->part_tmp), "%s/.part-%s", u.dir, r->id);
+    s3_mp_upload_free(&u);
+    p->part_fd = open(p->part_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (p->part_fd < 0) {
+        int e = errno;
+        s3_respond_error(r, e == ENOENT ? "NoSuchUpload" : "InternalError", "creating %s: %s",
+                         p->part_tmp, strerror(e));
+        free_state(p);
+        return;
+    }
+    r->body = &part_ops;
+    r->body_state = p;
+}
+
+/* ---- objects from files: CompleteMultipartUpload, CopyObject ----------------------- */
+
+int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_t n,
+                       const char *etag_hex, char *etag_out, size_t etag_size)
+{
+    s3_server_t *s = r->srv;
+    si_error_t err;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += sizes[i];
+    push_file_t f = {.uid = r->who.uid, .gid = r->who.gid, .dataset = r->bucket, .key = r->key,
+                     .mode = -1, .size = total, .checksum = NULL, .mtime = -1};
+    push_upload_t *u = NULL;
+    si_checksum_t *md5 = NULL;
+    char *buf = NULL;
+    if (push_upload_begin(s->push, &f, &u, &err) < 0) {
+        s3_respond_error(r, push_error_code(errno), "%s", err.text);
+        return -1;
+    }
+    enum { CHUNK = 1 << 20 };
+    if (!(buf = malloc(CHUNK)) || (!etag_hex && !(md5 = si_checksum_new("md5", &err)))) {
+        s3_respond_error(r, "InternalError", "out of memory");
+        goto error;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t left = sizes[i];
+        while (left) {
+            ssize_t got = read(fds[i], buf, left < CHUNK ? (size_t)left : CHUNK);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0) {
+                s3_respond_error(r, "InternalError", "reading a source file: %s",
+                                 got < 0 ? strerror(errno) : "shorter than expected");
+                goto error;
+            }
+            if (md5)
+                si_checksum_update(md5, buf, (size_t)got);
+            if (push_upload_write(u, buf, (size_t)got, &err) < 0) {
+                s3_respond_error(r, "InternalError", "%s", err.text);
+                goto error;
+            }
+            left -= (uint64_t)got;
+        }
+    }
+    char md5_text[SI_CHECKSUM_TEXT_MAX];
+    if (md5) {
+        si_checksum_final(md5, md5_text);
+        etag_hex = md5_text + 4;
+    }
+    snprintf(etag_out, etag_size, "%s", etag_hex);
+    push_received_t got;
+    push_upload_t *finishing = u;
+    u = NULL;
+    if (push_upload_finish(finishing, &got, &err) < 0) {
+        s3_respond_error(r, "InternalError", "%s", err.text);
+        goto error;
+    }
+    s3_db_t *db = s3_dbpool_get(s->pool);
+    int rc = s3_db_set_etag(db, got.object_id, etag_out, &err);
+    s3_dbpool_put(s->pool, db);
+    if (rc < 0)
+        si_log(s->log, SI_LOG_WARNING, "s3: %s/%s: recording the ETag: %s", r->bucket, r->key,
+               err.text);
+    snprintf(r->note + strlen(r->note), sizeof(r->note) - strlen(r->note), " push=%s",
+             got.uuid);
+    free(buf);
+    si_checksum_free(md5);
+    return 0;
+error:
+    if (u)
+        push_upload_abort(u);
+    free(buf);
+    si_checksum_free(md5);
+    return -1;
+}
+
+/* ---- DeleteObject(s) ------------------------------------------------------------ */
+
+#define DELETE_BUSY_WAIT_US (30 * 1000000L)
+#define DELETE_BUSY_POLL_US 50000
+
+/* Deletes cat_key of an archive bucket: 0 (also when there was none), or -1
+ * with *code (and err) saying why. Waits while the object is being written
+ * to tape (its aggregate then commits first). */
+static int delete_one(s3_req_t *r, const char *cat_key, const char **code, si_error_t *err)
+{
+    s3_server_t *s = r->srv;
+    s3_object_t o;
+    s3_db_t *db = s3_dbpool_get(s->pool);
+    int rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, &o, err);
+    if (rc == 1 && !o.readable) {
+        s3_dbpool_put(s->pool, db);
+        *code = "AccessDenied";
+        return si_errprintf(err, "this credential may not delete '%s'", cat_key);
+    }
+    int64_t id = 0;
+    for (long waited = 0; rc >= 0; waited += DELETE_BUSY_POLL_US) {
+        rc = s3_db_delete_object_begin(db, r->map.cat_bucket, cat_key, &id, err);
+        if (rc >= 0 || errno != EBUSY || waited >= DELETE_BUSY_WAIT_US)
+            break;
+        s3_dbpool_put(s->pool, db);
+        usleep(DELETE_BUSY_POLL_US);
+        db = s3_dbpool_get(s->pool);
+        rc = 0;
+    }
+    if (rc == 1) {
+        si_error_t cerr;
+        /* the cached copy; the tape copies stay until their volume is reclaimed */
+        if (cache_remove(s->cache, id, &cerr) < 0 && errno != ENOENT)
+            si_log(s->log, SI_LOG_WARNING, "s3: deleting %s/%s: the cached copy: %s",
+                   r->map.cat_bucket, cat_key, cerr.text);
+        rc = s3_db_delete_object_finish(db, id, err);
+    }
+    int e = errno;
+    s3_dbpool_put(s->pool, db);
+    if (rc < 0) {
+        *code = e == EBUSY ? "SlowDown" : "InternalError";
+        return -1;
+    }
+    return 0;
+}
+
+void s3_delete_object(s3_req_t *r)
+{
+    if (!r->map.archive) {
+        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: objects can only be"
+                         " deleted from archive buckets", r->bucket);
+        return;
+    }
+    char *cat_key = s3_req_catalog_key(r);
+    if (!cat_key)
+        return;
+    const char *code;
+    si_error_t err;
+    int rc = delete_one(r, cat_key, &code, &err);
+    free(cat_key);
+    if (rc < 0)
+        s3_respond_error(r, code, "%s", err.text);
+    else
+        s3_respond_empty(r, 204);
+}
+
+static void delete_objects_end(s3_req_t *r)
+{
+    s3_delete_request_t d = {0};
+    si_error_t err;
+    if (s3_parse_delete(si_strbuf_str(&r->xml), r->xml.len, &d, &err) < 0) {
+        s3_respond_error(r, "MalformedXML", "%s", err.text);
+        return;
+    }
+    si_strbuf_t x;
+    si_strbuf_init(&x, RESPONSE_XML_MAX);
+    si_strbuf_puts(&x, XML_DECL "<DeleteResult xmlns=\"" S3_XMLNS "\">");
+    for (size_t i = 0; i < d.nkeys; i++) {
+        const char *key = d.keys[i];
+        size_t klen = strlen(key);
+        const char *code = NULL;
+        char *cat_key = NULL;
+        if (klen > SI_KEY_MAX - strlen(r->map.prefix)) {
+            code = "KeyTooLongError";
+            si_errprintf(&err, "the key is %zu bytes", klen);
+        } else if (si_key_check(key, klen, &err) < 0) {
+            code = "InvalidArgument";
+        } else if (!(cat_key = malloc(strlen(r->map.prefix) + klen + 1))) {
+            code = "InternalError";
+            si_errprintf(&err, "out of memory");
+        } else {
+            sprintf(cat_key, "%s%s", r->map.prefix, key);
+            delete_one(r, cat_key, &code, &err);
+        }
+        free(cat_key);
+        if (code) {
+            si_strbuf_puts(&x, "<Error>");
+            s3_put_xml_text(&x, "Key", key);
+            s3_put_xml_text(&x, "Code", code);
+            s3_put_xml_text(&x, "Message", err.text);
+            si_strbuf_puts(&x, "</Error>");
+        } else if (!d.quiet) {
+            si_strbuf_puts(&x, "<Deleted>");
+            s3_put_xml_text(&x, "Key", key);
+            si_strbuf_puts(&x, "</Deleted>");
+        }
+    }
+    si_strbuf_puts(&x, "</DeleteResult>");
+    s3_delete_request_free(&d);
+    s3_respond_xml(r, 200, &x);
+}
+
+void s3_delete_objects(s3_req_t *r)
+{
+    if (!r->map.archive) {
+        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: objects can only be"
+                         " deleted from archive buckets", r->bucket);
+        return;
+    }
+    s3_expect_xml_body(r, delete_objects_end);
+}
+
+/* ---- CopyObject -------------------------------------------------------------------- */
+
+/* x-amz-copy-source: "[/]bucket/key[?versionId=...]", percent-encoded. */
+static int parse_copy_source(s3_req_t *r, const char *src, char *bucket, char **key,
+                             si_error_t *err)
+{
+    if (*src == '/')
+        src++;
+    size_t len = strcspn(src, "?");
+    si_strbuf_t d;
+    si_strbuf_init(&d, SI_KEY_MAX * 4 + SI_BUCKET_MAX + 2);
+    if (si_uri_decode(&d, src, len, false, err) < 0 || d.failed) {
+        si_strbuf_free(&d);
+        return si_errprintf(err, "x-amz-copy-source is not valid percent-encoding");
+    }
+    const char *all = si_strbuf_str(&d);
+    const char *slash = memchr(all, '/', d.len);
+    if (!slash || slash == all || slash[1] == '\0' ||
+        si_bucket_check(all, (size_t)(slash - all), err) < 0) {
+        si_strbuf_free(&d);
+        return si_errprintf(err, "x-amz-copy-source must be <bucket>/<key>");
+    }
+    size_t klen = d.len - (size_t)(slash + 1 - all);
+    if (memchr(slash + 1, '\0', klen) || klen > SI_KEY_MAX) {
+        si_strbuf_free(&d);
+        return si_errprintf(err, "x-amz-copy-source: the key %s", klen > SI_KEY_MAX
+                            ? "is over 1024 bytes" : "holds a NUL byte");
+    }
+    if (si_key_check(slash + 1, klen, err) < 0) {
+        si_strbuf_free(&d);
+        return si_errprefix(err, "x-amz-copy-source");
+    }
+    snprintf(bucket, SI_BUCKET_MAX + 1, "%.*s", (int)(slash - all), all);
+    *key = strndup(slash + 1, klen);
+    si_strbuf_free(&d);
+    if (!*key)
+        return si_errprintf(err, "out of memory");
+    (void)r;
+    return 0;
+}
+
+void s3_copy_object(s3_req_t *r)
+{
+    s3_server_t *s = r->srv;
+    si_error_t err = {{0}};
+    if (!r->map.archive) {
+        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: only archive buckets"
+                         " take copies", r->bucket);
+        return;
+    }
+    char src_bucket[SI_BUCKET_MAX + 1];
+    char *src_key = NULL;
+    if (parse_copy_source(r, s3_req_header(r, "x-amz-copy-source"), src_bucket, &src_key,
+                          &err) < 0) {
+        s3_respond_error(r, "InvalidArgument", "%s", err.text);
+        return;
+    }
+    bool src_archive = s3_is_archive_bucket(s, src_bucket);
+    const char *src_cat_bucket = src_archive ? s->push_bucket : src_bucket;
+    char *src_cat_key = malloc(SI_BUCKET_MAX + 2 + strlen(src_key));
+    if (!src_cat_key) {
+        free(src_key);
+        s3_respond_error(r, "InternalError", "out of memory");
+        return;
+    }
+    sprintf(src_cat_key, "%s%s%s", src_archive ? src_bucket : "", src_archive ? "/" : "",
+            src_key);
+    s3_object_t o;
+    s3_db_t *db = s3_dbpool_get(s->pool);
+    int rc = s3_db_object(db, src_cat_bucket, src_cat_key, &r->who, &o, &err);
+    s3_dbpool_put(s->pool, db);
+    free(src_cat_key);
+    int fd = -1;
+    uint64_t size = 0;
+    if (rc < 0)
+        s3_respond_error(r, "InternalError", "%s", err.text);
+    else if (rc == 0)
+        s3_respond_error(r, "NoSuchKey", "the copy source %s/%s does not exist", src_bucket,
+                         src_key);
+    else if (!o.readable)
+        s3_respond_error(r, "AccessDenied", "this credential may not read the copy source");
+    else if (cache_open_object(s->cache, o.id, &fd, &size, &err) < 0)
+        s3_respond_error(r, errno == ENOENT ? "InvalidObjectState" : "InternalError",
+                         errno == ENOENT ? "the copy source is archived and not in the cache:"
+                         " restore it first (RestoreObject)" : "%s", err.text);
+    free(src_key);
+    if (fd < 0)
+        return;
+    /* the source's ETag is kept when the bytes are the same */
+    char etag_hex[S3_ETAG_MAX];
+    snprintf(etag_hex, sizeof(etag_hex), "%.*s", (int)strlen(o.etag) - 2, o.etag + 1);
+    char recorded[S3_ETAG_MAX];
+    rc = s3_push_from_files(r, &fd, &size, 1, etag_hex, recorded, sizeof(recorded));
+    close(fd);
+    if (rc < 0)
+        return;
+    si_strbuf_t x;
+    si_strbuf_init(&x, 1024);
+    char when[32];
+    s3_iso8601((int64_t)time(NULL), when);
+    si_strbuf_printf(&x, XML_DECL "<CopyObjectResult xmlns=\"" S3_XMLNS "\"><LastModified>%s"
+                     "</LastModified><ETag>&quot;%s&quot;</ETag></CopyObjectResult>", when,
+                     recorded);
+    s3_respond_xml(r, 200, &x);
 }

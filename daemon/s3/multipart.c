@@ -1,0 +1,573 @@
+/* Multipart uploads into archive buckets: CreateMultipartUpload,
+ * CompleteMultipartUpload (parts checked, streamed in order through the
+ * push path like a single PUT, ETag "<md5 of part md5s>-N"),
+ * AbortMultipartUpload, ListParts and ListMultipartUploads. UploadPart is
+ * in write.c (it shares PutObject's payload verification). Uploads in
+ * progress are plain files under <state_dir>/s3-multipart, so a restart
+ * keeps them. */
+#include "config.h"
+#include "daemon/s3/internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+#define META_FILE "upload"
+#define META_MAX (SI_KEY_MAX + SI_BUCKET_MAX + 128)
+
+int s3_write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+void s3_put_xml_text(si_strbuf_t *x, const char *name, const char *text)
+{
+    si_strbuf_printf(x, "<%s>", name);
+    s3_xml_escape(x, text, strlen(text));
+    si_strbuf_printf(x, "</%s>", name);
+}
+
+static bool valid_upload_id(const char *id)
+{
+    if (strlen(id) != S3_UPLOAD_ID_LEN)
+        return false;
+    for (const char *c = id; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+            return false;
+    return true;
+}
+
+void s3_mp_upload_free(s3_mp_upload_t *u)
+{
+    free(u->key);
+    u->key = NULL;
+}
+
+/* Reads <dir>/upload: "uid gid initiated\nbucket\nkey" (the key is the rest
+ * of the file, so any byte but NUL may be in it). */
+static int read_meta(const char *multipart_dir, const char *id, s3_mp_upload_t *u)
+{
+    memset(u, 0, sizeof(*u));
+    snprintf(u->id, sizeof(u->id), "%s", id);
+    snprintf(u->dir, sizeof(u->dir), "%s/%s", multipart_dir, id);
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/" META_FILE, u->dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char buf[META_MAX + 1];
+    size_t len = 0;
+    ssize_t n;
+    while (len < META_MAX && (n = read(fd, buf + len, META_MAX - len)) > 0)
+        len += (size_t)n;
+    close(fd);
+    buf[len] = '\0';
+    unsigned long long uid, gid;
+    long long initiated;
+    int used = 0;
+    if (sscanf(buf, "%llu %llu %lld\n%n", &uid, &gid, &initiated, &used) != 3 || used == 0)
+        return -1;
+    char *bucket = buf + used, *nl = strchr(bucket, '\n');
+    if (!nl || (size_t)(nl - bucket) > SI_BUCKET_MAX)
+        return -1;
+    *nl = '\0';
+    snprintf(u->bucket, sizeof(u->bucket), "%s", bucket);
+    if (!(u->key = strndup(nl + 1, len - (size_t)(nl + 1 - buf))))
+        return -1;
+    u->uid = (uid_t)uid;
+    u->gid = (gid_t)gid;
+    u->initiated = initiated;
+    return 0;
+}
+
+int s3_mp_find(s3_req_t *r, s3_mp_upload_t *out)
+{
+    si_strbuf_t id;
+    si_strbuf_init(&id, 64);
+    int has = s3_req_query(r, "uploadId", &id);
+    bool ok = has == 1 && !id.failed && valid_upload_id(si_strbuf_str(&id)) &&
+              r->srv->multipart_dir[0] &&
+              read_meta(r->srv->multipart_dir, si_strbuf_str(&id), out) == 0;
+    si_strbuf_free(&id);
+    if (ok && strcmp(out->bucket, r->bucket) == 0 && strcmp(out->key, r->key) == 0 &&
+        (r->who.uid == 0 || r->who.uid == out->uid))
+        return 0;
+    if (ok)
+        s3_mp_upload_free(out);
+    s3_respond_error(r, "NoSuchUpload", NULL);
+    return -1;
+}
+
+void s3_mp_part_path(const s3_mp_upload_t *u, int number, const char *md5, char *out,
+                     size_t size)
+{
+    snprintf(out, size, "%s/%05d-%s", u->dir, number, md5);
+}
+
+typedef struct {
+    int number;
+    char md5[33];
+    uint64_t size;
+    int64_t mtime;
+} part_t;
+
+/* "<5 digits>-<32 hex>" */
+static bool parse_part_name(const char *name, int *number, char md5[33])
+{
+    if (strlen(name) != 5 + 1 + 32 || name[5] != '-')
+        return false;
+    int n = 0;
+    for (int i = 0; i < 5; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return false;
+        n = n * 10 + (name[i] - '0');
+    }
+    if (!valid_upload_id(name + 6) || n < 1 || n > S3_PARTS_MAX)
+        return false;
+    *number = n;
+    memcpy(md5, name + 6, 33);
+    return true;
+}
+
+void s3_mp_drop_other_parts(const s3_mp_upload_t *u, int number, const char *keep)
+{
+    DIR *d = opendir(u->dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int n;
+        char md5[33];
+        if (parse_part_name(e->d_name, &n, md5) && n == number && strcmp(md5, keep) != 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
+static int part_cmp(const void *a, const void *b)
+{
+    const part_t *x = a, *y = b;
+    if (x->number != y->number)
+        return x->number < y->number ? -1 : 1;
+    return x->mtime < y->mtime ? 1 : x->mtime > y->mtime ? -1 : 0; /* newest first */
+}
+
+/* The parts of u by number (one per number: the newest). */
+static int list_parts(const s3_mp_upload_t *u, part_t **out, size_t *count)
+{
+    *out = NULL;
+    *count = 0;
+    DIR *d = opendir(u->dir);
+    if (!d)
+        return -1;
+    part_t *parts = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        part_t p;
+        struct stat st;
+        if (!parse_part_name(e->d_name, &p.number, p.md5) ||
+            fstatat(dirfd(d), e->d_name, &st, 0) < 0)
+            continue;
+        p.size = (uint64_t)st.st_size;
+        p.mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            part_t *np = realloc(parts, ncap * sizeof(*np));
+            if (!np) {
+                free(parts);
+                closedir(d);
+                return -1;
+            }
+            parts = np;
+            cap = ncap;
+        }
+        parts[n++] = p;
+    }
+    closedir(d);
+    if (n)
+        qsort(parts, n, sizeof(*parts), part_cmp);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (w == 0 || parts[w - 1].number != parts[i].number)
+            parts[w++] = parts[i];
+    *out = parts;
+    *count = w;
+    return 0;
+}
+
+static void remove_upload(const s3_mp_upload_t *u)
+{
+    DIR *d = opendir(u->dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+                unlinkat(dirfd(d), e->d_name, 0);
+        closedir(d);
+    }
+    rmdir(u->dir);
+}
+
+static bool multipart_allowed(s3_req_t *r)
+{
+    if (!r->map.archive) {
+        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: only archive buckets"
+                         " (s3.archive_buckets, or made by CreateBucket) take uploads",
+                         r->bucket);
+        return false;
+    }
+    if (!r->srv->multipart_dir[0]) {
+        s3_respond_error(r, "NotImplemented", "multipart uploads need a state directory");
+        return false;
+    }
+    return true;
+}
+
+/* ---- CreateMultipartUpload ----------------------------------------------------- */
+
+void s3_create_multipart(s3_req_t *r)
+{
+    s3_server_t *s = r->srv;
+    if (!multipart_allowed(r))
+        return;
+    char *cat_key = s3_req_catalog_key(r);
+    if (!cat_key)
+        return;
+    free(cat_key);
+    unsigned char rnd[S3_UPLOAD_ID_LEN / 2];
+    if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+        s3_respond_error(r, "InternalError", "no random bytes for an upload id");
+        return;
+    }
+    char id[S3_UPLOAD_ID_LEN + 1];
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        snprintf(id + 2 * i, 3, "%02x", rnd[i]);
+    char dir[PATH_MAX], tmp[PATH_MAX + 32], meta[PATH_MAX + 16];
+    snprintf(dir, sizeof(dir), "%s/%s", s->multipart_dir, id);
+    snprintf(tmp, sizeof(tmp), "%s/." META_FILE ".tmp", dir);
+    snprintf(meta, sizeof(meta), "%s/" META_FILE, dir);
+    if ((mkdir(s->multipart_dir, 0700) < 0 && errno != EEXIST) || mkdir(dir, 0700) < 0) {
+        s3_respond_error(r, "InternalError", "creating %s: %s", dir, strerror(errno));
+        return;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    char head[128];
+    int hlen = snprintf(head, sizeof(head), "%llu %llu %lld\n", (unsigned long long)r->who.uid,
+                        (unsigned long long)r->who.gid, (long long)time(NULL));
+    bool ok = fd >= 0 && s3_write_all(fd, head, (size_t)hlen) == 0 &&
+              s3_write_all(fd, r->bucket, strlen(r->bucket)) == 0 &&
+              s3_write_all(fd, "\n", 1) == 0 && s3_write_all(fd, r->key, strlen(r->key)) == 0 &&
+              fsync(fd) == 0;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    if (!ok || rename(tmp, meta) < 0) {
+        e = ok ? errno : e;
+        unlink(tmp);
+        rmdir(dir);
+        s3_respond_error(r, "InternalError", "writing %s: %s", meta, strerror(e));
+        return;
+    }
+    si_strbuf_t x;
+    si_strbuf_init(&x, SI_KEY_MAX * 6 + 1024);
+    si_strbuf_puts(&x, XML_DECL "<InitiateMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
+    s3_put_xml_text(&x, "Bucket", r->bucket);
+    s3_put_xml_text(&x, "Key", r->key);
+    s3_put_xml_text(&x, "UploadId", id);
+    si_strbuf_puts(&x, "</InitiateMultipartUploadResult>");
+    snprintf(r->note + strlen(r->note), sizeof(r->note) - strlen(r->note), " upload=%s", id);
+    s3_respond_xml(r, 200, &x);
+}
+
+/* ---- CompleteMultipartUpload ----------------------------------------------------- */
+
+static void complete_end(s3_req_t *r)
+{
+    s3_mp_upload_t u;
+    s3_complete_request_t c = {0};
+    part_t *parts = NULL;
+    size_t nparts = 0;
+    int *fds = NULL;
+    uint64_t *sizes = NULL;
+    const char **md5s = NULL;
+    size_t opened = 0;
+    si_error_t err;
+    const char *code = NULL;
+    if (s3_mp_find(r, &u) < 0)
+        return;
+    if (s3_parse_complete(si_strbuf_str(&r->xml), r->xml.len, &c, &code, &err) < 0) {
+        s3_respond_error(r, code ? code : "MalformedXML", "%s", err.text);
+        goto done;
+    }
+    if (c.nparts == 0) {
+        s3_respond_error(r, "MalformedXML", "CompleteMultipartUpload names no part");
+        goto done;
+    }
+    if (list_parts(&u, &parts, &nparts) < 0) {
+        s3_respond_error(r, "InternalError", "reading %s: %s", u.dir, strerror(errno));
+        goto done;
+    }
+    fds = calloc(c.nparts, sizeof(*fds));
+    sizes = calloc(c.nparts, sizeof(*sizes));
+    md5s = calloc(c.nparts, sizeof(*md5s));
+    if (!fds || !sizes || !md5s) {
+        s3_respond_error(r, "InternalError", "out of memory");
+        goto done;
+    }
+    /* every part named exists with that ETag; all but the last >= 5 MiB */
+    for (size_t i = 0; i < c.nparts; i++) {
+        const part_t *p = NULL;
+        for (size_t j = 0; j < nparts && !p; j++)
+            if (parts[j].number == c.parts[i].number)
+                p = &parts[j];
+        if (!p || strcasecmp(p->md5, c.parts[i].etag) != 0) {
+            s3_respond_error(r, "InvalidPart", "part %d %s", c.parts[i].number,
+                             p ? "has another ETag" : "was not uploaded");
+            goto done;
+        }
+        if (i + 1 < c.nparts && p->size < S3_PART_MIN_SIZE) {
+            s3_respond_error(r, "EntityTooSmall", "part %d is %" PRIu64 " bytes; every part"
+                             " but the last must be at least %u", p->number, p->size,
+                             S3_PART_MIN_SIZE);
+            goto done;
+        }
+        md5s[i] = p->md5;
+        sizes[i] = p->size;
+    }
+    char etag[S3_ETAG_MAX];
+    if (s3_multipart_etag(md5s, c.nparts, etag) < 0) {
+        s3_respond_error(r, "InternalError", "a part's MD5 is not hex");
+        goto done;
+    }
+    for (; opened < c.nparts; opened++) {
+        char path[PATH_MAX + 64];
+        s3_mp_part_path(&u, c.parts[opened].number, md5s[opened], path, sizeof(path));
+        if ((fds[opened] = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+            s3_respond_error(r, "InternalError", "opening %s: %s", path, strerror(errno));
+            goto done;
+        }
+    }
+    /* the stored ETag goes without its quotes */
+    char bare[S3_ETAG_MAX];
+    snprintf(bare, sizeof(bare), "%.*s", (int)strlen(etag) - 2, etag + 1);
+    char recorded[S3_ETAG_MAX];
+    if (s3_push_from_files(r, fds, sizes, c.nparts, bare, recorded, sizeof(recorded)) < 0)
+        goto done;
+    remove_upload(&u);
+    si_strbuf_t x;
+    si_strbuf_init(&x, SI_KEY_MAX * 12 + 1024);
+    si_strbuf_puts(&x, XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
+    char location[SI_BUCKET_MAX + 2];
+    snprintf(location, sizeof(location), "/%s", r->bucket);
+    s3_put_xml_text(&x, "Location", location);
+    s3_put_xml_text(&x, "Bucket", r->bucket);
+    s3_put_xml_text(&x, "Key", r->key);
+    s3_put_xml_text(&x, "ETag", etag);
+    si_strbuf_puts(&x, "</CompleteMultipartUploadResult>");
+    s3_respond_xml(r, 200, &x);
+done:
+    for (size_t i = 0; i < opened; i++)
+        close(fds[i]);
+    free(fds);
+    free(sizes);
+    free(md5s);
+    free(parts);
+    s3_complete_request_free(&c);
+    s3_mp_upload_free(&u);
+}
+
+void s3_complete_multipart(s3_req_t *r)
+{
+    if (!multipart_allowed(r))
+        return;
+    s3_mp_upload_t u;
+    if (s3_mp_find(r, &u) < 0)
+        return;
+    s3_mp_upload_free(&u);
+    s3_expect_xml_body(r, complete_end);
+}
+
+/* ---- AbortMultipartUpload ----------------------------------------------------------- */
+
+void s3_abort_multipart(s3_req_t *r)
+{
+    if (!multipart_allowed(r))
+        return;
+    s3_mp_upload_t u;
+    if (s3_mp_find(r, &u) < 0)
+        return;
+    remove_upload(&u);
+    s3_mp_upload_free(&u);
+    s3_respond_empty(r, 204);
+}
+
+/* ---- ListParts -------------------------------------------------------------------- */
+
+static long query_long(s3_req_t *r, const char *name, long dflt, long max)
+{
+    si_strbuf_t v;
+    si_strbuf_init(&v, 32);
+    long out = dflt;
+    if (s3_req_query(r, name, &v) == 1 && !v.failed && v.len) {
+        char *end;
+        long n = strtol(si_strbuf_str(&v), &end, 10);
+        if (*end == '\0' && n >= 0)
+            out = n < max ? n : max;
+    }
+    si_strbuf_free(&v);
+    return out;
+}
+
+static void put_owner(si_strbuf_t *x, const char *tag, uid_t uid)
+{
+    si_strbuf_printf(x, "<%s><ID>%llu</ID><DisplayName>uid %llu</DisplayName></%s>", tag,
+                     (unsigned long long)uid, (unsigned long long)uid, tag);
+}
+
+void s3_list_parts(s3_req_t *r)
+{
+    if (!multipart_allowed(r))
+        return;
+    s3_mp_upload_t u;
+    if (s3_mp_find(r, &u) < 0)
+        return;
+    part_t *parts;
+    size_t n;
+    if (list_parts(&u, &parts, &n) < 0) {
+        s3_respond_error(r, "InternalError", "reading %s: %s", u.dir, strerror(errno));
+        s3_mp_upload_free(&u);
+        return;
+    }
+    long marker = query_long(r, "part-number-marker", 0, S3_PARTS_MAX);
+    long max = query_long(r, "max-parts", 1000, 1000);
+    si_strbuf_t x;
+    si_strbuf_init(&x, RESPONSE_XML_MAX);
+    si_strbuf_puts(&x, XML_DECL "<ListPartsResult xmlns=\"" S3_XMLNS "\">");
+    s3_put_xml_text(&x, "Bucket", r->bucket);
+    s3_put_xml_text(&x, "Key", r->key);
+    s3_put_xml_text(&x, "UploadId", u.id);
+    put_owner(&x, "Initiator", u.uid);
+    put_owner(&x, "Owner", u.uid);
+    si_strbuf_puts(&x, "<StorageClass>STANDARD</StorageClass>");
+    si_strbuf_printf(&x, "<PartNumberMarker>%ld</PartNumberMarker><MaxParts>%ld</MaxParts>",
+                     marker, max);
+    long shown = 0, last = marker;
+    bool truncated = false;
+    for (size_t i = 0; i < n; i++) {
+        if (parts[i].number <= marker)
+            continue;
+        if (shown == max) {
+            truncated = true;
+            break;
+        }
+        char when[32];
+        s3_iso8601(parts[i].mtime / 1000000000, when);
+        si_strbuf_printf(&x, "<Part><PartNumber>%d</PartNumber><LastModified>%s</LastModified>"
+                         "<ETag>\"%s\"</ETag><Size>%" PRIu64 "</Size></Part>", parts[i].number,
+                         when, parts[i].md5, parts[i].size);
+        last = parts[i].number;
+        shown++;
+    }
+    si_strbuf_printf(&x, "<NextPartNumberMarker>%ld</NextPartNumberMarker><IsTruncated>%s"
+                     "</IsTruncated></ListPartsResult>", last, truncated ? "true" : "false");
+    free(parts);
+    s3_mp_upload_free(&u);
+    s3_respond_xml(r, 200, &x);
+}
+
+/* ---- ListMultipartUploads -------------------------------------------------------------- */
+
+static int upload_cmp(const void *a, const void *b)
+{
+    const s3_mp_upload_t *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    if (c)
+        return c;
+    return x->initiated < y->initiated ? -1 : x->initiated > y->initiated;
+}
+
+void s3_list_multipart_uploads(s3_req_t *r)
+{
+    s3_server_t *s = r->srv;
+    if (!multipart_allowed(r))
+        return;
+    si_strbuf_t prefix;
+    si_strbuf_init(&prefix, SI_KEY_MAX + 1);
+    s3_req_query(r, "prefix", &prefix);
+    long max = query_long(r, "max-uploads", 1000, 1000);
+    s3_mp_upload_t *ups = NULL;
+    size_t n = 0, cap = 0;
+    DIR *d = opendir(s->multipart_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        s3_mp_upload_t u;
+        if (!valid_upload_id(e->d_name) || read_meta(s->multipart_dir, e->d_name, &u) < 0)
+            continue;
+        if (strcmp(u.bucket, r->bucket) != 0 ||
+            strncmp(u.key, si_strbuf_str(&prefix), prefix.len) != 0 ||
+            (r->who.uid != 0 && r->who.uid != u.uid)) {
+            s3_mp_upload_free(&u);
+            continue;
+        }
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            s3_mp_upload_t *nu = realloc(ups, ncap * sizeof(*nu));
+            if (!nu) {
+                s3_mp_upload_free(&u);
+                break;
+            }
+            ups = nu;
+            cap = ncap;
+        }
+        ups[n++] = u;
+    }
+    if (d)
+        closedir(d);
+    if (n)
+        qsort(ups, n, sizeof(*ups), upload_cmp);
+    si_strbuf_t x;
+    si_strbuf_init(&x, RESPONSE_XML_MAX);
+    si_strbuf_puts(&x, XML_DECL "<ListMultipartUploadsResult xmlns=\"" S3_XMLNS "\">");
+    s3_put_xml_text(&x, "Bucket", r->bucket);
+    s3_put_xml_text(&x, "Prefix", si_strbuf_str(&prefix));
+    si_strbuf_printf(&x, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>"
+                     "<MaxUploads>%ld</MaxUploads><IsTruncated>%s</IsTruncated>", max,
+                     (long)n > max ? "true" : "false");
+    for (size_t i = 0; i < n && (long)i < max; i++) {
+        char when[32];
+        s3_iso8601(ups[i].initiated, when);
+        si_strbuf_puts(&x, "<Upload>");
+        s3_put_xml_text(&x, "Key", ups[i].key);
+        s3_put_xml_text(&x, "UploadId", ups[i].id);
+        put_owner(&x, "Initiator", ups[i].uid);
+        put_owner(&x, "Owner", ups[i].uid);
+        si_strbuf_printf(&x, "<StorageClass>STANDARD</StorageClass><Initiated>%s</Initiated>"
+                         "</Upload>", when);
+    }
+    si_strbuf_puts(&x, "</ListMultipartUploadsResult>");
+    for (size_t i = 0; i < n; i++)
+        s3_mp_upload_free(&ups[i]);
+    free(ups);
+    si_strbuf_free(&prefix);
+    s3_respond_xml(r, 200, &x);
+}
