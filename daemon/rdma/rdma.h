@@ -71,6 +71,8 @@ typedef struct {
     unsigned transfers;    /* running now */
     uint64_t bytes_sent, bytes_received;
     uint64_t transfers_failed;
+    unsigned abandoned; /* transfers whose operations the provider never
+                           completed; their memory is held until it does */
 } rdma_stats_t;
 
 void rdma_server_stats(rdma_server_t *srv, rdma_stats_t *out);

@@ -21,6 +21,8 @@
 
 #define RDMA_MAX_DEPTH 256
 
+typedef struct transfer transfer_t;
+
 typedef struct peer {
     struct peer *next;
     unsigned char addr[SI_RDMA_ADDR_MAX];
@@ -42,6 +44,8 @@ struct rdma_server {
     peer_t *peers;
     unsigned peer_count;
     unsigned transfers;
+    transfer_t *abandoned; /* operations the provider never completed */
+    unsigned abandoned_count;
     uint64_t bytes_sent, bytes_received, transfers_failed;
 };
 
@@ -50,6 +54,7 @@ enum { OP_IDLE, OP_POSTED, OP_DONE, OP_FAILED };
 /* One RMA operation; the provider's context space comes first (FI_CONTEXT2). */
 typedef struct {
     struct fi_context2 ctx;
+    transfer_t *owner;
     int state;
     int errnum;
     unsigned buffer; /* pool index (pool path) */
@@ -57,6 +62,31 @@ typedef struct {
     size_t len;
     char error[160];
 } op_t;
+
+/* The data source or sink of one transfer. */
+typedef struct {
+    bool get;              /* RMA write into the client (else read from it) */
+    unsigned char *mapped; /* zero-copy GET: the file region, mapped */
+    size_t map_len;
+    size_t map_delta;      /* offset of the first byte inside the mapping */
+    rdma_mr_t map_mr;      /* its registration under FI_MR_LOCAL */
+    unsigned buffers[RDMA_MAX_DEPTH];
+    unsigned buffer_count;
+} source_t;
+
+/* Heap-allocated: a transfer whose operations never complete (a provider
+ * that drops an RMA with a bad key, a peer that hangs) is abandoned to the
+ * server, which releases it when the last completion arrives or at close. */
+struct transfer {
+    op_t ops[RDMA_MAX_DEPTH];
+    source_t src;
+    unsigned left; /* operations still posted once abandoned */
+    peer_t *peer;  /* kept in the AV while operations to it may run */
+    transfer_t *next;
+};
+
+static void source_unlocked_release(rdma_server_t *srv, source_t *src);
+static void peer_put(rdma_server_t *srv, peer_t *p, bool failed);
 
 static double now_seconds(void)
 {
@@ -124,8 +154,19 @@ void rdma_server_close(rdma_server_t *srv)
             fi_av_remove(srv->fab->av, &p->fi_addr, 1, 0);
         free(p);
     }
-    if (srv->fab)
+    if (srv->fab) {
+        /* Closing the endpoint ends abandoned operations; then their memory goes. */
+        if (srv->fab->ep)
+            fi_close(&srv->fab->ep->fid);
+        srv->fab->ep = NULL;
+        while (srv->abandoned) {
+            transfer_t *tr = srv->abandoned;
+            srv->abandoned = tr->next;
+            source_unlocked_release(srv, &tr->src);
+            free(tr);
+        }
         rdma_fabric_mr_close(srv->fab, &srv->pool_mr);
+    }
     rdma_fabric_close(srv->fab);
     free(srv->pool);
     free(srv->free_buffers);
@@ -229,6 +270,31 @@ void rdma_server_sweep(rdma_server_t *srv)
     pthread_mutex_unlock(&srv->fab->lock);
 }
 
+/* Marks an operation finished; frees an abandoned transfer with its last
+ * completion. Caller holds the lock. */
+static void complete_op(rdma_server_t *srv, op_t *op, int state)
+{
+    transfer_t *tr = op->owner;
+
+    if (!tr->left) {
+        op->state = state;
+        return;
+    }
+    op->state = OP_IDLE;
+    if (--tr->left > 0)
+        return;
+    for (transfer_t **pp = &srv->abandoned; *pp; pp = &(*pp)->next) {
+        if (*pp == tr) {
+            *pp = tr->next;
+            break;
+        }
+    }
+    srv->abandoned_count--;
+    peer_put(srv, tr->peer, true);
+    source_unlocked_release(srv, &tr->src);
+    free(tr);
+}
+
 /* Reads completions for every transfer. Caller holds the lock. */
 static void poll_completions(rdma_server_t *srv)
 {
@@ -239,7 +305,7 @@ static void poll_completions(rdma_server_t *srv)
         n = fi_cq_read(srv->fab->cq, entries, 32);
         if (n > 0) {
             for (ssize_t i = 0; i < n; i++)
-                ((op_t *)entries[i].op_context)->state = OP_DONE;
+                complete_op(srv, entries[i].op_context, OP_DONE);
             continue;
         }
         if (n == -FI_EAVAIL) {
@@ -248,9 +314,9 @@ static void poll_completions(rdma_server_t *srv)
             rdma_fabric_cq_error(srv->fab, &context, &e);
             if (context) {
                 op_t *op = context;
-                op->state = OP_FAILED;
                 op->errnum = errno ? errno : EIO;
                 snprintf(op->error, sizeof op->error, "%s", e.text);
+                complete_op(srv, op, OP_FAILED);
             }
             continue;
         }
@@ -258,16 +324,6 @@ static void poll_completions(rdma_server_t *srv)
     }
 }
 
-/* The data source or sink of one transfer. */
-typedef struct {
-    bool get;              /* RMA write into the client (else read from it) */
-    unsigned char *mapped; /* zero-copy GET: the file region, mapped */
-    size_t map_len;
-    size_t map_delta;      /* offset of the first byte inside the mapping */
-    rdma_mr_t map_mr;      /* its registration under FI_MR_LOCAL */
-    unsigned buffers[RDMA_MAX_DEPTH];
-    unsigned buffer_count;
-} source_t;
 
 /* Maps the file region for a GET when configured and allowed. */
 static void source_map(rdma_server_t *srv, source_t *src, int fd, uint64_t offset, uint64_t len)
@@ -297,17 +353,23 @@ static void source_map(rdma_server_t *srv, source_t *src, int fd, uint64_t offse
     }
 }
 
-static void source_release(rdma_server_t *srv, source_t *src)
+/* Caller holds the lock. */
+static void source_unlocked_release(rdma_server_t *srv, source_t *src)
 {
-    pthread_mutex_lock(&srv->fab->lock);
     rdma_fabric_mr_close(srv->fab, &src->map_mr);
     for (unsigned i = 0; i < src->buffer_count; i++)
         srv->free_buffers[srv->free_count++] = src->buffers[i];
     src->buffer_count = 0;
-    pthread_mutex_unlock(&srv->fab->lock);
     if (src->mapped)
         munmap(src->mapped, src->map_len);
     src->mapped = NULL;
+}
+
+static void source_release(rdma_server_t *srv, source_t *src)
+{
+    pthread_mutex_lock(&srv->fab->lock);
+    source_unlocked_release(srv, src);
+    pthread_mutex_unlock(&srv->fab->lock);
 }
 
 static int post_op(rdma_server_t *srv, const source_t *src, const si_rdma_token_t *t, peer_t *peer,
@@ -335,8 +397,8 @@ static int post_op(rdma_server_t *srv, const source_t *src, const si_rdma_token_
 static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, uint64_t offset,
                         uint64_t len, bool get, uint64_t *moved, si_error_t *err)
 {
-    op_t ops[RDMA_MAX_DEPTH];
-    source_t src;
+    transfer_t *tr = calloc(1, sizeof *tr);
+    op_t *ops;
     peer_t *peer = NULL;
     uint64_t next = 0, done = 0;
     unsigned depth, outstanding = 0;
@@ -346,16 +408,20 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
     int posted;
 
     *moved = 0;
-    memset(&src, 0, sizeof src);
-    src.get = get;
+    if (!tr)
+        return si_errnoprintf(err, ENOMEM, "rdma: out of memory");
+    ops = tr->ops;
+    tr->src.get = get;
     fail.text[0] = '\0';
     if (si_rdma_token_check_range(t, 0, len, get ? SI_RDMA_ACCESS_WRITE : SI_RDMA_ACCESS_READ,
                                   err) < 0)
-        return -1;
-    if (len > srv->cfg.max_transfer)
-        return si_errnoprintf(err, E2BIG, "rdma: %" PRIu64 " bytes exceed rdma.max_transfer", len);
+        goto error;
+    if (len > srv->cfg.max_transfer) {
+        si_errnoprintf(err, E2BIG, "rdma: %" PRIu64 " bytes exceed rdma.max_transfer", len);
+        goto error;
+    }
     if (get)
-        source_map(srv, &src, fd, offset, len);
+        source_map(srv, &tr->src, fd, offset, len);
 
     pthread_mutex_lock(&srv->fab->lock);
     if (srv->transfers >= srv->cfg.max_concurrent) {
@@ -364,10 +430,10 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
                        srv->transfers);
         goto error;
     }
-    if (!src.mapped) {
+    if (!tr->src.mapped) {
         for (unsigned i = 0; i < srv->cfg.depth && srv->free_count > 0; i++)
-            src.buffers[src.buffer_count++] = srv->free_buffers[--srv->free_count];
-        if (src.buffer_count == 0) {
+            tr->src.buffers[tr->src.buffer_count++] = srv->free_buffers[--srv->free_count];
+        if (tr->src.buffer_count == 0) {
             pthread_mutex_unlock(&srv->fab->lock);
             si_errnoprintf(err, EBUSY, "rdma: every pool buffer is in use");
             goto error;
@@ -381,10 +447,11 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
     srv->transfers++;
     pthread_mutex_unlock(&srv->fab->lock);
 
-    depth = src.mapped ? srv->cfg.depth : src.buffer_count;
-    memset(ops, 0, sizeof ops);
-    for (unsigned i = 0; i < depth; i++)
-        ops[i].buffer = src.mapped ? 0 : src.buffers[i];
+    depth = tr->src.mapped ? srv->cfg.depth : tr->src.buffer_count;
+    for (unsigned i = 0; i < depth; i++) {
+        ops[i].owner = tr;
+        ops[i].buffer = tr->src.mapped ? 0 : tr->src.buffers[i];
+    }
     last_progress = now_seconds();
 
     for (;;) {
@@ -397,14 +464,14 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
                 continue;
             op->off = next;
             op->len = (size_t)(len - next < srv->cfg.buffer_size ? len - next : srv->cfg.buffer_size);
-            if (src.mapped) {
+            if (tr->src.mapped) {
                 /* End each operation on a buffer_size boundary of the mapping,
                  * so only the first starts at an unaligned address. */
-                size_t in_chunk = (src.map_delta + next) % srv->cfg.buffer_size;
+                size_t in_chunk = (tr->src.map_delta + next) % srv->cfg.buffer_size;
                 if (op->len > srv->cfg.buffer_size - in_chunk)
                     op->len = srv->cfg.buffer_size - in_chunk;
             }
-            if (get && !src.mapped) {
+            if (get && !tr->src.mapped) {
                 unsigned char *buf = srv->pool + (size_t)op->buffer * srv->cfg.buffer_size;
                 ssize_t r = pread(fd, buf, op->len, (off_t)(offset + op->off));
                 if (r != (ssize_t)op->len) {
@@ -417,7 +484,7 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
             }
             pthread_mutex_lock(&srv->fab->lock);
             op->state = OP_POSTED;
-            posted = post_op(srv, &src, t, peer, op);
+            posted = post_op(srv, &tr->src, t, peer, op);
             if (posted != 0)
                 op->state = OP_IDLE;
             if (posted == -FI_EAGAIN)
@@ -475,18 +542,31 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
             break;
         if (progressed) {
             last_progress = now_seconds();
+        } else if (timed_out && now_seconds() - last_progress > 2.0 * srv->cfg.timeout_seconds) {
+            /* Still nothing: the provider will not complete these. Leave them
+             * (and their buffers or mapping) to the server. */
+            pthread_mutex_lock(&srv->fab->lock);
+            for (unsigned i = 0; i < depth; i++)
+                if (ops[i].state == OP_POSTED)
+                    tr->left++;
+            if (tr->left > 0) {
+                tr->peer = peer;
+                tr->next = srv->abandoned;
+                srv->abandoned = tr;
+                srv->abandoned_count++;
+            }
+            pthread_mutex_unlock(&srv->fab->lock);
+            si_errnoprintf(&fail, ETIMEDOUT, "rdma: %u operations never completed (client gone?)",
+                           outstanding);
+            break;
         } else if (!timed_out && now_seconds() - last_progress > srv->cfg.timeout_seconds) {
-            /* The client stopped answering: take its address out of the AV so
-             * the provider fails what is still in flight, then wait for it. */
+            /* The client stopped answering: post nothing more and give the
+             * provider one more period to fail what is in flight. The address
+             * stays in the AV meanwhile (removing it under a posted operation
+             * crashes the shm provider). */
             si_errnoprintf(&fail, ETIMEDOUT, "rdma: no completion for %u s; client gone?",
                            srv->cfg.timeout_seconds);
             failed = timed_out = true;
-            pthread_mutex_lock(&srv->fab->lock);
-            peer->failed = true;
-            if (!peer->removed)
-                fi_av_remove(srv->fab->av, &peer->fi_addr, 1, 0);
-            peer->removed = true;
-            pthread_mutex_unlock(&srv->fab->lock);
         } else {
             sched_yield();
         }
@@ -500,9 +580,12 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
         srv->bytes_received += done;
     if (failed)
         srv->transfers_failed++;
-    peer_put(srv, peer, failed);
+    if (tr->left == 0) {
+        peer_put(srv, peer, failed);
+        source_unlocked_release(srv, &tr->src);
+        free(tr);
+    }
     pthread_mutex_unlock(&srv->fab->lock);
-    source_release(srv, &src);
     *moved = done;
     if (failed) {
         if (err)
@@ -511,7 +594,8 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
     }
     return 0;
 error:
-    source_release(srv, &src);
+    source_release(srv, &tr->src);
+    free(tr);
     return -1;
 }
 
@@ -538,5 +622,6 @@ void rdma_server_stats(rdma_server_t *srv, rdma_stats_t *out)
     out->bytes_sent = srv->bytes_sent;
     out->bytes_received = srv->bytes_received;
     out->transfers_failed = srv->transfers_failed;
+    out->abandoned = srv->abandoned_count;
     pthread_mutex_unlock(&srv->fab->lock);
 }
