@@ -7,6 +7,7 @@
 #include "daemon/archive/backend.h"
 #include "daemon/cache/cache.h"
 #include "daemon/push/push.h"
+#include "daemon/rdma/rdma.h"
 #include "daemon/s3/s3.h"
 #include "daemon/volume/volume.h"
 #include "daemon/simlib/engine.h"
@@ -41,6 +42,7 @@ static const si_conf_key_t *const all_schemas[] = {
     library_conf_keys,
     archive_conf_keys,
     tape_conf_keys,
+    rdma_conf_keys,
     NULL,
 };
 
