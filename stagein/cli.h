@@ -48,5 +48,12 @@ int cmd_release(cli_t *cli, int argc, char **argv);
 int cmd_queue(cli_t *cli, int argc, char **argv);
 int cmd_drives(cli_t *cli, int argc, char **argv);
 int cmd_push(cli_t *cli, int argc, char **argv);
+/* libstagein commands (cmd_get.c, cmd_agent.c). */
+int cmd_get(cli_t *cli, int argc, char **argv);
+int cmd_agent(cli_t *cli, int argc, char **argv);
+struct stagein;
+/* Sets h's control endpoint and MUNGE socket as the other client commands
+ * resolve them (--endpoint, $STAGEIN_ENDPOINT, the configuration). */
+int cli_configure_library(cli_t *cli, struct stagein *h, const char *endpoint);
 
 #endif

@@ -18,6 +18,8 @@ static const cli_command_t commands[] = {
     {"queue", cmd_queue, "the active requests in the order stageind serves them"},
     {"drives", cmd_drives, "the tape drives as stageind reports them"},
     {"push", cmd_push, "send files to stageind to be archived as a dataset"},
+    {"get", cmd_get, "copy a dataset or bucket/key from stageind's cache (S3) into files"},
+    {"agent", cmd_agent, "node agent: hold a request's data in memory for jobs to attach"},
     {NULL, NULL, NULL},
 };
 

@@ -1,0 +1,206 @@
+/* stagein get: copy a dataset or one object from stageind's cache into
+ * files (or GPU memory) through libstagein, with a progress bar. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "stagein/cli.h"
+#include "stagein/client.h"
+#include "stagein/stagein.h"
+
+/* The control endpoint and MUNGE socket from the command line and the
+ * configuration, as every client command resolves them. */
+int cli_configure_library(cli_t *cli, stagein_t *h, const char *endpoint)
+{
+    si_error_t err;
+    si_conf_t *conf = cli_conf(cli, &err);
+    if (!conf)
+        return cli_fail(cli, "%s", err.text);
+    client_address_t addr;
+    if (client_resolve_endpoint(endpoint, conf, &addr, &err) < 0)
+        return cli_fail(cli, "%s", err.text);
+    client_opts_t opts = {0};
+    client_conf_opts(conf, &opts);
+    if (stagein_set_option(h, STAGEIN_OPT_ENDPOINT, addr.text) != STAGEIN_SUCCESS ||
+        (opts.munge_socket &&
+         stagein_set_option(h, STAGEIN_OPT_MUNGE_SOCKET, opts.munge_socket) != STAGEIN_SUCCESS))
+        return cli_fail(cli, "%s", stagein_last_error(h));
+    return 0;
+}
+
+typedef struct {
+    stagein_t *h;
+    const char *path;
+    uint64_t size;
+    volatile int done;
+    bool tty;
+} bar_t;
+
+static void *draw(void *arg)
+{
+    bar_t *b = arg;
+    while (!b->done) {
+        uint64_t got = stagein_read_progress(b->h);
+        int width = 30, fill = b->size ? (int)(got * width / b->size) : width;
+        fprintf(stderr, "\r%-40.40s [%.*s%*s] %5.1f%%", b->path, fill,
+                "##############################", width - fill, "",
+                b->size ? 100.0 * (double)got / (double)b->size : 100.0);
+        usleep(200000);
+    }
+    return NULL;
+}
+
+static int make_parents(char *path)
+{
+    for (char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
+        *p = '\0';
+        int rc = mkdir(path, 0755);
+        *p = '/';
+        if (rc < 0 && errno != EEXIST)
+            return -1;
+    }
+    return 0;
+}
+
+/* One object into DEST/bucket/key (or GPU memory, then dropped). */
+static int get_one(cli_t *cli, stagein_t *h, const char *path, const char *dest, int gpu)
+{
+    uint64_t size;
+    char etag[STAGEIN_CHECKSUM_MAX];
+    if (stagein_stat(h, path, &size, etag) != STAGEIN_SUCCESS)
+        return cli_fail(cli, "%s", stagein_last_error(h));
+    char file[4096];
+    int fd = -1, rc = 1;
+    void *buf = NULL;
+    if (gpu >= 0) {
+        /* GPU memory needs a CUDA allocation of the caller's: the agent
+         * (stagein agent --gpu) is the way to keep data resident. */
+        return cli_fail(cli, "%s: --gpu lands data through `stagein agent --gpu %d`", path, gpu);
+    }
+    if ((size_t)snprintf(file, sizeof(file), "%s/%s", dest, path) >= sizeof(file))
+        return cli_fail(cli, "%s: destination path too long", path);
+    if (make_parents(file) < 0 ||
+        (fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||
+        ftruncate(fd, (off_t)size) < 0)
+        return cli_fail(cli, "%s: %s", file, strerror(errno));
+    if (size && (buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+        cli_fail(cli, "%s: %s", file, strerror(errno));
+        close(fd);
+        return 1;
+    }
+    bar_t bar = {.h = h, .path = path, .size = size, .tty = isatty(2)};
+    pthread_t t;
+    bool drawing = bar.tty && pthread_create(&t, NULL, draw, &bar) == 0;
+    uint64_t got = 0;
+    stagein_err_t e = stagein_read(h, path, buf, size, -1, &got);
+    bar.done = 1;
+    if (drawing) {
+        pthread_join(t, NULL);
+        fprintf(stderr, "\r%-40.40s done%40s\n", path, "");
+    }
+    char sum[STAGEIN_CHECKSUM_MAX];
+    if (e != STAGEIN_SUCCESS) {
+        cli_fail(cli, "%s", stagein_last_error(h));
+    } else if ((e = stagein_verify(size ? buf : "", size, etag, sum)) == STAGEIN_ERR_CHECKSUM) {
+        cli_fail(cli, "%s: checksum mismatch (ETag %s, bytes %s)", path, etag, sum);
+    } else {
+        printf("%s %llu %s\n", file, (unsigned long long)size,
+               e == STAGEIN_SUCCESS ? sum : "unverified");
+        rc = 0;
+    }
+    if (buf)
+        munmap(buf, size);
+    close(fd);
+    if (rc)
+        unlink(file);
+    return rc;
+}
+
+int cmd_get(cli_t *cli, int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"dest", required_argument, NULL, 'd'},
+        {"gpu", required_argument, NULL, 'g'},
+        {"transport", required_argument, NULL, 't'},
+        {"endpoint", required_argument, NULL, 'e'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *dest = ".", *transport = "http", *endpoint = NULL;
+    int gpu = -1, opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "d:g:t:e:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'd':
+            dest = optarg;
+            break;
+        case 'g':
+            gpu = atoi(optarg);
+            if (gpu < 0 || strspn(optarg, "0123456789") != strlen(optarg))
+                return cli_fail(cli, "--gpu '%s': expected a device number", optarg);
+            break;
+        case 't':
+            transport = optarg;
+            break;
+        case 'e':
+            endpoint = optarg;
+            break;
+        case 'h':
+            printf("usage: stagein get DATASET|BUCKET/KEY [--dest DIR] [--gpu N]"
+                   " [--transport rdma|http] [--endpoint URL]\n");
+            return 0;
+        default:
+            return 2;
+        }
+    }
+    if (optind != argc - 1)
+        return cli_fail(cli, "get: name one dataset or bucket/key");
+    const char *what = argv[optind];
+    stagein_t *h = NULL;
+    int rc = 1;
+    if (stagein_open(&h) != STAGEIN_SUCCESS) {
+        rc = cli_fail(cli, "%s", h ? stagein_last_error(h) : "out of memory");
+        goto done;
+    }
+    if (stagein_set_option(h, STAGEIN_OPT_TRANSPORT, transport) != STAGEIN_SUCCESS) {
+        rc = cli_fail(cli, "--transport: %s", stagein_last_error(h));
+        goto done;
+    }
+    if (strcmp(transport, "rdma") == 0) {
+        rc = cli_fail(cli, "--transport rdma: not available (the RDMA client is not built"
+                           " into this stagein yet); use --transport http");
+        goto done;
+    }
+    if (strchr(what, '/')) {
+        rc = get_one(cli, h, what, dest, gpu);
+        goto done;
+    }
+    if (cli_configure_library(cli, h, endpoint) != 0)
+        goto done;
+    const char *datasets[] = {what, NULL};
+    char id[STAGEIN_ID_MAX];
+    stagein_object_t *list = NULL;
+    size_t n = 0;
+    if (stagein_request(h, datasets, NULL, id) != STAGEIN_SUCCESS ||
+        stagein_wait(h, id, 0, NULL, NULL, NULL) != STAGEIN_SUCCESS ||
+        stagein_request_objects(h, id, &list, &n) != STAGEIN_SUCCESS) {
+        rc = cli_fail(cli, "%s: %s", what, stagein_last_error(h));
+        goto done;
+    }
+    rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = get_one(cli, h, list[i].path, dest, gpu);
+    stagein_objects_free(list, n);
+done:
+    stagein_close(h);
+    return rc;
+}
