@@ -55,6 +55,13 @@ rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, si_err
     if (domain && *domain)
         hints->domain_attr->name = strdup(domain);
     rc = fi_getinfo(RDMA_FI_VERSION, NULL, NULL, 0, hints, &list);
+#ifdef HAVE_CUDA
+    if (rc != 0) { /* device memory is optional: host memory only */
+        hints->caps &= ~(uint64_t)FI_HMEM;
+        hints->domain_attr->mr_mode &= ~FI_MR_HMEM;
+        rc = fi_getinfo(RDMA_FI_VERSION, NULL, NULL, 0, hints, &list);
+    }
+#endif
     if (rc != 0) {
         si_errnoprintf(err, ENODEV, "rdma: provider '%s' is not available: fi_getinfo: %s",
                        provider, fi_strerror(-rc));
