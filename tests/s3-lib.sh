@@ -167,7 +167,7 @@ s3 = boto3.client('s3', endpoint_url=os.environ['S3_URL'],
                   aws_access_key_id=os.environ['S3_KEY'],
                   aws_secret_access_key=os.environ['S3_SECRET'],
                   region_name=os.environ['S3_REGION'],
-                  config=botocore.config.Config(s3={'addressing_style': 'path'},
+                  config=botocore.config.Config(s3={'addressing_style': 'path'}, signature_version='s3v4',
                                                 retries={'max_attempts': 1}))
 SRC = os.environ['SRC']; TEST_DIR = os.environ['TEST_DIR']
 def code_of(e): return e.response['Error']['Code'] + ' ' + str(e.response['ResponseMetadata']['HTTPStatusCode'])

@@ -212,6 +212,26 @@ static const char *push_error_code(int e)
     }
 }
 
+static int delete_one(s3_req_t *r, const char *cat_key, const char **code, si_error_t *err);
+
+/* push_upload_begin; an existing object of the key is replaced, as S3
+ * does: deleted first (a reader in between sees no object). */
+static int begin_replacing(s3_req_t *r, const char *cat_key, const push_file_t *f,
+                           push_upload_t **out, si_error_t *err)
+{
+    if (push_upload_begin(r->srv->push, f, out, err) == 0)
+        return 0;
+    if (errno != EEXIST)
+        return -1;
+    const char *code;
+    if (delete_one(r, cat_key, &code, err) < 0) {
+        errno = strcmp(code, "AccessDenied") == 0 ? EACCES
+                : strcmp(code, "SlowDown") == 0  ? EAGAIN : EIO;
+        return -1;
+    }
+    return push_upload_begin(r->srv->push, f, out, err);
+}
+
 /* The x-amz-checksum-<alg> header to verify, if the client sent one. */
 static int find_amz_checksum(s3_req_t *r, put_state_t *p, si_error_t *err)
 {
@@ -285,17 +305,21 @@ static put_state_t *body_begin(s3_req_t *r, uint64_t *size_out)
 
 void s3_put_object(s3_req_t *r)
 {
-    s3_server_t *s = r->srv;
     si_error_t err;
     if (!r->map.archive) {
         s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: only archive buckets"
                          " (s3.archive_buckets, or made by CreateBucket) take PUTs", r->bucket);
         return;
     }
+    char *cat_key = s3_req_catalog_key(r);
+    if (!cat_key)
+        return;
     uint64_t size;
     put_state_t *p = body_begin(r, &size);
-    if (!p)
+    if (!p) {
+        free(cat_key);
         return;
+    }
     char checksum[80];
     if (r->auth.payload == SI_SIGV4_PAYLOAD_SHA256)
         snprintf(checksum, sizeof(checksum), "sha256:%s", r->auth.payload_sha256);
@@ -303,7 +327,9 @@ void s3_put_object(s3_req_t *r)
                      .mode = -1, .size = size,
                      .checksum = r->auth.payload == SI_SIGV4_PAYLOAD_SHA256 ? checksum : NULL,
                      .mtime = -1};
-    if (push_upload_begin(s->push, &f, &p->upload, &err) < 0) {
+    int rc = begin_replacing(r, cat_key, &f, &p->upload, &err);
+    free(cat_key);
+    if (rc < 0) {
         const char *code = push_error_code(errno);
         p->upload = NULL;
         free_state(p);
@@ -495,7 +521,12 @@ int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_
     push_upload_t *u = NULL;
     si_checksum_t *md5 = NULL;
     char *buf = NULL;
-    if (push_upload_begin(s->push, &f, &u, &err) < 0) {
+    char *cat_key = s3_req_catalog_key(r);
+    if (!cat_key)
+        return -1;
+    int rc = begin_replacing(r, cat_key, &f, &u, &err);
+    free(cat_key);
+    if (rc < 0) {
         s3_respond_error(r, push_error_code(errno), "%s", err.text);
         return -1;
     }
@@ -538,7 +569,7 @@ int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_
         goto error;
     }
     s3_db_t *db = s3_dbpool_get(s->pool);
-    int rc = s3_db_set_etag(db, got.object_id, etag_out, &err);
+    rc = s3_db_set_etag(db, got.object_id, etag_out, &err);
     s3_dbpool_put(s->pool, db);
     if (rc < 0)
         si_log(s->log, SI_LOG_WARNING, "s3: %s/%s: recording the ETag: %s", r->bucket, r->key,
@@ -719,6 +750,44 @@ static int parse_copy_source(s3_req_t *r, const char *src, char *bucket, char **
     return 0;
 }
 
+static void copy_result(s3_req_t *r, const char *etag_hex)
+{
+    si_strbuf_t x;
+    si_strbuf_init(&x, 1024);
+    char when[32];
+    s3_iso8601((int64_t)time(NULL), when);
+    si_strbuf_printf(&x, XML_DECL "<CopyObjectResult xmlns=\"" S3_XMLNS "\"><LastModified>%s"
+                     "</LastModified><ETag>&quot;%s&quot;</ETag></CopyObjectResult>", when,
+                     etag_hex);
+    s3_respond_xml(r, 200, &x);
+}
+
+/* Metadata replaced on an object of itself: the object stays as it is (user
+ * metadata is not kept), answered with its ETag. */
+static void copy_onto_itself(s3_req_t *r)
+{
+    si_error_t err;
+    char *cat_key = s3_req_catalog_key(r);
+    if (!cat_key)
+        return;
+    s3_object_t o;
+    s3_db_t *db = s3_dbpool_get(r->srv->pool);
+    int rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, &o, &err);
+    s3_dbpool_put(r->srv->pool, db);
+    free(cat_key);
+    if (rc < 0)
+        s3_respond_error(r, "InternalError", "%s", err.text);
+    else if (rc == 0)
+        s3_respond_error(r, "NoSuchKey", NULL);
+    else if (!o.readable)
+        s3_respond_error(r, "AccessDenied", NULL);
+    else {
+        char etag_hex[S3_ETAG_MAX];
+        snprintf(etag_hex, sizeof(etag_hex), "%.*s", (int)strlen(o.etag) - 2, o.etag + 1);
+        copy_result(r, etag_hex);
+    }
+}
+
 void s3_copy_object(s3_req_t *r)
 {
     s3_server_t *s = r->srv;
@@ -733,6 +802,20 @@ void s3_copy_object(s3_req_t *r)
     if (parse_copy_source(r, s3_req_header(r, "x-amz-copy-source"), src_bucket, &src_key,
                           &err) < 0) {
         s3_respond_error(r, "InvalidArgument", "%s", err.text);
+        return;
+    }
+    if (strcmp(src_bucket, r->bucket) == 0 && strcmp(src_key, r->key) == 0) {
+        /* a copy onto itself only changes metadata, which is not stored here */
+        const char *directive = s3_req_header(r, "x-amz-metadata-directive");
+        free(src_key);
+        if (!directive || strcasecmp(directive, "REPLACE") != 0) {
+            s3_respond_error(r, "InvalidRequest", "This copy request is illegal because it is"
+                             " trying to copy an object to itself without changing the"
+                             " object's metadata, storage class, website redirect location or"
+                             " encryption attributes.");
+            return;
+        }
+        copy_onto_itself(r);
         return;
     }
     bool src_archive = s3_is_archive_bucket(s, src_bucket);
@@ -774,12 +857,5 @@ void s3_copy_object(s3_req_t *r)
     close(fd);
     if (rc < 0)
         return;
-    si_strbuf_t x;
-    si_strbuf_init(&x, 1024);
-    char when[32];
-    s3_iso8601((int64_t)time(NULL), when);
-    si_strbuf_printf(&x, XML_DECL "<CopyObjectResult xmlns=\"" S3_XMLNS "\"><LastModified>%s"
-                     "</LastModified><ETag>&quot;%s&quot;</ETag></CopyObjectResult>", when,
-                     recorded);
-    s3_respond_xml(r, 200, &x);
+    copy_result(r, recorded);
 }
