@@ -39,6 +39,15 @@ struct s3_server {
     uint16_t port;
     int64_t started;
     atomic_uint_fast64_t next_id;
+    /* connections, so the watchdog can cut one whose request headers
+     * trickle in for longer than the timeout (libmicrohttpd's timeout is
+     * reset by every byte) */
+    pthread_mutex_t conns_mu;        /* guards conns, the entries, stopping */
+    pthread_cond_t conns_cv;
+    struct s3_conn *conns;
+    bool stopping;
+    bool watchdog_started;
+    pthread_t watchdog;
     pthread_mutex_t buckets_mu;      /* guards created */
     char (*created)[SI_BUCKET_MAX + 1]; /* archive buckets made by CreateBucket */
     size_t ncreated;

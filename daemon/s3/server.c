@@ -459,6 +459,96 @@ static void dispatch(s3_req_t *r)
         dispatch_object(r);
 }
 
+/* ---- the header watchdog ------------------------------------------------------ */
+
+#define WATCHDOG_PERIOD_MS 250
+
+typedef struct s3_conn {
+    int fd;
+    struct timespec since;           /* connected, or its last request answered */
+    bool in_request;                 /* headers in, not yet completed */
+    bool cut;
+    struct s3_conn *prev, *next;
+} s3_conn_t;
+
+static double seconds_since(const struct timespec *t, const struct timespec *now)
+{
+    return (double)(now->tv_sec - t->tv_sec) + (double)(now->tv_nsec - t->tv_nsec) / 1e9;
+}
+
+static void *watchdog_main(void *arg)
+{
+    s3_server_t *s = arg;
+    pthread_mutex_lock(&s->conns_mu);
+    while (!s->stopping) {
+        struct timespec now, until;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        for (s3_conn_t *c = s->conns; c; c = c->next)
+            if (!c->in_request && !c->cut && seconds_since(&c->since, &now) > s->conf.timeout) {
+                /* libmicrohttpd sees the end of the stream and closes it; the
+                 * fd stays open until its CLOSED notice, which waits for this lock */
+                shutdown(c->fd, SHUT_RDWR);
+                c->cut = true;
+            }
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += WATCHDOG_PERIOD_MS * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&s->conns_cv, &s->conns_mu, &until);
+    }
+    pthread_mutex_unlock(&s->conns_mu);
+    return NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    s3_server_t *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        s3_conn_t *c = info ? calloc(1, sizeof(*c)) : NULL;
+        if (!c)
+            return;
+        c->fd = info->connect_fd;
+        clock_gettime(CLOCK_MONOTONIC, &c->since);
+        pthread_mutex_lock(&s->conns_mu);
+        c->next = s->conns;
+        if (s->conns)
+            s->conns->prev = c;
+        s->conns = c;
+        pthread_mutex_unlock(&s->conns_mu);
+        *socket_context = c;
+        return;
+    }
+    s3_conn_t *c = *socket_context;
+    if (!c)
+        return;
+    pthread_mutex_lock(&s->conns_mu);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    pthread_mutex_unlock(&s->conns_mu);
+    free(c);
+    *socket_context = NULL;
+}
+
+static void mark_in_request(s3_server_t *s, struct MHD_Connection *conn, bool in_request)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    s3_conn_t *c = info ? info->socket_context : NULL;
+    if (!c)
+        return;
+    pthread_mutex_lock(&s->conns_mu);
+    c->in_request = in_request;
+    clock_gettime(CLOCK_MONOTONIC, &c->since);
+    pthread_mutex_unlock(&s->conns_mu);
+}
+
 /* ---- libmicrohttpd callbacks ------------------------------------------------- */
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
@@ -491,12 +581,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
 {
-    (void)cls, (void)conn, (void)url, (void)version;
+    (void)cls, (void)url, (void)version;
     s3_req_t *r = *con_cls;
     if (!r)
         return MHD_NO;
     if (!r->started) {
         r->started = true;
+        mark_in_request(r->srv, conn, true);
         snprintf(r->method, sizeof(r->method), "%s", method);
         dispatch(r);
         if (!r->responded && !r->body)
@@ -519,9 +610,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     s3_server_t *s = cls;
     s3_req_t *r = *con_cls;
+    mark_in_request(s, conn, false);
     if (!r)
         return;
     struct timespec now;
@@ -582,6 +673,8 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     s->log = opts->log;
     s->started = (int64_t)time(NULL);
     pthread_mutex_init(&s->buckets_mu, NULL);
+    pthread_mutex_init(&s->conns_mu, NULL);
+    pthread_cond_init(&s->conns_cv, NULL);
     snprintf(s->push_bucket, sizeof(s->push_bucket), "%s",
              opts->push_bucket ? opts->push_bucket : "");
     if (opts->state_dir) {
@@ -627,13 +720,14 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO;
     if (v6)
         flags |= MHD_USE_IPv6;
-    struct MHD_OptionItem o[12];
+    struct MHD_OptionItem o[14];
     size_t n = 0;
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &addr.sa};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, s};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, s->conf.timeout, NULL};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                                      (intptr_t)(s->conf.max_header_size * 2 +
@@ -651,6 +745,11 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
                      s->conf.bind, s->conf.port);
         goto error;
     }
+    if (pthread_create(&s->watchdog, NULL, watchdog_main, s) != 0) {
+        si_errprintf(err, "s3: cannot start the connection watchdog thread");
+        goto error;
+    }
+    s->watchdog_started = true;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : (uint16_t)s->conf.port;
     if (s->port_file[0] && write_port_file(s, err) < 0)
@@ -673,6 +772,13 @@ void s3_server_stop(s3_server_t *s)
 {
     if (!s)
         return;
+    if (s->watchdog_started) {
+        pthread_mutex_lock(&s->conns_mu);
+        s->stopping = true;
+        pthread_cond_signal(&s->conns_cv);
+        pthread_mutex_unlock(&s->conns_mu);
+        pthread_join(s->watchdog, NULL);
+    }
     if (s->mhd)
         MHD_stop_daemon(s->mhd);
     if (s->port_file[0] && s->port)
@@ -680,6 +786,8 @@ void s3_server_stop(s3_server_t *s)
     s3_dbpool_close(s->pool);
     si_secrets_free(s->secrets);
     pthread_mutex_destroy(&s->buckets_mu);
+    pthread_mutex_destroy(&s->conns_mu);
+    pthread_cond_destroy(&s->conns_cv);
     free(s->created);
     free(s);
 }
