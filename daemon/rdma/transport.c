@@ -76,6 +76,17 @@ rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, si_err
     fab->mr_mode = (uint64_t)fab->info->domain_attr->mr_mode;
     fab->max_msg_size = fab->info->ep_attr->max_msg_size;
     fab->next_key = 1;
+    /* tcp (alone or under ofi_rxm) completes a write when the bytes are
+     * handed to the socket (transmit complete): the target has not placed
+     * them yet, nor checked the key, so a GET would be reported done while
+     * its data is in flight and a wrong key would look like success. Ask
+     * for delivery complete, which waits for the target's acknowledgement.
+     * shm writes straight into the peer's memory (CMA), so its completion
+     * already means placed; and 1.17's shm crashed the target process on
+     * FI_DELIVERY_COMPLETE writes in t_rdma, so it keeps the default. */
+    fab->write_flags = FI_COMPLETION;
+    if (strcmp(fab->info->fabric_attr->prov_name, "shm") != 0)
+        fab->write_flags |= FI_DELIVERY_COMPLETE;
 
     if ((rc = fi_fabric(fab->info->fabric_attr, &fab->fabric, NULL)) != 0 ||
         (rc = fi_domain(fab->fabric, fab->info, &fab->domain, NULL)) != 0) {

@@ -317,7 +317,7 @@ static void run_provider(const char *provider, const char *domain, int fd, int b
     cfg.buffer_size = 1 << 20;
     cfg.buffer_count = 24;
     cfg.depth = 4;
-    cfg.max_transfer = 64 << 20;
+    cfg.max_transfer = 256u << 20; /* the killed-client case moves 256 MiB */
     cfg.idle_seconds = 1;
     cfg.timeout_seconds = 5;
     srv = rdma_server_open(&cfg, &err);
@@ -434,8 +434,12 @@ static void run_provider(const char *provider, const char *domain, int fd, int b
         pthread_t th;
         x.fd = bigfd;
         rc = spawn_client(&c, provider, domain, "stall", 256u << 20, 0, 256u << 20, 1);
-        ok(rc == 0 && rdma_server_accept(srv, c.token, SI_RDMA_ACCESS_WRITE, job.len, &job.token,
-                                         &err) == 0, "%s: token of a 256 MiB client", provider);
+        if (rc == 0)
+            rc = rdma_server_accept(srv, c.token, SI_RDMA_ACCESS_WRITE, job.len, &job.token, &err);
+        else
+            snprintf(err.text, sizeof err.text, "client did not start");
+        ok(rc == 0, "%s: token of a 256 MiB client accepted%s%s", provider, rc ? ": " : "",
+           rc ? err.text : "");
         pthread_create(&th, NULL, send_thread, &job);
         usleep(150000);
         kill_client(&c);
