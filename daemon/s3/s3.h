@@ -9,7 +9,8 @@
  * Objects archived but not cached answer like S3 Glacier (403
  * InvalidObjectState on GET, x-amz-restore on HEAD, RestoreObject queues a
  * stage request); buckets in transparent-recall mode recall on GET and
- * stream once staged. Archive buckets take PUTs through the push path.
+ * stream once staged. Archive buckets take PUTs, multipart uploads, copies
+ * and deletes through the push path.
  * doc/s3.md lists the operations and what answers 501. */
 #ifndef STAGEIN_S3_H
 #define STAGEIN_S3_H
