@@ -106,7 +106,7 @@ struct recall_service {
     /* service thread only */
     note_t *notes;
     size_t nnotes;
-    double retry_after, last_housekeeping, last_progress;
+    double retry_after, last_housekeeping, last_progress, last_scan;
 };
 
 static double mono_now(void)
@@ -738,13 +738,21 @@ static void *service_main(void *arg)
             rs->last_progress = now;
             save_progress(rs);
         }
-        scan_pending(rs);
-        drain_done(rs);
+        /* New requests are found by polling; a wake-up for finished items
+         * (one per object) does not rescan the catalog: that query per
+         * object competed with the transfers' cache commits for the
+         * catalog. */
+        if (now - rs->last_scan >= rs->poll_interval) {
+            rs->last_scan = now;
+            scan_pending(rs);
+            drain_done(rs);
+        }
         pthread_mutex_lock(&rs->mu);
         if (!rs->stop && !rs->done_head) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
-            double t = until.tv_sec + until.tv_nsec / 1e9 + rs->poll_interval;
+            double wait = rs->last_scan + rs->poll_interval - mono_now();
+            double t = until.tv_sec + until.tv_nsec / 1e9 + (wait > 0 ? wait : 0);
             until.tv_sec = (time_t)t;
             until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
             pthread_cond_timedwait(&rs->cv, &rs->mu, &until);
