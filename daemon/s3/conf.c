@@ -88,14 +88,16 @@ int s3_conf_from(const si_conf_t *conf, s3_conf_t *out, si_error_t *err)
         si_errprintf(err, "s3.bind: '%.80s' is not a numeric address", bind);
         goto error;
     }
-    snprintf(c->bind, sizeof(c->bind), "%s", bind);
+    if (bind != c->bind) /* the default is c->bind itself: no overlapping copy */
+        snprintf(c->bind, sizeof(c->bind), "%s", bind);
     c->port = (int)si_conf_int(conf, "s3.port", c->port);
     const char *secrets = si_conf_string(conf, "s3.secrets_file", c->secrets_file);
     if (strlen(secrets) >= sizeof(c->secrets_file)) {
         si_errprintf(err, "s3.secrets_file: path too long");
         goto error;
     }
-    snprintf(c->secrets_file, sizeof(c->secrets_file), "%s", secrets);
+    if (secrets != c->secrets_file) /* the default is c->secrets_file itself: no overlapping copy */
+        snprintf(c->secrets_file, sizeof(c->secrets_file), "%s", secrets);
     const char *region = si_conf_string(conf, "s3.region", c->region);
     if (!*region || strlen(region) > S3_REGION_MAX || strspn(region,
             "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(region)) {
@@ -103,7 +105,8 @@ int s3_conf_from(const si_conf_t *conf, s3_conf_t *out, si_error_t *err)
                      region, S3_REGION_MAX);
         goto error;
     }
-    snprintf(c->region, sizeof(c->region), "%s", region);
+    if (region != c->region) /* the default is c->region itself: no overlapping copy */
+        snprintf(c->region, sizeof(c->region), "%s", region);
     c->clock_skew = (int)si_conf_int(conf, "s3.clock_skew", c->clock_skew);
     c->transparent_recall_max_wait =
         (int)si_conf_int(conf, "s3.transparent_recall_max_wait", c->transparent_recall_max_wait);
