@@ -39,6 +39,13 @@ static double now_s(void)
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
+static double wall_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
 static void die(const char *what, const si_error_t *err)
 {
     fprintf(stderr, "stage: %s: %s\n", what, err ? err->text : strerror(errno));
@@ -256,7 +263,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 500 && access(sock, F_OK) < 0; i++)
         usleep(10000);
     char answer[8192];
-    double t0 = now_s();
+    double t0 = now_s(), t0_wall = wall_s();
     int code = http_unix(sock, "POST", "/api/v1/stage", "{\"datasets\":[\"bench\"]}", answer,
                          sizeof(answer));
     const char *idp = strstr(answer, "\"requestId\":\"");
@@ -272,19 +279,27 @@ int main(int argc, char **argv)
     sqlite3_stmt *q = NULL;
     sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
     sqlite3_busy_timeout(db, 1000);
-    sqlite3_prepare_v2(db, "SELECT state FROM requests WHERE uuid = ?1", -1, &q, NULL);
+    /* The request's own completion time (its `updated`, wall clock) is the
+     * measure, so the poll can be slow enough not to compete with the
+     * daemon for the CPUs. */
+    sqlite3_prepare_v2(db, "SELECT state, updated FROM requests WHERE uuid = ?1", -1, &q, NULL);
     sqlite3_bind_text(q, 1, uuid, -1, SQLITE_STATIC);
     char final[16] = "";
+    double updated = 0;
     double limit = t0 + predicted * 3 + 60;
     while (now_s() < limit) {
-        if (sqlite3_step(q) == SQLITE_ROW)
+        if (sqlite3_step(q) == SQLITE_ROW) {
             snprintf(final, sizeof(final), "%s", sqlite3_column_text(q, 0));
+            updated = sqlite3_column_double(q, 1);
+        }
         sqlite3_reset(q);
         if (strcmp(final, "COMPLETED") == 0 || strcmp(final, "FAILED") == 0)
             break;
-        usleep(2000);
+        usleep(20000);
     }
     double achieved = now_s() - t0;
+    if (updated > t0_wall && updated - t0_wall < achieved)
+        achieved = updated - t0_wall;
     sqlite3_finalize(q);
     sqlite3_close(db);
     kill(pid, SIGTERM);
