@@ -385,16 +385,19 @@ static int post_op(rdma_server_t *srv, const source_t *src, const si_rdma_token_
         local = srv->pool + (size_t)op->buffer * srv->cfg.buffer_size;
         desc = srv->pool_mr.desc;
     }
-    if (src->get) {
-        /* write_flags carries FI_DELIVERY_COMPLETE where the provider's
-         * default completion comes before the client holds the bytes
-         * (tcp;ofi_rxm; see rdma_fabric_open and doc/rdma.md). */
+    if (src->get && srv->fab->write_flags) {
+        /* FI_DELIVERY_COMPLETE where the provider's default completion
+         * comes before the client holds the bytes (tcp;ofi_rxm; see
+         * rdma_fabric_open and doc/rdma.md). */
         struct iovec iov = {.iov_base = local, .iov_len = op->len};
         struct fi_rma_iov rma = {.addr = t->raddr + op->off, .len = op->len, .key = t->key};
         struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1,
                                  .addr = peer->fi_addr, .rma_iov = &rma, .rma_iov_count = 1,
                                  .context = &op->ctx};
-        rc = fi_writemsg(srv->fab->ep, &msg, srv->fab->write_flags);
+        rc = fi_writemsg(srv->fab->ep, &msg, FI_COMPLETION | srv->fab->write_flags);
+    } else if (src->get) {
+        rc = fi_write(srv->fab->ep, local, op->len, desc, peer->fi_addr, t->raddr + op->off,
+                      t->key, &op->ctx);
     } else {
         rc = fi_read(srv->fab->ep, local, op->len, desc, peer->fi_addr, t->raddr + op->off,
                      t->key, &op->ctx);

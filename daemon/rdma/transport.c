@@ -81,12 +81,12 @@ rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, si_err
      * them yet, nor checked the key, so a GET would be reported done while
      * its data is in flight and a wrong key would look like success. Ask
      * for delivery complete, which waits for the target's acknowledgement.
-     * shm writes straight into the peer's memory (CMA), so its completion
-     * already means placed; and 1.17's shm crashed the target process on
-     * FI_DELIVERY_COMPLETE writes in t_rdma, so it keeps the default. */
-    fab->write_flags = FI_COMPLETION;
+     * shm keeps its default write path: every shm GET check in t_rdma sees
+     * its bytes placed without it (no socket in between), and what the
+     * flag does to 1.17's shm was not established (doc/rdma.md). */
+    fab->write_flags = 0;
     if (strcmp(fab->info->fabric_attr->prov_name, "shm") != 0)
-        fab->write_flags |= FI_DELIVERY_COMPLETE;
+        fab->write_flags = FI_DELIVERY_COMPLETE;
 
     if ((rc = fi_fabric(fab->info->fabric_attr, &fab->fabric, NULL)) != 0 ||
         (rc = fi_domain(fab->fabric, fab->info, &fab->domain, NULL)) != 0) {

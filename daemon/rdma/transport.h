@@ -30,8 +30,8 @@ typedef struct {
     uint64_t mr_mode;
     uint64_t next_key; /* requested keys when the provider does not choose them */
     size_t max_msg_size;
-    /* Flags for fi_writemsg: FI_DELIVERY_COMPLETE where a write's completion
-     * would otherwise come before the target placed the data (tcp). */
+    /* FI_DELIVERY_COMPLETE where a write's completion would otherwise come
+     * before the target placed the data (tcp); 0: plain fi_write. */
     uint64_t write_flags;
     long mrs_live;     /* registrations open now, for leak checks */
     /* The endpoint is opened FI_THREAD_DOMAIN: every libfabric call on it
