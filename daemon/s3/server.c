@@ -20,7 +20,7 @@
 
 #define XML_CONTENT_TYPE "application/xml"
 /* request line, headers and the upload read buffer share the connection's pool */
-#define CONNECTION_POOL_EXTRA (128u << 10)
+#define CONNECTION_POOL_EXTRA (16u << 10)
 
 /* ---- archive buckets --------------------------------------------------------- */
 
