@@ -9,12 +9,22 @@ s3_need_clients boto3
 
 OUT=$TEST_DIR/out
 mkdir -p "$OUT"
+# wait_archived: the refused requests compare catalog rows, so an accepted PUT
+# must be on tape (the aggregator's commit) before they run
+wait_archived() {
+    local _
+    for _ in $(seq 100); do
+        [ "$(sql "SELECT count(*) FROM push_items WHERE state NOT IN ('DURABLE', 'FAILED')")" = 0 ] && return
+        sleep 0.1
+    done
+}
 s3_setup A
 s3_start_ok "stageind starts with its S3 port (timeout $S3_TIMEOUT s)"
 ok "$(s3_make_hot hot/h1; echo $?)" "hot/h1 staged into the cache"
 is "$(s3raw request GET /data/hot/h1 --out "$OUT/h1")" "200 -" "control: a well-signed GET is served"
 ok "$(same_bytes "$OUT/h1" "$SRC/hot/h1"; echo $?)" "control: byte-identical"
 is "$(s3raw request PUT /upl/control --data control)" "200 -" "control: a well-signed PUT into an archive bucket is stored"
+wait_archived
 
 # refused DESCRIPTION "STATUS CODE" -- s3raw ARGS...: that answer, and no change
 refused() {
@@ -87,11 +97,7 @@ refused_any "a GET of a key with '..'" "400 (InvalidArgument|InvalidRequest)" --
 # may be 1024 - len("B/") bytes: 1020 in "upl"
 refused "a key of 1021 bytes in archive bucket 'upl'" "400 KeyTooLongError" -- s3raw request PUT "/upl/${long:4}" --data abc
 is "$(s3raw request PUT "/upl/${long:5}" --data 1020)" "200 -" "a key of 1020 bytes (the most in archive bucket 'upl') is accepted"
-# the refused requests below compare catalog rows: let the aggregator archive it first
-for _ in $(seq 100); do
-    [ "$(sql "SELECT count(*) FROM push_items WHERE state NOT IN ('DURABLE', 'FAILED')")" = 0 ] && break
-    sleep 0.1
-done
+wait_archived
 
 # ---- headers and bodies ----------------------------------------------------------------
 pad=$(head -c 20000 /dev/zero | tr '\0' a)
