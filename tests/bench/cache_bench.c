@@ -6,7 +6,6 @@
 #include "config.h"
 
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 #include "common/checksum.h"
 #include "common/table.h"
 #include "daemon/cache/cache.h"
+#include "tests/bench/bench_opts.h"
 
 #define FEED (1u << 20)      /* bytes per cache_writer_write, like a tape read */
 #define SOURCE (64u << 20)   /* random bytes, reused cyclically */
@@ -159,26 +159,12 @@ error:
 
 int main(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"quick", no_argument, NULL, 'q'},
-        {"json", no_argument, NULL, 'j'},
-        {"dir", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    bool quick = false, json = false;
-    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    int opt;
-    while ((opt = getopt_long(argc, argv, "qjd:h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'q': quick = true; break;
-        case 'j': json = true; break;
-        case 'd': base = optarg; break;
-        default:
-            fprintf(stderr, "usage: %s [--quick] [--json] [--dir DIR]\n", argv[0]);
-            return opt == 'h' ? 0 : 2;
-        }
-    }
+    bench_opts_t bo;
+    int parsed = bench_parse_options(argc, argv, &bo);
+    if (parsed >= 0)
+        return parsed;
+    bool quick = bo.quick, json = bo.json;
+    const char *base = bo.dir;
     char dir[512];
     snprintf(dir, sizeof(dir), "%s/cache-bench-XXXXXX", base);
     if (!mkdtemp(dir)) {

@@ -2,7 +2,6 @@
  * database size on a generated archive (1,000,000 objects over 200 volumes). */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 
 #include "catalog/catalog.h"
 #include "common/table.h"
+#include "tests/bench/bench_opts.h"
 
 #define VOLUMES 200
 #define DATASETS 10
@@ -49,32 +49,12 @@ static uint64_t file_size(const char *path)
 
 int main(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"quick", no_argument, NULL, 'q'},
-        {"json", no_argument, NULL, 'j'},
-        {"dir", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    bool quick = false, json = false;
-    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    int opt;
-    while ((opt = getopt_long(argc, argv, "qjd:h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'q':
-            quick = true;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'd':
-            dir = optarg;
-            break;
-        default:
-            fprintf(stderr, "usage: %s [--quick] [--json] [--dir DIR]\n", argv[0]);
-            return opt == 'h' ? 0 : 2;
-        }
-    }
+    bench_opts_t bo;
+    int parsed = bench_parse_options(argc, argv, &bo);
+    if (parsed >= 0)
+        return parsed;
+    bool quick = bo.quick, json = bo.json;
+    const char *dir = bo.dir;
     const uint64_t objects = quick ? 100000 : 1000000;
     const uint64_t per_dataset = objects / DATASETS;
 

@@ -4,7 +4,6 @@
  * disk --dir names. */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include "catalog/catalog.h"
 #include "common/table.h"
 #include "daemon/volume/volume.h"
+#include "tests/bench/bench_opts.h"
 
 #define READ_BLOCK (16u << 20)
 
@@ -141,26 +141,12 @@ out:
 
 int main(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"quick", no_argument, NULL, 'q'},
-        {"json", no_argument, NULL, 'j'},
-        {"dir", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    bool quick = false, json = false;
-    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    int opt;
-    while ((opt = getopt_long(argc, argv, "qjd:h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'q': quick = true; break;
-        case 'j': json = true; break;
-        case 'd': dir = optarg; break;
-        default:
-            fprintf(stderr, "usage: %s [--quick] [--json] [--dir DIR]\n", argv[0]);
-            return opt == 'h' ? 0 : 2;
-        }
-    }
+    bench_opts_t bo;
+    int parsed = bench_parse_options(argc, argv, &bo);
+    if (parsed >= 0)
+        return parsed;
+    bool quick = bo.quick, json = bo.json;
+    const char *dir = bo.dir;
     const bench_case_t cases[] = {
         {"large", quick ? 4 : 8, quick ? UINT64_C(64) << 20 : UINT64_C(256) << 20},
         {"small", quick ? 5000 : 50000, UINT64_C(64) << 10},

@@ -1,0 +1,43 @@
+#include "config.h"
+#include "tests/bench/bench_opts.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int bench_parse_options(int argc, char **argv, bench_opts_t *o)
+{
+    static const struct option options[] = {
+        {"quick", no_argument, NULL, 'q'},
+        {"json", no_argument, NULL, 'j'},
+        {"dir", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    o->quick = false;
+    o->json = false;
+    o->dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    int opt;
+    while ((opt = getopt_long(argc, argv, "qjd:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'q':
+            o->quick = true;
+            break;
+        case 'j':
+            o->json = true;
+            break;
+        case 'd':
+            o->dir = optarg;
+            break;
+        default:
+            fprintf(opt == 'h' ? stdout : stderr, "usage: %s [--quick] [--json] [--dir DIR]\n",
+                    argv[0]);
+            return opt == 'h' ? 0 : 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "usage: %s [--quick] [--json] [--dir DIR]\n", argv[0]);
+        return 2;
+    }
+    return -1;
+}

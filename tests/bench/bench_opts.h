@@ -1,0 +1,17 @@
+/* The options shared by the benchmarks that write files: --quick, --json,
+ * --dir DIR (default $TMPDIR or /tmp). */
+#ifndef BENCH_OPTS_H
+#define BENCH_OPTS_H
+
+#include <stdbool.h>
+
+typedef struct {
+    bool quick;
+    bool json;
+    const char *dir;
+} bench_opts_t;
+
+/* Returns -1 to go on, or the exit status (0 after --help, 2 on bad usage). */
+int bench_parse_options(int argc, char **argv, bench_opts_t *o);
+
+#endif
