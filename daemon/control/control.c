@@ -266,17 +266,7 @@ void control_free(control_t *c)
 static bool authenticate(control_t *c, http_request_t *req, identity_t *who)
 {
     identity_opts_t io = {.munge_socket = c->munge_socket, .peercred = c->peercred};
-    unsigned status;
-    si_error_t err;
-    if (identity_resolve(&io, http_request_header(req, IDENTITY_HEADER),
-                         http_request_peer(req), who, &status, &err) < 0) {
-        if (status == 401)
-            http_add_header(req, "WWW-Authenticate", "MUNGE");
-        http_respond_error(req, status, "%s", err.text);
-        return false;
-    }
-    http_request_note(req, "uid=%u(%s)", (unsigned)who->uid, who->method);
-    return true;
+    return identity_authenticate(&io, req, who);
 }
 
 static void respond_failure(http_request_t *req, int errnum, const si_error_t *err)

@@ -117,3 +117,18 @@ char *identity_munge_encode(const char *munge_socket, si_error_t *err)
     munge_ctx_destroy(ctx);
     return cred;
 }
+
+bool identity_authenticate(const identity_opts_t *opts, http_request_t *req, identity_t *who)
+{
+    unsigned status;
+    si_error_t err;
+    if (identity_resolve(opts, http_request_header(req, IDENTITY_HEADER), http_request_peer(req),
+                         who, &status, &err) < 0) {
+        if (status == 401)
+            http_add_header(req, "WWW-Authenticate", "MUNGE");
+        http_respond_error(req, status, "%s", err.text);
+        return false;
+    }
+    http_request_note(req, "uid=%u(%s)", (unsigned)who->uid, who->method);
+    return true;
+}

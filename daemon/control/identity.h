@@ -30,6 +30,11 @@ int identity_resolve(const identity_opts_t *opts, const char *credential,
                      const http_peer_t *peer, identity_t *who, unsigned *status,
                      si_error_t *err);
 
+/* identity_resolve for an HTTP request: on failure answers it (401 with
+ * WWW-Authenticate: MUNGE, or 503) and returns false; on success notes the
+ * caller in the access log and returns true. */
+bool identity_authenticate(const identity_opts_t *opts, http_request_t *req, identity_t *who);
+
 /* Decodes one credential; same results as identity_resolve. */
 int identity_munge_decode(const char *munge_socket, const char *credential, uid_t *uid,
                           gid_t *gid, unsigned *status, si_error_t *err);

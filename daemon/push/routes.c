@@ -58,17 +58,7 @@ static bool authenticate(push_t *p, http_request_t *req, identity_t *who)
     memcpy(socket, p->munge_socket, sizeof(socket));
     identity_opts_t io = {.munge_socket = socket[0] ? socket : NULL, .peercred = p->peercred};
     pthread_mutex_unlock(&p->lock);
-    unsigned status;
-    si_error_t err;
-    if (identity_resolve(&io, http_request_header(req, IDENTITY_HEADER),
-                         http_request_peer(req), who, &status, &err) < 0) {
-        if (status == 401)
-            http_add_header(req, "WWW-Authenticate", "MUNGE");
-        http_respond_error(req, status, "%s", err.text);
-        return false;
-    }
-    http_request_note(req, "uid=%u(%s)", (unsigned)who->uid, who->method);
-    return true;
+    return identity_authenticate(&io, req, who);
 }
 
 /* The file's size from Content-Length and/or X-Stagein-Size. */
