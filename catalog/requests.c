@@ -220,6 +220,16 @@ static void rollback(requests_t *r)
     catalog_rollback(r->cat);
 }
 
+/* The common failure exit: undoes the transaction, keeps the errno that
+ * describes the failure, returns -1. */
+static int rollback_fail(requests_t *r)
+{
+    int saved = errno;
+    rollback(r);
+    errno = saved;
+    return -1;
+}
+
 static int commit(requests_t *r, si_error_t *err)
 {
     reset_all(r);
@@ -492,11 +502,8 @@ int requests_create(requests_t *r, const requests_spec_t *spec, requests_created
     if (out)
         *out = made;
     return 0;
-error:;
-    int saved = errno;
-    rollback(r);
-    errno = saved;
-    return -1;
+error:
+    return rollback_fail(r);
 }
 
 int requests_manifest_lines(const char *text, size_t len, char ***lines, size_t *nlines,
@@ -938,11 +945,8 @@ static int item_transition(requests_t *r, sql_id_t id, int64_t request, int64_t 
     if (update_request_from_items(r, request, err) < 0)
         goto error;
     return commit(r, err);
-error:;
-    int saved = errno;
-    rollback(r);
-    errno = saved;
-    return -1;
+error:
+    return rollback_fail(r);
 }
 
 int requests_item_started(requests_t *r, int64_t request_id, int64_t object_id, si_error_t *err)
@@ -1016,11 +1020,8 @@ int requests_recover(requests_t *r, requests_recovery_t *out, si_error_t *err)
     if (out)
         *out = rec;
     return 0;
-error:;
-    int saved = errno;
-    rollback(r);
-    errno = saved;
-    return -1;
+error:
+    return rollback_fail(r);
 }
 
 int requests_completed_items(requests_t *r, requests_item_ref_t **refs, size_t *count,
