@@ -38,6 +38,7 @@
 #include "common/checksum.h"
 #include "common/conf.h"
 #include "common/error.h"
+#include "common/log.h"
 
 #define ARCHIVE_MAX_COPIES 4
 #define ARCHIVE_LABEL_MAX 32
@@ -165,6 +166,7 @@ typedef struct {
     const si_conf_t *conf;             /* the whole stagein.conf (library.*, tape.*) */
     const char *state_dir;             /* volumes default to <state_dir>/volumes */
     archive_recall_cb_t cb;
+    si_log_t *log;                     /* borrowed, for what start-up repaired; may be NULL */
 } archive_backend_opts_t;
 
 /* The backend archive.backend names (default "sim"), started. */

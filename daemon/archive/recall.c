@@ -836,6 +836,7 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
     archive_backend_opts_t bo = {
         .conf = opts->conf, .state_dir = opts->state_dir,
         .cb = {sink_begin, sink_write, sink_commit, sink_abort, on_progress, on_done, rs},
+        .log = rs->log,
     };
     if (!(rs->backend = archive_backend_new(&bo, err)))
         goto error;

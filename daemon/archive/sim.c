@@ -63,6 +63,7 @@ typedef struct {
     char dir[PATH_MAX];
     int checksum_retries;
     archive_recall_cb_t cb;
+    si_log_t *log;             /* borrowed; may be NULL */
 
     /* the current engine, built from the volumes present when it started */
     simlib_t *lib;
@@ -269,6 +270,38 @@ static void engine_free(sim_t *s)
     s->nvols = 0;
 }
 
+/* A volume's label fields and end of data, after cutting what an
+ * interrupted archive write (a crash, kill -9) left after its last complete
+ * archive file: that write was never acknowledged, and is redone. */
+static int volume_ready(sim_t *s, const char *label, tapevol_info_t *info, si_error_t *err)
+{
+    tapevol_t *v = tapevol_open(s->dir, label, TAPEVOL_RDWR, err);
+    tapevol_recovery_t rec;
+    if (!v) {
+        if (errno != EACCES && errno != EROFS && errno != EPERM)
+            return -1;
+        /* a volume this daemon may only read: nothing to recover on it */
+        if (!(v = tapevol_open(s->dir, label, TAPEVOL_RDONLY, err)))
+            return -1;
+        int rc = tapevol_info(v, info, err);
+        tapevol_close(v);
+        return rc;
+    }
+    if (tapevol_recover(v, &rec, err) < 0) {
+        tapevol_close(v);
+        return -1;
+    }
+    tapevol_label_fields(v, info);
+    info->used = rec.used;
+    info->files = rec.files;
+    tapevol_close(v);
+    if (rec.discarded)
+        si_log(s->log, SI_LOG_WARNING, "library: volume %s: %" PRIu64 " bytes of an "
+               "interrupted archive write after archive file %" PRId64 " (offset %" PRIu64
+               ") cut; the write is redone", label, rec.discarded, rec.files, rec.used);
+    return 0;
+}
+
 /* Builds an engine over the volumes in the directory now. engine_mu held. */
 static int engine_build(sim_t *s, si_error_t *err)
 {
@@ -293,14 +326,11 @@ static int engine_build(sim_t *s, si_error_t *err)
         goto error;
     }
     for (size_t i = 0; i < nlabels; i++) {
-        tapevol_t *v = tapevol_open(s->dir, labels[i], TAPEVOL_RDONLY, err);
         tapevol_info_t info;
-        if (!v || tapevol_info(v, &info, err) < 0) {
-            tapevol_close(v);
+        if (volume_ready(s, labels[i], &info, err) < 0) {
             si_errprefix(err, "library");
             goto error;
         }
-        tapevol_close(v);
         snprintf(vols[i].label, sizeof(vols[i].label), "%s", labels[i]);
         vols[i].capacity = info.capacity;
         vols[i].used = info.used;
@@ -769,6 +799,7 @@ archive_backend_t *archive_sim_new(const archive_backend_opts_t *opts, si_error_
     }
     s->checksum_retries = (int)si_conf_int(opts->conf, "archive.checksum_retries", 1);
     s->cb = opts->cb;
+    s->log = opts->log;
     pthread_mutex_init(&s->engine_mu, NULL);
     pthread_mutex_init(&s->write_mu, NULL);
     pthread_mutex_init(&s->mu, NULL);

@@ -82,6 +82,20 @@ void tapevol_label_fields(const tapevol_t *vol, tapevol_info_t *info);
 const char *tapevol_label(const tapevol_t *vol);
 const char *tapevol_path(const tapevol_t *vol);
 
+typedef struct {
+    int64_t files;        /* archive files left on the volume */
+    uint64_t used;        /* end of data after recovery */
+    uint64_t discarded;   /* bytes of an interrupted write that were cut */
+} tapevol_recovery_t;
+
+/* Makes a volume whose data does not end with a filemark appendable again:
+ * the tail left by an interrupted append (data that stops inside an archive
+ * file) is cut back to the end of the last complete archive file, as a
+ * drive's next write would overwrite it. Anything else that is wrong with
+ * the volume is an error and nothing is cut. Locks out concurrent appends;
+ * needs TAPEVOL_RDWR. A volume that needs nothing reports discarded 0. */
+int tapevol_recover(tapevol_t *vol, tapevol_recovery_t *rec, si_error_t *err);
+
 /* ---- writing ----------------------------------------------------------- */
 
 typedef struct {

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "common/text.h"
 #include "daemon/volume/tar.h"
@@ -24,6 +26,7 @@ typedef struct {
     size_t cap;
     uint64_t off;
     size_t len;
+    bool truncated;    /* a structure ran past the end of data */
 } reader_t;
 
 static const unsigned char *reader_get(reader_t *r, uint64_t at, size_t len, si_error_t *err)
@@ -31,6 +34,7 @@ static const unsigned char *reader_get(reader_t *r, uint64_t at, size_t len, si_
     if (at >= r->off && at + len <= r->off + r->len)
         return r->buf + (at - r->off);
     if (at > r->eod || len > r->eod - at) {
+        r->truncated = true;
         si_errprintf(err, "the volume ends at %" PRIu64 ", inside this structure "
                      "(truncated volume)", r->eod);
         return NULL;
@@ -157,6 +161,7 @@ static int walk_member(reader_t *r, uint64_t *p, tapevol_entry_t *e, si_error_t 
     e->position = *p + TAR_BLOCK;
     if (e->position > r->eod || e->size > r->eod - e->position ||
         tar_round_up(e->size) > r->eod - e->position) {
+        r->truncated = true;
         si_errprintf(err, "member %s/%s: %" PRIu64 " bytes of data at offset %" PRIu64
                      " pass the end of the volume at %" PRIu64 " (truncated volume)",
                      e->bucket, e->key, e->size, e->position, r->eod);
@@ -214,7 +219,20 @@ static int verify_entry(tapevol_t *vol, const tapevol_entry_t *e, unsigned char 
     return 0;
 }
 
-int tapevol_walk(tapevol_t *vol, int flags, tapevol_listing_t **listing, si_error_t *err)
+/* What a walk that failed got through: the end of the last archive file
+ * whose filemark was read, and whether the failure was data that simply
+ * stops (the trace of an interrupted write) rather than a bad structure. */
+typedef struct {
+    uint64_t complete_end;
+    int64_t complete_files;
+    bool truncated_tail;
+} walk_stop_t;
+
+/* The walk itself. With tail_partial, a volume whose size is not a whole
+ * number of records is walked up to its last whole record (a write may
+ * stop anywhere), so that the failure is reported as a truncated tail. */
+static int walk(tapevol_t *vol, int flags, bool tail_partial, tapevol_listing_t **listing,
+                walk_stop_t *stop, si_error_t *err)
 {
     reader_t r = {.vol = vol};
     tapevol_listing_t *l = calloc(1, sizeof(*l));
@@ -224,6 +242,7 @@ int tapevol_walk(tapevol_t *vol, int flags, tapevol_listing_t **listing, si_erro
     const char *label = vol->label.label;
     uint64_t p;
 
+    *stop = (walk_stop_t){.complete_end = TAPEVOL_FIRST_FILE_OFFSET};
     if (!l)
         return si_errprintf(err, "out of memory");
     if (fstat(vol->fd, &st) < 0) {
@@ -231,6 +250,10 @@ int tapevol_walk(tapevol_t *vol, int flags, tapevol_listing_t **listing, si_erro
         goto error;
     }
     r.eod = (uint64_t)st.st_size;
+    if (tail_partial && r.eod % TAPEVOL_RECORD) {
+        r.eod -= r.eod % TAPEVOL_RECORD;
+        r.truncated = true;
+    }
     if (r.eod < TAPEVOL_FIRST_FILE_OFFSET || r.eod % TAPEVOL_RECORD) {
         si_errprintf(err, "volume %s: end of data at %" PRIu64 " is not at a record boundary "
                      "after the label (truncated volume)", label, r.eod);
@@ -277,6 +300,8 @@ int tapevol_walk(tapevol_t *vol, int flags, tapevol_listing_t **listing, si_erro
         if (expect_filemark(&r, p, f.seq, f.start, err) < 0)
             goto file_error;
         p += TAPEVOL_RECORD;
+        stop->complete_end = p;
+        stop->complete_files = f.seq;
         if (listing_push_file(l, &fcap, &f) < 0) {
             si_errprintf(err, "out of memory");
             goto error;
@@ -285,6 +310,11 @@ int tapevol_walk(tapevol_t *vol, int flags, tapevol_listing_t **listing, si_erro
 file_error:
         si_errprefix(err, "archive file %" PRId64 " (starting at offset %" PRIu64 ")", f.seq,
                      f.start);
+        goto volume_error;
+    }
+    if (r.truncated) { /* a partial record after the last filemark */
+        si_errprintf(err, "%" PRIu64 " bytes after the last filemark at offset %" PRIu64
+                     " are not a whole record", (uint64_t)st.st_size - p, p);
         goto volume_error;
     }
 
@@ -304,9 +334,73 @@ file_error:
     return 0;
 volume_error:
     si_errprefix(err, "volume %s", label);
+    stop->truncated_tail = r.truncated;
 error:
     free(vbuf);
     free(r.buf);
     tapevol_listing_free(l);
     return -1;
+}
+
+int tapevol_walk(tapevol_t *vol, int flags, tapevol_listing_t **listing, si_error_t *err)
+{
+    walk_stop_t stop;
+    return walk(vol, flags, false, listing, &stop, err);
+}
+
+/* A drive writes from where it was positioned and the data beyond is gone:
+ * an archive writer that restarts after a crash positions after the last
+ * complete archive file and writes over whatever an interrupted write left
+ * there. Cutting that tail is the same thing, done once, at start-up. */
+int tapevol_recover(tapevol_t *vol, tapevol_recovery_t *rec, si_error_t *err)
+{
+    int64_t files;
+    uint64_t eod;
+    struct stat st;
+    tapevol_listing_t *l = NULL;
+    walk_stop_t stop;
+    si_error_t why = {0};
+    int rc = -1;
+
+    *rec = (tapevol_recovery_t){0};
+    if (!(vol->flags & TAPEVOL_RDWR))
+        return si_errprintf(err, "volume %s is open read-only", vol->label.label);
+    /* an append in progress in another process holds this lock: its tail
+     * is not interrupted, only unfinished */
+    if (flock(vol->fd, LOCK_EX) < 0)
+        return si_errprintf(err, "cannot lock %s: %s", vol->path, strerror(errno));
+    if (tapevol_tail(vol, &files, &eod, &why) == 0) {
+        rec->files = files;
+        rec->used = eod;
+        rc = 0;
+        goto out;
+    }
+    if (fstat(vol->fd, &st) < 0) {
+        si_errprintf(err, "%s: %s", vol->path, strerror(errno));
+        goto out;
+    }
+    if (walk(vol, 0, true, &l, &stop, &why) == 0) {
+        /* the walk found a well-formed volume that the tail check did not:
+         * nothing to cut, and nothing to trust either */
+        si_errprintf(err, "volume %s: %s", vol->label.label, why.text);
+        goto out;
+    }
+    if (!stop.truncated_tail) {
+        si_errprintf(err, "%s: not the trace of an interrupted write, so nothing is cut "
+                     "(see 'stagein tape dump %s')", why.text, vol->label.label);
+        goto out;
+    }
+    if (ftruncate(vol->fd, (off_t)stop.complete_end) < 0 || fsync(vol->fd) < 0) {
+        si_errprintf(err, "volume %s: cutting the interrupted write at offset %" PRIu64
+                     ": %s", vol->label.label, stop.complete_end, strerror(errno));
+        goto out;
+    }
+    rec->files = stop.complete_files;
+    rec->used = stop.complete_end;
+    rec->discarded = (uint64_t)st.st_size - stop.complete_end;
+    rc = 0;
+out:
+    tapevol_listing_free(l);
+    flock(vol->fd, LOCK_UN);
+    return rc;
 }

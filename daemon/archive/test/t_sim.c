@@ -180,7 +180,8 @@ int main(void)
              "library: { drives = 2; time_scale = 0.0001; volume_dir = \"%s\"; };", vdir);
     si_conf_t *conf = si_conf_load_string(conftext, schemas, &err);
     ok(conf != NULL, "configuration accepted: %s", conf ? "" : err.text);
-    archive_backend_opts_t bo = {conf, dir, {s_begin, s_write, s_commit, s_abort, NULL, s_done, &s}};
+    archive_backend_opts_t bo = {.conf = conf, .state_dir = dir,
+                                 .cb = {s_begin, s_write, s_commit, s_abort, NULL, s_done, &s}};
     archive_backend_t *b = archive_backend_new(&bo, &err);
     if (!ok(b != NULL, "sim backend started")) {
         diag("%s", err.text);

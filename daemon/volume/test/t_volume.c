@@ -522,6 +522,86 @@ static void test_hostile(void)
     tapevol_close(vol);
 }
 
+/* Cuts the copy NAME of L1 at offset cut, then recovers it. */
+static void expect_recovered(const char *name, uint64_t cut, const tapevol_listing_t *l,
+                             const char *what)
+{
+    si_error_t err = {{0}};
+    char path[512];
+    const tapevol_file_t *last = &l->files[l->nfiles - 1];
+    copy_volume(name);
+    snprintf(path, sizeof(path), "%s/%s.vol", dir, name);
+    if (truncate(path, (off_t)cut) < 0)
+        exit(99);
+    tapevol_t *vol = tapevol_open(dir, name, TAPEVOL_RDWR, &err);
+    tapevol_recovery_t rec;
+    int rc = vol ? tapevol_recover(vol, &rec, &err) : -1;
+    ok(rc == 0 && rec.used == last->start && rec.files == last->seq - 1 &&
+           rec.discarded == cut - last->start,
+       "%s: cut back to the end of archive file %d (%s)", what, (int)last->seq - 1,
+       err.text);
+    is_int(file_size(name), (off_t)last->start, "%s: the volume ends there", what);
+    tapevol_listing_t *walked = NULL;
+    ok(vol && tapevol_walk(vol, 0, &walked, &err) == 0 &&
+           walked->nfiles == l->nfiles - 1, "%s: the rest walks cleanly: %s", what, err.text);
+    tapevol_listing_free(walked);
+    tapevol_member_t m = {.bucket = "bkt", .key = "again", .path = "/dev/null", .size = 0};
+    tapevol_listing_t *w = NULL;
+    ok(vol && tapevol_append(vol, &m, 1, &w, &err) == 0 && w->files[0].seq == last->seq &&
+           w->files[0].start == last->start,
+       "%s: the next append takes the interrupted file's place: %s", what, err.text);
+    tapevol_listing_free(w);
+    tapevol_close(vol);
+}
+
+static void test_recover(void)
+{
+    si_error_t err = {{0}};
+    tapevol_listing_t *l = NULL;
+    tapevol_t *vol = tapevol_open(dir, "L1", TAPEVOL_RDWR, &err);
+    if (!vol || tapevol_walk(vol, 0, &l, &err) < 0 || l->nfiles < 2) {
+        ok(0, "walk L1: %s", err.text);
+        tapevol_close(vol);
+        return;
+    }
+    tapevol_recovery_t rec;
+    off_t before = file_size("L1");
+    ok(tapevol_recover(vol, &rec, &err) == 0 && rec.discarded == 0 &&
+           rec.used == (uint64_t)before && rec.files == (int64_t)l->nfiles,
+       "an intact volume needs nothing: %s", err.text);
+    is_int(file_size("L1"), before, "and is left as it was");
+    tapevol_close(vol);
+    vol = tapevol_open(dir, "L1", TAPEVOL_RDONLY, &err);
+    ok(vol && tapevol_recover(vol, &rec, &err) < 0 && strstr(err.text, "read-only"),
+       "recovery needs the volume open for writing: %s", err.text);
+    tapevol_close(vol);
+
+    const tapevol_file_t *last = &l->files[l->nfiles - 1];
+    const tapevol_entry_t *first = &l->entries[last->first];
+    expect_recovered("CUTDATA", first->position + 1024, l, "cut inside member data");
+    expect_recovered("CUTHEAD", first->header_offset + TAR_BLOCK, l, "cut after a header");
+    expect_recovered("CUTMARK", last->end, l, "cut before the filemark");
+    expect_recovered("CUTODD", first->position + 700, l, "cut inside a record");
+    expect_recovered("CUTSTART", last->start + 1, l, "cut a byte into the file");
+
+    /* damage that no interrupted write leaves: refused, nothing cut */
+    copy_volume("BROKEN");
+    int fd = image_fd("BROKEN");
+    unsigned char c = 'X';
+    if (pwrite(fd, &c, 1, (off_t)l->entries[0].position - TAR_BLOCK + 3) != 1 ||
+        ftruncate(fd, (off_t)(first->position + 1024)) < 0)
+        exit(99);
+    close(fd);
+    before = file_size("BROKEN");
+    vol = tapevol_open(dir, "BROKEN", TAPEVOL_RDWR, &err);
+    ok(vol && tapevol_recover(vol, &rec, &err) < 0 &&
+           strstr(err.text, "not the trace of an interrupted write"),
+       "a corrupt header before the tail is refused: %s", err.text);
+    is_int(file_size("BROKEN"), before, "and nothing is cut");
+    tapevol_close(vol);
+    tapevol_listing_free(l);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof(dir), "%s/t_volume.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -532,6 +612,7 @@ int main(void)
     test_capacity();
     test_unreadable();
     test_corrupt();
+    test_recover();
     test_hostile();
     char cmd[512];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
