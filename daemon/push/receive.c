@@ -151,6 +151,18 @@ static int push_for(push_t *p, const push_file_t *f, int64_t dataset_id, char *u
 }
 
 /* Dataset, push, object and item (RECEIVING) in one transaction; lock held. */
+
+/* The modification time of an object received without one: when it was
+ * committed, rounded up to the whole second the catalog keeps, so that a
+ * source file written before its upload ended is never newer than the copy
+ * (`aws s3 sync` re-uploads files newer than their LastModified). */
+static int64_t received_mtime(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (int64_t)now.tv_sec + (now.tv_nsec > 0);
+}
+
 static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_error_t *err)
 {
     int64_t dataset_id = 0, push_id = 0;
@@ -170,7 +182,7 @@ static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_e
     sqlite3_bind_int64(s, 3, (int64_t)f->size);
     if (f->checksum)
         sqlite3_bind_text(s, 4, f->checksum, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 5, f->mtime >= 0 ? f->mtime : (int64_t)time(NULL));
+    sqlite3_bind_int64(s, 5, f->mtime >= 0 ? f->mtime : received_mtime());
     int rc = sqlite3_step(s);
     sqlite3_finalize(s);
     if (rc != SQLITE_DONE) {
