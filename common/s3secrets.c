@@ -3,12 +3,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/text.h"
@@ -219,4 +223,226 @@ void si_secrets_free(si_secrets_t *s)
         return;
     wipe(s->entries, s->count);
     free(s);
+}
+
+/* ---- session credentials ---------------------------------------------------- */
+
+#define SESSION_VERSION 1
+/* version, uid, gid, expires, nonce, mac: 1 + 4 + 4 + 8 + 7 + 16 = 40 bytes,
+ * 64 characters of base32 */
+#define SESSION_RAW_LEN 40
+#define SESSION_MAC_LEN 16
+static const char base32_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+
+struct si_session_keys {
+    unsigned char master[SI_SESSION_MASTER_LEN];
+};
+
+static void base32_encode(const unsigned char *in, size_t len, char *out)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < len; i++) {
+        acc = (acc << 8) | in[i];
+        bits += 8;
+        while (bits >= 5) {
+            *out++ = base32_alphabet[(acc >> (bits - 5)) & 31];
+            bits -= 5;
+        }
+    }
+    if (bits)
+        *out++ = base32_alphabet[(acc << (5 - bits)) & 31];
+    *out = '\0';
+}
+
+/* Exactly len bytes from 8 * len / 5 characters; -1 on any other text. */
+static int base32_decode(const char *in, unsigned char *out, size_t len)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t n = 0;
+    for (; *in; in++) {
+        const char *p = strchr(base32_alphabet, *in);
+        if (!p || n == len)
+            return -1;
+        acc = (acc << 5) | (uint32_t)(p - base32_alphabet);
+        bits += 5;
+        if (bits >= 8) {
+            out[n++] = (unsigned char)(acc >> (bits - 8));
+            bits -= 8;
+        }
+    }
+    return n == len && (acc & ((1u << bits) - 1)) == 0 ? 0 : -1;
+}
+
+static void put_be(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--, v >>= 8)
+        p[i] = (unsigned char)v;
+}
+
+static uint64_t get_be(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* Domain-separated MACs: one for the access key, one for its secret. */
+static void session_mac(const si_session_keys_t *k, const char *purpose, const void *data,
+                        size_t len, unsigned char out[32])
+{
+    unsigned char msg[64 + SI_SESSION_ACCESS_KEY_LEN];
+    size_t plen = strlen(purpose);
+    memcpy(msg, purpose, plen);
+    memcpy(msg + plen, data, len);
+    si_hmac_sha256(k->master, sizeof(k->master), msg, plen + len, out);
+    OPENSSL_cleanse(msg, sizeof(msg));
+}
+
+static void session_secret(const si_session_keys_t *k, const char *access_key,
+                           char out[SI_SESSION_SECRET_LEN + 1])
+{
+    unsigned char mac[32];
+    session_mac(k, "stagein-session-secret\n", access_key, strlen(access_key), mac);
+    si_hex(mac, sizeof(mac), out);
+    OPENSSL_cleanse(mac, sizeof(mac));
+}
+
+static int read_master(int fd, const char *path, unsigned char *master, si_error_t *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return si_errprintf(err, "%s: the session key is not a regular file", path);
+    if (st.st_mode & 077)
+        return si_errprintf(err, "%s: mode %04o lets group or others at the session key; it "
+                            "must be 0600 or stricter (chmod 600 %s)", path,
+                            (unsigned)(st.st_mode & 07777), path);
+    if (st.st_size != SI_SESSION_MASTER_LEN)
+        return si_errprintf(err, "%s: holds %jd bytes, not the %d of a session key (remove it "
+                            "to make a new one: credentials handed out so far stop working)",
+                            path, (intmax_t)st.st_size, SI_SESSION_MASTER_LEN);
+    if (pread(fd, master, SI_SESSION_MASTER_LEN, 0) != SI_SESSION_MASTER_LEN)
+        return si_errprintf(err, "%s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* A new master key, written under a temporary name and linked into place,
+ * so that a crash leaves either no key or a whole one. */
+static int create_master(const char *path, unsigned char *master, si_error_t *err)
+{
+    char tmp[PATH_MAX];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.new.%ld", path, (long)getpid()) >= sizeof(tmp))
+        return si_errprintf(err, "%s: path too long", path);
+    if (RAND_bytes(master, SI_SESSION_MASTER_LEN) != 1)
+        return si_errprintf(err, "%s: no random bytes for a session key", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return si_errprintf(err, "%s: %s", tmp, strerror(errno));
+    bool ok = write(fd, master, SI_SESSION_MASTER_LEN) == SI_SESSION_MASTER_LEN &&
+              fsync(fd) == 0;
+    int saved = errno;
+    close(fd);
+    if (!ok || link(tmp, path) < 0) {
+        if (ok)
+            saved = errno;
+        unlink(tmp);
+        if (ok && saved == EEXIST)
+            return 1; /* another process made one first: read that one */
+        return si_errprintf(err, "%s: %s", path, strerror(saved));
+    }
+    unlink(tmp);
+    return 0;
+}
+
+si_session_keys_t *si_session_keys_open(const char *path, si_error_t *err)
+{
+    si_session_keys_t *k = calloc(1, sizeof(*k));
+    if (!k) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0) {
+            int rc = read_master(fd, path, k->master, err);
+            close(fd);
+            if (rc < 0)
+                break;
+            return k;
+        }
+        if (errno != ENOENT) {
+            si_errprintf(err, "%s: cannot open the session key: %s", path, strerror(errno));
+            break;
+        }
+        int rc = create_master(path, k->master, err);
+        if (rc == 0)
+            return k;
+        if (rc < 0)
+            break;
+    }
+    si_session_keys_free(k);
+    return NULL;
+}
+
+void si_session_keys_free(si_session_keys_t *k)
+{
+    if (k) {
+        OPENSSL_cleanse(k, sizeof(*k));
+        free(k);
+    }
+}
+
+int si_session_mint(const si_session_keys_t *k, uint32_t uid, uint32_t gid, int64_t expires,
+                    si_session_credential_t *out, si_error_t *err)
+{
+    unsigned char raw[SESSION_RAW_LEN], mac[32];
+    size_t body = SESSION_RAW_LEN - SESSION_MAC_LEN;
+    if (expires < 0)
+        return si_errprintf(err, "a session credential cannot expire before 1970");
+    raw[0] = SESSION_VERSION;
+    put_be(raw + 1, uid, 4);
+    put_be(raw + 5, gid, 4);
+    put_be(raw + 9, (uint64_t)expires, 8);
+    if (RAND_bytes(raw + 17, 7) != 1)
+        return si_errprintf(err, "no random bytes for a session credential");
+    session_mac(k, "stagein-session-key\n", raw, body, mac);
+    memcpy(raw + body, mac, SESSION_MAC_LEN);
+    memcpy(out->access_key, SI_SESSION_PREFIX, strlen(SI_SESSION_PREFIX));
+    base32_encode(raw, sizeof(raw), out->access_key + strlen(SI_SESSION_PREFIX));
+    session_secret(k, out->access_key, out->secret);
+    out->uid = uid;
+    out->gid = gid;
+    out->expires = expires;
+    return 0;
+}
+
+int si_session_check(const si_session_keys_t *k, const char *access_key, int64_t now,
+                     si_sigv4_credential_t *cred)
+{
+    unsigned char raw[SESSION_RAW_LEN], mac[32];
+    size_t body = SESSION_RAW_LEN - SESSION_MAC_LEN;
+    size_t plen = strlen(SI_SESSION_PREFIX);
+    if (!k || strlen(access_key) != SI_SESSION_ACCESS_KEY_LEN ||
+        strncmp(access_key, SI_SESSION_PREFIX, plen) != 0 ||
+        base32_decode(access_key + plen, raw, sizeof(raw)) < 0 || raw[0] != SESSION_VERSION)
+        return -1;
+    session_mac(k, "stagein-session-key\n", raw, body, mac);
+    if (CRYPTO_memcmp(mac, raw + body, SESSION_MAC_LEN) != 0)
+        return -1;
+    if ((int64_t)get_be(raw + 9, 8) <= now)
+        return -1;
+    cred->uid = (uint32_t)get_be(raw + 1, 4);
+    cred->gid = (uint32_t)get_be(raw + 5, 4);
+    char secret[SI_SESSION_SECRET_LEN + 1];
+    session_secret(k, access_key, secret);
+    memcpy(cred->secret, secret, sizeof(secret));
+    OPENSSL_cleanse(secret, sizeof(secret));
+    return 0;
+}
+
+int si_session_lookup(void *keys, const char *access_key, si_sigv4_credential_t *cred)
+{
+    return si_session_check(keys, access_key, (int64_t)time(NULL), cred);
 }

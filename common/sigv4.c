@@ -20,8 +20,8 @@
 
 /* ---- primitives --------------------------------------------------------- */
 
-static void hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
-                        unsigned char out[32])
+void si_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
+                    unsigned char out[32])
 {
     unsigned int outlen = 32;
     HMAC(EVP_sha256(), key, (int)keylen, msg, len, out, &outlen);
@@ -157,11 +157,11 @@ int si_sigv4_derive_key(const char *secret, const char *date, const char *region
                             SI_SIGV4_SERVICE_MAX);
     memcpy(kdate_key, "AWS4", 4);
     memcpy(kdate_key + 4, secret, slen);
-    hmac_sha256(kdate_key, 4 + slen, date, 8, k);
+    si_hmac_sha256(kdate_key, 4 + slen, date, 8, k);
     OPENSSL_cleanse(kdate_key, sizeof(kdate_key));
-    hmac_sha256(k, 32, region, strlen(region), k);
-    hmac_sha256(k, 32, service, strlen(service), k);
-    hmac_sha256(k, 32, SCOPE_TERMINATOR, strlen(SCOPE_TERMINATOR), key->bytes);
+    si_hmac_sha256(k, 32, region, strlen(region), k);
+    si_hmac_sha256(k, 32, service, strlen(service), k);
+    si_hmac_sha256(k, 32, SCOPE_TERMINATOR, strlen(SCOPE_TERMINATOR), key->bytes);
     OPENSSL_cleanse(k, sizeof(k));
     snprintf(key->date, sizeof(key->date), "%s", date);
     snprintf(key->region, sizeof(key->region), "%s", region);
@@ -202,7 +202,7 @@ void si_sigv4_signature(const si_sigv4_key_t *key, const char *string_to_sign,
                         char out[SI_SIGV4_HEX_LEN + 1])
 {
     unsigned char mac[32];
-    hmac_sha256(key->bytes, 32, string_to_sign, strlen(string_to_sign), mac);
+    si_hmac_sha256(key->bytes, 32, string_to_sign, strlen(string_to_sign), mac);
     si_hex(mac, 32, out);
 }
 
@@ -220,7 +220,7 @@ static void chained_signature(const si_sigv4_key_t *key, const char *algorithm,
                      algorithm, amz_date, key->date, key->region, key->service, previous,
                      extra_line, hex);
     unsigned char mac[32];
-    hmac_sha256(key->bytes, 32, sts, (size_t)n < sizeof(sts) ? (size_t)n : sizeof(sts) - 1,
+    si_hmac_sha256(key->bytes, 32, sts, (size_t)n < sizeof(sts) ? (size_t)n : sizeof(sts) - 1,
                 mac);
     si_hex(mac, 32, out);
 }

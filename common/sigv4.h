@@ -49,6 +49,10 @@ typedef struct {
     const char *payload_hash;
 } si_sigv4_request_t;
 
+/* HMAC-SHA256 (the primitive of SigV4, also used for session credentials). */
+void si_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
+                    unsigned char out[32]);
+
 /* A derived signing key, which is valid for one date, region and service
  * and may be cached for that triple. */
 typedef struct {

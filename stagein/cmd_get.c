@@ -180,12 +180,13 @@ int cmd_get(cli_t *cli, int argc, char **argv)
                            " into this stagein yet); use --transport http");
         goto done;
     }
+    /* the control API also hands out S3 credentials when none are set */
+    if (cli_configure_library(cli, h, endpoint) != 0)
+        goto done;
     if (strchr(what, '/')) {
         rc = get_one(cli, h, what, dest, gpu);
         goto done;
     }
-    if (cli_configure_library(cli, h, endpoint) != 0)
-        goto done;
     const char *datasets[] = {what, NULL};
     char id[STAGEIN_ID_MAX];
     stagein_object_t *list = NULL;

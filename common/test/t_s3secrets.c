@@ -26,6 +26,82 @@ static si_secrets_t *load(const char *text, mode_t mode, si_error_t *err)
     return si_secrets_load(path, err);
 }
 
+/* Session credentials: minted, checked, refused when altered, expired or
+ * from another master key; the master key file's own rules. */
+static void test_sessions(void)
+{
+    si_error_t err = {{0}};
+    si_sigv4_credential_t cred;
+    si_session_credential_t sc;
+    char keypath[80], other[96];
+    snprintf(keypath, sizeof(keypath), "/tmp/t_s3secrets.session.%d", (int)getpid());
+    snprintf(other, sizeof(other), "%s.other", keypath);
+    unlink(keypath);
+    unlink(other);
+
+    si_session_keys_t *k = si_session_keys_open(keypath, &err);
+    struct stat st;
+    ok(k && stat(keypath, &st) == 0 && (st.st_mode & 0777) == 0600 &&
+           st.st_size == SI_SESSION_MASTER_LEN,
+       "a missing master key is created, 0600 (%s)", k ? "ok" : err.text);
+    int64_t now = 1700000000;
+    ok(si_session_mint(k, 1001, 100, now + 3600, &sc, &err) == 0, "minted: %s", sc.access_key);
+    is_int(strlen(sc.access_key), SI_SESSION_ACCESS_KEY_LEN, "access key length");
+    is_int(strlen(sc.secret), SI_SESSION_SECRET_LEN, "secret length");
+    ok(strncmp(sc.access_key, SI_SESSION_PREFIX, strlen(SI_SESSION_PREFIX)) == 0 &&
+           strspn(sc.access_key, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") == strlen(sc.access_key),
+       "the access key is upper-case letters and digits");
+    ok(si_session_check(k, sc.access_key, now, &cred) == 0 && cred.uid == 1001 &&
+           cred.gid == 100 && strcmp(cred.secret, sc.secret) == 0,
+       "checked: uid, gid and the same secret");
+    ok(si_session_check(k, sc.access_key, now + 3600, &cred) < 0, "refused once expired");
+    si_session_credential_t sc2;
+    si_session_mint(k, 1001, 100, now + 3600, &sc2, &err);
+    ok(strcmp(sc.access_key, sc2.access_key) != 0 && strcmp(sc.secret, sc2.secret) != 0,
+       "two credentials for the same user differ");
+
+    /* every single-character change of the key is refused */
+    int accepted = 0;
+    for (size_t i = 0; i < strlen(sc.access_key); i++) {
+        char altered[SI_SESSION_ACCESS_KEY_LEN + 1];
+        memcpy(altered, sc.access_key, sizeof(altered));
+        altered[i] = altered[i] == 'A' ? 'B' : 'A';
+        accepted += si_session_check(k, altered, now, &cred) == 0;
+    }
+    is_int(accepted, 0, "no altered access key is accepted");
+    char longer[SI_SESSION_ACCESS_KEY_LEN + 2];
+    snprintf(longer, sizeof(longer), "%sA", sc.access_key);
+    ok(si_session_check(k, longer, now, &cred) < 0 &&
+           si_session_check(k, "STAGEIN", now, &cred) < 0 &&
+           si_session_check(k, "alice", now, &cred) < 0 &&
+           si_session_check(NULL, sc.access_key, now, &cred) < 0,
+       "longer, short, foreign keys and no master refused");
+
+    si_session_keys_t *again = si_session_keys_open(keypath, &err);
+    ok(again && si_session_check(again, sc.access_key, now, &cred) == 0 &&
+           strcmp(cred.secret, sc.secret) == 0,
+       "the master key read again (a restart) still checks the credential");
+    si_session_keys_free(again);
+    si_session_keys_t *foreign = si_session_keys_open(other, &err);
+    ok(foreign && si_session_check(foreign, sc.access_key, now, &cred) < 0,
+       "another master key refuses it");
+    si_session_keys_free(foreign);
+
+    chmod(keypath, 0640);
+    again = si_session_keys_open(keypath, &err);
+    ok(!again && strstr(err.text, "0600 or stricter"), "a group-readable master key is "
+       "refused: %s", err.text);
+    chmod(keypath, 0600);
+    if (truncate(keypath, 5) < 0)
+        exit(99);
+    again = si_session_keys_open(keypath, &err);
+    ok(!again && strstr(err.text, "holds 5 bytes"), "a master key of the wrong size is "
+       "refused: %s", err.text);
+    si_session_keys_free(k);
+    unlink(keypath);
+    unlink(other);
+}
+
 int main(void)
 {
     si_error_t err;
@@ -103,5 +179,6 @@ int main(void)
     ok(!s && strstr(err.text, "cannot open"), "missing file: %s", err.text);
     s = si_secrets_load("/tmp", &err);
     ok(!s && strstr(err.text, "not a regular file"), "directory refused: %s", err.text);
+    test_sessions();
     return done_testing();
 }

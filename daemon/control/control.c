@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
+
 #include "catalog/requests.h"
 #include "daemon/control/identity.h"
 
@@ -26,6 +28,9 @@ struct control {
     control_metrics_fn metrics_hook;
     void *metrics_arg;
     time_t started;
+    int64_t cred_default, cred_max;
+    si_session_keys_t *sessions;   /* NULL: no S3 endpoint */
+    char *s3_url, *s3_region;
 };
 
 unsigned control_status_for_errno(int errnum)
@@ -211,6 +216,13 @@ static int apply_opts(control_t *c, const control_opts_t *opts, si_error_t *err)
     c->peercred = opts->peercred;
     c->pin_default = opts->pin_lifetime_default;
     c->pin_max = opts->pin_lifetime_max;
+    c->cred_default = opts->credentials_lifetime_default;
+    c->cred_max = opts->credentials_lifetime_max;
+    if (c->cred_default <= 0 || c->cred_max < c->cred_default) {
+        /* tests and embedders that leave them out get the daemon's defaults */
+        c->cred_default = 12 * 3600;
+        c->cred_max = c->cred_max >= c->cred_default ? c->cred_max : 7 * 86400;
+    }
     c->log = opts->log;
     return 0;
 }
@@ -249,6 +261,24 @@ void control_set_metrics_hook(control_t *c, control_metrics_fn fn, void *arg)
     pthread_mutex_unlock(&c->lock);
 }
 
+int control_set_s3(control_t *c, const control_s3_t *s3, si_error_t *err)
+{
+    char *url = strdup(s3->url), *region = strdup(s3->region);
+    if (!url || !region) {
+        free(url);
+        free(region);
+        return si_errprintf(err, "out of memory");
+    }
+    pthread_mutex_lock(&c->lock);
+    free(c->s3_url);
+    free(c->s3_region);
+    c->s3_url = url;
+    c->s3_region = region;
+    c->sessions = s3->sessions;
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
 void control_free(control_t *c)
 {
     if (!c)
@@ -256,6 +286,8 @@ void control_free(control_t *c)
     requests_close(c->requests);
     pthread_mutex_destroy(&c->lock);
     free(c->munge_socket);
+    free(c->s3_url);
+    free(c->s3_region);
     free(c);
 }
 
@@ -564,6 +596,92 @@ static void on_metrics(http_request_t *req, void *arg)
     free(text);
 }
 
+/* Short-lived S3 credentials for the caller (or, for root, for the user
+ * named), so that a job's agent and tools reach the S3 endpoint with the
+ * identity MUNGE gave them, and no long-term key. */
+static void on_credentials(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    identity_t who;
+    size_t len;
+    const char *body = http_request_body(req, &len);
+    json_t *root = NULL;
+    si_error_t err;
+    pthread_mutex_lock(&c->lock);
+    if (!authenticate(c, req, &who))
+        goto out;
+    if (!c->sessions) {
+        http_respond_error(req, 404, "this stageind serves no S3 endpoint (s3.enabled), so it "
+                                     "hands out no S3 credentials");
+        goto out;
+    }
+    int64_t lifetime = c->cred_default, uid = -1, gid = -1;
+    if (len) {
+        json_error_t jerr;
+        root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+        if (!root) {
+            http_respond_error(req, 400, "malformed JSON at line %d, column %d: %s", jerr.line,
+                               jerr.column, jerr.text);
+            goto out;
+        }
+        const char *key;
+        json_t *v;
+        if (!json_is_object(root)) {
+            http_respond_error(req, 400, "the body must be a JSON object");
+            goto out;
+        }
+        json_object_foreach(root, key, v) {
+            if (strcmp(key, "lifetime") != 0 && strcmp(key, "uid") != 0 &&
+                strcmp(key, "gid") != 0) {
+                http_respond_error(req, 400, "unknown field '%s' (known: lifetime, uid, gid)",
+                                   key);
+                goto out;
+            }
+        }
+        if (int_field(root, "lifetime", 60, c->cred_max, &lifetime, &err) < 0 ||
+            int_field(root, "uid", 0, UINT32_MAX - 1, &uid, &err) < 0 ||
+            int_field(root, "gid", 0, UINT32_MAX - 1, &gid, &err) < 0) {
+            http_respond_error(req, 400, "%s", err.text);
+            goto out;
+        }
+        if ((uid >= 0) != (gid >= 0)) {
+            http_respond_error(req, 400, "fields 'uid' and 'gid' go together (credentials on "
+                                         "behalf of a user)");
+            goto out;
+        }
+    }
+    if (uid < 0) {
+        uid = who.uid;
+        gid = who.gid;
+    } else if (who.uid != 0 && ((uid_t)uid != who.uid || (gid_t)gid != who.gid)) {
+        http_respond_error(req, 403, "only root may ask for another user's credentials (uid %u "
+                                     "asked for uid %u)", (unsigned)who.uid, (unsigned)uid);
+        goto out;
+    }
+    si_session_credential_t cred;
+    int64_t expires = (int64_t)time(NULL) + lifetime;
+    if (si_session_mint(c->sessions, (uint32_t)uid, (uint32_t)gid, expires, &cred, &err) < 0) {
+        http_respond_error(req, 500, "%s", err.text);
+        goto out;
+    }
+    char when[32];
+    struct tm tm;
+    time_t t = (time_t)expires;
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+    si_log(c->log, SI_LOG_INFO, "S3 credentials %.16s... for uid %u until %s (asked by uid %u)",
+           cred.access_key, (unsigned)uid, when, (unsigned)who.uid);
+    http_respond_json(req, 201, json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:I, s:I}",
+                                          "accessKeyId", cred.access_key,
+                                          "secretAccessKey", cred.secret, "expiration", when,
+                                          "expires", (json_int_t)expires, "s3Endpoint",
+                                          c->s3_url, "region", c->s3_region,
+                                          "uid", (json_int_t)uid, "gid", (json_int_t)gid));
+    OPENSSL_cleanse(&cred, sizeof(cred));
+out:
+    pthread_mutex_unlock(&c->lock);
+    json_decref(root);
+}
+
 int control_routes(control_t *c, http_server_t *server, si_error_t *err)
 {
     static const struct {
@@ -576,6 +694,7 @@ int control_routes(control_t *c, http_server_t *server, si_error_t *err)
         {"POST", "/api/v1/release/{id}", on_release},
         {"POST", "/api/v1/archiveinfo", on_archiveinfo},
         {"GET", "/api/v1/queue", on_queue},
+        {"POST", "/api/v1/credentials", on_credentials},
         {"GET", "/metrics", on_metrics},
     };
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)

@@ -27,6 +27,7 @@ typedef struct s3_req s3_req_t;
 struct s3_server {
     s3_conf_t conf;
     si_secrets_t *secrets;
+    si_session_keys_t *sessions;     /* borrowed; NULL: no session credentials */
     si_sigv4_verifier_conf_t verifier;
     s3_dbpool_t *pool;
     cache_t *cache;

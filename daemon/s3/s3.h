@@ -23,6 +23,7 @@
 #include "common/conf.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/s3secrets.h"
 #include "common/text.h"
 
 typedef struct cache cache_t;
@@ -75,6 +76,8 @@ typedef struct {
     cache_t *cache;              /* shared with the recall and push services */
     push_t *push;                /* archive buckets; NULL: none */
     const char *push_bucket;     /* push.bucket: where archive buckets' objects live */
+    si_session_keys_t *sessions; /* session credentials accepted beside the secrets file;
+                                  * borrowed, may be NULL */
     si_log_t *log;               /* may be NULL */
 } s3_opts_t;
 
@@ -82,6 +85,10 @@ typedef struct {
  * and starts listening. */
 s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err);
 uint16_t s3_server_port(const s3_server_t *s);
+/* "http://HOST:PORT" that clients reach the server at: its bind address, or
+ * this host's name when it listens on every address. */
+void s3_server_url(const s3_server_t *s, char *buf, size_t size);
+const char *s3_server_region(const s3_server_t *s);
 /* Stops accepting, waits for running requests, frees everything. NULL ok. */
 void s3_server_stop(s3_server_t *s);
 

@@ -660,6 +660,16 @@ static int write_port_file(s3_server_t *s, si_error_t *err)
     return 0;
 }
 
+/* The secrets file's keys first, then session credentials (minted by the
+ * control API for users it authenticated). */
+static int lookup_credential(void *arg, const char *access_key, si_sigv4_credential_t *cred)
+{
+    s3_server_t *s = arg;
+    if (si_secrets_lookup(s->secrets, access_key, cred) == 0)
+        return 0;
+    return s->sessions ? si_session_lookup(s->sessions, access_key, cred) : -1;
+}
+
 s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
 {
     s3_server_t *s = calloc(1, sizeof(*s));
@@ -706,9 +716,10 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
         si_errprefix(err, "s3.secrets_file");
         goto error;
     }
+    s->sessions = opts->sessions;
     s->verifier = (si_sigv4_verifier_conf_t){
         .region = s->conf.region, .service = "s3", .max_skew_s = s->conf.clock_skew,
-        .lookup = si_secrets_lookup, .lookup_arg = s->secrets};
+        .lookup = lookup_credential, .lookup_arg = s};
     if (!(s->pool = s3_dbpool_open(opts->catalog_path, s->conf.threads + 2, err)))
         goto error;
     s3_db_t *db = s3_dbpool_get(s->pool);
@@ -790,6 +801,26 @@ void s3_server_stop(s3_server_t *s)
     pthread_cond_destroy(&s->conns_cv);
     free(s->created);
     free(s);
+}
+
+void s3_server_url(const s3_server_t *s, char *buf, size_t size)
+{
+    const char *host = s->conf.bind;
+    char name[256];
+    if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0) {
+        if (gethostname(name, sizeof(name)) == 0) {
+            name[sizeof(name) - 1] = '\0';
+            host = name;
+        }
+    }
+    bool v6 = strchr(host, ':') != NULL;
+    snprintf(buf, size, "http://%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "",
+             (unsigned)s->port);
+}
+
+const char *s3_server_region(const s3_server_t *s)
+{
+    return s->conf.region;
 }
 
 s3_server_t *s3_service_start(const si_conf_t *conf, const s3_opts_t *opts, si_error_t *err)
