@@ -139,8 +139,6 @@ int catalog_import_manifest(catalog_t *cat, const catalog_dataset_attrs_t *attrs
                             const char *name, FILE *in, catalog_import_stats_t *stats,
                             si_error_t *err);
 
-int catalog_dataset_check_name(const char *name, si_error_t *err);
-
 /* Recomputes the kept totals (objects, bytes, volumes) of datasets whose
  * members or tape copies changed. Imports call it; so should any writer of
  * tape copies, before committing. */

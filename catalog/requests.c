@@ -333,7 +333,7 @@ static int add_dataset(requests_t *r, const requests_spec_t *spec, int64_t reque
                        const char *name, si_error_t *err)
 {
     si_error_t nerr;
-    if (catalog_dataset_check_name(name, &nerr) < 0)
+    if (si_dataset_check(name, &nerr) < 0)
         return si_errnoprintf(err, EINVAL, "%s", nerr.text);
     sqlite3_stmt *s = stmt(r, SQL_DATASET_FIND);
     bind_text(s, ":name", name);

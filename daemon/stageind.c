@@ -23,7 +23,7 @@
 #include "daemon/push/push.h"
 #include "daemon/s3/s3.h"
 #include "daemon/process.h"
-#include "daemon/server_conf.h"
+#include "common/stageind_conf.h"
 #include "stagein/schema.h"
 
 static volatile sig_atomic_t stop_requested;

@@ -12,7 +12,7 @@
 #include "daemon/volume/volume.h"
 #include "daemon/simlib/engine.h"
 #include "daemon/tape/model.h"
-#include "daemon/server_conf.h"
+#include "common/stageind_conf.h"
 
 static const si_conf_key_t general_keys[] = {
     {"state_dir", SI_CONF_STRING, 0, 0, NULL},

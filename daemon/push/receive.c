@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "daemon/cache/cache.h"
+#include "common/text.h"
 #include "common/uuid.h"
 
 struct push_upload {
@@ -33,7 +34,7 @@ static int check_file(const push_conf_t *conf, const push_file_t *f, char *objec
 {
     if (!f->dataset || !*f->dataset)
         return si_errnoprintf(err, EINVAL, "no dataset named (query argument 'dataset')");
-    if (catalog_dataset_check_name(f->dataset, err) < 0)
+    if (si_dataset_check(f->dataset, err) < 0)
         return errno = EINVAL, -1;
     if (!f->key || !*f->key)
         return si_errnoprintf(err, EINVAL, "no key named (query argument 'key': the file's path"

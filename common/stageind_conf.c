@@ -1,5 +1,5 @@
 #include "config.h"
-#include "daemon/server_conf.h"
+#include "common/stageind_conf.h"
 
 #include <stdio.h>
 #include <string.h>
