@@ -84,13 +84,18 @@ start_slurmd() {
     track_pid "$(pid_of slurmd)"
 }
 restart_slurmd() { stop_daemon slurmd; start_slurmd; }
+# start_slurm: slurmctld and slurmd; when the node does not come up idle,
+# nothing after it can be tested: bail out with what the daemons said
 start_slurm() {
     write_slurm_conf
     slurmctld -f "$SLURM_CONF" 2>>"$S/log/slurmctld.start"
     for _ in $(seq 50); do [ -s "$S/run/slurmctld.pid" ] && break; sleep 0.1; done
     track_pid "$(pid_of slurmctld)"
     start_slurmd
-    wait_idle 30
+    wait_idle 30 && return 0
+    grep -h "error" "$S/log/slurmctld.log" "$S/log/slurmd.log" 2>/dev/null | tail -5 | sed 's/^/# /'
+    echo "Bail out! the single-node Slurm did not come up (node: $(node_state))"
+    exit 1
 }
 stop_slurm() { stop_daemon slurmd; stop_daemon slurmctld; }
 trap 'stop_slurm; cleanup' EXIT
