@@ -82,7 +82,7 @@ slurm_node_stop_daemon() {
     [ -n "$pid" ] || return 0
     kill -TERM "$pid" 2>/dev/null
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null
+    kill -KILL "$pid" 2>/dev/null || true
     rm -f "$SLURM_NODE/run/$1.pid"
 }
 
