@@ -105,7 +105,7 @@ slurm_node_wait_job() {
     local id=$1 limit=${2:-60} state=""
     for _ in $(seq $((limit * 10))); do
         state=$(slurm_node_job_state "$id")
-        case $state in PENDING | RUNNING | CONFIGURING | COMPLETING | "") sleep 0.1 ;; *) break ;; esac
+        case $state in PENDING | RUNNING | CONFIGURING | COMPLETING | STAGE_OUT | "") sleep 0.1 ;; *) break ;; esac
     done
     echo "$state"
 }
