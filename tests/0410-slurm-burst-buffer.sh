@@ -52,7 +52,7 @@ reasons=""
 for _ in $(seq 600); do
     state=$(job_state "$J")
     [ "$state" = PENDING ] && reasons+=" $(squeue -h -j "$J" -o %r 2>/dev/null)"
-    case $state in PENDING | CONFIGURING | RUNNING | COMPLETING | "") sleep 0.1 ;; *) break ;; esac
+    case $state in PENDING | CONFIGURING | RUNNING | COMPLETING | STAGE_OUT | "") sleep 0.1 ;; *) break ;; esac
 done
 ok "$(grep -q BurstBufferStageIn <<<"$reasons"; echo $?)" \
     "while its data was recalled the job pended with reason BurstBufferStageIn"
