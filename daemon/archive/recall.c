@@ -59,6 +59,12 @@ typedef struct flight {
     int64_t *waiters;
     size_t nwaiters, cap;
     bool cancelled;
+    /* the bytes are checked and their commit to the cache is queued: the
+     * backend's done waits here until the commit has happened */
+    bool committing;
+    bool committed;            /* its bytes are in the cache, verified */
+    struct done *deferred;     /* a done that arrived while committing */
+    char *commit_error;        /* a failed commit: the done reports it */
 } flight_t;
 
 typedef struct done {
@@ -79,7 +85,8 @@ typedef struct {
     int64_t deadline;
 } pending_t;
 
-typedef struct {
+typedef struct session {
+    struct session *next;      /* in the commit queue */
     cache_writer_t *w;
     int64_t object_id;
     bool present;              /* already cached: the bytes are not needed */
@@ -102,6 +109,14 @@ struct recall_service {
     flight_t *flights[FLIGHT_BUCKETS];
     done_t *done_head, **done_tail;
     recall_stats_t st;
+
+    /* The committer: checked objects' fsync, rename and catalog row, off the
+     * backend's reading threads, so that a drive goes on to its next read
+     * while the previous object is made durable. */
+    pthread_t committer;
+    bool committer_running, committer_stop;
+    pthread_cond_t commit_cv;  /* work queued, or a commit done */
+    session_t *commit_head, **commit_tail;
 
     /* service thread only */
     note_t *notes;
@@ -165,6 +180,8 @@ static void flight_free(flight_t *f)
 {
     if (f) {
         free(f->waiters);
+        free(f->deferred);
+        free(f->commit_error);
         free(f);
     }
 }
@@ -178,6 +195,12 @@ static int sink_begin(void *arg, const archive_item_t *item, void **session, si_
     if (!s)
         return si_errprintf(err, "out of memory");
     s->object_id = item->object_id;
+    /* a read again of an object whose earlier bytes are being committed
+     * (another copy after a failed read) waits for that commit */
+    pthread_mutex_lock(&rs->mu);
+    for (flight_t *f; (f = flight_get(rs, item->object_id)) && f->committing;)
+        pthread_cond_wait(&rs->commit_cv, &rs->mu);
+    pthread_mutex_unlock(&rs->mu);
     if (cache_writer_open(rs->cache, item->object_id, item->size,
                           item->checksum[0] ? item->checksum : NULL, &s->w, err) < 0) {
         if (errno != EEXIST) {
@@ -197,24 +220,118 @@ static int sink_write(void *arg, void *session, const void *buf, size_t len, si_
     return s->present ? 0 : cache_writer_write(s->w, buf, len, err);
 }
 
+/* Checks the bytes now (a mismatch is the backend's to read again) and
+ * queues their commit; the object's done is held back until it happened. */
 static int sink_commit(void *arg, void *session, si_error_t *err)
 {
     recall_service_t *rs = arg;
     session_t *s = session;
-    int rc = 0;
-    if (!s->present) {
-        /* the first waiting request pins it in the same catalog transaction
-         * that records it, so it cannot be evicted before the others pin it */
-        int64_t pin = 0;
-        pthread_mutex_lock(&rs->mu);
-        flight_t *f = flight_get(rs, s->object_id);
-        if (f && f->nwaiters)
-            pin = f->waiters[0];
-        pthread_mutex_unlock(&rs->mu);
-        rc = cache_writer_finish(s->w, pin, err);
+    if (s->present) {
+        free(s);
+        return 0;
     }
+    if (cache_writer_seal(s->w, err) < 0) {
+        int saved = errno;
+        cache_writer_abort(s->w);
+        free(s);
+        errno = saved;
+        return -1;
+    }
+    pthread_mutex_lock(&rs->mu);
+    flight_t *f = flight_get(rs, s->object_id);
+    if (f)
+        f->committing = true;
+    s->next = NULL;
+    *rs->commit_tail = s;
+    rs->commit_tail = &s->next;
+    pthread_cond_broadcast(&rs->commit_cv);
+    pthread_mutex_unlock(&rs->mu);
+    return 0;
+}
+
+/* mu held: a done into the service thread's queue */
+static void queue_done_locked(recall_service_t *rs, done_t *d)
+{
+    d->next = NULL;
+    *rs->done_tail = d;
+    rs->done_tail = &d->next;
+    pthread_cond_signal(&rs->cv);
+}
+
+static done_t *done_new(int64_t object_id, bool ok, const char *why)
+{
+    size_t len = why ? strlen(why) : 0;
+    done_t *d = malloc(sizeof(*d) + len + 1);
+    if (!d)
+        return NULL;
+    d->next = NULL;
+    d->object_id = object_id;
+    d->ok = ok;
+    memcpy(d->why, why ? why : "", len + 1);
+    return d;
+}
+
+/* One commit: fsync, rename, directory fsync and the catalog row, pinned
+ * by the first waiting request in the same transaction (so that the object
+ * cannot be evicted before the others pin it). Then the held-back done, if
+ * it came meanwhile, goes on. */
+static void commit_one(recall_service_t *rs, session_t *s)
+{
+    int64_t pin = 0;
+    si_error_t err = {{0}};
+    pthread_mutex_lock(&rs->mu);
+    flight_t *f = flight_get(rs, s->object_id);
+    if (f && f->nwaiters)
+        pin = f->waiters[0];
+    pthread_mutex_unlock(&rs->mu);
+    int rc = cache_writer_finish(s->w, pin, &err);
+    pthread_mutex_lock(&rs->mu);
+    if ((f = flight_get(rs, s->object_id))) {
+        f->committing = false;
+        f->committed = rc == 0;
+        if (rc < 0) {
+            free(f->commit_error);
+            f->commit_error = strdup(err.text);
+        }
+        done_t *d = f->deferred;
+        f->deferred = NULL;
+        /* what counts is whether verified bytes are in the cache now */
+        if (d && d->ok != (rc == 0)) {
+            done_t *settled = done_new(d->object_id, rc == 0, rc == 0 ? NULL : err.text);
+            if (settled) {
+                free(d);
+                d = settled;
+            }
+        }
+        if (d)
+            queue_done_locked(rs, d);
+    }
+    pthread_cond_broadcast(&rs->commit_cv);
+    pthread_mutex_unlock(&rs->mu);
+    if (rc < 0)
+        si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
     free(s);
-    return rc;
+}
+
+static void *committer_main(void *arg)
+{
+    recall_service_t *rs = arg;
+    pthread_mutex_lock(&rs->mu);
+    for (;;) {
+        while (!rs->commit_head && !rs->committer_stop)
+            pthread_cond_wait(&rs->commit_cv, &rs->mu);
+        if (!rs->commit_head)
+            break;
+        session_t *s = rs->commit_head;
+        rs->commit_head = s->next;
+        if (!rs->commit_head)
+            rs->commit_tail = &rs->commit_head;
+        pthread_mutex_unlock(&rs->mu);
+        commit_one(rs, s);
+        pthread_mutex_lock(&rs->mu);
+    }
+    pthread_mutex_unlock(&rs->mu);
+    return NULL;
 }
 
 static void sink_abort(void *arg, void *session)
@@ -239,18 +356,23 @@ static void on_progress(void *arg, int64_t object_id, uint64_t bytes)
 static void on_done(void *arg, int64_t object_id, bool ok, const char *why)
 {
     recall_service_t *rs = arg;
-    size_t len = why ? strlen(why) : 0;
-    done_t *d = malloc(sizeof(*d) + len + 1);
-    if (!d)
-        return; /* the item stays STARTED; a restart queues it again */
-    d->next = NULL;
-    d->object_id = object_id;
-    d->ok = ok;
-    memcpy(d->why, why ? why : "", len + 1);
     pthread_mutex_lock(&rs->mu);
-    *rs->done_tail = d;
-    rs->done_tail = &d->next;
-    pthread_cond_signal(&rs->cv);
+    flight_t *f = flight_get(rs, object_id);
+    if (f && !f->committing && f->committed)
+        ok = true, why = NULL; /* verified bytes are in the cache, whatever the read said */
+    else if (ok && f && !f->committing && f->commit_error)
+        why = f->commit_error, ok = false; /* read, but not committed */
+    done_t *d = done_new(object_id, ok, why);
+    if (!d) {
+        pthread_mutex_unlock(&rs->mu);
+        return; /* the item stays STARTED; a restart queues it again */
+    }
+    if (f && f->committing) {
+        free(f->deferred);
+        f->deferred = d;
+    } else {
+        queue_done_locked(rs, d);
+    }
     pthread_mutex_unlock(&rs->mu);
 }
 
@@ -802,10 +924,12 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
     rs->log = opts->log;
     rs->cache = opts->cache;
     rs->done_tail = &rs->done_head;
+    rs->commit_tail = &rs->commit_head;
     rs->progress_interval = si_conf_float(opts->conf, "archive.progress_interval", 1.0);
     rs->poll_interval = si_conf_float(opts->conf, "archive.poll_interval", 0.02);
     pthread_mutex_init(&rs->mu, NULL);
     pthread_cond_init(&rs->cv, NULL);
+    pthread_cond_init(&rs->commit_cv, NULL);
     cache_recovery_t rep = {0};
     if (!(rs->cat = catalog_open(opts->catalog_path, 0, err))) {
         si_errprefix(err, "recall: catalog");
@@ -838,6 +962,11 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
         .cb = {sink_begin, sink_write, sink_commit, sink_abort, on_progress, on_done, rs},
         .log = rs->log,
     };
+    if (pthread_create(&rs->committer, NULL, committer_main, rs) != 0) {
+        si_errprintf(err, "recall: cannot start its committer thread");
+        goto error;
+    }
+    rs->committer_running = true;
     if (!(rs->backend = archive_backend_new(&bo, err)))
         goto error;
     if (pthread_create(&rs->thread, NULL, service_main, rs) != 0) {
@@ -864,6 +993,15 @@ void recall_service_stop(recall_service_t *rs)
     }
     /* the backend first: no callback runs after it is gone */
     archive_backend_free(rs->backend);
+    if (rs->committer_running) {
+        /* what is queued is committed (its items stay STARTED and complete
+         * from the cache at the next start) */
+        pthread_mutex_lock(&rs->mu);
+        rs->committer_stop = true;
+        pthread_cond_broadcast(&rs->commit_cv);
+        pthread_mutex_unlock(&rs->mu);
+        pthread_join(rs->committer, NULL);
+    }
     for (size_t b = 0; b < FLIGHT_BUCKETS; b++)
         while (rs->flights[b]) {
             flight_t *f = rs->flights[b];
@@ -883,6 +1021,7 @@ void recall_service_stop(recall_service_t *rs)
     free(rs->notes);
     pthread_mutex_destroy(&rs->mu);
     pthread_cond_destroy(&rs->cv);
+    pthread_cond_destroy(&rs->commit_cv);
     free(rs);
 }
 

@@ -165,6 +165,11 @@ int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error
  * removed, the reservation given back, and err names the object, what was
  * expected and what arrived. The writer is freed either way. */
 int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err);
+/* The checks of cache_writer_finish alone (EBADMSG on a size or checksum
+ * mismatch), so that a reader learns at once whether to read again while
+ * the slower commit (cache_writer_finish, which then checks nothing twice)
+ * runs elsewhere. After a failure only cache_writer_abort is left. */
+int cache_writer_seal(cache_writer_t *w, si_error_t *err);
 /* Removes the temp file, gives the reservation back, frees the writer. */
 void cache_writer_abort(cache_writer_t *w);
 uint64_t cache_writer_received(const cache_writer_t *w);

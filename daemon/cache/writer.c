@@ -33,6 +33,7 @@ struct cache_writer {
     unsigned char *buf;
     size_t buffered, buf_size;
     bool failed;
+    bool sealed;           /* size and checksum checked: only the commit is left */
 };
 
 uint64_t cache_writer_received(const cache_writer_t *w)
@@ -300,26 +301,25 @@ error:;
     return -1;
 }
 
-int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
+/* Size and checksum against the catalog's; the writer fails on a mismatch. */
+static int seal(cache_writer_t *w, si_error_t *err)
 {
     cache_t *c = w->c;
-    char d0[3], d1[3], name[CACHE_NAME_HEX + 1];
-    int dir0 = -1, dir1 = -1;
-    bool placed = false;
-    if (w->failed) {
-        si_errnoprintf(err, EINVAL, "object %" PRId64 ": the writer already failed", w->object_id);
-        goto error;
-    }
+    if (w->sealed)
+        return 0;
+    if (w->failed)
+        return si_errnoprintf(err, EINVAL, "object %" PRId64 ": the writer already failed",
+                              w->object_id);
     if (flush_buffer(w, err) < 0)
-        goto error;
+        return -1;
     if (w->received != w->expected_size) {
         pthread_mutex_lock(&c->lock);
         c->counters.size_failures++;
         pthread_mutex_unlock(&c->lock);
-        si_errnoprintf(err, EBADMSG, "object %" PRId64 ": size mismatch: expected %" PRIu64
-                                 " bytes, received %" PRIu64,
-                   w->object_id, w->expected_size, w->received);
-        goto error;
+        w->failed = true;
+        return si_errnoprintf(err, EBADMSG, "object %" PRId64 ": size mismatch: expected %"
+                              PRIu64 " bytes, received %" PRIu64,
+                              w->object_id, w->expected_size, w->received);
     }
     char actual[SI_CHECKSUM_TEXT_MAX];
     si_checksum_final(w->sum, actual);
@@ -327,10 +327,27 @@ int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
         pthread_mutex_lock(&c->lock);
         c->counters.checksum_failures++;
         pthread_mutex_unlock(&c->lock);
-        si_errnoprintf(err, EBADMSG, "object %" PRId64 ": checksum mismatch: expected %s, got %s",
-                   w->object_id, w->expected_sum, actual);
-        goto error;
+        w->failed = true;
+        return si_errnoprintf(err, EBADMSG, "object %" PRId64 ": checksum mismatch: expected "
+                              "%s, got %s", w->object_id, w->expected_sum, actual);
     }
+    w->sealed = true;
+    return 0;
+}
+
+int cache_writer_seal(cache_writer_t *w, si_error_t *err)
+{
+    return seal(w, err);
+}
+
+int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
+{
+    cache_t *c = w->c;
+    char d0[3], d1[3], name[CACHE_NAME_HEX + 1];
+    int dir0 = -1, dir1 = -1;
+    bool placed = false;
+    if (seal(w, err) < 0)
+        goto error;
     if (fsync(w->fd) < 0 || close(w->fd) < 0) {
         int saved = errno;
         w->fd = -1;
