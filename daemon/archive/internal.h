@@ -6,6 +6,7 @@
 
 #include "common/conf.h"
 #include "common/error.h"
+#include "daemon/archive/backend.h"
 #include "daemon/simlib/engine.h"
 
 /* The sim backend's library from the configuration, with the daemon's
@@ -14,5 +15,26 @@
  * virtual clock (time_scale 0) is refused: the daemon runs in real time. */
 int archive_sim_config(const si_conf_t *conf, const char *state_dir, simlib_config_t *cfg,
                        char *dir, size_t dirsize, si_error_t *err);
+
+/* ---- shared by the backends in front of an archive of their own (external.c) ---- */
+
+/* The pseudo-volume label at conf path (default def): a valid volume label. */
+int archive_pseudo_volume(const si_conf_t *conf, const char *path, const char *def,
+                          char out[ARCHIVE_LABEL_MAX + 1], si_error_t *err);
+
+/* The archive behind such a backend keeps its own copies: push.copies > 1
+ * is refused at start (the setting's file:line), and so is a write that
+ * asks for more than one copy. */
+int archive_single_copy_conf(const si_conf_t *conf, const char *backend, si_error_t *err);
+int archive_single_copy_check(const char *backend, int ncopies, si_error_t *err);
+
+/* The placement of a member written to such an archive: copy 1 on the
+ * pseudo-volume at position 0 (the archive knows where; the catalog does not). */
+void archive_pseudo_placement(const char *volume, uint64_t size, uint64_t volume_used,
+                              archive_placement_t *out);
+
+/* Items of a batch copied for a backend's queue, with their names owned:
+ * (bucket and key point into the same allocation as the record). */
+archive_item_t *archive_item_copy(const archive_item_t *item);
 
 #endif

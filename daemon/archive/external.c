@@ -1,0 +1,66 @@
+/* Helpers of the backends in front of an archive that places and copies
+ * files itself (s3, hsm); see internal.h. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/archive/internal.h"
+#include "daemon/volume/volume.h"
+
+int archive_pseudo_volume(const si_conf_t *conf, const char *path, const char *def,
+                          char out[ARCHIVE_LABEL_MAX + 1], si_error_t *err)
+{
+    const char *label = si_conf_string(conf, path, def);
+    si_error_t why;
+    if (tapevol_label_check(label, &why) < 0)
+        return si_conf_fail(conf, path, err, "is not a volume label: %s", why.text);
+    snprintf(out, ARCHIVE_LABEL_MAX + 1, "%s", label);
+    return 0;
+}
+
+int archive_single_copy_conf(const si_conf_t *conf, const char *backend, si_error_t *err)
+{
+    int64_t copies = si_conf_int(conf, "push.copies", 1);
+    if (copies > 1)
+        return si_conf_fail(conf, "push.copies", err, "= %lld: the %s backend writes one copy; "
+                            "the archive behind it keeps its own copies (set push.copies = 1)",
+                            (long long)copies, backend);
+    return 0;
+}
+
+int archive_single_copy_check(const char *backend, int ncopies, si_error_t *err)
+{
+    if (ncopies != 1)
+        return si_errprintf(err, "the %s backend writes one copy (asked for %d); the archive "
+                            "behind it keeps its own copies", backend, ncopies);
+    return 0;
+}
+
+void archive_pseudo_placement(const char *volume, uint64_t size, uint64_t volume_used,
+                              archive_placement_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->copy = 1;
+    snprintf(out->volume, sizeof(out->volume), "%s", volume);
+    out->file_seq = -1;
+    out->position = 0;
+    out->length = size;
+    out->volume_used = volume_used;
+}
+
+archive_item_t *archive_item_copy(const archive_item_t *item)
+{
+    size_t blen = item->bucket ? strlen(item->bucket) : 0;
+    size_t klen = item->key ? strlen(item->key) : 0;
+    archive_item_t *c = malloc(sizeof(*c) + blen + klen + 2);
+    if (!c)
+        return NULL;
+    *c = *item;
+    char *names = (char *)(c + 1);
+    memcpy(names, item->bucket ? item->bucket : "", blen + 1);
+    memcpy(names + blen + 1, item->key ? item->key : "", klen + 1);
+    c->bucket = names;
+    c->key = names + blen + 1;
+    return c;
+}
