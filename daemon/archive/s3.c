@@ -50,6 +50,7 @@
 #include "daemon/archive/order.h"
 
 #define MIB (UINT64_C(1) << 20)
+#define HEAD_CHUNK 256 /* HEADs answered before their restores go out */
 
 const si_conf_key_t archive_s3_conf_keys[] = {
     {"archive.s3", SI_CONF_GROUP, 0, 0, NULL},
@@ -407,42 +408,90 @@ static check_t request_restore(s3b_t *b, si_s3_xfer_t *x, s3_recall_t *r, char *
     return c;
 }
 
-static check_t check(s3b_t *b, si_s3_xfer_t *x, s3_recall_t *r, char *why, size_t whysize)
+/* What a HEAD's answer means for r; CHECK_RESTORE: ask for a restore. */
+enum { CHECK_RESTORE = CHECK_FAIL + 1 };
+
+static int judge_head(s3b_t *b, s3_recall_t *r, const si_s3_response_t *rs, char *why,
+                      size_t whysize)
 {
-    si_s3_request_t rq = {.method = "HEAD", .bucket = r->ubucket, .key = r->ukey};
-    si_s3_response_t rs;
-    si_error_t err;
-    if (si_s3_xfer_perform(x, &rq, &rs, &err) < 0) {
-        snprintf(why, whysize, "HEAD %s: %s", r->where, err.text);
+    if (rs->curl_code != CURLE_OK || rs->status != 200)
+        return transient(b, r, rs, "HEAD", why, whysize);
+    if (rs->has_length && rs->content_length != r->item->size) {
+        snprintf(why, whysize, "%s has %" PRIu64 " bytes upstream, the catalog says %" PRIu64,
+                 r->where, rs->content_length, r->item->size);
         return CHECK_FAIL;
     }
-    pthread_mutex_lock(&b->mu);
-    b->heads++;
-    pthread_mutex_unlock(&b->mu);
-    check_t c;
-    if (rs.curl_code != CURLE_OK || rs.status != 200) {
-        c = transient(b, r, &rs, "HEAD", why, whysize);
-    } else if (rs.has_length && rs.content_length != r->item->size) {
-        snprintf(why, whysize, "%s has %" PRIu64 " bytes upstream, the catalog says %" PRIu64,
-                 r->where, rs.content_length, r->item->size);
-        c = CHECK_FAIL;
-    } else if (archive_s3_online(rs.storage_class, rs.restore)) {
-        c = CHECK_READY;
-    } else if (r->restore_started &&
-               mono_now() - r->restore_started > b->conf.restore_timeout) {
+    if (archive_s3_online(rs->storage_class, rs->restore))
+        return CHECK_READY;
+    if (r->restore_started && mono_now() - r->restore_started > b->conf.restore_timeout) {
         snprintf(why, whysize, "the restore of %s did not complete within %g s (x-amz-restore: "
-                 "%s)", r->where, b->conf.restore_timeout, rs.restore[0] ? rs.restore : "none");
-        c = CHECK_FAIL;
-    } else if (strstr(rs.restore, "ongoing-request=\"true\"")) {
+                 "%s)", r->where, b->conf.restore_timeout, rs->restore[0] ? rs->restore : "none");
+        return CHECK_FAIL;
+    }
+    if (strstr(rs->restore, "ongoing-request=\"true\"")) {
         if (!r->restore_started)
             r->restore_started = mono_now(); /* someone else asked: its time counts from now */
         r->attempts = 0;
-        c = CHECK_WAIT;
-    } else {
-        c = request_restore(b, x, r, why, whysize);
+        return CHECK_WAIT;
     }
-    si_s3_response_free(&rs);
-    return c;
+    return CHECK_RESTORE;
+}
+
+/* HEADs of due[0..n), up to nslots at once (the upstream answers them in
+ * parallel; the restores that follow go out one by one, in order). */
+static void head_all(s3b_t *b, CURLM *multi, si_s3_xfer_t **slots, int nslots,
+                     s3_recall_t **due, size_t n, si_s3_request_t *rq, si_s3_response_t *rs,
+                     bool *made)
+{
+    size_t next = 0, running = 0;
+    int *slot_of = calloc((size_t)nslots, sizeof(*slot_of));
+    for (int k = 0; slot_of && k < nslots; k++)
+        slot_of[k] = -1;
+    while (slot_of && (next < n || running > 0) && !atomic_load(&b->stop)) {
+        for (int k = 0; k < nslots && next < n; k++) {
+            if (slot_of[k] >= 0)
+                continue;
+            rq[next] = (si_s3_request_t){.method = "HEAD", .bucket = due[next]->ubucket,
+                                         .key = due[next]->ukey};
+            si_error_t err;
+            made[next] = si_s3_xfer_prepare(slots[k], &rq[next], &rs[next], &err) == 0;
+            if (!made[next]) {
+                next++;
+                continue;
+            }
+            curl_multi_add_handle(multi, si_s3_xfer_curl(slots[k]));
+            slot_of[k] = (int)next++;
+            running++;
+        }
+        int still;
+        curl_multi_perform(multi, &still);
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(multi, &left))) {
+            if (m->msg != CURLMSG_DONE)
+                continue;
+            for (int k = 0; k < nslots; k++)
+                if (slot_of[k] >= 0 && si_s3_xfer_curl(slots[k]) == m->easy_handle) {
+                    CURLcode cc = m->data.result;
+                    curl_multi_remove_handle(multi, m->easy_handle);
+                    si_s3_xfer_done(slots[k], (int)cc);
+                    slot_of[k] = -1;
+                    running--;
+                    break;
+                }
+        }
+        if (running > 0)
+            curl_multi_poll(multi, NULL, 0, 50, NULL);
+    }
+    for (int k = 0; slot_of && k < nslots; k++)
+        if (slot_of[k] >= 0) /* stopping */
+            curl_multi_remove_handle(multi, si_s3_xfer_curl(slots[k]));
+    if (!slot_of)
+        memset(made, 0, n * sizeof(*made));
+    free(slot_of);
+    pthread_mutex_lock(&b->mu);
+    b->heads += n;
+    pthread_mutex_unlock(&b->mu);
 }
 
 static void apply_check(s3b_t *b, s3_recall_t *r, check_t c, const char *why)
@@ -496,11 +545,18 @@ static void *control_main(void *arg)
     si_s3_xfer_t *x = si_s3_xfer_new(b->client, &err);
     size_t cap = 256;
     s3_recall_t **due = calloc(cap, sizeof(*due));
-    if (!x || !due) {
+    int nslots = b->conf.gets;
+    CURLM *multi = curl_multi_init();
+    si_s3_xfer_t **slots = calloc((size_t)nslots, sizeof(*slots));
+    si_s3_request_t *rq = calloc(HEAD_CHUNK, sizeof(*rq));
+    si_s3_response_t *rs = calloc(HEAD_CHUNK, sizeof(*rs));
+    bool *made = calloc(HEAD_CHUNK, sizeof(*made));
+    bool ready = x && due && multi && slots && rq && rs && made;
+    for (int k = 0; ready && k < nslots; k++)
+        ready = (slots[k] = si_s3_xfer_new(b->client, &err)) != NULL;
+    if (!ready) {
         si_log(b->log, SI_LOG_ERROR, "s3: the control thread cannot start: out of memory");
-        si_s3_xfer_free(x);
-        free(due);
-        return NULL;
+        goto out;
     }
     pthread_mutex_lock(&b->mu);
     while (!atomic_load(&b->stop)) {
@@ -551,14 +607,37 @@ static void *control_main(void *arg)
         }
         pthread_mutex_unlock(&b->mu);
         qsort(due, n, sizeof(*due), by_admission);
-        for (size_t i = 0; i < n && !atomic_load(&b->stop); i++) {
-            char why[1200] = "";
-            check_t c = due[i]->cancelled ? CHECK_FAIL : check(b, x, due[i], why, sizeof(why));
-            apply_check(b, due[i], c, due[i]->cancelled ? "cancelled" : why);
+        for (size_t at = 0; at < n && !atomic_load(&b->stop); at += HEAD_CHUNK) {
+            size_t k = n - at < HEAD_CHUNK ? n - at : HEAD_CHUNK;
+            head_all(b, multi, slots, nslots, due + at, k, rq, rs, made);
+            for (size_t i = 0; i < k; i++) {
+                s3_recall_t *r = due[at + i];
+                char why[1200] = "";
+                int c = CHECK_FAIL;
+                if (r->cancelled)
+                    snprintf(why, sizeof(why), "cancelled");
+                else if (!made[i])
+                    snprintf(why, sizeof(why), "HEAD %s: the request could not be made",
+                             r->where);
+                else if ((c = judge_head(b, r, &rs[i], why, sizeof(why))) == CHECK_RESTORE)
+                    c = request_restore(b, x, r, why, sizeof(why));
+                if (made[i])
+                    si_s3_response_free(&rs[i]);
+                apply_check(b, r, (check_t)c, why);
+            }
         }
         pthread_mutex_lock(&b->mu);
     }
     pthread_mutex_unlock(&b->mu);
+out:
+    for (int k = 0; slots && k < nslots; k++)
+        si_s3_xfer_free(slots[k]);
+    if (multi)
+        curl_multi_cleanup(multi);
+    free(slots);
+    free(rq);
+    free(rs);
+    free(made);
     si_s3_xfer_free(x);
     free(due);
     return NULL;

@@ -66,6 +66,34 @@ typedef struct {
 } result_t;
 
 static char g_stageind[PATH_MAX];
+/* What an early exit must undo: the daemons started, the work directory.
+ * The program's only mutable globals, for its atexit handler. */
+static pid_t g_daemons[4];
+static char g_base[PATH_MAX];
+
+static void cleanup(void)
+{
+    for (size_t i = 0; i < sizeof(g_daemons) / sizeof(g_daemons[0]); i++)
+        if (g_daemons[i] > 0) {
+            kill(g_daemons[i], SIGTERM);
+            waitpid(g_daemons[i], NULL, 0);
+        }
+    if (g_base[0]) {
+        char cmd[PATH_MAX + 16];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_base);
+        if (system(cmd) != 0)
+            fprintf(stderr, "backends: could not remove %s\n", g_base);
+    }
+}
+
+static void track(pid_t pid, bool add)
+{
+    for (size_t i = 0; i < sizeof(g_daemons) / sizeof(g_daemons[0]); i++)
+        if (add ? g_daemons[i] == 0 : g_daemons[i] == pid) {
+            g_daemons[i] = add ? pid : 0;
+            return;
+        }
+}
 
 static double now_s(void)
 {
@@ -201,6 +229,7 @@ static void daemon_start(daemon_t *d, const char *wait_for)
               "-l", d->log, (char *)NULL);
         _exit(127);
     }
+    track(d->pid, true);
     for (int i = 0; i < 1000 && access(wait_for, F_OK) < 0; i++)
         usleep(10000);
     if (access(wait_for, F_OK) < 0) {
@@ -214,6 +243,7 @@ static void daemon_stop(daemon_t *d)
     if (d->pid > 0) {
         kill(d->pid, SIGTERM);
         waitpid(d->pid, NULL, 0);
+        track(d->pid, false);
         d->pid = 0;
     }
 }
@@ -587,6 +617,8 @@ int main(int argc, char **argv)
     snprintf(base, sizeof(base), "%s/backends-bench.XXXXXX", o.dir);
     if (!mkdtemp(base))
         die(base, NULL);
+    snprintf(g_base, sizeof(g_base), "%s", base);
+    atexit(cleanup);
     snprintf(root, sizeof(root), "%s/archive", base);
     mkdir(root, 0755);
     set_t sets[2] = {{.name = "small"}, {.name = "large"}};
@@ -595,10 +627,6 @@ int main(int argc, char **argv)
     result_t hsm[2], s3[2];
     run_hsm(base, root, sets, hsm);
     run_s3(base, root, sets, s3);
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-    if (system(cmd) != 0)
-        fprintf(stderr, "backends: could not remove %s\n", base);
 
     double s3_ratio = overall_ratio(s3, false), hsm_ratio = overall_ratio(hsm, false);
     if (o.json) {
