@@ -2,10 +2,13 @@
  * files itself (s3, hsm); see internal.h. */
 #include "config.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "daemon/archive/internal.h"
+#include "daemon/archive/order.h"
 #include "daemon/volume/volume.h"
 
 int archive_pseudo_volume(const si_conf_t *conf, const char *path, const char *def,
@@ -49,18 +52,58 @@ void archive_pseudo_placement(const char *volume, uint64_t size, uint64_t volume
     out->volume_used = volume_used;
 }
 
-archive_item_t *archive_item_copy(const archive_item_t *item)
+archive_item_t *archive_item_copy(const archive_item_t *item, si_error_t *err)
 {
-    size_t blen = item->bucket ? strlen(item->bucket) : 0;
-    size_t klen = item->key ? strlen(item->key) : 0;
+    if (!item->bucket || !item->key || !*item->bucket || !*item->key)
+        return si_errprintf(err, "object %" PRId64 " has no bucket/key", item->object_id), NULL;
+    size_t blen = strlen(item->bucket), klen = strlen(item->key);
     archive_item_t *c = malloc(sizeof(*c) + blen + klen + 2);
     if (!c)
-        return NULL;
+        return si_errprintf(err, "out of memory"), NULL;
     *c = *item;
     char *names = (char *)(c + 1);
-    memcpy(names, item->bucket ? item->bucket : "", blen + 1);
-    memcpy(names + blen + 1, item->key ? item->key : "", klen + 1);
+    memcpy(names, item->bucket, blen + 1);
+    memcpy(names + blen + 1, item->key, klen + 1);
     c->bucket = names;
     c->key = names + blen + 1;
     return c;
+}
+
+int archive_queue_init(archive_queue_t *q, const char *pseudo_volume, si_error_t *err)
+{
+    memset(q, 0, sizeof(*q));
+    q->order = archive_order_new(pseudo_volume, err);
+    return q->order ? 0 : -1;
+}
+
+void archive_queue_free(archive_queue_t *q)
+{
+    archive_order_free(q->order);
+    free(q->live);
+    memset(q, 0, sizeof(*q));
+}
+
+int archive_queue_add(archive_queue_t *q, const archive_batch_t *batch,
+                      const archive_item_t *items, void **recs, size_t n,
+                      archive_order_entry_t **entries, si_error_t *err)
+{
+    if (si_array_grow((void **)&q->live, &q->cap, q->nlive + n, sizeof(*q->live)) < 0)
+        return si_errprintf(err, "out of memory");
+    if (archive_order_add(q->order, batch, items, (void *const *)recs, n, entries, err) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        q->live[q->nlive++] = recs[i];
+        q->live_bytes += items[i].size;
+    }
+    return 0;
+}
+
+void archive_queue_forget(archive_queue_t *q, const void *rec, uint64_t size)
+{
+    for (size_t i = 0; i < q->nlive; i++)
+        if (q->live[i] == rec) {
+            q->live[i] = q->live[--q->nlive];
+            q->live_bytes -= size;
+            return;
+        }
 }

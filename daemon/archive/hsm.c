@@ -88,10 +88,7 @@ typedef struct {
     atomic_bool stop;
 
     /* under mu */
-    archive_order_t *order;
-    hsm_recall_t **live;             /* queued or being staged */
-    size_t nlive, cap_live;
-    uint64_t queued_bytes;
+    archive_queue_t q;               /* queued or being staged */
     uint64_t reads, read_failures, bytes_read, bytes_written, files_written;
     uint64_t commands, commands_failed;
     uint64_t write_seq;
@@ -136,22 +133,11 @@ static void recall_free(hsm_recall_t *r)
     }
 }
 
-/* Takes r out of the live table (mu held). */
-static void live_remove(hsm_t *h, hsm_recall_t *r)
-{
-    for (size_t i = 0; i < h->nlive; i++)
-        if (h->live[i] == r) {
-            h->live[i] = h->live[--h->nlive];
-            h->queued_bytes -= r->item->size;
-            return;
-        }
-}
-
 /* Reports r (once) and frees it. */
 static void finish(hsm_t *h, hsm_recall_t *r, bool ok, const char *why)
 {
     pthread_mutex_lock(&h->mu);
-    live_remove(h, r);
+    archive_queue_forget(&h->q, r, r->item->size);
     bool cancelled = r->cancelled;
     if (ok)
         h->reads++;
@@ -333,7 +319,7 @@ static void *worker_main(void *arg)
         return NULL;
     pthread_mutex_lock(&h->mu);
     while (!atomic_load(&h->stop)) {
-        size_t n = archive_order_take(h->order, h->batch_size, (void **)batch);
+        size_t n = archive_order_take(h->q.order, h->batch_size, (void **)batch);
         if (n == 0) {
             pthread_cond_wait(&h->cv, &h->mu);
             continue;
@@ -351,57 +337,46 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static hsm_recall_t *make_recall(const hsm_t *h, const archive_item_t *item, si_error_t *err)
+{
+    hsm_recall_t *r = calloc(1, sizeof(*r));
+    if (!r || !(r->item = archive_item_copy(item, err))) {
+        if (!r)
+            si_errprintf(err, "out of memory");
+        free(r);
+        return NULL;
+    }
+    size_t plen = strlen(h->root) + strlen(item->bucket) + strlen(item->key) + 3;
+    if (!(r->path = malloc(plen))) {
+        recall_free(r);
+        return si_errprintf(err, "out of memory"), NULL;
+    }
+    snprintf(r->path, plen, "%s/%s/%s", h->root, item->bucket, item->key);
+    r->rel = r->path + strlen(h->root) + 1;
+    r->queued = true;
+    return r;
+}
+
 static int hsm_recall(archive_backend_t *b, const archive_batch_t *batch,
                       const archive_item_t *items, size_t n, si_error_t *err)
 {
     hsm_t *h = b->impl;
-    if (n == 0)
-        return 0;
-    hsm_recall_t **recs = calloc(n, sizeof(*recs));
-    archive_order_entry_t **entries = calloc(n, sizeof(*entries));
-    int rc = -1;
-    if (!recs || !entries) {
-        si_errprintf(err, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!items[i].bucket || !items[i].key || !*items[i].bucket || !*items[i].key) {
-            si_errprintf(err, "object %" PRId64 " has no bucket/key", items[i].object_id);
-            goto out;
-        }
-        hsm_recall_t *r = recs[i] = calloc(1, sizeof(*r));
-        size_t plen = strlen(h->root) + strlen(items[i].bucket) + strlen(items[i].key) + 3;
-        if (!r || !(r->item = archive_item_copy(&items[i])) || !(r->path = malloc(plen))) {
-            si_errprintf(err, "out of memory");
-            goto out;
-        }
-        snprintf(r->path, plen, "%s/%s/%s", h->root, items[i].bucket, items[i].key);
-        r->rel = r->path + strlen(h->root) + 1;
-        r->queued = true;
-    }
-    pthread_mutex_lock(&h->mu);
-    if (si_array_grow((void **)&h->live, &h->cap_live, h->nlive + n, sizeof(*h->live)) < 0) {
+    hsm_recall_t **recs = calloc(n ? n : 1, sizeof(*recs));
+    archive_order_entry_t **entries = calloc(n ? n : 1, sizeof(*entries));
+    int rc = recs && entries ? 0 : si_errprintf(err, "out of memory");
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (!(recs[i] = make_recall(h, &items[i], err)))
+            rc = -1;
+    if (rc == 0) {
+        pthread_mutex_lock(&h->mu);
+        rc = archive_queue_add(&h->q, batch, items, (void **)recs, n, entries, err);
+        for (size_t i = 0; rc == 0 && i < n; i++)
+            recs[i]->entry = entries[i];
+        pthread_cond_broadcast(&h->cv);
         pthread_mutex_unlock(&h->mu);
-        si_errprintf(err, "out of memory");
-        goto out;
     }
-    if (archive_order_add(h->order, batch, items, (void *const *)recs, n, entries, err) < 0) {
-        pthread_mutex_unlock(&h->mu);
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        recs[i]->entry = entries[i];
-        h->live[h->nlive++] = recs[i];
-        h->queued_bytes += items[i].size;
-    }
-    pthread_cond_broadcast(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    memset(recs, 0, n * sizeof(*recs)); /* owned by the queue now */
-    rc = 0;
-out:
-    if (recs)
-        for (size_t i = 0; i < n; i++)
-            recall_free(recs[i]);
+    for (size_t i = 0; rc < 0 && recs && i < n; i++)
+        recall_free(recs[i]); /* on success the queue owns them */
     free(recs);
     free(entries);
     return rc;
@@ -413,13 +388,13 @@ static int hsm_cancel(archive_backend_t *b, int64_t object_id)
     hsm_recall_t *withdrawn = NULL;
     int found = 0;
     pthread_mutex_lock(&h->mu);
-    for (size_t i = 0; i < h->nlive && !found; i++) {
-        hsm_recall_t *r = h->live[i];
+    for (size_t i = 0; i < h->q.nlive && !found; i++) {
+        hsm_recall_t *r = h->q.live[i];
         if (r->item->object_id != object_id || r->cancelled)
             continue;
         r->cancelled = true;
         found = 1;
-        if (r->queued && archive_order_remove(h->order, r->entry))
+        if (r->queued && archive_order_remove(h->q.order, r->entry))
             withdrawn = r; /* no worker has it: reported here */
     }
     pthread_mutex_unlock(&h->mu);
@@ -627,8 +602,8 @@ static int hsm_status(archive_backend_t *b, archive_status_t *out, si_error_t *e
     out->bytes_read = h->bytes_read;
     out->bytes_written = h->bytes_written;
     out->archive_files_written = h->files_written;
-    out->queued_items = h->nlive;
-    out->queued_bytes = h->queued_bytes;
+    out->queued_items = h->q.nlive;
+    out->queued_bytes = h->q.live_bytes;
     pthread_mutex_unlock(&h->mu);
     return 0;
 }
@@ -677,11 +652,10 @@ static void hsm_free(archive_backend_t *b)
     pthread_mutex_unlock(&h->mu);
     for (int i = 0; i < h->nworkers; i++)
         pthread_join(h->workers[i], NULL);
-    for (size_t i = 0; i < h->nlive; i++)
-        recall_free(h->live[i]);
-    free(h->live);
+    for (size_t i = 0; i < h->q.nlive; i++)
+        recall_free(h->q.live[i]);
     free(h->workers);
-    archive_order_free(h->order);
+    archive_queue_free(&h->q);
     if (h->root_fd >= 0)
         close(h->root_fd);
     free(h->stage_command);
@@ -749,7 +723,7 @@ archive_backend_t *archive_hsm_new(const archive_backend_opts_t *opts, si_error_
     h->checksum_retries = (int)si_conf_int(conf, "archive.checksum_retries", 1);
     if (archive_pseudo_volume(conf, "archive.hsm.volume", "HSM", h->volume, err) < 0 ||
         archive_single_copy_conf(conf, "hsm", err) < 0 ||
-        !(h->order = archive_order_new(h->volume, err)))
+        archive_queue_init(&h->q, h->volume, err) < 0)
         goto error;
     if (!(h->workers = calloc((size_t)h->concurrency, sizeof(*h->workers)))) {
         si_errprintf(err, "out of memory");

@@ -33,8 +33,31 @@ int archive_single_copy_check(const char *backend, int ncopies, si_error_t *err)
 void archive_pseudo_placement(const char *volume, uint64_t size, uint64_t volume_used,
                               archive_placement_t *out);
 
-/* Items of a batch copied for a backend's queue, with their names owned:
- * (bucket and key point into the same allocation as the record). */
-archive_item_t *archive_item_copy(const archive_item_t *item);
+/* An item copied for a backend's queue, its names owned (bucket and key
+ * point into the same allocation); NULL with err when it has no name. */
+archive_item_t *archive_item_copy(const archive_item_t *item, si_error_t *err);
+
+/* Such a backend's queue: its records (the backend's own structs) in the
+ * order queue until taken, and in the live table until reported (cancel,
+ * status). Not thread-safe: under the backend's lock. */
+typedef struct archive_order archive_order_t;
+typedef struct archive_order_entry archive_order_entry_t;
+typedef struct {
+    archive_order_t *order;
+    void **live;
+    size_t nlive, cap;
+    uint64_t live_bytes;
+} archive_queue_t;
+
+int archive_queue_init(archive_queue_t *q, const char *pseudo_volume, si_error_t *err);
+/* Frees the table and the order queue (the records are the caller's). */
+void archive_queue_free(archive_queue_t *q);
+/* Queues recs[0..n) for the batch's items (items[i] describes recs[i]),
+ * all or nothing; entries[i] receives each one's handle in the order queue. */
+int archive_queue_add(archive_queue_t *q, const archive_batch_t *batch,
+                      const archive_item_t *items, void **recs, size_t n,
+                      archive_order_entry_t **entries, si_error_t *err);
+/* Takes a reported record out of the live table. */
+void archive_queue_forget(archive_queue_t *q, const void *rec, uint64_t size);
 
 #endif

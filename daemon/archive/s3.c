@@ -257,13 +257,10 @@ typedef struct {
 
     pthread_mutex_t mu;
     pthread_cond_t control_cv, ready_cv;
-    archive_order_t *order;
-    s3_recall_t **live;            /* every item not yet reported */
-    size_t nlive, cap_live;
+    archive_queue_t q;             /* every item not yet reported */
     size_t in_restore;             /* items between QUEUED and READY */
     uint64_t admissions;
     s3_recall_t *ready_head, **ready_tail;
-    uint64_t queued_bytes;
     uint64_t reads, read_failures, bytes_read, bytes_written, files_written;
     uint64_t restores_requested, heads, retries_done;
 
@@ -305,12 +302,7 @@ static void recall_free(s3_recall_t *r)
 static void finish(s3b_t *b, s3_recall_t *r, bool ok, const char *why)
 {
     pthread_mutex_lock(&b->mu);
-    for (size_t i = 0; i < b->nlive; i++)
-        if (b->live[i] == r) {
-            b->live[i] = b->live[--b->nlive];
-            break;
-        }
-    b->queued_bytes -= r->item->size;
+    archive_queue_forget(&b->q, r, r->item->size);
     if (r->state != RS_READY && r->state != RS_FETCHING && r->state != RS_QUEUED)
         b->in_restore--;
     bool cancelled = r->cancelled;
@@ -437,6 +429,26 @@ static int judge_head(s3b_t *b, s3_recall_t *r, const si_s3_response_t *rs, char
     return CHECK_RESTORE;
 }
 
+/* The next transfer of slots[0..n) that ended: its handle taken off the
+ * multi handle and its answer completed; its index, or -1 when none did. */
+static int multi_finished(CURLM *multi, si_s3_xfer_t **slots, int n)
+{
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(multi, &left))) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        for (int k = 0; k < n; k++)
+            if (si_s3_xfer_curl(slots[k]) == m->easy_handle) {
+                CURLcode cc = m->data.result;
+                curl_multi_remove_handle(multi, m->easy_handle);
+                si_s3_xfer_done(slots[k], (int)cc);
+                return k;
+            }
+    }
+    return -1;
+}
+
 /* HEADs of due[0..n), up to nslots at once (the upstream answers them in
  * parallel; the restores that follow go out one by one, in order). */
 static void head_all(s3b_t *b, CURLM *multi, si_s3_xfer_t **slots, int nslots,
@@ -463,22 +475,11 @@ static void head_all(s3b_t *b, CURLM *multi, si_s3_xfer_t **slots, int nslots,
             slot_of[k] = (int)next++;
             running++;
         }
-        int still;
+        int still, k;
         curl_multi_perform(multi, &still);
-        CURLMsg *m;
-        int left;
-        while ((m = curl_multi_info_read(multi, &left))) {
-            if (m->msg != CURLMSG_DONE)
-                continue;
-            for (int k = 0; k < nslots; k++)
-                if (slot_of[k] >= 0 && si_s3_xfer_curl(slots[k]) == m->easy_handle) {
-                    CURLcode cc = m->data.result;
-                    curl_multi_remove_handle(multi, m->easy_handle);
-                    si_s3_xfer_done(slots[k], (int)cc);
-                    slot_of[k] = -1;
-                    running--;
-                    break;
-                }
+        while ((k = multi_finished(multi, slots, nslots)) >= 0) {
+            slot_of[k] = -1;
+            running--;
         }
         if (running > 0)
             curl_multi_poll(multi, NULL, 0, 50, NULL);
@@ -563,10 +564,10 @@ static void *control_main(void *arg)
         double now = mono_now(), wake = now + 1.0;
         size_t n = 0;
         /* admit new items while restore slots are free */
-        while (b->in_restore < (size_t)b->conf.restores && archive_order_count(b->order) > 0) {
+        while (b->in_restore < (size_t)b->conf.restores && archive_order_count(b->q.order) > 0) {
             size_t room = (size_t)b->conf.restores - b->in_restore;
             s3_recall_t *got[256];
-            size_t k = archive_order_take(b->order, room < 256 ? room : 256, (void **)got);
+            size_t k = archive_order_take(b->q.order, room < 256 ? room : 256, (void **)got);
             for (size_t i = 0; i < k; i++) {
                 got[i]->entry = NULL;
                 got[i]->state = RS_CHECK;
@@ -578,8 +579,8 @@ static void *control_main(void *arg)
                 break;
         }
         /* the items due now, in the order they were admitted */
-        for (size_t i = 0; i < b->nlive; i++) {
-            s3_recall_t *r = b->live[i];
+        for (size_t i = 0; i < b->q.nlive; i++) {
+            s3_recall_t *r = b->q.live[i];
             if (r->state != RS_CHECK && r->state != RS_RESTORING)
                 continue;
             if (r->next_at <= now) {
@@ -721,18 +722,9 @@ static int window_run(window_t *w, int concurrency, const char *what, const char
             if (j >= next)
                 next = j + 1;
         }
-        int still;
+        int still, s;
         curl_multi_perform(multi, &still);
-        CURLMsg *m;
-        int left;
-        while ((m = curl_multi_info_read(multi, &left))) {
-            if (m->msg != CURLMSG_DONE)
-                continue;
-            int s;
-            for (s = 0; s < concurrency && si_s3_xfer_curl(slots[s]) != m->easy_handle; s++)
-                ;
-            CURLcode cc = m->data.result;
-            curl_multi_remove_handle(multi, m->easy_handle);
+        while ((s = multi_finished(multi, slots, concurrency)) >= 0) {
             size_t j;
             for (j = w->flushed; j < w->njobs && w->jobs[j].slot != slots[s]; j++)
                 ;
@@ -740,7 +732,7 @@ static int window_run(window_t *w, int concurrency, const char *what, const char
             running--;
             job_t *jb = &w->jobs[j];
             jb->slot = NULL;
-            si_s3_xfer_done(slots[s], (int)cc);
+            CURLcode cc = (CURLcode)jb->rs.curl_code;
             bool good = cc == CURLE_OK && jb->rs.status >= 200 && jb->rs.status < 300 &&
                         (strcmp(jb->rq.method, "GET") != 0 || jb->got == jb->len);
             if (good) {
@@ -1049,60 +1041,49 @@ static void *worker_main(void *arg)
 
 /* ---- the vtable: recall, cancel ---------------------------------------------------- */
 
+static s3_recall_t *make_recall(const s3b_t *b, const archive_item_t *item, si_error_t *err)
+{
+    s3_recall_t *r = calloc(1, sizeof(*r));
+    if (!r || !(r->item = archive_item_copy(item, err))) {
+        if (!r)
+            si_errprintf(err, "out of memory");
+        free(r);
+        return NULL;
+    }
+    archive_s3_map_t scratch;
+    const archive_s3_map_t *m = archive_s3_map_for(&b->conf, item->bucket, &scratch);
+    size_t klen = strlen(m->prefix) + strlen(item->key) + 1;
+    if (!(r->ukey = malloc(klen))) {
+        recall_free(r);
+        return si_errprintf(err, "out of memory"), NULL;
+    }
+    snprintf(r->ukey, klen, "%s%s", m->prefix, item->key);
+    snprintf(r->ubucket, sizeof(r->ubucket), "%s", m->upstream);
+    snprintf(r->where, sizeof(r->where), "s3://%s/%s", r->ubucket, r->ukey);
+    r->state = RS_QUEUED;
+    return r;
+}
+
 static int s3_recall(archive_backend_t *be, const archive_batch_t *batch,
                      const archive_item_t *items, size_t n, si_error_t *err)
 {
     s3b_t *b = be->impl;
-    if (n == 0)
-        return 0;
-    s3_recall_t **recs = calloc(n, sizeof(*recs));
-    archive_order_entry_t **entries = calloc(n, sizeof(*entries));
-    int rc = -1;
-    if (!recs || !entries) {
-        si_errprintf(err, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!items[i].bucket || !items[i].key || !*items[i].key) {
-            si_errprintf(err, "object %" PRId64 " has no bucket/key", items[i].object_id);
-            goto out;
-        }
-        archive_s3_map_t scratch;
-        const archive_s3_map_t *m = archive_s3_map_for(&b->conf, items[i].bucket, &scratch);
-        s3_recall_t *r = recs[i] = calloc(1, sizeof(*r));
-        size_t klen = strlen(m->prefix) + strlen(items[i].key) + 1;
-        if (!r || !(r->item = archive_item_copy(&items[i])) || !(r->ukey = malloc(klen))) {
-            si_errprintf(err, "out of memory");
-            goto out;
-        }
-        snprintf(r->ukey, klen, "%s%s", m->prefix, items[i].key);
-        snprintf(r->ubucket, sizeof(r->ubucket), "%s", m->upstream);
-        snprintf(r->where, sizeof(r->where), "s3://%s/%s", r->ubucket, r->ukey);
-        r->state = RS_QUEUED;
-    }
-    pthread_mutex_lock(&b->mu);
-    if (si_array_grow((void **)&b->live, &b->cap_live, b->nlive + n, sizeof(*b->live)) < 0) {
+    s3_recall_t **recs = calloc(n ? n : 1, sizeof(*recs));
+    archive_order_entry_t **entries = calloc(n ? n : 1, sizeof(*entries));
+    int rc = recs && entries ? 0 : si_errprintf(err, "out of memory");
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (!(recs[i] = make_recall(b, &items[i], err)))
+            rc = -1;
+    if (rc == 0) {
+        pthread_mutex_lock(&b->mu);
+        rc = archive_queue_add(&b->q, batch, items, (void **)recs, n, entries, err);
+        for (size_t i = 0; rc == 0 && i < n; i++)
+            recs[i]->entry = entries[i];
+        pthread_cond_signal(&b->control_cv);
         pthread_mutex_unlock(&b->mu);
-        si_errprintf(err, "out of memory");
-        goto out;
     }
-    if (archive_order_add(b->order, batch, items, (void *const *)recs, n, entries, err) < 0) {
-        pthread_mutex_unlock(&b->mu);
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        recs[i]->entry = entries[i];
-        b->live[b->nlive++] = recs[i];
-        b->queued_bytes += items[i].size;
-    }
-    pthread_cond_signal(&b->control_cv);
-    pthread_mutex_unlock(&b->mu);
-    memset(recs, 0, n * sizeof(*recs));
-    rc = 0;
-out:
-    if (recs)
-        for (size_t i = 0; i < n; i++)
-            recall_free(recs[i]);
+    for (size_t i = 0; rc < 0 && recs && i < n; i++)
+        recall_free(recs[i]); /* on success the queue owns them */
     free(recs);
     free(entries);
     return rc;
@@ -1114,15 +1095,15 @@ static int s3_cancel(archive_backend_t *be, int64_t object_id)
     s3_recall_t *now = NULL;
     int found = 0;
     pthread_mutex_lock(&b->mu);
-    for (size_t i = 0; i < b->nlive && !found; i++) {
-        s3_recall_t *r = b->live[i];
+    for (size_t i = 0; i < b->q.nlive && !found; i++) {
+        s3_recall_t *r = b->q.live[i];
         if (r->item->object_id != object_id || r->cancelled)
             continue;
         r->cancelled = true;
         found = 1;
         /* reported here when no thread has it (then owned here: FETCHING
          * keeps the threads off it); the others see the flag */
-        if (r->state == RS_QUEUED && archive_order_remove(b->order, r->entry)) {
+        if (r->state == RS_QUEUED && archive_order_remove(b->q.order, r->entry)) {
             now = r;
         } else if (r->state == RS_CHECK || r->state == RS_RESTORING) {
             b->in_restore--;
@@ -1399,8 +1380,8 @@ static int s3_status(archive_backend_t *be, archive_status_t *out, si_error_t *e
     out->bytes_read = b->bytes_read;
     out->bytes_written = b->bytes_written;
     out->archive_files_written = b->files_written;
-    out->queued_items = b->nlive;
-    out->queued_bytes = b->queued_bytes;
+    out->queued_items = b->q.nlive;
+    out->queued_bytes = b->q.live_bytes;
     pthread_mutex_unlock(&b->mu);
     return 0;
 }
@@ -1411,7 +1392,7 @@ static void s3_metrics(archive_backend_t *be, FILE *out)
     pthread_mutex_lock(&b->mu);
     uint64_t reads = b->reads, failures = b->read_failures, bytes = b->bytes_read,
              written = b->bytes_written, restores = b->restores_requested, heads = b->heads,
-             retries = b->retries_done, queued = b->nlive, restoring = b->in_restore;
+             retries = b->retries_done, queued = b->q.nlive, restoring = b->in_restore;
     pthread_mutex_unlock(&b->mu);
     fprintf(out,
             "# HELP stagein_s3_recalls_total Objects read from the S3 archive into the cache.\n"
@@ -1453,11 +1434,10 @@ static void s3_free(archive_backend_t *be)
         pthread_join(b->control, NULL);
     for (int i = 0; i < b->nworkers; i++)
         pthread_join(b->workers[i], NULL);
-    for (size_t i = 0; i < b->nlive; i++)
-        recall_free(b->live[i]);
-    free(b->live);
+    for (size_t i = 0; i < b->q.nlive; i++)
+        recall_free(b->q.live[i]);
     free(b->workers);
-    archive_order_free(b->order);
+    archive_queue_free(&b->q);
     si_s3_free(b->client);
     OPENSSL_cleanse(&b->conf.credentials, sizeof(b->conf.credentials));
     pthread_mutex_destroy(&b->mu);
@@ -1492,7 +1472,7 @@ archive_backend_t *archive_s3_new(const archive_backend_opts_t *opts, si_error_t
     if (archive_s3_conf_from(opts->conf, &b->conf, err) < 0 ||
         archive_single_copy_conf(opts->conf, "s3", err) < 0 ||
         !(b->client = archive_s3_client(&b->conf, err)) ||
-        !(b->order = archive_order_new(b->conf.volume, err)))
+        archive_queue_init(&b->q, b->conf.volume, err) < 0)
         goto error;
     if (pthread_create(&b->control, NULL, control_main, b) != 0) {
         si_errprintf(err, "s3: cannot start its control thread");
