@@ -115,6 +115,18 @@ static void die(const char *what, const si_error_t *err)
     exit(1);
 }
 
+/* Runs fn(arg) on n threads at once; returns the seconds until all ended. */
+static double run_threads(int n, void *(*fn)(void *), void *arg)
+{
+    pthread_t t[64];
+    double t0 = now_s();
+    for (int i = 0; i < n && i < 64; i++)
+        pthread_create(&t[i], NULL, fn, arg);
+    for (int i = 0; i < n && i < 64; i++)
+        pthread_join(t[i], NULL);
+    return now_s() - t0;
+}
+
 /* ---- the objects ------------------------------------------------------------ */
 
 /* Files <root>/bench/<set>/<NNNNN> of pseudo-random bytes, hashed as written. */
@@ -384,13 +396,7 @@ static double durable_copy(const set_t *s, const char *root, const char *base, i
     snprintf(out, sizeof(out), "%s/durable", base);
     mkdir(out, 0755);
     copy_work_t w = {s, root, out, 0, 0};
-    pthread_t t[64];
-    double t0 = now_s();
-    for (int i = 0; i < workers; i++)
-        pthread_create(&t[i], NULL, copy_worker, &w);
-    for (int i = 0; i < workers; i++)
-        pthread_join(t[i], NULL);
-    double took = now_s() - t0;
+    double took = run_threads(workers, copy_worker, &w);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", out);
     if (atomic_load(&w.failed) || system(cmd) != 0)
         die("durable copy", NULL);
@@ -466,15 +472,10 @@ static void *s3_worker(void *arg)
 static double s3_all(si_s3_t *s3, const set_t *s, const char *root, const char *out, int conns)
 {
     s3_work_t w = {s3, s, root, out, 0, 0};
-    pthread_t t[64];
-    double t0 = now_s();
-    for (int i = 0; i < conns; i++)
-        pthread_create(&t[i], NULL, s3_worker, &w);
-    for (int i = 0; i < conns; i++)
-        pthread_join(t[i], NULL);
+    double took = run_threads(conns, s3_worker, &w);
     if (atomic_load(&w.failed))
         exit(1);
-    return now_s() - t0;
+    return took;
 }
 
 /* ---- the two backends ---------------------------------------------------------------- */
@@ -630,8 +631,8 @@ int main(int argc, char **argv)
 
     double s3_ratio = overall_ratio(s3, false), hsm_ratio = overall_ratio(hsm, false);
     if (o.json) {
-        printf("{\"small_objects\":%zu,\"small_bytes\":%" PRIu64 ",\"large_objects\":%zu,"
-               "\"large_bytes\":%" PRIu64 ",\"s3_gets\":%d,\"hsm_workers\":%d",
+        printf("{\"small_objects\":%zu,\"small_object_bytes\":%" PRIu64 ",\"large_objects\":%zu,"
+               "\"large_object_bytes\":%" PRIu64 ",\"s3_gets\":%d,\"hsm_workers\":%d",
                sets[0].n, sets[0].v[0].size, sets[1].n, sets[1].v[0].size, GETS, HSM_WORKERS);
         const char *names[] = {"s3", "hsm"};
         result_t *all[] = {s3, hsm};
