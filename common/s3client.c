@@ -38,6 +38,7 @@ struct si_s3_xfer {
     const si_s3_request_t *rq;
     uint64_t sent;                 /* body bytes read so far (file bodies) */
     si_strbuf_t kept;
+    const atomic_bool *stop;
     char curl_error[CURL_ERROR_SIZE];
 };
 
@@ -176,6 +177,19 @@ void si_s3_xfer_free(si_s3_xfer_t *x)
     free(x->url);
     si_strbuf_free(&x->kept);
     free(x);
+}
+
+void si_s3_xfer_stop_on(si_s3_xfer_t *x, const atomic_bool *stop)
+{
+    x->stop = stop;
+}
+
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    si_s3_xfer_t *x = arg;
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return atomic_load(x->stop) ? 1 : 0;
 }
 
 void *si_s3_xfer_curl(si_s3_xfer_t *x)
@@ -388,6 +402,11 @@ int si_s3_xfer_prepare(si_s3_xfer_t *x, const si_s3_request_t *rq, si_s3_respons
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(c, CURLOPT_PRIVATE, x);
+    if (x->stop) {
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
+    }
     if (strcmp(rq->method, "HEAD") == 0) {
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     } else if (strcmp(rq->method, "GET") == 0) {

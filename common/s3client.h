@@ -7,6 +7,7 @@
 #ifndef SI_S3CLIENT_H
 #define SI_S3CLIENT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -93,6 +94,9 @@ typedef struct si_s3_xfer si_s3_xfer_t;
 
 si_s3_xfer_t *si_s3_xfer_new(si_s3_t *s, si_error_t *err);
 void si_s3_xfer_free(si_s3_xfer_t *x);
+/* Transfers of x end (not retryable) once *stop is true: a daemon that
+ * stops does not wait out a stalled transfer. */
+void si_s3_xfer_stop_on(si_s3_xfer_t *x, const atomic_bool *stop);
 /* Signs rq and sets the libcurl handle up; the answer goes into out (zeroed
  * here). rq's body, headers and callback must outlive the transfer. */
 int si_s3_xfer_prepare(si_s3_xfer_t *x, const si_s3_request_t *rq, si_s3_response_t *out,

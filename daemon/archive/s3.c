@@ -270,6 +270,15 @@ typedef struct {
     int nworkers;
 } s3b_t;
 
+/* A transfer handle of the backend's, ended early when it stops. */
+static si_s3_xfer_t *xfer_new(s3b_t *b, si_error_t *err)
+{
+    si_s3_xfer_t *x = si_s3_xfer_new(b->client, err);
+    if (x)
+        si_s3_xfer_stop_on(x, &b->stop);
+    return x;
+}
+
 static double mono_now(void)
 {
     struct timespec t;
@@ -543,7 +552,7 @@ static void *control_main(void *arg)
 {
     s3b_t *b = arg;
     si_error_t err;
-    si_s3_xfer_t *x = si_s3_xfer_new(b->client, &err);
+    si_s3_xfer_t *x = xfer_new(b, &err);
     size_t cap = 256;
     s3_recall_t **due = calloc(cap, sizeof(*due));
     int nslots = b->conf.gets;
@@ -554,7 +563,7 @@ static void *control_main(void *arg)
     bool *made = calloc(HEAD_CHUNK, sizeof(*made));
     bool ready = x && due && multi && slots && rq && rs && made;
     for (int k = 0; ready && k < nslots; k++)
-        ready = (slots[k] = si_s3_xfer_new(b->client, &err)) != NULL;
+        ready = (slots[k] = xfer_new(b, &err)) != NULL;
     if (!ready) {
         si_log(b->log, SI_LOG_ERROR, "s3: the control thread cannot start: out of memory");
         goto out;
@@ -692,7 +701,7 @@ static int window_run(window_t *w, int concurrency, const char *what, const char
         goto out;
     }
     for (int i = 0; i < concurrency; i++)
-        if (!(slots[i] = si_s3_xfer_new(b->client, err)))
+        if (!(slots[i] = xfer_new(b, err)))
             goto out;
     size_t next = 0, running = 0;
     while (w->flushed < w->njobs) {
@@ -1010,7 +1019,7 @@ static void *worker_main(void *arg)
 {
     s3b_t *b = arg;
     si_error_t err;
-    si_s3_xfer_t *x = si_s3_xfer_new(b->client, &err);
+    si_s3_xfer_t *x = xfer_new(b, &err);
     if (!x) {
         si_log(b->log, SI_LOG_ERROR, "s3: a GET worker cannot start: %s", err.text);
         return NULL;
@@ -1345,7 +1354,7 @@ static int s3_archive(archive_backend_t *be, const archive_member_t *members, si
         return si_errprintf(err, "an archive write needs members");
     if (archive_single_copy_check("s3", ncopies, err) < 0)
         return -1;
-    si_s3_xfer_t *x = si_s3_xfer_new(b->client, err);
+    si_s3_xfer_t *x = xfer_new(b, err);
     if (!x)
         return -1;
     uint64_t bytes = 0;
