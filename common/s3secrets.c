@@ -51,8 +51,9 @@ static int parse_id(const char *text, const char *what, uint32_t *out, si_error_
     return 0;
 }
 
-/* One non-comment line into e. */
-static int parse_line(char *line, entry_t *e, si_error_t *err)
+/* One non-comment line into e; UID and GID may be left out when ids_optional
+ * (a client's file: the key pair it signs with). */
+static int parse_line(char *line, bool ids_optional, entry_t *e, si_error_t *err)
 {
     char *save = NULL;
     char *field[5];
@@ -62,9 +63,10 @@ static int parse_line(char *line, entry_t *e, si_error_t *err)
             return si_errprintf(err, "more than 4 fields (ACCESS_KEY SECRET UID GID)");
         field[n++] = tok;
     }
-    if (n != 4)
-        return si_errprintf(err, "%zu field%s, expected 4: ACCESS_KEY SECRET UID GID", n,
-                            n == 1 ? "" : "s");
+    if (n != 4 && !(ids_optional && n == 2))
+        return si_errprintf(err, "%zu field%s, expected %s", n, n == 1 ? "" : "s",
+                            ids_optional ? "2 or 4: ACCESS_KEY SECRET [UID GID]"
+                                         : "4: ACCESS_KEY SECRET UID GID");
     size_t klen = strlen(field[0]), slen = strlen(field[1]);
     if (klen > SI_SIGV4_ACCESS_KEY_MAX || !printable_token(field[0], "/,="))
         return si_errprintf(err, "access key must be 1 to %d printable characters without "
@@ -72,7 +74,8 @@ static int parse_line(char *line, entry_t *e, si_error_t *err)
     if (slen > SI_SIGV4_SECRET_MAX || !printable_token(field[1], ""))
         return si_errprintf(err, "secret of '%s' must be 1 to %d printable characters",
                             field[0], SI_SIGV4_SECRET_MAX);
-    if (parse_id(field[2], "UID", &e->uid, err) < 0 || parse_id(field[3], "GID", &e->gid, err) < 0)
+    if (n == 4 && (parse_id(field[2], "UID", &e->uid, err) < 0 ||
+                   parse_id(field[3], "GID", &e->gid, err) < 0))
         return -1;
     memcpy(e->access_key, field[0], klen + 1);
     memcpy(e->secret, field[1], slen + 1);
@@ -95,7 +98,7 @@ static void forget_line(char *line, size_t cap)
     }
 }
 
-si_secrets_t *si_secrets_load(const char *path, si_error_t *err)
+static si_secrets_t *load(const char *path, bool ids_optional, si_error_t *err)
 {
     char *line = NULL;
     size_t line_cap = 0;
@@ -157,7 +160,7 @@ si_secrets_t *si_secrets_load(const char *path, si_error_t *err)
             entries = n;
             cap = ncap;
         }
-        if (parse_line(line, &entries[count], err) < 0) {
+        if (parse_line(line, ids_optional, &entries[count], err) < 0) {
             si_errprefix(err, "%s:%u", path, lineno);
             goto error;
         }
@@ -194,6 +197,31 @@ error:
         fclose(f);
     wipe(entries, cap);
     return NULL;
+}
+
+si_secrets_t *si_secrets_load(const char *path, si_error_t *err)
+{
+    return load(path, false, err);
+}
+
+int si_secrets_load_client(const char *path, si_secrets_client_t *out, si_error_t *err)
+{
+    si_secrets_t *s = load(path, true, err);
+    if (!s)
+        return -1;
+    int rc = 0;
+    if (s->count == 0) {
+        rc = si_errprintf(err, "%s: no ACCESS_KEY SECRET line in the S3 credentials file", path);
+    } else {
+        const entry_t *first = &s->entries[0];
+        for (size_t i = 1; i < s->count; i++)
+            if (s->entries[i].line < first->line)
+                first = &s->entries[i];
+        memcpy(out->access_key, first->access_key, sizeof(out->access_key));
+        memcpy(out->secret, first->secret, sizeof(out->secret));
+    }
+    si_secrets_free(s);
+    return rc;
 }
 
 size_t si_secrets_count(const si_secrets_t *s)

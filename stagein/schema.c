@@ -41,6 +41,8 @@ static const si_conf_key_t *const all_schemas[] = {
     s3_conf_keys,
     library_conf_keys,
     archive_conf_keys,
+    archive_s3_conf_keys,
+    archive_hsm_conf_keys,
     tape_conf_keys,
     rdma_conf_keys,
     NULL,

@@ -174,6 +174,23 @@ int main(void)
     s = load(longkey, 0600, &err);
     ok(!s && strstr(err.text, "access key must be"), "129-byte access key refused: %s", err.text);
 
+    /* the client side: the first line's key pair, UID/GID optional */
+    si_secrets_client_t cl;
+    write_file("# upstream\nKEYB secretb\nKEYA secreta 5 5\n", strlen("# upstream\nKEYB secretb\nKEYA secreta 5 5\n"), 0600);
+    ok(si_secrets_load_client(path, &cl, &err) == 0 && strcmp(cl.access_key, "KEYB") == 0 &&
+       strcmp(cl.secret, "secretb") == 0, "client file: the first line's key pair");
+    ok(si_secrets_load(path, &err) == NULL && strstr(err.text, ":2: 2 fields"),
+       "the server side still wants UID GID: %s", err.text);
+    write_file("KEYB secretb\n", strlen("KEYB secretb\n"), 0644);
+    ok(si_secrets_load_client(path, &cl, &err) < 0 && strstr(err.text, "mode 0644"),
+       "client file readable by others refused: %s", err.text);
+    write_file("# nothing\n", strlen("# nothing\n"), 0600);
+    ok(si_secrets_load_client(path, &cl, &err) < 0 && strstr(err.text, "no ACCESS_KEY SECRET"),
+       "client file without a key: %s", err.text);
+    write_file("K S 1\n", strlen("K S 1\n"), 0600);
+    ok(si_secrets_load_client(path, &cl, &err) < 0 && strstr(err.text, ":1: 3 fields"),
+       "three fields refused: %s", err.text);
+
     unlink(path);
     s = si_secrets_load(path, &err);
     ok(!s && strstr(err.text, "cannot open"), "missing file: %s", err.text);

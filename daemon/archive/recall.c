@@ -15,6 +15,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/requests.h"
+#include "common/text.h"
 #include "daemon/archive/recall.h"
 
 #define FLIGHT_BUCKETS 4096
@@ -34,7 +35,7 @@ enum {
 };
 
 static const char *const sql_text[SQL_COUNT] = {
-    [SQL_OBJECT] = "SELECT size, coalesce(checksum, '') FROM objects WHERE id = ?1",
+    [SQL_OBJECT] = "SELECT size, coalesce(checksum, ''), bucket, key FROM objects WHERE id = ?1",
     [SQL_COPIES] = "SELECT t.copy, v.label, coalesce(t.file_seq, -1), t.position, t.length"
                    " FROM tape_copies t JOIN volumes v ON v.id = t.volume_id"
                    " WHERE t.object_id = ?1 AND v.state NOT IN ('failed', 'disabled')"
@@ -119,6 +120,7 @@ struct recall_service {
     session_t *commit_head, **commit_tail;
 
     /* service thread only */
+    char names[SI_BUCKET_MAX + SI_KEY_MAX + 2]; /* the loaded item's "bucket\0key" */
     note_t *notes;
     size_t nnotes;
     double retry_after, last_housekeeping, last_progress, last_scan;
@@ -334,6 +336,14 @@ static void *committer_main(void *arg)
     return NULL;
 }
 
+static int sink_write_fd(void *arg, void *session, int fd, uint64_t off, uint64_t len,
+                         si_error_t *err)
+{
+    session_t *s = session;
+    (void)arg;
+    return s->present ? 0 : cache_writer_copy_fd(s->w, fd, off, len, err);
+}
+
 static void sink_abort(void *arg, void *session)
 {
     session_t *s = session;
@@ -385,7 +395,8 @@ static sqlite3_stmt *stmt(recall_service_t *rs, int id)
     return rs->stmt[id];
 }
 
-/* Size, checksum and readable copies of an object; 0 copies is possible. */
+/* Size, checksum and readable copies of an object (0 copies is possible);
+ * its bucket and key land in rs->names (item_names copies them). */
 static int load_item(recall_service_t *rs, int64_t object_id, archive_item_t *item,
                      si_error_t *err)
 {
@@ -399,6 +410,8 @@ static int load_item(recall_service_t *rs, int64_t object_id, archive_item_t *it
     }
     item->size = (uint64_t)sqlite3_column_int64(s, 0);
     snprintf(item->checksum, sizeof(item->checksum), "%s", sqlite3_column_text(s, 1));
+    int blen = snprintf(rs->names, SI_BUCKET_MAX + 1, "%s", sqlite3_column_text(s, 2));
+    snprintf(rs->names + blen + 1, SI_KEY_MAX + 1, "%s", sqlite3_column_text(s, 3));
     sqlite3_reset(s);
     s = stmt(rs, SQL_COPIES);
     sqlite3_bind_int64(s, 1, object_id);
@@ -411,6 +424,20 @@ static int load_item(recall_service_t *rs, int64_t object_id, archive_item_t *it
         c->length = (uint64_t)sqlite3_column_int64(s, 4);
     }
     sqlite3_reset(s);
+    return 0;
+}
+
+/* The names load_item read, copied for the backend ("bucket\0key", one
+ * allocation, freed by submit_batch). */
+static int item_names(recall_service_t *rs, archive_item_t *item)
+{
+    size_t blen = strlen(rs->names), klen = strlen(rs->names + blen + 1);
+    char *copy = malloc(blen + klen + 2);
+    if (!copy)
+        return -1;
+    memcpy(copy, rs->names, blen + klen + 2);
+    item->bucket = copy;
+    item->key = copy + blen + 1;
     return 0;
 }
 
@@ -704,6 +731,8 @@ static void submit_batch(recall_service_t *rs, new_batch_t *nb)
                 errno != EBUSY)
                 si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
     }
+    for (size_t i = 0; i < nb->n; i++)
+        free((char *)nb->items[i].bucket);
     nb->n = 0;
 }
 
@@ -759,7 +788,7 @@ static void scan_pending(recall_service_t *rs)
         }
         archive_item_t item;
         int loaded = load_item(rs, p->object_id, &item, &err);
-        if (loaded == 0 && item.ncopies == 0)
+        if (loaded == 0 && item.ncopies == 0 && !rs->backend->ops->copies_optional)
             loaded = si_errprintf(&err, "object %" PRId64 " has no tape copy on a usable volume "
                                   "(none recorded, or its volumes are failed or disabled)",
                                   p->object_id);
@@ -800,11 +829,12 @@ static void scan_pending(recall_service_t *rs)
             continue;
         }
         flight_t *nf = calloc(1, sizeof(*nf));
-        if (!nf || flight_add_waiter(nf, p->request_id) < 0 ||
+        if (!nf || flight_add_waiter(nf, p->request_id) < 0 || item_names(rs, &item) < 0 ||
             (nb.n == nb.cap && !(nb.items = realloc(nb.items,
                                                     (nb.cap = nb.cap ? 2 * nb.cap : 64) *
                                                         sizeof(*nb.items))))) {
             flight_free(nf);
+            free((char *)item.bucket);
             cache_unreserve(rs->cache, p->object_id);
             break;
         }
@@ -959,7 +989,8 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
                "their cached objects are gone", rs->st.requeued_at_start);
     archive_backend_opts_t bo = {
         .conf = opts->conf, .state_dir = opts->state_dir,
-        .cb = {sink_begin, sink_write, sink_commit, sink_abort, on_progress, on_done, rs},
+        .cb = {sink_begin, sink_write, sink_commit, sink_abort, on_progress, on_done, rs,
+               sink_write_fd},
         .log = rs->log,
     };
     if (pthread_create(&rs->committer, NULL, committer_main, rs) != 0) {

@@ -158,6 +158,12 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
 /* Appends bytes (a tape read, an HTTP upload, ...). More bytes than the
  * expected size is an error at once; the writer must then be aborted. */
 int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error_t *err);
+/* Appends len bytes of the file open at fd, from offset off: copied by the
+ * kernel (copy_file_range) where the file systems allow it, else read and
+ * written; then the bytes that landed in the temp file are read back and
+ * hashed, so finish verifies what the cache holds. A file that ends early
+ * fails with EBADMSG (a re-read may help). */
+int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, si_error_t *err);
 /* Compares size and checksum, fsyncs, renames into place, fsyncs the
  * directory and records the row (verified) in the catalog, pinned by
  * pin_request when it is not 0, all before the object is visible to

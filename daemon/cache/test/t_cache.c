@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <fcntl.h>
 #include <pthread.h>
 
 #include "common/tap.h"
@@ -171,6 +172,43 @@ static void test_mismatches(cache_t *c)
     free(data);
 }
 
+/* Bytes taken from a file (copy_file_range), mixed with plain writes,
+ * verified as written ones are; a file that ends early fails. */
+static void test_copy_fd(cache_t *c)
+{
+    si_error_t err;
+    char sum[SI_CHECKSUM_TEXT_MAX], src[400];
+    size_t size = 3 * (1u << 20) + 17;
+    int64_t id = ct_object(&t, 60, size, sum);
+    unsigned char *data = ct_content(60, size);
+    snprintf(src, sizeof(src), "%s/copy-src", t.root);
+    FILE *f = fopen(src, "wb");
+    fwrite(data, 1, size, f);
+    fclose(f);
+    int fd = open(src, O_RDONLY);
+    cache_writer_t *w;
+    ok(cache_writer_open(c, id, size, sum, &w, &err) == 0, "writer opened for copy_fd");
+    ok(cache_writer_write(w, data, 1000, &err) == 0 &&
+       cache_writer_copy_fd(w, fd, 1000, (1u << 20), &err) == 0 &&
+       cache_writer_write(w, data + 1000 + (1u << 20), 5, &err) == 0 &&
+       cache_writer_copy_fd(w, fd, 1005 + (1u << 20), size - 1005 - (1u << 20), &err) == 0,
+       "write, copy_fd, write, copy_fd: %s", err.text);
+    ok(cache_writer_finish(w, 0, &err) == 0 && read_back(c, id, 60, size) == 0,
+       "finished: checksum of the copied bytes verified, read back identical");
+    int64_t id2 = ct_object(&t, 61, size, sum);
+    ok(cache_writer_open(c, id2, size, sum, &w, &err) == 0 &&
+       cache_writer_copy_fd(w, fd, 0, size, &err) == 0 && cache_writer_finish(w, 0, &err) < 0 &&
+       errno == EBADMSG && strstr(err.text, "checksum mismatch"),
+       "another object's bytes by copy_fd: checksum mismatch caught: %s", err.text);
+    int64_t id3 = ct_object(&t, 62, size + 10, sum);
+    ok(cache_writer_open(c, id3, size + 10, NULL, &w, &err) == 0 &&
+       cache_writer_copy_fd(w, fd, 0, size + 10, &err) < 0 && errno == EBADMSG &&
+       strstr(err.text, "ended 10 bytes early"), "a source that ends early: %s", err.text);
+    cache_writer_abort(w);
+    close(fd);
+    free(data);
+}
+
 static void test_hostile(cache_t *c)
 {
     si_error_t err;
@@ -301,6 +339,7 @@ int main(void)
 
     test_write_read(c);
     test_mismatches(c);
+    test_copy_fd(c);
     test_hostile(c);
     cache_close(c);
 
