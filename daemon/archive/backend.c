@@ -14,6 +14,8 @@ const si_conf_key_t archive_conf_keys[] = {
     {"archive.progress_interval", SI_CONF_FLOAT, 0.01, 3600, NULL},
     /* seconds between scans of the catalog for new stage requests */
     {"archive.poll_interval", SI_CONF_FLOAT, 0.001, 60, NULL},
+    /* threads making recalled objects durable in the cache */
+    {"archive.committers", SI_CONF_INT, 1, 64, NULL},
     SI_CONF_KEYS_END,
 };
 

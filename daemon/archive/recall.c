@@ -19,6 +19,7 @@
 #include "daemon/archive/recall.h"
 
 #define FLIGHT_BUCKETS 4096
+#define RECALL_COMMITTERS_MAX 64
 /* Seconds before a batch the backend refused (no such volume yet, ...) is tried again. */
 #define BACKEND_RETRY_S 2.0
 /* Seconds between scans for cancelled and released requests. */
@@ -111,11 +112,13 @@ struct recall_service {
     done_t *done_head, **done_tail;
     recall_stats_t st;
 
-    /* The committer: checked objects' fsync, rename and catalog row, off the
-     * backend's reading threads, so that a drive goes on to its next read
-     * while the previous object is made durable. */
-    pthread_t committer;
-    bool committer_running, committer_stop;
+    /* The committers: checked objects' fsync, rename and catalog row, off
+     * the backend's reading threads, so that a drive goes on to its next
+     * read while the previous object is made durable; several, so that the
+     * fsyncs of small objects overlap in the device's queue. */
+    pthread_t committers[RECALL_COMMITTERS_MAX];
+    int ncommitters;
+    bool committer_stop;
     pthread_cond_t commit_cv;  /* work queued, or a commit done */
     session_t *commit_head, **commit_tail;
 
@@ -993,11 +996,14 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
                sink_write_fd},
         .log = rs->log,
     };
-    if (pthread_create(&rs->committer, NULL, committer_main, rs) != 0) {
-        si_errprintf(err, "recall: cannot start its committer thread");
-        goto error;
+    int committers = (int)si_conf_int(opts->conf, "archive.committers", 4);
+    for (int i = 0; i < committers; i++) {
+        if (pthread_create(&rs->committers[i], NULL, committer_main, rs) != 0) {
+            si_errprintf(err, "recall: cannot start its committer threads");
+            goto error;
+        }
+        rs->ncommitters++;
     }
-    rs->committer_running = true;
     if (!(rs->backend = archive_backend_new(&bo, err)))
         goto error;
     if (pthread_create(&rs->thread, NULL, service_main, rs) != 0) {
@@ -1024,14 +1030,15 @@ void recall_service_stop(recall_service_t *rs)
     }
     /* the backend first: no callback runs after it is gone */
     archive_backend_free(rs->backend);
-    if (rs->committer_running) {
+    if (rs->ncommitters) {
         /* what is queued is committed (its items stay STARTED and complete
          * from the cache at the next start) */
         pthread_mutex_lock(&rs->mu);
         rs->committer_stop = true;
         pthread_cond_broadcast(&rs->commit_cv);
         pthread_mutex_unlock(&rs->mu);
-        pthread_join(rs->committer, NULL);
+        for (int i = 0; i < rs->ncommitters; i++)
+            pthread_join(rs->committers[i], NULL);
     }
     for (size_t b = 0; b < FLIGHT_BUCKETS; b++)
         while (rs->flights[b]) {
