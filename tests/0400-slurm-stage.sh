@@ -85,6 +85,8 @@ is "$(job_out "$J1" | grep -c "endpoint=http://127.0.0.1:$PORT uid=0")" 1 \
 grep -q "stage request $R1: 3 files, 700000 bytes" "$S/sbatch.err"
 ok $? "sbatch names the stage request submitted with the job"
 is "$(request_state "$R1")" RELEASED "the epilog released the request"
+is "$(sql "SELECT job_id FROM requests WHERE uuid = '$R1'")" "$J1" \
+    "the prolog bound the request made at submission to job $J1"
 grep -q "job $J1: request $R1: COMPLETED, 3/3 files" "$S/log/slurmd.log"
 ok $? "the prolog logged the staging progress for the job"
 grep -q "job $J1: node agent started" "$S/log/slurmd.log"

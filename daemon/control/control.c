@@ -103,6 +103,25 @@ static int string_list(json_t *root, const char *name, const char ***list, size_
     return 0;
 }
 
+/* The "job" field: a positive integer or 1 to 64 characters (buf holds the
+ * integer's text); *job NULL when absent or null. */
+static int job_field(json_t *root, char *buf, size_t size, const char **job, si_error_t *err)
+{
+    json_t *v = json_object_get(root, "job");
+    *job = NULL;
+    if (json_is_integer(v) && json_integer_value(v) > 0) {
+        snprintf(buf, size, "%lld", (long long)json_integer_value(v));
+        *job = buf;
+    } else if (json_is_string(v) && json_string_length(v) > 0 && json_string_length(v) <= 64 &&
+               strlen(json_string_value(v)) == json_string_length(v)) {
+        *job = json_string_value(v);
+    } else if (v && !json_is_null(v)) {
+        return si_errprintf(err, "field 'job' must be a job id (a positive integer or 1 to 64"
+                                 " characters)");
+    }
+    return 0;
+}
+
 int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
                         control_stage_t *out, si_error_t *err)
 {
@@ -161,18 +180,8 @@ int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
                           " 'manifest'");
         goto error;
     }
-    json_t *job = json_object_get(st.root, "job");
-    if (json_is_integer(job) && json_integer_value(job) > 0) {
-        snprintf(st.job_buf, sizeof(st.job_buf), "%lld", (long long)json_integer_value(job));
-        st.job = st.job_buf;
-    } else if (json_is_string(job) && json_string_length(job) > 0 &&
-               json_string_length(job) <= 64) {
-        st.job = json_string_value(job);
-    } else if (job && !json_is_null(job)) {
-        si_errprintf(err, "field 'job' must be a job id (a positive integer or 1 to 64"
-                          " characters)");
+    if (job_field(st.root, st.job_buf, sizeof(st.job_buf), &st.job, err) < 0)
         goto error;
-    }
     int64_t priority = 0, uid = -1, gid = -1;
     if (int_field(st.root, "priority", PRIORITY_MIN, PRIORITY_MAX, &priority, err) < 0 ||
         int_field(st.root, "deadline", 1, INT64_MAX, &st.deadline, err) < 0 ||
@@ -423,6 +432,45 @@ static void end_request(http_request_t *req, control_t *c, bool release)
         }
     }
     pthread_mutex_unlock(&c->lock);
+}
+
+/* POST /api/v1/stage/{id}/job {"job": ID}: the job a request made at
+ * submission became (the SPANK plugin's prolog tells, as root). */
+static void on_bind_job(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    identity_t who;
+    si_error_t err;
+    size_t len;
+    const char *body = http_request_body(req, &len);
+    const char *id = http_request_param(req, "id");
+    json_t *root = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (!authenticate(c, req, &who))
+        goto out;
+    json_error_t jerr;
+    char buf[32];
+    const char *job = NULL;
+    if (!(root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr))) {
+        http_respond_error(req, 400, "malformed JSON at line %d, column %d: %s", jerr.line,
+                           jerr.column, jerr.text);
+        goto out;
+    }
+    if (!json_is_object(root) || json_object_size(root) != 1 ||
+        job_field(root, buf, sizeof(buf), &job, &err) < 0 || !job) {
+        http_respond_error(req, 400, "the body must be {\"job\": ID}, a positive integer or 1 "
+                                     "to 64 characters");
+        goto out;
+    }
+    if (requests_bind_job(c->requests, id, who.uid, job, &err) < 0) {
+        respond_failure(req, errno, &err);
+        goto out;
+    }
+    si_log(c->log, SI_LOG_INFO, "request %s is job %s (uid %u)", id, job, (unsigned)who.uid);
+    http_respond_json(req, 200, json_pack("{s:s, s:s}", "requestId", id, "job", job));
+out:
+    pthread_mutex_unlock(&c->lock);
+    json_decref(root);
 }
 
 static void on_cancel(http_request_t *req, void *arg)
@@ -691,6 +739,7 @@ int control_routes(control_t *c, http_server_t *server, si_error_t *err)
         {"POST", "/api/v1/stage", on_stage},
         {"GET", "/api/v1/stage/{id}", on_status},
         {"POST", "/api/v1/stage/{id}/cancel", on_cancel},
+        {"POST", "/api/v1/stage/{id}/job", on_bind_job},
         {"POST", "/api/v1/release/{id}", on_release},
         {"POST", "/api/v1/archiveinfo", on_archiveinfo},
         {"GET", "/api/v1/queue", on_queue},

@@ -4,6 +4,7 @@
  *                                    "uid"/"gid" (root on behalf of a user)}
  *   GET  /api/v1/stage/{id}          per-file state, bytes, queue position
  *   POST /api/v1/stage/{id}/cancel
+ *   POST /api/v1/stage/{id}/job      {"job": ID}: binds a request made at submission
  *   POST /api/v1/release/{id}
  *   POST /api/v1/archiveinfo         {"files": [...]} -> locality per file
  *   GET  /api/v1/queue               the active requests in queue order
