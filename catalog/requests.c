@@ -720,6 +720,23 @@ static int set_request_state(requests_t *r, int64_t id, const char *state, const
     return 0;
 }
 
+static void status_clear(requests_status_t *st)
+{
+    free(st->job_id);
+    free(st->error);
+    st->job_id = st->error = NULL;
+}
+
+/* The failure exit of a change to one request: rolled back, errno kept. */
+static int abandon(requests_t *r, requests_status_t *st)
+{
+    int saved = errno;
+    rollback(r);
+    status_clear(st);
+    errno = saved;
+    return -1;
+}
+
 static int end_request(requests_t *r, const char *uuid, uid_t caller, bool release,
                        si_error_t *err)
 {
@@ -757,16 +774,10 @@ static int end_request(requests_t *r, const char *uuid, uid_t caller, bool relea
             db_fail(r, err, "recording the change");
         goto error;
     }
-    free(st.job_id);
-    free(st.error);
+    status_clear(&st);
     return commit(r, err);
-error:;
-    int saved = errno;
-    rollback(r);
-    free(st.job_id);
-    free(st.error);
-    errno = saved;
-    return -1;
+error:
+    return abandon(r, &st);
 }
 
 
@@ -800,16 +811,10 @@ int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const c
             goto error;
         }
     }
-    free(st.job_id);
-    free(st.error);
+    status_clear(&st);
     return commit(r, err);
-error:;
-    int saved = errno;
-    rollback(r);
-    free(st.job_id);
-    free(st.error);
-    errno = saved;
-    return -1;
+error:
+    return abandon(r, &st);
 }
 
 int requests_cancel(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err)

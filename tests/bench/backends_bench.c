@@ -95,36 +95,21 @@ static void track(pid_t pid, bool add)
         }
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static double wall_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
 static void die(const char *what, const si_error_t *err)
 {
-    fprintf(stderr, "backends: %s: %s\n", what, err ? err->text : strerror(errno));
-    exit(1);
+    bench_die("backends", what, err ? err->text : NULL);
 }
 
 /* Runs fn(arg) on n threads at once; returns the seconds until all ended. */
 static double run_threads(int n, void *(*fn)(void *), void *arg)
 {
     pthread_t t[64];
-    double t0 = now_s();
+    double t0 = bench_mono_s();
     for (int i = 0; i < n && i < 64; i++)
         pthread_create(&t[i], NULL, fn, arg);
     for (int i = 0; i < n && i < 64; i++)
         pthread_join(t[i], NULL);
-    return now_s() - t0;
+    return bench_mono_s() - t0;
 }
 
 /* ---- the objects ------------------------------------------------------------ */
@@ -282,7 +267,7 @@ static double stage_dataset(daemon_t *d, const char *dataset)
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-    double t0 = now_s(), t0_wall = wall_s();
+    double t0 = bench_mono_s(), t0_wall = bench_wall_s();
     CURLcode cc = curl_easy_perform(c);
     long code = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
@@ -305,7 +290,7 @@ static double stage_dataset(daemon_t *d, const char *dataset)
     sqlite3_bind_text(q, 1, uuid, -1, SQLITE_STATIC);
     char final[16] = "";
     double updated = 0;
-    while (now_s() - t0 < 3600) {
+    while (bench_mono_s() - t0 < 3600) {
         if (sqlite3_step(q) == SQLITE_ROW) {
             snprintf(final, sizeof(final), "%s", sqlite3_column_text(q, 0));
             updated = sqlite3_column_double(q, 1);
@@ -315,7 +300,7 @@ static double stage_dataset(daemon_t *d, const char *dataset)
             break;
         usleep(20000); /* slow enough not to compete with the daemon for the CPUs */
     }
-    double took = now_s() - t0;
+    double took = bench_mono_s() - t0;
     if (updated > t0_wall && updated - t0_wall < took)
         took = updated - t0_wall;
     sqlite3_finalize(q);
@@ -333,7 +318,7 @@ static double stage_dataset(daemon_t *d, const char *dataset)
 /* `cat` of the set's files, `workers` processes each on its share. */
 static double direct_cat(const set_t *s, const char *root, int workers)
 {
-    double t0 = now_s();
+    double t0 = bench_mono_s();
     pid_t *pids = calloc((size_t)workers, sizeof(*pids));
     for (int w = 0; w < workers; w++) {
         if ((pids[w] = fork()) == 0) {
@@ -359,7 +344,7 @@ static double direct_cat(const set_t *s, const char *root, int workers)
         }
     }
     free(pids);
-    return now_s() - t0;
+    return bench_mono_s() - t0;
 }
 
 /* The cost of only making the bytes durable: each file copied (the kernel's
