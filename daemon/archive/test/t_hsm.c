@@ -248,7 +248,8 @@ int main(void)
     ok(symlink(path, link) == 0, "a symlink to a file outside the root");
     snprintf(link, sizeof(link), "%s/data/inside", root);
     ok(symlink("f3", link) == 0, "a symlink to a file inside the root");
-    archive_item_t esc = item(9, NULL, 0);
+    archive_item_t esc = item(1, NULL, 0); /* its own object, 9 */
+    esc.object_id = 9;
     esc.key = "escape";
     esc.size = 6;
     esc.checksum[0] = '\0';
