@@ -82,6 +82,7 @@ struct s3_req {
     char *path_buf;
     char method[16];
     bool started;
+    bool dispatched;                 /* dispatch ran (at once, or after an empty body) */
     bool responded;
     unsigned status;
     struct timespec t0;

@@ -551,6 +551,17 @@ static void mark_in_request(s3_server_t *s, struct MHD_Connection *conn, bool in
 
 /* ---- libmicrohttpd callbacks ------------------------------------------------- */
 
+/* RFC 9112 6.3: a request has a body when it has Transfer-Encoding or a
+ * Content-Length other than 0. */
+static bool has_body(struct MHD_Connection *conn)
+{
+    if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+        return true;
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    return cl && strcmp(cl, "0") != 0;
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     s3_server_t *s = cls;
@@ -589,10 +600,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->started = true;
         mark_in_request(r->srv, conn, true);
         snprintf(r->method, sizeof(r->method), "%s", method);
+        /* libmicrohttpd closes the connection after an answer queued in this
+         * first call (it would have to skip the body): a request without a
+         * body is answered in the next call, which comes at once, so that its
+         * connection stays open for the next request. One with a body is
+         * dispatched now, to refuse it before the body is read. */
+        if (!has_body(conn))
+            return MHD_YES;
+        r->dispatched = true;
         dispatch(r);
         if (!r->responded && !r->body)
             s3_respond_error(r, "InternalError", "the operation gave no answer");
         return MHD_YES;
+    }
+    if (!r->dispatched) {
+        r->dispatched = true;
+        dispatch(r);
     }
     if (*upload_data_size) {
         if (!r->responded && r->body && r->body->data)
