@@ -73,12 +73,24 @@ typedef struct {
     bool transparent;
 } s3_bucket_map_t;
 
+/* One parameter of the query, decoded. */
+typedef struct {
+    size_t name, value;              /* offsets into s3_req_t.query_text */
+    size_t value_len;
+    bool value_ok;                   /* its value is valid percent-encoding */
+} s3_query_param_t;
+
 struct s3_req {
     s3_server_t *srv;
     struct MHD_Connection *conn;
     char *uri;                       /* raw, as received */
     const char *path;                /* raw path (into path_buf) */
     const char *query;               /* raw query, "" when none */
+    /* the query decoded once, for s3_req_query; none when a name in it is
+     * not valid percent-encoding */
+    s3_query_param_t *params;
+    size_t nparams;
+    si_strbuf_t query_text;          /* the names and values, each NUL-terminated */
     char *path_buf;
     char method[16];
     bool started;

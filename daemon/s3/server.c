@@ -78,13 +78,63 @@ const char *s3_req_header(const s3_req_t *r, const char *name)
     return NULL;
 }
 
+/* Decodes the query into r->params once ('+' is a space, as in
+ * si_uri_query_get): every request looks up several parameters. -1 when out
+ * of memory; a name that is not valid percent-encoding leaves no parameters. */
+static int parse_query(s3_req_t *r)
+{
+    const char *p = r->query;
+    size_t max = 1;
+    for (const char *c = p; *c; c++)
+        max += *c == '&';
+    r->params = calloc(max, sizeof(*r->params));
+    si_strbuf_init(&r->query_text, 2 * strlen(p) + 2 * max);
+    if (!r->params)
+        return -1;
+    si_strbuf_t *t = &r->query_text;
+    while (*p) {
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        size_t klen = eq ? (size_t)(eq - p) : len;
+        if (len > 0) {
+            s3_query_param_t *q = &r->params[r->nparams];
+            q->name = t->len;
+            if (si_uri_decode(t, p, klen, true, NULL) < 0) {
+                r->nparams = 0;
+                return t->failed ? -1 : 0;
+            }
+            si_strbuf_putc(t, '\0');
+            q->value = t->len;
+            q->value_ok = !eq || si_uri_decode(t, eq + 1, len - klen - 1, true, NULL) == 0;
+            if (!q->value_ok)
+                t->len = q->value; /* what was decoded of it is dropped */
+            q->value_len = t->len - q->value;
+            si_strbuf_putc(t, '\0');
+            if (t->failed)
+                return -1;
+            r->nparams++;
+        }
+        if (!amp)
+            break;
+        p = amp + 1;
+    }
+    return 0;
+}
+
 int s3_req_query(const s3_req_t *r, const char *name, si_strbuf_t *value)
 {
-    si_strbuf_t scratch;
-    si_strbuf_init(&scratch, SI_KEY_MAX * 4);
-    int n = si_uri_query_get(r->query, name, value ? value : &scratch, NULL);
-    si_strbuf_free(&scratch);
-    return n > 0 ? 1 : 0;
+    const char *text = si_strbuf_str(&r->query_text);
+    for (size_t i = 0; i < r->nparams; i++) {
+        const s3_query_param_t *q = &r->params[i];
+        if (strcmp(text + q->name, name) != 0)
+            continue;
+        /* the first one counts; a bad value or one too long for value: absent */
+        if (!q->value_ok || (value && !si_strbuf_append(value, text + q->value, q->value_len)))
+            return 0;
+        return 1;
+    }
+    return 0;
 }
 
 bool s3_req_has_query(const s3_req_t *r, const char *name)
@@ -562,6 +612,18 @@ static bool has_body(struct MHD_Connection *conn)
     return cl && strcmp(cl, "0") != 0;
 }
 
+static void free_request(s3_req_t *r)
+{
+    si_strbuf_free(&r->xml);
+    si_strbuf_free(&r->query_text);
+    free(r->params);
+    free(r->headers);
+    free(r->key);
+    free(r->uri);
+    free(r->path_buf);
+    free(r);
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     s3_server_t *s = cls;
@@ -577,13 +639,15 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     r->uri = strdup(uri);
     r->path_buf = strndup(uri, plen);
     if (!r->uri || !r->path_buf) {
-        free(r->uri);
-        free(r->path_buf);
-        free(r);
+        free_request(r);
         return NULL;
     }
     r->path = r->path_buf;
     r->query = r->uri + plen + (uri[plen] == '?');
+    if (parse_query(r) < 0) {
+        free_request(r);
+        return NULL;
+    }
     return r;
 }
 
@@ -646,12 +710,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
            r->note, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
     if (r->body && r->body->cleanup)
         r->body->cleanup(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
-    si_strbuf_free(&r->xml);
-    free(r->headers);
-    free(r->key);
-    free(r->uri);
-    free(r->path_buf);
-    free(r);
+    free_request(r);
     *con_cls = NULL;
 }
 
