@@ -15,14 +15,20 @@ static bool unreserved(unsigned char c)
 bool si_uri_encode(si_strbuf_t *out, const char *s, size_t len, bool keep_slash)
 {
     static const char hex[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (unreserved(c) || (keep_slash && c == '/')) {
-            si_strbuf_putc(out, (char)c);
-        } else {
-            char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
-            si_strbuf_append(out, esc, 3);
-        }
+    size_t i = 0;
+    while (i < len) {
+        /* a run of characters kept as they are, appended at once */
+        size_t run = i;
+        while (run < len && (unreserved((unsigned char)s[run]) || (keep_slash && s[run] == '/')))
+            run++;
+        if (run > i)
+            si_strbuf_append(out, s + i, run - i);
+        if (run == len)
+            break;
+        unsigned char c = (unsigned char)s[run];
+        char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
+        si_strbuf_append(out, esc, 3);
+        i = run + 1;
     }
     return !out->failed;
 }
@@ -41,18 +47,26 @@ static int hexval(char c)
 int si_uri_decode(si_strbuf_t *out, const char *s, size_t len, bool plus_is_space,
                   si_error_t *err)
 {
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        if (c == '%') {
-            if (len - i < 3 || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
-                return si_errprintf(err, "malformed percent-encoding at offset %zu", i);
-            si_strbuf_putc(out, (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2])));
-            i += 2;
-        } else if (c == '+' && plus_is_space) {
+    size_t i = 0;
+    while (i < len) {
+        /* a run of characters that decode to themselves, appended at once */
+        size_t run = i;
+        while (run < len && s[run] != '%' && !(s[run] == '+' && plus_is_space))
+            run++;
+        if (run > i)
+            si_strbuf_append(out, s + i, run - i);
+        if (run == len)
+            break;
+        i = run;
+        if (s[i] == '+') {
             si_strbuf_putc(out, ' ');
-        } else {
-            si_strbuf_putc(out, c);
+            i++;
+            continue;
         }
+        if (len - i < 3 || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
+            return si_errprintf(err, "malformed percent-encoding at offset %zu", i);
+        si_strbuf_putc(out, (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2])));
+        i += 3;
     }
     if (out->failed)
         return si_errprintf(err, "decoded text is too long");
