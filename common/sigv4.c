@@ -927,41 +927,82 @@ static int parse_authorization(const char *value, parsed_auth_t *pa, si_sigv4_st
     return 0;
 }
 
-static int query_one(const char *query, const char *key, char *out, size_t outsize,
-                     si_error_t *err)
+/* The X-Amz-* parameters of a presigned query, collected in one pass over
+ * it (they are looked up together, on every presigned request). */
+enum { PQ_ALGORITHM, PQ_CREDENTIAL, PQ_DATE, PQ_EXPIRES, PQ_SIGNED_HEADERS, PQ_SIGNATURE,
+       PQ_N };
+
+typedef struct {
+    const char *name;
+    char *out;
+    size_t size;
+    int count;
+    bool bad;               /* the first value is not valid or too long: why */
+    si_error_t why;
+} presigned_param_t;
+
+static int presigned_params(const char *query, presigned_param_t *params, si_error_t *err)
 {
-    si_strbuf_t v;
-    si_strbuf_init(&v, outsize - 1);
-    int count = si_uri_query_get(query, key, &v, err);
-    if (count < 0) {
-        si_strbuf_free(&v);
-        return -1;
+    si_strbuf_t name, value;
+    si_strbuf_init(&name, 64);
+    const char *p = query ? query : "";
+    while (*p) {
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        size_t klen = eq ? (size_t)(eq - p) : len;
+        /* longer names are none of ours; a malformed one was refused before */
+        si_strbuf_reset(&name);
+        if (len > 0 && klen <= 3 * 64 && si_uri_decode(&name, p, klen, true, NULL) == 0) {
+            for (int i = 0; i < PQ_N; i++) {
+                presigned_param_t *q = &params[i];
+                if (strcmp(si_strbuf_str(&name), q->name) != 0)
+                    continue;
+                if (q->count++ == 0 && eq) {
+                    si_strbuf_init(&value, q->size - 1);
+                    if (si_uri_decode(&value, eq + 1, len - klen - 1, true, &q->why) < 0) {
+                        q->bad = true;
+                    } else {
+                        snprintf(q->out, q->size, "%s", si_strbuf_str(&value));
+                    }
+                    si_strbuf_free(&value);
+                }
+                break;
+            }
+        }
+        if (!amp)
+            break;
+        p = amp + 1;
     }
-    if (count != 1) {
-        si_strbuf_free(&v);
-        return si_errprintf(err, count ? "query repeats %s" : "query lacks %s", key);
+    si_strbuf_free(&name);
+    for (int i = 0; i < PQ_N; i++) {
+        const presigned_param_t *q = &params[i];
+        if (q->bad) {
+            if (err)
+                *err = q->why;
+            return si_errprefix(err, "query parameter %s", q->name);
+        }
+        if (q->count != 1)
+            return si_errprintf(err, q->count ? "query repeats %s" : "query lacks %s", q->name);
     }
-    if (v.failed) {
-        si_strbuf_free(&v);
-        return si_errprintf(err, "%s is longer than %zu bytes", key, outsize - 1);
-    }
-    snprintf(out, outsize, "%s", si_strbuf_str(&v));
-    si_strbuf_free(&v);
     return 0;
 }
 
 static int parse_presigned(const char *query, parsed_auth_t *pa, si_error_t *err)
 {
-    char algorithm[64], credential[SI_SIGV4_ACCESS_KEY_MAX + 128], expires[32];
-    char signature[SI_SIGV4_HEX_LEN + 8];
+    char algorithm[64] = "", credential[SI_SIGV4_ACCESS_KEY_MAX + 128] = "", expires[32] = "";
+    char signature[SI_SIGV4_HEX_LEN + 8] = "";
     pa->presigned = true;
-    if (query_one(query, "X-Amz-Algorithm", algorithm, sizeof(algorithm), err) < 0 ||
-        query_one(query, "X-Amz-Credential", credential, sizeof(credential), err) < 0 ||
-        query_one(query, "X-Amz-Date", pa->amz_date, sizeof(pa->amz_date), err) < 0 ||
-        query_one(query, "X-Amz-Expires", expires, sizeof(expires), err) < 0 ||
-        query_one(query, "X-Amz-SignedHeaders", pa->signed_headers, sizeof(pa->signed_headers),
-                  err) < 0 ||
-        query_one(query, "X-Amz-Signature", signature, sizeof(signature), err) < 0)
+    presigned_param_t params[PQ_N] = {
+        [PQ_ALGORITHM] = {"X-Amz-Algorithm", algorithm, sizeof(algorithm)},
+        [PQ_CREDENTIAL] = {"X-Amz-Credential", credential, sizeof(credential)},
+        [PQ_DATE] = {"X-Amz-Date", pa->amz_date, sizeof(pa->amz_date)},
+        [PQ_EXPIRES] = {"X-Amz-Expires", expires, sizeof(expires)},
+        [PQ_SIGNED_HEADERS] = {"X-Amz-SignedHeaders", pa->signed_headers,
+                               sizeof(pa->signed_headers)},
+        [PQ_SIGNATURE] = {"X-Amz-Signature", signature, sizeof(signature)},
+    };
+    if (presigned_params(query, params, err) < 0)
         return -1;
     if (strcmp(algorithm, SI_SIGV4_ALGORITHM) != 0)
         return si_errprintf(err, "X-Amz-Algorithm only supports \"" SI_SIGV4_ALGORITHM "\"");
