@@ -1018,6 +1018,89 @@ static int parse_presigned(const char *query, parsed_auth_t *pa, si_error_t *err
     return 0;
 }
 
+/* ---- derived keys, cached ---------------------------------------------- */
+
+#define KEY_CACHE_SLOTS 64 /* access keys in use at once, each in its slot by hash */
+
+typedef struct {
+    pthread_mutex_t mu;
+    bool used;
+    char access_key[SI_SIGV4_ACCESS_KEY_MAX + 1];
+    char secret[SI_SIGV4_SECRET_MAX + 1]; /* zero-padded, compared whole */
+    si_sigv4_key_t key;
+} key_slot_t;
+
+struct si_sigv4_key_cache {
+    key_slot_t slot[KEY_CACHE_SLOTS];
+};
+
+si_sigv4_key_cache_t *si_sigv4_key_cache_new(si_error_t *err)
+{
+    si_sigv4_key_cache_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < KEY_CACHE_SLOTS; i++)
+        pthread_mutex_init(&c->slot[i].mu, NULL);
+    return c;
+}
+
+void si_sigv4_key_cache_free(si_sigv4_key_cache_t *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < KEY_CACHE_SLOTS; i++)
+        pthread_mutex_destroy(&c->slot[i].mu);
+    OPENSSL_cleanse(c, sizeof(*c));
+    free(c);
+}
+
+static key_slot_t *key_slot(si_sigv4_key_cache_t *c, const char *access_key)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)access_key; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return &c->slot[h % KEY_CACHE_SLOTS];
+}
+
+/* si_sigv4_derive_key through the cache, when there is one. */
+static int derive_key_cached(si_sigv4_key_cache_t *c, const char *access_key,
+                             const char *secret, const char *date, const char *region,
+                             const char *service, si_sigv4_key_t *key, si_error_t *err)
+{
+    if (!c)
+        return si_sigv4_derive_key(secret, date, region, service, key, err);
+    char padded[SI_SIGV4_SECRET_MAX + 1] = "";
+    size_t slen = strlen(secret);
+    if (slen > SI_SIGV4_SECRET_MAX)
+        return si_sigv4_derive_key(secret, date, region, service, key, err); /* its error */
+    memcpy(padded, secret, slen);
+    key_slot_t *s = key_slot(c, access_key);
+    pthread_mutex_lock(&s->mu);
+    bool hit = s->used && strcmp(s->access_key, access_key) == 0 &&
+               CRYPTO_memcmp(s->secret, padded, sizeof(padded)) == 0 &&
+               si_sigv4_key_matches(&s->key, date, region, service);
+    if (hit)
+        *key = s->key;
+    pthread_mutex_unlock(&s->mu);
+    if (hit) {
+        OPENSSL_cleanse(padded, sizeof(padded));
+        return 0;
+    }
+    int rc = si_sigv4_derive_key(secret, date, region, service, key, err);
+    if (rc == 0 && strlen(access_key) <= SI_SIGV4_ACCESS_KEY_MAX) {
+        pthread_mutex_lock(&s->mu);
+        s->used = true;
+        snprintf(s->access_key, sizeof(s->access_key), "%s", access_key);
+        memcpy(s->secret, padded, sizeof(padded));
+        s->key = *key;
+        pthread_mutex_unlock(&s->mu);
+    }
+    OPENSSL_cleanse(padded, sizeof(padded));
+    return rc;
+}
+
 /* S3 requires every x-amz-* header of a header-signed request to be signed. */
 static int check_amz_headers_signed(const si_sigv4_request_t *req, const name_slice_t *names,
                                     size_t count, si_error_t *err)
@@ -1208,7 +1291,8 @@ int si_sigv4_verify(const si_sigv4_verifier_conf_t *conf, const si_sigv4_request
         *status = missing >= 0 ? malformed : SI_SIGV4_INVALID_ARGUMENT;
         goto error;
     }
-    if (si_sigv4_derive_key(cred.secret, pa.date, pa.region, pa.service, &res.key, err) < 0) {
+    if (derive_key_cached(conf->key_cache, pa.access_key, cred.secret, pa.date, pa.region,
+                          pa.service, &res.key, err) < 0) {
         *status = SI_SIGV4_INTERNAL;
         si_errprefix(err, "credentials of '%s'", pa.access_key);
         goto error;

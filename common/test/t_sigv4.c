@@ -437,6 +437,77 @@ static int sign_then_verify(const si_sigv4_request_t *req, si_error_t *err)
     return si_sigv4_verify(&conf, &rx, S3_NOW, &auth, &st, err);
 }
 
+/* --- the verifier's key cache ------------------------------------------------- */
+
+/* One access key whose secret the test changes, as a reloaded secrets file would. */
+static int lookup_mutable(void *arg, const char *access_key, si_sigv4_credential_t *cred)
+{
+    const char *secret = arg;
+    if (strncmp(access_key, "CACHEKEY", 8) != 0)
+        return -1;
+    snprintf(cred->secret, sizeof(cred->secret), "%s", secret);
+    cred->uid = 7;
+    return 0;
+}
+
+/* Signs GET / as access_key with secret at now, verifies it with conf. */
+static int cached_verify(const si_sigv4_verifier_conf_t *conf, const char *access_key,
+                         const char *secret, int64_t now, si_sigv4_status_t *st,
+                         si_error_t *err)
+{
+    si_http_header_t h[4] = {{"Host", "h"}};
+    si_sigv4_request_t req = {"GET", "/", NULL, h, 1, EMPTY};
+    si_sigv4_signer_t *s = si_sigv4_signer_new(access_key, secret, "us-east-1", "s3", err);
+    si_sigv4_signed_t out;
+    if (!s || si_sigv4_sign(s, &req, now, &out, err) < 0) {
+        si_sigv4_signer_free(s);
+        return -1;
+    }
+    si_sigv4_signer_free(s);
+    h[1] = (si_http_header_t){"X-Amz-Date", out.amz_date};
+    h[2] = (si_http_header_t){"X-Amz-Content-Sha256", out.content_sha256};
+    h[3] = (si_http_header_t){"Authorization", out.authorization};
+    req.nheaders = 4;
+    req.payload_hash = NULL;
+    si_sigv4_auth_t auth;
+    return si_sigv4_verify(conf, &req, now, &auth, st, err);
+}
+
+static void test_key_cache(void)
+{
+    si_error_t err;
+    si_sigv4_status_t st;
+    char secret[64] = "first-secret";
+    si_sigv4_key_cache_t *cache = si_sigv4_key_cache_new(&err);
+    ok(cache != NULL, "key cache created");
+    si_sigv4_verifier_conf_t conf = {.region = "us-east-1", .service = "s3",
+                                     .lookup = lookup_mutable, .lookup_arg = secret,
+                                     .key_cache = cache};
+    ok(cached_verify(&conf, "CACHEKEY0", "first-secret", S3_NOW, &st, &err) == 0,
+       "cache: first request verified");
+    ok(cached_verify(&conf, "CACHEKEY0", "first-secret", S3_NOW + 60, &st, &err) == 0,
+       "cache: second request verified with the cached key");
+    ok(cached_verify(&conf, "CACHEKEY0", "wrong-secret", S3_NOW + 60, &st, &err) < 0 &&
+       st == SI_SIGV4_SIGNATURE_MISMATCH, "cache: a request signed with another secret fails");
+    snprintf(secret, sizeof(secret), "second-secret");
+    ok(cached_verify(&conf, "CACHEKEY0", "first-secret", S3_NOW + 120, &st, &err) < 0 &&
+       st == SI_SIGV4_SIGNATURE_MISMATCH,
+       "cache: once the secret changed, the old one no longer verifies");
+    ok(cached_verify(&conf, "CACHEKEY0", "second-secret", S3_NOW + 120, &st, &err) == 0,
+       "cache: ... and the new one does");
+    ok(cached_verify(&conf, "CACHEKEY0", "second-secret", S3_NOW + 86400, &st, &err) == 0,
+       "cache: the next day's key is derived");
+    int verified = 0;
+    for (int i = 0; i < 200; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "CACHEKEY%d", i % 100);
+        verified += cached_verify(&conf, key, "second-secret", S3_NOW + 86400 + i, &st,
+                                  &err) == 0;
+    }
+    is_int(verified, 200, "cache: 100 access keys sharing 64 slots, each twice: all verified");
+    si_sigv4_key_cache_free(cache);
+}
+
 static void test_round_trips(void)
 {
     si_error_t err;
@@ -802,6 +873,7 @@ int main(void)
     test_s3_examples();
     test_chunk_chain();
     test_round_trips();
+    test_key_cache();
     test_bad_requests();
     test_presigned_bad();
     test_payload();

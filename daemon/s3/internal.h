@@ -29,6 +29,7 @@ struct s3_server {
     si_secrets_t *secrets;
     si_session_keys_t *sessions;     /* borrowed; NULL: no session credentials */
     si_sigv4_verifier_conf_t verifier;
+    si_sigv4_key_cache_t *keys;      /* the verifier's derived keys */
     s3_dbpool_t *pool;
     cache_t *cache;
     push_t *push;

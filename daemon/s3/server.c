@@ -799,9 +799,11 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
         goto error;
     }
     s->sessions = opts->sessions;
+    if (!(s->keys = si_sigv4_key_cache_new(err)))
+        goto error;
     s->verifier = (si_sigv4_verifier_conf_t){
         .region = s->conf.region, .service = "s3", .max_skew_s = s->conf.clock_skew,
-        .lookup = lookup_credential, .lookup_arg = s};
+        .lookup = lookup_credential, .lookup_arg = s, .key_cache = s->keys};
     if (!(s->pool = s3_dbpool_open(opts->catalog_path, s->conf.threads + 2, err)))
         goto error;
     s3_db_t *db = s3_dbpool_get(s->pool);
@@ -878,6 +880,7 @@ void s3_server_stop(s3_server_t *s)
         unlink(s->port_file);
     s3_dbpool_close(s->pool);
     si_secrets_free(s->secrets);
+    si_sigv4_key_cache_free(s->keys);
     pthread_mutex_destroy(&s->buckets_mu);
     pthread_mutex_destroy(&s->conns_mu);
     pthread_cond_destroy(&s->conns_cv);
