@@ -38,6 +38,7 @@
 
 static const char sql_object[] =
     "SELECT o.id, o.size, o.checksum, o.mtime, o.etag, o.storage_class, " READABLE_SQL
+    ", (SELECT c.size FROM cache c WHERE c.object_id = o.id)"
     " FROM objects o WHERE o.bucket = :bucket AND o.key = :key AND " VISIBLE_SQL;
 
 static const char sql_list_from[] =
@@ -211,6 +212,8 @@ int s3_db_object(s3_db_t *db, const char *bucket, const char *key, const s3_who_
                    (const char *)sqlite3_column_text(s, 2), out->id, out->size, out->etag);
         copy_text(out->storage_class, sizeof(out->storage_class), sqlite3_column_text(s, 5));
         out->readable = sqlite3_column_int(s, 6) != 0;
+        out->cached = sqlite3_column_type(s, 7) != SQLITE_NULL;
+        out->cached_size = out->cached ? (uint64_t)sqlite3_column_int64(s, 7) : 0;
     }
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
