@@ -272,13 +272,26 @@ void cache_close(cache_t *c)
 
 /* ---- access times, batched ------------------------------------------------------ */
 
+static int cmp_access(const void *a, const void *b)
+{
+    const cache_access_t *x = a, *y = b;
+    if (x->object_id != y->object_id)
+        return x->object_id < y->object_id ? -1 : 1;
+    return x->when < y->when ? -1 : x->when > y->when;
+}
+
 int cache_flush_access_locked(cache_t *c, si_error_t *err)
 {
     if (!c->naccess)
         return 0;
+    /* one UPDATE per object, with its latest access: hot objects are read
+     * many times per batch, and each UPDATE also moves its index entry */
+    qsort(c->access, c->naccess, sizeof(*c->access), cmp_access);
     if (cache_begin(c, err) < 0)
         return -1;
     for (size_t i = 0; i < c->naccess; i++) {
+        if (i + 1 < c->naccess && c->access[i + 1].object_id == c->access[i].object_id)
+            continue;
         sqlite3_stmt *s = cache_stmt(c, SQL_TOUCH);
         sqlite3_bind_int64(s, 1, c->access[i].object_id);
         sqlite3_bind_double(s, 2, c->access[i].when);

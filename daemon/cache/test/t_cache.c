@@ -110,6 +110,20 @@ static void test_write_read(cache_t *c)
     int64_t empty = ct_object(&t, 2, 0, sum);
     ok(ct_store(c, empty, 2, 0, sum, 1, 0, &err) == 0, "empty object stored");
     ok(read_back(c, empty, 2, 0) == 0, "empty object reads back empty");
+
+    /* a batch with several reads of each: each object gets its latest access */
+    double base = t.now, at[] = {1000, 500, 2000, 1500};
+    int64_t who[] = {id, empty, id, id};
+    for (int i = 0; i < 4; i++) {
+        t.now = base + at[i];
+        if (cache_open_cached(c, who[i], who[i] == id ? size : 0, &fd, &err) == 0)
+            close(fd);
+    }
+    ok(cache_flush_access(c, &err) == 0, "a batch of four reads of two objects flushed");
+    snprintf(sql, sizeof(sql), "SELECT (SELECT last_access FROM cache WHERE object_id = %" PRId64
+             ") = %.1f AND (SELECT last_access FROM cache WHERE object_id = %" PRId64 ") = %.1f",
+             id, base + 2000, empty, base + 500);
+    is_int(ct_query_int(&t, sql), 1, "each object has its latest access time");
 }
 
 static void test_mismatches(cache_t *c)
