@@ -105,6 +105,10 @@ refused_any "a GET of a key with '..'" "400 (InvalidArgument|InvalidRequest)" --
 refused "a key of 1021 bytes in archive bucket 'upl'" "400 KeyTooLongError" -- s3raw request PUT "/upl/${long:4}" --data abc
 is "$(s3raw request PUT "/upl/${long:5}" --data 1020)" "200 -" "a key of 1020 bytes (the most in archive bucket 'upl') is accepted"
 wait_archived
+refused "a PUT with ?tagging (a subresource not implemented)" "501 NotImplemented" -- \
+    s3raw request PUT /upl/tagged --query tagging --data abc
+refused "a GET with ?versions&acl" "501 NotImplemented" -- \
+    s3raw request GET /data/hot/h1 --query "versions&acl"
 
 # ---- headers and bodies ----------------------------------------------------------------
 pad=$(head -c 20000 /dev/zero | tr '\0' a)

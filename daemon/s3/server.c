@@ -261,13 +261,37 @@ void s3_expect_xml_body(s3_req_t *r, void (*end)(s3_req_t *r))
 
 /* ---- dispatch --------------------------------------------------------------- */
 
+/* In strcmp order, for bsearch. */
 static const char *const unsupported_subresources[] = {
     "accelerate", "acl", "analytics", "attributes", "cors", "encryption",
     "intelligent-tiering", "inventory", "legal-hold", "lifecycle", "logging", "metrics",
     "notification", "object-lock", "ownershipControls", "policy", "policyStatus",
     "publicAccessBlock", "replication", "requestPayment", "retention", "select", "tagging",
-    "torrent", "versionId", "versions", "website", NULL,
+    "torrent", "versionId", "versions", "website",
 };
+#define N_UNSUPPORTED (sizeof(unsupported_subresources) / sizeof(unsupported_subresources[0]))
+
+static int cmp_name(const void *key, const void *entry)
+{
+    return strcmp(*(const char *const *)key, *(const char *const *)entry);
+}
+
+/* The first unsupported subresource (in the list's order) that the query
+ * has, as s3_req_has_query reads it, or NULL: one pass over the query's
+ * parameters rather than a lookup of each of the 27 names. */
+static const char *unsupported_subresource(const s3_req_t *r)
+{
+    const char *const *first = NULL;
+    const char *text = si_strbuf_str(&r->query_text);
+    for (size_t i = 0; i < r->nparams; i++) {
+        const char *name = text + r->params[i].name;
+        const char *const *sub = bsearch(&name, unsupported_subresources, N_UNSUPPORTED,
+                                         sizeof(*sub), cmp_name);
+        if (sub && (!first || sub < first) && s3_req_has_query(r, *sub))
+            first = sub;
+    }
+    return first ? *first : NULL;
+}
 
 static bool is_read(const s3_req_t *r)
 {
@@ -486,12 +510,11 @@ static void dispatch(s3_req_t *r)
     if (!r->anonymous)
         snprintf(r->note, sizeof(r->note), "key=%s uid=%u", r->auth.access_key,
                  (unsigned)r->auth.uid);
-    for (const char *const *sub = unsupported_subresources; *sub; sub++)
-        if (s3_req_has_query(r, *sub)) {
-            s3_respond_error(r, "NotImplemented", "the '%s' subresource is not implemented",
-                             *sub);
-            return;
-        }
+    const char *sub = unsupported_subresource(r);
+    if (sub) {
+        s3_respond_error(r, "NotImplemented", "the '%s' subresource is not implemented", sub);
+        return;
+    }
     if (r->bucket[0])
         map_bucket(r);
     if (r->anonymous && !(r->bucket[0] && r->map.is_public && is_read(r))) {
