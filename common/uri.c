@@ -103,8 +103,8 @@ int si_uri_canonical_path(si_strbuf_t *out, const char *raw_path, si_error_t *er
 }
 
 typedef struct {
-    char *name;  /* canonical (encoded) name */
-    char *value; /* canonical (encoded) value */
+    const char *name;  /* canonical (encoded) name */
+    const char *value; /* canonical (encoded) value */
 } query_param_t;
 
 static int param_cmp(const void *a, const void *b)
@@ -114,34 +114,33 @@ static int param_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->value, y->value);
 }
 
-/* Re-encodes one raw query component. */
-static char *canonical_component(const char *s, size_t len, si_error_t *err)
+/* Re-encodes one raw query component onto the end of all (NUL-terminated);
+ * its decoded form is left in dec. */
+static int canonical_component(si_strbuf_t *all, si_strbuf_t *dec, const char *s, size_t len,
+                               si_error_t *err)
 {
-    si_strbuf_t dec, enc;
-    si_strbuf_init(&dec, QUERY_TEXT_MAX);
-    si_strbuf_init(&enc, 3 * QUERY_TEXT_MAX);
-    if (si_uri_decode(&dec, s, len, true, err) < 0) {
-        si_strbuf_free(&dec);
-        return NULL;
-    }
-    si_uri_encode(&enc, si_strbuf_str(&dec), dec.len, false);
-    si_strbuf_free(&dec);
-    if (enc.failed) {
-        si_strbuf_free(&enc);
-        si_errprintf(err, "query component is too long");
-        return NULL;
-    }
-    return si_strbuf_take(&enc);
+    si_strbuf_reset(dec);
+    if (si_uri_decode(dec, s, len, true, err) < 0)
+        return -1;
+    si_uri_encode(all, si_strbuf_str(dec), dec->len, false);
+    si_strbuf_putc(all, '\0');
+    return 0;
 }
 
 int si_uri_canonical_query(si_strbuf_t *out, const char *raw_query, const char *skip_key,
                            si_error_t *err)
 {
+    /* offsets into all while it grows, pointers once it is complete */
+    size_t offs[SI_URI_QUERY_PARAMS_MAX][2];
     query_param_t params[SI_URI_QUERY_PARAMS_MAX];
     size_t n = 0;
     const char *p = raw_query ? raw_query : "";
     if (strlen(p) > QUERY_TEXT_MAX)
         return si_errprintf(err, "query string is longer than %d bytes", QUERY_TEXT_MAX);
+    si_strbuf_t all, dec;
+    si_strbuf_init(&all, 3 * QUERY_TEXT_MAX + 2 * SI_URI_QUERY_PARAMS_MAX);
+    si_strbuf_init(&dec, QUERY_TEXT_MAX);
+    int rc = -1;
     while (*p) {
         const char *amp = strchr(p, '&');
         size_t len = amp ? (size_t)(amp - p) : strlen(p);
@@ -150,29 +149,20 @@ int si_uri_canonical_query(si_strbuf_t *out, const char *raw_query, const char *
             size_t klen = eq ? (size_t)(eq - p) : len;
             if (n == SI_URI_QUERY_PARAMS_MAX) {
                 si_errprintf(err, "more than %d query parameters", SI_URI_QUERY_PARAMS_MAX);
-                goto error;
+                goto out;
             }
-            char *name = canonical_component(p, klen, err);
-            if (!name)
+            size_t name = all.len;
+            if (canonical_component(&all, &dec, p, klen, err) < 0)
                 goto error_prefix;
-            bool skip = false;
-            if (skip_key) {
-                si_strbuf_t dec;
-                si_strbuf_init(&dec, QUERY_TEXT_MAX);
-                skip = si_uri_decode(&dec, p, klen, true, NULL) == 0 &&
-                       strcmp(si_strbuf_str(&dec), skip_key) == 0;
-                si_strbuf_free(&dec);
-            }
-            if (skip) {
-                free(name);
+            if (skip_key && strcmp(si_strbuf_str(&dec), skip_key) == 0) {
+                all.len = name; /* dropped */
             } else {
-                char *value = eq ? canonical_component(eq + 1, len - klen - 1, err) : strdup("");
-                if (!value) {
-                    free(name);
+                size_t value = all.len;
+                if (eq ? canonical_component(&all, &dec, eq + 1, len - klen - 1, err) < 0
+                       : !si_strbuf_putc(&all, '\0'))
                     goto error_prefix;
-                }
-                params[n].name = name;
-                params[n].value = value;
+                offs[n][0] = name;
+                offs[n][1] = value;
                 n++;
             }
         }
@@ -180,7 +170,14 @@ int si_uri_canonical_query(si_strbuf_t *out, const char *raw_query, const char *
             break;
         p = amp + 1;
     }
-    qsort(params, n, sizeof(params[0]), param_cmp);
+    if (all.failed) {
+        si_errprintf(err, "query component is too long");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        params[i] = (query_param_t){all.data + offs[i][0], all.data + offs[i][1]};
+    if (n > 1)
+        qsort(params, n, sizeof(params[0]), param_cmp);
     for (size_t i = 0; i < n; i++) {
         if (i)
             si_strbuf_putc(out, '&');
@@ -188,22 +185,15 @@ int si_uri_canonical_query(si_strbuf_t *out, const char *raw_query, const char *
         si_strbuf_putc(out, '=');
         si_strbuf_puts(out, params[i].value);
     }
-    for (size_t i = 0; i < n; i++) {
-        free(params[i].name);
-        free(params[i].value);
-    }
-    if (out->failed)
-        return si_errprintf(err, "canonical query is too long");
-    return 0;
+    rc = out->failed ? si_errprintf(err, "canonical query is too long") : 0;
+    goto out;
 
 error_prefix:
     si_errprefix(err, "query");
-error:
-    for (size_t i = 0; i < n; i++) {
-        free(params[i].name);
-        free(params[i].value);
-    }
-    return -1;
+out:
+    si_strbuf_free(&all);
+    si_strbuf_free(&dec);
+    return rc;
 }
 
 int si_uri_query_get(const char *raw_query, const char *key, si_strbuf_t *value,
