@@ -4,7 +4,6 @@
 #include <ctype.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,23 +19,56 @@
 
 /* ---- primitives --------------------------------------------------------- */
 
+/* md: a SHA-256 fetched once (EVP_MD_fetch), which spares OpenSSL 3 the
+ * implicit fetch EVP_sha256() costs on every use; NULL: EVP_sha256(). */
+static void sha256_md(const EVP_MD *md, const void *data, size_t len, unsigned char out[32])
+{
+    EVP_Digest(data, len, out, NULL, md ? md : EVP_sha256(), NULL);
+}
+
+static void sha256_hex_md(const EVP_MD *md, const void *data, size_t len,
+                          char out[SI_SIGV4_HEX_LEN + 1])
+{
+    unsigned char digest[32];
+    sha256_md(md, data, len, digest);
+    si_hex(digest, 32, out);
+}
+
+/* HMAC (RFC 2104) over two digests: OpenSSL 3's HMAC() fetches the MAC and
+ * the digest on each call, which costs more than hashing a whole request. */
+static void hmac_sha256_md(const EVP_MD *md, const void *key, size_t keylen, const void *msg,
+                           size_t len, unsigned char out[32])
+{
+    enum { BLOCK = 64 };
+    unsigned char k[BLOCK] = {0}, pad[BLOCK], inner[32];
+    if (keylen > BLOCK)
+        sha256_md(md, key, keylen, k);
+    else if (keylen)
+        memcpy(k, key, keylen);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    bool ok = ctx != NULL;
+    for (int i = 0; i < BLOCK; i++)
+        pad[i] = k[i] ^ 0x36;
+    ok = ok && EVP_DigestInit_ex(ctx, md ? md : EVP_sha256(), NULL) == 1 &&
+         EVP_DigestUpdate(ctx, pad, BLOCK) == 1 && EVP_DigestUpdate(ctx, msg, len) == 1 &&
+         EVP_DigestFinal_ex(ctx, inner, NULL) == 1;
+    for (int i = 0; i < BLOCK; i++)
+        pad[i] = k[i] ^ 0x5c;
+    ok = ok && EVP_DigestInit_ex(ctx, md ? md : EVP_sha256(), NULL) == 1 &&
+         EVP_DigestUpdate(ctx, pad, BLOCK) == 1 && EVP_DigestUpdate(ctx, inner, 32) == 1 &&
+         EVP_DigestFinal_ex(ctx, out, NULL) == 1;
+    EVP_MD_CTX_free(ctx);
+    if (!ok)
+        memset(out, 0, 32); /* matches no signature */
+    OPENSSL_cleanse(k, sizeof(k));
+    OPENSSL_cleanse(pad, sizeof(pad));
+    OPENSSL_cleanse(inner, sizeof(inner));
+}
+
 void si_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
                     unsigned char out[32])
 {
-    unsigned int outlen = 32;
-    HMAC(EVP_sha256(), key, (int)keylen, msg, len, out, &outlen);
-}
-
-static void sha256(const void *data, size_t len, unsigned char out[32])
-{
-    EVP_Digest(data, len, out, NULL, EVP_sha256(), NULL);
-}
-
-static void sha256_hex(const void *data, size_t len, char out[SI_SIGV4_HEX_LEN + 1])
-{
-    unsigned char digest[32];
-    sha256(data, len, digest);
-    si_hex(digest, 32, out);
+    hmac_sha256_md(NULL, key, keylen, msg, len, out);
 }
 
 static bool lower_hex(const char *s, size_t len)
@@ -181,13 +213,13 @@ static void append_scope(si_strbuf_t *b, const si_sigv4_key_t *key)
     si_strbuf_printf(b, "%s/%s/%s/" SCOPE_TERMINATOR, key->date, key->region, key->service);
 }
 
-char *si_sigv4_string_to_sign(const char *amz_date, const si_sigv4_key_t *key,
-                              const char *canonical_request)
+static char *string_to_sign_md(const EVP_MD *md, const char *amz_date,
+                               const si_sigv4_key_t *key, const char *canonical_request)
 {
     char hash[SI_SIGV4_HEX_LEN + 1];
     si_strbuf_t b;
     si_strbuf_init(&b, 1024);
-    sha256_hex(canonical_request, strlen(canonical_request), hash);
+    sha256_hex_md(md, canonical_request, strlen(canonical_request), hash);
     si_strbuf_printf(&b, SI_SIGV4_ALGORITHM "\n%s\n", amz_date);
     append_scope(&b, key);
     si_strbuf_printf(&b, "\n%s", hash);
@@ -198,12 +230,24 @@ char *si_sigv4_string_to_sign(const char *amz_date, const si_sigv4_key_t *key,
     return si_strbuf_take(&b);
 }
 
+char *si_sigv4_string_to_sign(const char *amz_date, const si_sigv4_key_t *key,
+                              const char *canonical_request)
+{
+    return string_to_sign_md(NULL, amz_date, key, canonical_request);
+}
+
+static void signature_md(const EVP_MD *md, const si_sigv4_key_t *key,
+                         const char *string_to_sign, char out[SI_SIGV4_HEX_LEN + 1])
+{
+    unsigned char mac[32];
+    hmac_sha256_md(md, key->bytes, 32, string_to_sign, strlen(string_to_sign), mac);
+    si_hex(mac, 32, out);
+}
+
 void si_sigv4_signature(const si_sigv4_key_t *key, const char *string_to_sign,
                         char out[SI_SIGV4_HEX_LEN + 1])
 {
-    unsigned char mac[32];
-    si_hmac_sha256(key->bytes, 32, string_to_sign, strlen(string_to_sign), mac);
-    si_hex(mac, 32, out);
+    signature_md(NULL, key, string_to_sign, out);
 }
 
 /* The chunk and trailer strings to sign are short and fixed in shape, so
@@ -1032,6 +1076,7 @@ typedef struct {
 
 struct si_sigv4_key_cache {
     key_slot_t slot[KEY_CACHE_SLOTS];
+    EVP_MD *sha256;                       /* fetched once; NULL: EVP_sha256() */
 };
 
 si_sigv4_key_cache_t *si_sigv4_key_cache_new(si_error_t *err)
@@ -1043,6 +1088,7 @@ si_sigv4_key_cache_t *si_sigv4_key_cache_new(si_error_t *err)
     }
     for (size_t i = 0; i < KEY_CACHE_SLOTS; i++)
         pthread_mutex_init(&c->slot[i].mu, NULL);
+    c->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
     return c;
 }
 
@@ -1052,6 +1098,7 @@ void si_sigv4_key_cache_free(si_sigv4_key_cache_t *c)
         return;
     for (size_t i = 0; i < KEY_CACHE_SLOTS; i++)
         pthread_mutex_destroy(&c->slot[i].mu);
+    EVP_MD_free(c->sha256);
     OPENSSL_cleanse(c, sizeof(*c));
     free(c);
 }
@@ -1297,13 +1344,14 @@ int si_sigv4_verify(const si_sigv4_verifier_conf_t *conf, const si_sigv4_request
         si_errprefix(err, "credentials of '%s'", pa.access_key);
         goto error;
     }
-    sts = si_sigv4_string_to_sign(pa.amz_date, &res.key, si_strbuf_str(&creq));
+    const EVP_MD *md = conf->key_cache ? conf->key_cache->sha256 : NULL;
+    sts = string_to_sign_md(md, pa.amz_date, &res.key, si_strbuf_str(&creq));
     if (!sts) {
         *status = SI_SIGV4_INTERNAL;
         si_errprintf(err, "out of memory");
         goto error;
     }
-    si_sigv4_signature(&res.key, sts, res.signature);
+    signature_md(md, &res.key, sts, res.signature);
     if (CRYPTO_memcmp(res.signature, pa.signature, SI_SIGV4_HEX_LEN) != 0) {
         *status = SI_SIGV4_SIGNATURE_MISMATCH;
         si_errprintf(err, "The request signature we calculated does not match the signature "

@@ -12,6 +12,7 @@
 
 #include "common/sigv4.h"
 #include "common/tap.h"
+#include "common/text.h"
 
 #define SUITE_KEY "AKIDEXAMPLE"
 #define SUITE_SECRET "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
@@ -135,6 +136,36 @@ static int lookup(void *arg, const char *access_key, si_sigv4_credential_t *cred
             return 0;
         }
     return -1;
+}
+
+/* RFC 4231 test cases 1, 2 and 6 (a key longer than the block is hashed
+ * first), and a key of exactly one block. */
+static void test_hmac(void)
+{
+    unsigned char k20[20], k131[131], k64[64], mac[32];
+    char hex[65];
+    memset(k20, 0x0b, sizeof(k20));
+    memset(k131, 0xaa, sizeof(k131));
+    memset(k64, 0xaa, sizeof(k64));
+    struct {
+        const unsigned char *key;
+        size_t keylen;
+        const char *msg, *want;
+    } cases[] = {
+        {k20, sizeof(k20), "Hi There",
+         "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
+        {(const unsigned char *)"Jefe", 4, "what do ya want for nothing?",
+         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+        {k131, sizeof(k131), "Test Using Larger Than Block-Size Key - Hash Key First",
+         "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"},
+        {k64, sizeof(k64), "exactly one block of key",
+         "6b86dff4b91fe689c94291f9648c1f7cea871c24c0aaee8b7b0f295528e85fe3"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        si_hmac_sha256(cases[i].key, cases[i].keylen, cases[i].msg, strlen(cases[i].msg), mac);
+        si_hex(mac, 32, hex);
+        is_str(hex, cases[i].want, "HMAC-SHA256 with a %zu-byte key", cases[i].keylen);
+    }
 }
 
 static void test_dates(void)
@@ -867,6 +898,7 @@ static void test_payload(void)
 
 int main(void)
 {
+    test_hmac();
     test_dates();
     test_suite_signing();
     test_suite_steps();
