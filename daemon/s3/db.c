@@ -16,17 +16,21 @@
 
 /* May `who` read object o? Root and public buckets: yes. Otherwise, like a
  * stage request: a readable dataset holding it; or no dataset holds it and
- * it is no pushed file still on its way to tape, unless its pusher asks. */
+ * it is no pushed file still on its way to tape, unless its pusher asks.
+ * A CASE, not ORs: SQLite evaluates both sides of an OR in a result column,
+ * and each side here is a subquery; CASE stops at the first that decides. */
 #define READABLE_SQL                                                                     \
-    "(:all OR EXISTS (SELECT 1 FROM dataset_members m JOIN datasets d"                   \
+    "(CASE WHEN :all THEN 1"                                                             \
+    " WHEN EXISTS (SELECT 1 FROM dataset_members m JOIN datasets d"                      \
     "   ON d.id = m.dataset_id WHERE m.object_id = o.id AND CASE"                        \
     "   WHEN d.owner_uid = :uid THEN (d.mode & 256) != 0"                                \
     "   WHEN d.owner_gid = :gid THEN (d.mode & 32) != 0"                                 \
-    "   ELSE (d.mode & 4) != 0 END)"                                                     \
-    " OR (NOT EXISTS (SELECT 1 FROM dataset_members m WHERE m.object_id = o.id)"         \
-    "     AND (NOT EXISTS (SELECT 1 FROM push_items pi WHERE pi.object_id = o.id)"       \
-    "          OR EXISTS (SELECT 1 FROM push_items pi JOIN pushes p ON p.id = pi.push_id" \
-    "                     WHERE pi.object_id = o.id AND p.uid = :uid))))"
+    "   ELSE (d.mode & 4) != 0 END) THEN 1"                                              \
+    " WHEN EXISTS (SELECT 1 FROM dataset_members m WHERE m.object_id = o.id) THEN 0"     \
+    " WHEN NOT EXISTS (SELECT 1 FROM push_items pi WHERE pi.object_id = o.id) THEN 1"    \
+    " WHEN EXISTS (SELECT 1 FROM push_items pi JOIN pushes p ON p.id = pi.push_id"       \
+    "   WHERE pi.object_id = o.id AND p.uid = :uid) THEN 1"                              \
+    " ELSE 0 END)"
 
 /* An upload still arriving (or being removed) is no object yet. */
 #define VISIBLE_SQL                                                                      \
