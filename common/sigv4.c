@@ -989,34 +989,27 @@ static int presigned_params(const char *query, presigned_param_t *params, si_err
 {
     si_strbuf_t name, value;
     si_strbuf_init(&name, 64);
-    const char *p = query ? query : "";
-    while (*p) {
-        const char *amp = strchr(p, '&');
-        size_t len = amp ? (size_t)(amp - p) : strlen(p);
-        const char *eq = memchr(p, '=', len);
-        size_t klen = eq ? (size_t)(eq - p) : len;
+    const char *p = query;
+    si_uri_param_t u;
+    while (si_uri_query_next(&p, &u)) {
         /* longer names are none of ours; a malformed one was refused before */
         si_strbuf_reset(&name);
-        if (len > 0 && klen <= 3 * 64 && si_uri_decode(&name, p, klen, true, NULL) == 0) {
-            for (int i = 0; i < PQ_N; i++) {
-                presigned_param_t *q = &params[i];
-                if (strcmp(si_strbuf_str(&name), q->name) != 0)
-                    continue;
-                if (q->count++ == 0 && eq) {
-                    si_strbuf_init(&value, q->size - 1);
-                    if (si_uri_decode(&value, eq + 1, len - klen - 1, true, &q->why) < 0) {
-                        q->bad = true;
-                    } else {
-                        snprintf(q->out, q->size, "%s", si_strbuf_str(&value));
-                    }
-                    si_strbuf_free(&value);
-                }
-                break;
+        if (si_uri_decode(&name, u.name, u.name_len, true, NULL) < 0)
+            continue;
+        for (int i = 0; i < PQ_N; i++) {
+            presigned_param_t *q = &params[i];
+            if (strcmp(si_strbuf_str(&name), q->name) != 0)
+                continue;
+            if (q->count++ == 0 && u.value) {
+                si_strbuf_init(&value, q->size - 1);
+                if (si_uri_decode(&value, u.value, u.value_len, true, &q->why) < 0)
+                    q->bad = true;
+                else
+                    snprintf(q->out, q->size, "%s", si_strbuf_str(&value));
+                si_strbuf_free(&value);
             }
-        }
-        if (!amp)
             break;
-        p = amp + 1;
+        }
     }
     si_strbuf_free(&name);
     for (int i = 0; i < PQ_N; i++) {

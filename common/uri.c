@@ -102,6 +102,30 @@ int si_uri_canonical_path(si_strbuf_t *out, const char *raw_path, si_error_t *er
     return 0;
 }
 
+bool si_uri_query_next(const char **cursor, si_uri_param_t *param)
+{
+    const char *p = *cursor ? *cursor : "";
+    for (;;) {
+        if (!*p) {
+            *cursor = p;
+            return false;
+        }
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        const char *start = p;
+        p = amp ? amp + 1 : start + len;
+        if (len == 0)
+            continue;
+        const char *eq = memchr(start, '=', len);
+        param->name = start;
+        param->name_len = eq ? (size_t)(eq - start) : len;
+        param->value = eq ? eq + 1 : NULL;
+        param->value_len = eq ? len - param->name_len - 1 : 0;
+        *cursor = p;
+        return true;
+    }
+}
+
 typedef struct {
     const char *name;  /* canonical (encoded) name */
     const char *value; /* canonical (encoded) value */
@@ -141,34 +165,26 @@ int si_uri_canonical_query(si_strbuf_t *out, const char *raw_query, const char *
     si_strbuf_init(&all, 3 * QUERY_TEXT_MAX + 2 * SI_URI_QUERY_PARAMS_MAX);
     si_strbuf_init(&dec, QUERY_TEXT_MAX);
     int rc = -1;
-    while (*p) {
-        const char *amp = strchr(p, '&');
-        size_t len = amp ? (size_t)(amp - p) : strlen(p);
-        if (len > 0) {
-            const char *eq = memchr(p, '=', len);
-            size_t klen = eq ? (size_t)(eq - p) : len;
-            if (n == SI_URI_QUERY_PARAMS_MAX) {
-                si_errprintf(err, "more than %d query parameters", SI_URI_QUERY_PARAMS_MAX);
-                goto out;
-            }
-            size_t name = all.len;
-            if (canonical_component(&all, &dec, p, klen, err) < 0)
-                goto error_prefix;
-            if (skip_key && strcmp(si_strbuf_str(&dec), skip_key) == 0) {
-                all.len = name; /* dropped */
-            } else {
-                size_t value = all.len;
-                if (eq ? canonical_component(&all, &dec, eq + 1, len - klen - 1, err) < 0
-                       : !si_strbuf_putc(&all, '\0'))
-                    goto error_prefix;
-                offs[n][0] = name;
-                offs[n][1] = value;
-                n++;
-            }
+    si_uri_param_t q;
+    while (si_uri_query_next(&p, &q)) {
+        if (n == SI_URI_QUERY_PARAMS_MAX) {
+            si_errprintf(err, "more than %d query parameters", SI_URI_QUERY_PARAMS_MAX);
+            goto out;
         }
-        if (!amp)
-            break;
-        p = amp + 1;
+        size_t name = all.len;
+        if (canonical_component(&all, &dec, q.name, q.name_len, err) < 0)
+            goto error_prefix;
+        if (skip_key && strcmp(si_strbuf_str(&dec), skip_key) == 0) {
+            all.len = name; /* dropped */
+            continue;
+        }
+        size_t value = all.len;
+        if (q.value ? canonical_component(&all, &dec, q.value, q.value_len, err) < 0
+                    : !si_strbuf_putc(&all, '\0'))
+            goto error_prefix;
+        offs[n][0] = name;
+        offs[n][1] = value;
+        n++;
     }
     if (all.failed) {
         si_errprintf(err, "query component is too long");
@@ -200,28 +216,20 @@ int si_uri_query_get(const char *raw_query, const char *key, si_strbuf_t *value,
                      si_error_t *err)
 {
     int count = 0;
-    const char *p = raw_query ? raw_query : "";
+    const char *p = raw_query;
+    si_uri_param_t q;
     si_strbuf_t name;
     si_strbuf_init(&name, QUERY_TEXT_MAX);
-    while (*p) {
-        const char *amp = strchr(p, '&');
-        size_t len = amp ? (size_t)(amp - p) : strlen(p);
-        const char *eq = memchr(p, '=', len);
-        size_t klen = eq ? (size_t)(eq - p) : len;
+    while (si_uri_query_next(&p, &q)) {
         si_strbuf_reset(&name);
-        if (len > 0) {
-            if (si_uri_decode(&name, p, klen, true, err) < 0)
+        if (si_uri_decode(&name, q.name, q.name_len, true, err) < 0)
+            goto error;
+        if (strcmp(si_strbuf_str(&name), key) == 0) {
+            if (count == 0 && q.value && value &&
+                si_uri_decode(value, q.value, q.value_len, true, err) < 0)
                 goto error;
-            if (strcmp(si_strbuf_str(&name), key) == 0) {
-                if (count == 0 && eq && value &&
-                    si_uri_decode(value, eq + 1, len - klen - 1, true, err) < 0)
-                    goto error;
-                count++;
-            }
+            count++;
         }
-        if (!amp)
-            break;
-        p = amp + 1;
     }
     si_strbuf_free(&name);
     return count;

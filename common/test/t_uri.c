@@ -1,6 +1,7 @@
 /* Percent-encoding as SigV4 and the S3 server use it. */
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/tap.h"
@@ -61,6 +62,17 @@ int main(void)
     is_int(si_uri_query_get("uploads&x=1", "uploads", &v, NULL), 1, "a parameter without a value");
     is_int(si_uri_query_get("a%zz=1&b=2", "b", NULL, NULL), -1, "a malformed name fails the lookup");
     si_strbuf_free(&v);
+
+    const char *cur = "&a=1&&uploads&b=&=x&";
+    si_uri_param_t q;
+    char seen[128] = "";
+    while (si_uri_query_next(&cur, &q))
+        snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen), "[%.*s%s%.*s]",
+                 (int)q.name_len, q.name, q.value ? "=" : "", (int)q.value_len,
+                 q.value ? q.value : "");
+    is_str(seen, "[a=1][uploads][b=][=x]", "parameters walked, empty ones skipped");
+    cur = NULL;
+    ok(!si_uri_query_next(&cur, &q), "no query: no parameter");
 
     si_strbuf_free(&b);
     is_int(si_uri_canonical_query(&b, "b=2&a=x y&c", NULL, NULL), 0, "canonical query");

@@ -92,32 +92,24 @@ static int parse_query(s3_req_t *r)
     if (!r->params)
         return -1;
     si_strbuf_t *t = &r->query_text;
-    while (*p) {
-        const char *amp = strchr(p, '&');
-        size_t len = amp ? (size_t)(amp - p) : strlen(p);
-        const char *eq = memchr(p, '=', len);
-        size_t klen = eq ? (size_t)(eq - p) : len;
-        if (len > 0) {
-            s3_query_param_t *q = &r->params[r->nparams];
-            q->name = t->len;
-            if (si_uri_decode(t, p, klen, true, NULL) < 0) {
-                r->nparams = 0;
-                return t->failed ? -1 : 0;
-            }
-            si_strbuf_putc(t, '\0');
-            q->value = t->len;
-            q->value_ok = !eq || si_uri_decode(t, eq + 1, len - klen - 1, true, NULL) == 0;
-            if (!q->value_ok)
-                t->len = q->value; /* what was decoded of it is dropped */
-            q->value_len = t->len - q->value;
-            si_strbuf_putc(t, '\0');
-            if (t->failed)
-                return -1;
-            r->nparams++;
+    si_uri_param_t u;
+    while (si_uri_query_next(&p, &u)) {
+        s3_query_param_t *q = &r->params[r->nparams];
+        q->name = t->len;
+        if (si_uri_decode(t, u.name, u.name_len, true, NULL) < 0) {
+            r->nparams = 0;
+            return t->failed ? -1 : 0;
         }
-        if (!amp)
-            break;
-        p = amp + 1;
+        si_strbuf_putc(t, '\0');
+        q->value = t->len;
+        q->value_ok = !u.value || si_uri_decode(t, u.value, u.value_len, true, NULL) == 0;
+        if (!q->value_ok)
+            t->len = q->value; /* what was decoded of it is dropped */
+        q->value_len = t->len - q->value;
+        si_strbuf_putc(t, '\0');
+        if (t->failed)
+            return -1;
+        r->nparams++;
     }
     return 0;
 }
