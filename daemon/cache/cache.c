@@ -356,6 +356,15 @@ static int row_get(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t
     return 1;
 }
 
+/* row_get for an object that must be cached: 1, or -1 (ENOENT when it is not). */
+static int row_require(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err)
+{
+    int rc = row_get(c, object_id, out, err);
+    if (rc == 0)
+        return si_errnoprintf(err, ENOENT, "object %" PRId64 " is not in the cache", object_id);
+    return rc;
+}
+
 static int check_id(int64_t object_id, si_error_t *err)
 {
     if (object_id < 1)
@@ -442,9 +451,7 @@ int cache_open_object(cache_t *c, int64_t object_id, int *fd, uint64_t *size, si
         return -1;
     cache_entry_t e;
     pthread_mutex_lock(&c->lock);
-    int rc = row_get(c, object_id, &e, err);
-    if (rc == 0)
-        rc = si_errnoprintf(err, ENOENT, "object %" PRId64 " is not in the cache", object_id);
+    int rc = row_require(c, object_id, &e, err);
     if (rc == 1 && (rc = open_object_file(c, object_id, e.size, false, fd, err)) == 0)
         note_access(c, object_id);
     int saved = errno;
@@ -475,10 +482,8 @@ int cache_remove(cache_t *c, int64_t object_id, si_error_t *err)
         return -1;
     cache_entry_t e;
     pthread_mutex_lock(&c->lock);
-    int rc = row_get(c, object_id, &e, err);
-    if (rc == 0)
-        rc = si_errnoprintf(err, ENOENT, "object %" PRId64 " is not in the cache", object_id);
-    else if (rc == 1 && e.pins > 0)
+    int rc = row_require(c, object_id, &e, err);
+    if (rc == 1 && e.pins > 0)
         rc = si_errnoprintf(err, EBUSY, "object %" PRId64 " is pinned (%" PRIu64 " pins)",
                         object_id, e.pins);
     else if (rc == 1) {
