@@ -206,6 +206,11 @@ typedef struct {
  * batches. ENOENT when it is not cached. The open file stays readable even
  * if the object is evicted meanwhile. */
 int cache_open_object(cache_t *c, int64_t object_id, int *fd, uint64_t *size, si_error_t *err);
+/* cache_open_object for a reader that has just seen the object's row in the
+ * catalog's cache table itself (in the query that found the object) and
+ * passes its size: no catalog lookup here, so no statement and only a short
+ * hold of the lock. ENOENT when the file is gone (evicted since). */
+int cache_open_cached(cache_t *c, int64_t object_id, uint64_t size, int *fd, si_error_t *err);
 /* 1 and *out when cached, 0 when not, -1 on error. */
 int cache_stat(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err);
 /* Every cached object in id order; fn returns non-zero to stop. fn runs

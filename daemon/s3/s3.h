@@ -55,8 +55,8 @@ typedef struct {
     s3_bucket_list_t archive_buckets; /* PUT goes to tape through the push path */
     size_t max_header_size;          /* bytes of the request line and headers */
     unsigned timeout;                /* idle connection timeout, seconds */
-    unsigned threads;
-    unsigned max_connections;
+    unsigned threads;                /* requests working in the catalog at once */
+    unsigned max_connections;        /* each has its thread; 0: libmicrohttpd's limit */
 } s3_conf_t;
 
 /* Defaults: disabled, 127.0.0.1:9000, SYSCONFDIR/stagein/s3-secrets,

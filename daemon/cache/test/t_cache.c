@@ -71,6 +71,30 @@ static void test_write_read(cache_t *c)
     is_int(ct_query_int(&t, sql), 1, "catalog row records the relative path");
     ok(read_back(c, id, 1, size) == 0, "read back identical");
 
+    /* opened with the size the caller read from the catalog itself */
+    int fd = -1;
+    t.now += 10;
+    ok(cache_open_cached(c, id, size, &fd, &err) == 0 && fd >= 0, "cache_open_cached: opened");
+    unsigned char *want = ct_content(1, size), *have = malloc(size);
+    ok(fd >= 0 && pread(fd, have, size, 0) == (ssize_t)size && memcmp(want, have, size) == 0,
+       "cache_open_cached: the object's bytes");
+    free(want);
+    free(have);
+    if (fd >= 0)
+        close(fd);
+    ok(cache_flush_access(c, &err) == 0, "access times flushed");
+    snprintf(sql, sizeof(sql), "SELECT last_access = %.1f FROM cache WHERE object_id = %" PRId64,
+             t.now, id);
+    is_int(ct_query_int(&t, sql), 1, "cache_open_cached: the access time is recorded");
+    fd = -1;
+    ok(cache_open_cached(c, id, size + 1, &fd, &err) < 0 && errno == EIO && fd == -1,
+       "cache_open_cached: another size than the file's is EIO: %s", err.text);
+    int64_t absent = ct_object(&t, 3, 10, sum);
+    ok(cache_open_cached(c, absent, 10, &fd, &err) < 0 && errno == ENOENT,
+       "cache_open_cached: no file is ENOENT: %s", err.text);
+    ok(cache_open_cached(c, 0, 10, &fd, &err) < 0 && errno == EINVAL,
+       "cache_open_cached: a bad id is EINVAL");
+
     cache_usage_t u;
     cache_usage(c, &u, &err);
     ok(u.used_bytes == size && u.objects == 1 && u.reserved_bytes == 0 && u.writers == 0,
@@ -86,6 +110,20 @@ static void test_write_read(cache_t *c)
     int64_t empty = ct_object(&t, 2, 0, sum);
     ok(ct_store(c, empty, 2, 0, sum, 1, 0, &err) == 0, "empty object stored");
     ok(read_back(c, empty, 2, 0) == 0, "empty object reads back empty");
+
+    /* a batch with several reads of each: each object gets its latest access */
+    double base = t.now, at[] = {1000, 500, 2000, 1500};
+    int64_t who[] = {id, empty, id, id};
+    for (int i = 0; i < 4; i++) {
+        t.now = base + at[i];
+        if (cache_open_cached(c, who[i], who[i] == id ? size : 0, &fd, &err) == 0)
+            close(fd);
+    }
+    ok(cache_flush_access(c, &err) == 0, "a batch of four reads of two objects flushed");
+    snprintf(sql, sizeof(sql), "SELECT (SELECT last_access FROM cache WHERE object_id = %" PRId64
+             ") = %.1f AND (SELECT last_access FROM cache WHERE object_id = %" PRId64 ") = %.1f",
+             id, base + 2000, empty, base + 500);
+    is_int(ct_query_int(&t, sql), 1, "each object has its latest access time");
 }
 
 static void test_mismatches(cache_t *c)
