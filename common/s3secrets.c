@@ -233,7 +233,8 @@ int si_secrets_lookup(void *secrets, const char *access_key, si_sigv4_credential
 {
     const si_secrets_t *s = secrets;
     entry_t key;
-    if (strlen(access_key) > SI_SIGV4_ACCESS_KEY_MAX)
+    /* an empty file has no table at all (bsearch must not see NULL) */
+    if (s->count == 0 || strlen(access_key) > SI_SIGV4_ACCESS_KEY_MAX)
         return -1;
     snprintf(key.access_key, sizeof(key.access_key), "%s", access_key);
     const entry_t *e = bsearch(&key, s->entries, s->count, sizeof(*e), entry_cmp);

@@ -130,6 +130,7 @@ int main(void)
     si_secrets_free(s);
     s = load("", 0600, &err);
     ok(s && si_secrets_count(s) == 0, "an empty file is no credentials");
+    ok(s && si_secrets_lookup(s, "anyone", &cred) < 0, "and looks up nobody");
     si_secrets_free(s);
 
     static const mode_t open_modes[] = {0644, 0640, 0604, 0660, 0602, 0620};
