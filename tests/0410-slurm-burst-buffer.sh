@@ -78,14 +78,14 @@ sed 's/^/# /' "$S/sbatch.err" | head -2
 printf '#!/bin/bash\n#BB_LUA stagein private\necho ran\n' > "$TEST_DIR/private.sh"
 J=$(as_nobody sbatch --parsable -o "$S/out/%j.out" "$TEST_DIR/private.sh" 2> "$S/sbatch.err")
 reason=""
-for _ in $(seq 100); do
-    reason=$(squeue -h -j "$J" -o "%T %r" 2>/dev/null)
-    grep -qi "stagein" <<<"$reason" && break
+for _ in $(seq 300); do
+    reason=$(scontrol show job "$J" 2>/dev/null | grep -o "Reason=.*" | head -1)
+    grep -q "not.readable" <<<"$reason" && break
     sleep 0.1
 done
-ok "$(grep -q "not readable" <<<"$(scontrol show job "$J")"; echo $?)" \
+ok "$(grep -q "not.readable" <<<"$reason"; echo $?)" \
     "another user's private dataset: the job does not run, stageind's reason shown"
-diag "squeue: $reason"
+diag "scontrol: $reason"
 ok "$([ ! -s "$S/out/$J.out" ]; echo $?)" "its script did not run"
 scancel "$J" 2>/dev/null
 is "$(sql "SELECT count(*) FROM requests WHERE uid = 65534 AND state <> 'RELEASED'")" 0 \
