@@ -137,7 +137,7 @@ int cmd_get(cli_t *cli, int argc, char **argv)
     };
     const char *dest = ".", *transport = "http", *endpoint = NULL;
     int gpu = -1, opt;
-    optind = 1;
+    optind = 0; /* GNU getopt: 0 re-initialises its state */
     while ((opt = getopt_long(argc, argv, "d:g:t:e:h", options, NULL)) != -1) {
         switch (opt) {
         case 'd':
@@ -173,11 +173,6 @@ int cmd_get(cli_t *cli, int argc, char **argv)
     }
     if (stagein_set_option(h, STAGEIN_OPT_TRANSPORT, transport) != STAGEIN_SUCCESS) {
         rc = cli_fail(cli, "--transport: %s", stagein_last_error(h));
-        goto done;
-    }
-    if (strcmp(transport, "rdma") == 0) {
-        rc = cli_fail(cli, "--transport rdma: not available (the RDMA client is not built"
-                           " into this stagein yet); use --transport http");
         goto done;
     }
     if (strchr(what, '/')) {

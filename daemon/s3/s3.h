@@ -24,6 +24,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/text.h"
+#include "daemon/rdma/rdma.h"
 
 typedef struct cache cache_t;
 typedef struct push push_t;
@@ -76,6 +77,7 @@ typedef struct {
     push_t *push;                /* archive buckets; NULL: none */
     const char *push_bucket;     /* push.bucket: where archive buckets' objects live */
     si_log_t *log;               /* may be NULL */
+    rdma_config_t rdma;          /* the "rdma" group; zeroed: no RDMA data path */
 } s3_opts_t;
 
 /* Loads the secrets (mode 0600 or refused), opens the catalog connections

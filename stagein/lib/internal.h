@@ -35,6 +35,13 @@ struct stagein {
     si_sigv4_signer_t *signer;   /* made on first S3 use */
     void *control;               /* client_t, made on first control call */
     _Atomic uint64_t landed;     /* bytes of the running read */
+    char *rdma_provider;         /* NULL: the server's */
+    char *rdma_domain;
+    struct lib_rdma *rdma;       /* the fabric client, opened on first use (rdma.c) */
+    _Atomic uint64_t bytes_rdma, bytes_http; /* of the running read */
+    char rdma_used[40];          /* its provider */
+    char rdma_note[256];         /* why some bytes did not come by RDMA */
+    _Atomic int rdma_noted;      /* rdma_note written (the first reason wins) */
     char error[512];
 };
 
@@ -50,12 +57,27 @@ stagein_err_t lib_code_of_http(long status);
 int lib_split_path(const char *path, char *bucket, size_t bucket_size, const char **key,
                    si_error_t *err);
 
-/* The transport hook for RDMA (see doc of stagein_read): reads [offset,
- * offset+len) of bucket/key into host memory dst. Returns 1 when done, 0
- * when RDMA is not available (the caller falls back to HTTP: the server's
- * x-amz-rdma-reply 501, no provider, or no RDMA client built), -1 on error. */
-int lib_rdma_read(stagein_t *h, const char *bucket, const char *key, uint64_t offset,
-                  void *dst, uint64_t len, si_error_t *err);
-bool lib_rdma_available(void);
+/* The RDMA transport of stagein_read (rdma.c, doc/rdma.md). One fabric
+ * client per handle, opened for the provider asked for (or the server's)
+ * and kept across reads; its calls are safe from the reader threads. */
+typedef struct lib_rdma_region lib_rdma_region_t;
+
+/* Makes the handle's client ready for provider (reopened when another one
+ * is asked for). -1 with err when the provider cannot be opened here. */
+int lib_rdma_open(stagein_t *h, const char *provider, si_error_t *err);
+/* Registers host memory the server may write. */
+lib_rdma_region_t *lib_rdma_register(stagein_t *h, void *buf, uint64_t len, si_error_t *err);
+void lib_rdma_unregister(stagein_t *h, lib_rdma_region_t *region);
+/* The x-amz-rdma-token granting [offset, offset+len) of region. */
+int lib_rdma_token(stagein_t *h, const lib_rdma_region_t *region, uint64_t offset,
+                   uint64_t len, char *out, size_t size, si_error_t *err);
+/* Drives the provider while a GET is answered (tcp;ofi_rxm places data
+ * only when progressed; shm's target side does the copy). One caller at a
+ * time drives: true for it (it should poll again at once), false for the
+ * others (they may sleep). */
+bool lib_rdma_progress(stagein_t *h);
+void lib_rdma_close(stagein_t *h);
+/* Records (once per read) why bytes came over HTTP instead. */
+void lib_rdma_note(stagein_t *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif
