@@ -18,6 +18,7 @@ const si_conf_key_t rdma_conf_keys[] = {
     {"rdma.zero_copy", SI_CONF_BOOL, 0, 0, NULL},
     {"rdma.idle_seconds", SI_CONF_INT, 1, 86400, NULL},
     {"rdma.timeout_seconds", SI_CONF_INT, 1, 3600, NULL},
+    {"rdma.shm_cma", SI_CONF_BOOL, 0, 0, NULL},
     SI_CONF_KEYS_END,
 };
 
@@ -58,6 +59,7 @@ int rdma_config_load(const si_conf_t *conf, rdma_config_t *cfg, si_error_t *err)
     c.zero_copy = si_conf_bool(conf, "rdma.zero_copy", c.zero_copy);
     c.idle_seconds = (unsigned)si_conf_int(conf, "rdma.idle_seconds", c.idle_seconds);
     c.timeout_seconds = (unsigned)si_conf_int(conf, "rdma.timeout_seconds", c.timeout_seconds);
+    c.shm_cma = si_conf_bool(conf, "rdma.shm_cma", c.shm_cma);
     if (c.depth > c.buffer_count)
         return si_errprintf(err, "%s: rdma.depth %u exceeds rdma.buffer_count %u",
                             si_conf_source(conf), c.depth, c.buffer_count);

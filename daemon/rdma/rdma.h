@@ -29,6 +29,9 @@ typedef struct {
     bool zero_copy;           /* GET sends from a mapping of the file when allowed */
     unsigned idle_seconds;    /* a client address unused this long leaves the AV */
     unsigned timeout_seconds; /* a transfer with no completion this long fails */
+    /* shm: write into clients with the kernel's single copy (CMA). Off by
+     * default: libfabric 1.17 then skips the client's key check (doc/rdma.md) */
+    bool shm_cma;
 } rdma_config_t;
 
 void rdma_config_defaults(rdma_config_t *cfg);

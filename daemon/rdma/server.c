@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,16 @@ rdma_server_t *rdma_server_open(const rdma_config_t *cfg, si_error_t *err)
         return NULL;
     }
     srv->cfg = *cfg;
+    /* libfabric 1.17's shm writes a large RMA into a peer itself with the
+     * kernel's single copy (CMA) whenever it may ptrace the peer, and then
+     * nobody checks the token's key: the bytes go to whatever address, of
+     * whatever process, the token names. Unless configured otherwise,
+     * stageind has shm take the path where the client's side checks the
+     * key and copies from shared bounce buffers (doc/rdma.md). The
+     * provider reads this once, at its first use in the process; an
+     * explicit setting in the environment wins. */
+    if (!cfg->shm_cma && strcmp(cfg->provider, "shm") == 0)
+        setenv("FI_SHM_DISABLE_CMA", "1", 0);
     srv->fab = rdma_fabric_open(cfg->provider, cfg->domain, err);
     if (!srv->fab)
         goto error;
@@ -372,6 +383,24 @@ static void source_release(rdma_server_t *srv, source_t *src)
     pthread_mutex_unlock(&srv->fab->lock);
 }
 
+/* Nothing completed: sleep on the provider's wait fd when it allows it
+ * (tcp: until the client's acknowledgements arrive), bounded so that a
+ * completion read by another thread is seen soon; without one (shm, whose
+ * writes complete as they are posted), let the other threads run. */
+static void wait_for_provider(rdma_server_t *srv)
+{
+    struct pollfd pfd = {.fd = srv->fab->wait_fd, .events = POLLIN};
+    bool block;
+
+    pthread_mutex_lock(&srv->fab->lock);
+    block = rdma_fabric_can_block(srv->fab);
+    pthread_mutex_unlock(&srv->fab->lock);
+    if (block)
+        poll(&pfd, 1, 1);
+    else
+        sched_yield();
+}
+
 static int post_op(rdma_server_t *srv, const source_t *src, const si_rdma_token_t *t, peer_t *peer,
                    op_t *op)
 {
@@ -579,7 +608,7 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
                            srv->cfg.timeout_seconds);
             failed = timed_out = true;
         } else {
-            sched_yield();
+            wait_for_provider(srv);
         }
     }
 

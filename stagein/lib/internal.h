@@ -72,10 +72,10 @@ void lib_rdma_unregister(stagein_t *h, lib_rdma_region_t *region);
 int lib_rdma_token(stagein_t *h, const lib_rdma_region_t *region, uint64_t offset,
                    uint64_t len, char *out, size_t size, si_error_t *err);
 /* Drives the provider while a GET is answered (tcp;ofi_rxm places data
- * only when progressed; shm's target side does the copy). One caller at a
- * time drives: true for it (it should poll again at once), false for the
- * others (they may sleep). */
-bool lib_rdma_progress(stagein_t *h);
+ * only when progressed), one caller at a time, and says how the caller
+ * should wait for its answer: *wait_fd (or -1) to poll as well, for at
+ * most *wait_ms. */
+void lib_rdma_progress(stagein_t *h, int *wait_fd, int *wait_ms);
 void lib_rdma_close(stagein_t *h);
 /* Records (once per read) why bytes came over HTTP instead. */
 void lib_rdma_note(stagein_t *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -178,9 +178,10 @@ static CURLcode perform(CURL *curl, CURLM *multi, stagein_t *h)
         }
         if (!running)
             break;
-        /* the driving thread polls again at once; the others wait a little */
-        bool driving = lib_rdma_progress(h);
-        curl_multi_poll(multi, NULL, 0, driving ? 0 : 1, NULL);
+        int fd, ms;
+        lib_rdma_progress(h, &fd, &ms);
+        struct curl_waitfd extra = {.fd = fd, .events = CURL_WAIT_POLLIN};
+        curl_multi_poll(multi, fd >= 0 ? &extra : NULL, fd >= 0 ? 1 : 0, ms, NULL);
     }
     CURLMsg *m;
     int left;
