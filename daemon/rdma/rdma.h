@@ -75,7 +75,10 @@ typedef struct {
     uint64_t bytes_sent, bytes_received;
     uint64_t transfers_failed;
     unsigned abandoned; /* transfers whose operations the provider never
-                           completed; their memory is held until it does */
+                           completed; their memory is held until their
+                           endpoint closes */
+    unsigned retired;   /* endpoints taken out of service, still in use */
+    unsigned endpoints_opened; /* so far: 1 + the times one was replaced */
 } rdma_stats_t;
 
 void rdma_server_stats(rdma_server_t *srv, rdma_stats_t *out);

@@ -1,10 +1,20 @@
-/* stageind's RDMA transfers (rdma.h): a pool of registered buffers, one
+/* stageind's RDMA transfers (rdma.h): a pool of registered buffers, an
  * endpoint shared by all transfers, an AV entry per client address.
  *
  * Threads: each S3 handler thread runs its own transfer loop. libfabric is
- * used FI_THREAD_DOMAIN under fab->lock; whichever thread reads the CQ marks
- * the completed operation in its owner's table (the context pointer), so no
- * progress thread is needed. */
+ * used FI_THREAD_DOMAIN, every call under srv->lock; whichever thread reads
+ * the CQ marks the completed operation in its owner's table (the context
+ * pointer), so no progress thread is needed.
+ *
+ * Endpoint generations: a transfer that sees no completion for
+ * timeout_seconds retires the endpoint it runs on, and the next transfers
+ * get a fresh one (with the pool registered anew). libfabric 1.17's shm
+ * wedges an endpoint for good after an RMA it never completes (a wrong key,
+ * a client killed mid-transfer); tcp does not, but a fresh endpoint costs
+ * its clients only a reconnection. A retired generation is closed once no
+ * running transfer uses it; transfers whose operations the provider never
+ * completed ("abandoned") keep their memory until then, since closing the
+ * endpoint is what ends those operations. */
 #include "config.h"
 
 #include <errno.h>
@@ -23,6 +33,7 @@
 #define RDMA_MAX_DEPTH 256
 
 typedef struct transfer transfer_t;
+typedef struct generation generation_t;
 
 typedef struct peer {
     struct peer *next;
@@ -31,22 +42,32 @@ typedef struct peer {
     fi_addr_t fi_addr;
     unsigned refs;
     bool failed;      /* a transfer to it failed: drop it when unused */
-    bool removed;     /* already taken out of the AV */
     double last_used;
 } peer_t;
 
-struct rdma_server {
-    rdma_config_t cfg;
-    rdma_fabric_t *fab; /* fab->lock guards everything below too */
-    unsigned char *pool;
+/* One endpoint with its AV and the pool's registration in its domain. */
+struct generation {
+    rdma_fabric_t *fab;
     rdma_mr_t pool_mr;
-    unsigned *free_buffers; /* stack of pool indices */
-    unsigned free_count;
     peer_t *peers;
     unsigned peer_count;
-    unsigned transfers;
-    transfer_t *abandoned; /* operations the provider never completed */
+    unsigned running;       /* transfers running on it */
+    transfer_t *abandoned;  /* transfers whose operations never completed */
     unsigned abandoned_count;
+    generation_t *next;     /* on srv->retired */
+};
+
+struct rdma_server {
+    rdma_config_t cfg;
+    pthread_mutex_t lock;   /* everything below, and every libfabric call */
+    generation_t *current;  /* NULL when re-opening failed: opened on next use */
+    generation_t *retired;  /* still used by transfers */
+    unsigned char *pool;
+    size_t pool_bytes;
+    unsigned *free_buffers; /* stack of pool indices */
+    unsigned free_count;
+    unsigned transfers;
+    unsigned generations;   /* endpoints opened so far */
     uint64_t bytes_sent, bytes_received, transfers_failed;
 };
 
@@ -75,19 +96,18 @@ typedef struct {
     unsigned buffer_count;
 } source_t;
 
-/* Heap-allocated: a transfer whose operations never complete (a provider
- * that drops an RMA with a bad key, a peer that hangs) is abandoned to the
- * server, which releases it when the last completion arrives or at close. */
+/* Heap-allocated, so that an abandoned transfer can outlive its call. */
 struct transfer {
     op_t ops[RDMA_MAX_DEPTH];
     source_t src;
+    generation_t *gen;
     unsigned left; /* operations still posted once abandoned */
     peer_t *peer;  /* kept in the AV while operations to it may run */
     transfer_t *next;
 };
 
-static void source_unlocked_release(rdma_server_t *srv, source_t *src);
-static void peer_put(rdma_server_t *srv, peer_t *p, bool failed);
+static void source_release(rdma_server_t *srv, generation_t *gen, source_t *src);
+static void peer_put(generation_t *gen, peer_t *p, bool failed);
 
 static double now_seconds(void)
 {
@@ -96,10 +116,91 @@ static double now_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* ---- generations (caller holds srv->lock) -------------------------------- */
+
+/* A generation on fab (opened here when NULL; taken over either way). */
+static generation_t *gen_open(rdma_server_t *srv, rdma_fabric_t *fab, si_error_t *err)
+{
+    generation_t *gen = calloc(1, sizeof *gen);
+
+    if (!fab)
+        fab = rdma_fabric_open(srv->cfg.provider, srv->cfg.domain, err);
+    if (!gen || !fab) {
+        if (!gen)
+            si_errnoprintf(err, ENOMEM, "rdma: out of memory");
+        rdma_fabric_close(fab);
+        free(gen);
+        return NULL;
+    }
+    gen->fab = fab;
+    /* Local source of writes and target of reads. */
+    if (rdma_fabric_mr_reg(gen->fab, srv->pool, srv->pool_bytes, FI_WRITE | FI_READ,
+                           &gen->pool_mr, err) < 0) {
+        rdma_fabric_close(gen->fab);
+        free(gen);
+        return NULL;
+    }
+    srv->generations++;
+    return gen;
+}
+
+static void gen_close(rdma_server_t *srv, generation_t *gen)
+{
+    peer_t *next;
+
+    /* Closing the endpoint ends the operations it never completed; only
+     * then may their memory go. Addresses leave the AV after that (removing
+     * one under a posted operation crashes 1.17's shm). */
+    if (gen->fab->ep)
+        fi_close(&gen->fab->ep->fid);
+    gen->fab->ep = NULL;
+    while (gen->abandoned) {
+        transfer_t *tr = gen->abandoned;
+        gen->abandoned = tr->next;
+        source_release(srv, gen, &tr->src);
+        free(tr);
+    }
+    for (peer_t *p = gen->peers; p; p = next) {
+        next = p->next;
+        free(p);
+    }
+    rdma_fabric_mr_close(gen->fab, &gen->pool_mr);
+    rdma_fabric_close(gen->fab);
+    free(gen);
+}
+
+/* Closes a retired generation once no transfer runs on it. */
+static void gen_release_if_idle(rdma_server_t *srv, generation_t *gen)
+{
+    if (gen == srv->current || gen->running > 0)
+        return;
+    for (generation_t **pp = &srv->retired; *pp; pp = &(*pp)->next) {
+        if (*pp == gen) {
+            *pp = gen->next;
+            gen_close(srv, gen);
+            return;
+        }
+    }
+}
+
+/* Its endpoint stopped answering: new transfers go to a fresh one. */
+static void gen_retire(rdma_server_t *srv, generation_t *gen)
+{
+    si_error_t ignored;
+
+    if (gen != srv->current)
+        return;
+    gen->next = srv->retired;
+    srv->retired = gen;
+    srv->current = gen_open(srv, NULL, &ignored); /* NULL: tried again on next use */
+}
+
+/* ---- life cycle ------------------------------------------------------------ */
+
 rdma_server_t *rdma_server_open(const rdma_config_t *cfg, si_error_t *err)
 {
     rdma_server_t *srv;
-    size_t pool_bytes;
+    rdma_fabric_t *fab;
 
     if (cfg->depth == 0 || cfg->depth > RDMA_MAX_DEPTH || cfg->depth > cfg->buffer_count ||
         cfg->buffer_size == 0 || cfg->buffer_count == 0 || cfg->max_concurrent == 0) {
@@ -113,6 +214,7 @@ rdma_server_t *rdma_server_open(const rdma_config_t *cfg, si_error_t *err)
         return NULL;
     }
     srv->cfg = *cfg;
+    pthread_mutex_init(&srv->lock, NULL);
     /* libfabric 1.17's shm writes a large RMA into a peer itself with the
      * kernel's single copy (CMA) whenever it may ptrace the peer, and then
      * nobody checks the token's key: the bytes go to whatever address, of
@@ -123,29 +225,29 @@ rdma_server_t *rdma_server_open(const rdma_config_t *cfg, si_error_t *err)
      * explicit setting in the environment wins. */
     if (!cfg->shm_cma && strcmp(cfg->provider, "shm") == 0)
         setenv("FI_SHM_DISABLE_CMA", "1", 0);
-    srv->fab = rdma_fabric_open(cfg->provider, cfg->domain, err);
-    if (!srv->fab)
+    if (!(fab = rdma_fabric_open(cfg->provider, cfg->domain, err)))
         goto error;
-    if (srv->cfg.buffer_size > srv->fab->max_msg_size)
-        srv->cfg.buffer_size = srv->fab->max_msg_size;
-    pool_bytes = (size_t)srv->cfg.buffer_size * cfg->buffer_count;
+    if (srv->cfg.buffer_size > fab->max_msg_size)
+        srv->cfg.buffer_size = fab->max_msg_size;
+    srv->pool_bytes = (size_t)srv->cfg.buffer_size * cfg->buffer_count;
     /* Page-aligned and touched, so the pages exist (FI_MR_ALLOCATED). */
-    if (posix_memalign((void **)&srv->pool, (size_t)sysconf(_SC_PAGESIZE), pool_bytes) != 0) {
+    if (posix_memalign((void **)&srv->pool, (size_t)sysconf(_SC_PAGESIZE), srv->pool_bytes) != 0) {
         srv->pool = NULL;
-        si_errnoprintf(err, ENOMEM, "rdma: cannot allocate a %zu-byte buffer pool", pool_bytes);
+        si_errnoprintf(err, ENOMEM, "rdma: cannot allocate a %zu-byte buffer pool",
+                       srv->pool_bytes);
+        rdma_fabric_close(fab);
         goto error;
     }
-    memset(srv->pool, 0, pool_bytes);
+    memset(srv->pool, 0, srv->pool_bytes);
     srv->free_buffers = calloc(cfg->buffer_count, sizeof *srv->free_buffers);
     if (!srv->free_buffers) {
         si_errnoprintf(err, ENOMEM, "rdma: out of memory");
+        rdma_fabric_close(fab);
         goto error;
     }
     for (unsigned i = 0; i < cfg->buffer_count; i++)
         srv->free_buffers[srv->free_count++] = cfg->buffer_count - 1 - i;
-    /* Local source of writes and target of reads. */
-    if (rdma_fabric_mr_reg(srv->fab, srv->pool, pool_bytes, FI_WRITE | FI_READ, &srv->pool_mr,
-                           err) < 0)
+    if (!(srv->current = gen_open(srv, fab, err)))
         goto error;
     return srv;
 error:
@@ -155,30 +257,16 @@ error:
 
 void rdma_server_close(rdma_server_t *srv)
 {
-    peer_t *next;
-
     if (!srv)
         return;
-    for (peer_t *p = srv->peers; p; p = next) {
-        next = p->next;
-        if (!p->removed)
-            fi_av_remove(srv->fab->av, &p->fi_addr, 1, 0);
-        free(p);
+    while (srv->retired) {
+        generation_t *gen = srv->retired;
+        srv->retired = gen->next;
+        gen_close(srv, gen);
     }
-    if (srv->fab) {
-        /* Closing the endpoint ends abandoned operations; then their memory goes. */
-        if (srv->fab->ep)
-            fi_close(&srv->fab->ep->fid);
-        srv->fab->ep = NULL;
-        while (srv->abandoned) {
-            transfer_t *tr = srv->abandoned;
-            srv->abandoned = tr->next;
-            source_unlocked_release(srv, &tr->src);
-            free(tr);
-        }
-        rdma_fabric_mr_close(srv->fab, &srv->pool_mr);
-    }
-    rdma_fabric_close(srv->fab);
+    if (srv->current)
+        gen_close(srv, srv->current);
+    pthread_mutex_destroy(&srv->lock);
     free(srv->pool);
     free(srv->free_buffers);
     free(srv);
@@ -186,7 +274,7 @@ void rdma_server_close(rdma_server_t *srv)
 
 const char *rdma_server_provider(const rdma_server_t *srv)
 {
-    return rdma_fabric_provider(srv->fab);
+    return srv->cfg.provider;
 }
 
 int rdma_server_accept(rdma_server_t *srv, const char *header, unsigned access, uint64_t len,
@@ -211,27 +299,27 @@ int rdma_server_accept(rdma_server_t *srv, const char *header, unsigned access, 
     return 0;
 }
 
-/* Caller holds the lock. */
-static void peer_drop(rdma_server_t *srv, peer_t *peer)
+/* ---- client addresses (caller holds srv->lock) ------------------------------ */
+
+static void peer_drop(generation_t *gen, peer_t *peer)
 {
-    for (peer_t **pp = &srv->peers; *pp; pp = &(*pp)->next) {
+    for (peer_t **pp = &gen->peers; *pp; pp = &(*pp)->next) {
         if (*pp == peer) {
             *pp = peer->next;
-            if (!peer->removed)
-                fi_av_remove(srv->fab->av, &peer->fi_addr, 1, 0);
+            fi_av_remove(gen->fab->av, &peer->fi_addr, 1, 0);
             free(peer);
-            srv->peer_count--;
+            gen->peer_count--;
             return;
         }
     }
 }
 
-static peer_t *peer_get(rdma_server_t *srv, const si_rdma_token_t *t, si_error_t *err)
+static peer_t *peer_get(generation_t *gen, const si_rdma_token_t *t, si_error_t *err)
 {
     peer_t *p;
     int rc;
 
-    for (p = srv->peers; p; p = p->next)
+    for (p = gen->peers; p; p = p->next)
         if (!p->failed && p->addr_len == t->addr_len && memcmp(p->addr, t->addr, t->addr_len) == 0)
             break;
     if (!p) {
@@ -242,29 +330,29 @@ static peer_t *peer_get(rdma_server_t *srv, const si_rdma_token_t *t, si_error_t
         }
         memcpy(p->addr, t->addr, t->addr_len);
         p->addr_len = t->addr_len;
-        rc = fi_av_insert(srv->fab->av, p->addr, 1, &p->fi_addr, 0, NULL);
+        rc = fi_av_insert(gen->fab->av, p->addr, 1, &p->fi_addr, 0, NULL);
         if (rc != 1) {
             free(p);
             si_errnoprintf(err, EINVAL, "rdma: the token's client address is not a valid %s "
-                           "address", srv->cfg.provider);
+                           "address", t->provider);
             return NULL;
         }
-        p->next = srv->peers;
-        srv->peers = p;
-        srv->peer_count++;
+        p->next = gen->peers;
+        gen->peers = p;
+        gen->peer_count++;
     }
     p->refs++;
     return p;
 }
 
-static void peer_put(rdma_server_t *srv, peer_t *p, bool failed)
+static void peer_put(generation_t *gen, peer_t *p, bool failed)
 {
     p->refs--;
     p->last_used = now_seconds();
     if (failed)
         p->failed = true;
     if (p->refs == 0 && p->failed)
-        peer_drop(srv, p);
+        peer_drop(gen, p);
 }
 
 void rdma_server_sweep(rdma_server_t *srv)
@@ -272,20 +360,24 @@ void rdma_server_sweep(rdma_server_t *srv)
     double cutoff = now_seconds() - srv->cfg.idle_seconds;
     peer_t *next;
 
-    pthread_mutex_lock(&srv->fab->lock);
-    for (peer_t *p = srv->peers; p; p = next) {
-        next = p->next;
-        if (p->refs == 0 && p->last_used < cutoff)
-            peer_drop(srv, p);
+    pthread_mutex_lock(&srv->lock);
+    if (srv->current) {
+        for (peer_t *p = srv->current->peers; p; p = next) {
+            next = p->next;
+            if (p->refs == 0 && p->last_used < cutoff)
+                peer_drop(srv->current, p);
+        }
     }
-    pthread_mutex_unlock(&srv->fab->lock);
+    pthread_mutex_unlock(&srv->lock);
 }
 
-/* Marks an operation finished; frees an abandoned transfer with its last
- * completion. Caller holds the lock. */
+/* ---- completions (caller holds srv->lock) ------------------------------------ */
+
+/* Marks an operation finished; an abandoned transfer ends with its last. */
 static void complete_op(rdma_server_t *srv, op_t *op, int state)
 {
     transfer_t *tr = op->owner;
+    generation_t *gen = tr->gen;
 
     if (!tr->left) {
         op->state = state;
@@ -294,26 +386,25 @@ static void complete_op(rdma_server_t *srv, op_t *op, int state)
     op->state = OP_IDLE;
     if (--tr->left > 0)
         return;
-    for (transfer_t **pp = &srv->abandoned; *pp; pp = &(*pp)->next) {
+    for (transfer_t **pp = &gen->abandoned; *pp; pp = &(*pp)->next) {
         if (*pp == tr) {
             *pp = tr->next;
             break;
         }
     }
-    srv->abandoned_count--;
-    peer_put(srv, tr->peer, true);
-    source_unlocked_release(srv, &tr->src);
+    gen->abandoned_count--;
+    peer_put(gen, tr->peer, true);
+    source_release(srv, gen, &tr->src);
     free(tr);
 }
 
-/* Reads completions for every transfer. Caller holds the lock. */
-static void poll_completions(rdma_server_t *srv)
+static void poll_completions(rdma_server_t *srv, generation_t *gen)
 {
     struct fi_cq_entry entries[32];
     ssize_t n;
 
     for (;;) {
-        n = fi_cq_read(srv->fab->cq, entries, 32);
+        n = fi_cq_read(gen->fab->cq, entries, 32);
         if (n > 0) {
             for (ssize_t i = 0; i < n; i++)
                 complete_op(srv, entries[i].op_context, OP_DONE);
@@ -322,7 +413,7 @@ static void poll_completions(rdma_server_t *srv)
         if (n == -FI_EAVAIL) {
             si_error_t e;
             void *context;
-            rdma_fabric_cq_error(srv->fab, &context, &e);
+            rdma_fabric_cq_error(gen->fab, &context, &e);
             if (context) {
                 op_t *op = context;
                 op->errnum = errno ? errno : EIO;
@@ -335,9 +426,31 @@ static void poll_completions(rdma_server_t *srv)
     }
 }
 
+/* Nothing completed: sleep on the provider's wait fd when it allows it
+ * (tcp: until the client's acknowledgements arrive), bounded so that a
+ * completion read by another thread is seen soon; without one (shm, whose
+ * writes complete as the client's side copies), let the other threads run. */
+static void wait_for_provider(rdma_server_t *srv, generation_t *gen)
+{
+    struct pollfd pfd = {.fd = gen->fab->wait_fd, .events = POLLIN};
+    bool block;
 
-/* Maps the file region for a GET when configured and allowed. */
-static void source_map(rdma_server_t *srv, source_t *src, int fd, uint64_t offset, uint64_t len)
+    pthread_mutex_lock(&srv->lock);
+    block = rdma_fabric_can_block(gen->fab);
+    pthread_mutex_unlock(&srv->lock);
+    if (block)
+        poll(&pfd, 1, 1);
+    else
+        sched_yield();
+}
+
+/* ---- sources -------------------------------------------------------------------- */
+
+/* Maps the file region for a GET when configured and allowed (registered
+ * when the provider wants local registrations; the pool is used if that
+ * fails). Caller holds srv->lock. */
+static void source_map(rdma_server_t *srv, generation_t *gen, source_t *src, int fd,
+                       uint64_t offset, uint64_t len)
 {
     long page = sysconf(_SC_PAGESIZE);
     uint64_t start = offset - offset % (uint64_t)page;
@@ -352,22 +465,18 @@ static void source_map(rdma_server_t *srv, source_t *src, int fd, uint64_t offse
     if (m == MAP_FAILED)
         return;
     src->mapped = m;
-    if (rdma_fabric_local_mr(srv->fab)) {
-        pthread_mutex_lock(&srv->fab->lock);
-        int rc = rdma_fabric_mr_reg(srv->fab, src->mapped, src->map_len, FI_WRITE, &src->map_mr,
-                                    &ignored);
-        pthread_mutex_unlock(&srv->fab->lock);
-        if (rc < 0) { /* the provider cannot register a file mapping: use the pool */
-            munmap(src->mapped, src->map_len);
-            src->mapped = NULL;
-        }
+    if (rdma_fabric_local_mr(gen->fab) &&
+        rdma_fabric_mr_reg(gen->fab, src->mapped, src->map_len, FI_WRITE, &src->map_mr,
+                           &ignored) < 0) {
+        munmap(src->mapped, src->map_len);
+        src->mapped = NULL;
     }
 }
 
-/* Caller holds the lock. */
-static void source_unlocked_release(rdma_server_t *srv, source_t *src)
+/* Caller holds srv->lock. */
+static void source_release(rdma_server_t *srv, generation_t *gen, source_t *src)
 {
-    rdma_fabric_mr_close(srv->fab, &src->map_mr);
+    rdma_fabric_mr_close(gen->fab, &src->map_mr);
     for (unsigned i = 0; i < src->buffer_count; i++)
         srv->free_buffers[srv->free_count++] = src->buffers[i];
     src->buffer_count = 0;
@@ -376,34 +485,11 @@ static void source_unlocked_release(rdma_server_t *srv, source_t *src)
     src->mapped = NULL;
 }
 
-static void source_release(rdma_server_t *srv, source_t *src)
+/* Caller holds srv->lock. */
+static int post_op(rdma_server_t *srv, generation_t *gen, const source_t *src,
+                   const si_rdma_token_t *t, peer_t *peer, op_t *op)
 {
-    pthread_mutex_lock(&srv->fab->lock);
-    source_unlocked_release(srv, src);
-    pthread_mutex_unlock(&srv->fab->lock);
-}
-
-/* Nothing completed: sleep on the provider's wait fd when it allows it
- * (tcp: until the client's acknowledgements arrive), bounded so that a
- * completion read by another thread is seen soon; without one (shm, whose
- * writes complete as they are posted), let the other threads run. */
-static void wait_for_provider(rdma_server_t *srv)
-{
-    struct pollfd pfd = {.fd = srv->fab->wait_fd, .events = POLLIN};
-    bool block;
-
-    pthread_mutex_lock(&srv->fab->lock);
-    block = rdma_fabric_can_block(srv->fab);
-    pthread_mutex_unlock(&srv->fab->lock);
-    if (block)
-        poll(&pfd, 1, 1);
-    else
-        sched_yield();
-}
-
-static int post_op(rdma_server_t *srv, const source_t *src, const si_rdma_token_t *t, peer_t *peer,
-                   op_t *op)
-{
+    rdma_fabric_t *fab = gen->fab;
     void *local, *desc;
     ssize_t rc;
 
@@ -412,9 +498,9 @@ static int post_op(rdma_server_t *srv, const source_t *src, const si_rdma_token_
         desc = src->map_mr.mr ? fi_mr_desc(src->map_mr.mr) : NULL;
     } else {
         local = srv->pool + (size_t)op->buffer * srv->cfg.buffer_size;
-        desc = srv->pool_mr.desc;
+        desc = gen->pool_mr.desc;
     }
-    if (src->get && srv->fab->write_flags) {
+    if (src->get && fab->write_flags) {
         /* FI_DELIVERY_COMPLETE where the provider's default completion
          * comes before the client holds the bytes (tcp;ofi_rxm; see
          * rdma_fabric_open and doc/rdma.md). */
@@ -423,15 +509,46 @@ static int post_op(rdma_server_t *srv, const source_t *src, const si_rdma_token_
         struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1,
                                  .addr = peer->fi_addr, .rma_iov = &rma, .rma_iov_count = 1,
                                  .context = &op->ctx};
-        rc = fi_writemsg(srv->fab->ep, &msg, FI_COMPLETION | srv->fab->write_flags);
+        rc = fi_writemsg(fab->ep, &msg, FI_COMPLETION | fab->write_flags);
     } else if (src->get) {
-        rc = fi_write(srv->fab->ep, local, op->len, desc, peer->fi_addr, t->raddr + op->off,
-                      t->key, &op->ctx);
+        rc = fi_write(fab->ep, local, op->len, desc, peer->fi_addr, t->raddr + op->off, t->key,
+                      &op->ctx);
     } else {
-        rc = fi_read(srv->fab->ep, local, op->len, desc, peer->fi_addr, t->raddr + op->off,
-                     t->key, &op->ctx);
+        rc = fi_read(fab->ep, local, op->len, desc, peer->fi_addr, t->raddr + op->off, t->key,
+                     &op->ctx);
     }
     return (int)rc;
+}
+
+/* ---- one transfer --------------------------------------------------------------- */
+
+/* Takes the current generation, pool buffers (or the file mapping) and the
+ * client's AV entry for a new transfer. Caller holds srv->lock. */
+static int transfer_begin(rdma_server_t *srv, transfer_t *tr, const si_rdma_token_t *t, int fd,
+                          uint64_t offset, uint64_t len, si_error_t *err)
+{
+    if (srv->transfers >= srv->cfg.max_concurrent)
+        return si_errnoprintf(err, EBUSY, "rdma: %u transfers running (rdma.max_concurrent)",
+                              srv->transfers);
+    if (!srv->current && !(srv->current = gen_open(srv, NULL, err)))
+        return -1;
+    tr->gen = srv->current;
+    if (tr->src.get)
+        source_map(srv, tr->gen, &tr->src, fd, offset, len);
+    if (!tr->src.mapped) {
+        for (unsigned i = 0; i < srv->cfg.depth && srv->free_count > 0; i++)
+            tr->src.buffers[tr->src.buffer_count++] = srv->free_buffers[--srv->free_count];
+        if (tr->src.buffer_count == 0)
+            return si_errnoprintf(err, EBUSY, "rdma: every pool buffer is in use");
+    }
+    tr->peer = peer_get(tr->gen, t, err);
+    if (!tr->peer) {
+        source_release(srv, tr->gen, &tr->src);
+        return -1;
+    }
+    tr->gen->running++;
+    srv->transfers++;
+    return 0;
 }
 
 static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, uint64_t offset,
@@ -439,13 +556,13 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
 {
     transfer_t *tr = calloc(1, sizeof *tr);
     op_t *ops;
-    peer_t *peer = NULL;
+    generation_t *gen;
     uint64_t next = 0, done = 0;
     unsigned depth, outstanding = 0;
-    bool failed = false, timed_out = false;
+    bool failed = false, timed_out = false, abandoned = false;
     double last_progress;
     si_error_t fail;
-    int posted;
+    int posted, rc;
 
     *moved = 0;
     if (!tr)
@@ -454,38 +571,22 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
     tr->src.get = get;
     fail.text[0] = '\0';
     if (si_rdma_token_check_range(t, 0, len, get ? SI_RDMA_ACCESS_WRITE : SI_RDMA_ACCESS_READ,
-                                  err) < 0)
-        goto error;
+                                  err) < 0) {
+        free(tr);
+        return -1;
+    }
     if (len > srv->cfg.max_transfer) {
-        si_errnoprintf(err, E2BIG, "rdma: %" PRIu64 " bytes exceed rdma.max_transfer", len);
-        goto error;
+        free(tr);
+        return si_errnoprintf(err, E2BIG, "rdma: %" PRIu64 " bytes exceed rdma.max_transfer", len);
     }
-    if (get)
-        source_map(srv, &tr->src, fd, offset, len);
-
-    pthread_mutex_lock(&srv->fab->lock);
-    if (srv->transfers >= srv->cfg.max_concurrent) {
-        pthread_mutex_unlock(&srv->fab->lock);
-        si_errnoprintf(err, EBUSY, "rdma: %u transfers running (rdma.max_concurrent)",
-                       srv->transfers);
-        goto error;
+    pthread_mutex_lock(&srv->lock);
+    rc = transfer_begin(srv, tr, t, fd, offset, len, err);
+    pthread_mutex_unlock(&srv->lock);
+    if (rc < 0) {
+        free(tr);
+        return -1;
     }
-    if (!tr->src.mapped) {
-        for (unsigned i = 0; i < srv->cfg.depth && srv->free_count > 0; i++)
-            tr->src.buffers[tr->src.buffer_count++] = srv->free_buffers[--srv->free_count];
-        if (tr->src.buffer_count == 0) {
-            pthread_mutex_unlock(&srv->fab->lock);
-            si_errnoprintf(err, EBUSY, "rdma: every pool buffer is in use");
-            goto error;
-        }
-    }
-    peer = peer_get(srv, t, err);
-    if (!peer) {
-        pthread_mutex_unlock(&srv->fab->lock);
-        goto error;
-    }
-    srv->transfers++;
-    pthread_mutex_unlock(&srv->fab->lock);
+    gen = tr->gen;
 
     depth = tr->src.mapped ? srv->cfg.depth : tr->src.buffer_count;
     for (unsigned i = 0; i < depth; i++) {
@@ -522,14 +623,14 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
                     break;
                 }
             }
-            pthread_mutex_lock(&srv->fab->lock);
+            pthread_mutex_lock(&srv->lock);
             op->state = OP_POSTED;
-            posted = post_op(srv, &tr->src, t, peer, op);
+            posted = post_op(srv, gen, &tr->src, t, tr->peer, op);
             if (posted != 0)
                 op->state = OP_IDLE;
             if (posted == -FI_EAGAIN)
-                poll_completions(srv);
-            pthread_mutex_unlock(&srv->fab->lock);
+                poll_completions(srv, gen);
+            pthread_mutex_unlock(&srv->lock);
             if (posted == -FI_EAGAIN)
                 break;
             if (posted != 0) {
@@ -543,16 +644,16 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
             progressed = true;
         }
 
-        pthread_mutex_lock(&srv->fab->lock);
-        poll_completions(srv);
-        pthread_mutex_unlock(&srv->fab->lock);
+        pthread_mutex_lock(&srv->lock);
+        poll_completions(srv, gen);
+        pthread_mutex_unlock(&srv->lock);
 
         for (unsigned i = 0; i < depth; i++) {
             op_t *op = &ops[i];
             int state;
-            pthread_mutex_lock(&srv->fab->lock);
+            pthread_mutex_lock(&srv->lock);
             state = op->state;
-            pthread_mutex_unlock(&srv->fab->lock);
+            pthread_mutex_unlock(&srv->lock);
             if (state == OP_DONE) {
                 if (!get && !failed) {
                     unsigned char *buf = srv->pool + (size_t)op->buffer * srv->cfg.buffer_size;
@@ -584,48 +685,54 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
             last_progress = now_seconds();
         } else if (timed_out && now_seconds() - last_progress > 2.0 * srv->cfg.timeout_seconds) {
             /* Still nothing: the provider will not complete these. Leave them
-             * (and their buffers or mapping) to the server. */
-            pthread_mutex_lock(&srv->fab->lock);
+             * (and their buffers or mapping) to the generation, which ends
+             * them when it closes. */
+            pthread_mutex_lock(&srv->lock);
             for (unsigned i = 0; i < depth; i++)
                 if (ops[i].state == OP_POSTED)
                     tr->left++;
             if (tr->left > 0) {
-                tr->peer = peer;
-                tr->next = srv->abandoned;
-                srv->abandoned = tr;
-                srv->abandoned_count++;
+                tr->next = gen->abandoned;
+                gen->abandoned = tr;
+                gen->abandoned_count++;
+                abandoned = true;
             }
-            pthread_mutex_unlock(&srv->fab->lock);
+            pthread_mutex_unlock(&srv->lock);
             si_errnoprintf(&fail, ETIMEDOUT, "rdma: %u operations never completed (client gone?)",
                            outstanding);
             break;
         } else if (!timed_out && now_seconds() - last_progress > srv->cfg.timeout_seconds) {
-            /* The client stopped answering: post nothing more and give the
-             * provider one more period to fail what is in flight. The address
-             * stays in the AV meanwhile (removing it under a posted operation
-             * crashes the shm provider). */
+            /* The client stopped answering: post nothing more, give the
+             * provider one more period to fail what is in flight, and send
+             * new transfers to a fresh endpoint (this one may be wedged).
+             * The address stays in the AV meanwhile. */
             si_errnoprintf(&fail, ETIMEDOUT, "rdma: no completion for %u s; client gone?",
                            srv->cfg.timeout_seconds);
             failed = timed_out = true;
+            pthread_mutex_lock(&srv->lock);
+            gen_retire(srv, gen);
+            pthread_mutex_unlock(&srv->lock);
         } else {
-            wait_for_provider(srv);
+            wait_for_provider(srv, gen);
         }
     }
 
-    pthread_mutex_lock(&srv->fab->lock);
+    pthread_mutex_lock(&srv->lock);
     srv->transfers--;
+    gen->running--;
     if (get)
         srv->bytes_sent += done;
     else
         srv->bytes_received += done;
     if (failed)
         srv->transfers_failed++;
-    if (tr->left == 0) {
-        peer_put(srv, peer, failed);
-        source_unlocked_release(srv, &tr->src);
+    if (!abandoned) {
+        peer_put(gen, tr->peer, failed);
+        source_release(srv, gen, &tr->src);
         free(tr);
     }
-    pthread_mutex_unlock(&srv->fab->lock);
+    gen_release_if_idle(srv, gen);
+    pthread_mutex_unlock(&srv->lock);
     *moved = done;
     if (failed) {
         if (err)
@@ -633,10 +740,6 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
         return -1;
     }
     return 0;
-error:
-    source_release(srv, &tr->src);
-    free(tr);
-    return -1;
 }
 
 int rdma_server_send_file(rdma_server_t *srv, const si_rdma_token_t *token, int fd,
@@ -651,17 +754,29 @@ int rdma_server_recv_file(rdma_server_t *srv, const si_rdma_token_t *token, int 
     return run_transfer(srv, token, fd, offset, len, false, moved, err);
 }
 
+static void add_generation(const generation_t *gen, rdma_stats_t *out)
+{
+    out->registrations += gen->fab->mrs_live;
+    out->peers += gen->peer_count;
+    out->abandoned += gen->abandoned_count;
+}
+
 void rdma_server_stats(rdma_server_t *srv, rdma_stats_t *out)
 {
-    pthread_mutex_lock(&srv->fab->lock);
-    out->registrations = srv->fab->mrs_live;
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&srv->lock);
+    if (srv->current)
+        add_generation(srv->current, out);
+    for (const generation_t *g = srv->retired; g; g = g->next) {
+        add_generation(g, out);
+        out->retired++;
+    }
+    out->endpoints_opened = srv->generations;
     out->buffers_free = srv->free_count;
     out->buffers_total = srv->cfg.buffer_count;
-    out->peers = srv->peer_count;
     out->transfers = srv->transfers;
     out->bytes_sent = srv->bytes_sent;
     out->bytes_received = srv->bytes_received;
     out->transfers_failed = srv->transfers_failed;
-    out->abandoned = srv->abandoned_count;
-    pthread_mutex_unlock(&srv->fab->lock);
+    pthread_mutex_unlock(&srv->lock);
 }
