@@ -179,6 +179,19 @@ static void reload(const options_t *o, stageind_settings_t *cur, si_log_t *log, 
     *cur = next;
 }
 
+/* GET /metrics: the recall engine's and the S3 server's figures. */
+typedef struct {
+    recall_service_t *recall;
+    s3_server_t *s3;
+} metrics_sources_t;
+
+static void metrics(FILE *out, void *arg)
+{
+    metrics_sources_t *m = arg;
+    recall_service_metrics(out, m->recall);
+    s3_server_metrics(m->s3, out);
+}
+
 static int install_signals(sigset_t *blocked, sigset_t *waiting, si_error_t *err)
 {
     struct sigaction sa = {.sa_handler = on_stop};
@@ -221,6 +234,7 @@ int main(int argc, char **argv)
     recall_service_t *recall = NULL;
     push_t *push = NULL;
     s3_server_t *s3 = NULL;
+    metrics_sources_t metrics_sources = {0};
     control_t *ctl = NULL;
     http_server_t *http = NULL;
     bool pid_written = false;
@@ -287,7 +301,9 @@ int main(int argc, char **argv)
     if (!(ctl = control_new(&co, &err)) || !(http = http_server_new(&ho, &err)) ||
         control_routes(ctl, http, &err) < 0 || push_routes(push, http, &err) < 0)
         goto error;
-    control_set_metrics_hook(ctl, recall_service_metrics, recall);
+    metrics_sources.recall = recall;
+    metrics_sources.s3 = s3;
+    control_set_metrics_hook(ctl, metrics, &metrics_sources);
     if (s.port >= 0 && http_server_listen_tcp(http, s.bind, (uint16_t)s.port, &err) < 0)
         goto error;
     if (s.socket[0] && http_server_listen_unix(http, s.socket, s.socket_mode, &err) < 0)

@@ -20,6 +20,7 @@
  *                              "verbs;ofi_rxm", ...); default: the one the
  *                              server names (x-amz-rdma-provider)
  *   STAGEIN_RDMA_DOMAIN        its domain or interface ("lo", "mlx5_0")
+ *   STAGEIN_PARALLEL, STAGEIN_CHUNK_SIZE   see the options of the same names
  *
  * Every call returns STAGEIN_SUCCESS or an error code; stagein_last_error()
  * then says what went wrong in words. A handle is used by one thread at a

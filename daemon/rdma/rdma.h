@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "common/conf.h"
@@ -82,6 +83,8 @@ typedef struct {
 } rdma_stats_t;
 
 void rdma_server_stats(rdma_server_t *srv, rdma_stats_t *out);
+/* The same as Prometheus text (stagein_rdma_*), for GET /metrics. */
+void rdma_server_metrics(rdma_server_t *srv, FILE *out);
 /* Removes client addresses idle for idle_seconds (also done on each accept). */
 void rdma_server_sweep(rdma_server_t *srv);
 

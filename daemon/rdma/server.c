@@ -133,6 +133,12 @@ static generation_t *gen_open(rdma_server_t *srv, rdma_fabric_t *fab, si_error_t
         return NULL;
     }
     gen->fab = fab;
+    /* With CMA, 1.17's shm writes into the client while the write is posted
+     * (its "fast RMA"); asking for delivery complete would make it pass the
+     * copy to the client's side instead (which then needs permission to
+     * read this process). */
+    if (srv->cfg.shm_cma && strcmp(srv->cfg.provider, "shm") == 0)
+        fab->write_flags = 0;
     /* Local source of writes and target of reads. */
     if (rdma_fabric_mr_reg(gen->fab, srv->pool, srv->pool_bytes, FI_WRITE | FI_READ,
                            &gen->pool_mr, err) < 0) {
@@ -779,4 +785,41 @@ void rdma_server_stats(rdma_server_t *srv, rdma_stats_t *out)
     out->bytes_received = srv->bytes_received;
     out->transfers_failed = srv->transfers_failed;
     pthread_mutex_unlock(&srv->lock);
+}
+
+void rdma_server_metrics(rdma_server_t *srv, FILE *out)
+{
+    rdma_stats_t st;
+
+    rdma_server_stats(srv, &st);
+    fprintf(out,
+            "# HELP stagein_rdma_transfers RDMA transfers running.\n"
+            "# TYPE stagein_rdma_transfers gauge\nstagein_rdma_transfers %u\n"
+            "# HELP stagein_rdma_registrations Memory registrations open (one pool per endpoint).\n"
+            "# TYPE stagein_rdma_registrations gauge\nstagein_rdma_registrations %ld\n"
+            "# HELP stagein_rdma_buffers_free Pool buffers not lent to a transfer.\n"
+            "# TYPE stagein_rdma_buffers_free gauge\nstagein_rdma_buffers_free %u\n"
+            "# HELP stagein_rdma_buffers Pool buffers.\n"
+            "# TYPE stagein_rdma_buffers gauge\nstagein_rdma_buffers %u\n"
+            "# HELP stagein_rdma_peers Client addresses in the address vectors.\n"
+            "# TYPE stagein_rdma_peers gauge\nstagein_rdma_peers %u\n"
+            "# HELP stagein_rdma_abandoned Transfers whose operations never completed.\n"
+            "# TYPE stagein_rdma_abandoned gauge\nstagein_rdma_abandoned %u\n"
+            "# HELP stagein_rdma_endpoints_retired Endpoints out of service, still in use.\n"
+            "# TYPE stagein_rdma_endpoints_retired gauge\nstagein_rdma_endpoints_retired %u\n"
+            "# HELP stagein_rdma_endpoints_opened_total Endpoints opened (1 + replacements).\n"
+            "# TYPE stagein_rdma_endpoints_opened_total counter\n"
+            "stagein_rdma_endpoints_opened_total %u\n"
+            "# HELP stagein_rdma_sent_bytes_total Bytes written into clients (GET).\n"
+            "# TYPE stagein_rdma_sent_bytes_total counter\n"
+            "stagein_rdma_sent_bytes_total %" PRIu64 "\n"
+            "# HELP stagein_rdma_received_bytes_total Bytes read from clients (PUT).\n"
+            "# TYPE stagein_rdma_received_bytes_total counter\n"
+            "stagein_rdma_received_bytes_total %" PRIu64 "\n"
+            "# HELP stagein_rdma_transfers_failed_total RDMA transfers that failed.\n"
+            "# TYPE stagein_rdma_transfers_failed_total counter\n"
+            "stagein_rdma_transfers_failed_total %" PRIu64 "\n",
+            st.transfers, st.registrations, st.buffers_free, st.buffers_total, st.peers,
+            st.abandoned, st.retired, st.endpoints_opened, st.bytes_sent, st.bytes_received,
+            st.transfers_failed);
 }

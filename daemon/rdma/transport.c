@@ -50,7 +50,6 @@ static int open_cq(rdma_fabric_t *fab)
 
 rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, si_error_t *err)
 {
-    bool shm;
     struct fi_info *hints = NULL, *list = NULL, *chosen;
     struct fi_av_attr av_attr;
     rdma_fabric_t *fab;
@@ -107,13 +106,13 @@ rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, si_err
     /* tcp (alone or under ofi_rxm) completes a write when the bytes are
      * handed to the socket (transmit complete): the target has not placed
      * them yet, nor checked the key, so a GET would be reported done while
-     * its data is in flight and a wrong key would look like success. Ask
-     * for delivery complete, which waits for the target's acknowledgement.
-     * shm keeps its default write path: every shm GET check in t_rdma sees
-     * its bytes placed without it (no socket in between), and what the
-     * flag does to 1.17's shm was not established (doc/rdma.md). */
-    shm = strcmp(fab->info->fabric_attr->prov_name, "shm") == 0;
-    fab->write_flags = shm ? 0 : FI_DELIVERY_COMPLETE;
+     * its data is in flight and a wrong key would look like success. shm
+     * does the same for the writes it passes inline in its command queue
+     * (up to 4 KiB): a one-byte GET was reported done before the client's
+     * side had copied the byte. So writes ask for delivery complete, which
+     * waits for the target's acknowledgement (the server drops it where the
+     * write is done by the time it is posted: shm with CMA, server.c). */
+    fab->write_flags = FI_DELIVERY_COMPLETE;
 
     if ((rc = fi_fabric(fab->info->fabric_attr, &fab->fabric, NULL)) != 0 ||
         (rc = fi_domain(fab->fabric, fab->info, &fab->domain, NULL)) != 0) {

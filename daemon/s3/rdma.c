@@ -37,6 +37,12 @@ void s3_rdma_close(s3_server_t *s)
     s->rdma = NULL;
 }
 
+void s3_server_metrics(s3_server_t *s, FILE *out)
+{
+    if (s && s->rdma)
+        rdma_server_metrics(s->rdma, out);
+}
+
 void s3_rdma_head(s3_req_t *r, struct MHD_Response *resp)
 {
     if (r->srv->rdma && !r->anonymous)

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/conf.h"
 #include "common/error.h"
@@ -86,6 +87,8 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err);
 uint16_t s3_server_port(const s3_server_t *s);
 /* Stops accepting, waits for running requests, frees everything. NULL ok. */
 void s3_server_stop(s3_server_t *s);
+/* Prometheus text of the server's RDMA data path (none when off); NULL ok. */
+void s3_server_metrics(s3_server_t *s, FILE *out);
 
 /* stageind's ladder step: the "s3" group of conf; NULL with err empty when
  * s3.enabled is false. */

@@ -254,6 +254,8 @@ static stagein_err_t from_environment(stagein_t *h)
         {"STAGEIN_TRANSPORT", STAGEIN_OPT_TRANSPORT},
         {"STAGEIN_RDMA_PROVIDER", STAGEIN_OPT_RDMA_PROVIDER},
         {"STAGEIN_RDMA_DOMAIN", STAGEIN_OPT_RDMA_DOMAIN},
+        {"STAGEIN_PARALLEL", STAGEIN_OPT_PARALLEL},
+        {"STAGEIN_CHUNK_SIZE", STAGEIN_OPT_CHUNK_SIZE},
     };
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         const char *v = getenv(vars[i].name);
