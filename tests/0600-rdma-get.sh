@@ -91,7 +91,7 @@ ok "$(same_bytes "$TEST_DIR/other/data/mid" "$SRC/mid"; echo $?)" "... identical
 # no GPU on this machine (or a build without CUDA): a clear error
 run_fails_with "--gpu 0 without a GPU fails naming why" "no CUDA driver|built without CUDA|GPU 0" -- \
     "$STAGEIN" get data/mid --gpu 0 --transport rdma
-stop
+rdma_stop
 
 # ---- tcp;ofi_rxm on lo ---------------------------------------------------------------
 s3_write_conf "$(rdma_conf "tcp;ofi_rxm" lo)"
@@ -100,7 +100,7 @@ export STAGEIN_RDMA_DOMAIN=lo
 is "$(get_all tcp)" "" "tcp: every object by RDMA, identical"
 is "$(get_all tcp-range STAGEIN_CHUNK_SIZE=65536 STAGEIN_PARALLEL=4)" "" "tcp: as 64 KiB ranges"
 unset STAGEIN_RDMA_DOMAIN
-stop
+rdma_stop
 
 # ---- a server without RDMA --------------------------------------------------------------
 s3_write_conf ""
@@ -109,5 +109,5 @@ out=$("$STAGEIN" get data/big --transport rdma --dest "$TEST_DIR/none" 2>&1)
 ok "$(grep -q " rdma=0 http=20971537$" <<<"$out" && grep -q "over HTTP: the server offers no RDMA" <<<"$out"; echo $?)" \
     "rdma asked of a server without it: over HTTP, saying so"
 ok "$(same_bytes "$TEST_DIR/none/data/big" "$SRC/big"; echo $?)" "... identical"
-stop
+rdma_stop
 finish

@@ -16,7 +16,7 @@ rdma_client_env() {
 
 # metric NAME: its value in stageind's GET /metrics ("" when absent)
 metric() {
-    curl -s "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" '$1 == m { print $2 }'
+    curl -s --max-time 10 "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" '$1 == m { print $2 }'
 }
 
 # rdma_settled: waits (bounded) until no RDMA transfer runs and no retired
@@ -29,4 +29,23 @@ rdma_settled() {
         sleep 0.2
     done
     echo "$(metric stagein_rdma_registrations) $(metric stagein_rdma_buffers_free)/$(metric stagein_rdma_buffers) transfers=$(metric stagein_rdma_transfers) retired=$(metric stagein_rdma_endpoints_retired)"
+}
+
+# rdma_stop: stop, and when stageind does not exit (a thread of it stuck
+# inside libfabric 1.17's shm: doc/rdma.md) kill it, saying so
+rdma_stop() {
+    local pid
+    pid=$(daemon_pid)
+    stop
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        diag "stageind $pid did not stop within 10 s (a thread stuck in the provider?): killed"
+        kill -KILL "$pid" 2>/dev/null
+    fi
+}
+
+# shm_forget PID: removes the shared-memory regions libfabric's shm left
+# for a process this test killed with SIGKILL (it cleans up only on
+# catchable signals)
+shm_forget() {
+    rm -f /dev/shm/"$1":* 2>/dev/null
 }

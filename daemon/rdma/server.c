@@ -2,9 +2,14 @@
  * endpoint shared by all transfers, an AV entry per client address.
  *
  * Threads: each S3 handler thread runs its own transfer loop. libfabric is
- * used FI_THREAD_DOMAIN, every call under srv->lock; whichever thread reads
- * the CQ marks the completed operation in its owner's table (the context
- * pointer), so no progress thread is needed.
+ * used FI_THREAD_DOMAIN, every call on an endpoint under its generation's
+ * lock (gen->lock); whichever thread reads the CQ marks the completed
+ * operation in its owner's table (the context pointer), so no progress
+ * thread is needed. srv->lock guards the server's own state and is never
+ * held while waiting for gen->lock (lock order: gen->lock, then srv->lock):
+ * a thread stuck inside the provider (1.17's shm spins forever on the lock
+ * of a client that died holding it) then blocks only its generation, which
+ * the next thread to wait timeout_seconds for it retires.
  *
  * Endpoint generations: a transfer that sees no completion for
  * timeout_seconds retires the endpoint it runs on, and the next transfers
@@ -31,6 +36,8 @@
 #include "daemon/rdma/rdma.h"
 
 #define RDMA_MAX_DEPTH 256
+#define STUCK_TEXT "rdma: the endpoint did not answer for %u s (a thread is stuck in the " \
+                   "provider); it is retired"
 
 typedef struct transfer transfer_t;
 typedef struct generation generation_t;
@@ -47,19 +54,20 @@ typedef struct peer {
 
 /* One endpoint with its AV and the pool's registration in its domain. */
 struct generation {
+    pthread_mutex_t lock;   /* every libfabric call on fab */
     rdma_fabric_t *fab;
     rdma_mr_t pool_mr;
     peer_t *peers;
     unsigned peer_count;
-    unsigned running;       /* transfers running on it */
-    transfer_t *abandoned;  /* transfers whose operations never completed */
+    unsigned running;       /* transfers running on it (srv->lock) */
+    transfer_t *abandoned;  /* transfers whose operations never completed (srv->lock) */
     unsigned abandoned_count;
     generation_t *next;     /* on srv->retired */
 };
 
 struct rdma_server {
     rdma_config_t cfg;
-    pthread_mutex_t lock;   /* everything below, and every libfabric call */
+    pthread_mutex_t lock;   /* everything below, and the generations' lists */
     generation_t *current;  /* NULL when re-opening failed: opened on next use */
     generation_t *retired;  /* still used by transfers */
     unsigned char *pool;
@@ -106,7 +114,7 @@ struct transfer {
     transfer_t *next;
 };
 
-static void source_release(rdma_server_t *srv, generation_t *gen, source_t *src);
+static void source_release(rdma_server_t *srv, source_t *src);
 static void peer_put(generation_t *gen, peer_t *p, bool failed);
 
 static double now_seconds(void)
@@ -133,6 +141,7 @@ static generation_t *gen_open(rdma_server_t *srv, rdma_fabric_t *fab, si_error_t
         return NULL;
     }
     gen->fab = fab;
+    pthread_mutex_init(&gen->lock, NULL);
     /* With CMA, 1.17's shm writes into the client while the write is posted
      * (its "fast RMA"); asking for delivery complete would make it pass the
      * copy to the client's side instead (which then needs permission to
@@ -163,7 +172,8 @@ static void gen_close(rdma_server_t *srv, generation_t *gen)
     while (gen->abandoned) {
         transfer_t *tr = gen->abandoned;
         gen->abandoned = tr->next;
-        source_release(srv, gen, &tr->src);
+        rdma_fabric_mr_close(gen->fab, &tr->src.map_mr);
+        source_release(srv, &tr->src);
         free(tr);
     }
     for (peer_t *p = gen->peers; p; p = next) {
@@ -172,6 +182,7 @@ static void gen_close(rdma_server_t *srv, generation_t *gen)
     }
     rdma_fabric_mr_close(gen->fab, &gen->pool_mr);
     rdma_fabric_close(gen->fab);
+    pthread_mutex_destroy(&gen->lock);
     free(gen);
 }
 
@@ -199,6 +210,24 @@ static void gen_retire(rdma_server_t *srv, generation_t *gen)
     gen->next = srv->retired;
     srv->retired = gen;
     srv->current = gen_open(srv, NULL, &ignored); /* NULL: tried again on next use */
+}
+
+/* Takes gen->lock, waiting at most timeout_seconds; else retires gen (a
+ * thread holds it inside the provider and may never return) and fails
+ * with ETIMEDOUT. Called without srv->lock. */
+static int gen_lock(rdma_server_t *srv, generation_t *gen)
+{
+    struct timespec until;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += srv->cfg.timeout_seconds;
+    if (pthread_mutex_timedlock(&gen->lock, &until) == 0)
+        return 0;
+    pthread_mutex_lock(&srv->lock);
+    gen_retire(srv, gen);
+    pthread_mutex_unlock(&srv->lock);
+    errno = ETIMEDOUT;
+    return -1;
 }
 
 /* ---- life cycle ------------------------------------------------------------ */
@@ -305,7 +334,7 @@ int rdma_server_accept(rdma_server_t *srv, const char *header, unsigned access, 
     return 0;
 }
 
-/* ---- client addresses (caller holds srv->lock) ------------------------------ */
+/* ---- client addresses (caller holds gen->lock) ------------------------------ */
 
 static void peer_drop(generation_t *gen, peer_t *peer)
 {
@@ -364,20 +393,32 @@ static void peer_put(generation_t *gen, peer_t *p, bool failed)
 void rdma_server_sweep(rdma_server_t *srv)
 {
     double cutoff = now_seconds() - srv->cfg.idle_seconds;
+    generation_t *gen;
     peer_t *next;
 
+    /* the current generation, kept from closing while it is swept */
     pthread_mutex_lock(&srv->lock);
-    if (srv->current) {
-        for (peer_t *p = srv->current->peers; p; p = next) {
+    gen = srv->current;
+    if (gen)
+        gen->running++;
+    pthread_mutex_unlock(&srv->lock);
+    if (!gen)
+        return;
+    if (pthread_mutex_trylock(&gen->lock) == 0) { /* busy: sweep another time */
+        for (peer_t *p = gen->peers; p; p = next) {
             next = p->next;
             if (p->refs == 0 && p->last_used < cutoff)
-                peer_drop(srv->current, p);
+                peer_drop(gen, p);
         }
+        pthread_mutex_unlock(&gen->lock);
     }
+    pthread_mutex_lock(&srv->lock);
+    gen->running--;
+    gen_release_if_idle(srv, gen);
     pthread_mutex_unlock(&srv->lock);
 }
 
-/* ---- completions (caller holds srv->lock) ------------------------------------ */
+/* ---- completions (caller holds gen->lock) ------------------------------------ */
 
 /* Marks an operation finished; an abandoned transfer ends with its last. */
 static void complete_op(rdma_server_t *srv, op_t *op, int state)
@@ -392,6 +433,9 @@ static void complete_op(rdma_server_t *srv, op_t *op, int state)
     op->state = OP_IDLE;
     if (--tr->left > 0)
         return;
+    peer_put(gen, tr->peer, true);
+    rdma_fabric_mr_close(gen->fab, &tr->src.map_mr);
+    pthread_mutex_lock(&srv->lock);
     for (transfer_t **pp = &gen->abandoned; *pp; pp = &(*pp)->next) {
         if (*pp == tr) {
             *pp = tr->next;
@@ -399,8 +443,8 @@ static void complete_op(rdma_server_t *srv, op_t *op, int state)
         }
     }
     gen->abandoned_count--;
-    peer_put(gen, tr->peer, true);
-    source_release(srv, gen, &tr->src);
+    source_release(srv, &tr->src);
+    pthread_mutex_unlock(&srv->lock);
     free(tr);
 }
 
@@ -439,11 +483,13 @@ static void poll_completions(rdma_server_t *srv, generation_t *gen)
 static void wait_for_provider(rdma_server_t *srv, generation_t *gen)
 {
     struct pollfd pfd = {.fd = gen->fab->wait_fd, .events = POLLIN};
-    bool block;
+    bool block = false;
 
-    pthread_mutex_lock(&srv->lock);
-    block = rdma_fabric_can_block(gen->fab);
-    pthread_mutex_unlock(&srv->lock);
+    if (pthread_mutex_trylock(&gen->lock) == 0) {
+        block = rdma_fabric_can_block(gen->fab);
+        pthread_mutex_unlock(&gen->lock);
+    }
+    (void)srv;
     if (block)
         poll(&pfd, 1, 1);
     else
@@ -452,15 +498,11 @@ static void wait_for_provider(rdma_server_t *srv, generation_t *gen)
 
 /* ---- sources -------------------------------------------------------------------- */
 
-/* Maps the file region for a GET when configured and allowed (registered
- * when the provider wants local registrations; the pool is used if that
- * fails). Caller holds srv->lock. */
-static void source_map(rdma_server_t *srv, generation_t *gen, source_t *src, int fd,
-                       uint64_t offset, uint64_t len)
+/* Maps the file region for a GET when configured and allowed. */
+static void source_map(rdma_server_t *srv, source_t *src, int fd, uint64_t offset, uint64_t len)
 {
     long page = sysconf(_SC_PAGESIZE);
     uint64_t start = offset - offset % (uint64_t)page;
-    si_error_t ignored;
     void *m;
 
     if (!srv->cfg.zero_copy || len + (offset - start) > SIZE_MAX)
@@ -468,10 +510,17 @@ static void source_map(rdma_server_t *srv, generation_t *gen, source_t *src, int
     src->map_delta = (size_t)(offset - start);
     src->map_len = (size_t)len + src->map_delta;
     m = mmap(NULL, src->map_len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)start);
-    if (m == MAP_FAILED)
-        return;
-    src->mapped = m;
-    if (rdma_fabric_local_mr(gen->fab) &&
+    if (m != MAP_FAILED)
+        src->mapped = m;
+}
+
+/* Registers the mapping where the provider wants local registrations; the
+ * pool is used if that fails. Caller holds gen->lock. */
+static void source_register(generation_t *gen, source_t *src)
+{
+    si_error_t ignored;
+
+    if (src->mapped && rdma_fabric_local_mr(gen->fab) &&
         rdma_fabric_mr_reg(gen->fab, src->mapped, src->map_len, FI_WRITE, &src->map_mr,
                            &ignored) < 0) {
         munmap(src->mapped, src->map_len);
@@ -479,10 +528,11 @@ static void source_map(rdma_server_t *srv, generation_t *gen, source_t *src, int
     }
 }
 
-/* Caller holds srv->lock. */
-static void source_release(rdma_server_t *srv, generation_t *gen, source_t *src)
+/* Returns the pool buffers and unmaps the file; the mapping's registration
+ * is closed before (rdma_fabric_mr_close under gen->lock, or by
+ * gen_close). Caller holds srv->lock. */
+static void source_release(rdma_server_t *srv, source_t *src)
 {
-    rdma_fabric_mr_close(gen->fab, &src->map_mr);
     for (unsigned i = 0; i < src->buffer_count; i++)
         srv->free_buffers[srv->free_count++] = src->buffers[i];
     src->buffer_count = 0;
@@ -491,7 +541,7 @@ static void source_release(rdma_server_t *srv, generation_t *gen, source_t *src)
     src->mapped = NULL;
 }
 
-/* Caller holds srv->lock. */
+/* Caller holds gen->lock. */
 static int post_op(rdma_server_t *srv, generation_t *gen, const source_t *src,
                    const si_rdma_token_t *t, peer_t *peer, op_t *op)
 {
@@ -528,33 +578,70 @@ static int post_op(rdma_server_t *srv, generation_t *gen, const source_t *src,
 
 /* ---- one transfer --------------------------------------------------------------- */
 
-/* Takes the current generation, pool buffers (or the file mapping) and the
- * client's AV entry for a new transfer. Caller holds srv->lock. */
+/* Takes the current generation, the file mapping or pool buffers, and the
+ * client's AV entry for a new transfer. */
 static int transfer_begin(rdma_server_t *srv, transfer_t *tr, const si_rdma_token_t *t, int fd,
                           uint64_t offset, uint64_t len, si_error_t *err)
 {
-    if (srv->transfers >= srv->cfg.max_concurrent)
-        return si_errnoprintf(err, EBUSY, "rdma: %u transfers running (rdma.max_concurrent)",
-                              srv->transfers);
-    if (!srv->current && !(srv->current = gen_open(srv, NULL, err)))
-        return -1;
-    tr->gen = srv->current;
+    generation_t *gen = NULL;
+    int rc = 0;
+
     if (tr->src.get)
-        source_map(srv, tr->gen, &tr->src, fd, offset, len);
+        source_map(srv, &tr->src, fd, offset, len);
+    pthread_mutex_lock(&srv->lock);
+    if (srv->transfers >= srv->cfg.max_concurrent) {
+        rc = si_errnoprintf(err, EBUSY, "rdma: %u transfers running (rdma.max_concurrent)",
+                            srv->transfers);
+    } else if (!srv->current && !(srv->current = gen_open(srv, NULL, err))) {
+        rc = -1;
+    } else {
+        gen = tr->gen = srv->current;
+        gen->running++;
+        srv->transfers++;
+    }
+    pthread_mutex_unlock(&srv->lock);
+    if (rc < 0) {
+        pthread_mutex_lock(&srv->lock);
+        source_release(srv, &tr->src);
+        pthread_mutex_unlock(&srv->lock);
+        return -1;
+    }
+    if (gen_lock(srv, gen) < 0) {
+        si_errnoprintf(err, ETIMEDOUT, STUCK_TEXT, srv->cfg.timeout_seconds);
+        goto error;
+    }
+    source_register(gen, &tr->src);
+    tr->peer = peer_get(gen, t, err);
+    pthread_mutex_unlock(&gen->lock);
+    if (!tr->peer)
+        goto error;
     if (!tr->src.mapped) {
+        pthread_mutex_lock(&srv->lock);
         for (unsigned i = 0; i < srv->cfg.depth && srv->free_count > 0; i++)
             tr->src.buffers[tr->src.buffer_count++] = srv->free_buffers[--srv->free_count];
-        if (tr->src.buffer_count == 0)
-            return si_errnoprintf(err, EBUSY, "rdma: every pool buffer is in use");
+        pthread_mutex_unlock(&srv->lock);
+        if (tr->src.buffer_count == 0) {
+            si_errnoprintf(err, EBUSY, "rdma: every pool buffer is in use");
+            if (gen_lock(srv, gen) == 0) {
+                peer_put(gen, tr->peer, false);
+                pthread_mutex_unlock(&gen->lock);
+            }
+            goto error;
+        }
     }
-    tr->peer = peer_get(tr->gen, t, err);
-    if (!tr->peer) {
-        source_release(srv, tr->gen, &tr->src);
-        return -1;
-    }
-    tr->gen->running++;
-    srv->transfers++;
     return 0;
+error:
+    if (tr->src.map_mr.mr && gen_lock(srv, gen) == 0) {
+        rdma_fabric_mr_close(gen->fab, &tr->src.map_mr);
+        pthread_mutex_unlock(&gen->lock);
+    }
+    pthread_mutex_lock(&srv->lock);
+    source_release(srv, &tr->src);
+    gen->running--;
+    srv->transfers--;
+    gen_release_if_idle(srv, gen);
+    pthread_mutex_unlock(&srv->lock);
+    return -1;
 }
 
 static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, uint64_t offset,
@@ -565,10 +652,10 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
     generation_t *gen;
     uint64_t next = 0, done = 0;
     unsigned depth, outstanding = 0;
-    bool failed = false, timed_out = false, abandoned = false;
+    bool failed = false, timed_out = false, abandoned = false, stuck = false;
     double last_progress;
     si_error_t fail;
-    int posted, rc;
+    int posted;
 
     *moved = 0;
     if (!tr)
@@ -577,18 +664,10 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
     tr->src.get = get;
     fail.text[0] = '\0';
     if (si_rdma_token_check_range(t, 0, len, get ? SI_RDMA_ACCESS_WRITE : SI_RDMA_ACCESS_READ,
-                                  err) < 0) {
-        free(tr);
-        return -1;
-    }
-    if (len > srv->cfg.max_transfer) {
-        free(tr);
-        return si_errnoprintf(err, E2BIG, "rdma: %" PRIu64 " bytes exceed rdma.max_transfer", len);
-    }
-    pthread_mutex_lock(&srv->lock);
-    rc = transfer_begin(srv, tr, t, fd, offset, len, err);
-    pthread_mutex_unlock(&srv->lock);
-    if (rc < 0) {
+                                  err) < 0 ||
+        (len > srv->cfg.max_transfer &&
+         si_errnoprintf(err, E2BIG, "rdma: %" PRIu64 " bytes exceed rdma.max_transfer", len) < 0) ||
+        transfer_begin(srv, tr, t, fd, offset, len, err) < 0) {
         free(tr);
         return -1;
     }
@@ -629,14 +708,17 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
                     break;
                 }
             }
-            pthread_mutex_lock(&srv->lock);
+            if (gen_lock(srv, gen) < 0) {
+                stuck = failed = true;
+                break;
+            }
             op->state = OP_POSTED;
             posted = post_op(srv, gen, &tr->src, t, tr->peer, op);
             if (posted != 0)
                 op->state = OP_IDLE;
             if (posted == -FI_EAGAIN)
                 poll_completions(srv, gen);
-            pthread_mutex_unlock(&srv->lock);
+            pthread_mutex_unlock(&gen->lock);
             if (posted == -FI_EAGAIN)
                 break;
             if (posted != 0) {
@@ -649,18 +731,22 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
             outstanding++;
             progressed = true;
         }
+        if (stuck)
+            break;
 
-        pthread_mutex_lock(&srv->lock);
+        if (gen_lock(srv, gen) < 0) {
+            stuck = failed = true;
+            break;
+        }
         poll_completions(srv, gen);
-        pthread_mutex_unlock(&srv->lock);
+        int states[RDMA_MAX_DEPTH];
+        for (unsigned i = 0; i < depth; i++)
+            states[i] = ops[i].state;
+        pthread_mutex_unlock(&gen->lock);
 
         for (unsigned i = 0; i < depth; i++) {
             op_t *op = &ops[i];
-            int state;
-            pthread_mutex_lock(&srv->lock);
-            state = op->state;
-            pthread_mutex_unlock(&srv->lock);
-            if (state == OP_DONE) {
+            if (states[i] == OP_DONE) {
                 if (!get && !failed) {
                     unsigned char *buf = srv->pool + (size_t)op->buffer * srv->cfg.buffer_size;
                     ssize_t w = pwrite(fd, buf, op->len, (off_t)(offset + op->off));
@@ -674,14 +760,14 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
                 }
                 if (!failed)
                     done += op->len;
-            } else if (state == OP_FAILED) {
+            } else if (states[i] == OP_FAILED) {
                 if (!failed)
                     si_errnoprintf(&fail, op->errnum, "%s", op->error);
                 failed = true;
             } else {
                 continue;
             }
-            op->state = OP_IDLE;
+            op->state = OP_IDLE; /* finished operations are this thread's alone */
             outstanding--;
             progressed = true;
         }
@@ -693,17 +779,22 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
             /* Still nothing: the provider will not complete these. Leave them
              * (and their buffers or mapping) to the generation, which ends
              * them when it closes. */
-            pthread_mutex_lock(&srv->lock);
+            if (gen_lock(srv, gen) < 0) {
+                stuck = true;
+                break;
+            }
             for (unsigned i = 0; i < depth; i++)
                 if (ops[i].state == OP_POSTED)
                     tr->left++;
             if (tr->left > 0) {
+                pthread_mutex_lock(&srv->lock);
                 tr->next = gen->abandoned;
                 gen->abandoned = tr;
                 gen->abandoned_count++;
+                pthread_mutex_unlock(&srv->lock);
                 abandoned = true;
             }
-            pthread_mutex_unlock(&srv->lock);
+            pthread_mutex_unlock(&gen->lock);
             si_errnoprintf(&fail, ETIMEDOUT, "rdma: %u operations never completed (client gone?)",
                            outstanding);
             break;
@@ -723,6 +814,19 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
         }
     }
 
+    if (stuck) {
+        /* Another thread has been inside the provider on this endpoint for
+         * timeout_seconds (gen_lock retired it). Operations of this transfer
+         * may still be posted there: its memory stays where they can reach it. */
+        si_errnoprintf(&fail, ETIMEDOUT, STUCK_TEXT, srv->cfg.timeout_seconds);
+        abandoned = true;
+    } else if (!abandoned && gen_lock(srv, gen) == 0) {
+        peer_put(gen, tr->peer, failed);
+        rdma_fabric_mr_close(gen->fab, &tr->src.map_mr);
+        pthread_mutex_unlock(&gen->lock);
+    } else if (!abandoned) {
+        abandoned = true; /* as above */
+    }
     pthread_mutex_lock(&srv->lock);
     srv->transfers--;
     gen->running--;
@@ -733,8 +837,7 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
     if (failed)
         srv->transfers_failed++;
     if (!abandoned) {
-        peer_put(gen, tr->peer, failed);
-        source_release(srv, gen, &tr->src);
+        source_release(srv, &tr->src);
         free(tr);
     }
     gen_release_if_idle(srv, gen);
