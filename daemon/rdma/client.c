@@ -34,7 +34,7 @@ rdma_client_t *rdma_client_open(const char *provider, const char *domain, si_err
         si_errnoprintf(err, ENOMEM, "rdma: out of memory");
         return NULL;
     }
-    c->fab = rdma_fabric_open(provider, domain, err);
+    c->fab = rdma_fabric_open(provider, domain, true, err);
     if (!c->fab)
         goto error;
     c->addr_len = sizeof c->addr;

@@ -132,7 +132,7 @@ static generation_t *gen_open(rdma_server_t *srv, rdma_fabric_t *fab, si_error_t
     generation_t *gen = calloc(1, sizeof *gen);
 
     if (!fab)
-        fab = rdma_fabric_open(srv->cfg.provider, srv->cfg.domain, err);
+        fab = rdma_fabric_open(srv->cfg.provider, srv->cfg.domain, false, err);
     if (!gen || !fab) {
         if (!gen)
             si_errnoprintf(err, ENOMEM, "rdma: out of memory");
@@ -260,7 +260,7 @@ rdma_server_t *rdma_server_open(const rdma_config_t *cfg, si_error_t *err)
      * explicit setting in the environment wins. */
     if (!cfg->shm_cma && strcmp(cfg->provider, "shm") == 0)
         setenv("FI_SHM_DISABLE_CMA", "1", 0);
-    if (!(fab = rdma_fabric_open(cfg->provider, cfg->domain, err)))
+    if (!(fab = rdma_fabric_open(cfg->provider, cfg->domain, false, err)))
         goto error;
     if (srv->cfg.buffer_size > fab->max_msg_size)
         srv->cfg.buffer_size = fab->max_msg_size;

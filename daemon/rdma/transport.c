@@ -48,7 +48,8 @@ static int open_cq(rdma_fabric_t *fab)
     return rc;
 }
 
-rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, si_error_t *err)
+rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, bool device_memory,
+                                si_error_t *err)
 {
     struct fi_info *hints = NULL, *list = NULL, *chosen;
     struct fi_av_attr av_attr;
@@ -66,14 +67,16 @@ rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, si_err
     hints->caps = FI_RMA;
     hints->domain_attr->mr_mode = RDMA_MR_MODES;
 #ifdef HAVE_CUDA
-    /* Device memory registration (rdma_client_register_cuda). Not on shm:
-     * 1.17's shm turns CMA off for an endpoint with FI_HMEM (it cannot
-     * reach device memory), which halves its throughput; libstagein lands
-     * GPU data through a registered host bounce buffer there. */
-    if (strcmp(provider, "shm") != 0) {
+    /* Device memory registration (rdma_client_register_cuda), for clients.
+     * Not on shm: 1.17's shm turns CMA off for an endpoint with FI_HMEM (it
+     * cannot reach device memory); libstagein lands GPU data through a
+     * registered host bounce buffer. */
+    if (device_memory && strcmp(provider, "shm") != 0) {
         hints->caps |= FI_HMEM;
         hints->domain_attr->mr_mode |= FI_MR_HMEM;
     }
+#else
+    (void)device_memory;
 #endif
     /* Operations carry a struct fi_context2 at the head of their context. */
     hints->mode = FI_CONTEXT | FI_CONTEXT2;

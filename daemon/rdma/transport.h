@@ -53,8 +53,11 @@ typedef struct {
 
 /* provider: libfabric name ("tcp;ofi_rxm", "shm", "verbs;ofi_rxm", "cxi",
  * "efa"); domain: NULL/"" for the first, else the domain or interface name
- * ("lo", "mlx5_0"). Fails with errno ENODEV when fi_getinfo finds nothing. */
-rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, si_error_t *err);
+ * ("lo", "mlx5_0"); device_memory: ask for FI_HMEM where the build has CUDA
+ * (optional: without it the endpoint registers host memory only). Fails
+ * with errno ENODEV when fi_getinfo finds nothing. */
+rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, bool device_memory,
+                                si_error_t *err);
 void rdma_fabric_close(rdma_fabric_t *fab);
 const char *rdma_fabric_provider(const rdma_fabric_t *fab);
 
