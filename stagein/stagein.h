@@ -77,8 +77,10 @@ typedef enum {
     STAGEIN_OPT_S3_REGION,
     STAGEIN_OPT_MUNGE_SOCKET,
     STAGEIN_OPT_TRANSPORT,           /* "http" (default) or "rdma" */
-    STAGEIN_OPT_PARALLEL,            /* parallel range GETs, "1".."64", default 8 */
-    STAGEIN_OPT_CHUNK_SIZE,          /* bytes per range GET, default 8388608 */
+    STAGEIN_OPT_PARALLEL,            /* parallel range GETs, "1".."64", default 8
+                                        (2 for RDMA) */
+    STAGEIN_OPT_CHUNK_SIZE,          /* bytes per range GET, default 8388608
+                                        (67108864 for RDMA into host memory) */
     STAGEIN_OPT_RDMA_PROVIDER,       /* NULL or "": the server's (see above) */
     STAGEIN_OPT_RDMA_DOMAIN,         /* NULL or "": the provider's first */
 } stagein_option_t;

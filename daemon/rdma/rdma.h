@@ -22,7 +22,8 @@ typedef struct {
     bool enabled;
     char provider[SI_RDMA_PROVIDER_MAX + 1]; /* "tcp;ofi_rxm", "shm", "verbs;ofi_rxm", ... */
     char domain[64];                         /* domain or interface, "" = provider's first */
-    uint64_t buffer_size;     /* bytes per pool buffer, and per RMA operation */
+    uint64_t buffer_size;     /* bytes per pool buffer, and per RMA operation from it */
+    uint64_t op_size;         /* bytes per RMA operation from a mapped file (zero copy) */
     unsigned buffer_count;    /* registered buffers in the pool */
     uint64_t max_transfer;    /* most bytes one token may move */
     unsigned max_concurrent;  /* transfers at once; more are declined (501) */

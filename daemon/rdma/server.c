@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +42,7 @@
 
 typedef struct transfer transfer_t;
 typedef struct generation generation_t;
+typedef struct mapping mapping_t;
 
 typedef struct peer {
     struct peer *next;
@@ -76,6 +78,7 @@ struct rdma_server {
     unsigned free_count;
     unsigned transfers;
     unsigned generations;   /* endpoints opened so far */
+    mapping_t *mappings;    /* of cache files, most recently used first */
     uint64_t bytes_sent, bytes_received, transfers_failed;
 };
 
@@ -93,13 +96,31 @@ typedef struct {
     char error[160];
 } op_t;
 
+/* A cache file mapped whole, kept for the GETs that follow (the pages of
+ * a mapping populated once instead of for every range: mapping, populating
+ * and unmapping cost a quarter of the server's time per GiB; BENCHMARKS.md).
+ * Cache files are not modified once committed; a replaced one has another
+ * inode or mtime, so an entry matches only the file it was made from. */
+struct mapping {
+    struct mapping *next;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    unsigned char *addr;
+    unsigned refs;         /* transfers using it */
+    double last_used;
+};
+
+#define MAPPINGS_KEPT 64   /* unused mappings kept at most (oldest dropped first) */
+
 /* The data source or sink of one transfer. */
 typedef struct {
     bool get;              /* RMA write into the client (else read from it) */
-    unsigned char *mapped; /* zero-copy GET: the file region, mapped */
-    size_t map_len;
-    size_t map_delta;      /* offset of the first byte inside the mapping */
-    rdma_mr_t map_mr;      /* its registration under FI_MR_LOCAL */
+    mapping_t *mapping;    /* zero-copy GET: the file, mapped */
+    unsigned char *mapped; /* its first byte */
+    size_t map_delta;      /* the transfer's offset in the file */
+    rdma_mr_t map_mr;      /* the transfer's range registered, under FI_MR_LOCAL */
     unsigned buffers[RDMA_MAX_DEPTH];
     unsigned buffer_count;
 } source_t;
@@ -116,6 +137,7 @@ struct transfer {
 
 static void source_release(rdma_server_t *srv, source_t *src);
 static void peer_put(generation_t *gen, peer_t *p, bool failed);
+static void mappings_trim(rdma_server_t *srv, bool all);
 
 static double now_seconds(void)
 {
@@ -264,6 +286,14 @@ rdma_server_t *rdma_server_open(const rdma_config_t *cfg, si_error_t *err)
         goto error;
     if (srv->cfg.buffer_size > fab->max_msg_size)
         srv->cfg.buffer_size = fab->max_msg_size;
+    /* Operations from a mapped file: shm copies each with one system call,
+     * so large ones cost least (64 MiB: 5.0 against 4.5 GB/s with 4 MiB);
+     * over tcp 4 MiB ones keep the pipe fuller (3.6 against 2.4 GB/s);
+     * BENCHMARKS.md. */
+    if (srv->cfg.op_size == 0)
+        srv->cfg.op_size = strcmp(cfg->provider, "shm") == 0 ? 64u << 20 : srv->cfg.buffer_size;
+    if (srv->cfg.op_size > fab->max_msg_size)
+        srv->cfg.op_size = fab->max_msg_size;
     srv->pool_bytes = (size_t)srv->cfg.buffer_size * cfg->buffer_count;
     /* Page-aligned and touched, so the pages exist (FI_MR_ALLOCATED). */
     if (posix_memalign((void **)&srv->pool, (size_t)sysconf(_SC_PAGESIZE), srv->pool_bytes) != 0) {
@@ -301,6 +331,7 @@ void rdma_server_close(rdma_server_t *srv)
     }
     if (srv->current)
         gen_close(srv, srv->current);
+    mappings_trim(srv, true);
     pthread_mutex_destroy(&srv->lock);
     free(srv->pool);
     free(srv->free_buffers);
@@ -415,6 +446,7 @@ void rdma_server_sweep(rdma_server_t *srv)
     pthread_mutex_lock(&srv->lock);
     gen->running--;
     gen_release_if_idle(srv, gen);
+    mappings_trim(srv, false);
     pthread_mutex_unlock(&srv->lock);
 }
 
@@ -498,46 +530,96 @@ static void wait_for_provider(rdma_server_t *srv, generation_t *gen)
 
 /* ---- sources -------------------------------------------------------------------- */
 
-/* Maps the file region for a GET when configured and allowed. */
-static void source_map(rdma_server_t *srv, source_t *src, int fd, uint64_t offset, uint64_t len)
+/* Drops unused mappings beyond MAPPINGS_KEPT, and those unused for
+ * idle_seconds (all unused ones when all is set). Caller holds srv->lock. */
+static void mappings_trim(rdma_server_t *srv, bool all)
 {
-    long page = sysconf(_SC_PAGESIZE);
-    uint64_t start = offset - offset % (uint64_t)page;
-    void *m;
+    double cutoff = now_seconds() - srv->cfg.idle_seconds;
+    unsigned unused = 0;
 
-    if (!srv->cfg.zero_copy || len + (offset - start) > SIZE_MAX)
-        return;
-    src->map_delta = (size_t)(offset - start);
-    src->map_len = (size_t)len + src->map_delta;
-    m = mmap(NULL, src->map_len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)start);
-    if (m != MAP_FAILED)
-        src->mapped = m;
+    for (mapping_t **pp = &srv->mappings; *pp;) {
+        mapping_t *m = *pp;
+        if (m->refs == 0 && (all || ++unused > MAPPINGS_KEPT || m->last_used < cutoff)) {
+            *pp = m->next;
+            munmap(m->addr, (size_t)m->size);
+            free(m);
+            continue;
+        }
+        pp = &m->next;
+    }
 }
 
-/* Registers the mapping where the provider wants local registrations; the
- * pool is used if that fails. Caller holds gen->lock. */
-static void source_register(generation_t *gen, source_t *src)
+/* The mapping of fd's file for a zero-copy GET, made on first use. */
+static void source_map(rdma_server_t *srv, source_t *src, int fd, uint64_t offset, uint64_t len)
+{
+    struct stat st;
+    mapping_t *m;
+    void *addr;
+
+    if (!srv->cfg.zero_copy || fstat(fd, &st) < 0 || st.st_size <= 0 ||
+        (uint64_t)st.st_size < offset + len || (uint64_t)st.st_size > SIZE_MAX)
+        return;
+    pthread_mutex_lock(&srv->lock);
+    for (mapping_t **pp = &srv->mappings; *pp; pp = &(*pp)->next) {
+        m = *pp;
+        if (m->dev == st.st_dev && m->ino == st.st_ino && m->size == st.st_size &&
+            m->mtime.tv_sec == st.st_mtim.tv_sec && m->mtime.tv_nsec == st.st_mtim.tv_nsec) {
+            *pp = m->next; /* to the front */
+            m->next = srv->mappings;
+            srv->mappings = m;
+            goto found;
+        }
+    }
+    pthread_mutex_unlock(&srv->lock);
+    addr = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (addr == MAP_FAILED || !(m = calloc(1, sizeof *m))) {
+        if (addr != MAP_FAILED)
+            munmap(addr, (size_t)st.st_size);
+        return;
+    }
+    m->dev = st.st_dev;
+    m->ino = st.st_ino;
+    m->size = st.st_size;
+    m->mtime = st.st_mtim;
+    m->addr = addr;
+    pthread_mutex_lock(&srv->lock);
+    m->next = srv->mappings;
+    srv->mappings = m;
+found:
+    m->refs++;
+    src->mapping = m;
+    src->mapped = m->addr;
+    src->map_delta = (size_t)offset;
+    mappings_trim(srv, false);
+    pthread_mutex_unlock(&srv->lock);
+}
+
+/* Registers the transfer's range of the mapping where the provider wants
+ * local registrations; the pool is used if that fails. Caller holds
+ * gen->lock (and the mapping stays referenced). */
+static void source_register(generation_t *gen, source_t *src, uint64_t len)
 {
     si_error_t ignored;
 
     if (src->mapped && rdma_fabric_local_mr(gen->fab) &&
-        rdma_fabric_mr_reg(gen->fab, src->mapped, src->map_len, FI_WRITE, &src->map_mr,
-                           &ignored) < 0) {
-        munmap(src->mapped, src->map_len);
-        src->mapped = NULL;
-    }
+        rdma_fabric_mr_reg(gen->fab, src->mapped + src->map_delta, (size_t)len, FI_WRITE,
+                           &src->map_mr, &ignored) < 0)
+        src->mapped = NULL; /* released with the source */
 }
 
-/* Returns the pool buffers and unmaps the file; the mapping's registration
- * is closed before (rdma_fabric_mr_close under gen->lock, or by
- * gen_close). Caller holds srv->lock. */
+/* Returns the pool buffers and the mapping; the range's registration is
+ * closed before (rdma_fabric_mr_close under gen->lock, or by gen_close).
+ * Caller holds srv->lock. */
 static void source_release(rdma_server_t *srv, source_t *src)
 {
     for (unsigned i = 0; i < src->buffer_count; i++)
         srv->free_buffers[srv->free_count++] = src->buffers[i];
     src->buffer_count = 0;
-    if (src->mapped)
-        munmap(src->mapped, src->map_len);
+    if (src->mapping) {
+        src->mapping->refs--;
+        src->mapping->last_used = now_seconds();
+    }
+    src->mapping = NULL;
     src->mapped = NULL;
 }
 
@@ -551,7 +633,7 @@ static int post_op(rdma_server_t *srv, generation_t *gen, const source_t *src,
 
     if (src->mapped) {
         local = src->mapped + src->map_delta + op->off;
-        desc = src->map_mr.mr ? fi_mr_desc(src->map_mr.mr) : NULL;
+        desc = src->map_mr.mr ? src->map_mr.desc : NULL;
     } else {
         local = srv->pool + (size_t)op->buffer * srv->cfg.buffer_size;
         desc = gen->pool_mr.desc;
@@ -610,7 +692,7 @@ static int transfer_begin(rdma_server_t *srv, transfer_t *tr, const si_rdma_toke
         si_errnoprintf(err, ETIMEDOUT, STUCK_TEXT, srv->cfg.timeout_seconds);
         goto error;
     }
-    source_register(gen, &tr->src);
+    source_register(gen, &tr->src, len);
     tr->peer = peer_get(gen, t, err);
     pthread_mutex_unlock(&gen->lock);
     if (!tr->peer)
@@ -689,13 +771,14 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
             if (op->state != OP_IDLE)
                 continue;
             op->off = next;
-            op->len = (size_t)(len - next < srv->cfg.buffer_size ? len - next : srv->cfg.buffer_size);
+            uint64_t op_size = tr->src.mapped ? srv->cfg.op_size : srv->cfg.buffer_size;
+            op->len = (size_t)(len - next < op_size ? len - next : op_size);
             if (tr->src.mapped) {
-                /* End each operation on a buffer_size boundary of the mapping,
-                 * so only the first starts at an unaligned address. */
-                size_t in_chunk = (tr->src.map_delta + next) % srv->cfg.buffer_size;
-                if (op->len > srv->cfg.buffer_size - in_chunk)
-                    op->len = srv->cfg.buffer_size - in_chunk;
+                /* End each operation on an op_size boundary of the file, so
+                 * only the first starts at an unaligned address. */
+                size_t in_chunk = (size_t)((tr->src.map_delta + next) % op_size);
+                if (op->len > op_size - in_chunk)
+                    op->len = (size_t)(op_size - in_chunk);
             }
             if (get && !tr->src.mapped) {
                 unsigned char *buf = srv->pool + (size_t)op->buffer * srv->cfg.buffer_size;

@@ -278,8 +278,6 @@ stagein_err_t stagein_open(stagein_t **out)
     stagein_t *h = calloc(1, sizeof(*h));
     if (!h)
         return STAGEIN_ERR_NOMEM;
-    h->parallel = LIB_DEFAULT_PARALLEL;
-    h->chunk = LIB_DEFAULT_CHUNK;
     h->transport = LIB_TRANSPORT_HTTP;
     h->region = strdup(LIB_DEFAULT_REGION);
     if (!h->region) {

@@ -14,6 +14,13 @@
 #define LIB_DEFAULT_PARALLEL 8
 #define LIB_MAX_PARALLEL 64
 #define LIB_DEFAULT_CHUNK (8u << 20)
+/* RDMA into host memory: larger ranges, fewer requests (the server moves
+ * each without buffering it; BENCHMARKS.md) */
+#define LIB_RDMA_CHUNK (64u << 20)
+/* and fewer at once: the server's writes need no help from more
+ * connections, and every waiting reader costs CPU (8 readers: a third of
+ * the throughput of 1 over tcp on two CPUs; BENCHMARKS.md) */
+#define LIB_RDMA_PARALLEL 2
 #define LIB_MIN_CHUNK (64u << 10)
 #define LIB_DEFAULT_REGION "us-east-1"
 
@@ -30,8 +37,8 @@ struct stagein {
     char *secret;
     char *region;
     lib_transport_t transport;
-    int parallel;
-    uint64_t chunk;
+    int parallel;                /* 0: the default of the transport */
+    uint64_t chunk;              /* 0: the default of the transport */
     si_sigv4_signer_t *signer;   /* made on first S3 use */
     void *control;               /* client_t, made on first control call */
     _Atomic uint64_t landed;     /* bytes of the running read */

@@ -481,7 +481,8 @@ static void rdma_begin(stagein_t *h, job_t *j, const char *server_provider)
 static stagein_err_t run_job(stagein_t *h, job_t *j)
 {
     pthread_t threads[LIB_MAX_PARALLEL];
-    int n = (int)(j->nchunks < (uint64_t)h->parallel ? j->nchunks : (uint64_t)h->parallel);
+    int parallel = h->parallel ? h->parallel : j->rdma ? LIB_RDMA_PARALLEL : LIB_DEFAULT_PARALLEL;
+    int n = (int)(j->nchunks < (uint64_t)parallel ? j->nchunks : (uint64_t)parallel);
     int started = 0;
     for (; started < n; started++)
         if (pthread_create(&threads[started], NULL, worker, j) != 0)
@@ -545,10 +546,10 @@ stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t c
     }
     j.tg = &tg;
     j.size = object_size;
-    j.chunk = h->chunk;
-    j.nchunks = (object_size + h->chunk - 1) / h->chunk;
     if (h->transport == LIB_TRANSPORT_RDMA)
         rdma_begin(h, &j, server_provider);
+    j.chunk = h->chunk ? h->chunk : j.rdma && j.dst ? LIB_RDMA_CHUNK : LIB_DEFAULT_CHUNK;
+    j.nchunks = (object_size + j.chunk - 1) / j.chunk;
     pthread_mutex_init(&j.lock, NULL);
     rc = run_job(h, &j);
     pthread_mutex_destroy(&j.lock);
