@@ -45,6 +45,10 @@ differ=""
 for key in $KEYS; do same_bytes "$TEST_DIR/ds/data/$key" "$SRC/$key" || differ+="$key "; done
 is "$differ" "" "shm: the dataset 'pub' into a directory, identical"
 is "$(grep -c ' http=0$' <<<"$out")" 5 "... its five objects all by RDMA"
+out=$("$STAGEIN" get data/big --transport http --dest "$TEST_DIR/http" 2>&1)
+is "$out" "$TEST_DIR/http/data/big 20971537 sha256:$(sha256sum < "$SRC/big" | cut -d' ' -f1)" \
+    "--transport http: over HTTP (no rdma= on the line)"
+ok "$(same_bytes "$TEST_DIR/http/data/big" "$SRC/big"; echo $?)" "... identical"
 sent=$(metric stagein_rdma_sent_bytes_total)
 ok "$([ "${sent:-0}" -ge $((3 * (1 + 4097 + 3145735 + 20971537 + 70000))) ]; echo $?)" \
     "metrics: stagein_rdma_sent_bytes_total counts them ($sent)"

@@ -23,6 +23,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <sched.h>
@@ -107,6 +108,7 @@ struct mapping {
     ino_t ino;
     off_t size;
     struct timespec mtime;
+    int fd;                /* kept to see the file leave the cache (st_nlink 0) */
     unsigned char *addr;
     unsigned refs;         /* transfers using it */
     double last_used;
@@ -530,18 +532,23 @@ static void wait_for_provider(rdma_server_t *srv, generation_t *gen)
 
 /* ---- sources -------------------------------------------------------------------- */
 
-/* Drops unused mappings beyond MAPPINGS_KEPT, and those unused for
- * idle_seconds (all unused ones when all is set). Caller holds srv->lock. */
+/* Drops unused mappings beyond MAPPINGS_KEPT, those unused for
+ * idle_seconds and those of files the cache has removed (a mapping would
+ * keep their space), or every unused one when all is set. Caller holds
+ * srv->lock. */
 static void mappings_trim(rdma_server_t *srv, bool all)
 {
     double cutoff = now_seconds() - srv->cfg.idle_seconds;
     unsigned unused = 0;
+    struct stat st;
 
     for (mapping_t **pp = &srv->mappings; *pp;) {
         mapping_t *m = *pp;
-        if (m->refs == 0 && (all || ++unused > MAPPINGS_KEPT || m->last_used < cutoff)) {
+        if (m->refs == 0 && (all || ++unused > MAPPINGS_KEPT || m->last_used < cutoff ||
+                             fstat(m->fd, &st) < 0 || st.st_nlink == 0)) {
             *pp = m->next;
             munmap(m->addr, (size_t)m->size);
+            close(m->fd);
             free(m);
             continue;
         }
@@ -571,10 +578,13 @@ static void source_map(rdma_server_t *srv, source_t *src, int fd, uint64_t offse
         }
     }
     pthread_mutex_unlock(&srv->lock);
+    m = NULL;
     addr = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-    if (addr == MAP_FAILED || !(m = calloc(1, sizeof *m))) {
+    if (addr == MAP_FAILED || !(m = calloc(1, sizeof *m)) ||
+        (m->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
         if (addr != MAP_FAILED)
             munmap(addr, (size_t)st.st_size);
+        free(m);
         return;
     }
     m->dev = st.st_dev;
