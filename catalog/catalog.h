@@ -124,6 +124,28 @@ int catalog_import_positions(catalog_t *cat, const char *name, FILE *in,
                              const catalog_positions_opts_t *opts,
                              catalog_import_stats_t *stats, si_error_t *err);
 
+/* One object of an archive's own listing (an S3 gateway's ListObjectsV2):
+ * no tape position, the archive knows where it is. */
+typedef struct {
+    const char *bucket, *key;
+    uint64_t size;
+    const char *etag;          /* without quotes, or NULL */
+    const char *storage_class; /* "GLACIER", "STANDARD", ...; NULL: GLACIER */
+    int64_t mtime;             /* unix seconds, 0 if unknown */
+    const char *checksum;      /* "md5:hex" (a single-part ETag) or NULL */
+} catalog_listed_object_t;
+
+/* Fills *out with the next object: 1, 0 at the end, -1 on error (err). */
+typedef int (*catalog_listing_next_fn)(void *arg, catalog_listed_object_t *out,
+                                       si_error_t *err);
+
+/* Records every listed object (new ones, identical ones again; a different
+ * object under a catalogued bucket/key is an error), with its storage
+ * class, in one transaction: the first bad record or a failing next()
+ * leaves the catalog as it was. Errors name the record "name:N: ...". */
+int catalog_import_listing(catalog_t *cat, const char *name, catalog_listing_next_fn next,
+                           void *arg, catalog_import_stats_t *stats, si_error_t *err);
+
 typedef struct {
     const char *name;        /* dataset name: 1..128 of [A-Za-z0-9._-] */
     uid_t owner_uid;
@@ -138,8 +160,6 @@ typedef struct {
 int catalog_import_manifest(catalog_t *cat, const catalog_dataset_attrs_t *attrs,
                             const char *name, FILE *in, catalog_import_stats_t *stats,
                             si_error_t *err);
-
-int catalog_dataset_check_name(const char *name, si_error_t *err);
 
 /* Recomputes the kept totals (objects, bytes, volumes) of datasets whose
  * members or tape copies changed. Imports call it; so should any writer of

@@ -416,23 +416,6 @@ int catalog_import_positions(catalog_t *cat, const char *name, FILE *in,
 
 /* ---- dataset manifests -------------------------------------------------- */
 
-int catalog_dataset_check_name(const char *name, si_error_t *err)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n > 128)
-        return si_errprintf(err, "dataset name '%.40s' must be 1 to 128 characters", name);
-    for (size_t i = 0; i < n; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return si_errprintf(err, "dataset name '%s' has invalid character '%c' "
-                                "(allowed: A-Z a-z 0-9 . _ -)", name, c);
-    }
-    if (name[0] == '.' || name[0] == '-')
-        return si_errprintf(err, "dataset name '%s' must not start with '.' or '-'", name);
-    return 0;
-}
-
 static int define_dataset(import_t *im, const catalog_dataset_attrs_t *a, int64_t *id,
                           si_error_t *err)
 {
@@ -610,7 +593,7 @@ int catalog_import_manifest(catalog_t *cat, const catalog_dataset_attrs_t *attrs
                             const char *name, FILE *in, catalog_import_stats_t *stats,
                             si_error_t *err)
 {
-    if (catalog_dataset_check_name(attrs->name, err) < 0)
+    if (si_dataset_check(attrs->name, err) < 0)
         return -1;
     if (attrs->mode > 0777)
         return si_errprintf(err, "dataset mode %o is not a permission mode (0 to 0777)",

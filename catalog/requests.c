@@ -41,6 +41,7 @@ typedef enum {
     SQL_REQUEST_SET_STATE,
     SQL_ITEMS_CANCEL,
     SQL_UNPIN_REQUEST,
+    SQL_BIND_JOB,
     SQL_ITEM_START,
     SQL_ITEM_PROGRESS,
     SQL_ITEM_FINISH,
@@ -103,6 +104,7 @@ static const char *const sql_text[SQL_COUNT] = {
         " WHERE request_id = :request AND state IN ('SUBMITTED', 'STARTED')",
     /* Pins are rows of cache_pins (schema 1.3); its triggers keep cache.pins. */
     [SQL_UNPIN_REQUEST] = "DELETE FROM cache_pins WHERE request_id = :request",
+    [SQL_BIND_JOB] = "UPDATE requests SET job_id = :job, updated = :now WHERE id = :request",
     [SQL_ITEM_START] =
         "UPDATE request_items SET state = 'STARTED', started = :now, bytes_done = 0"
         " WHERE request_id = :request AND object_id = :object AND state = 'SUBMITTED'",
@@ -333,7 +335,7 @@ static int add_dataset(requests_t *r, const requests_spec_t *spec, int64_t reque
                        const char *name, si_error_t *err)
 {
     si_error_t nerr;
-    if (catalog_dataset_check_name(name, &nerr) < 0)
+    if (si_dataset_check(name, &nerr) < 0)
         return si_errnoprintf(err, EINVAL, "%s", nerr.text);
     sqlite3_stmt *s = stmt(r, SQL_DATASET_FIND);
     bind_text(s, ":name", name);
@@ -429,6 +431,13 @@ static int add_file(requests_t *r, const requests_spec_t *spec, int64_t request,
     return 0;
 }
 
+static int check_job_id(const char *job, si_error_t *err)
+{
+    if (!job || !*job || strlen(job) > 64 || !si_utf8_valid(job, strlen(job)))
+        return si_errnoprintf(err, EINVAL, "job id must be 1 to 64 characters of text");
+    return 0;
+}
+
 static int check_spec(const requests_spec_t *spec, si_error_t *err)
 {
     if (spec->ndatasets + spec->nfiles == 0)
@@ -439,9 +448,8 @@ static int check_spec(const requests_spec_t *spec, si_error_t *err)
     if (spec->deadline < 0)
         return si_errnoprintf(err, EINVAL, "deadline must be unix seconds, not %lld",
                     (long long)spec->deadline);
-    if (spec->job_id && (!*spec->job_id || strlen(spec->job_id) > 64 ||
-                         !si_utf8_valid(spec->job_id, strlen(spec->job_id))))
-        return si_errnoprintf(err, EINVAL, "job id must be 1 to 64 characters of text");
+    if (spec->job_id && check_job_id(spec->job_id, err) < 0)
+        return -1;
     return 0;
 }
 
@@ -712,6 +720,23 @@ static int set_request_state(requests_t *r, int64_t id, const char *state, const
     return 0;
 }
 
+static void status_clear(requests_status_t *st)
+{
+    free(st->job_id);
+    free(st->error);
+    st->job_id = st->error = NULL;
+}
+
+/* The failure exit of a change to one request: rolled back, errno kept. */
+static int abandon(requests_t *r, requests_status_t *st)
+{
+    int saved = errno;
+    rollback(r);
+    status_clear(st);
+    errno = saved;
+    return -1;
+}
+
 static int end_request(requests_t *r, const char *uuid, uid_t caller, bool release,
                        si_error_t *err)
 {
@@ -749,16 +774,47 @@ static int end_request(requests_t *r, const char *uuid, uid_t caller, bool relea
             db_fail(r, err, "recording the change");
         goto error;
     }
-    free(st.job_id);
-    free(st.error);
+    status_clear(&st);
     return commit(r, err);
-error:;
-    int saved = errno;
-    rollback(r);
-    free(st.job_id);
-    free(st.error);
-    errno = saved;
-    return -1;
+error:
+    return abandon(r, &st);
+}
+
+
+int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const char *job,
+                      si_error_t *err)
+{
+    requests_status_t st = {0};
+    if (check_job_id(job, err) < 0)
+        return -1;
+    if (begin(r, err) < 0)
+        return -1;
+    if (find_request(r, uuid, caller_uid, &st, err) < 0)
+        goto error;
+    if (st.job_id && strcmp(st.job_id, job) != 0) {
+        si_errnoprintf(err, EBUSY, "request %s is job %s's, not job %s's", uuid, st.job_id, job);
+        goto error;
+    }
+    if (!st.job_id) {
+        sqlite3_stmt *s = stmt(r, SQL_BIND_JOB);
+        bind_text(s, ":job", job);
+        bind_real(s, ":now", now_seconds());
+        bind_int(s, ":request", st.id);
+        char detail[96];
+        snprintf(detail, sizeof(detail), "job %s, by uid %u", job, (unsigned)caller_uid);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            db_fail(r, err, "binding the request to its job");
+            goto error;
+        }
+        if (catalog_event(r->cat, "request.bound", uuid, detail) < 0) {
+            db_fail(r, err, "recording the binding");
+            goto error;
+        }
+    }
+    status_clear(&st);
+    return commit(r, err);
+error:
+    return abandon(r, &st);
 }
 
 int requests_cancel(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err)

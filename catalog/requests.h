@@ -97,6 +97,11 @@ void requests_status_free(requests_status_t *st);
 /* Cancels the items not yet finished; the request becomes CANCELLED.
  * Owner or root; EBUSY when it already finished. */
 int requests_cancel(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err);
+/* Binds a request made before its job existed (at submission) to the job
+ * id (the prolog knows it). Owner or root; binding it again to the same job
+ * changes nothing, to another one is EBUSY. */
+int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const char *job,
+                      si_error_t *err);
 /* The job no longer needs the data: unpins its completed items, cancels the
  * rest, and the request becomes RELEASED. Owner or root; EBUSY if released. */
 int requests_release(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err);

@@ -2,6 +2,7 @@
 #include "common/conf.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,6 +236,19 @@ const char *si_conf_string(const si_conf_t *conf, const char *path, const char *
 {
     const config_setting_t *s = si_conf_setting(conf, path);
     return s ? config_setting_get_string(s) : def;
+}
+
+int si_conf_fail(const si_conf_t *conf, const char *path, si_error_t *err, const char *fmt, ...)
+{
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    const config_setting_t *s = si_conf_setting(conf, path);
+    if (s)
+        return where_error(s, path, err, what);
+    return si_errprintf(err, "%s: setting '%s' %s", conf->source, path, what);
 }
 
 bool si_conf_bool(const si_conf_t *conf, const char *path, bool def)

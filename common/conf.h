@@ -56,4 +56,11 @@ bool si_conf_bool(const si_conf_t *conf, const char *path, bool def);
 /* For lists and groups; NULL when absent. */
 const config_setting_t *si_conf_setting(const si_conf_t *conf, const char *path);
 
+/* For checks the schema cannot express (a file that must exist, a pair of
+ * settings that must agree): "file:line: setting 'path' <what>" with the
+ * setting's own place, or "source: setting 'path' <what>" when it is absent
+ * (a default that does not work). Returns -1. */
+int si_conf_fail(const si_conf_t *conf, const char *path, si_error_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif

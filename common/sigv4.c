@@ -4,7 +4,6 @@
 #include <ctype.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,23 +19,56 @@
 
 /* ---- primitives --------------------------------------------------------- */
 
-static void hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
-                        unsigned char out[32])
+/* md: a SHA-256 fetched once (EVP_MD_fetch), which spares OpenSSL 3 the
+ * implicit fetch EVP_sha256() costs on every use; NULL: EVP_sha256(). */
+static void sha256_md(const EVP_MD *md, const void *data, size_t len, unsigned char out[32])
 {
-    unsigned int outlen = 32;
-    HMAC(EVP_sha256(), key, (int)keylen, msg, len, out, &outlen);
+    EVP_Digest(data, len, out, NULL, md ? md : EVP_sha256(), NULL);
 }
 
-static void sha256(const void *data, size_t len, unsigned char out[32])
-{
-    EVP_Digest(data, len, out, NULL, EVP_sha256(), NULL);
-}
-
-static void sha256_hex(const void *data, size_t len, char out[SI_SIGV4_HEX_LEN + 1])
+static void sha256_hex_md(const EVP_MD *md, const void *data, size_t len,
+                          char out[SI_SIGV4_HEX_LEN + 1])
 {
     unsigned char digest[32];
-    sha256(data, len, digest);
+    sha256_md(md, data, len, digest);
     si_hex(digest, 32, out);
+}
+
+/* HMAC (RFC 2104) over two digests: OpenSSL 3's HMAC() fetches the MAC and
+ * the digest on each call, which costs more than hashing a whole request. */
+static void hmac_sha256_md(const EVP_MD *md, const void *key, size_t keylen, const void *msg,
+                           size_t len, unsigned char out[32])
+{
+    enum { BLOCK = 64 };
+    unsigned char k[BLOCK] = {0}, pad[BLOCK], inner[32];
+    if (keylen > BLOCK)
+        sha256_md(md, key, keylen, k);
+    else if (keylen)
+        memcpy(k, key, keylen);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    bool ok = ctx != NULL;
+    for (int i = 0; i < BLOCK; i++)
+        pad[i] = k[i] ^ 0x36;
+    ok = ok && EVP_DigestInit_ex(ctx, md ? md : EVP_sha256(), NULL) == 1 &&
+         EVP_DigestUpdate(ctx, pad, BLOCK) == 1 && EVP_DigestUpdate(ctx, msg, len) == 1 &&
+         EVP_DigestFinal_ex(ctx, inner, NULL) == 1;
+    for (int i = 0; i < BLOCK; i++)
+        pad[i] = k[i] ^ 0x5c;
+    ok = ok && EVP_DigestInit_ex(ctx, md ? md : EVP_sha256(), NULL) == 1 &&
+         EVP_DigestUpdate(ctx, pad, BLOCK) == 1 && EVP_DigestUpdate(ctx, inner, 32) == 1 &&
+         EVP_DigestFinal_ex(ctx, out, NULL) == 1;
+    EVP_MD_CTX_free(ctx);
+    if (!ok)
+        memset(out, 0, 32); /* matches no signature */
+    OPENSSL_cleanse(k, sizeof(k));
+    OPENSSL_cleanse(pad, sizeof(pad));
+    OPENSSL_cleanse(inner, sizeof(inner));
+}
+
+void si_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
+                    unsigned char out[32])
+{
+    hmac_sha256_md(NULL, key, keylen, msg, len, out);
 }
 
 static bool lower_hex(const char *s, size_t len)
@@ -157,11 +189,11 @@ int si_sigv4_derive_key(const char *secret, const char *date, const char *region
                             SI_SIGV4_SERVICE_MAX);
     memcpy(kdate_key, "AWS4", 4);
     memcpy(kdate_key + 4, secret, slen);
-    hmac_sha256(kdate_key, 4 + slen, date, 8, k);
+    si_hmac_sha256(kdate_key, 4 + slen, date, 8, k);
     OPENSSL_cleanse(kdate_key, sizeof(kdate_key));
-    hmac_sha256(k, 32, region, strlen(region), k);
-    hmac_sha256(k, 32, service, strlen(service), k);
-    hmac_sha256(k, 32, SCOPE_TERMINATOR, strlen(SCOPE_TERMINATOR), key->bytes);
+    si_hmac_sha256(k, 32, region, strlen(region), k);
+    si_hmac_sha256(k, 32, service, strlen(service), k);
+    si_hmac_sha256(k, 32, SCOPE_TERMINATOR, strlen(SCOPE_TERMINATOR), key->bytes);
     OPENSSL_cleanse(k, sizeof(k));
     snprintf(key->date, sizeof(key->date), "%s", date);
     snprintf(key->region, sizeof(key->region), "%s", region);
@@ -181,13 +213,13 @@ static void append_scope(si_strbuf_t *b, const si_sigv4_key_t *key)
     si_strbuf_printf(b, "%s/%s/%s/" SCOPE_TERMINATOR, key->date, key->region, key->service);
 }
 
-char *si_sigv4_string_to_sign(const char *amz_date, const si_sigv4_key_t *key,
-                              const char *canonical_request)
+static char *string_to_sign_md(const EVP_MD *md, const char *amz_date,
+                               const si_sigv4_key_t *key, const char *canonical_request)
 {
     char hash[SI_SIGV4_HEX_LEN + 1];
     si_strbuf_t b;
     si_strbuf_init(&b, 1024);
-    sha256_hex(canonical_request, strlen(canonical_request), hash);
+    sha256_hex_md(md, canonical_request, strlen(canonical_request), hash);
     si_strbuf_printf(&b, SI_SIGV4_ALGORITHM "\n%s\n", amz_date);
     append_scope(&b, key);
     si_strbuf_printf(&b, "\n%s", hash);
@@ -198,12 +230,24 @@ char *si_sigv4_string_to_sign(const char *amz_date, const si_sigv4_key_t *key,
     return si_strbuf_take(&b);
 }
 
+char *si_sigv4_string_to_sign(const char *amz_date, const si_sigv4_key_t *key,
+                              const char *canonical_request)
+{
+    return string_to_sign_md(NULL, amz_date, key, canonical_request);
+}
+
+static void signature_md(const EVP_MD *md, const si_sigv4_key_t *key,
+                         const char *string_to_sign, char out[SI_SIGV4_HEX_LEN + 1])
+{
+    unsigned char mac[32];
+    hmac_sha256_md(md, key->bytes, 32, string_to_sign, strlen(string_to_sign), mac);
+    si_hex(mac, 32, out);
+}
+
 void si_sigv4_signature(const si_sigv4_key_t *key, const char *string_to_sign,
                         char out[SI_SIGV4_HEX_LEN + 1])
 {
-    unsigned char mac[32];
-    hmac_sha256(key->bytes, 32, string_to_sign, strlen(string_to_sign), mac);
-    si_hex(mac, 32, out);
+    signature_md(NULL, key, string_to_sign, out);
 }
 
 /* The chunk and trailer strings to sign are short and fixed in shape, so
@@ -220,7 +264,7 @@ static void chained_signature(const si_sigv4_key_t *key, const char *algorithm,
                      algorithm, amz_date, key->date, key->region, key->service, previous,
                      extra_line, hex);
     unsigned char mac[32];
-    hmac_sha256(key->bytes, 32, sts, (size_t)n < sizeof(sts) ? (size_t)n : sizeof(sts) - 1,
+    si_hmac_sha256(key->bytes, 32, sts, (size_t)n < sizeof(sts) ? (size_t)n : sizeof(sts) - 1,
                 mac);
     si_hex(mac, 32, out);
 }
@@ -927,41 +971,75 @@ static int parse_authorization(const char *value, parsed_auth_t *pa, si_sigv4_st
     return 0;
 }
 
-static int query_one(const char *query, const char *key, char *out, size_t outsize,
-                     si_error_t *err)
+/* The X-Amz-* parameters of a presigned query, collected in one pass over
+ * it (they are looked up together, on every presigned request). */
+enum { PQ_ALGORITHM, PQ_CREDENTIAL, PQ_DATE, PQ_EXPIRES, PQ_SIGNED_HEADERS, PQ_SIGNATURE,
+       PQ_N };
+
+typedef struct {
+    const char *name;
+    char *out;
+    size_t size;
+    int count;
+    bool bad;               /* the first value is not valid or too long: why */
+    si_error_t why;
+} presigned_param_t;
+
+static int presigned_params(const char *query, presigned_param_t *params, si_error_t *err)
 {
-    si_strbuf_t v;
-    si_strbuf_init(&v, outsize - 1);
-    int count = si_uri_query_get(query, key, &v, err);
-    if (count < 0) {
-        si_strbuf_free(&v);
-        return -1;
+    si_strbuf_t name, value;
+    si_strbuf_init(&name, 64);
+    const char *p = query;
+    si_uri_param_t u;
+    while (si_uri_query_next(&p, &u)) {
+        /* longer names are none of ours; a malformed one was refused before */
+        si_strbuf_reset(&name);
+        if (si_uri_decode(&name, u.name, u.name_len, true, NULL) < 0)
+            continue;
+        for (int i = 0; i < PQ_N; i++) {
+            presigned_param_t *q = &params[i];
+            if (strcmp(si_strbuf_str(&name), q->name) != 0)
+                continue;
+            if (q->count++ == 0 && u.value) {
+                si_strbuf_init(&value, q->size - 1);
+                if (si_uri_decode(&value, u.value, u.value_len, true, &q->why) < 0)
+                    q->bad = true;
+                else
+                    snprintf(q->out, q->size, "%s", si_strbuf_str(&value));
+                si_strbuf_free(&value);
+            }
+            break;
+        }
     }
-    if (count != 1) {
-        si_strbuf_free(&v);
-        return si_errprintf(err, count ? "query repeats %s" : "query lacks %s", key);
+    si_strbuf_free(&name);
+    for (int i = 0; i < PQ_N; i++) {
+        const presigned_param_t *q = &params[i];
+        if (q->bad) {
+            if (err)
+                *err = q->why;
+            return si_errprefix(err, "query parameter %s", q->name);
+        }
+        if (q->count != 1)
+            return si_errprintf(err, q->count ? "query repeats %s" : "query lacks %s", q->name);
     }
-    if (v.failed) {
-        si_strbuf_free(&v);
-        return si_errprintf(err, "%s is longer than %zu bytes", key, outsize - 1);
-    }
-    snprintf(out, outsize, "%s", si_strbuf_str(&v));
-    si_strbuf_free(&v);
     return 0;
 }
 
 static int parse_presigned(const char *query, parsed_auth_t *pa, si_error_t *err)
 {
-    char algorithm[64], credential[SI_SIGV4_ACCESS_KEY_MAX + 128], expires[32];
-    char signature[SI_SIGV4_HEX_LEN + 8];
+    char algorithm[64] = "", credential[SI_SIGV4_ACCESS_KEY_MAX + 128] = "", expires[32] = "";
+    char signature[SI_SIGV4_HEX_LEN + 8] = "";
     pa->presigned = true;
-    if (query_one(query, "X-Amz-Algorithm", algorithm, sizeof(algorithm), err) < 0 ||
-        query_one(query, "X-Amz-Credential", credential, sizeof(credential), err) < 0 ||
-        query_one(query, "X-Amz-Date", pa->amz_date, sizeof(pa->amz_date), err) < 0 ||
-        query_one(query, "X-Amz-Expires", expires, sizeof(expires), err) < 0 ||
-        query_one(query, "X-Amz-SignedHeaders", pa->signed_headers, sizeof(pa->signed_headers),
-                  err) < 0 ||
-        query_one(query, "X-Amz-Signature", signature, sizeof(signature), err) < 0)
+    presigned_param_t params[PQ_N] = {
+        [PQ_ALGORITHM] = {"X-Amz-Algorithm", algorithm, sizeof(algorithm)},
+        [PQ_CREDENTIAL] = {"X-Amz-Credential", credential, sizeof(credential)},
+        [PQ_DATE] = {"X-Amz-Date", pa->amz_date, sizeof(pa->amz_date)},
+        [PQ_EXPIRES] = {"X-Amz-Expires", expires, sizeof(expires)},
+        [PQ_SIGNED_HEADERS] = {"X-Amz-SignedHeaders", pa->signed_headers,
+                               sizeof(pa->signed_headers)},
+        [PQ_SIGNATURE] = {"X-Amz-Signature", signature, sizeof(signature)},
+    };
+    if (presigned_params(query, params, err) < 0)
         return -1;
     if (strcmp(algorithm, SI_SIGV4_ALGORITHM) != 0)
         return si_errprintf(err, "X-Amz-Algorithm only supports \"" SI_SIGV4_ALGORITHM "\"");
@@ -975,6 +1053,92 @@ static int parse_presigned(const char *query, parsed_auth_t *pa, si_error_t *err
     if (parse_signature(signature, strlen(signature), pa, err) < 0)
         return si_errprefix(err, "X-Amz-Signature");
     return 0;
+}
+
+/* ---- derived keys, cached ---------------------------------------------- */
+
+#define KEY_CACHE_SLOTS 64 /* access keys in use at once, each in its slot by hash */
+
+typedef struct {
+    pthread_mutex_t mu;
+    bool used;
+    char access_key[SI_SIGV4_ACCESS_KEY_MAX + 1];
+    char secret[SI_SIGV4_SECRET_MAX + 1]; /* zero-padded, compared whole */
+    si_sigv4_key_t key;
+} key_slot_t;
+
+struct si_sigv4_key_cache {
+    key_slot_t slot[KEY_CACHE_SLOTS];
+    EVP_MD *sha256;                       /* fetched once; NULL: EVP_sha256() */
+};
+
+si_sigv4_key_cache_t *si_sigv4_key_cache_new(si_error_t *err)
+{
+    si_sigv4_key_cache_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < KEY_CACHE_SLOTS; i++)
+        pthread_mutex_init(&c->slot[i].mu, NULL);
+    c->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+    return c;
+}
+
+void si_sigv4_key_cache_free(si_sigv4_key_cache_t *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < KEY_CACHE_SLOTS; i++)
+        pthread_mutex_destroy(&c->slot[i].mu);
+    EVP_MD_free(c->sha256);
+    OPENSSL_cleanse(c, sizeof(*c));
+    free(c);
+}
+
+static key_slot_t *key_slot(si_sigv4_key_cache_t *c, const char *access_key)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)access_key; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return &c->slot[h % KEY_CACHE_SLOTS];
+}
+
+/* si_sigv4_derive_key through the cache, when there is one. */
+static int derive_key_cached(si_sigv4_key_cache_t *c, const char *access_key,
+                             const char *secret, const char *date, const char *region,
+                             const char *service, si_sigv4_key_t *key, si_error_t *err)
+{
+    if (!c)
+        return si_sigv4_derive_key(secret, date, region, service, key, err);
+    char padded[SI_SIGV4_SECRET_MAX + 1] = "";
+    size_t slen = strlen(secret);
+    if (slen > SI_SIGV4_SECRET_MAX)
+        return si_sigv4_derive_key(secret, date, region, service, key, err); /* its error */
+    memcpy(padded, secret, slen);
+    key_slot_t *s = key_slot(c, access_key);
+    pthread_mutex_lock(&s->mu);
+    bool hit = s->used && strcmp(s->access_key, access_key) == 0 &&
+               CRYPTO_memcmp(s->secret, padded, sizeof(padded)) == 0 &&
+               si_sigv4_key_matches(&s->key, date, region, service);
+    if (hit)
+        *key = s->key;
+    pthread_mutex_unlock(&s->mu);
+    if (hit) {
+        OPENSSL_cleanse(padded, sizeof(padded));
+        return 0;
+    }
+    int rc = si_sigv4_derive_key(secret, date, region, service, key, err);
+    if (rc == 0 && strlen(access_key) <= SI_SIGV4_ACCESS_KEY_MAX) {
+        pthread_mutex_lock(&s->mu);
+        s->used = true;
+        snprintf(s->access_key, sizeof(s->access_key), "%s", access_key);
+        memcpy(s->secret, padded, sizeof(padded));
+        s->key = *key;
+        pthread_mutex_unlock(&s->mu);
+    }
+    OPENSSL_cleanse(padded, sizeof(padded));
+    return rc;
 }
 
 /* S3 requires every x-amz-* header of a header-signed request to be signed. */
@@ -1167,18 +1331,20 @@ int si_sigv4_verify(const si_sigv4_verifier_conf_t *conf, const si_sigv4_request
         *status = missing >= 0 ? malformed : SI_SIGV4_INVALID_ARGUMENT;
         goto error;
     }
-    if (si_sigv4_derive_key(cred.secret, pa.date, pa.region, pa.service, &res.key, err) < 0) {
+    if (derive_key_cached(conf->key_cache, pa.access_key, cred.secret, pa.date, pa.region,
+                          pa.service, &res.key, err) < 0) {
         *status = SI_SIGV4_INTERNAL;
         si_errprefix(err, "credentials of '%s'", pa.access_key);
         goto error;
     }
-    sts = si_sigv4_string_to_sign(pa.amz_date, &res.key, si_strbuf_str(&creq));
+    const EVP_MD *md = conf->key_cache ? conf->key_cache->sha256 : NULL;
+    sts = string_to_sign_md(md, pa.amz_date, &res.key, si_strbuf_str(&creq));
     if (!sts) {
         *status = SI_SIGV4_INTERNAL;
         si_errprintf(err, "out of memory");
         goto error;
     }
-    si_sigv4_signature(&res.key, sts, res.signature);
+    signature_md(md, &res.key, sts, res.signature);
     if (CRYPTO_memcmp(res.signature, pa.signature, SI_SIGV4_HEX_LEN) != 0) {
         *status = SI_SIGV4_SIGNATURE_MISMATCH;
         si_errprintf(err, "The request signature we calculated does not match the signature "

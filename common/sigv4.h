@@ -49,6 +49,10 @@ typedef struct {
     const char *payload_hash;
 } si_sigv4_request_t;
 
+/* HMAC-SHA256 (the primitive of SigV4, also used for session credentials). */
+void si_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
+                    unsigned char out[32]);
+
 /* A derived signing key, which is valid for one date, region and service
  * and may be cached for that triple. */
 typedef struct {
@@ -170,6 +174,14 @@ typedef struct {
 typedef int (*si_sigv4_lookup_fn)(void *arg, const char *access_key,
                                   si_sigv4_credential_t *cred);
 
+/* Signing keys derived by a verifier, kept so that each access key's key is
+ * derived once a day (4 HMACs) rather than on every request. Thread-safe;
+ * an entry is used only while the secret it was derived from is unchanged. */
+typedef struct si_sigv4_key_cache si_sigv4_key_cache_t;
+
+si_sigv4_key_cache_t *si_sigv4_key_cache_new(si_error_t *err);
+void si_sigv4_key_cache_free(si_sigv4_key_cache_t *cache);
+
 typedef struct {
     const char *region;        /* the one region accepted, e.g. "us-east-1" */
     const char *service;       /* "s3" */
@@ -179,6 +191,7 @@ typedef struct {
     /* S3 requires every x-amz-* header of a header-signed request to be
      * signed; true turns that check off. */
     bool allow_unsigned_amz_headers;
+    si_sigv4_key_cache_t *key_cache; /* NULL: keys derived for each request */
 } si_sigv4_verifier_conf_t;
 
 /* Who signed, and what the body must still prove. */

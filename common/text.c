@@ -172,3 +172,20 @@ void si_hex(const unsigned char *bytes, size_t len, char *out)
     }
     out[2 * len] = '\0';
 }
+
+int si_dataset_check(const char *name, si_error_t *err)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 128)
+        return si_errprintf(err, "dataset name '%.40s' must be 1 to 128 characters", name);
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return si_errprintf(err, "dataset name '%s' has invalid character '%c' "
+                                "(allowed: A-Z a-z 0-9 . _ -)", name, c);
+    }
+    if (name[0] == '.' || name[0] == '-')
+        return si_errprintf(err, "dataset name '%s' must not start with '.' or '-'", name);
+    return 0;
+}

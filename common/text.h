@@ -23,6 +23,9 @@ int si_key_check(const char *key, size_t len, si_error_t *err);
 /* An S3 bucket name: 3..63 of [a-z0-9.-], starting and ending alphanumeric. */
 int si_bucket_check(const char *bucket, size_t len, si_error_t *err);
 
+/* A dataset name: 1..128 of [A-Za-z0-9._-], not starting with '.' or '-'. */
+int si_dataset_check(const char *name, si_error_t *err);
+
 /* Strict decimal parses: the whole string, no sign, no overflow. */
 int si_parse_u64(const char *s, uint64_t *out);
 int si_parse_i64(const char *s, int64_t *out);

@@ -15,14 +15,20 @@ static bool unreserved(unsigned char c)
 bool si_uri_encode(si_strbuf_t *out, const char *s, size_t len, bool keep_slash)
 {
     static const char hex[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (unreserved(c) || (keep_slash && c == '/')) {
-            si_strbuf_putc(out, (char)c);
-        } else {
-            char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
-            si_strbuf_append(out, esc, 3);
-        }
+    size_t i = 0;
+    while (i < len) {
+        /* a run of characters kept as they are, appended at once */
+        size_t run = i;
+        while (run < len && (unreserved((unsigned char)s[run]) || (keep_slash && s[run] == '/')))
+            run++;
+        if (run > i)
+            si_strbuf_append(out, s + i, run - i);
+        if (run == len)
+            break;
+        unsigned char c = (unsigned char)s[run];
+        char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
+        si_strbuf_append(out, esc, 3);
+        i = run + 1;
     }
     return !out->failed;
 }
@@ -41,18 +47,26 @@ static int hexval(char c)
 int si_uri_decode(si_strbuf_t *out, const char *s, size_t len, bool plus_is_space,
                   si_error_t *err)
 {
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        if (c == '%') {
-            if (len - i < 3 || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
-                return si_errprintf(err, "malformed percent-encoding at offset %zu", i);
-            si_strbuf_putc(out, (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2])));
-            i += 2;
-        } else if (c == '+' && plus_is_space) {
+    size_t i = 0;
+    while (i < len) {
+        /* a run of characters that decode to themselves, appended at once */
+        size_t run = i;
+        while (run < len && s[run] != '%' && !(s[run] == '+' && plus_is_space))
+            run++;
+        if (run > i)
+            si_strbuf_append(out, s + i, run - i);
+        if (run == len)
+            break;
+        i = run;
+        if (s[i] == '+') {
             si_strbuf_putc(out, ' ');
-        } else {
-            si_strbuf_putc(out, c);
+            i++;
+            continue;
         }
+        if (len - i < 3 || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
+            return si_errprintf(err, "malformed percent-encoding at offset %zu", i);
+        si_strbuf_putc(out, (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2])));
+        i += 3;
     }
     if (out->failed)
         return si_errprintf(err, "decoded text is too long");
@@ -88,9 +102,33 @@ int si_uri_canonical_path(si_strbuf_t *out, const char *raw_path, si_error_t *er
     return 0;
 }
 
+bool si_uri_query_next(const char **cursor, si_uri_param_t *param)
+{
+    const char *p = *cursor ? *cursor : "";
+    for (;;) {
+        if (!*p) {
+            *cursor = p;
+            return false;
+        }
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        const char *start = p;
+        p = amp ? amp + 1 : start + len;
+        if (len == 0)
+            continue;
+        const char *eq = memchr(start, '=', len);
+        param->name = start;
+        param->name_len = eq ? (size_t)(eq - start) : len;
+        param->value = eq ? eq + 1 : NULL;
+        param->value_len = eq ? len - param->name_len - 1 : 0;
+        *cursor = p;
+        return true;
+    }
+}
+
 typedef struct {
-    char *name;  /* canonical (encoded) name */
-    char *value; /* canonical (encoded) value */
+    const char *name;  /* canonical (encoded) name */
+    const char *value; /* canonical (encoded) value */
 } query_param_t;
 
 static int param_cmp(const void *a, const void *b)
@@ -100,73 +138,62 @@ static int param_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->value, y->value);
 }
 
-/* Re-encodes one raw query component. */
-static char *canonical_component(const char *s, size_t len, si_error_t *err)
+/* Re-encodes one raw query component onto the end of all (NUL-terminated);
+ * its decoded form is left in dec. */
+static int canonical_component(si_strbuf_t *all, si_strbuf_t *dec, const char *s, size_t len,
+                               si_error_t *err)
 {
-    si_strbuf_t dec, enc;
-    si_strbuf_init(&dec, QUERY_TEXT_MAX);
-    si_strbuf_init(&enc, 3 * QUERY_TEXT_MAX);
-    if (si_uri_decode(&dec, s, len, true, err) < 0) {
-        si_strbuf_free(&dec);
-        return NULL;
-    }
-    si_uri_encode(&enc, si_strbuf_str(&dec), dec.len, false);
-    si_strbuf_free(&dec);
-    if (enc.failed) {
-        si_strbuf_free(&enc);
-        si_errprintf(err, "query component is too long");
-        return NULL;
-    }
-    return si_strbuf_take(&enc);
+    si_strbuf_reset(dec);
+    if (si_uri_decode(dec, s, len, true, err) < 0)
+        return -1;
+    si_uri_encode(all, si_strbuf_str(dec), dec->len, false);
+    si_strbuf_putc(all, '\0');
+    return 0;
 }
 
 int si_uri_canonical_query(si_strbuf_t *out, const char *raw_query, const char *skip_key,
                            si_error_t *err)
 {
+    /* offsets into all while it grows, pointers once it is complete */
+    size_t offs[SI_URI_QUERY_PARAMS_MAX][2];
     query_param_t params[SI_URI_QUERY_PARAMS_MAX];
     size_t n = 0;
     const char *p = raw_query ? raw_query : "";
     if (strlen(p) > QUERY_TEXT_MAX)
         return si_errprintf(err, "query string is longer than %d bytes", QUERY_TEXT_MAX);
-    while (*p) {
-        const char *amp = strchr(p, '&');
-        size_t len = amp ? (size_t)(amp - p) : strlen(p);
-        if (len > 0) {
-            const char *eq = memchr(p, '=', len);
-            size_t klen = eq ? (size_t)(eq - p) : len;
-            if (n == SI_URI_QUERY_PARAMS_MAX) {
-                si_errprintf(err, "more than %d query parameters", SI_URI_QUERY_PARAMS_MAX);
-                goto error;
-            }
-            char *name = canonical_component(p, klen, err);
-            if (!name)
-                goto error_prefix;
-            bool skip = false;
-            if (skip_key) {
-                si_strbuf_t dec;
-                si_strbuf_init(&dec, QUERY_TEXT_MAX);
-                skip = si_uri_decode(&dec, p, klen, true, NULL) == 0 &&
-                       strcmp(si_strbuf_str(&dec), skip_key) == 0;
-                si_strbuf_free(&dec);
-            }
-            if (skip) {
-                free(name);
-            } else {
-                char *value = eq ? canonical_component(eq + 1, len - klen - 1, err) : strdup("");
-                if (!value) {
-                    free(name);
-                    goto error_prefix;
-                }
-                params[n].name = name;
-                params[n].value = value;
-                n++;
-            }
+    si_strbuf_t all, dec;
+    si_strbuf_init(&all, 3 * QUERY_TEXT_MAX + 2 * SI_URI_QUERY_PARAMS_MAX);
+    si_strbuf_init(&dec, QUERY_TEXT_MAX);
+    int rc = -1;
+    si_uri_param_t q;
+    while (si_uri_query_next(&p, &q)) {
+        if (n == SI_URI_QUERY_PARAMS_MAX) {
+            si_errprintf(err, "more than %d query parameters", SI_URI_QUERY_PARAMS_MAX);
+            goto out;
         }
-        if (!amp)
-            break;
-        p = amp + 1;
+        size_t name = all.len;
+        if (canonical_component(&all, &dec, q.name, q.name_len, err) < 0)
+            goto error_prefix;
+        if (skip_key && strcmp(si_strbuf_str(&dec), skip_key) == 0) {
+            all.len = name; /* dropped */
+            continue;
+        }
+        size_t value = all.len;
+        if (q.value ? canonical_component(&all, &dec, q.value, q.value_len, err) < 0
+                    : !si_strbuf_putc(&all, '\0'))
+            goto error_prefix;
+        offs[n][0] = name;
+        offs[n][1] = value;
+        n++;
     }
-    qsort(params, n, sizeof(params[0]), param_cmp);
+    if (all.failed) {
+        si_errprintf(err, "query component is too long");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        params[i] = (query_param_t){all.data + offs[i][0], all.data + offs[i][1]};
+    if (n > 1)
+        qsort(params, n, sizeof(params[0]), param_cmp);
     for (size_t i = 0; i < n; i++) {
         if (i)
             si_strbuf_putc(out, '&');
@@ -174,50 +201,35 @@ int si_uri_canonical_query(si_strbuf_t *out, const char *raw_query, const char *
         si_strbuf_putc(out, '=');
         si_strbuf_puts(out, params[i].value);
     }
-    for (size_t i = 0; i < n; i++) {
-        free(params[i].name);
-        free(params[i].value);
-    }
-    if (out->failed)
-        return si_errprintf(err, "canonical query is too long");
-    return 0;
+    rc = out->failed ? si_errprintf(err, "canonical query is too long") : 0;
+    goto out;
 
 error_prefix:
     si_errprefix(err, "query");
-error:
-    for (size_t i = 0; i < n; i++) {
-        free(params[i].name);
-        free(params[i].value);
-    }
-    return -1;
+out:
+    si_strbuf_free(&all);
+    si_strbuf_free(&dec);
+    return rc;
 }
 
 int si_uri_query_get(const char *raw_query, const char *key, si_strbuf_t *value,
                      si_error_t *err)
 {
     int count = 0;
-    const char *p = raw_query ? raw_query : "";
+    const char *p = raw_query;
+    si_uri_param_t q;
     si_strbuf_t name;
     si_strbuf_init(&name, QUERY_TEXT_MAX);
-    while (*p) {
-        const char *amp = strchr(p, '&');
-        size_t len = amp ? (size_t)(amp - p) : strlen(p);
-        const char *eq = memchr(p, '=', len);
-        size_t klen = eq ? (size_t)(eq - p) : len;
+    while (si_uri_query_next(&p, &q)) {
         si_strbuf_reset(&name);
-        if (len > 0) {
-            if (si_uri_decode(&name, p, klen, true, err) < 0)
+        if (si_uri_decode(&name, q.name, q.name_len, true, err) < 0)
+            goto error;
+        if (strcmp(si_strbuf_str(&name), key) == 0) {
+            if (count == 0 && q.value && value &&
+                si_uri_decode(value, q.value, q.value_len, true, err) < 0)
                 goto error;
-            if (strcmp(si_strbuf_str(&name), key) == 0) {
-                if (count == 0 && eq && value &&
-                    si_uri_decode(value, eq + 1, len - klen - 1, true, err) < 0)
-                    goto error;
-                count++;
-            }
+            count++;
         }
-        if (!amp)
-            break;
-        p = amp + 1;
     }
     si_strbuf_free(&name);
     return count;

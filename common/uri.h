@@ -34,6 +34,19 @@ int si_uri_canonical_path(si_strbuf_t *out, const char *raw_path, si_error_t *er
 int si_uri_canonical_query(si_strbuf_t *out, const char *raw_query, const char *skip_key,
                            si_error_t *err);
 
+/* One parameter of a raw query, as it is on the wire. */
+typedef struct {
+    const char *name;
+    size_t name_len;
+    const char *value;  /* after the '='; NULL when there is none */
+    size_t value_len;
+} si_uri_param_t;
+
+/* The next non-empty '&'-separated parameter at *cursor (a raw query, or
+ * where the previous call left it): true with *param filled and *cursor
+ * moved past it, false at the end. */
+bool si_uri_query_next(const char **cursor, si_uri_param_t *param);
+
 /* Decoded value of the parameter named key (case-sensitive, as S3 is) into
  * value. Returns how many times the key occurs (value holds the first), or -1
  * on a malformed query. */

@@ -23,7 +23,7 @@
 #include "daemon/push/push.h"
 #include "daemon/s3/s3.h"
 #include "daemon/process.h"
-#include "daemon/server_conf.h"
+#include "common/stageind_conf.h"
 #include "stagein/schema.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -138,6 +138,8 @@ static control_opts_t control_opts(const stageind_settings_t *s, catalog_t *cat,
         .cat = cat, .log = log, .munge_socket = s->munge_socket[0] ? s->munge_socket : NULL,
         .peercred = s->peercred, .pin_lifetime_default = s->pin_lifetime,
         .pin_lifetime_max = s->pin_lifetime_max,
+        .credentials_lifetime_default = s->credentials_lifetime,
+        .credentials_lifetime_max = s->credentials_lifetime_max,
     };
 }
 
@@ -235,6 +237,7 @@ int main(int argc, char **argv)
     push_t *push = NULL;
     s3_server_t *s3 = NULL;
     metrics_sources_t metrics_sources = {0};
+    si_session_keys_t *sessions = NULL;
     control_t *ctl = NULL;
     http_server_t *http = NULL;
     bool pid_written = false;
@@ -288,8 +291,13 @@ int main(int argc, char **argv)
     push_conf_t pushc;
     if (push_conf_from(conf, &pushc, &err) < 0)
         goto error;
+    char session_key[PATH_MAX + 32];
+    snprintf(session_key, sizeof(session_key), "%s/s3-session.key", s.state_dir);
+    if (!(sessions = si_session_keys_open(session_key, &err)))
+        goto error;
     s3_opts_t so = {.catalog_path = s.catalog, .state_dir = s.state_dir, .cache = cache,
-                    .push = push, .push_bucket = pushc.bucket, .log = log};
+                    .push = push, .push_bucket = pushc.bucket, .sessions = sessions,
+                    .log = log};
     if (!(s3 = s3_service_start(conf, &so, &err)) && err.text[0])
         goto error;
     si_conf_free(conf); /* read again on HUP */
@@ -304,6 +312,13 @@ int main(int argc, char **argv)
     metrics_sources.recall = recall;
     metrics_sources.s3 = s3;
     control_set_metrics_hook(ctl, metrics, &metrics_sources);
+    if (s3) {
+        char url[320];
+        s3_server_url(s3, url, sizeof(url));
+        control_s3_t cs3 = {.sessions = sessions, .url = url, .region = s3_server_region(s3)};
+        if (control_set_s3(ctl, &cs3, &err) < 0)
+            goto error;
+    }
     if (s.port >= 0 && http_server_listen_tcp(http, s.bind, (uint16_t)s.port, &err) < 0)
         goto error;
     if (s.socket[0] && http_server_listen_unix(http, s.socket, s.socket_mode, &err) < 0)
@@ -338,6 +353,7 @@ error:
     http_server_free(http);   /* waits for running handlers */
     s3_server_stop(s3);       /* before the push and the cache it uses */
     control_free(ctl);
+    si_session_keys_free(sessions);
     push_close(push);           /* an archive write in flight is redone at start */
     recall_service_stop(recall); /* in-flight items stay STARTED: requeued at start */
     cache_close(cache);

@@ -2,7 +2,8 @@
 
     import stagein
     with stagein.attach("/run/stagein/job-42.agent/agent.sock") as objs:
-        arr = objs["bucket/key"]   # numpy uint8 array, read-only, no copy (host memory)
+        arr = objs["bucket/key"]   # numpy uint8 array, read-only, no copy (host memory;
+                                   # a read-only memoryview where numpy is missing)
                                    # or an object with __cuda_array_interface__ (GPU memory)
 
 No compiled extension: libstagein.so.0 is loaded with ctypes ($STAGEIN_LIBRARY
@@ -85,12 +86,13 @@ class Attachment:
         checksum = o.checksum.decode()
         if o.gpu >= 0:
             return GpuObject(self, path, o.data or 0, o.size, checksum, o.gpu)
-        import numpy
-        if o.size == 0:
-            arr = numpy.zeros(0, dtype=numpy.uint8)
-        else:
-            buf = (ctypes.c_uint8 * o.size).from_address(o.data)
-            arr = numpy.frombuffer(buf, dtype=numpy.uint8)
+        buf = (ctypes.c_uint8 * o.size).from_address(o.data) if o.size else bytearray()
+        try:
+            import numpy
+        except ImportError:
+            # without numpy: a read-only memoryview, still without a copy
+            return memoryview(buf).cast("B").toreadonly()
+        arr = numpy.frombuffer(buf, dtype=numpy.uint8) if o.size else numpy.zeros(0, numpy.uint8)
         arr.flags.writeable = False
         return arr
 

@@ -48,13 +48,28 @@ int agent_start(const agent_job_t *a, si_error_t *why)
     snprintf(log, sizeof(log), "%s/agent.log", dir);
     if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || chown(dir, a->uid, a->gid) < 0)
         return si_errnoprintf(why, errno, "cannot prepare %s: %s", dir, strerror(errno));
-    char *argv[9] = {(char *)a->conf->stagein, "agent", "--request", (char *)a->request,
-                     "--socket", sock, NULL};
+    /* the agent reaches stageind where the plugin does, as the job's user
+     * (its MUNGE identity also gets it the S3 credentials it reads with) */
+    char *argv[16];
+    int n = 0;
+    argv[n++] = (char *)a->conf->stagein;
+    if (a->conf->config[0]) {
+        argv[n++] = "--config";
+        argv[n++] = (char *)a->conf->config;
+    }
+    argv[n++] = "agent";
+    argv[n++] = "--request";
+    argv[n++] = (char *)a->request;
+    argv[n++] = "--socket";
+    argv[n++] = sock;
+    argv[n++] = "--endpoint";
+    argv[n++] = (char *)a->conf->endpoint;
     if (a->gpu >= 0) {
         snprintf(gpu, sizeof(gpu), "%d", a->gpu);
-        argv[6] = "--gpu";
-        argv[7] = gpu;
+        argv[n++] = "--gpu";
+        argv[n++] = gpu;
     }
+    argv[n] = NULL;
     run_as_t as = {.uid = a->uid, .gid = a->gid};
     pid_t pid;
     if (run_detached(&as, argv, log, &pid, why) < 0)

@@ -141,7 +141,7 @@ int spank_stage_in_parse(const char *text, spank_stage_in_t *out, si_error_t *er
         char *name = strtok_r(p, ",", &save);
         if (!name)
             break;
-        if (catalog_dataset_check_name(name, err) < 0) {
+        if (si_dataset_check(name, err) < 0) {
             si_errprefix(err, "--stage-in");
             goto error;
         }
@@ -176,7 +176,7 @@ static int stage_out_one(char *item, const char *job, spank_stage_out_t *o, si_e
     if (colon) {
         *colon = '\0';
         dataset = colon + 1;
-        if (catalog_dataset_check_name(dataset, err) < 0)
+        if (si_dataset_check(dataset, err) < 0)
             return si_errprefix(err, "--stage-out %s", item);
     }
     if (item[0] != '/')

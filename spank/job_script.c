@@ -46,6 +46,23 @@ static int fetch_status(client_t *c, const char *request, progress_status_t *s, 
     return rc;
 }
 
+/* The request was made at submission, before the job had an id: tell
+ * stageind which job it is (shown in its queue and views). Only logged when
+ * it fails: the staging goes on either way. */
+static void bind_job(client_t *c, const char *job, const char *request)
+{
+    char path[128], body[96];
+    snprintf(path, sizeof(path), "/api/v1/stage/%s/job", request);
+    snprintf(body, sizeof(body), "{\"job\": \"%s\"}", job);
+    client_request_t rq = {.method = "POST", .path = path, .json_body = body};
+    client_reply_t r = {0};
+    si_error_t err;
+    if (client_send(c, &rq, &r, &err) < 0)
+        slurm_error("%s: job %s: binding request %s to it: %s", PLUGIN_NAME, job, request,
+                    err.text);
+    client_reply_free(&r);
+}
+
 /* Waits up to the configured limit; the outcome goes to the record as
  * staging=COMPLETED|FAILED|CANCELLED|RELEASED|TIMEOUT|ERROR. */
 static const char *wait_staging(const plugin_t *p, client_t *c, const char *job,
@@ -128,8 +145,6 @@ int job_script_prolog(spank_t sp, plugin_t *p)
         slurm_error("%s: request %s: %s", PLUGIN_NAME, request, err.text);
         return 0;
     }
-    /* stageind has no call to attach a job id to an existing request: the
-     * binding is kept here, in the node's record, and in the log. */
     record(p, job, "request", request);
     slurm_info("%s: job %s is request %s; waiting up to %lld s", PLUGIN_NAME, job, request,
                (long long)p->conf.wait_s);
@@ -140,6 +155,7 @@ int job_script_prolog(spank_t sp, plugin_t *p)
         record(p, job, "staging", "ERROR");
         return 0;
     }
+    bind_job(c, job, request);
     const char *outcome = wait_staging(p, c, job, request);
     client_free(c);
     record(p, job, "staging", outcome);

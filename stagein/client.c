@@ -9,8 +9,8 @@
 #include <curl/curl.h>
 
 #include "common/strbuf.h"
-#include "daemon/control/identity.h"
-#include "daemon/server_conf.h"
+#include "common/munge_auth.h"
+#include "common/stageind_conf.h"
 
 /* Answers larger than this are refused: the largest is a request's per-file
  * status, a few hundred bytes per file. */
@@ -252,7 +252,7 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
 
     if (!rq->anonymous) {
         si_error_t why;
-        credential = identity_munge_encode(c->munge_socket, &why);
+        credential = si_munge_encode(c->munge_socket, &why);
         /* On the Unix socket stageind can take the caller from SO_PEERCRED. */
         if (!credential && !c->ep.unix_path[0]) {
             si_errprintf(err, "%s (needed for stageind at %s)", why.text, c->endpoint);
@@ -262,7 +262,7 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
     bool added = true;
     if (credential) {
         char *field = NULL;
-        added = asprintf(&field, "%s: %s", IDENTITY_HEADER, credential) >= 0 &&
+        added = asprintf(&field, "%s: %s", SI_MUNGE_HEADER, credential) >= 0 &&
                 add_header(&headers, field);
         free(field);
     }

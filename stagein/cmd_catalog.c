@@ -12,6 +12,7 @@
 
 #include "common/text.h"
 #include "stagein/cli.h"
+#include "stagein/import_s3.h"
 
 /* Options every view takes. */
 typedef struct {
@@ -228,6 +229,37 @@ static void print_stats(const char *what, const catalog_import_stats_t *s)
     printf("\n");
 }
 
+/* --from-s3: the archive.s3 upstream's listing (import_s3.c). */
+static int import_s3(cli_t *cli, const char *spec, bool etag_md5, int extra_args)
+{
+    if (extra_args > 0) {
+        fprintf(stderr, "usage: stagein catalog import --from-s3 BUCKET[/PREFIX] "
+                        "[--no-etag-checksum] (no FILE)\n");
+        return 2;
+    }
+    si_error_t err;
+    si_conf_t *conf = cli_conf(cli, &err);
+    if (!conf)
+        return cli_fail(cli, "%s", err.text);
+    catalog_t *cat = cli_open_catalog(cli, CATALOG_CREATE, &err);
+    if (!cat)
+        return cli_fail(cli, "%s", err.text);
+    catalog_import_stats_t stats;
+    uint64_t skipped = 0;
+    int rc = 0;
+    char what[SI_BUCKET_MAX + SI_KEY_MAX + 8];
+    snprintf(what, sizeof(what), "s3://%s", spec);
+    if (import_from_s3(cat, conf, spec, etag_md5, &stats, &skipped, &err) < 0) {
+        rc = cli_fail(cli, "%s (nothing imported)", err.text);
+    } else {
+        print_stats(what, &stats);
+        if (skipped)
+            printf("%s: %llu directory markers left out\n", what, (unsigned long long)skipped);
+    }
+    catalog_close(cat);
+    return rc;
+}
+
 static int cmd_import(cli_t *cli, int argc, char **argv)
 {
     static const struct option options[] = {
@@ -235,13 +267,23 @@ static int cmd_import(cli_t *cli, int argc, char **argv)
         {"volume", required_argument, NULL, 'v'},
         {"bucket", required_argument, NULL, 'b'},
         {"block-size", required_argument, NULL, 'B'},
+        {"from-s3", required_argument, NULL, 's'},
+        {"no-etag-checksum", no_argument, NULL, 'E'},
         {NULL, 0, NULL, 0},
     };
     catalog_positions_opts_t opts = {.format = CATALOG_FORMAT_AUTO};
+    const char *from_s3 = NULL;
+    bool etag_md5 = true;
     int opt;
     optind = 0; /* GNU getopt: 0 re-initialises its state */
-    while ((opt = getopt_long(argc, argv, "f:v:b:B:", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "f:v:b:B:s:E", options, NULL)) != -1) {
         switch (opt) {
+        case 's':
+            from_s3 = optarg;
+            break;
+        case 'E':
+            etag_md5 = false;
+            break;
         case 'f':
             if (strcmp(optarg, "csv") == 0)
                 opts.format = CATALOG_FORMAT_CSV;
@@ -266,9 +308,13 @@ static int cmd_import(cli_t *cli, int argc, char **argv)
             return 2;
         }
     }
+    if (from_s3)
+        return import_s3(cli, from_s3, etag_md5, argc - optind);
     if (argc - optind < 1) {
         fprintf(stderr, "usage: stagein catalog import [--format csv|jsonl|ltfs] "
-                        "[--volume LABEL] [--bucket B] [--block-size N] FILE...\n");
+                        "[--volume LABEL] [--bucket B] [--block-size N] FILE...\n"
+                        "       stagein catalog import --from-s3 BUCKET[/PREFIX] "
+                        "[--no-etag-checksum]\n");
         return 2;
     }
     si_error_t err;
@@ -393,7 +439,8 @@ int cmd_catalog(cli_t *cli, int argc, char **argv)
 {
     static const cli_command_t commands[] = {
         {"init", cmd_init, "create the catalog or upgrade its schema"},
-        {"import", cmd_import, "import tape positions (CSV, JSON lines, LTFS index)"},
+        {"import", cmd_import, "import tape positions (CSV, JSON lines, LTFS index) or an S3 "
+                               "archive's listing (--from-s3)"},
         {"define", cmd_define, "define a dataset from a manifest"},
         {"datasets", cmd_datasets, "datasets: size, objects, volumes spanned, % in cache"},
         {"where", cmd_where, "where a dataset lives, per volume"},

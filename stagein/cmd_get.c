@@ -240,12 +240,13 @@ int cmd_get(cli_t *cli, int argc, char **argv)
         goto done;
     }
     bool rdma = strcmp(transport, "rdma") == 0;
+    /* the control API also hands out S3 credentials when none are set */
+    if (cli_configure_library(cli, h, endpoint) != 0)
+        goto done;
     if (strchr(what, '/')) {
         rc = get_one(cli, h, what, dest, gpu, rdma);
         goto done;
     }
-    if (cli_configure_library(cli, h, endpoint) != 0)
-        goto done;
     const char *datasets[] = {what, NULL};
     char id[STAGEIN_ID_MAX];
     stagein_object_t *list = NULL;

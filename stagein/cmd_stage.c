@@ -167,7 +167,8 @@ static int wait_request(cli_t *cli, client_t *c, const char *id, double timeout_
 static const char request_usage[] =
     "usage: stagein request DATASET... [--file BUCKET/KEY]... [--manifest FILE] [--job ID]\n"
     "                       [--priority N] [--deadline TIME] [--pin-lifetime DURATION]\n"
-    "                       [--wait [--timeout DURATION]] [--endpoint URL|unix:PATH] [--json]\n";
+    "                       [--user UID:GID] [--wait [--timeout DURATION]]\n"
+    "                       [--endpoint URL|unix:PATH] [--json]\n";
 
 int cmd_request(cli_t *cli, int argc, char **argv)
 {
@@ -178,6 +179,7 @@ int cmd_request(cli_t *cli, int argc, char **argv)
         {"priority", required_argument, NULL, 'p'},
         {"deadline", required_argument, NULL, 'd'},
         {"pin-lifetime", required_argument, NULL, 'l'},
+        {"user", required_argument, NULL, 'u'},
         {"wait", no_argument, NULL, 'w'},
         {"timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
@@ -205,7 +207,7 @@ int cmd_request(cli_t *cli, int argc, char **argv)
         so.job = NULL;
 
     optind = 0; /* GNU getopt: 0 re-initialises its state */
-    while ((opt = getopt_long(argc, argv, "f:m:J:p:d:l:wt:he:j", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "f:m:J:p:d:l:u:wt:he:j", options, NULL)) != -1) {
         if (client_cmd_conn_option(opt, &co))
             continue;
         switch (opt) {
@@ -240,6 +242,13 @@ int cmd_request(cli_t *cli, int argc, char **argv)
                 rc = cli_fail(cli, "--pin-lifetime: %s", err.text);
                 goto done;
             }
+            break;
+        case 'u':
+            if (stage_parse_user(optarg, &so.uid, &so.gid, &err) < 0) {
+                rc = cli_fail(cli, "--user: %s", err.text);
+                goto done;
+            }
+            so.for_user = true;
             break;
         case 'w':
             wait = true;

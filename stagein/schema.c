@@ -12,7 +12,7 @@
 #include "daemon/volume/volume.h"
 #include "daemon/simlib/engine.h"
 #include "daemon/tape/model.h"
-#include "daemon/server_conf.h"
+#include "common/stageind_conf.h"
 
 static const si_conf_key_t general_keys[] = {
     {"state_dir", SI_CONF_STRING, 0, 0, NULL},
@@ -41,6 +41,8 @@ static const si_conf_key_t *const all_schemas[] = {
     s3_conf_keys,
     library_conf_keys,
     archive_conf_keys,
+    archive_s3_conf_keys,
+    archive_hsm_conf_keys,
     tape_conf_keys,
     rdma_conf_keys,
     NULL,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/strbuf.h"
+#include "common/text.h"
 
 /* A manifest is sent whole in the request body; stageind's own body limit
  * (1 MiB by default) is the real bound, this one only stops runaway input. */
@@ -145,6 +146,24 @@ static json_t *string_array(const char *const *items, size_t n)
     return a;
 }
 
+int stage_parse_user(const char *text, int64_t *uid, int64_t *gid, si_error_t *err)
+{
+    const char *colon = strchr(text, ':');
+    char uid_text[16];
+    uint64_t u, g;
+    size_t n = colon ? (size_t)(colon - text) : 0;
+    if (!colon || n == 0 || n >= sizeof(uid_text))
+        return si_errprintf(err, "'%.40s' is not UID:GID", text);
+    memcpy(uid_text, text, n);
+    uid_text[n] = '\0';
+    if (si_parse_u64(uid_text, &u) < 0 || si_parse_u64(colon + 1, &g) < 0 ||
+        u >= UINT32_MAX || g >= UINT32_MAX)
+        return si_errprintf(err, "'%.40s' is not UID:GID (numbers below %u)", text, UINT32_MAX);
+    *uid = (int64_t)u;
+    *gid = (int64_t)g;
+    return 0;
+}
+
 json_t *stage_request_body(const stage_opts_t *o, si_error_t *err)
 {
     if (o->ndatasets == 0 && o->nfiles == 0 && !o->manifest) {
@@ -167,6 +186,9 @@ json_t *stage_request_body(const stage_opts_t *o, si_error_t *err)
         built = json_object_set_new(body, "deadline", json_integer(o->deadline)) == 0;
     if (built && o->pin_lifetime)
         built = json_object_set_new(body, "pin_lifetime", json_integer(o->pin_lifetime)) == 0;
+    if (built && o->for_user)
+        built = json_object_set_new(body, "uid", json_integer(o->uid)) == 0 &&
+                json_object_set_new(body, "gid", json_integer(o->gid)) == 0;
     if (!built) {
         /* json_string() refuses text that is not UTF-8 */
         si_errprintf(err, "cannot build the request: a name is not valid UTF-8");

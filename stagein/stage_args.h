@@ -23,6 +23,9 @@ int stage_parse_deadline(const char *text, time_t now, int64_t *deadline, si_err
 /* -1000..1000, as stageind accepts. */
 int stage_parse_priority(const char *text, int *priority, si_error_t *err);
 
+/* "UID:GID", two numbers below 2^32 - 1 (root staging on behalf of a user). */
+int stage_parse_user(const char *text, int64_t *uid, int64_t *gid, si_error_t *err);
+
 typedef struct {
     const char **datasets;
     size_t ndatasets;
@@ -34,6 +37,8 @@ typedef struct {
     int priority;
     int64_t deadline;          /* 0: none */
     int64_t pin_lifetime;      /* 0: the daemon's default */
+    bool for_user;             /* on behalf of uid/gid (root only), not the caller */
+    int64_t uid, gid;
 } stage_opts_t;
 
 /* The POST /api/v1/stage body; NULL with err when it would name nothing. */

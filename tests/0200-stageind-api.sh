@@ -150,6 +150,18 @@ expect_refusal "unknown request" 404 "no request" -- api GET /api/v1/stage/00000
 expect_refusal "unknown endpoint" 404 "no such endpoint" -- api GET /api/v1/nothing
 expect_refusal "wrong method" 405 "not allowed" -- api DELETE "/api/v1/stage/$REQ"
 
+# --- binding a request made at submission to its job --------------------------------------
+code=$(api POST "/api/v1/stage/$ONBEHALF/job" '{"job": 77}' "$(cred_nobody)")
+is "$code:$(sqlite3 "$DB" "SELECT job_id FROM requests WHERE uuid = '$ONBEHALF'")" "200:77" \
+    "the owner binds a request to its job"
+is "$(api POST "/api/v1/stage/$ONBEHALF/job" '{"job": "77"}')" 200 "binding it again to the same job (root)"
+expect_refusal "binding it to another job" 409 "is job 77's, not job 78's" -- \
+    api POST "/api/v1/stage/$ONBEHALF/job" '{"job": 78}'
+expect_refusal "binding someone else's request" 403 "belongs to uid 0" -- \
+    api POST "/api/v1/stage/$REQ/job" '{"job": 5}' "$(cred_nobody)"
+expect_refusal "a job binding without a job" 400 "must be \{\"job\": ID\}" -- \
+    api POST "/api/v1/stage/$ONBEHALF/job" '{"jobs": 5}'
+
 # --- cancel, release -----------------------------------------------------------------------
 code=$(api POST "/api/v1/stage/$ONBEHALF/cancel" "" "$(cred_nobody)")
 is "$code" 200 "the owner cancels a request"

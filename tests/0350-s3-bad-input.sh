@@ -23,6 +23,13 @@ s3_start_ok "stageind starts with its S3 port (timeout $S3_TIMEOUT s)"
 ok "$(s3_make_hot hot/h1; echo $?)" "hot/h1 staged into the cache"
 is "$(s3raw request GET /data/hot/h1 --out "$OUT/h1")" "200 -" "control: a well-signed GET is served"
 ok "$(same_bytes "$OUT/h1" "$SRC/hot/h1"; echo $?)" "control: byte-identical"
+# keep-alive: the second GET over the first one's connection (no new connect)
+url=$(s3raw presign GET /data/hot/h1)
+is "$(curl -s -o /dev/null -o /dev/null -w '%{http_code} %{num_connects}\n' "$url" "$url" | xargs)" \
+    "200 1 200 0" "control: two GETs on one connection: it is kept open for the second"
+url=$(s3raw presign GET /data/hot/nosuchkey)
+is "$(curl -s -o /dev/null -o /dev/null -w '%{http_code} %{num_connects}\n' "$url" "$url" | xargs)" \
+    "404 1 404 0" "control: an error answer keeps the connection open too"
 is "$(s3raw request PUT /upl/control --data control)" "200 -" "control: a well-signed PUT into an archive bucket is stored"
 wait_archived
 
@@ -98,6 +105,10 @@ refused_any "a GET of a key with '..'" "400 (InvalidArgument|InvalidRequest)" --
 refused "a key of 1021 bytes in archive bucket 'upl'" "400 KeyTooLongError" -- s3raw request PUT "/upl/${long:4}" --data abc
 is "$(s3raw request PUT "/upl/${long:5}" --data 1020)" "200 -" "a key of 1020 bytes (the most in archive bucket 'upl') is accepted"
 wait_archived
+refused "a PUT with ?tagging (a subresource not implemented)" "501 NotImplemented" -- \
+    s3raw request PUT /upl/tagged --query tagging --data abc
+refused "a GET with ?versions&acl" "501 NotImplemented" -- \
+    s3raw request GET /data/hot/h1 --query "versions&acl"
 
 # ---- headers and bodies ----------------------------------------------------------------
 pad=$(head -c 20000 /dev/zero | tr '\0' a)

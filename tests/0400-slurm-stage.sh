@@ -17,8 +17,15 @@ for f in a1:150000 a2:250000 a3:300000 b1:120000 b2:80000 s1:400000 s2:500000 p1
     make_file "${f%%:*}" "${f##*:}"
 done
 use_state A
+# stageind serves S3 too: the node agent lands the data through it, with
+# session credentials it gets as the job's user
+S3_PORT=$(free_port)
+: > "$TEST_DIR/s3.secrets"
+chmod 600 "$TEST_DIR/s3.secrets"
+S3_GROUP="s3: { enabled = true; bind = \"127.0.0.1\"; port = $S3_PORT; secrets_file = \"$TEST_DIR/s3.secrets\"; };"
 write_conf "client: { munge_socket = \"$M/sock\"; };
-push: { aggregate_window = 0.2; };"
+push: { aggregate_window = 0.2; };
+$S3_GROUP"
 chmod 644 "$STAGEIN_CONF"
 "$STAGEIN" catalog init >/dev/null
 for v in V00001 V00002 V00003; do tape create "$v" --capacity 20000000000 >/dev/null; done
@@ -38,22 +45,31 @@ plugstack wait=30
 start_slurm
 is "$(node_state)" idle "single-node Slurm up: the node is idle"
 
-# A job that checks its data: every object of $STAGEIN_REQUEST read from the
-# cache and hashed against the catalog's checksum.
+# A job that checks its data: it attaches to the node agent
+# ($STAGEIN_AGENT_SOCKET) with the Python module, and hashes every object of
+# $STAGEIN_REQUEST in the agent's memory against the catalog's checksum.
 cat > "$TEST_DIR/verify.sh" <<'JOB'
 #!/bin/bash
 echo "request=$STAGEIN_REQUEST endpoint=$STAGEIN_ENDPOINT uid=$(id -u)"
-n=0 bad=0
-while IFS='|' read -r key path sum; do
-    n=$((n + 1))
-    got="sha256:$(sha256sum < "$STAGEIN_STATE/cache/$path" | cut -d' ' -f1)"
-    [ "$got" = "$sum" ] || { bad=$((bad + 1)); echo "MISMATCH $key"; }
-done < <(sqlite3 "$STAGEIN_STATE/catalog.db" "SELECT o.bucket || '/' || o.key, c.path, o.checksum
-    FROM requests r JOIN request_items i ON i.request_id = r.id JOIN objects o ON o.id = i.object_id
-    JOIN cache c ON c.object_id = o.id WHERE r.uuid = '$STAGEIN_REQUEST' ORDER BY o.key")
-echo "verified $n objects, $bad mismatches"
+/usr/bin/python3 - <<'PY'
+import hashlib, os, sqlite3, stagein
+db = sqlite3.connect("file:%s/catalog.db?mode=ro" % os.environ["STAGEIN_STATE"], uri=True)
+want = dict(db.execute("SELECT o.bucket || '/' || o.key, o.checksum FROM requests r"
+                       " JOIN request_items i ON i.request_id = r.id"
+                       " JOIN objects o ON o.id = i.object_id WHERE r.uuid = ?",
+                       (os.environ["STAGEIN_REQUEST"],)))
+with stagein.attach(os.environ["STAGEIN_AGENT_SOCKET"]) as objs:
+    kind = type(objs[next(iter(objs))]).__module__ if len(objs) else "-"
+    bad = [p for p in want if p not in objs or
+           "sha256:" + hashlib.sha256(objs[p]).hexdigest() != want[p]]
+    print("attached %d objects (%s), verified %d, %d mismatches%s" % (
+        len(objs), kind, len(want), len(bad), (": " + " ".join(bad)) if bad else ""))
+PY
 JOB
-export STAGEIN_STATE=$STATE
+export STAGEIN_STATE=$STATE PYTHONPATH="$top_srcdir/python" \
+    STAGEIN_LIBRARY="$top_builddir/stagein/.libs/libstagein.so.0"
+# verified N: the line a verify.sh job prints when all N objects matched
+verified() { echo "attached $1 objects (numpy), verified $1, 0 mismatches"; }
 request_of() { sed -n 's/^request=\([^ ]*\) .*/\1/p' "$S/out/$1.out"; }
 request_state() { sql "SELECT state FROM requests WHERE uuid = '$1'"; }
 
@@ -61,35 +77,37 @@ request_state() { sql "SELECT state FROM requests WHERE uuid = '$1'"; }
 J1=$(submit --stage-in=alpha "$TEST_DIR/verify.sh")
 is "$(wait_job "$J1" 60)" COMPLETED "sbatch --stage-in=alpha: the job COMPLETED"
 R1=$(request_of "$J1")
-is "$(job_out "$J1" | grep -c '^verified 3 objects, 0 mismatches$')" 1 \
-    "inside the job: 3 objects read from the cache, every checksum verified"
+is "$(job_out "$J1" | grep -cx "$(verified 3)")" 1 \
+    "inside the job: 3 objects attached from the node agent's memory, every checksum verified"
+job_out "$J1" | sed 's/^/# /' | head -4
 is "$(job_out "$J1" | grep -c "endpoint=http://127.0.0.1:$PORT uid=0")" 1 \
     "the job has STAGEIN_ENDPOINT (and STAGEIN_REQUEST)"
 grep -q "stage request $R1: 3 files, 700000 bytes" "$S/sbatch.err"
 ok $? "sbatch names the stage request submitted with the job"
 is "$(request_state "$R1")" RELEASED "the epilog released the request"
+is "$(sql "SELECT job_id FROM requests WHERE uuid = '$R1'")" "$J1" \
+    "the prolog bound the request made at submission to job $J1"
 grep -q "job $J1: request $R1: COMPLETED, 3/3 files" "$S/log/slurmd.log"
 ok $? "the prolog logged the staging progress for the job"
-# This test's stageind serves no S3, so the node agent cannot land the data:
-# the plugin logs why and tells the job, and the job still runs.
-grep -qE "job $J1: (node agent: )?(agent not available|the agent exited before it served)" "$S/log/slurmd.log"
+grep -q "job $J1: node agent started" "$S/log/slurmd.log"
 agent_logged=$?
-ok $agent_logged "no working node agent (no S3 here): the prolog logged why; the job ran"
+ok $agent_logged "the prolog started the job's node agent"
 [ $agent_logged -eq 0 ] || grep "agent" "$S/log/slurmd.log" | head -5 | sed 's/^/# /'
+is "$(pgrep -u 0 -f "stagein.* agent --request $R1" | wc -l)" 0 "the epilog stopped the agent"
 is "$(node_state)" idle "the node is idle after the job"
 
 # ---- #SBATCH lines --------------------------------------------------------------------
 { echo '#!/bin/bash'; echo '#SBATCH --stage-in=beta'; tail -n +2 "$TEST_DIR/verify.sh"; } > "$TEST_DIR/beta.sh"
 J2=$(submit "$TEST_DIR/beta.sh")
 is "$(wait_job "$J2" 60)" COMPLETED "#SBATCH --stage-in=beta: the job COMPLETED"
-is "$(job_out "$J2" | grep -c '^verified 2 objects, 0 mismatches$')" 1 "inside the job: beta's 2 objects verified"
+is "$(job_out "$J2" | grep -cx "$(verified 2)")" 1 "inside the job: beta's 2 objects attached and verified"
 
 # ---- two jobs sharing a dataset, submitted at once ----------------------------------
 J3=$(submit --stage-in=shared "$TEST_DIR/verify.sh")
 J4=$(submit --stage-in=shared "$TEST_DIR/verify.sh")
 is "$(wait_job "$J3" 60):$(wait_job "$J4" 60)" COMPLETED:COMPLETED "two jobs staging 'shared' COMPLETED"
-is "$(job_out "$J3" | grep -c '^verified 2 objects, 0 mismatches$'):$(job_out "$J4" | grep -c '^verified 2 objects, 0 mismatches$')" \
-    1:1 "inside each job: both objects verified"
+is "$(job_out "$J3" | grep -cx "$(verified 2)"):$(job_out "$J4" | grep -cx "$(verified 2)")" \
+    1:1 "inside each job: both objects attached from its agent and verified"
 [ "$(request_of "$J3")" != "$(request_of "$J4")" ]
 ok $? "each job has its own request"
 is "$(recalled_count s1):$(recalled_count s2)" 1:1 "each shared object was recalled from tape once"
@@ -161,14 +179,15 @@ done
 JOB
 J7=$(submit --stage-in=ckpt-t "$TEST_DIR/readback.sh")
 is "$(wait_job "$J7" 60)" COMPLETED "a later job with --stage-in=ckpt-t COMPLETED"
-is "$(job_out "$J7" | grep -c '^verified 3 objects, 0 mismatches$'):$(job_out "$J7" | grep -c '^same ')" 1:3 \
+is "$(job_out "$J7" | grep -cx "$(verified 3)"):$(job_out "$J7" | grep -c '^same ')" 1:3 \
     "inside it: the checkpoint's 3 files verified, byte for byte what the first job wrote"
 job_out "$J7" | sed 's/^/# /' | head -8
 is "$(node_state)" idle "the node is idle"
 
 # ---- staging that cannot finish within the prolog's limit --------------------------------
 stop
-write_conf "client: { munge_socket = \"$M/sock\"; }; library: { time_scale = 1.0; };"
+write_conf "client: { munge_socket = \"$M/sock\"; }; library: { time_scale = 1.0; };
+$S3_GROUP"
 run_ok "stageind restarts with a real-time tape library" -- start
 track_pid "$(daemon_pid)"
 plugstack wait=2
@@ -181,7 +200,7 @@ is "$(scontrol show job "$J8" | grep -o 'ExitCode=[0-9:]*')" ExitCode=1:0 "with 
 job_out "$J8" | grep -q "stage request $R8 was not staged within the prolog's limit of 2 s"
 ok $? "the job's output names the request and the cause"
 job_out "$J8" | sed 's/^/# /' | head -3
-job_out "$J8" | grep -q '^verified'
+job_out "$J8" | grep -q '^attached'
 ok $((1 - $?)) "the job script did not run"
 is "$(node_state)" idle "the node did not drain"
 grep -q "job $J8: request $R8 not staged within 2 s" "$S/log/slurmd.log"

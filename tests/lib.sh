@@ -15,7 +15,8 @@ cleanup() {
     for pid in "${_cleanup_pids[@]:-}"; do
         [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
     done
-    rm -rf "$TEST_DIR"
+    # STAGEIN_TEST_KEEP=1 keeps the directory (logs, state) for a post-mortem
+    if [ -n "${STAGEIN_TEST_KEEP:-}" ]; then echo "# kept $TEST_DIR"; else rm -rf "$TEST_DIR"; fi
 }
 trap cleanup EXIT
 

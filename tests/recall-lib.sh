@@ -40,11 +40,12 @@ use_state() {
     mkdir -p "$STATE"
 }
 
-# write_conf EXTRA: stagein.conf for the current state (EXTRA: more groups)
+# write_conf EXTRA: stagein.conf for the current state (EXTRA: more groups;
+# STAGEIND_CONF_EXTRA: more settings of the stageind group)
 write_conf() {
     cat > "$STAGEIN_CONF" <<CONF
 state_dir = "$STATE";
-stageind: { munge_socket = "$M/sock"; log_level = "info"; };
+stageind: { munge_socket = "$M/sock"; log_level = "info"; ${STAGEIND_CONF_EXTRA:-} };
 $1
 CONF
 }

@@ -12,6 +12,7 @@
 
 #include "common/sigv4.h"
 #include "common/tap.h"
+#include "common/text.h"
 
 #define SUITE_KEY "AKIDEXAMPLE"
 #define SUITE_SECRET "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
@@ -135,6 +136,36 @@ static int lookup(void *arg, const char *access_key, si_sigv4_credential_t *cred
             return 0;
         }
     return -1;
+}
+
+/* RFC 4231 test cases 1, 2 and 6 (a key longer than the block is hashed
+ * first), and a key of exactly one block. */
+static void test_hmac(void)
+{
+    unsigned char k20[20], k131[131], k64[64], mac[32];
+    char hex[65];
+    memset(k20, 0x0b, sizeof(k20));
+    memset(k131, 0xaa, sizeof(k131));
+    memset(k64, 0xaa, sizeof(k64));
+    struct {
+        const unsigned char *key;
+        size_t keylen;
+        const char *msg, *want;
+    } cases[] = {
+        {k20, sizeof(k20), "Hi There",
+         "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
+        {(const unsigned char *)"Jefe", 4, "what do ya want for nothing?",
+         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+        {k131, sizeof(k131), "Test Using Larger Than Block-Size Key - Hash Key First",
+         "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"},
+        {k64, sizeof(k64), "exactly one block of key",
+         "6b86dff4b91fe689c94291f9648c1f7cea871c24c0aaee8b7b0f295528e85fe3"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        si_hmac_sha256(cases[i].key, cases[i].keylen, cases[i].msg, strlen(cases[i].msg), mac);
+        si_hex(mac, 32, hex);
+        is_str(hex, cases[i].want, "HMAC-SHA256 with a %zu-byte key", cases[i].keylen);
+    }
 }
 
 static void test_dates(void)
@@ -437,6 +468,77 @@ static int sign_then_verify(const si_sigv4_request_t *req, si_error_t *err)
     return si_sigv4_verify(&conf, &rx, S3_NOW, &auth, &st, err);
 }
 
+/* --- the verifier's key cache ------------------------------------------------- */
+
+/* One access key whose secret the test changes, as a reloaded secrets file would. */
+static int lookup_mutable(void *arg, const char *access_key, si_sigv4_credential_t *cred)
+{
+    const char *secret = arg;
+    if (strncmp(access_key, "CACHEKEY", 8) != 0)
+        return -1;
+    snprintf(cred->secret, sizeof(cred->secret), "%s", secret);
+    cred->uid = 7;
+    return 0;
+}
+
+/* Signs GET / as access_key with secret at now, verifies it with conf. */
+static int cached_verify(const si_sigv4_verifier_conf_t *conf, const char *access_key,
+                         const char *secret, int64_t now, si_sigv4_status_t *st,
+                         si_error_t *err)
+{
+    si_http_header_t h[4] = {{"Host", "h"}};
+    si_sigv4_request_t req = {"GET", "/", NULL, h, 1, EMPTY};
+    si_sigv4_signer_t *s = si_sigv4_signer_new(access_key, secret, "us-east-1", "s3", err);
+    si_sigv4_signed_t out;
+    if (!s || si_sigv4_sign(s, &req, now, &out, err) < 0) {
+        si_sigv4_signer_free(s);
+        return -1;
+    }
+    si_sigv4_signer_free(s);
+    h[1] = (si_http_header_t){"X-Amz-Date", out.amz_date};
+    h[2] = (si_http_header_t){"X-Amz-Content-Sha256", out.content_sha256};
+    h[3] = (si_http_header_t){"Authorization", out.authorization};
+    req.nheaders = 4;
+    req.payload_hash = NULL;
+    si_sigv4_auth_t auth;
+    return si_sigv4_verify(conf, &req, now, &auth, st, err);
+}
+
+static void test_key_cache(void)
+{
+    si_error_t err;
+    si_sigv4_status_t st;
+    char secret[64] = "first-secret";
+    si_sigv4_key_cache_t *cache = si_sigv4_key_cache_new(&err);
+    ok(cache != NULL, "key cache created");
+    si_sigv4_verifier_conf_t conf = {.region = "us-east-1", .service = "s3",
+                                     .lookup = lookup_mutable, .lookup_arg = secret,
+                                     .key_cache = cache};
+    ok(cached_verify(&conf, "CACHEKEY0", "first-secret", S3_NOW, &st, &err) == 0,
+       "cache: first request verified");
+    ok(cached_verify(&conf, "CACHEKEY0", "first-secret", S3_NOW + 60, &st, &err) == 0,
+       "cache: second request verified with the cached key");
+    ok(cached_verify(&conf, "CACHEKEY0", "wrong-secret", S3_NOW + 60, &st, &err) < 0 &&
+       st == SI_SIGV4_SIGNATURE_MISMATCH, "cache: a request signed with another secret fails");
+    snprintf(secret, sizeof(secret), "second-secret");
+    ok(cached_verify(&conf, "CACHEKEY0", "first-secret", S3_NOW + 120, &st, &err) < 0 &&
+       st == SI_SIGV4_SIGNATURE_MISMATCH,
+       "cache: once the secret changed, the old one no longer verifies");
+    ok(cached_verify(&conf, "CACHEKEY0", "second-secret", S3_NOW + 120, &st, &err) == 0,
+       "cache: ... and the new one does");
+    ok(cached_verify(&conf, "CACHEKEY0", "second-secret", S3_NOW + 86400, &st, &err) == 0,
+       "cache: the next day's key is derived");
+    int verified = 0;
+    for (int i = 0; i < 200; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "CACHEKEY%d", i % 100);
+        verified += cached_verify(&conf, key, "second-secret", S3_NOW + 86400 + i, &st,
+                                  &err) == 0;
+    }
+    is_int(verified, 200, "cache: 100 access keys sharing 64 slots, each twice: all verified");
+    si_sigv4_key_cache_free(cache);
+}
+
 static void test_round_trips(void)
 {
     si_error_t err;
@@ -706,6 +808,16 @@ static void test_presigned_bad(void)
         {"repeated X-Amz-Date",
          PQ("X-Amz-Date=20130524T000000Z&X-Amz-Expires=86400&X-Amz-SignedHeaders=host&" SIGQ),
          SI_SIGV4_QUERY_MALFORMED, "repeats X-Amz-Date"},
+        {"X-Amz-Expires not valid percent-encoding",
+         PQ("X-Amz-Expires=86%4&X-Amz-SignedHeaders=host&" SIGQ),
+         SI_SIGV4_QUERY_MALFORMED, "query parameter X-Amz-Expires: malformed"},
+        {"X-Amz-Signature too long",
+         PQ("X-Amz-Expires=86400&X-Amz-SignedHeaders=host&" SIGQ
+            "00000000000000000000000000000000000000000000000000"),
+         SI_SIGV4_QUERY_MALFORMED, "query parameter X-Amz-Signature: decoded text is too long"},
+        {"a value that only looks like a parameter",
+         PQ("X-Amz-Expires=86400&X-Amz-SignedHeaders=host&x=X-Amz-Signature%3D1&" SIGQ),
+         SI_SIGV4_SIGNATURE_MISMATCH, "does not match"},
         {"extra parameter not signed",
          PQ("X-Amz-Expires=86400&X-Amz-SignedHeaders=host&response-content-type=x&" SIGQ),
          SI_SIGV4_SIGNATURE_MISMATCH, "does not match"},
@@ -786,12 +898,14 @@ static void test_payload(void)
 
 int main(void)
 {
+    test_hmac();
     test_dates();
     test_suite_signing();
     test_suite_steps();
     test_s3_examples();
     test_chunk_chain();
     test_round_trips();
+    test_key_cache();
     test_bad_requests();
     test_presigned_bad();
     test_payload();

@@ -7,13 +7,15 @@
 
 const si_conf_key_t archive_conf_keys[] = {
     {"archive", SI_CONF_GROUP, 0, 0, NULL},
-    {"archive.backend", SI_CONF_STRING, 0, 0, "sim"},
+    {"archive.backend", SI_CONF_STRING, 0, 0, "sim|s3|hsm"},
     /* re-reads of a copy whose bytes do not match the catalog's checksum */
     {"archive.checksum_retries", SI_CONF_INT, 0, 10, NULL},
     /* seconds between persisted progress of objects being recalled */
     {"archive.progress_interval", SI_CONF_FLOAT, 0.01, 3600, NULL},
     /* seconds between scans of the catalog for new stage requests */
     {"archive.poll_interval", SI_CONF_FLOAT, 0.001, 60, NULL},
+    /* threads making recalled objects durable in the cache */
+    {"archive.committers", SI_CONF_INT, 1, 64, NULL},
     SI_CONF_KEYS_END,
 };
 
@@ -22,7 +24,11 @@ archive_backend_t *archive_backend_new(const archive_backend_opts_t *opts, si_er
     const char *name = si_conf_string(opts->conf, "archive.backend", "sim");
     if (strcmp(name, "sim") == 0)
         return archive_sim_new(opts, err);
-    si_errprintf(err, "archive.backend: unknown backend '%s' (known: sim)", name);
+    if (strcmp(name, "s3") == 0)
+        return archive_s3_new(opts, err);
+    if (strcmp(name, "hsm") == 0)
+        return archive_hsm_new(opts, err);
+    si_errprintf(err, "archive.backend: unknown backend '%s' (known: sim, s3, hsm)", name);
     return NULL;
 }
 

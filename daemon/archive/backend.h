@@ -22,6 +22,10 @@
  * Archive write: one aggregate (members already in the cache, as files) ->
  * one archive file on each of ncopies distinct volumes; blocks until every
  * copy is durable (fsync'd) and returns each member's placement per copy.
+ * A backend in front of an archive that places files itself (s3, hsm)
+ * reports its own pseudo-volume (archive.s3.volume, archive.hsm.volume) at
+ * position 0: the catalog then knows which archive holds the object, and
+ * the object's tape position stays unknown.
  *
  * Threads: recall, cancel, archive, status and metrics may be called from any
  * thread. Sink and event callbacks run on a backend thread with the backend's
@@ -45,8 +49,12 @@
 
 /* ---- configuration: the "archive" group of stagein.conf ------------------- */
 
-/* archive.backend ("sim"), archive.checksum_retries, archive.progress_interval */
+/* archive.backend ("sim", "s3", "hsm"), archive.checksum_retries,
+ * archive.progress_interval, archive.poll_interval */
 extern const si_conf_key_t archive_conf_keys[];
+/* archive.s3.* (s3.c) and archive.hsm.* (hsm.c) */
+extern const si_conf_key_t archive_s3_conf_keys[];
+extern const si_conf_key_t archive_hsm_conf_keys[];
 
 /* ---- recall ------------------------------------------------------------------ */
 
@@ -61,9 +69,13 @@ typedef struct {
 
 typedef struct {
     int64_t object_id;                 /* catalog object id */
+    /* The object's name in the catalog; valid during recall() only (a
+     * backend that needs it later copies it; sim does not use it). */
+    const char *bucket;
+    const char *key;
     uint64_t size;                     /* expected bytes */
     char checksum[SI_CHECKSUM_TEXT_MAX]; /* expected "sha256:hex", "" when unknown */
-    int ncopies;                       /* 1..ARCHIVE_MAX_COPIES */
+    int ncopies;                       /* 0..ARCHIVE_MAX_COPIES (0: see copies_optional) */
     archive_copy_t copies[ARCHIVE_MAX_COPIES];
 } archive_item_t;
 
@@ -92,6 +104,12 @@ typedef struct {
      * copy tried, or cancelled: why then says so). Exactly once per item. */
     void (*done)(void *arg, int64_t object_id, bool ok, const char *why);
     void *arg;
+    /* Optional, like write: the next len bytes of the attempt taken from
+     * the file open at fd from offset off, copied by the kernel where it can
+     * (copy_file_range) and verified as written bytes are. NULL: the backend
+     * reads the file and calls write. */
+    int (*write_fd)(void *arg, void *session, int fd, uint64_t off, uint64_t len,
+                    si_error_t *err);
 } archive_recall_cb_t;
 
 /* ---- archive write ---------------------------------------------------------- */
@@ -118,7 +136,7 @@ typedef struct {
 /* ---- status ------------------------------------------------------------------- */
 
 typedef struct {
-    const char *backend;               /* "sim" */
+    const char *backend;               /* "sim", "s3", "hsm" */
     int drives, drives_busy, drives_failed;
     int volumes;
     uint64_t mounts;
@@ -155,6 +173,10 @@ typedef struct {
     void (*metrics)(archive_backend_t *b, FILE *out);
     /* Stops threads; queued items are not reported. Frees everything. */
     void (*free)(archive_backend_t *b);
+    /* true: items without tape copies are recalled too (the archive behind
+     * the backend knows where its objects are: s3, hsm); false (sim): such
+     * an item fails before it reaches the backend. */
+    bool copies_optional;
 } archive_backend_ops_t;
 
 struct archive_backend {
@@ -184,5 +206,9 @@ void archive_backend_free(archive_backend_t *b);
 
 /* The `sim` backend (sim.c). */
 archive_backend_t *archive_sim_new(const archive_backend_opts_t *opts, si_error_t *err);
+/* The `s3` backend (s3.c): an S3 Glacier-style tape gateway, over libcurl. */
+archive_backend_t *archive_s3_new(const archive_backend_opts_t *opts, si_error_t *err);
+/* The `hsm` backend (hsm.c): an archive file system (ScoutFS, Lustre HSM, ...). */
+archive_backend_t *archive_hsm_new(const archive_backend_opts_t *opts, si_error_t *err);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "common/conf.h"
 #include "common/error.h"
+#include "daemon/archive/backend.h"
 #include "daemon/simlib/engine.h"
 
 /* The sim backend's library from the configuration, with the daemon's
@@ -14,5 +15,49 @@
  * virtual clock (time_scale 0) is refused: the daemon runs in real time. */
 int archive_sim_config(const si_conf_t *conf, const char *state_dir, simlib_config_t *cfg,
                        char *dir, size_t dirsize, si_error_t *err);
+
+/* ---- shared by the backends in front of an archive of their own (external.c) ---- */
+
+/* The pseudo-volume label at conf path (default def): a valid volume label. */
+int archive_pseudo_volume(const si_conf_t *conf, const char *path, const char *def,
+                          char out[ARCHIVE_LABEL_MAX + 1], si_error_t *err);
+
+/* The archive behind such a backend keeps its own copies: push.copies > 1
+ * is refused at start (the setting's file:line), and so is a write that
+ * asks for more than one copy. */
+int archive_single_copy_conf(const si_conf_t *conf, const char *backend, si_error_t *err);
+int archive_single_copy_check(const char *backend, int ncopies, si_error_t *err);
+
+/* The placement of a member written to such an archive: copy 1 on the
+ * pseudo-volume at position 0 (the archive knows where; the catalog does not). */
+void archive_pseudo_placement(const char *volume, uint64_t size, uint64_t volume_used,
+                              archive_placement_t *out);
+
+/* An item copied for a backend's queue, its names owned (bucket and key
+ * point into the same allocation); NULL with err when it has no name. */
+archive_item_t *archive_item_copy(const archive_item_t *item, si_error_t *err);
+
+/* Such a backend's queue: its records (the backend's own structs) in the
+ * order queue until taken, and in the live table until reported (cancel,
+ * status). Not thread-safe: under the backend's lock. */
+typedef struct archive_order archive_order_t;
+typedef struct archive_order_entry archive_order_entry_t;
+typedef struct {
+    archive_order_t *order;
+    void **live;
+    size_t nlive, cap;
+    uint64_t live_bytes;
+} archive_queue_t;
+
+int archive_queue_init(archive_queue_t *q, const char *pseudo_volume, si_error_t *err);
+/* Frees the table and the order queue (the records are the caller's). */
+void archive_queue_free(archive_queue_t *q);
+/* Queues recs[0..n) for the batch's items (items[i] describes recs[i]),
+ * all or nothing; entries[i] receives each one's handle in the order queue. */
+int archive_queue_add(archive_queue_t *q, const archive_batch_t *batch,
+                      const archive_item_t *items, void **recs, size_t n,
+                      archive_order_entry_t **entries, si_error_t *err);
+/* Takes a reported record out of the live table. */
+void archive_queue_forget(archive_queue_t *q, const void *rec, uint64_t size);
 
 #endif

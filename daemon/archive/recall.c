@@ -15,9 +15,11 @@
 
 #include "catalog/catalog.h"
 #include "catalog/requests.h"
+#include "common/text.h"
 #include "daemon/archive/recall.h"
 
 #define FLIGHT_BUCKETS 4096
+#define RECALL_COMMITTERS_MAX 64
 /* Seconds before a batch the backend refused (no such volume yet, ...) is tried again. */
 #define BACKEND_RETRY_S 2.0
 /* Seconds between scans for cancelled and released requests. */
@@ -34,7 +36,7 @@ enum {
 };
 
 static const char *const sql_text[SQL_COUNT] = {
-    [SQL_OBJECT] = "SELECT size, coalesce(checksum, '') FROM objects WHERE id = ?1",
+    [SQL_OBJECT] = "SELECT size, coalesce(checksum, ''), bucket, key FROM objects WHERE id = ?1",
     [SQL_COPIES] = "SELECT t.copy, v.label, coalesce(t.file_seq, -1), t.position, t.length"
                    " FROM tape_copies t JOIN volumes v ON v.id = t.volume_id"
                    " WHERE t.object_id = ?1 AND v.state NOT IN ('failed', 'disabled')"
@@ -59,6 +61,12 @@ typedef struct flight {
     int64_t *waiters;
     size_t nwaiters, cap;
     bool cancelled;
+    /* the bytes are checked and their commit to the cache is queued: the
+     * backend's done waits here until the commit has happened */
+    bool committing;
+    bool committed;            /* its bytes are in the cache, verified */
+    struct done *deferred;     /* a done that arrived while committing */
+    char *commit_error;        /* a failed commit: the done reports it */
 } flight_t;
 
 typedef struct done {
@@ -79,7 +87,8 @@ typedef struct {
     int64_t deadline;
 } pending_t;
 
-typedef struct {
+typedef struct session {
+    struct session *next;      /* in the commit queue */
     cache_writer_t *w;
     int64_t object_id;
     bool present;              /* already cached: the bytes are not needed */
@@ -103,7 +112,18 @@ struct recall_service {
     done_t *done_head, **done_tail;
     recall_stats_t st;
 
+    /* The committers: checked objects' fsync, rename and catalog row, off
+     * the backend's reading threads, so that a drive goes on to its next
+     * read while the previous object is made durable; several, so that the
+     * fsyncs of small objects overlap in the device's queue. */
+    pthread_t committers[RECALL_COMMITTERS_MAX];
+    int ncommitters;
+    bool committer_stop;
+    pthread_cond_t commit_cv;  /* work queued, or a commit done */
+    session_t *commit_head, **commit_tail;
+
     /* service thread only */
+    char names[SI_BUCKET_MAX + SI_KEY_MAX + 2]; /* the loaded item's "bucket\0key" */
     note_t *notes;
     size_t nnotes;
     double retry_after, last_housekeeping, last_progress, last_scan;
@@ -165,6 +185,8 @@ static void flight_free(flight_t *f)
 {
     if (f) {
         free(f->waiters);
+        free(f->deferred);
+        free(f->commit_error);
         free(f);
     }
 }
@@ -178,6 +200,12 @@ static int sink_begin(void *arg, const archive_item_t *item, void **session, si_
     if (!s)
         return si_errprintf(err, "out of memory");
     s->object_id = item->object_id;
+    /* a read again of an object whose earlier bytes are being committed
+     * (another copy after a failed read) waits for that commit */
+    pthread_mutex_lock(&rs->mu);
+    for (flight_t *f; (f = flight_get(rs, item->object_id)) && f->committing;)
+        pthread_cond_wait(&rs->commit_cv, &rs->mu);
+    pthread_mutex_unlock(&rs->mu);
     if (cache_writer_open(rs->cache, item->object_id, item->size,
                           item->checksum[0] ? item->checksum : NULL, &s->w, err) < 0) {
         if (errno != EEXIST) {
@@ -197,24 +225,126 @@ static int sink_write(void *arg, void *session, const void *buf, size_t len, si_
     return s->present ? 0 : cache_writer_write(s->w, buf, len, err);
 }
 
+/* Checks the bytes now (a mismatch is the backend's to read again) and
+ * queues their commit; the object's done is held back until it happened. */
 static int sink_commit(void *arg, void *session, si_error_t *err)
 {
     recall_service_t *rs = arg;
     session_t *s = session;
-    int rc = 0;
-    if (!s->present) {
-        /* the first waiting request pins it in the same catalog transaction
-         * that records it, so it cannot be evicted before the others pin it */
-        int64_t pin = 0;
-        pthread_mutex_lock(&rs->mu);
-        flight_t *f = flight_get(rs, s->object_id);
-        if (f && f->nwaiters)
-            pin = f->waiters[0];
-        pthread_mutex_unlock(&rs->mu);
-        rc = cache_writer_finish(s->w, pin, err);
+    if (s->present) {
+        free(s);
+        return 0;
     }
+    if (cache_writer_seal(s->w, err) < 0) {
+        int saved = errno;
+        cache_writer_abort(s->w);
+        free(s);
+        errno = saved;
+        return -1;
+    }
+    pthread_mutex_lock(&rs->mu);
+    flight_t *f = flight_get(rs, s->object_id);
+    if (f)
+        f->committing = true;
+    s->next = NULL;
+    *rs->commit_tail = s;
+    rs->commit_tail = &s->next;
+    pthread_cond_broadcast(&rs->commit_cv);
+    pthread_mutex_unlock(&rs->mu);
+    return 0;
+}
+
+/* mu held: a done into the service thread's queue */
+static void queue_done_locked(recall_service_t *rs, done_t *d)
+{
+    d->next = NULL;
+    *rs->done_tail = d;
+    rs->done_tail = &d->next;
+    pthread_cond_signal(&rs->cv);
+}
+
+static done_t *done_new(int64_t object_id, bool ok, const char *why)
+{
+    size_t len = why ? strlen(why) : 0;
+    done_t *d = malloc(sizeof(*d) + len + 1);
+    if (!d)
+        return NULL;
+    d->next = NULL;
+    d->object_id = object_id;
+    d->ok = ok;
+    memcpy(d->why, why ? why : "", len + 1);
+    return d;
+}
+
+/* One commit: fsync, rename, directory fsync and the catalog row, pinned
+ * by the first waiting request in the same transaction (so that the object
+ * cannot be evicted before the others pin it). Then the held-back done, if
+ * it came meanwhile, goes on. */
+static void commit_one(recall_service_t *rs, session_t *s)
+{
+    int64_t pin = 0;
+    si_error_t err = {{0}};
+    pthread_mutex_lock(&rs->mu);
+    flight_t *f = flight_get(rs, s->object_id);
+    if (f && f->nwaiters)
+        pin = f->waiters[0];
+    pthread_mutex_unlock(&rs->mu);
+    int rc = cache_writer_finish(s->w, pin, &err);
+    pthread_mutex_lock(&rs->mu);
+    if ((f = flight_get(rs, s->object_id))) {
+        f->committing = false;
+        f->committed = rc == 0;
+        if (rc < 0) {
+            free(f->commit_error);
+            f->commit_error = strdup(err.text);
+        }
+        done_t *d = f->deferred;
+        f->deferred = NULL;
+        /* what counts is whether verified bytes are in the cache now */
+        if (d && d->ok != (rc == 0)) {
+            done_t *settled = done_new(d->object_id, rc == 0, rc == 0 ? NULL : err.text);
+            if (settled) {
+                free(d);
+                d = settled;
+            }
+        }
+        if (d)
+            queue_done_locked(rs, d);
+    }
+    pthread_cond_broadcast(&rs->commit_cv);
+    pthread_mutex_unlock(&rs->mu);
+    if (rc < 0)
+        si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
     free(s);
-    return rc;
+}
+
+static void *committer_main(void *arg)
+{
+    recall_service_t *rs = arg;
+    pthread_mutex_lock(&rs->mu);
+    for (;;) {
+        while (!rs->commit_head && !rs->committer_stop)
+            pthread_cond_wait(&rs->commit_cv, &rs->mu);
+        if (!rs->commit_head)
+            break;
+        session_t *s = rs->commit_head;
+        rs->commit_head = s->next;
+        if (!rs->commit_head)
+            rs->commit_tail = &rs->commit_head;
+        pthread_mutex_unlock(&rs->mu);
+        commit_one(rs, s);
+        pthread_mutex_lock(&rs->mu);
+    }
+    pthread_mutex_unlock(&rs->mu);
+    return NULL;
+}
+
+static int sink_write_fd(void *arg, void *session, int fd, uint64_t off, uint64_t len,
+                         si_error_t *err)
+{
+    session_t *s = session;
+    (void)arg;
+    return s->present ? 0 : cache_writer_copy_fd(s->w, fd, off, len, err);
 }
 
 static void sink_abort(void *arg, void *session)
@@ -239,18 +369,23 @@ static void on_progress(void *arg, int64_t object_id, uint64_t bytes)
 static void on_done(void *arg, int64_t object_id, bool ok, const char *why)
 {
     recall_service_t *rs = arg;
-    size_t len = why ? strlen(why) : 0;
-    done_t *d = malloc(sizeof(*d) + len + 1);
-    if (!d)
-        return; /* the item stays STARTED; a restart queues it again */
-    d->next = NULL;
-    d->object_id = object_id;
-    d->ok = ok;
-    memcpy(d->why, why ? why : "", len + 1);
     pthread_mutex_lock(&rs->mu);
-    *rs->done_tail = d;
-    rs->done_tail = &d->next;
-    pthread_cond_signal(&rs->cv);
+    flight_t *f = flight_get(rs, object_id);
+    if (f && !f->committing && f->committed)
+        ok = true, why = NULL; /* verified bytes are in the cache, whatever the read said */
+    else if (ok && f && !f->committing && f->commit_error)
+        why = f->commit_error, ok = false; /* read, but not committed */
+    done_t *d = done_new(object_id, ok, why);
+    if (!d) {
+        pthread_mutex_unlock(&rs->mu);
+        return; /* the item stays STARTED; a restart queues it again */
+    }
+    if (f && f->committing) {
+        free(f->deferred);
+        f->deferred = d;
+    } else {
+        queue_done_locked(rs, d);
+    }
     pthread_mutex_unlock(&rs->mu);
 }
 
@@ -263,7 +398,8 @@ static sqlite3_stmt *stmt(recall_service_t *rs, int id)
     return rs->stmt[id];
 }
 
-/* Size, checksum and readable copies of an object; 0 copies is possible. */
+/* Size, checksum and readable copies of an object (0 copies is possible);
+ * its bucket and key land in rs->names (item_names copies them). */
 static int load_item(recall_service_t *rs, int64_t object_id, archive_item_t *item,
                      si_error_t *err)
 {
@@ -277,6 +413,8 @@ static int load_item(recall_service_t *rs, int64_t object_id, archive_item_t *it
     }
     item->size = (uint64_t)sqlite3_column_int64(s, 0);
     snprintf(item->checksum, sizeof(item->checksum), "%s", sqlite3_column_text(s, 1));
+    int blen = snprintf(rs->names, SI_BUCKET_MAX + 1, "%s", sqlite3_column_text(s, 2));
+    snprintf(rs->names + blen + 1, SI_KEY_MAX + 1, "%s", sqlite3_column_text(s, 3));
     sqlite3_reset(s);
     s = stmt(rs, SQL_COPIES);
     sqlite3_bind_int64(s, 1, object_id);
@@ -289,6 +427,20 @@ static int load_item(recall_service_t *rs, int64_t object_id, archive_item_t *it
         c->length = (uint64_t)sqlite3_column_int64(s, 4);
     }
     sqlite3_reset(s);
+    return 0;
+}
+
+/* The names load_item read, copied for the backend ("bucket\0key", one
+ * allocation, freed by submit_batch). */
+static int item_names(recall_service_t *rs, archive_item_t *item)
+{
+    size_t blen = strlen(rs->names), klen = strlen(rs->names + blen + 1);
+    char *copy = malloc(blen + klen + 2);
+    if (!copy)
+        return -1;
+    memcpy(copy, rs->names, blen + klen + 2);
+    item->bucket = copy;
+    item->key = copy + blen + 1;
     return 0;
 }
 
@@ -582,6 +734,8 @@ static void submit_batch(recall_service_t *rs, new_batch_t *nb)
                 errno != EBUSY)
                 si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
     }
+    for (size_t i = 0; i < nb->n; i++)
+        free((char *)nb->items[i].bucket);
     nb->n = 0;
 }
 
@@ -637,7 +791,7 @@ static void scan_pending(recall_service_t *rs)
         }
         archive_item_t item;
         int loaded = load_item(rs, p->object_id, &item, &err);
-        if (loaded == 0 && item.ncopies == 0)
+        if (loaded == 0 && item.ncopies == 0 && !rs->backend->ops->copies_optional)
             loaded = si_errprintf(&err, "object %" PRId64 " has no tape copy on a usable volume "
                                   "(none recorded, or its volumes are failed or disabled)",
                                   p->object_id);
@@ -678,11 +832,12 @@ static void scan_pending(recall_service_t *rs)
             continue;
         }
         flight_t *nf = calloc(1, sizeof(*nf));
-        if (!nf || flight_add_waiter(nf, p->request_id) < 0 ||
+        if (!nf || flight_add_waiter(nf, p->request_id) < 0 || item_names(rs, &item) < 0 ||
             (nb.n == nb.cap && !(nb.items = realloc(nb.items,
                                                     (nb.cap = nb.cap ? 2 * nb.cap : 64) *
                                                         sizeof(*nb.items))))) {
             flight_free(nf);
+            free((char *)item.bucket);
             cache_unreserve(rs->cache, p->object_id);
             break;
         }
@@ -802,10 +957,12 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
     rs->log = opts->log;
     rs->cache = opts->cache;
     rs->done_tail = &rs->done_head;
+    rs->commit_tail = &rs->commit_head;
     rs->progress_interval = si_conf_float(opts->conf, "archive.progress_interval", 1.0);
     rs->poll_interval = si_conf_float(opts->conf, "archive.poll_interval", 0.02);
     pthread_mutex_init(&rs->mu, NULL);
     pthread_cond_init(&rs->cv, NULL);
+    pthread_cond_init(&rs->commit_cv, NULL);
     cache_recovery_t rep = {0};
     if (!(rs->cat = catalog_open(opts->catalog_path, 0, err))) {
         si_errprefix(err, "recall: catalog");
@@ -835,9 +992,18 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
                "their cached objects are gone", rs->st.requeued_at_start);
     archive_backend_opts_t bo = {
         .conf = opts->conf, .state_dir = opts->state_dir,
-        .cb = {sink_begin, sink_write, sink_commit, sink_abort, on_progress, on_done, rs},
+        .cb = {sink_begin, sink_write, sink_commit, sink_abort, on_progress, on_done, rs,
+               sink_write_fd},
         .log = rs->log,
     };
+    int committers = (int)si_conf_int(opts->conf, "archive.committers", 4);
+    for (int i = 0; i < committers; i++) {
+        if (pthread_create(&rs->committers[i], NULL, committer_main, rs) != 0) {
+            si_errprintf(err, "recall: cannot start its committer threads");
+            goto error;
+        }
+        rs->ncommitters++;
+    }
     if (!(rs->backend = archive_backend_new(&bo, err)))
         goto error;
     if (pthread_create(&rs->thread, NULL, service_main, rs) != 0) {
@@ -864,6 +1030,16 @@ void recall_service_stop(recall_service_t *rs)
     }
     /* the backend first: no callback runs after it is gone */
     archive_backend_free(rs->backend);
+    if (rs->ncommitters) {
+        /* what is queued is committed (its items stay STARTED and complete
+         * from the cache at the next start) */
+        pthread_mutex_lock(&rs->mu);
+        rs->committer_stop = true;
+        pthread_cond_broadcast(&rs->commit_cv);
+        pthread_mutex_unlock(&rs->mu);
+        for (int i = 0; i < rs->ncommitters; i++)
+            pthread_join(rs->committers[i], NULL);
+    }
     for (size_t b = 0; b < FLIGHT_BUCKETS; b++)
         while (rs->flights[b]) {
             flight_t *f = rs->flights[b];
@@ -883,6 +1059,7 @@ void recall_service_stop(recall_service_t *rs)
     free(rs->notes);
     pthread_mutex_destroy(&rs->mu);
     pthread_cond_destroy(&rs->cv);
+    pthread_cond_destroy(&rs->commit_cv);
     free(rs);
 }
 

@@ -747,7 +747,7 @@ static void sim_free(archive_backend_t *b)
 }
 
 static const archive_backend_ops_t sim_ops = {
-    "sim", sim_recall, sim_cancel, sim_archive, sim_status, sim_metrics, sim_free,
+    "sim", sim_recall, sim_cancel, sim_archive, sim_status, sim_metrics, sim_free, false,
 };
 
 /* ---- creation -------------------------------------------------------------------------- */

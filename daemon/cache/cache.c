@@ -272,13 +272,26 @@ void cache_close(cache_t *c)
 
 /* ---- access times, batched ------------------------------------------------------ */
 
+static int cmp_access(const void *a, const void *b)
+{
+    const cache_access_t *x = a, *y = b;
+    if (x->object_id != y->object_id)
+        return x->object_id < y->object_id ? -1 : 1;
+    return x->when < y->when ? -1 : x->when > y->when;
+}
+
 int cache_flush_access_locked(cache_t *c, si_error_t *err)
 {
     if (!c->naccess)
         return 0;
+    /* one UPDATE per object, with its latest access: hot objects are read
+     * many times per batch, and each UPDATE also moves its index entry */
+    qsort(c->access, c->naccess, sizeof(*c->access), cmp_access);
     if (cache_begin(c, err) < 0)
         return -1;
     for (size_t i = 0; i < c->naccess; i++) {
+        if (i + 1 < c->naccess && c->access[i + 1].object_id == c->access[i].object_id)
+            continue;
         sqlite3_stmt *s = cache_stmt(c, SQL_TOUCH);
         sqlite3_bind_int64(s, 1, c->access[i].object_id);
         sqlite3_bind_double(s, 2, c->access[i].when);
@@ -343,6 +356,15 @@ static int row_get(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t
     return 1;
 }
 
+/* row_get for an object that must be cached: 1, or -1 (ENOENT when it is not). */
+static int row_require(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err)
+{
+    int rc = row_get(c, object_id, out, err);
+    if (rc == 0)
+        return si_errnoprintf(err, ENOENT, "object %" PRId64 " is not in the cache", object_id);
+    return rc;
+}
+
 static int check_id(int64_t object_id, si_error_t *err)
 {
     if (object_id < 1)
@@ -394,47 +416,64 @@ int cache_list(cache_t *c, cache_list_fn fn, void *arg, si_error_t *err)
     return rc;
 }
 
+/* Opens an object's file read-only and checks that it is a regular file of
+ * size bytes. A missing file is ENOENT when missing_is_enoent, else EIO (the
+ * catalog row says it is there). */
+static int open_object_file(cache_t *c, int64_t object_id, uint64_t size, bool missing_is_enoent,
+                            int *fd, si_error_t *err)
+{
+    char rel[CACHE_OBJECT_PATH_MAX];
+    cache_object_path(object_id, rel, sizeof(rel), NULL);
+    const char *inside = rel + strlen("objects/");
+    int f = openat(c->objects_fd, inside, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (f < 0) {
+        if (errno == ENOENT && missing_is_enoent)
+            return si_errnoprintf(err, ENOENT, "object %" PRId64 " is not in the cache",
+                                  object_id);
+        return si_errnoprintf(err, errno == ENOENT ? EIO : errno,
+                              "object %" PRId64 ": cannot open %s/%s: %s", object_id,
+                              c->conf.dir, rel, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
+        si_errnoprintf(err, EIO, "object %" PRId64 ": %s/%s has %lld bytes, the catalog says %" PRIu64,
+                   object_id, c->conf.dir, rel, (long long)st.st_size, size);
+        close(f);
+        return -1;
+    }
+    *fd = f;
+    return 0;
+}
+
 int cache_open_object(cache_t *c, int64_t object_id, int *fd, uint64_t *size, si_error_t *err)
 {
     if (check_id(object_id, err) < 0)
         return -1;
-    char rel[CACHE_OBJECT_PATH_MAX];
-    cache_object_path(object_id, rel, sizeof(rel), NULL);
-    const char *inside = rel + strlen("objects/");
     cache_entry_t e;
-    int f = -1;
     pthread_mutex_lock(&c->lock);
-    int rc = row_get(c, object_id, &e, err);
-    if (rc == 0) {
-        si_errnoprintf(err, ENOENT, "object %" PRId64 " is not in the cache", object_id);
-        goto error;
-    }
-    if (rc < 0)
-        goto error;
-    if ((f = openat(c->objects_fd, inside, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-        si_errnoprintf(err, errno == ENOENT ? EIO : errno,
-                   "object %" PRId64 ": cannot open %s/%s: %s", object_id, c->conf.dir, rel,
-                   strerror(errno));
-        goto error;
-    }
-    struct stat st;
-    if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != e.size) {
-        si_errnoprintf(err, EIO, "object %" PRId64 ": %s/%s has %lld bytes, the catalog says %" PRIu64,
-                   object_id, c->conf.dir, rel, (long long)st.st_size, e.size);
-        goto error;
-    }
-    note_access(c, object_id);
-    pthread_mutex_unlock(&c->lock);
-    *fd = f;
-    *size = e.size;
-    return 0;
-error:;
+    int rc = row_require(c, object_id, &e, err);
+    if (rc == 1 && (rc = open_object_file(c, object_id, e.size, false, fd, err)) == 0)
+        note_access(c, object_id);
     int saved = errno;
-    if (f >= 0)
-        close(f);
     pthread_mutex_unlock(&c->lock);
     errno = saved;
-    return -1;
+    if (rc < 0)
+        return -1;
+    *size = e.size;
+    return 0;
+}
+
+int cache_open_cached(cache_t *c, int64_t object_id, uint64_t size, int *fd, si_error_t *err)
+{
+    if (check_id(object_id, err) < 0)
+        return -1;
+    /* the lock only for the access time: opening needs no catalog statement */
+    if (open_object_file(c, object_id, size, true, fd, err) < 0)
+        return -1;
+    pthread_mutex_lock(&c->lock);
+    note_access(c, object_id);
+    pthread_mutex_unlock(&c->lock);
+    return 0;
 }
 
 int cache_remove(cache_t *c, int64_t object_id, si_error_t *err)
@@ -443,10 +482,8 @@ int cache_remove(cache_t *c, int64_t object_id, si_error_t *err)
         return -1;
     cache_entry_t e;
     pthread_mutex_lock(&c->lock);
-    int rc = row_get(c, object_id, &e, err);
-    if (rc == 0)
-        rc = si_errnoprintf(err, ENOENT, "object %" PRId64 " is not in the cache", object_id);
-    else if (rc == 1 && e.pins > 0)
+    int rc = row_require(c, object_id, &e, err);
+    if (rc == 1 && e.pins > 0)
         rc = si_errnoprintf(err, EBUSY, "object %" PRId64 " is pinned (%" PRIu64 " pins)",
                         object_id, e.pins);
     else if (rc == 1) {

@@ -158,6 +158,12 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
 /* Appends bytes (a tape read, an HTTP upload, ...). More bytes than the
  * expected size is an error at once; the writer must then be aborted. */
 int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error_t *err);
+/* Appends len bytes of the file open at fd, from offset off: copied by the
+ * kernel (copy_file_range) where the file systems allow it, else read and
+ * written; then the bytes that landed in the temp file are read back and
+ * hashed, so finish verifies what the cache holds. A file that ends early
+ * fails with EBADMSG (a re-read may help). */
+int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, si_error_t *err);
 /* Compares size and checksum, fsyncs, renames into place, fsyncs the
  * directory and records the row (verified) in the catalog, pinned by
  * pin_request when it is not 0, all before the object is visible to
@@ -165,6 +171,11 @@ int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error
  * removed, the reservation given back, and err names the object, what was
  * expected and what arrived. The writer is freed either way. */
 int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err);
+/* The checks of cache_writer_finish alone (EBADMSG on a size or checksum
+ * mismatch), so that a reader learns at once whether to read again while
+ * the slower commit (cache_writer_finish, which then checks nothing twice)
+ * runs elsewhere. After a failure only cache_writer_abort is left. */
+int cache_writer_seal(cache_writer_t *w, si_error_t *err);
 /* Removes the temp file, gives the reservation back, frees the writer. */
 void cache_writer_abort(cache_writer_t *w);
 uint64_t cache_writer_received(const cache_writer_t *w);
@@ -195,6 +206,11 @@ typedef struct {
  * batches. ENOENT when it is not cached. The open file stays readable even
  * if the object is evicted meanwhile. */
 int cache_open_object(cache_t *c, int64_t object_id, int *fd, uint64_t *size, si_error_t *err);
+/* cache_open_object for a reader that has just seen the object's row in the
+ * catalog's cache table itself (in the query that found the object) and
+ * passes its size: no catalog lookup here, so no statement and only a short
+ * hold of the lock. ENOENT when the file is gone (evicted since). */
+int cache_open_cached(cache_t *c, int64_t object_id, uint64_t size, int *fd, si_error_t *err);
 /* 1 and *out when cached, 0 when not, -1 on error. */
 int cache_stat(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err);
 /* Every cached object in id order; fn returns non-zero to stop. fn runs

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/checksum.h"
+#include "common/fileio.h"
 
 /* Start write-back every this many bytes, so the final fsync does not wait
  * for the whole object to reach the disk at once. */
@@ -33,6 +34,7 @@ struct cache_writer {
     unsigned char *buf;
     size_t buffered, buf_size;
     bool failed;
+    bool sealed;           /* size and checksum checked: only the commit is left */
 };
 
 uint64_t cache_writer_received(const cache_writer_t *w)
@@ -127,7 +129,8 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
 
     snprintf(w->temp_name, sizeof(w->temp_name), "%016" PRIx64 ".%ld.%" PRIu64,
              (uint64_t)object_id, (long)getpid(), seq);
-    w->fd = openat(c->tmp_fd, w->temp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+    /* read-write: cache_writer_copy_fd hashes what the kernel copied */
+    w->fd = openat(c->tmp_fd, w->temp_name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                    0640);
     if (w->fd < 0) {
         int saved = errno;
@@ -159,6 +162,19 @@ error:;
     writer_free(w);
     errno = saved;
     return -1;
+}
+
+/* Too many bytes for the object: counted and refused (EBADMSG). */
+static int refuse_oversize(cache_writer_t *w, uint64_t len, si_error_t *err)
+{
+    w->failed = true;
+    pthread_mutex_lock(&w->c->lock);
+    w->c->counters.size_failures++;
+    pthread_mutex_unlock(&w->c->lock);
+    return si_errnoprintf(err, EBADMSG,
+                          "object %" PRId64 ": size mismatch: expected %" PRIu64
+                          " bytes, received at least %" PRIu64, w->object_id,
+                          w->expected_size, w->received + len);
 }
 
 static int write_all(cache_writer_t *w, const unsigned char *p, size_t len, si_error_t *err)
@@ -199,16 +215,8 @@ int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error
     if (w->failed)
         return si_errnoprintf(err, EINVAL, "object %" PRId64 ": the writer already failed;"
                                        " abort it", w->object_id);
-    if (len > w->expected_size - w->received) {
-        w->failed = true;
-        pthread_mutex_lock(&w->c->lock);
-        w->c->counters.size_failures++;
-        pthread_mutex_unlock(&w->c->lock);
-        return si_errnoprintf(err, EBADMSG,
-                          "object %" PRId64 ": size mismatch: expected %" PRIu64
-                          " bytes, received at least %" PRIu64, w->object_id,
-                          w->expected_size, w->received + len);
-    }
+    if (len > w->expected_size - w->received)
+        return refuse_oversize(w, len, err);
     const unsigned char *p = data;
     si_checksum_update(w->sum, p, len);
     w->received += len;
@@ -228,6 +236,43 @@ int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error
         len -= n;
         if (w->buffered == w->buf_size && flush_buffer(w, err) < 0)
             return -1;
+    }
+    return 0;
+}
+
+int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, si_error_t *err)
+{
+    if (w->failed)
+        return si_errnoprintf(err, EINVAL, "object %" PRId64 ": the writer already failed;"
+                                       " abort it", w->object_id);
+    if (len > w->expected_size - w->received)
+        return refuse_oversize(w, len, err);
+    if (flush_buffer(w, err) < 0)
+        return -1;
+    uint64_t start = w->written;
+    int64_t n = si_copy_range(fd, off, w->fd, start, len, err);
+    if (n >= 0 && (uint64_t)n < len)
+        n = si_errnoprintf(err, EBADMSG, "the source file ended %" PRIu64 " bytes early",
+                           len - (uint64_t)n);
+    if (n < 0) {
+        w->failed = true;
+        return si_errprefix(err, "object %" PRId64 ": copying into %s/tmp/%s", w->object_id,
+                            w->c->conf.dir, w->temp_name);
+    }
+    /* the copy moved no file offset: later writes append after it */
+    w->written += len;
+    if (lseek(w->fd, (off_t)w->written, SEEK_SET) < 0 ||
+        si_checksum_fd(w->sum, w->fd, start, len, w->buf, w->buf_size, err) < 0) {
+        int saved = errno;
+        w->failed = true;
+        return si_errnoprintf(err, saved, "object %" PRId64 ": reading back %s/tmp/%s: %s",
+                              w->object_id, w->c->conf.dir, w->temp_name, strerror(saved));
+    }
+    w->received += len;
+    if (w->written - w->writeback_from >= WRITEBACK_CHUNK) {
+        sync_file_range(w->fd, (off_t)w->writeback_from,
+                        (off_t)(w->written - w->writeback_from), SYNC_FILE_RANGE_WRITE);
+        w->writeback_from = w->written;
     }
     return 0;
 }
@@ -300,26 +345,25 @@ error:;
     return -1;
 }
 
-int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
+/* Size and checksum against the catalog's; the writer fails on a mismatch. */
+static int seal(cache_writer_t *w, si_error_t *err)
 {
     cache_t *c = w->c;
-    char d0[3], d1[3], name[CACHE_NAME_HEX + 1];
-    int dir0 = -1, dir1 = -1;
-    bool placed = false;
-    if (w->failed) {
-        si_errnoprintf(err, EINVAL, "object %" PRId64 ": the writer already failed", w->object_id);
-        goto error;
-    }
+    if (w->sealed)
+        return 0;
+    if (w->failed)
+        return si_errnoprintf(err, EINVAL, "object %" PRId64 ": the writer already failed",
+                              w->object_id);
     if (flush_buffer(w, err) < 0)
-        goto error;
+        return -1;
     if (w->received != w->expected_size) {
         pthread_mutex_lock(&c->lock);
         c->counters.size_failures++;
         pthread_mutex_unlock(&c->lock);
-        si_errnoprintf(err, EBADMSG, "object %" PRId64 ": size mismatch: expected %" PRIu64
-                                 " bytes, received %" PRIu64,
-                   w->object_id, w->expected_size, w->received);
-        goto error;
+        w->failed = true;
+        return si_errnoprintf(err, EBADMSG, "object %" PRId64 ": size mismatch: expected %"
+                              PRIu64 " bytes, received %" PRIu64,
+                              w->object_id, w->expected_size, w->received);
     }
     char actual[SI_CHECKSUM_TEXT_MAX];
     si_checksum_final(w->sum, actual);
@@ -327,10 +371,27 @@ int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
         pthread_mutex_lock(&c->lock);
         c->counters.checksum_failures++;
         pthread_mutex_unlock(&c->lock);
-        si_errnoprintf(err, EBADMSG, "object %" PRId64 ": checksum mismatch: expected %s, got %s",
-                   w->object_id, w->expected_sum, actual);
-        goto error;
+        w->failed = true;
+        return si_errnoprintf(err, EBADMSG, "object %" PRId64 ": checksum mismatch: expected "
+                              "%s, got %s", w->object_id, w->expected_sum, actual);
     }
+    w->sealed = true;
+    return 0;
+}
+
+int cache_writer_seal(cache_writer_t *w, si_error_t *err)
+{
+    return seal(w, err);
+}
+
+int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
+{
+    cache_t *c = w->c;
+    char d0[3], d1[3], name[CACHE_NAME_HEX + 1];
+    int dir0 = -1, dir1 = -1;
+    bool placed = false;
+    if (seal(w, err) < 0)
+        goto error;
     if (fsync(w->fd) < 0 || close(w->fd) < 0) {
         int saved = errno;
         w->fd = -1;

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
+
 #include "catalog/requests.h"
 #include "daemon/control/identity.h"
 
@@ -26,6 +28,9 @@ struct control {
     control_metrics_fn metrics_hook;
     void *metrics_arg;
     time_t started;
+    int64_t cred_default, cred_max;
+    si_session_keys_t *sessions;   /* NULL: no S3 endpoint */
+    char *s3_url, *s3_region;
 };
 
 unsigned control_status_for_errno(int errnum)
@@ -98,6 +103,25 @@ static int string_list(json_t *root, const char *name, const char ***list, size_
     return 0;
 }
 
+/* The "job" field: a positive integer or 1 to 64 characters (buf holds the
+ * integer's text); *job NULL when absent or null. */
+static int job_field(json_t *root, char *buf, size_t size, const char **job, si_error_t *err)
+{
+    json_t *v = json_object_get(root, "job");
+    *job = NULL;
+    if (json_is_integer(v) && json_integer_value(v) > 0) {
+        snprintf(buf, size, "%lld", (long long)json_integer_value(v));
+        *job = buf;
+    } else if (json_is_string(v) && json_string_length(v) > 0 && json_string_length(v) <= 64 &&
+               strlen(json_string_value(v)) == json_string_length(v)) {
+        *job = json_string_value(v);
+    } else if (v && !json_is_null(v)) {
+        return si_errprintf(err, "field 'job' must be a job id (a positive integer or 1 to 64"
+                                 " characters)");
+    }
+    return 0;
+}
+
 int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
                         control_stage_t *out, si_error_t *err)
 {
@@ -156,18 +180,8 @@ int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
                           " 'manifest'");
         goto error;
     }
-    json_t *job = json_object_get(st.root, "job");
-    if (json_is_integer(job) && json_integer_value(job) > 0) {
-        snprintf(st.job_buf, sizeof(st.job_buf), "%lld", (long long)json_integer_value(job));
-        st.job = st.job_buf;
-    } else if (json_is_string(job) && json_string_length(job) > 0 &&
-               json_string_length(job) <= 64) {
-        st.job = json_string_value(job);
-    } else if (job && !json_is_null(job)) {
-        si_errprintf(err, "field 'job' must be a job id (a positive integer or 1 to 64"
-                          " characters)");
+    if (job_field(st.root, st.job_buf, sizeof(st.job_buf), &st.job, err) < 0)
         goto error;
-    }
     int64_t priority = 0, uid = -1, gid = -1;
     if (int_field(st.root, "priority", PRIORITY_MIN, PRIORITY_MAX, &priority, err) < 0 ||
         int_field(st.root, "deadline", 1, INT64_MAX, &st.deadline, err) < 0 ||
@@ -211,6 +225,13 @@ static int apply_opts(control_t *c, const control_opts_t *opts, si_error_t *err)
     c->peercred = opts->peercred;
     c->pin_default = opts->pin_lifetime_default;
     c->pin_max = opts->pin_lifetime_max;
+    c->cred_default = opts->credentials_lifetime_default;
+    c->cred_max = opts->credentials_lifetime_max;
+    if (c->cred_default <= 0 || c->cred_max < c->cred_default) {
+        /* tests and embedders that leave them out get the daemon's defaults */
+        c->cred_default = 12 * 3600;
+        c->cred_max = c->cred_max >= c->cred_default ? c->cred_max : 7 * 86400;
+    }
     c->log = opts->log;
     return 0;
 }
@@ -249,6 +270,24 @@ void control_set_metrics_hook(control_t *c, control_metrics_fn fn, void *arg)
     pthread_mutex_unlock(&c->lock);
 }
 
+int control_set_s3(control_t *c, const control_s3_t *s3, si_error_t *err)
+{
+    char *url = strdup(s3->url), *region = strdup(s3->region);
+    if (!url || !region) {
+        free(url);
+        free(region);
+        return si_errprintf(err, "out of memory");
+    }
+    pthread_mutex_lock(&c->lock);
+    free(c->s3_url);
+    free(c->s3_region);
+    c->s3_url = url;
+    c->s3_region = region;
+    c->sessions = s3->sessions;
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
 void control_free(control_t *c)
 {
     if (!c)
@@ -256,6 +295,8 @@ void control_free(control_t *c)
     requests_close(c->requests);
     pthread_mutex_destroy(&c->lock);
     free(c->munge_socket);
+    free(c->s3_url);
+    free(c->s3_region);
     free(c);
 }
 
@@ -391,6 +432,45 @@ static void end_request(http_request_t *req, control_t *c, bool release)
         }
     }
     pthread_mutex_unlock(&c->lock);
+}
+
+/* POST /api/v1/stage/{id}/job {"job": ID}: the job a request made at
+ * submission became (the SPANK plugin's prolog tells, as root). */
+static void on_bind_job(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    identity_t who;
+    si_error_t err;
+    size_t len;
+    const char *body = http_request_body(req, &len);
+    const char *id = http_request_param(req, "id");
+    json_t *root = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (!authenticate(c, req, &who))
+        goto out;
+    json_error_t jerr;
+    char buf[32];
+    const char *job = NULL;
+    if (!(root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr))) {
+        http_respond_error(req, 400, "malformed JSON at line %d, column %d: %s", jerr.line,
+                           jerr.column, jerr.text);
+        goto out;
+    }
+    if (!json_is_object(root) || json_object_size(root) != 1 ||
+        job_field(root, buf, sizeof(buf), &job, &err) < 0 || !job) {
+        http_respond_error(req, 400, "the body must be {\"job\": ID}, a positive integer or 1 "
+                                     "to 64 characters");
+        goto out;
+    }
+    if (requests_bind_job(c->requests, id, who.uid, job, &err) < 0) {
+        respond_failure(req, errno, &err);
+        goto out;
+    }
+    si_log(c->log, SI_LOG_INFO, "request %s is job %s (uid %u)", id, job, (unsigned)who.uid);
+    http_respond_json(req, 200, json_pack("{s:s, s:s}", "requestId", id, "job", job));
+out:
+    pthread_mutex_unlock(&c->lock);
+    json_decref(root);
 }
 
 static void on_cancel(http_request_t *req, void *arg)
@@ -564,6 +644,92 @@ static void on_metrics(http_request_t *req, void *arg)
     free(text);
 }
 
+/* Short-lived S3 credentials for the caller (or, for root, for the user
+ * named), so that a job's agent and tools reach the S3 endpoint with the
+ * identity MUNGE gave them, and no long-term key. */
+static void on_credentials(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    identity_t who;
+    size_t len;
+    const char *body = http_request_body(req, &len);
+    json_t *root = NULL;
+    si_error_t err;
+    pthread_mutex_lock(&c->lock);
+    if (!authenticate(c, req, &who))
+        goto out;
+    if (!c->sessions) {
+        http_respond_error(req, 404, "this stageind serves no S3 endpoint (s3.enabled), so it "
+                                     "hands out no S3 credentials");
+        goto out;
+    }
+    int64_t lifetime = c->cred_default, uid = -1, gid = -1;
+    if (len) {
+        json_error_t jerr;
+        root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+        if (!root) {
+            http_respond_error(req, 400, "malformed JSON at line %d, column %d: %s", jerr.line,
+                               jerr.column, jerr.text);
+            goto out;
+        }
+        const char *key;
+        json_t *v;
+        if (!json_is_object(root)) {
+            http_respond_error(req, 400, "the body must be a JSON object");
+            goto out;
+        }
+        json_object_foreach(root, key, v) {
+            if (strcmp(key, "lifetime") != 0 && strcmp(key, "uid") != 0 &&
+                strcmp(key, "gid") != 0) {
+                http_respond_error(req, 400, "unknown field '%s' (known: lifetime, uid, gid)",
+                                   key);
+                goto out;
+            }
+        }
+        if (int_field(root, "lifetime", 60, c->cred_max, &lifetime, &err) < 0 ||
+            int_field(root, "uid", 0, UINT32_MAX - 1, &uid, &err) < 0 ||
+            int_field(root, "gid", 0, UINT32_MAX - 1, &gid, &err) < 0) {
+            http_respond_error(req, 400, "%s", err.text);
+            goto out;
+        }
+        if ((uid >= 0) != (gid >= 0)) {
+            http_respond_error(req, 400, "fields 'uid' and 'gid' go together (credentials on "
+                                         "behalf of a user)");
+            goto out;
+        }
+    }
+    if (uid < 0) {
+        uid = who.uid;
+        gid = who.gid;
+    } else if (who.uid != 0 && ((uid_t)uid != who.uid || (gid_t)gid != who.gid)) {
+        http_respond_error(req, 403, "only root may ask for another user's credentials (uid %u "
+                                     "asked for uid %u)", (unsigned)who.uid, (unsigned)uid);
+        goto out;
+    }
+    si_session_credential_t cred;
+    int64_t expires = (int64_t)time(NULL) + lifetime;
+    if (si_session_mint(c->sessions, (uint32_t)uid, (uint32_t)gid, expires, &cred, &err) < 0) {
+        http_respond_error(req, 500, "%s", err.text);
+        goto out;
+    }
+    char when[32];
+    struct tm tm;
+    time_t t = (time_t)expires;
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+    si_log(c->log, SI_LOG_INFO, "S3 credentials %.16s... for uid %u until %s (asked by uid %u)",
+           cred.access_key, (unsigned)uid, when, (unsigned)who.uid);
+    http_respond_json(req, 201, json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:I, s:I}",
+                                          "accessKeyId", cred.access_key,
+                                          "secretAccessKey", cred.secret, "expiration", when,
+                                          "expires", (json_int_t)expires, "s3Endpoint",
+                                          c->s3_url, "region", c->s3_region,
+                                          "uid", (json_int_t)uid, "gid", (json_int_t)gid));
+    OPENSSL_cleanse(&cred, sizeof(cred));
+out:
+    pthread_mutex_unlock(&c->lock);
+    json_decref(root);
+}
+
 int control_routes(control_t *c, http_server_t *server, si_error_t *err)
 {
     static const struct {
@@ -573,9 +739,11 @@ int control_routes(control_t *c, http_server_t *server, si_error_t *err)
         {"POST", "/api/v1/stage", on_stage},
         {"GET", "/api/v1/stage/{id}", on_status},
         {"POST", "/api/v1/stage/{id}/cancel", on_cancel},
+        {"POST", "/api/v1/stage/{id}/job", on_bind_job},
         {"POST", "/api/v1/release/{id}", on_release},
         {"POST", "/api/v1/archiveinfo", on_archiveinfo},
         {"GET", "/api/v1/queue", on_queue},
+        {"POST", "/api/v1/credentials", on_credentials},
         {"GET", "/metrics", on_metrics},
     };
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)

@@ -4,9 +4,12 @@
  *                                    "uid"/"gid" (root on behalf of a user)}
  *   GET  /api/v1/stage/{id}          per-file state, bytes, queue position
  *   POST /api/v1/stage/{id}/cancel
+ *   POST /api/v1/stage/{id}/job      {"job": ID}: binds a request made at submission
  *   POST /api/v1/release/{id}
  *   POST /api/v1/archiveinfo         {"files": [...]} -> locality per file
  *   GET  /api/v1/queue               the active requests in queue order
+ *   POST /api/v1/credentials         {"lifetime", "uid"/"gid"} -> short-lived S3
+ *                                    credentials of the caller and the S3 endpoint
  *   GET  /metrics                    Prometheus text
  * Every 4xx answer is {"error": "..."} and changes nothing. */
 #ifndef STAGEIN_CONTROL_H
@@ -22,6 +25,7 @@
 #include "catalog/catalog.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/s3secrets.h"
 #include "daemon/http/server.h"
 
 typedef struct control control_t;
@@ -33,7 +37,16 @@ typedef struct {
     bool peercred;                 /* trust SO_PEERCRED on the Unix socket */
     int64_t pin_lifetime_default;  /* seconds */
     int64_t pin_lifetime_max;      /* seconds */
+    int64_t credentials_lifetime_default; /* seconds; S3 session credentials */
+    int64_t credentials_lifetime_max;
 } control_opts_t;
+
+/* stageind's S3 endpoint, for the credentials route. */
+typedef struct {
+    si_session_keys_t *sessions;   /* borrowed */
+    const char *url;               /* "http://host:port" that clients reach it at */
+    const char *region;
+} control_s3_t;
 
 /* Appends Prometheus text (metrics the engine owns: drive states, mounts,
  * bytes read) to out; called under no lock of the control's. */
@@ -46,6 +59,8 @@ int control_routes(control_t *c, http_server_t *server, si_error_t *err);
 /* Applies reloaded settings (munge socket, pin lifetimes, peercred). */
 int control_reconfigure(control_t *c, const control_opts_t *opts, si_error_t *err);
 void control_set_metrics_hook(control_t *c, control_metrics_fn fn, void *arg);
+/* Turns on POST /api/v1/credentials (404 while no S3 endpoint runs). */
+int control_set_s3(control_t *c, const control_s3_t *s3, si_error_t *err);
 void control_free(control_t *c);
 
 /* ---- parsing, exposed for tests ------------------------------------------ */

@@ -4,25 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <munge.h>
+#include "common/munge_auth.h"
 
 /* The longest credential accepted: munge's are a few hundred bytes. */
 #define CREDENTIAL_MAX 4096
-
-static munge_ctx_t context_for(const char *munge_socket, si_error_t *err)
-{
-    munge_ctx_t ctx = munge_ctx_create();
-    if (!ctx) {
-        si_errprintf(err, "cannot create a MUNGE context (out of memory)");
-        return NULL;
-    }
-    if (munge_socket && munge_ctx_set(ctx, MUNGE_OPT_SOCKET, munge_socket) != EMUNGE_SUCCESS) {
-        si_errprintf(err, "cannot use MUNGE socket %s: %s", munge_socket, munge_ctx_strerror(ctx));
-        munge_ctx_destroy(ctx);
-        return NULL;
-    }
-    return ctx;
-}
 
 int identity_munge_decode(const char *munge_socket, const char *credential, uid_t *uid,
                           gid_t *gid, unsigned *status, si_error_t *err)
@@ -33,7 +18,7 @@ int identity_munge_decode(const char *munge_socket, const char *credential, uid_
     if (strlen(credential) > CREDENTIAL_MAX)
         return si_errprintf(err, "the %s header is longer than %d bytes", IDENTITY_HEADER,
                             CREDENTIAL_MAX);
-    munge_ctx_t ctx = context_for(munge_socket, err);
+    munge_ctx_t ctx = si_munge_context(munge_socket, err);
     if (!ctx) {
         *status = 500;
         return -1;
@@ -98,24 +83,6 @@ int identity_resolve(const identity_opts_t *opts, const char *credential,
                                            : " (peer credentials are not accepted here)");
     return si_errprintf(err, "no MUNGE credential in the %s header (required over TCP)",
                         IDENTITY_HEADER);
-}
-
-char *identity_munge_encode(const char *munge_socket, si_error_t *err)
-{
-    munge_ctx_t ctx = context_for(munge_socket, err);
-    if (!ctx)
-        return NULL;
-    char *cred = NULL;
-    munge_err_t e = munge_encode(&cred, ctx, NULL, 0);
-    if (e != EMUNGE_SUCCESS) {
-        const char *why = munge_ctx_strerror(ctx);
-        si_errprintf(err, "cannot get a MUNGE credential%s%s: %s", munge_socket ? " from " : "",
-                     munge_socket ? munge_socket : "", why ? why : munge_strerror(e));
-        free(cred);
-        cred = NULL;
-    }
-    munge_ctx_destroy(ctx);
-    return cred;
 }
 
 bool identity_authenticate(const identity_opts_t *opts, http_request_t *req, identity_t *who)

@@ -9,9 +9,10 @@
 #include <sys/types.h>
 
 #include "common/error.h"
+#include "common/munge_auth.h"
 #include "daemon/http/server.h"
 
-#define IDENTITY_HEADER "X-Stagein-Munge"
+#define IDENTITY_HEADER SI_MUNGE_HEADER
 
 typedef struct {
     uid_t uid;
@@ -38,8 +39,5 @@ bool identity_authenticate(const identity_opts_t *opts, http_request_t *req, ide
 /* Decodes one credential; same results as identity_resolve. */
 int identity_munge_decode(const char *munge_socket, const char *credential, uid_t *uid,
                           gid_t *gid, unsigned *status, si_error_t *err);
-
-/* Client side: a fresh credential for this process's uid/gid (malloc'd). */
-char *identity_munge_encode(const char *munge_socket, si_error_t *err);
 
 #endif

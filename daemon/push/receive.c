@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "daemon/cache/cache.h"
+#include "common/text.h"
 #include "common/uuid.h"
 
 struct push_upload {
@@ -33,7 +34,7 @@ static int check_file(const push_conf_t *conf, const push_file_t *f, char *objec
 {
     if (!f->dataset || !*f->dataset)
         return si_errnoprintf(err, EINVAL, "no dataset named (query argument 'dataset')");
-    if (catalog_dataset_check_name(f->dataset, err) < 0)
+    if (si_dataset_check(f->dataset, err) < 0)
         return errno = EINVAL, -1;
     if (!f->key || !*f->key)
         return si_errnoprintf(err, EINVAL, "no key named (query argument 'key': the file's path"
@@ -151,6 +152,18 @@ static int push_for(push_t *p, const push_file_t *f, int64_t dataset_id, char *u
 }
 
 /* Dataset, push, object and item (RECEIVING) in one transaction; lock held. */
+
+/* The modification time of an object received without one: when it was
+ * committed, rounded up to the whole second the catalog keeps, so that a
+ * source file written before its upload ended is never newer than the copy
+ * (`aws s3 sync` re-uploads files newer than their LastModified). */
+static int64_t received_mtime(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (int64_t)now.tv_sec + (now.tv_nsec > 0);
+}
+
 static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_error_t *err)
 {
     int64_t dataset_id = 0, push_id = 0;
@@ -170,7 +183,7 @@ static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_e
     sqlite3_bind_int64(s, 3, (int64_t)f->size);
     if (f->checksum)
         sqlite3_bind_text(s, 4, f->checksum, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 5, f->mtime >= 0 ? f->mtime : (int64_t)time(NULL));
+    sqlite3_bind_int64(s, 5, f->mtime >= 0 ? f->mtime : received_mtime());
     int rc = sqlite3_step(s);
     sqlite3_finalize(s);
     if (rc != SQLITE_DONE) {

@@ -16,17 +16,21 @@
 
 /* May `who` read object o? Root and public buckets: yes. Otherwise, like a
  * stage request: a readable dataset holding it; or no dataset holds it and
- * it is no pushed file still on its way to tape, unless its pusher asks. */
+ * it is no pushed file still on its way to tape, unless its pusher asks.
+ * A CASE, not ORs: SQLite evaluates both sides of an OR in a result column,
+ * and each side here is a subquery; CASE stops at the first that decides. */
 #define READABLE_SQL                                                                     \
-    "(:all OR EXISTS (SELECT 1 FROM dataset_members m JOIN datasets d"                   \
+    "(CASE WHEN :all THEN 1"                                                             \
+    " WHEN EXISTS (SELECT 1 FROM dataset_members m JOIN datasets d"                      \
     "   ON d.id = m.dataset_id WHERE m.object_id = o.id AND CASE"                        \
     "   WHEN d.owner_uid = :uid THEN (d.mode & 256) != 0"                                \
     "   WHEN d.owner_gid = :gid THEN (d.mode & 32) != 0"                                 \
-    "   ELSE (d.mode & 4) != 0 END)"                                                     \
-    " OR (NOT EXISTS (SELECT 1 FROM dataset_members m WHERE m.object_id = o.id)"         \
-    "     AND (NOT EXISTS (SELECT 1 FROM push_items pi WHERE pi.object_id = o.id)"       \
-    "          OR EXISTS (SELECT 1 FROM push_items pi JOIN pushes p ON p.id = pi.push_id" \
-    "                     WHERE pi.object_id = o.id AND p.uid = :uid))))"
+    "   ELSE (d.mode & 4) != 0 END) THEN 1"                                              \
+    " WHEN EXISTS (SELECT 1 FROM dataset_members m WHERE m.object_id = o.id) THEN 0"     \
+    " WHEN NOT EXISTS (SELECT 1 FROM push_items pi WHERE pi.object_id = o.id) THEN 1"    \
+    " WHEN EXISTS (SELECT 1 FROM push_items pi JOIN pushes p ON p.id = pi.push_id"       \
+    "   WHERE pi.object_id = o.id AND p.uid = :uid) THEN 1"                              \
+    " ELSE 0 END)"
 
 /* An upload still arriving (or being removed) is no object yet. */
 #define VISIBLE_SQL                                                                      \
@@ -38,6 +42,7 @@
 
 static const char sql_object[] =
     "SELECT o.id, o.size, o.checksum, o.mtime, o.etag, o.storage_class, " READABLE_SQL
+    ", (SELECT c.size FROM cache c WHERE c.object_id = o.id)"
     " FROM objects o WHERE o.bucket = :bucket AND o.key = :key AND " VISIBLE_SQL;
 
 static const char sql_list_from[] =
@@ -211,6 +216,8 @@ int s3_db_object(s3_db_t *db, const char *bucket, const char *key, const s3_who_
                    (const char *)sqlite3_column_text(s, 2), out->id, out->size, out->etag);
         copy_text(out->storage_class, sizeof(out->storage_class), sqlite3_column_text(s, 5));
         out->readable = sqlite3_column_int(s, 6) != 0;
+        out->cached = sqlite3_column_type(s, 7) != SQLITE_NULL;
+        out->cached_size = out->cached ? (uint64_t)sqlite3_column_int64(s, 7) : 0;
     }
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);

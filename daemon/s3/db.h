@@ -39,10 +39,13 @@ typedef struct {
     char etag[S3_ETAG_MAX];           /* quoted */
     char storage_class[16];
     bool readable;
+    bool cached;                      /* it has a row in the cache table ... */
+    uint64_t cached_size;             /* ... of this size */
 } s3_object_t;
 
 /* 1 and *out when the object exists (readable says whether who may read
- * it), 0 when it does not (or its upload is still arriving), -1 on error. */
+ * it; cached whether the cache holds it, read in the same transaction), 0
+ * when it does not (or its upload is still arriving), -1 on error. */
 int s3_db_object(s3_db_t *db, const char *bucket, const char *key, const s3_who_t *who,
                  s3_object_t *out, si_error_t *err);
 /* 1 when some object lives in bucket, 0 when none, -1 on error. */

@@ -27,7 +27,9 @@ typedef struct s3_req s3_req_t;
 struct s3_server {
     s3_conf_t conf;
     si_secrets_t *secrets;
+    si_session_keys_t *sessions;     /* borrowed; NULL: no session credentials */
     si_sigv4_verifier_conf_t verifier;
+    si_sigv4_key_cache_t *keys;      /* the verifier's derived keys */
     s3_dbpool_t *pool;
     cache_t *cache;
     push_t *push;
@@ -73,15 +75,28 @@ typedef struct {
     bool transparent;
 } s3_bucket_map_t;
 
+/* One parameter of the query, decoded. */
+typedef struct {
+    size_t name, value;              /* offsets into s3_req_t.query_text */
+    size_t value_len;
+    bool value_ok;                   /* its value is valid percent-encoding */
+} s3_query_param_t;
+
 struct s3_req {
     s3_server_t *srv;
     struct MHD_Connection *conn;
     char *uri;                       /* raw, as received */
     const char *path;                /* raw path (into path_buf) */
     const char *query;               /* raw query, "" when none */
+    /* the query decoded once, for s3_req_query; none when a name in it is
+     * not valid percent-encoding */
+    s3_query_param_t *params;
+    size_t nparams;
+    si_strbuf_t query_text;          /* the names and values, each NUL-terminated */
     char *path_buf;
     char method[16];
     bool started;
+    bool dispatched;                 /* dispatch ran (at once, or after an empty body) */
     bool responded;
     unsigned status;
     struct timespec t0;

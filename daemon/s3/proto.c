@@ -12,10 +12,10 @@
 #include <strings.h>
 #include <time.h>
 
-#include <expat.h>
 
 #include "common/checksum.h"
 #include "common/text.h"
+#include "common/xml.h"
 
 /* ---- errors ------------------------------------------------------------- */
 
@@ -385,119 +385,11 @@ int s3_multipart_etag(const char *const *part_md5_hex, size_t nparts, char out[S
 
 /* ---- XML request bodies --------------------------------------------------- */
 
-#define XML_DEPTH_MAX 8
-#define XML_TEXT_MAX (SI_KEY_MAX * 6 + 16) /* a key, escaped as numeric references */
-
-typedef struct xml_ctx xml_ctx_t;
-/* Called at the end of each element with its path ("Delete/Object/Key")
- * and text. Returns -1 (with ctx->code/err set) to stop. */
-typedef int (*xml_element_fn)(xml_ctx_t *x, const char *path, const char *text, size_t len);
-
-struct xml_ctx {
-    XML_Parser parser;
-    const char *root;
-    xml_element_fn on_end;
-    void *arg;
-    int depth;
-    char path[XML_DEPTH_MAX * 64];
-    size_t path_len[XML_DEPTH_MAX + 1];
-    si_strbuf_t text;
-    bool failed;
-    const char *code;
-    si_error_t *err;
-};
-
-static void stop(xml_ctx_t *x)
-{
-    x->failed = true;
-    XML_StopParser(x->parser, XML_FALSE);
-}
-
-static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **attrs)
-{
-    (void)attrs;
-    xml_ctx_t *x = ud;
-    if (x->failed)
-        return;
-    /* namespaced names arrive as "uri|Local" (the separator given to the parser) */
-    const char *local = strrchr(name, '|');
-    local = local ? local + 1 : name;
-    if (x->depth == 0 && strcmp(local, x->root) != 0) {
-        si_errprintf(x->err, "the root element is <%.64s>, expected <%s>", local, x->root);
-        return stop(x);
-    }
-    if (x->depth >= XML_DEPTH_MAX) {
-        si_errprintf(x->err, "elements nested deeper than %d", XML_DEPTH_MAX);
-        return stop(x);
-    }
-    size_t at = x->path_len[x->depth];
-    int n = snprintf(x->path + at, sizeof(x->path) - at, "%s%s", x->depth ? "/" : "", local);
-    if (n < 0 || (size_t)n >= sizeof(x->path) - at) {
-        si_errprintf(x->err, "element name too long");
-        return stop(x);
-    }
-    x->depth++;
-    x->path_len[x->depth] = at + (size_t)n;
-    si_strbuf_reset(&x->text);
-}
-
-static void XMLCALL on_element_end(void *ud, const XML_Char *name)
-{
-    (void)name;
-    xml_ctx_t *x = ud;
-    if (x->failed)
-        return;
-    if (x->text.failed) {
-        si_errprintf(x->err, "the text of <%s> is longer than %d bytes", x->path,
-                     XML_TEXT_MAX);
-        return stop(x);
-    }
-    if (x->on_end(x, x->path, si_strbuf_str(&x->text), x->text.len) < 0)
-        return stop(x);
-    x->depth--;
-    x->path[x->path_len[x->depth]] = '\0';
-    si_strbuf_reset(&x->text);
-}
-
-static void XMLCALL on_text(void *ud, const XML_Char *s, int len)
-{
-    xml_ctx_t *x = ud;
-    if (!x->failed)
-        si_strbuf_append(&x->text, s, (size_t)len);
-}
-
 /* Parses body, whose root must be root, calling on_end per element. */
-static int xml_parse(const char *body, size_t len, const char *root, xml_element_fn on_end,
+static int xml_parse(const char *body, size_t len, const char *root, si_xml_element_fn on_end,
                      void *arg, const char **code, si_error_t *err)
 {
-    *code = "MalformedXML";
-    if (len > S3_XML_BODY_MAX)
-        return si_errprintf(err, "the XML body is %zu bytes, more than %u", len,
-                            S3_XML_BODY_MAX);
-    xml_ctx_t x = {.root = root, .on_end = on_end, .arg = arg, .code = "MalformedXML",
-                   .err = err};
-    si_strbuf_init(&x.text, XML_TEXT_MAX);
-    x.parser = XML_ParserCreateNS("UTF-8", '|');
-    if (!x.parser) {
-        *code = "InternalError";
-        return si_errprintf(err, "out of memory");
-    }
-    XML_SetUserData(x.parser, &x);
-    XML_SetElementHandler(x.parser, on_start, on_element_end);
-    XML_SetCharacterDataHandler(x.parser, on_text);
-    int rc = 0;
-    if (XML_Parse(x.parser, body, (int)len, XML_TRUE) == XML_STATUS_ERROR || x.failed) {
-        if (!x.failed)
-            si_errprintf(err, "line %lu, column %lu: %s",
-                         (unsigned long)XML_GetCurrentLineNumber(x.parser),
-                         (unsigned long)XML_GetCurrentColumnNumber(x.parser),
-                         XML_ErrorString(XML_GetErrorCode(x.parser)));
-        *code = x.code;
-        rc = -1;
-    }
-    XML_ParserFree(x.parser);
-    si_strbuf_free(&x.text);
-    return rc;
+    return si_xml_parse(body, len, S3_XML_BODY_MAX, root, on_end, arg, code, err);
 }
 
 static bool parse_small_int(const char *text, int64_t max, int64_t *out)
@@ -528,7 +420,7 @@ static void trim(const char **text, size_t *len)
         (*len)--;
 }
 
-static int restore_element(xml_ctx_t *x, const char *path, const char *text, size_t len)
+static int restore_element(si_xml_ctx_t *x, const char *path, const char *text, size_t len)
 {
     s3_restore_request_t *r = x->arg;
     if (strcmp(path, "RestoreRequest/Days") == 0) {
@@ -586,7 +478,7 @@ const char *s3_tier_name(s3_tier_t tier)
     return "Standard";
 }
 
-static int delete_element(xml_ctx_t *x, const char *path, const char *text, size_t len)
+static int delete_element(si_xml_ctx_t *x, const char *path, const char *text, size_t len)
 {
     s3_delete_request_t *d = x->arg;
     if (strcmp(path, "Delete/Quiet") == 0) {
@@ -643,7 +535,7 @@ typedef struct {
     bool have_number, have_etag;
 } complete_state_t;
 
-static int complete_element(xml_ctx_t *x, const char *path, const char *text, size_t len)
+static int complete_element(si_xml_ctx_t *x, const char *path, const char *text, size_t len)
 {
     complete_state_t *st = x->arg;
     if (strcmp(path, "CompleteMultipartUpload/Part/PartNumber") == 0) {

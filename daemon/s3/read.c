@@ -492,8 +492,6 @@ void s3_get_object(s3_req_t *r, bool head)
     }
 
     if (head) {
-        cache_entry_t entry;
-        int cached = cache_stat(s->cache, o.id, &entry, &err);
         uint64_t start = 0, length = o.size;
         unsigned status = 200;
         s3_range_result_t range = s3_range_parse(s3_req_header(r, "Range"), o.size, &start,
@@ -514,14 +512,16 @@ void s3_get_object(s3_req_t *r, bool head)
             status = 206;
         }
         add_object_headers(r, resp, &o);
-        add_class_headers(r, resp, &o, cached == 1);
+        add_class_headers(r, resp, &o, o.cached);
         s3_rdma_head(r, resp);
         s3_respond(r, status, resp);
         goto out;
     }
 
-    if (cache_open_object(s->cache, o.id, &fd, &size, &err) < 0) {
-        if (errno != ENOENT) {
+    /* the catalog query said whether it is cached: no second lookup */
+    size = o.cached_size;
+    if (!o.cached || cache_open_cached(s->cache, o.id, o.cached_size, &fd, &err) < 0) {
+        if (o.cached && errno != ENOENT) {
             s3_respond_error(r, "InternalError", "%s", err.text);
             goto out;
         }

@@ -24,6 +24,7 @@
 #include "common/conf.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/s3secrets.h"
 #include "common/text.h"
 #include "daemon/rdma/rdma.h"
 
@@ -56,8 +57,8 @@ typedef struct {
     s3_bucket_list_t archive_buckets; /* PUT goes to tape through the push path */
     size_t max_header_size;          /* bytes of the request line and headers */
     unsigned timeout;                /* idle connection timeout, seconds */
-    unsigned threads;
-    unsigned max_connections;
+    unsigned threads;                /* requests working in the catalog at once */
+    unsigned max_connections;        /* each has its thread; 0: libmicrohttpd's limit */
 } s3_conf_t;
 
 /* Defaults: disabled, 127.0.0.1:9000, SYSCONFDIR/stagein/s3-secrets,
@@ -77,6 +78,8 @@ typedef struct {
     cache_t *cache;              /* shared with the recall and push services */
     push_t *push;                /* archive buckets; NULL: none */
     const char *push_bucket;     /* push.bucket: where archive buckets' objects live */
+    si_session_keys_t *sessions; /* session credentials accepted beside the secrets file;
+                                  * borrowed, may be NULL */
     si_log_t *log;               /* may be NULL */
     rdma_config_t rdma;          /* the "rdma" group; zeroed: no RDMA data path */
 } s3_opts_t;
@@ -85,6 +88,10 @@ typedef struct {
  * and starts listening. */
 s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err);
 uint16_t s3_server_port(const s3_server_t *s);
+/* "http://HOST:PORT" that clients reach the server at: its bind address, or
+ * this host's name when it listens on every address. */
+void s3_server_url(const s3_server_t *s, char *buf, size_t size);
+const char *s3_server_region(const s3_server_t *s);
 /* Stops accepting, waits for running requests, frees everything. NULL ok. */
 void s3_server_stop(s3_server_t *s);
 /* Prometheus text of the server's RDMA data path (none when off); NULL ok. */

@@ -262,3 +262,32 @@ error:
     json_decref(answer);
     return rc;
 }
+
+stagein_err_t lib_session_credentials(stagein_t *h)
+{
+    json_t *j = NULL;
+    stagein_err_t code = call(h, "POST", "/api/v1/credentials", "{}", &j);
+    if (code != STAGEIN_SUCCESS)
+        return code;
+    const char *key = json_string_value(json_object_get(j, "accessKeyId"));
+    const char *secret = json_string_value(json_object_get(j, "secretAccessKey"));
+    const char *url = json_string_value(json_object_get(j, "s3Endpoint"));
+    const char *region = json_string_value(json_object_get(j, "region"));
+    json_int_t expires = json_integer_value(json_object_get(j, "expires"));
+    if (!key || !secret || !url || !region || expires <= 0) {
+        json_decref(j);
+        return lib_fail(h, STAGEIN_ERR_PROTOCOL, "POST /api/v1/credentials: the answer lacks "
+                        "accessKeyId, secretAccessKey, s3Endpoint, region or expires");
+    }
+    if ((!h->s3_endpoint &&
+         (code = stagein_set_option(h, STAGEIN_OPT_S3_ENDPOINT, url)) != STAGEIN_SUCCESS) ||
+        (code = stagein_set_option(h, STAGEIN_OPT_S3_REGION, region)) != STAGEIN_SUCCESS ||
+        (code = stagein_set_option(h, STAGEIN_OPT_S3_ACCESS_KEY, key)) != STAGEIN_SUCCESS ||
+        (code = stagein_set_option(h, STAGEIN_OPT_S3_SECRET, secret)) != STAGEIN_SUCCESS) {
+        json_decref(j);
+        return code;
+    }
+    h->session_expires = (int64_t)expires;
+    json_decref(j);
+    return STAGEIN_SUCCESS;
+}

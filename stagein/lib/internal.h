@@ -40,6 +40,8 @@ struct stagein {
     int parallel;                /* 0: the default of the transport */
     uint64_t chunk;              /* 0: the default of the transport */
     si_sigv4_signer_t *signer;   /* made on first S3 use */
+    int64_t session_expires;     /* credentials from the control API: when they
+                                  * expire (0: configured ones, never renewed) */
     void *control;               /* client_t, made on first control call */
     _Atomic uint64_t landed;     /* bytes of the running read */
     char *rdma_provider;         /* NULL: the server's */
@@ -56,6 +58,11 @@ struct stagein {
 stagein_err_t lib_fail(stagein_t *h, stagein_err_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 stagein_err_t lib_fail_err(stagein_t *h, stagein_err_t code, const si_error_t *err);
+
+/* S3 credentials (and the S3 endpoint when none is set) asked from the
+ * control API for the caller's MUNGE identity: used when no credentials are
+ * configured, renewed shortly before they expire. */
+stagein_err_t lib_session_credentials(stagein_t *h);
 
 /* The HTTP status of an S3 or control answer as a library code. */
 stagein_err_t lib_code_of_http(long status);

@@ -21,15 +21,27 @@
 #define S3_ERROR_BODY_MAX 4096
 #define S3_TIMEOUT_S 600L
 
+/* Session credentials are renewed this long before they expire, so that a
+ * read started with them does not outlive them. */
+#define SESSION_RENEW_S 600
+
 static stagein_err_t signer(stagein_t *h, si_sigv4_signer_t **out)
 {
+    bool configured = h->access_key && h->secret && !h->session_expires;
+    bool stale = h->session_expires && (int64_t)time(NULL) > h->session_expires - SESSION_RENEW_S;
+    if (!configured && h->endpoint && (!h->access_key || stale)) {
+        stagein_err_t code = lib_session_credentials(h);
+        if (code != STAGEIN_SUCCESS)
+            return code;
+    }
     if (!h->s3_endpoint)
         return lib_fail(h, STAGEIN_ERR_CONFIG,
-                        "no S3 endpoint: set $STAGEIN_S3_ENDPOINT or STAGEIN_OPT_S3_ENDPOINT");
+                        "no S3 endpoint: set $STAGEIN_S3_ENDPOINT or STAGEIN_OPT_S3_ENDPOINT,"
+                        " or a control endpoint to ask for it");
     if (!h->access_key || !h->secret)
         return lib_fail(h, STAGEIN_ERR_CONFIG,
                         "no S3 credentials: set $STAGEIN_S3_ACCESS_KEY and $STAGEIN_S3_SECRET,"
-                        " or $STAGEIN_S3_CREDENTIALS");
+                        " or $STAGEIN_S3_CREDENTIALS, or a control endpoint to ask for them");
     if (!h->signer) {
         si_error_t err;
         h->signer = si_sigv4_signer_new(h->access_key, h->secret, h->region, "s3", &err);

@@ -120,6 +120,23 @@ static void test_priority(void)
     is_int(p, 7, "a refused priority leaves the value alone");
 }
 
+static void test_user(void)
+{
+    int64_t uid = 7, gid = 7;
+    si_error_t err;
+    ok(stage_parse_user("65534:100", &uid, &gid, &err) == 0 && uid == 65534 && gid == 100,
+       "user 65534:100");
+    ok(stage_parse_user("0:0", &uid, &gid, &err) == 0 && uid == 0 && gid == 0, "user 0:0");
+    static const char *const bad[] = {"65534", ":100", "65534:", "a:b", "1:2:3", "-1:5",
+                                      "4294967295:0", "12345678901234567:1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uid = gid = 7;
+        ok(stage_parse_user(bad[i], &uid, &gid, &err) < 0 && uid == 7 && gid == 7 &&
+               strstr(err.text, "is not UID:GID"),
+           "user '%s' refused: %s", bad[i], err.text);
+    }
+}
+
 static char *body_text(const stage_opts_t *o, si_error_t *err)
 {
     json_t *b = stage_request_body(o, err);
@@ -159,6 +176,17 @@ static void test_body(void)
     stage_opts_t none = {.job = "1"};
     ok(body_text(&none, &err) == NULL && strstr(err.text, "nothing to stage"),
        "a request naming nothing is refused: %s", err.text);
+
+    stage_opts_t behalf = {.datasets = datasets, .ndatasets = 1, .for_user = true, .uid = 65534,
+                           .gid = 100};
+    text = body_text(&behalf, &err);
+    is_str(text, "{\"datasets\":[\"climate\"],\"gid\":100,\"uid\":65534}",
+           "on behalf of a user: uid and gid");
+    free(text);
+    stage_opts_t root_self = {.datasets = datasets, .ndatasets = 1, .uid = 0, .gid = 0};
+    text = body_text(&root_self, &err);
+    is_str(text, "{\"datasets\":[\"climate\"]}", "uid 0 without for_user sends no uid");
+    free(text);
 
     const char *bad[] = {"caf\xe9"};
     stage_opts_t latin1 = {.datasets = bad, .ndatasets = 1};
@@ -207,6 +235,7 @@ int main(void)
     test_durations();
     test_deadlines();
     test_priority();
+    test_user();
     test_body();
     test_manifest();
     return done_testing();

@@ -1,9 +1,12 @@
 #include "config.h"
 #include "tests/bench/bench_opts.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 int bench_parse_options(int argc, char **argv, bench_opts_t *o)
 {
@@ -40,4 +43,24 @@ int bench_parse_options(int argc, char **argv, bench_opts_t *o)
         return 2;
     }
     return -1;
+}
+
+double bench_mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+double bench_wall_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+void bench_die(const char *prog, const char *what, const char *why)
+{
+    fprintf(stderr, "%s: %s: %s\n", prog, what, why ? why : strerror(errno));
+    exit(1);
 }

@@ -14,4 +14,12 @@ typedef struct {
 /* Returns -1 to go on, or the exit status (0 after --help, 2 on bad usage). */
 int bench_parse_options(int argc, char **argv, bench_opts_t *o);
 
+/* Seconds on the monotonic clock (intervals) and on the wall clock (to
+ * compare with times the catalog records). */
+double bench_mono_s(void);
+double bench_wall_s(void);
+/* "PROG: WHAT: WHY" on stderr (WHY NULL: errno's text), then exit 1. */
+void bench_die(const char *prog, const char *what, const char *why)
+    __attribute__((noreturn));
+
 #endif

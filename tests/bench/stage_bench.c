@@ -29,27 +29,13 @@
 #include "common/table.h"
 #include "daemon/simlib/engine.h"
 #include "daemon/volume/volume.h"
+#include "tests/bench/bench_opts.h"
 
 #define NVOLS 3
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static double wall_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
 static void die(const char *what, const si_error_t *err)
 {
-    fprintf(stderr, "stage: %s: %s\n", what, err ? err->text : strerror(errno));
-    exit(1);
+    bench_die("stage", what, err ? err->text : NULL);
 }
 
 /* Deterministic sizes between 256 KiB and 1.5 MiB. */
@@ -263,7 +249,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 500 && access(sock, F_OK) < 0; i++)
         usleep(10000);
     char answer[8192];
-    double t0 = now_s(), t0_wall = wall_s();
+    double t0 = bench_mono_s(), t0_wall = bench_wall_s();
     int code = http_unix(sock, "POST", "/api/v1/stage", "{\"datasets\":[\"bench\"]}", answer,
                          sizeof(answer));
     const char *idp = strstr(answer, "\"requestId\":\"");
@@ -287,7 +273,7 @@ int main(int argc, char **argv)
     char final[16] = "";
     double updated = 0;
     double limit = t0 + predicted * 3 + 60;
-    while (now_s() < limit) {
+    while (bench_mono_s() < limit) {
         if (sqlite3_step(q) == SQLITE_ROW) {
             snprintf(final, sizeof(final), "%s", sqlite3_column_text(q, 0));
             updated = sqlite3_column_double(q, 1);
@@ -297,7 +283,7 @@ int main(int argc, char **argv)
             break;
         usleep(20000);
     }
-    double achieved = now_s() - t0;
+    double achieved = bench_mono_s() - t0;
     if (updated > t0_wall && updated - t0_wall < achieved)
         achieved = updated - t0_wall;
     sqlite3_finalize(q);

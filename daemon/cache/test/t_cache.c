@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <fcntl.h>
 #include <pthread.h>
 
 #include "common/tap.h"
@@ -70,6 +71,30 @@ static void test_write_read(cache_t *c)
     is_int(ct_query_int(&t, sql), 1, "catalog row records the relative path");
     ok(read_back(c, id, 1, size) == 0, "read back identical");
 
+    /* opened with the size the caller read from the catalog itself */
+    int fd = -1;
+    t.now += 10;
+    ok(cache_open_cached(c, id, size, &fd, &err) == 0 && fd >= 0, "cache_open_cached: opened");
+    unsigned char *want = ct_content(1, size), *have = malloc(size);
+    ok(fd >= 0 && pread(fd, have, size, 0) == (ssize_t)size && memcmp(want, have, size) == 0,
+       "cache_open_cached: the object's bytes");
+    free(want);
+    free(have);
+    if (fd >= 0)
+        close(fd);
+    ok(cache_flush_access(c, &err) == 0, "access times flushed");
+    snprintf(sql, sizeof(sql), "SELECT last_access = %.1f FROM cache WHERE object_id = %" PRId64,
+             t.now, id);
+    is_int(ct_query_int(&t, sql), 1, "cache_open_cached: the access time is recorded");
+    fd = -1;
+    ok(cache_open_cached(c, id, size + 1, &fd, &err) < 0 && errno == EIO && fd == -1,
+       "cache_open_cached: another size than the file's is EIO: %s", err.text);
+    int64_t absent = ct_object(&t, 3, 10, sum);
+    ok(cache_open_cached(c, absent, 10, &fd, &err) < 0 && errno == ENOENT,
+       "cache_open_cached: no file is ENOENT: %s", err.text);
+    ok(cache_open_cached(c, 0, 10, &fd, &err) < 0 && errno == EINVAL,
+       "cache_open_cached: a bad id is EINVAL");
+
     cache_usage_t u;
     cache_usage(c, &u, &err);
     ok(u.used_bytes == size && u.objects == 1 && u.reserved_bytes == 0 && u.writers == 0,
@@ -85,6 +110,20 @@ static void test_write_read(cache_t *c)
     int64_t empty = ct_object(&t, 2, 0, sum);
     ok(ct_store(c, empty, 2, 0, sum, 1, 0, &err) == 0, "empty object stored");
     ok(read_back(c, empty, 2, 0) == 0, "empty object reads back empty");
+
+    /* a batch with several reads of each: each object gets its latest access */
+    double base = t.now, at[] = {1000, 500, 2000, 1500};
+    int64_t who[] = {id, empty, id, id};
+    for (int i = 0; i < 4; i++) {
+        t.now = base + at[i];
+        if (cache_open_cached(c, who[i], who[i] == id ? size : 0, &fd, &err) == 0)
+            close(fd);
+    }
+    ok(cache_flush_access(c, &err) == 0, "a batch of four reads of two objects flushed");
+    snprintf(sql, sizeof(sql), "SELECT (SELECT last_access FROM cache WHERE object_id = %" PRId64
+             ") = %.1f AND (SELECT last_access FROM cache WHERE object_id = %" PRId64 ") = %.1f",
+             id, base + 2000, empty, base + 500);
+    is_int(ct_query_int(&t, sql), 1, "each object has its latest access time");
 }
 
 static void test_mismatches(cache_t *c)
@@ -168,6 +207,43 @@ static void test_mismatches(cache_t *c)
         ok(cache_writer_finish(w, 0, &err) == 0 && cache_stat(c, nid, &e, &err) == 1 &&
                !e.verified, "no catalog checksum: stored unverified");
     }
+    free(data);
+}
+
+/* Bytes taken from a file (copy_file_range), mixed with plain writes,
+ * verified as written ones are; a file that ends early fails. */
+static void test_copy_fd(cache_t *c)
+{
+    si_error_t err;
+    char sum[SI_CHECKSUM_TEXT_MAX], src[400];
+    size_t size = 3 * (1u << 20) + 17;
+    int64_t id = ct_object(&t, 60, size, sum);
+    unsigned char *data = ct_content(60, size);
+    snprintf(src, sizeof(src), "%s/copy-src", t.root);
+    FILE *f = fopen(src, "wb");
+    fwrite(data, 1, size, f);
+    fclose(f);
+    int fd = open(src, O_RDONLY);
+    cache_writer_t *w;
+    ok(cache_writer_open(c, id, size, sum, &w, &err) == 0, "writer opened for copy_fd");
+    ok(cache_writer_write(w, data, 1000, &err) == 0 &&
+       cache_writer_copy_fd(w, fd, 1000, (1u << 20), &err) == 0 &&
+       cache_writer_write(w, data + 1000 + (1u << 20), 5, &err) == 0 &&
+       cache_writer_copy_fd(w, fd, 1005 + (1u << 20), size - 1005 - (1u << 20), &err) == 0,
+       "write, copy_fd, write, copy_fd: %s", err.text);
+    ok(cache_writer_finish(w, 0, &err) == 0 && read_back(c, id, 60, size) == 0,
+       "finished: checksum of the copied bytes verified, read back identical");
+    int64_t id2 = ct_object(&t, 61, size, sum);
+    ok(cache_writer_open(c, id2, size, sum, &w, &err) == 0 &&
+       cache_writer_copy_fd(w, fd, 0, size, &err) == 0 && cache_writer_finish(w, 0, &err) < 0 &&
+       errno == EBADMSG && strstr(err.text, "checksum mismatch"),
+       "another object's bytes by copy_fd: checksum mismatch caught: %s", err.text);
+    int64_t id3 = ct_object(&t, 62, size + 10, sum);
+    ok(cache_writer_open(c, id3, size + 10, NULL, &w, &err) == 0 &&
+       cache_writer_copy_fd(w, fd, 0, size + 10, &err) < 0 && errno == EBADMSG &&
+       strstr(err.text, "ended 10 bytes early"), "a source that ends early: %s", err.text);
+    cache_writer_abort(w);
+    close(fd);
     free(data);
 }
 
@@ -301,6 +377,7 @@ int main(void)
 
     test_write_read(c);
     test_mismatches(c);
+    test_copy_fd(c);
     test_hostile(c);
     cache_close(c);
 

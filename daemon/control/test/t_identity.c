@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/tap.h"
+#include "common/munge_auth.h"
 #include "daemon/control/identity.h"
 
 static const char *find_program(const char *name, char *buf, size_t size)
@@ -47,7 +48,7 @@ int main(void)
     ok(identity_resolve(&opts, "MUNGE:AAAA:", &tcp, &who, &status, &err) == -1 && status == 503 &&
            strstr(err.text, "/nonexistent/munge.sock"),
        "munged unreachable: 503 naming the socket, %s", err.text);
-    ok(identity_munge_encode("/nonexistent/munge.sock", &err) == NULL &&
+    ok(si_munge_encode("/nonexistent/munge.sock", &err) == NULL &&
            strstr(err.text, "/nonexistent/munge.sock"),
        "encode without munged fails clearly: %s", err.text);
 
@@ -70,7 +71,7 @@ int main(void)
     int rc = system(cmd);
     ok(rc == 0, "munged started on %s", sock);
 
-    char *cred = identity_munge_encode(sock, &err);
+    char *cred = si_munge_encode(sock, &err);
     ok(cred != NULL, "credential encoded: %s", cred ? "" : err.text);
     opts.munge_socket = sock;
     ok(cred && identity_resolve(&opts, cred, &tcp, &who, &status, &err) == 0 &&

@@ -1,5 +1,5 @@
 #include "config.h"
-#include "daemon/server_conf.h"
+#include "common/stageind_conf.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +17,8 @@ const si_conf_key_t stageind_conf_keys[] = {
     {"stageind.peercred", SI_CONF_BOOL, 0, 0, NULL},
     {"stageind.pin_lifetime", SI_CONF_INT, 1, 31536000, NULL},
     {"stageind.pin_lifetime_max", SI_CONF_INT, 1, 31536000, NULL},
+    {"stageind.credentials_lifetime", SI_CONF_INT, 60, 31536000, NULL},
+    {"stageind.credentials_lifetime_max", SI_CONF_INT, 60, 31536000, NULL},
     {"stageind.pid_file", SI_CONF_STRING, 0, 0, NULL},
     {"stageind.log_file", SI_CONF_STRING, 0, 0, NULL},
     {"stageind.log_level", SI_CONF_STRING, 0, 0, "error|warning|notice|info|debug"},
@@ -80,6 +82,14 @@ int stageind_settings(const si_conf_t *conf, const stageind_overrides_t *o,
         return si_errprintf(err, "stageind.pin_lifetime (%lld) is larger than"
                                  " stageind.pin_lifetime_max (%lld)",
                             (long long)s.pin_lifetime, (long long)s.pin_lifetime_max);
+    s.credentials_lifetime = si_conf_int(conf, "stageind.credentials_lifetime", 12 * 3600);
+    s.credentials_lifetime_max = si_conf_int(conf, "stageind.credentials_lifetime_max",
+                                             7 * 86400);
+    if (s.credentials_lifetime > s.credentials_lifetime_max)
+        return si_errprintf(err, "stageind.credentials_lifetime (%lld) is larger than"
+                                 " stageind.credentials_lifetime_max (%lld)",
+                            (long long)s.credentials_lifetime,
+                            (long long)s.credentials_lifetime_max);
 
     snprintf(buf, sizeof(buf), "%s/stageind.pid", s.state_dir);
     if (set_path(s.pid_file, sizeof(s.pid_file), "pid file",

@@ -1,7 +1,7 @@
 /* stageind's settings: the "stageind" group of stagein.conf, overridden by
  * command-line options, with defaults that need no configuration at all. */
-#ifndef STAGEIN_DAEMON_SERVER_CONF_H
-#define STAGEIN_DAEMON_SERVER_CONF_H
+#ifndef SI_STAGEIND_CONF_H
+#define SI_STAGEIND_CONF_H
 
 #include <limits.h>
 #include <stdbool.h>
@@ -30,6 +30,7 @@ typedef struct {
     char munge_socket[PATH_MAX]; /* "": libmunge's default */
     bool peercred;
     int64_t pin_lifetime, pin_lifetime_max;
+    int64_t credentials_lifetime, credentials_lifetime_max; /* S3 session credentials */
     char pid_file[PATH_MAX];
     char lock_file[PATH_MAX];
     char log_file[PATH_MAX];     /* "": stderr (or syslog) */

@@ -1,0 +1,51 @@
+/* Imports of an archive's own object listing (no tape positions): objects,
+ * sizes, ETags, storage classes. */
+#include "config.h"
+#include "catalog/internal.h"
+#include "catalog/import.h"
+
+#include <string.h>
+
+int catalog_import_listing(catalog_t *cat, const char *name, catalog_listing_next_fn next,
+                           void *arg, catalog_import_stats_t *stats, si_error_t *err)
+{
+    import_t im;
+    if (import_begin(&im, cat, name, stats, err) < 0)
+        return -1;
+    sqlite3_stmt *cls = catalog_prepare(cat, "UPDATE objects SET storage_class = ?2"
+                                             " WHERE id = ?1 AND storage_class IS NOT ?2", err);
+    int rc = cls ? 0 : -1;
+    for (;;) {
+        if (rc < 0)
+            break;
+        catalog_listed_object_t l;
+        memset(&l, 0, sizeof(l));
+        si_error_t why;
+        int got = next(arg, &l, &why);
+        if (got < 0) {
+            rc = si_errprintf(err, "%s", why.text);
+            break;
+        }
+        if (got == 0)
+            break;
+        im.line++;
+        im.stats->lines++;
+        catalog_object_t o = {.bucket = l.bucket, .key = l.key, .size = l.size,
+                              .checksum = l.checksum, .mtime = l.mtime, .etag = l.etag};
+        int64_t id;
+        int created = catalog_object_put(cat, &o, &id, &why);
+        if (created < 0) {
+            rc = import_fail(&im, err, "%s/%s: %s", l.bucket, l.key, why.text);
+            break;
+        }
+        im.stats->objects += (uint64_t)created;
+        sqlite3_reset(cls);
+        sqlite3_bind_int64(cls, 1, id);
+        sqlite3_bind_text(cls, 2, l.storage_class ? l.storage_class : "GLACIER", -1,
+                          SQLITE_TRANSIENT);
+        if (sqlite3_step(cls) != SQLITE_DONE)
+            rc = catalog_sqlerr(cat, err, "recording a storage class");
+    }
+    sqlite3_finalize(cls);
+    return import_end(&im, rc, "catalog.import_listing", err);
+}

@@ -1,0 +1,91 @@
+#include "config.h"
+#include "common/fileio.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BOUNCE_BYTES (1u << 20)
+
+static int64_t copy_by_reading(int in_fd, uint64_t in_off, int out_fd, uint64_t out_off,
+                               uint64_t len, si_error_t *err)
+{
+    unsigned char *buf = malloc(BOUNCE_BYTES);
+    if (!buf)
+        return si_errnoprintf(err, ENOMEM, "out of memory");
+    uint64_t done = 0;
+    while (done < len) {
+        size_t want = len - done < BOUNCE_BYTES ? (size_t)(len - done) : BOUNCE_BYTES;
+        ssize_t n = pread(in_fd, buf, want, (off_t)(in_off + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int saved = errno;
+            free(buf);
+            return si_errnoprintf(err, saved, "read: %s", strerror(saved));
+        }
+        if (n == 0)
+            break;
+        for (ssize_t put = 0; put < n;) {
+            ssize_t w = pwrite(out_fd, buf + put, (size_t)(n - put),
+                               (off_t)(out_off + done + (uint64_t)put));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                int saved = errno;
+                free(buf);
+                return si_errnoprintf(err, saved, "write: %s", strerror(saved));
+            }
+            put += w;
+        }
+        done += (uint64_t)n;
+    }
+    free(buf);
+    return (int64_t)done;
+}
+
+int64_t si_copy_range(int in_fd, uint64_t in_off, int out_fd, uint64_t out_off, uint64_t len,
+                      si_error_t *err)
+{
+    loff_t in = (loff_t)in_off, out = (loff_t)out_off;
+    uint64_t done = 0;
+    while (done < len) {
+        ssize_t n = copy_file_range(in_fd, &in, out_fd, &out, len - done, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
+                      errno == EOPNOTSUPP || errno == EBADF)) {
+            /* the kernel will not copy between these two: do it here */
+            int64_t rest = copy_by_reading(in_fd, in_off + done, out_fd, out_off + done,
+                                           len - done, err);
+            return rest < 0 ? -1 : (int64_t)done + rest;
+        }
+        if (n < 0)
+            return si_errnoprintf(err, errno, "copy_file_range: %s", strerror(errno));
+        if (n == 0)
+            break; /* the input ended */
+        done += (uint64_t)n;
+    }
+    return (int64_t)done;
+}
+
+int si_checksum_fd(si_checksum_t *c, int fd, uint64_t off, uint64_t len, void *buf,
+                   size_t bufsize, si_error_t *err)
+{
+    while (len > 0) {
+        size_t want = len < bufsize ? (size_t)len : bufsize;
+        ssize_t n = pread(fd, buf, want, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return si_errnoprintf(err, errno, "read: %s", strerror(errno));
+        if (n == 0)
+            return si_errnoprintf(err, EIO, "read: the file ended %llu bytes early",
+                                  (unsigned long long)len);
+        si_checksum_update(c, buf, (size_t)n);
+        off += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    return 0;
+}

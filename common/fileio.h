@@ -1,0 +1,26 @@
+/* File-to-file copies and hashing of file ranges: the one implementation of
+ * copy_file_range with its fallback (the cache writer, the hsm backend). */
+#ifndef SI_FILEIO_H
+#define SI_FILEIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/checksum.h"
+#include "common/error.h"
+
+/* Copies len bytes of in_fd from in_off to out_fd at out_off, in the kernel
+ * (copy_file_range: no user-space copy, a reflink where the file system can)
+ * or, where it refuses (another file system type, a pipe), through a bounce
+ * buffer with pread/pwrite. Neither file's own offset moves. Returns the
+ * bytes copied, fewer than len only when the input ended first, or -1 with
+ * errno and err (which names neither file: the caller adds that). */
+int64_t si_copy_range(int in_fd, uint64_t in_off, int out_fd, uint64_t out_off, uint64_t len,
+                      si_error_t *err);
+
+/* Feeds bytes [off, off + len) of fd into c, reading through buf. -1 with
+ * errno (EIO for a file shorter than that) and err. */
+int si_checksum_fd(si_checksum_t *c, int fd, uint64_t off, uint64_t len, void *buf,
+                   size_t bufsize, si_error_t *err);
+
+#endif
