@@ -51,7 +51,9 @@ int rdma_config_load(const si_conf_t *conf, rdma_config_t *cfg, si_error_t *err)
     if (strlen(domain) >= sizeof c.domain)
         return si_errprintf(err, "%s: rdma.domain: longer than %zu characters",
                             si_conf_source(conf), sizeof c.domain - 1);
-    strcpy(c.provider, provider); /* one of the schema's choices */
+    /* one of the schema's choices, or the default: c.provider itself */
+    if (provider != c.provider)
+        strcpy(c.provider, provider);
     strcpy(c.domain, domain);
     c.buffer_size = (uint64_t)si_conf_int(conf, "rdma.buffer_size", (int64_t)c.buffer_size);
     c.buffer_count = (unsigned)si_conf_int(conf, "rdma.buffer_count", c.buffer_count);
