@@ -40,6 +40,7 @@ rdma_stop() {
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
         diag "stageind $pid did not stop within 10 s (a thread stuck in the provider?): killed"
         kill -KILL "$pid" 2>/dev/null
+        shm_forget "$pid"
     fi
 }
 

@@ -9,6 +9,7 @@
  * and t_rdma_cma (shm with rdma.shm_cma: the kernel's single copy). */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -200,10 +201,30 @@ static int finish_client(child_t *c, char hash[SI_CHECKSUM_TEXT_MAX], bool *clea
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+/* libfabric's shm removes its regions (/dev/shm/<pid>:...) on catchable
+ * signals only: those of a client killed here are removed by the test. */
+static void forget_shm_regions(pid_t pid)
+{
+    char prefix[32], path[300];
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+
+    if (!d)
+        return;
+    snprintf(prefix, sizeof prefix, "%ld:", (long)pid);
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+            snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+}
+
 static void kill_client(child_t *c)
 {
     kill(c->pid, SIGKILL);
     waitpid(c->pid, NULL, 0);
+    forget_shm_regions(c->pid);
     close(c->fd);
 }
 
