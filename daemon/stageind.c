@@ -181,6 +181,19 @@ static void reload(const options_t *o, stageind_settings_t *cur, si_log_t *log, 
     *cur = next;
 }
 
+/* GET /metrics: the recall engine's and the S3 server's figures. */
+typedef struct {
+    recall_service_t *recall;
+    s3_server_t *s3;
+} metrics_sources_t;
+
+static void metrics(FILE *out, void *arg)
+{
+    metrics_sources_t *m = arg;
+    recall_service_metrics(out, m->recall);
+    s3_server_metrics(m->s3, out);
+}
+
 static int install_signals(sigset_t *blocked, sigset_t *waiting, si_error_t *err)
 {
     struct sigaction sa = {.sa_handler = on_stop};
@@ -223,6 +236,7 @@ int main(int argc, char **argv)
     recall_service_t *recall = NULL;
     push_t *push = NULL;
     s3_server_t *s3 = NULL;
+    metrics_sources_t metrics_sources = {0};
     si_session_keys_t *sessions = NULL;
     control_t *ctl = NULL;
     http_server_t *http = NULL;
@@ -295,7 +309,9 @@ int main(int argc, char **argv)
     if (!(ctl = control_new(&co, &err)) || !(http = http_server_new(&ho, &err)) ||
         control_routes(ctl, http, &err) < 0 || push_routes(push, http, &err) < 0)
         goto error;
-    control_set_metrics_hook(ctl, recall_service_metrics, recall);
+    metrics_sources.recall = recall;
+    metrics_sources.s3 = s3;
+    control_set_metrics_hook(ctl, metrics, &metrics_sources);
     if (s3) {
         char url[320];
         s3_server_url(s3, url, sizeof(url));

@@ -33,7 +33,7 @@ int cmd_agent(cli_t *cli, int argc, char **argv)
     agent_opts_t o = {.gpu = -1, .log = stderr};
     const char *endpoint = NULL;
     int opt;
-    optind = 1;
+    optind = 0; /* GNU getopt: 0 re-initialises its state */
     while ((opt = getopt_long(argc, argv, "r:d:g:s:e:h", options, NULL)) != -1) {
         switch (opt) {
         case 'r':

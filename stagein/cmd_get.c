@@ -1,5 +1,6 @@
 /* stagein get: copy a dataset or one object from stageind's cache into
- * files (or GPU memory) through libstagein, with a progress bar. */
+ * files (or GPU memory, checked and dropped) through libstagein, over HTTP
+ * or RDMA, with a progress bar. */
 #include "config.h"
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 
 #include "stagein/cli.h"
 #include "stagein/client.h"
+#include "stagein/lib/gpu.h"
 #include "stagein/stagein.h"
 
 /* The control endpoint and MUNGE socket from the command line and the
@@ -71,21 +73,77 @@ static int make_parents(char *path)
     return 0;
 }
 
-/* One object into DEST/bucket/key (or GPU memory, then dropped). */
-static int get_one(cli_t *cli, stagein_t *h, const char *path, const char *dest, int gpu)
+/* With --transport rdma: how the bytes came (" rdma=N http=M"), and on
+ * stderr why some did not come by RDMA. */
+static void transport_note(stagein_t *h, const char *path, bool rdma, char *out, size_t size)
+{
+    stagein_read_info_t info;
+    out[0] = '\0';
+    if (!rdma || stagein_read_info(h, &info) != STAGEIN_SUCCESS)
+        return;
+    snprintf(out, size, " rdma=%llu http=%llu", (unsigned long long)info.bytes_rdma,
+             (unsigned long long)info.bytes_http);
+    if (info.rdma_note[0])
+        fprintf(stderr, "stagein: get %s: over HTTP: %s\n", path, info.rdma_note);
+}
+
+/* One object into GPU memory, copied back and checked, then freed: the
+ * path a job's data takes, without keeping it (the agent keeps it). */
+static int get_gpu(cli_t *cli, stagein_t *h, const char *path, uint64_t size, const char *etag,
+                   int gpu, bool rdma)
+{
+    si_error_t err;
+    lib_cuda_t *cuda = NULL;
+    lib_cuda_block_t block = {0};
+    void *copy = NULL;
+    int rc = 1;
+    if (lib_cuda_open(gpu, &cuda, &err) < 0 ||
+        lib_cuda_block_alloc(cuda, size ? size : 1, &block, &err) < 0) {
+        cli_fail(cli, "%s: --gpu %d: %s", path, gpu, err.text);
+        goto done;
+    }
+    uint64_t got = 0;
+    if (stagein_read(h, path, (void *)(uintptr_t)block.ptr, size, gpu, &got) != STAGEIN_SUCCESS) {
+        cli_fail(cli, "%s", stagein_last_error(h));
+        goto done;
+    }
+    if (!(copy = malloc(size ? size : 1)) ||
+        lib_cuda_copy_to_host(cuda, copy, block.ptr, size, &err) < 0) {
+        cli_fail(cli, "%s: copying back from GPU %d: %s", path, gpu, copy ? err.text :
+                 "out of memory");
+        goto done;
+    }
+    char sum[STAGEIN_CHECKSUM_MAX], how[64];
+    stagein_err_t e = stagein_verify(copy, size, etag, sum);
+    if (e == STAGEIN_ERR_CHECKSUM) {
+        cli_fail(cli, "%s: checksum mismatch in GPU memory (ETag %s, bytes %s)", path, etag, sum);
+        goto done;
+    }
+    transport_note(h, path, rdma, how, sizeof(how));
+    printf("gpu%d:%s %llu %s%s\n", gpu, path, (unsigned long long)size,
+           e == STAGEIN_SUCCESS ? sum : "unverified", how);
+    rc = 0;
+done:
+    free(copy);
+    if (cuda)
+        lib_cuda_block_free(cuda, &block);
+    lib_cuda_close(cuda);
+    return rc;
+}
+
+/* One object into DEST/bucket/key, or GPU memory with --gpu. */
+static int get_one(cli_t *cli, stagein_t *h, const char *path, const char *dest, int gpu,
+                   bool rdma)
 {
     uint64_t size;
     char etag[STAGEIN_CHECKSUM_MAX];
     if (stagein_stat(h, path, &size, etag) != STAGEIN_SUCCESS)
         return cli_fail(cli, "%s", stagein_last_error(h));
+    if (gpu >= 0)
+        return get_gpu(cli, h, path, size, etag, gpu, rdma);
     char file[4096];
     int fd = -1, rc = 1;
     void *buf = NULL;
-    if (gpu >= 0) {
-        /* GPU memory needs a CUDA allocation of the caller's: the agent
-         * (stagein agent --gpu) is the way to keep data resident. */
-        return cli_fail(cli, "%s: --gpu lands data through `stagein agent --gpu %d`", path, gpu);
-    }
     if ((size_t)snprintf(file, sizeof(file), "%s/%s", dest, path) >= sizeof(file))
         return cli_fail(cli, "%s: destination path too long", path);
     if (make_parents(file) < 0 ||
@@ -113,8 +171,10 @@ static int get_one(cli_t *cli, stagein_t *h, const char *path, const char *dest,
     } else if ((e = stagein_verify(size ? buf : "", size, etag, sum)) == STAGEIN_ERR_CHECKSUM) {
         cli_fail(cli, "%s: checksum mismatch (ETag %s, bytes %s)", path, etag, sum);
     } else {
-        printf("%s %llu %s\n", file, (unsigned long long)size,
-               e == STAGEIN_SUCCESS ? sum : "unverified");
+        char how[64];
+        transport_note(h, path, rdma, how, sizeof(how));
+        printf("%s %llu %s%s\n", file, (unsigned long long)size,
+               e == STAGEIN_SUCCESS ? sum : "unverified", how);
         rc = 0;
     }
     if (buf)
@@ -135,9 +195,9 @@ int cmd_get(cli_t *cli, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *dest = ".", *transport = "http", *endpoint = NULL;
+    const char *dest = ".", *transport = NULL, *endpoint = NULL;
     int gpu = -1, opt;
-    optind = 1;
+    optind = 0; /* GNU getopt: 0 re-initialises its state */
     while ((opt = getopt_long(argc, argv, "d:g:t:e:h", options, NULL)) != -1) {
         switch (opt) {
         case 'd':
@@ -171,20 +231,20 @@ int cmd_get(cli_t *cli, int argc, char **argv)
         rc = cli_fail(cli, "%s", h ? stagein_last_error(h) : "out of memory");
         goto done;
     }
+    /* the command line, else $STAGEIN_TRANSPORT (read by stagein_open), else http */
+    if (!transport)
+        transport = getenv("STAGEIN_TRANSPORT") && *getenv("STAGEIN_TRANSPORT")
+                        ? getenv("STAGEIN_TRANSPORT") : "http";
     if (stagein_set_option(h, STAGEIN_OPT_TRANSPORT, transport) != STAGEIN_SUCCESS) {
         rc = cli_fail(cli, "--transport: %s", stagein_last_error(h));
         goto done;
     }
-    if (strcmp(transport, "rdma") == 0) {
-        rc = cli_fail(cli, "--transport rdma: not available (the RDMA client is not built"
-                           " into this stagein yet); use --transport http");
-        goto done;
-    }
+    bool rdma = strcmp(transport, "rdma") == 0;
     /* the control API also hands out S3 credentials when none are set */
     if (cli_configure_library(cli, h, endpoint) != 0)
         goto done;
     if (strchr(what, '/')) {
-        rc = get_one(cli, h, what, dest, gpu);
+        rc = get_one(cli, h, what, dest, gpu, rdma);
         goto done;
     }
     const char *datasets[] = {what, NULL};
@@ -199,7 +259,7 @@ int cmd_get(cli_t *cli, int argc, char **argv)
     }
     rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
-        rc = get_one(cli, h, list[i].path, dest, gpu);
+        rc = get_one(cli, h, list[i].path, dest, gpu, rdma);
     stagein_objects_free(list, n);
 done:
     stagein_close(h);

@@ -15,6 +15,12 @@
  *   STAGEIN_S3_ACCESS_KEY, STAGEIN_S3_SECRET    credentials, or
  *   STAGEIN_S3_CREDENTIALS     a file "ACCESS_KEY SECRET" (first line used)
  *   STAGEIN_S3_REGION          default "us-east-1"
+ *   STAGEIN_TRANSPORT          "http" (default) or "rdma"
+ *   STAGEIN_RDMA_PROVIDER      libfabric provider for rdma ("shm", "tcp;ofi_rxm",
+ *                              "verbs;ofi_rxm", ...); default: the one the
+ *                              server names (x-amz-rdma-provider)
+ *   STAGEIN_RDMA_DOMAIN        its domain or interface ("lo", "mlx5_0")
+ *   STAGEIN_PARALLEL, STAGEIN_CHUNK_SIZE   see the options of the same names
  *
  * Every call returns STAGEIN_SUCCESS or an error code; stagein_last_error()
  * then says what went wrong in words. A handle is used by one thread at a
@@ -71,8 +77,12 @@ typedef enum {
     STAGEIN_OPT_S3_REGION,
     STAGEIN_OPT_MUNGE_SOCKET,
     STAGEIN_OPT_TRANSPORT,           /* "http" (default) or "rdma" */
-    STAGEIN_OPT_PARALLEL,            /* parallel range GETs, "1".."64", default 8 */
-    STAGEIN_OPT_CHUNK_SIZE,          /* bytes per range GET, default 8388608 */
+    STAGEIN_OPT_PARALLEL,            /* parallel range GETs, "1".."64", default 8
+                                        (2 for RDMA) */
+    STAGEIN_OPT_CHUNK_SIZE,          /* bytes per range GET, default 8388608
+                                        (67108864 for RDMA into host memory) */
+    STAGEIN_OPT_RDMA_PROVIDER,       /* NULL or "": the server's (see above) */
+    STAGEIN_OPT_RDMA_DOMAIN,         /* NULL or "": the provider's first */
 } stagein_option_t;
 
 stagein_err_t stagein_set_option(stagein_t *h, stagein_option_t option, const char *value);
@@ -134,6 +144,19 @@ stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t c
 /* Bytes landed so far by the stagein_read running on h (for progress bars
  * drawn from another thread). */
 uint64_t stagein_read_progress(const stagein_t *h);
+
+/* How the last stagein_read on h moved its bytes. With transport "rdma",
+ * bytes the server declined to send by RDMA (x-amz-rdma-reply: 501, no
+ * common provider, ...) came in the HTTP bodies instead; rdma_note says
+ * why ("" when every byte came by RDMA or RDMA was not asked for). */
+typedef struct {
+    uint64_t bytes_rdma;
+    uint64_t bytes_http;
+    char provider[40];       /* the provider used, "" when none */
+    char rdma_note[256];
+} stagein_read_info_t;
+
+stagein_err_t stagein_read_info(const stagein_t *h, stagein_read_info_t *out);
 
 /* Whether bytes (host memory) match an object's ETag as stageind computes
  * it (MD5, or the head of the SHA-256); checksum receives "md5:hex" or

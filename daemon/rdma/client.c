@@ -34,7 +34,7 @@ rdma_client_t *rdma_client_open(const char *provider, const char *domain, si_err
         si_errnoprintf(err, ENOMEM, "rdma: out of memory");
         return NULL;
     }
-    c->fab = rdma_fabric_open(provider, domain, err);
+    c->fab = rdma_fabric_open(provider, domain, true, err);
     if (!c->fab)
         goto error;
     c->addr_len = sizeof c->addr;
@@ -170,7 +170,7 @@ int rdma_client_token(rdma_client_t *c, const rdma_region_t *r, uint64_t offset,
     return si_rdma_token_encode(&t, out, out_size, err);
 }
 
-int rdma_client_progress(rdma_client_t *c, si_error_t *err)
+int rdma_client_progress(rdma_client_t *c, bool *may_block, si_error_t *err)
 {
     struct fi_cq_entry entries[16];
     ssize_t n;
@@ -182,23 +182,34 @@ int rdma_client_progress(rdma_client_t *c, si_error_t *err)
         void *context;
         rc = rdma_fabric_cq_error(c->fab, &context, err);
     }
+    if (may_block)
+        *may_block = rc == 0 && n == -FI_EAGAIN && rdma_fabric_can_block(c->fab);
     pthread_mutex_unlock(&c->fab->lock);
     return rc;
+}
+
+int rdma_client_wait_handle(const rdma_client_t *c)
+{
+    return c->fab->wait_fd;
 }
 
 int rdma_client_wait_fd(rdma_client_t *c, int fd, int timeout_ms, si_error_t *err)
 {
     struct timespec start, now;
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    long elapsed;
+    struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN},
+                            {.fd = c->fab->wait_fd, .events = POLLIN}};
+    long elapsed = 0;
+    bool may_block;
     int rc;
 
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
-        if (rdma_client_progress(c, err) < 0)
+        if (rdma_client_progress(c, &may_block, err) < 0)
             return -1;
-        rc = poll(&pfd, 1, 0);
-        if (rc > 0)
+        /* sleep on the provider's fd when it allows it, else poll again at once */
+        long wait = may_block ? (timeout_ms < 0 ? 100 : timeout_ms - elapsed) : 0;
+        rc = poll(pfd, c->fab->wait_fd >= 0 ? 2 : 1, (int)(wait < 100 ? wait : 100));
+        if (rc > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
             return 1;
         if (rc < 0 && errno != EINTR)
             return si_errprintf(err, "rdma: poll: %s", strerror(errno));

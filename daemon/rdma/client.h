@@ -6,6 +6,7 @@
 #ifndef SI_RDMA_CLIENT_H
 #define SI_RDMA_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,8 +38,15 @@ int rdma_client_token(rdma_client_t *client, const rdma_region_t *region, uint64
                       uint64_t len, char *out, size_t out_size, si_error_t *err);
 
 /* Drives the provider (manual progress) once; call while waiting for the
- * server's answer. Returns 0, or -1 when the provider reports an error. */
-int rdma_client_progress(rdma_client_t *client, si_error_t *err);
+ * server's answer. *may_block (may be NULL) receives whether the caller
+ * may now sleep in poll() on rdma_client_wait_handle() until the provider
+ * has work again; when false, call again soon (a provider without a wait
+ * fd, such as shm, makes progress only when called). Returns 0, or -1
+ * when the provider reports an error. */
+int rdma_client_progress(rdma_client_t *client, bool *may_block, si_error_t *err);
+
+/* The provider's wait fd (readable when it has work), -1 when it has none. */
+int rdma_client_wait_handle(const rdma_client_t *client);
 
 /* Progresses until fd is readable (the S3 response, or a test's control
  * channel) or timeout_ms passes: 1 readable, 0 timeout, -1 error. */

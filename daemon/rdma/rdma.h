@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "common/conf.h"
@@ -21,7 +22,8 @@ typedef struct {
     bool enabled;
     char provider[SI_RDMA_PROVIDER_MAX + 1]; /* "tcp;ofi_rxm", "shm", "verbs;ofi_rxm", ... */
     char domain[64];                         /* domain or interface, "" = provider's first */
-    uint64_t buffer_size;     /* bytes per pool buffer, and per RMA operation */
+    uint64_t buffer_size;     /* bytes per pool buffer, and per RMA operation from it */
+    uint64_t op_size;         /* bytes per RMA operation from a mapped file (zero copy) */
     unsigned buffer_count;    /* registered buffers in the pool */
     uint64_t max_transfer;    /* most bytes one token may move */
     unsigned max_concurrent;  /* transfers at once; more are declined (501) */
@@ -29,6 +31,9 @@ typedef struct {
     bool zero_copy;           /* GET sends from a mapping of the file when allowed */
     unsigned idle_seconds;    /* a client address unused this long leaves the AV */
     unsigned timeout_seconds; /* a transfer with no completion this long fails */
+    /* shm: write into clients with the kernel's single copy (CMA). Off by
+     * default: libfabric 1.17 then skips the client's key check (doc/rdma.md) */
+    bool shm_cma;
 } rdma_config_t;
 
 void rdma_config_defaults(rdma_config_t *cfg);
@@ -72,10 +77,15 @@ typedef struct {
     uint64_t bytes_sent, bytes_received;
     uint64_t transfers_failed;
     unsigned abandoned; /* transfers whose operations the provider never
-                           completed; their memory is held until it does */
+                           completed; their memory is held until their
+                           endpoint closes */
+    unsigned retired;   /* endpoints taken out of service, still in use */
+    unsigned endpoints_opened; /* so far: 1 + the times one was replaced */
 } rdma_stats_t;
 
 void rdma_server_stats(rdma_server_t *srv, rdma_stats_t *out);
+/* The same as Prometheus text (stagein_rdma_*), for GET /metrics. */
+void rdma_server_metrics(rdma_server_t *srv, FILE *out);
 /* Removes client addresses idle for idle_seconds (also done on each accept). */
 void rdma_server_sweep(rdma_server_t *srv);
 

@@ -25,10 +25,33 @@ static struct fi_info *pick_domain(struct fi_info *list, const char *domain)
     return NULL;
 }
 
-rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, si_error_t *err)
+/* A CQ with a wait fd where the provider has one, so that waiters can
+ * sleep in poll() instead of spinning; else one without. */
+static int open_cq(rdma_fabric_t *fab)
+{
+    struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_FD,
+                                 .size = 1024};
+    int rc;
+
+    fab->wait_fd = -1;
+    if (fi_cq_open(fab->domain, &cq_attr, &fab->cq, NULL) == 0) {
+        if (fi_control(&fab->cq->fid, FI_GETWAIT, &fab->wait_fd) == 0)
+            return 0;
+        fab->wait_fd = -1;
+        fi_close(&fab->cq->fid);
+        fab->cq = NULL;
+    }
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    rc = fi_cq_open(fab->domain, &cq_attr, &fab->cq, NULL);
+    if (rc != 0)
+        fab->cq = NULL;
+    return rc;
+}
+
+rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, bool device_memory,
+                                si_error_t *err)
 {
     struct fi_info *hints = NULL, *list = NULL, *chosen;
-    struct fi_cq_attr cq_attr;
     struct fi_av_attr av_attr;
     rdma_fabric_t *fab;
     int rc;
@@ -42,11 +65,18 @@ rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, si_err
     pthread_mutex_init(&fab->lock, NULL);
     hints->ep_attr->type = FI_EP_RDM;
     hints->caps = FI_RMA;
-#ifdef HAVE_CUDA
-    hints->caps |= FI_HMEM;
-    hints->domain_attr->mr_mode = RDMA_MR_MODES | FI_MR_HMEM;
-#else
     hints->domain_attr->mr_mode = RDMA_MR_MODES;
+#ifdef HAVE_CUDA
+    /* Device memory registration (rdma_client_register_cuda), for clients.
+     * Not on shm: 1.17's shm turns CMA off for an endpoint with FI_HMEM (it
+     * cannot reach device memory); libstagein lands GPU data through a
+     * registered host bounce buffer. */
+    if (device_memory && strcmp(provider, "shm") != 0) {
+        hints->caps |= FI_HMEM;
+        hints->domain_attr->mr_mode |= FI_MR_HMEM;
+    }
+#else
+    (void)device_memory;
 #endif
     /* Operations carry a struct fi_context2 at the head of their context. */
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -79,29 +109,27 @@ rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, si_err
     /* tcp (alone or under ofi_rxm) completes a write when the bytes are
      * handed to the socket (transmit complete): the target has not placed
      * them yet, nor checked the key, so a GET would be reported done while
-     * its data is in flight and a wrong key would look like success. Ask
-     * for delivery complete, which waits for the target's acknowledgement.
-     * shm keeps its default write path: every shm GET check in t_rdma sees
-     * its bytes placed without it (no socket in between), and what the
-     * flag does to 1.17's shm was not established (doc/rdma.md). */
-    fab->write_flags = 0;
-    if (strcmp(fab->info->fabric_attr->prov_name, "shm") != 0)
-        fab->write_flags = FI_DELIVERY_COMPLETE;
+     * its data is in flight and a wrong key would look like success. shm
+     * does the same for the writes it passes inline in its command queue
+     * (up to 4 KiB): a one-byte GET was reported done before the client's
+     * side had copied the byte. So writes ask for delivery complete, which
+     * waits for the target's acknowledgement (the server drops it where the
+     * write is done by the time it is posted: shm with CMA, server.c). */
+    fab->write_flags = FI_DELIVERY_COMPLETE;
 
     if ((rc = fi_fabric(fab->info->fabric_attr, &fab->fabric, NULL)) != 0 ||
         (rc = fi_domain(fab->fabric, fab->info, &fab->domain, NULL)) != 0) {
         si_errprintf(err, "rdma: opening %s fabric/domain: %s", provider, fi_strerror(-rc));
         goto error;
     }
-    memset(&cq_attr, 0, sizeof cq_attr);
-    cq_attr.format = FI_CQ_FORMAT_CONTEXT;
-    cq_attr.wait_obj = FI_WAIT_NONE;
-    cq_attr.size = 1024;
     memset(&av_attr, 0, sizeof av_attr);
     av_attr.type = FI_AV_TABLE;
-    if ((rc = fi_cq_open(fab->domain, &cq_attr, &fab->cq, NULL)) != 0 ||
-        (rc = fi_av_open(fab->domain, &av_attr, &fab->av, NULL)) != 0 ||
-        (rc = fi_endpoint(fab->domain, fab->info, &fab->ep, NULL)) != 0 ||
+    if ((rc = open_cq(fab)) != 0 ||
+        (rc = fi_av_open(fab->domain, &av_attr, &fab->av, NULL)) != 0) {
+        si_errprintf(err, "rdma: opening a %s endpoint: %s", provider, fi_strerror(-rc));
+        goto error;
+    }
+    if ((rc = fi_endpoint(fab->domain, fab->info, &fab->ep, NULL)) != 0 ||
         (rc = fi_ep_bind(fab->ep, &fab->cq->fid, FI_TRANSMIT | FI_RECV)) != 0 ||
         (rc = fi_ep_bind(fab->ep, &fab->av->fid, 0)) != 0 ||
         (rc = fi_enable(fab->ep)) != 0) {
@@ -154,6 +182,13 @@ int rdma_fabric_name(rdma_fabric_t *fab, unsigned char *addr, size_t *len, si_er
         return si_errprintf(err, "rdma: fi_getname: %s", fi_strerror(-rc));
     *len = size;
     return 0;
+}
+
+bool rdma_fabric_can_block(rdma_fabric_t *fab)
+{
+    struct fid *fids[1] = {&fab->cq->fid};
+
+    return fab->wait_fd >= 0 && fi_trywait(fab->fabric, fids, 1) == FI_SUCCESS;
 }
 
 bool rdma_fabric_local_mr(const rdma_fabric_t *fab)

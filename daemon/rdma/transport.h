@@ -34,6 +34,9 @@ typedef struct {
      * before the target placed the data (tcp); 0: plain fi_write. */
     uint64_t write_flags;
     long mrs_live;     /* registrations open now, for leak checks */
+    /* the CQ's wait object (FI_WAIT_FD: tcp;ofi_rxm), -1 when the provider
+     * has none (shm): then waiting means polling the CQ */
+    int wait_fd;
     /* The endpoint is opened FI_THREAD_DOMAIN: every libfabric call on it
      * is made under this lock. */
     pthread_mutex_t lock;
@@ -50,8 +53,11 @@ typedef struct {
 
 /* provider: libfabric name ("tcp;ofi_rxm", "shm", "verbs;ofi_rxm", "cxi",
  * "efa"); domain: NULL/"" for the first, else the domain or interface name
- * ("lo", "mlx5_0"). Fails with errno ENODEV when fi_getinfo finds nothing. */
-rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, si_error_t *err);
+ * ("lo", "mlx5_0"); device_memory: ask for FI_HMEM where the build has CUDA
+ * (optional: without it the endpoint registers host memory only). Fails
+ * with errno ENODEV when fi_getinfo finds nothing. */
+rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, bool device_memory,
+                                si_error_t *err);
 void rdma_fabric_close(rdma_fabric_t *fab);
 const char *rdma_fabric_provider(const rdma_fabric_t *fab);
 
@@ -66,6 +72,11 @@ void rdma_fabric_mr_close(rdma_fabric_t *fab, rdma_mr_t *mr);
 
 /* Whether local buffers must be registered (FI_MR_LOCAL). */
 bool rdma_fabric_local_mr(const rdma_fabric_t *fab);
+
+/* Whether the caller may now block on wait_fd until the provider has work
+ * (fi_trywait); false when there is no wait fd or events are pending.
+ * Caller holds fab->lock. */
+bool rdma_fabric_can_block(rdma_fabric_t *fab);
 
 /* Text for the error completion of fi_cq_readerr. Caller holds fab->lock. */
 int rdma_fabric_cq_error(rdma_fabric_t *fab, void **context, si_error_t *err);

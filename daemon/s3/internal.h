@@ -53,6 +53,7 @@ struct s3_server {
     pthread_mutex_t buckets_mu;      /* guards created */
     char (*created)[SI_BUCKET_MAX + 1]; /* archive buckets made by CreateBucket */
     size_t ncreated;
+    rdma_server_t *rdma;             /* the RDMA data path (rdma.c); NULL: off */
 };
 
 /* What a request body is for: handlers that take a body set these. */
@@ -117,6 +118,7 @@ struct s3_req {
     si_strbuf_t xml;                 /* small bodies (XML), bounded */
     void (*xml_end)(s3_req_t *r);    /* answers once the XML body is in */
     char note[160];
+    char rdma_declined[160];         /* why an x-amz-rdma-token was answered 501 */
 };
 
 /* ---- answering (server.c) ------------------------------------------------ */
@@ -194,6 +196,19 @@ void s3_complete_multipart(s3_req_t *r);
 void s3_abort_multipart(s3_req_t *r);
 void s3_list_parts(s3_req_t *r);
 void s3_list_multipart_uploads(s3_req_t *r);
+
+/* rdma.c: the RDMA data path of GET (doc/rdma.md) */
+int s3_rdma_open(s3_server_t *s, const rdma_config_t *cfg, si_error_t *err);
+void s3_rdma_close(s3_server_t *s);
+/* HEAD: x-amz-rdma-provider names the server's provider when RDMA is on. */
+void s3_rdma_head(s3_req_t *r, struct MHD_Response *resp);
+/* GET of [start, start+length) of fd: when the request carries an
+ * x-amz-rdma-token and the bytes reached the client's memory, an empty
+ * response saying so (fd stays the caller's); else NULL, and the caller
+ * sends the body and calls s3_rdma_declined on its response. */
+struct MHD_Response *s3_rdma_get(s3_req_t *r, int fd, uint64_t start, uint64_t length);
+/* x-amz-rdma-reply: 501 and the reason, when the request asked for RDMA. */
+void s3_rdma_declined(s3_req_t *r, struct MHD_Response *resp);
 
 /* write.c */
 void s3_delete_object(s3_req_t *r);

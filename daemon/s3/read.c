@@ -513,6 +513,7 @@ void s3_get_object(s3_req_t *r, bool head)
         }
         add_object_headers(r, resp, &o);
         add_class_headers(r, resp, &o, o.cached);
+        s3_rdma_head(r, resp);
         s3_respond(r, status, resp);
         goto out;
     }
@@ -546,13 +547,16 @@ void s3_get_object(s3_req_t *r, bool head)
                          " size %" PRIu64 ")", size);
         goto out;
     }
-    struct MHD_Response *resp =
-        MHD_create_response_from_fd_at_offset64(length, fd, (uint64_t)start);
+    struct MHD_Response *resp = s3_rdma_get(r, fd, start, length);
     if (!resp) {
-        s3_respond_error(r, "InternalError", "cannot create the response");
-        goto out;
+        resp = MHD_create_response_from_fd_at_offset64(length, fd, (uint64_t)start);
+        if (!resp) {
+            s3_respond_error(r, "InternalError", "cannot create the response");
+            goto out;
+        }
+        fd = -1; /* the response closes it */
+        s3_rdma_declined(r, resp);
     }
-    fd = -1; /* the response closes it */
     if (range == S3_RANGE_OK) {
         char cr[96];
         snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, start,

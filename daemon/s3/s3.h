@@ -19,12 +19,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/conf.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/s3secrets.h"
 #include "common/text.h"
+#include "daemon/rdma/rdma.h"
 
 typedef struct cache cache_t;
 typedef struct push push_t;
@@ -79,6 +81,7 @@ typedef struct {
     si_session_keys_t *sessions; /* session credentials accepted beside the secrets file;
                                   * borrowed, may be NULL */
     si_log_t *log;               /* may be NULL */
+    rdma_config_t rdma;          /* the "rdma" group; zeroed: no RDMA data path */
 } s3_opts_t;
 
 /* Loads the secrets (mode 0600 or refused), opens the catalog connections
@@ -91,6 +94,8 @@ void s3_server_url(const s3_server_t *s, char *buf, size_t size);
 const char *s3_server_region(const s3_server_t *s);
 /* Stops accepting, waits for running requests, frees everything. NULL ok. */
 void s3_server_stop(s3_server_t *s);
+/* Prometheus text of the server's RDMA data path (none when off); NULL ok. */
+void s3_server_metrics(s3_server_t *s, FILE *out);
 
 /* stageind's ladder step: the "s3" group of conf; NULL with err empty when
  * s3.enabled is false. */

@@ -821,6 +821,8 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
         .lookup = lookup_credential, .lookup_arg = s, .key_cache = s->keys};
     if (!(s->pool = s3_dbpool_open(opts->catalog_path, s->conf.threads + 2, err)))
         goto error;
+    if (s3_rdma_open(s, &opts->rdma, err) < 0)
+        goto error;
     s3_db_t *db = s3_dbpool_get(s->pool);
     int rc = s3_db_archive_buckets(db, add_loaded_bucket, s, err);
     s3_dbpool_put(s->pool, db);
@@ -897,6 +899,7 @@ void s3_server_stop(s3_server_t *s)
         MHD_stop_daemon(s->mhd);
     if (s->port_file[0] && s->port)
         unlink(s->port_file);
+    s3_rdma_close(s);
     s3_dbpool_close(s->pool);
     si_secrets_free(s->secrets);
     si_sigv4_key_cache_free(s->keys);
@@ -932,6 +935,8 @@ s3_server_t *s3_service_start(const si_conf_t *conf, const s3_opts_t *opts, si_e
     s3_opts_t o = *opts;
     err->text[0] = '\0';
     if (s3_conf_from(conf, &o.conf, err) < 0)
+        return NULL;
+    if (rdma_config_load(conf, &o.rdma, err) < 0)
         return NULL;
     if (!o.conf.enabled)
         return NULL;

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,11 +75,27 @@ static int verify_gpu(agent_t *a, held_t *o, const char *etag, si_error_t *err)
     return rc;
 }
 
-static int land(agent_t *a, held_t *o, si_error_t *err)
-{
+/* One object read and waiting to be checked (by a thread of its own,
+ * while the next object is read: hashing is as slow as the transfer). */
+typedef struct {
+    agent_t *a;
+    held_t *o;
     char etag[STAGEIN_CHECKSUM_MAX];
+    void *map;                 /* host: the memfd mapped read-write; NULL for GPU */
+    pthread_t thread;
+    bool running;
+    int result;
+    si_error_t err;
+} check_t;
+
+/* Reads o into memory of its own; c is ready to be checked. */
+static int land(agent_t *a, held_t *o, check_t *c, si_error_t *err)
+{
     uint64_t size = 0;
-    stagein_err_t rc = stagein_stat(a->o->h, o->path, &size, etag);
+    memset(c, 0, sizeof(*c));
+    c->a = a;
+    c->o = o;
+    stagein_err_t rc = stagein_stat(a->o->h, o->path, &size, c->etag);
     if (rc != STAGEIN_SUCCESS)
         return fail_h(a, rc, err);
     o->size = size;
@@ -87,9 +105,7 @@ static int land(agent_t *a, held_t *o, si_error_t *err)
         o->mapped = o->block.size;
         rc = stagein_read(a->o->h, o->path, (void *)(uintptr_t)o->block.ptr, size, a->o->gpu,
                           &size);
-        if (rc != STAGEIN_SUCCESS)
-            return fail_h(a, rc, err);
-        return verify_gpu(a, o, etag, err);
+        return rc == STAGEIN_SUCCESS ? 0 : fail_h(a, rc, err);
     }
     o->fd = memfd_create(o->path, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (o->fd < 0 || ftruncate(o->fd, (off_t)size) < 0)
@@ -97,27 +113,71 @@ static int land(agent_t *a, held_t *o, si_error_t *err)
                               (unsigned long long)size, strerror(errno));
     o->mapped = size;
     if (size == 0)
-        return stagein_verify("", 0, etag, o->checksum) == STAGEIN_SUCCESS
-                   ? 0 : si_errprintf(err, "%s: checksum mismatch (ETag %s)", o->path, etag);
+        return 0;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, o->fd, 0);
     if (p == MAP_FAILED)
         return si_errnoprintf(err, errno, "%s: cannot map its memfd: %s", o->path,
                               strerror(errno));
-    int result = 0;
+    c->map = p;
     rc = stagein_read(a->o->h, o->path, p, size, -1, &size);
     if (rc != STAGEIN_SUCCESS) {
-        result = fail_h(a, rc, err);
-    } else {
-        stagein_err_t v = stagein_verify(p, size, etag, o->checksum);
-        if (v != STAGEIN_SUCCESS)
-            result = si_errprintf(err, "%s: %s (ETag %s, bytes %s)", o->path,
-                                  stagein_strerror(v), etag, o->checksum);
+        munmap(p, o->size);
+        c->map = NULL;
+        return fail_h(a, rc, err);
     }
-    munmap(p, size);
+    return 0;
+}
+
+/* Checks a landed object against its ETag; host memory is then sealed. */
+static void *check(void *arg)
+{
+    check_t *c = arg;
+    held_t *o = c->o;
+    c->result = 0;
+    if (c->a->o->gpu >= 0) {
+        c->result = verify_gpu(c->a, o, c->etag, &c->err);
+        return NULL;
+    }
+    stagein_err_t v = stagein_verify(c->map ? c->map : "", o->size, c->etag, o->checksum);
+    if (v != STAGEIN_SUCCESS)
+        c->result = si_errprintf(&c->err, "%s: %s (ETag %s, bytes %s)", o->path,
+                                 stagein_strerror(v), c->etag, o->checksum);
+    if (c->map)
+        munmap(c->map, o->size);
+    c->map = NULL;
     /* attachers map it read-only; seal it so that nobody can change it */
-    if (result == 0)
+    if (c->result == 0)
         fcntl(o->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
-    return result;
+    return NULL;
+}
+
+/* Waits for the check in flight, if any; -1 with err when it failed. */
+static int check_wait(check_t *c, si_error_t *err)
+{
+    if (!c->running)
+        return 0;
+    pthread_join(c->thread, NULL);
+    c->running = false;
+    if (c->result < 0) {
+        *err = c->err;
+        return -1;
+    }
+    return 0;
+}
+
+static int check_start(check_t *c, check_t *pending, si_error_t *err)
+{
+    *pending = *c;
+    if (pthread_create(&pending->thread, NULL, check, pending) != 0) {
+        check(pending);       /* no thread: check it here */
+        if (pending->result < 0) {
+            *err = pending->err;
+            return -1;
+        }
+        return 0;
+    }
+    pending->running = true;
+    return 0;
 }
 
 static void release_all(agent_t *a)
@@ -323,15 +383,27 @@ int agent_run(const agent_opts_t *o, volatile sig_atomic_t *stop, si_error_t *er
         goto done;
     double start = now_s();
     uint64_t total = 0;
+    check_t landed, pending = {0};
     for (size_t i = 0; i < a.count; i++) {
+        si_error_t ignored;
         if (*stop) {
             si_errprintf(err, "stopped while landing the data");
+            check_wait(&pending, &ignored);
             goto done;
         }
-        if (land(&a, &a.objects[i], err) < 0)
+        if (land(&a, &a.objects[i], &landed, err) < 0) {
+            check_wait(&pending, &ignored);
             goto done;
+        }
+        /* object i is checked while object i+1 is read */
+        if (check_wait(&pending, err) < 0 || check_start(&landed, &pending, err) < 0) {
+            check_wait(&pending, &ignored);
+            goto done;
+        }
         total += a.objects[i].size;
     }
+    if (check_wait(&pending, err) < 0)
+        goto done;
     double took = now_s() - start;
     if (o->log) {
         fprintf(o->log, "agent: %zu objects, %llu bytes resident in %s memory in %.2f s"

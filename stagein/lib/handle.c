@@ -208,6 +208,17 @@ stagein_err_t stagein_set_option(stagein_t *h, stagein_option_t option, const ch
             h->parallel = (int)v;
         return rc;
     }
+    case STAGEIN_OPT_RDMA_PROVIDER:
+    case STAGEIN_OPT_RDMA_DOMAIN:
+        if (value && strlen(value) > 63)
+            return lib_fail(h, STAGEIN_ERR_ARGUMENT, "rdma %s '%.40s...': longer than 63"
+                            " characters", option == STAGEIN_OPT_RDMA_DOMAIN ? "domain"
+                                                                             : "provider", value);
+        if (replace(option == STAGEIN_OPT_RDMA_DOMAIN ? &h->rdma_domain : &h->rdma_provider,
+                    value && *value ? value : NULL) < 0)
+            return lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
+        lib_rdma_close(h);   /* opened again, as now configured, on next use */
+        return STAGEIN_SUCCESS;
     case STAGEIN_OPT_CHUNK_SIZE: {
         long v;
         stagein_err_t rc = set_number(h, "chunk size", value, LIB_MIN_CHUNK, 1L << 30, &v);
@@ -240,6 +251,11 @@ static stagein_err_t from_environment(stagein_t *h)
         {"STAGEIN_S3_SECRET", STAGEIN_OPT_S3_SECRET},
         {"STAGEIN_S3_REGION", STAGEIN_OPT_S3_REGION},
         {"STAGEIN_MUNGE_SOCKET", STAGEIN_OPT_MUNGE_SOCKET},
+        {"STAGEIN_TRANSPORT", STAGEIN_OPT_TRANSPORT},
+        {"STAGEIN_RDMA_PROVIDER", STAGEIN_OPT_RDMA_PROVIDER},
+        {"STAGEIN_RDMA_DOMAIN", STAGEIN_OPT_RDMA_DOMAIN},
+        {"STAGEIN_PARALLEL", STAGEIN_OPT_PARALLEL},
+        {"STAGEIN_CHUNK_SIZE", STAGEIN_OPT_CHUNK_SIZE},
     };
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         const char *v = getenv(vars[i].name);
@@ -262,8 +278,6 @@ stagein_err_t stagein_open(stagein_t **out)
     stagein_t *h = calloc(1, sizeof(*h));
     if (!h)
         return STAGEIN_ERR_NOMEM;
-    h->parallel = LIB_DEFAULT_PARALLEL;
-    h->chunk = LIB_DEFAULT_CHUNK;
     h->transport = LIB_TRANSPORT_HTTP;
     h->region = strdup(LIB_DEFAULT_REGION);
     if (!h->region) {
@@ -281,6 +295,9 @@ void stagein_close(stagein_t *h)
     if (!h)
         return;
     client_free(h->control);
+    lib_rdma_close(h);
+    free(h->rdma_provider);
+    free(h->rdma_domain);
     si_sigv4_signer_free(h->signer);
     free(h->endpoint);
     free(h->munge_socket);

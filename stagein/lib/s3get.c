@@ -15,6 +15,7 @@
 #include <curl/curl.h>
 
 #include "common/checksum.h"
+#include "common/rdma_token.h"
 #include "stagein/lib/gpu.h"
 
 #define S3_ERROR_BODY_MAX 4096
@@ -104,6 +105,12 @@ typedef struct {
     uint64_t content_length;
     char etag[STAGEIN_CHECKSUM_MAX];
     char storage_class[32];
+    /* the RDMA answer: x-amz-rdma-reply (0: none), -bytes-transferred,
+     * -reason of a 501; HEAD: the server's x-amz-rdma-provider */
+    int rdma_reply;
+    uint64_t rdma_bytes;
+    char rdma_reason[160];
+    char rdma_provider[SI_RDMA_PROVIDER_MAX + 1];
     _Atomic uint64_t *landed;
     const _Atomic int *stop;
 } transfer_t;
@@ -151,16 +158,68 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
     } else if (strncasecmp(text, "x-amz-storage-class:", 20) == 0) {
         const char *v = text + 20 + strspn(text + 20, " \t");
         snprintf(t->storage_class, sizeof(t->storage_class), "%s", v);
+    } else if (strncasecmp(text, "x-amz-rdma-reply:", 17) == 0) {
+        t->rdma_reply = (int)strtol(text + 17, NULL, 10);
+    } else if (strncasecmp(text, "x-amz-rdma-bytes-transferred:", 29) == 0) {
+        t->rdma_bytes = strtoull(text + 29, NULL, 10);
+    } else if (strncasecmp(text, "x-amz-rdma-reason:", 18) == 0) {
+        const char *v = text + 18 + strspn(text + 18, " \t");
+        snprintf(t->rdma_reason, sizeof(t->rdma_reason), "%s", v);
+    } else if (strncasecmp(text, "x-amz-rdma-provider:", 20) == 0) {
+        const char *v = text + 20 + strspn(text + 20, " \t");
+        snprintf(t->rdma_provider, sizeof(t->rdma_provider), "%s", v);
     }
     return len;
 }
 
+/* Runs the request. With an RDMA token out, the provider is driven while
+ * the answer is awaited: the server's writes complete only as this side
+ * progresses (multi interface, so that the wait is interruptible). */
+static CURLcode perform(CURL *curl, CURLM *multi, stagein_t *h)
+{
+    if (!multi)
+        return curl_easy_perform(curl);
+    if (curl_multi_add_handle(multi, curl) != CURLM_OK)
+        return CURLE_OUT_OF_MEMORY;
+    CURLcode cc = CURLE_OK;
+    int running = 1;
+    while (running) {
+        if (curl_multi_perform(multi, &running) != CURLM_OK) {
+            cc = CURLE_RECV_ERROR;
+            break;
+        }
+        if (!running)
+            break;
+        int fd, ms;
+        lib_rdma_progress(h, &fd, &ms);
+        struct curl_waitfd extra = {.fd = fd, .events = CURL_WAIT_POLLIN};
+        curl_multi_poll(multi, fd >= 0 ? &extra : NULL, fd >= 0 ? 1 : 0, ms, NULL);
+    }
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(multi, &left)))
+        if (m->msg == CURLMSG_DONE && m->easy_handle == curl)
+            cc = m->data.result;
+    curl_multi_remove_handle(multi, curl);
+    return cc;
+}
+
+/* How one GET goes: plain, or with an RDMA token (and the multi handle
+ * that lets the caller drive the provider meanwhile). */
+typedef struct {
+    CURL *curl;
+    CURLM *multi;            /* NULL: no RDMA */
+    const char *token;       /* x-amz-rdma-token, or NULL */
+} call_t;
+
 /* One signed request: HEAD (dst NULL, len 0) or GET of [offset, offset+len). */
-static int s3_call(CURL *curl, const target_t *tg, bool head, uint64_t offset, uint64_t len,
+static int s3_call(const call_t *c, const target_t *tg, bool head, uint64_t offset, uint64_t len,
                    uint64_t object_size, transfer_t *t, si_error_t *err)
 {
+    CURL *curl = c->curl;
     char range[80] = "", host_header[300], range_header[100];
-    si_http_header_t hs[2] = {{"Host", tg->host}};
+    char token_header[SI_RDMA_TOKEN_MAX + 32];
+    si_http_header_t hs[3] = {{"Host", tg->host}};
     size_t nh = 1;
     bool ranged = !head && !(offset == 0 && len == object_size);
     if (ranged) {
@@ -168,6 +227,11 @@ static int s3_call(CURL *curl, const target_t *tg, bool head, uint64_t offset, u
                  (unsigned long long)(offset + len - 1));
         hs[nh++] = (si_http_header_t){"Range", range};
     }
+    /* signed like every x-amz-* header: only this client could have sent it */
+    if (c->token)
+        hs[nh++] = (si_http_header_t){"x-amz-rdma-token", c->token};
+    snprintf(token_header, sizeof(token_header), "x-amz-rdma-token: %s",
+             c->token ? c->token : "");
     si_sigv4_request_t rq = {.method = head ? "HEAD" : "GET", .path = tg->path,
                              .headers = hs, .nheaders = nh};
     si_sigv4_signed_t sig;
@@ -181,8 +245,10 @@ static int s3_call(CURL *curl, const target_t *tg, bool head, uint64_t offset, u
     snprintf(range_header, sizeof(range_header), "Range: %s", range);
     struct curl_slist *list = NULL, *l;
     const char *lines[] = {host_header, date_header, sha_header, auth_header,
-                           ranged ? range_header : NULL};
-    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]) && lines[i]; i++) {
+                           ranged ? range_header : NULL, c->token ? token_header : NULL};
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        if (!lines[i])
+            continue;
         if (!(l = curl_slist_append(list, lines[i]))) {
             curl_slist_free_all(list);
             return si_errprintf(err, "out of memory");
@@ -206,7 +272,7 @@ static int s3_call(CURL *curl, const target_t *tg, bool head, uint64_t offset, u
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, t);
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, t);
-    CURLcode cc = curl_easy_perform(curl);
+    CURLcode cc = perform(curl, c->token ? c->multi : NULL, tg->h);
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
     curl_slist_free_all(list);
@@ -220,6 +286,14 @@ static int s3_call(CURL *curl, const target_t *tg, bool head, uint64_t offset, u
         return si_errprintf(err, "S3 %s %s/%s: HTTP %ld%s%.*s", head ? "HEAD" : "GET",
                             tg->bucket, tg->key, t->status, code ? " " : "",
                             code ? (int)strcspn(code + 6, "<") : 0, code ? code + 6 : "");
+    }
+    if (!head && t->rdma_reply == 200) {
+        if (t->rdma_bytes != len || t->got != 0)
+            return si_errprintf(err, "S3 GET %s/%s: the server wrote %llu bytes by RDMA (and %llu"
+                                " in the body) of the %llu asked for", tg->bucket, tg->key,
+                                (unsigned long long)t->rdma_bytes, (unsigned long long)t->got,
+                                (unsigned long long)len);
+        return 0;
     }
     if (!head && t->got != len)
         return si_errprintf(err, "S3 GET %s/%s: %llu bytes at %llu came short (%llu)", tg->bucket,
@@ -235,16 +309,17 @@ static stagein_err_t code_of(const transfer_t *t)
     return lib_code_of_http(t->status);
 }
 
+/* provider (may be NULL) receives the server's RDMA provider, "" for none. */
 static stagein_err_t head(stagein_t *h, const target_t *tg, uint64_t *size, char *etag,
-                          bool *cached)
+                          bool *cached, char provider[SI_RDMA_PROVIDER_MAX + 1])
 {
-    CURL *curl = curl_easy_init();
-    if (!curl)
+    call_t c = {.curl = curl_easy_init()};
+    if (!c.curl)
         return lib_fail(h, STAGEIN_ERR_NOMEM, "cannot make a libcurl handle");
     transfer_t t = {0};
     si_error_t err;
     stagein_err_t rc = STAGEIN_SUCCESS;
-    if (s3_call(curl, tg, true, 0, 0, 0, &t, &err) < 0) {
+    if (s3_call(&c, tg, true, 0, 0, 0, &t, &err) < 0) {
         rc = lib_fail_err(h, code_of(&t), &err);
     } else {
         *size = t.content_length;
@@ -252,8 +327,10 @@ static stagein_err_t head(stagein_t *h, const target_t *tg, uint64_t *size, char
             snprintf(etag, STAGEIN_CHECKSUM_MAX, "%s", t.etag);
         /* GLACIER without a restore copy is not readable (see doc/s3.md) */
         *cached = strcmp(t.storage_class, "GLACIER") != 0;
+        if (provider)
+            strcpy(provider, t.rdma_provider);
     }
-    curl_easy_cleanup(curl);
+    curl_easy_cleanup(c.curl);
     return rc;
 }
 
@@ -269,7 +346,7 @@ stagein_err_t stagein_stat(stagein_t *h, const char *path, uint64_t *size,
     bool cached;
     stagein_err_t rc = target_init(h, path, &tg);
     if (rc == STAGEIN_SUCCESS)
-        rc = head(h, &tg, size, etag, &cached);
+        rc = head(h, &tg, size, etag, &cached, NULL);
     free(tg.path);
     return rc;
 }
@@ -282,6 +359,8 @@ typedef struct {
     lib_cuda_t *cuda;        /* GPU destination */
     uint64_t device_ptr;
     uint64_t size, chunk, nchunks;
+    bool rdma;               /* send tokens (the handle's client is open) */
+    lib_rdma_region_t *region; /* dst registered (host destination) */
     _Atomic uint64_t next;
     _Atomic int stop;
     pthread_mutex_t lock;
@@ -300,21 +379,59 @@ static void job_fail(job_t *j, stagein_err_t code, const si_error_t *err)
     atomic_store(&j->stop, 1);
 }
 
+/* The token for one range: of the registered destination, or of the
+ * worker's registered bounce buffer (GPU destination). NULL: send none. */
+static const char *range_token(job_t *j, lib_rdma_region_t *bounce_region, uint64_t off,
+                               uint64_t len, char *out, size_t size)
+{
+    si_error_t err;
+    lib_rdma_region_t *region = j->dst ? j->region : bounce_region;
+    if (!j->rdma || !region)
+        return NULL;
+    if (lib_rdma_token(j->tg->h, region, j->dst ? off : 0, len, out, size, &err) < 0) {
+        lib_rdma_note(j->tg->h, "no token: %s", err.text);
+        return NULL;
+    }
+    return out;
+}
+
+/* Counts where a range's bytes came from. */
+static void account(job_t *j, const transfer_t *t, bool token, uint64_t len)
+{
+    stagein_t *h = j->tg->h;
+    if (t->rdma_reply == 200) {
+        atomic_fetch_add(&h->bytes_rdma, len);
+        if (j->dst)
+            atomic_fetch_add(&h->landed, len);
+        return;
+    }
+    atomic_fetch_add(&h->bytes_http, len);
+    if (token)
+        lib_rdma_note(h, "the server answered over HTTP: %s", t->rdma_reply == 501
+                      ? (t->rdma_reason[0] ? t->rdma_reason : "declined (501)")
+                      : "it does not speak RDMA (no x-amz-rdma-reply)");
+}
+
 static void *worker(void *arg)
 {
     job_t *j = arg;
     si_error_t err;
     void *bounce = NULL;
-    CURL *curl = curl_easy_init();
-    if (!curl) {
+    lib_rdma_region_t *bounce_region = NULL;
+    char token[SI_RDMA_TOKEN_MAX + 1];
+    call_t c = {.curl = curl_easy_init(), .multi = j->rdma ? curl_multi_init() : NULL};
+    if (!c.curl || (j->rdma && !c.multi)) {
         si_errprintf(&err, "cannot make a libcurl handle");
         job_fail(j, STAGEIN_ERR_NOMEM, &err);
-        return NULL;
+        goto done;
     }
     if (!j->dst && lib_cuda_bounce_alloc(j->cuda, j->chunk, &bounce, &err) < 0) {
         job_fail(j, STAGEIN_ERR_NO_DEVICE, &err);
         goto done;
     }
+    if (!j->dst && j->rdma && !(bounce_region = lib_rdma_register(j->tg->h, bounce, j->chunk,
+                                                                  &err)))
+        lib_rdma_note(j->tg->h, "cannot register the bounce buffer: %s", err.text);
     for (;;) {
         uint64_t i = atomic_fetch_add(&j->next, 1);
         if (i >= j->nchunks || atomic_load(&j->stop))
@@ -323,19 +440,13 @@ static void *worker(void *arg)
         uint64_t len = j->size - off < j->chunk ? j->size - off : j->chunk;
         transfer_t t = {.dst = j->dst ? j->dst + off : bounce, .len = len,
                         .landed = j->dst ? &j->tg->h->landed : NULL, .stop = &j->stop};
-        int rdma = 0;
-        if (j->tg->h->transport == LIB_TRANSPORT_RDMA) {
-            rdma = lib_rdma_read(j->tg->h, j->tg->bucket, j->tg->key, off, t.dst, len, &err);
-            if (rdma < 0) {
-                job_fail(j, STAGEIN_ERR_SERVER, &err);
-                break;
-            }
-        }
-        if (!rdma && s3_call(curl, j->tg, false, off, len, j->size, &t, &err) < 0) {
+        c.token = range_token(j, bounce_region, off, len, token, sizeof(token));
+        if (s3_call(&c, j->tg, false, off, len, j->size, &t, &err) < 0) {
             if (!atomic_load(&j->stop))
                 job_fail(j, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
             break;
         }
+        account(j, &t, c.token != NULL, len);
         if (!j->dst) {
             if (lib_cuda_copy_to_device(j->cuda, j->device_ptr + off, bounce, len, &err) < 0) {
                 job_fail(j, STAGEIN_ERR_NO_DEVICE, &err);
@@ -345,16 +456,45 @@ static void *worker(void *arg)
         }
     }
 done:
+    if (bounce_region)
+        lib_rdma_unregister(j->tg->h, bounce_region);
     if (bounce)
         lib_cuda_bounce_free(j->cuda, bounce);
-    curl_easy_cleanup(curl);
+    if (c.multi)
+        curl_multi_cleanup(c.multi);
+    if (c.curl)
+        curl_easy_cleanup(c.curl);
     return NULL;
+}
+
+/* Readies RDMA for a read: the provider asked for, else the server's;
+ * the destination registered. Anything missing leaves the read to HTTP
+ * and says why (stagein_read_info). */
+static void rdma_begin(stagein_t *h, job_t *j, const char *server_provider)
+{
+    si_error_t err;
+    const char *provider = h->rdma_provider ? h->rdma_provider : server_provider;
+    if (!*provider) {
+        lib_rdma_note(h, "the server offers no RDMA (no x-amz-rdma-provider on HEAD)");
+        return;
+    }
+    if (lib_rdma_open(h, provider, &err) < 0) {
+        lib_rdma_note(h, "%s", err.text);
+        return;
+    }
+    if (j->dst && !(j->region = lib_rdma_register(h, j->dst, j->size, &err))) {
+        lib_rdma_note(h, "%s", err.text);
+        return;
+    }
+    snprintf(h->rdma_used, sizeof(h->rdma_used), "%s", provider);
+    j->rdma = true;
 }
 
 static stagein_err_t run_job(stagein_t *h, job_t *j)
 {
     pthread_t threads[LIB_MAX_PARALLEL];
-    int n = (int)(j->nchunks < (uint64_t)h->parallel ? j->nchunks : (uint64_t)h->parallel);
+    int parallel = h->parallel ? h->parallel : j->rdma ? LIB_RDMA_PARALLEL : LIB_DEFAULT_PARALLEL;
+    int n = (int)(j->nchunks < (uint64_t)parallel ? j->nchunks : (uint64_t)parallel);
     int started = 0;
     for (; started < n; started++)
         if (pthread_create(&threads[started], NULL, worker, j) != 0)
@@ -378,17 +518,19 @@ stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t c
     if (!buf && capacity > 0)
         return lib_fail(h, STAGEIN_ERR_ARGUMENT, "no buffer for %llu bytes",
                         (unsigned long long)capacity);
-    if (h->transport == LIB_TRANSPORT_RDMA && !lib_rdma_available())
-        return lib_fail(h, STAGEIN_ERR_UNSUPPORTED,
-                        "transport rdma: not available in this build (no RDMA client yet)");
+    atomic_store(&h->bytes_rdma, 0);
+    atomic_store(&h->bytes_http, 0);
+    atomic_store(&h->rdma_noted, 0);
+    h->rdma_note[0] = h->rdma_used[0] = '\0';
     target_t tg;
     job_t j = {.code = STAGEIN_SUCCESS};
     bool cached = true;
     uint64_t object_size = 0;
+    char server_provider[SI_RDMA_PROVIDER_MAX + 1] = "";
     stagein_err_t rc = target_init(h, path, &tg);
     if (rc != STAGEIN_SUCCESS)
         goto done;
-    if ((rc = head(h, &tg, &object_size, NULL, &cached)) != STAGEIN_SUCCESS)
+    if ((rc = head(h, &tg, &object_size, NULL, &cached, server_provider)) != STAGEIN_SUCCESS)
         goto done;
     if (!cached) {
         rc = lib_fail(h, STAGEIN_ERR_NOT_CACHED, "%s is on tape only: stage it first", path);
@@ -416,15 +558,31 @@ stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t c
     }
     j.tg = &tg;
     j.size = object_size;
-    j.chunk = h->chunk;
-    j.nchunks = (object_size + h->chunk - 1) / h->chunk;
+    if (h->transport == LIB_TRANSPORT_RDMA)
+        rdma_begin(h, &j, server_provider);
+    j.chunk = h->chunk ? h->chunk : j.rdma && j.dst ? LIB_RDMA_CHUNK : LIB_DEFAULT_CHUNK;
+    j.nchunks = (object_size + j.chunk - 1) / j.chunk;
     pthread_mutex_init(&j.lock, NULL);
     rc = run_job(h, &j);
     pthread_mutex_destroy(&j.lock);
+    if (j.region)
+        lib_rdma_unregister(h, j.region);
 done:
     lib_cuda_close(j.cuda);
     free(tg.path);
     return rc;
+}
+
+stagein_err_t stagein_read_info(const stagein_t *h, stagein_read_info_t *out)
+{
+    if (!h || !out)
+        return STAGEIN_ERR_ARGUMENT;
+    stagein_t *m = (stagein_t *)h;   /* atomics are read through a non-const pointer */
+    out->bytes_rdma = atomic_load(&m->bytes_rdma);
+    out->bytes_http = atomic_load(&m->bytes_http);
+    snprintf(out->provider, sizeof(out->provider), "%s", h->rdma_used);
+    snprintf(out->rdma_note, sizeof(out->rdma_note), "%s", h->rdma_note);
+    return STAGEIN_SUCCESS;
 }
 
 uint64_t stagein_read_progress(const stagein_t *h)

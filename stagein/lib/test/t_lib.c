@@ -76,9 +76,31 @@ int main(void)
     is_int(stagein_read(h, "bucket/key", NULL, 10, -1, &size), STAGEIN_ERR_ARGUMENT,
            "a NULL buffer with a capacity");
     is_int(stagein_set_option(h, STAGEIN_OPT_TRANSPORT, "rdma"), STAGEIN_SUCCESS, "rdma chosen");
-    is_int(stagein_read(h, "bucket/key", buf, sizeof(buf), -1, &size), STAGEIN_ERR_UNSUPPORTED,
-           "rdma is not available yet");
+    is_int(stagein_read(h, "bucket/key", buf, sizeof(buf), -1, &size), STAGEIN_ERR_CONNECT,
+           "an rdma read still asks the server first (HEAD): nothing listens");
+    char longname[80];
+    memset(longname, 'x', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    is_int(stagein_set_option(h, STAGEIN_OPT_RDMA_PROVIDER, longname), STAGEIN_ERR_ARGUMENT,
+           "an rdma provider name of 79 characters");
+    is_int(stagein_set_option(h, STAGEIN_OPT_RDMA_PROVIDER, "shm"), STAGEIN_SUCCESS,
+           "rdma provider shm");
+    is_int(stagein_set_option(h, STAGEIN_OPT_RDMA_PROVIDER, NULL), STAGEIN_SUCCESS,
+           "rdma provider back to the server's");
+    is_int(stagein_set_option(h, STAGEIN_OPT_RDMA_DOMAIN, "lo"), STAGEIN_SUCCESS, "rdma domain");
+    stagein_read_info_t info;
+    is_int(stagein_read_info(h, &info), STAGEIN_SUCCESS, "read info");
+    ok(info.bytes_rdma == 0 && info.bytes_http == 0, "no bytes moved by the failed read");
+    is_int(stagein_read_info(NULL, &info), STAGEIN_ERR_ARGUMENT, "read info of no handle");
     stagein_close(h);
+
+    /* a bad transport in the environment names the variable */
+    setenv("STAGEIN_TRANSPORT", "carrier-pigeon", 1);
+    is_int(stagein_open(&h), STAGEIN_ERR_ARGUMENT, "open with $STAGEIN_TRANSPORT=carrier-pigeon");
+    ok(strstr(stagein_last_error(h), "STAGEIN_TRANSPORT") != NULL, "the error names it: %s",
+       stagein_last_error(h));
+    stagein_close(h);
+    unsetenv("STAGEIN_TRANSPORT");
 
     /* ETag verification as stageind makes ETags */
     char sum[STAGEIN_CHECKSUM_MAX];

@@ -1,0 +1,104 @@
+/* The RDMA data path of the S3 server (doc/rdma.md): a GET that carries an
+ * x-amz-rdma-token is answered by writing the bytes into the client's
+ * registered memory (rdma_server_send_file, from a mapping of the cache
+ * file) and an empty body with x-amz-rdma-reply: 200; when the server
+ * declines, or the transfer fails, the normal body goes out with
+ * x-amz-rdma-reply: 501, so the client has its bytes either way. */
+#include "config.h"
+#include "daemon/s3/internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#define TOKEN_HEADER "x-amz-rdma-token"
+
+int s3_rdma_open(s3_server_t *s, const rdma_config_t *cfg, si_error_t *err)
+{
+    if (!cfg->enabled)
+        return 0;
+    s->rdma = rdma_server_open(cfg, err);
+    if (!s->rdma) {
+        if (errno != ENODEV)
+            return -1;
+        /* No such fabric on this host: serve S3 without it (clients fall back). */
+        si_log(s->log, SI_LOG_WARNING, "s3: RDMA data path off: %s", err->text);
+        return 0;
+    }
+    si_log(s->log, SI_LOG_NOTICE, "s3: RDMA data path on (provider %s%s%s)",
+           rdma_server_provider(s->rdma), cfg->domain[0] ? ", domain " : "", cfg->domain);
+    return 0;
+}
+
+void s3_rdma_close(s3_server_t *s)
+{
+    rdma_server_close(s->rdma);
+    s->rdma = NULL;
+}
+
+void s3_server_metrics(s3_server_t *s, FILE *out)
+{
+    if (s && s->rdma)
+        rdma_server_metrics(s->rdma, out);
+}
+
+void s3_rdma_head(s3_req_t *r, struct MHD_Response *resp)
+{
+    if (r->srv->rdma && !r->anonymous)
+        MHD_add_response_header(resp, "x-amz-rdma-provider", rdma_server_provider(r->srv->rdma));
+}
+
+static struct MHD_Response *decline(s3_req_t *r, const char *why)
+{
+    snprintf(r->rdma_declined, sizeof(r->rdma_declined), "%s", why);
+    return NULL;
+}
+
+struct MHD_Response *s3_rdma_get(s3_req_t *r, int fd, uint64_t start, uint64_t length)
+{
+    const char *header = s3_req_header(r, TOKEN_HEADER);
+    si_rdma_token_t token;
+    si_error_t err;
+    uint64_t moved = 0;
+
+    if (!header)
+        return NULL;
+    if (!r->srv->rdma)
+        return decline(r, "RDMA is not enabled on this server");
+    /* The token says where to write: only a signed request may name it
+     * (the verifier requires every x-amz-* header to be signed). */
+    if (r->anonymous || r->auth.presigned)
+        return decline(r, "RDMA needs a request signed in its Authorization header");
+    if (length == 0)
+        return decline(r, "nothing to transfer");
+    if (rdma_server_accept(r->srv->rdma, header, SI_RDMA_ACCESS_WRITE, length, &token, &err) < 0)
+        return decline(r, err.text);
+    if (rdma_server_send_file(r->srv->rdma, &token, fd, start, length, &moved, &err) < 0) {
+        si_log(r->srv->log, SI_LOG_WARNING, "s3: GET %s/%s over RDMA: %s (answered over HTTP)",
+               r->bucket, r->key, err.text);
+        return decline(r, err.text);
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
+                                                                MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return decline(r, "out of memory");
+    char bytes[24];
+    snprintf(bytes, sizeof(bytes), "%" PRIu64, moved);
+    MHD_add_response_header(resp, "x-amz-rdma-reply", "200");
+    MHD_add_response_header(resp, "x-amz-rdma-bytes-transferred", bytes);
+    size_t n = strlen(r->note);
+    snprintf(r->note + n, sizeof(r->note) - n, " rdma=%s", bytes);
+    return resp;
+}
+
+void s3_rdma_declined(s3_req_t *r, struct MHD_Response *resp)
+{
+    if (!s3_req_header(r, TOKEN_HEADER))
+        return;
+    MHD_add_response_header(resp, "x-amz-rdma-reply", "501");
+    if (r->rdma_declined[0])
+        MHD_add_response_header(resp, "x-amz-rdma-reason", r->rdma_declined);
+    size_t n = strlen(r->note);
+    snprintf(r->note + n, sizeof(r->note) - n, " rdma=501 (%.80s)", r->rdma_declined);
+}

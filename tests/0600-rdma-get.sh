@@ -1,0 +1,117 @@
+#!/bin/bash
+# The RDMA data path end to end (doc/rdma.md): a stageind with the simulated
+# library, objects staged into its cache, and `stagein get --transport rdma`
+# (libstagein: a signed GET carrying x-amz-rdma-token, the bytes written
+# into its memory with RMA) over shm and over tcp;ofi_rxm on lo. Every
+# object compared byte for byte with its source (stagein get also checks
+# it against its ETag); range GETs of 64 KiB that start and end anywhere;
+# a whole dataset; the 501 answers (cuObject, malformed, another provider,
+# a presigned request) with the body still served over HTTP; a client
+# asking for another provider, and a server without RDMA, read over HTTP
+# and say why; --gpu without a GPU fails naming the reason.
+. "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
+. "$top_srcdir/tests/s3-lib.sh"
+. "$top_srcdir/tests/rdma-lib.sh"
+s3_need_clients boto3
+
+S3_FIXTURE="one:1 page:4097 mid:3145735 big:20971537 dir/x:70000"
+KEYS="one page mid big dir/x"
+s3_setup A "$(rdma_conf shm "")"
+s3_start_ok "stageind starts with the RDMA data path on shm"
+ok "$(s3_make_hot $KEYS; echo $?)" "the objects are staged into the cache"
+rdma_client_env
+ok "$(grep -q 'RDMA data path on (provider shm)' "$LOG"; echo $?)" "stageind logs the provider"
+is "$(s3raw request HEAD /data/big --show-header x-amz-rdma-provider 2>&1 >/dev/null)" \
+    "x-amz-rdma-provider: shm" "HEAD names the server's provider"
+
+# get_all LABEL [ENV...]: every key by RDMA, all bytes by RDMA, identical
+get_all() {
+    local label=$1 key out want bad=""; shift
+    for key in $KEYS; do
+        out=$(env "$@" "$STAGEIN" get "data/$key" --transport rdma --dest "$TEST_DIR/$label" 2>&1)
+        want="$TEST_DIR/$label/data/$key $(stat -c %s "$SRC/$key") sha256:$(sha256sum < "$SRC/$key" | cut -d' ' -f1) rdma=$(stat -c %s "$SRC/$key") http=0"
+        if [ "$out" != "$want" ] || ! same_bytes "$TEST_DIR/$label/data/$key" "$SRC/$key"; then
+            bad+="$key "
+            diag "$key: $out"
+        fi
+    done
+    echo "$bad"
+}
+is "$(get_all shm)" "" "shm: 1 B, 4097 B, 3 MiB + 7, 20 MiB + 17: every byte by RDMA, identical"
+is "$(get_all shm-range STAGEIN_CHUNK_SIZE=65536 STAGEIN_PARALLEL=4)" "" \
+    "shm: the same as range GETs of 64 KiB, 4 at a time (ranges end anywhere)"
+out=$("$STAGEIN" get pub --transport rdma --dest "$TEST_DIR/ds" --endpoint "unix:$SOCK" 2>&1)
+differ=""
+for key in $KEYS; do same_bytes "$TEST_DIR/ds/data/$key" "$SRC/$key" || differ+="$key "; done
+is "$differ" "" "shm: the dataset 'pub' into a directory, identical"
+is "$(grep -c ' http=0$' <<<"$out")" 5 "... its five objects all by RDMA"
+out=$("$STAGEIN" get data/big --transport http --dest "$TEST_DIR/http" 2>&1)
+is "$out" "$TEST_DIR/http/data/big 20971537 sha256:$(sha256sum < "$SRC/big" | cut -d' ' -f1)" \
+    "--transport http: over HTTP (no rdma= on the line)"
+ok "$(same_bytes "$TEST_DIR/http/data/big" "$SRC/big"; echo $?)" "... identical"
+sent=$(metric stagein_rdma_sent_bytes_total)
+ok "$([ "${sent:-0}" -ge $((3 * (1 + 4097 + 3145735 + 20971537 + 70000))) ]; echo $?)" \
+    "metrics: stagein_rdma_sent_bytes_total counts them ($sent)"
+is "$(metric stagein_rdma_transfers)/$(metric stagein_rdma_buffers_free)" \
+    "0/$(metric stagein_rdma_buffers)" "metrics: no transfer running, every pool buffer free"
+
+# ---- declined (501): the body comes over HTTP ---------------------------------------
+# declined TOKEN [s3raw options]: "STATUS REPLY REASON-WORD..." and the body in $TEST_DIR/body501
+declined() {
+    local token=$1; shift
+    s3raw request GET /data/mid -H "x-amz-rdma-token: $token" --out "$TEST_DIR/body501" \
+        --show-header x-amz-rdma-reply --show-header x-amz-rdma-reason "$@" 2>"$TEST_DIR/hdr501" |
+        tr '\n' ' '
+    tr '\n' '|' < "$TEST_DIR/hdr501"
+}
+out=$(declined "00007f7c2a000000:0000000000100000:0000000012345678:00abcdef")
+ok "$(grep -q '^200 - x-amz-rdma-reply: 501|x-amz-rdma-reason: .*cuObject' <<<"$out"; echo $?)" \
+    "a cuObject token: 200 with x-amz-rdma-reply 501 naming cuObject"
+ok "$(same_bytes "$TEST_DIR/body501" "$SRC/mid"; echo $?)" "... and the object in the body"
+out=$(declined "si1 prov=shm addr=0a0b key=1")
+ok "$(grep -q '^200 - x-amz-rdma-reply: 501|x-amz-rdma-reason: rdma token' <<<"$out"; echo $?)" \
+    "a truncated token: 501, the body served"
+ok "$(same_bytes "$TEST_DIR/body501" "$SRC/mid"; echo $?)" "... identical"
+out=$(declined "si1 prov=tcp;ofi_rxm addr=0a0b key=1 raddr=0 len=3145735 flags=w")
+ok "$(grep -q "x-amz-rdma-reply: 501|x-amz-rdma-reason: .*provider 'tcp;ofi_rxm'" <<<"$out"; echo $?)" \
+    "a token for another provider: 501 naming both"
+out=$(declined "si1 prov=shm addr=0a0b key=1 raddr=0 len=100 flags=w")
+ok "$(grep -q "x-amz-rdma-reply: 501|x-amz-rdma-reason: .*grants" <<<"$out"; echo $?)" \
+    "a token granting fewer bytes than the GET moves: 501"
+out=$(declined "si1 prov=shm addr=0a0b key=1 raddr=0 len=3145735 flags=w" --sign presign)
+ok "$(grep -q "x-amz-rdma-reply: 501|x-amz-rdma-reason: RDMA needs a request signed" <<<"$out"; echo $?)" \
+    "a presigned request with a token: 501 (only a signed header may name where to write)"
+ok "$(same_bytes "$TEST_DIR/body501" "$SRC/mid"; echo $?)" "... the body served"
+out=$(s3raw request GET /data/mid --out "$TEST_DIR/body501" --show-header x-amz-rdma-reply 2>&1 >/dev/null)
+is "$out" "x-amz-rdma-reply: " "a GET without a token has no x-amz-rdma-reply"
+
+# a client that asks for another provider than the server's
+out=$(STAGEIN_RDMA_PROVIDER="tcp;ofi_rxm" STAGEIN_RDMA_DOMAIN=lo "$STAGEIN" get data/mid \
+    --transport rdma --dest "$TEST_DIR/other" 2>&1)
+ok "$(grep -q " rdma=0 http=3145735$" <<<"$out" && grep -q "over HTTP: .*provider 'tcp;ofi_rxm'" <<<"$out"; echo $?)" \
+    "a client on tcp;ofi_rxm against shm: all bytes over HTTP, and it says why"
+ok "$(same_bytes "$TEST_DIR/other/data/mid" "$SRC/mid"; echo $?)" "... identical"
+
+# no GPU on this machine (or a build without CUDA): a clear error
+run_fails_with "--gpu 0 without a GPU fails naming why" "no CUDA driver|built without CUDA|GPU 0" -- \
+    "$STAGEIN" get data/mid --gpu 0 --transport rdma
+rdma_stop
+
+# ---- tcp;ofi_rxm on lo ---------------------------------------------------------------
+s3_write_conf "$(rdma_conf "tcp;ofi_rxm" lo)"
+s3_start_ok "stageind restarts on tcp;ofi_rxm (domain lo), same cache"
+export STAGEIN_RDMA_DOMAIN=lo
+is "$(get_all tcp)" "" "tcp: every object by RDMA, identical"
+is "$(get_all tcp-range STAGEIN_CHUNK_SIZE=65536 STAGEIN_PARALLEL=4)" "" "tcp: as 64 KiB ranges"
+unset STAGEIN_RDMA_DOMAIN
+rdma_stop
+
+# ---- a server without RDMA --------------------------------------------------------------
+s3_write_conf ""
+s3_start_ok "stageind restarts without RDMA"
+out=$("$STAGEIN" get data/big --transport rdma --dest "$TEST_DIR/none" 2>&1)
+ok "$(grep -q " rdma=0 http=20971537$" <<<"$out" && grep -q "over HTTP: the server offers no RDMA" <<<"$out"; echo $?)" \
+    "rdma asked of a server without it: over HTTP, saying so"
+ok "$(same_bytes "$TEST_DIR/none/data/big" "$SRC/big"; echo $?)" "... identical"
+rdma_stop
+finish
