@@ -2,6 +2,9 @@
 #include "common/fileio.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -88,4 +91,63 @@ int si_checksum_fd(si_checksum_t *c, int fd, uint64_t off, uint64_t len, void *b
         len -= (uint64_t)n;
     }
     return 0;
+}
+
+int si_check_private(int fd, const char *path, const char *what, si_error_t *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return si_errprintf(err, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return si_errprintf(err, "%s: %s is not a regular file", path, what);
+    if (st.st_mode & 077)
+        return si_errprintf(err, "%s: mode %04o lets group or others at %s; it must be 0600 or "
+                            "stricter (chmod 600 %s)", path, (unsigned)(st.st_mode & 07777), what,
+                            path);
+    return 0;
+}
+
+char *si_read_file(const char *path, size_t max, bool secret, size_t *len, si_error_t *err)
+{
+    struct stat st;
+    char *buf = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        si_errprintf(err, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (secret && si_check_private(fd, path, "a secret", err) < 0)
+        goto out;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        si_errprintf(err, "%s: not a regular file", path);
+        goto out;
+    }
+    if ((uint64_t)st.st_size > max) {
+        si_errprintf(err, "%s: %jd bytes, more than the %zu expected", path,
+                     (intmax_t)st.st_size, max);
+        goto out;
+    }
+    buf = malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        si_errprintf(err, "%s: out of memory", path);
+        goto out;
+    }
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            si_errprintf(err, "%s: %s", path, n < 0 ? strerror(errno) : "shorter than it was");
+            free(buf);
+            buf = NULL;
+            goto out;
+        }
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    *len = got;
+out:
+    close(fd);
+    return buf;
 }

@@ -3,6 +3,7 @@
 #ifndef SI_FILEIO_H
 #define SI_FILEIO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,5 +23,15 @@ int64_t si_copy_range(int in_fd, uint64_t in_off, int out_fd, uint64_t out_off, 
  * errno (EIO for a file shorter than that) and err. */
 int si_checksum_fd(si_checksum_t *c, int fd, uint64_t off, uint64_t len, void *buf,
                    size_t bufsize, si_error_t *err);
+
+/* 0 when fd (opened from path) is a regular file that only its owner may
+ * read or write; else -1 with err naming the file, what it holds (e.g.
+ * "the S3 secrets"), its mode and the fix. */
+int si_check_private(int fd, const char *path, const char *what, si_error_t *err);
+
+/* A whole small file (at most max bytes), NUL-terminated, malloc'd; *len
+ * its length. With secret, a file that group or others may read or write
+ * is refused, naming the mode and the fix. err names the file. */
+char *si_read_file(const char *path, size_t max, bool secret, size_t *len, si_error_t *err);
 
 #endif

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
 #include "common/text.h"
 
 typedef struct {
@@ -106,21 +107,12 @@ static si_secrets_t *load(const char *path, bool ids_optional, si_error_t *err)
     size_t count = 0, cap = 0;
     unsigned lineno = 0;
     FILE *f = NULL;
-    struct stat st;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         si_errprintf(err, "%s: cannot open the S3 secrets file: %s", path, strerror(errno));
         return NULL;
     }
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        si_errprintf(err, "%s: the S3 secrets file is not a regular file", path);
-        close(fd);
-        return NULL;
-    }
-    if (st.st_mode & 077) {
-        si_errprintf(err, "%s: mode %04o lets group or others at the S3 secrets; it must be "
-                     "0600 or stricter (chmod 600 %s)", path, (unsigned)(st.st_mode & 07777),
-                     path);
+    if (si_check_private(fd, path, "the S3 secrets", err) < 0) {
         close(fd);
         return NULL;
     }
@@ -342,12 +334,10 @@ static void session_secret(const si_session_keys_t *k, const char *access_key,
 static int read_master(int fd, const char *path, unsigned char *master, si_error_t *err)
 {
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-        return si_errprintf(err, "%s: the session key is not a regular file", path);
-    if (st.st_mode & 077)
-        return si_errprintf(err, "%s: mode %04o lets group or others at the session key; it "
-                            "must be 0600 or stricter (chmod 600 %s)", path,
-                            (unsigned)(st.st_mode & 07777), path);
+    if (si_check_private(fd, path, "the session key", err) < 0)
+        return -1;
+    if (fstat(fd, &st) < 0)
+        return si_errprintf(err, "%s: %s", path, strerror(errno));
     if (st.st_size != SI_SESSION_MASTER_LEN)
         return si_errprintf(err, "%s: holds %jd bytes, not the %d of a session key (remove it "
                             "to make a new one: credentials handed out so far stop working)",

@@ -11,7 +11,9 @@
  * Configuration comes from the environment unless set with
  * stagein_set_option():
  *   STAGEIN_ENDPOINT           control API: unix:PATH or http://HOST:PORT
- *   STAGEIN_S3_ENDPOINT        S3 endpoint, http://HOST:PORT
+ *   STAGEIN_S3_ENDPOINT        S3 endpoint, http://HOST:PORT or https://HOST:PORT
+ *   STAGEIN_S3_CA_FILE         PEM CAs that sign an https endpoint's certificate
+ *                              (default: the system's)
  *   STAGEIN_S3_ACCESS_KEY, STAGEIN_S3_SECRET    credentials, or
  *   STAGEIN_S3_CREDENTIALS     a file "ACCESS_KEY SECRET" (first line used)
  *   STAGEIN_S3_REGION          default "us-east-1"
@@ -83,6 +85,8 @@ typedef enum {
                                         (67108864 for RDMA into host memory) */
     STAGEIN_OPT_RDMA_PROVIDER,       /* NULL or "": the server's (see above) */
     STAGEIN_OPT_RDMA_DOMAIN,         /* NULL or "": the provider's first */
+    STAGEIN_OPT_S3_CA_FILE,          /* PEM CAs for an https:// S3 endpoint ($STAGEIN_S3_CA_FILE;
+                                        NULL: the system's) */
 } stagein_option_t;
 
 stagein_err_t stagein_set_option(stagein_t *h, stagein_option_t option, const char *value);

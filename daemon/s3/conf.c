@@ -27,6 +27,11 @@ const si_conf_key_t s3_conf_keys[] = {
     {"s3.timeout", SI_CONF_INT, 1, 86400, NULL},
     {"s3.threads", SI_CONF_INT, 1, 1024, NULL},
     {"s3.max_connections", SI_CONF_INT, 0, 1000000, NULL},
+    /* virtual-host style: "bucket.DOMAIN" in Host names the bucket */
+    {"s3.virtual_host_domain", SI_CONF_STRING, 0, 0, NULL},
+    /* TLS: PEM certificate (chain) and key; the key file must be 0600 */
+    {"s3.tls_cert_file", SI_CONF_STRING, 0, 0, NULL},
+    {"s3.tls_key_file", SI_CONF_STRING, 0, 0, NULL},
     SI_CONF_KEYS_END,
 };
 
@@ -76,6 +81,16 @@ static int bucket_list(const si_conf_t *conf, const char *path, s3_bucket_list_t
     return 0;
 }
 
+/* A string setting into buf; absent leaves buf as it is. */
+static int copy_setting(const si_conf_t *conf, const char *path, char *buf, size_t size,
+                        si_error_t *err)
+{
+    const char *v = si_conf_string(conf, path, NULL);
+    if (v && (size_t)snprintf(buf, size, "%s", v) >= size)
+        return si_errprintf(err, "%s: too long (at most %zu bytes)", path, size - 1);
+    return 0;
+}
+
 int s3_conf_from(const si_conf_t *conf, s3_conf_t *out, si_error_t *err)
 {
     s3_conf_t *c = calloc(1, sizeof(*c));
@@ -115,6 +130,24 @@ int s3_conf_from(const si_conf_t *conf, s3_conf_t *out, si_error_t *err)
     c->timeout = (unsigned)si_conf_int(conf, "s3.timeout", c->timeout);
     c->threads = (unsigned)si_conf_int(conf, "s3.threads", c->threads);
     c->max_connections = (unsigned)si_conf_int(conf, "s3.max_connections", c->max_connections);
+    if (copy_setting(conf, "s3.virtual_host_domain", c->vhost_domain,
+                     sizeof(c->vhost_domain), err) < 0 ||
+        copy_setting(conf, "s3.tls_cert_file", c->tls_cert_file, sizeof(c->tls_cert_file),
+                     err) < 0 ||
+        copy_setting(conf, "s3.tls_key_file", c->tls_key_file, sizeof(c->tls_key_file),
+                     err) < 0)
+        goto error;
+    if (c->vhost_domain[0] && (c->vhost_domain[0] == '.' ||
+                               strspn(c->vhost_domain, "abcdefghijklmnopqrstuvwxyz0123456789.-") !=
+                                   strlen(c->vhost_domain))) {
+        si_errprintf(err, "s3.virtual_host_domain: '%.80s' is not a lower-case DNS name",
+                     c->vhost_domain);
+        goto error;
+    }
+    if (!c->tls_cert_file[0] != !c->tls_key_file[0]) {
+        si_errprintf(err, "s3.tls_cert_file and s3.tls_key_file go together (TLS needs both)");
+        goto error;
+    }
     if (bucket_list(conf, "s3.public_buckets", &c->public_buckets, err) < 0 ||
         bucket_list(conf, "s3.transparent_recall_buckets", &c->transparent_recall_buckets,
                     err) < 0 ||

@@ -30,6 +30,8 @@ struct s3_server {
     si_session_keys_t *sessions;     /* borrowed; NULL: no session credentials */
     si_sigv4_verifier_conf_t verifier;
     si_sigv4_key_cache_t *keys;      /* the verifier's derived keys */
+    char *tls_cert, *tls_key;        /* PEM text while TLS is served; NULL: plain HTTP */
+    size_t tls_key_len;
     s3_dbpool_t *pool;
     cache_t *cache;
     push_t *push;

@@ -59,6 +59,9 @@ typedef struct {
     unsigned timeout;                /* idle connection timeout, seconds */
     unsigned threads;                /* requests working in the catalog at once */
     unsigned max_connections;        /* each has its thread; 0: libmicrohttpd's limit */
+    char vhost_domain[254];          /* "": path style only */
+    char tls_cert_file[PATH_MAX];    /* "": plain HTTP */
+    char tls_key_file[PATH_MAX];
 } s3_conf_t;
 
 /* Defaults: disabled, 127.0.0.1:9000, SYSCONFDIR/stagein/s3-secrets,

@@ -16,6 +16,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
+#include "common/fileio.h"
 #include "common/uri.h"
 
 #define XML_CONTENT_TYPE "application/xml"
@@ -309,6 +312,45 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
     return MHD_YES;
 }
 
+/* Virtual-host style: the bucket named by "bucket.DOMAIN[:port]" in Host,
+ * s3.virtual_host_domain being DOMAIN; 0 when the request is path style
+ * (no domain configured, or Host is the domain itself or another name). */
+static size_t vhost_bucket(const s3_req_t *r, const char **bucket)
+{
+    const char *domain = r->srv->conf.vhost_domain;
+    const char *host = s3_req_header(r, "host");
+    if (!*domain || !host)
+        return 0;
+    size_t dlen = strlen(domain);
+    size_t hlen = strcspn(host, ":");
+    if (hlen <= dlen + 1 || host[hlen - dlen - 1] != '.' ||
+        strncasecmp(host + hlen - dlen, domain, dlen) != 0)
+        return 0;
+    *bucket = host;
+    return hlen - dlen - 1;
+}
+
+/* The bucket's text (percent-encoded or, from Host, plain) into r->bucket. */
+static int set_bucket(s3_req_t *r, const char *text, size_t len, bool encoded, bool last)
+{
+    si_error_t err;
+    si_strbuf_t b;
+    si_strbuf_init(&b, SI_BUCKET_MAX);
+    bool good = encoded ? si_uri_decode(&b, text, len, false, &err) == 0
+                        : si_strbuf_append(&b, text, len);
+    if (!good || b.failed || si_bucket_check(si_strbuf_str(&b), b.len, &err) < 0) {
+        si_strbuf_free(&b);
+        if (strcmp(r->method, "PUT") == 0 && last)
+            s3_respond_error(r, "InvalidBucketName", "%s", err.text);
+        else
+            s3_respond_error(r, "NoSuchBucket", "The specified bucket does not exist");
+        return -1;
+    }
+    snprintf(r->bucket, sizeof(r->bucket), "%s", si_strbuf_str(&b));
+    si_strbuf_free(&b);
+    return 0;
+}
+
 static int split_path(s3_req_t *r)
 {
     si_error_t err;
@@ -317,24 +359,22 @@ static int split_path(s3_req_t *r)
         s3_respond_error(r, "InvalidRequest", "the request target must be an absolute path");
         return -1;
     }
-    p++;
-    const char *slash = strchr(p, '/');
-    size_t blen = slash ? (size_t)(slash - p) : strlen(p);
-    if (blen == 0)
-        return 0; /* the service */
-    si_strbuf_t b;
-    si_strbuf_init(&b, SI_BUCKET_MAX);
-    if (si_uri_decode(&b, p, blen, false, &err) < 0 || b.failed ||
-        si_bucket_check(si_strbuf_str(&b), b.len, &err) < 0) {
-        si_strbuf_free(&b);
-        if (strcmp(r->method, "PUT") == 0 && !slash)
-            s3_respond_error(r, "InvalidBucketName", "%s", err.text);
-        else
-            s3_respond_error(r, "NoSuchBucket", "The specified bucket does not exist");
-        return -1;
+    const char *slash, *vb;
+    size_t vblen = vhost_bucket(r, &vb);
+    if (vblen) {
+        /* the whole path is the key */
+        if (set_bucket(r, vb, vblen, false, p[1] == '\0') < 0)
+            return -1;
+        slash = p;
+    } else {
+        p++;
+        slash = strchr(p, '/');
+        size_t blen = slash ? (size_t)(slash - p) : strlen(p);
+        if (blen == 0)
+            return 0; /* the service */
+        if (set_bucket(r, p, blen, true, !slash) < 0)
+            return -1;
     }
-    snprintf(r->bucket, sizeof(r->bucket), "%s", si_strbuf_str(&b));
-    si_strbuf_free(&b);
     if (!slash || slash[1] == '\0')
         return 0; /* the bucket */
     si_strbuf_t k;
@@ -757,6 +797,28 @@ static int write_port_file(s3_server_t *s, si_error_t *err)
     return 0;
 }
 
+/* The certificate (chain) and the private key, PEM, kept for libmicrohttpd;
+ * the key file must be private like the secrets file. */
+#define TLS_FILE_MAX (1u << 20)
+static int load_tls(s3_server_t *s, si_error_t *err)
+{
+    size_t len;
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return si_errprintf(err, "s3.tls_cert_file: this libmicrohttpd is built without TLS");
+    if (!(s->tls_cert = si_read_file(s->conf.tls_cert_file, TLS_FILE_MAX, false, &len, err)))
+        return si_errprefix(err, "s3.tls_cert_file");
+    if (!(s->tls_key = si_read_file(s->conf.tls_key_file, TLS_FILE_MAX, true, &s->tls_key_len,
+                                    err)))
+        return si_errprefix(err, "s3.tls_key_file");
+    if (!strstr(s->tls_cert, "-----BEGIN CERTIFICATE-----"))
+        return si_errprintf(err, "s3.tls_cert_file: %s holds no PEM certificate",
+                            s->conf.tls_cert_file);
+    if (!strstr(s->tls_key, "PRIVATE KEY-----"))
+        return si_errprintf(err, "s3.tls_key_file: %s holds no PEM private key",
+                            s->conf.tls_key_file);
+    return 0;
+}
+
 /* The secrets file's keys first, then session credentials (minted by the
  * control API for users it authenticated). */
 static int lookup_credential(void *arg, const char *access_key, si_sigv4_credential_t *cred)
@@ -838,8 +900,15 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
                      MHD_USE_ERROR_LOG | MHD_USE_AUTO;
     if (v6)
         flags |= MHD_USE_IPv6;
-    struct MHD_OptionItem o[14];
+    struct MHD_OptionItem o[16];
     size_t n = 0;
+    if (s->conf.tls_cert_file[0]) {
+        if (load_tls(s, err) < 0)
+            goto error;
+        flags |= MHD_USE_TLS;
+        o[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
+        o[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
+    }
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &addr.sa};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL};
@@ -870,9 +939,11 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     s->port = info ? info->port : (uint16_t)s->conf.port;
     if (s->port_file[0] && write_port_file(s, err) < 0)
         goto error;
-    si_log(s->log, SI_LOG_NOTICE, "s3: listening on %s port %u (region %s, %zu credentials,"
-           " a thread per connection, %u in the catalog at once)", s->conf.bind,
-           (unsigned)s->port, s->conf.region, si_secrets_count(s->secrets), s->conf.threads);
+    si_log(s->log, SI_LOG_NOTICE, "s3: listening on %s port %u%s (region %s, %zu credentials,"
+           " a thread per connection, %u in the catalog at once%s%s)", s->conf.bind,
+           (unsigned)s->port, s->tls_cert ? " with TLS" : "", s->conf.region,
+           si_secrets_count(s->secrets), s->conf.threads,
+           s->conf.vhost_domain[0] ? ", virtual hosts under " : "", s->conf.vhost_domain);
     return s;
 error:
     s3_server_stop(s);
@@ -903,6 +974,11 @@ void s3_server_stop(s3_server_t *s)
     s3_dbpool_close(s->pool);
     si_secrets_free(s->secrets);
     si_sigv4_key_cache_free(s->keys);
+    if (s->tls_key) {
+        OPENSSL_cleanse(s->tls_key, s->tls_key_len);
+        free(s->tls_key);
+    }
+    free(s->tls_cert);
     pthread_mutex_destroy(&s->buckets_mu);
     pthread_mutex_destroy(&s->conns_mu);
     pthread_cond_destroy(&s->conns_cv);
@@ -921,8 +997,8 @@ void s3_server_url(const s3_server_t *s, char *buf, size_t size)
         }
     }
     bool v6 = strchr(host, ':') != NULL;
-    snprintf(buf, size, "http://%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "",
-             (unsigned)s->port);
+    snprintf(buf, size, "%s://%s%s%s:%u", s->tls_cert ? "https" : "http", v6 ? "[" : "",
+             host, v6 ? "]" : "", (unsigned)s->port);
 }
 
 const char *s3_server_region(const s3_server_t *s)

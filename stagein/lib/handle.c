@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "stagein/client.h"
 
@@ -160,17 +161,30 @@ stagein_err_t stagein_set_option(stagein_t *h, stagein_option_t option, const ch
         break;
     }
     case STAGEIN_OPT_S3_ENDPOINT: {
-        if (!value || strncmp(value, "http://", 7) != 0 || !value[7])
+        size_t scheme = !value ? 0 : strncmp(value, "http://", 7) == 0 ? 7
+                                   : strncmp(value, "https://", 8) == 0 ? 8 : 0;
+        if (!scheme || !value[scheme])
             return lib_fail(h, STAGEIN_ERR_ARGUMENT,
-                            "S3 endpoint '%s': expected http://HOST:PORT",
+                            "S3 endpoint '%s': expected http://HOST:PORT or https://HOST:PORT",
                             value ? value : "(null)");
         if (replace(&h->s3_endpoint, value) < 0)
             return lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
         size_t n = strlen(h->s3_endpoint);
-        while (n > 7 && h->s3_endpoint[n - 1] == '/')
+        while (n > scheme && h->s3_endpoint[n - 1] == '/')
             h->s3_endpoint[--n] = '\0';
         return STAGEIN_SUCCESS;
     }
+    case STAGEIN_OPT_S3_CA_FILE:
+        if (value && !*value)
+            value = NULL;
+        if (value && access(value, R_OK) < 0)
+            return lib_fail(h, STAGEIN_ERR_ARGUMENT, "S3 CA file %s: %s", value,
+                            strerror(errno));
+        free(h->s3_ca_file);
+        h->s3_ca_file = value ? strdup(value) : NULL;
+        if (value && !h->s3_ca_file)
+            return lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
+        return STAGEIN_SUCCESS;
     case STAGEIN_OPT_S3_ACCESS_KEY:
     case STAGEIN_OPT_S3_SECRET:
         if (!value || !*value || strlen(value) > SI_SIGV4_SECRET_MAX)
@@ -250,6 +264,7 @@ static stagein_err_t from_environment(stagein_t *h)
         {"STAGEIN_S3_ACCESS_KEY", STAGEIN_OPT_S3_ACCESS_KEY},
         {"STAGEIN_S3_SECRET", STAGEIN_OPT_S3_SECRET},
         {"STAGEIN_S3_REGION", STAGEIN_OPT_S3_REGION},
+        {"STAGEIN_S3_CA_FILE", STAGEIN_OPT_S3_CA_FILE},
         {"STAGEIN_MUNGE_SOCKET", STAGEIN_OPT_MUNGE_SOCKET},
         {"STAGEIN_TRANSPORT", STAGEIN_OPT_TRANSPORT},
         {"STAGEIN_RDMA_PROVIDER", STAGEIN_OPT_RDMA_PROVIDER},
@@ -302,6 +317,7 @@ void stagein_close(stagein_t *h)
     free(h->endpoint);
     free(h->munge_socket);
     free(h->s3_endpoint);
+    free(h->s3_ca_file);
     free(h->access_key);
     if (h->secret) {
         memset(h->secret, 0, strlen(h->secret));

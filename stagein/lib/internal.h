@@ -32,7 +32,8 @@ typedef enum {
 struct stagein {
     char *endpoint;          /* control API */
     char *munge_socket;
-    char *s3_endpoint;       /* "http://host:port", no trailing '/' */
+    char *s3_endpoint;       /* "http[s]://host:port", no trailing '/' */
+    char *s3_ca_file;        /* CAs for https (NULL: the system's) */
     char *access_key;
     char *secret;
     char *region;

@@ -89,7 +89,7 @@ static stagein_err_t target_init(stagein_t *h, const char *objpath, target_t *t)
         return rc;
     if (lib_split_path(objpath, t->bucket, sizeof(t->bucket), &t->key, &err) < 0)
         return lib_fail_err(h, STAGEIN_ERR_ARGUMENT, &err);
-    t->host = h->s3_endpoint + strlen("http://");
+    t->host = strstr(h->s3_endpoint, "://") + 3;
     if (!(t->path = object_path(t->bucket, t->key)))
         return lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
     return STAGEIN_SUCCESS;
@@ -267,6 +267,8 @@ static int s3_call(const call_t *c, const target_t *tg, bool head, uint64_t offs
     curl_easy_setopt(curl, CURLOPT_HTTPGET, head ? 0L : 1L);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT, S3_TIMEOUT_S);
+    if (tg->h->s3_ca_file)
+        curl_easy_setopt(curl, CURLOPT_CAINFO, tg->h->s3_ca_file);
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_error);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, t);

@@ -21,7 +21,7 @@ static int load(const char *text, s3_conf_t *out, si_error_t *err)
 
 int main(void)
 {
-    plan(9);
+    plan(15);
     si_error_t err = {{0}};
     s3_conf_t c;
     ok(load("s3: { enabled = true; port = 9100; };", &c, &err) == 0, "a group with two settings loads");
@@ -36,5 +36,16 @@ int main(void)
     ok(load("s3: { region = \"Not A Region\"; };", &c, &err) < 0 &&
        strstr(err.text, "s3.region") != NULL, "a bad region is refused naming s3.region");
     diag("%s", err.text);
+    ok(load("s3: { virtual_host_domain = \"s3.example.org\"; tls_cert_file = \"/c.pem\";"
+            " tls_key_file = \"/k.pem\"; };", &c, &err) == 0, "TLS files and a virtual-host domain load");
+    is_str(c.vhost_domain, "s3.example.org", "s3.virtual_host_domain as set");
+    ok(strcmp(c.tls_cert_file, "/c.pem") == 0 && strcmp(c.tls_key_file, "/k.pem") == 0,
+       "s3.tls_cert_file and s3.tls_key_file as set");
+    ok(load("s3: { tls_key_file = \"/k.pem\"; };", &c, &err) < 0 &&
+       strstr(err.text, "go together"), "a key without a certificate is refused: %s", err.text);
+    ok(load("s3: { virtual_host_domain = \".example.org\"; };", &c, &err) < 0 &&
+       strstr(err.text, "s3.virtual_host_domain"), "a domain with a leading dot is refused: %s", err.text);
+    ok(load("s3: { virtual_host_domain = \"Example.org\"; };", &c, &err) < 0,
+       "an upper-case domain is refused");
     return done_testing();
 }
