@@ -50,6 +50,7 @@ int cmd_drives(cli_t *cli, int argc, char **argv);
 int cmd_push(cli_t *cli, int argc, char **argv);
 /* libstagein commands (cmd_get.c, cmd_agent.c). */
 int cmd_get(cli_t *cli, int argc, char **argv);
+int cmd_put(cli_t *cli, int argc, char **argv);
 int cmd_agent(cli_t *cli, int argc, char **argv);
 struct stagein;
 /* Sets h's control endpoint and MUNGE socket as the other client commands

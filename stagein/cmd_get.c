@@ -1,6 +1,6 @@
 /* stagein get: copy a dataset or one object from stageind's cache into
  * files (or GPU memory, checked and dropped) through libstagein, over HTTP
- * or RDMA, with a progress bar. */
+ * or RDMA, with a progress bar; stagein put: a file's bytes as an object. */
 #include "config.h"
 
 #include <errno.h>
@@ -84,7 +84,7 @@ static void transport_note(stagein_t *h, const char *path, bool rdma, char *out,
     snprintf(out, size, " rdma=%llu http=%llu", (unsigned long long)info.bytes_rdma,
              (unsigned long long)info.bytes_http);
     if (info.rdma_note[0])
-        fprintf(stderr, "stagein: get %s: over HTTP: %s\n", path, info.rdma_note);
+        fprintf(stderr, "stagein: %s: over HTTP: %s\n", path, info.rdma_note);
 }
 
 /* One object into GPU memory, copied back and checked, then freed: the
@@ -185,6 +185,23 @@ static int get_one(cli_t *cli, stagein_t *h, const char *path, const char *dest,
     return rc;
 }
 
+/* A handle for get and put: the transport from the command line, else
+ * $STAGEIN_TRANSPORT (read by stagein_open), else http; the endpoints. */
+static int open_library(cli_t *cli, const char *transport, const char *endpoint,
+                        stagein_t **out, bool *rdma)
+{
+    if (stagein_open(out) != STAGEIN_SUCCESS)
+        return cli_fail(cli, "%s", *out ? stagein_last_error(*out) : "out of memory");
+    if (!transport)
+        transport = getenv("STAGEIN_TRANSPORT") && *getenv("STAGEIN_TRANSPORT")
+                        ? getenv("STAGEIN_TRANSPORT") : "http";
+    if (stagein_set_option(*out, STAGEIN_OPT_TRANSPORT, transport) != STAGEIN_SUCCESS)
+        return cli_fail(cli, "--transport: %s", stagein_last_error(*out));
+    *rdma = strcmp(transport, "rdma") == 0;
+    /* the control API also hands out S3 credentials when none are set */
+    return cli_configure_library(cli, *out, endpoint);
+}
+
 int cmd_get(cli_t *cli, int argc, char **argv)
 {
     static const struct option options[] = {
@@ -226,22 +243,9 @@ int cmd_get(cli_t *cli, int argc, char **argv)
         return cli_fail(cli, "get: name one dataset or bucket/key");
     const char *what = argv[optind];
     stagein_t *h = NULL;
+    bool rdma;
     int rc = 1;
-    if (stagein_open(&h) != STAGEIN_SUCCESS) {
-        rc = cli_fail(cli, "%s", h ? stagein_last_error(h) : "out of memory");
-        goto done;
-    }
-    /* the command line, else $STAGEIN_TRANSPORT (read by stagein_open), else http */
-    if (!transport)
-        transport = getenv("STAGEIN_TRANSPORT") && *getenv("STAGEIN_TRANSPORT")
-                        ? getenv("STAGEIN_TRANSPORT") : "http";
-    if (stagein_set_option(h, STAGEIN_OPT_TRANSPORT, transport) != STAGEIN_SUCCESS) {
-        rc = cli_fail(cli, "--transport: %s", stagein_last_error(h));
-        goto done;
-    }
-    bool rdma = strcmp(transport, "rdma") == 0;
-    /* the control API also hands out S3 credentials when none are set */
-    if (cli_configure_library(cli, h, endpoint) != 0)
+    if (open_library(cli, transport, endpoint, &h, &rdma) != 0)
         goto done;
     if (strchr(what, '/')) {
         rc = get_one(cli, h, what, dest, gpu, rdma);
@@ -263,5 +267,72 @@ int cmd_get(cli_t *cli, int argc, char **argv)
     stagein_objects_free(list, n);
 done:
     stagein_close(h);
+    return rc;
+}
+
+/* stagein put FILE BUCKET/KEY: the file's bytes as an object of a bucket
+ * that takes PUTs (an archive bucket), over RDMA when asked and offered. */
+int cmd_put(cli_t *cli, int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"transport", required_argument, NULL, 't'},
+        {"endpoint", required_argument, NULL, 'e'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *transport = NULL, *endpoint = NULL;
+    int opt;
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, "t:e:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 't':
+            transport = optarg;
+            break;
+        case 'e':
+            endpoint = optarg;
+            break;
+        case 'h':
+            printf("usage: stagein put FILE BUCKET/KEY [--transport rdma|http] [--endpoint URL]\n");
+            return 0;
+        default:
+            return 2;
+        }
+    }
+    if (optind != argc - 2 || !strchr(argv[optind + 1], '/')) {
+        fprintf(stderr, "stagein: put: name one FILE and one BUCKET/KEY\n");
+        return 2;
+    }
+    const char *file = argv[optind], *path = argv[optind + 1];
+    struct stat st;
+    void *buf = NULL;
+    int fd = open(file, O_RDONLY | O_CLOEXEC), rc = 1;
+    if (fd < 0)
+        return cli_fail(cli, "put: %s: %s", file, strerror(errno));
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return cli_fail(cli, "put: %s: not a regular file", file);
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    if (size && (buf = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
+        close(fd);
+        return cli_fail(cli, "put: %s: %s", file, strerror(errno));
+    }
+    stagein_t *h = NULL;
+    bool rdma;
+    char etag[STAGEIN_CHECKSUM_MAX], how[64];
+    if (open_library(cli, transport, endpoint, &h, &rdma) != 0)
+        goto done;
+    if (stagein_write(h, path, size ? buf : "", size, etag) != STAGEIN_SUCCESS) {
+        cli_fail(cli, "put %s: %s", path, stagein_last_error(h));
+        goto done;
+    }
+    transport_note(h, path, rdma, how, sizeof(how));
+    printf("%s %llu etag=%s%s\n", path, (unsigned long long)size, etag, how);
+    rc = 0;
+done:
+    stagein_close(h);
+    if (buf)
+        munmap(buf, size);
+    close(fd);
     return rc;
 }

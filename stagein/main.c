@@ -19,6 +19,7 @@ static const cli_command_t commands[] = {
     {"drives", cmd_drives, "the tape drives as stageind reports them"},
     {"push", cmd_push, "send files to stageind to be archived as a dataset"},
     {"get", cmd_get, "copy a dataset or bucket/key from stageind's cache (S3) into files"},
+    {"put", cmd_put, "write a file as bucket/key of an archive bucket (S3, RDMA when asked)"},
     {"agent", cmd_agent, "node agent: hold a request's data in memory for jobs to attach"},
     {NULL, NULL, NULL},
 };

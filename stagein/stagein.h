@@ -145,11 +145,20 @@ stagein_err_t stagein_stat(stagein_t *h, const char *path, uint64_t *size,
 stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t capacity,
                            int gpu, uint64_t *size);
 
+/* Writes size bytes of host memory as the object "bucket/key" (a bucket
+ * that takes PUTs: an archive bucket, whose objects go to tape). With
+ * transport "rdma" the server reads them from buf by RDMA when it can,
+ * else they go in the request body; stagein_read_info says which. The
+ * request is signed with the bytes' SHA-256, which the server checks.
+ * etag (may be NULL) receives the object's ETag. */
+stagein_err_t stagein_write(stagein_t *h, const char *path, const void *buf, uint64_t size,
+                            char etag[STAGEIN_CHECKSUM_MAX]);
+
 /* Bytes landed so far by the stagein_read running on h (for progress bars
  * drawn from another thread). */
 uint64_t stagein_read_progress(const stagein_t *h);
 
-/* How the last stagein_read on h moved its bytes. With transport "rdma",
+/* How the last stagein_read or stagein_write on h moved its bytes. With transport "rdma",
  * bytes the server declined to send by RDMA (x-amz-rdma-reply: 501, no
  * common provider, ...) came in the HTTP bodies instead; rdma_note says
  * why ("" when every byte came by RDMA or RDMA was not asked for). */

@@ -63,7 +63,13 @@ int rdma_server_accept(rdma_server_t *srv, const char *header, unsigned access, 
 int rdma_server_send_file(rdma_server_t *srv, const si_rdma_token_t *token, int fd,
                           uint64_t offset, uint64_t len, uint64_t *moved, si_error_t *err);
 
-/* PUT: reads len bytes from the client's region into fd at offset. */
+/* PUT: reads len bytes from the client's region and hands them to sink in
+ * order, from the first; a sink's -1 (with err) fails the transfer. */
+typedef int (*rdma_sink_fn)(void *arg, const void *data, size_t len, si_error_t *err);
+int rdma_server_recv(rdma_server_t *srv, const si_rdma_token_t *token, uint64_t len,
+                     rdma_sink_fn sink, void *arg, uint64_t *moved, si_error_t *err);
+
+/* The same into fd at offset. */
 int rdma_server_recv_file(rdma_server_t *srv, const si_rdma_token_t *token, int fd,
                           uint64_t offset, uint64_t len, uint64_t *moved, si_error_t *err);
 

@@ -736,8 +736,13 @@ error:
     return -1;
 }
 
+/* A GET writes [offset, offset+len) of fd into the client; otherwise the
+ * client's bytes are read and handed to sink in order (reads complete in
+ * any order: a finished one waits in its slot until the bytes before it
+ * have gone to the sink). */
 static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, uint64_t offset,
-                        uint64_t len, bool get, uint64_t *moved, si_error_t *err)
+                        uint64_t len, bool get, rdma_sink_fn sink, void *sink_arg,
+                        uint64_t *moved, si_error_t *err)
 {
     transfer_t *tr = calloc(1, sizeof *tr);
     op_t *ops;
@@ -838,31 +843,34 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
         pthread_mutex_unlock(&gen->lock);
 
         for (unsigned i = 0; i < depth; i++) {
-            op_t *op = &ops[i];
-            if (states[i] == OP_DONE) {
-                if (!get && !failed) {
-                    unsigned char *buf = srv->pool + (size_t)op->buffer * srv->cfg.buffer_size;
-                    ssize_t w = pwrite(fd, buf, op->len, (off_t)(offset + op->off));
-                    if (w != (ssize_t)op->len) {
-                        si_errnoprintf(&fail, w < 0 ? errno : EIO,
-                                       "rdma: writing %zu bytes at %" PRIu64 " of the file: %s",
-                                       op->len, offset + op->off,
-                                       w < 0 ? strerror(errno) : "short write");
-                        failed = true;
-                    }
-                }
+            if (states[i] == OP_FAILED) {
                 if (!failed)
-                    done += op->len;
-            } else if (states[i] == OP_FAILED) {
-                if (!failed)
-                    si_errnoprintf(&fail, op->errnum, "%s", op->error);
+                    si_errnoprintf(&fail, ops[i].errnum, "%s", ops[i].error);
                 failed = true;
-            } else {
-                continue;
             }
-            op->state = OP_IDLE; /* finished operations are this thread's alone */
-            outstanding--;
-            progressed = true;
+        }
+        /* Finished operations are this thread's alone. A read goes to the
+         * sink when it is the next in order; after a failure every finished
+         * slot is released. */
+        for (bool again = true; again;) {
+            again = false;
+            for (unsigned i = 0; i < depth; i++) {
+                op_t *op = &ops[i];
+                if (states[i] != OP_DONE && states[i] != OP_FAILED)
+                    continue;
+                if (states[i] == OP_DONE && !get && !failed && op->off != done)
+                    continue;
+                if (states[i] == OP_DONE && !failed) {
+                    if (!get && sink(sink_arg, srv->pool + (size_t)op->buffer *
+                                     srv->cfg.buffer_size, op->len, &fail) < 0)
+                        failed = true;
+                    else
+                        done += op->len;
+                }
+                op->state = states[i] = OP_IDLE;
+                outstanding--;
+                progressed = again = true;
+            }
         }
         if (outstanding == 0 && (failed || next >= len))
             break;
@@ -947,13 +955,37 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
 int rdma_server_send_file(rdma_server_t *srv, const si_rdma_token_t *token, int fd,
                           uint64_t offset, uint64_t len, uint64_t *moved, si_error_t *err)
 {
-    return run_transfer(srv, token, fd, offset, len, true, moved, err);
+    return run_transfer(srv, token, fd, offset, len, true, NULL, NULL, moved, err);
+}
+
+int rdma_server_recv(rdma_server_t *srv, const si_rdma_token_t *token, uint64_t len,
+                     rdma_sink_fn sink, void *arg, uint64_t *moved, si_error_t *err)
+{
+    return run_transfer(srv, token, -1, 0, len, false, sink, arg, moved, err);
+}
+
+typedef struct {
+    int fd;
+    uint64_t at;
+} file_sink_t;
+
+static int to_file(void *arg, const void *data, size_t len, si_error_t *err)
+{
+    file_sink_t *f = arg;
+    ssize_t w = pwrite(f->fd, data, len, (off_t)f->at);
+    if (w != (ssize_t)len)
+        return si_errnoprintf(err, w < 0 ? errno : EIO,
+                              "rdma: writing %zu bytes at %" PRIu64 " of the file: %s", len,
+                              f->at, w < 0 ? strerror(errno) : "short write");
+    f->at += len;
+    return 0;
 }
 
 int rdma_server_recv_file(rdma_server_t *srv, const si_rdma_token_t *token, int fd,
                           uint64_t offset, uint64_t len, uint64_t *moved, si_error_t *err)
 {
-    return run_transfer(srv, token, fd, offset, len, false, moved, err);
+    file_sink_t f = {.fd = fd, .at = offset};
+    return rdma_server_recv(srv, token, len, to_file, &f, moved, err);
 }
 
 static void add_generation(const generation_t *gen, rdma_stats_t *out)

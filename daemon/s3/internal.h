@@ -121,6 +121,7 @@ struct s3_req {
     void (*xml_end)(s3_req_t *r);    /* answers once the XML body is in */
     char note[160];
     char rdma_declined[160];         /* why an x-amz-rdma-token was answered 501 */
+    bool rdma_replied;               /* x-amz-rdma-reply: 200 is on the answer */
 };
 
 /* ---- answering (server.c) ------------------------------------------------ */
@@ -199,7 +200,7 @@ void s3_abort_multipart(s3_req_t *r);
 void s3_list_parts(s3_req_t *r);
 void s3_list_multipart_uploads(s3_req_t *r);
 
-/* rdma.c: the RDMA data path of GET (doc/rdma.md) */
+/* rdma.c: the RDMA data path of GET, PUT and UploadPart (doc/rdma.md) */
 int s3_rdma_open(s3_server_t *s, const rdma_config_t *cfg, si_error_t *err);
 void s3_rdma_close(s3_server_t *s);
 /* HEAD: x-amz-rdma-provider names the server's provider when RDMA is on. */
@@ -209,8 +210,22 @@ void s3_rdma_head(s3_req_t *r, struct MHD_Response *resp);
  * response saying so (fd stays the caller's); else NULL, and the caller
  * sends the body and calls s3_rdma_declined on its response. */
 struct MHD_Response *s3_rdma_get(s3_req_t *r, int fd, uint64_t start, uint64_t length);
-/* x-amz-rdma-reply: 501 and the reason, when the request asked for RDMA. */
+/* x-amz-rdma-reply: 501 and the reason, when the request asked for RDMA
+ * and no 200 went on the answer (s3_respond calls it on every answer). */
 void s3_rdma_declined(s3_req_t *r, struct MHD_Response *resp);
+/* PUT and UploadPart: a token and no body (body_length 0) mean the body is
+ * the token's len bytes in the client's memory. 1: *token to read with
+ * s3_rdma_put_receive; 0: an ordinary body (a token beside a body is
+ * declined, the body used); -1: answered 501 NotImplemented, nothing done,
+ * the client sends the body over HTTP. */
+int s3_rdma_put_accept(s3_req_t *r, uint64_t body_length, si_rdma_token_t *token);
+/* Reads the token's bytes into sink, in order. */
+int s3_rdma_put_receive(s3_req_t *r, const si_rdma_token_t *token, rdma_sink_fn sink,
+                        void *arg, si_error_t *err);
+/* x-amz-rdma-reply: 200 and the bytes moved, on an answer. */
+void s3_rdma_replied(s3_req_t *r, struct MHD_Response *resp, uint64_t moved);
+/* Answers 501 NotImplemented for an RDMA body that did not come. */
+void s3_rdma_put_failed(s3_req_t *r, const char *why);
 
 /* write.c */
 void s3_delete_object(s3_req_t *r);

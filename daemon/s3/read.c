@@ -141,6 +141,7 @@ void s3_head_bucket(s3_req_t *r)
                                                                     MHD_RESPMEM_PERSISTENT);
         if (resp) {
             MHD_add_response_header(resp, "x-amz-bucket-region", r->srv->conf.region);
+            s3_rdma_head(r, resp);
             s3_respond(r, 200, resp);
         }
     }
@@ -555,7 +556,6 @@ void s3_get_object(s3_req_t *r, bool head)
             goto out;
         }
         fd = -1; /* the response closes it */
-        s3_rdma_declined(r, resp);
     }
     if (range == S3_RANGE_OK) {
         char cr[96];

@@ -150,6 +150,7 @@ void s3_respond(s3_req_t *r, unsigned status, struct MHD_Response *resp)
         return;
     }
     s3_add_common_headers(r, resp);
+    s3_rdma_declined(r, resp);
     r->responded = true;
     r->status = status;
     MHD_queue_response(r->conn, status, resp);

@@ -42,6 +42,8 @@ typedef struct {
     char part_dir[PATH_MAX];
     int part_number;
     uint64_t expected, written;
+    bool rdma;                         /* the body is in the client's memory */
+    si_rdma_token_t rdma_token;
     const char *fail_code;             /* the first failure, answered at the end */
     char fail_text[512];
 } put_state_t;
@@ -117,6 +119,48 @@ static int put_data(s3_req_t *r, const char *data, size_t len)
     return payload(p, data, len);
 }
 
+static int rdma_payload(void *arg, const void *data, size_t len, si_error_t *err)
+{
+    s3_req_t *r = arg;
+    if (put_data(r, data, len) == 0)
+        return 0;
+    put_state_t *p = r->body_state;
+    return si_errprintf(err, "%s", p->fail_text);
+}
+
+/* An RDMA body: read from the client through put_data. -1: answered (the
+ * body's own error, or 501 for a transfer that failed: send it by HTTP). */
+static int rdma_body(s3_req_t *r)
+{
+    put_state_t *p = r->body_state;
+    si_error_t err;
+    if (!p->rdma || s3_rdma_put_receive(r, &p->rdma_token, rdma_payload, r, &err) == 0)
+        return 0;
+    if (p->fail_code)
+        s3_respond_error(r, p->fail_code, "%s", p->fail_text);
+    else
+        s3_rdma_put_failed(r, err.text);
+    return -1;
+}
+
+/* The answer to a stored body: its ETag, and how it came. */
+static void respond_stored(s3_req_t *r, const char *md5_hex, const char *note)
+{
+    put_state_t *p = r->body_state;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
+                                                                MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return;
+    char etag[S3_ETAG_MAX];
+    snprintf(etag, sizeof(etag), "\"%s\"", md5_hex);
+    MHD_add_response_header(resp, "ETag", etag);
+    if (p->rdma)
+        s3_rdma_replied(r, resp, p->rdma_token.len);
+    if (note)
+        snprintf(r->note + strlen(r->note), sizeof(r->note) - strlen(r->note), " %s", note);
+    s3_respond(r, 200, resp);
+}
+
 /* After the last byte: the signatures and checksums of the body; the
  * body's MD5 into md5 ("md5:<hex>"). */
 static void body_verify(put_state_t *p, char md5[SI_CHECKSUM_TEXT_MAX])
@@ -160,6 +204,8 @@ static void put_end(s3_req_t *r)
     put_state_t *p = r->body_state;
     si_error_t err;
     char md5[SI_CHECKSUM_TEXT_MAX];
+    if (rdma_body(r) < 0)
+        return;
     body_verify(p, md5);
     if (p->fail_code) {
         s3_respond_error(r, p->fail_code, "%s", p->fail_text);
@@ -173,22 +219,15 @@ static void put_end(s3_req_t *r)
                          err.text);
         return;
     }
-    char etag[S3_ETAG_MAX];
-    snprintf(etag, sizeof(etag), "\"%s\"", md5 + 4);
     s3_db_t *db = s3_dbpool_get(r->srv->pool);
     int rc = s3_db_set_etag(db, got.object_id, md5 + 4, &err);
     s3_dbpool_put(r->srv->pool, db);
     if (rc < 0)
         si_log(r->srv->log, SI_LOG_WARNING, "s3: PUT %s/%s: recording the ETag: %s", r->bucket,
                r->key, err.text);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
-                                                                MHD_RESPMEM_PERSISTENT);
-    if (!resp)
-        return;
-    MHD_add_response_header(resp, "ETag", etag);
-    snprintf(r->note + strlen(r->note), sizeof(r->note) - strlen(r->note), " push=%s",
-             got.uuid);
-    s3_respond(r, 200, resp);
+    char note[64];
+    snprintf(note, sizeof(note), "push=%s", got.uuid);
+    respond_stored(r, md5 + 4, note);
 }
 
 static void put_cleanup(s3_req_t *r, bool completed)
@@ -303,6 +342,22 @@ static put_state_t *body_begin(s3_req_t *r, uint64_t *size_out)
     return p;
 }
 
+/* The body in the client's memory (*size: its length), or in the request;
+ * -1: answered 501 and p freed. */
+static int body_by_rdma(s3_req_t *r, put_state_t *p, uint64_t *size)
+{
+    int rc = s3_rdma_put_accept(r, *size, &p->rdma_token);
+    if (rc < 0) {
+        free_state(p);
+        return -1;
+    }
+    if (rc > 0) {
+        p->rdma = true;
+        *size = p->rdma_token.len;
+    }
+    return 0;
+}
+
 void s3_put_object(s3_req_t *r)
 {
     si_error_t err;
@@ -316,7 +371,7 @@ void s3_put_object(s3_req_t *r)
         return;
     uint64_t size;
     put_state_t *p = body_begin(r, &size);
-    if (!p) {
+    if (!p || body_by_rdma(r, p, &size) < 0) {
         free(cat_key);
         return;
     }
@@ -419,6 +474,8 @@ static void part_end(s3_req_t *r)
 {
     put_state_t *p = r->body_state;
     char md5[SI_CHECKSUM_TEXT_MAX];
+    if (rdma_body(r) < 0)
+        return;
     body_verify(p, md5);
     if (!p->fail_code && p->written != p->expected)
         put_fail(p, "IncompleteBody", "the body is shorter than its Content-Length");
@@ -439,14 +496,7 @@ static void part_end(s3_req_t *r)
         return;
     }
     s3_mp_drop_other_parts(&u, p->part_number, md5 + 4);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
-                                                                MHD_RESPMEM_PERSISTENT);
-    if (!resp)
-        return;
-    char etag[S3_ETAG_MAX];
-    snprintf(etag, sizeof(etag), "\"%s\"", md5 + 4);
-    MHD_add_response_header(resp, "ETag", etag);
-    s3_respond(r, 200, resp);
+    respond_stored(r, md5 + 4, NULL);
 }
 
 static const s3_body_ops_t part_ops = {.data = put_data, .end = part_end,
@@ -478,7 +528,7 @@ void s3_upload_part(s3_req_t *r)
         return;
     uint64_t size;
     put_state_t *p = body_begin(r, &size);
-    if (!p) {
+    if (!p || body_by_rdma(r, p, &size) < 0) {
         s3_mp_upload_free(&u);
         return;
     }

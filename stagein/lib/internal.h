@@ -81,7 +81,9 @@ typedef struct lib_rdma_region lib_rdma_region_t;
  * is asked for). -1 with err when the provider cannot be opened here. */
 int lib_rdma_open(stagein_t *h, const char *provider, si_error_t *err);
 /* Registers host memory the server may write. */
-lib_rdma_region_t *lib_rdma_register(stagein_t *h, void *buf, uint64_t len, si_error_t *err);
+/* server_writes: GET lands in it; else PUT reads from it. */
+lib_rdma_region_t *lib_rdma_register(stagein_t *h, void *buf, uint64_t len, bool server_writes,
+                                     si_error_t *err);
 void lib_rdma_unregister(stagein_t *h, lib_rdma_region_t *region);
 /* The x-amz-rdma-token granting [offset, offset+len) of region. */
 int lib_rdma_token(stagein_t *h, const lib_rdma_region_t *region, uint64_t offset,

@@ -63,14 +63,16 @@ void lib_rdma_close(stagein_t *h)
     h->rdma = NULL;
 }
 
-lib_rdma_region_t *lib_rdma_register(stagein_t *h, void *buf, uint64_t len, si_error_t *err)
+lib_rdma_region_t *lib_rdma_register(stagein_t *h, void *buf, uint64_t len, bool server_writes,
+                                     si_error_t *err)
 {
     lib_rdma_region_t *r = calloc(1, sizeof(*r));
     if (!r) {
         si_errprintf(err, "out of memory");
         return NULL;
     }
-    r->region = rdma_client_register(h->rdma->client, buf, (size_t)len, SI_RDMA_ACCESS_WRITE,
+    r->region = rdma_client_register(h->rdma->client, buf, (size_t)len,
+                                     server_writes ? SI_RDMA_ACCESS_WRITE : SI_RDMA_ACCESS_READ,
                                      err);
     if (!r->region) {
         free(r);

@@ -1,7 +1,9 @@
-/* Reading objects from stageind's S3 endpoint into caller memory: a HEAD
- * for the size and ETag, then SigV4-signed range GETs run by a few threads,
- * each landing its ranges straight at their offsets (host memory) or
- * through a pinned bounce buffer into GPU memory. */
+/* Objects of stageind's S3 endpoint to and from caller memory. Reading: a
+ * HEAD for the size and ETag, then SigV4-signed range GETs run by a few
+ * threads, each landing its ranges straight at their offsets (host memory)
+ * or through a pinned bounce buffer into GPU memory. Writing: one signed
+ * PUT, its body read by the server from registered memory over RDMA or
+ * sent in the request. */
 #include "config.h"
 #include "stagein/lib/internal.h"
 
@@ -212,83 +214,114 @@ typedef struct {
     const char *token;       /* x-amz-rdma-token, or NULL */
 } call_t;
 
+/* The headers of one signed request to path: Host, the signer's, and
+ * extra (signed; an x-amz-rdma-token among them like every x-amz-*
+ * header, so only this client could have sent it), into *out, with its
+ * URL. payload_hash: the body's hex sha256, NULL for an empty body. */
+static int signed_headers(const target_t *tg, const char *method, const char *path,
+                          const si_http_header_t *extra, size_t nextra,
+                          const char *payload_hash, struct curl_slist **out, char *url,
+                          size_t url_size, si_error_t *err)
+{
+    si_http_header_t hs[4] = {{"Host", tg->host}};
+    size_t nh = 1;
+    for (size_t i = 0; i < nextra && nh < sizeof(hs) / sizeof(hs[0]); i++)
+        hs[nh++] = extra[i];
+    si_sigv4_request_t rq = {.method = method, .path = path, .headers = hs, .nheaders = nh,
+                             .payload_hash = payload_hash};
+    si_sigv4_signed_t sig;
+    if (si_sigv4_sign(tg->signer, &rq, (int64_t)time(NULL), &sig, err) < 0)
+        return -1;
+    if ((size_t)snprintf(url, url_size, "%s%s", tg->h->s3_endpoint, path) >= url_size)
+        return si_errprintf(err, "object path too long");
+    struct curl_slist *list = NULL, *l;
+    char line[SI_SIGV4_AUTHORIZATION_MAX + SI_RDMA_TOKEN_MAX + 64];
+    for (size_t i = 0; i < nh + 3; i++) {
+        if (i < nh)
+            snprintf(line, sizeof(line), "%s: %s", hs[i].name, hs[i].value);
+        else
+            snprintf(line, sizeof(line), "%s: %s",
+                     i == nh ? "x-amz-date" : i == nh + 1 ? "x-amz-content-sha256" : "Authorization",
+                     i == nh ? sig.amz_date : i == nh + 1 ? sig.content_sha256 : sig.authorization);
+        if (!(l = curl_slist_append(list, line))) {
+            curl_slist_free_all(list);
+            return si_errprintf(err, "out of memory");
+        }
+        list = l;
+    }
+    *out = list;
+    return 0;
+}
+
+/* The common options of a request, run; the outcome in t. */
+static CURLcode run_request(const call_t *c, stagein_t *h, const char *url,
+                            struct curl_slist *list, transfer_t *t, char *curl_error)
+{
+    CURL *curl = c->curl;
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, S3_TIMEOUT_S);
+    if (h->s3_ca_file)
+        curl_easy_setopt(curl, CURLOPT_CAINFO, h->s3_ca_file);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_error);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, t);
+    CURLcode cc = perform(curl, c->token ? c->multi : NULL, h);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
+    curl_slist_free_all(list);
+    return cc;
+}
+
+/* Whether the request failed (stopped, no answer, an error status), saying so. */
+static bool failed(const target_t *tg, const char *method, const transfer_t *t, CURLcode cc,
+                   const char *curl_error, si_error_t *err)
+{
+    if (t->stop && *t->stop)
+        return si_errprintf(err, "stopped"), true;
+    if (cc != CURLE_OK && t->status < 300)
+        return si_errprintf(err, "S3 %s %s%s: %s", method, tg->h->s3_endpoint, tg->path,
+                            curl_error[0] ? curl_error : curl_easy_strerror(cc)), true;
+    if (t->status >= 300) {
+        const char *code = strstr(t->error_body, "<Code>");
+        si_errprintf(err, "S3 %s %s/%s: HTTP %ld%s%.*s", method, tg->bucket, tg->key,
+                     t->status, code ? " " : "", code ? (int)strcspn(code + 6, "<") : 0,
+                     code ? code + 6 : "");
+        return true;
+    }
+    return false;
+}
+
 /* One signed request: HEAD (dst NULL, len 0) or GET of [offset, offset+len). */
 static int s3_call(const call_t *c, const target_t *tg, bool head, uint64_t offset, uint64_t len,
                    uint64_t object_size, transfer_t *t, si_error_t *err)
 {
     CURL *curl = c->curl;
-    char range[80] = "", host_header[300], range_header[100];
-    char token_header[SI_RDMA_TOKEN_MAX + 32];
-    si_http_header_t hs[3] = {{"Host", tg->host}};
-    size_t nh = 1;
+    char range[80] = "";
+    si_http_header_t hs[2];
+    size_t nh = 0;
     bool ranged = !head && !(offset == 0 && len == object_size);
     if (ranged) {
         snprintf(range, sizeof(range), "bytes=%llu-%llu", (unsigned long long)offset,
                  (unsigned long long)(offset + len - 1));
         hs[nh++] = (si_http_header_t){"Range", range};
     }
-    /* signed like every x-amz-* header: only this client could have sent it */
     if (c->token)
         hs[nh++] = (si_http_header_t){"x-amz-rdma-token", c->token};
-    snprintf(token_header, sizeof(token_header), "x-amz-rdma-token: %s",
-             c->token ? c->token : "");
-    si_sigv4_request_t rq = {.method = head ? "HEAD" : "GET", .path = tg->path,
-                             .headers = hs, .nheaders = nh};
-    si_sigv4_signed_t sig;
-    if (si_sigv4_sign(tg->signer, &rq, (int64_t)time(NULL), &sig, err) < 0)
-        return -1;
-    char date_header[64], sha_header[128], auth_header[SI_SIGV4_AUTHORIZATION_MAX + 32];
-    snprintf(host_header, sizeof(host_header), "Host: %s", tg->host);
-    snprintf(date_header, sizeof(date_header), "x-amz-date: %s", sig.amz_date);
-    snprintf(sha_header, sizeof(sha_header), "x-amz-content-sha256: %s", sig.content_sha256);
-    snprintf(auth_header, sizeof(auth_header), "Authorization: %s", sig.authorization);
-    snprintf(range_header, sizeof(range_header), "Range: %s", range);
-    struct curl_slist *list = NULL, *l;
-    const char *lines[] = {host_header, date_header, sha_header, auth_header,
-                           ranged ? range_header : NULL, c->token ? token_header : NULL};
-    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
-        if (!lines[i])
-            continue;
-        if (!(l = curl_slist_append(list, lines[i]))) {
-            curl_slist_free_all(list);
-            return si_errprintf(err, "out of memory");
-        }
-        list = l;
-    }
+    struct curl_slist *list = NULL;
     char url[4096 + 600];
-    if ((size_t)snprintf(url, sizeof(url), "%s%s", tg->h->s3_endpoint, tg->path) >= sizeof(url)) {
-        curl_slist_free_all(list);
-        return si_errprintf(err, "object path too long");
-    }
+    if (signed_headers(tg, head ? "HEAD" : "GET", tg->path, hs, nh, NULL, &list, url,
+                       sizeof(url), err) < 0)
+        return -1;
     char curl_error[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
     curl_easy_setopt(curl, CURLOPT_NOBODY, head ? 1L : 0L);
     curl_easy_setopt(curl, CURLOPT_HTTPGET, head ? 0L : 1L);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, S3_TIMEOUT_S);
-    if (tg->h->s3_ca_file)
-        curl_easy_setopt(curl, CURLOPT_CAINFO, tg->h->s3_ca_file);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_error);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, t);
-    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(curl, CURLOPT_HEADERDATA, t);
-    CURLcode cc = perform(curl, c->token ? c->multi : NULL, tg->h);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, NULL);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
-    curl_slist_free_all(list);
-    if (t->stop && *t->stop)
-        return si_errprintf(err, "stopped");
-    if (cc != CURLE_OK && t->status < 300)
-        return si_errprintf(err, "S3 %s %s%s: %s", head ? "HEAD" : "GET", tg->h->s3_endpoint,
-                            tg->path, curl_error[0] ? curl_error : curl_easy_strerror(cc));
-    if (t->status >= 300) {
-        const char *code = strstr(t->error_body, "<Code>");
-        return si_errprintf(err, "S3 %s %s/%s: HTTP %ld%s%.*s", head ? "HEAD" : "GET",
-                            tg->bucket, tg->key, t->status, code ? " " : "",
-                            code ? (int)strcspn(code + 6, "<") : 0, code ? code + 6 : "");
-    }
+    CURLcode cc = run_request(c, tg->h, url, list, t, curl_error);
+    if (failed(tg, head ? "HEAD" : "GET", t, cc, curl_error, err))
+        return -1;
     if (!head && t->rdma_reply == 200) {
         if (t->rdma_bytes != len || t->got != 0)
             return si_errprintf(err, "S3 GET %s/%s: the server wrote %llu bytes by RDMA (and %llu"
@@ -432,7 +465,7 @@ static void *worker(void *arg)
         goto done;
     }
     if (!j->dst && j->rdma && !(bounce_region = lib_rdma_register(j->tg->h, bounce, j->chunk,
-                                                                  &err)))
+                                                                  true, &err)))
         lib_rdma_note(j->tg->h, "cannot register the bounce buffer: %s", err.text);
     for (;;) {
         uint64_t i = atomic_fetch_add(&j->next, 1);
@@ -484,7 +517,7 @@ static void rdma_begin(stagein_t *h, job_t *j, const char *server_provider)
         lib_rdma_note(h, "%s", err.text);
         return;
     }
-    if (j->dst && !(j->region = lib_rdma_register(h, j->dst, j->size, &err))) {
+    if (j->dst && !(j->region = lib_rdma_register(h, j->dst, j->size, true, &err))) {
         lib_rdma_note(h, "%s", err.text);
         return;
     }
@@ -571,6 +604,174 @@ stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t c
         lib_rdma_unregister(h, j.region);
 done:
     lib_cuda_close(j.cuda);
+    free(tg.path);
+    return rc;
+}
+
+/* --- write ------------------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *src;
+    uint64_t len, sent;
+} upload_t;
+
+static size_t on_read(char *out, size_t size, size_t n, void *arg)
+{
+    upload_t *u = arg;
+    uint64_t left = u->len - u->sent;
+    size_t take = size * n < left ? size * n : (size_t)left;
+    memcpy(out, u->src + u->sent, take);
+    u->sent += take;
+    return take;
+}
+
+/* PUT of [body, body+len), or with c->token of the memory the token grants
+ * (the server reads it; the request body is empty). sha256_hex signs the
+ * object's bytes either way. */
+static int put_call(const call_t *c, const target_t *tg, const void *body, uint64_t len,
+                    const char *sha256_hex, transfer_t *t, si_error_t *err)
+{
+    si_http_header_t hs[1];
+    size_t nh = 0;
+    if (c->token)
+        hs[nh++] = (si_http_header_t){"x-amz-rdma-token", c->token};
+    struct curl_slist *list = NULL, *l;
+    char url[4096 + 600];
+    if (signed_headers(tg, "PUT", tg->path, hs, nh, sha256_hex, &list, url, sizeof(url),
+                       err) < 0)
+        return -1;
+    /* no 100-continue round trip: the request is signed, the answer quick */
+    if (!(l = curl_slist_append(list, "Expect:")) ||
+        !(l = curl_slist_append(l, "Content-Type: application/octet-stream"))) {
+        curl_slist_free_all(list);
+        return si_errprintf(err, "out of memory");
+    }
+    list = l;
+    upload_t u = {.src = body, .len = c->token ? 0 : len};
+    char curl_error[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(c->curl, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(c->curl, CURLOPT_READDATA, &u);
+    curl_easy_setopt(c->curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)u.len);
+    CURLcode cc = run_request(c, tg->h, url, list, t, curl_error);
+    if (failed(tg, "PUT", t, cc, curl_error, err))
+        return -1;
+    if (c->token && (t->rdma_reply != 200 || t->rdma_bytes != len))
+        return si_errprintf(err, "S3 PUT %s/%s: the server read %llu bytes by RDMA of %llu",
+                            tg->bucket, tg->key, (unsigned long long)t->rdma_bytes,
+                            (unsigned long long)len);
+    return 0;
+}
+
+/* The server's RDMA provider, from a HEAD of the bucket ("" for none). */
+static void bucket_provider(const target_t *tg, char provider[SI_RDMA_PROVIDER_MAX + 1])
+{
+    target_t bucket = *tg;
+    char path[80];
+    snprintf(path, sizeof(path), "/%s", tg->bucket);
+    bucket.path = path;
+    call_t c = {.curl = curl_easy_init()};
+    transfer_t t = {0};
+    si_error_t err;
+    provider[0] = '\0';
+    if (c.curl && s3_call(&c, &bucket, true, 0, 0, 0, &t, &err) == 0)
+        strcpy(provider, t.rdma_provider);
+    if (c.curl)
+        curl_easy_cleanup(c.curl);
+}
+
+/* Readies RDMA for a write of [buf, buf+size): a registration the server
+ * may read and its token; NULL (with the note) leaves it to HTTP. */
+static lib_rdma_region_t *rdma_write_begin(stagein_t *h, const target_t *tg, const void *buf,
+                                           uint64_t size, char *token, size_t token_size)
+{
+    si_error_t err;
+    char server_provider[SI_RDMA_PROVIDER_MAX + 1];
+    const char *provider = h->rdma_provider;
+    if (!provider) {
+        bucket_provider(tg, server_provider);
+        provider = server_provider;
+    }
+    if (!*provider) {
+        lib_rdma_note(h, "the server offers no RDMA (no x-amz-rdma-provider on HEAD)");
+        return NULL;
+    }
+    lib_rdma_region_t *region = NULL;
+    if (lib_rdma_open(h, provider, &err) < 0 ||
+        !(region = lib_rdma_register(h, (void *)buf, size, false, &err)) ||
+        lib_rdma_token(h, region, 0, size, token, token_size, &err) < 0) {
+        lib_rdma_note(h, "%s", err.text);
+        lib_rdma_unregister(h, region);
+        return NULL;
+    }
+    snprintf(h->rdma_used, sizeof(h->rdma_used), "%s", provider);
+    return region;
+}
+
+stagein_err_t stagein_write(stagein_t *h, const char *path, const void *buf, uint64_t size,
+                            char etag[STAGEIN_CHECKSUM_MAX])
+{
+    if (!h)
+        return STAGEIN_ERR_ARGUMENT;
+    h->error[0] = '\0';
+    if (!buf && size > 0)
+        return lib_fail(h, STAGEIN_ERR_ARGUMENT, "no buffer for %llu bytes",
+                        (unsigned long long)size);
+    atomic_store(&h->bytes_rdma, 0);
+    atomic_store(&h->bytes_http, 0);
+    atomic_store(&h->rdma_noted, 0);
+    h->rdma_note[0] = h->rdma_used[0] = '\0';
+    target_t tg;
+    si_error_t err;
+    stagein_err_t rc = target_init(h, path, &tg);
+    if (rc != STAGEIN_SUCCESS)
+        goto done;
+    /* the object's own hash signs the request: the server checks the bytes
+     * it took, from the body or from this memory, against it */
+    si_checksum_t *sum = si_checksum_new("sha256", &err);
+    if (!sum) {
+        rc = lib_fail_err(h, STAGEIN_ERR_NOMEM, &err);
+        goto done;
+    }
+    si_checksum_update(sum, buf, (size_t)size);
+    char sha[SI_CHECKSUM_TEXT_MAX];
+    si_checksum_final(sum, sha);
+    si_checksum_free(sum);
+    char token[SI_RDMA_TOKEN_MAX + 1];
+    lib_rdma_region_t *region = NULL;
+    if (h->transport == LIB_TRANSPORT_RDMA && size > 0)
+        region = rdma_write_begin(h, &tg, buf, size, token, sizeof(token));
+    transfer_t t = {0};
+    call_t c = {.curl = curl_easy_init(), .multi = region ? curl_multi_init() : NULL,
+                .token = region ? token : NULL};
+    if (!c.curl || (region && !c.multi)) {
+        rc = lib_fail(h, STAGEIN_ERR_NOMEM, "cannot make a libcurl handle");
+    } else if (put_call(&c, &tg, buf, size, strchr(sha, ':') + 1, &t, &err) == 0) {
+        atomic_fetch_add(region ? &h->bytes_rdma : &h->bytes_http, size);
+    } else if (region && t.rdma_reply == 501) {
+        /* declined, or the transfer failed: nothing was stored; send the body */
+        lib_rdma_note(h, "the server answered over HTTP: %s",
+                      t.rdma_reason[0] ? t.rdma_reason : "declined (501)");
+        transfer_t again = {0};
+        call_t plain = {.curl = c.curl};
+        curl_easy_reset(c.curl);
+        if (put_call(&plain, &tg, buf, size, strchr(sha, ':') + 1, &again, &err) == 0) {
+            atomic_fetch_add(&h->bytes_http, size);
+            t = again;
+        } else {
+            rc = lib_fail_err(h, again.status ? code_of(&again) : STAGEIN_ERR_CONNECT, &err);
+        }
+    } else {
+        rc = lib_fail_err(h, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+    }
+    if (rc == STAGEIN_SUCCESS && etag)
+        snprintf(etag, STAGEIN_CHECKSUM_MAX, "%s", t.etag);
+    if (c.multi)
+        curl_multi_cleanup(c.multi);
+    if (c.curl)
+        curl_easy_cleanup(c.curl);
+    lib_rdma_unregister(h, region);
+done:
     free(tg.path);
     return rc;
 }

@@ -36,8 +36,12 @@ int main(void)
            "a control endpoint of another scheme");
     ok(strstr(stagein_last_error(h), "ftp://x") != NULL, "the error names it: %s",
        stagein_last_error(h));
-    is_int(stagein_set_option(h, STAGEIN_OPT_S3_ENDPOINT, "https://x"), STAGEIN_ERR_ARGUMENT,
-           "an https S3 endpoint (no TLS)");
+    is_int(stagein_set_option(h, STAGEIN_OPT_S3_ENDPOINT, "ftp://x"), STAGEIN_ERR_ARGUMENT,
+           "an S3 endpoint neither http:// nor https://");
+    is_int(stagein_set_option(h, STAGEIN_OPT_S3_ENDPOINT, "https://x:9443/"), STAGEIN_SUCCESS,
+           "an https S3 endpoint");
+    is_int(stagein_set_option(h, STAGEIN_OPT_S3_CA_FILE, "/etc/ssl/certs/ca-certificates.crt"),
+           STAGEIN_SUCCESS, "a CA file for it");
     is_int(stagein_set_option(h, STAGEIN_OPT_PARALLEL, "0"), STAGEIN_ERR_ARGUMENT, "parallel 0");
     is_int(stagein_set_option(h, STAGEIN_OPT_PARALLEL, "65"), STAGEIN_ERR_ARGUMENT, "parallel 65");
     is_int(stagein_set_option(h, STAGEIN_OPT_PARALLEL, "4x"), STAGEIN_ERR_ARGUMENT, "parallel 4x");
@@ -72,9 +76,15 @@ int main(void)
     is_int(stagein_stat(h, "nobucket", &size, NULL), STAGEIN_ERR_ARGUMENT, "a path without a key");
     is_int(stagein_stat(h, "bucket/key", &size, NULL), STAGEIN_ERR_CONNECT,
            "nothing listens on port 1");
-    char buf[16];
+    char buf[16] = {0};
     is_int(stagein_read(h, "bucket/key", NULL, 10, -1, &size), STAGEIN_ERR_ARGUMENT,
            "a NULL buffer with a capacity");
+    is_int(stagein_write(h, "bucket/key", NULL, 10, NULL), STAGEIN_ERR_ARGUMENT,
+           "a write of 10 bytes from NULL");
+    is_int(stagein_write(h, "nobucket", buf, sizeof(buf), NULL), STAGEIN_ERR_ARGUMENT,
+           "a write to a path without a key");
+    is_int(stagein_write(h, "bucket/key", buf, sizeof(buf), NULL), STAGEIN_ERR_CONNECT,
+           "a write when nothing listens");
     is_int(stagein_set_option(h, STAGEIN_OPT_TRANSPORT, "rdma"), STAGEIN_SUCCESS, "rdma chosen");
     is_int(stagein_read(h, "bucket/key", buf, sizeof(buf), -1, &size), STAGEIN_ERR_CONNECT,
            "an rdma read still asks the server first (HEAD): nothing listens");
