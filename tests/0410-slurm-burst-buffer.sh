@@ -65,6 +65,8 @@ is "$(sql "SELECT uid || ' ' || job_id FROM requests WHERE uuid = '$R'")" "65534
     "stageind's request is nobody's, made on his behalf for job $J"
 for _ in $(seq 100); do [ "$(sql "SELECT state FROM requests WHERE uuid = '$R'")" = RELEASED ] && break; sleep 0.1; done
 is "$(sql "SELECT state FROM requests WHERE uuid = '$R'")" RELEASED "teardown released the request"
+# teardown removes its record after stageind answered the release
+for _ in $(seq 100); do [ ! -e "$S/bb/job-$J.request" ] && break; sleep 0.1; done
 ok "$([ ! -e "$S/bb/job-$J.request" ]; echo $?)" "and forgot it"
 
 # ---- a malformed directive -------------------------------------------------------------

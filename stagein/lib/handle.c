@@ -167,6 +167,7 @@ stagein_err_t stagein_set_option(stagein_t *h, stagein_option_t option, const ch
             return lib_fail(h, STAGEIN_ERR_ARGUMENT,
                             "S3 endpoint '%s': expected http://HOST:PORT or https://HOST:PORT",
                             value ? value : "(null)");
+        h->server_provider_known = false;
         if (replace(&h->s3_endpoint, value) < 0)
             return lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
         size_t n = strlen(h->s3_endpoint);

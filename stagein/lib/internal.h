@@ -50,6 +50,8 @@ struct stagein {
     struct lib_rdma *rdma;       /* the fabric client, opened on first use (rdma.c) */
     _Atomic uint64_t bytes_rdma, bytes_http; /* of the running read */
     char rdma_used[40];          /* its provider */
+    char server_provider[40];    /* the S3 server's RDMA provider ("" none), */
+    bool server_provider_known;  /* learnt from the first HEAD of this endpoint */
     char rdma_note[256];         /* why some bytes did not come by RDMA */
     _Atomic int rdma_noted;      /* rdma_note written (the first reason wins) */
     char error[512];

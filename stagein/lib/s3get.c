@@ -101,6 +101,10 @@ static stagein_err_t target_init(stagein_t *h, const char *objpath, target_t *t)
 typedef struct {
     unsigned char *dst;      /* host memory for [0, len) */
     uint64_t len, got;
+    /* the first range of an object of unknown size: fewer bytes than len
+     * are the whole object; total: its size (Content-Range, or what came) */
+    bool first;
+    uint64_t total;
     char error_body[S3_ERROR_BODY_MAX];
     size_t error_len;
     long status;
@@ -152,6 +156,10 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
     text[strcspn(text, "\r\n")] = '\0';
     if (strncmp(text, "HTTP/", 5) == 0) {
         t->status = strtol(strchr(text, ' ') ? strchr(text, ' ') + 1 : "0", NULL, 10);
+    } else if (strncasecmp(text, "content-range:", 14) == 0) {
+        const char *slash = strchr(text + 14, '/');
+        if (slash && slash[1] != '*')
+            t->total = strtoull(slash + 1, NULL, 10);
     } else if (strncasecmp(text, "content-length:", 15) == 0) {
         t->content_length = strtoull(text + 15, NULL, 10);
     } else if (strncasecmp(text, "etag:", 5) == 0) {
@@ -323,14 +331,18 @@ static int s3_call(const call_t *c, const target_t *tg, bool head, uint64_t offs
     if (failed(tg, head ? "HEAD" : "GET", t, cc, curl_error, err))
         return -1;
     if (!head && t->rdma_reply == 200) {
-        if (t->rdma_bytes != len || t->got != 0)
+        if ((t->rdma_bytes != len && !(t->first && t->rdma_bytes < len)) || t->got != 0)
             return si_errprintf(err, "S3 GET %s/%s: the server wrote %llu bytes by RDMA (and %llu"
                                 " in the body) of the %llu asked for", tg->bucket, tg->key,
                                 (unsigned long long)t->rdma_bytes, (unsigned long long)t->got,
                                 (unsigned long long)len);
+        if (!t->total)
+            t->total = t->rdma_bytes;
         return 0;
     }
-    if (!head && t->got != len)
+    if (!t->total)
+        t->total = t->got;
+    if (!head && t->got != len && !(t->first && t->got < len))
         return si_errprintf(err, "S3 GET %s/%s: %llu bytes at %llu came short (%llu)", tg->bucket,
                             tg->key, (unsigned long long)len, (unsigned long long)offset,
                             (unsigned long long)t->got);
@@ -543,6 +555,36 @@ static stagein_err_t run_job(stagein_t *h, job_t *j)
     return STAGEIN_SUCCESS;
 }
 
+/* The first range of an object into host memory, its size unknown: one
+ * GET of [0, first) says how big the object is (Content-Range) and, for an
+ * object of at most first bytes, is the whole read: no HEAD before it.
+ * 1: the server has no range of it (an empty object): read it the other way. */
+static int read_first(stagein_t *h, job_t *j, uint64_t first, uint64_t *object_size,
+                      stagein_err_t *rc)
+{
+    si_error_t err;
+    char token[SI_RDMA_TOKEN_MAX + 1];
+    call_t c = {.curl = curl_easy_init(), .multi = j->rdma ? curl_multi_init() : NULL};
+    transfer_t t = {.dst = j->dst, .len = first, .landed = &h->landed, .first = true};
+    *rc = STAGEIN_SUCCESS;
+    if (!c.curl || (j->rdma && !c.multi)) {
+        *rc = lib_fail(h, STAGEIN_ERR_NOMEM, "cannot make a libcurl handle");
+    } else {
+        c.token = range_token(j, NULL, 0, first, token, sizeof(token));
+        if (s3_call(&c, j->tg, false, 0, first, 0, &t, &err) == 0) {
+            account(j, &t, c.token != NULL, t.rdma_reply == 200 ? t.rdma_bytes : t.got);
+            *object_size = t.total;
+        } else if (t.status != 416) {
+            *rc = lib_fail_err(h, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+        }
+    }
+    if (c.multi)
+        curl_multi_cleanup(c.multi);
+    if (c.curl)
+        curl_easy_cleanup(c.curl);
+    return *rc == STAGEIN_SUCCESS && t.status == 416 ? 1 : 0;
+}
+
 stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t capacity, int gpu,
                            uint64_t *size)
 {
@@ -559,18 +601,42 @@ stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t c
     h->rdma_note[0] = h->rdma_used[0] = '\0';
     target_t tg;
     job_t j = {.code = STAGEIN_SUCCESS};
-    bool cached = true;
-    uint64_t object_size = 0;
+    bool cached = true, rdma = h->transport == LIB_TRANSPORT_RDMA;
+    uint64_t object_size = 0, done = 0;
     char server_provider[SI_RDMA_PROVIDER_MAX + 1] = "";
     stagein_err_t rc = target_init(h, path, &tg);
     if (rc != STAGEIN_SUCCESS)
         goto done;
+    j.tg = &tg;
+    /* Host memory, and the server's provider known when it matters: the
+     * first GET tells the size. Else a HEAD first (and the provider kept). */
+    if (gpu < 0 && capacity > 0 && (!rdma || h->rdma_provider || h->server_provider_known)) {
+        j.dst = buf;
+        j.size = capacity;
+        if (rdma)
+            rdma_begin(h, &j, h->server_provider);
+        j.chunk = h->chunk ? h->chunk : j.rdma ? LIB_RDMA_CHUNK : LIB_DEFAULT_CHUNK;
+        uint64_t first = capacity < j.chunk ? capacity : j.chunk;
+        if (read_first(h, &j, first, &object_size, &rc) == 0) {
+            if (rc != STAGEIN_SUCCESS)
+                goto done;
+            done = first;
+            goto sized;
+        }
+        if (j.region)
+            lib_rdma_unregister(h, j.region);
+        j.region = NULL;
+        j.rdma = false;
+    }
     if ((rc = head(h, &tg, &object_size, NULL, &cached, server_provider)) != STAGEIN_SUCCESS)
         goto done;
+    snprintf(h->server_provider, sizeof(h->server_provider), "%s", server_provider);
+    h->server_provider_known = true;
     if (!cached) {
         rc = lib_fail(h, STAGEIN_ERR_NOT_CACHED, "%s is on tape only: stage it first", path);
         goto done;
     }
+sized:
     if (object_size > capacity) {
         rc = lib_fail(h, STAGEIN_ERR_TOO_SMALL, "%s is %llu bytes, the buffer %llu", path,
                       (unsigned long long)object_size, (unsigned long long)capacity);
@@ -578,7 +644,7 @@ stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t c
     }
     if (size)
         *size = object_size;
-    if (object_size == 0)
+    if (object_size <= done)
         goto done;
     if (gpu >= 0) {
         si_error_t err;
@@ -591,18 +657,19 @@ stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t c
     } else {
         j.dst = buf;
     }
-    j.tg = &tg;
     j.size = object_size;
-    if (h->transport == LIB_TRANSPORT_RDMA)
+    if (rdma && !j.rdma && !done)
         rdma_begin(h, &j, server_provider);
-    j.chunk = h->chunk ? h->chunk : j.rdma && j.dst ? LIB_RDMA_CHUNK : LIB_DEFAULT_CHUNK;
+    if (!done)
+        j.chunk = h->chunk ? h->chunk : j.rdma && j.dst ? LIB_RDMA_CHUNK : LIB_DEFAULT_CHUNK;
     j.nchunks = (object_size + j.chunk - 1) / j.chunk;
+    atomic_store(&j.next, done ? 1 : 0); /* the first GET brought a whole chunk */
     pthread_mutex_init(&j.lock, NULL);
     rc = run_job(h, &j);
     pthread_mutex_destroy(&j.lock);
+done:
     if (j.region)
         lib_rdma_unregister(h, j.region);
-done:
     lib_cuda_close(j.cuda);
     free(tg.path);
     return rc;
