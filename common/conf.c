@@ -1,6 +1,8 @@
 #include "config.h"
 #include "common/conf.h"
+#include "common/fileio.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -63,21 +65,23 @@ static const char *type_name(si_conf_type_t t)
     return names[t];
 }
 
-static int where_error(const config_setting_t *s, const char *path, si_error_t *err,
-                       const char *what)
+/* source: the file the text came from (libconfig names none for text it
+ * parsed from memory). */
+static int where_error(const config_setting_t *s, const char *source, const char *path,
+                       si_error_t *err, const char *what)
 {
     const char *file = config_setting_source_file(s);
-    return si_errprintf(err, "%s:%d: setting '%s' %s", file ? file : "(config)",
+    return si_errprintf(err, "%s:%d: setting '%s' %s", file ? file : source,
                         config_setting_source_line(s), path, what);
 }
 
 static int validate_value(const config_setting_t *s, const si_conf_key_t *key,
-                          const char *path, si_error_t *err)
+                          const char *source, const char *path, si_error_t *err)
 {
     char msg[400];
     if (!type_matches(key->type, config_setting_type(s))) {
         snprintf(msg, sizeof(msg), "must be %s", type_name(key->type));
-        return where_error(s, path, err, msg);
+        return where_error(s, source, path, err, msg);
     }
     if ((key->type == SI_CONF_INT || key->type == SI_CONF_FLOAT) && key->min <= key->max) {
         double v = config_setting_get_float(s);
@@ -85,7 +89,7 @@ static int validate_value(const config_setting_t *s, const si_conf_key_t *key,
             v = (double)config_setting_get_int64(s);
         if (v < key->min || v > key->max) {
             snprintf(msg, sizeof(msg), "= %g is out of range [%g, %g]", v, key->min, key->max);
-            return where_error(s, path, err, msg);
+            return where_error(s, source, path, err, msg);
         }
     }
     if (key->type == SI_CONF_STRING && key->choices) {
@@ -99,13 +103,13 @@ static int validate_value(const config_setting_t *s, const si_conf_key_t *key,
             c = bar ? bar + 1 : NULL;
         }
         snprintf(msg, sizeof(msg), "= \"%.100s\" is not one of %s", v, key->choices);
-        return where_error(s, path, err, msg);
+        return where_error(s, source, path, err, msg);
     }
     return 0;
 }
 
 static int validate(const config_setting_t *group, const char *prefix,
-                    const si_conf_key_t *const *schemas, si_error_t *err)
+                    const si_conf_key_t *const *schemas, const char *source, si_error_t *err)
 {
     int n = config_setting_length(group);
     bool is_list = config_setting_type(group) == CONFIG_TYPE_LIST ||
@@ -120,11 +124,11 @@ static int validate(const config_setting_t *group, const char *prefix,
             snprintf(path, sizeof(path), "%s", name);
         const si_conf_key_t *key = schema_find(schemas, path);
         if (!key)
-            return where_error(s, path, err, "is not a known setting");
-        if (validate_value(s, key, path, err) < 0)
+            return where_error(s, source, path, err, "is not a known setting");
+        if (validate_value(s, key, source, path, err) < 0)
             return -1;
         if (key->type == SI_CONF_GROUP || key->type == SI_CONF_LIST)
-            if (validate(s, path, schemas, err) < 0)
+            if (validate(s, path, schemas, source, err) < 0)
                 return -1;
     }
     return 0;
@@ -156,13 +160,92 @@ static si_conf_t *finish(si_conf_t *conf, const char *source,
         si_errprintf(err, "out of memory");
         goto error;
     }
-    if (validate(config_root_setting(&conf->cfg), "", schemas, err) < 0)
+    if (validate(config_root_setting(&conf->cfg), "", schemas, source, err) < 0)
         goto error;
     return conf;
 error:
     si_conf_free(conf);
     return NULL;
 }
+
+/* libconfig 1.5 keeps an integer written without an L suffix in 32 bits
+ * and silently truncates a larger one (1099511627776 reads as 0): such
+ * literals get their L before parsing. Strings and comments are left
+ * alone; the lines stay where they were, for the error messages. */
+char *si_conf_widen_integers(const char *text)
+{
+    size_t n = strlen(text), extra = 0;
+    for (size_t i = 0; i < n; i++)
+        extra += text[i] >= '0' && text[i] <= '9';
+    char *out = malloc(n + extra + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        char c = text[i];
+        if (c == '"') { /* a string, with its escapes */
+            size_t j = i + 1;
+            while (j < n && text[j] != '"')
+                j += text[j] == '\\' && j + 1 < n ? 2 : 1;
+            j = j < n ? j + 1 : n;
+            memcpy(o, text + i, j - i);
+            o += j - i;
+            i = j;
+            continue;
+        }
+        if (c == '#' || (c == '/' && (text[i + 1] == '/' || text[i + 1] == '*'))) {
+            const char *end = c == '/' && text[i + 1] == '*' ? strstr(text + i + 2, "*/") : NULL;
+            size_t j = end ? (size_t)(end - text) + 2
+                       : c == '/' && text[i + 1] == '*' ? n : i + strcspn(text + i, "\n");
+            memcpy(o, text + i, j - i);
+            o += j - i;
+            i = j;
+            continue;
+        }
+        bool starts = c >= '0' && c <= '9' &&
+                      (i == 0 || !(isalnum((unsigned char)text[i - 1]) || text[i - 1] == '_' ||
+                                   text[i - 1] == '.'));
+        if (!starts) {
+            *o++ = c;
+            i++;
+            continue;
+        }
+        bool hex = c == '0' && (text[i + 1] == 'x' || text[i + 1] == 'X');
+        size_t j = hex ? i + 2 : i;
+        while (j < n && (hex ? isxdigit((unsigned char)text[j]) : isdigit((unsigned char)text[j])))
+            j++;
+        bool number = j < n ? !(isalnum((unsigned char)text[j]) || text[j] == '.' ||
+                                text[j] == '_') : true;
+        memcpy(o, text + i, j - i);
+        o += j - i;
+        if (number) {
+            errno = 0;
+            unsigned long long v = strtoull(text + i, NULL, hex ? 16 : 10);
+            if (errno == 0 && v > (hex ? 0xffffffffull : 0x7fffffffull))
+                *o++ = 'L';
+        }
+        i = j;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Parses text (widened) into conf; errors name source. */
+static int parse(si_conf_t *conf, const char *text, const char *source, si_error_t *err)
+{
+    char *wide = si_conf_widen_integers(text);
+    if (!wide)
+        return si_errprintf(err, "out of memory");
+    int ok = config_read_string(&conf->cfg, wide);
+    free(wide);
+    if (ok != CONFIG_TRUE) {
+        const char *file = config_error_file(&conf->cfg);
+        return si_errprintf(err, "%s:%d: %s", file ? file : source, config_error_line(&conf->cfg),
+                            config_error_text(&conf->cfg));
+    }
+    return 0;
+}
+
+#define CONF_FILE_MAX (16u << 20)
 
 si_conf_t *si_conf_load(const char *path, bool must_exist,
                         const si_conf_key_t *const *schemas, si_error_t *err)
@@ -174,15 +257,23 @@ si_conf_t *si_conf_load(const char *path, bool must_exist,
     }
     if (!path || (!must_exist && access(path, F_OK) != 0 && errno == ENOENT))
         return finish(conf, "(defaults)", schemas, err);
-    if (access(path, R_OK) != 0) {
-        si_errprintf(err, "%s: %s", path, strerror(errno));
+    size_t len;
+    char *text = si_read_file(path, CONF_FILE_MAX, false, &len, err);
+    if (!text) {
         si_conf_free(conf);
         return NULL;
     }
-    if (config_read_file(&conf->cfg, path) != CONFIG_TRUE) {
-        const char *file = config_error_file(&conf->cfg);
-        si_errprintf(err, "%s:%d: %s", file ? file : path, config_error_line(&conf->cfg),
-                     config_error_text(&conf->cfg));
+    /* @include names files relative to this one's folder */
+    char *dir = strdup(path);
+    if (dir && strrchr(dir, '/')) {
+        *strrchr(dir, '/') = '\0';
+        config_set_include_dir(&conf->cfg, *dir ? dir : "/");
+    }
+    int rc = strlen(text) != len ? si_errprintf(err, "%s: holds a NUL byte", path)
+                                 : parse(conf, text, path, err);
+    free(dir);
+    free(text);
+    if (rc < 0) {
         si_conf_free(conf);
         return NULL;
     }
@@ -197,13 +288,17 @@ si_conf_t *si_conf_load_string(const char *text, const si_conf_key_t *const *sch
         si_errprintf(err, "out of memory");
         return NULL;
     }
-    if (config_read_string(&conf->cfg, text) != CONFIG_TRUE) {
-        si_errprintf(err, "(string):%d: %s", config_error_line(&conf->cfg),
-                     config_error_text(&conf->cfg));
+    if (parse(conf, text, "(string)", err) < 0) {
         si_conf_free(conf);
         return NULL;
     }
     return finish(conf, "(string)", schemas, err);
+}
+
+const char *si_conf_file_of(const si_conf_t *conf, const config_setting_t *s)
+{
+    const char *file = s ? config_setting_source_file(s) : NULL;
+    return file ? file : conf->source;
 }
 
 const char *si_conf_source(const si_conf_t *conf)
@@ -247,7 +342,7 @@ int si_conf_fail(const si_conf_t *conf, const char *path, si_error_t *err, const
     va_end(ap);
     const config_setting_t *s = si_conf_setting(conf, path);
     if (s)
-        return where_error(s, path, err, what);
+        return where_error(s, si_conf_file_of(conf, s), path, err, what);
     return si_errprintf(err, "%s: setting '%s' %s", conf->source, path, what);
 }
 

@@ -40,6 +40,14 @@ const char *si_conf_default_path(const char *explicit_path, bool *explicit_out);
  * one per component. path NULL or a missing non-explicit file: defaults. */
 si_conf_t *si_conf_load(const char *path, bool must_exist,
                         const si_conf_key_t *const *schemas, si_error_t *err);
+/* The text with an L after every integer literal past 32 bits (libconfig
+ * 1.5 would truncate it); malloc'd, NULL when out of memory. */
+/* The file a setting came from, for FILE:LINE messages (with
+ * config_setting_source_line): an @include'd file, else the loaded one. */
+const char *si_conf_file_of(const si_conf_t *conf, const config_setting_t *s);
+
+char *si_conf_widen_integers(const char *text);
+
 si_conf_t *si_conf_load_string(const char *text,
                                const si_conf_key_t *const *schemas, si_error_t *err);
 void si_conf_free(si_conf_t *conf);

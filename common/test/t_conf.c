@@ -19,6 +19,8 @@ static const si_conf_key_t keys[] = {
     {"tape.faults.[]", SI_CONF_GROUP, 0, 0, NULL},
     {"tape.faults.[].drive", SI_CONF_INT, 0, 1000, NULL},
     {"verbose", SI_CONF_BOOL, 0, 0, NULL},
+    {"bytes", SI_CONF_INT, 0, 9.2e18, NULL},
+    {"ratio", SI_CONF_FLOAT, 0, 1e30, NULL},
     SI_CONF_KEYS_END,
 };
 static const si_conf_key_t *const schemas[] = {keys, NULL};
@@ -75,6 +77,31 @@ int main(void)
     c = si_conf_load(path, false, schemas, &err);
     ok(c && strcmp(si_conf_source(c), "(defaults)") == 0, "missing default file means defaults");
     si_conf_free(c);
+
+    /* integers past 32 bits without an L (libconfig 1.5 would truncate them) */
+    char *w = si_conf_widen_integers("a = 1099511627776; b = 2147483647; c = -3000000000; "
+                                     "d = 5000000000L; e = 0x1ffffffff; f = 1.5e12; "
+                                     "g = \"9999999999\"; # 8888888888\nh = 12.34567890123;"
+                                     " /* 7777777777 */ x9999999999 = 1;");
+    is_str(w, "a = 1099511627776L; b = 2147483647; c = -3000000000L; d = 5000000000L; "
+              "e = 0x1ffffffffL; f = 1.5e12; g = \"9999999999\"; # 8888888888\nh = "
+              "12.34567890123; /* 7777777777 */ x9999999999 = 1;",
+           "big integer literals get an L; strings, comments, floats, names do not");
+    free(w);
+    c = load("bytes = 1099511627776; ratio = 4294967297;", &err);
+    ok(c && si_conf_int(c, "bytes", 0) == 1099511627776LL, "1099511627776 reads as itself");
+    ok(c && si_conf_float(c, "ratio", 0) == 4294967297.0, "a large integer as a float reads as itself");
+    si_conf_free(c);
+    char path2[] = "/tmp/t_conf_XXXXXX";
+    fd = mkstemp(path2);
+    f = fdopen(fd, "w");
+    fputs("# comment\nbytes = 4294967297;\ncatalog: { busy_timeout_ms = 4294967297; };\n", f);
+    fclose(f);
+    c = si_conf_load(path2, true, schemas, &err);
+    snprintf(want, sizeof(want), "%s:3: setting 'catalog.busy_timeout_ms'", path2);
+    ok(!c && strstr(err.text, want) && strstr(err.text, "out of range"),
+       "4294967297 past a setting's range is refused (not read as 1), file:line: %s", err.text);
+    unlink(path2);
 
     bool explicit_path;
     setenv("STAGEIN_CONF", "/env/stagein.conf", 1);

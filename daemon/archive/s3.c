@@ -102,7 +102,7 @@ static int read_maps(const si_conf_t *conf, archive_s3_conf_t *c, si_error_t *er
     int n = list ? config_setting_length(list) : 0;
     for (int i = 0; i < n; i++) {
         const config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
-        const char *file = config_setting_source_file(e);
+        const char *file = si_conf_file_of(conf, e);
         int line = config_setting_source_line(e);
         const char *bucket = NULL, *upstream = NULL, *prefix = "";
         config_setting_lookup_string(e, "bucket", &bucket);
@@ -113,15 +113,15 @@ static int read_maps(const si_conf_t *conf, archive_s3_conf_t *c, si_error_t *er
         snprintf(probe, sizeof(probe), "%sx", prefix);
         if (!bucket || !upstream)
             return si_errprintf(err, "%s:%d: archive.s3.buckets: each entry needs bucket and "
-                                "upstream", file ? file : "(config)", line);
+                                "upstream", file, line);
         if (si_bucket_check(bucket, strlen(bucket), &why) < 0 ||
             si_bucket_check(upstream, strlen(upstream), &why) < 0 ||
             (*prefix && si_key_check(probe, strlen(probe), &why) < 0))
-            return si_errprintf(err, "%s:%d: archive.s3.buckets: %s", file ? file : "(config)",
+            return si_errprintf(err, "%s:%d: archive.s3.buckets: %s", file,
                                 line, why.text);
         if (c->nmaps == ARCHIVE_S3_MAPS_MAX)
             return si_errprintf(err, "%s:%d: archive.s3.buckets: more than %d entries",
-                                file ? file : "(config)", line, ARCHIVE_S3_MAPS_MAX);
+                                file, line, ARCHIVE_S3_MAPS_MAX);
         archive_s3_map_t *m = &c->maps[c->nmaps++];
         snprintf(m->bucket, sizeof(m->bucket), "%s", bucket);
         snprintf(m->upstream, sizeof(m->upstream), "%s", upstream);

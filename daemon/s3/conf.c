@@ -69,13 +69,13 @@ static int bucket_list(const si_conf_t *conf, const char *path, s3_bucket_list_t
     for (int i = 0; i < n; i++) {
         const config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
         const char *name = config_setting_get_string(e);
-        const char *file = config_setting_source_file(e);
+        const char *file = si_conf_file_of(conf, e);
         int line = config_setting_source_line(e);
         if (!name || si_bucket_check(name, strlen(name), err) < 0)
-            return si_errprefix(err, "%s:%d: %s", file ? file : "(config)", line, path);
+            return si_errprefix(err, "%s:%d: %s", file, line, path);
         if (out->count == S3_BUCKET_LIST_MAX)
             return si_errprintf(err, "%s:%d: %s names more than %d buckets",
-                                file ? file : "(config)", line, path, S3_BUCKET_LIST_MAX);
+                                file, line, path, S3_BUCKET_LIST_MAX);
         snprintf(out->name[out->count++], SI_BUCKET_MAX + 1, "%s", name);
     }
     return 0;

@@ -25,10 +25,10 @@ const si_conf_key_t library_conf_keys[] = {
     SI_CONF_KEYS_END,
 };
 
-static int fault_error(const config_setting_t *s, si_error_t *err, const char *what)
+static int fault_error(const si_conf_t *conf, const config_setting_t *s, si_error_t *err,
+                       const char *what)
 {
-    const char *file = config_setting_source_file(s);
-    return si_errprintf(err, "%s:%d: library.faults: %s", file ? file : "(config)",
+    return si_errprintf(err, "%s:%d: library.faults: %s", si_conf_file_of(conf, s),
                         config_setting_source_line(s), what);
 }
 
@@ -50,7 +50,7 @@ int simlib_config_from_conf(const si_conf_t *conf, simlib_config_t *cfg, si_erro
         const char *kind = NULL;
         simlib_fault_t fault = {0};
         if (!config_setting_lookup_string(f, "kind", &kind)) {
-            fault_error(f, err, "a fault needs kind = \"drive\", \"robot\" or \"region\"");
+            fault_error(conf, f, err, "a fault needs kind = \"drive\", \"robot\" or \"region\"");
             goto error;
         }
         double at = 0;
@@ -60,14 +60,14 @@ int simlib_config_from_conf(const si_conf_t *conf, simlib_config_t *cfg, si_erro
             int index;
             fault.kind = kind[0] == 'd' ? FAULT_DRIVE : FAULT_ROBOT;
             if (!config_setting_lookup_int(f, kind, &index)) {
-                fault_error(f, err, kind[0] == 'd' ? "a drive fault needs drive = N"
+                fault_error(conf, f, err, kind[0] == 'd' ? "a drive fault needs drive = N"
                                                    : "a robot fault needs robot = N");
                 goto error;
             }
             fault.index = index;
             int limit = fault.kind == FAULT_DRIVE ? c.drives : c.robots;
             if (index >= limit) {
-                fault_error(f, err, fault.kind == FAULT_DRIVE ? "drive number past library.drives"
+                fault_error(conf, f, err, fault.kind == FAULT_DRIVE ? "drive number past library.drives"
                                                               : "robot number past library.robots");
                 goto error;
             }
@@ -78,11 +78,11 @@ int simlib_config_from_conf(const si_conf_t *conf, simlib_config_t *cfg, si_erro
             config_setting_lookup_float(f, "start", &start);
             config_setting_lookup_float(f, "length", &length);
             if (!config_setting_lookup_string(f, "volume", &label) || start < 0 || length < 1) {
-                fault_error(f, err, "a region fault needs volume = \"LABEL\", start and length");
+                fault_error(conf, f, err, "a region fault needs volume = \"LABEL\", start and length");
                 goto error;
             }
             if (strlen(label) > SIMLIB_LABEL_MAX) {
-                fault_error(f, err, "volume label too long");
+                fault_error(conf, f, err, "volume label too long");
                 goto error;
             }
             fault.kind = FAULT_REGION;

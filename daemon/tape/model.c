@@ -137,9 +137,9 @@ int tape_profile_from_conf(const si_conf_t *conf, const char *name, tape_profile
     if (order) {
         int n = config_setting_length(order);
         if (n != p.bands) {
-            const char *file = config_setting_source_file(order);
+            const char *file = si_conf_file_of(conf, order);
             return si_errprintf(err, "%s:%d: setting 'tape.band_order' has %d entries, "
-                                "expected bands = %d", file ? file : "(config)",
+                                "expected bands = %d", file,
                                 config_setting_source_line(order), n, p.bands);
         }
         for (int b = 0; b < n; b++)

@@ -332,14 +332,14 @@ int main(void)
     conf = si_conf_load_string("archive: { backend = \"hsm\"; hsm: { root = \"/nonexistent/x\";"
                                " }; };", schemas, &err);
     bo.conf = conf;
-    ok(!archive_backend_new(&bo, &err) && strstr(err.text, "(config):1") &&
+    ok(!archive_backend_new(&bo, &err) && strstr(err.text, "(string):1") &&
        strstr(err.text, "No such file"), "a missing root, with its place: %s", err.text);
     si_conf_free(conf);
     snprintf(extra, sizeof(extra), "archive: { backend = \"hsm\"; hsm: { root = \"%s\"; }; };\n"
              "push: { copies = 2; };", root);
     conf = si_conf_load_string(extra, schemas, &err);
     bo.conf = conf;
-    ok(!archive_backend_new(&bo, &err) && strstr(err.text, "(config):2") &&
+    ok(!archive_backend_new(&bo, &err) && strstr(err.text, "(string):2") &&
        strstr(err.text, "push.copies"), "push.copies = 2 refused: %s", err.text);
     si_conf_free(conf);
     snprintf(extra, sizeof(extra), "archive: { backend = \"hsm\"; hsm: { root = \"%s\"; "
@@ -350,7 +350,7 @@ int main(void)
        "a bad pseudo-volume label: %s", err.text);
     si_conf_free(conf);
     ok(!si_conf_load_string("archive: { backend = \"tape\"; };", schemas, &err) &&
-       strstr(err.text, "(config):1"), "an unknown backend: %s", err.text);
+       strstr(err.text, "(string):1"), "an unknown backend: %s", err.text);
 
     test_sink_free(&s);
     for (int i = 1; i <= NFILES; i++)
