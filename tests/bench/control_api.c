@@ -117,6 +117,7 @@ int main(int argc, char **argv)
                                          {"quick", no_argument, NULL, 'q'},
                                          {"clients", required_argument, NULL, 'c'},
                                          {"files", required_argument, NULL, 'f'},
+                                         {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -128,6 +129,8 @@ int main(int argc, char **argv)
             clients = atoi(optarg);
         else if (o == 'f')
             files = atoi(optarg);
+        else if (o == 'h')
+            return printf("usage: control_api [--quick] [--json] [--clients N] [--files N]\n"), 0;
         else
             return 2;
     }
