@@ -555,6 +555,24 @@ static stagein_err_t run_job(stagein_t *h, job_t *j)
     return STAGEIN_SUCCESS;
 }
 
+/* A read or write starts: its buffer checked, the counters of
+ * stagein_read_info and stagein_read_progress zeroed. */
+static stagein_err_t transfer_begin(stagein_t *h, const void *buf, uint64_t size)
+{
+    if (!h)
+        return STAGEIN_ERR_ARGUMENT;
+    h->error[0] = '\0';
+    if (!buf && size > 0)
+        return lib_fail(h, STAGEIN_ERR_ARGUMENT, "no buffer for %llu bytes",
+                        (unsigned long long)size);
+    atomic_store(&h->landed, 0);
+    atomic_store(&h->bytes_rdma, 0);
+    atomic_store(&h->bytes_http, 0);
+    atomic_store(&h->rdma_noted, 0);
+    h->rdma_note[0] = h->rdma_used[0] = '\0';
+    return STAGEIN_SUCCESS;
+}
+
 /* The first range of an object into host memory, its size unknown: one
  * GET of [0, first) says how big the object is (Content-Range) and, for an
  * object of at most first bytes, is the whole read: no HEAD before it.
@@ -588,24 +606,15 @@ static int read_first(stagein_t *h, job_t *j, uint64_t first, uint64_t *object_s
 stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t capacity, int gpu,
                            uint64_t *size)
 {
-    if (!h)
-        return STAGEIN_ERR_ARGUMENT;
-    h->error[0] = '\0';
-    atomic_store(&h->landed, 0);
-    if (!buf && capacity > 0)
-        return lib_fail(h, STAGEIN_ERR_ARGUMENT, "no buffer for %llu bytes",
-                        (unsigned long long)capacity);
-    atomic_store(&h->bytes_rdma, 0);
-    atomic_store(&h->bytes_http, 0);
-    atomic_store(&h->rdma_noted, 0);
-    h->rdma_note[0] = h->rdma_used[0] = '\0';
+    stagein_err_t rc = transfer_begin(h, buf, capacity);
+    if (rc != STAGEIN_SUCCESS)
+        return rc;
     target_t tg;
     job_t j = {.code = STAGEIN_SUCCESS};
     bool cached = true, rdma = h->transport == LIB_TRANSPORT_RDMA;
     uint64_t object_size = 0, done = 0;
     char server_provider[SI_RDMA_PROVIDER_MAX + 1] = "";
-    stagein_err_t rc = target_init(h, path, &tg);
-    if (rc != STAGEIN_SUCCESS)
+    if ((rc = target_init(h, path, &tg)) != STAGEIN_SUCCESS)
         goto done;
     j.tg = &tg;
     /* Host memory, and the server's provider known when it matters: the
@@ -778,19 +787,12 @@ static lib_rdma_region_t *rdma_write_begin(stagein_t *h, const target_t *tg, con
 stagein_err_t stagein_write(stagein_t *h, const char *path, const void *buf, uint64_t size,
                             char etag[STAGEIN_CHECKSUM_MAX])
 {
-    if (!h)
-        return STAGEIN_ERR_ARGUMENT;
-    h->error[0] = '\0';
-    if (!buf && size > 0)
-        return lib_fail(h, STAGEIN_ERR_ARGUMENT, "no buffer for %llu bytes",
-                        (unsigned long long)size);
-    atomic_store(&h->bytes_rdma, 0);
-    atomic_store(&h->bytes_http, 0);
-    atomic_store(&h->rdma_noted, 0);
-    h->rdma_note[0] = h->rdma_used[0] = '\0';
+    stagein_err_t rc = transfer_begin(h, buf, size);
+    if (rc != STAGEIN_SUCCESS)
+        return rc;
     target_t tg;
     si_error_t err;
-    stagein_err_t rc = target_init(h, path, &tg);
+    rc = target_init(h, path, &tg);
     if (rc != STAGEIN_SUCCESS)
         goto done;
     /* the object's own hash signs the request: the server checks the bytes
