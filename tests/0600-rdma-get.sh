@@ -17,6 +17,10 @@ s3_need_clients boto3
 S3_FIXTURE="one:1 page:4097 mid:3145735 big:20971537 dir/x:70000 empty:0"
 KEYS="one page mid big dir/x"
 s3_setup A "$(rdma_conf shm "")"
+# an object on tape only, in no dataset: never staged here
+head -c 5000 /dev/urandom > "$SRC/cold"
+tape create C00001 --capacity 4000000000 >/dev/null
+(cd "$SRC" && "$STAGEIN" tape write C00001 --bucket data cold >/dev/null)
 s3_start_ok "stageind starts with the RDMA data path on shm"
 ok "$(s3_make_hot $KEYS empty; echo $?)" "the objects are staged into the cache"
 rdma_client_env
@@ -113,12 +117,16 @@ import ctypes, sys, hashlib, mmap
 lib = ctypes.CDLL('$top_builddir/stagein/.libs/libstagein.so.0')
 h = ctypes.c_void_p()
 assert lib.stagein_open(ctypes.byref(h)) == 0
+lib.stagein_last_error.restype = ctypes.c_char_p
 out = []
 for path in sys.argv[1:]:
     mem = mmap.mmap(-1, 32 << 20)
     buf = ctypes.c_char.from_buffer(mem)
     size = ctypes.c_uint64(12345)
     rc = lib.stagein_read(h, path.encode(), ctypes.byref(buf), ctypes.c_uint64(32 << 20), -1, ctypes.byref(size))
+    if rc:
+        out.append('%s:%d:%s' % (path, rc, lib.stagein_last_error(h).decode()))
+        continue
     out.append('%s:%d:%d:%s' % (path, rc, size.value, hashlib.sha256(mem[:size.value]).hexdigest()[:16]))
 lib.stagein_close(h)
 print(' '.join(out))" "$@" 2>"$TEST_DIR/read_lib.err"
@@ -133,6 +141,8 @@ is "$(read_lib data/one data/mid data/big data/empty)" "${want% }" \
     "stagein_read into a 32 MiB buffer: 1 B, 3 MiB, 20 MiB and an empty object, sizes and bytes right"
 is "$(($(grep -c 'HEAD /data/' "$LOG") - heads))" 2 \
     "... with a HEAD only for the first (the provider) and the empty object"
+is "$(read_lib data/cold data/nosuch)" "data/cold:8:data/cold is on tape only: stage it first data/nosuch:6:S3 GET data/nosuch: HTTP 404 NoSuchKey" \
+    "an object on tape only: STAGEIN_ERR_NOT_CACHED, saying so; a missing one: STAGEIN_ERR_NOT_FOUND"
 
 unset STAGEIN_RDMA_DOMAIN
 rdma_stop

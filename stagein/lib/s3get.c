@@ -593,7 +593,11 @@ static int read_first(stagein_t *h, job_t *j, uint64_t first, uint64_t *object_s
             account(j, &t, c.token != NULL, t.rdma_reply == 200 ? t.rdma_bytes : t.got);
             *object_size = t.total;
         } else if (t.status != 416) {
-            *rc = lib_fail_err(h, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+            stagein_err_t code = t.status ? code_of(&t) : STAGEIN_ERR_CONNECT;
+            *rc = code == STAGEIN_ERR_NOT_CACHED
+                      ? lib_fail(h, code, "%s/%s is on tape only: stage it first", j->tg->bucket,
+                                 j->tg->key)
+                      : lib_fail_err(h, code, &err);
         }
     }
     if (c.multi)
