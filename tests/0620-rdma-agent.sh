@@ -72,7 +72,8 @@ ok "$(grep -q "agent: 5 objects, 24191370 bytes resident in host memory in .* ch
 sent=$(metric stagein_rdma_sent_bytes_total)
 ok "$([ $((sent - sent0)) -ge 24191370 ]; echo $?)" "stageind wrote them by RDMA ($((sent - sent0)) bytes)"
 is "$(attach_check)" OK "attach: every object equals its source and checksum, read-only arrays"
-is "$(AGENT_SOCK=$AGENT_SOCK "$PY" -c '
+# (run in the test's directory: the handler writes a .btr file where it runs)
+is "$(cd "$TEST_DIR" && AGENT_SOCK=$AGENT_SOCK "$PY" -c '
 import ctypes, os, stagein
 a = stagein.attach(os.environ["AGENT_SOCK"])
 address = a["data/c"].ctypes.data
