@@ -176,6 +176,10 @@ int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
  * the slower commit (cache_writer_finish, which then checks nothing twice)
  * runs elsewhere. After a failure only cache_writer_abort is left. */
 int cache_writer_seal(cache_writer_t *w, si_error_t *err);
+/* After a successful seal: the checksum of the bytes received ("sha256:<hex>",
+ * or md5 when the catalog's checksum is one), so that a caller with no
+ * expected checksum need not hash them again. */
+const char *cache_writer_checksum(const cache_writer_t *w);
 /* Removes the temp file, gives the reservation back, frees the writer. */
 void cache_writer_abort(cache_writer_t *w);
 uint64_t cache_writer_received(const cache_writer_t *w);

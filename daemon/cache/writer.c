@@ -25,6 +25,7 @@ struct cache_writer {
     int64_t object_id;
     uint64_t expected_size;
     char expected_sum[SI_CHECKSUM_TEXT_MAX]; /* "" when the catalog has none */
+    char actual_sum[SI_CHECKSUM_TEXT_MAX];   /* the bytes', once sealed */
     si_checksum_t *sum;
     int fd;
     char temp_name[64];
@@ -365,7 +366,7 @@ static int seal(cache_writer_t *w, si_error_t *err)
                               PRIu64 " bytes, received %" PRIu64,
                               w->object_id, w->expected_size, w->received);
     }
-    char actual[SI_CHECKSUM_TEXT_MAX];
+    char *actual = w->actual_sum;
     si_checksum_final(w->sum, actual);
     if (w->expected_sum[0] && strcmp(actual, w->expected_sum) != 0) {
         pthread_mutex_lock(&c->lock);
@@ -382,6 +383,11 @@ static int seal(cache_writer_t *w, si_error_t *err)
 int cache_writer_seal(cache_writer_t *w, si_error_t *err)
 {
     return seal(w, err);
+}
+
+const char *cache_writer_checksum(const cache_writer_t *w)
+{
+    return w->sealed ? w->actual_sum : "";
 }
 
 int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)

@@ -20,7 +20,6 @@ struct push_upload {
     push_t *p;
     int64_t object_id;
     cache_writer_t *writer;
-    si_checksum_t *sum;             /* our own hash when the client sent none */
     push_received_t info;
 };
 
@@ -244,8 +243,6 @@ int push_upload_begin(push_t *p, const push_file_t *file, push_upload_t **out,
     u->info.size = file->size;
     if (file->checksum)
         snprintf(u->info.checksum, sizeof(u->info.checksum), "%s", file->checksum);
-    else if (!(u->sum = si_checksum_new("sha256", err)))
-        goto error;
     if (cache_writer_open(p->cache, u->object_id, file->size, file->checksum, &u->writer,
                           err) < 0) {
         if (errno == EAGAIN)
@@ -263,11 +260,7 @@ error:;
 
 int push_upload_write(push_upload_t *u, const void *data, size_t len, si_error_t *err)
 {
-    if (cache_writer_write(u->writer, data, len, err) < 0)
-        return -1;
-    if (u->sum)
-        si_checksum_update(u->sum, data, len);
-    return 0;
+    return cache_writer_write(u->writer, data, len, err);
 }
 
 /* RECEIVED, with the checksum we computed when the client sent none. */
@@ -317,10 +310,12 @@ error:
 int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err)
 {
     push_t *p = u->p;
-    if (u->sum) {
-        si_checksum_final(u->sum, u->info.checksum);
-        si_checksum_free(u->sum);
-        u->sum = NULL;
+    /* no checksum from the client: the one the cache writer computed */
+    if (!u->info.checksum[0]) {
+        if (cache_writer_seal(u->writer, err) < 0)
+            goto error;
+        snprintf(u->info.checksum, sizeof(u->info.checksum), "%s",
+                 cache_writer_checksum(u->writer));
     }
     cache_writer_t *w = u->writer;
     u->writer = NULL; /* freed by finish either way */
@@ -345,7 +340,6 @@ void push_upload_abort(push_upload_t *u)
     if (!u)
         return;
     cache_writer_abort(u->writer);
-    si_checksum_free(u->sum);
     si_error_t err;
     if (u->object_id && push_discard_object(u->p, u->object_id, &err) < 0)
         si_log(u->p->log, SI_LOG_ERROR, "push: removing a refused upload (it is removed at the"
