@@ -43,6 +43,9 @@ typedef struct {
     int part_number;
     uint64_t expected, written;
     bool rdma;                         /* the body is in the client's memory */
+    /* x-amz-content-sha256 checked by the cache writer (the push's
+     * expected checksum) rather than hashed here a second time */
+    bool sha_by_cache;
     si_rdma_token_t rdma_token;
     const char *fail_code;             /* the first failure, answered at the end */
     char fail_text[512];
@@ -214,9 +217,15 @@ static void put_end(s3_req_t *r)
     push_received_t got;
     push_upload_t *u = p->upload;
     p->upload = NULL;
+    bool whole = push_upload_received(u) == p->expected;
     if (push_upload_finish(u, &got, &err) < 0) {
-        s3_respond_error(r, errno == EBADMSG ? "IncompleteBody" : "InternalError", "%s",
-                         err.text);
+        if (errno == EBADMSG && whole && p->sha_by_cache)
+            s3_respond_error(r, "XAmzContentSHA256Mismatch", "The provided "
+                             "'x-amz-content-sha256' header does not match what was computed"
+                             " (%s)", err.text);
+        else
+            s3_respond_error(r, errno == EBADMSG ? "IncompleteBody" : "InternalError", "%s",
+                             err.text);
         return;
     }
     s3_db_t *db = s3_dbpool_get(r->srv->pool);
@@ -390,6 +399,12 @@ void s3_put_object(s3_req_t *r)
         free_state(p);
         s3_respond_error(r, code, "%s", err.text);
         return;
+    }
+    p->expected = size;
+    if (p->sha) {
+        si_sigv4_body_check_free(p->sha);
+        p->sha = NULL;
+        p->sha_by_cache = true;
     }
     r->body = &put_ops;
     r->body_state = p;
