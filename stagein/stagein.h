@@ -150,6 +150,9 @@ stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t c
  * transport "rdma" the server reads them from buf by RDMA when it can,
  * else they go in the request body; stagein_read_info says which. The
  * request is signed with the bytes' SHA-256, which the server checks.
+ * With STAGEIN_OPT_CHUNK_SIZE set (or past S3's 5 GiB PUT limit) the write
+ * is a multipart upload of parts that size (at least 5 MiB), sent
+ * STAGEIN_OPT_PARALLEL at a time, each by RDMA or HTTP as above.
  * etag (may be NULL) receives the object's ETag. */
 stagein_err_t stagein_write(stagein_t *h, const char *path, const void *buf, uint64_t size,
                             char etag[STAGEIN_CHECKSUM_MAX]);

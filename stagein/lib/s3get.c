@@ -18,6 +18,7 @@
 
 #include "common/checksum.h"
 #include "common/rdma_token.h"
+#include "common/strbuf.h"
 #include "stagein/lib/gpu.h"
 
 #define S3_ERROR_BODY_MAX 4096
@@ -225,9 +226,10 @@ typedef struct {
 /* The headers of one signed request to path: Host, the signer's, and
  * extra (signed; an x-amz-rdma-token among them like every x-amz-*
  * header, so only this client could have sent it), into *out, with its
- * URL. payload_hash: the body's hex sha256, NULL for an empty body. */
+ * URL (query: as on the wire, or NULL). payload_hash: the body's hex
+ * sha256, NULL: UNSIGNED-PAYLOAD. */
 static int signed_headers(const target_t *tg, const char *method, const char *path,
-                          const si_http_header_t *extra, size_t nextra,
+                          const char *query, const si_http_header_t *extra, size_t nextra,
                           const char *payload_hash, struct curl_slist **out, char *url,
                           size_t url_size, si_error_t *err)
 {
@@ -235,12 +237,13 @@ static int signed_headers(const target_t *tg, const char *method, const char *pa
     size_t nh = 1;
     for (size_t i = 0; i < nextra && nh < sizeof(hs) / sizeof(hs[0]); i++)
         hs[nh++] = extra[i];
-    si_sigv4_request_t rq = {.method = method, .path = path, .headers = hs, .nheaders = nh,
-                             .payload_hash = payload_hash};
+    si_sigv4_request_t rq = {.method = method, .path = path, .query = query, .headers = hs,
+                             .nheaders = nh, .payload_hash = payload_hash};
     si_sigv4_signed_t sig;
     if (si_sigv4_sign(tg->signer, &rq, (int64_t)time(NULL), &sig, err) < 0)
         return -1;
-    if ((size_t)snprintf(url, url_size, "%s%s", tg->h->s3_endpoint, path) >= url_size)
+    if ((size_t)snprintf(url, url_size, "%s%s%s%s", tg->h->s3_endpoint, path,
+                         query ? "?" : "", query ? query : "") >= url_size)
         return si_errprintf(err, "object path too long");
     struct curl_slist *list = NULL, *l;
     char line[SI_SIGV4_AUTHORIZATION_MAX + SI_RDMA_TOKEN_MAX + 64];
@@ -321,7 +324,7 @@ static int s3_call(const call_t *c, const target_t *tg, bool head, uint64_t offs
         hs[nh++] = (si_http_header_t){"x-amz-rdma-token", c->token};
     struct curl_slist *list = NULL;
     char url[4096 + 600];
-    if (signed_headers(tg, head ? "HEAD" : "GET", tg->path, hs, nh, NULL, &list, url,
+    if (signed_headers(tg, head ? "HEAD" : "GET", tg->path, NULL, hs, nh, NULL, &list, url,
                        sizeof(url), err) < 0)
         return -1;
     char curl_error[CURL_ERROR_SIZE] = "";
@@ -705,11 +708,13 @@ static size_t on_read(char *out, size_t size, size_t n, void *arg)
     return take;
 }
 
-/* PUT of [body, body+len), or with c->token of the memory the token grants
- * (the server reads it; the request body is empty). sha256_hex signs the
- * object's bytes either way. */
-static int put_call(const call_t *c, const target_t *tg, const void *body, uint64_t len,
-                    const char *sha256_hex, transfer_t *t, si_error_t *err)
+/* A request with a body: PUT of [body, body+len) (an object; a part, by
+ * its query), or with c->token of the memory the token grants (the server
+ * reads it; the request body is empty); POST with the body (multipart
+ * create and complete); DELETE (abort). sha256_hex signs the bytes. */
+static int send_call(const call_t *c, const target_t *tg, const char *method,
+                     const char *query, const void *body, uint64_t len,
+                     const char *sha256_hex, transfer_t *t, si_error_t *err)
 {
     si_http_header_t hs[1];
     size_t nh = 0;
@@ -717,7 +722,7 @@ static int put_call(const call_t *c, const target_t *tg, const void *body, uint6
         hs[nh++] = (si_http_header_t){"x-amz-rdma-token", c->token};
     struct curl_slist *list = NULL, *l;
     char url[4096 + 600];
-    if (signed_headers(tg, "PUT", tg->path, hs, nh, sha256_hex, &list, url, sizeof(url),
+    if (signed_headers(tg, method, tg->path, query, hs, nh, sha256_hex, &list, url, sizeof(url),
                        err) < 0)
         return -1;
     /* no 100-continue round trip: the request is signed, the answer quick */
@@ -729,17 +734,65 @@ static int put_call(const call_t *c, const target_t *tg, const void *body, uint6
     list = l;
     upload_t u = {.src = body, .len = c->token ? 0 : len};
     char curl_error[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(c->curl, CURLOPT_UPLOAD, 1L);
-    curl_easy_setopt(c->curl, CURLOPT_READFUNCTION, on_read);
-    curl_easy_setopt(c->curl, CURLOPT_READDATA, &u);
-    curl_easy_setopt(c->curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)u.len);
+    if (strcmp(method, "PUT") == 0) {
+        curl_easy_setopt(c->curl, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(c->curl, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(c->curl, CURLOPT_READDATA, &u);
+        curl_easy_setopt(c->curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)u.len);
+    } else if (strcmp(method, "POST") == 0) {
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body ? body : "");
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    } else {
+        curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
+    }
     CURLcode cc = run_request(c, tg->h, url, list, t, curl_error);
-    if (failed(tg, "PUT", t, cc, curl_error, err))
+    if (failed(tg, method, t, cc, curl_error, err))
         return -1;
     if (c->token && (t->rdma_reply != 200 || t->rdma_bytes != len))
         return si_errprintf(err, "S3 PUT %s/%s: the server read %llu bytes by RDMA of %llu",
                             tg->bucket, tg->key, (unsigned long long)t->rdma_bytes,
                             (unsigned long long)len);
+    return 0;
+}
+
+/* The hex SHA-256 of [p, p+len) into hex (65 bytes). */
+static int sha256_hex(const void *p, uint64_t len, char *hex, si_error_t *err)
+{
+    si_checksum_t *sum = si_checksum_new("sha256", err);
+    if (!sum)
+        return -1;
+    si_checksum_update(sum, p, (size_t)len);
+    char text[SI_CHECKSUM_TEXT_MAX];
+    si_checksum_final(sum, text);
+    si_checksum_free(sum);
+    snprintf(hex, 65, "%s", strchr(text, ':') + 1);
+    return 0;
+}
+
+/* One PUT (object or part), by RDMA when a token is given, and over HTTP
+ * when the server declines it (501: nothing was stored). */
+static int put_bytes(stagein_t *h, CURL *curl, CURLM *multi, const target_t *tg,
+                     const char *query, const void *buf, uint64_t len, const char *token,
+                     transfer_t *t, si_error_t *err)
+{
+    char sha[65];
+    if (sha256_hex(buf, len, sha, err) < 0)
+        return -1;
+    call_t c = {.curl = curl, .multi = multi, .token = token};
+    if (send_call(&c, tg, "PUT", query, buf, len, sha, t, err) == 0) {
+        atomic_fetch_add(token ? &h->bytes_rdma : &h->bytes_http, len);
+        return 0;
+    }
+    if (!token || t->rdma_reply != 501)
+        return -1;
+    lib_rdma_note(h, "the server answered over HTTP: %s",
+                  t->rdma_reason[0] ? t->rdma_reason : "declined (501)");
+    memset(t, 0, sizeof(*t));
+    curl_easy_reset(curl);
+    c.token = NULL;
+    if (send_call(&c, tg, "PUT", query, buf, len, sha, t, err) < 0)
+        return -1;
+    atomic_fetch_add(&h->bytes_http, len);
     return 0;
 }
 
@@ -788,6 +841,198 @@ static lib_rdma_region_t *rdma_write_begin(stagein_t *h, const target_t *tg, con
     return region;
 }
 
+/* --- multipart write ------------------------------------------------------ */
+
+/* S3's bounds: parts of at least 5 MiB (but the last), at most 10,000 of
+ * them, and no single PUT above 5 GiB. */
+#define PART_MIN (5ull << 20)
+#define PARTS_MAX 10000
+#define PUT_MAX (5ull << 30)
+#define PART_DEFAULT (64ull << 20)
+
+typedef struct {
+    stagein_t *h;
+    const target_t *tg;
+    const unsigned char *src;
+    uint64_t size, part_size, nparts;
+    lib_rdma_region_t *region;   /* src registered for the server to read */
+    char upload_id[200];
+    char (*etags)[STAGEIN_CHECKSUM_MAX];
+    _Atomic uint64_t next;
+    _Atomic int stop;
+    pthread_mutex_t lock;
+    stagein_err_t code;
+    si_error_t err;
+} parts_t;
+
+/* The text of the first <NAME>...</NAME> in xml (quotes, &quot; dropped). */
+static bool xml_value(const char *xml, const char *name, char *out, size_t size)
+{
+    char open[40];
+    snprintf(open, sizeof(open), "<%s>", name);
+    const char *v = strstr(xml, open);
+    if (!v)
+        return false;
+    v += strlen(open);
+    size_t n = 0;
+    while (*v && *v != '<' && n + 1 < size) {
+        if (strncmp(v, "&quot;", 6) == 0)
+            v += 6;
+        else if (*v == '"')
+            v++;
+        else
+            out[n++] = *v++;
+    }
+    out[n] = '\0';
+    return n > 0;
+}
+
+static void *part_worker(void *arg)
+{
+    parts_t *m = arg;
+    si_error_t err;
+    char token[SI_RDMA_TOKEN_MAX + 1], query[300];
+    CURL *curl = curl_easy_init();
+    CURLM *multi = m->region ? curl_multi_init() : NULL;
+    if (!curl || (m->region && !multi)) {
+        si_errprintf(&err, "cannot make a libcurl handle");
+        pthread_mutex_lock(&m->lock);
+        if (m->code == STAGEIN_SUCCESS) {
+            m->code = STAGEIN_ERR_NOMEM;
+            m->err = err;
+        }
+        pthread_mutex_unlock(&m->lock);
+        atomic_store(&m->stop, 1);
+    }
+    while (curl && !atomic_load(&m->stop)) {
+        uint64_t i = atomic_fetch_add(&m->next, 1);
+        if (i >= m->nparts)
+            break;
+        uint64_t off = i * m->part_size;
+        uint64_t len = m->size - off < m->part_size ? m->size - off : m->part_size;
+        const char *tok = NULL;
+        if (m->region && lib_rdma_token(m->h, m->region, off, len, token, sizeof(token),
+                                        &err) == 0)
+            tok = token;
+        snprintf(query, sizeof(query), "partNumber=%llu&uploadId=%s",
+                 (unsigned long long)i + 1, m->upload_id);
+        transfer_t t = {0};
+        curl_easy_reset(curl);
+        if (put_bytes(m->h, curl, multi, m->tg, query, m->src + off, len, tok, &t, &err) < 0) {
+            pthread_mutex_lock(&m->lock);
+            if (m->code == STAGEIN_SUCCESS) {
+                m->code = t.status ? code_of(&t) : STAGEIN_ERR_CONNECT;
+                m->err = err;
+            }
+            pthread_mutex_unlock(&m->lock);
+            atomic_store(&m->stop, 1);
+            break;
+        }
+        snprintf(m->etags[i], STAGEIN_CHECKSUM_MAX, "%s", t.etag);
+        atomic_fetch_add(&m->h->landed, len);
+    }
+    if (multi)
+        curl_multi_cleanup(multi);
+    if (curl)
+        curl_easy_cleanup(curl);
+    return NULL;
+}
+
+/* POST ?uploads, the parts by a few threads, POST ?uploadId (or, after a
+ * failure, DELETE ?uploadId so that the server drops the parts). */
+static stagein_err_t write_parts(stagein_t *h, const target_t *tg, const void *buf,
+                                 uint64_t size, uint64_t part_size, lib_rdma_region_t *region,
+                                 char *etag)
+{
+    si_error_t err;
+    parts_t m = {.h = h, .tg = tg, .src = buf, .size = size, .part_size = part_size,
+                 .nparts = (size + part_size - 1) / part_size, .region = region,
+                 .code = STAGEIN_SUCCESS};
+    char query[300];
+    transfer_t t = {0};
+    call_t c = {.curl = curl_easy_init()};
+    stagein_err_t rc = STAGEIN_SUCCESS;
+    si_strbuf_t xml;
+    si_strbuf_init(&xml, 1u << 20);
+    if (!c.curl || !(m.etags = calloc(m.nparts, sizeof(*m.etags)))) {
+        rc = lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (send_call(&c, tg, "POST", "uploads", NULL, 0, NULL, &t, &err) < 0) {
+        rc = lib_fail_err(h, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+        goto done;
+    }
+    if (!xml_value(t.error_body, "UploadId", m.upload_id, sizeof(m.upload_id)) ||
+        strspn(m.upload_id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~") !=
+            strlen(m.upload_id)) {
+        rc = lib_fail(h, STAGEIN_ERR_PROTOCOL, "S3 POST %s/%s?uploads: no usable UploadId in the"
+                      " answer", tg->bucket, tg->key);
+        goto done;
+    }
+    pthread_t threads[LIB_MAX_PARALLEL];
+    int parallel = h->parallel ? h->parallel : region ? LIB_RDMA_PARALLEL : 4;
+    int n = (int)(m.nparts < (uint64_t)parallel ? m.nparts : (uint64_t)parallel), started = 0;
+    pthread_mutex_init(&m.lock, NULL);
+    for (; started < n; started++)
+        if (pthread_create(&threads[started], NULL, part_worker, &m) != 0)
+            break;
+    for (int i = 0; i < started; i++)
+        pthread_join(threads[i], NULL);
+    pthread_mutex_destroy(&m.lock);
+    if (started == 0 && m.code == STAGEIN_SUCCESS) {
+        m.code = STAGEIN_ERR_SYSTEM;
+        si_errprintf(&m.err, "cannot start a writer thread");
+    }
+    snprintf(query, sizeof(query), "uploadId=%s", m.upload_id);
+    curl_easy_reset(c.curl);
+    if (m.code != STAGEIN_SUCCESS) {
+        rc = lib_fail_err(h, m.code, &m.err);
+        transfer_t ignored = {0};
+        send_call(&c, tg, "DELETE", query, NULL, 0, NULL, &ignored, &err);
+        goto done;
+    }
+    si_strbuf_puts(&xml, "<CompleteMultipartUpload>");
+    for (uint64_t i = 0; i < m.nparts; i++)
+        si_strbuf_printf(&xml, "<Part><PartNumber>%llu</PartNumber><ETag>\"%s\"</ETag></Part>",
+                         (unsigned long long)i + 1, m.etags[i]);
+    si_strbuf_puts(&xml, "</CompleteMultipartUpload>");
+    char sha[65];
+    memset(&t, 0, sizeof(t));
+    if (xml.failed || sha256_hex(si_strbuf_str(&xml), xml.len, sha, &err) < 0) {
+        rc = lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
+    } else if (send_call(&c, tg, "POST", query, si_strbuf_str(&xml), xml.len, sha, &t,
+                         &err) < 0) {
+        rc = lib_fail_err(h, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+    } else if (strstr(t.error_body, "<Error>") ||
+               !xml_value(t.error_body, "ETag", etag, STAGEIN_CHECKSUM_MAX)) {
+        /* S3 may answer 200 and an error in the body */
+        char code[64] = "";
+        xml_value(t.error_body, "Code", code, sizeof(code));
+        rc = lib_fail(h, STAGEIN_ERR_SERVER, "S3 POST %s/%s?uploadId=%s: %s", tg->bucket,
+                      tg->key, m.upload_id, code[0] ? code : "no ETag in the answer");
+    }
+done:
+    si_strbuf_free(&xml);
+    free(m.etags);
+    if (c.curl)
+        curl_easy_cleanup(c.curl);
+    return rc;
+}
+
+/* The part size of a write of size bytes, 0 for one PUT: the chunk size when
+ * set (at least 5 MiB), else parts only past S3's 5 GiB PUT limit. */
+static uint64_t part_size_of(const stagein_t *h, uint64_t size)
+{
+    uint64_t part = h->chunk ? h->chunk : PART_DEFAULT;
+    if (part < PART_MIN)
+        part = PART_MIN;
+    if ((size + part - 1) / part > PARTS_MAX)
+        part = (size + PARTS_MAX - 1) / PARTS_MAX;
+    if (size <= part || (!h->chunk && size <= PUT_MAX))
+        return 0;
+    return part;
+}
+
 stagein_err_t stagein_write(stagein_t *h, const char *path, const void *buf, uint64_t size,
                             char etag[STAGEIN_CHECKSUM_MAX])
 {
@@ -796,55 +1041,36 @@ stagein_err_t stagein_write(stagein_t *h, const char *path, const void *buf, uin
         return rc;
     target_t tg;
     si_error_t err;
-    rc = target_init(h, path, &tg);
-    if (rc != STAGEIN_SUCCESS)
-        goto done;
-    /* the object's own hash signs the request: the server checks the bytes
-     * it took, from the body or from this memory, against it */
-    si_checksum_t *sum = si_checksum_new("sha256", &err);
-    if (!sum) {
-        rc = lib_fail_err(h, STAGEIN_ERR_NOMEM, &err);
-        goto done;
-    }
-    si_checksum_update(sum, buf, (size_t)size);
-    char sha[SI_CHECKSUM_TEXT_MAX];
-    si_checksum_final(sum, sha);
-    si_checksum_free(sum);
-    char token[SI_RDMA_TOKEN_MAX + 1];
+    char token[SI_RDMA_TOKEN_MAX + 1], got_etag[STAGEIN_CHECKSUM_MAX] = "";
     lib_rdma_region_t *region = NULL;
+    CURL *curl = NULL;
+    CURLM *multi = NULL;
+    if ((rc = target_init(h, path, &tg)) != STAGEIN_SUCCESS)
+        goto done;
     if (h->transport == LIB_TRANSPORT_RDMA && size > 0)
         region = rdma_write_begin(h, &tg, buf, size, token, sizeof(token));
-    transfer_t t = {0};
-    call_t c = {.curl = curl_easy_init(), .multi = region ? curl_multi_init() : NULL,
-                .token = region ? token : NULL};
-    if (!c.curl || (region && !c.multi)) {
-        rc = lib_fail(h, STAGEIN_ERR_NOMEM, "cannot make a libcurl handle");
-    } else if (put_call(&c, &tg, buf, size, strchr(sha, ':') + 1, &t, &err) == 0) {
-        atomic_fetch_add(region ? &h->bytes_rdma : &h->bytes_http, size);
-    } else if (region && t.rdma_reply == 501) {
-        /* declined, or the transfer failed: nothing was stored; send the body */
-        lib_rdma_note(h, "the server answered over HTTP: %s",
-                      t.rdma_reason[0] ? t.rdma_reason : "declined (501)");
-        transfer_t again = {0};
-        call_t plain = {.curl = c.curl};
-        curl_easy_reset(c.curl);
-        if (put_call(&plain, &tg, buf, size, strchr(sha, ':') + 1, &again, &err) == 0) {
-            atomic_fetch_add(&h->bytes_http, size);
-            t = again;
-        } else {
-            rc = lib_fail_err(h, again.status ? code_of(&again) : STAGEIN_ERR_CONNECT, &err);
-        }
-    } else {
-        rc = lib_fail_err(h, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+    uint64_t part = part_size_of(h, size);
+    if (part) {
+        rc = write_parts(h, &tg, buf, size, part, region, got_etag);
+        goto done;
     }
-    if (rc == STAGEIN_SUCCESS && etag)
-        snprintf(etag, STAGEIN_CHECKSUM_MAX, "%s", t.etag);
-    if (c.multi)
-        curl_multi_cleanup(c.multi);
-    if (c.curl)
-        curl_easy_cleanup(c.curl);
-    lib_rdma_unregister(h, region);
+    transfer_t t = {0};
+    if (!(curl = curl_easy_init()) || (region && !(multi = curl_multi_init()))) {
+        rc = lib_fail(h, STAGEIN_ERR_NOMEM, "cannot make a libcurl handle");
+        goto done;
+    }
+    if (put_bytes(h, curl, multi, &tg, NULL, size ? buf : "", size, region ? token : NULL, &t,
+                  &err) < 0)
+        rc = lib_fail_err(h, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+    snprintf(got_etag, sizeof(got_etag), "%s", t.etag);
 done:
+    if (rc == STAGEIN_SUCCESS && etag)
+        snprintf(etag, STAGEIN_CHECKSUM_MAX, "%s", got_etag);
+    if (multi)
+        curl_multi_cleanup(multi);
+    if (curl)
+        curl_easy_cleanup(curl);
+    lib_rdma_unregister(h, region);
     free(tg.path);
     return rc;
 }
