@@ -403,6 +403,26 @@ stagein_err_t stagein_stat(stagein_t *h, const char *path, uint64_t *size,
 
 /* --- parallel read ------------------------------------------------------ */
 
+/* The first failure among threads working on one transfer; the others
+ * see stop and end. */
+typedef struct {
+    pthread_mutex_t lock;
+    stagein_err_t code;
+    si_error_t err;
+    _Atomic int stop;
+} outcome_t;
+
+static void outcome_fail(outcome_t *o, stagein_err_t code, const si_error_t *err)
+{
+    pthread_mutex_lock(&o->lock);
+    if (o->code == STAGEIN_SUCCESS) {
+        o->code = code;
+        o->err = *err;
+    }
+    pthread_mutex_unlock(&o->lock);
+    atomic_store(&o->stop, 1);
+}
+
 typedef struct {
     const target_t *tg;
     unsigned char *dst;      /* host destination, or NULL for the GPU */
@@ -412,22 +432,9 @@ typedef struct {
     bool rdma;               /* send tokens (the handle's client is open) */
     lib_rdma_region_t *region; /* dst registered (host destination) */
     _Atomic uint64_t next;
-    _Atomic int stop;
-    pthread_mutex_t lock;
-    stagein_err_t code;
-    si_error_t err;
+    outcome_t out;
 } job_t;
 
-static void job_fail(job_t *j, stagein_err_t code, const si_error_t *err)
-{
-    pthread_mutex_lock(&j->lock);
-    if (j->code == STAGEIN_SUCCESS) {
-        j->code = code;
-        j->err = *err;
-    }
-    pthread_mutex_unlock(&j->lock);
-    atomic_store(&j->stop, 1);
-}
 
 /* The token for one range: of the registered destination, or of the
  * worker's registered bounce buffer (GPU destination). NULL: send none. */
@@ -472,11 +479,11 @@ static void *worker(void *arg)
     call_t c = {.curl = curl_easy_init(), .multi = j->rdma ? curl_multi_init() : NULL};
     if (!c.curl || (j->rdma && !c.multi)) {
         si_errprintf(&err, "cannot make a libcurl handle");
-        job_fail(j, STAGEIN_ERR_NOMEM, &err);
+        outcome_fail(&j->out, STAGEIN_ERR_NOMEM, &err);
         goto done;
     }
     if (!j->dst && lib_cuda_bounce_alloc(j->cuda, j->chunk, &bounce, &err) < 0) {
-        job_fail(j, STAGEIN_ERR_NO_DEVICE, &err);
+        outcome_fail(&j->out, STAGEIN_ERR_NO_DEVICE, &err);
         goto done;
     }
     if (!j->dst && j->rdma && !(bounce_region = lib_rdma_register(j->tg->h, bounce, j->chunk,
@@ -484,22 +491,22 @@ static void *worker(void *arg)
         lib_rdma_note(j->tg->h, "cannot register the bounce buffer: %s", err.text);
     for (;;) {
         uint64_t i = atomic_fetch_add(&j->next, 1);
-        if (i >= j->nchunks || atomic_load(&j->stop))
+        if (i >= j->nchunks || atomic_load(&j->out.stop))
             break;
         uint64_t off = i * j->chunk;
         uint64_t len = j->size - off < j->chunk ? j->size - off : j->chunk;
         transfer_t t = {.dst = j->dst ? j->dst + off : bounce, .len = len,
-                        .landed = j->dst ? &j->tg->h->landed : NULL, .stop = &j->stop};
+                        .landed = j->dst ? &j->tg->h->landed : NULL, .stop = &j->out.stop};
         c.token = range_token(j, bounce_region, off, len, token, sizeof(token));
         if (s3_call(&c, j->tg, false, off, len, j->size, &t, &err) < 0) {
-            if (!atomic_load(&j->stop))
-                job_fail(j, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+            if (!atomic_load(&j->out.stop))
+                outcome_fail(&j->out, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
             break;
         }
         account(j, &t, c.token != NULL, len);
         if (!j->dst) {
             if (lib_cuda_copy_to_device(j->cuda, j->device_ptr + off, bounce, len, &err) < 0) {
-                job_fail(j, STAGEIN_ERR_NO_DEVICE, &err);
+                outcome_fail(&j->out, STAGEIN_ERR_NO_DEVICE, &err);
                 break;
             }
             atomic_fetch_add(&j->tg->h->landed, len);
@@ -553,8 +560,8 @@ static stagein_err_t run_job(stagein_t *h, job_t *j)
         return lib_fail(h, STAGEIN_ERR_SYSTEM, "cannot start a reader thread");
     for (int i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
-    if (j->code != STAGEIN_SUCCESS)
-        return lib_fail_err(h, j->code, &j->err);
+    if (j->out.code != STAGEIN_SUCCESS)
+        return lib_fail_err(h, j->out.code, &j->out.err);
     return STAGEIN_SUCCESS;
 }
 
@@ -617,7 +624,7 @@ stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t c
     if (rc != STAGEIN_SUCCESS)
         return rc;
     target_t tg;
-    job_t j = {.code = STAGEIN_SUCCESS};
+    job_t j = {.out.code = STAGEIN_SUCCESS};
     bool cached = true, rdma = h->transport == LIB_TRANSPORT_RDMA;
     uint64_t object_size = 0, done = 0;
     char server_provider[SI_RDMA_PROVIDER_MAX + 1] = "";
@@ -680,9 +687,9 @@ sized:
         j.chunk = h->chunk ? h->chunk : j.rdma && j.dst ? LIB_RDMA_CHUNK : LIB_DEFAULT_CHUNK;
     j.nchunks = (object_size + j.chunk - 1) / j.chunk;
     atomic_store(&j.next, done ? 1 : 0); /* the first GET brought a whole chunk */
-    pthread_mutex_init(&j.lock, NULL);
+    pthread_mutex_init(&j.out.lock, NULL);
     rc = run_job(h, &j);
-    pthread_mutex_destroy(&j.lock);
+    pthread_mutex_destroy(&j.out.lock);
 done:
     if (j.region)
         lib_rdma_unregister(h, j.region);
@@ -859,10 +866,7 @@ typedef struct {
     char upload_id[200];
     char (*etags)[STAGEIN_CHECKSUM_MAX];
     _Atomic uint64_t next;
-    _Atomic int stop;
-    pthread_mutex_t lock;
-    stagein_err_t code;
-    si_error_t err;
+    outcome_t out;
 } parts_t;
 
 /* The text of the first <NAME>...</NAME> in xml (quotes, &quot; dropped). */
@@ -887,6 +891,7 @@ static bool xml_value(const char *xml, const char *name, char *out, size_t size)
     return n > 0;
 }
 
+
 static void *part_worker(void *arg)
 {
     parts_t *m = arg;
@@ -896,15 +901,9 @@ static void *part_worker(void *arg)
     CURLM *multi = m->region ? curl_multi_init() : NULL;
     if (!curl || (m->region && !multi)) {
         si_errprintf(&err, "cannot make a libcurl handle");
-        pthread_mutex_lock(&m->lock);
-        if (m->code == STAGEIN_SUCCESS) {
-            m->code = STAGEIN_ERR_NOMEM;
-            m->err = err;
-        }
-        pthread_mutex_unlock(&m->lock);
-        atomic_store(&m->stop, 1);
+        outcome_fail(&m->out, STAGEIN_ERR_NOMEM, &err);
     }
-    while (curl && !atomic_load(&m->stop)) {
+    while (curl && !atomic_load(&m->out.stop)) {
         uint64_t i = atomic_fetch_add(&m->next, 1);
         if (i >= m->nparts)
             break;
@@ -919,13 +918,7 @@ static void *part_worker(void *arg)
         transfer_t t = {0};
         curl_easy_reset(curl);
         if (put_bytes(m->h, curl, multi, m->tg, query, m->src + off, len, tok, &t, &err) < 0) {
-            pthread_mutex_lock(&m->lock);
-            if (m->code == STAGEIN_SUCCESS) {
-                m->code = t.status ? code_of(&t) : STAGEIN_ERR_CONNECT;
-                m->err = err;
-            }
-            pthread_mutex_unlock(&m->lock);
-            atomic_store(&m->stop, 1);
+            outcome_fail(&m->out, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
             break;
         }
         snprintf(m->etags[i], STAGEIN_CHECKSUM_MAX, "%s", t.etag);
@@ -947,7 +940,7 @@ static stagein_err_t write_parts(stagein_t *h, const target_t *tg, const void *b
     si_error_t err;
     parts_t m = {.h = h, .tg = tg, .src = buf, .size = size, .part_size = part_size,
                  .nparts = (size + part_size - 1) / part_size, .region = region,
-                 .code = STAGEIN_SUCCESS};
+                 .out.code = STAGEIN_SUCCESS};
     char query[300];
     transfer_t t = {0};
     call_t c = {.curl = curl_easy_init()};
@@ -972,21 +965,21 @@ static stagein_err_t write_parts(stagein_t *h, const target_t *tg, const void *b
     pthread_t threads[LIB_MAX_PARALLEL];
     int parallel = h->parallel ? h->parallel : region ? LIB_RDMA_PARALLEL : 4;
     int n = (int)(m.nparts < (uint64_t)parallel ? m.nparts : (uint64_t)parallel), started = 0;
-    pthread_mutex_init(&m.lock, NULL);
+    pthread_mutex_init(&m.out.lock, NULL);
     for (; started < n; started++)
         if (pthread_create(&threads[started], NULL, part_worker, &m) != 0)
             break;
     for (int i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
-    pthread_mutex_destroy(&m.lock);
-    if (started == 0 && m.code == STAGEIN_SUCCESS) {
-        m.code = STAGEIN_ERR_SYSTEM;
-        si_errprintf(&m.err, "cannot start a writer thread");
+    pthread_mutex_destroy(&m.out.lock);
+    if (started == 0 && m.out.code == STAGEIN_SUCCESS) {
+        m.out.code = STAGEIN_ERR_SYSTEM;
+        si_errprintf(&m.out.err, "cannot start a writer thread");
     }
     snprintf(query, sizeof(query), "uploadId=%s", m.upload_id);
     curl_easy_reset(c.curl);
-    if (m.code != STAGEIN_SUCCESS) {
-        rc = lib_fail_err(h, m.code, &m.err);
+    if (m.out.code != STAGEIN_SUCCESS) {
+        rc = lib_fail_err(h, m.out.code, &m.out.err);
         transfer_t ignored = {0};
         send_call(&c, tg, "DELETE", query, NULL, 0, NULL, &ignored, &err);
         goto done;
