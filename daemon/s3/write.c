@@ -30,7 +30,8 @@ typedef struct {
     push_upload_t *upload;
     si_awschunked_t *chunked;          /* aws-chunked bodies */
     si_sigv4_body_check_t *sha;        /* x-amz-content-sha256 with a hash */
-    si_checksum_t *md5;                /* the ETag */
+    si_checksum_t *md5;                /* the ETag; for large bodies */
+    si_checksum_async_t *md5_async;    /* on a thread of its own */
     si_amz_checksum_t *amz;            /* an x-amz-checksum-* header to verify */
     char amz_expected[SI_AMZ_CHECKSUM_B64_MAX];
     char amz_header[40];
@@ -66,6 +67,7 @@ static void free_state(put_state_t *p)
     si_awschunked_free(p->chunked);
     si_sigv4_body_check_free(p->sha);
     si_checksum_free(p->md5);
+    si_checksum_async_free(p->md5_async);
     si_amz_checksum_free(p->amz);
     if (p->part_fd >= 0) {
         close(p->part_fd);
@@ -79,7 +81,10 @@ static int payload(void *arg, const void *data, size_t len)
 {
     put_state_t *p = arg;
     si_error_t err;
-    si_checksum_update(p->md5, data, len);
+    if (p->md5_async)
+        si_checksum_async_update(p->md5_async, data, len);
+    else
+        si_checksum_update(p->md5, data, len);
     if (p->amz)
         si_amz_checksum_update(p->amz, data, len);
     if (!p->upload) {
@@ -174,9 +179,15 @@ static void body_verify(put_state_t *p, char md5[SI_CHECKSUM_TEXT_MAX])
         put_fail(p, si_sigv4_status_code(st), err.text);
     if (!p->fail_code && p->sha && si_sigv4_body_check_finish(p->sha, &st, &err) < 0)
         put_fail(p, si_sigv4_status_code(st), err.text);
-    si_checksum_final(p->md5, md5);
-    si_checksum_free(p->md5);
-    p->md5 = NULL;
+    if (p->md5_async) {
+        si_checksum_async_final(p->md5_async, md5);
+        si_checksum_async_free(p->md5_async);
+        p->md5_async = NULL;
+    } else {
+        si_checksum_final(p->md5, md5);
+        si_checksum_free(p->md5);
+        p->md5 = NULL;
+    }
     if (!p->fail_code && p->amz) {
         char got[SI_AMZ_CHECKSUM_B64_MAX];
         si_amz_checksum_final(p->amz, got);
@@ -302,6 +313,22 @@ static int find_amz_checksum(s3_req_t *r, put_state_t *p, si_error_t *err)
     return 0;
 }
 
+/* Bodies from this size on have their MD5 (the ETag) computed on a thread
+ * of its own, beside the SHA-256 and the write on this one. */
+#define MD5_ASYNC_MIN (8u << 20)
+
+/* The ETag's hash for a body of size bytes (a sync one replaced). */
+static int md5_begin(put_state_t *p, uint64_t size, si_error_t *err)
+{
+    si_checksum_free(p->md5);
+    si_checksum_async_free(p->md5_async);
+    p->md5 = NULL;
+    p->md5_async = NULL;
+    if (size >= MD5_ASYNC_MIN)
+        return (p->md5_async = si_checksum_async_new("md5", err)) ? 0 : -1;
+    return (p->md5 = si_checksum_new("md5", err)) ? 0 : -1;
+}
+
 /* The state of a body to verify as signed (its declared length in *size),
  * or NULL with the answer given. */
 static put_state_t *body_begin(s3_req_t *r, uint64_t *size_out)
@@ -318,7 +345,7 @@ static put_state_t *body_begin(s3_req_t *r, uint64_t *size_out)
         return NULL;
     }
     put_state_t *p = calloc(1, sizeof(*p));
-    if (!p || !(p->md5 = si_checksum_new("md5", &err))) {
+    if (!p || md5_begin(p, size, &err) < 0) {
         free(p);
         s3_respond_error(r, "InternalError", "out of memory");
         return NULL;
@@ -361,8 +388,14 @@ static int body_by_rdma(s3_req_t *r, put_state_t *p, uint64_t *size)
         return -1;
     }
     if (rc > 0) {
+        si_error_t err;
         p->rdma = true;
         *size = p->rdma_token.len;
+        if (md5_begin(p, *size, &err) < 0) {
+            free_state(p);
+            s3_respond_error(r, "InternalError", "%s", err.text);
+            return -1;
+        }
     }
     return 0;
 }
