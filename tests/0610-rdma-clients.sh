@@ -79,12 +79,6 @@ killed() {
         "$label: and the one after it by RDMA"
 }
 
-# skip_one REASON: a TAP skip, counted
-skip_one() {
-    tap_n=$((tap_n + 1))
-    echo "ok $tap_n # SKIP $1"
-}
-
 is "$(concurrent tcp)" "" "tcp: 16 clients at once, each object identical and all by RDMA"
 is "$(rdma_settled | cut -d' ' -f2-)" "$(metric stagein_rdma_buffers)/$(metric stagein_rdma_buffers) transfers=0 retired=0" \
     "tcp: afterwards every pool buffer free, nothing running"

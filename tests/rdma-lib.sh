@@ -50,3 +50,16 @@ rdma_stop() {
 shm_forget() {
     rm -f /dev/shm/"$1":* 2>/dev/null
 }
+
+# skip_one REASON: a TAP skip, counted
+skip_one() {
+    tap_n=$((tap_n + 1))
+    echo "ok $tap_n # SKIP $1"
+}
+
+# shm_client_crashed OUTPUT: status 0 when the client died of SIGSEGV inside
+# libfabric (1.17's shm provider now and then does: doc/rdma.md)
+SHM_CRASH="a client died of SIGSEGV inside libfabric 1.17's shm provider (doc/rdma.md)"
+shm_client_crashed() {
+    grep -q "terminated with signal 11" <<<"$1" && grep -q "libfabric\.so" <<<"$1"
+}
