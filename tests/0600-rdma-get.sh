@@ -33,6 +33,10 @@ get_all() {
     local label=$1 key out want bad=""; shift
     for key in $KEYS; do
         out=$(env "$@" "$STAGEIN" get "data/$key" --transport rdma --dest "$TEST_DIR/$label" 2>&1)
+        if shm_client_crashed "$out"; then
+            echo CRASH
+            return
+        fi
         want="$TEST_DIR/$label/data/$key $(stat -c %s "$SRC/$key") sha256:$(sha256sum < "$SRC/$key" | cut -d' ' -f1) rdma=$(stat -c %s "$SRC/$key") http=0"
         if [ "$out" != "$want" ] || ! same_bytes "$TEST_DIR/$label/data/$key" "$SRC/$key"; then
             bad+="$key "
@@ -41,8 +45,13 @@ get_all() {
     done
     echo "$bad"
 }
-is "$(get_all shm)" "" "shm: 1 B, 4097 B, 3 MiB + 7, 20 MiB + 17: every byte by RDMA, identical"
-is "$(get_all shm-range STAGEIN_CHUNK_SIZE=65536 STAGEIN_PARALLEL=4)" "" \
+# is_got_all GOT DESCRIPTION: get_all's answer checked, or skipped after a
+# client crash inside libfabric's shm
+is_got_all() {
+    if [ "$1" = CRASH ]; then skip_one "$2: $SHM_CRASH"; else is "$1" "" "$2"; fi
+}
+is_got_all "$(get_all shm)" "shm: 1 B, 4097 B, 3 MiB + 7, 20 MiB + 17: every byte by RDMA, identical"
+is_got_all "$(get_all shm-range STAGEIN_CHUNK_SIZE=65536 STAGEIN_PARALLEL=4)" \
     "shm: the same as range GETs of 64 KiB, 4 at a time (ranges end anywhere)"
 out=$("$STAGEIN" get pub --transport rdma --dest "$TEST_DIR/ds" --endpoint "unix:$SOCK" 2>&1)
 differ=""
