@@ -25,7 +25,6 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +40,7 @@
 #include "common/s3client.h"
 #include "common/table.h"
 #include "tests/bench/bench_opts.h"
+#include "tests/bench/bench_request.h"
 
 #define GETS 8           /* s3: objects read at once, staged and direct */
 #define HSM_WORKERS 4    /* hsm: copies at once; cat: files at once */
@@ -282,29 +282,8 @@ static double stage_dataset(daemon_t *d, const char *dataset)
         exit(1);
     }
     free(answer);
-    sqlite3 *db = NULL;
-    sqlite3_stmt *q = NULL;
-    sqlite3_open_v2(d->db, &db, SQLITE_OPEN_READONLY, NULL);
-    sqlite3_busy_timeout(db, 1000);
-    sqlite3_prepare_v2(db, "SELECT state, updated FROM requests WHERE uuid = ?1", -1, &q, NULL);
-    sqlite3_bind_text(q, 1, uuid, -1, SQLITE_STATIC);
-    char final[16] = "";
-    double updated = 0;
-    while (bench_mono_s() - t0 < 3600) {
-        if (sqlite3_step(q) == SQLITE_ROW) {
-            snprintf(final, sizeof(final), "%s", sqlite3_column_text(q, 0));
-            updated = sqlite3_column_double(q, 1);
-        }
-        sqlite3_reset(q);
-        if (strcmp(final, "COMPLETED") == 0 || strcmp(final, "FAILED") == 0)
-            break;
-        usleep(20000); /* slow enough not to compete with the daemon for the CPUs */
-    }
-    double took = bench_mono_s() - t0;
-    if (updated > t0_wall && updated - t0_wall < took)
-        took = updated - t0_wall;
-    sqlite3_finalize(q);
-    sqlite3_close(db);
+    char final[16];
+    double took = bench_wait_request(d->db, uuid, t0, t0_wall, 3600, final);
     if (strcmp(final, "COMPLETED") != 0) {
         fprintf(stderr, "backends: staging %s ended %s (log %s)\n", dataset,
                 *final ? final : "unfinished", d->log);

@@ -14,7 +14,6 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +29,7 @@
 #include "daemon/simlib/engine.h"
 #include "daemon/volume/volume.h"
 #include "tests/bench/bench_opts.h"
+#include "tests/bench/bench_request.h"
 
 #define NVOLS 3
 
@@ -261,33 +261,8 @@ int main(int argc, char **argv)
     }
     char uuid[64] = "";
     sscanf(idp + 13, "%36[0-9a-f-]", uuid);
-    sqlite3 *db = NULL;
-    sqlite3_stmt *q = NULL;
-    sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
-    sqlite3_busy_timeout(db, 1000);
-    /* The request's own completion time (its `updated`, wall clock) is the
-     * measure, so the poll can be slow enough not to compete with the
-     * daemon for the CPUs. */
-    sqlite3_prepare_v2(db, "SELECT state, updated FROM requests WHERE uuid = ?1", -1, &q, NULL);
-    sqlite3_bind_text(q, 1, uuid, -1, SQLITE_STATIC);
-    char final[16] = "";
-    double updated = 0;
-    double limit = t0 + predicted * 3 + 60;
-    while (bench_mono_s() < limit) {
-        if (sqlite3_step(q) == SQLITE_ROW) {
-            snprintf(final, sizeof(final), "%s", sqlite3_column_text(q, 0));
-            updated = sqlite3_column_double(q, 1);
-        }
-        sqlite3_reset(q);
-        if (strcmp(final, "COMPLETED") == 0 || strcmp(final, "FAILED") == 0)
-            break;
-        usleep(20000);
-    }
-    double achieved = bench_mono_s() - t0;
-    if (updated > t0_wall && updated - t0_wall < achieved)
-        achieved = updated - t0_wall;
-    sqlite3_finalize(q);
-    sqlite3_close(db);
+    char final[16];
+    double achieved = bench_wait_request(path, uuid, t0, t0_wall, predicted * 3 + 60, final);
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
     if (strcmp(final, "COMPLETED") != 0) {
