@@ -18,13 +18,17 @@ const char *const requests_state_names[REQUESTS_NSTATES] = {
     "SUBMITTED", "STARTED", "COMPLETED", "FAILED", "CANCELLED", "RELEASED",
 };
 
-/* Read permission of a dataset d for the user (?uid, ?gid), decided by the
- * user's class alone, as for a file. */
+/* Read permission of a dataset d for the user (:uid, :gid, and the
+ * supplementary groups in :groups as ",g1,g2,"), decided by the user's class
+ * alone, as for a file. */
 #define READABLE_SQL                                                     \
     "CASE WHEN :uid = 0 THEN 1"                                          \
     " WHEN d.owner_uid = :uid THEN (d.mode & 256) != 0"                  \
-    " WHEN d.owner_gid = :gid THEN (d.mode & 32) != 0"                   \
+    " WHEN d.owner_gid = :gid OR instr(:groups, ',' || d.owner_gid || ',') > 0" \
+    "  THEN (d.mode & 32) != 0"                                          \
     " ELSE (d.mode & 4) != 0 END"
+
+#define REQUEST_FINAL_SQL "('COMPLETED', 'FAILED', 'CANCELLED', 'RELEASED')"
 
 typedef enum {
     SQL_DATASET_FIND,
@@ -53,6 +57,13 @@ typedef enum {
     SQL_REQUEST_STATE_BY_ID,
     SQL_PENDING,
     SQL_LOCALITY,
+    SQL_HOLDER_ADD,
+    SQL_HOLDER_DEL,
+    SQL_HOLDER_DROP_SUBMISSIONS,
+    SQL_HOLDER_COUNTS,
+    SQL_HOLDER_RESOLVE,
+    SQL_HOLDERS_ALL,
+    SQL_EXPIRED,
     SQL_COUNT
 } sql_id_t;
 
@@ -88,7 +99,8 @@ static const char *const sql_text[SQL_COUNT] = {
         " JOIN objects o ON o.id = i.object_id WHERE i.request_id = :request",
     [SQL_REQUEST_FIND] =
         "SELECT id, uuid, uid, gid, job_id, priority, deadline, pin_lifetime, state, error,"
-        " created, updated FROM requests WHERE uuid = :uuid",
+        " created, updated, coalesce(finished, 0), expired, end_reason"
+        " FROM requests WHERE uuid = :uuid",
     [SQL_REQUEST_ITEMS] =
         "SELECT i.object_id, o.bucket, o.key, o.size, i.bytes_done, i.state, i.error"
         " FROM request_items i JOIN objects o ON o.id = i.object_id"
@@ -98,7 +110,10 @@ static const char *const sql_text[SQL_COUNT] = {
         " AND (priority > :priority OR (priority = :priority AND"
         " (created < :created OR (created = :created AND id < :id))))",
     [SQL_REQUEST_SET_STATE] =
-        "UPDATE requests SET state = :state, error = :error, updated = :now WHERE id = :request",
+        "UPDATE requests SET state = :state, error = :error, updated = :now,"
+        " finished = CASE WHEN :state IN " REQUEST_FINAL_SQL " THEN coalesce(finished, :now)"
+        " END, end_reason = coalesce(:reason, end_reason), expired = expired OR :expired"
+        " WHERE id = :request",
     [SQL_ITEMS_CANCEL] =
         "UPDATE request_items SET state = 'CANCELLED', finished = :now"
         " WHERE request_id = :request AND state IN ('SUBMITTED', 'STARTED')",
@@ -143,12 +158,42 @@ static const char *const sql_text[SQL_COUNT] = {
         " EXISTS (SELECT 1 FROM tape_copies t JOIN volumes v ON v.id = t.volume_id"
         "  WHERE t.object_id = o.id AND v.state NOT IN ('failed', 'disabled'))"
         " FROM objects o WHERE o.bucket = :bucket AND o.key = :key",
+    [SQL_HOLDER_ADD] =
+        "INSERT INTO request_holders(request_id, kind, holder, running, since)"
+        " VALUES (:request, :kind, :holder, :running, :now)"
+        " ON CONFLICT (request_id, kind, holder) DO UPDATE SET running = running OR :running",
+    [SQL_HOLDER_DEL] =
+        "DELETE FROM request_holders WHERE request_id = :request AND kind = :kind"
+        " AND holder = :holder",
+    [SQL_HOLDER_DROP_SUBMISSIONS] =
+        "DELETE FROM request_holders WHERE request_id = :request AND kind = 'submission'",
+    /* all holders, array holders, job holders of other jobs than :holder */
+    [SQL_HOLDER_COUNTS] =
+        "SELECT count(*), coalesce(sum(kind = 'array'), 0),"
+        " coalesce(sum(kind = 'array' AND holder = :array), 0),"
+        " coalesce(sum(kind = 'job' AND holder <> :holder), 0)"
+        " FROM request_holders WHERE request_id = :request",
+    [SQL_HOLDER_RESOLVE] =
+        "UPDATE request_holders SET kind = :kind, holder = :holder"
+        " WHERE request_id = :request AND kind = 'submission' AND holder = :submission",
+    [SQL_HOLDERS_ALL] =
+        "SELECT r.id, r.uuid, r.uid, r.created, h.kind, h.holder, h.running, h.since"
+        " FROM request_holders h JOIN requests r ON r.id = h.request_id"
+        " WHERE r.state <> 'RELEASED' ORDER BY r.id, h.kind, h.holder",
+    [SQL_EXPIRED] =
+        "SELECT uuid, pin_lifetime FROM requests r"
+        " WHERE state IN ('COMPLETED', 'FAILED', 'CANCELLED')"
+        " AND finished + pin_lifetime <= :now"
+        " AND NOT EXISTS (SELECT 1 FROM request_holders h"
+        "  WHERE h.request_id = r.id AND h.running)"
+        " ORDER BY finished",
 };
 
 struct requests {
     catalog_t *cat;
     sqlite3 *db;
     sqlite3_stmt *stmt[SQL_COUNT];
+    char *groups;                  /* ",g1,g2," of the request being created */
 };
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -307,6 +352,7 @@ static int check_object_access(requests_t *r, const requests_spec_t *spec, int64
     bind_int(s, ":object", object);
     bind_int(s, ":uid", spec->uid);
     bind_int(s, ":gid", spec->gid);
+    bind_text(s, ":groups", r->groups);
     if (sqlite3_step(s) != SQLITE_ROW)
         return db_fail(r, err, "checking object permissions");
     int64_t holders = sqlite3_column_int64(s, 0), readable = sqlite3_column_int64(s, 1);
@@ -341,6 +387,7 @@ static int add_dataset(requests_t *r, const requests_spec_t *spec, int64_t reque
     bind_text(s, ":name", name);
     bind_int(s, ":uid", spec->uid);
     bind_int(s, ":gid", spec->gid);
+    bind_text(s, ":groups", r->groups);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_DONE)
         return si_errnoprintf(err, ENOENT, "unknown dataset '%s'", name);
@@ -353,8 +400,10 @@ static int add_dataset(requests_t *r, const requests_spec_t *spec, int64_t reque
     bool readable = sqlite3_column_int(s, 4) != 0;
     sqlite3_reset(s);
     if (!readable) {
-        const char *cls = owner == spec->uid ? "its owner" : group == spec->gid ? "its group"
-                                                                                : "other users";
+        bool member = group == spec->gid;
+        for (size_t i = 0; i < spec->ngroups; i++)
+            member = member || spec->groups[i] == group;
+        const char *cls = owner == spec->uid ? "its owner" : member ? "its group" : "other users";
         return si_errnoprintf(err, EACCES,
                     "dataset '%s' (owner uid %u, gid %u, mode %04o) is not readable by %s,"
                     " and uid %u (gid %u) is in that class",
@@ -453,12 +502,57 @@ static int check_spec(const requests_spec_t *spec, si_error_t *err)
     return 0;
 }
 
+/* ",g1,g2," for READABLE_SQL; NULL when the user has no other groups. */
+static char *groups_text(const gid_t *groups, size_t n)
+{
+    if (n == 0)
+        return NULL;
+    char *t = malloc(n * 11 + 2);
+    if (!t)
+        return NULL;
+    size_t len = 0;
+    t[len++] = ',';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)sprintf(t + len, "%u,", (unsigned)groups[i]);
+    return t;
+}
+
+static int add_holder(requests_t *r, int64_t request, requests_holder_kind_t kind,
+                      const char *holder, bool running, si_error_t *err)
+{
+    sqlite3_stmt *s = stmt(r, SQL_HOLDER_ADD);
+    bind_int(s, ":request", request);
+    bind_text(s, ":kind", requests_holder_kind_name(kind));
+    bind_text(s, ":holder", holder);
+    bind_int(s, ":running", running);
+    bind_real(s, ":now", now_seconds());
+    if (sqlite3_step(s) != SQLITE_DONE)
+        return db_fail(r, err, "recording who holds a request");
+    return 0;
+}
+
+static int create_in_transaction(requests_t *r, const requests_spec_t *spec,
+                                 requests_created_t *out, si_error_t *err);
+
 int requests_create(requests_t *r, const requests_spec_t *spec, requests_created_t *out,
                     si_error_t *err)
 {
-    requests_created_t made = {0};
     if (check_spec(spec, err) < 0)
         return -1;
+    if (spec->ngroups && !(r->groups = groups_text(spec->groups, spec->ngroups)))
+        return si_errnoprintf(err, ENOMEM, "out of memory");
+    int rc = create_in_transaction(r, spec, out, err);
+    int saved = errno;
+    free(r->groups);
+    r->groups = NULL;
+    errno = saved;
+    return rc;
+}
+
+static int create_in_transaction(requests_t *r, const requests_spec_t *spec,
+                                 requests_created_t *out, si_error_t *err)
+{
+    requests_created_t made = {0};
     if (begin(r, err) < 0)
         return -1;
     si_uuid4(made.uuid);
@@ -497,6 +591,19 @@ int requests_create(requests_t *r, const requests_spec_t *spec, requests_created
         si_errnoprintf(err, EINVAL, "the request names no objects (its datasets are empty)");
         goto error;
     }
+    if (spec->max_bytes && made.bytes > spec->max_bytes) {
+        si_errnoprintf(err, EFBIG, "the request needs %llu bytes (%llu files) in the cache at "
+                       "once, more than the cache's %llu bytes: stage fewer datasets per job, "
+                       "or ask the admins for a larger cache",
+                       (unsigned long long)made.bytes, (unsigned long long)made.files,
+                       (unsigned long long)spec->max_bytes);
+        goto error;
+    }
+    if ((spec->job_id && add_holder(r, made.id, REQUESTS_HOLDER_JOB, spec->job_id, false,
+                                    err) < 0) ||
+        (spec->submission && add_holder(r, made.id, REQUESTS_HOLDER_SUBMISSION,
+                                        spec->submission, false, err) < 0))
+        goto error;
     char detail[160];
     snprintf(detail, sizeof(detail), "uid %u job %s: %llu files, %llu bytes",
              (unsigned)spec->uid, spec->job_id ? spec->job_id : "-",
@@ -583,6 +690,7 @@ void requests_status_free(requests_status_t *st)
     free(st->items);
     free(st->job_id);
     free(st->error);
+    free(st->end_reason);
     free(st);
 }
 
@@ -612,11 +720,15 @@ static int find_request(requests_t *r, const char *uuid, uid_t caller, requests_
     st->error = dup_column(s, 9);
     st->created = sqlite3_column_double(s, 10);
     st->updated = sqlite3_column_double(s, 11);
+    st->finished = sqlite3_column_double(s, 12);
+    st->expired = sqlite3_column_int(s, 13) != 0;
+    st->end_reason = dup_column(s, 14);
     sqlite3_reset(s);
     if (caller != (uid_t)-1 && caller != 0 && caller != st->uid) {
         free(st->job_id);
         free(st->error);
-        st->job_id = st->error = NULL;
+        free(st->end_reason);
+        st->job_id = st->error = st->end_reason = NULL;
         return si_errnoprintf(err, EACCES, "request %s belongs to uid %u, not to uid %u", uuid,
                     (unsigned)st->uid, (unsigned)caller);
     }
@@ -707,12 +819,15 @@ error:;
 
 /* ---- cancel / release ----------------------------------------------------------- */
 
+/* reason (NULL: keep) says why it ended; expired marks a release by expiry. */
 static int set_request_state(requests_t *r, int64_t id, const char *state, const char *error,
-                             si_error_t *err)
+                             const char *reason, bool expired, si_error_t *err)
 {
     sqlite3_stmt *s = stmt(r, SQL_REQUEST_SET_STATE);
     bind_text(s, ":state", state);
     bind_text(s, ":error", error);
+    bind_text(s, ":reason", reason);
+    bind_int(s, ":expired", expired);
     bind_real(s, ":now", now_seconds());
     bind_int(s, ":request", id);
     if (sqlite3_step(s) != SQLITE_DONE)
@@ -724,7 +839,8 @@ static void status_clear(requests_status_t *st)
 {
     free(st->job_id);
     free(st->error);
-    st->job_id = st->error = NULL;
+    free(st->end_reason);
+    st->job_id = st->error = st->end_reason = NULL;
 }
 
 /* The failure exit of a change to one request: rolled back, errno kept. */
@@ -737,79 +853,151 @@ static int abandon(requests_t *r, requests_status_t *st)
     return -1;
 }
 
+/* Ends st's request inside the caller's transaction: cancels the items not
+ * yet finished; a release also gives back its pins. */
+static int end_found(requests_t *r, requests_status_t *st, bool release, const char *why,
+                     bool expired, si_error_t *err)
+{
+    sqlite3_stmt *s = stmt(r, SQL_ITEMS_CANCEL);
+    bind_real(s, ":now", now_seconds());
+    bind_int(s, ":request", st->id);
+    if (sqlite3_step(s) != SQLITE_DONE)
+        return db_fail(r, err, "cancelling items");
+    if (release) {
+        s = stmt(r, SQL_UNPIN_REQUEST);
+        bind_int(s, ":request", st->id);
+        if (sqlite3_step(s) != SQLITE_DONE)
+            return db_fail(r, err, "unpinning");
+    }
+    const char *state = release ? "RELEASED" : "CANCELLED";
+    char detail[300];
+    snprintf(detail, sizeof(detail), "%s (was %s)", why, st->state);
+    if (set_request_state(r, st->id, state, st->error, why, expired, err) < 0)
+        return -1;
+    if (catalog_event(r->cat, expired ? "request.expired" : release ? "request.released"
+                                                                    : "request.cancelled",
+                      st->uuid, detail) < 0)
+        return db_fail(r, err, "recording the change");
+    return 0;
+}
+
 static int end_request(requests_t *r, const char *uuid, uid_t caller, bool release,
-                       si_error_t *err)
+                       const char *why, si_error_t *err)
 {
     requests_status_t st = {0};
+    char by[64];
+    snprintf(by, sizeof(by), "%s by uid %u", release ? "released" : "cancelled",
+             (unsigned)caller);
     if (begin(r, err) < 0)
         return -1;
     if (find_request(r, uuid, caller, &st, err) < 0)
         goto error;
     if (release ? strcmp(st.state, "RELEASED") == 0 : !is_active(st.state)) {
-        si_errnoprintf(err, EBUSY, "request %s is already %s", uuid, st.state);
+        si_errnoprintf(err, EBUSY, "request %s is already %s%s%s", uuid,
+                       st.expired ? "EXPIRED" : st.state, st.end_reason ? ": " : "",
+                       st.end_reason ? st.end_reason : "");
         goto error;
     }
-    sqlite3_stmt *s = stmt(r, SQL_ITEMS_CANCEL);
-    bind_real(s, ":now", now_seconds());
-    bind_int(s, ":request", st.id);
-    if (sqlite3_step(s) != SQLITE_DONE) {
-        db_fail(r, err, "cancelling items");
+    if (end_found(r, &st, release, why ? why : by, false, err) < 0)
         goto error;
-    }
-    if (release) {
-        s = stmt(r, SQL_UNPIN_REQUEST);
-        bind_int(s, ":request", st.id);
-        if (sqlite3_step(s) != SQLITE_DONE) {
-            db_fail(r, err, "unpinning");
-            goto error;
-        }
-    }
-    const char *state = release ? "RELEASED" : "CANCELLED";
-    char detail[64];
-    snprintf(detail, sizeof(detail), "by uid %u (was %s)", (unsigned)caller, st.state);
-    if (set_request_state(r, st.id, state, st.error, err) < 0 ||
-        catalog_event(r->cat, release ? "request.released" : "request.cancelled", uuid,
-                      detail) < 0) {
-        if (!err || !err->text[0])
-            db_fail(r, err, "recording the change");
-        goto error;
-    }
     status_clear(&st);
     return commit(r, err);
 error:
     return abandon(r, &st);
 }
 
+const char *requests_holder_kind_name(requests_holder_kind_t k)
+{
+    switch (k) {
+    case REQUESTS_HOLDER_SUBMISSION: return "submission";
+    case REQUESTS_HOLDER_JOB: return "job";
+    case REQUESTS_HOLDER_ARRAY: return "array";
+    }
+    return "?";
+}
+
+static requests_holder_kind_t holder_kind_of(const char *name)
+{
+    return strcmp(name, "array") == 0 ? REQUESTS_HOLDER_ARRAY
+           : strcmp(name, "job") == 0 ? REQUESTS_HOLDER_JOB
+                                      : REQUESTS_HOLDER_SUBMISSION;
+}
+
+typedef struct {
+    int64_t all, arrays, this_array, other_jobs;
+} holder_counts_t;
+
+static int holder_counts(requests_t *r, int64_t request, const char *job, const char *array,
+                         holder_counts_t *out, si_error_t *err)
+{
+    sqlite3_stmt *s = stmt(r, SQL_HOLDER_COUNTS);
+    bind_int(s, ":request", request);
+    bind_text(s, ":holder", job ? job : "");
+    bind_text(s, ":array", array ? array : "");
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return db_fail(r, err, "counting a request's holders");
+    out->all = sqlite3_column_int64(s, 0);
+    out->arrays = sqlite3_column_int64(s, 1);
+    out->this_array = sqlite3_column_int64(s, 2);
+    out->other_jobs = sqlite3_column_int64(s, 3);
+    sqlite3_reset(s);
+    return 0;
+}
+
+static int drop_submission_holders(requests_t *r, int64_t request, si_error_t *err)
+{
+    sqlite3_stmt *s = stmt(r, SQL_HOLDER_DROP_SUBMISSIONS);
+    bind_int(s, ":request", request);
+    if (sqlite3_step(s) != SQLITE_DONE)
+        return db_fail(r, err, "resolving the submission holder");
+    return 0;
+}
 
 int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const char *job,
-                      si_error_t *err)
+                      const char *array, si_error_t *err)
 {
     requests_status_t st = {0};
-    if (check_job_id(job, err) < 0)
+    holder_counts_t n;
+    if (check_job_id(job, err) < 0 || (array && check_job_id(array, err) < 0))
         return -1;
     if (begin(r, err) < 0)
         return -1;
-    if (find_request(r, uuid, caller_uid, &st, err) < 0)
+    if (find_request(r, uuid, caller_uid, &st, err) < 0 ||
+        holder_counts(r, st.id, job, array, &n, err) < 0)
         goto error;
-    if (st.job_id && strcmp(st.job_id, job) != 0) {
+    if (strcmp(st.state, "RELEASED") == 0) {
+        si_errnoprintf(err, EBUSY, "request %s is already %s: %s", uuid,
+                       st.expired ? "EXPIRED" : "RELEASED",
+                       st.end_reason ? st.end_reason : "released");
+        goto error;
+    }
+    /* Another job's request: only a task of the same array may share it. */
+    bool same_job = st.job_id && strcmp(st.job_id, job) == 0;
+    bool same_array = array && ((st.job_id && strcmp(st.job_id, array) == 0) || n.this_array);
+    if (st.job_id && !same_job && !same_array) {
         si_errnoprintf(err, EBUSY, "request %s is job %s's, not job %s's", uuid, st.job_id, job);
         goto error;
     }
     if (!st.job_id) {
         sqlite3_stmt *s = stmt(r, SQL_BIND_JOB);
-        bind_text(s, ":job", job);
+        bind_text(s, ":job", array ? array : job);
         bind_real(s, ":now", now_seconds());
         bind_int(s, ":request", st.id);
-        char detail[96];
-        snprintf(detail, sizeof(detail), "job %s, by uid %u", job, (unsigned)caller_uid);
         if (sqlite3_step(s) != SQLITE_DONE) {
             db_fail(r, err, "binding the request to its job");
             goto error;
         }
-        if (catalog_event(r->cat, "request.bound", uuid, detail) < 0) {
-            db_fail(r, err, "recording the binding");
-            goto error;
-        }
+    }
+    char detail[160];
+    snprintf(detail, sizeof(detail), "job %s%s%s, by uid %u", job, array ? " of array " : "",
+             array ? array : "", (unsigned)caller_uid);
+    if (drop_submission_holders(r, st.id, err) < 0 ||
+        add_holder(r, st.id, REQUESTS_HOLDER_JOB, job, true, err) < 0 ||
+        (array && add_holder(r, st.id, REQUESTS_HOLDER_ARRAY, array, false, err) < 0))
+        goto error;
+    if (catalog_event(r->cat, "request.bound", uuid, detail) < 0) {
+        db_fail(r, err, "recording the binding");
+        goto error;
     }
     status_clear(&st);
     return commit(r, err);
@@ -817,14 +1005,244 @@ error:
     return abandon(r, &st);
 }
 
+int requests_unhold(requests_t *r, const char *uuid, uid_t caller_uid,
+                    requests_holder_kind_t kind, const char *holder, const char *why,
+                    bool *released, bool *array_left, si_error_t *err)
+{
+    requests_status_t st = {0};
+    holder_counts_t n;
+    if (begin(r, err) < 0)
+        return -1;
+    if (find_request(r, uuid, caller_uid, &st, err) < 0)
+        goto error;
+    sqlite3_stmt *s = stmt(r, SQL_HOLDER_DEL);
+    bind_int(s, ":request", st.id);
+    bind_text(s, ":kind", requests_holder_kind_name(kind));
+    bind_text(s, ":holder", holder);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        db_fail(r, err, "removing a holder");
+        goto error;
+    }
+    if (sqlite3_changes(r->db) == 0) {
+        si_errnoprintf(err, ENOENT, "request %s is not held by %s %s", uuid,
+                       requests_holder_kind_name(kind), holder);
+        goto error;
+    }
+    if (holder_counts(r, st.id, NULL, NULL, &n, err) < 0)
+        goto error;
+    bool release = n.all == 0 && strcmp(st.state, "RELEASED") != 0;
+    if (release && end_found(r, &st, true, why, false, err) < 0)
+        goto error;
+    if (released)
+        *released = release;
+    if (array_left)
+        *array_left = n.arrays > 0;
+    status_clear(&st);
+    return commit(r, err);
+error:
+    return abandon(r, &st);
+}
+
+int requests_resolve_submission(requests_t *r, int64_t request_id, const char *submission,
+                                requests_holder_kind_t kind, const char *holder,
+                                si_error_t *err)
+{
+    if (begin(r, err) < 0)
+        return -1;
+    sqlite3_stmt *s = stmt(r, SQL_HOLDER_RESOLVE);
+    bind_int(s, ":request", request_id);
+    bind_text(s, ":submission", submission);
+    bind_text(s, ":kind", requests_holder_kind_name(kind));
+    bind_text(s, ":holder", holder);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        db_fail(r, err, "naming a submission's job");
+        return rollback_fail(r);
+    }
+    if (sqlite3_changes(r->db) == 1) {
+        s = stmt(r, SQL_BIND_JOB);
+        bind_text(s, ":job", holder);
+        bind_real(s, ":now", now_seconds());
+        bind_int(s, ":request", request_id);
+        char id[32], detail[160];
+        snprintf(id, sizeof(id), "%lld", (long long)request_id);
+        snprintf(detail, sizeof(detail), "submission %s is %s %s", submission,
+                 requests_holder_kind_name(kind), holder);
+        if (sqlite3_step(s) != SQLITE_DONE ||
+            catalog_event(r->cat, "request.bound", id, detail) < 0) {
+            db_fail(r, err, "naming a submission's job");
+            return rollback_fail(r);
+        }
+    }
+    return commit(r, err);
+}
+
+int requests_holders(requests_t *r, requests_holder_t **out, size_t *count, si_error_t *err)
+{
+    sqlite3_stmt *s = stmt(r, SQL_HOLDERS_ALL);
+    requests_holder_t *list = NULL;
+    size_t n = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            requests_holder_t *grown = realloc(list, cap * sizeof(*grown));
+            if (!grown) {
+                free(list);
+                sqlite3_reset(s);
+                return si_errnoprintf(err, ENOMEM, "out of memory");
+            }
+            list = grown;
+        }
+        requests_holder_t *h = &list[n++];
+        memset(h, 0, sizeof(*h));
+        h->request_id = sqlite3_column_int64(s, 0);
+        snprintf(h->uuid, sizeof(h->uuid), "%s", (const char *)sqlite3_column_text(s, 1));
+        h->uid = (uid_t)sqlite3_column_int64(s, 2);
+        h->created = sqlite3_column_double(s, 3);
+        h->kind = holder_kind_of((const char *)sqlite3_column_text(s, 4));
+        snprintf(h->holder, sizeof(h->holder), "%s", (const char *)sqlite3_column_text(s, 5));
+        h->running = sqlite3_column_int(s, 6) != 0;
+        h->since = sqlite3_column_double(s, 7);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        free(list);
+        return db_fail(r, err, "listing holders");
+    }
+    *out = list;
+    *count = n;
+    return 0;
+}
+
+int requests_expire(requests_t *r, double now, requests_expired_fn fn, void *arg,
+                    size_t *count, si_error_t *err)
+{
+    /* Collected first: each release is a transaction of its own. */
+    typedef struct {
+        char uuid[REQUESTS_UUID_LEN + 1];
+        int64_t lifetime;
+    } due_t;
+    due_t *due = NULL;
+    size_t n = 0, cap = 0;
+    sqlite3_stmt *s = stmt(r, SQL_EXPIRED);
+    bind_real(s, ":now", now);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            due_t *grown = realloc(due, cap * sizeof(*grown));
+            if (!grown) {
+                free(due);
+                sqlite3_reset(s);
+                return si_errnoprintf(err, ENOMEM, "out of memory");
+            }
+            due = grown;
+        }
+        snprintf(due[n].uuid, sizeof(due[n].uuid), "%s", (const char *)sqlite3_column_text(s, 0));
+        due[n].lifetime = sqlite3_column_int64(s, 1);
+        n++;
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        free(due);
+        return db_fail(r, err, "finding expired pins");
+    }
+    size_t done = 0;
+    for (size_t i = 0; i < n; i++) {
+        requests_status_t st = {0};
+        char why[96];
+        snprintf(why, sizeof(why), "its pin lifetime of %lld s passed",
+                 (long long)due[i].lifetime);
+        if (begin(r, err) < 0)
+            break;
+        if (find_request(r, due[i].uuid, (uid_t)-1, &st, err) < 0 ||
+            end_found(r, &st, true, why, true, err) < 0) {
+            abandon(r, &st);
+            break;
+        }
+        status_clear(&st);
+        if (commit(r, err) < 0)
+            break;
+        done++;
+        if (fn)
+            fn(due[i].uuid, due[i].lifetime, arg);
+    }
+    free(due);
+    if (count)
+        *count = done;
+    return done == n ? 0 : -1;
+}
+
 int requests_cancel(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err)
 {
-    return end_request(r, uuid, caller_uid, false, err);
+    return end_request(r, uuid, caller_uid, false, NULL, err);
 }
 
 int requests_release(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err)
 {
-    return end_request(r, uuid, caller_uid, true, err);
+    return end_request(r, uuid, caller_uid, true, NULL, err);
+}
+
+int requests_release_why(requests_t *r, const char *uuid, uid_t caller_uid, const char *why,
+                         si_error_t *err)
+{
+    return end_request(r, uuid, caller_uid, true, why, err);
+}
+
+si_table_t *requests_list(requests_t *r, uid_t owner, bool active_only, size_t limit,
+                          si_error_t *err)
+{
+    static const si_column_t columns[] = {
+        {"request", SI_COL_STR},      {"uid", SI_COL_INT},          {"job", SI_COL_STR},
+        {"state", SI_COL_STR},        {"files", SI_COL_INT},        {"files_done", SI_COL_INT},
+        {"files_failed", SI_COL_INT}, {"bytes", SI_COL_BYTES},      {"bytes_done", SI_COL_BYTES},
+        {"created", SI_COL_REAL},     {"finished", SI_COL_REAL},    {"reason", SI_COL_STR},
+    };
+    static const char sql[] =
+        "SELECT r.uuid, r.uid, r.job_id,"
+        " CASE WHEN r.expired THEN 'EXPIRED' ELSE r.state END, count(i.object_id),"
+        " coalesce(sum(i.state = 'COMPLETED'), 0), coalesce(sum(i.state = 'FAILED'), 0),"
+        " coalesce(sum(o.size), 0), coalesce(sum(i.bytes_done), 0), r.created, r.finished,"
+        " coalesce(r.end_reason, r.error)"
+        " FROM requests r LEFT JOIN request_items i ON i.request_id = r.id"
+        " LEFT JOIN objects o ON o.id = i.object_id"
+        " WHERE (?1 < 0 OR r.uid = ?1) AND (NOT ?2 OR r.state IN ('SUBMITTED', 'STARTED'))"
+        " GROUP BY r.id ORDER BY r.created DESC, r.id DESC LIMIT ?3";
+    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    sqlite3_stmt *s = NULL;
+    if (!t) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    if (sqlite3_prepare_v2(r->db, sql, -1, &s, NULL) != SQLITE_OK) {
+        db_fail(r, err, "listing requests");
+        si_table_free(t);
+        return NULL;
+    }
+    sqlite3_bind_int64(s, 1, owner == (uid_t)-1 ? -1 : (int64_t)owner);
+    sqlite3_bind_int(s, 2, active_only);
+    sqlite3_bind_int64(s, 3, limit ? (int64_t)limit : -1);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        si_table_row(t);
+        for (int c = 0; c < 12; c++) {
+            if (sqlite3_column_type(s, c) == SQLITE_NULL)
+                si_table_null(t);
+            else if (columns[c].kind == SI_COL_STR)
+                si_table_str(t, (const char *)sqlite3_column_text(s, c));
+            else if (columns[c].kind == SI_COL_REAL)
+                si_table_real(t, sqlite3_column_double(s, c));
+            else
+                si_table_int(t, sqlite3_column_int64(s, c));
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        db_fail(r, err, "listing requests");
+        si_table_free(t);
+        t = NULL;
+    }
+    sqlite3_finalize(s);
+    return t;
 }
 
 /* ---- queue ------------------------------------------------------------------------ */
@@ -928,7 +1346,7 @@ static int update_request_from_items(requests_t *r, int64_t request, si_error_t 
     char error[64] = "";
     if (failed)
         snprintf(error, sizeof(error), "%lld files failed", (long long)failed);
-    if (set_request_state(r, request, next, failed ? error : NULL, err) < 0)
+    if (set_request_state(r, request, next, failed ? error : NULL, NULL, false, err) < 0)
         return -1;
     if (pending == 0) {
         char id[32];

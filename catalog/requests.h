@@ -39,6 +39,16 @@ typedef struct {
     /* "bucket/key", or "bucket/prefix/" for every object under the prefix */
     const char *const *files;
     size_t nfiles;
+    /* the SPANK allocator's "node:sid" while Slurm has not named the job
+     * (a holder the job reconciliation resolves), or NULL */
+    const char *submission;
+    /* the user's supplementary groups (getgrouplist), also granting a
+     * dataset's group class; NULL/0: only gid */
+    const gid_t *groups;
+    size_t ngroups;
+    /* refuse (EFBIG) a request of more bytes than this: the cache could
+     * never hold it at once; 0: no limit */
+    uint64_t max_bytes;
 } requests_spec_t;
 
 typedef struct {
@@ -82,6 +92,9 @@ typedef struct {
     char state[12];
     char *error;
     double created, updated;
+    double finished;               /* 0 while active */
+    bool expired;                  /* released because its pin lifetime passed */
+    char *end_reason;              /* why it ended (released by whom, expired...) */
     size_t queue_position;         /* 1 = next; 0 when not queued */
     uint64_t bytes_total, bytes_done;
     size_t files_total, files_completed, files_failed, files_cancelled;
@@ -98,13 +111,73 @@ void requests_status_free(requests_status_t *st);
  * Owner or root; EBUSY when it already finished. */
 int requests_cancel(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err);
 /* Binds a request made before its job existed (at submission) to the job
- * id (the prolog knows it). Owner or root; binding it again to the same job
- * changes nothing, to another one is EBUSY. */
+ * that started on a node (the prolog, or srun, knows it): the job becomes a
+ * running holder; array (NULL unless the job is an array task) the array's
+ * job id, held until the array's last task ends. The submission holder is
+ * resolved. Owner or root; EBUSY when the request is released, or belongs
+ * to another job that is not of the same array. */
 int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const char *job,
-                      si_error_t *err);
-/* The job no longer needs the data: unpins its completed items, cancels the
- * rest, and the request becomes RELEASED. Owner or root; EBUSY if released. */
+                      const char *array, si_error_t *err);
+/* The request is no longer needed by anyone: unpins its completed items,
+ * cancels the rest, and the request becomes RELEASED, with why (NULL: "by
+ * uid N"). Owner or root; EBUSY if released. */
 int requests_release(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err);
+int requests_release_why(requests_t *r, const char *uuid, uid_t caller_uid, const char *why,
+                         si_error_t *err);
+
+/* ---- holders: a request lives while something holds it -------------------- */
+
+typedef enum {
+    REQUESTS_HOLDER_SUBMISSION,    /* "node:sid" of the submitting process */
+    REQUESTS_HOLDER_JOB,           /* a job id (or an array task's own id) */
+    REQUESTS_HOLDER_ARRAY,         /* an array's job id: any of its tasks */
+} requests_holder_kind_t;
+
+const char *requests_holder_kind_name(requests_holder_kind_t k);
+
+typedef struct {
+    int64_t request_id;
+    char uuid[REQUESTS_UUID_LEN + 1];
+    uid_t uid;
+    double created;                /* the request's */
+    requests_holder_kind_t kind;
+    char holder[96];
+    bool running;
+    double since;
+} requests_holder_t;
+
+/* Every holder of a request that is not released; *out malloc'd. */
+int requests_holders(requests_t *r, requests_holder_t **out, size_t *count, si_error_t *err);
+
+/* The job ended: its holder goes (kind JOB or ARRAY, or a SUBMISSION that
+ * no job claimed); a request left with no holder is released with why.
+ * caller_uid as for release ((uid_t)-1: the daemon itself). *released
+ * (may be NULL) tells whether the request was released; *array_left
+ * (may be NULL) whether an array holder still keeps it. ENOENT when the
+ * request has no such holder. */
+int requests_unhold(requests_t *r, const char *uuid, uid_t caller_uid,
+                    requests_holder_kind_t kind, const char *holder, const char *why,
+                    bool *released, bool *array_left, si_error_t *err);
+
+/* Slurm named the job of a submission: the SUBMISSION holder becomes the
+ * job's (JOB, or ARRAY for an array's pending record). */
+int requests_resolve_submission(requests_t *r, int64_t request_id, const char *submission,
+                                requests_holder_kind_t kind, const char *holder,
+                                si_error_t *err);
+
+/* Releases every finished request whose pins outlived its lifetime at now
+ * (unix seconds) and that no running job holds; each is logged as
+ * request.expired. fn (may be NULL) hears each uuid. *count how many. */
+typedef void (*requests_expired_fn)(const char *uuid, int64_t pin_lifetime, void *arg);
+int requests_expire(requests_t *r, double now, requests_expired_fn fn, void *arg,
+                    size_t *count, si_error_t *err);
+
+/* Every request, newest first (at most limit rows; 0: all): request, uid,
+ * job, state (EXPIRED for a request released by expiry), files, files_done,
+ * files_failed, bytes, bytes_done, created, finished, reason. owner
+ * (uid_t)-1: everybody's. active_only: SUBMITTED and STARTED only. */
+si_table_t *requests_list(requests_t *r, uid_t owner, bool active_only, size_t limit,
+                          si_error_t *err);
 
 /* The active (SUBMITTED, STARTED) requests in queue order: position,
  * request, uid, job, priority, deadline, state, files, files_done, bytes,

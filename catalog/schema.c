@@ -206,12 +206,41 @@ static const char schema_1004[] =
     "  UPDATE cache SET pins = pins - 1 WHERE object_id = OLD.object_id AND pins > 0;"
     " END;";
 
+/* Version 1.5: a request's life follows its holders. A holder is what keeps
+ * a request wanted: the submission that made it (SPANK allocator context,
+ * "node:sid" until Slurm names the job), a job (or array task), or a whole
+ * job array; running = a job that has started on a node (its pins never
+ * expire while it runs). A request whose last holder goes is released; one
+ * that finished (finished = when) keeps its pins for pin_lifetime seconds
+ * unless a running job holds it, then is released as expired. end_reason
+ * says why a request ended, for users and admins. */
+static const char schema_1005[] =
+    "ALTER TABLE requests ADD COLUMN finished REAL;"
+    "ALTER TABLE requests ADD COLUMN expired INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE requests ADD COLUMN end_reason TEXT;"
+    "UPDATE requests SET finished = updated"
+    "  WHERE state IN ('COMPLETED', 'FAILED', 'CANCELLED', 'RELEASED');"
+    "CREATE INDEX requests_by_finished ON requests(finished);"
+    "CREATE TABLE request_holders ("
+    "  request_id INTEGER NOT NULL REFERENCES requests(id) ON DELETE CASCADE,"
+    "  kind TEXT NOT NULL CHECK (kind IN ('submission', 'job', 'array')),"
+    "  holder TEXT NOT NULL,"
+    "  running INTEGER NOT NULL DEFAULT 0,"
+    "  since REAL NOT NULL,"
+    "  PRIMARY KEY (request_id, kind, holder)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX request_holders_by_holder ON request_holders(kind, holder);"
+    "INSERT INTO request_holders(request_id, kind, holder, running, since)"
+    "  SELECT id, 'job', job_id, 0, created FROM requests"
+    "  WHERE job_id IS NOT NULL AND state <> 'RELEASED';";
+
 static const catalog_schema_step_t steps[] = {
     {1000, schema_1000},
     {1001, schema_1001},
     {1002, schema_1002},
     {1003, schema_1003},
     {1004, schema_1004},
+    {1005, schema_1005},
 };
 
 const catalog_schema_step_t *catalog_schema_steps(size_t *count)

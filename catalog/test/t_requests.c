@@ -340,6 +340,138 @@ int main(void)
     ok(requests_manifest_lines("# x\n", 4, &lines, &n, &storage, &err) == -1,
        "manifest with no files refused");
 
+    /* supplementary groups grant a dataset's group class */
+    {
+        const char *dsv[1] = {"grouponly"};
+        gid_t member_of[2] = {150, 200};
+        requests_spec_t g = {.uid = 3000, .gid = 300, .pin_lifetime = 60, .datasets = dsv,
+                             .ndatasets = 1};
+        ok(requests_create(rq, &g, &tmp, &err) == -1 && errno == EACCES,
+           "group-only dataset refused to a non-member: %s", err.text);
+        g.groups = member_of;
+        g.ngroups = 2;
+        ok(requests_create(rq, &g, &tmp, &err) == 0,
+           "... and staged by a member through a supplementary group: %s", err.text);
+    }
+
+    /* a request the cache could never hold at once is refused */
+    {
+        const char *dsv[1] = {"public"};
+        requests_spec_t big = {.uid = 2000, .gid = 300, .pin_lifetime = 60, .datasets = dsv,
+                               .ndatasets = 1, .max_bytes = 299};
+        before = rows();
+        ok(requests_create(rq, &big, &tmp, &err) == -1 && errno == EFBIG &&
+               strstr(err.text, "300 bytes") && strstr(err.text, "299 bytes"),
+           "more bytes than the cache: refused with both sizes: %s", err.text);
+        is_int(rows(), before, "... and nothing recorded");
+        big.max_bytes = 300;
+        ok(requests_create(rq, &big, &tmp, &err) == 0, "exactly the cache's size is accepted");
+    }
+
+    /* holders: a submission, resolved to an array, held by its tasks */
+    {
+        const char *dsv[1] = {"public"};
+        requests_spec_t sub = {.uid = 2000, .gid = 300, .pin_lifetime = 60, .datasets = dsv,
+                               .ndatasets = 1, .submission = "node1:4242"};
+        requests_created_t h;
+        ok(requests_create(rq, &sub, &h, &err) == 0, "request held by its submission");
+        requests_holder_t *hl = NULL;
+        size_t nh = 0, mine = 0;
+        ok(requests_holders(rq, &hl, &nh, &err) == 0, "holders listed");
+        for (size_t i = 0; i < nh; i++)
+            if (hl[i].request_id == h.id) {
+                mine++;
+                ok(hl[i].kind == REQUESTS_HOLDER_SUBMISSION &&
+                       strcmp(hl[i].holder, "node1:4242") == 0 && hl[i].uid == 2000 &&
+                       !hl[i].running,
+                   "the submission holds it");
+            }
+        is_int(mine, 1, "one holder");
+        free(hl);
+        ok(requests_resolve_submission(rq, h.id, "node1:4242", REQUESTS_HOLDER_ARRAY, "50",
+                                       &err) == 0,
+           "Slurm named the array");
+        ok(requests_bind_job(rq, h.uuid, 0, "51", "50", &err) == 0, "task 51 binds");
+        ok(requests_bind_job(rq, h.uuid, 0, "52", "50", &err) == 0, "task 52 binds");
+        ok(requests_bind_job(rq, h.uuid, 0, "52", "50", &err) == 0, "binding again is harmless");
+        ok(requests_bind_job(rq, h.uuid, 0, "60", NULL, &err) == -1 && errno == EBUSY,
+           "another job may not take it: %s", err.text);
+        ok(requests_bind_job(rq, h.uuid, 2001, "51", "50", &err) == -1 && errno == EACCES,
+           "another user may not bind it");
+        bool released = true, array_left = false;
+        ok(requests_unhold(rq, h.uuid, 0, REQUESTS_HOLDER_JOB, "51", "job 51 ended", &released,
+                           &array_left, &err) == 0 && !released && array_left,
+           "first task ends: still held by the array");
+        ok(requests_unhold(rq, h.uuid, 0, REQUESTS_HOLDER_JOB, "51", "again", NULL, NULL,
+                           &err) == -1 && errno == ENOENT,
+           "a holder goes once: %s", err.text);
+        ok(requests_unhold(rq, h.uuid, 0, REQUESTS_HOLDER_JOB, "52", "job 52 ended", &released,
+                           NULL, &err) == 0 && !released,
+           "second task ends: the array still holds it");
+        ok(requests_unhold(rq, h.uuid, (uid_t)-1, REQUESTS_HOLDER_ARRAY, "50",
+                           "array 50 ended", &released, &array_left, &err) == 0 && released &&
+               !array_left,
+           "the array ended: released");
+        requests_status_t *hs = NULL;
+        ok(requests_get(rq, h.uuid, 0, &hs, &err) == 0 && strcmp(hs->state, "RELEASED") == 0 &&
+               hs->end_reason && strcmp(hs->end_reason, "array 50 ended") == 0 &&
+               hs->finished > 0 && !hs->expired,
+           "RELEASED, with the reason");
+        requests_status_free(hs);
+        ok(requests_bind_job(rq, h.uuid, 0, "53", "50", &err) == -1 && errno == EBUSY &&
+               strstr(err.text, "array 50 ended"),
+           "a released request cannot be bound: %s", err.text);
+    }
+
+    /* pins expire after the lifetime, unless a running job holds them */
+    {
+        const char *dsv[1] = {"public"};
+        requests_spec_t e = {.uid = 2000, .gid = 300, .pin_lifetime = 10, .datasets = dsv,
+                             .ndatasets = 1};
+        requests_created_t x, y;
+        ok(requests_create(rq, &e, &x, &err) == 0 && requests_create(rq, &e, &y, &err) == 0,
+           "two requests with a 10 s pin lifetime");
+        int64_t pins_before = count("SELECT pins FROM cache");
+        requests_item_started(rq, x.id, a1, &err);
+        requests_item_completed(rq, x.id, a1, &err);
+        requests_item_started(rq, x.id, a2, &err);
+        requests_item_completed(rq, x.id, a2, &err);
+        requests_item_started(rq, y.id, a1, &err);
+        requests_item_completed(rq, y.id, a1, &err);
+        requests_item_failed(rq, y.id, a2, "medium error", &err);
+        is_int(count("SELECT pins FROM cache"), pins_before + 2, "both pin the cached object");
+        ok(requests_bind_job(rq, y.uuid, 0, "70", NULL, &err) == 0, "job 70 runs with y");
+        size_t expired = 99;
+        double t0 = count("SELECT max(finished) FROM requests");
+        ok(requests_expire(rq, t0 + 5, NULL, NULL, &expired, &err) == 0 && expired == 0,
+           "nothing expires before its lifetime");
+        ok(requests_expire(rq, t0 + 3600, NULL, NULL, &expired, &err) == 0 && expired == 1,
+           "one expires after it (the running job's does not)");
+        requests_status_t *xs = NULL;
+        ok(requests_get(rq, x.uuid, 0, &xs, &err) == 0 && strcmp(xs->state, "RELEASED") == 0 &&
+               xs->expired && strstr(xs->end_reason, "pin lifetime of 10 s"),
+           "expired: RELEASED, marked expired, with the reason");
+        requests_status_free(xs);
+        is_int(count("SELECT pins FROM cache"), pins_before + 1, "its pin is given back");
+        is_int(count("SELECT count(*) FROM events WHERE kind = 'request.expired'"), 1,
+               "request.expired logged");
+        si_table_t *all = requests_list(rq, 2000, false, 0, &err);
+        si_table_t *active = requests_list(rq, 2000, true, 0, &err);
+        ok(all && active && si_table_rows(all) > si_table_rows(active),
+           "the list of all requests includes finished ones");
+        is_int(count("SELECT count(*) FROM requests WHERE uid = 2000"),
+               all ? (int64_t)si_table_rows(all) : -1, "every request of the user listed");
+        si_table_free(all);
+        si_table_free(active);
+        ok(requests_unhold(rq, y.uuid, 0, REQUESTS_HOLDER_JOB, "70", "job 70 ended", NULL, NULL,
+                           &err) == 0,
+           "the job ends");
+        ok(requests_get(rq, y.uuid, 0, &xs, &err) == 0 && strcmp(xs->state, "RELEASED") == 0,
+           "... and its request is released");
+        requests_status_free(xs);
+        is_int(count("SELECT pins FROM cache"), pins_before, "every pin given back");
+    }
+
     requests_close(rq);
     catalog_close(cat);
     char cmd[300];
