@@ -78,7 +78,7 @@ int process_daemonize(int *notify_fd, si_error_t *err)
     }
     if (pid > 0)
         _exit(0);
-    umask(022);
+    umask(077); /* state files are the service's own */
     if (chdir("/") < 0) {
         process_started(fds[1], "cannot change directory to /");
         _exit(1);
@@ -177,5 +177,23 @@ int process_mkdirs(const char *path, mode_t mode, si_error_t *err)
     struct stat st;
     if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
         return si_errprintf(err, "%s is not a directory", path);
+    return 0;
+}
+
+int process_private_state(const char *state_dir, const char *catalog, si_error_t *err)
+{
+    struct stat st;
+    if (stat(state_dir, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0066) &&
+        chmod(state_dir, 0711) < 0)
+        return si_errprintf(err, "cannot make %s private: %s", state_dir, strerror(errno));
+    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+        char path[PATH_MAX];
+        if ((size_t)snprintf(path, sizeof(path), "%s%s", catalog, suffixes[i]) >= sizeof(path))
+            return si_errprintf(err, "catalog path %s is too long", catalog);
+        if (stat(path, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0077) &&
+            chmod(path, 0600) < 0)
+            return si_errprintf(err, "cannot make %s private: %s", path, strerror(errno));
+    }
     return 0;
 }

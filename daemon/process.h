@@ -29,4 +29,9 @@ int process_write_pid(const char *path, si_error_t *err);
 /* mkdir -p with mode for the missing components. */
 int process_mkdirs(const char *path, mode_t mode, si_error_t *err);
 
+/* The state directory is the service's own: others may reach the sockets
+ * in it (0711) but list and read nothing; the catalog files are 0600
+ * (made so also where an older version left them readable). */
+int process_private_state(const char *state_dir, const char *catalog, si_error_t *err);
+
 #endif

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "catalog/catalog.h"
@@ -20,6 +21,7 @@
 #include "daemon/cache/cache.h"
 #include "daemon/control/control.h"
 #include "daemon/http/server.h"
+#include "daemon/jobs/jobs.h"
 #include "daemon/push/push.h"
 #include "daemon/s3/s3.h"
 #include "daemon/process.h"
@@ -194,6 +196,11 @@ static void metrics(FILE *out, void *arg)
     s3_server_metrics(m->s3, out);
 }
 
+static void wake_jobs(void *arg)
+{
+    jobs_service_wake(arg);
+}
+
 static int install_signals(sigset_t *blocked, sigset_t *waiting, si_error_t *err)
 {
     struct sigaction sa = {.sa_handler = on_stop};
@@ -234,6 +241,7 @@ int main(int argc, char **argv)
     catalog_t *cat = NULL, *cache_cat = NULL;
     cache_t *cache = NULL;
     recall_service_t *recall = NULL;
+    jobs_service_t *jobs = NULL;
     push_t *push = NULL;
     s3_server_t *s3 = NULL;
     metrics_sources_t metrics_sources = {0};
@@ -254,7 +262,9 @@ int main(int argc, char **argv)
         goto error;
     if (install_signals(&blocked, &waiting, &err) < 0)
         goto error;
-    if (process_mkdirs(s.state_dir, 0755, &err) < 0 ||
+    umask(077); /* state files are the service's own (also in the foreground) */
+    if (process_mkdirs(s.state_dir, 0711, &err) < 0 ||
+        process_private_state(s.state_dir, s.catalog, &err) < 0 ||
         process_lock(s.lock_file, &lock_fd, NULL, &err) < 0)
         goto error;
     if (!(cat = catalog_open(s.catalog, CATALOG_CREATE, &err))) {
@@ -300,10 +310,17 @@ int main(int argc, char **argv)
                     .log = log};
     if (!(s3 = s3_service_start(conf, &so, &err)) && err.text[0])
         goto error;
+    jobs_opts_t jo = {.catalog_path = s.catalog, .log = log};
+    if (jobs_conf_from(conf, &jo.conf, &err) < 0 || !(jobs = jobs_service_start(&jo, &err)))
+        goto error;
     si_conf_free(conf); /* read again on HUP */
     conf = NULL;
 
+    cache_usage_t cu;
+    if (cache_usage(cache, &cu, &err) < 0)
+        goto error;
     control_opts_t co = control_opts(&s, cat, log);
+    co.cache_capacity = cu.capacity;
     http_server_opts_t ho = {.body_limit = s.body_limit, .timeout_s = s.timeout_s,
                              .threads = s.threads, .name = "control", .log = log};
     if (!(ctl = control_new(&co, &err)) || !(http = http_server_new(&ho, &err)) ||
@@ -312,6 +329,7 @@ int main(int argc, char **argv)
     metrics_sources.recall = recall;
     metrics_sources.s3 = s3;
     control_set_metrics_hook(ctl, metrics, &metrics_sources);
+    control_set_holder_hook(ctl, wake_jobs, jobs);
     if (s3) {
         char url[320];
         s3_server_url(s3, url, sizeof(url));
@@ -353,6 +371,7 @@ error:
     http_server_free(http);   /* waits for running handlers */
     s3_server_stop(s3);       /* before the push and the cache it uses */
     control_free(ctl);
+    jobs_service_stop(jobs);
     si_session_keys_free(sessions);
     push_close(push);           /* an archive write in flight is redone at start */
     recall_service_stop(recall); /* in-flight items stay STARTED: requeued at start */

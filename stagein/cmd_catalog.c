@@ -6,6 +6,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -437,6 +438,7 @@ static int cmd_define(cli_t *cli, int argc, char **argv)
 
 int cmd_catalog(cli_t *cli, int argc, char **argv)
 {
+    umask(077); /* the catalog is the service's state */
     static const cli_command_t commands[] = {
         {"init", cmd_init, "create the catalog or upgrade its schema"},
         {"import", cmd_import, "import tape positions (CSV, JSON lines, LTFS index) or an S3 "

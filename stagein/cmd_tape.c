@@ -579,6 +579,7 @@ static int tape_slots(cli_t *cli, int argc, char **argv)
 
 int cmd_tape(cli_t *cli, int argc, char **argv)
 {
+    umask(077); /* volumes are the service's state, not for other users to read */
     static const cli_command_t commands[] = {
         {"volumes", tape_volumes, "volumes: label, media, capacity, used, files, faults"},
         {"create", tape_create, "create a volume (label record)"},

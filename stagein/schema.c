@@ -6,6 +6,7 @@
 #include "catalog/catalog_conf.h"
 #include "daemon/archive/backend.h"
 #include "daemon/cache/cache.h"
+#include "daemon/jobs/jobs.h"
 #include "daemon/push/push.h"
 #include "daemon/rdma/rdma.h"
 #include "daemon/s3/s3.h"
@@ -35,6 +36,7 @@ static const si_conf_key_t *const all_schemas[] = {
     catalog_conf_keys,
     volume_conf_keys,
     stageind_conf_keys,
+    jobs_conf_keys,
     client_conf_keys,
     cache_conf_keys,
     push_conf_keys,

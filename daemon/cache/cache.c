@@ -137,7 +137,7 @@ void cache_changed_locked(cache_t *c)
 
 static int subdir(cache_t *c, const char *name, si_error_t *err)
 {
-    if (mkdirat(c->dir_fd, name, 0750) < 0 && errno != EEXIST)
+    if (mkdirat(c->dir_fd, name, 0700) < 0 && errno != EEXIST)
         return si_errnoprintf(err, errno, "cache: cannot create %s/%s: %s", c->conf.dir, name,
                           strerror(errno));
     int fd = openat(c->dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -195,7 +195,7 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
     pthread_cond_init(&c->changed, &ca);
     pthread_condattr_destroy(&ca);
 
-    if (mkdir(conf->dir, 0750) < 0 && errno != EEXIST) {
+    if (mkdir(conf->dir, 0700) < 0 && errno != EEXIST) {
         si_errnoprintf(err, errno, "cache: cannot create %s: %s", conf->dir, strerror(errno));
         goto error;
     }

@@ -10,6 +10,8 @@
 #include <openssl/crypto.h>
 
 #include "catalog/requests.h"
+#include "common/groups.h"
+#include "common/text.h"
 #include "daemon/control/identity.h"
 
 #define PRIORITY_MIN -1000
@@ -31,7 +33,14 @@ struct control {
     int64_t cred_default, cred_max;
     si_session_keys_t *sessions;   /* NULL: no S3 endpoint */
     char *s3_url, *s3_region;
+    uint64_t cache_capacity;
+    si_groups_t *groups;           /* the callers' supplementary groups, cached */
+    control_holder_fn holder_hook;
+    void *holder_arg;
 };
+
+#define GROUPS_TTL_S 60.0
+#define SUBMISSION_MAX 95
 
 unsigned control_status_for_errno(int errnum)
 {
@@ -41,6 +50,7 @@ unsigned control_status_for_errno(int errnum)
     case EPERM: return 403;
     case ENOENT: return 404;
     case EBUSY: return 409;
+    case EFBIG: return 507;
     default: return 500;
     }
 }
@@ -126,7 +136,8 @@ int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
                         control_stage_t *out, si_error_t *err)
 {
     static const char *const known[] = {"datasets", "files", "manifest", "job", "priority",
-                                        "deadline", "pin_lifetime", "uid", "gid", NULL};
+                                        "deadline", "pin_lifetime", "uid", "gid",
+                                        "submission", NULL};
     control_stage_t st;
     memset(&st, 0, sizeof(st));
     json_error_t jerr;
@@ -146,7 +157,7 @@ int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
             ok = ok || strcmp(key, known[i]) == 0;
         if (!ok) {
             si_errprintf(err, "unknown field '%.64s' (known: datasets, files, manifest, job,"
-                              " priority, deadline, pin_lifetime, uid, gid)", key);
+                              " priority, deadline, pin_lifetime, uid, gid, submission)", key);
             goto error;
         }
     }
@@ -190,6 +201,20 @@ int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
         int_field(st.root, "gid", 0, UINT32_MAX - 1, &gid, err) < 0)
         goto error;
     st.priority = (int)priority;
+    json_t *sub = json_object_get(st.root, "submission");
+    if (sub) {
+        const char *t = json_string_value(sub);
+        const char *colon = t ? strrchr(t, ':') : NULL;
+        if (!t || json_string_length(sub) > SUBMISSION_MAX || strlen(t) != json_string_length(sub) ||
+            !colon || colon == t || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
+            !si_utf8_valid(t, strlen(t))) {
+            si_errprintf(err, "field 'submission' must be \"HOST:SID\" (the submitting"
+                              " process's host and session id), at most %d characters",
+                         SUBMISSION_MAX);
+            goto error;
+        }
+        st.submission = t;
+    }
     if ((uid >= 0) != (gid >= 0)) {
         si_errprintf(err, "fields 'uid' and 'gid' go together (staging on behalf of a user)");
         goto error;
@@ -225,6 +250,7 @@ static int apply_opts(control_t *c, const control_opts_t *opts, si_error_t *err)
     c->peercred = opts->peercred;
     c->pin_default = opts->pin_lifetime_default;
     c->pin_max = opts->pin_lifetime_max;
+    c->cache_capacity = opts->cache_capacity;
     c->cred_default = opts->credentials_lifetime_default;
     c->cred_max = opts->credentials_lifetime_max;
     if (c->cred_default <= 0 || c->cred_max < c->cred_default) {
@@ -243,7 +269,11 @@ control_t *control_new(const control_opts_t *opts, si_error_t *err)
         si_errprintf(err, "out of memory");
         return NULL;
     }
-    if (apply_opts(c, opts, err) < 0 || !(c->requests = requests_open(opts->cat, err))) {
+    if (apply_opts(c, opts, err) < 0 || !(c->groups = si_groups_new(GROUPS_TTL_S)) ||
+        !(c->requests = requests_open(opts->cat, err))) {
+        if (!c->groups)
+            si_errprintf(err, "out of memory");
+        si_groups_free(c->groups);
         free(c->munge_socket);
         free(c);
         return NULL;
@@ -270,6 +300,14 @@ void control_set_metrics_hook(control_t *c, control_metrics_fn fn, void *arg)
     pthread_mutex_unlock(&c->lock);
 }
 
+void control_set_holder_hook(control_t *c, control_holder_fn fn, void *arg)
+{
+    pthread_mutex_lock(&c->lock);
+    c->holder_hook = fn;
+    c->holder_arg = arg;
+    pthread_mutex_unlock(&c->lock);
+}
+
 int control_set_s3(control_t *c, const control_s3_t *s3, si_error_t *err)
 {
     char *url = strdup(s3->url), *region = strdup(s3->region);
@@ -293,6 +331,7 @@ void control_free(control_t *c)
     if (!c)
         return;
     requests_close(c->requests);
+    si_groups_free(c->groups);
     pthread_mutex_destroy(&c->lock);
     free(c->munge_socket);
     free(c->s3_url);
@@ -335,6 +374,7 @@ static void on_stage(http_request_t *req, void *arg)
         .uid = who.uid, .gid = who.gid, .job_id = st.job, .priority = st.priority,
         .deadline = st.deadline, .pin_lifetime = st.pin_lifetime ? st.pin_lifetime : c->pin_default,
         .datasets = st.datasets, .ndatasets = st.ndatasets, .files = st.files, .nfiles = st.nfiles,
+        .submission = st.submission, .max_bytes = c->cache_capacity,
     };
     if (st.on_behalf) {
         if (who.uid != 0 && (st.uid != who.uid || st.gid != who.gid)) {
@@ -347,6 +387,7 @@ static void on_stage(http_request_t *req, void *arg)
         spec.uid = st.uid;
         spec.gid = st.gid;
     }
+    si_groups_of(c->groups, spec.uid, spec.gid, &spec.groups, &spec.ngroups);
     requests_created_t made;
     if (requests_create(c->requests, &spec, &made, &err) < 0) {
         respond_failure(req, errno, &err);
@@ -389,6 +430,10 @@ static json_t *status_json(const requests_status_t *st)
         /* the scheduler's estimate, once the recall engine is wired in */
         "eta");
     json_object_set_new(j, "job", st->job_id ? json_string(st->job_id) : json_null());
+    json_object_set_new(j, "expired", json_boolean(st->expired));
+    json_object_set_new(j, "finishedAt", st->finished > 0 ? json_real(st->finished) : json_null());
+    if (st->end_reason)
+        json_object_set_new(j, "endReason", json_string(st->end_reason));
     json_object_set_new(j, "deadline", st->deadline ? json_integer(st->deadline) : json_null());
     if (st->error)
         json_object_set_new(j, "error", json_string(st->error));
@@ -413,25 +458,68 @@ static void on_status(http_request_t *req, void *arg)
     requests_status_free(st);
 }
 
+/* POST /api/v1/release/{id} {"job": ID}: that job (an epilog) no longer
+ * holds the request; it is released when nothing else does. */
+static void release_job_holder(http_request_t *req, control_t *c, const identity_t *who,
+                               const char *id, const char *job)
+{
+    si_error_t err;
+    bool released = false, array_left = false;
+    char why[96];
+    snprintf(why, sizeof(why), "job %s ended (its epilog released it)", job);
+    if (requests_unhold(c->requests, id, who->uid, REQUESTS_HOLDER_JOB, job, why, &released,
+                        &array_left, &err) < 0) {
+        respond_failure(req, errno, &err);
+        return;
+    }
+    si_log(c->log, SI_LOG_NOTICE, "request %s: job %s let go of it%s", id, job,
+           released ? "; released" : array_left ? "; its array still holds it" : "");
+    if (array_left && c->holder_hook)
+        c->holder_hook(c->holder_arg);
+    http_respond_json(req, 200, json_pack("{s:s, s:s, s:b}", "requestId", id, "job", job,
+                                          "released", released));
+}
+
 static void end_request(http_request_t *req, control_t *c, bool release)
 {
     identity_t who;
     si_error_t err;
     const char *id = http_request_param(req, "id");
+    size_t len = 0;
+    const char *body = http_request_body(req, &len);
+    json_t *root = NULL;
+    char buf[32];
+    const char *job = NULL;
     pthread_mutex_lock(&c->lock);
-    if (authenticate(c, req, &who)) {
-        int rc = release ? requests_release(c->requests, id, who.uid, &err)
-                         : requests_cancel(c->requests, id, who.uid, &err);
-        if (rc < 0) {
-            respond_failure(req, errno, &err);
-        } else {
-            si_log(c->log, SI_LOG_NOTICE, "request %s %s by uid %u", id,
-                   release ? "released" : "cancelled", (unsigned)who.uid);
-            http_respond_json(req, 200, json_pack("{s:s, s:s}", "requestId", id, "state",
-                                                  release ? "RELEASED" : "CANCELLED"));
+    if (!authenticate(c, req, &who))
+        goto out;
+    if (release && len > 0) {
+        json_error_t jerr;
+        root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+        if (!root || !json_is_object(root) || json_object_size(root) > 1 ||
+            job_field(root, buf, sizeof(buf), &job, &err) < 0 ||
+            (json_object_size(root) == 1 && !job)) {
+            http_respond_error(req, 400, "the body must be empty, {} or {\"job\": ID}");
+            goto out;
         }
     }
+    if (job) {
+        release_job_holder(req, c, &who, id, job);
+        goto out;
+    }
+    int rc = release ? requests_release(c->requests, id, who.uid, &err)
+                     : requests_cancel(c->requests, id, who.uid, &err);
+    if (rc < 0) {
+        respond_failure(req, errno, &err);
+        goto out;
+    }
+    si_log(c->log, SI_LOG_NOTICE, "request %s %s by uid %u", id,
+           release ? "released" : "cancelled", (unsigned)who.uid);
+    http_respond_json(req, 200, json_pack("{s:s, s:s}", "requestId", id, "state",
+                                          release ? "RELEASED" : "CANCELLED"));
+out:
     pthread_mutex_unlock(&c->lock);
+    json_decref(root);
 }
 
 /* POST /api/v1/stage/{id}/job {"job": ID}: the job a request made at
@@ -449,24 +537,31 @@ static void on_bind_job(http_request_t *req, void *arg)
     if (!authenticate(c, req, &who))
         goto out;
     json_error_t jerr;
-    char buf[32];
-    const char *job = NULL;
+    char buf[32], abuf[32];
+    const char *job = NULL, *array = NULL;
     if (!(root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr))) {
         http_respond_error(req, 400, "malformed JSON at line %d, column %d: %s", jerr.line,
                            jerr.column, jerr.text);
         goto out;
     }
-    if (!json_is_object(root) || json_object_size(root) != 1 ||
-        job_field(root, buf, sizeof(buf), &job, &err) < 0 || !job) {
-        http_respond_error(req, 400, "the body must be {\"job\": ID}, a positive integer or 1 "
-                                     "to 64 characters");
+    json_t *array_v = json_object_get(root, "array");
+    json_t *array_only = json_pack("{s:O?}", "job", array_v);
+    bool array_ok = !array_v || json_is_null(array_v) ||
+                    (job_field(array_only, abuf, sizeof(abuf), &array, &err) == 0 && array);
+    json_decref(array_only);
+    if (!json_is_object(root) || json_object_size(root) != 1 + (array_v != NULL) ||
+        job_field(root, buf, sizeof(buf), &job, &err) < 0 || !job || !array_ok) {
+        http_respond_error(req, 400, "the body must be {\"job\": ID} or {\"job\": ID, "
+                                     "\"array\": ID}, each a positive integer or 1 to 64 "
+                                     "characters");
         goto out;
     }
-    if (requests_bind_job(c->requests, id, who.uid, job, &err) < 0) {
+    if (requests_bind_job(c->requests, id, who.uid, job, array, &err) < 0) {
         respond_failure(req, errno, &err);
         goto out;
     }
-    si_log(c->log, SI_LOG_INFO, "request %s is job %s (uid %u)", id, job, (unsigned)who.uid);
+    si_log(c->log, SI_LOG_INFO, "request %s is job %s%s%s (uid %u)", id, job,
+           array ? " of array " : "", array ? array : "", (unsigned)who.uid);
     http_respond_json(req, 200, json_pack("{s:s, s:s}", "requestId", id, "job", job));
 out:
     pthread_mutex_unlock(&c->lock);
@@ -542,6 +637,52 @@ out:
     json_decref(root);
 }
 
+/* A table as the JSON rows the CLI's --json prints. */
+static json_t *table_json(si_table_t *t)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    json_t *rows = NULL;
+    if (mem) {
+        si_table_print(t, mem, true);
+        fclose(mem);
+        rows = json_loads(text, 0, NULL);
+    }
+    free(text);
+    return rows;
+}
+
+/* GET /api/v1/requests[?all=1][&limit=N]: the caller's requests, newest
+ * first (root: everyone's); all=1 adds finished, released and expired ones. */
+static void on_requests(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    identity_t who;
+    si_error_t err;
+    const char *all = http_request_query(req, "all");
+    const char *limit_text = http_request_query(req, "limit");
+    int64_t limit = 1000;
+    if (limit_text && (si_parse_i64(limit_text, &limit) < 0 || limit < 1 || limit > 100000)) {
+        http_respond_error(req, 400, "limit=%.20s: expected 1 to 100000 requests", limit_text);
+        return;
+    }
+    pthread_mutex_lock(&c->lock);
+    if (!authenticate(c, req, &who)) {
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    si_table_t *t = requests_list(c->requests, who.uid == 0 ? (uid_t)-1 : who.uid,
+                                  !(all && strcmp(all, "0") != 0), (size_t)limit, &err);
+    pthread_mutex_unlock(&c->lock);
+    json_t *rows = t ? table_json(t) : NULL;
+    si_table_free(t);
+    if (!rows)
+        http_respond_error(req, 500, "%s", t ? "cannot render the requests" : err.text);
+    else
+        http_respond_json(req, 200, json_pack("{s:o}", "requests", rows));
+}
+
 static void on_queue(http_request_t *req, void *arg)
 {
     control_t *c = arg;
@@ -559,16 +700,7 @@ static void on_queue(http_request_t *req, void *arg)
         return;
     }
     /* the shared table code renders JSON; reparse to embed it */
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    json_t *rows = NULL;
-    if (mem) {
-        si_table_print(t, mem, true);
-        fclose(mem);
-        rows = json_loads(text, 0, NULL);
-    }
-    free(text);
+    json_t *rows = table_json(t);
     si_table_free(t);
     if (!rows)
         http_respond_error(req, 500, "cannot render the queue");
@@ -743,6 +875,7 @@ int control_routes(control_t *c, http_server_t *server, si_error_t *err)
         {"POST", "/api/v1/release/{id}", on_release},
         {"POST", "/api/v1/archiveinfo", on_archiveinfo},
         {"GET", "/api/v1/queue", on_queue},
+        {"GET", "/api/v1/requests", on_requests},
         {"POST", "/api/v1/credentials", on_credentials},
         {"GET", "/metrics", on_metrics},
     };

@@ -4,8 +4,11 @@
  *                                    "uid"/"gid" (root on behalf of a user)}
  *   GET  /api/v1/stage/{id}          per-file state, bytes, queue position
  *   POST /api/v1/stage/{id}/cancel
- *   POST /api/v1/stage/{id}/job      {"job": ID}: binds a request made at submission
- *   POST /api/v1/release/{id}
+ *   POST /api/v1/stage/{id}/job      {"job": ID, "array": ID}: the job (an array's task)
+ *                                    that started with a request made at submission
+ *   POST /api/v1/release/{id}        {} or {"job": ID}: that job no longer holds it
+ *   GET  /api/v1/requests[?all=1]    the caller's requests (root: everyone's), active
+ *                                    ones, or all=1 also finished and expired ones
  *   POST /api/v1/archiveinfo         {"files": [...]} -> locality per file
  *   GET  /api/v1/queue               the active requests in queue order
  *   POST /api/v1/credentials         {"lifetime", "uid"/"gid"} -> short-lived S3
@@ -39,7 +42,12 @@ typedef struct {
     int64_t pin_lifetime_max;      /* seconds */
     int64_t credentials_lifetime_default; /* seconds; S3 session credentials */
     int64_t credentials_lifetime_max;
+    uint64_t cache_capacity;       /* bytes; a larger request is refused (0: no check) */
 } control_opts_t;
+
+/* Told when a job's holder went but its array still holds the request, so
+ * the job reconciliation looks at the array now. */
+typedef void (*control_holder_fn)(void *arg);
 
 /* stageind's S3 endpoint, for the credentials route. */
 typedef struct {
@@ -59,6 +67,7 @@ int control_routes(control_t *c, http_server_t *server, si_error_t *err);
 /* Applies reloaded settings (munge socket, pin lifetimes, peercred). */
 int control_reconfigure(control_t *c, const control_opts_t *opts, si_error_t *err);
 void control_set_metrics_hook(control_t *c, control_metrics_fn fn, void *arg);
+void control_set_holder_hook(control_t *c, control_holder_fn fn, void *arg);
 /* Turns on POST /api/v1/credentials (404 while no S3 endpoint runs). */
 int control_set_s3(control_t *c, const control_s3_t *s3, si_error_t *err);
 void control_free(control_t *c);
@@ -80,6 +89,7 @@ typedef struct {
     bool on_behalf;
     uid_t uid;
     gid_t gid;
+    const char *submission;        /* "host:sid" of a SPANK submission, or NULL */
 } control_stage_t;
 
 /* Parses and validates a stage body; errors name the field. */

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -244,6 +245,9 @@ static int make_dirs(const char *dir, si_error_t *err)
         if (!c)
             break;
     }
+    /* the volumes hold every user's bytes: the service's alone */
+    if (chmod(dir, 0700) < 0)
+        return si_errprintf(err, "cannot make %s private: %s", dir, strerror(errno));
     return 0;
 }
 
