@@ -1,17 +1,24 @@
 /* Allocator and local context (sbatch, salloc, srun), as the submitting
  * user: the stage request is submitted now, so that tape recall overlaps
  * the queue wait; stageind's answer decides whether the job may be
- * submitted at all (an unknown dataset, or one the user may not read). */
+ * submitted at all (an unknown dataset, one the user may not read, more
+ * than the cache holds). An srun inside an allocation (salloc, a batch
+ * script) is a step of a job that has its request already: it inherits it
+ * and never asks again. The request is held by this submission ("host:sid",
+ * which stageind matches to the job Slurm creates) until the job's prolog
+ * names the job. */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "spank/plugin.h"
 #include "stagein/stage_args.h"
 
 static json_t *request_body(const plugin_t *p, const spank_stage_in_t *in, char **manifest,
-                            si_error_t *err)
+                            bool with_submission, si_error_t *err)
 {
     stage_opts_t o = {
         .datasets = (const char **)in->datasets,
@@ -24,13 +31,50 @@ static json_t *request_body(const plugin_t *p, const spank_stage_in_t *in, char 
             return NULL;
         o.manifest = *manifest;
     }
-    return stage_request_body(&o, err);
+    json_t *body = stage_request_body(&o, err);
+    if (!body || !with_submission)
+        return body;
+    char host[64] = "", submission[96];
+    gethostname(host, sizeof(host) - 1);
+    host[strcspn(host, ":")] = '\0';
+    snprintf(submission, sizeof(submission), "%.60s:%ld", host[0] ? host : "unknown",
+             (long)getsid(0));
+    if (json_object_set_new(body, "submission", json_string(submission)) < 0) {
+        json_decref(body);
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    return body;
+}
+
+json_t *alloc_request_body(const plugin_t *p, const char *stage_in, char **manifest,
+                           bool with_submission, si_error_t *err)
+{
+    spank_stage_in_t in = {0};
+    if (spank_stage_in_parse(stage_in, &in, err) < 0)
+        return NULL;
+    json_t *body = request_body(p, &in, manifest, with_submission, err);
+    spank_stage_in_free(&in);
+    return body;
+}
+
+/* srun with SLURM_JOB_ID set runs a step of an existing job. */
+static bool inside_allocation(void)
+{
+    const char *job = getenv("SLURM_JOB_ID");
+    return spank_context() == S_CTX_LOCAL && job && *job;
 }
 
 int alloc_submit(spank_t sp, plugin_t *p)
 {
     if (!p->opts.stage_in)
         return 0;
+    if (inside_allocation()) {
+        const char *inherited = getenv(PLUGIN_REQUEST_JOB_VAR);
+        slurm_verbose("%s: a step of job %s: it uses the job's stage request %s", PLUGIN_NAME,
+                      getenv("SLURM_JOB_ID"), inherited && *inherited ? inherited : "(none)");
+        return 0;
+    }
     spank_stage_in_t in = {0};
     char *manifest = NULL;
     json_t *body = NULL;
@@ -40,7 +84,7 @@ int alloc_submit(spank_t sp, plugin_t *p)
     si_error_t err;
     int rc = -1;
     if (spank_stage_in_parse(p->opts.stage_in, &in, &err) < 0 ||
-        !(body = request_body(p, &in, &manifest, &err)) || !(c = plugin_client(p, &err)))
+        !(body = request_body(p, &in, &manifest, true, &err)) || !(c = plugin_client(p, &err)))
         goto done;
     if (!(text = json_dumps(body, JSON_COMPACT))) {
         si_errprintf(&err, "out of memory");
@@ -67,6 +111,9 @@ int alloc_submit(spank_t sp, plugin_t *p)
         client_reply_free(&rr);
         goto done;
     }
+    /* srun's steps and salloc's shell take their environment from this
+     * process: they find the request the way a batch script does */
+    setenv(PLUGIN_REQUEST_JOB_VAR, id, 1);
     slurm_info("%s: stage request %s: %lld files, %lld bytes", PLUGIN_NAME, id,
                (long long)json_integer_value(json_object_get(r.json, "files")),
                (long long)json_integer_value(json_object_get(r.json, "bytes")));

@@ -14,6 +14,7 @@
 #define DEFAULT_RUN_DIR LOCALSTATEDIR "/run/stagein-spank"
 #define DEFAULT_STAGEIN BINDIR "/stagein"
 #define DEFAULT_ENDPOINT "unix:" LOCALSTATEDIR "/lib/stagein/stageind.sock"
+#define DEFAULT_SCONTROL "/usr/bin/scontrol"
 
 static int copy_value(char *dst, size_t size, const char *key, const char *value,
                       si_error_t *err)
@@ -54,6 +55,13 @@ static int conf_arg(const char *arg, spank_conf_t *c, si_error_t *err)
         return copy_value(c->stagein, sizeof(c->stagein), key, v, err);
     if (strcmp(key, "config") == 0)
         return copy_value(c->config, sizeof(c->config), key, v, err);
+    if (strcmp(key, "scontrol") == 0) {
+        if (*v && v[0] != '/')
+            return si_errprintf(err, "scontrol=%s is not an absolute path (scontrol= turns the "
+                                     "job comments off)", v);
+        snprintf(c->scontrol, sizeof(c->scontrol), "%s", v);
+        return 0;
+    }
     if (strcmp(key, "run_dir") == 0) {
         if (v[0] != '/')
             return si_errprintf(err, "run_dir=%s is not an absolute path", v);
@@ -85,7 +93,8 @@ static int conf_arg(const char *arg, spank_conf_t *c, si_error_t *err)
     if (strcmp(key, "priority") == 0)
         return stage_parse_priority(v, &c->priority, err) < 0 ? si_errprefix(err, "priority") : 0;
     return si_errprintf(err, "unknown argument '%s' (known: endpoint, munge_socket, wait, "
-                             "on_timeout, gpu, priority, stagein, config, run_dir, push_timeout)",
+                             "on_timeout, gpu, priority, stagein, config, run_dir, push_timeout, "
+                             "scontrol)",
                         key);
 }
 
@@ -100,6 +109,7 @@ int spank_conf_parse(int argc, char *const argv[], spank_conf_t *conf, si_error_
     snprintf(c.run_dir, sizeof(c.run_dir), "%s", DEFAULT_RUN_DIR);
     snprintf(c.stagein, sizeof(c.stagein), "%s", DEFAULT_STAGEIN);
     snprintf(c.endpoint, sizeof(c.endpoint), "%s", DEFAULT_ENDPOINT);
+    snprintf(c.scontrol, sizeof(c.scontrol), "%s", DEFAULT_SCONTROL);
     for (int i = 0; i < argc; i++)
         if (conf_arg(argv[i], &c, err) < 0)
             return si_errprefix(err, "plugstack.conf argument %d", i + 1);

@@ -30,6 +30,7 @@ typedef struct {
     int gpu;                           /* -1: host memory unless --stage-gpu */
     int priority;                      /* of every stage request, -1000..1000 */
     int64_t push_timeout_s;            /* epilog: longest wait for a durable push */
+    char scontrol[SPANK_PATH_MAX];     /* shows staging in the job's comment; "": no */
 } spank_conf_t;
 
 /* Defaults, then each "key=value" argument; err names the argument. */

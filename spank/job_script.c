@@ -1,9 +1,20 @@
 /* Job script context (prolog and epilog), as root on the node. Neither may
  * fail for an ordinary error: a failing prolog or epilog of a required
  * plugin drains the node. Problems are logged and recorded in the job's
- * record instead; user_init fails the step with the reason. */
+ * record instead; user_init fails the step with the reason.
+ *
+ * The prolog names the job (an array's task) to stageind, so the job holds
+ * the request; waits for the data, across stageind restarts, showing the
+ * progress in the job's comment (squeue/scontrol show it); and gives up at
+ * once when stageind released the request (the job was cancelled). A
+ * request whose pins expired while the job waited in the queue is staged
+ * again. The epilog pushes --stage-out (a failure goes to the job's stderr
+ * and comment) and lets go of the request; if stageind cannot be reached,
+ * stageind's job reconciliation releases it when it sees the job ended. */
 #include "config.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +29,10 @@
 
 #define POLL_S 1.0
 #define LOG_EVERY_S 10.0
+#define RETRY_MAX_S 8.0     /* longest pause between tries while stageind is away */
+#define RELEASE_TRIES 3
+#define COMMENT_MAX 200
+#define SCONTROL_TIMEOUT_S 10.0
 
 static double now_s(void)
 {
@@ -33,72 +48,305 @@ static void record(const plugin_t *p, const char *job, const char *key, const ch
         slurm_error("%s: job %s: %s", PLUGIN_NAME, job, err.text);
 }
 
-static int fetch_status(client_t *c, const char *request, progress_status_t *s, si_error_t *err)
+/* ---- what squeue and scontrol show ------------------------------------------- */
+
+/* scontrol's environment: the clean one, and the cluster's SLURM_CONF. */
+typedef struct {
+    char conf[1100];
+    char *env[4];
+} slurm_env_t;
+
+static char *const *slurm_env(slurm_env_t *e)
+{
+    const char *conf = getenv("SLURM_CONF");
+    size_t n = 0;
+    e->env[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
+    e->env[n++] = "LC_ALL=C";
+    if (conf && snprintf(e->conf, sizeof(e->conf), "SLURM_CONF=%s", conf) < (int)sizeof(e->conf))
+        e->env[n++] = e->conf;
+    e->env[n] = NULL;
+    return e->env;
+}
+
+/* The job's comment says how its staging goes (or why it failed). */
+static void job_comment(const plugin_t *p, const char *job, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void job_comment(const plugin_t *p, const char *job, const char *fmt, ...)
+{
+    if (!p->conf.scontrol[0])
+        return;
+    char text[COMMENT_MAX], id[48], comment[COMMENT_MAX + 24], out[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    for (char *c = text; *c; c++)
+        if (*c == '"' || *c == '\n')
+            *c = '\'';
+    snprintf(id, sizeof(id), "JobId=%s", job);
+    snprintf(comment, sizeof(comment), "Comment=stagein: %s", text);
+    char *argv[] = {(char *)p->conf.scontrol, "update", id, comment, NULL};
+    slurm_env_t e;
+    run_as_t as = {.uid = 0, .gid = 0, .timeout_s = SCONTROL_TIMEOUT_S, .env = slurm_env(&e)};
+    si_error_t err;
+    int rc = run_command(&as, argv, out, sizeof(out), &err);
+    if (rc != 0)
+        slurm_error("%s: job %s: cannot set its comment: %s", PLUGIN_NAME, job,
+                    rc < 0 ? err.text : out);
+}
+
+/* The job's stderr file, from scontrol (the epilog runs after the tasks). */
+static int job_stderr_path(const plugin_t *p, const char *job, char *path, size_t size)
+{
+    char out[8192], id[48];
+    snprintf(id, sizeof(id), "JobId=%s", job);
+    char *argv[] = {(char *)p->conf.scontrol, "-o", "show", "job", id, NULL};
+    slurm_env_t e;
+    run_as_t as = {.uid = 0, .gid = 0, .timeout_s = SCONTROL_TIMEOUT_S, .env = slurm_env(&e)};
+    si_error_t err;
+    if (!p->conf.scontrol[0] || run_command(&as, argv, out, sizeof(out), &err) != 0)
+        return -1;
+    /* the last StdErr= field is Slurm's own (user text comes earlier) */
+    char *at = NULL;
+    for (char *s = strstr(out, " StdErr="); s; s = strstr(s + 1, " StdErr="))
+        at = s + 8;
+    if (!at)
+        return -1;
+    size_t len = strcspn(at, " \n");
+    if (len == 0 || len >= size || at[0] != '/')
+        return -1;
+    memcpy(path, at, len);
+    path[len] = '\0';
+    return 0;
+}
+
+/* Tells the job's user: a line in the job's stderr (written as the user,
+ * appended) and the job's comment, beside slurmd's log. */
+static void tell_user(const plugin_t *p, const char *job, uid_t uid, gid_t gid, const char *msg)
+{
+    slurm_error("%s: job %s: %s", PLUGIN_NAME, job, msg);
+    job_comment(p, job, "%s", msg);
+    char path[1024], line[1200], out[256];
+    if (job_stderr_path(p, job, path, sizeof(path)) < 0)
+        return;
+    snprintf(line, sizeof(line), "%s: %s", PLUGIN_NAME, msg);
+    char *argv[] = {"/bin/sh", "-c", "printf '%s\\n' \"$1\" >> \"$2\"", "sh", line, path, NULL};
+    run_as_t as = {.uid = uid, .gid = gid, .timeout_s = SCONTROL_TIMEOUT_S};
+    si_error_t err;
+    if (run_command(&as, argv, out, sizeof(out), &err) != 0)
+        slurm_error("%s: job %s: cannot write to its stderr %s: %s", PLUGIN_NAME, job, path, out);
+}
+
+/* ---- stageind ----------------------------------------------------------------- */
+
+/* One call; *answered false when stageind could not be reached at all. */
+static int call(client_t *c, const char *method, const char *path, const char *body,
+                client_reply_t *r, bool *answered, si_error_t *err)
+{
+    client_request_t rq = {.method = method, .path = path, .json_body = body};
+    memset(r, 0, sizeof(*r));
+    int rc = client_send(c, &rq, r, err);
+    *answered = r->status != 0;
+    return rc;
+}
+
+static int fetch_status(client_t *c, const char *request, progress_status_t *s, bool *answered,
+                        si_error_t *err)
 {
     char path[128];
     snprintf(path, sizeof(path), "/api/v1/stage/%s", request);
-    client_request_t rq = {.method = "GET", .path = path};
-    client_reply_t r = {0};
-    int rc = client_send(c, &rq, &r, err);
+    client_reply_t r;
+    int rc = call(c, "GET", path, NULL, &r, answered, err);
     if (rc == 0)
         rc = progress_status_from_json(r.json, s, err);
     client_reply_free(&r);
     return rc;
 }
 
-/* The request was made at submission, before the job had an id: tell
- * stageind which job it is (shown in its queue and views). Only logged when
- * it fails: the staging goes on either way. */
-static void bind_job(client_t *c, const char *job, const char *request)
+typedef enum { BIND_OK, BIND_UNREACHABLE, BIND_ENDED, BIND_ERROR } bind_t;
+
+/* The job (an array's task) that started with the request made at
+ * submission: from now on it holds the request. */
+static bind_t bind_job(client_t *c, const char *job, const char *array, const char *request,
+                       si_error_t *err)
 {
-    char path[128], body[96];
+    char path[128], body[160];
     snprintf(path, sizeof(path), "/api/v1/stage/%s/job", request);
-    snprintf(body, sizeof(body), "{\"job\": \"%s\"}", job);
-    client_request_t rq = {.method = "POST", .path = path, .json_body = body};
-    client_reply_t r = {0};
-    si_error_t err;
-    if (client_send(c, &rq, &r, &err) < 0)
-        slurm_error("%s: job %s: binding request %s to it: %s", PLUGIN_NAME, job, request,
-                    err.text);
+    if (array)
+        snprintf(body, sizeof(body), "{\"job\": \"%s\", \"array\": \"%s\"}", job, array);
+    else
+        snprintf(body, sizeof(body), "{\"job\": \"%s\"}", job);
+    client_reply_t r;
+    bool answered;
+    int rc = call(c, "POST", path, body, &r, &answered, err);
+    long status = r.status;
     client_reply_free(&r);
+    if (rc == 0)
+        return BIND_OK;
+    return !answered ? BIND_UNREACHABLE : status == 409 ? BIND_ENDED : BIND_ERROR;
+}
+
+/* The job's --stage-in, asked again as root for the user (its pins expired
+ * while the job waited in the queue). */
+static int restage(spank_t sp, const plugin_t *p, client_t *c, const char *job, uid_t uid,
+                   gid_t gid, char *request, size_t size, si_error_t *err)
+{
+    struct spank_option opt = {"stage-in", "DATASET[,...]|@MANIFEST", "", 1, 0, NULL};
+    char *value = NULL;
+    if (spank_option_getopt(sp, &opt, &value) != ESPANK_SUCCESS || !value)
+        return si_errprintf(err, "the job's --stage-in is not known here");
+    char *manifest = NULL, *text = NULL;
+    json_t *body = alloc_request_body(p, value, &manifest, false, err);
+    int rc = -1;
+    if (!body)
+        goto out;
+    json_object_set_new(body, "job", json_string(job));
+    json_object_set_new(body, "uid", json_integer(uid));
+    json_object_set_new(body, "gid", json_integer(gid));
+    if (!(text = json_dumps(body, JSON_COMPACT))) {
+        si_errprintf(err, "out of memory");
+        goto out;
+    }
+    client_reply_t r;
+    bool answered;
+    if (call(c, "POST", "/api/v1/stage", text, &r, &answered, err) == 0) {
+        const char *id = json_string_value(json_object_get(r.json, "requestId"));
+        if (id && strlen(id) < size) {
+            snprintf(request, size, "%s", id);
+            rc = 0;
+        } else {
+            si_errprintf(err, "stageind's answer names no request id");
+        }
+    }
+    client_reply_free(&r);
+out:
+    free(text);
+    free(manifest);
+    json_decref(body);
+    return rc;
+}
+
+/* ---- the prolog ---------------------------------------------------------------- */
+
+typedef struct {
+    spank_t sp;
+    plugin_t *p;
+    client_t *c;
+    char job[32];
+    const char *array;         /* SLURM_ARRAY_JOB_ID, or NULL */
+    uid_t uid;
+    gid_t gid;
+    char request[64];
+    bool bound;
+    char why[512];             /* the reason of an outcome other than COMPLETED */
+} prolog_t;
+
+/* Binds the job once stageind answers; a request that ended before the job
+ * started (pins expired in the queue) is staged again. 0 bound or to be
+ * retried (stageind away), -1 failed (why says it). */
+static int ensure_bound(prolog_t *pr)
+{
+    if (pr->bound)
+        return 0;
+    si_error_t err;
+    switch (bind_job(pr->c, pr->job, pr->array, pr->request, &err)) {
+    case BIND_OK:
+        pr->bound = true;
+        return 0;
+    case BIND_UNREACHABLE:
+        return 0;
+    case BIND_ENDED: {
+        char old[64], ended[256];
+        snprintf(old, sizeof(old), "%s", pr->request);
+        snprintf(ended, sizeof(ended), "%s", err.text);
+        if (restage(pr->sp, pr->p, pr->c, pr->job, pr->uid, pr->gid, pr->request,
+                    sizeof(pr->request), &err) < 0) {
+            snprintf(pr->why, sizeof(pr->why), "%s, and staging it again failed: %s", ended,
+                     err.text);
+            return -1;
+        }
+        slurm_info("%s: job %s: %s; staged again as request %s", PLUGIN_NAME, pr->job, ended,
+                   pr->request);
+        record(pr->p, pr->job, "request", pr->request);
+        pr->bound = bind_job(pr->c, pr->job, pr->array, pr->request, &err) == BIND_OK;
+        return 0;
+    }
+    case BIND_ERROR:
+        break;
+    }
+    snprintf(pr->why, sizeof(pr->why), "binding request %s to the job: %s", pr->request,
+             err.text);
+    return -1;
+}
+
+static const char *final_outcome(prolog_t *pr, const progress_status_t *s)
+{
+    if (strcmp(s->state, "COMPLETED") == 0)
+        return "COMPLETED";
+    if (strcmp(s->state, "FAILED") == 0) {
+        snprintf(pr->why, sizeof(pr->why), "%lld of %lld files failed (stagein status %s lists "
+                 "them)", (long long)s->files_failed, (long long)s->files_total, pr->request);
+        return "FAILED";
+    }
+    snprintf(pr->why, sizeof(pr->why), "%s", s->reason[0] ? s->reason : "by its owner");
+    return strcmp(s->state, "CANCELLED") == 0 ? "CANCELLED" : "RELEASED";
 }
 
 /* Waits up to the configured limit; the outcome goes to the record as
  * staging=COMPLETED|FAILED|CANCELLED|RELEASED|TIMEOUT|ERROR. */
-static const char *wait_staging(const plugin_t *p, client_t *c, const char *job,
-                                const char *request)
+static const char *wait_staging(prolog_t *pr)
 {
+    const plugin_t *p = pr->p;
     progress_rate_t rate;
     progress_rate_init(&rate);
-    double start = now_s(), logged = -LOG_EVERY_S;
+    double start = now_s(), logged = -LOG_EVERY_S, pause = POLL_S;
+    bool away = false;
     char line[256];
     si_error_t err;
     for (;;) {
         progress_status_t s;
-        if (fetch_status(c, request, &s, &err) < 0) {
-            slurm_error("%s: job %s: request %s: %s", PLUGIN_NAME, job, request, err.text);
-            record(p, job, "staging_error", err.text);
+        bool answered = true;
+        if (ensure_bound(pr) < 0)
+            return "ERROR";
+        int rc = fetch_status(pr->c, pr->request, &s, &answered, &err);
+        double t = now_s();
+        if (rc < 0 && answered) {
+            snprintf(pr->why, sizeof(pr->why), "request %s: %s", pr->request, err.text);
             return "ERROR";
         }
-        double t = now_s();
-        progress_rate_add(&rate, t - start, s.bytes_done);
-        bool final = progress_state_final(s.state);
-        if (final || t - logged >= LOG_EVERY_S) {
-            slurm_info("%s: job %s: %s", PLUGIN_NAME, job,
-                       progress_line(&s, progress_rate(&rate), line, sizeof(line)));
-            logged = t;
+        if (rc < 0) {
+            /* stageind restarting: try again, less often, within the limit */
+            if (!away)
+                slurm_info("%s: job %s: stageind unreachable (%s); retrying for up to %lld s",
+                           PLUGIN_NAME, pr->job, err.text,
+                           (long long)(p->conf.wait_s - (int64_t)(t - start)));
+            away = true;
+            pause = pause * 2 > RETRY_MAX_S ? RETRY_MAX_S : pause * 2;
+        } else {
+            if (away)
+                slurm_info("%s: job %s: stageind answers again", PLUGIN_NAME, pr->job);
+            away = false;
+            pause = POLL_S;
+            progress_rate_add(&rate, t - start, s.bytes_done);
+            bool final = progress_state_final(s.state);
+            if (final || t - logged >= LOG_EVERY_S) {
+                progress_line(&s, progress_rate(&rate), line, sizeof(line));
+                slurm_info("%s: job %s: %s", PLUGIN_NAME, pr->job, line);
+                if (!final)
+                    job_comment(p, pr->job, "staging %s", line);
+                logged = t;
+            }
+            if (final)
+                return final_outcome(pr, &s);
         }
-        if (final)
-            return strcmp(s.state, "COMPLETED") == 0   ? "COMPLETED"
-                   : strcmp(s.state, "FAILED") == 0    ? "FAILED"
-                   : strcmp(s.state, "CANCELLED") == 0 ? "CANCELLED"
-                                                       : "RELEASED";
         if (t - start >= (double)p->conf.wait_s) {
-            slurm_info("%s: job %s: request %s not staged within %lld s", PLUGIN_NAME, job,
-                       request, (long long)p->conf.wait_s);
+            slurm_info("%s: job %s: request %s not staged within %lld s", PLUGIN_NAME, pr->job,
+                       pr->request, (long long)p->conf.wait_s);
+            snprintf(pr->why, sizeof(pr->why), "not staged within the prolog's limit of %lld s%s",
+                     (long long)p->conf.wait_s, away ? " (stageind unreachable)" : "");
             return "TIMEOUT";
         }
-        usleep((useconds_t)(POLL_S * 1e6));
+        usleep((useconds_t)(pause * 1e6));
     }
 }
 
@@ -115,20 +363,19 @@ static int job_gpu(spank_t sp, const plugin_t *p)
 }
 
 /* The node agent for the job. */
-static void start_node_agent(spank_t sp, const plugin_t *p, const char *job, const char *request,
-                             uid_t uid, gid_t gid)
+static void start_node_agent(const prolog_t *pr)
 {
-    agent_job_t a = {.conf = &p->conf, .job = job, .request = request, .uid = uid, .gid = gid,
-                     .gpu = job_gpu(sp, p)};
+    agent_job_t a = {.conf = &pr->p->conf, .job = pr->job, .request = pr->request,
+                     .uid = pr->uid, .gid = pr->gid, .gpu = job_gpu(pr->sp, pr->p)};
     si_error_t why;
     int rc = agent_start(&a, &why);
     if (rc == 1)
-        slurm_info("%s: job %s: node agent started", PLUGIN_NAME, job);
+        slurm_info("%s: job %s: node agent started", PLUGIN_NAME, pr->job);
     else if (rc == 0)
-        slurm_info("%s: job %s: %s", PLUGIN_NAME, job, why.text);
+        slurm_info("%s: job %s: %s", PLUGIN_NAME, pr->job, why.text);
     else {
-        slurm_error("%s: job %s: node agent: %s", PLUGIN_NAME, job, why.text);
-        record(p, job, "agent_note", why.text);
+        slurm_error("%s: job %s: node agent: %s", PLUGIN_NAME, pr->job, why.text);
+        record(pr->p, pr->job, "agent_note", why.text);
     }
 }
 
@@ -137,33 +384,45 @@ int job_script_prolog(spank_t sp, plugin_t *p)
     const char *request = getenv(PLUGIN_REQUEST_SCRIPT_VAR);
     if (!request || !*request)
         return 0;
-    char job[32];
-    uid_t uid;
-    gid_t gid;
+    prolog_t pr = {.sp = sp, .p = p};
     si_error_t err;
-    if (plugin_job_ids(sp, job, &uid, &gid, &err) < 0) {
+    if (plugin_job_ids(sp, pr.job, &pr.uid, &pr.gid, &err) < 0) {
         slurm_error("%s: request %s: %s", PLUGIN_NAME, request, err.text);
         return 0;
     }
-    record(p, job, "request", request);
-    slurm_info("%s: job %s is request %s; waiting up to %lld s", PLUGIN_NAME, job, request,
+    const char *array = getenv("SLURM_ARRAY_JOB_ID");
+    pr.array = array && *array ? array : NULL;
+    snprintf(pr.request, sizeof(pr.request), "%s", request);
+    record(p, pr.job, "request", pr.request);
+    slurm_info("%s: job %s%s%s is request %s; waiting up to %lld s", PLUGIN_NAME, pr.job,
+               pr.array ? " of array " : "", pr.array ? pr.array : "", pr.request,
                (long long)p->conf.wait_s);
-    client_t *c = plugin_client(p, &err);
-    if (!c) {
-        slurm_error("%s: job %s: %s", PLUGIN_NAME, job, err.text);
-        record(p, job, "staging_error", err.text);
-        record(p, job, "staging", "ERROR");
+    if (!(pr.c = plugin_client(p, &err))) {
+        slurm_error("%s: job %s: %s", PLUGIN_NAME, pr.job, err.text);
+        record(p, pr.job, "staging_error", err.text);
+        record(p, pr.job, "staging", "ERROR");
         return 0;
     }
-    bind_job(c, job, request);
-    const char *outcome = wait_staging(p, c, job, request);
-    client_free(c);
-    record(p, job, "staging", outcome);
+    const char *outcome = wait_staging(&pr);
+    client_free(pr.c);
+    if (pr.why[0])
+        record(p, pr.job, "staging_error", pr.why);
+    record(p, pr.job, "staging", outcome);
+    bool cancelled = strcmp(outcome, "RELEASED") == 0 || strcmp(outcome, "CANCELLED") == 0;
+    if (strcmp(outcome, "COMPLETED") == 0)
+        job_comment(p, pr.job, "staged (request %s)", pr.request);
+    else if (!cancelled)
+        job_comment(p, pr.job, "request %s %s: %s", pr.request, outcome, pr.why);
     if (strcmp(outcome, "COMPLETED") == 0 ||
         (strcmp(outcome, "TIMEOUT") == 0 && p->conf.on_timeout == SPANK_ON_TIMEOUT_CONTINUE))
-        start_node_agent(sp, p, job, request, uid, gid);
+        start_node_agent(&pr);
+    else if (cancelled)
+        slurm_info("%s: job %s: request %s %s (%s): no agent", PLUGIN_NAME, pr.job, pr.request,
+                   outcome, pr.why);
     return 0;
 }
+
+/* ---- the epilog --------------------------------------------------------------------- */
 
 /* `stagein push --wait` as the user: returns once every file is durable. */
 static void push_stage_out(const plugin_t *p, const spank_stage_out_t *o, const char *job,
@@ -185,7 +444,7 @@ static void push_stage_out(const plugin_t *p, const spank_stage_out_t *o, const 
     argv[n++] = (char *)o->path;
     argv[n] = NULL;
     run_as_t as = {.uid = uid, .gid = gid, .timeout_s = (double)p->conf.push_timeout_s};
-    char out[4096];
+    char out[4096], msg[1024];
     si_error_t err;
     int rc = run_command(&as, argv, out, sizeof(out), &err);
     if (rc == 0) {
@@ -193,10 +452,15 @@ static void push_stage_out(const plugin_t *p, const spank_stage_out_t *o, const 
                    o->path, o->dataset);
         return;
     }
-    for (char *line = strtok(out, "\n"); rc > 0 && line; line = strtok(NULL, "\n"))
+    /* the last line of stagein push says why */
+    char *last = NULL;
+    for (char *line = strtok(out, "\n"); rc > 0 && line; line = strtok(NULL, "\n")) {
         slurm_error("%s: job %s: stagein push: %s", PLUGIN_NAME, job, line);
-    slurm_error("%s: job %s: --stage-out %s as dataset %s failed: %s", PLUGIN_NAME, job,
-                o->path, o->dataset, rc < 0 ? err.text : "stagein push failed");
+        last = line;
+    }
+    snprintf(msg, sizeof(msg), "--stage-out %s as dataset %s failed: %s", o->path, o->dataset,
+             rc < 0 ? err.text : last ? last : "stagein push failed");
+    tell_user(p, job, uid, gid, msg);
 }
 
 static void stage_out(spank_t sp, const plugin_t *p, const char *job, uid_t uid, gid_t gid)
@@ -209,39 +473,53 @@ static void stage_out(spank_t sp, const plugin_t *p, const char *job, uid_t uid,
     size_t n = 0;
     si_error_t err;
     if (spank_stage_out_parse(value, job, out, PLUGIN_STAGE_OUT_MAX, &n, &err) < 0) {
-        slurm_error("%s: job %s: %s", PLUGIN_NAME, job, err.text);
+        tell_user(p, job, uid, gid, err.text);
         return;
     }
     for (size_t i = 0; i < n; i++)
         push_stage_out(p, &out[i], job, uid, gid);
 }
 
+/* The job lets go of the request; stageind releases it when nothing else
+ * (another task of its array) holds it. */
 static void release_request(const plugin_t *p, const char *job, const char *request)
 {
     si_error_t err;
     client_t *c = plugin_client(p, &err);
-    if (!c) {
-        slurm_error("%s: job %s: cannot release request %s: %s", PLUGIN_NAME, job, request,
-                    err.text);
-        return;
-    }
-    char path[128];
+    char path[128], body[64];
     snprintf(path, sizeof(path), "/api/v1/release/%s", request);
-    client_request_t rq = {.method = "POST", .path = path};
-    client_reply_t r = {0};
-    if (client_send(c, &rq, &r, &err) == 0)
-        slurm_info("%s: job %s: request %s released", PLUGIN_NAME, job, request);
-    else if (r.status != 409) /* 409: released already (an earlier epilog) */
-        slurm_error("%s: job %s: cannot release request %s: %s", PLUGIN_NAME, job, request,
-                    err.text);
-    client_reply_free(&r);
+    snprintf(body, sizeof(body), "{\"job\": \"%s\"}", job);
+    for (int i = 0; c && i < RELEASE_TRIES; i++) {
+        client_reply_t r;
+        bool answered;
+        int rc = call(c, "POST", path, body, &r, &answered, &err);
+        bool released = json_is_true(json_object_get(r.json, "released"));
+        long status = r.status;
+        client_reply_free(&r);
+        if (rc == 0) {
+            slurm_info("%s: job %s: request %s %s", PLUGIN_NAME, job, request,
+                       released ? "released" : "let go (the job's array still holds it)");
+            client_free(c);
+            return;
+        }
+        if (answered) {
+            /* 404: not held by this job any more (stageind saw it end); 409: released */
+            if (status != 404 && status != 409)
+                slurm_error("%s: job %s: cannot release request %s: %s", PLUGIN_NAME, job,
+                            request, err.text);
+            client_free(c);
+            return;
+        }
+        sleep(1);
+    }
     client_free(c);
+    slurm_error("%s: job %s: cannot release request %s: %s; stageind releases it once it "
+                "sees the job ended", PLUGIN_NAME, job, request, err.text);
 }
 
 int job_script_epilog(spank_t sp, plugin_t *p)
 {
-    const char *request = getenv(PLUGIN_REQUEST_SCRIPT_VAR);
-    char job[32];
+    char job[32], request[JOBREC_VALUE_MAX] = "";
     uid_t uid;
     gid_t gid;
     si_error_t err;
@@ -249,9 +527,13 @@ int job_script_epilog(spank_t sp, plugin_t *p)
         slurm_error("%s: epilog: %s", PLUGIN_NAME, err.text);
         return 0;
     }
+    /* the request the prolog ended up with (staged again, perhaps) */
+    const char *submitted = getenv(PLUGIN_REQUEST_SCRIPT_VAR);
+    if (jobrec_get(p->conf.run_dir, job, "request", request, sizeof(request), &err) != 1)
+        snprintf(request, sizeof(request), "%s", submitted ? submitted : "");
     stage_out(sp, p, job, uid, gid);
     agent_stop(&p->conf, job);
-    if (request && *request)
+    if (*request)
         release_request(p, job, request);
     if (jobrec_remove(p->conf.run_dir, job, &err) < 0)
         slurm_error("%s: job %s: %s", PLUGIN_NAME, job, err.text);

@@ -48,6 +48,11 @@ int plugin_job_ids(spank_t sp, char job[32], uid_t *uid, gid_t *gid, si_error_t 
 
 /* alloc.c: validate and submit the stage request; -1 refuses submission. */
 int alloc_submit(spank_t sp, plugin_t *p);
+/* The POST /api/v1/stage body for a --stage-in value (*manifest: the
+ * manifest's text, to free); with_submission adds this process's
+ * "host:sid" (the submission holds the request until the job does). */
+json_t *alloc_request_body(const plugin_t *p, const char *stage_in, char **manifest,
+                           bool with_submission, si_error_t *err);
 
 /* job_script.c: never fail (a failing prolog or epilog drains the node). */
 int job_script_prolog(spank_t sp, plugin_t *p);

@@ -2,6 +2,11 @@
  * the step fails with the reason when its data is not there; otherwise the
  * tasks learn where the data and the agent are.
  *
+ * What the prolog found (the job's record on this node) decides: a step of
+ * a job whose data arrived needs no word from stageind, so steps still
+ * start while stageind restarts. Without a record (no prolog ran here yet)
+ * stageind is asked.
+ *
  * The failure is decided in user_init but delivered by task_init: a failing
  * user_init of the batch step counts as a launch failure and drains the node
  * (seen on Slurm 22.05), while a failing task_init only ends the task with
@@ -68,6 +73,8 @@ int remote_task_init(spank_t sp, plugin_t *p)
     return -1;
 }
 
+static int export_job_env(spank_t sp, plugin_t *p, const char *job, const char *request);
+
 int remote_user_init(spank_t sp, plugin_t *p)
 {
     char request[128];
@@ -81,6 +88,17 @@ int remote_user_init(spank_t sp, plugin_t *p)
     if (plugin_job_ids(sp, job, &uid, &gid, &err) < 0) {
         return fail_step(p, "stage request %s: %s", request, err.text);
     }
+    char staging[JOBREC_VALUE_MAX] = "", why[JOBREC_VALUE_MAX] = "";
+    jobrec_get(p->conf.run_dir, job, "staging", staging, sizeof(staging), &err);
+    jobrec_get(p->conf.run_dir, job, "staging_error", why, sizeof(why), &err);
+    if (jobrec_get(p->conf.run_dir, job, "request", note, sizeof(note), &err) == 1 &&
+        strcmp(note, request) != 0)
+        snprintf(request, sizeof(request), "%s", note); /* the prolog staged it again */
+    if (strcmp(staging, "COMPLETED") == 0)
+        return export_job_env(sp, p, job, request);
+    if (staging[0] && strcmp(staging, "TIMEOUT") != 0)
+        return fail_step(p, "stage request %s %s%s%s", request, staging, why[0] ? ": " : "",
+                         why[0] ? why : "");
     progress_status_t s;
     if (fetch_status(p, request, &s, &err) < 0) {
         return fail_step(p, "stage request %s: cannot get its state from stageind: %s", request,
@@ -101,6 +119,14 @@ int remote_user_init(spank_t sp, plugin_t *p)
         slurm_info("%s: the job starts before its data (on_timeout=continue): %s", PLUGIN_NAME,
                    line);
     }
+    return export_job_env(sp, p, job, request);
+}
+
+/* The tasks learn the request, the endpoint and the agent. */
+static int export_job_env(spank_t sp, plugin_t *p, const char *job, const char *request)
+{
+    char note[JOBREC_VALUE_MAX];
+    si_error_t err;
     if (export(sp, "STAGEIN_REQUEST", request) < 0 ||
         export(sp, "STAGEIN_ENDPOINT", p->conf.endpoint) < 0)
         return fail_step(p, "stage request %s: cannot set the tasks' environment", request);

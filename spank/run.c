@@ -41,7 +41,7 @@ static void become_and_exec(const run_as_t *as, char *const argv[])
     }
     if (chdir("/") < 0)
         _exit(126);
-    execve(argv[0], argv, clean_env);
+    execve(argv[0], argv, as->env ? as->env : clean_env);
     fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
 }

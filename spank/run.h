@@ -14,6 +14,7 @@ typedef struct {
     uid_t uid;                 /* the user to run as (root runs as is) */
     gid_t gid;
     double timeout_s;          /* then SIGTERM, and SIGKILL 2 s later */
+    char *const *env;          /* the environment; NULL: only PATH and LC_ALL */
 } run_as_t;
 
 /* Runs argv[0] (an absolute path) with argv; its stdout and stderr together

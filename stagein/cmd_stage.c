@@ -327,12 +327,23 @@ done:
 
 /* ---- status, wait, cancel, release ---------------------------------------------- */
 
+static int status_args(cli_t *cli, int argc, char **argv, const char *usage, int npos,
+                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s, bool *all);
+
 /* Parses [--json] [--endpoint E] [--timeout D] and `npos` positional
  * arguments (npos < 0: 0 or 1). Returns -1 to go on, else an exit status. */
 static int simple_args(cli_t *cli, int argc, char **argv, const char *usage, int npos,
                        bool timeout_ok, client_cmd_conn_t *co, double *timeout_s)
 {
+    return status_args(cli, argc, argv, usage, npos, timeout_ok, co, timeout_s, NULL);
+}
+
+/* simple_args, and --all where all is not NULL. */
+static int status_args(cli_t *cli, int argc, char **argv, const char *usage, int npos,
+                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s, bool *all)
+{
     static const struct option options[] = {
+        {"all", no_argument, NULL, 'a'},
         {"timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
         CLIENT_CMD_OPTIONS,
@@ -341,10 +352,12 @@ static int simple_args(cli_t *cli, int argc, char **argv, const char *usage, int
     int opt;
     memset(co, 0, sizeof(*co));
     optind = 0; /* GNU getopt: 0 re-initialises its state */
-    while ((opt = getopt_long(argc, argv, "t:he:j", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "at:he:j", options, NULL)) != -1) {
         if (client_cmd_conn_option(opt, co))
             continue;
-        if (opt == 't' && timeout_ok) {
+        if (opt == 'a' && all) {
+            *all = true;
+        } else if (opt == 't' && timeout_ok) {
             if (client_cmd_timeout(cli, optarg, timeout_s) != 0)
                 return 2;
         } else if (opt == 'h') {
@@ -372,7 +385,11 @@ static void print_request(const json_t *j)
     const json_t *job = json_object_get(j, "job"), *eta = json_object_get(j, "eta");
     const json_t *deadline = json_object_get(j, "deadline");
     printf("request   %s\n", json_string_value(json_object_get(j, "id")));
-    printf("state     %s\n", json_string_value(json_object_get(j, "state")));
+    bool expired = json_is_true(json_object_get(j, "expired"));
+    printf("state     %s\n", expired ? "EXPIRED" : json_string_value(json_object_get(j, "state")));
+    const char *reason = json_string_value(json_object_get(j, "endReason"));
+    if (reason)
+        printf("ended     %s\n", reason);
     printf("job       %s\n", json_is_string(job) ? json_string_value(job) : "-");
     printf("priority  %lld\n", (long long)json_integer_value(json_object_get(j, "priority")));
     if (json_is_integer(deadline)) {
@@ -444,6 +461,35 @@ done:
     return rc;
 }
 
+/* Every request of the caller (root: everyone's), finished ones too. */
+static int status_all(cli_t *cli, client_t *c, bool json)
+{
+    static const si_column_t cols[] = {
+        {"request", SI_COL_STR},     {"state", SI_COL_STR},      {"job", SI_COL_STR},
+        {"files", SI_COL_INT},       {"files_done", SI_COL_INT}, {"files_failed", SI_COL_INT},
+        {"bytes", SI_COL_BYTES},     {"bytes_done", SI_COL_BYTES}, {"reason", SI_COL_STR},
+    };
+    client_request_t get = {.method = "GET", .path = "/api/v1/requests?all=1"};
+    client_reply_t r;
+    si_error_t err;
+    int rc;
+    if (client_send(c, &get, &r, &err) < 0) {
+        rc = cli_fail(cli, "%s", err.text);
+    } else if (!json_is_array(json_object_get(r.json, "requests"))) {
+        rc = cli_fail(cli, "stageind's answer has no 'requests' array: %.200s", r.body);
+    } else if (json) {
+        client_cmd_print_answer(&r);
+        rc = 0;
+    } else {
+        rc = client_cmd_print_table(cli, json_rows_table(json_object_get(r.json, "requests"),
+                                                         cols, sizeof(cols) / sizeof(cols[0]),
+                                                         -1),
+                                    false);
+    }
+    client_reply_free(&r);
+    return rc;
+}
+
 int cmd_status(cli_t *cli, int argc, char **argv)
 {
     static const si_column_t cols[] = {
@@ -451,8 +497,10 @@ int cmd_status(cli_t *cli, int argc, char **argv)
         {"bytesDone", SI_COL_BYTES}, {"error", SI_COL_STR},
     };
     client_cmd_conn_t co;
-    int rc = simple_args(cli, argc, argv, "status [ID] [--endpoint URL|unix:PATH] [--json]", -1,
-                         false, &co, NULL);
+    bool all = false;
+    int rc = status_args(cli, argc, argv,
+                         "status [ID | --all] [--endpoint URL|unix:PATH] [--json]", -1, false,
+                         &co, NULL, &all);
     if (rc >= 0)
         return rc;
     si_error_t err;
@@ -460,7 +508,7 @@ int cmd_status(cli_t *cli, int argc, char **argv)
     if (!c)
         return cli_fail(cli, "%s", err.text);
     if (optind == argc) {
-        rc = status_mine(cli, c, co.json);
+        rc = all ? status_all(cli, c, co.json) : status_mine(cli, c, co.json);
         client_free(c);
         return rc;
     }

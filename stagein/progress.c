@@ -36,6 +36,9 @@ int progress_status_from_json(const json_t *j, progress_status_t *out, si_error_
         return -1;
     const json_t *eta = json_object_get(j, "eta");
     s.eta = json_is_number(eta) ? json_number_value(eta) : -1;
+    s.expired = json_is_true(json_object_get(j, "expired"));
+    const char *reason = json_string_value(json_object_get(j, "endReason"));
+    snprintf(s.reason, sizeof(s.reason), "%s", reason ? reason : "");
     *out = s;
     return 0;
 }

@@ -19,6 +19,8 @@ typedef struct {
     int64_t bytes_total, bytes_done;
     int64_t queue_position;    /* 0: not queued */
     double eta;                /* seconds from the daemon; < 0: not given */
+    bool expired;              /* released because its pin lifetime passed */
+    char reason[256];          /* why it ended ("" while active, or not said) */
 } progress_status_t;
 
 /* From the answer of GET /api/v1/stage/{id}; err names a missing field. */

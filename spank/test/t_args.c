@@ -30,7 +30,15 @@ static void conf_args(void)
     ok(spank_conf_parse(2, bad1, &c, &err) < 0, "unknown key refused");
     is_str(err.text, "plugstack.conf argument 2: unknown argument 'colour' (known: endpoint, "
                      "munge_socket, wait, on_timeout, gpu, priority, stagein, config, run_dir, "
-                     "push_timeout)", "the error names the argument and the known keys");
+                     "push_timeout, scontrol)", "the error names the argument and the known keys");
+    is_str(c.scontrol, "/usr/bin/scontrol", "scontrol: the standard path by default");
+    spank_conf_t other;
+    char *sc[] = {"scontrol=relative/scontrol"};
+    ok(spank_conf_parse(1, sc, &other, &err) < 0 && strstr(err.text, "not an absolute path"),
+       "scontrol must be an absolute path: %s", err.text);
+    char *nosc[] = {"scontrol="};
+    ok(spank_conf_parse(1, nosc, &other, &err) == 0 && other.scontrol[0] == '\0',
+       "scontrol= turns the job comments off");
     ok(memcmp(&c, &before, sizeof(c)) == 0, "a refused set changes nothing");
     char *bad2[] = {"on_timeout=maybe"};
     ok(spank_conf_parse(1, bad2, &c, &err) < 0 && strstr(err.text, "expected fail or continue"),
