@@ -64,6 +64,7 @@ typedef enum {
     SQL_HOLDER_RESOLVE,
     SQL_HOLDERS_ALL,
     SQL_EXPIRED,
+    SQL_RECENT_JOBS,
     SQL_COUNT
 } sql_id_t;
 
@@ -187,6 +188,8 @@ static const char *const sql_text[SQL_COUNT] = {
         " AND NOT EXISTS (SELECT 1 FROM request_holders h"
         "  WHERE h.request_id = r.id AND h.running)"
         " ORDER BY finished",
+    [SQL_RECENT_JOBS] =
+        "SELECT DISTINCT job_id FROM requests WHERE job_id IS NOT NULL AND created >= :since",
 };
 
 struct requests {
@@ -1108,6 +1111,37 @@ int requests_holders(requests_t *r, requests_holder_t **out, size_t *count, si_e
     if (rc != SQLITE_DONE) {
         free(list);
         return db_fail(r, err, "listing holders");
+    }
+    *out = list;
+    *count = n;
+    return 0;
+}
+
+int requests_recent_jobs(requests_t *r, double since, requests_job_id_t **out, size_t *count,
+                         si_error_t *err)
+{
+    sqlite3_stmt *s = stmt(r, SQL_RECENT_JOBS);
+    bind_real(s, ":since", since);
+    requests_job_id_t *list = NULL;
+    size_t n = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            requests_job_id_t *grown = realloc(list, cap * sizeof(*grown));
+            if (!grown) {
+                free(list);
+                sqlite3_reset(s);
+                return si_errnoprintf(err, ENOMEM, "out of memory");
+            }
+            list = grown;
+        }
+        snprintf(list[n++], sizeof(list[0]), "%s", (const char *)sqlite3_column_text(s, 0));
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        free(list);
+        return db_fail(r, err, "listing recent jobs");
     }
     *out = list;
     *count = n;

@@ -149,6 +149,12 @@ typedef struct {
 /* Every holder of a request that is not released; *out malloc'd. */
 int requests_holders(requests_t *r, requests_holder_t **out, size_t *count, si_error_t *err);
 
+/* The job ids of requests created since (unix seconds), released ones too:
+ * a job that had a request never takes another one's submission. */
+typedef char requests_job_id_t[65];
+int requests_recent_jobs(requests_t *r, double since, requests_job_id_t **out, size_t *count,
+                         si_error_t *err);
+
 /* The job ended: its holder goes (kind JOB or ARRAY, or a SUBMISSION that
  * no job claimed); a request left with no holder is released with why.
  * caller_uid as for release ((uid_t)-1: the daemon itself). *released

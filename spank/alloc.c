@@ -67,14 +67,21 @@ static bool inside_allocation(void)
 
 int alloc_submit(spank_t sp, plugin_t *p)
 {
-    if (!p->opts.stage_in)
-        return 0;
     if (inside_allocation()) {
+        /* the first step of a salloc job runs the job's prolog on the node:
+         * it learns the request from this step's control environment */
         const char *inherited = getenv(PLUGIN_REQUEST_JOB_VAR);
-        slurm_verbose("%s: a step of job %s: it uses the job's stage request %s", PLUGIN_NAME,
-                      getenv("SLURM_JOB_ID"), inherited && *inherited ? inherited : "(none)");
+        if (inherited && *inherited &&
+            spank_job_control_setenv(sp, PLUGIN_REQUEST_VAR, inherited, 1) != ESPANK_SUCCESS)
+            slurm_error("%s: cannot pass request %s to the step", PLUGIN_NAME, inherited);
+        if (p->opts.stage_in)
+            slurm_verbose("%s: a step of job %s: it uses the job's stage request %s",
+                          PLUGIN_NAME, getenv("SLURM_JOB_ID"),
+                          inherited && *inherited ? inherited : "(none)");
         return 0;
     }
+    if (!p->opts.stage_in)
+        return 0;
     spank_stage_in_t in = {0};
     char *manifest = NULL;
     json_t *body = NULL;

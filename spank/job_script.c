@@ -95,28 +95,31 @@ static void job_comment(const plugin_t *p, const char *job, const char *fmt, ...
                     rc < 0 ? err.text : out);
 }
 
-/* The job's stderr file, from scontrol (the epilog runs after the tasks). */
-static int job_stderr_path(const plugin_t *p, const char *job, char *path, size_t size)
+/* One field of `scontrol -o show job ID`. Fields a user chooses (JobName,
+ * Comment, WorkDir) could contain " Key=": take the first occurrence of a
+ * key Slurm prints before them (ArrayJobId), the last of one it prints
+ * after them (StdErr). */
+static int job_field(const plugin_t *p, const char *job, const char *key, bool last, char *value,
+                     size_t size)
 {
-    char out[8192], id[48];
-    snprintf(id, sizeof(id), "JobId=%s", job);
-    char *argv[] = {(char *)p->conf.scontrol, "-o", "show", "job", id, NULL};
+    char out[16384], pattern[64];
+    char *argv[] = {(char *)p->conf.scontrol, "-o", "show", "job", (char *)job, NULL};
     slurm_env_t e;
     run_as_t as = {.uid = 0, .gid = 0, .timeout_s = SCONTROL_TIMEOUT_S, .env = slurm_env(&e)};
     si_error_t err;
     if (!p->conf.scontrol[0] || run_command(&as, argv, out, sizeof(out), &err) != 0)
         return -1;
-    /* the last StdErr= field is Slurm's own (user text comes earlier) */
+    snprintf(pattern, sizeof(pattern), " %s=", key);
     char *at = NULL;
-    for (char *s = strstr(out, " StdErr="); s; s = strstr(s + 1, " StdErr="))
-        at = s + 8;
+    for (char *s = strstr(out, pattern); s; s = last ? strstr(s + 1, pattern) : NULL)
+        at = s + strlen(pattern);
     if (!at)
         return -1;
     size_t len = strcspn(at, " \n");
-    if (len == 0 || len >= size || at[0] != '/')
+    if (len == 0 || len >= size)
         return -1;
-    memcpy(path, at, len);
-    path[len] = '\0';
+    memcpy(value, at, len);
+    value[len] = '\0';
     return 0;
 }
 
@@ -127,7 +130,7 @@ static void tell_user(const plugin_t *p, const char *job, uid_t uid, gid_t gid, 
     slurm_error("%s: job %s: %s", PLUGIN_NAME, job, msg);
     job_comment(p, job, "%s", msg);
     char path[1024], line[1200], out[256];
-    if (job_stderr_path(p, job, path, sizeof(path)) < 0)
+    if (job_field(p, job, "StdErr", true, path, sizeof(path)) < 0 || path[0] != '/')
         return;
     snprintf(line, sizeof(line), "%s: %s", PLUGIN_NAME, msg);
     char *argv[] = {"/bin/sh", "-c", "printf '%s\\n' \"$1\" >> \"$2\"", "sh", line, path, NULL};
@@ -390,8 +393,15 @@ int job_script_prolog(spank_t sp, plugin_t *p)
         slurm_error("%s: request %s: %s", PLUGIN_NAME, request, err.text);
         return 0;
     }
-    const char *array = getenv("SLURM_ARRAY_JOB_ID");
-    pr.array = array && *array ? array : NULL;
+    /* an array's task holds the array's request: the prolog's environment
+     * does not say which array, scontrol does */
+    char array[32];
+    const char *env_array = getenv("SLURM_ARRAY_JOB_ID");
+    if (env_array && *env_array && strlen(env_array) < sizeof(array))
+        snprintf(array, sizeof(array), "%s", env_array);
+    else if (job_field(p, pr.job, "ArrayJobId", false, array, sizeof(array)) < 0)
+        array[0] = '\0';
+    pr.array = array[0] ? array : NULL;
     snprintf(pr.request, sizeof(pr.request), "%s", request);
     record(p, pr.job, "request", pr.request);
     slurm_info("%s: job %s%s%s is request %s; waiting up to %lld s", PLUGIN_NAME, pr.job,

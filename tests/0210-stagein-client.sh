@@ -161,7 +161,7 @@ out=$(si queue)
 ok "$(head -1 <<<"$out" | grep -qE "^position +request +uid +job +priority +state"; echo $?)" "queue table"
 out=$(si cancel "$BYFILE")
 is "$out" "request $BYFILE: CANCELLED" "cancel"
-run_fails_with "cancelling twice: the daemon's 409 text" "^stagein: request $BYFILE is already CANCELLED$" -- \
+run_fails_with "cancelling twice: the daemon's 409 text" "^stagein: request $BYFILE is already CANCELLED: cancelled by uid 0$" -- \
     si cancel "$BYFILE"
 out=$(si release "$REAL" --json)
 is "$(json "$out" 'j["state"]')" RELEASED "release --json"

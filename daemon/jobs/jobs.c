@@ -25,6 +25,8 @@ const si_conf_key_t jobs_conf_keys[] = {
 };
 
 #define DEFAULT_SQUEUE "/usr/bin/squeue"
+/* jobs of requests this much older than a submission cannot be its job */
+#define KNOWN_JOBS_S 3600.0
 
 int jobs_conf_from(const si_conf_t *conf, jobs_conf_t *out, si_error_t *err)
 {
@@ -111,11 +113,15 @@ static void apply(jobs_service_t *j, const reconcile_action_t *a)
 static void reconcile(jobs_service_t *j)
 {
     requests_holder_t *holders = NULL;
+    requests_job_id_t *known = NULL;
     slurm_job_t *jobs = NULL;
     reconcile_action_t *plan = NULL;
-    size_t nh = 0, nj = 0, np = 0;
+    size_t nh = 0, nj = 0, np = 0, nk = 0;
     si_error_t err;
-    if (requests_holders(j->requests, &holders, &nh, &err) < 0) {
+    double now = wall_now();
+    if (requests_holders(j->requests, &holders, &nh, &err) < 0 ||
+        requests_recent_jobs(j->requests, now - j->conf.submission_grace_s - KNOWN_JOBS_S,
+                             &known, &nk, &err) < 0) {
         si_log(j->log, SI_LOG_ERROR, "job reconciliation: %s", err.text);
         return;
     }
@@ -129,8 +135,8 @@ static void reconcile(jobs_service_t *j)
         goto out;
     }
     j->last_error[0] = '\0';
-    if (reconcile_plan(holders, nh, jobs, nj, wall_now(), j->conf.submission_grace_s, &plan,
-                       &np, &err) < 0) {
+    if (reconcile_plan(holders, nh, known, nk, jobs, nj, now, j->conf.submission_grace_s,
+                       &plan, &np, &err) < 0) {
         si_log(j->log, SI_LOG_ERROR, "job reconciliation: %s", err.text);
         goto out;
     }
@@ -139,6 +145,7 @@ static void reconcile(jobs_service_t *j)
 out:
     free(plan);
     free(jobs);
+    free(known);
     free(holders);
 }
 

@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SUBMISSION_EARLY_S 5.0
+#include <math.h>
+
+/* Slurm's submit time has whole seconds; allow one of clock difference */
+#define SUBMISSION_EARLY_S 1.0
 
 typedef struct {
     reconcile_action_t *list;
@@ -65,14 +68,26 @@ static const char *claim_key(const slurm_job_t *j)
     return j->array_id[0] ? j->array_id : j->id;
 }
 
-static bool claimed(const requests_holder_t *h, size_t nh, const char *key,
-                    char (*taken)[24], size_t ntaken)
+typedef struct {
+    const requests_holder_t *holders;
+    size_t nholders;
+    const requests_job_id_t *known;
+    size_t nknown;
+    char (*taken)[24];
+    size_t ntaken;
+} claims_t;
+
+static bool claimed(const claims_t *c, const char *key)
 {
-    for (size_t i = 0; i < nh; i++)
-        if (h[i].kind != REQUESTS_HOLDER_SUBMISSION && strcmp(h[i].holder, key) == 0)
+    for (size_t i = 0; i < c->nholders; i++)
+        if (c->holders[i].kind != REQUESTS_HOLDER_SUBMISSION &&
+            strcmp(c->holders[i].holder, key) == 0)
             return true;
-    for (size_t i = 0; i < ntaken; i++)
-        if (strcmp(taken[i], key) == 0)
+    for (size_t i = 0; i < c->nknown; i++)
+        if (strcmp(c->known[i], key) == 0)
+            return true;
+    for (size_t i = 0; i < c->ntaken; i++)
+        if (strcmp(c->taken[i], key) == 0)
             return true;
     return false;
 }
@@ -113,9 +128,8 @@ static void check_array(plan_t *p, const requests_holder_t *h, const slurm_job_t
                  seen ? "every task finished" : "Slurm no longer knows it");
 }
 
-static void check_submission(plan_t *p, const requests_holder_t *holders, size_t nh,
-                             const requests_holder_t *h, const slurm_job_t *jobs, size_t nj,
-                             double now, double grace_s, char (*taken)[24], size_t *ntaken)
+static void check_submission(plan_t *p, claims_t *claims, const requests_holder_t *h,
+                             const slurm_job_t *jobs, size_t nj, double now, double grace_s)
 {
     const char *colon = strrchr(h->holder, ':');
     char *end;
@@ -124,8 +138,8 @@ static void check_submission(plan_t *p, const requests_holder_t *holders, size_t
     for (size_t i = 0; sid > 0 && i < nj; i++) {
         const slurm_job_t *j = &jobs[i];
         double t = (double)j->submitted;
-        if (j->uid != h->uid || j->sid != sid || t < h->created - SUBMISSION_EARLY_S ||
-            t > h->created + grace_s || claimed(holders, nh, claim_key(j), taken, *ntaken))
+        if (j->uid != h->uid || j->sid != sid || t < floor(h->created) - SUBMISSION_EARLY_S ||
+            t > h->created + grace_s || claimed(claims, claim_key(j)))
             continue;
         if (!best || job_order(j, best) < 0)
             best = j;
@@ -136,7 +150,7 @@ static void check_submission(plan_t *p, const requests_holder_t *holders, size_t
             return;
         a->to_kind = best->array_id[0] ? REQUESTS_HOLDER_ARRAY : REQUESTS_HOLDER_JOB;
         snprintf(a->to, sizeof(a->to), "%s", claim_key(best));
-        snprintf(taken[(*ntaken)++], 24, "%s", claim_key(best));
+        snprintf(claims->taken[claims->ntaken++], 24, "%s", claim_key(best));
         /* already over (cancelled while pending): the new holder goes too */
         requests_holder_t named = *h;
         named.kind = a->to_kind;
@@ -155,14 +169,15 @@ static void check_submission(plan_t *p, const requests_holder_t *holders, size_t
                  grace_s);
 }
 
-int reconcile_plan(const requests_holder_t *holders, size_t nholders, const slurm_job_t *jobs,
+int reconcile_plan(const requests_holder_t *holders, size_t nholders,
+                   const requests_job_id_t *known, size_t nknown, const slurm_job_t *jobs,
                    size_t njobs, double now, double grace_s, reconcile_action_t **plan,
                    size_t *nplan, si_error_t *err)
 {
     plan_t p = {0};
-    char (*taken)[24] = calloc(nholders + 1, sizeof(*taken));
-    size_t ntaken = 0;
-    if (!taken)
+    claims_t claims = {.holders = holders, .nholders = nholders, .known = known,
+                       .nknown = nknown, .taken = calloc(nholders + 1, 24)};
+    if (!claims.taken)
         return si_errprintf(err, "out of memory");
     for (size_t i = 0; i < nholders && !p.failed; i++) {
         const requests_holder_t *h = &holders[i];
@@ -170,12 +185,11 @@ int reconcile_plan(const requests_holder_t *holders, size_t nholders, const slur
         case REQUESTS_HOLDER_JOB: check_job(&p, h, jobs, njobs); break;
         case REQUESTS_HOLDER_ARRAY: check_array(&p, h, jobs, njobs); break;
         case REQUESTS_HOLDER_SUBMISSION:
-            check_submission(&p, holders, nholders, h, jobs, njobs, now, grace_s, taken,
-                             &ntaken);
+            check_submission(&p, &claims, h, jobs, njobs, now, grace_s);
             break;
         }
     }
-    free(taken);
+    free(claims.taken);
     if (p.failed) {
         free(p.list);
         return si_errprintf(err, "out of memory");

@@ -27,9 +27,11 @@ typedef struct {
 } reconcile_action_t;
 
 /* A submission matches a job of the same uid submitted by the same session
- * (sid) from 5 s before the request to grace_s after it, not held by another
- * request; one no job matched by then is dropped. now: unix seconds. */
-int reconcile_plan(const requests_holder_t *holders, size_t nholders, const slurm_job_t *jobs,
+ * (sid) from the second the request was made to grace_s after it, that no
+ * request names (known: the jobs of recent requests, released ones too);
+ * one no job matched by then is dropped. now: unix seconds. */
+int reconcile_plan(const requests_holder_t *holders, size_t nholders,
+                   const requests_job_id_t *known, size_t nknown, const slurm_job_t *jobs,
                    size_t njobs, double now, double grace_s, reconcile_action_t **plan,
                    size_t *nplan, si_error_t *err);
 

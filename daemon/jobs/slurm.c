@@ -23,9 +23,11 @@ const char *const slurm_squeue_args[] = {
     NULL,
 };
 
+/* COMPLETING too: the job's tasks are over (a job cancelled in its prolog
+ * shows COMPLETING until the prolog returns), only epilogs are left. */
 static const char *const final_states[] = {
-    "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
-    "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "REVOKED", NULL,
+    "COMPLETED", "COMPLETING", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+    "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "STAGE_OUT", NULL,
 };
 
 bool slurm_state_final(const char *state)

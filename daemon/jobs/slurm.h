@@ -33,7 +33,8 @@ int slurm_jobs_parse(const char *text, slurm_job_t **jobs, size_t *n, si_error_t
 int slurm_jobs_query(const char *squeue, double timeout_s, slurm_job_t **jobs, size_t *n,
                      si_error_t *err);
 
-/* True for states a job never leaves (COMPLETED, CANCELLED, FAILED, ...). */
+/* True once the job's tasks are over for good (COMPLETING, COMPLETED,
+ * CANCELLED, FAILED, ...): it needs its data no more. */
 bool slurm_state_final(const char *state);
 
 #endif

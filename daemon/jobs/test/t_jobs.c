@@ -87,14 +87,15 @@ int main(void)
     ok(slurm_jobs_parse("x 1 N/A 1000 RUNNING 2026-12-01T10:00:00 5\n", &bad, &nb, &err) == -1,
        "a job id must be a number");
     ok(slurm_state_final("CANCELLED") && slurm_state_final("NODE_FAIL") &&
-           !slurm_state_final("COMPLETING") && !slurm_state_final("PENDING") &&
+           slurm_state_final("COMPLETING") && !slurm_state_final("PENDING") &&
+           !slurm_state_final("RUNNING") && !slurm_state_final("SUSPENDED") &&
            !slurm_state_final("REQUEUE_HOLD"),
        "final states");
 
     double t0 = (double)local_time("2026-12-01T10:00:00");
     requests_holder_t h[] = {
         holder(1, "req-array", 1000, t0 - 0.5, REQUESTS_HOLDER_SUBMISSION, "vm:1252"),
-        holder(2, "req-cancelled", 1000, t0 + 299, REQUESTS_HOLDER_SUBMISSION, "vm:800"),
+        holder(2, "req-cancelled", 1000, t0 + 299.5, REQUESTS_HOLDER_SUBMISSION, "vm:800"),
         holder(3, "req-orphan", 1000, t0 - 1000, REQUESTS_HOLDER_SUBMISSION, "vm:4444"),
         holder(4, "req-young", 1000, t0 + 1000, REQUESTS_HOLDER_SUBMISSION, "vm:5555"),
         holder(5, "req-running", 2000, t0, REQUESTS_HOLDER_JOB, "8"),
@@ -107,7 +108,7 @@ int main(void)
     reconcile_action_t *plan = NULL;
     size_t np = 0;
     /* req-arr-live holds array 1: req-array may not take it as well */
-    ok(reconcile_plan(h, nh, jobs, nj, t0 + 1001, 300, &plan, &np, &err) == 0, "plan made");
+    ok(reconcile_plan(h, nh, NULL, 0, jobs, nj, t0 + 1001, 300, &plan, &np, &err) == 0, "plan made");
     const reconcile_action_t *a;
     ok(!find(plan, np, "req-array", RECONCILE_RESOLVE),
        "an array held by another request is not claimed twice");
@@ -136,16 +137,27 @@ int main(void)
     free(plan);
 
     /* without the competing array holder the submission takes the array */
-    ok(reconcile_plan(h, 1, jobs, nj, t0 + 5, 300, &plan, &np, &err) == 0 && np == 1 &&
+    ok(reconcile_plan(h, 1, NULL, 0, jobs, nj, t0 + 5, 300, &plan, &np, &err) == 0 && np == 1 &&
            plan[0].verb == RECONCILE_RESOLVE && plan[0].to_kind == REQUESTS_HOLDER_ARRAY &&
            strcmp(plan[0].to, "1") == 0,
        "an array's submission resolves to the array");
     free(plan);
     /* every task final: the array ends */
     strcpy(jobs[1].state, "COMPLETED");
-    ok(reconcile_plan(&h[6], 1, jobs, nj, t0 + 5, 300, &plan, &np, &err) == 0 && np == 1 &&
+    ok(reconcile_plan(&h[6], 1, NULL, 0, jobs, nj, t0 + 5, 300, &plan, &np, &err) == 0 && np == 1 &&
            plan[0].verb == RECONCILE_UNHOLD && strstr(plan[0].why, "every task finished"),
        "the array ends with its last task");
+    free(plan);
+    /* a job a (released) request already named never takes a submission */
+    requests_job_id_t known[1] = {"1"};
+    ok(reconcile_plan(h, 1, known, 1, jobs, nj, t0 + 5, 300, &plan, &np, &err) == 0 && np == 0,
+       "a job that had a request is not another submission's");
+    free(plan);
+    /* a job submitted before the request was made is not its job */
+    requests_holder_t late = holder(10, "req-late", 1000, t0 + 2.5, REQUESTS_HOLDER_SUBMISSION,
+                                    "vm:1252");
+    ok(reconcile_plan(&late, 1, NULL, 0, jobs, nj, t0 + 5, 300, &plan, &np, &err) == 0 && np == 0,
+       "a job older than the request does not match it");
     free(plan);
     free(jobs);
     return done_testing();
