@@ -31,8 +31,6 @@
 #define LOG_EVERY_S 10.0
 #define RETRY_MAX_S 8.0     /* longest pause between tries while stageind is away */
 #define RELEASE_TRIES 3
-#define COMMENT_MAX 200
-#define SCONTROL_TIMEOUT_S 10.0
 
 static double now_s(void)
 {
@@ -46,98 +44,6 @@ static void record(const plugin_t *p, const char *job, const char *key, const ch
     si_error_t err;
     if (jobrec_set(p->conf.run_dir, job, key, value, &err) < 0)
         slurm_error("%s: job %s: %s", PLUGIN_NAME, job, err.text);
-}
-
-/* ---- what squeue and scontrol show ------------------------------------------- */
-
-/* scontrol's environment: the clean one, and the cluster's SLURM_CONF. */
-typedef struct {
-    char conf[1100];
-    char *env[4];
-} slurm_env_t;
-
-static char *const *slurm_env(slurm_env_t *e)
-{
-    const char *conf = getenv("SLURM_CONF");
-    size_t n = 0;
-    e->env[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
-    e->env[n++] = "LC_ALL=C";
-    if (conf && snprintf(e->conf, sizeof(e->conf), "SLURM_CONF=%s", conf) < (int)sizeof(e->conf))
-        e->env[n++] = e->conf;
-    e->env[n] = NULL;
-    return e->env;
-}
-
-/* The job's comment says how its staging goes (or why it failed). */
-static void job_comment(const plugin_t *p, const char *job, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void job_comment(const plugin_t *p, const char *job, const char *fmt, ...)
-{
-    if (!p->conf.scontrol[0])
-        return;
-    char text[COMMENT_MAX], id[48], comment[COMMENT_MAX + 24], out[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    for (char *c = text; *c; c++)
-        if (*c == '"' || *c == '\n')
-            *c = '\'';
-    snprintf(id, sizeof(id), "JobId=%s", job);
-    snprintf(comment, sizeof(comment), "Comment=stagein: %s", text);
-    char *argv[] = {(char *)p->conf.scontrol, "update", id, comment, NULL};
-    slurm_env_t e;
-    run_as_t as = {.uid = 0, .gid = 0, .timeout_s = SCONTROL_TIMEOUT_S, .env = slurm_env(&e)};
-    si_error_t err;
-    int rc = run_command(&as, argv, out, sizeof(out), &err);
-    if (rc != 0)
-        slurm_error("%s: job %s: cannot set its comment: %s", PLUGIN_NAME, job,
-                    rc < 0 ? err.text : out);
-}
-
-/* One field of `scontrol -o show job ID`. Fields a user chooses (JobName,
- * Comment, WorkDir) could contain " Key=": take the first occurrence of a
- * key Slurm prints before them (ArrayJobId), the last of one it prints
- * after them (StdErr). */
-static int job_field(const plugin_t *p, const char *job, const char *key, bool last, char *value,
-                     size_t size)
-{
-    char out[16384], pattern[64];
-    char *argv[] = {(char *)p->conf.scontrol, "-o", "show", "job", (char *)job, NULL};
-    slurm_env_t e;
-    run_as_t as = {.uid = 0, .gid = 0, .timeout_s = SCONTROL_TIMEOUT_S, .env = slurm_env(&e)};
-    si_error_t err;
-    if (!p->conf.scontrol[0] || run_command(&as, argv, out, sizeof(out), &err) != 0)
-        return -1;
-    snprintf(pattern, sizeof(pattern), " %s=", key);
-    char *at = NULL;
-    for (char *s = strstr(out, pattern); s; s = last ? strstr(s + 1, pattern) : NULL)
-        at = s + strlen(pattern);
-    if (!at)
-        return -1;
-    size_t len = strcspn(at, " \n");
-    if (len == 0 || len >= size)
-        return -1;
-    memcpy(value, at, len);
-    value[len] = '\0';
-    return 0;
-}
-
-/* Tells the job's user: a line in the job's stderr (written as the user,
- * appended) and the job's comment, beside slurmd's log. */
-static void tell_user(const plugin_t *p, const char *job, uid_t uid, gid_t gid, const char *msg)
-{
-    slurm_error("%s: job %s: %s", PLUGIN_NAME, job, msg);
-    job_comment(p, job, "%s", msg);
-    char path[1024], line[1200], out[256];
-    if (job_field(p, job, "StdErr", true, path, sizeof(path)) < 0 || path[0] != '/')
-        return;
-    snprintf(line, sizeof(line), "%s: %s", PLUGIN_NAME, msg);
-    char *argv[] = {"/bin/sh", "-c", "printf '%s\\n' \"$1\" >> \"$2\"", "sh", line, path, NULL};
-    run_as_t as = {.uid = uid, .gid = gid, .timeout_s = SCONTROL_TIMEOUT_S};
-    si_error_t err;
-    if (run_command(&as, argv, out, sizeof(out), &err) != 0)
-        slurm_error("%s: job %s: cannot write to its stderr %s: %s", PLUGIN_NAME, job, path, out);
 }
 
 /* ---- stageind ----------------------------------------------------------------- */
@@ -434,62 +340,6 @@ int job_script_prolog(spank_t sp, plugin_t *p)
 
 /* ---- the epilog --------------------------------------------------------------------- */
 
-/* `stagein push --wait` as the user: returns once every file is durable. */
-static void push_stage_out(const plugin_t *p, const spank_stage_out_t *o, const char *job,
-                           uid_t uid, gid_t gid)
-{
-    char *argv[16];
-    int n = 0;
-    argv[n++] = (char *)p->conf.stagein;
-    if (p->conf.config[0]) {
-        argv[n++] = "--config";
-        argv[n++] = (char *)p->conf.config;
-    }
-    argv[n++] = "push";
-    argv[n++] = "--endpoint";
-    argv[n++] = (char *)p->conf.endpoint;
-    argv[n++] = "--dataset";
-    argv[n++] = (char *)o->dataset;
-    argv[n++] = "--wait";
-    argv[n++] = (char *)o->path;
-    argv[n] = NULL;
-    run_as_t as = {.uid = uid, .gid = gid, .timeout_s = (double)p->conf.push_timeout_s};
-    char out[4096], msg[1024];
-    si_error_t err;
-    int rc = run_command(&as, argv, out, sizeof(out), &err);
-    if (rc == 0) {
-        slurm_info("%s: job %s: --stage-out %s pushed as dataset %s (durable)", PLUGIN_NAME, job,
-                   o->path, o->dataset);
-        return;
-    }
-    /* the last line of stagein push says why */
-    char *last = NULL;
-    for (char *line = strtok(out, "\n"); rc > 0 && line; line = strtok(NULL, "\n")) {
-        slurm_error("%s: job %s: stagein push: %s", PLUGIN_NAME, job, line);
-        last = line;
-    }
-    snprintf(msg, sizeof(msg), "--stage-out %s as dataset %s failed: %s", o->path, o->dataset,
-             rc < 0 ? err.text : last ? last : "stagein push failed");
-    tell_user(p, job, uid, gid, msg);
-}
-
-static void stage_out(spank_t sp, const plugin_t *p, const char *job, uid_t uid, gid_t gid)
-{
-    struct spank_option opt = {"stage-out", "PATH[:DATASET][,...]", "", 1, 0, NULL};
-    char *value = NULL;
-    if (spank_option_getopt(sp, &opt, &value) != ESPANK_SUCCESS || !value)
-        return;
-    spank_stage_out_t out[PLUGIN_STAGE_OUT_MAX];
-    size_t n = 0;
-    si_error_t err;
-    if (spank_stage_out_parse(value, job, out, PLUGIN_STAGE_OUT_MAX, &n, &err) < 0) {
-        tell_user(p, job, uid, gid, err.text);
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        push_stage_out(p, &out[i], job, uid, gid);
-}
-
 /* The job lets go of the request; stageind releases it when nothing else
  * (another task of its array) holds it. */
 static void release_request(const plugin_t *p, const char *job, const char *request)
@@ -541,7 +391,12 @@ int job_script_epilog(spank_t sp, plugin_t *p)
     const char *submitted = getenv(PLUGIN_REQUEST_SCRIPT_VAR);
     if (jobrec_get(p->conf.run_dir, job, "request", request, sizeof(request), &err) != 1)
         snprintf(request, sizeof(request), "%s", submitted ? submitted : "");
-    stage_out(sp, p, job, uid, gid);
+    /* a batch job's batch step pushed already, while the job ran */
+    struct spank_option opt = {"stage-out", "PATH[:DATASET][,...]", "", 1, 0, NULL};
+    char *value = NULL, done[16];
+    if (jobrec_get(p->conf.run_dir, job, "stage_out", done, sizeof(done), &err) != 1 &&
+        spank_option_getopt(sp, &opt, &value) == ESPANK_SUCCESS && value)
+        stage_out_push(p, value, job, uid, gid);
     agent_stop(&p->conf, job);
     if (*request)
         release_request(p, job, request);

@@ -148,9 +148,8 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
-    (void)sp;
-    (void)ac;
-    (void)av;
+    if (spank_context() == S_CTX_REMOTE && load_conf(ac, av) == 0)
+        remote_exit(sp, &plugin_state);
     free(plugin_state.opts.stage_in);
     free(plugin_state.opts.stage_out);
     free(plugin_state.opts.stage_gpu_arg);

@@ -59,8 +59,28 @@ int job_script_prolog(spank_t sp, plugin_t *p);
 int job_script_epilog(spank_t sp, plugin_t *p);
 
 /* remote.c: user_init exports the environment or decides that the step
- * fails; task_init then fails it (-1) with the reason in the job's output. */
+ * fails; task_init then fails it (-1) with the reason in the job's output.
+ * exit: the batch step pushes --stage-out while the job still runs (so a
+ * failure can reach the job's comment); the epilog does it for jobs
+ * without a batch step. */
 int remote_user_init(spank_t sp, plugin_t *p);
 int remote_task_init(spank_t sp, plugin_t *p);
+int remote_exit(spank_t sp, plugin_t *p);
+
+/* stage_out.c: pushes each PATH[:DATASET] of value (--stage-out) as the
+ * user; failures are told to the user. */
+void stage_out_push(const plugin_t *p, const char *value, const char *job, uid_t uid,
+                    gid_t gid);
+
+/* jobinfo.c, as root: the job's comment ("stagein: ..."; nothing when
+ * scontrol= is empty); a field of `scontrol show job` (last: the last
+ * occurrence, for fields printed after those users choose); a message to
+ * the job's user (slurmd's log, the comment, a line in the job's stderr
+ * written as the user). */
+void job_comment(const plugin_t *p, const char *job, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int job_field(const plugin_t *p, const char *job, const char *key, bool last, char *value,
+              size_t size);
+void tell_user(const plugin_t *p, const char *job, uid_t uid, gid_t gid, const char *msg);
 
 #endif

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <slurm/slurm.h>
+
 #include "spank/jobrec.h"
 #include "spank/plugin.h"
 #include "stagein/progress.h"
@@ -74,6 +76,27 @@ int remote_task_init(spank_t sp, plugin_t *p)
 }
 
 static int export_job_env(spank_t sp, plugin_t *p, const char *job, const char *request);
+
+int remote_exit(spank_t sp, plugin_t *p)
+{
+    uint32_t step = 0;
+    if (!p->opts.stage_out || spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS ||
+        step != SLURM_BATCH_SCRIPT)
+        return 0;
+    char job[32];
+    uid_t uid;
+    gid_t gid;
+    si_error_t err;
+    if (plugin_job_ids(sp, job, &uid, &gid, &err) < 0) {
+        slurm_error("%s: --stage-out: %s", PLUGIN_NAME, err.text);
+        return 0;
+    }
+    stage_out_push(p, p->opts.stage_out, job, uid, gid);
+    /* the epilog must not push it again */
+    if (jobrec_set(p->conf.run_dir, job, "stage_out", "done", &err) < 0)
+        slurm_error("%s: job %s: %s", PLUGIN_NAME, job, err.text);
+    return 0;
+}
 
 int remote_user_init(spank_t sp, plugin_t *p)
 {

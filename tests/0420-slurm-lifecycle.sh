@@ -168,12 +168,12 @@ is "$(grep -c "request=.\{36\} agent=yes" "$S/out/$J.out"):$(grep -c "plain step
     "its srun steps ran with the data, without stageind"
 
 # ---- pins expire ----------------------------------------------------------------------------
-out=$("$STAGEIN" request beta --pin-lifetime 2 --wait 2>&1)
+out=$("$STAGEIN" request beta --pin-lifetime 2 --wait --endpoint "unix:$SOCK" 2>&1)
 R=$(echo "$out" | grep -o '[0-9a-f-]\{36\}' | head -1)
 ok $([ -n "$R" ]; echo $?) "a request with a 2 s pin lifetime staged"
 [ -n "$R" ] || echo "$out" | sed 's/^/# /' | head -5
 is "$(wait_state "$R" EXPIRED 15)" EXPIRED "its pins expire: EXPIRED"
-"$STAGEIN" status --all | grep "$R" | grep -q EXPIRED
+"$STAGEIN" status --all --endpoint "unix:$SOCK" | grep "$R" | grep -q EXPIRED
 ok $? "stagein status --all lists it as EXPIRED"
 is "$(sql "SELECT count(*) FROM events WHERE kind = 'request.expired' AND subject = '$R'")" 1 "the expiry is logged"
 
