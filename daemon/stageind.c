@@ -17,6 +17,7 @@
 #include "catalog/requests.h"
 #include "common/conf.h"
 #include "common/log.h"
+#include "daemon/archive/eta.h"
 #include "daemon/archive/recall.h"
 #include "daemon/cache/cache.h"
 #include "daemon/control/control.h"
@@ -201,6 +202,14 @@ static void wake_jobs(void *arg)
     jobs_service_wake(arg);
 }
 
+/* a forecast is a full replay of the queue: at most one each second */
+#define ETA_MAX_AGE_S 1.0
+
+static int request_eta(void *arg, int64_t request_id, double *eta_s)
+{
+    return eta_of(arg, (uint64_t)request_id, eta_s);
+}
+
 static int install_signals(sigset_t *blocked, sigset_t *waiting, si_error_t *err)
 {
     struct sigaction sa = {.sa_handler = on_stop};
@@ -242,6 +251,7 @@ int main(int argc, char **argv)
     cache_t *cache = NULL;
     recall_service_t *recall = NULL;
     jobs_service_t *jobs = NULL;
+    eta_t *eta = NULL;
     push_t *push = NULL;
     s3_server_t *s3 = NULL;
     metrics_sources_t metrics_sources = {0};
@@ -330,6 +340,11 @@ int main(int argc, char **argv)
     metrics_sources.s3 = s3;
     control_set_metrics_hook(ctl, metrics, &metrics_sources);
     control_set_holder_hook(ctl, wake_jobs, jobs);
+    if (!(eta = eta_new(recall_service_backend(recall), ETA_MAX_AGE_S))) {
+        si_errprintf(&err, "out of memory");
+        goto error;
+    }
+    control_set_eta_hook(ctl, request_eta, eta);
     if (s3) {
         char url[320];
         s3_server_url(s3, url, sizeof(url));
@@ -369,6 +384,7 @@ error:
         process_started(notify_fd, err.text);
     }
     http_server_free(http);   /* waits for running handlers */
+    eta_free(eta);            /* before the backend it asks */
     s3_server_stop(s3);       /* before the push and the cache it uses */
     control_free(ctl);
     jobs_service_stop(jobs);

@@ -1,5 +1,6 @@
 /* The archive backend registry and the "archive" configuration group. */
 #include "config.h"
+#include <errno.h>
 
 #include <string.h>
 
@@ -41,6 +42,14 @@ int archive_recall(archive_backend_t *b, const archive_batch_t *batch,
 int archive_cancel(archive_backend_t *b, int64_t object_id)
 {
     return b->ops->cancel(b, object_id);
+}
+
+int archive_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *n,
+                     si_error_t *err)
+{
+    if (!b->ops->forecast)
+        return si_errnoprintf(err, ENOTSUP, "the %s backend makes no forecast", b->ops->name);
+    return b->ops->forecast(b, out, n, err);
 }
 
 int archive_write(archive_backend_t *b, const archive_member_t *members, size_t n, int ncopies,

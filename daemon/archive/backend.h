@@ -147,6 +147,14 @@ typedef struct {
     double clock_s;                    /* the backend's own clock (sim: simulated s) */
 } archive_status_t;
 
+/* ---- forecast -------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t batch;                    /* the batch id (the catalog request id) */
+    double eta_s;                      /* seconds from now until its last item is in */
+    size_t items;                      /* items of it still queued */
+} archive_forecast_t;
+
 /* ---- the vtable ----------------------------------------------------------------- */
 
 typedef struct archive_backend archive_backend_t;
@@ -177,6 +185,9 @@ typedef struct {
      * the backend knows where its objects are: s3, hsm); false (sim): such
      * an item fails before it reaches the backend. */
     bool copies_optional;
+    /* Optional: when each batch still queued is expected to be done, from
+     * the library's state now (*out malloc'd, one entry per batch id). */
+    int (*forecast)(archive_backend_t *b, archive_forecast_t **out, size_t *n, si_error_t *err);
 } archive_backend_ops_t;
 
 struct archive_backend {
@@ -198,6 +209,9 @@ archive_backend_t *archive_backend_new(const archive_backend_opts_t *opts, si_er
 int archive_recall(archive_backend_t *b, const archive_batch_t *batch,
                    const archive_item_t *items, size_t n, si_error_t *err);
 int archive_cancel(archive_backend_t *b, int64_t object_id);
+/* -1 with errno ENOTSUP when the backend cannot say. */
+int archive_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *n,
+                     si_error_t *err);
 int archive_write(archive_backend_t *b, const archive_member_t *members, size_t n, int ncopies,
                   archive_placement_t *placements, si_error_t *err);
 int archive_status(archive_backend_t *b, archive_status_t *out, si_error_t *err);

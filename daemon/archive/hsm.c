@@ -668,6 +668,7 @@ static void hsm_free(archive_backend_t *b)
 
 static const archive_backend_ops_t hsm_ops = {
     "hsm", hsm_recall, hsm_cancel, hsm_archive, hsm_status, hsm_metrics, hsm_free, true,
+    NULL, /* an HSM does not tell when it will have staged a file */
 };
 
 /* ---- creation ------------------------------------------------------------------ */

@@ -1458,6 +1458,7 @@ static void s3_free(archive_backend_t *be)
 
 static const archive_backend_ops_t s3_ops = {
     "s3", s3_recall, s3_cancel, s3_archive, s3_status, s3_metrics, s3_free, true,
+    NULL, /* S3 Glacier gives no restore times */
 };
 
 archive_backend_t *archive_s3_new(const archive_backend_opts_t *opts, si_error_t *err)

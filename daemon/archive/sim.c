@@ -44,6 +44,9 @@ typedef struct {
 typedef struct {
     uint64_t *tokens;
     size_t n;
+    uint64_t id;               /* the caller's batch id */
+    int priority;
+    double deadline;           /* simulated seconds; 0: none */
 } batch_t;
 
 typedef struct {
@@ -232,7 +235,7 @@ static void on_request_done(void *arg, uint64_t request, double t, size_t failed
         return;
     }
     batch_t b = s->batches[request - 1];
-    s->batches[request - 1] = (batch_t){NULL, 0};
+    s->batches[request - 1] = (batch_t){.tokens = NULL};
     /* Items of the batch still in the table could not be read from any copy. */
     size_t nleft = 0;
     for (size_t i = 0; i < b.n; i++) {
@@ -471,9 +474,6 @@ static int sim_recall(archive_backend_t *b, const archive_batch_t *batch,
         s->outstanding++;
         s->outstanding_bytes += items[i].size;
     }
-    s->batches[request - 1] = (batch_t){tokens, n};
-    pthread_mutex_unlock(&s->mu);
-
     double now_sim = simlib_now(s->lib);
     sched_request_t req = {request, batch->priority, 0};
     if (batch->deadline > 0) {
@@ -481,11 +481,13 @@ static int sim_recall(archive_backend_t *b, const archive_batch_t *batch,
         double ahead = (batch->deadline - unix_now()) / s->base.time_scale;
         req.deadline = now_sim + (ahead > 0 ? ahead : 0);
     }
+    s->batches[request - 1] = (batch_t){tokens, n, batch->id, batch->priority, req.deadline};
+    pthread_mutex_unlock(&s->mu);
     if (simlib_submit(s->lib, now_sim, &req, files, n, err) < 0) {
         pthread_mutex_lock(&s->mu);
         for (size_t i = 0; i < n; i++)
             recall_take(s, tokens[i]);
-        s->batches[request - 1] = (batch_t){NULL, 0};
+        s->batches[request - 1] = (batch_t){.tokens = NULL};
         pthread_mutex_unlock(&s->mu);
         free(tokens);
         goto unlock;
@@ -680,6 +682,145 @@ static int sim_status(archive_backend_t *b, archive_status_t *out, si_error_t *e
     return 0;
 }
 
+/* ---- forecast ------------------------------------------------------------------------- */
+
+typedef struct {
+    double *done_at;           /* per forecast request (1-based ids), simulated s */
+} forecast_run_t;
+
+static void forecast_done(void *arg, uint64_t request, double t, size_t failed, const char *why)
+{
+    (void)failed, (void)why;
+    forecast_run_t *run = arg;
+    run->done_at[request - 1] = t;
+}
+
+/* The queue as it stands, replayed on a virtual clock by the same engine
+ * and scheduler: the volumes in the drives stay where they are, each batch
+ * keeps its priority and deadline; reads in flight count in full. */
+static int sim_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *count,
+                        si_error_t *err)
+{
+    sim_t *s = b->impl;
+    simlib_config_t cfg = s->base;
+    cfg.volumes = NULL;
+    cfg.nvolumes = 0;
+    cfg.faults = NULL;
+    cfg.nfaults = 0;
+    cfg.time_scale = 0;
+    simlib_t *lib = NULL;
+    archive_forecast_t *res = NULL;
+    size_t nres = 0;
+    forecast_run_t run = {0};
+    uint64_t *req_batch = NULL;
+    sched_file_t *files = NULL;
+    int rc = -1;
+    *out = NULL;
+    *count = 0;
+    pthread_mutex_lock(&s->engine_mu);
+    if (!s->lib) {
+        rc = 0;
+        goto unlock;
+    }
+    for (int v = 0; v < s->nvols; v++)
+        if (simlib_config_add_volume(&cfg, s->vols[v].label, s->vols[v].used, err) < 0)
+            goto unlock;
+    if (cfg.slots < cfg.nvolumes)
+        cfg.slots = cfg.nvolumes;
+    sched_options_t so;
+    sched_options_default(&so);
+    simlib_callbacks_t cb = {.request_done = forecast_done, .arg = &run};
+    pthread_mutex_lock(&s->mu);
+    size_t nb = s->nbatches;
+    run.done_at = calloc(nb + 1, sizeof(double));
+    req_batch = calloc(nb + 1, sizeof(uint64_t));
+    pthread_mutex_unlock(&s->mu);
+    if (!run.done_at || !req_batch || !(lib = simlib_new(&cfg, s->policy, &so, &cb, err)))
+        goto nomem_or_err;
+    for (int d = 0; d < s->base.drives; d++) {
+        simlib_drive_info_t info;
+        /* a volume being loaded is as good as mounted; one being unloaded
+         * is leaving */
+        if (simlib_drive_info(s->lib, d, &info) == 0 && info.volume >= 0 &&
+            info.state != DRIVE_FAILED && info.state != DRIVE_UNLOADING &&
+            simlib_preload(lib, d, info.volume, info.head, err) < 0)
+            goto unlock;
+    }
+    double now_sim = simlib_now(s->lib);
+    size_t nsub = 0;
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < nb; i++) {
+        batch_t *bt = &s->batches[i];
+        size_t n = 0;
+        sched_file_t *grown = realloc(files, (bt->n + 1) * sizeof(*files));
+        if (!grown) {
+            pthread_mutex_unlock(&s->mu);
+            goto nomem_or_err;
+        }
+        files = grown;
+        for (size_t k = 0; k < bt->n; k++) {
+            recall_t *r = recall_get(s, bt->tokens[k]);
+            if (!r || r->cancelled)
+                continue;
+            sched_file_t *f = &files[n++];
+            memset(f, 0, sizeof(*f));
+            f->object = bt->tokens[k];
+            f->ncopies = r->item.ncopies;
+            for (int c = 0; c < r->item.ncopies; c++) {
+                f->copies[c].volume = volume_index(s, r->item.copies[c].volume);
+                f->copies[c].offset = r->item.copies[c].position;
+                f->copies[c].size = r->item.size;
+            }
+        }
+        if (n == 0)
+            continue;
+        sched_request_t req = {++nsub, bt->priority,
+                               bt->deadline > 0 ? (bt->deadline > now_sim ? bt->deadline - now_sim
+                                                                          : 1e-9)
+                                                : 0};
+        req_batch[nsub - 1] = bt->id;
+        if (simlib_submit(lib, 0, &req, files, n, err) < 0) {
+            pthread_mutex_unlock(&s->mu);
+            goto unlock;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (simlib_run(lib, err) < 0)
+        goto unlock;
+    res = calloc(nsub + 1, sizeof(*res));
+    if (!res)
+        goto nomem_or_err;
+    /* a request's batches end with the last of them */
+    for (size_t i = 0; i < nsub; i++) {
+        size_t k = 0;
+        while (k < nres && res[k].batch != req_batch[i])
+            k++;
+        if (k == nres)
+            res[nres++] = (archive_forecast_t){.batch = req_batch[i]};
+        double eta = run.done_at[i] * s->base.time_scale;
+        if (eta > res[k].eta_s)
+            res[k].eta_s = eta;
+        res[k].items++;
+    }
+    *out = res;
+    *count = nres;
+    res = NULL;
+    rc = 0;
+    goto unlock;
+nomem_or_err:
+    if (!err || !err->text[0])
+        si_errprintf(err, "out of memory");
+unlock:
+    pthread_mutex_unlock(&s->engine_mu);
+    simlib_free(lib);
+    simlib_config_free(&cfg);
+    free(run.done_at);
+    free(req_batch);
+    free(files);
+    free(res);
+    return rc;
+}
+
 static void sim_metrics(archive_backend_t *b, FILE *out)
 {
     sim_t *s = b->impl;
@@ -748,6 +889,7 @@ static void sim_free(archive_backend_t *b)
 
 static const archive_backend_ops_t sim_ops = {
     "sim", sim_recall, sim_cancel, sim_archive, sim_status, sim_metrics, sim_free, false,
+    sim_forecast,
 };
 
 /* ---- creation -------------------------------------------------------------------------- */

@@ -37,6 +37,8 @@ struct control {
     si_groups_t *groups;           /* the callers' supplementary groups, cached */
     control_holder_fn holder_hook;
     void *holder_arg;
+    control_eta_fn eta_hook;
+    void *eta_arg;
 };
 
 #define GROUPS_TTL_S 60.0
@@ -308,6 +310,14 @@ void control_set_holder_hook(control_t *c, control_holder_fn fn, void *arg)
     pthread_mutex_unlock(&c->lock);
 }
 
+void control_set_eta_hook(control_t *c, control_eta_fn fn, void *arg)
+{
+    pthread_mutex_lock(&c->lock);
+    c->eta_hook = fn;
+    c->eta_arg = arg;
+    pthread_mutex_unlock(&c->lock);
+}
+
 int control_set_s3(control_t *c, const control_s3_t *s3, si_error_t *err)
 {
     char *url = strdup(s3->url), *region = strdup(s3->region);
@@ -407,7 +417,8 @@ out:
     pthread_mutex_unlock(&c->lock);
 }
 
-static json_t *status_json(const requests_status_t *st)
+/* eta_s < 0: not known. */
+static json_t *status_json(const requests_status_t *st, double eta_s)
 {
     json_t *files = json_array();
     for (size_t i = 0; i < st->nitems; i++) {
@@ -427,8 +438,11 @@ static json_t *status_json(const requests_status_t *st)
         (json_int_t)st->files_total, "filesCompleted", (json_int_t)st->files_completed,
         "filesFailed", (json_int_t)st->files_failed, "bytesTotal", (json_int_t)st->bytes_total,
         "bytesDone", (json_int_t)st->bytes_done, "queuePosition", (json_int_t)st->queue_position,
-        /* the scheduler's estimate, once the recall engine is wired in */
         "eta");
+    if (eta_s >= 0) {
+        json_object_set_new(j, "eta", json_real(eta_s));
+        json_object_set_new(j, "etaAt", json_real((double)time(NULL) + eta_s));
+    }
     json_object_set_new(j, "job", st->job_id ? json_string(st->job_id) : json_null());
     json_object_set_new(j, "expired", json_boolean(st->expired));
     json_object_set_new(j, "finishedAt", st->finished > 0 ? json_real(st->finished) : json_null());
@@ -449,10 +463,17 @@ static void on_status(http_request_t *req, void *arg)
     requests_status_t *st = NULL;
     pthread_mutex_lock(&c->lock);
     if (authenticate(c, req, &who)) {
-        if (requests_get(c->requests, http_request_param(req, "id"), who.uid, &st, &err) < 0)
+        double eta = -1;
+        if (requests_get(c->requests, http_request_param(req, "id"), who.uid, &st, &err) < 0) {
             respond_failure(req, errno, &err);
-        else
-            http_respond_json(req, 200, status_json(st));
+        } else {
+            bool active = strcmp(st->state, "SUBMITTED") == 0 || strcmp(st->state, "STARTED") == 0;
+            if (active && c->eta_hook && c->eta_hook(c->eta_arg, st->id, &eta) != 1)
+                eta = -1;
+            else if (!active)
+                eta = -1;
+            http_respond_json(req, 200, status_json(st, eta));
+        }
     }
     pthread_mutex_unlock(&c->lock);
     requests_status_free(st);

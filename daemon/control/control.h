@@ -49,6 +49,10 @@ typedef struct {
  * the job reconciliation looks at the array now. */
 typedef void (*control_holder_fn)(void *arg);
 
+/* Seconds until the request is expected to be staged: 1 with *eta_s, 0
+ * when nobody can tell. */
+typedef int (*control_eta_fn)(void *arg, int64_t request_id, double *eta_s);
+
 /* stageind's S3 endpoint, for the credentials route. */
 typedef struct {
     si_session_keys_t *sessions;   /* borrowed */
@@ -68,6 +72,7 @@ int control_routes(control_t *c, http_server_t *server, si_error_t *err);
 int control_reconfigure(control_t *c, const control_opts_t *opts, si_error_t *err);
 void control_set_metrics_hook(control_t *c, control_metrics_fn fn, void *arg);
 void control_set_holder_hook(control_t *c, control_holder_fn fn, void *arg);
+void control_set_eta_hook(control_t *c, control_eta_fn fn, void *arg);
 /* Turns on POST /api/v1/credentials (404 while no S3 endpoint runs). */
 int control_set_s3(control_t *c, const control_s3_t *s3, si_error_t *err);
 void control_free(control_t *c);

@@ -1290,3 +1290,21 @@ void simlib_stats(simlib_t *lib, simlib_stats_t *st)
     st->now = current_time(lib);
     pthread_mutex_unlock(&lib->mu);
 }
+
+int simlib_preload(simlib_t *lib, int drive, int volume, uint64_t head, si_error_t *err)
+{
+    pthread_mutex_lock(&lib->mu);
+    int rc = 0;
+    if (lib->running || drive < 0 || drive >= lib->cfg.drives || volume < 0 ||
+        volume >= lib->cfg.nvolumes || lib->drives[drive].volume >= 0 ||
+        lib->vols[volume].in_drive >= 0)
+        rc = si_errprintf(err, "cannot preload volume %d into drive %d", volume, drive);
+    else {
+        lib->drives[drive].volume = volume;
+        lib->drives[drive].head = head;
+        lib->drives[drive].state = DRIVE_IDLE;
+        lib->vols[volume].in_drive = drive;
+    }
+    pthread_mutex_unlock(&lib->mu);
+    return rc;
+}

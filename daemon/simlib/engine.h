@@ -130,6 +130,10 @@ int simlib_write(simlib_t *lib, double at, int volume, uint64_t object, uint64_t
 /* Fault injection at run time (the config's faults are applied at start). */
 int simlib_inject(simlib_t *lib, const simlib_fault_t *f, si_error_t *err);
 
+/* Before the engine runs: drive holds volume with its head at head (a
+ * forecast that starts from a running library's state). */
+int simlib_preload(simlib_t *lib, int drive, int volume, uint64_t head, si_error_t *err);
+
 /* Virtual clock: runs until no event is left. */
 int simlib_run(simlib_t *lib, si_error_t *err);
 /* Real-time clock: starts / stops the engine thread. */
