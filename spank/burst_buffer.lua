@@ -8,11 +8,15 @@ A job asks with a directive in its script:
 
     #BB_LUA stagein DATASET[,DATASET...]
 
-  job_process  (at submission) checks the directive's dataset names;
-  setup        submits the stage request on behalf of the job's user (stageind
-               checks that user's permissions; this script runs as SlurmUser,
-               which must be root for stageind to accept "on behalf of") and
-               records its id under RUN_DIR;
+  job_process  (at submission) checks the directive's dataset names and
+               starts submitting the stage request on behalf of the job's user
+               in the background, so the recall overlaps everything the job
+               waits for, its dependencies included (stageind checks that
+               user's permissions; this script runs as SlurmUser, which must be
+               root for stageind to accept "on behalf of"); the request's id is
+               recorded under RUN_DIR;
+  setup        (once the job is eligible) waits for that, or submits the
+               request itself (after a slurmctld restart);
   data_in      waits until the request is staged: the job pends meanwhile;
   paths        gives the job STAGEIN_REQUEST (and STAGEIN_ENDPOINT);
   teardown     releases the request's pins and forgets it.
@@ -29,12 +33,13 @@ local CONFIG = ""                    -- its stagein.conf ("": its default)
 local ENDPOINT = ""                  -- stageind's control API ("": from CONFIG)
 local RUN_DIR = "/run/stagein-bb"    -- where request ids are kept, per job
 local WAIT = "1d"                    -- the longest data_in waits
+local SQUEUE = "/usr/bin/squeue"     -- tells the job's uid and gid
 
 local function shell_quote(s)
     return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
-local function stagein(args)
+local function stagein_command(args)
     local cmd = shell_quote(STAGEIN)
     if CONFIG ~= "" then
         cmd = cmd .. " --config " .. shell_quote(CONFIG)
@@ -43,7 +48,11 @@ local function stagein(args)
     if ENDPOINT ~= "" then
         cmd = cmd .. " --endpoint " .. shell_quote(ENDPOINT)
     end
-    local p = io.popen(cmd .. " 2>&1")
+    return cmd
+end
+
+local function stagein(args)
+    local p = io.popen(stagein_command(args) .. " 2>&1")
     local out = p:read("*a")
     local ok, _, code = p:close()
     -- Lua 5.1's close() returns only the status; 5.2+ return (ok, "exit", code)
@@ -91,10 +100,47 @@ local function request_of(job_id)
     return id
 end
 
+-- The job's id, from where slurmctld keeps its script (.../job.ID/script).
+local function job_id_of(job_script)
+    return tostring(job_script):match("job%.(%d+)/script$")
+end
+
+-- The stage request, made as soon as slurmctld shows the job's uid and gid
+-- (job_process runs inside slurmctld, which cannot be asked from here): a
+-- background shell, bounded in time, that records the id like setup does.
+local function submit_early(job_id, list)
+    os.execute("mkdir -p " .. shell_quote(RUN_DIR))
+    local file = request_file(job_id)
+    local f = io.open(file .. ".pending", "w")
+    if not f then
+        return
+    end
+    f:close()
+    local script = string.format([[
+for _ in $(seq 600); do
+    ids=$(%s -h -t all -j %s -O UserId:16,GroupId:16 2>/dev/null) && [ -n "$ids" ] && break
+    sleep 0.5
+done
+set -- $ids
+if [ -n "${2:-}" ] && out=$(%s); then
+    id=$(printf '%%s' "$out" | sed -n 's/.*"requestId" *: *"\([0-9a-fA-F-]*\)".*/\1/p')
+    [ -n "$id" ] && printf '%%s\n' "$id" > %s.new && mv %s.new %s
+fi
+rm -f %s.pending]], shell_quote(SQUEUE), shell_quote(job_id),
+        stagein_command(string.format("request %s --job %s --user \"$1:$2\" --json",
+            list:gsub(",", " "), shell_quote(job_id))),
+        shell_quote(file), shell_quote(file), shell_quote(file), shell_quote(file))
+    os.execute("(/bin/sh -c " .. shell_quote(script) .. ") </dev/null >/dev/null 2>&1 &")
+end
+
 function slurm_bb_job_process(job_script)
     local list, why = datasets_of(job_script)
     if list == false then
         return slurm.ERROR, why
+    end
+    local job_id = job_id_of(job_script)
+    if list and job_id then
+        submit_early(job_id, list)
     end
     return slurm.SUCCESS
 end
@@ -108,8 +154,17 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
     if not list then
         return slurm.SUCCESS
     end
+    -- job_process's submission still on its way: wait for it (bounded)
+    for _ = 1, 300 do
+        local f = io.open(request_file(job_id) .. ".pending", "r")
+        if not f then
+            break
+        end
+        f:close()
+        os.execute("sleep 0.1")
+    end
     if request_of(job_id) then
-        return slurm.SUCCESS -- set up already (slurmctld restarted)
+        return slurm.SUCCESS -- made at submission (or set up before a slurmctld restart)
     end
     local ok, out = stagein(string.format("request %s --job %s --user %s:%s --json",
         list:gsub(",", " "), shell_quote(job_id), shell_quote(uid), shell_quote(gid)))

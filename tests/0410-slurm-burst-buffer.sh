@@ -14,15 +14,17 @@
     ls /usr/lib/*/slurm*/burst_buffer_lua.so >/dev/null 2>&1 ||
     { echo "1..0 # SKIP this Slurm has no burst_buffer/lua plugin"; exit 0; }
 
-for f in a1:150000 a2:250000 k1:2000000 k2:2000000 p1:1000; do make_file "${f%%:*}" "${f##*:}"; done
+for f in a1:150000 a2:250000 k1:2000000 k2:2000000 k3:2000000 p1:1000; do make_file "${f%%:*}" "${f##*:}"; done
 use_state B
 # a library slow enough (1/5 of tape time) that the recall takes seconds
 write_conf "client: { munge_socket = \"$M/sock\"; }; library: { time_scale = 0.2; };"
 chmod 644 "$STAGEIN_CONF"
 "$STAGEIN" catalog init >/dev/null
-for v in V00001 V00002; do tape create "$v" --capacity 20000000000 >/dev/null; done
+for v in V00001 V00002 V00003; do tape create "$v" --capacity 20000000000 >/dev/null; done
 write_volume V00001 1 a1 a2 p1
 write_volume V00002 1 k1 k2
+write_volume V00003 1 k3
+define later k3
 define alpha a1 a2
 define slow k1 k2
 printf 'data/p1\n' > "$TEST_DIR/private.manifest"
@@ -68,6 +70,22 @@ is "$(sql "SELECT state FROM requests WHERE uuid = '$R'")" RELEASED "teardown re
 # teardown removes its record after stageind answered the release
 for _ in $(seq 100); do [ ! -e "$S/bb/job-$J.request" ] && break; sleep 0.1; done
 ok "$([ ! -e "$S/bb/job-$J.request" ]; echo $?)" "and forgot it"
+
+# ---- a dependent job's recall overlaps the job it depends on ----------------------------
+A=$(as_nobody sbatch --parsable -o /dev/null --wrap 'sleep 20')
+printf '#!/bin/bash\n#BB_LUA stagein later\necho "request=$STAGEIN_REQUEST"\n' > "$TEST_DIR/dep.sh"
+B=$(as_nobody sbatch --parsable -o "$S/out/%j.out" --dependency="afterok:$A" "$TEST_DIR/dep.sh" 2> "$S/sbatch.err")
+st=""
+for _ in $(seq 190); do
+    st=$(sql "SELECT state FROM requests WHERE job_id = '$B'")
+    [ "$st" = COMPLETED ] && break
+    sleep 0.1
+done
+is "$st:$(job_state "$A"):$(job_state "$B")" COMPLETED:RUNNING:PENDING \
+    "--dependency=afterok: the job's data was staged while the job it waits for still ran"
+is "$(wait_job "$B" 60)" COMPLETED "then the dependent job ran and COMPLETED"
+grep -q "request=.\{36\}" "$S/out/$B.out"
+ok $? "with its request"
 
 # ---- a malformed directive -------------------------------------------------------------
 printf '#!/bin/bash\n#BB_LUA stagein bad//name\ntrue\n' > "$TEST_DIR/bad.sh"
