@@ -246,16 +246,19 @@ si_table_t *catalog_view_requests(catalog_t *cat, const catalog_request_filter_t
         {"request", SI_COL_STR}, {"uid", SI_COL_INT}, {"job", SI_COL_STR},
         {"state", SI_COL_STR}, {"priority", SI_COL_INT}, {"files", SI_COL_INT},
         {"completed", SI_COL_INT}, {"failed", SI_COL_INT}, {"bytes", SI_COL_BYTES},
-        {"bytes_done", SI_COL_BYTES}, {"created", SI_COL_STR},
+        {"bytes_done", SI_COL_BYTES}, {"created", SI_COL_STR}, {"reason", SI_COL_STR},
     };
+    /* state EXPIRED: released because its pins outlived their lifetime */
     static const char sql[] =
-        "SELECT r.uuid, r.uid, r.job_id, r.state, r.priority, COUNT(i.object_id),"
+        "SELECT r.uuid, r.uid, r.job_id, CASE WHEN r.expired THEN 'EXPIRED' ELSE r.state END,"
+        " r.priority, COUNT(i.object_id),"
         " SUM(i.state = 'COMPLETED'), SUM(i.state = 'FAILED'), COALESCE(SUM(o.size), 0),"
-        " COALESCE(SUM(i.bytes_done), 0), datetime(r.created, 'unixepoch')"
+        " COALESCE(SUM(i.bytes_done), 0), datetime(r.created, 'unixepoch'),"
+        " COALESCE(r.end_reason, r.error)"
         " FROM requests r LEFT JOIN request_items i ON i.request_id = r.id"
         " LEFT JOIN objects o ON o.id = i.object_id"
         " WHERE (?1 IS NULL OR r.uid = ?1) AND (?2 IS NULL OR r.job_id = ?2)"
-        " AND (?3 IS NULL OR r.state = ?3)"
+        " AND (?3 IS NULL OR (CASE WHEN r.expired THEN 'EXPIRED' ELSE r.state END) = ?3)"
         " GROUP BY r.id ORDER BY r.created, r.id";
     sqlite3_stmt *s = catalog_prepare(cat, sql, err);
     if (!s)

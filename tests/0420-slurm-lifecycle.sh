@@ -176,6 +176,8 @@ is "$(wait_state "$R" EXPIRED 15)" EXPIRED "its pins expire: EXPIRED"
 "$STAGEIN" status --all --endpoint "unix:$SOCK" | grep "$R" | grep -q EXPIRED
 ok $? "stagein status --all lists it as EXPIRED"
 is "$(sql "SELECT count(*) FROM events WHERE kind = 'request.expired' AND subject = '$R'")" 1 "the expiry is logged"
+"$STAGEIN" catalog requests --state EXPIRED | grep "$R" | grep -q "pin lifetime of 2 s passed"
+ok $? "stagein catalog requests --state EXPIRED shows it to admins, with the reason"
 
 # ---- a failed --stage-out reaches the user ------------------------------------------------------
 CK=$TEST_DIR/ckpt
