@@ -108,6 +108,17 @@ is "$(sql "SELECT count(*) FROM cache_pins p JOIN requests r ON r.id = p.request
 grep -q "request.bound" <(sql "SELECT kind FROM events WHERE subject = '$RA'")
 ok $? "the tasks bound the request (events)"
 
+# ---- a dependent job's recall overlaps the job it waits for --------------------------------
+A=$(submit --wrap 'sleep 10')
+B=$(submit --dependency="afterok:$A" --stage-in=beta "$TEST_DIR/show.sh")
+RB=$(newest_request)
+st=$(wait_state "$RB" COMPLETED 9)
+is "$st:$(job_state "$A"):$(job_state "$B")" COMPLETED:RUNNING:PENDING \
+    "--dependency=afterok: its data was staged while the job it waits for ran"
+is "$(wait_job "$B" 60)" COMPLETED "then the dependent job ran"
+grep -q "request=$RB agent=yes" "$S/out/$B.out"
+ok $? "with that request and its agent"
+
 # ---- scancel while pending -------------------------------------------------------------
 J=$(submit --hold --stage-in=beta "$TEST_DIR/show.sh")
 RJ=$(newest_request)

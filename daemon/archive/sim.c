@@ -739,11 +739,20 @@ static int sim_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *
         goto nomem_or_err;
     for (int d = 0; d < s->base.drives; d++) {
         simlib_drive_info_t info;
-        /* a volume being loaded is as good as mounted; one being unloaded
-         * is leaving */
-        if (simlib_drive_info(s->lib, d, &info) == 0 && info.volume >= 0 &&
-            info.state != DRIVE_FAILED && info.state != DRIVE_UNLOADING &&
-            simlib_preload(lib, d, info.volume, info.head, err) < 0)
+        /* a volume being mounted, or the one a drive unloads for (its choice
+         * is made), is in the drive once the operations left are done: the
+         * rest of the current one, then (unloading or waiting for the
+         * robot) the mount; a read in flight is made again in full */
+        if (simlib_drive_info(s->lib, d, &info) < 0 || info.state == DRIVE_FAILED)
+            continue;
+        bool leaving = info.state == DRIVE_UNLOADING || info.state == DRIVE_WAIT_ROBOT;
+        int v = info.target >= 0 && (leaving || info.volume < 0) ? info.target
+                : leaving                                        ? -1
+                                                                 : info.volume;
+        double ready = info.state == DRIVE_LOADING ? info.busy_s
+                       : v >= 0 && v != info.volume ? info.busy_s + tape_mount_time(&cfg.profile)
+                                                    : 0;
+        if (v >= 0 && simlib_preload(lib, d, v, v == info.volume ? info.head : 0, ready, err) < 0)
             goto unlock;
     }
     double now_sim = simlib_now(s->lib);

@@ -1263,7 +1263,9 @@ int simlib_drive_info(simlib_t *lib, int drive, simlib_drive_info_t *info)
     const drive_t *dr = &lib->drives[drive];
     info->state = dr->failed ? DRIVE_FAILED : dr->state;
     info->volume = dr->volume;
+    info->target = dr->target;
     info->head = dr->head;
+    info->busy_s = dr->op != OP_NONE && dr->op_end > lib->now ? dr->op_end - lib->now : 0;
     info->pos = tape_position(&lib->cfg.profile, dr->head);
     info->mounts = dr->mounts;
     pthread_mutex_unlock(&lib->mu);
@@ -1291,7 +1293,8 @@ void simlib_stats(simlib_t *lib, simlib_stats_t *st)
     pthread_mutex_unlock(&lib->mu);
 }
 
-int simlib_preload(simlib_t *lib, int drive, int volume, uint64_t head, si_error_t *err)
+int simlib_preload(simlib_t *lib, int drive, int volume, uint64_t head, double ready_s,
+                   si_error_t *err)
 {
     pthread_mutex_lock(&lib->mu);
     int rc = 0;
@@ -1304,6 +1307,8 @@ int simlib_preload(simlib_t *lib, int drive, int volume, uint64_t head, si_error
         lib->drives[drive].head = head;
         lib->drives[drive].state = DRIVE_IDLE;
         lib->vols[volume].in_drive = drive;
+        if (ready_s > 0) /* ends as a mount does: the head at the beginning */
+            drive_op(lib, drive, OP_LOAD, DRIVE_LOADING, ready_s);
     }
     pthread_mutex_unlock(&lib->mu);
     return rc;

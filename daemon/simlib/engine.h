@@ -131,8 +131,10 @@ int simlib_write(simlib_t *lib, double at, int volume, uint64_t object, uint64_t
 int simlib_inject(simlib_t *lib, const simlib_fault_t *f, si_error_t *err);
 
 /* Before the engine runs: drive holds volume with its head at head (a
- * forecast that starts from a running library's state). */
-int simlib_preload(simlib_t *lib, int drive, int volume, uint64_t head, si_error_t *err);
+ * forecast that starts from a running library's state); ready_s > 0: the
+ * volume is still being mounted, for that many simulated seconds. */
+int simlib_preload(simlib_t *lib, int drive, int volume, uint64_t head, double ready_s,
+                   si_error_t *err);
 
 /* Virtual clock: runs until no event is left. */
 int simlib_run(simlib_t *lib, si_error_t *err);
@@ -154,7 +156,10 @@ const char *simlib_drive_state_name(simlib_drive_state_t s);
 typedef struct {
     simlib_drive_state_t state;
     int volume;          /* -1 when empty */
+    int target;          /* the volume it is about to mount (unloading, waiting
+                          * for a robot), or -1 */
     uint64_t head;       /* logical offset */
+    double busy_s;       /* simulated seconds left of the operation in progress */
     tape_pos_t pos;      /* physical position of the head */
     uint64_t mounts;
 } simlib_drive_info_t;
