@@ -957,7 +957,7 @@ static int drop_submission_holders(requests_t *r, int64_t request, si_error_t *e
 }
 
 int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const char *job,
-                      const char *array, si_error_t *err)
+                      const char *array, bool running, si_error_t *err)
 {
     requests_status_t st = {0};
     holder_counts_t n;
@@ -995,7 +995,7 @@ int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const c
     snprintf(detail, sizeof(detail), "job %s%s%s, by uid %u", job, array ? " of array " : "",
              array ? array : "", (unsigned)caller_uid);
     if (drop_submission_holders(r, st.id, err) < 0 ||
-        add_holder(r, st.id, REQUESTS_HOLDER_JOB, job, true, err) < 0 ||
+        add_holder(r, st.id, REQUESTS_HOLDER_JOB, job, running, err) < 0 ||
         (array && add_holder(r, st.id, REQUESTS_HOLDER_ARRAY, array, false, err) < 0))
         goto error;
     if (catalog_event(r->cat, "request.bound", uuid, detail) < 0) {

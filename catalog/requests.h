@@ -111,13 +111,14 @@ void requests_status_free(requests_status_t *st);
  * Owner or root; EBUSY when it already finished. */
 int requests_cancel(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err);
 /* Binds a request made before its job existed (at submission) to the job
- * that started on a node (the prolog, or srun, knows it): the job becomes a
- * running holder; array (NULL unless the job is an array task) the array's
+ * that Slurm created (sbatch names it once submitted: running false) or that
+ * started on a node (the prolog knows it: running, so its pins do not
+ * expire while it runs); array (NULL unless the job is an array task) the array's
  * job id, held until the array's last task ends. The submission holder is
  * resolved. Owner or root; EBUSY when the request is released, or belongs
  * to another job that is not of the same array. */
 int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const char *job,
-                      const char *array, si_error_t *err);
+                      const char *array, bool running, si_error_t *err);
 /* The request is no longer needed by anyone: unpins its completed items,
  * cancels the rest, and the request becomes RELEASED, with why (NULL: "by
  * uid N"). Owner or root; EBUSY if released. */

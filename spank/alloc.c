@@ -14,7 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <slurm/slurm.h>
+
 #include "spank/plugin.h"
+#include "spank/run.h"
 #include "stagein/stage_args.h"
 
 static json_t *request_body(const plugin_t *p, const spank_stage_in_t *in, char **manifest,
@@ -82,6 +85,7 @@ int alloc_submit(spank_t sp, plugin_t *p)
     }
     if (!p->opts.stage_in)
         return 0;
+    p->submitted_at = time(NULL);
     spank_stage_in_t in = {0};
     char *manifest = NULL;
     json_t *body = NULL;
@@ -121,6 +125,7 @@ int alloc_submit(spank_t sp, plugin_t *p)
     /* srun's steps and salloc's shell take their environment from this
      * process: they find the request the way a batch script does */
     setenv(PLUGIN_REQUEST_JOB_VAR, id, 1);
+    snprintf(p->submitted, sizeof(p->submitted), "%s", id);
     slurm_info("%s: stage request %s: %lld files, %lld bytes", PLUGIN_NAME, id,
                (long long)json_integer_value(json_object_get(r.json, "files")),
                (long long)json_integer_value(json_object_get(r.json, "bytes")));
@@ -135,4 +140,70 @@ done:
     free(manifest);
     spank_stage_in_free(&in);
     return rc;
+}
+
+/* The job this sbatch submitted: the newest one of the user's from this
+ * session, submitted since the request was made. */
+static bool submitted_job(const plugin_t *p, uint32_t *job, uint32_t *array)
+{
+    job_info_msg_t *msg = NULL;
+    if (slurm_load_job_user(&msg, (uint32_t)getuid(), SHOW_ALL) != 0 || !msg) {
+        return false;
+    }
+
+    uint32_t sid = (uint32_t)getsid(0);
+    bool found = false;
+    for (uint32_t i = 0; i < msg->record_count; i++) {
+        const slurm_job_info_t *j = &msg->job_array[i];
+        if (j->alloc_sid != sid || j->submit_time < p->submitted_at - 1 ||
+            (found && j->job_id < *job))
+            continue;
+        *job = j->job_id;
+        *array = j->array_job_id;
+        found = true;
+    }
+    slurm_free_job_info_msg(msg);
+    return found;
+}
+
+/* In sbatch's exit libcurl and OpenSSL are gone (their atexit handlers ran
+ * first): `stagein bind`, a process of its own, tells stageind. */
+void alloc_exit(spank_t sp, plugin_t *p)
+{
+    (void)sp;
+    uint32_t job = 0, array = 0;
+    if (!submitted_job(p, &job, &array)) {
+        /* stageind finds the job itself (job reconciliation) */
+        slurm_verbose("%s: request %s: the submitted job is not known yet", PLUGIN_NAME,
+                      p->submitted);
+        return;
+    }
+    char jobs[16], arrays[16], out[512];
+    snprintf(jobs, sizeof(jobs), "%u", job);
+    snprintf(arrays, sizeof(arrays), "%u", array);
+    char *argv[16];
+    int n = 0;
+    argv[n++] = (char *)p->conf.stagein;
+    if (p->conf.config[0]) {
+        argv[n++] = "--config";
+        argv[n++] = (char *)p->conf.config;
+    }
+    argv[n++] = "bind";
+    argv[n++] = p->submitted;
+    argv[n++] = "--job";
+    argv[n++] = jobs;
+    if (array) {
+        argv[n++] = "--array";
+        argv[n++] = arrays;
+    }
+    argv[n++] = "--pending";
+    argv[n++] = "--endpoint";
+    argv[n++] = (char *)p->conf.endpoint;
+    argv[n] = NULL;
+    run_as_t as = {.uid = getuid(), .gid = getgid(), .timeout_s = 10};
+    si_error_t err;
+    int rc = run_command(&as, argv, out, sizeof(out), &err);
+    if (rc != 0)
+        slurm_verbose("%s: request %s: naming job %u: %s", PLUGIN_NAME, p->submitted, job,
+                      rc < 0 ? err.text : out);
 }

@@ -150,6 +150,8 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
     if (spank_context() == S_CTX_REMOTE && load_conf(ac, av) == 0)
         remote_exit(sp, &plugin_state);
+    if (spank_context() == S_CTX_ALLOCATOR && plugin_state.submitted[0] && load_conf(ac, av) == 0)
+        alloc_exit(sp, &plugin_state);
     free(plugin_state.opts.stage_in);
     free(plugin_state.opts.stage_out);
     free(plugin_state.opts.stage_gpu_arg);

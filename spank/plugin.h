@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <slurm/spank.h>
 
@@ -35,6 +36,8 @@ typedef struct {
 typedef struct {
     spank_conf_t conf;
     plugin_opts_t opts;
+    char submitted[64];        /* allocator: the request this process submitted */
+    time_t submitted_at;
     char step_failure[1024];   /* remote: why task_init fails the step */
     char step_note[1024];      /* remote: what task 0 tells the job (no agent) */
 } plugin_t;
@@ -46,8 +49,11 @@ client_t *plugin_client(const plugin_t *p, si_error_t *err);
 /* The job's id, uid and gid in job_script and remote contexts. */
 int plugin_job_ids(spank_t sp, char job[32], uid_t *uid, gid_t *gid, si_error_t *err);
 
-/* alloc.c: validate and submit the stage request; -1 refuses submission. */
+/* alloc.c: validate and submit the stage request; -1 refuses submission.
+ * exit: sbatch has submitted the job: name it to stageind (its newest job
+ * from this session), so that the job holds the request from now on. */
 int alloc_submit(spank_t sp, plugin_t *p);
+void alloc_exit(spank_t sp, plugin_t *p);
 /* The POST /api/v1/stage body for a --stage-in value (*manifest: the
  * manifest's text, to free); with_submission adds this process's
  * "host:sid" (the submission holds the request until the job does). */

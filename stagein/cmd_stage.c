@@ -596,6 +596,75 @@ int cmd_release(cli_t *cli, int argc, char **argv)
                        "/api/v1/release/%s");
 }
 
+/* stagein bind ID --job JOB [--array ARRAY] [--pending]: the job (an array's
+ * task) holds the request from now on; stageind releases it when the job
+ * (the array) ends. */
+int cmd_bind(cli_t *cli, int argc, char **argv)
+{
+    static const char usage[] =
+        "usage: stagein bind ID --job JOB [--array ARRAY] [--pending]"
+        " [--endpoint URL|unix:PATH] [--json]\n";
+    static const struct option options[] = {
+        {"job", required_argument, NULL, 'J'},
+        {"array", required_argument, NULL, 'A'},
+        {"pending", no_argument, NULL, 'P'},
+        {"help", no_argument, NULL, 'h'},
+        CLIENT_CMD_OPTIONS,
+        {NULL, 0, NULL, 0},
+    };
+    client_cmd_conn_t co;
+    memset(&co, 0, sizeof(co));
+    const char *job = NULL, *array = NULL;
+    bool pending = false;
+    int opt;
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, "J:A:Phe:j", options, NULL)) != -1) {
+        if (client_cmd_conn_option(opt, &co))
+            continue;
+        switch (opt) {
+        case 'J': job = optarg; break;
+        case 'A': array = optarg; break;
+        case 'P': pending = true; break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    if (argc - optind != 1 || !job) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    si_error_t err;
+    if (client_cmd_check_id(argv[optind], &err) < 0)
+        return cli_fail(cli, "%s", err.text);
+    json_t *body = json_pack("{s:s, s:b}", "job", job, "started", !pending);
+    if (body && array)
+        json_object_set_new(body, "array", json_string(array));
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text)
+        return cli_fail(cli, "out of memory");
+    client_t *c = client_cmd_open(cli, co.endpoint, &err);
+    if (!c) {
+        free(text);
+        return cli_fail(cli, "%s", err.text);
+    }
+    char path[160];
+    snprintf(path, sizeof(path), "/api/v1/stage/%s/job", argv[optind]);
+    client_request_t post = {.method = "POST", .path = path, .json_body = text};
+    client_reply_t r;
+    int rc = 0;
+    if (client_send(c, &post, &r, &err) < 0)
+        rc = cli_fail(cli, "%s", err.text);
+    else if (co.json)
+        client_cmd_print_answer(&r);
+    else
+        printf("request %s: held by job %s\n", argv[optind], job);
+    client_reply_free(&r);
+    client_free(c);
+    free(text);
+    return rc;
+}
+
 /* ---- queue, drives ---------------------------------------------------------------- */
 
 int cmd_queue(cli_t *cli, int argc, char **argv)

@@ -391,12 +391,12 @@ int main(void)
         ok(requests_resolve_submission(rq, h.id, "node1:4242", REQUESTS_HOLDER_ARRAY, "50",
                                        &err) == 0,
            "Slurm named the array");
-        ok(requests_bind_job(rq, h.uuid, 0, "51", "50", &err) == 0, "task 51 binds");
-        ok(requests_bind_job(rq, h.uuid, 0, "52", "50", &err) == 0, "task 52 binds");
-        ok(requests_bind_job(rq, h.uuid, 0, "52", "50", &err) == 0, "binding again is harmless");
-        ok(requests_bind_job(rq, h.uuid, 0, "60", NULL, &err) == -1 && errno == EBUSY,
+        ok(requests_bind_job(rq, h.uuid, 0, "51", "50", true, &err) == 0, "task 51 binds");
+        ok(requests_bind_job(rq, h.uuid, 0, "52", "50", true, &err) == 0, "task 52 binds");
+        ok(requests_bind_job(rq, h.uuid, 0, "52", "50", true, &err) == 0, "binding again is harmless");
+        ok(requests_bind_job(rq, h.uuid, 0, "60", NULL, true, &err) == -1 && errno == EBUSY,
            "another job may not take it: %s", err.text);
-        ok(requests_bind_job(rq, h.uuid, 2001, "51", "50", &err) == -1 && errno == EACCES,
+        ok(requests_bind_job(rq, h.uuid, 2001, "51", "50", true, &err) == -1 && errno == EACCES,
            "another user may not bind it");
         bool released = true, array_left = false;
         ok(requests_unhold(rq, h.uuid, 0, REQUESTS_HOLDER_JOB, "51", "job 51 ended", &released,
@@ -418,7 +418,7 @@ int main(void)
                hs->finished > 0 && !hs->expired,
            "RELEASED, with the reason");
         requests_status_free(hs);
-        ok(requests_bind_job(rq, h.uuid, 0, "53", "50", &err) == -1 && errno == EBUSY &&
+        ok(requests_bind_job(rq, h.uuid, 0, "53", "50", true, &err) == -1 && errno == EBUSY &&
                strstr(err.text, "array 50 ended"),
            "a released request cannot be bound: %s", err.text);
     }
@@ -440,7 +440,7 @@ int main(void)
         requests_item_completed(rq, y.id, a1, &err);
         requests_item_failed(rq, y.id, a2, "medium error", &err);
         is_int(count("SELECT pins FROM cache"), pins_before + 2, "both pin the cached object");
-        ok(requests_bind_job(rq, y.uuid, 0, "70", NULL, &err) == 0, "job 70 runs with y");
+        ok(requests_bind_job(rq, y.uuid, 0, "70", NULL, true, &err) == 0, "job 70 runs with y");
         size_t expired = 99;
         double t0 = count("SELECT max(finished) FROM requests");
         ok(requests_expire(rq, t0 + 5, NULL, NULL, &expired, &err) == 0 && expired == 0,

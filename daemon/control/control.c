@@ -566,18 +566,22 @@ static void on_bind_job(http_request_t *req, void *arg)
         goto out;
     }
     json_t *array_v = json_object_get(root, "array");
+    json_t *started_v = json_object_get(root, "started");
     json_t *array_only = json_pack("{s:O?}", "job", array_v);
     bool array_ok = !array_v || json_is_null(array_v) ||
                     (job_field(array_only, abuf, sizeof(abuf), &array, &err) == 0 && array);
     json_decref(array_only);
-    if (!json_is_object(root) || json_object_size(root) != 1 + (array_v != NULL) ||
-        job_field(root, buf, sizeof(buf), &job, &err) < 0 || !job || !array_ok) {
-        http_respond_error(req, 400, "the body must be {\"job\": ID} or {\"job\": ID, "
-                                     "\"array\": ID}, each a positive integer or 1 to 64 "
-                                     "characters");
+    if (!json_is_object(root) ||
+        json_object_size(root) != 1 + (size_t)(array_v != NULL) + (size_t)(started_v != NULL) ||
+        job_field(root, buf, sizeof(buf), &job, &err) < 0 || !job || !array_ok ||
+        (started_v && !json_is_boolean(started_v))) {
+        http_respond_error(req, 400, "the body must be {\"job\": ID}, with \"array\": ID and "
+                                     "\"started\": true|false if need be; an ID is a positive "
+                                     "integer or 1 to 64 characters");
         goto out;
     }
-    if (requests_bind_job(c->requests, id, who.uid, job, array, &err) < 0) {
+    bool started = !started_v || json_is_true(started_v);
+    if (requests_bind_job(c->requests, id, who.uid, job, array, started, &err) < 0) {
         respond_failure(req, errno, &err);
         goto out;
     }
