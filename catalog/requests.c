@@ -346,6 +346,21 @@ static int split_file(const char *file, char *bucket, size_t bsize, const char *
     return 0;
 }
 
+/* ",g1,g2," for READABLE_SQL; NULL when the user has no other groups. */
+static char *groups_text(const gid_t *groups, size_t n)
+{
+    if (n == 0)
+        return NULL;
+    char *t = malloc(n * 11 + 2);
+    if (!t)
+        return NULL;
+    size_t len = 0;
+    t[len++] = ',';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)sprintf(t + len, "%u,", (unsigned)groups[i]);
+    return t;
+}
+
 static int check_object_access(requests_t *r, const requests_spec_t *spec, int64_t object,
                                const char *name, si_error_t *err)
 {
@@ -503,21 +518,6 @@ static int check_spec(const requests_spec_t *spec, si_error_t *err)
     if (spec->job_id && check_job_id(spec->job_id, err) < 0)
         return -1;
     return 0;
-}
-
-/* ",g1,g2," for READABLE_SQL; NULL when the user has no other groups. */
-static char *groups_text(const gid_t *groups, size_t n)
-{
-    if (n == 0)
-        return NULL;
-    char *t = malloc(n * 11 + 2);
-    if (!t)
-        return NULL;
-    size_t len = 0;
-    t[len++] = ',';
-    for (size_t i = 0; i < n; i++)
-        len += (size_t)sprintf(t + len, "%u,", (unsigned)groups[i]);
-    return t;
 }
 
 static int add_holder(requests_t *r, int64_t request, requests_holder_kind_t kind,
@@ -1585,10 +1585,32 @@ const char *requests_locality_name(requests_locality_t l)
     }
 }
 
-int requests_locality(requests_t *r, const char *bucket, const char *key,
-                      requests_locality_t *out, uint64_t *size, si_error_t *err)
+int requests_locality(requests_t *r, const requests_caller_t *caller, const char *bucket,
+                      const char *key, requests_locality_t *out, uint64_t *size,
+                      si_error_t *err)
 {
-    sqlite3_stmt *s = stmt(r, SQL_LOCALITY);
+    int64_t object;
+    sqlite3_stmt *s = stmt(r, SQL_OBJECT_FIND);
+    bind_text(s, ":bucket", bucket);
+    bind_text(s, ":key", key);
+    int found = sqlite3_step(s);
+    object = found == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    sqlite3_reset(s);
+    if (found == SQLITE_DONE)
+        return si_errnoprintf(err, ENOENT, "no object %.64s/%.300s in the catalog", bucket, key);
+    if (found != SQLITE_ROW)
+        return db_fail(r, err, "looking up an object");
+    requests_spec_t who = {.uid = caller->uid, .gid = caller->gid};
+    char name[400];
+    snprintf(name, sizeof(name), "%.64s/%.300s", bucket, key);
+    if (caller->ngroups && !(r->groups = groups_text(caller->groups, caller->ngroups)))
+        return si_errnoprintf(err, ENOMEM, "out of memory");
+    int allowed = check_object_access(r, &who, object, name, err);
+    free(r->groups);
+    r->groups = NULL;
+    if (allowed < 0)
+        return -1;
+    s = stmt(r, SQL_LOCALITY);
     bind_text(s, ":bucket", bucket);
     bind_text(s, ":key", key);
     int rc = sqlite3_step(s);

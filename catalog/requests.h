@@ -244,9 +244,21 @@ typedef enum {
 } requests_locality_t;
 
 const char *requests_locality_name(requests_locality_t l);
-/* From the cache and tape_copies tables; ENOENT for an unknown object. */
-int requests_locality(requests_t *r, const char *bucket, const char *key,
-                      requests_locality_t *out, uint64_t *size, si_error_t *err);
+
+/* Who asks: permissions are checked as this user (uid 0: all allowed). */
+typedef struct {
+    uid_t uid;
+    gid_t gid;
+    const gid_t *groups;           /* supplementary groups; NULL/0: only gid */
+    size_t ngroups;
+} requests_caller_t;
+
+/* From the cache and tape_copies tables; ENOENT for an unknown object,
+ * EACCES when the caller may not stage it (the same rule as
+ * requests_create: some dataset holding it is readable, or none holds it). */
+int requests_locality(requests_t *r, const requests_caller_t *caller, const char *bucket,
+                      const char *key, requests_locality_t *out, uint64_t *size,
+                      si_error_t *err);
 
 #define REQUESTS_NSTATES 6
 extern const char *const requests_state_names[REQUESTS_NSTATES];

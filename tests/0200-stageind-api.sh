@@ -178,6 +178,12 @@ code=$(api POST /api/v1/archiveinfo '{"files":["data/pub/a.bin","data/none"]}')
 is "$code" 200 "archiveinfo"
 is "$(json "$BODY" '[f.get("locality", f.get("error")) for f in j]')" \
     "['TAPE', 'no object data/none in the catalog']" "locality per file, error for an unknown one"
+code=$(api POST /api/v1/archiveinfo '{"files":["data/priv/c.bin","data/pub/a.bin"]}' "$(cred_nobody)")
+is "$code:$(json "$BODY" '["size" in f for f in j]')" "200:[False, True]" \
+    "archiveinfo as another user: a private object's size and locality are not told"
+is "$(json "$BODY" 'j[0]["error"]')" \
+    "data/priv/c.bin belongs only to datasets that uid 65534 (gid 65534) may not read" \
+    "... but why"
 code=$(api GET /api/v1/queue)
 is "$code:$(json "$BODY" 'len(j["queue"])')" "200:1" "queue lists the one active request"
 code=$(curl -s -o "$BODY" -w '%{http_code}' "http://127.0.0.1:$PORT/metrics")

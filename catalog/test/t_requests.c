@@ -290,18 +290,26 @@ int main(void)
     ok(requests_item_requeue(rq, c3.id, a2, &err) == 0, "completed item re-queued");
 
     /* locality */
+    requests_caller_t root = {.uid = 0, .gid = 0};
     requests_locality_t loc;
     uint64_t size = 0;
-    ok(requests_locality(rq, "bk1", "a/1", &loc, &size, &err) == 0 &&
+    ok(requests_locality(rq, &root, "bk1", "a/1", &loc, &size, &err) == 0 &&
            loc == REQUESTS_LOCALITY_DISK_AND_TAPE && size == 100,
        "cached object with a tape copy: DISK_AND_TAPE");
-    ok(requests_locality(rq, "bk1", "a/2", &loc, NULL, &err) == 0 && loc == REQUESTS_LOCALITY_TAPE,
+    ok(requests_locality(rq, &root, "bk1", "a/2", &loc, NULL, &err) == 0 && loc == REQUESTS_LOCALITY_TAPE,
        "tape only");
-    ok(requests_locality(rq, "bk1", "free", &loc, NULL, &err) == 0 && loc == REQUESTS_LOCALITY_NONE,
+    ok(requests_locality(rq, &root, "bk1", "free", &loc, NULL, &err) == 0 && loc == REQUESTS_LOCALITY_NONE,
        "no copy, not cached: NONE");
-    ok(requests_locality(rq, "bk1", "zzz", &loc, NULL, &err) == -1 && errno == ENOENT,
+    ok(requests_locality(rq, &root, "bk1", "zzz", &loc, NULL, &err) == -1 && errno == ENOENT,
        "unknown object: %s", err.text);
     is_str(requests_locality_name(REQUESTS_LOCALITY_DISK_AND_TAPE), "DISK_AND_TAPE", "name");
+    requests_caller_t other = {.uid = 2000, .gid = 300}, owner = {.uid = 1000, .gid = 100};
+    ok(requests_locality(rq, &other, "bk1", "b/3", &loc, NULL, &err) == -1 && errno == EACCES,
+       "a private object's locality is refused to others: %s", err.text);
+    ok(requests_locality(rq, &owner, "bk1", "b/3", &loc, NULL, &err) == 0,
+       "... and told to its owner");
+    ok(requests_locality(rq, &other, "bk1", "a/2", &loc, NULL, &err) == 0,
+       "a public dataset's object is told to anyone");
 
     /* metrics and queue */
     requests_metrics_t m;

@@ -630,6 +630,9 @@ static void on_archiveinfo(http_request_t *req, void *arg)
         http_respond_error(req, 400, "at most %d files per archiveinfo query", ARCHIVEINFO_MAX);
         goto out;
     }
+    /* the caller may learn of what it may stage only */
+    requests_caller_t caller = {.uid = who.uid, .gid = who.gid};
+    si_groups_of(c->groups, who.uid, who.gid, &caller.groups, &caller.ngroups);
     json_t *answer = json_array();
     size_t i;
     json_t *v;
@@ -648,7 +651,8 @@ static void on_archiveinfo(http_request_t *req, void *arg)
         requests_locality_t loc;
         uint64_t size;
         si_error_t err;
-        if (blen > 63 || requests_locality(c->requests, bucket, slash + 1, &loc, &size, &err) < 0)
+        if (blen > 63 || requests_locality(c->requests, &caller, bucket, slash + 1, &loc, &size,
+                                           &err) < 0)
             json_array_append_new(answer, json_pack("{s:s, s:s}", "path", path, "error",
                                                     blen > 63 ? "bucket name too long" : err.text));
         else
