@@ -11,6 +11,7 @@
 
 #include <sqlite3.h>
 
+#include "common/array.h"
 #include "common/text.h"
 #include "common/uuid.h"
 
@@ -1086,15 +1087,10 @@ int requests_holders(requests_t *r, requests_holder_t **out, size_t *count, si_e
     size_t n = 0, cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            requests_holder_t *grown = realloc(list, cap * sizeof(*grown));
-            if (!grown) {
-                free(list);
-                sqlite3_reset(s);
-                return si_errnoprintf(err, ENOMEM, "out of memory");
-            }
-            list = grown;
+        if (si_array_grow((void **)&list, &cap, n + 1, sizeof(*list)) < 0) {
+            free(list);
+            sqlite3_reset(s);
+            return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         requests_holder_t *h = &list[n++];
         memset(h, 0, sizeof(*h));
@@ -1126,15 +1122,10 @@ int requests_recent_jobs(requests_t *r, double since, requests_job_id_t **out, s
     size_t n = 0, cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            requests_job_id_t *grown = realloc(list, cap * sizeof(*grown));
-            if (!grown) {
-                free(list);
-                sqlite3_reset(s);
-                return si_errnoprintf(err, ENOMEM, "out of memory");
-            }
-            list = grown;
+        if (si_array_grow((void **)&list, &cap, n + 1, sizeof(*list)) < 0) {
+            free(list);
+            sqlite3_reset(s);
+            return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         snprintf(list[n++], sizeof(list[0]), "%s", (const char *)sqlite3_column_text(s, 0));
     }
@@ -1162,15 +1153,10 @@ int requests_expire(requests_t *r, double now, requests_expired_fn fn, void *arg
     bind_real(s, ":now", now);
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            due_t *grown = realloc(due, cap * sizeof(*grown));
-            if (!grown) {
-                free(due);
-                sqlite3_reset(s);
-                return si_errnoprintf(err, ENOMEM, "out of memory");
-            }
-            due = grown;
+        if (si_array_grow((void **)&due, &cap, n + 1, sizeof(*due)) < 0) {
+            free(due);
+            sqlite3_reset(s);
+            return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         snprintf(due[n].uuid, sizeof(due[n].uuid), "%s", (const char *)sqlite3_column_text(s, 0));
         due[n].lifetime = sqlite3_column_int64(s, 1);

@@ -182,12 +182,7 @@ void alloc_exit(spank_t sp, plugin_t *p)
     snprintf(jobs, sizeof(jobs), "%u", job);
     snprintf(arrays, sizeof(arrays), "%u", array);
     char *argv[16];
-    int n = 0;
-    argv[n++] = (char *)p->conf.stagein;
-    if (p->conf.config[0]) {
-        argv[n++] = "--config";
-        argv[n++] = (char *)p->conf.config;
-    }
+    int n = plugin_stagein_argv(p, argv);
     argv[n++] = "bind";
     argv[n++] = p->submitted;
     argv[n++] = "--job";

@@ -170,6 +170,17 @@ client_t *plugin_client(const plugin_t *p, si_error_t *err)
     return client_new(&o, err);
 }
 
+int plugin_stagein_argv(const plugin_t *p, char **argv)
+{
+    int n = 0;
+    argv[n++] = (char *)p->conf.stagein;
+    if (p->conf.config[0]) {
+        argv[n++] = "--config";
+        argv[n++] = (char *)p->conf.config;
+    }
+    return n;
+}
+
 int plugin_job_ids(spank_t sp, char job[32], uid_t *uid, gid_t *gid, si_error_t *err)
 {
     uint32_t id;

@@ -46,6 +46,10 @@ typedef struct {
  * MUNGE socket, as the calling process's user. */
 client_t *plugin_client(const plugin_t *p, si_error_t *err);
 
+/* argv[0..) for the stagein command with the plugin's --config; returns
+ * how many entries it wrote (the caller appends the rest). */
+int plugin_stagein_argv(const plugin_t *p, char **argv);
+
 /* The job's id, uid and gid in job_script and remote contexts. */
 int plugin_job_ids(spank_t sp, char job[32], uid_t *uid, gid_t *gid, si_error_t *err);
 

@@ -14,12 +14,7 @@ static void push_stage_out(const plugin_t *p, const spank_stage_out_t *o, const 
                            uid_t uid, gid_t gid)
 {
     char *argv[16];
-    int n = 0;
-    argv[n++] = (char *)p->conf.stagein;
-    if (p->conf.config[0]) {
-        argv[n++] = "--config";
-        argv[n++] = (char *)p->conf.config;
-    }
+    int n = plugin_stagein_argv(p, argv);
     argv[n++] = "push";
     argv[n++] = "--endpoint";
     argv[n++] = (char *)p->conf.endpoint;

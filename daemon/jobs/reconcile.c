@@ -1,6 +1,8 @@
 #include "config.h"
 #include "daemon/jobs/reconcile.h"
 
+#include "common/array.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,15 +21,9 @@ typedef struct {
 
 static reconcile_action_t *add(plan_t *p, const requests_holder_t *h, reconcile_verb_t verb)
 {
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? 2 * p->cap : 16;
-        reconcile_action_t *grown = realloc(p->list, cap * sizeof(*grown));
-        if (!grown) {
-            p->failed = true;
-            return NULL;
-        }
-        p->list = grown;
-        p->cap = cap;
+    if (si_array_grow((void **)&p->list, &p->cap, p->n + 1, sizeof(*p->list)) < 0) {
+        p->failed = true;
+        return NULL;
     }
     reconcile_action_t *a = &p->list[p->n++];
     memset(a, 0, sizeof(*a));

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "common/strbuf.h"
 
 /* squeue's --Format, one field each, wide enough for any value; none of
@@ -106,14 +107,9 @@ int slurm_jobs_parse(const char *text, slurm_job_t **jobs, size_t *n, si_error_t
         p += len + (nl ? 1 : 0);
         if (strspn(line, " \t\r") == len)
             continue;
-        if (count == cap) {
-            cap = cap ? 2 * cap : 64;
-            slurm_job_t *grown = realloc(list, cap * sizeof(*grown));
-            if (!grown) {
-                free(list);
-                return si_errprintf(err, "out of memory");
-            }
-            list = grown;
+        if (si_array_grow((void **)&list, &cap, count + 1, sizeof(*list)) < 0) {
+            free(list);
+            return si_errprintf(err, "out of memory");
         }
         char copy[512];
         memcpy(copy, line, len + 1);
