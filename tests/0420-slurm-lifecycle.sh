@@ -181,6 +181,26 @@ is "$(wait_job "$J" 60)" COMPLETED "the job whose steps ran while stageind was d
 is "$(grep -c "request=.\{36\} agent=yes" "$S/out/$J.out"):$(grep -c "plain step ok" "$S/out/$J.out")" 1:1 \
     "its srun steps ran with the data, without stageind"
 
+# ---- an epilog that cannot reach stageind ----------------------------------------------------
+cat > "$TEST_DIR/waitgo.sh" <<JOB
+#!/bin/bash
+touch $TEST_DIR/running2
+for _ in \$(seq 300); do [ -e $TEST_DIR/go2 ] && break; sleep 0.1; done
+JOB
+J=$(submit --stage-in=alpha "$TEST_DIR/waitgo.sh")
+RE=$(newest_request)
+for _ in $(seq 300); do [ -e "$TEST_DIR/running2" ] && break; sleep 0.1; done
+stop
+touch "$TEST_DIR/go2"
+is "$(wait_job "$J" 60)" COMPLETED "a job whose epilog runs while stageind is down COMPLETED"
+grep -q "job $J: cannot release request $RE: .*stageind releases it once it sees the job ended" "$S/log/slurmd.log"
+ok $? "the epilog says it could not release the request, and who will"
+run_ok "stageind restarts" -- start
+track_pid "$(daemon_pid)"
+is "$(wait_state "$RE" RELEASED 20)" RELEASED "stageind releases the request itself"
+sql "SELECT end_reason FROM requests WHERE uuid = '$RE'" | grep -q "job $J ended"
+ok $? "... because job $J ended"
+
 # ---- pins expire ----------------------------------------------------------------------------
 out=$("$STAGEIN" request beta --pin-lifetime 2 --wait --endpoint "unix:$SOCK" 2>&1)
 R=$(echo "$out" | grep -o '[0-9a-f-]\{36\}' | head -1)
