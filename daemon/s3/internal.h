@@ -154,6 +154,10 @@ void s3_remove_created_bucket(s3_server_t *s, const char *bucket);
 void s3_list_buckets(s3_req_t *r);
 void s3_head_bucket(s3_req_t *r);
 void s3_get_bucket_location(s3_req_t *r);
+/* GetBucketVersioning: buckets here are unversioned (an empty configuration). */
+void s3_get_bucket_versioning(s3_req_t *r);
+/* GetObjectTagging: objects here carry no tags (an empty TagSet). */
+void s3_get_object_tagging(s3_req_t *r);
 void s3_list_objects(s3_req_t *r, bool v2);
 void s3_get_object(s3_req_t *r, bool head);
 void s3_restore_object(s3_req_t *r);

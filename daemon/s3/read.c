@@ -164,6 +164,20 @@ void s3_get_bucket_location(s3_req_t *r)
     s3_respond_xml(r, 200, &x);
 }
 
+/* An unversioned bucket's answer: no Status. */
+void s3_get_bucket_versioning(s3_req_t *r)
+{
+    s3_db_t *db = s3_dbpool_get(r->srv->pool);
+    int rc = bucket_exists(r, db);
+    s3_dbpool_put(r->srv->pool, db);
+    if (rc != 1)
+        return;
+    si_strbuf_t x;
+    si_strbuf_init(&x, 4096);
+    si_strbuf_puts(&x, XML_DECL "<VersioningConfiguration xmlns=\"" S3_XMLNS "\"/>");
+    s3_respond_xml(r, 200, &x);
+}
+
 /* ---- ListObjects, ListObjectsV2 ------------------------------------------------ */
 
 typedef struct {
@@ -445,6 +459,51 @@ static int recall_and_wait(s3_req_t *r, const s3_object_t *o, const char *cat_ke
     return 1;
 }
 
+/* The object r names, readable by r's credential: 0 with *o and *cat_key
+ * (the caller frees it), or -1 answered (NoSuchBucket, NoSuchKey,
+ * AccessDenied, InternalError). */
+static int readable_object(s3_req_t *r, s3_object_t *o, char **cat_key_out)
+{
+    s3_server_t *s = r->srv;
+    si_error_t err;
+    char *cat_key = s3_req_catalog_key(r);
+    if (!cat_key)
+        return -1;
+    s3_db_t *db = s3_dbpool_get(s->pool);
+    int rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, o, &err);
+    if (rc == 0 && !r->map.archive && bucket_exists(r, db) != 1)
+        rc = -2; /* answered NoSuchBucket */
+    s3_dbpool_put(s->pool, db);
+    if (rc == 1 && !o->readable) {
+        s3_respond_error(r, "AccessDenied", "uid %u may not read %s/%s: no dataset holding it"
+                         " is readable by it", (unsigned)r->who.uid, r->bucket, r->key);
+        rc = -2;
+    } else if (rc == 0) {
+        s3_respond_error(r, "NoSuchKey", "The specified key does not exist.");
+    } else if (rc == -1) {
+        s3_respond_error(r, "InternalError", "%s", err.text);
+    }
+    if (rc != 1) {
+        free(cat_key);
+        return -1;
+    }
+    *cat_key_out = cat_key;
+    return 0;
+}
+
+void s3_get_object_tagging(s3_req_t *r)
+{
+    s3_object_t o;
+    char *cat_key;
+    if (readable_object(r, &o, &cat_key) < 0)
+        return;
+    free(cat_key);
+    si_strbuf_t x;
+    si_strbuf_init(&x, 4096);
+    si_strbuf_puts(&x, XML_DECL "<Tagging xmlns=\"" S3_XMLNS "\"><TagSet></TagSet></Tagging>");
+    s3_respond_xml(r, 200, &x);
+}
+
 void s3_get_object(s3_req_t *r, bool head)
 {
     s3_server_t *s = r->srv;
@@ -452,29 +511,9 @@ void s3_get_object(s3_req_t *r, bool head)
     s3_object_t o;
     int fd = -1;
     uint64_t size = 0;
-    char *cat_key = s3_req_catalog_key(r);
-    if (!cat_key)
+    char *cat_key;
+    if (readable_object(r, &o, &cat_key) < 0)
         return;
-    s3_db_t *db = s3_dbpool_get(s->pool);
-    int rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, &o, &err);
-    if (rc == 0 && !r->map.archive && bucket_exists(r, db) != 1)
-        rc = -2; /* answered NoSuchBucket */
-    s3_dbpool_put(s->pool, db);
-    if (rc == -2)
-        goto out;
-    if (rc < 0) {
-        s3_respond_error(r, "InternalError", "%s", err.text);
-        goto out;
-    }
-    if (rc == 0) {
-        s3_respond_error(r, "NoSuchKey", "The specified key does not exist.");
-        goto out;
-    }
-    if (!o.readable) {
-        s3_respond_error(r, "AccessDenied", "uid %u may not read %s/%s: no dataset holding it"
-                         " is readable by it", (unsigned)r->who.uid, r->bucket, r->key);
-        goto out;
-    }
     s3_conditions_t c = conditions_of(r);
     s3_cond_result_t cond = s3_conditions_eval(&c, o.etag, o.mtime);
     if (cond == S3_COND_FAILED) {
