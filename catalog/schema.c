@@ -206,12 +206,26 @@ static const char schema_1004[] =
     "  UPDATE cache SET pins = pins - 1 WHERE object_id = OLD.object_id AND pins > 0;"
     " END;";
 
+/* Version 1.5: what S3 clients store with an object beside its bytes: the
+ * standard headers and x-amz-meta-* (one "name: value" line each, names in
+ * lower case), the storage class asked for at upload (NULL: none asked; the
+ * object reads as its objects.storage_class says), and a multipart object's
+ * part sizes ("n1,n2,...", for GET ?partNumber). Goes with its object. */
+static const char schema_1005[] =
+    "CREATE TABLE object_meta ("
+    "  object_id INTEGER PRIMARY KEY REFERENCES objects(id) ON DELETE CASCADE,"
+    "  headers TEXT,"
+    "  storage_class TEXT,"
+    "  part_sizes TEXT"
+    ");";
+
 static const catalog_schema_step_t steps[] = {
     {1000, schema_1000},
     {1001, schema_1001},
     {1002, schema_1002},
     {1003, schema_1003},
     {1004, schema_1004},
+    {1005, schema_1005},
 };
 
 const catalog_schema_step_t *catalog_schema_steps(size_t *count)

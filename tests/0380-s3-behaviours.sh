@@ -63,7 +63,7 @@ raw() {
 raw_header() {
     local want=$1 header=$2 desc=$3; shift 4
     local got
-    got=$(s3raw "$@" --show-header "$header" 2>&1 | tr '\n' ' ')
+    got="$(s3raw "$@" --show-header "$header" 2>"$OUT/raw.err") $(cat "$OUT/raw.err")"
     if grep -qE -- "$want" <<<"$got"; then ok 0 "raw: $desc"; else ok 1 "raw: $desc"; diag "got: $got (want /$want/)"; fi
 }
 
@@ -92,5 +92,200 @@ raw "501 NotImplemented" "DELETE ?tagging: 501, the object stays" -- request DEL
 raw "501 NotImplemented" "PUT ?acl on a bucket: 501" -- request PUT /upl --query acl= --data x
 raw_header "200 -" Content-Type "GET ?versioning: 200" -- request GET /upl --query versioning=
 
+
+# ---- 2: GET/HEAD ?partNumber serve that part (206, x-amz-mp-parts-count)
+boto3_checks '
+parts = [os.urandom(5 * 1024 * 1024), os.urandom(5 * 1024 * 1024), os.urandom(777777)]
+mpu = s3.create_multipart_upload(Bucket="upl", Key="mp3")
+etags = [s3.upload_part(Bucket="upl", Key="mp3", UploadId=mpu["UploadId"], PartNumber=i + 1, Body=p)["ETag"]
+         for i, p in enumerate(parts)]
+s3.complete_multipart_upload(Bucket="upl", Key="mp3", UploadId=mpu["UploadId"],
+    MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(etags)]})
+open(TEST_DIR + "/mp3", "wb").write(b"".join(parts))
+r = attempt("get part 2", lambda: s3.get_object(Bucket="upl", Key="mp3", PartNumber=2))
+check(r is not None and r["ResponseMetadata"]["HTTPStatusCode"] == 206 and r["Body"].read() == parts[1]
+      and r.get("PartsCount") == 3 and r["ContentRange"] == "bytes 5242880-10485759/11263537",
+      "get_object PartNumber=2: 206, that part, PartsCount 3, its Content-Range", r and {k: r.get(k) for k in ("ContentRange", "PartsCount", "ContentLength")})
+r = attempt("get part 3", lambda: s3.get_object(Bucket="upl", Key="mp3", PartNumber=3))
+check(r is not None and r["Body"].read() == parts[2], "get_object PartNumber=3: the last part")
+h = attempt("head part 1", lambda: s3.head_object(Bucket="upl", Key="mp3", PartNumber=1))
+check(h is not None and h["ContentLength"] == 5242880 and h.get("PartsCount") == 3,
+      "head_object PartNumber=1: its length, PartsCount 3", h)
+expect_error("get_object PartNumber=4 of 3 parts: InvalidPartNumber", "InvalidPartNumber 416",
+    lambda: s3.get_object(Bucket="upl", Key="mp3", PartNumber=4))
+one = os.urandom(1000)
+s3.put_object(Bucket="upl", Key="single", Body=one)
+r = attempt("single part 1", lambda: s3.get_object(Bucket="upl", Key="single", PartNumber=1))
+check(r is not None and r["Body"].read() == one and "PartsCount" not in r,
+      "get_object PartNumber=1 of a single-part object: the whole object", r)
+expect_error("get_object PartNumber=2 of a single-part object: InvalidPartNumber", "InvalidPartNumber 416",
+    lambda: s3.get_object(Bucket="upl", Key="single", PartNumber=2))
+'
+raw_header "^206 - x-amz-mp-parts-count: 3" x-amz-mp-parts-count "GET ?partNumber=2: 206 and x-amz-mp-parts-count" -- \
+    request GET /upl/mp3 --query partNumber=2 --out "$OUT/part2"
+is "$(stat -c %s "$OUT/part2")" 5242880 "raw: GET ?partNumber=2: the part's 5242880 bytes"
+raw "416 InvalidPartNumber" "GET ?partNumber=9: 416 InvalidPartNumber" -- request GET /upl/mp3 --query partNumber=9
+raw "400 InvalidRequest" "GET ?partNumber with a Range: 400 InvalidRequest" -- \
+    request GET /upl/mp3 --query partNumber=1 -H "Range: bytes=0-10"
+raw "400 InvalidArgument" "GET ?partNumber=0: 400 InvalidArgument" -- request GET /upl/mp3 --query partNumber=0
+
+# ---- 3: bucket-to-bucket copies over 8 MiB (GetObjectTagging, UploadPartCopy)
+run_ok "awscli: aws s3 cp s3://upl/mp3 s3://arch/mp3-copy (multipart copy, tags copied)" -- \
+    aws_s3 s3 cp --no-progress s3://upl/mp3 s3://arch/mp3-copy
+aws_s3 s3 cp --no-progress s3://arch/mp3-copy "$OUT/mp3-copy" >/dev/null 2>&1
+ok "$(same_bytes "$OUT/mp3-copy" "$TEST_DIR/mp3"; echo $?)" "awscli: the copy is byte-identical"
+run_ok "awscli: aws s3 cp --copy-props none (UploadPartCopy alone)" -- \
+    aws_s3 s3 cp --no-progress --copy-props none s3://upl/mp3 s3://arch/mp3-copy2
+aws_s3 s3 cp --no-progress s3://arch/mp3-copy2 "$OUT/mp3-copy2" >/dev/null 2>&1
+ok "$(same_bytes "$OUT/mp3-copy2" "$TEST_DIR/mp3"; echo $?)" "awscli: that copy is byte-identical"
+boto3_checks '
+from boto3.s3.transfer import TransferConfig
+cfg = TransferConfig(multipart_threshold=8 * 1024 * 1024, multipart_chunksize=5 * 1024 * 1024)
+attempt("s3.copy", lambda: s3.copy({"Bucket": "upl", "Key": "mp3"}, "arch", "mp3-boto3", Config=cfg))
+body = attempt("get copy", lambda: s3.get_object(Bucket="arch", Key="mp3-boto3")["Body"].read())
+check(body == open(TEST_DIR + "/mp3", "rb").read(), "s3.copy (managed, UploadPartCopy): byte-identical")
+t = attempt("tagging", lambda: s3.get_object_tagging(Bucket="upl", Key="mp3"))
+check(t is not None and t["TagSet"] == [], "get_object_tagging: an empty TagSet", t)
+expect_error("get_object_tagging of a missing key: NoSuchKey", "NoSuchKey 404",
+    lambda: s3.get_object_tagging(Bucket="upl", Key="nope"))
+mpu = s3.create_multipart_upload(Bucket="arch", Key="ranged")
+r = attempt("upload_part_copy", lambda: s3.upload_part_copy(Bucket="arch", Key="ranged", UploadId=mpu["UploadId"], PartNumber=1,
+            CopySource={"Bucket": "upl", "Key": "mp3"}, CopySourceRange="bytes=100-5243979"))
+src = open(TEST_DIR + "/mp3", "rb").read()
+check(r is not None and r["CopyPartResult"]["ETag"] == "\"%s\"" % md5(src[100:5243980]),
+      "upload_part_copy with a range: the ETag of those bytes", r)
+expect_error("upload_part_copy with a range past the end: InvalidRange", "InvalidRange 416",
+    lambda: s3.upload_part_copy(Bucket="arch", Key="ranged", UploadId=mpu["UploadId"], PartNumber=2,
+            CopySource={"Bucket": "upl", "Key": "mp3"}, CopySourceRange="bytes=0-99999999"))
+r2 = attempt("upload_part", lambda: s3.upload_part(Bucket="arch", Key="ranged", UploadId=mpu["UploadId"], PartNumber=2, Body=b"tail"))
+attempt("complete ranged", lambda: s3.complete_multipart_upload(Bucket="arch", Key="ranged", UploadId=mpu["UploadId"],
+    MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r["CopyPartResult"]["ETag"]}, {"PartNumber": 2, "ETag": r2["ETag"]}]}))
+got = attempt("get ranged", lambda: s3.get_object(Bucket="arch", Key="ranged")["Body"].read())
+check(got == src[100:5243980] + b"tail", "the object of a copied part and an uploaded one is byte-identical")
+'
+raw "200 -" "GET ?tagging: 200" -- request GET /upl/mp3 --query tagging=
+raw "404 NoSuchUpload" "UploadPartCopy into an upload that does not exist: 404 NoSuchUpload" -- \
+    request PUT /arch/x --query "partNumber=1&uploadId=$(printf '%032d' 0)" -H "x-amz-copy-source: upl/mp3"
+
+# ---- 4: copy and PUT preconditions
+boto3_checks '
+e = s3.head_object(Bucket="upl", Key="single")["ETag"]
+one_single = s3.get_object(Bucket="upl", Key="single")["Body"].read()
+expect_error("copy_object CopySourceIfMatch with another ETag: 412", "PreconditionFailed 412",
+    lambda: s3.copy_object(Bucket="arch", Key="c1", CopySource={"Bucket": "upl", "Key": "single"},
+                           CopySourceIfMatch="\"0123456789abcdef0123456789abcdef\""))
+expect_error("copy_object CopySourceIfNoneMatch with its ETag: 412", "PreconditionFailed 412",
+    lambda: s3.copy_object(Bucket="arch", Key="c1", CopySource={"Bucket": "upl", "Key": "single"}, CopySourceIfNoneMatch=e))
+expect_error("copy_object CopySourceIfModifiedSince in the future: 412", "PreconditionFailed 412",
+    lambda: s3.copy_object(Bucket="arch", Key="c1", CopySource={"Bucket": "upl", "Key": "single"},
+                           CopySourceIfModifiedSince="2100-01-01T00:00:00Z"))
+expect_error("upload_part_copy CopySourceIfMatch with another ETag: 412", "PreconditionFailed 412",
+    lambda: s3.upload_part_copy(Bucket="arch", Key="c1", UploadId=s3.create_multipart_upload(Bucket="arch", Key="c1")["UploadId"],
+            PartNumber=1, CopySource={"Bucket": "upl", "Key": "single"}, CopySourceIfMatch="\"00\""))
+expect_error("the refused copies made nothing", "404 404",
+    lambda: s3.head_object(Bucket="arch", Key="c1"))
+r = attempt("copy if-match", lambda: s3.copy_object(Bucket="arch", Key="c2", CopySource={"Bucket": "upl", "Key": "single"}, CopySourceIfMatch=e))
+check(r is not None, "copy_object CopySourceIfMatch with its ETag: copied")
+# botocore 1.26 has no IfNoneMatch/IfMatch for put_object: the headers are added as a newer SDK sends them
+def with_headers(h):
+    def add(request, **kw):
+        for n, v in h.items():
+            request.headers[n] = v
+    s3.meta.events.register_first("before-sign.s3.PutObject", add)
+    return add
+add = with_headers({"If-None-Match": "*"})
+expect_error("put_object If-None-Match: * over an existing key: 412", "PreconditionFailed 412",
+    lambda: s3.put_object(Bucket="upl", Key="single", Body=b"overwritten"))
+r = attempt("put if-none-match new", lambda: s3.put_object(Bucket="upl", Key="fresh", Body=b"fresh"))
+check(r is not None, "put_object If-None-Match: * of a new key: stored")
+s3.meta.events.unregister("before-sign.s3.PutObject", add)
+check(s3.get_object(Bucket="upl", Key="single")["Body"].read() == one_single, "the refused PUT left the object as it was")
+add = with_headers({"If-Match": "\"0123456789abcdef0123456789abcdef\""})
+expect_error("put_object If-Match with another ETag: 412", "PreconditionFailed 412",
+    lambda: s3.put_object(Bucket="upl", Key="single", Body=b"overwritten"))
+s3.meta.events.unregister("before-sign.s3.PutObject", add)
+add = with_headers({"If-Match": e})
+r = attempt("put if-match", lambda: s3.put_object(Bucket="upl", Key="single", Body=b"replaced"))
+check(r is not None, "put_object If-Match with its ETag: replaced")
+s3.meta.events.unregister("before-sign.s3.PutObject", add)
+'
+raw "412 PreconditionFailed" "PUT If-None-Match: * over an existing key: 412" -- \
+    request PUT /upl/single -H "If-None-Match: *" --data x
+raw "404 NoSuchKey" "PUT If-Match of a missing key: 404 NoSuchKey" -- \
+    request PUT /upl/nokey -H 'If-Match: "0123456789abcdef0123456789abcdef"' --data x
+raw "412 PreconditionFailed" "CopyObject x-amz-copy-source-if-none-match: * of an existing source: 412" -- \
+    request PUT /arch/c3 -H "x-amz-copy-source: upl/single" -H "x-amz-copy-source-if-none-match: *"
+
+# ---- 5: writes to a bucket that does not exist: NoSuchBucket
+boto3_checks '
+for desc, fn in [
+    ("put_object", lambda: s3.put_object(Bucket="no-such-bkt", Key="k", Body=b"x")),
+    ("delete_object", lambda: s3.delete_object(Bucket="no-such-bkt", Key="k")),
+    ("delete_objects", lambda: s3.delete_objects(Bucket="no-such-bkt", Delete={"Objects": [{"Key": "k"}]})),
+    ("create_multipart_upload", lambda: s3.create_multipart_upload(Bucket="no-such-bkt", Key="k")),
+    ("list_multipart_uploads", lambda: s3.list_multipart_uploads(Bucket="no-such-bkt")),
+    ("copy_object", lambda: s3.copy_object(Bucket="no-such-bkt", Key="k", CopySource={"Bucket": "upl", "Key": "single"})),
+    ("restore_object", lambda: s3.restore_object(Bucket="no-such-bkt", Key="k", RestoreRequest={"Days": 1})),
+]:
+    expect_error(desc + " into a bucket that does not exist: NoSuchBucket", "NoSuchBucket 404", fn)
+expect_error("put_object into a read-only catalog bucket: AccessDenied", "AccessDenied 403",
+    lambda: s3.put_object(Bucket="data", Key="k", Body=b"x"))
+expect_error("copy_object from a source bucket that does not exist: NoSuchBucket", "NoSuchBucket 404",
+    lambda: s3.copy_object(Bucket="upl", Key="k", CopySource={"Bucket": "no-such-bkt", "Key": "k"}))
+'
+raw "404 NoSuchBucket" "PUT into a bucket that does not exist: 404 NoSuchBucket" -- request PUT /no-such-bkt/k --data x
+raw "404 NoSuchBucket" "POST ?uploads into a bucket that does not exist: 404 NoSuchBucket" -- \
+    request POST /no-such-bkt/k --query uploads=
+raw "403 AccessDenied" "PUT into a read-only bucket: 403 AccessDenied" -- request PUT /data/k --data x
+
+# ---- 7: AbortMultipartUpload while an UploadPart is in flight: 404 NoSuchUpload, no server path
+boto3_checks '
+import io, socket, threading
+sys.path.insert(0, os.path.dirname(os.environ["S3RAW"]))
+import s3raw
+class AbortHalfway(io.BytesIO):
+    """Aborts the upload when the sending pass (botocore reads it once to hash it) is half way."""
+    def __init__(self, data, upload_id):
+        super().__init__(data); self.passes = 0; self.upload_id = upload_id; self.size = len(data)
+    def seek(self, *a):
+        if a and a[0] == 0: self.passes += 1
+        return super().seek(*a)
+    def read(self, n=-1):
+        if self.passes >= 2 and self.tell() >= self.size // 2 and self.upload_id:
+            abort_client.abort_multipart_upload(Bucket="upl", Key="raced", UploadId=self.upload_id)
+            self.upload_id = None
+        return super().read(n)
+abort_client = boto3.client("s3", endpoint_url=os.environ["S3_URL"], aws_access_key_id=os.environ["S3_KEY"],
+    aws_secret_access_key=os.environ["S3_SECRET"], region_name="us-east-1",
+    config=botocore.config.Config(s3={"addressing_style": "path"}))
+mpu = s3.create_multipart_upload(Bucket="upl", Key="raced")
+try:
+    s3.upload_part(Bucket="upl", Key="raced", UploadId=mpu["UploadId"], PartNumber=1,
+                   Body=AbortHalfway(os.urandom(8 * 1024 * 1024), mpu["UploadId"]))
+    check(False, "upload_part aborted half way: 404 NoSuchUpload", "200")
+except ClientError as e:
+    msg = e.response["Error"].get("Message", "")
+    check(code_of(e) == "NoSuchUpload 404" and "/" not in msg, "upload_part aborted half way: 404 NoSuchUpload, no path in the message", code_of(e) + " " + msg)
+# raw: the headers and half the body, the abort, then the rest
+mpu = s3.create_multipart_upload(Bucket="upl", Key="raced2")
+body = os.urandom(4 * 1024 * 1024)
+args = type("A", (), {"endpoint": os.environ["S3_URL"][7:], "key": os.environ["S3_KEY"], "secret": os.environ["S3_SECRET"],
+                      "region": "us-east-1", "date_offset": 0, "payload_hash": None})()
+target, headers = s3raw._sign(args, "PUT", "/upl/raced2", "partNumber=1&uploadId=" + mpu["UploadId"], [], body)
+head = "PUT %s HTTP/1.1\r\nHost: %s\r\n" % (target, args.endpoint) + "".join("%s: %s\r\n" % h for h in headers if h[0].lower() not in ("host", "content-length"))
+head += "Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+host, port = args.endpoint.rsplit(":", 1)
+sock = socket.create_connection((host, int(port)))
+sock.sendall(head.encode() + body[:len(body) // 2])
+time.sleep(0.3)
+s3.abort_multipart_upload(Bucket="upl", Key="raced2", UploadId=mpu["UploadId"])
+sock.sendall(body[len(body) // 2:])
+status, hdrs, answer = s3raw._read_answer(sock, 10)
+sock.close()
+check(status == 404 and b"<Code>NoSuchUpload</Code>" in answer and b"s3-multipart" not in answer and b"/tmp" not in answer,
+      "raw: a part whose upload is aborted while it arrives: 404 NoSuchUpload, no server path", (status, answer[:300]))
+lu = s3.list_multipart_uploads(Bucket="upl")
+check(not [u for u in lu.get("Uploads", []) if u["Key"].startswith("raced")], "no raced upload is left", lu)
+'
 stop
 finish

@@ -158,7 +158,7 @@ rclone_cli() { env -u AWS_CA_BUNDLE rclone --config /dev/null "$@"; }
 s3raw() { "$PY" "$S3RAW" --endpoint "$S3_ENDPOINT" --key "$S3_KEY" --secret "$S3_SECRET" "$@"; }
 # boto3 SCRIPT: runs python with `s3` (a path-style boto3 client), SRC, TEST_DIR
 boto3_run() {
-    S3_URL=$S3_URL S3_KEY=$S3_KEY S3_SECRET=$S3_SECRET S3_REGION=$S3_REGION SRC=$SRC \
+    S3_URL=$S3_URL S3_KEY=$S3_KEY S3_SECRET=$S3_SECRET S3_REGION=$S3_REGION SRC=$SRC S3RAW=$S3RAW \
         TEST_DIR=$TEST_DIR "$PY" -c "
 import os, sys, hashlib, time
 import boto3, botocore.config

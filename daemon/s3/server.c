@@ -41,6 +41,24 @@ bool s3_is_archive_bucket(s3_server_t *s, const char *bucket)
     return found;
 }
 
+bool s3_writable_bucket(s3_req_t *r)
+{
+    if (r->map.archive)
+        return true;
+    si_error_t err;
+    s3_db_t *db = s3_dbpool_get(r->srv->pool);
+    int has = s3_db_bucket_has_objects(db, r->bucket, &err);
+    s3_dbpool_put(r->srv->pool, db);
+    if (has < 0)
+        s3_respond_error(r, "InternalError", "%s", err.text);
+    else if (has == 0)
+        s3_respond_error(r, "NoSuchBucket", "The specified bucket does not exist");
+    else
+        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: only archive buckets"
+                         " (s3.archive_buckets, or made by CreateBucket) take writes", r->bucket);
+    return false;
+}
+
 void s3_add_created_bucket(s3_server_t *s, const char *bucket)
 {
     pthread_mutex_lock(&s->buckets_mu);
@@ -185,18 +203,15 @@ void s3_respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml)
     s3_respond(r, status, resp);
 }
 
-void s3_respond_error(s3_req_t *r, const char *code, const char *fmt, ...)
+/* The error answer; region: a request signed for another region, whose
+ * answer names this server's (in <Region> and x-amz-bucket-region). */
+static void respond_error_in(s3_req_t *r, const char *code, const char *message,
+                             const char *region)
 {
-    char message[600] = "";
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(message, sizeof(message), fmt, ap);
-        va_end(ap);
-    }
     unsigned status = (unsigned)s3_error_status(code);
-    snprintf(r->note, sizeof(r->note), "%s: %.120s", code, message[0] ? message : "");
-    if (status == 304 || strcmp(r->method, "HEAD") == 0) {
+    snprintf(r->note, sizeof(r->note), "%s: %.120s", code, message);
+    bool head = strcmp(r->method, "HEAD") == 0;
+    if (status == 304 || (head && !region)) {
         s3_respond_empty(r, status);
         return;
     }
@@ -206,9 +221,63 @@ void s3_respond_error(s3_req_t *r, const char *code, const char *fmt, ...)
     size_t plen = strcspn(r->uri ? r->uri : "", "?");
     if (r->uri)
         resource = strndup(r->uri, plen);
-    s3_error_xml(&xml, code, message[0] ? message : NULL, resource, r->id);
+    s3_error_xml(&xml, code, message[0] ? message : NULL, resource, r->id, region);
     free(resource);
-    s3_respond_xml(r, status, &xml);
+    if (head)
+        xml.len = 0; /* a HEAD answer has no body */
+    size_t len = xml.len;
+    char *body = si_strbuf_take(&xml);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, body ? body : (void *)"",
+                                        body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(body);
+        return;
+    }
+    MHD_add_response_header(resp, "Content-Type", XML_CONTENT_TYPE);
+    if (region)
+        MHD_add_response_header(resp, "x-amz-bucket-region", region);
+    s3_respond(r, status, resp);
+}
+
+void s3_respond_error(s3_req_t *r, const char *code, const char *fmt, ...)
+{
+    char message[600] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(message, sizeof(message), fmt, ap);
+        va_end(ap);
+    }
+    respond_error_in(r, code, message, NULL);
+}
+
+int s3_req_part_number(s3_req_t *r)
+{
+    si_strbuf_t v;
+    si_strbuf_init(&v, 32);
+    long number = 0;
+    if (s3_req_query(r, "partNumber", &v) == 1 && !v.failed) {
+        char *end;
+        number = strtol(si_strbuf_str(&v), &end, 10);
+        if (*end || v.len == 0)
+            number = 0;
+    }
+    si_strbuf_free(&v);
+    if (number < 1 || number > S3_PARTS_MAX) {
+        s3_respond_error(r, "InvalidArgument", "Part number must be an integer between 1 and"
+                         " %d, inclusive", S3_PARTS_MAX);
+        return 0;
+    }
+    return (int)number;
+}
+
+void s3_respond_internal(s3_req_t *r, const char *what, const char *detail)
+{
+    si_log(r->srv->log, SI_LOG_ERROR, "s3: request %s: %s %s/%s: %s: %s", r->id, r->method,
+           r->bucket, r->key ? r->key : "", what, detail);
+    s3_respond_error(r, "InternalError", "%s failed (request %s; the server's log says why)",
+                     what, r->id);
 }
 
 char *s3_req_catalog_key(s3_req_t *r)
@@ -330,7 +399,7 @@ static void put_object_or_copy(s3_req_t *r)
 static void put_part_or_copy(s3_req_t *r)
 {
     if (s3_req_header(r, "x-amz-copy-source"))
-        s3_respond_error(r, "NotImplemented", "UploadPartCopy is not implemented");
+        s3_upload_part_copy(r);
     else
         s3_upload_part(r);
 }
@@ -534,7 +603,9 @@ static int authenticate(s3_req_t *r)
                              .headers = r->headers, .nheaders = r->nheaders};
     si_sigv4_status_t st;
     si_error_t err = {{0}};
-    if (si_sigv4_verify(&s->verifier, &sr, (int64_t)time(NULL), &r->auth, &st, &err) == 0) {
+    bool wrong_region = false;
+    if (si_sigv4_verify_region(&s->verifier, &sr, (int64_t)time(NULL), &r->auth, &st,
+                               &wrong_region, &err) == 0) {
         r->who = (s3_who_t){.uid = r->auth.uid, .gid = r->auth.gid, .all = r->auth.uid == 0};
         return 0;
     }
@@ -550,7 +621,9 @@ static int authenticate(s3_req_t *r)
         r->who = (s3_who_t){.uid = (uid_t)-2, .gid = (gid_t)-2, .all = false};
         return 0;
     }
-    s3_respond_error(r, si_sigv4_status_code(st), "%s", err.text);
+    /* S3 names its region to a request signed for another, so SDKs re-sign */
+    respond_error_in(r, si_sigv4_status_code(st), err.text,
+                     wrong_region ? s->conf.region : NULL);
     return -1;
 }
 
@@ -875,6 +948,7 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
         return NULL;
     }
     s->conf = opts->conf;
+    s->pin_lifetime_max = opts->pin_lifetime_max;
     s->cache = opts->cache;
     s->push = opts->push;
     s->log = opts->log;
