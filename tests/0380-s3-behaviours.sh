@@ -476,5 +476,29 @@ want = base64.b64encode(zlib.crc32(b"checksummed").to_bytes(4, "big")).decode()
 check(r.get("ChecksumCRC32") == want, "upload_part ChecksumAlgorithm=CRC32: the checksum is echoed", r)
 s3.abort_multipart_upload(Bucket="upl", Key="ck", UploadId=mpu["UploadId"])
 '
+
+# ---- doc/s3.md "Setting up clients": the rclone config file and curl --aws-sigv4 as written there
+cat > "$OUT/rclone.conf" <<CONF
+[stagein]
+type = s3
+provider = Other
+access_key_id = $S3_KEY
+secret_access_key = $S3_SECRET
+region = $S3_REGION
+endpoint = $S3_URL
+CONF
+if command -v rclone >/dev/null 2>&1; then
+    is "$(env -u AWS_CA_BUNDLE rclone --config "$OUT/rclone.conf" lsf stagein:upl/meta/ 2>&1 | sort | tr '\n' ' ')" \
+        "mp put raw " "rclone: the documented config file lists a bucket"
+else
+    tap_n=$((tap_n + 1)); echo "ok $tap_n # SKIP rclone is not installed (package rclone)"
+fi
+curl_s3() { curl -s --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_KEY:$S3_SECRET" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"; }
+is "$(curl_s3 -o "$OUT/curl.err" -w '%{http_code}' -T "$OUT/part2" "$S3_URL/upl/curl/put.bin")" 200 \
+    "curl --aws-sigv4: PUT as documented"
+grep -q Error "$OUT/curl.err" 2>/dev/null && diag "$(tr -d '\n' < "$OUT/curl.err")"
+curl_s3 -o "$OUT/curl.bin" "$S3_URL/upl/curl/put.bin"
+ok "$(same_bytes "$OUT/curl.bin" "$OUT/part2"; echo $?)" "curl --aws-sigv4: GET as documented, byte-identical"
+
 stop
 finish

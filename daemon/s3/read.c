@@ -132,12 +132,18 @@ out:
 
 /* ---- HeadBucket, GetBucketLocation -------------------------------------------- */
 
-void s3_head_bucket(s3_req_t *r)
+/* bucket_exists with a connection of its own. */
+static bool bucket_found(s3_req_t *r)
 {
     s3_db_t *db = s3_dbpool_get(r->srv->pool);
     int rc = bucket_exists(r, db);
     s3_dbpool_put(r->srv->pool, db);
-    if (rc == 1) {
+    return rc == 1;
+}
+
+void s3_head_bucket(s3_req_t *r)
+{
+    if (bucket_found(r)) {
         struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
                                                                     MHD_RESPMEM_PERSISTENT);
         if (resp) {
@@ -150,10 +156,7 @@ void s3_head_bucket(s3_req_t *r)
 
 void s3_get_bucket_location(s3_req_t *r)
 {
-    s3_db_t *db = s3_dbpool_get(r->srv->pool);
-    int rc = bucket_exists(r, db);
-    s3_dbpool_put(r->srv->pool, db);
-    if (rc != 1)
+    if (!bucket_found(r))
         return;
     si_strbuf_t x;
     si_strbuf_init(&x, 4096);
@@ -168,10 +171,7 @@ void s3_get_bucket_location(s3_req_t *r)
 /* An unversioned bucket's answer: no Status. */
 void s3_get_bucket_versioning(s3_req_t *r)
 {
-    s3_db_t *db = s3_dbpool_get(r->srv->pool);
-    int rc = bucket_exists(r, db);
-    s3_dbpool_put(r->srv->pool, db);
-    if (rc != 1)
+    if (!bucket_found(r))
         return;
     si_strbuf_t x;
     si_strbuf_init(&x, 4096);

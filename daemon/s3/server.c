@@ -183,7 +183,9 @@ void s3_respond_empty(s3_req_t *r, unsigned status)
         s3_respond(r, status, resp);
 }
 
-void s3_respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml)
+/* region: also x-amz-bucket-region (an error to a request signed for
+ * another region). */
+static void respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml, const char *region)
 {
     if (xml->failed) {
         si_strbuf_free(xml);
@@ -200,7 +202,14 @@ void s3_respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml)
         return;
     }
     MHD_add_response_header(resp, "Content-Type", XML_CONTENT_TYPE);
+    if (region)
+        MHD_add_response_header(resp, "x-amz-bucket-region", region);
     s3_respond(r, status, resp);
+}
+
+void s3_respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml)
+{
+    respond_xml(r, status, xml, NULL);
 }
 
 /* The error answer; region: a request signed for another region, whose
@@ -225,19 +234,7 @@ static void respond_error_in(s3_req_t *r, const char *code, const char *message,
     free(resource);
     if (head)
         xml.len = 0; /* a HEAD answer has no body */
-    size_t len = xml.len;
-    char *body = si_strbuf_take(&xml);
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, body ? body : (void *)"",
-                                        body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (!resp) {
-        free(body);
-        return;
-    }
-    MHD_add_response_header(resp, "Content-Type", XML_CONTENT_TYPE);
-    if (region)
-        MHD_add_response_header(resp, "x-amz-bucket-region", region);
-    s3_respond(r, status, resp);
+    respond_xml(r, status, &xml, region);
 }
 
 void s3_respond_error(s3_req_t *r, const char *code, const char *fmt, ...)

@@ -659,15 +659,23 @@ static void part_end(s3_req_t *r)
 static const s3_body_ops_t part_ops = {.data = put_data, .end = part_end,
                                        .cleanup = put_cleanup};
 
-void s3_upload_part(s3_req_t *r)
+/* The upload and part number an UploadPart(Copy) names, in a writable
+ * bucket: the number (u to free), or 0 answered. */
+static int part_target(s3_req_t *r, s3_mp_upload_t *u)
 {
     if (!s3_writable_bucket(r))
-        return;
+        return 0;
     int number = s3_req_part_number(r);
-    if (!number)
-        return;
+    if (!number || s3_mp_find(r, u) < 0)
+        return 0;
+    return number;
+}
+
+void s3_upload_part(s3_req_t *r)
+{
     s3_mp_upload_t u;
-    if (s3_mp_find(r, &u) < 0)
+    int number = part_target(r, &u);
+    if (!number)
         return;
     uint64_t size;
     put_state_t *p = body_begin(r, &size);
@@ -1196,13 +1204,9 @@ static int copy_bytes(int fd, uint64_t start, uint64_t length, int out, char *md
 
 void s3_upload_part_copy(s3_req_t *r)
 {
-    if (!s3_writable_bucket(r))
-        return;
-    int number = s3_req_part_number(r);
-    if (!number)
-        return;
     s3_mp_upload_t u;
-    if (s3_mp_find(r, &u) < 0)
+    int number = part_target(r, &u);
+    if (!number)
         return;
     copy_source_t src;
     char tmp[PATH_MAX + 64];
