@@ -686,7 +686,11 @@ static void restore_end(s3_req_t *r)
         return;
     }
     int64_t days = rr.days > 0 ? rr.days : 1;
-    if (s->pin_lifetime_max > 0 && days > s->pin_lifetime_max / 86400) {
+    int64_t lifetime = days * 86400;
+    /* a day is the least S3 can ask for: under a shorter bound it gets the bound */
+    if (s->pin_lifetime_max > 0 && lifetime > s->pin_lifetime_max && days == 1)
+        lifetime = s->pin_lifetime_max;
+    if (s->pin_lifetime_max > 0 && lifetime > s->pin_lifetime_max) {
         s3_respond_error(r, "InvalidArgument", "Days %" PRId64 " is more than this server keeps"
                          " a restored copy: at most %" PRId64 " days"
                          " (stageind.pin_lifetime_max = %" PRId64 " s)", days,
@@ -733,7 +737,7 @@ static void restore_end(s3_req_t *r)
             /* cached: the request pins it for Days (200); otherwise it recalls it (202) */
             char uuid[REQUESTS_UUID_LEN + 1];
             if (s3_db_stage(db, &r->who, r->map.cat_bucket, cat_key, S3_JOB_RESTORE,
-                            s3_tier_priority(rr.tier), days * 86400, uuid, &err) < 0) {
+                            s3_tier_priority(rr.tier), lifetime, uuid, &err) < 0) {
                 code = errno == EACCES ? "AccessDenied" : "InternalError";
             } else {
                 status = cached ? 200 : 202;
