@@ -98,7 +98,8 @@ s3_start_ok "stageind starts (archive buckets upl and arch)"
 bad=""
 for i in 1 2 3; do
     head -c $((i * 300000 + 7)) /dev/urandom > "$OUT/arch$i"
-    code=$(s3raw request PUT "/arch/archmode/obj$i" --body-file "$OUT/arch$i")
+    code=$(s3raw request PUT "/arch/archmode/obj$i" --body-file "$OUT/arch$i" \
+        -H "x-amz-meta-run: $i" -H "Content-Type: application/x-run")
     [ "$code" = "200 -" ] || bad+="obj$i:$code "
 done
 is "$bad" "" "three PUTs into the archive bucket: 200 each"
@@ -123,6 +124,8 @@ is "$(head_header arch/archmode/obj2 x-amz-storage-class)" GLACIER "HEAD of an e
 is "$(s3raw request GET /arch/archmode/obj2)" "403 InvalidObjectState" "GET of it: 403 InvalidObjectState"
 is "$(s3raw request POST /arch/archmode/obj2 --query restore --data "$restore_xml")" "202 -" "restore: 202"
 wait_restored arch/archmode/obj2 >/dev/null
+is "$(head_header arch/archmode/obj2 x-amz-meta-run) $(head_header arch/archmode/obj2 Content-Type)" \
+    "2 application/x-run" "its stored headers survived the eviction, the restart and the recall"
 is "$(s3raw request GET /arch/archmode/obj2 --out "$OUT/r2")" "200 -" "GET after the restore from tape: 200"
 ok "$(same_bytes "$OUT/r2" "$OUT/arch2"; echo $?)" "the object PUT, archived, evicted and restored is byte-identical"
 stop
