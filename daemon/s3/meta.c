@@ -95,27 +95,10 @@ int s3_meta_from_request(s3_req_t *r, si_strbuf_t *headers, char storage_class[S
     return 0;
 }
 
-/* The stored header of that name (lower case) in headers, into value. */
-static bool stored_value(const char *headers, const char *name, const char **value,
-                         size_t *len)
-{
-    size_t nlen = strlen(name);
-    for (const char *p = headers; *p;) {
-        size_t line = strcspn(p, "\n");
-        if (line > nlen + 2 && strncasecmp(p, name, nlen) == 0 && p[nlen] == ':') {
-            *value = p + nlen + 2;
-            *len = line - nlen - 2;
-            return true;
-        }
-        p += line + (p[line] == '\n');
-    }
-    return false;
-}
-
 void s3_meta_add_headers(struct MHD_Response *resp, const char *headers,
                          bool (*overridden)(const char *name, void *arg), void *arg)
 {
-    char name[256], value[S3_META_HEADERS_MAX];
+    char name[S3_META_HEADERS_MAX], value[S3_META_HEADERS_MAX];
     for (const char *p = headers; *p;) {
         size_t line = strcspn(p, "\n");
         const char *colon = memchr(p, ':', line);
@@ -132,7 +115,12 @@ void s3_meta_add_headers(struct MHD_Response *resp, const char *headers,
 
 bool s3_meta_has(const char *headers, const char *name)
 {
-    const char *v;
-    size_t len;
-    return stored_value(headers, name, &v, &len);
+    size_t nlen = strlen(name);
+    for (const char *p = headers; *p;) {
+        size_t line = strcspn(p, "\n");
+        if (line > nlen && strncasecmp(p, name, nlen) == 0 && p[nlen] == ':')
+            return true;
+        p += line + (p[line] == '\n');
+    }
+    return false;
 }
