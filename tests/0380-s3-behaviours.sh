@@ -43,15 +43,7 @@ md5 = lambda b: hashlib.md5(b).hexdigest()
 '"$1"'
 print("done")
 ' 2>&1)
-    while IFS=$'\t' read -r verdict desc detail; do
-        case $verdict in
-            ok) ok 0 "boto3: $desc" ;;
-            "not ok") ok 1 "boto3: $desc"; diag "$detail" | cut -c1-600 ;;
-            done) ;;
-            *) [ -n "$verdict$desc" ] && diag "$verdict $desc $detail" ;;
-        esac
-    done <<<"$results"
-    ok "$(grep -qx done <<<"$results"; echo $?)" "boto3: the script ran to its end"
+    boto3_tap "$results"
 }
 
 # raw WANT DESC -- s3raw ARGS: "STATUS CODE" as wanted

@@ -174,6 +174,21 @@ def code_of(e): return e.response['Error']['Code'] + ' ' + str(e.response['Respo
 $1"
 }
 
+# boto3_tap RESULTS: the lines a boto3 script printed ("ok<TAB>desc",
+# "not ok<TAB>desc<TAB>detail", a last "done") as TAP checks
+boto3_tap() {
+    local verdict desc detail
+    while IFS=$'\t' read -r verdict desc detail; do
+        case $verdict in
+            ok) ok 0 "boto3: $desc" ;;
+            "not ok") ok 1 "boto3: $desc"; diag "$detail" | cut -c1-600 ;;
+            done) ;;
+            *) [ -n "$verdict$desc" ] && diag "$verdict $desc $detail" ;;
+        esac
+    done <<<"$1"
+    ok "$(grep -qx done <<<"$1"; echo $?)" "boto3: the script ran to its end"
+}
+
 # s3_state_rows: every catalog table's row count (events left out: reads may
 # log), one line, to compare before and after a refused request
 s3_state_rows() {
