@@ -414,6 +414,9 @@ try:
 except ClientError as e:
     check(False, "a client configured for eu-west-1 re-signs for us-east-1 by itself", code_of(e))
 '
+out=$(S3_REGION=eu-west-1 aws_s3 s3 ls s3://upl/single 2>&1)
+ok "$(grep -q ' single$' <<<"$out"; echo $?)" "awscli with region eu-west-1: re-signs for us-east-1 and lists"
+grep -q ' single$' <<<"$out" || diag "$out"
 if command -v s3cmd >/dev/null 2>&1; then
     sed 's/^bucket_location = .*/bucket_location = eu-west-1/' "$S3CMD_CFG" > "$OUT/s3cmd-eu.cfg"
     out=$(s3cmd -c "$OUT/s3cmd-eu.cfg" ls s3://upl/single 2>&1)
