@@ -234,6 +234,19 @@ static const char schema_1005[] =
     "  SELECT id, 'job', job_id, 0, created FROM requests"
     "  WHERE job_id IS NOT NULL AND state <> 'RELEASED';";
 
+/* Version 1.6: what S3 clients store with an object beside its bytes: the
+ * standard headers and x-amz-meta-* (one "name: value" line each, names in
+ * lower case), the storage class asked for at upload (NULL: none asked; the
+ * object reads as its objects.storage_class says), and a multipart object's
+ * part sizes ("n1,n2,...", for GET ?partNumber). Goes with its object. */
+static const char schema_1006[] =
+    "CREATE TABLE object_meta ("
+    "  object_id INTEGER PRIMARY KEY REFERENCES objects(id) ON DELETE CASCADE,"
+    "  headers TEXT,"
+    "  storage_class TEXT,"
+    "  part_sizes TEXT"
+    ");";
+
 static const catalog_schema_step_t steps[] = {
     {1000, schema_1000},
     {1001, schema_1001},
@@ -241,6 +254,7 @@ static const catalog_schema_step_t steps[] = {
     {1003, schema_1003},
     {1004, schema_1004},
     {1005, schema_1005},
+    {1006, schema_1006},
 };
 
 const catalog_schema_step_t *catalog_schema_steps(size_t *count)

@@ -1163,6 +1163,13 @@ int si_sigv4_verify(const si_sigv4_verifier_conf_t *conf, const si_sigv4_request
                     int64_t now, si_sigv4_auth_t *auth, si_sigv4_status_t *status,
                     si_error_t *err)
 {
+    return si_sigv4_verify_region(conf, req, now, auth, status, NULL, err);
+}
+
+int si_sigv4_verify_region(const si_sigv4_verifier_conf_t *conf, const si_sigv4_request_t *req,
+                           int64_t now, si_sigv4_auth_t *auth, si_sigv4_status_t *status,
+                           bool *wrong_region, si_error_t *err)
+{
     parsed_auth_t pa;
     si_sigv4_credential_t cred;
     si_sigv4_auth_t res;
@@ -1236,6 +1243,8 @@ int si_sigv4_verify(const si_sigv4_verifier_conf_t *conf, const si_sigv4_request
         goto error;
     }
     if (strcmp(pa.region, conf->region) != 0) {
+        if (wrong_region)
+            *wrong_region = true;
         si_errprintf(err, "the region '%s' is wrong; expecting '%s'", pa.region, conf->region);
         goto error;
     }

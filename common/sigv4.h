@@ -208,10 +208,16 @@ typedef struct {
 } si_sigv4_auth_t;
 
 /* Verifies the Authorization header or the presigned query of req at time
- * now. Returns 0 with auth filled, or -1 with *status and err saying why. */
+ * now. Returns 0 with auth filled, or -1 with *status and err saying why;
+ * *wrong_region (may be NULL) is set when the credential's scope named
+ * another region than conf->region (S3 then names its region, so clients
+ * re-sign). */
 int si_sigv4_verify(const si_sigv4_verifier_conf_t *conf, const si_sigv4_request_t *req,
                     int64_t now, si_sigv4_auth_t *auth, si_sigv4_status_t *status,
                     si_error_t *err);
+int si_sigv4_verify_region(const si_sigv4_verifier_conf_t *conf, const si_sigv4_request_t *req,
+                           int64_t now, si_sigv4_auth_t *auth, si_sigv4_status_t *status,
+                           bool *wrong_region, si_error_t *err);
 
 /* --- body hash check (x-amz-content-sha256 with a hex value) ------------ */
 

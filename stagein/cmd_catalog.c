@@ -11,7 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <limits.h>
+
 #include "common/text.h"
+#include "daemon/process.h"
 #include "stagein/cli.h"
 #include "stagein/import_s3.h"
 
@@ -201,6 +204,21 @@ static int cmd_init(cli_t *cli, int argc, char **argv)
         return 2;
     }
     si_error_t err;
+    const char *path = cli_catalog_path(cli, &err);
+    if (!path)
+        return cli_fail(cli, "%s", err.text);
+    /* the directory it lives in (state_dir) is made, private, when missing */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        if (access(dir, F_OK) != 0) {
+            if (process_mkdirs(dir, 0700, &err) < 0)
+                return cli_fail(cli, "catalog %s: %s", path, err.text);
+            printf("created directory %s (mode 0700)\n", dir);
+        }
+    }
     catalog_t *cat = cli_open_catalog(cli, CATALOG_CREATE, &err);
     if (!cat)
         return cli_fail(cli, "%s", err.text);

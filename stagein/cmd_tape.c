@@ -234,20 +234,18 @@ static int tape_create(cli_t *cli, int argc, char **argv)
 
 /* The catalog is written when one was named (--catalog, STAGEIN_CATALOG,
  * catalog.path) or the default one exists: 1 or 0, -1 on a bad config. */
-static int catalog_configured(cli_t *cli, si_error_t *err)
+/* Whether the written files are recorded: always, unless --no-catalog;
+ * a catalog that does not exist yet is an error (before anything is
+ * written), not a write that silently records nothing. */
+static int catalog_ready(cli_t *cli, si_error_t *err)
 {
-    const char *env = getenv("STAGEIN_CATALOG");
-    if (cli->catalog_path || (env && *env))
-        return 1;
-    si_conf_t *conf = cli_conf(cli, err);
-    if (!conf)
-        return -1;
-    if (si_conf_string(conf, "catalog.path", NULL))
-        return 1;
     const char *path = cli_catalog_path(cli, err);
     if (!path)
         return -1;
-    return access(path, F_OK) == 0;
+    if (access(path, F_OK) != 0)
+        return si_errprintf(err, "no catalog at %s: create it with `stagein catalog init`"
+                            " first (or write with --no-catalog)", path);
+    return 0;
 }
 
 static int tape_write(cli_t *cli, int argc, char **argv)
@@ -300,8 +298,8 @@ static int tape_write(cli_t *cli, int argc, char **argv)
                                         .fd = -1, .size = (uint64_t)st.st_size,
                                         .mtime = st.st_mtime > 0 ? st.st_mtime : 0};
     }
-    int record = o.no_catalog ? 0 : catalog_configured(cli, &err);
-    if (record < 0) {
+    bool record = !o.no_catalog;
+    if (record && catalog_ready(cli, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
         goto out;
     }

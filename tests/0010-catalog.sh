@@ -28,6 +28,13 @@ run_ok "catalog.path from --config" -- si --config "$TEST_DIR/good.conf" catalog
 ok $([ -f "$TEST_DIR/from-config.db" ]; echo $?) "catalog created where the configuration says"
 export STAGEIN_CATALOG="$TEST_DIR/catalog.db"
 
+# catalog init makes a missing state directory (private), and says so
+printf 'state_dir = "%s/new/state";\n' "$TEST_DIR" > "$TEST_DIR/state.conf"
+out=$(env -u STAGEIN_CATALOG "$STAGEIN" --config "$TEST_DIR/state.conf" catalog init 2>&1)
+is "$(head -1 <<<"$out")" "created directory $TEST_DIR/new/state (mode 0700)" "catalog init creates a missing state_dir and says so"
+is "$(stat -c %a "$TEST_DIR/new/state")" 700 "... mode 0700"
+ok "$([ -f "$TEST_DIR/new/state/catalog.db" ]; echo $?)" "... with the catalog in it"
+
 run_fails_with "views need an existing catalog" "catalog.db: No such file" -- si catalog datasets
 run_ok "init" -- si catalog init
 run_ok "import CSV" -- si catalog import "$data/sample-positions.csv"

@@ -115,6 +115,14 @@ run_ok "write with --catalog records the copies" -- \
 is "$(sql "$DB" "SELECT c.copy, c.file_seq FROM objects o JOIN tape_copies c ON c.object_id = o.id JOIN volumes v ON v.id = c.volume_id WHERE v.label = 'L00002'")" \
    '[{"copy":2,"file_seq":1}]' "write recorded copy 2 on L00002"
 
+# --- write before `stagein catalog init`: refused before anything is written
+size_before=$(stat -c %s "$VOLS/L00002.vol")
+run_fails_with "write with no catalog yet: told to run catalog init, nothing written" \
+    "no catalog at .*nocat.db: create it with .stagein catalog init. first" -- \
+    "$STAGEIN" --catalog "$TEST_DIR/nocat.db" tape write L00002 --bucket fresh small.txt --volume-dir "$VOLS"
+is "$(stat -c %s "$VOLS/L00002.vol")" "$size_before" "... and the volume is unchanged"
+ok "$([ ! -e "$TEST_DIR/nocat.db" ]; echo $?)" "... and no catalog was made"
+
 # --- capacity
 run_ok "create a small volume" -- tape create L00003 --capacity 8192
 run_fails_with "write beyond capacity refused" "L00003 is full" -- tape write L00003 --bucket data big.bin --no-catalog

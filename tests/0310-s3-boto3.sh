@@ -199,15 +199,7 @@ check(attempt("get presigned", lambda: s3.get_object(Bucket="upl", Key="presigne
       "the presigned PUT reads back byte-identical")
 print("done")
 ')
-while IFS=$'\t' read -r verdict desc detail; do
-    case $verdict in
-        ok) ok 0 "boto3: $desc" ;;
-        "not ok") ok 1 "boto3: $desc"; diag "$detail" | cut -c1-600 ;;
-        done) ;;
-        *) [ -n "$verdict$desc" ] && diag "$verdict $desc $detail" ;;
-    esac
-done <<<"$results"
-ok "$(grep -qx done <<<"$results"; echo $?)" "boto3: the script ran to its end"
+boto3_tap "$results"
 
 stop
 finish

@@ -70,10 +70,26 @@ stop
 s3_setup B
 S3_CONF_EXTRA='transparent_recall_buckets = [ "data" ]; transparent_recall_max_wait = 60;' s3_write_conf ""
 s3_start_ok "stageind starts with 'data' in transparent-recall mode"
-is "$(head_header data/cold/c1 x-amz-storage-class)" GLACIER "HEAD: still GLACIER before the GET"
-is "$(s3raw --timeout 70 request GET /data/cold/c1 --out "$OUT/t1")" "200 -" "GET of a GLACIER object: 200 once staged"
+# it reads as STANDARD (no x-amz-storage-class), in HEAD and listings: a GET
+# recalls it, and clients skip the GET of a GLACIER object not restored
+is "$(head_header data/cold/c1 x-amz-storage-class)" "" "HEAD before the GET: no x-amz-storage-class (STANDARD)"
+is "$(head_header data/cold/c1 x-amz-restore)" "" "HEAD before the GET: no x-amz-restore"
+is "$(s3raw request GET /data --query 'list-type=2&prefix=cold%2F' --out "$OUT/list"; grep -o '<StorageClass>[A-Z]*' "$OUT/list" | sort -u)" \
+    "200 -
+<StorageClass>STANDARD" "ListObjectsV2 lists its objects as STANDARD"
+is "$(s3raw --timeout 70 request GET /data/cold/c1 --out "$OUT/t1")" "200 -" "GET of an object not in the cache: 200 once staged"
 ok "$(same_bytes "$OUT/t1" "$SRC/cold/c1"; echo $?)" "streamed byte-identical"
 is "$(head_header data/cold/c1 x-amz-storage-class)" "" "HEAD after: in the cache now"
+if [ -x "$AWS" ]; then
+    # a plain aws s3 cp (it HEADs first, and skips GLACIER objects not restored)
+    aws_s3 s3 cp --no-progress s3://data/cold/c2 "$OUT/t2" >"$OUT/cp.out" 2>&1
+    rc=$?
+    ok "$([ $rc = 0 ] && same_bytes "$OUT/t2" "$SRC/cold/c2"; echo $?)" \
+        "awscli: aws s3 cp of an object not in the cache recalls it: rc $rc, byte-identical"
+    [ $rc = 0 ] || sed 's/^/# /' "$OUT/cp.out"
+else
+    tap_n=$((tap_n + 1)); echo "ok $tap_n # SKIP awscli (/usr/bin/aws, package awscli) is not installed"
+fi
 stop
 
 # ---- archive mode: PUT, durable on tape, evicted, restored, read back -----------------
@@ -82,7 +98,8 @@ s3_start_ok "stageind starts (archive buckets upl and arch)"
 bad=""
 for i in 1 2 3; do
     head -c $((i * 300000 + 7)) /dev/urandom > "$OUT/arch$i"
-    code=$(s3raw request PUT "/arch/archmode/obj$i" --body-file "$OUT/arch$i")
+    code=$(s3raw request PUT "/arch/archmode/obj$i" --body-file "$OUT/arch$i" \
+        -H "x-amz-meta-run: $i" -H "Content-Type: application/x-run")
     [ "$code" = "200 -" ] || bad+="obj$i:$code "
 done
 is "$bad" "" "three PUTs into the archive bucket: 200 each"
@@ -107,6 +124,8 @@ is "$(head_header arch/archmode/obj2 x-amz-storage-class)" GLACIER "HEAD of an e
 is "$(s3raw request GET /arch/archmode/obj2)" "403 InvalidObjectState" "GET of it: 403 InvalidObjectState"
 is "$(s3raw request POST /arch/archmode/obj2 --query restore --data "$restore_xml")" "202 -" "restore: 202"
 wait_restored arch/archmode/obj2 >/dev/null
+is "$(head_header arch/archmode/obj2 x-amz-meta-run) $(head_header arch/archmode/obj2 Content-Type)" \
+    "2 application/x-run" "its stored headers survived the eviction, the restart and the recall"
 is "$(s3raw request GET /arch/archmode/obj2 --out "$OUT/r2")" "200 -" "GET after the restore from tape: 200"
 ok "$(same_bytes "$OUT/r2" "$OUT/arch2"; echo $?)" "the object PUT, archived, evicted and restored is byte-identical"
 stop

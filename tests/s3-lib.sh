@@ -158,7 +158,7 @@ rclone_cli() { env -u AWS_CA_BUNDLE rclone --config /dev/null "$@"; }
 s3raw() { "$PY" "$S3RAW" --endpoint "$S3_ENDPOINT" --key "$S3_KEY" --secret "$S3_SECRET" "$@"; }
 # boto3 SCRIPT: runs python with `s3` (a path-style boto3 client), SRC, TEST_DIR
 boto3_run() {
-    S3_URL=$S3_URL S3_KEY=$S3_KEY S3_SECRET=$S3_SECRET S3_REGION=$S3_REGION SRC=$SRC \
+    S3_URL=$S3_URL S3_KEY=$S3_KEY S3_SECRET=$S3_SECRET S3_REGION=$S3_REGION SRC=$SRC S3RAW=$S3RAW \
         TEST_DIR=$TEST_DIR "$PY" -c "
 import os, sys, hashlib, time
 import boto3, botocore.config
@@ -172,6 +172,21 @@ s3 = boto3.client('s3', endpoint_url=os.environ['S3_URL'],
 SRC = os.environ['SRC']; TEST_DIR = os.environ['TEST_DIR']
 def code_of(e): return e.response['Error']['Code'] + ' ' + str(e.response['ResponseMetadata']['HTTPStatusCode'])
 $1"
+}
+
+# boto3_tap RESULTS: the lines a boto3 script printed ("ok<TAB>desc",
+# "not ok<TAB>desc<TAB>detail", a last "done") as TAP checks
+boto3_tap() {
+    local verdict desc detail
+    while IFS=$'\t' read -r verdict desc detail; do
+        case $verdict in
+            ok) ok 0 "boto3: $desc" ;;
+            "not ok") ok 1 "boto3: $desc"; diag "$detail" | cut -c1-600 ;;
+            done) ;;
+            *) [ -n "$verdict$desc" ] && diag "$verdict $desc $detail" ;;
+        esac
+    done <<<"$1"
+    ok "$(grep -qx done <<<"$1"; echo $?)" "boto3: the script ran to its end"
 }
 
 # s3_state_rows: every catalog table's row count (events left out: reads may

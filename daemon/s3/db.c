@@ -13,6 +13,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/requests.h"
+#include "common/strbuf.h"
 
 /* May `who` read object o? Root and public buckets: yes. Otherwise, like a
  * stage request: a readable dataset holding it; or no dataset holds it and
@@ -42,16 +43,19 @@
 
 static const char sql_object[] =
     "SELECT o.id, o.size, o.checksum, o.mtime, o.etag, o.storage_class, " READABLE_SQL
-    ", (SELECT c.size FROM cache c WHERE c.object_id = o.id)"
-    " FROM objects o WHERE o.bucket = :bucket AND o.key = :key AND " VISIBLE_SQL;
+    ", (SELECT c.size FROM cache c WHERE c.object_id = o.id),"
+    " m.headers, m.storage_class, m.part_sizes IS NOT NULL"
+    " FROM objects o LEFT JOIN object_meta m ON m.object_id = o.id WHERE o.bucket = :bucket AND o.key = :key AND " VISIBLE_SQL;
 
 static const char sql_list_from[] =
     "SELECT o.key, o.size, o.mtime, o.etag, o.checksum, o.storage_class, o.id, " CACHED_SQL
+    ", (SELECT m.storage_class FROM object_meta m WHERE m.object_id = o.id)"
     " FROM objects o WHERE o.bucket = :bucket AND o.key >= :from AND " VISIBLE_SQL
     " AND " READABLE_SQL " ORDER BY o.key";
 
 static const char sql_list_after[] =
     "SELECT o.key, o.size, o.mtime, o.etag, o.checksum, o.storage_class, o.id, " CACHED_SQL
+    ", (SELECT m.storage_class FROM object_meta m WHERE m.object_id = o.id)"
     " FROM objects o WHERE o.bucket = :bucket AND o.key > :from AND " VISIBLE_SQL
     " AND " READABLE_SQL " ORDER BY o.key";
 
@@ -218,6 +222,9 @@ int s3_db_object(s3_db_t *db, const char *bucket, const char *key, const s3_who_
         out->readable = sqlite3_column_int(s, 6) != 0;
         out->cached = sqlite3_column_type(s, 7) != SQLITE_NULL;
         out->cached_size = out->cached ? (uint64_t)sqlite3_column_int64(s, 7) : 0;
+        copy_text(out->headers, sizeof(out->headers), sqlite3_column_text(s, 8));
+        copy_text(out->asked_class, sizeof(out->asked_class), sqlite3_column_text(s, 9));
+        out->multipart = sqlite3_column_int(s, 10) != 0;
     }
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
@@ -314,7 +321,10 @@ int s3_db_list_next(void *cursor, const char *from, bool inclusive, s3_list_entr
     out->mtime = sqlite3_column_int64(s, 2);
     s3_etag_of((const char *)sqlite3_column_text(s, 3), (const char *)sqlite3_column_text(s, 4),
                sqlite3_column_int64(s, 6), out->size, out->etag);
-    if (sqlite3_column_int(s, 7))
+    /* the class asked for at upload; else a cached object reads as STANDARD */
+    if (sqlite3_column_type(s, 8) != SQLITE_NULL)
+        copy_text(out->storage_class, sizeof(out->storage_class), sqlite3_column_text(s, 8));
+    else if (sqlite3_column_int(s, 7))
         snprintf(out->storage_class, sizeof(out->storage_class), "STANDARD");
     else
         copy_text(out->storage_class, sizeof(out->storage_class), sqlite3_column_text(s, 5));
@@ -435,19 +445,74 @@ int s3_db_delete_archive_bucket(s3_db_t *db, const char *name, si_error_t *err)
     return 0;
 }
 
-int s3_db_set_etag(s3_db_t *db, int64_t object_id, const char *etag, si_error_t *err)
+static void bind_text_or_null(sqlite3_stmt *s, int i, const char *text)
+{
+    if (text && *text)
+        sqlite3_bind_text(s, i, text, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(s, i);
+}
+
+int s3_db_record_object(s3_db_t *db, int64_t object_id, const char *etag, const s3_meta_t *meta,
+                        si_error_t *err)
+{
+    sqlite3 *h = catalog_db(db->cat);
+    sqlite3_stmt *s = NULL;
+    if (catalog_begin(db->cat, err) < 0)
+        return -1;
+    if (etag) {
+        if (sqlite3_prepare_v2(h, "UPDATE objects SET etag = ?2 WHERE id = ?1", -1, &s,
+                               NULL) != SQLITE_OK)
+            goto db_fail;
+        sqlite3_bind_int64(s, 1, object_id);
+        sqlite3_bind_text(s, 2, etag, -1, SQLITE_STATIC);
+        if (sqlite3_step(s) != SQLITE_DONE)
+            goto db_fail;
+        sqlite3_finalize(s);
+    }
+    bool any = meta && ((meta->headers && *meta->headers) ||
+                        (meta->storage_class && *meta->storage_class) ||
+                        (meta->part_sizes && *meta->part_sizes));
+    if (any)
+        sqlite3_prepare_v2(h, "INSERT OR REPLACE INTO object_meta(object_id, headers,"
+                           " storage_class, part_sizes) VALUES (?1, ?2, ?3, ?4)", -1, &s, NULL);
+    else
+        sqlite3_prepare_v2(h, "DELETE FROM object_meta WHERE object_id = ?1", -1, &s, NULL);
+    if (!s)
+        goto db_fail;
+    sqlite3_bind_int64(s, 1, object_id);
+    if (any) {
+        bind_text_or_null(s, 2, meta->headers);
+        bind_text_or_null(s, 3, meta->storage_class);
+        bind_text_or_null(s, 4, meta->part_sizes);
+    }
+    if (sqlite3_step(s) != SQLITE_DONE)
+        goto db_fail;
+    sqlite3_finalize(s);
+    return catalog_commit(db->cat, err);
+db_fail:
+    db_error(db, err, "recording an object's ETag and metadata");
+    sqlite3_finalize(s);
+    catalog_rollback(db->cat);
+    return -1;
+}
+
+int s3_db_part_sizes(s3_db_t *db, int64_t object_id, si_strbuf_t *out, si_error_t *err)
 {
     sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(catalog_db(db->cat), "UPDATE objects SET etag = ?2 WHERE id = ?1",
-                           -1, &s, NULL) != SQLITE_OK)
-        return db_error(db, err, "recording an ETag");
+    if (sqlite3_prepare_v2(catalog_db(db->cat), "SELECT part_sizes FROM object_meta WHERE"
+                           " object_id = ?1 AND part_sizes IS NOT NULL", -1, &s, NULL) != SQLITE_OK)
+        return db_error(db, err, "looking up part sizes");
     sqlite3_bind_int64(s, 1, object_id);
-    sqlite3_bind_text(s, 2, etag, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        si_strbuf_puts(out, (const char *)sqlite3_column_text(s, 0));
     sqlite3_finalize(s);
-    if (rc != SQLITE_DONE)
-        return db_error(db, err, "recording an ETag");
-    return 0;
+    if (rc == SQLITE_ROW)
+        return out->failed ? si_errprintf(err, "part sizes: out of memory") : 1;
+    if (rc == SQLITE_DONE)
+        return 0;
+    return db_error(db, err, "looking up part sizes");
 }
 
 /* One statement of the delete, bound to the object id. */

@@ -32,6 +32,16 @@ typedef struct {
     bool all;
 } s3_who_t;
 
+/* What an object keeps beside its bytes (catalog table object_meta). */
+#define S3_META_HEADERS_MAX 8192      /* bytes of headers text */
+#define S3_STORAGE_CLASS_MAX 24
+
+typedef struct {
+    const char *headers;              /* "name: value\n" lines; NULL or "": none */
+    const char *storage_class;        /* asked for at upload; NULL: none */
+    const char *part_sizes;           /* multipart: "n1,n2,..."; NULL: one part */
+} s3_meta_t;
+
 typedef struct {
     int64_t id;
     uint64_t size;
@@ -41,6 +51,9 @@ typedef struct {
     bool readable;
     bool cached;                      /* it has a row in the cache table ... */
     uint64_t cached_size;             /* ... of this size */
+    char headers[S3_META_HEADERS_MAX]; /* stored headers (s3_meta_t.headers), "" none */
+    char asked_class[S3_STORAGE_CLASS_MAX]; /* s3_meta_t.storage_class, "" none */
+    bool multipart;                   /* part sizes are recorded */
 } s3_object_t;
 
 /* 1 and *out when the object exists (readable says whether who may read
@@ -100,8 +113,13 @@ int s3_db_archive_buckets(s3_db_t *db, int (*fn)(const char *name, uid_t owner, 
  * EEXIST when a dataset of that name exists (its owner in *owner). */
 int s3_db_create_archive_bucket(s3_db_t *db, const char *name, const s3_who_t *who,
                                 uid_t *owner, si_error_t *err);
-/* The ETag (hex MD5) of an object written over S3. */
-int s3_db_set_etag(s3_db_t *db, int64_t object_id, const char *etag, si_error_t *err);
+/* What an object written over S3 keeps: its ETag (hex MD5; NULL: kept as
+ * it is) and meta (replaced whole), in one transaction. */
+int s3_db_record_object(s3_db_t *db, int64_t object_id, const char *etag, const s3_meta_t *meta,
+                        si_error_t *err);
+/* A multipart object's part sizes ("n1,n2,...") into out: 1, 0 when it has
+ * none recorded (one part), -1 on error. */
+int s3_db_part_sizes(s3_db_t *db, int64_t object_id, si_strbuf_t *out, si_error_t *err);
 /* Drops the dataset of an empty archive bucket. */
 int s3_db_delete_archive_bucket(s3_db_t *db, const char *name, si_error_t *err);
 

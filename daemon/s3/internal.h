@@ -26,6 +26,7 @@ typedef struct s3_req s3_req_t;
 
 struct s3_server {
     s3_conf_t conf;
+    int64_t pin_lifetime_max;        /* seconds; 0: no bound */
     si_secrets_t *secrets;
     si_session_keys_t *sessions;     /* borrowed; NULL: no session credentials */
     si_sigv4_verifier_conf_t verifier;
@@ -130,6 +131,9 @@ const char *s3_req_header(const s3_req_t *r, const char *name);
 /* Decoded query parameter: 1 and value (may be NULL) when present, 0 when not. */
 int s3_req_query(const s3_req_t *r, const char *name, si_strbuf_t *value);
 bool s3_req_has_query(const s3_req_t *r, const char *name);
+/* partNumber of the query, 1..S3_PARTS_MAX: the number, or 0 answered
+ * (InvalidArgument). */
+int s3_req_part_number(s3_req_t *r);
 /* The catalog key of r->key in r->map (malloc'd), or NULL with an answer given. */
 char *s3_req_catalog_key(s3_req_t *r);
 
@@ -140,20 +144,44 @@ void s3_respond_error(s3_req_t *r, const char *code, const char *fmt, ...)
 void s3_respond(s3_req_t *r, unsigned status, struct MHD_Response *resp);
 void s3_respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml);
 void s3_respond_empty(s3_req_t *r, unsigned status);
+/* 500 InternalError saying what failed; the detail (which may name server
+ * paths) goes to the log only. */
+void s3_respond_internal(s3_req_t *r, const char *what, const char *detail);
 void s3_add_common_headers(s3_req_t *r, struct MHD_Response *resp);
 
 /* A body gathered whole for XML requests, at most S3_XML_BODY_MAX bytes. */
 void s3_expect_xml_body(s3_req_t *r, void (*end)(s3_req_t *r));
 
 bool s3_is_archive_bucket(s3_server_t *s, const char *bucket);
+/* Whether r may write to its bucket (an archive bucket); false answered:
+ * NoSuchBucket for a bucket that does not exist, AccessDenied for a
+ * read-only one. */
+bool s3_writable_bucket(s3_req_t *r);
 void s3_add_created_bucket(s3_server_t *s, const char *bucket);
 void s3_remove_created_bucket(s3_server_t *s, const char *bucket);
+
+/* ---- metadata (meta.c) ------------------------------------------------------ */
+
+/* The headers r asks to store ("name: value" lines into headers) and the
+ * archive storage class it asks for ("" none): 0, or -1 answered
+ * (MetadataTooLarge, InvalidStorageClass). */
+int s3_meta_from_request(s3_req_t *r, si_strbuf_t *headers,
+                         char storage_class[S3_STORAGE_CLASS_MAX]);
+/* Adds the stored headers to resp, but those overridden(name) says not to. */
+void s3_meta_add_headers(struct MHD_Response *resp, const char *headers,
+                         bool (*overridden)(const char *name, void *arg), void *arg);
+/* Whether headers holds one of that name. */
+bool s3_meta_has(const char *headers, const char *name);
 
 /* ---- operations ------------------------------------------------------------ */
 
 void s3_list_buckets(s3_req_t *r);
 void s3_head_bucket(s3_req_t *r);
 void s3_get_bucket_location(s3_req_t *r);
+/* GetBucketVersioning: buckets here are unversioned (an empty configuration). */
+void s3_get_bucket_versioning(s3_req_t *r);
+/* GetObjectTagging: objects here carry no tags (an empty TagSet). */
+void s3_get_object_tagging(s3_req_t *r);
 void s3_list_objects(s3_req_t *r, bool v2);
 void s3_get_object(s3_req_t *r, bool head);
 void s3_restore_object(s3_req_t *r);
@@ -185,6 +213,8 @@ typedef struct {
  * credential (or root); -1 answered (NoSuchUpload) when not. */
 int s3_mp_find(s3_req_t *r, s3_mp_upload_t *out);
 void s3_mp_upload_free(s3_mp_upload_t *u);
+/* Whether the upload still exists (not aborted or completed). */
+bool s3_mp_exists(const s3_mp_upload_t *u);
 /* The path of a part's file once complete (md5: 32 hex digits). */
 void s3_mp_part_path(const s3_mp_upload_t *u, int number, const char *md5, char *out,
                      size_t size);
@@ -231,11 +261,19 @@ void s3_rdma_put_failed(s3_req_t *r, const char *why);
 void s3_delete_object(s3_req_t *r);
 void s3_delete_objects(s3_req_t *r);
 void s3_copy_object(s3_req_t *r);
+void s3_upload_part_copy(s3_req_t *r);
 /* Streams the files fds[i] (sizes[i] bytes each, in order) into a new
  * object r->bucket/r->key of an archive bucket through the push path and
- * records etag_hex as its ETag (NULL: the MD5 of the bytes). The ETag
- * recorded goes to etag_out (33 + 6 bytes). 0, or -1 answered. */
+ * records etag_hex as its ETag (NULL: the MD5 of the bytes) and meta (may
+ * be NULL) with it; no_replace: an existing object is not replaced (412).
+ * The ETag recorded goes to etag_out (33 + 6 bytes). 0, or -1 answered. */
 int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_t n,
-                       const char *etag_hex, char *etag_out, size_t etag_size);
+                       const char *etag_hex, const s3_meta_t *meta, bool no_replace,
+                       char *etag_out, size_t etag_size);
+/* The preconditions of a write of cat_key (PutObject, CompleteMultipartUpload):
+ * If-Match (the object exists with that ETag: else 404 NoSuchKey or 412) and
+ * If-None-Match: * (*no_replace: the write must not replace an object).
+ * 0, or -1 answered. */
+int s3_put_conditions(s3_req_t *r, const char *cat_key, bool *no_replace);
 
 #endif

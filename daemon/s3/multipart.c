@@ -22,6 +22,8 @@
 #include <openssl/rand.h>
 
 #define META_FILE "upload"
+/* what the object will keep: "<storage class>\n<headers>" (s3_meta_t) */
+#define HEADERS_FILE "headers"
 #define META_MAX (SI_KEY_MAX + SI_BUCKET_MAX + 128)
 
 int s3_write_all(int fd, const void *data, size_t len)
@@ -215,8 +217,19 @@ static int list_parts(const s3_mp_upload_t *u, part_t **out, size_t *count)
     return 0;
 }
 
+bool s3_mp_exists(const s3_mp_upload_t *u)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/" META_FILE, u->dir);
+    return access(path, F_OK) == 0;
+}
+
+/* The upload's file goes first: a part arriving meanwhile sees it gone. */
 static void remove_upload(const s3_mp_upload_t *u)
 {
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/" META_FILE, u->dir);
+    unlink(path);
     DIR *d = opendir(u->dir);
     if (d) {
         struct dirent *e;
@@ -230,12 +243,8 @@ static void remove_upload(const s3_mp_upload_t *u)
 
 static bool multipart_allowed(s3_req_t *r)
 {
-    if (!r->map.archive) {
-        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: only archive buckets"
-                         " (s3.archive_buckets, or made by CreateBucket) take uploads",
-                         r->bucket);
+    if (!s3_writable_bucket(r))
         return false;
-    }
     if (!r->srv->multipart_dir[0]) {
         s3_respond_error(r, "NotImplemented", "multipart uploads need a state directory");
         return false;
@@ -262,30 +271,53 @@ void s3_create_multipart(s3_req_t *r)
     char id[S3_UPLOAD_ID_LEN + 1];
     for (size_t i = 0; i < sizeof(rnd); i++)
         snprintf(id + 2 * i, 3, "%02x", rnd[i]);
-    char dir[PATH_MAX], tmp[PATH_MAX + 32], meta[PATH_MAX + 16];
+    si_strbuf_t headers;
+    si_strbuf_init(&headers, S3_META_HEADERS_MAX);
+    char storage_class[S3_STORAGE_CLASS_MAX];
+    if (s3_meta_from_request(r, &headers, storage_class) < 0) {
+        si_strbuf_free(&headers);
+        return;
+    }
+    char dir[PATH_MAX], tmp[PATH_MAX + 32], meta[PATH_MAX + 16], hpath[PATH_MAX + 16];
     snprintf(dir, sizeof(dir), "%s/%s", s->multipart_dir, id);
     snprintf(tmp, sizeof(tmp), "%s/." META_FILE ".tmp", dir);
     snprintf(meta, sizeof(meta), "%s/" META_FILE, dir);
+    snprintf(hpath, sizeof(hpath), "%s/" HEADERS_FILE, dir);
     if ((mkdir(s->multipart_dir, 0700) < 0 && errno != EEXIST) || mkdir(dir, 0700) < 0) {
-        s3_respond_error(r, "InternalError", "creating %s: %s", dir, strerror(errno));
+        char detail[PATH_MAX + 200];
+        snprintf(detail, sizeof(detail), "creating %s: %s", dir, strerror(errno));
+        si_strbuf_free(&headers);
+        s3_respond_internal(r, "starting the upload", detail);
         return;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    /* the headers first: an upload whose file exists has them */
+    int fd = open(hpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    bool ok = fd >= 0 && s3_write_all(fd, storage_class, strlen(storage_class)) == 0 &&
+              s3_write_all(fd, "\n", 1) == 0 &&
+              s3_write_all(fd, si_strbuf_str(&headers), headers.len) == 0 && fsync(fd) == 0;
+    si_strbuf_free(&headers);
+    if (fd >= 0)
+        close(fd);
+    if (ok)
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     char head[128];
     int hlen = snprintf(head, sizeof(head), "%llu %llu %lld\n", (unsigned long long)r->who.uid,
                         (unsigned long long)r->who.gid, (long long)time(NULL));
-    bool ok = fd >= 0 && s3_write_all(fd, head, (size_t)hlen) == 0 &&
-              s3_write_all(fd, r->bucket, strlen(r->bucket)) == 0 &&
-              s3_write_all(fd, "\n", 1) == 0 && s3_write_all(fd, r->key, strlen(r->key)) == 0 &&
-              fsync(fd) == 0;
+    ok = ok && fd >= 0 && s3_write_all(fd, head, (size_t)hlen) == 0 &&
+         s3_write_all(fd, r->bucket, strlen(r->bucket)) == 0 &&
+         s3_write_all(fd, "\n", 1) == 0 && s3_write_all(fd, r->key, strlen(r->key)) == 0 &&
+         fsync(fd) == 0;
     int e = errno;
     if (fd >= 0)
         close(fd);
     if (!ok || rename(tmp, meta) < 0) {
         e = ok ? errno : e;
         unlink(tmp);
+        unlink(hpath);
         rmdir(dir);
-        s3_respond_error(r, "InternalError", "writing %s: %s", meta, strerror(e));
+        char detail[PATH_MAX + 200];
+        snprintf(detail, sizeof(detail), "writing %s: %s", meta, strerror(e));
+        s3_respond_internal(r, "starting the upload", detail);
         return;
     }
     si_strbuf_t x;
@@ -301,6 +333,30 @@ void s3_create_multipart(s3_req_t *r)
 
 /* ---- CompleteMultipartUpload ----------------------------------------------------- */
 
+static void upload_failed(s3_req_t *r, const char *what, const char *path)
+{
+    char detail[PATH_MAX + 200];
+    snprintf(detail, sizeof(detail), "%s: %s", path, strerror(errno));
+    s3_respond_internal(r, what, detail);
+}
+
+/* The upload's headers file (missing: an upload begun before they were
+ * kept, with none). */
+static int read_headers(const s3_mp_upload_t *u, si_strbuf_t *out)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/" HEADERS_FILE, u->dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) > 0)
+        si_strbuf_append(out, buf, (size_t)n);
+    close(fd);
+    return n < 0 || out->failed ? -1 : 0;
+}
+
 static void complete_end(s3_req_t *r)
 {
     s3_mp_upload_t u;
@@ -313,8 +369,14 @@ static void complete_end(s3_req_t *r)
     size_t opened = 0;
     si_error_t err;
     const char *code = NULL;
-    if (s3_mp_find(r, &u) < 0)
+    si_strbuf_t part_sizes, stored;
+    si_strbuf_init(&part_sizes, (size_t)S3_PARTS_MAX * 12);
+    si_strbuf_init(&stored, S3_META_HEADERS_MAX + S3_STORAGE_CLASS_MAX + 1);
+    if (s3_mp_find(r, &u) < 0) {
+        si_strbuf_free(&part_sizes);
+        si_strbuf_free(&stored);
         return;
+    }
     if (s3_parse_complete(si_strbuf_str(&r->xml), r->xml.len, &c, &code, &err) < 0) {
         s3_respond_error(r, code ? code : "MalformedXML", "%s", err.text);
         goto done;
@@ -324,7 +386,7 @@ static void complete_end(s3_req_t *r)
         goto done;
     }
     if (list_parts(&u, &parts, &nparts) < 0) {
-        s3_respond_error(r, "InternalError", "reading %s: %s", u.dir, strerror(errno));
+        upload_failed(r, "reading the upload's parts", u.dir);
         goto done;
     }
     fds = calloc(c.nparts, sizeof(*fds));
@@ -363,15 +425,37 @@ static void complete_end(s3_req_t *r)
         char path[PATH_MAX + 64];
         s3_mp_part_path(&u, c.parts[opened].number, md5s[opened], path, sizeof(path));
         if ((fds[opened] = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-            s3_respond_error(r, "InternalError", "opening %s: %s", path, strerror(errno));
+            upload_failed(r, "reading a part", path);
             goto done;
         }
     }
+    bool no_replace;
+    char *cat_key = s3_req_catalog_key(r);
+    if (!cat_key)
+        goto done;
+    int cond = s3_put_conditions(r, cat_key, &no_replace);
+    free(cat_key);
+    if (cond < 0)
+        goto done;
+    for (size_t i = 0; i < c.nparts; i++)
+        si_strbuf_printf(&part_sizes, "%s%" PRIu64, i ? "," : "", sizes[i]);
+    if (read_headers(&u, &stored) < 0) {
+        upload_failed(r, "reading the upload's headers", u.dir);
+        goto done;
+    }
+    const char *nl = strchr(si_strbuf_str(&stored), '\n');
+    char storage_class[S3_STORAGE_CLASS_MAX] = "";
+    if (nl)
+        snprintf(storage_class, sizeof(storage_class), "%.*s",
+                 (int)(nl - si_strbuf_str(&stored)), si_strbuf_str(&stored));
+    s3_meta_t meta = {.headers = nl ? nl + 1 : "", .storage_class = storage_class,
+                      .part_sizes = si_strbuf_str(&part_sizes)};
     /* the stored ETag goes without its quotes */
     char bare[S3_ETAG_MAX];
     snprintf(bare, sizeof(bare), "%.*s", (int)strlen(etag) - 2, etag + 1);
     char recorded[S3_ETAG_MAX];
-    if (s3_push_from_files(r, fds, sizes, c.nparts, bare, recorded, sizeof(recorded)) < 0)
+    if (s3_push_from_files(r, fds, sizes, c.nparts, bare, &meta, no_replace, recorded,
+                           sizeof(recorded)) < 0)
         goto done;
     remove_upload(&u);
     si_strbuf_t x;
@@ -394,6 +478,8 @@ done:
     free(parts);
     s3_complete_request_free(&c);
     s3_mp_upload_free(&u);
+    si_strbuf_free(&part_sizes);
+    si_strbuf_free(&stored);
 }
 
 void s3_complete_multipart(s3_req_t *r)
@@ -454,7 +540,7 @@ void s3_list_parts(s3_req_t *r)
     part_t *parts;
     size_t n;
     if (list_parts(&u, &parts, &n) < 0) {
-        s3_respond_error(r, "InternalError", "reading %s: %s", u.dir, strerror(errno));
+        upload_failed(r, "reading the upload's parts", u.dir);
         s3_mp_upload_free(&u);
         return;
     }
@@ -497,13 +583,28 @@ void s3_list_parts(s3_req_t *r)
 
 /* ---- ListMultipartUploads -------------------------------------------------------------- */
 
+/* S3's order: by key, then by initiation (the id breaks ties). */
 static int upload_cmp(const void *a, const void *b)
 {
     const s3_mp_upload_t *x = a, *y = b;
     int c = strcmp(x->key, y->key);
     if (c)
         return c;
-    return x->initiated < y->initiated ? -1 : x->initiated > y->initiated;
+    if (x->initiated != y->initiated)
+        return x->initiated < y->initiated ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
+/* Whether u comes after the key-marker / upload-id-marker position: keys
+ * after the key marker; with an upload id marker, also the uploads of the
+ * marker's key after that upload (all of them if it is no upload of it). */
+static bool after_markers(const s3_mp_upload_t *u, const char *key_marker,
+                          const s3_mp_upload_t *id_marker)
+{
+    int c = strcmp(u->key, key_marker);
+    if (c != 0 || !id_marker)
+        return c > 0;
+    return upload_cmp(u, id_marker) > 0;
 }
 
 void s3_list_multipart_uploads(s3_req_t *r)
@@ -511,9 +612,13 @@ void s3_list_multipart_uploads(s3_req_t *r)
     s3_server_t *s = r->srv;
     if (!multipart_allowed(r))
         return;
-    si_strbuf_t prefix;
+    si_strbuf_t prefix, key_marker, id_marker;
     si_strbuf_init(&prefix, SI_KEY_MAX + 1);
+    si_strbuf_init(&key_marker, SI_KEY_MAX + 1);
+    si_strbuf_init(&id_marker, S3_UPLOAD_ID_LEN + 1);
     s3_req_query(r, "prefix", &prefix);
+    s3_req_query(r, "key-marker", &key_marker);
+    s3_req_query(r, "upload-id-marker", &id_marker);
     long max = query_long(r, "max-uploads", 1000, 1000);
     s3_mp_upload_t *ups = NULL;
     size_t n = 0, cap = 0;
@@ -545,15 +650,35 @@ void s3_list_multipart_uploads(s3_req_t *r)
         closedir(d);
     if (n)
         qsort(ups, n, sizeof(*ups), upload_cmp);
+    /* the upload id marker, where it is one of the key marker's uploads */
+    const s3_mp_upload_t *id_at = NULL;
+    for (size_t i = 0; i < n && id_marker.len && !id_at; i++)
+        if (strcmp(ups[i].key, si_strbuf_str(&key_marker)) == 0 &&
+            strcmp(ups[i].id, si_strbuf_str(&id_marker)) == 0)
+            id_at = &ups[i];
+    size_t first = 0;
+    while (first < n && (key_marker.len || id_marker.len) &&
+           !after_markers(&ups[first], si_strbuf_str(&key_marker), id_marker.len ? id_at : NULL))
+        first++;
+    if (id_marker.len && !id_at) /* an unknown upload id: past all of that key's uploads */
+        while (first < n && strcmp(ups[first].key, si_strbuf_str(&key_marker)) == 0)
+            first++;
+    size_t shown = n - first < (size_t)max ? n - first : (size_t)max;
+    bool truncated = first + shown < n;
     si_strbuf_t x;
     si_strbuf_init(&x, RESPONSE_XML_MAX);
     si_strbuf_puts(&x, XML_DECL "<ListMultipartUploadsResult xmlns=\"" S3_XMLNS "\">");
     s3_put_xml_text(&x, "Bucket", r->bucket);
+    s3_put_xml_text(&x, "KeyMarker", si_strbuf_str(&key_marker));
+    s3_put_xml_text(&x, "UploadIdMarker", si_strbuf_str(&id_marker));
+    if (truncated && shown) {
+        s3_put_xml_text(&x, "NextKeyMarker", ups[first + shown - 1].key);
+        s3_put_xml_text(&x, "NextUploadIdMarker", ups[first + shown - 1].id);
+    }
     s3_put_xml_text(&x, "Prefix", si_strbuf_str(&prefix));
-    si_strbuf_printf(&x, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>"
-                     "<MaxUploads>%ld</MaxUploads><IsTruncated>%s</IsTruncated>", max,
-                     (long)n > max ? "true" : "false");
-    for (size_t i = 0; i < n && (long)i < max; i++) {
+    si_strbuf_printf(&x, "<MaxUploads>%ld</MaxUploads><IsTruncated>%s</IsTruncated>", max,
+                     truncated ? "true" : "false");
+    for (size_t i = first; i < first + shown; i++) {
         char when[32];
         s3_iso8601(ups[i].initiated, when);
         si_strbuf_puts(&x, "<Upload>");
@@ -569,5 +694,7 @@ void s3_list_multipart_uploads(s3_req_t *r)
         s3_mp_upload_free(&ups[i]);
     free(ups);
     si_strbuf_free(&prefix);
+    si_strbuf_free(&key_marker);
+    si_strbuf_free(&id_marker);
     s3_respond_xml(r, 200, &x);
 }

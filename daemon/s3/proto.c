@@ -33,6 +33,7 @@ static const struct {
     {"BucketNotEmpty", 409, "The bucket you tried to delete is not empty."},
     {"EntityTooLarge", 400, "Your proposed upload exceeds the maximum allowed object size."},
     {"EntityTooSmall", 400, "Your proposed upload is smaller than the minimum allowed object size."},
+    {"IllegalLocationConstraintException", 400, "The location constraint is incompatible with the region of this endpoint."},
     {"IncompleteBody", 400, "You did not provide the number of bytes specified by the Content-Length HTTP header."},
     {"InternalError", 500, "We encountered an internal error. Please try again."},
     {"InvalidAccessKeyId", 403, "The AWS access key ID you provided does not exist in our records."},
@@ -41,11 +42,14 @@ static const struct {
     {"InvalidDigest", 400, "The Content-MD5 you specified is not valid."},
     {"InvalidObjectState", 403, "The operation is not valid for the object's storage class."},
     {"InvalidPart", 400, "One or more of the specified parts could not be found."},
+    {"InvalidPartNumber", 416, "The requested partnumber is not satisfiable"},
     {"InvalidPartOrder", 400, "The list of parts was not in ascending order."},
     {"InvalidRange", 416, "The requested range is not satisfiable"},
     {"InvalidRequest", 400, "Invalid Request"},
+    {"InvalidStorageClass", 400, "The storage class you specified is not valid."},
     {"KeyTooLongError", 400, "Your key is too long."},
     {"MalformedXML", 400, "The XML you provided was not well-formed or did not validate against our published schema."},
+    {"MetadataTooLarge", 400, "Your metadata headers exceed the maximum allowed metadata size."},
     {"MethodNotAllowed", 405, "The specified method is not allowed against this resource."},
     {"MissingContentLength", 411, "You must provide the Content-Length HTTP header."},
     {"NoSuchBucket", 404, "The specified bucket does not exist"},
@@ -124,7 +128,7 @@ static void put_element(si_strbuf_t *out, const char *name, const char *text)
 }
 
 bool s3_error_xml(si_strbuf_t *out, const char *code, const char *message,
-                  const char *resource, const char *request_id)
+                  const char *resource, const char *request_id, const char *region)
 {
     si_strbuf_puts(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>");
     put_element(out, "Code", code);
@@ -133,6 +137,8 @@ bool s3_error_xml(si_strbuf_t *out, const char *code, const char *message,
         put_element(out, "Resource", resource);
     if (request_id)
         put_element(out, "RequestId", request_id);
+    if (region)
+        put_element(out, "Region", region);
     si_strbuf_puts(out, "</Error>");
     return !out->failed;
 }
@@ -458,6 +464,34 @@ int s3_parse_restore(const char *body, size_t len, s3_restore_request_t *out, si
     return 0;
 }
 
+static int location_element(si_xml_ctx_t *x, const char *path, const char *text, size_t len)
+{
+    char *out = x->arg;
+    if (strcmp(path, "CreateBucketConfiguration/LocationConstraint") != 0)
+        return 0;
+    trim(&text, &len);
+    if (len > S3_LOCATION_MAX)
+        return si_errprintf(x->err, "<LocationConstraint> is longer than %d bytes",
+                            S3_LOCATION_MAX);
+    memcpy(out, text, len);
+    out[len] = '\0';
+    return 0;
+}
+
+int s3_parse_create_bucket(const char *body, size_t len, char location[S3_LOCATION_MAX + 1],
+                           si_error_t *err)
+{
+    location[0] = '\0';
+    size_t i = 0;
+    while (i < len && isspace((unsigned char)body[i]))
+        i++;
+    if (i == len)
+        return 0;
+    const char *code;
+    return xml_parse(body, len, "CreateBucketConfiguration", location_element, location, &code,
+                     err);
+}
+
 int s3_tier_priority(s3_tier_t tier)
 {
     switch (tier) {
@@ -601,4 +635,52 @@ void s3_complete_request_free(s3_complete_request_t *c)
 {
     free(c->parts);
     memset(c, 0, sizeof(*c));
+}
+
+/* ---- storage classes, parts ------------------------------------------- */
+
+static const char *const storage_classes[] = {
+    "STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING",
+    "GLACIER", "DEEP_ARCHIVE", "OUTPOSTS", "GLACIER_IR", "SNOW", "EXPRESS_ONEZONE",
+};
+
+bool s3_storage_class_known(const char *cls)
+{
+    for (size_t i = 0; i < sizeof(storage_classes) / sizeof(storage_classes[0]); i++)
+        if (strcmp(cls, storage_classes[i]) == 0)
+            return true;
+    return false;
+}
+
+bool s3_storage_class_archived(const char *cls)
+{
+    return strcmp(cls, "GLACIER") == 0 || strcmp(cls, "DEEP_ARCHIVE") == 0;
+}
+
+int s3_part_range(const char *part_sizes, long number, uint64_t *start, uint64_t *length,
+                  long *count)
+{
+    uint64_t offset = 0;
+    long n = 0;
+    bool found = false;
+    for (const char *p = part_sizes; *p;) {
+        char *end;
+        if (!isdigit((unsigned char)*p))
+            return -1;
+        unsigned long long size = strtoull(p, &end, 10);
+        if (*end != ',' && *end != '\0')
+            return -1;
+        n++;
+        if (n == number) {
+            *start = offset;
+            *length = size;
+            found = true;
+        }
+        offset += size;
+        p = end + (*end == ',');
+    }
+    if (n == 0)
+        return -1;
+    *count = n;
+    return found ? 1 : 0;
 }

@@ -27,9 +27,10 @@ int s3_error_status(const char *code);
 /* The standard message of a code, used when the caller has none. */
 const char *s3_error_message(const char *code);
 /* <Error><Code/><Message/><Resource/><RequestId/></Error> with the XML
- * declaration. false when out of memory. */
+ * declaration, and <Region> when region is not NULL (a request signed for
+ * another region). false when out of memory. */
 bool s3_error_xml(si_strbuf_t *out, const char *code, const char *message,
-                  const char *resource, const char *request_id);
+                  const char *resource, const char *request_id, const char *region);
 
 /* Appends s with & < > " ' escaped; control characters other than tab, CR
  * and LF are written as numeric references (XML 1.0 allows none of them,
@@ -93,6 +94,22 @@ void s3_etag_of(const char *stored_etag, const char *checksum, int64_t id, uint6
  * parts' hex MD5s. -1 when one is not 32 hex digits. */
 int s3_multipart_etag(const char *const *part_md5_hex, size_t nparts, char out[S3_ETAG_MAX]);
 
+/* ---- storage classes, parts ------------------------------------------- */
+
+#define S3_USER_META_MAX 2048        /* bytes of x-amz-meta-* names and values (S3's limit) */
+
+/* Whether cls is one of S3's storage class names. */
+bool s3_storage_class_known(const char *cls);
+/* Whether it is an archive class (read only after a restore). */
+bool s3_storage_class_archived(const char *cls);
+
+/* Part number (1-based) of a multipart object whose part sizes are
+ * part_sizes ("n1,n2,..."): its bytes [*start, *start + *length) and the
+ * number of parts in *count. 1, 0 when number is past the last part (416
+ * InvalidPartNumber), -1 when part_sizes is not a list of sizes. */
+int s3_part_range(const char *part_sizes, long number, uint64_t *start, uint64_t *length,
+                  long *count);
+
 /* ---- XML request bodies --------------------------------------------------- */
 
 typedef enum {
@@ -111,6 +128,12 @@ typedef struct {
  * restore with the defaults. Errors are MalformedXML (bad XML, wrong root,
  * Days not a positive integer, unknown Tier) with err saying what. */
 int s3_parse_restore(const char *body, size_t len, s3_restore_request_t *out, si_error_t *err);
+/* <CreateBucketConfiguration><LocationConstraint>R</LocationConstraint>:
+ * R into location ("" when absent or the body is empty). MalformedXML
+ * errors. */
+#define S3_LOCATION_MAX 63
+int s3_parse_create_bucket(const char *body, size_t len, char location[S3_LOCATION_MAX + 1],
+                           si_error_t *err);
 /* The scheduler priority of a tier (higher first). */
 int s3_tier_priority(s3_tier_t tier);
 const char *s3_tier_name(s3_tier_t tier);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "catalog/requests.h"
@@ -131,12 +132,18 @@ out:
 
 /* ---- HeadBucket, GetBucketLocation -------------------------------------------- */
 
-void s3_head_bucket(s3_req_t *r)
+/* bucket_exists with a connection of its own. */
+static bool bucket_found(s3_req_t *r)
 {
     s3_db_t *db = s3_dbpool_get(r->srv->pool);
     int rc = bucket_exists(r, db);
     s3_dbpool_put(r->srv->pool, db);
-    if (rc == 1) {
+    return rc == 1;
+}
+
+void s3_head_bucket(s3_req_t *r)
+{
+    if (bucket_found(r)) {
         struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
                                                                     MHD_RESPMEM_PERSISTENT);
         if (resp) {
@@ -149,10 +156,7 @@ void s3_head_bucket(s3_req_t *r)
 
 void s3_get_bucket_location(s3_req_t *r)
 {
-    s3_db_t *db = s3_dbpool_get(r->srv->pool);
-    int rc = bucket_exists(r, db);
-    s3_dbpool_put(r->srv->pool, db);
-    if (rc != 1)
+    if (!bucket_found(r))
         return;
     si_strbuf_t x;
     si_strbuf_init(&x, 4096);
@@ -161,6 +165,17 @@ void s3_get_bucket_location(s3_req_t *r)
     if (strcmp(r->srv->conf.region, "us-east-1") != 0)
         s3_xml_escape(&x, r->srv->conf.region, strlen(r->srv->conf.region));
     si_strbuf_puts(&x, "</LocationConstraint>");
+    s3_respond_xml(r, 200, &x);
+}
+
+/* An unversioned bucket's answer: no Status. */
+void s3_get_bucket_versioning(s3_req_t *r)
+{
+    if (!bucket_found(r))
+        return;
+    si_strbuf_t x;
+    si_strbuf_init(&x, 4096);
+    si_strbuf_puts(&x, XML_DECL "<VersioningConfiguration xmlns=\"" S3_XMLNS "\"/>");
     s3_respond_xml(r, 200, &x);
 }
 
@@ -290,7 +305,9 @@ void s3_list_objects(s3_req_t *r, bool v2)
         si_strbuf_printf(&x, "<LastModified>%s</LastModified>", date);
         put_text(&x, "ETag", e->etag);
         si_strbuf_printf(&x, "<Size>%" PRIu64 "</Size>", e->size);
-        put_text(&x, "StorageClass", e->storage_class[0] ? e->storage_class : "STANDARD");
+        /* transparent recall: every object reads as STANDARD (add_class_headers) */
+        put_text(&x, "StorageClass", e->storage_class[0] && !r->map.transparent
+                                         ? e->storage_class : "STANDARD");
         si_strbuf_puts(&x, "</Contents>");
     }
     for (size_t i = 0; i < res.nprefixes; i++) {
@@ -309,6 +326,28 @@ out:
 
 /* ---- GetObject, HeadObject --------------------------------------------------------- */
 
+/* response-* query overrides (presigned downloads use them) */
+static const struct {
+    const char *query, *header;
+} overrides[] = {
+    {"response-content-type", "Content-Type"},
+    {"response-content-disposition", "Content-Disposition"},
+    {"response-content-encoding", "Content-Encoding"},
+    {"response-content-language", "Content-Language"},
+    {"response-cache-control", "Cache-Control"},
+    {"response-expires", "Expires"},
+};
+#define N_OVERRIDES (sizeof(overrides) / sizeof(overrides[0]))
+
+static bool is_overridden(const char *name, void *arg)
+{
+    const bool *given = arg;
+    for (size_t i = 0; i < N_OVERRIDES; i++)
+        if (given[i] && strcasecmp(name, overrides[i].header) == 0)
+            return true;
+    return false;
+}
+
 static void add_object_headers(s3_req_t *r, struct MHD_Response *resp, const s3_object_t *o)
 {
     char date[32];
@@ -316,32 +355,23 @@ static void add_object_headers(s3_req_t *r, struct MHD_Response *resp, const s3_
     MHD_add_response_header(resp, "ETag", o->etag);
     MHD_add_response_header(resp, "Last-Modified", date);
     MHD_add_response_header(resp, "Accept-Ranges", "bytes");
-    /* response-* query overrides (presigned downloads use them) */
-    static const struct {
-        const char *query, *header;
-    } overrides[] = {
-        {"response-content-type", "Content-Type"},
-        {"response-content-disposition", "Content-Disposition"},
-        {"response-content-encoding", "Content-Encoding"},
-        {"response-content-language", "Content-Language"},
-        {"response-cache-control", "Cache-Control"},
-        {"response-expires", "Expires"},
-    };
-    bool typed = false;
+    bool given[N_OVERRIDES] = {false};
     if (r->query[0]) {
         si_strbuf_t v;
         si_strbuf_init(&v, 1024);
-        for (size_t i = 0; i < sizeof(overrides) / sizeof(overrides[0]); i++) {
+        for (size_t i = 0; i < N_OVERRIDES; i++) {
             si_strbuf_reset(&v);
             if (s3_req_query(r, overrides[i].query, &v) == 1 && !v.failed &&
                 !strpbrk(si_strbuf_str(&v), "\r\n")) {
                 MHD_add_response_header(resp, overrides[i].header, si_strbuf_str(&v));
-                typed |= i == 0;
+                given[i] = true;
             }
         }
         si_strbuf_free(&v);
     }
-    if (!typed)
+    /* what the object was stored with (its PUT's headers, x-amz-meta-*) */
+    s3_meta_add_headers(resp, o->headers, is_overridden, given);
+    if (!given[0] && !s3_meta_has(o->headers, "content-type"))
         MHD_add_response_header(resp, "Content-Type", "binary/octet-stream");
 }
 
@@ -354,31 +384,37 @@ static ssize_t no_body(void *cls, uint64_t pos, char *buf, size_t max)
 /* Storage class and x-amz-restore of HEAD: an object in the cache reads
  * like a STANDARD object, unless a RestoreObject pinned it there (then
  * GLACIER, ongoing-request="false" and the pin's expiry, as S3 shows a
- * restored copy); one not cached shows its class, and ongoing-request="true"
- * while a stage request for it waits or runs. */
+ * restored copy) or it was uploaded as GLACIER (then that, and
+ * ongoing-request="false": readable now); one not cached shows its class,
+ * and ongoing-request="true" while a stage request for it waits or runs.
+ * Objects of transparent-recall buckets read as STANDARD: a GET recalls
+ * them, and clients skip the GET of a GLACIER object that is not restored. */
 static void add_class_headers(s3_req_t *r, struct MHD_Response *resp, const s3_object_t *o,
                               bool cached)
 {
-    bool archived = strcmp(o->storage_class, "STANDARD") != 0 && o->storage_class[0];
-    s3_restore_state_t st = {0};
-    if (archived) {
-        si_error_t err;
-        s3_db_t *db = s3_dbpool_get(r->srv->pool);
-        int rc = s3_db_restore_state(db, o->id, &st, &err);
-        s3_dbpool_put(r->srv->pool, db);
-        if (rc < 0)
-            si_log(r->srv->log, SI_LOG_WARNING, "s3: HEAD %s/%s: %s", r->bucket, r->key, err.text);
-    }
-    if (!archived || (cached && st.pinned_until == 0))
+    const char *cls = o->asked_class[0] ? o->asked_class : o->storage_class;
+    bool archived = cls[0] && strcmp(cls, "STANDARD") != 0;
+    if (!archived || r->map.transparent)
         return;
-    MHD_add_response_header(resp, "x-amz-storage-class", o->storage_class);
+    s3_restore_state_t st = {0};
+    si_error_t err;
+    s3_db_t *db = s3_dbpool_get(r->srv->pool);
+    int rc = s3_db_restore_state(db, o->id, &st, &err);
+    s3_dbpool_put(r->srv->pool, db);
+    if (rc < 0)
+        si_log(r->srv->log, SI_LOG_WARNING, "s3: HEAD %s/%s: %s", r->bucket, r->key, err.text);
+    if (cached && st.pinned_until == 0 && !o->asked_class[0])
+        return;
+    MHD_add_response_header(resp, "x-amz-storage-class", cls);
     if (!cached && st.ongoing) {
         MHD_add_response_header(resp, "x-amz-restore", "ongoing-request=\"true\"");
-    } else if (cached) {
+    } else if (cached && st.pinned_until) {
         char date[32], value[96];
         s3_http_date(st.pinned_until, date);
         snprintf(value, sizeof(value), "ongoing-request=\"false\", expiry-date=\"%s\"", date);
         MHD_add_response_header(resp, "x-amz-restore", value);
+    } else if (cached) {
+        MHD_add_response_header(resp, "x-amz-restore", "ongoing-request=\"false\"");
     }
 }
 
@@ -430,7 +466,7 @@ static int recall_and_wait(s3_req_t *r, const s3_object_t *o, const char *cat_ke
     si_strbuf_t x;
     si_strbuf_init(&x, 4096);
     s3_error_xml(&x, "SlowDown", "the object is being recalled from tape; retry later", NULL,
-                 r->id);
+                 r->id, NULL);
     size_t len = x.len;
     char *body = si_strbuf_take(&x);
     if (body && (resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE))) {
@@ -445,6 +481,106 @@ static int recall_and_wait(s3_req_t *r, const s3_object_t *o, const char *cat_ke
     return 1;
 }
 
+/* The object r names, readable by r's credential: 0 with *o and *cat_key
+ * (the caller frees it), or -1 answered (NoSuchBucket, NoSuchKey,
+ * AccessDenied, InternalError). */
+static int readable_object(s3_req_t *r, s3_object_t *o, char **cat_key_out)
+{
+    s3_server_t *s = r->srv;
+    si_error_t err;
+    char *cat_key = s3_req_catalog_key(r);
+    if (!cat_key)
+        return -1;
+    s3_db_t *db = s3_dbpool_get(s->pool);
+    int rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, o, &err);
+    if (rc == 0 && !r->map.archive && bucket_exists(r, db) != 1)
+        rc = -2; /* answered NoSuchBucket */
+    s3_dbpool_put(s->pool, db);
+    if (rc == 1 && !o->readable) {
+        s3_respond_error(r, "AccessDenied", "uid %u may not read %s/%s: no dataset holding it"
+                         " is readable by it", (unsigned)r->who.uid, r->bucket, r->key);
+        rc = -2;
+    } else if (rc == 0) {
+        s3_respond_error(r, "NoSuchKey", "The specified key does not exist.");
+    } else if (rc == -1) {
+        s3_respond_error(r, "InternalError", "%s", err.text);
+    }
+    if (rc != 1) {
+        free(cat_key);
+        return -1;
+    }
+    *cat_key_out = cat_key;
+    return 0;
+}
+
+/* The bytes of o a GET or HEAD serves: a Range, or a part of a multipart
+ * object (?partNumber, with the object's part count in *parts; a single
+ * part object has part 1 only, the whole of it), or the whole object. 0, or
+ * -1 answered (InvalidRange, InvalidPartNumber, InvalidRequest). */
+static int bytes_to_serve(s3_req_t *r, const s3_object_t *o, uint64_t *start, uint64_t *length,
+                          bool *partial, long *parts)
+{
+    *start = 0;
+    *length = o->size;
+    *parts = 0;
+    const char *range_header = s3_req_header(r, "Range");
+    if (!s3_req_has_query(r, "partNumber")) {
+        s3_range_result_t range = s3_range_parse(range_header, o->size, start, length);
+        if (range == S3_RANGE_UNSATISFIABLE) {
+            s3_respond_error(r, "InvalidRange", "The requested range is not satisfiable (object"
+                             " size %" PRIu64 ")", o->size);
+            return -1;
+        }
+        *partial = range == S3_RANGE_OK;
+        return 0;
+    }
+    if (range_header) {
+        s3_respond_error(r, "InvalidRequest", "Cannot specify both Range header and partNumber"
+                         " query parameter");
+        return -1;
+    }
+    int number = s3_req_part_number(r);
+    if (!number)
+        return -1;
+    *partial = true;
+    int found = number == 1 ? 1 : 0;
+    if (o->multipart) {
+        si_error_t err;
+        si_strbuf_t sizes;
+        si_strbuf_init(&sizes, (size_t)S3_PARTS_MAX * 12);
+        s3_db_t *db = s3_dbpool_get(r->srv->pool);
+        int rc = s3_db_part_sizes(db, o->id, &sizes, &err);
+        s3_dbpool_put(r->srv->pool, db);
+        found = rc == 1 ? s3_part_range(si_strbuf_str(&sizes), number, start, length, parts) : -1;
+        si_strbuf_free(&sizes);
+        if (found < 0) {
+            s3_respond_error(r, "InternalError", "%s", rc < 0 ? err.text : "bad part sizes");
+            return -1;
+        }
+    }
+    if (!found) {
+        s3_respond_error(r, "InvalidPartNumber", "The requested partnumber is not satisfiable:"
+                         " the object has %ld part%s", *parts ? *parts : 1, *parts > 1 ? "s" : "");
+        return -1;
+    }
+    if (*length == 0)
+        *partial = false; /* no byte range to name */
+    return 0;
+}
+
+void s3_get_object_tagging(s3_req_t *r)
+{
+    s3_object_t o;
+    char *cat_key;
+    if (readable_object(r, &o, &cat_key) < 0)
+        return;
+    free(cat_key);
+    si_strbuf_t x;
+    si_strbuf_init(&x, 4096);
+    si_strbuf_puts(&x, XML_DECL "<Tagging xmlns=\"" S3_XMLNS "\"><TagSet></TagSet></Tagging>");
+    s3_respond_xml(r, 200, &x);
+}
+
 void s3_get_object(s3_req_t *r, bool head)
 {
     s3_server_t *s = r->srv;
@@ -452,29 +588,9 @@ void s3_get_object(s3_req_t *r, bool head)
     s3_object_t o;
     int fd = -1;
     uint64_t size = 0;
-    char *cat_key = s3_req_catalog_key(r);
-    if (!cat_key)
+    char *cat_key;
+    if (readable_object(r, &o, &cat_key) < 0)
         return;
-    s3_db_t *db = s3_dbpool_get(s->pool);
-    int rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, &o, &err);
-    if (rc == 0 && !r->map.archive && bucket_exists(r, db) != 1)
-        rc = -2; /* answered NoSuchBucket */
-    s3_dbpool_put(s->pool, db);
-    if (rc == -2)
-        goto out;
-    if (rc < 0) {
-        s3_respond_error(r, "InternalError", "%s", err.text);
-        goto out;
-    }
-    if (rc == 0) {
-        s3_respond_error(r, "NoSuchKey", "The specified key does not exist.");
-        goto out;
-    }
-    if (!o.readable) {
-        s3_respond_error(r, "AccessDenied", "uid %u may not read %s/%s: no dataset holding it"
-                         " is readable by it", (unsigned)r->who.uid, r->bucket, r->key);
-        goto out;
-    }
     s3_conditions_t c = conditions_of(r);
     s3_cond_result_t cond = s3_conditions_eval(&c, o.etag, o.mtime);
     if (cond == S3_COND_FAILED) {
@@ -486,86 +602,71 @@ void s3_get_object(s3_req_t *r, bool head)
         struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
                                                                     MHD_RESPMEM_PERSISTENT);
         if (resp) {
+            char date[32];
+            s3_http_date(o.mtime, date);
             MHD_add_response_header(resp, "ETag", o.etag);
+            MHD_add_response_header(resp, "Last-Modified", date);
             s3_respond(r, 304, resp);
         }
         goto out;
     }
+    uint64_t start, length;
+    long parts;
+    bool partial;
+    if (bytes_to_serve(r, &o, &start, &length, &partial, &parts) < 0)
+        goto out;
 
+    struct MHD_Response *resp = NULL;
     if (head) {
-        uint64_t start = 0, length = o.size;
-        unsigned status = 200;
-        s3_range_result_t range = s3_range_parse(s3_req_header(r, "Range"), o.size, &start,
-                                                 &length);
-        if (range == S3_RANGE_UNSATISFIABLE) {
-            s3_respond_error(r, "InvalidRange", NULL);
+        if (!(resp = MHD_create_response_from_callback(length, 4096, no_body, NULL, NULL)))
             goto out;
-        }
-        struct MHD_Response *resp = MHD_create_response_from_callback(length, 4096, no_body,
-                                                                      NULL, NULL);
-        if (!resp)
-            goto out;
-        if (range == S3_RANGE_OK) {
-            char cr[96];
-            snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, start,
-                     start + length - 1, o.size);
-            MHD_add_response_header(resp, "Content-Range", cr);
-            status = 206;
-        }
-        add_object_headers(r, resp, &o);
         add_class_headers(r, resp, &o, o.cached);
         s3_rdma_head(r, resp);
-        s3_respond(r, status, resp);
-        goto out;
-    }
-
-    /* the catalog query said whether it is cached: no second lookup */
-    size = o.cached_size;
-    if (!o.cached || cache_open_cached(s->cache, o.id, o.cached_size, &fd, &err) < 0) {
-        if (o.cached && errno != ENOENT) {
-            s3_respond_error(r, "InternalError", "%s", err.text);
+    } else {
+        /* the catalog query said whether it is cached: no second lookup */
+        size = o.cached_size;
+        if (!o.cached || cache_open_cached(s->cache, o.id, o.cached_size, &fd, &err) < 0) {
+            if (o.cached && errno != ENOENT) {
+                s3_respond_error(r, "InternalError", "%s", err.text);
+                goto out;
+            }
+            if (!r->map.transparent) {
+                s3_respond_error(r, "InvalidObjectState", "The operation is not valid for the"
+                                 " object's storage class: %s/%s is on tape and not in the"
+                                 " cache; restore it first (RestoreObject)", r->bucket, r->key);
+                goto out;
+            }
+            if (recall_and_wait(r, &o, cat_key, &fd, &size) != 0)
+                goto out;
+        }
+        if (size != o.size) {
+            s3_respond_error(r, "InternalError", "the cached copy of %s/%s is %" PRIu64
+                             " bytes, the catalog says %" PRIu64, r->bucket, r->key, size,
+                             o.size);
             goto out;
         }
-        if (!r->map.transparent) {
-            s3_respond_error(r, "InvalidObjectState", "The operation is not valid for the"
-                             " object's storage class: %s/%s is on tape and not in the cache;"
-                             " restore it first (RestoreObject)", r->bucket, r->key);
-            goto out;
+        if (!(resp = s3_rdma_get(r, fd, start, length))) {
+            resp = MHD_create_response_from_fd_at_offset64(length, fd, (uint64_t)start);
+            if (!resp) {
+                s3_respond_error(r, "InternalError", "cannot create the response");
+                goto out;
+            }
+            fd = -1; /* the response closes it */
         }
-        if (recall_and_wait(r, &o, cat_key, &fd, &size) != 0)
-            goto out;
     }
-    if (size != o.size) {
-        s3_respond_error(r, "InternalError", "the cached copy of %s/%s is %" PRIu64 " bytes,"
-                         " the catalog says %" PRIu64, r->bucket, r->key, size, o.size);
-        goto out;
-    }
-    uint64_t start = 0, length = size;
-    unsigned status = 200;
-    s3_range_result_t range = s3_range_parse(s3_req_header(r, "Range"), size, &start, &length);
-    if (range == S3_RANGE_UNSATISFIABLE) {
-        s3_respond_error(r, "InvalidRange", "The requested range is not satisfiable (object"
-                         " size %" PRIu64 ")", size);
-        goto out;
-    }
-    struct MHD_Response *resp = s3_rdma_get(r, fd, start, length);
-    if (!resp) {
-        resp = MHD_create_response_from_fd_at_offset64(length, fd, (uint64_t)start);
-        if (!resp) {
-            s3_respond_error(r, "InternalError", "cannot create the response");
-            goto out;
-        }
-        fd = -1; /* the response closes it */
-    }
-    if (range == S3_RANGE_OK) {
+    if (partial) {
         char cr[96];
         snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, start,
-                 start + length - 1, size);
+                 start + length - 1, o.size);
         MHD_add_response_header(resp, "Content-Range", cr);
-        status = 206;
+    }
+    if (parts) {
+        char n[24];
+        snprintf(n, sizeof(n), "%ld", parts);
+        MHD_add_response_header(resp, "x-amz-mp-parts-count", n);
     }
     add_object_headers(r, resp, &o);
-    s3_respond(r, status, resp);
+    s3_respond(r, partial ? 206 : 200, resp);
 out:
     if (fd >= 0)
         close(fd);
@@ -584,11 +685,28 @@ static void restore_end(s3_req_t *r)
         s3_respond_error(r, "MalformedXML", "RestoreRequest: %s", err.text);
         return;
     }
+    int64_t days = rr.days > 0 ? rr.days : 1;
+    int64_t lifetime = days * 86400;
+    /* a day is the least S3 can ask for: under a shorter bound it gets the bound */
+    if (s->pin_lifetime_max > 0 && lifetime > s->pin_lifetime_max && days == 1)
+        lifetime = s->pin_lifetime_max;
+    if (s->pin_lifetime_max > 0 && lifetime > s->pin_lifetime_max) {
+        s3_respond_error(r, "InvalidArgument", "Days %" PRId64 " is more than this server keeps"
+                         " a restored copy: at most %" PRId64 " days"
+                         " (stageind.pin_lifetime_max = %" PRId64 " s)", days,
+                         s->pin_lifetime_max / 86400, s->pin_lifetime_max);
+        return;
+    }
     char *cat_key = s3_req_catalog_key(r);
     if (!cat_key)
         return;
     s3_db_t *db = s3_dbpool_get(s->pool);
     int rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, &o, &err);
+    if (rc == 0 && !r->map.archive && bucket_exists(r, db) != 1) {
+        s3_dbpool_put(s->pool, db);
+        free(cat_key);
+        return; /* answered NoSuchBucket */
+    }
     const char *code = NULL;
     char message[600] = "";
     unsigned status = 0;
@@ -618,9 +736,8 @@ static void restore_end(s3_req_t *r)
         } else {
             /* cached: the request pins it for Days (200); otherwise it recalls it (202) */
             char uuid[REQUESTS_UUID_LEN + 1];
-            int64_t days = rr.days > 0 ? rr.days : 1;
             if (s3_db_stage(db, &r->who, r->map.cat_bucket, cat_key, S3_JOB_RESTORE,
-                            s3_tier_priority(rr.tier), days * 86400, uuid, &err) < 0) {
+                            s3_tier_priority(rr.tier), lifetime, uuid, &err) < 0) {
                 code = errno == EACCES ? "AccessDenied" : "InternalError";
             } else {
                 status = cached ? 200 : 202;

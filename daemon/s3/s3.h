@@ -85,6 +85,8 @@ typedef struct {
                                   * borrowed, may be NULL */
     si_log_t *log;               /* may be NULL */
     rdma_config_t rdma;          /* the "rdma" group; zeroed: no RDMA data path */
+    int64_t pin_lifetime_max;    /* stageind.pin_lifetime_max: the longest RestoreObject
+                                    Days, in seconds; 0: no bound */
 } s3_opts_t;
 
 /* Loads the secrets (mode 0600 or refused), opens the catalog connections

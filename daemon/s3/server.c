@@ -41,6 +41,24 @@ bool s3_is_archive_bucket(s3_server_t *s, const char *bucket)
     return found;
 }
 
+bool s3_writable_bucket(s3_req_t *r)
+{
+    if (r->map.archive)
+        return true;
+    si_error_t err;
+    s3_db_t *db = s3_dbpool_get(r->srv->pool);
+    int has = s3_db_bucket_has_objects(db, r->bucket, &err);
+    s3_dbpool_put(r->srv->pool, db);
+    if (has < 0)
+        s3_respond_error(r, "InternalError", "%s", err.text);
+    else if (has == 0)
+        s3_respond_error(r, "NoSuchBucket", "The specified bucket does not exist");
+    else
+        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: only archive buckets"
+                         " (s3.archive_buckets, or made by CreateBucket) take writes", r->bucket);
+    return false;
+}
+
 void s3_add_created_bucket(s3_server_t *s, const char *bucket)
 {
     pthread_mutex_lock(&s->buckets_mu);
@@ -165,7 +183,9 @@ void s3_respond_empty(s3_req_t *r, unsigned status)
         s3_respond(r, status, resp);
 }
 
-void s3_respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml)
+/* region: also x-amz-bucket-region (an error to a request signed for
+ * another region). */
+static void respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml, const char *region)
 {
     if (xml->failed) {
         si_strbuf_free(xml);
@@ -182,7 +202,39 @@ void s3_respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml)
         return;
     }
     MHD_add_response_header(resp, "Content-Type", XML_CONTENT_TYPE);
+    if (region)
+        MHD_add_response_header(resp, "x-amz-bucket-region", region);
     s3_respond(r, status, resp);
+}
+
+void s3_respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml)
+{
+    respond_xml(r, status, xml, NULL);
+}
+
+/* The error answer; region: a request signed for another region, whose
+ * answer names this server's (in <Region> and x-amz-bucket-region). */
+static void respond_error_in(s3_req_t *r, const char *code, const char *message,
+                             const char *region)
+{
+    unsigned status = (unsigned)s3_error_status(code);
+    snprintf(r->note, sizeof(r->note), "%s: %.120s", code, message);
+    bool head = strcmp(r->method, "HEAD") == 0;
+    if (status == 304 || (head && !region)) {
+        s3_respond_empty(r, status);
+        return;
+    }
+    si_strbuf_t xml;
+    si_strbuf_init(&xml, 16384);
+    char *resource = NULL;
+    size_t plen = strcspn(r->uri ? r->uri : "", "?");
+    if (r->uri)
+        resource = strndup(r->uri, plen);
+    s3_error_xml(&xml, code, message[0] ? message : NULL, resource, r->id, region);
+    free(resource);
+    if (head)
+        xml.len = 0; /* a HEAD answer has no body */
+    respond_xml(r, status, &xml, region);
 }
 
 void s3_respond_error(s3_req_t *r, const char *code, const char *fmt, ...)
@@ -194,21 +246,35 @@ void s3_respond_error(s3_req_t *r, const char *code, const char *fmt, ...)
         vsnprintf(message, sizeof(message), fmt, ap);
         va_end(ap);
     }
-    unsigned status = (unsigned)s3_error_status(code);
-    snprintf(r->note, sizeof(r->note), "%s: %.120s", code, message[0] ? message : "");
-    if (status == 304 || strcmp(r->method, "HEAD") == 0) {
-        s3_respond_empty(r, status);
-        return;
+    respond_error_in(r, code, message, NULL);
+}
+
+int s3_req_part_number(s3_req_t *r)
+{
+    si_strbuf_t v;
+    si_strbuf_init(&v, 32);
+    long number = 0;
+    if (s3_req_query(r, "partNumber", &v) == 1 && !v.failed) {
+        char *end;
+        number = strtol(si_strbuf_str(&v), &end, 10);
+        if (*end || v.len == 0)
+            number = 0;
     }
-    si_strbuf_t xml;
-    si_strbuf_init(&xml, 16384);
-    char *resource = NULL;
-    size_t plen = strcspn(r->uri ? r->uri : "", "?");
-    if (r->uri)
-        resource = strndup(r->uri, plen);
-    s3_error_xml(&xml, code, message[0] ? message : NULL, resource, r->id);
-    free(resource);
-    s3_respond_xml(r, status, &xml);
+    si_strbuf_free(&v);
+    if (number < 1 || number > S3_PARTS_MAX) {
+        s3_respond_error(r, "InvalidArgument", "Part number must be an integer between 1 and"
+                         " %d, inclusive", S3_PARTS_MAX);
+        return 0;
+    }
+    return (int)number;
+}
+
+void s3_respond_internal(s3_req_t *r, const char *what, const char *detail)
+{
+    si_log(r->srv->log, SI_LOG_ERROR, "s3: request %s: %s %s/%s: %s: %s", r->id, r->method,
+           r->bucket, r->key ? r->key : "", what, detail);
+    s3_respond_error(r, "InternalError", "%s failed (request %s; the server's log says why)",
+                     what, r->id);
 }
 
 char *s3_req_catalog_key(s3_req_t *r)
@@ -257,36 +323,145 @@ void s3_expect_xml_body(s3_req_t *r, void (*end)(s3_req_t *r))
 
 /* ---- dispatch --------------------------------------------------------------- */
 
-/* In strcmp order, for bsearch. */
-static const char *const unsupported_subresources[] = {
-    "accelerate", "acl", "analytics", "attributes", "cors", "encryption",
-    "intelligent-tiering", "inventory", "legal-hold", "lifecycle", "logging", "metrics",
-    "notification", "object-lock", "ownershipControls", "policy", "policyStatus",
-    "publicAccessBlock", "replication", "requestPayment", "retention", "select", "tagging",
-    "torrent", "versionId", "versions", "website",
+/* The query parameters a request may carry, as an allow-list: anything
+ * else names something this server does not implement (a sub-resource such
+ * as ?acl, ?versions, ?policy) and is refused with 501 before any
+ * operation runs, so that no unknown sub-resource falls through to another
+ * operation. Sub-resources select the operation (the table below); the
+ * other parameters qualify it. */
+static const char *const known_parameters[] = {
+    "AWSAccessKeyId", "Expires", "Signature",
+    "continuation-token", "delete", "delimiter", "encoding-type", "fetch-owner",
+    "key-marker", "list-type", "location", "marker", "max-keys", "max-parts", "max-uploads",
+    "partNumber", "part-number-marker", "prefix", "response-cache-control",
+    "response-content-disposition", "response-content-encoding", "response-content-language",
+    "response-content-type", "response-expires", "restore", "start-after", "tagging",
+    "upload-id-marker", "uploadId", "uploads", "versioning", "x-id",
 };
-#define N_UNSUPPORTED (sizeof(unsupported_subresources) / sizeof(unsupported_subresources[0]))
+#define N_KNOWN (sizeof(known_parameters) / sizeof(known_parameters[0]))
 
-static int cmp_name(const void *key, const void *entry)
+/* The first parameter of the query this server does not know, or NULL.
+ * Presigned requests' X-Amz-* parameters are known in any case. */
+static const char *unknown_parameter(const s3_req_t *r)
 {
-    return strcmp(*(const char *const *)key, *(const char *const *)entry);
-}
-
-/* The first unsupported subresource (in the list's order) that the query
- * has, as s3_req_has_query reads it, or NULL: one pass over the query's
- * parameters rather than a lookup of each of the 27 names. */
-static const char *unsupported_subresource(const s3_req_t *r)
-{
-    const char *const *first = NULL;
     const char *text = si_strbuf_str(&r->query_text);
     for (size_t i = 0; i < r->nparams; i++) {
         const char *name = text + r->params[i].name;
-        const char *const *sub = bsearch(&name, unsupported_subresources, N_UNSUPPORTED,
-                                         sizeof(*sub), cmp_name);
-        if (sub && (!first || sub < first) && s3_req_has_query(r, *sub))
-            first = sub;
+        if (strncasecmp(name, "X-Amz-", 6) == 0)
+            continue;
+        size_t k = 0;
+        while (k < N_KNOWN && strcmp(known_parameters[k], name) != 0)
+            k++;
+        if (k == N_KNOWN)
+            return name;
     }
-    return first ? *first : NULL;
+    return NULL;
+}
+
+typedef enum { AT_SERVICE, AT_BUCKET, AT_OBJECT } s3_target_t;
+
+/* The sub-resources that select an operation, in the order they are looked
+ * for (uploadId before uploads: CompleteMultipartUpload names neither). */
+static const char *const subresources[] = {"uploadId", "uploads", "location", "versioning",
+                                           "tagging", "restore", "delete"};
+
+static const char *subresource_of(const s3_req_t *r)
+{
+    for (size_t i = 0; i < sizeof(subresources) / sizeof(subresources[0]); i++)
+        if (s3_req_has_query(r, subresources[i]))
+            return subresources[i];
+    return NULL;
+}
+
+static void get_objects(s3_req_t *r)
+{
+    si_strbuf_t v;
+    si_strbuf_init(&v, 16);
+    bool v2 = s3_req_query(r, "list-type", &v) == 1 && strcmp(si_strbuf_str(&v), "2") == 0;
+    si_strbuf_free(&v);
+    s3_list_objects(r, v2);
+}
+
+static void get_object(s3_req_t *r) { s3_get_object(r, false); }
+static void head_object(s3_req_t *r) { s3_get_object(r, true); }
+
+static void put_object_or_copy(s3_req_t *r)
+{
+    if (s3_req_header(r, "x-amz-copy-source"))
+        s3_copy_object(r);
+    else
+        s3_put_object(r);
+}
+
+static void put_part_or_copy(s3_req_t *r)
+{
+    if (s3_req_header(r, "x-amz-copy-source"))
+        s3_upload_part_copy(r);
+    else
+        s3_upload_part(r);
+}
+
+/* Browser form uploads (POST Object) carry their signature in the form. */
+static void post_bucket(s3_req_t *r)
+{
+    s3_respond_error(r, "NotImplemented", "POST Object (browser form uploads, presigned POST)"
+                     " is not implemented; upload with PUT (a presigned PUT URL works)");
+}
+
+/* Every operation: method, target and sub-resource (NULL: none). */
+static const struct {
+    const char *method;
+    s3_target_t at;
+    const char *sub;
+    void (*run)(s3_req_t *r);
+} operations[] = {
+    {"GET", AT_SERVICE, NULL, s3_list_buckets},
+    {"GET", AT_BUCKET, NULL, get_objects},
+    {"GET", AT_BUCKET, "location", s3_get_bucket_location},
+    {"GET", AT_BUCKET, "uploads", s3_list_multipart_uploads},
+    {"GET", AT_BUCKET, "versioning", s3_get_bucket_versioning},
+    {"HEAD", AT_BUCKET, NULL, s3_head_bucket},
+    {"PUT", AT_BUCKET, NULL, s3_create_bucket},
+    {"DELETE", AT_BUCKET, NULL, s3_delete_bucket},
+    {"POST", AT_BUCKET, "delete", s3_delete_objects},
+    {"POST", AT_BUCKET, NULL, post_bucket},
+    {"GET", AT_OBJECT, NULL, get_object},
+    {"GET", AT_OBJECT, "uploadId", s3_list_parts},
+    {"GET", AT_OBJECT, "tagging", s3_get_object_tagging},
+    {"HEAD", AT_OBJECT, NULL, head_object},
+    {"PUT", AT_OBJECT, NULL, put_object_or_copy},
+    {"PUT", AT_OBJECT, "uploadId", put_part_or_copy},
+    {"POST", AT_OBJECT, "restore", s3_restore_object},
+    {"POST", AT_OBJECT, "uploads", s3_create_multipart},
+    {"POST", AT_OBJECT, "uploadId", s3_complete_multipart},
+    {"DELETE", AT_OBJECT, NULL, s3_delete_object},
+    {"DELETE", AT_OBJECT, "uploadId", s3_abort_multipart},
+};
+
+static const char *const target_names[] = {"the service", "a bucket", "an object"};
+
+static void run_operation(s3_req_t *r, s3_target_t at)
+{
+    const char *sub = at == AT_SERVICE ? NULL : subresource_of(r);
+    bool method_known = false;
+    for (size_t i = 0; i < sizeof(operations) / sizeof(operations[0]); i++) {
+        if (strcmp(operations[i].method, r->method) != 0 || operations[i].at != at)
+            continue;
+        method_known = true;
+        if (sub ? operations[i].sub && strcmp(operations[i].sub, sub) == 0 : !operations[i].sub) {
+            operations[i].run(r);
+            return;
+        }
+    }
+    if (sub)
+        s3_respond_error(r, "NotImplemented", "%s ?%s on %s is not implemented", r->method, sub,
+                         target_names[at]);
+    else if (method_known)
+        s3_respond_error(r, "MethodNotAllowed", "%s on %s needs a sub-resource", r->method,
+                         target_names[at]);
+    else
+        s3_respond_error(r, "MethodNotAllowed", "%s is not allowed on %s", r->method,
+                         target_names[at]);
 }
 
 static bool is_read(const s3_req_t *r)
@@ -425,7 +600,9 @@ static int authenticate(s3_req_t *r)
                              .headers = r->headers, .nheaders = r->nheaders};
     si_sigv4_status_t st;
     si_error_t err = {{0}};
-    if (si_sigv4_verify(&s->verifier, &sr, (int64_t)time(NULL), &r->auth, &st, &err) == 0) {
+    bool wrong_region = false;
+    if (si_sigv4_verify_region(&s->verifier, &sr, (int64_t)time(NULL), &r->auth, &st,
+                               &wrong_region, &err) == 0) {
         r->who = (s3_who_t){.uid = r->auth.uid, .gid = r->auth.gid, .all = r->auth.uid == 0};
         return 0;
     }
@@ -441,81 +618,10 @@ static int authenticate(s3_req_t *r)
         r->who = (s3_who_t){.uid = (uid_t)-2, .gid = (gid_t)-2, .all = false};
         return 0;
     }
-    s3_respond_error(r, si_sigv4_status_code(st), "%s", err.text);
+    /* S3 names its region to a request signed for another, so SDKs re-sign */
+    respond_error_in(r, si_sigv4_status_code(st), err.text,
+                     wrong_region ? s->conf.region : NULL);
     return -1;
-}
-
-static void dispatch_service(s3_req_t *r)
-{
-    if (strcmp(r->method, "GET") == 0)
-        s3_list_buckets(r);
-    else
-        s3_respond_error(r, "MethodNotAllowed", "%s is not allowed on the service", r->method);
-}
-
-static void dispatch_bucket(s3_req_t *r)
-{
-    const char *m = r->method;
-    if (strcmp(m, "GET") == 0) {
-        if (s3_req_has_query(r, "location"))
-            s3_get_bucket_location(r);
-        else if (s3_req_has_query(r, "uploads"))
-            s3_list_multipart_uploads(r);
-        else {
-            si_strbuf_t v;
-            si_strbuf_init(&v, 16);
-            bool v2 = s3_req_query(r, "list-type", &v) == 1 && strcmp(si_strbuf_str(&v), "2") == 0;
-            si_strbuf_free(&v);
-            s3_list_objects(r, v2);
-        }
-    } else if (strcmp(m, "HEAD") == 0) {
-        s3_head_bucket(r);
-    } else if (strcmp(m, "PUT") == 0) {
-        s3_create_bucket(r);
-    } else if (strcmp(m, "DELETE") == 0) {
-        s3_delete_bucket(r);
-    } else if (strcmp(m, "POST") == 0 && s3_req_has_query(r, "delete")) {
-        s3_delete_objects(r);
-    } else {
-        s3_respond_error(r, "MethodNotAllowed", "%s is not allowed on a bucket", m);
-    }
-}
-
-static void dispatch_object(s3_req_t *r)
-{
-    const char *m = r->method;
-    bool upload_id = s3_req_has_query(r, "uploadId");
-    if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
-        if (upload_id && m[0] == 'G')
-            s3_list_parts(r);
-        else
-            s3_get_object(r, m[0] == 'H');
-    } else if (strcmp(m, "POST") == 0) {
-        if (s3_req_has_query(r, "restore"))
-            s3_restore_object(r);
-        else if (s3_req_has_query(r, "uploads"))
-            s3_create_multipart(r);
-        else if (upload_id)
-            s3_complete_multipart(r);
-        else
-            s3_respond_error(r, "MethodNotAllowed", "POST needs ?restore, ?uploads or ?uploadId");
-    } else if (strcmp(m, "PUT") == 0) {
-        if (upload_id && s3_req_header(r, "x-amz-copy-source"))
-            s3_respond_error(r, "NotImplemented", "UploadPartCopy is not implemented");
-        else if (upload_id)
-            s3_upload_part(r);
-        else if (s3_req_header(r, "x-amz-copy-source"))
-            s3_copy_object(r);
-        else
-            s3_put_object(r);
-    } else if (strcmp(m, "DELETE") == 0) {
-        if (upload_id)
-            s3_abort_multipart(r);
-        else
-            s3_delete_object(r);
-    } else {
-        s3_respond_error(r, "MethodNotAllowed", "%s is not allowed on an object", m);
-    }
 }
 
 static void dispatch(s3_req_t *r)
@@ -543,13 +649,19 @@ static void dispatch(s3_req_t *r)
     if (!r->anonymous)
         snprintf(r->note, sizeof(r->note), "key=%s uid=%u", r->auth.access_key,
                  (unsigned)r->auth.uid);
-    const char *sub = unsupported_subresource(r);
-    if (sub) {
-        s3_respond_error(r, "NotImplemented", "the '%s' subresource is not implemented", sub);
+    const char *unknown = unknown_parameter(r);
+    if (unknown) {
+        s3_respond_error(r, "NotImplemented", "the '%.64s' query parameter (sub-resource) is not"
+                         " implemented", unknown);
         return;
     }
     if (r->bucket[0])
         map_bucket(r);
+    /* a form upload is anonymous to HTTP (its signature is in the form) */
+    if (r->bucket[0] && !r->key && strcmp(r->method, "POST") == 0 && !subresource_of(r)) {
+        post_bucket(r);
+        return;
+    }
     if (r->anonymous && !(r->bucket[0] && r->map.is_public && is_read(r))) {
         s3_respond_error(r, "AccessDenied", "anonymous requests may only read public buckets;"
                          " sign the request (AWS Signature Version 4)");
@@ -557,12 +669,7 @@ static void dispatch(s3_req_t *r)
     }
     if (r->bucket[0] && r->map.is_public && is_read(r))
         r->who.all = true;
-    if (!r->bucket[0])
-        dispatch_service(r);
-    else if (!r->key)
-        dispatch_bucket(r);
-    else
-        dispatch_object(r);
+    run_operation(r, !r->bucket[0] ? AT_SERVICE : !r->key ? AT_BUCKET : AT_OBJECT);
 }
 
 /* ---- the header watchdog ------------------------------------------------------ */
@@ -838,6 +945,7 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
         return NULL;
     }
     s->conf = opts->conf;
+    s->pin_lifetime_max = opts->pin_lifetime_max;
     s->cache = opts->cache;
     s->push = opts->push;
     s->log = opts->log;

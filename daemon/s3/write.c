@@ -50,6 +50,9 @@ typedef struct {
     si_rdma_token_t rdma_token;
     const char *fail_code;             /* the first failure, answered at the end */
     char fail_text[512];
+    si_log_t *log;
+    si_strbuf_t meta_headers;          /* PUT: what the object keeps (s3_meta_t) */
+    char storage_class[S3_STORAGE_CLASS_MAX];
 } put_state_t;
 
 static void put_fail(put_state_t *p, const char *code, const char *text)
@@ -69,6 +72,7 @@ static void free_state(put_state_t *p)
     si_checksum_free(p->md5);
     si_checksum_async_free(p->md5_async);
     si_amz_checksum_free(p->amz);
+    si_strbuf_free(&p->meta_headers);
     if (p->part_fd >= 0) {
         close(p->part_fd);
         unlink(p->part_tmp);
@@ -94,9 +98,9 @@ static int payload(void *arg, const void *data, size_t len)
             return -1;
         }
         if (s3_write_all(p->part_fd, data, len) < 0) {
-            char text[PATH_MAX + 64];
-            snprintf(text, sizeof(text), "writing %s: %s", p->part_tmp, strerror(errno));
-            put_fail(p, "InternalError", text);
+            si_log(p->log, SI_LOG_ERROR, "s3: writing %s: %s", p->part_tmp, strerror(errno));
+            put_fail(p, "InternalError", errno == ENOSPC ? "storing the part: no space left"
+                                                           : "storing the part failed");
             return -1;
         }
         return 0;
@@ -162,6 +166,8 @@ static void respond_stored(s3_req_t *r, const char *md5_hex, const char *note)
     char etag[S3_ETAG_MAX];
     snprintf(etag, sizeof(etag), "\"%s\"", md5_hex);
     MHD_add_response_header(resp, "ETag", etag);
+    if (p->amz) /* verified: S3 answers with the checksum it stored */
+        MHD_add_response_header(resp, p->amz_header, p->amz_expected);
     if (p->rdma)
         s3_rdma_replied(r, resp, p->rdma_token.len);
     if (note)
@@ -239,12 +245,16 @@ static void put_end(s3_req_t *r)
                              err.text);
         return;
     }
+    s3_meta_t meta = {.headers = si_strbuf_str(&p->meta_headers),
+                      .storage_class = p->storage_class};
     s3_db_t *db = s3_dbpool_get(r->srv->pool);
-    int rc = s3_db_set_etag(db, got.object_id, md5 + 4, &err);
+    int rc = s3_db_record_object(db, got.object_id, md5 + 4, &meta, &err);
     s3_dbpool_put(r->srv->pool, db);
-    if (rc < 0)
-        si_log(r->srv->log, SI_LOG_WARNING, "s3: PUT %s/%s: recording the ETag: %s", r->bucket,
-               r->key, err.text);
+    if (rc < 0) {
+        /* the bytes are stored, what they came with is not: not acknowledged */
+        s3_respond_internal(r, "recording the object's ETag and metadata", err.text);
+        return;
+    }
     char note[64];
     snprintf(note, sizeof(note), "push=%s", got.uuid);
     respond_stored(r, md5 + 4, note);
@@ -274,13 +284,14 @@ static const char *push_error_code(int e)
 static int delete_one(s3_req_t *r, const char *cat_key, const char **code, si_error_t *err);
 
 /* push_upload_begin; an existing object of the key is replaced, as S3
- * does: deleted first (a reader in between sees no object). */
+ * does: deleted first (a reader in between sees no object), unless
+ * no_replace (If-None-Match: *), when EEXIST is the answer. */
 static int begin_replacing(s3_req_t *r, const char *cat_key, const push_file_t *f,
-                           push_upload_t **out, si_error_t *err)
+                           bool no_replace, push_upload_t **out, si_error_t *err)
 {
     if (push_upload_begin(r->srv->push, f, out, err) == 0)
         return 0;
-    if (errno != EEXIST)
+    if (errno != EEXIST || no_replace)
         return -1;
     const char *code;
     if (delete_one(r, cat_key, &code, err) < 0) {
@@ -289,6 +300,44 @@ static int begin_replacing(s3_req_t *r, const char *cat_key, const push_file_t *
         return -1;
     }
     return push_upload_begin(r->srv->push, f, out, err);
+}
+
+int s3_put_conditions(s3_req_t *r, const char *cat_key, bool *no_replace)
+{
+    *no_replace = false;
+    const char *inm = s3_req_header(r, "If-None-Match");
+    const char *im = s3_req_header(r, "If-Match");
+    if (inm) {
+        while (*inm == ' ')
+            inm++;
+        if (strcmp(inm, "*") != 0) {
+            s3_respond_error(r, "NotImplemented", "If-None-Match on a write takes only '*'"
+                             " (write only when no object has the key)");
+            return -1;
+        }
+        *no_replace = true;
+    }
+    if (!im)
+        return 0;
+    si_error_t err;
+    s3_object_t o;
+    s3_db_t *db = s3_dbpool_get(r->srv->pool);
+    int rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, &o, &err);
+    s3_dbpool_put(r->srv->pool, db);
+    if (rc < 0) {
+        s3_respond_error(r, "InternalError", "%s", err.text);
+        return -1;
+    }
+    if (rc == 0) {
+        s3_respond_error(r, "NoSuchKey", "If-Match: %s/%s does not exist", r->bucket, r->key);
+        return -1;
+    }
+    if (!s3_etag_list_matches(im, o.etag)) {
+        s3_respond_error(r, "PreconditionFailed", "If-Match: the ETag of %s/%s is %s", r->bucket,
+                         r->key, o.etag);
+        return -1;
+    }
+    return 0;
 }
 
 /* The x-amz-checksum-<alg> header to verify, if the client sent one. */
@@ -351,6 +400,8 @@ static put_state_t *body_begin(s3_req_t *r, uint64_t *size_out)
         return NULL;
     }
     p->part_fd = -1;
+    p->log = r->srv->log;
+    si_strbuf_init(&p->meta_headers, S3_META_HEADERS_MAX);
     p->content_md5 = s3_req_header(r, "Content-MD5");
     if (find_amz_checksum(r, p, &err) < 0) {
         free_state(p);
@@ -403,18 +454,25 @@ static int body_by_rdma(s3_req_t *r, put_state_t *p, uint64_t *size)
 void s3_put_object(s3_req_t *r)
 {
     si_error_t err;
-    if (!r->map.archive) {
-        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: only archive buckets"
-                         " (s3.archive_buckets, or made by CreateBucket) take PUTs", r->bucket);
+    if (!s3_writable_bucket(r))
         return;
-    }
     char *cat_key = s3_req_catalog_key(r);
     if (!cat_key)
         return;
+    bool no_replace;
+    if (s3_put_conditions(r, cat_key, &no_replace) < 0) {
+        free(cat_key);
+        return;
+    }
     uint64_t size;
     put_state_t *p = body_begin(r, &size);
     if (!p || body_by_rdma(r, p, &size) < 0) {
         free(cat_key);
+        return;
+    }
+    if (s3_meta_from_request(r, &p->meta_headers, p->storage_class) < 0) {
+        free(cat_key);
+        free_state(p);
         return;
     }
     char checksum[80];
@@ -424,8 +482,15 @@ void s3_put_object(s3_req_t *r)
                      .mode = -1, .size = size,
                      .checksum = r->auth.payload == SI_SIGV4_PAYLOAD_SHA256 ? checksum : NULL,
                      .mtime = -1};
-    int rc = begin_replacing(r, cat_key, &f, &p->upload, &err);
+    int rc = begin_replacing(r, cat_key, &f, no_replace, &p->upload, &err);
     free(cat_key);
+    if (rc < 0 && no_replace && errno == EEXIST) {
+        p->upload = NULL;
+        free_state(p);
+        s3_respond_error(r, "PreconditionFailed", "If-None-Match: * and %s/%s exists",
+                         r->bucket, r->key);
+        return;
+    }
     if (rc < 0) {
         const char *code = push_error_code(errno);
         p->upload = NULL;
@@ -445,12 +510,20 @@ void s3_put_object(s3_req_t *r)
 
 /* ---- buckets ------------------------------------------------------------------- */
 
-void s3_create_bucket(s3_req_t *r)
+static void create_bucket_end(s3_req_t *r)
 {
     s3_server_t *s = r->srv;
     si_error_t err;
-    if (!s->push) {
-        s3_respond_error(r, "NotImplemented", "this server has no archive (push) service");
+    char location[S3_LOCATION_MAX + 1];
+    if (s3_parse_create_bucket(si_strbuf_str(&r->xml), r->xml.len, location, &err) < 0) {
+        s3_respond_error(r, "MalformedXML", "CreateBucketConfiguration: %s", err.text);
+        return;
+    }
+    /* one region: none named (S3's us-east-1) or this one */
+    if (location[0] && strcmp(location, s->conf.region) != 0) {
+        s3_respond_error(r, "IllegalLocationConstraintException", "The %.63s location"
+                         " constraint is incompatible for the region specific endpoint this"
+                         " request was sent to (%s)", location, s->conf.region);
         return;
     }
     if (s3_is_archive_bucket(s, r->bucket)) {
@@ -481,6 +554,15 @@ void s3_create_bucket(s3_req_t *r)
     snprintf(loc, sizeof(loc), "/%s", r->bucket);
     MHD_add_response_header(resp, "Location", loc);
     s3_respond(r, 200, resp);
+}
+
+void s3_create_bucket(s3_req_t *r)
+{
+    if (!r->srv->push) {
+        s3_respond_error(r, "NotImplemented", "this server has no archive (push) service");
+        return;
+    }
+    s3_expect_xml_body(r, create_bucket_end);
 }
 
 void s3_delete_bucket(s3_req_t *r)
@@ -518,6 +600,43 @@ void s3_delete_bucket(s3_req_t *r)
 
 /* ---- UploadPart ------------------------------------------------------------------ */
 
+/* Makes the part file tmp (open as fd, closed here) part number of the
+ * upload in dir, under its MD5: 0, or -1 answered (404 NoSuchUpload when
+ * the upload was aborted or completed meanwhile). */
+static int store_part(s3_req_t *r, const char *dir, const char *tmp, int fd, int number,
+                      const char *md5_hex)
+{
+    s3_mp_upload_t u = {0};
+    snprintf(u.dir, sizeof(u.dir), "%s", dir);
+    char final[PATH_MAX + 64];
+    s3_mp_part_path(&u, number, md5_hex, final, sizeof(final));
+    int rc = fsync(fd);
+    if (close(fd) < 0)
+        rc = -1;
+    if (rc == 0)
+        rc = rename(tmp, final);
+    int e = errno;
+    if (rc < 0)
+        unlink(tmp);
+    /* an abort (or completion) may have removed the upload while the part
+     * arrived: then the part belongs to no upload */
+    if ((rc < 0 && e == ENOENT) || (rc == 0 && !s3_mp_exists(&u))) {
+        if (rc == 0)
+            unlink(final);
+        s3_respond_error(r, "NoSuchUpload", "the upload was aborted or completed while part"
+                         " %d arrived", number);
+        return -1;
+    }
+    if (rc < 0) {
+        char detail[PATH_MAX + 200];
+        snprintf(detail, sizeof(detail), "%s: %s", final, strerror(e));
+        s3_respond_internal(r, "storing the part", detail);
+        return -1;
+    }
+    s3_mp_drop_other_parts(&u, number, md5_hex);
+    return 0;
+}
+
 static void part_end(s3_req_t *r)
 {
     put_state_t *p = r->body_state;
@@ -531,48 +650,32 @@ static void part_end(s3_req_t *r)
         s3_respond_error(r, p->fail_code, "%s", p->fail_text);
         return;
     }
-    s3_mp_upload_t u = {0};
-    snprintf(u.dir, sizeof(u.dir), "%s", p->part_dir);
-    char final[PATH_MAX + 64];
-    s3_mp_part_path(&u, p->part_number, md5 + 4, final, sizeof(final));
     int fd = p->part_fd;
     p->part_fd = -1;
-    if (fsync(fd) < 0 || close(fd) < 0 || rename(p->part_tmp, final) < 0) {
-        s3_respond_error(r, "InternalError", "storing part %d as %s: %s", p->part_number,
-                         final, strerror(errno));
-        unlink(p->part_tmp);
-        return;
-    }
-    s3_mp_drop_other_parts(&u, p->part_number, md5 + 4);
-    respond_stored(r, md5 + 4, NULL);
+    if (store_part(r, p->part_dir, p->part_tmp, fd, p->part_number, md5 + 4) == 0)
+        respond_stored(r, md5 + 4, NULL);
 }
 
 static const s3_body_ops_t part_ops = {.data = put_data, .end = part_end,
                                        .cleanup = put_cleanup};
 
+/* The upload and part number an UploadPart(Copy) names, in a writable
+ * bucket: the number (u to free), or 0 answered. */
+static int part_target(s3_req_t *r, s3_mp_upload_t *u)
+{
+    if (!s3_writable_bucket(r))
+        return 0;
+    int number = s3_req_part_number(r);
+    if (!number || s3_mp_find(r, u) < 0)
+        return 0;
+    return number;
+}
+
 void s3_upload_part(s3_req_t *r)
 {
-    if (!r->map.archive) {
-        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only", r->bucket);
-        return;
-    }
-    si_strbuf_t v;
-    si_strbuf_init(&v, 32);
-    long number = 0;
-    if (s3_req_query(r, "partNumber", &v) == 1 && !v.failed) {
-        char *end;
-        number = strtol(si_strbuf_str(&v), &end, 10);
-        if (*end || v.len == 0)
-            number = 0;
-    }
-    si_strbuf_free(&v);
-    if (number < 1 || number > S3_PARTS_MAX) {
-        s3_respond_error(r, "InvalidArgument", "Part number must be an integer between 1 and"
-                         " %d, inclusive", S3_PARTS_MAX);
-        return;
-    }
     s3_mp_upload_t u;
-    if (s3_mp_find(r, &u) < 0)
+    int number = part_target(r, &u);
+    if (!number)
         return;
     uint64_t size;
     put_state_t *p = body_begin(r, &size);
@@ -595,8 +698,13 @@ void s3_upload_part(s3_req_t *r)
     p->part_fd = open(p->part_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (p->part_fd < 0) {
         int e = errno;
-        s3_respond_error(r, e == ENOENT ? "NoSuchUpload" : "InternalError", "creating %s: %s",
-                         p->part_tmp, strerror(e));
+        if (e == ENOENT) {
+            s3_respond_error(r, "NoSuchUpload", NULL);
+        } else {
+            char detail[PATH_MAX + 200];
+            snprintf(detail, sizeof(detail), "creating %s: %s", p->part_tmp, strerror(e));
+            s3_respond_internal(r, "storing the part", detail);
+        }
         free_state(p);
         return;
     }
@@ -607,7 +715,8 @@ void s3_upload_part(s3_req_t *r)
 /* ---- objects from files: CompleteMultipartUpload, CopyObject ----------------------- */
 
 int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_t n,
-                       const char *etag_hex, char *etag_out, size_t etag_size)
+                       const char *etag_hex, const s3_meta_t *meta, bool no_replace,
+                       char *etag_out, size_t etag_size)
 {
     s3_server_t *s = r->srv;
     si_error_t err;
@@ -622,8 +731,13 @@ int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_
     char *cat_key = s3_req_catalog_key(r);
     if (!cat_key)
         return -1;
-    int rc = begin_replacing(r, cat_key, &f, &u, &err);
+    int rc = begin_replacing(r, cat_key, &f, no_replace, &u, &err);
     free(cat_key);
+    if (rc < 0 && no_replace && errno == EEXIST) {
+        s3_respond_error(r, "PreconditionFailed", "If-None-Match: * and %s/%s exists",
+                         r->bucket, r->key);
+        return -1;
+    }
     if (rc < 0) {
         s3_respond_error(r, push_error_code(errno), "%s", err.text);
         return -1;
@@ -667,11 +781,12 @@ int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_
         goto error;
     }
     s3_db_t *db = s3_dbpool_get(s->pool);
-    rc = s3_db_set_etag(db, got.object_id, etag_out, &err);
+    rc = s3_db_record_object(db, got.object_id, etag_out, meta, &err);
     s3_dbpool_put(s->pool, db);
-    if (rc < 0)
-        si_log(s->log, SI_LOG_WARNING, "s3: %s/%s: recording the ETag: %s", r->bucket, r->key,
-               err.text);
+    if (rc < 0) {
+        s3_respond_internal(r, "recording the object's ETag and metadata", err.text);
+        goto error;
+    }
     snprintf(r->note + strlen(r->note), sizeof(r->note) - strlen(r->note), " push=%s",
              got.uuid);
     free(buf);
@@ -733,11 +848,8 @@ static int delete_one(s3_req_t *r, const char *cat_key, const char **code, si_er
 
 void s3_delete_object(s3_req_t *r)
 {
-    if (!r->map.archive) {
-        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: objects can only be"
-                         " deleted from archive buckets", r->bucket);
+    if (!s3_writable_bucket(r))
         return;
-    }
     char *cat_key = s3_req_catalog_key(r);
     if (!cat_key)
         return;
@@ -799,11 +911,8 @@ static void delete_objects_end(s3_req_t *r)
 
 void s3_delete_objects(s3_req_t *r)
 {
-    if (!r->map.archive) {
-        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: objects can only be"
-                         " deleted from archive buckets", r->bucket);
+    if (!s3_writable_bucket(r))
         return;
-    }
     s3_expect_xml_body(r, delete_objects_end);
 }
 
@@ -848,112 +957,294 @@ static int parse_copy_source(s3_req_t *r, const char *src, char *bucket, char **
     return 0;
 }
 
-static void copy_result(s3_req_t *r, const char *etag_hex)
+static void copy_result(s3_req_t *r, const char *root, const char *etag_hex)
 {
     si_strbuf_t x;
     si_strbuf_init(&x, 1024);
     char when[32];
     s3_iso8601((int64_t)time(NULL), when);
-    si_strbuf_printf(&x, XML_DECL "<CopyObjectResult xmlns=\"" S3_XMLNS "\"><LastModified>%s"
-                     "</LastModified><ETag>&quot;%s&quot;</ETag></CopyObjectResult>", when,
-                     etag_hex);
+    si_strbuf_printf(&x, XML_DECL "<%s xmlns=\"" S3_XMLNS "\"><LastModified>%s"
+                     "</LastModified><ETag>&quot;%s&quot;</ETag></%s>", root, when, etag_hex,
+                     root);
     s3_respond_xml(r, 200, &x);
 }
 
-/* Metadata replaced on an object of itself: the object stays as it is (user
- * metadata is not kept), answered with its ETag. */
-static void copy_onto_itself(s3_req_t *r)
-{
-    si_error_t err;
-    char *cat_key = s3_req_catalog_key(r);
-    if (!cat_key)
-        return;
+typedef struct {
+    char bucket[SI_BUCKET_MAX + 1];
+    char *key;
     s3_object_t o;
-    s3_db_t *db = s3_dbpool_get(r->srv->pool);
-    int rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, &o, &err);
-    s3_dbpool_put(r->srv->pool, db);
-    free(cat_key);
-    if (rc < 0)
-        s3_respond_error(r, "InternalError", "%s", err.text);
-    else if (rc == 0)
-        s3_respond_error(r, "NoSuchKey", NULL);
-    else if (!o.readable)
-        s3_respond_error(r, "AccessDenied", NULL);
-    else {
-        char etag_hex[S3_ETAG_MAX];
-        snprintf(etag_hex, sizeof(etag_hex), "%.*s", (int)strlen(o.etag) - 2, o.etag + 1);
-        copy_result(r, etag_hex);
+    int fd;                            /* its cached bytes; -1: not opened */
+    uint64_t size;
+    char etag_hex[S3_ETAG_MAX];        /* its ETag without the quotes */
+} copy_source_t;
+
+static void copy_source_close(copy_source_t *src)
+{
+    if (src->fd >= 0)
+        close(src->fd);
+    src->fd = -1;
+    free(src->key);
+    src->key = NULL;
+}
+
+/* The x-amz-copy-source of r, readable by r's credential and passing the
+ * x-amz-copy-source-if-* conditions (any that fails: 412, as S3 answers
+ * copies), with its cached bytes open when bytes: 0, or -1 answered. */
+static int copy_source_open(s3_req_t *r, copy_source_t *src, bool bytes)
+{
+    s3_server_t *s = r->srv;
+    si_error_t err = {{0}};
+    src->fd = -1;
+    src->key = NULL;
+    if (parse_copy_source(r, s3_req_header(r, "x-amz-copy-source"), src->bucket, &src->key,
+                          &err) < 0) {
+        s3_respond_error(r, "InvalidArgument", "%s", err.text);
+        return -1;
     }
+    bool src_archive = s3_is_archive_bucket(s, src->bucket);
+    const char *src_cat_bucket = src_archive ? s->push_bucket : src->bucket;
+    char *src_cat_key = malloc(SI_BUCKET_MAX + 2 + strlen(src->key));
+    if (!src_cat_key) {
+        s3_respond_error(r, "InternalError", "out of memory");
+        goto error;
+    }
+    sprintf(src_cat_key, "%s%s%s", src_archive ? src->bucket : "", src_archive ? "/" : "",
+            src->key);
+    s3_db_t *db = s3_dbpool_get(s->pool);
+    int rc = s3_db_object(db, src_cat_bucket, src_cat_key, &r->who, &src->o, &err);
+    int has_bucket = rc == 0 && !src_archive ? s3_db_bucket_has_objects(db, src_cat_bucket, &err)
+                                             : 1;
+    s3_dbpool_put(s->pool, db);
+    free(src_cat_key);
+    if (rc < 0 || has_bucket < 0) {
+        s3_respond_error(r, "InternalError", "%s", err.text);
+        goto error;
+    }
+    if (rc == 0) {
+        if (has_bucket == 0)
+            s3_respond_error(r, "NoSuchBucket", "the copy source's bucket %s does not exist",
+                             src->bucket);
+        else
+            s3_respond_error(r, "NoSuchKey", "the copy source %s/%s does not exist",
+                             src->bucket, src->key);
+        goto error;
+    }
+    if (!src->o.readable) {
+        s3_respond_error(r, "AccessDenied", "this credential may not read the copy source");
+        goto error;
+    }
+    s3_conditions_t c = {
+        .if_match = s3_req_header(r, "x-amz-copy-source-if-match"),
+        .if_none_match = s3_req_header(r, "x-amz-copy-source-if-none-match"),
+        .if_modified_since = s3_req_header(r, "x-amz-copy-source-if-modified-since"),
+        .if_unmodified_since = s3_req_header(r, "x-amz-copy-source-if-unmodified-since")};
+    if (s3_conditions_eval(&c, src->o.etag, src->o.mtime) != S3_COND_PROCEED) {
+        s3_respond_error(r, "PreconditionFailed", "At least one of the pre-conditions you"
+                         " specified did not hold (the copy source's ETag is %s)", src->o.etag);
+        goto error;
+    }
+    snprintf(src->etag_hex, sizeof(src->etag_hex), "%.*s", (int)strlen(src->o.etag) - 2,
+             src->o.etag + 1);
+    if (bytes && cache_open_object(s->cache, src->o.id, &src->fd, &src->size, &err) < 0) {
+        if (errno == ENOENT)
+            s3_respond_error(r, "InvalidObjectState", "the copy source is archived and not in"
+                             " the cache: restore it first (RestoreObject)");
+        else
+            s3_respond_error(r, "InternalError", "%s", err.text);
+        goto error;
+    }
+    return 0;
+error:
+    copy_source_close(src);
+    return -1;
+}
+
+/* What a copy keeps (x-amz-metadata-directive COPY: the source's headers;
+ * REPLACE: the request's; the storage class always the request's), and the
+ * source's part sizes. 0, or -1 answered. */
+static int copy_meta(s3_req_t *r, const copy_source_t *src, si_strbuf_t *headers,
+                     char storage_class[S3_STORAGE_CLASS_MAX], si_strbuf_t *part_sizes,
+                     bool *replace)
+{
+    const char *directive = s3_req_header(r, "x-amz-metadata-directive");
+    *replace = directive && strcasecmp(directive, "REPLACE") == 0;
+    if (directive && !*replace && strcasecmp(directive, "COPY") != 0) {
+        s3_respond_error(r, "InvalidArgument", "Unknown metadata directive '%.20s' (COPY or"
+                         " REPLACE)", directive);
+        return -1;
+    }
+    if (s3_meta_from_request(r, headers, storage_class) < 0)
+        return -1;
+    if (!*replace) {
+        si_strbuf_reset(headers);
+        si_strbuf_puts(headers, src->o.headers);
+    }
+    if (!src->o.multipart)
+        return 0;
+    si_error_t err;
+    s3_db_t *db = s3_dbpool_get(r->srv->pool);
+    int rc = s3_db_part_sizes(db, src->o.id, part_sizes, &err);
+    s3_dbpool_put(r->srv->pool, db);
+    if (rc < 0) {
+        s3_respond_error(r, "InternalError", "%s", err.text);
+        return -1;
+    }
+    return 0;
 }
 
 void s3_copy_object(s3_req_t *r)
 {
-    s3_server_t *s = r->srv;
-    si_error_t err = {{0}};
-    if (!r->map.archive) {
-        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: only archive buckets"
-                         " take copies", r->bucket);
+    if (!s3_writable_bucket(r))
         return;
-    }
-    char src_bucket[SI_BUCKET_MAX + 1];
-    char *src_key = NULL;
-    if (parse_copy_source(r, s3_req_header(r, "x-amz-copy-source"), src_bucket, &src_key,
-                          &err) < 0) {
+    char bucket[SI_BUCKET_MAX + 1];
+    char *key = NULL;
+    si_error_t err;
+    if (parse_copy_source(r, s3_req_header(r, "x-amz-copy-source"), bucket, &key, &err) < 0) {
         s3_respond_error(r, "InvalidArgument", "%s", err.text);
         return;
     }
-    if (strcmp(src_bucket, r->bucket) == 0 && strcmp(src_key, r->key) == 0) {
-        /* a copy onto itself only changes metadata, which is not stored here */
-        const char *directive = s3_req_header(r, "x-amz-metadata-directive");
-        free(src_key);
-        if (!directive || strcasecmp(directive, "REPLACE") != 0) {
+    bool itself = strcmp(bucket, r->bucket) == 0 && strcmp(key, r->key) == 0;
+    free(key);
+    copy_source_t src;
+    if (copy_source_open(r, &src, !itself) < 0)
+        return;
+    si_strbuf_t headers, part_sizes;
+    si_strbuf_init(&headers, S3_META_HEADERS_MAX);
+    si_strbuf_init(&part_sizes, (size_t)S3_PARTS_MAX * 12);
+    char storage_class[S3_STORAGE_CLASS_MAX];
+    bool replace;
+    if (copy_meta(r, &src, &headers, storage_class, &part_sizes, &replace) < 0)
+        goto out;
+    s3_meta_t meta = {.headers = si_strbuf_str(&headers), .storage_class = storage_class,
+                      .part_sizes = si_strbuf_str(&part_sizes)};
+    if (itself) {
+        /* a copy onto itself changes what the object keeps, not its bytes */
+        if (!replace && !s3_req_header(r, "x-amz-storage-class")) {
             s3_respond_error(r, "InvalidRequest", "This copy request is illegal because it is"
                              " trying to copy an object to itself without changing the"
                              " object's metadata, storage class, website redirect location or"
                              " encryption attributes.");
-            return;
+            goto out;
         }
-        copy_onto_itself(r);
-        return;
+        s3_db_t *db = s3_dbpool_get(r->srv->pool);
+        int rc = s3_db_record_object(db, src.o.id, NULL, &meta, &err);
+        s3_dbpool_put(r->srv->pool, db);
+        if (rc < 0)
+            s3_respond_internal(r, "recording the object's metadata", err.text);
+        else
+            copy_result(r, "CopyObjectResult", src.etag_hex);
+        goto out;
     }
-    bool src_archive = s3_is_archive_bucket(s, src_bucket);
-    const char *src_cat_bucket = src_archive ? s->push_bucket : src_bucket;
-    char *src_cat_key = malloc(SI_BUCKET_MAX + 2 + strlen(src_key));
-    if (!src_cat_key) {
-        free(src_key);
-        s3_respond_error(r, "InternalError", "out of memory");
-        return;
-    }
-    sprintf(src_cat_key, "%s%s%s", src_archive ? src_bucket : "", src_archive ? "/" : "",
-            src_key);
-    s3_object_t o;
-    s3_db_t *db = s3_dbpool_get(s->pool);
-    int rc = s3_db_object(db, src_cat_bucket, src_cat_key, &r->who, &o, &err);
-    s3_dbpool_put(s->pool, db);
-    free(src_cat_key);
-    int fd = -1;
-    uint64_t size = 0;
-    if (rc < 0)
-        s3_respond_error(r, "InternalError", "%s", err.text);
-    else if (rc == 0)
-        s3_respond_error(r, "NoSuchKey", "the copy source %s/%s does not exist", src_bucket,
-                         src_key);
-    else if (!o.readable)
-        s3_respond_error(r, "AccessDenied", "this credential may not read the copy source");
-    else if (cache_open_object(s->cache, o.id, &fd, &size, &err) < 0)
-        s3_respond_error(r, errno == ENOENT ? "InvalidObjectState" : "InternalError",
-                         errno == ENOENT ? "the copy source is archived and not in the cache:"
-                         " restore it first (RestoreObject)" : "%s", err.text);
-    free(src_key);
-    if (fd < 0)
-        return;
-    /* the source's ETag is kept when the bytes are the same */
-    char etag_hex[S3_ETAG_MAX];
-    snprintf(etag_hex, sizeof(etag_hex), "%.*s", (int)strlen(o.etag) - 2, o.etag + 1);
+    /* the source's ETag is kept: the bytes are the same */
     char recorded[S3_ETAG_MAX];
-    rc = s3_push_from_files(r, &fd, &size, 1, etag_hex, recorded, sizeof(recorded));
-    close(fd);
-    if (rc < 0)
+    if (s3_push_from_files(r, &src.fd, &src.size, 1, src.etag_hex, &meta, false, recorded,
+                           sizeof(recorded)) == 0)
+        copy_result(r, "CopyObjectResult", recorded);
+out:
+    si_strbuf_free(&headers);
+    si_strbuf_free(&part_sizes);
+    copy_source_close(&src);
+}
+
+/* ---- UploadPartCopy ---------------------------------------------------------------- */
+
+/* x-amz-copy-source-range "bytes=FIRST-LAST" within a source of size bytes:
+ * 0, or -1 answered. Absent: the whole source. */
+static int copy_range(s3_req_t *r, uint64_t size, uint64_t *start, uint64_t *length)
+{
+    const char *h = s3_req_header(r, "x-amz-copy-source-range");
+    *start = 0;
+    *length = size;
+    if (!h)
+        return 0;
+    unsigned long long first, last;
+    int used = 0;
+    if (sscanf(h, "bytes=%llu-%llu%n", &first, &last, &used) != 2 || h[used] || first > last) {
+        s3_respond_error(r, "InvalidArgument", "x-amz-copy-source-range must be"
+                         " bytes=FIRST-LAST, not '%.60s'", h);
+        return -1;
+    }
+    if (last >= size) {
+        s3_respond_error(r, "InvalidRange", "x-amz-copy-source-range %.60s is not within the"
+                         " copy source (%" PRIu64 " bytes)", h, size);
+        return -1;
+    }
+    *start = first;
+    *length = last - first + 1;
+    return 0;
+}
+
+/* Copies length bytes at start of fd into out, hashing them (md5_hex). */
+static int copy_bytes(int fd, uint64_t start, uint64_t length, int out, char *md5_text,
+                      si_error_t *err)
+{
+    enum { CHUNK = 1 << 20 };
+    si_checksum_t *md5 = si_checksum_new("md5", err);
+    char *buf = malloc(CHUNK);
+    int rc = md5 && buf ? 0 : -1;
+    while (rc == 0 && length) {
+        ssize_t got = pread(fd, buf, length < CHUNK ? (size_t)length : CHUNK, (off_t)start);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0 || s3_write_all(out, buf, (size_t)got) < 0) {
+            rc = si_errprintf(err, "copying the source: %s",
+                              got == 0 ? "it is shorter than expected" : strerror(errno));
+            break;
+        }
+        si_checksum_update(md5, buf, (size_t)got);
+        start += (uint64_t)got;
+        length -= (uint64_t)got;
+    }
+    if (rc == 0)
+        si_checksum_final(md5, md5_text);
+    si_checksum_free(md5);
+    free(buf);
+    return rc;
+}
+
+void s3_upload_part_copy(s3_req_t *r)
+{
+    s3_mp_upload_t u;
+    int number = part_target(r, &u);
+    if (!number)
         return;
-    copy_result(r, recorded);
+    copy_source_t src;
+    char tmp[PATH_MAX + 64];
+    snprintf(tmp, sizeof(tmp), "%s/.part-%s", u.dir, r->id);
+    int fd = -1;
+    uint64_t start, length;
+    if (copy_source_open(r, &src, true) < 0)
+        goto out_upload;
+    if (copy_range(r, src.size, &start, &length) < 0)
+        goto out;
+    if (length > S3_PART_MAX_SIZE) {
+        s3_respond_error(r, "EntityTooLarge", "a part may be at most %llu bytes",
+                         (unsigned long long)S3_PART_MAX_SIZE);
+        goto out;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        if (errno == ENOENT) {
+            s3_respond_error(r, "NoSuchUpload", NULL);
+        } else {
+            char detail[PATH_MAX + 200];
+            snprintf(detail, sizeof(detail), "creating %s: %s", tmp, strerror(errno));
+            s3_respond_internal(r, "storing the part", detail);
+        }
+        goto out;
+    }
+    char md5[SI_CHECKSUM_TEXT_MAX];
+    si_error_t err;
+    if (copy_bytes(src.fd, start, length, fd, md5, &err) < 0) {
+        close(fd);
+        unlink(tmp);
+        s3_respond_internal(r, "copying the part", err.text);
+        goto out;
+    }
+    if (store_part(r, u.dir, tmp, fd, number, md5 + 4) == 0)
+        copy_result(r, "CopyPartResult", md5 + 4);
+out:
+    copy_source_close(&src);
+out_upload:
+    s3_mp_upload_free(&u);
 }

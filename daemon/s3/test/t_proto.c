@@ -27,14 +27,14 @@ static void test_errors(void)
 
     si_strbuf_t x;
     si_strbuf_init(&x, 4096);
-    ok(s3_error_xml(&x, "NoSuchKey", "no <key> & \"so\" on", "/b/k'1", "0001"), "error body built");
+    ok(s3_error_xml(&x, "NoSuchKey", "no <key> & \"so\" on", "/b/k'1", "0001", NULL), "error body built");
     is_str(si_strbuf_str(&x),
            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>NoSuchKey</Code>"
            "<Message>no &lt;key&gt; &amp; &quot;so&quot; on</Message>"
            "<Resource>/b/k&apos;1</Resource><RequestId>0001</RequestId></Error>",
            "error body escaped");
     si_strbuf_reset(&x);
-    s3_error_xml(&x, "AccessDenied", NULL, NULL, NULL);
+    s3_error_xml(&x, "AccessDenied", NULL, NULL, NULL, NULL);
     ok(strstr(si_strbuf_str(&x), "<Message>Access Denied</Message>") != NULL,
        "standard message when none is given");
     si_strbuf_reset(&x);
@@ -247,8 +247,30 @@ static void test_complete_xml(void)
        "nesting bounded (%s)", err.text);
 }
 
+static void test_classes_and_parts(void)
+{
+    ok(s3_storage_class_known("GLACIER") && s3_storage_class_known("STANDARD_IA"),
+       "GLACIER and STANDARD_IA are storage classes");
+    ok(!s3_storage_class_known("FOO") && !s3_storage_class_known("glacier"),
+       "FOO and glacier (lower case) are not");
+    ok(s3_storage_class_archived("DEEP_ARCHIVE") && !s3_storage_class_archived("STANDARD"),
+       "DEEP_ARCHIVE is archived, STANDARD is not");
+    is_int(s3_error_status("InvalidPartNumber"), 416, "InvalidPartNumber is 416");
+    is_int(s3_error_status("MetadataTooLarge"), 400, "MetadataTooLarge is 400");
+    uint64_t start = 9, length = 9;
+    long count = 0;
+    is_int(s3_part_range("5,5,3", 2, &start, &length, &count), 1, "part 2 of 3");
+    ok(start == 5 && length == 5 && count == 3, "part 2: bytes 5..9 of 3 parts");
+    is_int(s3_part_range("5,5,3", 3, &start, &length, &count), 1, "part 3 of 3");
+    ok(start == 10 && length == 3, "part 3: bytes 10..12");
+    is_int(s3_part_range("5,5,3", 4, &start, &length, &count), 0, "part 4 of 3: past the last");
+    is_int(s3_part_range("5,x", 1, &start, &length, &count), -1, "a bad list: -1");
+    is_int(s3_part_range("", 1, &start, &length, &count), -1, "an empty list: -1");
+}
+
 int main(void)
 {
+    test_classes_and_parts();
     test_errors();
     test_dates();
     test_range();
