@@ -52,6 +52,15 @@ typedef struct {
     size_t plan_n, plan_pos;
     bool planned;
     size_t merged;        /* items[0..merged) are in the plan */
+    /* A plan prepared (for its pass time) but not started: reused by the
+     * next mount while nothing joined the queue (version), and its files,
+     * bytes and the head are the same. */
+    uint64_t version;     /* bumped by every push */
+    bool prepared;
+    uint64_t prep_version;
+    size_t prep_files;
+    uint64_t prep_bytes, prep_head;
+    double prep_pass_s;   /* planned pass time: positioning + reads */
 } vq_t;
 
 struct sched {
@@ -80,5 +89,10 @@ bool sched_entry_live(const sched_t *s, size_t obj, int volume);
 
 /* Has the volume at least one live queued read? */
 bool sched_volume_has_work(const sched_t *s, int volume);
+
+/* Time a pass over the volume's queued reads takes from head, following the
+ * plan the policy would make (the drive's locate/stream decisions along it,
+ * plus the reads); the plan is kept for the mount. -1 when out of memory. */
+double sched_pass_time(sched_t *s, int volume, uint64_t head);
 
 #endif

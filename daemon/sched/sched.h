@@ -28,7 +28,10 @@ typedef enum {
     MOUNT_OLDEST,    /* volumes in order of their oldest request (FIFO) */
     MOUNT_DCACHE,    /* dCache-like: oldest past max-wait, else most queued bytes */
     MOUNT_CTA,       /* CTA-like: a queue qualifies by bytes, files or age */
-    MOUNT_JOB_AWARE, /* request completion gained per second of drive time */
+    MOUNT_EDF,       /* earliest deadline among a volume's pending requests, then
+                      * priority, then age */
+    MOUNT_JOB_AWARE, /* request completion gained per second of drive time,
+                      * under deadline feasibility checks */
 } sched_mount_rule_t;
 
 typedef enum {
@@ -42,7 +45,6 @@ typedef struct {
     sched_mount_rule_t mount;
     order_algo_t order;
     bool cta_costs;          /* order with CTA's heuristic instead of the true model */
-    bool read_through;       /* may read through short gaps instead of locating */
     sched_copy_rule_t copies;
 } sched_policy_t;
 
@@ -76,6 +78,8 @@ typedef struct {
     double cta_min_age_s;      /* (default 600 s) */
     double dcache_max_wait_s;  /* dCache-like (default 3600 s) */
     uint64_t order_max_evals;  /* local search bound, 0 = default */
+    int drives;                /* drives serving the library (deadline feasibility
+                                * checks); 0 = unknown, taken as 1 */
 } sched_options_t;
 
 /* The defaults of every option above; nvolumes and profile must be set. */
