@@ -21,8 +21,12 @@ typedef struct {
 } vq_stats_t;
 
 /* Weight of a request for the job-aware rule: priority, deadline urgency
- * (full urgency one hour before the deadline and after it), and a slow age
- * term so that no request waits for ever behind newer ones. */
+ * (full urgency one hour before the deadline and after it), and an age term
+ * (+1 every AGE_S waited) so that big requests do not wait behind a stream of
+ * cheaper ones: the tail (p95) of completion times, at little cost to the
+ * mean (measured on W1-W9: 4 h left W7's p95 40 % above the best policy's,
+ * 20 min 11 %, with no change in the mean). */
+#define AGE_S 1200.0
 static double request_weight(const req_t *q, double now)
 {
     double w = 1.0 + (q->priority > 0 ? q->priority : 0);
@@ -32,7 +36,7 @@ static double request_weight(const req_t *q, double now)
                                                                  : (4 * 3600 - slack) / (3 * 3600);
         w *= 1.0 + 4.0 * urgency;
     }
-    return w * (1.0 + (now - q->arrival) / (4 * 3600.0));
+    return w * (1.0 + (now - q->arrival) / AGE_S);
 }
 
 static void volume_stats(sched_t *s, int v, double now, bool benefit, vq_stats_t *st)
@@ -96,6 +100,7 @@ static double service_time(sched_t *s, int v, int drive_volume, uint64_t head,
     return switch_time(s, v, drive_volume, head) + pass;
 }
 
+
 /* ---- deadlines (job-aware) ------------------------------------------------ */
 
 /* Open requests with a deadline and the volumes their queued files are on. */
@@ -113,7 +118,7 @@ typedef struct {
     double *work;         /* per volume: switch + pass, estimated; < 0: no work */
     bool *busy;           /* per volume: served by another drive already */
     double *done_at;      /* per volume, scratch for one simulation */
-    int ndrives;
+    int ndrives, nvolumes;
     double *drive_free;   /* scratch */
 } dl_t;
 
@@ -148,6 +153,7 @@ static long dl_collect(sched_t *s, dl_t *d)
     if (nreq == 0)
         return 0;
     int nv = s->opt.nvolumes;
+    d->nvolumes = nv;
     d->reqs = calloc(nreq, sizeof(dl_req_t));
     d->work = malloc((size_t)nv * sizeof(double));
     d->busy = calloc((size_t)nv, sizeof(bool));
@@ -222,21 +228,16 @@ static size_t dl_simulate(dl_t *d, double now, int first, double first_work, dou
 {
     for (int i = 0; i < d->ndrives; i++)
         d->drive_free[i] = now;
-    for (size_t i = 0; i < d->n; i++)
-        for (size_t k = 0; k < d->reqs[i].nvols; k++)
-            d->done_at[d->reqs[i].vols[k]] = -1;
-    /* Volumes already in other drives: done when their bytes are read, and
-     * their drives busy until then. */
+    for (int v = 0; v < d->nvolumes; v++)
+        d->done_at[v] = -1;
+    /* The other drives are busy with their volumes (those in drives or on
+     * their way) until their passes end; a volume in a drive is done then. */
     int dr = 1;
-    for (size_t i = 0; i < d->n; i++)
-        for (size_t k = 0; k < d->reqs[i].nvols; k++) {
-            int v = d->reqs[i].vols[k];
-            if (d->busy[v] && d->done_at[v] < 0) {
-                double end = now + d->work[v];
-                d->done_at[v] = end;
-                if (dr < d->ndrives && d->drive_free[dr] < end)
-                    d->drive_free[dr++] = end;
-            }
+    for (int v = 0; v < d->nvolumes; v++)
+        if (d->busy[v]) {
+            d->done_at[v] = now + d->work[v];
+            if (dr < d->ndrives)
+                d->drive_free[dr++] = now + d->work[v];
         }
     if (first >= 0) {
         d->drive_free[0] = now + first_work;
@@ -338,15 +339,16 @@ static int choose_job_aware(sched_t *s, double now, int drive_volume, uint64_t h
     if (best >= 0 && dl_collect(s, &d) > 0) {
         const tape_profile_t *p = &s->opt.profile;
         for (int v = 0; v < nv; v++) {
-            d.work[v] = service[v];
+            d.work[v] = service[v] < 0 ? 0 : service[v];
             if (unavailable[v] && sched_volume_has_work(s, v)) {
-                /* in another drive or on its way: its bytes still to read */
-                vq_stats_t st;
-                volume_stats(s, v, now, false, &st);
+                /* in another drive or on its way: what is left of its pass */
                 d.busy[v] = true;
-                d.work[v] = st.bytes / p->rate;
-            } else if (service[v] < 0) {
-                d.work[v] = 0;
+                d.work[v] = sched_pass_time(s, v, 0);
+                if (d.work[v] < 0) {
+                    vq_stats_t st;
+                    volume_stats(s, v, now, false, &st);
+                    d.work[v] = st.bytes / p->rate;
+                }
             }
         }
         double late_edf, late_smith;
@@ -373,7 +375,6 @@ int sched_choose_volume(sched_t *s, double now, int drive_volume, uint64_t head,
      * remount: throughput, and arrivals join the current pass). */
     if (drive_volume >= 0 && sched_volume_has_work(s, drive_volume))
         return drive_volume;
-
     const sched_mount_rule_t rule = s->policy->mount;
     if (rule == MOUNT_JOB_AWARE)
         return choose_job_aware(s, now, drive_volume, head, unavailable);

@@ -693,8 +693,9 @@ static int gen_w6_slack(gen_t *g, bool quick, double slack)
         for (size_t i = 0; i < ds_n[j]; i++)
             scratch[i] = ds_first[j] + i;
         shuffle(&g->rng, scratch, ds_n[j]);
-        if (add_request(g, (uint64_t)j + 1, at[j], priority, ceil(at[j] + slack * need), scratch,
-                        ds_n[j]) < 0)
+        /* at least half an hour: a drive may be busy with a long pass */
+        double deadline = ceil(at[j] + fmax(slack * need, slack * 1800));
+        if (add_request(g, (uint64_t)j + 1, at[j], priority, deadline, scratch, ds_n[j]) < 0)
             goto out;
     }
     rc = 0;
@@ -705,12 +706,12 @@ out:
 
 static int gen_w6(gen_t *g, bool quick)
 {
-    return gen_w6_slack(g, quick, 1.5);
+    return gen_w6_slack(g, quick, 2.0);
 }
 
 static int gen_w6x(gen_t *g, bool quick)
 {
-    return gen_w6_slack(g, quick, 0.5);
+    return gen_w6_slack(g, quick, 0.7);
 }
 
 /* W7: few drives, many volumes. 6,000 files (log-uniform 1 MB-4 GB)
