@@ -91,9 +91,4 @@ bool sched_entry_live(const sched_t *s, size_t obj, int volume);
 /* Has the volume at least one live queued read? */
 bool sched_volume_has_work(const sched_t *s, int volume);
 
-/* Time a pass over the volume's queued reads takes from head, following the
- * plan the policy would make (the drive's locate/stream decisions along it,
- * plus the reads); the plan is kept for the mount. -1 when out of memory. */
-double sched_pass_time(sched_t *s, int volume, uint64_t head);
-
 #endif

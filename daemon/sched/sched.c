@@ -650,7 +650,7 @@ static int plan_prepare(sched_t *s, int volume, uint64_t head)
     return rc;
 }
 
-double sched_pass_time(sched_t *s, int volume, uint64_t head)
+double sched_volume_pass_time(sched_t *s, int volume, uint64_t head)
 {
     vq_t *q = &s->vq[volume];
     if (q->planned) /* being read: what is left of the pass */

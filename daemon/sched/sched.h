@@ -138,6 +138,13 @@ void sched_volume_released(sched_t *s, int volume);
 /* The volume can no longer be mounted: its queue moves to other copies or fails. */
 void sched_volume_lost(sched_t *s, int volume, double now, const char *why);
 
+/* Drive time a pass over the volume's queued reads takes from head (0 for
+ * a volume about to be mounted), following the plan the policy makes: the
+ * drive's locate-or-stream decision before each read, plus the reads. A
+ * volume being read: what is left of its pass. The plan is kept for the
+ * mount. -1 when out of memory. */
+double sched_volume_pass_time(sched_t *s, int volume, uint64_t head);
+
 /* Queued (not yet reading) objects, all volumes / one volume. */
 size_t sched_queued(const sched_t *s);
 size_t sched_volume_queued(const sched_t *s, int volume);

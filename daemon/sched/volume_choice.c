@@ -94,7 +94,7 @@ static double service_time(sched_t *s, int v, int drive_volume, uint64_t head,
                            const vq_stats_t *st)
 {
     const tape_profile_t *p = &s->opt.profile;
-    double pass = sched_pass_time(s, v, v == drive_volume ? head : 0);
+    double pass = sched_volume_pass_time(s, v, v == drive_volume ? head : 0);
     if (pass < 0) /* out of memory: a locate per file */
         pass = st->bytes / p->rate + (double)st->files * (p->t_base + 0.5 * p->t_wrap);
     return switch_time(s, v, drive_volume, head) + pass;
@@ -343,7 +343,7 @@ static int choose_job_aware(sched_t *s, double now, int drive_volume, uint64_t h
             if (unavailable[v] && sched_volume_has_work(s, v)) {
                 /* in another drive or on its way: what is left of its pass */
                 d.busy[v] = true;
-                d.work[v] = sched_pass_time(s, v, 0);
+                d.work[v] = sched_volume_pass_time(s, v, 0);
                 if (d.work[v] < 0) {
                     vq_stats_t st;
                     volume_stats(s, v, now, false, &st);
