@@ -1,4 +1,5 @@
-/* Workload files (format and errors) and the W1..W4 generators. */
+/* Workload files (format and errors), the W1..W9 generators, the default
+ * policy's pass estimate and deadline check. */
 #include "config.h"
 
 #include <math.h>
