@@ -29,7 +29,6 @@ typedef struct {
     size_t nfiles;
     size_t remaining;
     size_t failed;
-    uint8_t mark;         /* scratch */
     char why[256];
 } req_t;
 

@@ -467,24 +467,6 @@ static double edge_cost(const sched_t *s, uint64_t from, uint64_t to)
                      tape_position_estimate(p, to), to);
 }
 
-/* Distinct requests waiting on the objects plan[0..n). */
-static size_t plan_requests(sched_t *s, const size_t *plan, size_t n)
-{
-    size_t count = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t k = 0; k < n; k++)
-            for (long w = s->objs[plan[k]].waiters; w >= 0; w = s->waiters[w].next) {
-                req_t *r = &s->reqs[s->waiters[w].req];
-                if (pass == 0 && !r->mark) {
-                    r->mark = 1;
-                    count++;
-                } else if (pass == 1) {
-                    r->mark = 0;
-                }
-            }
-    return count;
-}
-
 /* Items arriving for a mounted volume join its current pass: a few are
  * inserted where they cost least (objective: they ride along with the pass
  * instead of waiting for the next mount), many make the rest of the pass be
@@ -509,40 +491,30 @@ static int plan_merge(sched_t *s, int volume, uint64_t head)
         if (si_array_grow((void **)&q->plan, &(size_t){q->plan_n}, q->plan_n + nfresh + 1,
                  sizeof(size_t)) < 0)
             return -1;
-        double waiting = (double)plan_requests(s, q->plan + q->plan_pos, q->plan_n - q->plan_pos);
         for (size_t k = q->merged; k < q->n; k++) {
             size_t o = q->items[k];
             if (!sched_entry_live(s, o, volume))
                 continue;
             uint64_t os, oe;
             obj_span(s, o, volume, &os, &oe);
-            /* The slot among [plan_pos .. plan_n] (before plan[i]) with the
-             * least weighted completion time: the detour delays every
-             * request waiting on the pass, waiting until slot i delays this
-             * object's requests (its share of their outstanding files). */
-            double share = 0;
-            for (long w = s->objs[o].waiters; w >= 0; w = s->waiters[w].next)
-                share += 1.0 / (double)s->reqs[s->waiters[w].req].remaining;
-            double best = INFINITY, until = 0;
+            /* Cheapest slot among [plan_pos .. plan_n]: before plan[i]. */
+            double best = INFINITY;
             size_t at = q->plan_n;
             uint64_t prev_end = head;
             for (size_t i = q->plan_pos; i <= q->plan_n; i++) {
                 uint64_t ns = 0, ne = 0;
-                double add, reach;
+                double add;
                 if (i < q->plan_n) {
                     obj_span(s, q->plan[i], volume, &ns, &ne);
-                    reach = edge_cost(s, prev_end, ns);
-                    add = edge_cost(s, prev_end, os) + edge_cost(s, oe, ns) - reach;
+                    add = edge_cost(s, prev_end, os) + edge_cost(s, oe, ns) -
+                          edge_cost(s, prev_end, ns);
                 } else {
-                    reach = 0;
                     add = edge_cost(s, prev_end, os);
                 }
-                double c = waiting * add + share * until;
-                if (c < best) {
-                    best = c;
+                if (add < best) {
+                    best = add;
                     at = i;
                 }
-                until += reach + tape_read_time(&s->opt.profile, ne - ns);
                 prev_end = ne;
             }
             memmove(&q->plan[at + 1], &q->plan[at], (q->plan_n - at) * sizeof(size_t));
