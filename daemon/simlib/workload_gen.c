@@ -529,6 +529,17 @@ static void pick_volumes(gen_t *g, int *vols, int k, int nvol)
     }
 }
 
+/* Appends file f to list[0..m) unless it is there (a file once per
+ * request); returns the new length. */
+static size_t add_unique(size_t *list, size_t m, size_t f)
+{
+    for (size_t x = 0; x < m; x++)
+        if (list[x] == f)
+            return m;
+    list[m] = f;
+    return m + 1;
+}
+
 /* Random background requests: n requests over span seconds, each for 1..max
  * files drawn from files [lo, hi). */
 static int background_requests(gen_t *g, uint64_t *id, size_t n, double span, size_t lo,
@@ -536,18 +547,9 @@ static int background_requests(gen_t *g, uint64_t *id, size_t n, double span, si
 {
     for (size_t r = 0; r < n; r++) {
         double at = floor(runif(&g->rng) * span);
-        size_t m = (size_t)rrange(&g->rng, 1, max);
+        size_t m = (size_t)rrange(&g->rng, 1, max), u = 0;
         for (size_t i = 0; i < m; i++)
-            list[i] = (size_t)rrange(&g->rng, lo, hi - 1);
-        /* a file once per request */
-        size_t u = 0;
-        for (size_t i = 0; i < m; i++) {
-            bool dup = false;
-            for (size_t x = 0; x < u; x++)
-                dup |= list[x] == list[i];
-            if (!dup)
-                list[u++] = list[i];
-        }
+            u = add_unique(list, u, (size_t)rrange(&g->rng, lo, hi - 1));
         if (add_request(g, (*id)++, at, 0, 0, list, u) < 0)
             return -1;
     }
@@ -714,6 +716,66 @@ static int gen_w6x(gen_t *g, bool quick)
     return gen_w6_slack(g, quick, 0.7);
 }
 
+/* Draws a job's files from its volumes vols[0..k) into list; returns how
+ * many. */
+typedef size_t (*job_draw_t)(gen_t *g, const int *vols, int k, int nvol, size_t *list,
+                             const void *arg);
+
+/* njobs jobs arriving over span seconds, each on 1..kmax (<= 4) distinct
+ * volumes of nvol, with up to maxfiles files drawn by draw. */
+static int volume_jobs(gen_t *g, size_t njobs, double span, int kmax, int nvol,
+                       size_t maxfiles, job_draw_t draw, const void *arg)
+{
+    size_t *list = malloc((maxfiles + 1) * sizeof(size_t));
+    double *at = malloc((njobs + 1) * sizeof(double));
+    int rc = -1;
+    if (!list || !at) {
+        si_errprintf(g->err, "out of memory");
+        goto out;
+    }
+    arrivals(g, at, njobs, span);
+    for (size_t j = 0; j < njobs; j++) {
+        int k = (int)rrange(&g->rng, 1, (uint64_t)kmax), vols[4];
+        pick_volumes(g, vols, k, nvol);
+        size_t m = draw(g, vols, k, nvol, list, arg);
+        if (add_request(g, j + 1, at[j], 0, 0, list, m) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    free(list);
+    free(at);
+    return rc;
+}
+
+/* W7's jobs: 5-100 files spread over the job's volumes (file i lies on
+ * volume i % nvol). */
+static size_t draw_w7(gen_t *g, const int *vols, int k, int nvol, size_t *list, const void *arg)
+{
+    size_t per_vol = *(const size_t *)arg / (size_t)nvol;
+    size_t n = (size_t)rrange(&g->rng, 5, 100), m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = add_unique(list, m, (size_t)vols[i % (size_t)k] +
+                                    (size_t)nvol * (size_t)rrange(&g->rng, 0, per_vol - 1));
+    return m;
+}
+
+/* W8's jobs: 10-200 small files and 0-3 big ones (file i lies on volume
+ * i % nvol, row i / nvol; every 10th row is big). */
+static size_t draw_w8(gen_t *g, const int *vols, int k, int nvol, size_t *list, const void *arg)
+{
+    size_t rows = *(const size_t *)arg / (size_t)nvol;
+    size_t nsmall = (size_t)rrange(&g->rng, 10, 200), nbig = (size_t)rrange(&g->rng, 0, 3);
+    size_t m = 0;
+    for (size_t i = 0; i < nsmall + nbig; i++) {
+        size_t row = (size_t)rrange(&g->rng, 0, rows / 10 - 1) * 10;
+        row += i >= nsmall ? 9 : (size_t)rrange(&g->rng, 0, 8);
+        m = add_unique(list, m, (size_t)vols[rrange(&g->rng, 0, (uint64_t)k - 1)] +
+                                    (size_t)nvol * row);
+    }
+    return m;
+}
+
 /* W7: few drives, many volumes. 6,000 files (log-uniform 1 MB-4 GB)
  * uniformly placed on 60 volumes filled 50-100%; 150 jobs over 4 h, each for
  * 5-100 random files from 1-4 volumes. 2 drives, 1 robot. */
@@ -733,37 +795,7 @@ static int gen_w7(gen_t *g, bool quick)
                                        log_uniform(&g->rng, 1.0 * MB, 4.0 * GB)}}};
     if (place_all_uniform(g, 0.5, 1.0) < 0)
         return -1;
-    size_t per_vol = nfiles / (size_t)nvol;
-    size_t *list = malloc(101 * sizeof(size_t));
-    double *at = malloc(njobs * sizeof(double));
-    int rc = -1;
-    if (!list || !at) {
-        si_errprintf(g->err, "out of memory");
-        goto out;
-    }
-    arrivals(g, at, njobs, 4 * 3600);
-    for (size_t j = 0; j < njobs; j++) {
-        int k = (int)rrange(&g->rng, 1, 4), vols[4];
-        pick_volumes(g, vols, k, nvol);
-        size_t n = (size_t)rrange(&g->rng, 5, 100), m = 0;
-        for (size_t i = 0; i < n; i++) {
-            /* file i % nvol lies on volume i % nvol */
-            size_t f = (size_t)vols[i % (size_t)k] +
-                       (size_t)nvol * (size_t)rrange(&g->rng, 0, per_vol - 1);
-            bool dup = false;
-            for (size_t x = 0; x < m; x++)
-                dup |= list[x] == f;
-            if (!dup)
-                list[m++] = f;
-        }
-        if (add_request(g, j + 1, at[j], 0, 0, list, m) < 0)
-            goto out;
-    }
-    rc = 0;
-out:
-    free(list);
-    free(at);
-    return rc;
+    return volume_jobs(g, njobs, 4 * 3600, 4, nvol, 100, draw_w7, &nfiles);
 }
 
 /* W8: bimodal sizes. 10,000 files, 90% of 10-100 MB and 10% of 20-50 GB,
@@ -789,38 +821,7 @@ static int gen_w8(gen_t *g, bool quick)
     }
     if (place_all_uniform(g, 0.3, 0.9) < 0)
         return -1;
-    size_t *list = malloc(210 * sizeof(size_t));
-    double *at = malloc(njobs * sizeof(double));
-    int rc = -1;
-    if (!list || !at) {
-        si_errprintf(g->err, "out of memory");
-        goto out;
-    }
-    arrivals(g, at, njobs, 3 * 3600);
-    size_t rows = nfiles / (size_t)nvol;
-    for (size_t j = 0; j < njobs; j++) {
-        int k = (int)rrange(&g->rng, 1, 3), vols[3];
-        pick_volumes(g, vols, k, nvol);
-        size_t nsmall = (size_t)rrange(&g->rng, 10, 200), nbig = (size_t)rrange(&g->rng, 0, 3);
-        size_t m = 0;
-        for (size_t i = 0; i < nsmall + nbig; i++) {
-            size_t row = (size_t)rrange(&g->rng, 0, rows / 10 - 1) * 10;
-            row += i >= nsmall ? 9 : (size_t)rrange(&g->rng, 0, 8);
-            size_t f = (size_t)vols[rrange(&g->rng, 0, (uint64_t)k - 1)] + (size_t)nvol * row;
-            bool dup = false;
-            for (size_t x = 0; x < m; x++)
-                dup |= list[x] == f;
-            if (!dup)
-                list[m++] = f;
-        }
-        if (add_request(g, j + 1, at[j], 0, 0, list, m) < 0)
-            goto out;
-    }
-    rc = 0;
-out:
-    free(list);
-    free(at);
-    return rc;
+    return volume_jobs(g, njobs, 3 * 3600, 3, nvol, 203, draw_w8, &nfiles);
 }
 
 /* W9: a burst of small jobs beside a huge one. One job at t = 0 for 30,000
