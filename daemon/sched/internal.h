@@ -61,6 +61,7 @@ typedef struct {
     size_t prep_files;
     uint64_t prep_bytes, prep_head;
     double prep_pass_s;   /* planned pass time: positioning + reads */
+    bool critical;        /* job-aware: chosen by the makespan guard */
 } vq_t;
 
 struct sched {

@@ -345,9 +345,13 @@ static int choose_job_aware(sched_t *s, double now, int drive_volume, uint64_t h
      * other drives still have to read) is on the critical path: a drive
      * serving cheaper volumes first ends the whole recall later by what it
      * served. Longest first then (objective: makespan, at a cost to the mean
-     * bounded by the short passes the other drives still serve). */
+     * bounded by the short passes the other drives still serve: one drive
+     * at least is always left to Smith's rule). */
     int ndrives = s->opt.drives > 0 ? s->opt.drives : 1;
-    if (best >= 0 && ndrives > 1) {
+    int critical = 0, guard_pick = -1;
+    for (int v = 0; v < nv; v++)
+        critical += unavailable[v] && s->vq[v].critical;
+    if (best >= 0 && critical < ndrives - 1) {
         int longest = best;
         double total = 0;
         for (int v = 0; v < nv; v++) {
@@ -362,7 +366,7 @@ static int choose_job_aware(sched_t *s, double now, int drive_volume, uint64_t h
             }
         }
         if (service[longest] * ndrives >= CRITICAL_SHARE * total)
-            best = longest;
+            best = guard_pick = longest;
     }
     dl_t d;
     if (best >= 0 && dl_collect(s, &d) > 0) {
@@ -389,6 +393,8 @@ static int choose_job_aware(sched_t *s, double now, int drive_volume, uint64_t h
             best = edf_first;
         dl_free(&d);
     }
+    if (best >= 0)
+        s->vq[best].critical = best == guard_pick;
     free(score);
     free(service);
     return best;
