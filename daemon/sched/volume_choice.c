@@ -350,7 +350,7 @@ static int choose_job_aware(sched_t *s, double now, int drive_volume, uint64_t h
     int ndrives = s->opt.drives > 0 ? s->opt.drives : 1;
     int critical = 0, guard_pick = -1;
     for (int v = 0; v < nv; v++)
-        critical += unavailable[v] && s->vq[v].critical;
+        critical += unavailable[v] && s->vq[v].critical && sched_volume_has_work(s, v);
     if (best >= 0 && critical < ndrives - 1) {
         int longest = best;
         double total = 0;
