@@ -576,6 +576,8 @@ static double plan_time(const sched_t *s, int volume, uint64_t head, const size_
     double t = 0;
     for (size_t k = 0; k < n; k++) {
         uint64_t start, end;
+        if (!sched_entry_live(s, plan[k], volume))
+            continue; /* read elsewhere, or being read */
         obj_span(s, plan[k], volume, &start, &end);
         t += tape_cost(&drive, hp, head, tape_position_estimate(p, start), start) +
              tape_read_time(p, end - start);
@@ -608,8 +610,19 @@ static int plan_prepare(sched_t *s, int volume, uint64_t head)
     for (size_t k = 0; k < m; k++)
         s->objs[objs[k]].mark = 0;
     int rc = 0;
-    if (!(q->prepared && q->prep_version == q->version && q->prep_files == m &&
-          q->prep_bytes == bytes && q->prep_head == head)) {
+    bool same_start = q->prepared && q->prep_version == q->version && q->prep_head == head;
+    if (same_start && (q->prep_files != m || q->prep_bytes != bytes)) {
+        /* Only removals (copies read elsewhere, failures): the plan without
+         * them is still the plan; its time is costed again, not planned. */
+        size_t w = 0;
+        for (size_t k = 0; k < q->plan_n; k++)
+            if (sched_entry_live(s, q->plan[k], volume))
+                q->plan[w++] = q->plan[k];
+        q->plan_n = w;
+        q->prep_files = m;
+        q->prep_bytes = bytes;
+        q->prep_pass_s = plan_time(s, volume, head, q->plan, q->plan_n);
+    } else if (!same_start) {
         rc = plan_build(s, volume, head, objs, m);
         q->prepared = rc == 0;
         q->prep_version = q->version;
