@@ -100,10 +100,10 @@ static double service_time(sched_t *s, int v, int drive_volume, uint64_t head,
     return switch_time(s, v, drive_volume, head) + pass;
 }
 
-
-/* "Nearly": a pass of at least this share of the fair share is critical
- * (measured over W1-W9, 3 seeds: 1.0 left W9's makespan 5 % above linear's,
- * 0.5 cost W2 its p95, 0.75 neither). */
+/* The makespan guard's "nearly": a pass of at least this share of the
+ * drives' fair share is critical (measured on the full W2 and W9, seed
+ * 20260101: 1.0 left W9's makespan 5 % above linear's, 0.5 put W2's p95 20 %
+ * above the best, 0.75 neither). */
 #define CRITICAL_SHARE 0.75
 
 /* ---- deadlines (job-aware) ------------------------------------------------ */
@@ -119,8 +119,7 @@ typedef struct {
 typedef struct {
     dl_req_t *reqs;
     size_t n;
-    int *vol_pool;        /* all dl_req_t.vols */
-    double *work;         /* per volume: switch + pass, estimated; < 0: no work */
+    double *work;         /* per volume: switch + pass, estimated; 0: no work */
     bool *busy;           /* per volume: served by another drive already */
     double *done_at;      /* per volume, scratch for one simulation */
     int ndrives, nvolumes;
