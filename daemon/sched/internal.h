@@ -52,6 +52,16 @@ typedef struct {
     size_t plan_n, plan_pos;
     bool planned;
     size_t merged;        /* items[0..merged) are in the plan */
+    /* A plan prepared (for its pass time) but not started: reused by the
+     * next mount while nothing joined the queue (version), and its files,
+     * bytes and the head are the same. */
+    uint64_t version;     /* bumped by every push */
+    bool prepared;
+    uint64_t prep_version;
+    size_t prep_files;
+    uint64_t prep_bytes, prep_head;
+    double prep_pass_s;   /* planned pass time: positioning + reads */
+    bool critical;        /* job-aware: chosen by the makespan guard */
 } vq_t;
 
 struct sched {

@@ -14,17 +14,22 @@
 
 const sched_policy_t sched_policies[] = {
     {"fifo", "volumes in order of first request, files in request order",
-     MOUNT_OLDEST, ORDER_ARRIVAL, false, false, COPY_FIRST},
+     MOUNT_OLDEST, ORDER_ARRIVAL, false, COPY_FIRST},
     {"linear", "dCache-like mount choice, files sorted by tape offset",
-     MOUNT_DCACHE, ORDER_LINEAR, false, false, COPY_FIRST},
+     MOUNT_DCACHE, ORDER_LINEAR, false, COPY_FIRST},
+    {"edf", "volume of the earliest deadline, then priority and age; files sorted by tape offset",
+     MOUNT_EDF, ORDER_LINEAR, false, COPY_FIRST},
     {"cta-sltf", "CTA: queue qualification by bytes/files/age, greedy with CTA's cost heuristic",
-     MOUNT_CTA, ORDER_GREEDY, true, false, COPY_FIRST},
-    {"sltf", "as cta-sltf, but greedy with the tape model's true costs",
-     MOUNT_CTA, ORDER_GREEDY, false, false, COPY_FIRST},
-    {SCHED_DEFAULT_POLICY, "request-completion mount choice, greedy + local search order "
-     "with read-through, late copy binding, priority classes",
-     MOUNT_JOB_AWARE, ORDER_GREEDY_LS, false, true, COPY_LATE},
-    {NULL, NULL, 0, 0, false, false, 0},
+     MOUNT_CTA, ORDER_GREEDY, true, COPY_FIRST},
+    {"cta-mount", "CTA's mount criteria (bytes/files/age, priority, age), greedy with the "
+     "tape model's true costs",
+     MOUNT_CTA, ORDER_GREEDY, false, COPY_FIRST},
+    {"sltf", "dCache-like mount choice, greedy with the tape model's true costs",
+     MOUNT_DCACHE, ORDER_GREEDY, false, COPY_FIRST},
+    {SCHED_DEFAULT_POLICY, "request-completion mount choice from planned pass times under "
+     "deadline checks, greedy + local search order, late copy binding, priority classes",
+     MOUNT_JOB_AWARE, ORDER_GREEDY_LS, false, COPY_LATE},
+    {NULL, NULL, 0, 0, false, 0},
 };
 
 const sched_policy_t *sched_policy_find(const char *name, si_error_t *err)
@@ -126,8 +131,6 @@ sched_t *sched_new(const sched_policy_t *policy, const sched_options_t *opt,
     if (cb)
         s->cb = *cb;
     s->costs = policy->cta_costs ? tape_cta_costs(&opt->profile) : tape_true_costs(&opt->profile);
-    if (policy->read_through)
-        s->costs.read_rate = opt->profile.rate;
     s->vq = calloc((size_t)opt->nvolumes, sizeof(vq_t));
     if (!s->vq) {
         free(s);
@@ -226,6 +229,7 @@ static int vq_push(vq_t *q, size_t obj)
     if (si_array_grow((void **)&q->items, &q->cap, q->n + 1, sizeof(size_t)) < 0)
         return -1;
     q->items[q->n++] = obj;
+    q->version++;
     return 0;
 }
 
@@ -562,31 +566,94 @@ static void vq_compact(sched_t *s, int volume)
     q->merged = wm;
 }
 
+/* Positioning plus reading along plan[0..n) from head (the pass time the
+ * drive would take, from the scheduler's position estimates). */
+static double plan_time(const sched_t *s, int volume, uint64_t head, const size_t *plan, size_t n)
+{
+    const tape_profile_t *p = &s->opt.profile;
+    tape_cost_model_t drive = tape_true_costs(p);
+    tape_pos_t hp = tape_position_estimate(p, head);
+    double t = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t start, end;
+        if (!sched_entry_live(s, plan[k], volume))
+            continue; /* read elsewhere, or being read */
+        obj_span(s, plan[k], volume, &start, &end);
+        t += tape_cost(&drive, hp, head, tape_position_estimate(p, start), start) +
+             tape_read_time(p, end - start);
+        head = end;
+        hp = tape_position_estimate(p, head);
+    }
+    return t;
+}
+
+/* Plans a pass over the volume's live queue from head, unless the prepared
+ * plan still fits (same files, bytes and head). */
+static int plan_prepare(sched_t *s, int volume, uint64_t head)
+{
+    vq_t *q = &s->vq[volume];
+    vq_compact(s, volume);
+    /* Dedupe (an object may have been queued twice on one volume). */
+    size_t *objs = malloc((q->n + 1) * sizeof(size_t));
+    if (!objs)
+        return -1;
+    size_t m = 0;
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < q->n; k++) {
+        obj_t *o = &s->objs[q->items[k]];
+        if (sched_entry_live(s, q->items[k], volume) && !o->mark) {
+            o->mark = 1;
+            objs[m++] = q->items[k];
+            bytes += o->copies[sched_copy_index(o, volume)].size;
+        }
+    }
+    for (size_t k = 0; k < m; k++)
+        s->objs[objs[k]].mark = 0;
+    int rc = 0;
+    bool same_start = q->prepared && q->prep_version == q->version && q->prep_head == head;
+    if (same_start && (q->prep_files != m || q->prep_bytes != bytes)) {
+        /* Only removals (copies read elsewhere, failures): the plan without
+         * them is still the plan; its time is costed again, not planned. */
+        size_t w = 0;
+        for (size_t k = 0; k < q->plan_n; k++)
+            if (sched_entry_live(s, q->plan[k], volume))
+                q->plan[w++] = q->plan[k];
+        q->plan_n = w;
+        q->prep_files = m;
+        q->prep_bytes = bytes;
+        q->prep_pass_s = plan_time(s, volume, head, q->plan, q->plan_n);
+    } else if (!same_start) {
+        rc = plan_build(s, volume, head, objs, m);
+        q->prepared = rc == 0;
+        q->prep_version = q->version;
+        q->prep_files = m;
+        q->prep_bytes = bytes;
+        q->prep_head = head;
+        q->prep_pass_s = rc == 0 ? plan_time(s, volume, head, q->plan, q->plan_n) : 0;
+    }
+    free(objs);
+    return rc;
+}
+
+double sched_volume_pass_time(sched_t *s, int volume, uint64_t head)
+{
+    vq_t *q = &s->vq[volume];
+    if (q->planned) /* being read: what is left of the pass */
+        return plan_time(s, volume, head, q->plan + q->plan_pos, q->plan_n - q->plan_pos);
+    if (plan_prepare(s, volume, head) < 0)
+        return -1;
+    return q->prep_pass_s;
+}
+
 int sched_next_read(sched_t *s, int volume, uint64_t head, double now, sched_read_t *out)
 {
     (void)now;
     vq_t *q = &s->vq[volume];
     if (!q->planned) {
-        vq_compact(s, volume);
-        /* Dedupe (an object may have been queued twice on one volume). */
-        size_t *objs = malloc((q->n + 1) * sizeof(size_t));
-        if (!objs)
-            return 0;
-        size_t m = 0;
-        for (size_t k = 0; k < q->n; k++) {
-            obj_t *o = &s->objs[q->items[k]];
-            if (sched_entry_live(s, q->items[k], volume) && !o->mark) {
-                o->mark = 1;
-                objs[m++] = q->items[k];
-            }
-        }
-        for (size_t k = 0; k < m; k++)
-            s->objs[objs[k]].mark = 0;
-        int rc = plan_build(s, volume, head, objs, m);
-        free(objs);
-        if (rc < 0)
+        if (plan_prepare(s, volume, head) < 0)
             return 0;
         q->planned = true;
+        q->prepared = false;
         q->merged = q->n;
     } else if (q->merged < q->n) {
         if (plan_merge(s, volume, head) < 0)
@@ -618,6 +685,7 @@ void sched_volume_released(sched_t *s, int volume)
 {
     vq_t *q = &s->vq[volume];
     q->planned = false;
+    q->prepared = false;
     q->plan_n = q->plan_pos = 0;
     q->merged = 0;
 }

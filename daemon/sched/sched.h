@@ -28,7 +28,10 @@ typedef enum {
     MOUNT_OLDEST,    /* volumes in order of their oldest request (FIFO) */
     MOUNT_DCACHE,    /* dCache-like: oldest past max-wait, else most queued bytes */
     MOUNT_CTA,       /* CTA-like: a queue qualifies by bytes, files or age */
-    MOUNT_JOB_AWARE, /* request completion gained per second of drive time */
+    MOUNT_EDF,       /* earliest deadline among a volume's pending requests, then
+                      * priority, then age */
+    MOUNT_JOB_AWARE, /* request completion gained per second of drive time,
+                      * under deadline feasibility checks */
 } sched_mount_rule_t;
 
 typedef enum {
@@ -42,7 +45,6 @@ typedef struct {
     sched_mount_rule_t mount;
     order_algo_t order;
     bool cta_costs;          /* order with CTA's heuristic instead of the true model */
-    bool read_through;       /* may read through short gaps instead of locating */
     sched_copy_rule_t copies;
 } sched_policy_t;
 
@@ -76,6 +78,8 @@ typedef struct {
     double cta_min_age_s;      /* (default 600 s) */
     double dcache_max_wait_s;  /* dCache-like (default 3600 s) */
     uint64_t order_max_evals;  /* local search bound, 0 = default */
+    int drives;                /* drives serving the library (deadline feasibility
+                                * checks); 0 = unknown, taken as 1 */
 } sched_options_t;
 
 /* The defaults of every option above; nvolumes and profile must be set. */
@@ -133,6 +137,13 @@ void sched_read_retry(sched_t *s, const sched_read_t *r);
 void sched_volume_released(sched_t *s, int volume);
 /* The volume can no longer be mounted: its queue moves to other copies or fails. */
 void sched_volume_lost(sched_t *s, int volume, double now, const char *why);
+
+/* Drive time a pass over the volume's queued reads takes from head (0 for
+ * a volume about to be mounted), following the plan the policy makes: the
+ * drive's locate-or-stream decision before each read, plus the reads. A
+ * volume being read: what is left of its pass. The plan is kept for the
+ * mount. -1 when out of memory. */
+double sched_volume_pass_time(sched_t *s, int volume, uint64_t head);
 
 /* Queued (not yet reading) objects, all volumes / one volume. */
 size_t sched_queued(const sched_t *s);

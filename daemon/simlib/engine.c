@@ -118,7 +118,6 @@ struct simlib {
     simclock_t clock;
     double now;
     sched_t *sched;
-    bool read_through;
 
     drive_t *drives;
     transfer_worker_t *workers; /* real-time mode with a fetch callback, else NULL */
@@ -324,14 +323,11 @@ static bool start_next_read(simlib_t *lib, int d)
     if (r.volume != dr->volume || dr->state == DRIVE_EMPTY || lib->vols[r.volume].in_drive != d)
         violation(lib, "read of object %llu from volume %d, not mounted in drive %d",
                   (unsigned long long)r.object_id, r.volume, d);
-    /* Positioning: a locate, or reading through the gap when that is
-     * shorter and allowed (policy) and the gap is readable. */
-    double t = tape_locate_time(p, dr->head, r.offset);
-    if (lib->read_through && r.offset >= dr->head && !bad_region(lib, r.volume, dr->head, r.offset)) {
-        double through = tape_read_time(p, r.offset - dr->head);
-        if (through < t)
-            t = through;
-    }
+    /* Positioning, the drive's behaviour whatever the policy: a locate, or
+     * streaming over the gap when that is quicker and the gap is readable. */
+    double t = r.offset >= dr->head && bad_region(lib, r.volume, dr->head, r.offset)
+                   ? tape_locate_time(p, dr->head, r.offset)
+                   : tape_seek_time(p, dr->head, r.offset, NULL);
     dr->has_read = true;
     dr->read = r;
     lib->st.locate_s += t;
@@ -949,11 +945,11 @@ simlib_t *simlib_new(const simlib_config_t *cfg, const sched_policy_t *policy,
     sched_options_t so = *opt;
     so.nvolumes = cfg->nvolumes;
     so.profile = cfg->profile;
+    so.drives = cfg->drives;
     sched_callbacks_t scb = {on_request_done, lib};
     lib->sched = sched_new(policy, &so, &scb, err);
     if (!lib->sched)
         goto error;
-    lib->read_through = policy->read_through;
     for (int d = 0; d < cfg->drives; d++) {
         lib->drives[d].volume = -1;
         lib->drives[d].target = -1;

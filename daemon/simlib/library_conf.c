@@ -12,7 +12,7 @@ const si_conf_key_t library_conf_keys[] = {
     {"library.robots", SI_CONF_INT, 1, 64, NULL},
     {"library.time_scale", SI_CONF_FLOAT, 0, 1000, NULL},
     {"library.profile", SI_CONF_STRING, 0, 0, "lto9|lto10"},
-    {"library.policy", SI_CONF_STRING, 0, 0, "fifo|linear|cta-sltf|sltf|job-aware"},
+    {"library.policy", SI_CONF_STRING, 0, 0, "fifo|linear|edf|cta-sltf|cta-mount|sltf|job-aware"},
     {"library.faults", SI_CONF_LIST, 0, -1, NULL},
     {"library.faults.[]", SI_CONF_GROUP, 0, 0, NULL},
     {"library.faults.[].kind", SI_CONF_STRING, 0, 0, "drive|robot|region"},

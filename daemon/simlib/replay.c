@@ -105,6 +105,11 @@ int workload_replay(const workload_t *w, const sched_policy_t *policy, replay_re
         if (ctx.done_at[r] >= 0) {
             lat[n] = ctx.done_at[r] - w->requests[r].at;
             sum += lat[n++];
+            double deadline = w->requests[r].req.deadline;
+            if (deadline > 0 && ctx.done_at[r] > deadline) {
+                out->missed_deadlines++;
+                out->lateness_s += ctx.done_at[r] - deadline;
+            }
         }
     qsort(lat, n, sizeof(double), cmp_double);
     out->makespan_s = st.makespan;

@@ -13,6 +13,8 @@ typedef struct {
     double locate_s;            /* positioning time, all drives */
     double efficiency;          /* bytes / (drives x rate x makespan) */
     double cpu_s;               /* scheduler CPU seconds */
+    uint64_t missed_deadlines;  /* requests with a deadline completed after it */
+    double lateness_s;          /* sum of their lateness (completion - deadline) */
     uint64_t requests, requests_failed, reads, objects_failed;
     uint64_t violations;        /* broken engine invariants */
     char first_violation[256];

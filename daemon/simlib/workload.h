@@ -1,7 +1,7 @@
 /* Recall workloads: a library, volumes with their fill level, files with
  * their copies, and requests (arrival, priority, deadline, files). Read from
  * the text format of doc/workload-format.md, or generated (W1..W4, seeded and
- * deterministic). */
+ * deterministic, W1..W9 and W6X). */
 #ifndef STAGEIN_SIMLIB_WORKLOAD_H
 #define STAGEIN_SIMLIB_WORKLOAD_H
 
@@ -35,7 +35,11 @@ typedef struct {
 int workload_load(const char *path, workload_t *w, si_error_t *err);
 /* The same from a string (name stands for the file in errors). */
 int workload_parse(const char *text, const char *name, workload_t *w, si_error_t *err);
-/* W1..W4 (case-insensitive); quick: the scaled-down variant. */
+/* The standard workloads, NULL-terminated: W1..W9 and W6X. */
+extern const char *const workload_standard[];
+/* Is name one of them (case-insensitive)? */
+bool workload_is_standard(const char *name);
+/* A standard workload; quick: the scaled-down variant. */
 int workload_generate(const char *name, bool quick, uint64_t seed, workload_t *w, si_error_t *err);
 void workload_free(workload_t *w);
 

@@ -1,5 +1,8 @@
-/* The standard recall workloads W1..W4 (issue 3, doc/workload-format.md):
- * seeded and deterministic; --quick variants are scaled down. */
+/* The standard recall workloads W1..W9 (doc/workload-format.md): seeded and
+ * deterministic; --quick variants are scaled down. W1-W4 are the first set;
+ * W5-W9 (and W6X) cover what real sites see beside them: contiguous
+ * datasets, deadlines, few drives for many volumes, bimodal sizes and small
+ * jobs beside a huge one. */
 #include "config.h"
 
 #include <math.h>
@@ -165,6 +168,28 @@ static int add_request(gen_t *g, uint64_t id, double at, int priority, double de
     memcpy(&w->req_files[w->nreq_files], files, n * sizeof(size_t));
     w->nreq_files += n;
     return 0;
+}
+
+/* Writes files[0..n) (copy 0) one after another on volume from offset pos, a
+ * tar header between members, as one archive write lays them down; returns
+ * the offset after the last. */
+static uint64_t place_run(workload_t *w, int volume, const size_t *files, size_t n, uint64_t pos)
+{
+    for (size_t i = 0; i < n; i++) {
+        sched_copy_t *c = &w->files[files[i]].copies[0];
+        c->volume = volume;
+        c->offset = pos;
+        pos += c->size + HEADER_GAP;
+    }
+    return pos;
+}
+
+/* Request arrival times: n uniform in [0, span), sorted, the first at 0. */
+static void arrivals(gen_t *g, double *at, size_t n, double span)
+{
+    for (size_t i = 0; i < n; i++)
+        at[i] = i == 0 ? 0 : floor(runif(&g->rng) * span);
+    qsort(at, n, sizeof(double), cmp_double);
 }
 
 /* Lays out per-volume copy lists and places them uniformly. */
@@ -341,10 +366,7 @@ static int gen_w2(gen_t *g, bool quick)
     }
     /* Jobs: arrivals over 2 h, the first at 0. */
     double at[12];
-    at[0] = 0;
-    for (int j = 1; j < njobs; j++)
-        at[j] = floor(runif(&g->rng) * 7200);
-    qsort(at + 1, (size_t)njobs - 1, sizeof(double), cmp_double);
+    arrivals(g, at, (size_t)njobs, 7200);
     size_t *list = malloc((nfiles + 1) * sizeof(size_t));
     if (!list) {
         si_errprintf(g->err, "out of memory");
@@ -464,13 +486,403 @@ static int gen_w4(gen_t *g, bool quick)
     return rc;
 }
 
+/* ---- W5-W9 ------------------------------------------------------------------ */
+
+/* Room on a volume for other data: the fill is where its cursor ended, plus
+ * a random share of what is left. */
+static void finish_volume(gen_t *g, int v, uint64_t cursor)
+{
+    workload_t *w = g->w;
+    double cap = w->lib.profile.capacity;
+    if ((double)cursor > cap)
+        cursor = (uint64_t)cap;
+    w->lib.volumes[v].used = cursor + (uint64_t)(runif(&g->rng) * 0.5 * (cap - (double)cursor));
+}
+
+/* Files [first, first + n) of a dataset striped round-robin over the k
+ * volumes vols[], each stripe one contiguous run appended at its volume's
+ * cursor after a gap of other data (up to max_gap bytes). */
+static void place_dataset(gen_t *g, size_t first, size_t n, const int *vols, int k,
+                          uint64_t *cursor, double max_gap, size_t *scratch)
+{
+    for (int j = 0; j < k; j++) {
+        size_t m = 0;
+        for (size_t i = (size_t)j; i < n; i += (size_t)k)
+            scratch[m++] = first + i;
+        int v = vols[j];
+        cursor[v] = place_run(g->w, v, scratch, m,
+                              cursor[v] + (uint64_t)(runif(&g->rng) * max_gap));
+    }
+}
+
+/* k distinct volumes out of nvol. */
+static void pick_volumes(gen_t *g, int *vols, int k, int nvol)
+{
+    for (int j = 0; j < k; j++) {
+        bool dup;
+        do {
+            vols[j] = (int)rrange(&g->rng, 0, (uint64_t)nvol - 1);
+            dup = false;
+            for (int x = 0; x < j; x++)
+                dup |= vols[x] == vols[j];
+        } while (dup);
+    }
+}
+
+/* Appends file f to list[0..m) unless it is there (a file once per
+ * request); returns the new length. */
+static size_t add_unique(size_t *list, size_t m, size_t f)
+{
+    for (size_t x = 0; x < m; x++)
+        if (list[x] == f)
+            return m;
+    list[m] = f;
+    return m + 1;
+}
+
+/* Random background requests: n requests over span seconds, each for 1..max
+ * files drawn from files [lo, hi). */
+static int background_requests(gen_t *g, uint64_t *id, size_t n, double span, size_t lo,
+                               size_t hi, size_t max, size_t *list)
+{
+    for (size_t r = 0; r < n; r++) {
+        double at = floor(runif(&g->rng) * span);
+        size_t m = (size_t)rrange(&g->rng, 1, max), u = 0;
+        for (size_t i = 0; i < m; i++)
+            u = add_unique(list, u, (size_t)rrange(&g->rng, lo, hi - 1));
+        if (add_request(g, (*id)++, at, 0, 0, list, u) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* W5: one dataset written at once by three drives in parallel onto three
+ * volumes, in name order: the first half of the names on volume 1, the next
+ * 30% on volume 2, the rest on volume 3 (each part contiguous, after other
+ * data); five jobs over an hour ask for overlapping ranges of names (20-60%
+ * of the dataset); three other volumes carry small random requests meanwhile.
+ * 2 drives. Does the volume holding most of the work wait while drives
+ * remount small volumes? */
+static int gen_w5(gen_t *g, bool quick)
+{
+    workload_t *w = g->w;
+    size_t nds = quick ? 800 : 4000, nother = quick ? 600 : 3000;
+    size_t nfiles = nds + nother;
+    w->lib.drives = 2;
+    w->lib.robots = 1;
+    w->lib.slots = 6;
+    if (gen_volumes(g, 6, "W5") < 0 || gen_files(g, nfiles) < 0)
+        return -1;
+    size_t *list = malloc((nfiles + 1) * sizeof(size_t));
+    size_t *files = malloc((nfiles + 1) * sizeof(size_t));
+    int *copy = calloc(nfiles + 1, sizeof(int));
+    double at[5];
+    int rc = -1;
+    if (!list || !files || !copy) {
+        si_errprintf(g->err, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < nfiles; i++) {
+        w->files[i].ncopies = 1;
+        w->files[i].copies[0].size = i < nds ? log_uniform(&g->rng, 100.0 * MB, 8.0 * GB)
+                                             : log_uniform(&g->rng, 1.0 * MB, 4.0 * GB);
+    }
+    size_t cut[4] = {0, nds / 2, nds * 8 / 10, nds};
+    for (int v = 0; v < 3; v++) {
+        for (size_t i = cut[v]; i < cut[v + 1]; i++)
+            list[i - cut[v]] = i;
+        uint64_t start = (uint64_t)(runif(&g->rng) * 0.3 * w->lib.profile.capacity);
+        finish_volume(g, v, place_run(w, v, list, cut[v + 1] - cut[v], start));
+    }
+    for (int v = 3; v < 6; v++) {
+        size_t n = 0;
+        for (size_t i = nds + (size_t)(v - 3); i < nfiles; i += 3)
+            files[n++] = i;
+        for (size_t i = 0; i < n; i++)
+            w->files[files[i]].copies[0].volume = v;
+        if (place_uniform(g, v, files, copy, n,
+                          (uint64_t)((0.5 + 0.4 * runif(&g->rng)) * w->lib.profile.capacity)) < 0)
+            goto out;
+    }
+    arrivals(g, at, 5, 3600);
+    uint64_t id = 1;
+    for (int j = 0; j < 5; j++) {
+        size_t len = (size_t)((0.2 + 0.4 * runif(&g->rng)) * (double)nds);
+        size_t from = (size_t)rrange(&g->rng, 0, nds - len);
+        for (size_t i = 0; i < len; i++)
+            list[i] = from + i;
+        shuffle(&g->rng, list, len);
+        if (add_request(g, id++, at[j], 0, 0, list, len) < 0)
+            goto out;
+    }
+    if (background_requests(g, &id, quick ? 10 : 20, 3600, nds, nfiles, 5, list) < 0)
+        goto out;
+    rc = 0;
+out:
+    free(list);
+    free(files);
+    free(copy);
+    return rc;
+}
+
+/* W6 (W6X): ten jobs with priorities and deadlines. Datasets of 100-3,000
+ * files (log-uniform 10 MB-4 GB) striped over 1-3 of 12 volumes (contiguous
+ * stripes among other data); arrivals over 2 h; three jobs have priority 1 or
+ * 2. A job's deadline is its arrival plus slack x the time its own data and
+ * the backlog ahead of it would take on the library's drives, estimated from
+ * mounts, reads and a locate per stripe; slack 2.5 leaves EDF room (W6: it
+ * meets every deadline on seeds 20260101-3), 0.7 cannot be met for every job
+ * (W6X). 4 drives. */
+static int gen_w6_slack(gen_t *g, bool quick, double slack)
+{
+    workload_t *w = g->w;
+    const int njobs = 10, nvol = quick ? 8 : 12;
+    const tape_profile_t *p = &w->lib.profile;
+    w->lib.drives = quick ? 2 : 4;
+    w->lib.robots = 1;
+    w->lib.slots = nvol;
+    if (gen_volumes(g, nvol, "W6") < 0)
+        return -1;
+    size_t ds_n[10], ds_first[10], nfiles = 0;
+    for (int j = 0; j < njobs; j++) {
+        ds_n[j] = (size_t)log_uniform(&g->rng, quick ? 50 : 100, quick ? 800 : 3000);
+        ds_first[j] = nfiles;
+        nfiles += ds_n[j];
+    }
+    if (gen_files(g, nfiles) < 0)
+        return -1;
+    uint64_t cursor[12];
+    for (int v = 0; v < nvol; v++)
+        cursor[v] = (uint64_t)(runif(&g->rng) * 0.2 * p->capacity);
+    size_t *scratch = malloc((nfiles + 1) * sizeof(size_t));
+    if (!scratch)
+        return si_errprintf(g->err, "out of memory");
+    double at[10], work[10], longest[10];
+    arrivals(g, at, (size_t)njobs, 7200);
+    for (int j = 0; j < njobs; j++) {
+        int k = (int)rrange(&g->rng, 1, 3), vols[3];
+        pick_volumes(g, vols, k, nvol);
+        double bytes = 0;
+        for (size_t i = 0; i < ds_n[j]; i++) {
+            sched_file_t *f = &w->files[ds_first[j] + i];
+            f->ncopies = 1;
+            f->copies[0].size = log_uniform(&g->rng, 10.0 * MB, 4.0 * GB);
+            bytes += (double)f->copies[0].size;
+        }
+        place_dataset(g, ds_first[j], ds_n[j], vols, k, cursor, 200.0 * GB, scratch);
+        /* Per stripe: unmount + mount + one average locate + its reads. */
+        double per_stripe = tape_unmount_time(p, (uint64_t)(p->capacity / 2)) +
+                            tape_mount_time(p) + 45;
+        work[j] = k * per_stripe + bytes / p->rate;
+        longest[j] = per_stripe + bytes / k / p->rate;
+    }
+    for (int v = 0; v < nvol; v++)
+        finish_volume(g, v, cursor[v]);
+    /* Deadlines: the backlog (work not yet done by the drives at arrival)
+     * plus the job's own work, spread on the drives, but never less than its
+     * longest stripe. */
+    double backlog = 0;
+    int rc = -1;
+    for (int j = 0; j < njobs; j++) {
+        if (j > 0)
+            backlog -= (at[j] - at[j - 1]) * w->lib.drives;
+        if (backlog < 0)
+            backlog = 0;
+        backlog += work[j];
+        double need = backlog / w->lib.drives;
+        if (need < longest[j])
+            need = longest[j];
+        int priority = runif(&g->rng) < 0.3 ? (int)rrange(&g->rng, 1, 2) : 0;
+        for (size_t i = 0; i < ds_n[j]; i++)
+            scratch[i] = ds_first[j] + i;
+        shuffle(&g->rng, scratch, ds_n[j]);
+        /* at least half an hour: a drive may be busy with a long pass */
+        double deadline = ceil(at[j] + fmax(slack * need, slack * 1800));
+        if (add_request(g, (uint64_t)j + 1, at[j], priority, deadline, scratch, ds_n[j]) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    free(scratch);
+    return rc;
+}
+
+static int gen_w6(gen_t *g, bool quick)
+{
+    return gen_w6_slack(g, quick, 2.5);
+}
+
+static int gen_w6x(gen_t *g, bool quick)
+{
+    return gen_w6_slack(g, quick, 0.7);
+}
+
+/* Draws a job's files from its volumes vols[0..k) into list; returns how
+ * many. */
+typedef size_t (*job_draw_t)(gen_t *g, const int *vols, int k, int nvol, size_t *list,
+                             const void *arg);
+
+/* njobs jobs arriving over span seconds, each on 1..kmax (<= 4) distinct
+ * volumes of nvol, with up to maxfiles files drawn by draw. */
+static int volume_jobs(gen_t *g, size_t njobs, double span, int kmax, int nvol,
+                       size_t maxfiles, job_draw_t draw, const void *arg)
+{
+    size_t *list = malloc((maxfiles + 1) * sizeof(size_t));
+    double *at = malloc((njobs + 1) * sizeof(double));
+    int rc = -1;
+    if (!list || !at) {
+        si_errprintf(g->err, "out of memory");
+        goto out;
+    }
+    arrivals(g, at, njobs, span);
+    for (size_t j = 0; j < njobs; j++) {
+        int k = (int)rrange(&g->rng, 1, (uint64_t)kmax), vols[4];
+        pick_volumes(g, vols, k, nvol);
+        size_t m = draw(g, vols, k, nvol, list, arg);
+        if (add_request(g, j + 1, at[j], 0, 0, list, m) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    free(list);
+    free(at);
+    return rc;
+}
+
+/* W7's jobs: 5-100 files spread over the job's volumes (file i lies on
+ * volume i % nvol). */
+static size_t draw_w7(gen_t *g, const int *vols, int k, int nvol, size_t *list, const void *arg)
+{
+    size_t per_vol = *(const size_t *)arg / (size_t)nvol;
+    size_t n = (size_t)rrange(&g->rng, 5, 100), m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = add_unique(list, m, (size_t)vols[i % (size_t)k] +
+                                    (size_t)nvol * (size_t)rrange(&g->rng, 0, per_vol - 1));
+    return m;
+}
+
+/* W8's jobs: 10-200 small files and 0-3 big ones (file i lies on volume
+ * i % nvol, row i / nvol; every 10th row is big). */
+static size_t draw_w8(gen_t *g, const int *vols, int k, int nvol, size_t *list, const void *arg)
+{
+    size_t rows = *(const size_t *)arg / (size_t)nvol;
+    size_t nsmall = (size_t)rrange(&g->rng, 10, 200), nbig = (size_t)rrange(&g->rng, 0, 3);
+    size_t m = 0;
+    for (size_t i = 0; i < nsmall + nbig; i++) {
+        size_t row = (size_t)rrange(&g->rng, 0, rows / 10 - 1) * 10;
+        row += i >= nsmall ? 9 : (size_t)rrange(&g->rng, 0, 8);
+        m = add_unique(list, m, (size_t)vols[rrange(&g->rng, 0, (uint64_t)k - 1)] +
+                                    (size_t)nvol * row);
+    }
+    return m;
+}
+
+/* W7: few drives, many volumes. 6,000 files (log-uniform 1 MB-4 GB)
+ * uniformly placed on 60 volumes filled 50-100%; 150 jobs over 4 h, each for
+ * 5-100 random files from 1-4 volumes. 2 drives, 1 robot. */
+static int gen_w7(gen_t *g, bool quick)
+{
+    workload_t *w = g->w;
+    size_t nfiles = quick ? 1500 : 6000, njobs = quick ? 40 : 150;
+    int nvol = quick ? 30 : 60;
+    w->lib.drives = 2;
+    w->lib.robots = 1;
+    w->lib.slots = nvol;
+    if (gen_volumes(g, nvol, "W7") < 0 || gen_files(g, nfiles) < 0)
+        return -1;
+    for (size_t i = 0; i < nfiles; i++)
+        w->files[i] = (sched_file_t){i + 1, 1,
+                                     {{(int)(i % (size_t)nvol), 0,
+                                       log_uniform(&g->rng, 1.0 * MB, 4.0 * GB)}}};
+    if (place_all_uniform(g, 0.5, 1.0) < 0)
+        return -1;
+    return volume_jobs(g, njobs, 4 * 3600, 4, nvol, 100, draw_w7, &nfiles);
+}
+
+/* W8: bimodal sizes. 10,000 files, 90% of 10-100 MB and 10% of 20-50 GB,
+ * uniformly placed over 20 volumes; 60 jobs over 3 h, each for 10-200 small
+ * files and 0-3 big ones of 1-3 volumes. 4 drives. */
+static int gen_w8(gen_t *g, bool quick)
+{
+    workload_t *w = g->w;
+    size_t nfiles = quick ? 3000 : 10000, njobs = quick ? 20 : 60;
+    int nvol = quick ? 8 : 20;
+    w->lib.drives = quick ? 2 : 4;
+    w->lib.robots = 1;
+    w->lib.slots = nvol;
+    if (gen_volumes(g, nvol, "W8") < 0 || gen_files(g, nfiles) < 0)
+        return -1;
+    /* file i lies on volume i % nvol, in row i / nvol; every 10th row is big */
+    for (size_t i = 0; i < nfiles; i++) {
+        bool big = (i / (size_t)nvol) % 10 == 9;
+        w->files[i] = (sched_file_t){i + 1, 1,
+                                     {{(int)(i % (size_t)nvol), 0,
+                                       big ? rrange(&g->rng, 20 * GB, 50 * GB)
+                                           : rrange(&g->rng, 10 * MB, 100 * MB)}}};
+    }
+    if (place_all_uniform(g, 0.3, 0.9) < 0)
+        return -1;
+    return volume_jobs(g, njobs, 3 * 3600, 3, nvol, 203, draw_w8, &nfiles);
+}
+
+/* W9: a burst of small jobs beside a huge one. One job at t = 0 for 30,000
+ * files (log-uniform 1 MB-4 GB) uniformly placed over 6 volumes; then 300
+ * jobs of 1-10 random files over the first 30 minutes, from the same 6
+ * volumes and 6 others. 4 drives. Do the small ones wait behind it? */
+static int gen_w9(gen_t *g, bool quick)
+{
+    workload_t *w = g->w;
+    size_t nhuge = quick ? 6000 : 30000, nsmall_files = quick ? 1200 : 6000;
+    size_t njobs = quick ? 60 : 300;
+    int nvol = quick ? 6 : 12, nhv = nvol / 2;
+    size_t nfiles = nhuge + nsmall_files;
+    w->lib.drives = quick ? 2 : 4;
+    w->lib.robots = 1;
+    w->lib.slots = nvol;
+    if (gen_volumes(g, nvol, "W9") < 0 || gen_files(g, nfiles) < 0)
+        return -1;
+    for (size_t i = 0; i < nfiles; i++) {
+        int v = i < nhuge ? (int)(i % (size_t)nhv) : (int)((i - nhuge) % (size_t)nvol);
+        w->files[i] = (sched_file_t){i + 1, 1,
+                                     {{v, 0, log_uniform(&g->rng, 1.0 * MB, 4.0 * GB)}}};
+    }
+    if (place_all_uniform(g, 0.6, 1.0) < 0)
+        return -1;
+    size_t *list = malloc((nhuge + 1) * sizeof(size_t));
+    if (!list)
+        return si_errprintf(g->err, "out of memory");
+    for (size_t i = 0; i < nhuge; i++)
+        list[i] = i;
+    shuffle(&g->rng, list, nhuge);
+    uint64_t id = 1;
+    int rc = add_request(g, id++, 0, 0, 0, list, nhuge);
+    if (rc == 0)
+        rc = background_requests(g, &id, njobs, 1800, nhuge, nfiles, 10, list);
+    free(list);
+    return rc;
+}
+
+const char *const workload_standard[] = {"W1", "W2", "W3", "W4", "W5", "W6", "W6X",
+                                         "W7", "W8", "W9", NULL};
+
+bool workload_is_standard(const char *name)
+{
+    for (const char *const *n = workload_standard; *n; n++)
+        if (strcasecmp(name, *n) == 0)
+            return true;
+    return false;
+}
+
 int workload_generate(const char *name, bool quick, uint64_t seed, workload_t *w,
                       si_error_t *err)
 {
+    /* The index in this table is part of the seed: W1-W4 keep theirs. */
     static const struct {
         const char *name;
         int (*gen)(gen_t *, bool);
-    } table[] = {{"W1", gen_w1}, {"W2", gen_w2}, {"W3", gen_w3}, {"W4", gen_w4}};
+    } table[] = {{"W1", gen_w1}, {"W2", gen_w2}, {"W3", gen_w3},  {"W4", gen_w4},
+                 {"W5", gen_w5}, {"W6", gen_w6}, {"W6X", gen_w6x}, {"W7", gen_w7},
+                 {"W8", gen_w8}, {"W9", gen_w9}};
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (strcasecmp(name, table[i].name) != 0)
             continue;
@@ -484,5 +896,5 @@ int workload_generate(const char *name, bool quick, uint64_t seed, workload_t *w
         }
         return 0;
     }
-    return si_errprintf(err, "unknown workload '%s' (W1, W2, W3, W4, or a file)", name);
+    return si_errprintf(err, "unknown workload '%s' (W1..W9, W6X, or a file)", name);
 }

@@ -212,7 +212,7 @@ tape_cost_model_t tape_true_costs(const tape_profile_t *p)
     tape_cost_model_t m = {
         .base = p->t_base, .wrap = p->t_wrap, .band = p->t_band, .dir = p->t_dir,
         .back = p->t_back, .landing = 0, .per_m = 1.0 / p->v_locate,
-        .length_m = p->length_m, .zero_if_contiguous = true, .read_rate = 0,
+        .length_m = p->length_m, .zero_if_contiguous = true, .read_rate = p->rate,
     };
     return m;
 }
@@ -277,6 +277,15 @@ double tape_locate_time(const tape_profile_t *p, uint64_t from, uint64_t to)
     if (from == to)
         return 0;
     return tape_locate_between(p, tape_position(p, from), tape_position(p, to));
+}
+
+double tape_seek_time(const tape_profile_t *p, uint64_t from, uint64_t to, bool *streamed)
+{
+    double locate = tape_locate_time(p, from, to);
+    double through = to >= from ? tape_read_time(p, to - from) : INFINITY;
+    if (streamed)
+        *streamed = through < locate;
+    return through < locate ? through : locate;
 }
 
 double tape_read_time(const tape_profile_t *p, uint64_t bytes)

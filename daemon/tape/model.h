@@ -79,6 +79,12 @@ double tape_locate_between(const tape_profile_t *p, tape_pos_t a, tape_pos_t b);
 /* True locate time from the head standing at logical offset from to the
  * start of logical offset to: 0 when equal. */
 double tape_locate_time(const tape_profile_t *p, uint64_t from, uint64_t to);
+/* What a drive does to get from the head at logical offset from to the start
+ * of to (drive behaviour, the same for every policy): it streams over a gap
+ * ahead of the head when reading the gap at the native rate is quicker than a
+ * locate (a tar header, the next file on tape), else it locates. Returns the
+ * time; *streamed (may be NULL) says which. */
+double tape_seek_time(const tape_profile_t *p, uint64_t from, uint64_t to, bool *streamed);
 double tape_read_time(const tape_profile_t *p, uint64_t bytes);
 /* Rewind from the head at logical offset to BOT. */
 double tape_rewind_time(const tape_profile_t *p, uint64_t head);
@@ -89,7 +95,8 @@ double tape_mount_time(const tape_profile_t *p);
 /* Rewind + unload + robot move back to the slot. */
 double tape_unmount_time(const tape_profile_t *p, uint64_t head);
 
-/* Cost models. */
+/* Cost models. The true one is the drive's: tape_cost under it is
+ * tape_seek_time (locate, or stream over a gap ahead when quicker). */
 tape_cost_model_t tape_true_costs(const tape_profile_t *p);
 /* CTA's heuristic with CERN's LTO-7M coefficients (landing zone included). */
 tape_cost_model_t tape_cta_costs(const tape_profile_t *p);

@@ -136,5 +136,64 @@ int main(void)
     ok(sched_next_read(s, 1, 0, 0, &r) == 1 && r.object_id == 44,
        "the priority-5 file is read first on the volume");
     sched_free(s);
+
+    /* EDF: the volume holding the earliest deadline, then priority, then
+     * age; files in offset order on it. */
+    memset(&seen, 0, sizeof(seen));
+    s = make("edf", 4, &seen);
+    sched_file_t e0 = file1(50, 0, 0, 1000), e1[2] = {file1(51, 1, 9000000, 1000),
+                                                       file1(52, 1, 1000, 1000)};
+    sched_file_t e2 = file1(53, 2, 0, 1000), e3 = file1(54, 3, 0, 1000);
+    sched_request_t q0 = {20, 0, 0}, q1 = {21, 0, 5000}, q2 = {22, 3, 9000}, q3 = {23, 0, 9000};
+    sched_submit(s, 0, &q0, &e0, 1, &err);
+    sched_submit(s, 1, &q3, &e3, 1, &err);
+    sched_submit(s, 2, &q2, &e2, 1, &err);
+    sched_submit(s, 3, &q1, e1, 2, &err);
+    is_int(sched_choose_volume(s, 3, -1, 0, none, &wake), 1, "edf: earliest deadline first");
+    ok(sched_next_read(s, 1, 0, 3, &r) == 1 && r.object_id == 52, "edf: linear order on it");
+    uint8_t no1[4] = {0, 1, 0, 0};
+    is_int(sched_choose_volume(s, 3, -1, 0, no1, &wake), 2,
+           "edf: equal deadlines, higher priority first");
+    uint8_t no12[4] = {0, 1, 1, 0};
+    is_int(sched_choose_volume(s, 3, -1, 0, no12, &wake), 3,
+           "edf: a deadline before none at all");
+    uint8_t no123[4] = {0, 1, 1, 1};
+    is_int(sched_choose_volume(s, 3, -1, 0, no123, &wake), 0, "edf: then requests without one");
+    sched_free(s);
+
+    /* cta-mount: CTA's mount criteria with the true-cost greedy. */
+    memset(&seen, 0, sizeof(seen));
+    s = make("cta-mount", 2, &seen);
+    sched_submit(s, 100, &r6, &f6, 1, &err);
+    is_int(sched_choose_volume(s, 100, -1, 0, none, &wake), -1,
+           "cta-mount: a small young queue waits for min-age");
+    sched_file_t many[3] = {file1(60, 0, 0, 200000000000ULL), file1(61, 0, 300000000000ULL,
+                                                                   200000000000ULL),
+                            file1(62, 0, 600000000000ULL, 200000000000ULL)};
+    sched_request_t r10 = {10, 0, 0};
+    sched_submit(s, 100, &r10, many, 3, &err);
+    is_int(sched_choose_volume(s, 100, -1, 0, none, &wake), 0,
+           "cta-mount: a queue of >= 500 GB qualifies at once");
+    sched_free(s);
+
+    /* Job-aware: the pass time it costs a volume with is the plan's, from
+     * the drive's locate/stream decisions. 1,000 files of 100 MB one after
+     * the other (1 KB tar headers between): one locate from BOT, then
+     * streaming. */
+    memset(&seen, 0, sizeof(seen));
+    s = make("job-aware", 1, &seen);
+    sched_file_t run[1000];
+    for (int i = 0; i < 1000; i++)
+        run[i] = file1(100 + (uint64_t)i, 0, 5000000000ULL + (uint64_t)i * 100001024ULL,
+                       100000000);
+    sched_request_t r11 = {11, 0, 0};
+    sched_submit(s, 0, &r11, run, 1000, &err);
+    tape_profile_t lto9;
+    tape_profile_builtin("lto9", &lto9, NULL);
+    double want = tape_locate_time(&lto9, 0, 5000000000ULL) + 1000 * 1e8 / 400e6 +
+                  999 * 1024 / 400e6;
+    is_near(sched_volume_pass_time(s, 0, 0), want, 1e-6,
+            "contiguous run: one locate + bytes / rate = %.1f s (not a locate per file)", want);
+    sched_free(s);
     return done_testing();
 }

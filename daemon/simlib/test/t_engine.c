@@ -89,10 +89,12 @@ int main(void)
     simlib_stats_t st;
     log_t l;
     si_error_t err = {{0}};
-    const char *policies[] = {"fifo", "linear", "cta-sltf", "sltf", "job-aware"};
+    const char *policies[] = {"fifo", "linear", "edf", "cta-sltf", "cta-mount", "sltf",
+                              "job-aware"};
+    const int npolicies = 7;
 
     /* Every policy, no faults: all read once, invariants hold. */
-    for (int p = 0; p < 5; p++) {
+    for (int p = 0; p < npolicies; p++) {
         base_config(&cfg, 2, 1);
         memset(&l, 0, sizeof(l));
         simlib_t *lib = run(&cfg, policies[p], &l, &st);
@@ -100,6 +102,31 @@ int main(void)
            "%s: 2 requests, 20 reads, no violation (%s)", policies[p], st.first_violation);
         ok(st.mounts >= 2 && st.robot_moves >= 2 * st.mounts - 2, "%s: %llu mounts, %llu moves",
            policies[p], (unsigned long long)st.mounts, (unsigned long long)st.robot_moves);
+        simlib_free(lib);
+        simlib_config_free(&cfg);
+    }
+
+    /* Read-through is the drive's, whatever the policy: 200 files of 10 MB
+     * one after the other with 1 KB tar headers between them are read with
+     * no locate at all (the first starts at BOT), where a locate per file
+     * would cost >= 4.29 s each. */
+    for (int p = 0; p < npolicies; p++) {
+        simlib_config_default(&cfg);
+        simlib_config_add_volume(&cfg, "V1", 3000000000ULL, NULL);
+        sched_options_t opt;
+        sched_options_default(&opt);
+        simlib_t *lib = simlib_new(&cfg, sched_policy_find(policies[p], NULL), &opt, NULL, &err);
+        sched_file_t f[200];
+        for (int i = 0; i < 200; i++)
+            f[i] = (sched_file_t){(uint64_t)i + 1, 1,
+                                  {{0, (uint64_t)i * (10000000 + 1024), 10000000}}};
+        sched_request_t r = {1, 0, 0};
+        simlib_submit(lib, 0, &r, f, 200, &err);
+        simlib_run(lib, &err);
+        simlib_stats(lib, &st);
+        is_near(st.locate_s, 199 * 1024 / 400e6, 1e-9,
+                "%s: 200 contiguous files: positioning = streaming 199 headers (%.6f s)",
+                policies[p], st.locate_s);
         simlib_free(lib);
         simlib_config_free(&cfg);
     }

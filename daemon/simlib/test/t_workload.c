@@ -1,6 +1,9 @@
-/* Workload files (format and errors) and the W1..W4 generators. */
+/* Workload files (format and errors), the W1..W9 generators, the default
+ * policy's pass estimate and deadline check. */
 #include "config.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/tap.h"
@@ -75,8 +78,8 @@ int main(void)
        "missing file: %s", err.text);
 
     /* Generators: deterministic, and the documented shapes. */
-    const char *names[] = {"W1", "W2", "W3", "W4"};
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; workload_standard[i]; i++) {
+        const char *const *names = workload_standard;
         workload_t a, b;
         ok(workload_generate(names[i], true, 42, &a, &err) == 0 &&
            workload_generate(names[i], true, 42, &b, &err) == 0, "%s quick generated", names[i]);
@@ -115,7 +118,90 @@ int main(void)
     ok(def.locate_s < lin.locate_s, "and still less positioning than linear (%.0f vs %.0f s)",
        def.locate_s, lin.locate_s);
     workload_free(&w4);
-    ok(workload_generate("W9", false, 1, &w, &err) < 0 && strstr(err.text, "W9"),
+    ok(workload_generate("W10", false, 1, &w, &err) < 0 && strstr(err.text, "W10"),
        "unknown workload: %s", err.text);
+    ok(workload_is_standard("w6x") && !workload_is_standard("W10"), "standard names");
+
+    /* The default's cost model: its pass estimate against the engine's
+     * simulated pass (makespan - mount) on one drive, random and contiguous
+     * layouts. */
+    for (int layout = 0; layout < 2; layout++) {
+        workload_t lw;
+        if (layout == 0) {
+            workload_generate("W4", true, 7, &lw, &err);
+        } else {
+            /* 3,000 files of 1-100 MB back to back from 5 TB in, tar
+             * headers between, and every third one requested. */
+            size_t cap = 4096 * 64 + 1024;
+            char *text = malloc(cap);
+            size_t len = (size_t)snprintf(text, cap, "volume C fill=18000000000000\n");
+            uint64_t pos = 5000000000000ULL;
+            for (int i = 1; i <= 3000; i++) {
+                uint64_t size = 1000000ULL * (uint64_t)(1 + (i * 37) % 100);
+                if (len + 64 >= cap)
+                    text = realloc(text, cap *= 2);
+                len += (size_t)snprintf(text + len, cap - len, "file %d %llu C:%llu\n", i,
+                                        (unsigned long long)size, (unsigned long long)pos);
+                pos += size + 1024;
+            }
+            if (len + 64 >= cap)
+                text = realloc(text, cap *= 2);
+            snprintf(text + len, cap - len, "request 1 at=0 files=1-3000\n");
+            ok(workload_parse(text, "contiguous.wl", &lw, &err) == 0, "contiguous layout parses");
+            free(text);
+        }
+        sched_options_t opt;
+        sched_options_default(&opt);
+        opt.nvolumes = lw.lib.nvolumes;
+        opt.profile = lw.lib.profile;
+        opt.drives = 1;
+        sched_t *s = sched_new(sched_policy_find("job-aware", NULL), &opt, NULL, &err);
+        sched_file_t *fl = malloc(lw.requests[0].n * sizeof(*fl));
+        for (size_t k = 0; k < lw.requests[0].n; k++)
+            fl[k] = lw.files[lw.req_files[lw.requests[0].first + k]];
+        sched_submit(s, 0, &lw.requests[0].req, fl, lw.requests[0].n, &err);
+        double estimate = sched_volume_pass_time(s, 0, 0);
+        replay_result_t run;
+        workload_replay(&lw, sched_policy_find("job-aware", NULL), &run, &err);
+        double simulated = run.makespan_s - tape_mount_time(&lw.lib.profile);
+        ok(fabs(estimate / simulated - 1) < 0.03,
+           "%s layout: pass estimate %.0f s, engine %.0f s (within 3%%)",
+           layout == 0 ? "random (W4)" : "contiguous", estimate, simulated);
+        free(fl);
+        sched_free(s);
+        workload_free(&lw);
+    }
+
+    /* Deadlines: one big job due in 1 h beside three small ones without a
+     * deadline, one drive. Serving the small ones first (more completions
+     * per second: Smith's rule alone) would finish the big one at ~3,700 s;
+     * the feasibility check serves it first and meets its deadline. */
+    const char *dl = "library drives=1\n"
+                     "volume A fill=2000000000000\nvolume B fill=100000000000\n"
+                     "volume C fill=100000000000\nvolume D fill=100000000000\n"
+                     "file 1 600000000000 A:0\nfile 2 600000000000 A:600000000000\n"
+                     "file 3 1000000000 B:50000000000\nfile 4 1000000000 C:50000000000\n"
+                     "file 5 1000000000 D:50000000000\n"
+                     "request 1 at=0 deadline=3500 files=1-2\n"
+                     "request 2 at=0 files=3\nrequest 3 at=0 files=4\nrequest 4 at=0 files=5\n";
+    ok(workload_parse(dl, "dl.wl", &w, &err) == 0, "deadline workload parses");
+    replay_result_t dr, de;
+    ok(workload_replay(&w, sched_policy_find("job-aware", NULL), &dr, &err) == 0 &&
+       dr.violations == 0, "job-aware runs it");
+    is_int(dr.missed_deadlines, 0, "job-aware: the feasible deadline is met");
+    workload_replay(&w, sched_policy_find("edf", NULL), &de, &err);
+    is_int(de.missed_deadlines, 0, "as EDF meets it");
+    ok(dr.mean_completion_s <= de.mean_completion_s * 1.01,
+       "and the small jobs are no later than under EDF (mean %.0f s vs %.0f s)",
+       dr.mean_completion_s, de.mean_completion_s);
+    workload_free(&w);
+    /* Without the deadline Smith's rule serves the small ones first: the
+     * check above is what kept the big job on time. */
+    ok(workload_parse(dl, "dl.wl", &w, &err) == 0, "again");
+    w.requests[0].req.deadline = 0;
+    workload_replay(&w, sched_policy_find("job-aware", NULL), &dr, &err);
+    ok(dr.makespan_s > 3500 && dr.mean_completion_s < de.mean_completion_s,
+       "without a deadline the big job ends last (%.0f s)", dr.makespan_s);
+    workload_free(&w);
     return done_testing();
 }

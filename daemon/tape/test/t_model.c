@@ -30,7 +30,7 @@ int main(void)
 {
     si_error_t err = {{0}};
     tape_profile_t p;
-    plan(42);
+    plan(53);
 
     ok(tape_profile_builtin("lto9", &p, &err) == 0, "lto9 profile");
     ok(tape_profile_builtin("lto7", &p, &err) < 0 && strstr(err.text, "lto7"),
@@ -95,10 +95,42 @@ int main(void)
             4.29 - 6.04 + 776.25 * 0.086, 1e-3, "CTA heuristic BOT -> 3/4 wrap: landing zone bonus");
     tape_cost_model_t tru = tape_true_costs(&p);
     is_near(tape_cost(&tru, mid, 5, mid, 5), 0, 0, "true cost of a contiguous target: 0");
-    tru.read_rate = p.rate;
     tape_pos_t near = tape_position(&p, (uint64_t)(bpw / 2) + 400000000);
     is_near(tape_cost(&tru, mid, (uint64_t)(bpw / 2), near, (uint64_t)(bpw / 2) + 400000000),
             1.0, 1e-9, "reading 400 MB through a gap (1 s) beats a 4.3 s locate");
+
+    /* Read-through: the drive streams over a gap ahead when that is quicker
+     * than a locate. Same wrap, gap g: stream g / R against
+     * 4.29 + (g / bpw) x L / 17.8; equal at g = 4.29 / (1 / R - L / (bpw x 17.8))
+     * = 2.689 GB. */
+    uint64_t m0 = (uint64_t)(bpw / 4);
+    bool streamed = false;
+    is_near(tape_seek_time(&p, m0, m0 + 1024, &streamed), 1024 / 400e6, 1e-15,
+            "a 1 KB tar header ahead: streamed (2.56 us), no 4.29 s locate");
+    ok(streamed, "and it says it streamed");
+    is_near(tape_seek_time(&p, m0, m0 + 2500000000ULL, &streamed), 6.25, 1e-9,
+            "2.5 GB ahead: streamed, 6.25 s < locate 6.55 s");
+    ok(streamed, "below the 2.689 GB crossover it streams");
+    double loc29 = 4.29 + 2.9e9 / bpw * 1035 / 17.8;
+    is_near(tape_seek_time(&p, m0, m0 + 2900000000ULL, &streamed), loc29, 1e-9,
+            "2.9 GB ahead: located, %.3f s < streaming 7.25 s", loc29);
+    ok(!streamed, "above the crossover it locates");
+    is_near(tape_seek_time(&p, m0 + 1024, m0, &streamed), 4.29 + 11.32 + 1024 / bpw * 1035 / 17.8,
+            1e-9, "a target behind the head: a locate with a step-back");
+    ok(!streamed, "never streams backwards");
+    is_near(tape_seek_time(&p, m0, m0, &streamed), 0, 0, "the next byte: 0");
+    uint64_t wrap_end = (uint64_t)bpw - 1000;
+    is_near(tape_seek_time(&p, wrap_end, wrap_end + 2000, &streamed), 2000 / 400e6, 1e-15,
+            "a small gap across a wrap turn is streamed too (serpentine)");
+    /* The true cost model is the drive's decision, exactly. */
+    bool same = true;
+    for (uint64_t k = 1; k < 200; k++) {
+        uint64_t a = (k * 7919 * 1000003ULL) % (uint64_t)p.capacity;
+        uint64_t b = a + (k * k * 1000000ULL) % 6000000000ULL;
+        double c = tape_cost(&tru, tape_position(&p, a), a, tape_position(&p, b), b);
+        same &= fabs(c - tape_seek_time(&p, a, b, NULL)) < 1e-9;
+    }
+    ok(same, "tape_cost under the true model equals tape_seek_time (200 gaps, 0-6 GB)");
 
     /* LTO-10 profile reproduces IBM's averages. */
     ok(tape_profile_builtin("lto10", &p, &err) == 0, "lto10 profile");
