@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 
 #include "common/array.h"
+#include "common/groups.h"
 #include "common/text.h"
 #include "common/uuid.h"
 
@@ -352,13 +353,10 @@ static char *groups_text(const gid_t *groups, size_t n)
 {
     if (n == 0)
         return NULL;
-    char *t = malloc(n * 11 + 2);
-    if (!t)
-        return NULL;
-    size_t len = 0;
-    t[len++] = ',';
-    for (size_t i = 0; i < n; i++)
-        len += (size_t)sprintf(t + len, "%u,", (unsigned)groups[i]);
+    size_t size = n * 11 + 2;
+    char *t = malloc(size);
+    if (t)
+        si_groups_format(groups, n, t, size);
     return t;
 }
 

@@ -2,6 +2,8 @@
 #include "common/groups.h"
 
 #include <grp.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +11,6 @@
 #include <unistd.h>
 
 #define GROUPS_CACHE_USERS 256
-#define GROUPS_MAX 1024
 
 typedef struct {
     uid_t uid;
@@ -20,6 +21,7 @@ typedef struct {
 } entry_t;
 
 struct si_groups {
+    pthread_mutex_t mu;
     double ttl_s;
     entry_t entries[GROUPS_CACHE_USERS];
 };
@@ -34,8 +36,10 @@ static double mono_now(void)
 si_groups_t *si_groups_new(double ttl_s)
 {
     si_groups_t *g = calloc(1, sizeof(*g));
-    if (g)
+    if (g) {
         g->ttl_s = ttl_s;
+        pthread_mutex_init(&g->mu, NULL);
+    }
     return g;
 }
 
@@ -45,6 +49,7 @@ void si_groups_free(si_groups_t *g)
         return;
     for (size_t i = 0; i < GROUPS_CACHE_USERS; i++)
         free(g->entries[i].groups);
+    pthread_mutex_destroy(&g->mu);
     free(g);
 }
 
@@ -55,8 +60,8 @@ static void resolve(entry_t *e)
     e->n = 0;
     struct passwd pw, *found = NULL;
     char buf[16384];
-    gid_t *list = malloc(GROUPS_MAX * sizeof(*list));
-    int count = GROUPS_MAX;
+    gid_t *list = malloc(SI_GROUPS_MAX * sizeof(*list));
+    int count = SI_GROUPS_MAX;
     if (list && getpwuid_r(e->uid, &pw, buf, sizeof(buf), &found) == 0 && found &&
         getgrouplist(found->pw_name, e->gid, list, &count) >= 0) {
         e->groups = list;
@@ -71,8 +76,9 @@ static void resolve(entry_t *e)
     }
 }
 
-void si_groups_of(si_groups_t *g, uid_t uid, gid_t gid, const gid_t **list, size_t *n)
+void si_groups_of(si_groups_t *g, uid_t uid, gid_t gid, gid_t list[SI_GROUPS_MAX], size_t *n)
 {
+    pthread_mutex_lock(&g->mu);
     double now = mono_now();
     entry_t *slot = NULL, *oldest = &g->entries[0];
     for (size_t i = 0; i < GROUPS_CACHE_USERS; i++) {
@@ -92,10 +98,27 @@ void si_groups_of(si_groups_t *g, uid_t uid, gid_t gid, const gid_t **list, size
         slot->fetched = now;
         resolve(slot);
     }
-    *list = slot->groups;
-    *n = slot->n;
-    if (!slot->groups) { /* out of memory: the primary group alone */
-        *list = &slot->gid;
+    if (slot->groups) {
+        *n = slot->n < SI_GROUPS_MAX ? slot->n : SI_GROUPS_MAX;
+        memcpy(list, slot->groups, *n * sizeof(*list));
+    } else { /* out of memory: the primary group alone */
+        list[0] = gid;
         *n = 1;
     }
+    pthread_mutex_unlock(&g->mu);
+}
+
+bool si_groups_format(const gid_t *list, size_t n, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        int w = snprintf(buf + len, size - len, "%s%u,", len ? "" : ",", (unsigned)list[i]);
+        if (w < 0 || (size_t)w >= size - len) {
+            buf[len] = '\0';
+            return false;
+        }
+        len += (size_t)w;
+    }
+    return true;
 }

@@ -144,6 +144,8 @@ J=$(as_user "$U1" sbatch --parsable -o "$S/out/%j.out" --stage-in=projdata "$TES
 ok $([ -n "$J" ]; echo $?) "a member of $G (a supplementary group) may stage the group's dataset"
 sed 's/^/# /' "$S/sbatch.err" | head -2
 [ -n "$J" ] && is "$(wait_job "$J" 60)" COMPLETED "... and the job COMPLETED"
+grep -q "request=.\{36\} agent=yes" "$S/out/$J.out" && ! grep -q "not available\|cannot" "$S/out/$J.out"
+ok $? "... with its agent, which read the data through S3 as $U1 (the group counts there too)"
 J=$(as_user "$U2" sbatch --parsable -o "$S/out/%j.out" --stage-in=projdata "$TEST_DIR/show.sh" 2> "$S/sbatch.err")
 is "$J" "" "a user outside $G is refused"
 

@@ -397,7 +397,9 @@ static void on_stage(http_request_t *req, void *arg)
         spec.uid = st.uid;
         spec.gid = st.gid;
     }
-    si_groups_of(c->groups, spec.uid, spec.gid, &spec.groups, &spec.ngroups);
+    gid_t groups[SI_GROUPS_MAX];
+    si_groups_of(c->groups, spec.uid, spec.gid, groups, &spec.ngroups);
+    spec.groups = groups;
     requests_created_t made;
     if (requests_create(c->requests, &spec, &made, &err) < 0) {
         respond_failure(req, errno, &err);
@@ -631,8 +633,9 @@ static void on_archiveinfo(http_request_t *req, void *arg)
         goto out;
     }
     /* the caller may learn of what it may stage only */
-    requests_caller_t caller = {.uid = who.uid, .gid = who.gid};
-    si_groups_of(c->groups, who.uid, who.gid, &caller.groups, &caller.ngroups);
+    gid_t groups[SI_GROUPS_MAX];
+    requests_caller_t caller = {.uid = who.uid, .gid = who.gid, .groups = groups};
+    si_groups_of(c->groups, who.uid, who.gid, groups, &caller.ngroups);
     json_t *answer = json_array();
     size_t i;
     json_t *v;

@@ -13,6 +13,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/requests.h"
+#include "common/groups.h"
 #include "common/strbuf.h"
 
 /* May `who` read object o? Root and public buckets: yes. Otherwise, like a
@@ -25,7 +26,8 @@
     " WHEN EXISTS (SELECT 1 FROM dataset_members m JOIN datasets d"                      \
     "   ON d.id = m.dataset_id WHERE m.object_id = o.id AND CASE"                        \
     "   WHEN d.owner_uid = :uid THEN (d.mode & 256) != 0"                                \
-    "   WHEN d.owner_gid = :gid THEN (d.mode & 32) != 0"                                 \
+    "   WHEN d.owner_gid = :gid OR instr(:groups, ',' || d.owner_gid || ',') > 0"        \
+    "    THEN (d.mode & 32) != 0"                                                        \
     "   ELSE (d.mode & 4) != 0 END) THEN 1"                                              \
     " WHEN EXISTS (SELECT 1 FROM dataset_members m WHERE m.object_id = o.id) THEN 0"     \
     " WHEN NOT EXISTS (SELECT 1 FROM push_items pi WHERE pi.object_id = o.id) THEN 1"    \
@@ -194,9 +196,13 @@ void s3_dbpool_close(s3_dbpool_t *p)
 
 static void bind_who(sqlite3_stmt *s, const s3_who_t *who)
 {
+    char groups[S3_WHO_GROUPS_MAX * 11 + 2];
+    si_groups_format(who->groups, who->ngroups, groups, sizeof(groups));
     sqlite3_bind_int(s, sqlite3_bind_parameter_index(s, ":all"), who->all);
     sqlite3_bind_int64(s, sqlite3_bind_parameter_index(s, ":uid"), who->uid);
     sqlite3_bind_int64(s, sqlite3_bind_parameter_index(s, ":gid"), who->gid);
+    sqlite3_bind_text(s, sqlite3_bind_parameter_index(s, ":groups"), groups, -1,
+                      SQLITE_TRANSIENT);
 }
 
 static void copy_text(char *dst, size_t size, const unsigned char *src)
@@ -363,7 +369,8 @@ int s3_db_stage(s3_db_t *db, const s3_who_t *who, const char *bucket, const char
     const char *files[1] = {file};
     requests_spec_t spec = {.uid = who->all ? 0 : who->uid, .gid = who->all ? 0 : who->gid,
                             .job_id = job, .priority = priority, .pin_lifetime = pin_lifetime,
-                            .files = files, .nfiles = 1};
+                            .files = files, .nfiles = 1, .groups = who->groups,
+                            .ngroups = who->all ? 0 : who->ngroups};
     requests_created_t made;
     int rc = requests_create(db->requests, &spec, &made, err);
     free(file);

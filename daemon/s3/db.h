@@ -25,11 +25,15 @@ s3_db_t *s3_dbpool_get(s3_dbpool_t *p);
 void s3_dbpool_put(s3_dbpool_t *p, s3_db_t *db);
 void s3_dbpool_close(s3_dbpool_t *p);
 
-/* Who asks: the credential's uid/gid; all: root, or a public bucket. */
+/* Who asks: the credential's uid/gid and the uid's supplementary groups
+ * (NSS); all: root, or a public bucket. */
+#define S3_WHO_GROUPS_MAX 64
 typedef struct {
     uid_t uid;
     gid_t gid;
     bool all;
+    size_t ngroups;
+    gid_t groups[S3_WHO_GROUPS_MAX];
 } s3_who_t;
 
 /* What an object keeps beside its bytes (catalog table object_meta). */

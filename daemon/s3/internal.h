@@ -15,6 +15,7 @@
 #include "common/sigv4.h"
 #include "common/strbuf.h"
 #include "daemon/push/push.h"
+#include "common/groups.h"
 #include "daemon/s3/db.h"
 #include "daemon/s3/s3.h"
 
@@ -26,6 +27,7 @@ typedef struct s3_req s3_req_t;
 
 struct s3_server {
     s3_conf_t conf;
+    si_groups_t *groups;             /* the credentials' uids' groups (NSS), cached */
     int64_t pin_lifetime_max;        /* seconds; 0: no bound */
     si_secrets_t *secrets;
     si_session_keys_t *sessions;     /* borrowed; NULL: no session credentials */

@@ -5,6 +5,9 @@
 #include "config.h"
 #include "daemon/s3/internal.h"
 
+/* how long a uid's groups are taken as NSS said */
+#define S3_GROUPS_TTL_S 60.0
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -604,6 +607,11 @@ static int authenticate(s3_req_t *r)
     if (si_sigv4_verify_region(&s->verifier, &sr, (int64_t)time(NULL), &r->auth, &st,
                                &wrong_region, &err) == 0) {
         r->who = (s3_who_t){.uid = r->auth.uid, .gid = r->auth.gid, .all = r->auth.uid == 0};
+        gid_t groups[SI_GROUPS_MAX];
+        size_t n = 0;
+        si_groups_of(s->groups, r->who.uid, r->who.gid, groups, &n);
+        r->who.ngroups = n < S3_WHO_GROUPS_MAX ? n : S3_WHO_GROUPS_MAX;
+        memcpy(r->who.groups, groups, r->who.ngroups * sizeof(gid_t));
         return 0;
     }
     if (st == SI_SIGV4_NO_CREDENTIALS && s3_req_has_query(r, "AWSAccessKeyId") &&
@@ -980,6 +988,10 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
         goto error;
     }
 
+    if (!(s->groups = si_groups_new(S3_GROUPS_TTL_S))) {
+        si_errprintf(err, "out of memory");
+        goto error;
+    }
     if (!(s->secrets = si_secrets_load(s->conf.secrets_file, err))) {
         si_errprefix(err, "s3.secrets_file");
         goto error;
@@ -1082,6 +1094,7 @@ void s3_server_stop(s3_server_t *s)
     s3_rdma_close(s);
     s3_dbpool_close(s->pool);
     si_secrets_free(s->secrets);
+    si_groups_free(s->groups);
     si_sigv4_key_cache_free(s->keys);
     if (s->tls_key) {
         OPENSSL_cleanse(s->tls_key, s->tls_key_len);
