@@ -297,7 +297,7 @@ int main(int argc, char **argv)
         goto error;
     s3_opts_t so = {.catalog_path = s.catalog, .state_dir = s.state_dir, .cache = cache,
                     .push = push, .push_bucket = pushc.bucket, .sessions = sessions,
-                    .log = log};
+                    .log = log, .staged = recall_service_kick, .staged_arg = recall};
     if (!(s3 = s3_service_start(conf, &so, &err)) && err.text[0])
         goto error;
     si_conf_free(conf); /* read again on HUP */
@@ -312,6 +312,7 @@ int main(int argc, char **argv)
     metrics_sources.recall = recall;
     metrics_sources.s3 = s3;
     control_set_metrics_hook(ctl, metrics, &metrics_sources);
+    control_set_stage_hook(ctl, recall_service_kick, recall);
     if (s3) {
         char url[320];
         s3_server_url(s3, url, sizeof(url));

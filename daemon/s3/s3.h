@@ -85,6 +85,8 @@ typedef struct {
                                   * borrowed, may be NULL */
     si_log_t *log;               /* may be NULL */
     rdma_config_t rdma;          /* the "rdma" group; zeroed: no RDMA data path */
+    void (*staged)(void *arg);   /* a stage request was made (recall_service_kick); may be NULL */
+    void *staged_arg;
 } s3_opts_t;
 
 /* Loads the secrets (mode 0600 or refused), opens the catalog connections
