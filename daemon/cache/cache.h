@@ -63,9 +63,10 @@ typedef struct {
     size_t write_buffer;          /* bytes gathered per write(2) */
     double access_flush_interval; /* seconds between last_access flushes */
     /* group commit: a batch of finished objects is made durable together
-     * (one syncfs, one catalog transaction); it closes when it holds this
-     * many bytes or objects, when its oldest object has waited this long,
-     * or at once when no other object is being written */
+     * (one syncfs, one catalog transaction), taking what is queued when the
+     * committer is free, up to this many bytes or objects (the next batch
+     * gathers while one is flushed); with commit_delay > 0 a batch waits up
+     * to that long for more objects while other writers are open */
     uint64_t commit_bytes;
     unsigned commit_objects;
     double commit_delay;          /* seconds */
@@ -74,8 +75,8 @@ typedef struct {
 } cache_conf_t;
 
 /* Defaults: dir <state_dir>/cache, capacity 0, watermarks 0.90/0.80,
- * verify unverified, 4 MiB buffer, 5 s flushes, batches of 256 MiB, 4096
- * objects or 50 ms. */
+ * verify unverified, 4 MiB buffer, 5 s flushes, batches of up to 256 MiB
+ * or 4096 objects, no delay. */
 void cache_conf_defaults(cache_conf_t *conf, const char *state_dir);
 /* Defaults overridden by the "cache" group; checks low < high. */
 int cache_conf_from(const si_conf_t *conf, const char *state_dir, cache_conf_t *out,

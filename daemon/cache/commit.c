@@ -11,11 +11,13 @@
  * batch: its files are removed, nothing is recorded, every submitter is
  * told why.
  *
- * A batch closes on commit_bytes, commit_objects, commit_delay since its
- * oldest object was queued, or at once when no other writer is open (then
- * nothing could join it soon: a lone upload is not held back). While one
- * batch is being flushed the next one gathers, so that under load the
- * batches grow with the flush time. */
+ * A batch takes what is queued when the committer is free, up to
+ * commit_bytes or commit_objects: while one batch is flushed the next one
+ * gathers, so that the batches grow with the load and the flush time and a
+ * lone upload is not held back. With commit_delay > 0 a batch also waits up
+ * to that long for more objects while other writers are open (measured:
+ * with the default 0 the flush itself gathers enough; a wait only delayed
+ * concurrent uploads). */
 #include "config.h"
 #include "daemon/cache/internal.h"
 
@@ -300,9 +302,9 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
 /* Lock held: whether the queued objects make a batch now. */
 static bool batch_ready(const cache_t *c)
 {
-    return c->committer_stop || c->queued >= c->conf.commit_objects ||
-           c->queued_bytes >= c->conf.commit_bytes || c->unsubmitted == 0 ||
-           mono_now() - c->queued_since >= c->conf.commit_delay;
+    return c->committer_stop || c->conf.commit_delay <= 0 ||
+           c->queued >= c->conf.commit_objects || c->queued_bytes >= c->conf.commit_bytes ||
+           c->unsubmitted == 0 || mono_now() - c->queued_since >= c->conf.commit_delay;
 }
 
 static void *committer_main(void *arg)

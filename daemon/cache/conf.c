@@ -38,7 +38,7 @@ void cache_conf_defaults(cache_conf_t *conf, const char *state_dir)
     conf->access_flush_interval = 5.0;
     conf->commit_bytes = 256u << 20;
     conf->commit_objects = 4096;
-    conf->commit_delay = 0.05;
+    conf->commit_delay = 0;
 }
 
 int cache_conf_from(const si_conf_t *conf, const char *state_dir, cache_conf_t *out,

@@ -555,6 +555,16 @@ static const char *size_name(uint64_t size, char buf[16])
     return buf;
 }
 
+/* One line per case on stderr as it ends (a full run takes minutes). */
+static void progress(const result_t *r)
+{
+    char b[16];
+    fprintf(stderr, PROG ": %s, %d drive%s, %" PRIu64 " x %s: %.1f MB/s, reference %.1f MB/s,"
+            " ratio %.2f%s%s\n", r->direction, r->drives, r->drives > 1 ? "s" : "", r->objects,
+            size_name(r->object_size, b), r->mb_per_s, r->ref, r->ratio, r->error[0] ? ": " : "",
+            r->error);
+}
+
 static void report(const result_t *r, size_t n, bool json)
 {
     if (json) {
@@ -637,12 +647,18 @@ int main(int argc, char **argv)
             /* --quick leaves out the one case of 8 GiB and more */
             if (o.quick && drive_counts[di] > 1 && sizes[si] >= (1ull << 30))
                 continue;
-            recall_case(&run, drive_counts[di], sizes[si], ref0, &results[nr++]);
+            recall_case(&run, drive_counts[di], sizes[si], ref0, &results[nr]);
+            progress(&results[nr++]);
         }
-    for (size_t si = 0; si < 4; si++)
-        push_case(&run, sizes[si], ref0, &results[nr++]);
+    for (size_t si = 0; si < 4; si++) {
+        push_case(&run, sizes[si], ref0, &results[nr]);
+        progress(&results[nr++]);
+    }
     report(results, nr, o.json);
-    rmdir(dir);
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, PROG ": cleanup of %s failed\n", dir);
     curl_global_cleanup();
     return 0;
 }
