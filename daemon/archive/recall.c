@@ -21,6 +21,11 @@
 #define FLIGHT_BUCKETS 4096
 /* Seconds before a batch the backend refused (no such volume yet, ...) is tried again. */
 #define BACKEND_RETRY_S 2.0
+/* Seconds finished objects gather before their items are completed in one
+ * transaction: each transaction also re-counts its requests' items, so one
+ * per object (a drive streams thousands per second) would cost O(items)
+ * each. */
+#define COMPLETE_EVERY_S 0.02
 /* Seconds between scans for cancelled and released requests. */
 #define HOUSEKEEPING_S 0.2
 
@@ -108,6 +113,7 @@ struct recall_service {
     bool stop;
     flight_t *flights[FLIGHT_BUCKETS];
     done_t *done_head, **done_tail;
+    double done_since;         /* monotonic seconds of the oldest queued done */
     recall_stats_t st;
 
     /* Checked objects are committed by the cache in batches (group
@@ -223,6 +229,8 @@ static int sink_write(void *arg, void *session, const void *buf, size_t len, si_
 /* mu held: a done into the service thread's queue */
 static void queue_done_locked(recall_service_t *rs, done_t *d)
 {
+    if (!rs->done_head)
+        rs->done_since = mono_now();
     d->next = NULL;
     *rs->done_tail = d;
     rs->done_tail = &d->next;
@@ -965,8 +973,12 @@ static void *service_main(void *arg)
         pthread_mutex_unlock(&rs->mu);
         if (stop)
             break;
-        drain_done(rs);
         double now = mono_now();
+        pthread_mutex_lock(&rs->mu);
+        bool complete = rs->done_head && now - rs->done_since >= COMPLETE_EVERY_S;
+        pthread_mutex_unlock(&rs->mu);
+        if (complete)
+            drain_done(rs);
         if (now - rs->last_housekeeping >= HOUSEKEEPING_S) {
             rs->last_housekeeping = now;
             drop_inactive(rs);
@@ -984,11 +996,12 @@ static void *service_main(void *arg)
         if (kicked || now - rs->last_scan >= rs->poll_interval) {
             rs->last_scan = now;
             scan_pending(rs);
-            drain_done(rs);
         }
         pthread_mutex_lock(&rs->mu);
-        if (!rs->stop && !rs->done_head && !rs->kicked) {
+        if (!rs->stop && !rs->kicked) {
             double next = rs->last_scan + rs->poll_interval;
+            if (rs->done_head && rs->done_since + COMPLETE_EVERY_S < next)
+                next = rs->done_since + COMPLETE_EVERY_S;
             if (rs->last_housekeeping + HOUSEKEEPING_S < next)
                 next = rs->last_housekeeping + HOUSEKEEPING_S;
             if (rs->last_progress + rs->progress_interval < next)

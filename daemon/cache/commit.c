@@ -33,6 +33,9 @@
 
 #include "catalog/catalog.h"
 
+/* Unflushed bytes from which a submitted object's write-back starts at once. */
+#define WRITEBACK_START_MIN (4u << 20)
+
 static double mono_now(void)
 {
     struct timespec t;
@@ -46,10 +49,12 @@ int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_
     cache_t *c = w->c;
     if (cache_writer_seal(w, err) < 0)
         return -1;
-    /* start the write-back now, so that the batch's flush finds it under
-     * way; then the descriptor is not needed any more (the flush works on
-     * the file system: a queue of thousands of small objects holds no fds) */
-    if (w->written > w->writeback_from)
+    /* a large object's write-back starts now, so that the batch's flush
+     * finds it under way (a small one's is left to the flush: issuing it
+     * here cost the reading thread an I/O submission per object); then the
+     * descriptor is not needed any more (the flush works on the file
+     * system: a queue of thousands of small objects holds no fds) */
+    if (w->written - w->writeback_from >= WRITEBACK_START_MIN)
         sync_file_range(w->fd, (off_t)w->writeback_from, 0, SYNC_FILE_RANGE_WRITE);
     if (close(w->fd) < 0) {
         int saved = errno;

@@ -126,8 +126,10 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
         goto error;
     }
     /* allocate the blocks at once: less fragmentation, and a full file
-     * system is found now rather than halfway through a tape read */
-    if (size > 0 && fallocate(w->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size) < 0 &&
+     * system is found now rather than halfway through a tape read (not
+     * for an object of one write: its write allocates as soon, and the
+     * unwritten extent cost a conversion per small object) */
+    if (size > w->buf_size && fallocate(w->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size) < 0 &&
         errno != EOPNOTSUPP && errno != ENOSYS) {
         int saved = errno;
         si_errnoprintf(err, saved, "object %" PRId64 ": cannot allocate %" PRIu64 " bytes in %s: %s",

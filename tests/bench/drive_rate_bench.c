@@ -78,6 +78,7 @@ static void fill(unsigned char *buf, size_t len, uint64_t seed)
  * bytes/s including the fsync. */
 static double durable_write_rate(const char *dir, uint64_t bytes)
 {
+    sync(); /* what earlier cases left dirty is not this write's to flush */
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/reference", dir);
     unsigned char *buf = malloc(CHUNK);
@@ -642,15 +643,25 @@ int main(int argc, char **argv)
     static const int drive_counts[] = {1, 4};
     result_t results[16];
     size_t nr = 0;
+    /* $DRIVE_RATE_ONLY (e.g. "push", "recall 4", "recall 1 64 KiB"): only
+     * the cases whose name starts so (for profiling one of them) */
+    const char *only = getenv("DRIVE_RATE_ONLY");
+    char name[64], b[16];
+#define SKIP(dir, drives, size)                                                                \
+    (snprintf(name, sizeof(name), "%s %d %s", dir, drives, size_name(size, b)),                \
+     only && strncmp(name, only, strlen(only)) != 0)
     for (size_t di = 0; di < 2; di++)
         for (size_t si = 0; si < 4; si++) {
             /* --quick leaves out the one case of 8 GiB and more */
-            if (o.quick && drive_counts[di] > 1 && sizes[si] >= (1ull << 30))
+            if ((o.quick && drive_counts[di] > 1 && sizes[si] >= (1ull << 30)) ||
+                SKIP("recall", drive_counts[di], sizes[si]))
                 continue;
             recall_case(&run, drive_counts[di], sizes[si], ref0, &results[nr]);
             progress(&results[nr++]);
         }
     for (size_t si = 0; si < 4; si++) {
+        if (SKIP("push", 1, sizes[si]))
+            continue;
         push_case(&run, sizes[si], ref0, &results[nr]);
         progress(&results[nr++]);
     }
