@@ -40,30 +40,13 @@ define part2 "${keys[@]:1000:1500}"
 define part3 "${keys[@]:1500:1500}"
 is "$(sql "SELECT count(*) FROM tape_copies")" "$N" "$N objects of 64 KiB on three volumes"
 
-accepted=()
-submit() {
-    local id
-    id=$(stage "{\"datasets\":[\"$1\"]}")
-    [ -n "$id" ] && accepted+=("$id")
-}
+# a new request of 1,500 objects every fourth round
+round() { [ $(($1 % 4)) != 1 ] || submit "part$(($1 % 3 + 1))"; }
 
 run_ok "stageind starts" -- start
 track_pid "$(daemon_pid)"
 submit all
-kills=0
-restarts=0
-for round in $(seq "$KILLS"); do
-    [ $((round % 4)) = 1 ] && submit "part$((round % 3 + 1))"
-    sleep "0.$((3 + RANDOM % 6))"
-    pid=$(daemon_pid)
-    if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
-        kills=$((kills + 1))
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    fi
-    PORT=$(free_port)
-    start && restarts=$((restarts + 1))
-    track_pid "$(daemon_pid)"
-done
+kill_loop "$KILLS" round
 is "$kills:$restarts" "$KILLS:$KILLS" "$KILLS kill -9 during recalls of small objects, each followed by a restart"
 diag "accepted ${#accepted[@]} requests; $(sql "SELECT count(*) FROM cache") objects cached when the loop ended"
 # one kill more, then drives at full speed for the rest (the test's time)

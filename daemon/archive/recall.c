@@ -15,6 +15,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/requests.h"
+#include "common/array.h"
 #include "common/text.h"
 #include "daemon/archive/recall.h"
 
@@ -500,14 +501,8 @@ typedef struct {
 
 static int item_list_add(item_list_t *l, int64_t request, int64_t object)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        requests_item_outcome_t *v = realloc(l->v, cap * sizeof(*v));
-        if (!v)
-            return -1;
-        l->v = v;
-        l->cap = cap;
-    }
+    if (si_array_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)) < 0)
+        return -1;
     l->v[l->n++] = (requests_item_outcome_t){request, object, 0};
     return 0;
 }
@@ -626,16 +621,10 @@ static void drain_done(recall_service_t *rs)
             recall_failed(rs, f, d->why);
             flight_free(f);
         } else if (f) {
-            if (nrecalled == cap) {
-                size_t c2 = cap ? 2 * cap : 64;
-                flight_t **r2 = realloc(recalled, c2 * sizeof(*r2));
-                if (!r2) { /* the items stay STARTED; a restart queues them again */
-                    flight_free(f);
-                    free(d);
-                    continue;
-                }
-                recalled = r2;
-                cap = c2;
+            if (si_array_grow((void **)&recalled, &cap, nrecalled + 1, sizeof(*recalled)) < 0) {
+                flight_free(f); /* the items stay STARTED; a restart queues them again */
+                free(d);
+                continue;
             }
             recalled[nrecalled++] = f;
             for (size_t i = 0; i < f->nwaiters; i++)
