@@ -31,11 +31,11 @@ track_pid "$(daemon_pid)"
 id=$(stage '{"datasets":["six"]}')
 is "$(wait_done "$id" 60)" FAILED "the request FAILED"
 is "$(sql "SELECT count(*) FROM request_items i JOIN requests r ON r.id = i.request_id
-           WHERE r.uuid = '$id' AND i.state = 'FAILED' AND i.error LIKE '%syncfs of the cache%Input/output error%'")" 6 \
+           WHERE r.uuid = '$id' AND i.state = 'FAILED' AND i.error LIKE '%flushing the cache%Input/output error%'")" 6 \
     "each item FAILED with an error naming the failed flush"
 is "$(sql "SELECT count(*) FROM request_items WHERE state = 'COMPLETED'")" 0 "nothing marked done"
 is "$(cache_state)" "0 0" "nothing of them in the cache: no row, no file"
-grep -q "syncfs of the cache's file system" "$LOG"
+grep -q "flushing the cache" "$LOG"
 ok $? "the log says why"
 
 # a push whose batch cannot be flushed (ENOSPC) is refused and not recorded

@@ -3,8 +3,9 @@
  *
  * Per batch: every temp file renamed into objects/, then one syncfs of the
  * cache's file system (the data of all the batch's files, their new names
- * and directories, in one journal commit instead of two fsyncs per object),
- * then one catalog transaction for all the rows and pins. Only after that
+ * and directories, in one journal commit instead of two fsyncs per object;
+ * a batch of one or two objects is flushed file by file instead), then one
+ * catalog transaction for all the rows and pins. Only after that
  * transaction is an object visible to readers (they look for its row) and
  * is its submitter told. A crash before it leaves files without rows, which
  * cache_recover removes. A failed flush or transaction fails the whole
@@ -33,8 +34,11 @@
 
 #include "catalog/catalog.h"
 
-/* Unflushed bytes from which a submitted object's write-back starts at once. */
-#define WRITEBACK_START_MIN (4u << 20)
+/* Batches of up to this many objects are flushed file by file (fdatasync
+ * of each, fsync of its directory) rather than by one syncfs: syncfs
+ * flushes everything dirty on the file system, other programs' data too,
+ * which a lone large object should not wait for. */
+#define FILE_FLUSH_MAX 2
 
 static double mono_now(void)
 {
@@ -49,13 +53,10 @@ int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_
     cache_t *c = w->c;
     if (cache_writer_seal(w, err) < 0)
         return -1;
-    /* a large object's write-back starts now, so that the batch's flush
-     * finds it under way (a small one's is left to the flush: issuing it
-     * here cost the reading thread an I/O submission per object); then the
-     * descriptor is not needed any more (the flush works on the file
-     * system: a queue of thousands of small objects holds no fds) */
-    if (w->written - w->writeback_from >= WRITEBACK_START_MIN)
-        sync_file_range(w->fd, (off_t)w->writeback_from, 0, SYNC_FILE_RANGE_WRITE);
+    /* the descriptor is not needed any more: the batch's flush finds the
+     * file by its name (a queue of thousands of small objects holds no
+     * fds), and its write-back is the committer's, not the reading
+     * thread's */
     if (close(w->fd) < 0) {
         int saved = errno;
         w->fd = -1;
@@ -185,8 +186,35 @@ static void place_all(cache_t *c, cache_writer_t **ws, size_t n)
         close(dir0);
 }
 
+/* fdatasync of a placed object's file and fsync of its directory. */
+static int flush_one(cache_t *c, const cache_writer_t *w, si_error_t *err)
+{
+    char rel[CACHE_OBJECT_PATH_MAX];
+    cache_object_path(w->object_id, rel, sizeof(rel), NULL);
+    const char *inside = rel + strlen("objects/");
+    char *slash = strrchr(rel, '/');
+    int fd = openat(c->objects_fd, inside, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = fd < 0 ? -1 : fdatasync(fd);
+    int saved = errno;
+    if (fd >= 0)
+        close(fd);
+    if (rc == 0) {
+        *slash = '\0'; /* its directory, objects/<b2>/<b1> */
+        fd = openat(c->objects_fd, inside, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        rc = fd < 0 ? -1 : fsync(fd);
+        saved = errno;
+        if (fd >= 0)
+            close(fd);
+        *slash = '/';
+    }
+    if (rc < 0)
+        return si_errnoprintf(err, saved, "flushing the cache (%s): fsync of %s: %s",
+                              c->conf.dir, rel, strerror(saved));
+    return 0;
+}
+
 /* One flush for the whole batch: the data, the renames, the directories. */
-static int flush_all(cache_t *c, si_error_t *err)
+static int flush_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err)
 {
     pthread_mutex_lock(&c->lock);
     int fault = 0;
@@ -196,12 +224,18 @@ static int flush_all(cache_t *c, si_error_t *err)
     }
     pthread_mutex_unlock(&c->lock);
     if (fault)
-        return si_errnoprintf(err, fault, "syncfs of the cache's file system (%s): %s"
+        return si_errnoprintf(err, fault, "flushing the cache (%s): %s"
                               " (injected by STAGEIN_TEST_CACHE_FLUSH_FAULT)", c->conf.dir,
                               strerror(fault));
+    if (n <= FILE_FLUSH_MAX) {
+        for (size_t i = 0; i < n; i++)
+            if (ws[i]->placed && flush_one(c, ws[i], err) < 0)
+                return -1;
+        return 0;
+    }
     if (syncfs(c->objects_fd) < 0)
-        return si_errnoprintf(err, errno, "syncfs of the cache's file system (%s): %s",
-                              c->conf.dir, strerror(errno));
+        return si_errnoprintf(err, errno, "flushing the cache (%s): syncfs of its file system:"
+                              " %s", c->conf.dir, strerror(errno));
     return 0;
 }
 
@@ -255,7 +289,7 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
 {
     si_error_t err = {{0}};
     place_all(c, ws, n);
-    if (flush_all(c, &err) < 0)
+    if (flush_all(c, ws, n, &err) < 0)
         for (size_t i = 0; i < n; i++)
             fail(ws[i], errno, "object %" PRId64 ": %s", ws[i]->object_id, err.text);
     pthread_mutex_lock(&c->lock);
