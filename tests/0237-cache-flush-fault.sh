@@ -20,10 +20,9 @@ tape create F00001 --capacity 20000000000 >/dev/null
 write_volume F00001 1 "${keys[@]}"
 define six "${keys[@]}"
 
-# cache_state: "rows files" of the cache (not counting the empty temp files
-# it makes ahead)
+# cache_state: "rows files" of the cache
 cache_state() {
-    echo "$(sql "SELECT count(*) FROM cache") $(find "$STATE/cache/objects" "$STATE/cache/tmp" -type f ! -name 'ahead.*' | wc -l)"
+    echo "$(sql "SELECT count(*) FROM cache") $(find "$STATE/cache/objects" "$STATE/cache/tmp" -type f | wc -l)"
 }
 
 # every batch flush fails while the first daemon runs

@@ -344,65 +344,6 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
     }
 }
 
-/* ---- temp files made ahead ------------------------------------------------------------ */
-
-static void pool_drain(cache_t *c);
-
-int cache_pool_take(cache_t *c, char name[CACHE_TEMP_NAME_MAX])
-{
-    if (!c->npool)
-        return -1;
-    cache_pooled_t *p = &c->pool[--c->npool];
-    memcpy(name, p->name, CACHE_TEMP_NAME_MAX);
-    pthread_cond_signal(&c->commit_cv); /* the committer makes another one */
-    return p->fd;
-}
-
-void cache_pool_start(cache_t *c)
-{
-    c->pool_on = true;
-    pthread_cond_signal(&c->commit_cv);
-}
-
-/* Committer, lock held (dropped around the create): one more empty temp
- * file into the pool. A failure (a full file system, no descriptors) stops
- * the pool: writers then create their own files, and say what is wrong. */
-static void pool_fill_one(cache_t *c)
-{
-    char name[CACHE_TEMP_NAME_MAX];
-    snprintf(name, sizeof(name), "ahead.%ld.%" PRIu64, (long)getpid(), ++c->temp_seq);
-    pthread_mutex_unlock(&c->lock);
-    int fd = openat(c->tmp_fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
-    pthread_mutex_lock(&c->lock);
-    if (fd < 0) {
-        c->pool_on = false;
-        return;
-    }
-    if (c->pool_on && c->npool < CACHE_POOL_MAX && !c->committer_stop) {
-        cache_pooled_t *p = &c->pool[c->npool++];
-        p->fd = fd;
-        memcpy(p->name, name, sizeof(name));
-        return;
-    }
-    close(fd);
-    unlinkat(c->tmp_fd, name, 0);
-}
-
-void cache_pool_stop(cache_t *c)
-{
-    c->pool_on = false;
-    pool_drain(c);
-}
-
-static void pool_drain(cache_t *c)
-{
-    while (c->npool) {
-        cache_pooled_t *p = &c->pool[--c->npool];
-        close(p->fd);
-        unlinkat(c->tmp_fd, p->name, 0);
-    }
-}
-
 /* ---- the committer thread ---------------------------------------------------------- */
 
 /* Lock held: whether the queued objects make a batch now. */
@@ -424,13 +365,8 @@ static void *committer_main(void *arg)
     }
     pthread_mutex_lock(&c->lock);
     for (;;) {
-        while (!c->queue_head && !c->committer_stop) {
-            if (c->pool_on && c->npool < CACHE_POOL_MAX) {
-                pool_fill_one(c); /* when idle only: commits come first */
-                continue;
-            }
+        while (!c->queue_head && !c->committer_stop)
             pthread_cond_wait(&c->commit_cv, &c->lock);
-        }
         if (!c->queue_head)
             break;
         while (!batch_ready(c)) {
@@ -459,7 +395,6 @@ static void *committer_main(void *arg)
         c->in_batch = false;
         pthread_cond_broadcast(&c->committed_cv); /* cache_commit_drain */
     }
-    pool_drain(c);
     pthread_mutex_unlock(&c->lock);
     if (ws != &one)
         free(ws);

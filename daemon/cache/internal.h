@@ -10,8 +10,6 @@
 
 #define CACHE_OBJECT_PATH_MAX 40 /* "objects/ab/cd/" + 16 hex + NUL */
 #define CACHE_NAME_HEX 16
-#define CACHE_POOL_MAX 32        /* empty temp files made ahead (commit.c) */
-#define CACHE_TEMP_NAME_MAX 64
 
 typedef enum {
     SQL_ROW_GET,
@@ -44,14 +42,6 @@ typedef struct {
     double when;
 } cache_access_t;
 
-/* An empty temp file made ahead by the committer: creating a file is the
- * largest per-object cost of a small object (the file system's inode
- * allocation), taken off the reading thread this way. */
-typedef struct {
-    int fd;
-    char name[CACHE_TEMP_NAME_MAX];
-} cache_pooled_t;
-
 /* One object being written (writer.c), then waiting for its batch commit
  * (commit.c). */
 struct cache_writer {
@@ -62,7 +52,7 @@ struct cache_writer {
     char actual_sum[SI_CHECKSUM_TEXT_MAX];   /* the bytes', once sealed */
     si_checksum_t *sum;
     int fd;
-    char temp_name[CACHE_TEMP_NAME_MAX];
+    char temp_name[64];
     uint64_t received;     /* bytes accepted from the caller */
     uint64_t written;      /* bytes in the temp file */
     uint64_t writeback_from;
@@ -115,9 +105,6 @@ struct cache {
     size_t queued;
     uint64_t queued_bytes;
     double queued_since;          /* monotonic seconds of the oldest queued */
-    cache_pooled_t pool[CACHE_POOL_MAX];
-    size_t npool;
-    bool pool_on;                 /* after recovery (which empties tmp/), until a failure */
     int fault_errno;              /* STAGEIN_TEST_CACHE_FLUSH_FAULT: flushes fail */
     unsigned fault_count;
 
@@ -161,13 +148,6 @@ int cache_object_dir(cache_t *c, int parent, const char *name, si_error_t *err);
  * what is queued) by cache_close. */
 int cache_committer_start(cache_t *c, si_error_t *err);
 void cache_committer_stop(cache_t *c);
-/* Lock held: an empty temp file from the pool (its name into name), or -1
- * when the pool is empty. */
-int cache_pool_take(cache_t *c, char name[CACHE_TEMP_NAME_MAX]);
-/* Lock held: the pool starts filling (after recovery), or stops and is
- * emptied (before it). */
-void cache_pool_start(cache_t *c);
-void cache_pool_stop(cache_t *c);
 /* A writer's end, whatever happened (lock NOT held): its reservation given
  * back unless it was committed, buffers and descriptor freed. */
 void cache_writer_release(cache_writer_t *w);

@@ -430,7 +430,6 @@ int cache_recover(cache_t *c, cache_recovery_t *report, si_error_t *err)
         pthread_mutex_unlock(&c->lock);
         return si_errnoprintf(err, EBUSY, "cache: recovery with %zu writers open", c->writers);
     }
-    cache_pool_stop(c); /* its files are in tmp/, which recovery empties */
     int rc = cache_flush_access_locked(c, err);
     pthread_mutex_unlock(&c->lock);
     if (rc < 0)
@@ -458,8 +457,6 @@ int cache_recover(cache_t *c, cache_recovery_t *report, si_error_t *err)
     r.bytes = c->used;
     if (r.ndropped)
         cache_changed_locked(c);
-    if (rc == 0)
-        cache_pool_start(c); /* tmp/ is clean: temp files may be made ahead now */
     pthread_mutex_unlock(&c->lock);
     if (rc < 0)
         goto error;

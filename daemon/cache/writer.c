@@ -112,16 +112,13 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
     c->writers++;
     c->unsubmitted++;
     uint64_t seq = ++c->temp_seq;
-    w->fd = cache_pool_take(c, w->temp_name);
     pthread_mutex_unlock(&c->lock);
 
-    if (w->fd < 0) {
-        snprintf(w->temp_name, sizeof(w->temp_name), "%016" PRIx64 ".%ld.%" PRIu64,
-                 (uint64_t)object_id, (long)getpid(), seq);
-        /* read-write: cache_writer_copy_fd hashes what the kernel copied */
-        w->fd = openat(c->tmp_fd, w->temp_name,
-                       O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
-    }
+    snprintf(w->temp_name, sizeof(w->temp_name), "%016" PRIx64 ".%ld.%" PRIu64,
+             (uint64_t)object_id, (long)getpid(), seq);
+    /* read-write: cache_writer_copy_fd hashes what the kernel copied */
+    w->fd = openat(c->tmp_fd, w->temp_name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                   0640);
     if (w->fd < 0) {
         int saved = errno;
         si_errnoprintf(err, saved, "object %" PRId64 ": cannot create %s/tmp/%s: %s", object_id,

@@ -154,8 +154,7 @@ static inline int ct_store(cache_t *c, int64_t id, unsigned n, size_t size, cons
     return cache_writer_finish(w, pin_request, err);
 }
 
-/* Entries in a directory other than . and .. (and the empty temp files the
- * cache makes ahead after a recovery, "ahead.*"), -1 if it cannot be read. */
+/* Entries in a directory other than . and .., -1 if it cannot be read. */
 static inline int ct_count_entries(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -164,8 +163,7 @@ static inline int ct_count_entries(const char *dir)
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)))
-        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
-             strncmp(e->d_name, "ahead.", 6) != 0;
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
     closedir(d);
     return n;
 }
