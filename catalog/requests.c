@@ -1661,3 +1661,84 @@ int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err)
     *out = m;
     return 0;
 }
+
+/* ---- batched item transitions (the recall service's group commit) ---------------- */
+
+/* The item UPDATE of item_transition for many items, inside the caller's
+ * transaction; each request touched is moved along once, at the end. */
+static int items_transition_in(requests_t *r, sql_id_t id, requests_item_outcome_t *items,
+                               size_t n, si_error_t *err)
+{
+    sqlite3_stmt *cached = NULL;
+    if (id == SQL_ITEM_FINISH &&
+        sqlite3_prepare_v2(r->db, "SELECT 1 FROM cache WHERE object_id = ?1", -1, &cached,
+                           NULL) != SQLITE_OK)
+        return db_fail(r, err, "preparing a batch of items");
+    double now = now_seconds();
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        requests_item_outcome_t *it = &items[i];
+        if (cached) {
+            /* completed only while its object is cached: the pin follows */
+            sqlite3_bind_int64(cached, 1, it->object_id);
+            int step = sqlite3_step(cached);
+            sqlite3_reset(cached);
+            if (step != SQLITE_ROW && step != SQLITE_DONE) {
+                rc = db_fail(r, err, "checking a cached object");
+                break;
+            }
+            if (step == SQLITE_DONE) {
+                it->outcome = REQUESTS_ITEM_NOT_CACHED;
+                continue;
+            }
+        }
+        sqlite3_stmt *s = stmt(r, id);
+        bind_int(s, ":request", it->request_id);
+        bind_int(s, ":object", it->object_id);
+        bind_real(s, ":now", now);
+        bind_text(s, ":state", id == SQL_ITEM_FINISH ? "COMPLETED" : NULL);
+        bind_text(s, ":error", NULL);
+        bind_int(s, ":bytes", 0);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            rc = db_fail(r, err, "updating a batch of items");
+            break;
+        }
+        it->outcome = sqlite3_changes(r->db) ? REQUESTS_ITEM_DONE : REQUESTS_ITEM_BUSY;
+        sqlite3_reset(s);
+        if (it->outcome != REQUESTS_ITEM_DONE || id != SQL_ITEM_FINISH)
+            continue;
+        s = stmt(r, SQL_PIN);
+        bind_int(s, ":object", it->object_id);
+        bind_int(s, ":request", it->request_id);
+        bind_real(s, ":now", now);
+        if (sqlite3_step(s) != SQLITE_DONE)
+            rc = db_fail(r, err, "updating the cache pin");
+        sqlite3_reset(s);
+    }
+    sqlite3_finalize(cached);
+    /* each request once (items come grouped by request, mostly) */
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (items[i].outcome != REQUESTS_ITEM_DONE)
+            continue;
+        bool seen = false;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = items[k].outcome == REQUESTS_ITEM_DONE &&
+                   items[k].request_id == items[i].request_id;
+        if (!seen)
+            rc = update_request_from_items(r, items[i].request_id, err);
+    }
+    reset_all(r);
+    return rc;
+}
+
+int requests_items_started_in(requests_t *r, requests_item_outcome_t *items, size_t n,
+                              si_error_t *err)
+{
+    return items_transition_in(r, SQL_ITEM_START, items, n, err);
+}
+
+int requests_items_completed_in(requests_t *r, requests_item_outcome_t *items, size_t n,
+                                si_error_t *err)
+{
+    return items_transition_in(r, SQL_ITEM_FINISH, items, n, err);
+}

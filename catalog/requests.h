@@ -215,6 +215,31 @@ int requests_item_failed(requests_t *r, int64_t request_id, int64_t object_id,
 int requests_item_requeue(requests_t *r, int64_t request_id, int64_t object_id,
                           si_error_t *err);
 
+/* Batched transitions for the recall service's group commit: many items in
+ * the caller's transaction (catalog_begin / catalog_commit on the same
+ * connection, so that its own rows, e.g. events, commit with them); each
+ * request touched follows its items once. Every item's outcome says what
+ * happened to it. -1 on a catalog failure: roll the transaction back. */
+typedef enum {
+    REQUESTS_ITEM_DONE = 1,        /* moved on */
+    REQUESTS_ITEM_BUSY = 2,        /* not in a state that allows it (cancelled) */
+    REQUESTS_ITEM_NOT_CACHED = 3,  /* completion only: the object is not cached */
+} requests_outcome_t;
+
+typedef struct {
+    int64_t request_id;
+    int64_t object_id;
+    requests_outcome_t outcome;    /* set by the call */
+} requests_item_outcome_t;
+
+/* SUBMITTED -> STARTED. */
+int requests_items_started_in(requests_t *r, requests_item_outcome_t *items, size_t n,
+                              si_error_t *err);
+/* SUBMITTED/STARTED -> COMPLETED with the item's pin, when the object has a
+ * cache row (REQUESTS_ITEM_NOT_CACHED otherwise: queue it again). */
+int requests_items_completed_in(requests_t *r, requests_item_outcome_t *items, size_t n,
+                                si_error_t *err);
+
 typedef struct {
     uint64_t requeued_items;       /* STARTED -> SUBMITTED */
     uint64_t active_requests;

@@ -318,7 +318,7 @@ int main(int argc, char **argv)
     s3_opts_t so = {.catalog_path = s.catalog, .state_dir = s.state_dir, .cache = cache,
                     .push = push, .push_bucket = pushc.bucket, .sessions = sessions,
                     .pin_lifetime_max = s.pin_lifetime_max,
-                    .log = log};
+                    .log = log, .staged = recall_service_kick, .staged_arg = recall};
     if (!(s3 = s3_service_start(conf, &so, &err)) && err.text[0])
         goto error;
     jobs_opts_t jo = {.catalog_path = s.catalog, .log = log};
@@ -346,6 +346,7 @@ int main(int argc, char **argv)
         goto error;
     }
     control_set_eta_hook(ctl, request_eta, eta);
+    control_set_stage_hook(ctl, recall_service_kick, recall);
     if (s3) {
         char url[320];
         s3_server_url(s3, url, sizeof(url));

@@ -32,32 +32,15 @@ define all "${keys[@]}"
 push_round() { :; }
 check_pushes() { :; }
 
-accepted=()
-submit() {
-    local id
-    id=$(stage "{\"datasets\":[\"$1\"],\"priority\":$((RANDOM % 3))}")
-    [ -n "$id" ] && accepted+=("$id")
+round() {
+    submit "part$(($1 % 3 + 1))"
+    push_round
 }
 
 run_ok "stageind starts" -- start
 track_pid "$(daemon_pid)"
 submit all
-kills=0
-restarts=0
-for round in $(seq "$KILLS"); do
-    submit "part$((round % 3 + 1))"
-    push_round
-    sleep "0.$((2 + RANDOM % 7))"
-    pid=$(daemon_pid)
-    if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
-        kills=$((kills + 1))
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    fi
-    # a new port each time: the old one may linger in TIME_WAIT
-    PORT=$(free_port)
-    start && restarts=$((restarts + 1))
-    track_pid "$(daemon_pid)"
-done
+kill_loop "$KILLS" round
 is "$kills:$restarts" "$KILLS:$KILLS" "$KILLS kill -9 during recalls, each followed by a restart"
 diag "accepted ${#accepted[@]} requests; $(sql "SELECT count(*) FROM events WHERE kind = 'object.recalled'") recalls recorded"
 ok "$([ "${#accepted[@]}" -eq $((KILLS + 1)) ]; echo $?)" "every stage request was accepted"

@@ -120,3 +120,31 @@ cache_mismatches() {
     done
 }
 recalled_count() { sql "SELECT count(*) FROM events e JOIN objects o ON e.subject = o.id WHERE e.kind = 'object.recalled' AND o.key = '$1'"; }
+
+# submit DATASET: a stage request of a random priority, its id into accepted[]
+accepted=()
+submit() {
+    local id
+    id=$(stage "{\"datasets\":[\"$1\"],\"priority\":$((RANDOM % 3))}")
+    [ -n "$id" ] && accepted+=("$id")
+}
+# kill_loop ROUNDS ROUND_FN: ROUNDS times ROUND_FN ROUND, a pause of 0.2 to
+# 0.8 s, kill -9 of stageind and a restart on a new port (the old one may
+# linger in TIME_WAIT); counts into kills and restarts
+kill_loop() {
+    local round pid
+    kills=0
+    restarts=0
+    for round in $(seq "$1"); do
+        "$2" "$round"
+        sleep "0.$((2 + RANDOM % 7))"
+        pid=$(daemon_pid)
+        if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
+            kills=$((kills + 1))
+            for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        fi
+        PORT=$(free_port)
+        start && restarts=$((restarts + 1))
+        track_pid "$(daemon_pid)"
+    done
+}

@@ -289,6 +289,31 @@ int main(void)
     free(refs);
     ok(requests_item_requeue(rq, c3.id, a2, &err) == 0, "completed item re-queued");
 
+    /* batched transitions, in the caller's transaction */
+    requests_item_outcome_t batch[2] = {{c3.id, a1, 0}, {c3.id, a2, 0}};
+    ok(catalog_begin(cat, &err) == 0 && requests_items_started_in(rq, batch, 2, &err) == 0 &&
+           catalog_commit(cat, &err) == 0 && batch[0].outcome == REQUESTS_ITEM_DONE &&
+           batch[1].outcome == REQUESTS_ITEM_DONE,
+       "two items started in one transaction");
+    is_int(count("SELECT count(*) FROM request_items WHERE request_id = (SELECT id FROM"
+                 " requests WHERE priority = 10) AND state = 'STARTED'"),
+           2, "both STARTED");
+    ok(catalog_begin(cat, &err) == 0 && requests_items_started_in(rq, batch, 2, &err) == 0 &&
+           catalog_commit(cat, &err) == 0 && batch[0].outcome == REQUESTS_ITEM_BUSY,
+       "starting them again: BUSY, nothing changed");
+    long long pins = count("SELECT pins FROM cache");
+    ok(catalog_begin(cat, &err) == 0 && requests_items_completed_in(rq, batch, 2, &err) == 0 &&
+           catalog_commit(cat, &err) == 0,
+       "completions in one transaction");
+    ok(batch[0].outcome == REQUESTS_ITEM_DONE && batch[1].outcome == REQUESTS_ITEM_NOT_CACHED,
+       "the cached object's item COMPLETED, the other one not (its object is not cached)");
+    is_int(count("SELECT pins FROM cache"), pins + 1, "the completed item pins its object");
+    st = NULL;
+    requests_get(rq, c3.uuid, 0, &st, &err);
+    ok(st && strcmp(st->state, "STARTED") == 0 && st->files_completed == 1,
+       "the request follows: STARTED, one file completed");
+    requests_status_free(st);
+
     /* locality */
     requests_caller_t root = {.uid = 0, .gid = 0};
     requests_locality_t loc;

@@ -15,13 +15,18 @@
 
 #include "catalog/catalog.h"
 #include "catalog/requests.h"
+#include "common/array.h"
 #include "common/text.h"
 #include "daemon/archive/recall.h"
 
 #define FLIGHT_BUCKETS 4096
-#define RECALL_COMMITTERS_MAX 64
 /* Seconds before a batch the backend refused (no such volume yet, ...) is tried again. */
 #define BACKEND_RETRY_S 2.0
+/* Seconds finished objects gather before their items are completed in one
+ * transaction: each transaction also re-counts its requests' items, so one
+ * per object (a drive streams thousands per second) would cost O(items)
+ * each. */
+#define COMPLETE_EVERY_S 0.02
 /* Seconds between scans for cancelled and released requests. */
 #define HOUSEKEEPING_S 0.2
 
@@ -88,7 +93,6 @@ typedef struct {
 } pending_t;
 
 typedef struct session {
-    struct session *next;      /* in the commit queue */
     cache_writer_t *w;
     int64_t object_id;
     bool present;              /* already cached: the bytes are not needed */
@@ -110,17 +114,15 @@ struct recall_service {
     bool stop;
     flight_t *flights[FLIGHT_BUCKETS];
     done_t *done_head, **done_tail;
+    double done_since;         /* monotonic seconds of the oldest queued done */
     recall_stats_t st;
 
-    /* The committers: checked objects' fsync, rename and catalog row, off
-     * the backend's reading threads, so that a drive goes on to its next
-     * read while the previous object is made durable; several, so that the
-     * fsyncs of small objects overlap in the device's queue. */
-    pthread_t committers[RECALL_COMMITTERS_MAX];
-    int ncommitters;
-    bool committer_stop;
-    pthread_cond_t commit_cv;  /* work queued, or a commit done */
-    session_t *commit_head, **commit_tail;
+    /* Checked objects are committed by the cache in batches (group
+     * commit, cache_writer_submit), off the backend's reading threads: a
+     * drive goes on to its next read while earlier objects are made
+     * durable. */
+    pthread_cond_t commit_cv;  /* a commit ended */
+    bool kicked;               /* new work in the catalog: scan now */
 
     /* service thread only */
     char names[SI_BUCKET_MAX + SI_KEY_MAX + 2]; /* the loaded item's "bucket\0key" */
@@ -225,38 +227,11 @@ static int sink_write(void *arg, void *session, const void *buf, size_t len, si_
     return s->present ? 0 : cache_writer_write(s->w, buf, len, err);
 }
 
-/* Checks the bytes now (a mismatch is the backend's to read again) and
- * queues their commit; the object's done is held back until it happened. */
-static int sink_commit(void *arg, void *session, si_error_t *err)
-{
-    recall_service_t *rs = arg;
-    session_t *s = session;
-    if (s->present) {
-        free(s);
-        return 0;
-    }
-    if (cache_writer_seal(s->w, err) < 0) {
-        int saved = errno;
-        cache_writer_abort(s->w);
-        free(s);
-        errno = saved;
-        return -1;
-    }
-    pthread_mutex_lock(&rs->mu);
-    flight_t *f = flight_get(rs, s->object_id);
-    if (f)
-        f->committing = true;
-    s->next = NULL;
-    *rs->commit_tail = s;
-    rs->commit_tail = &s->next;
-    pthread_cond_broadcast(&rs->commit_cv);
-    pthread_mutex_unlock(&rs->mu);
-    return 0;
-}
-
 /* mu held: a done into the service thread's queue */
 static void queue_done_locked(recall_service_t *rs, done_t *d)
 {
+    if (!rs->done_head)
+        rs->done_since = mono_now();
     d->next = NULL;
     *rs->done_tail = d;
     rs->done_tail = &d->next;
@@ -276,33 +251,26 @@ static done_t *done_new(int64_t object_id, bool ok, const char *why)
     return d;
 }
 
-/* One commit: fsync, rename, directory fsync and the catalog row, pinned
- * by the first waiting request in the same transaction (so that the object
- * cannot be evicted before the others pin it). Then the held-back done, if
- * it came meanwhile, goes on. */
-static void commit_one(recall_service_t *rs, session_t *s)
+/* The cache's word on a submitted object (its committer thread): the
+ * held-back done, if it came meanwhile, goes on. */
+static void on_committed(void *arg, int64_t object_id, int rc, int errnum, const char *why)
 {
-    int64_t pin = 0;
-    si_error_t err = {{0}};
+    recall_service_t *rs = arg;
+    (void)errnum;
     pthread_mutex_lock(&rs->mu);
-    flight_t *f = flight_get(rs, s->object_id);
-    if (f && f->nwaiters)
-        pin = f->waiters[0];
-    pthread_mutex_unlock(&rs->mu);
-    int rc = cache_writer_finish(s->w, pin, &err);
-    pthread_mutex_lock(&rs->mu);
-    if ((f = flight_get(rs, s->object_id))) {
+    flight_t *f = flight_get(rs, object_id);
+    if (f) {
         f->committing = false;
         f->committed = rc == 0;
         if (rc < 0) {
             free(f->commit_error);
-            f->commit_error = strdup(err.text);
+            f->commit_error = strdup(why ? why : "commit failed");
         }
         done_t *d = f->deferred;
         f->deferred = NULL;
         /* what counts is whether verified bytes are in the cache now */
         if (d && d->ok != (rc == 0)) {
-            done_t *settled = done_new(d->object_id, rc == 0, rc == 0 ? NULL : err.text);
+            done_t *settled = done_new(d->object_id, rc == 0, rc == 0 ? NULL : why);
             if (settled) {
                 free(d);
                 d = settled;
@@ -314,29 +282,41 @@ static void commit_one(recall_service_t *rs, session_t *s)
     pthread_cond_broadcast(&rs->commit_cv);
     pthread_mutex_unlock(&rs->mu);
     if (rc < 0)
-        si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
-    free(s);
+        si_log(rs->log, SI_LOG_ERROR, "recall: %s", why ? why : "commit failed");
 }
 
-static void *committer_main(void *arg)
+/* Checks the bytes now (a mismatch is the backend's to read again) and
+ * queues their commit, pinned by the first waiting request in the batch's
+ * transaction (so that the object cannot be evicted before the others pin
+ * it); the object's done is held back until the commit ended. */
+static int sink_commit(void *arg, void *session, si_error_t *err)
 {
     recall_service_t *rs = arg;
-    pthread_mutex_lock(&rs->mu);
-    for (;;) {
-        while (!rs->commit_head && !rs->committer_stop)
-            pthread_cond_wait(&rs->commit_cv, &rs->mu);
-        if (!rs->commit_head)
-            break;
-        session_t *s = rs->commit_head;
-        rs->commit_head = s->next;
-        if (!rs->commit_head)
-            rs->commit_tail = &rs->commit_head;
-        pthread_mutex_unlock(&rs->mu);
-        commit_one(rs, s);
-        pthread_mutex_lock(&rs->mu);
+    session_t *s = session;
+    if (s->present) {
+        free(s);
+        return 0;
     }
+    pthread_mutex_lock(&rs->mu);
+    flight_t *f = flight_get(rs, s->object_id);
+    int64_t pin = f && f->nwaiters ? f->waiters[0] : 0;
+    if (f)
+        f->committing = true;
     pthread_mutex_unlock(&rs->mu);
-    return NULL;
+    if (cache_writer_submit(s->w, pin, on_committed, rs, err) < 0) {
+        int saved = errno;
+        cache_writer_abort(s->w);
+        pthread_mutex_lock(&rs->mu);
+        if ((f = flight_get(rs, s->object_id)))
+            f->committing = false;
+        pthread_cond_broadcast(&rs->commit_cv);
+        pthread_mutex_unlock(&rs->mu);
+        free(s);
+        errno = saved;
+        return -1;
+    }
+    free(s);
+    return 0;
 }
 
 static int sink_write_fd(void *arg, void *session, int fd, uint64_t off, uint64_t len,
@@ -512,51 +492,109 @@ static int complete_from_cache(recall_service_t *rs, int64_t request, int64_t ob
     return 0;
 }
 
-/* ---- the service's steps -------------------------------------------------------- */
+/* ---- items moved on in batches (one catalog transaction each) -------------------- */
 
-static void handle_done(recall_service_t *rs, done_t *d)
+typedef struct {
+    requests_item_outcome_t *v;
+    size_t n, cap;
+} item_list_t;
+
+static int item_list_add(item_list_t *l, int64_t request, int64_t object)
 {
-    pthread_mutex_lock(&rs->mu);
-    flight_t *f = flight_remove(rs, d->object_id);
-    if (d->ok)
-        rs->st.objects_recalled++;
-    else
-        rs->st.objects_failed++;
-    pthread_mutex_unlock(&rs->mu);
-    if (!f)
-        return;
-    char subject[32], detail[400];
-    snprintf(subject, sizeof(subject), "%" PRId64, d->object_id);
-    si_error_t err;
-    if (d->ok) {
-        snprintf(detail, sizeof(detail), "%" PRIu64 " bytes for %zu requests", f->size,
-                 f->nwaiters);
-        catalog_event(rs->cat, "object.recalled", subject, detail);
-        for (size_t i = 0; i < f->nwaiters; i++)
-            if (complete_from_cache(rs, f->waiters[i], d->object_id) < 0 &&
-                requests_item_requeue(rs->rq, f->waiters[i], d->object_id, &err) < 0 &&
-                errno != EBUSY)
-                si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
-    } else {
-        cache_unreserve(rs->cache, d->object_id);
-        snprintf(detail, sizeof(detail), "%s", d->why);
-        catalog_event(rs->cat, "object.recall_failed", subject, detail);
-        if (!f->cancelled)
-            si_log(rs->log, SI_LOG_WARNING, "recall of object %" PRId64 " failed: %s",
-                   d->object_id, d->why);
-        for (size_t i = 0; i < f->nwaiters; i++) {
-            if (requests_item_failed(rs->rq, f->waiters[i], d->object_id, d->why, &err) == 0) {
-                pthread_mutex_lock(&rs->mu);
-                rs->st.items_failed++;
-                pthread_mutex_unlock(&rs->mu);
-            } else if (errno != EBUSY) {
-                si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
-            }
-        }
-    }
-    flight_free(f);
+    if (si_array_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)) < 0)
+        return -1;
+    l->v[l->n++] = (requests_item_outcome_t){request, object, 0};
+    return 0;
 }
 
+/* The items STARTED, or COMPLETED (pinned; "object.recalled" events for
+ * the recalled flights in the same transaction), in one transaction. On a
+ * catalog failure every outcome is left 0 and -1 returned. */
+static int items_commit(recall_service_t *rs, item_list_t *l, bool complete,
+                        flight_t **recalled, size_t nrecalled)
+{
+    if (!l->n && !nrecalled)
+        return 0;
+    si_error_t err;
+    if (catalog_begin(rs->cat, &err) < 0)
+        goto error;
+    for (size_t i = 0; i < nrecalled; i++) {
+        char subject[32], detail[64];
+        snprintf(subject, sizeof(subject), "%" PRId64, recalled[i]->object_id);
+        snprintf(detail, sizeof(detail), "%" PRIu64 " bytes for %zu requests",
+                 recalled[i]->size, recalled[i]->nwaiters);
+        catalog_event(rs->cat, "object.recalled", subject, detail);
+    }
+    int rc = complete ? requests_items_completed_in(rs->rq, l->v, l->n, &err)
+                      : requests_items_started_in(rs->rq, l->v, l->n, &err);
+    if (rc < 0) {
+        catalog_rollback(rs->cat);
+        goto error;
+    }
+    if (catalog_commit(rs->cat, &err) < 0)
+        goto error;
+    return 0;
+error:
+    for (size_t i = 0; i < l->n; i++)
+        l->v[i].outcome = 0;
+    si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+    return -1;
+}
+
+/* Completions in one batch; an item whose object is no longer cached is
+ * queued again (and a scan is due). Returns how many completed. */
+static size_t complete_items(recall_service_t *rs, item_list_t *l, flight_t **recalled,
+                             size_t nrecalled)
+{
+    size_t done = 0;
+    bool failed = items_commit(rs, l, true, recalled, nrecalled) < 0;
+    for (size_t i = 0; i < l->n; i++) {
+        requests_item_outcome_t *it = &l->v[i];
+        si_error_t err;
+        if (failed) /* one at a time, as the batch could not be */
+            done += complete_from_cache(rs, it->request_id, it->object_id) == 0;
+        else if (it->outcome == REQUESTS_ITEM_DONE)
+            done++;
+        else if (it->outcome == REQUESTS_ITEM_NOT_CACHED) {
+            if (requests_item_requeue(rs->rq, it->request_id, it->object_id, &err) < 0 &&
+                errno != EBUSY)
+                si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+            rs->kicked = true;
+        }
+    }
+    pthread_mutex_lock(&rs->mu);
+    rs->st.items_completed += done;
+    pthread_mutex_unlock(&rs->mu);
+    l->n = 0;
+    return done;
+}
+
+/* ---- the service's steps -------------------------------------------------------- */
+
+/* A failed recall: its waiting items fail with the reason. */
+static void recall_failed(recall_service_t *rs, flight_t *f, const char *why)
+{
+    char subject[32];
+    snprintf(subject, sizeof(subject), "%" PRId64, f->object_id);
+    si_error_t err;
+    cache_unreserve(rs->cache, f->object_id);
+    catalog_event(rs->cat, "object.recall_failed", subject, why);
+    if (!f->cancelled)
+        si_log(rs->log, SI_LOG_WARNING, "recall of object %" PRId64 " failed: %s", f->object_id,
+               why);
+    for (size_t i = 0; i < f->nwaiters; i++) {
+        if (requests_item_failed(rs->rq, f->waiters[i], f->object_id, why, &err) == 0) {
+            pthread_mutex_lock(&rs->mu);
+            rs->st.items_failed++;
+            pthread_mutex_unlock(&rs->mu);
+        } else if (errno != EBUSY) {
+            si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+        }
+    }
+}
+
+/* The dones queued so far: failures one by one, the recalled objects'
+ * items completed in one transaction. */
 static void drain_done(recall_service_t *rs)
 {
     pthread_mutex_lock(&rs->mu);
@@ -564,12 +602,41 @@ static void drain_done(recall_service_t *rs)
     rs->done_head = NULL;
     rs->done_tail = &rs->done_head;
     pthread_mutex_unlock(&rs->mu);
+    if (!list)
+        return;
+    flight_t **recalled = NULL;
+    size_t nrecalled = 0, cap = 0;
+    item_list_t items = {0};
     while (list) {
-        done_t *next = list->next;
-        handle_done(rs, list);
-        free(list);
-        list = next;
+        done_t *d = list;
+        list = d->next;
+        pthread_mutex_lock(&rs->mu);
+        flight_t *f = flight_remove(rs, d->object_id);
+        if (d->ok)
+            rs->st.objects_recalled++;
+        else
+            rs->st.objects_failed++;
+        pthread_mutex_unlock(&rs->mu);
+        if (f && !d->ok) {
+            recall_failed(rs, f, d->why);
+            flight_free(f);
+        } else if (f) {
+            if (si_array_grow((void **)&recalled, &cap, nrecalled + 1, sizeof(*recalled)) < 0) {
+                flight_free(f); /* the items stay STARTED; a restart queues them again */
+                free(d);
+                continue;
+            }
+            recalled[nrecalled++] = f;
+            for (size_t i = 0; i < f->nwaiters; i++)
+                item_list_add(&items, f->waiters[i], f->object_id);
+        }
+        free(d);
     }
+    complete_items(rs, &items, recalled, nrecalled);
+    for (size_t i = 0; i < nrecalled; i++)
+        flight_free(recalled[i]);
+    free(recalled);
+    free(items.v);
 }
 
 /* Cancelled (or released) requests leave the objects they wait for; an
@@ -710,7 +777,7 @@ typedef struct {
 /* Hands a request's new objects to the backend; marks their items STARTED.
  * When the backend refuses, the objects leave the flight table again and
  * the items stay queued, with the reason in the request's status. */
-static void submit_batch(recall_service_t *rs, new_batch_t *nb)
+static void submit_batch(recall_service_t *rs, new_batch_t *nb, item_list_t *started)
 {
     if (nb->n == 0)
         return;
@@ -730,9 +797,7 @@ static void submit_batch(recall_service_t *rs, new_batch_t *nb)
         rs->retry_after = mono_now() + BACKEND_RETRY_S;
     } else {
         for (size_t i = 0; i < nb->n; i++)
-            if (requests_item_started(rs->rq, request, nb->items[i].object_id, &err) < 0 &&
-                errno != EBUSY)
-                si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+            item_list_add(started, request, nb->items[i].object_id);
     }
     for (size_t i = 0; i < nb->n; i++)
         free((char *)nb->items[i].bucket);
@@ -753,10 +818,11 @@ static void scan_pending(recall_service_t *rs)
     new_batch_t nb = {0};
     int64_t *waiting = NULL;   /* requests with an item held back this round */
     size_t nwaiting = 0;
+    item_list_t started = {0}, cached = {0}; /* moved on together at the end */
     for (size_t i = 0; i < l.n; i++) {
         const pending_t *p = &l.v[i];
         if (nb.n && (int64_t)nb.batch.id != p->request_id)
-            submit_batch(rs, &nb);
+            submit_batch(rs, &nb, &started);
         /* the object is being recalled for another request: share it */
         pthread_mutex_lock(&rs->mu);
         flight_t *f = flight_get(rs, p->object_id);
@@ -765,20 +831,14 @@ static void scan_pending(recall_service_t *rs)
             rs->st.items_shared++;
         pthread_mutex_unlock(&rs->mu);
         if (added >= 0) {
-            if (requests_item_started(rs->rq, p->request_id, p->object_id, &err) < 0 &&
-                errno != EBUSY)
-                si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+            item_list_add(&started, p->request_id, p->object_id);
             continue;
         }
         if (f)
             continue; /* being withdrawn; queued again once it is done */
         cache_entry_t ce;
         if (cache_stat(rs->cache, p->object_id, &ce, NULL) == 1) {
-            if (complete_from_cache(rs, p->request_id, p->object_id) == 0) {
-                pthread_mutex_lock(&rs->mu);
-                rs->st.items_from_cache++;
-                pthread_mutex_unlock(&rs->mu);
-            }
+            item_list_add(&cached, p->request_id, p->object_id);
             continue;
         }
         if (*blocked || !backend_ok) {
@@ -819,7 +879,7 @@ static void scan_pending(recall_service_t *rs)
             continue;
         }
         if (rc == CACHE_PRESENT) {
-            complete_from_cache(rs, p->request_id, p->object_id);
+            item_list_add(&cached, p->request_id, p->object_id);
             continue;
         }
         if (rc == CACHE_WOULD_BLOCK) {
@@ -852,7 +912,14 @@ static void scan_pending(recall_service_t *rs)
         nb.batch = (archive_batch_t){(uint64_t)p->request_id, p->priority, (double)p->deadline};
         nb.items[nb.n++] = item;
     }
-    submit_batch(rs, &nb);
+    submit_batch(rs, &nb, &started);
+    items_commit(rs, &started, false, NULL, 0);
+    size_t from_cache = complete_items(rs, &cached, NULL, 0);
+    pthread_mutex_lock(&rs->mu);
+    rs->st.items_from_cache += from_cache;
+    pthread_mutex_unlock(&rs->mu);
+    free(started.v);
+    free(cached.v);
     /* notes: the requests held back say why; the others no longer wait */
     for (size_t i = 0; i < nwaiting; i++)
         if (*blocked)
@@ -873,17 +940,34 @@ static void scan_pending(recall_service_t *rs)
     free(l.v);
 }
 
+/* Seconds from now until t on the monotonic clock, as an absolute
+ * CLOCK_REALTIME deadline for pthread_cond_timedwait (cv uses the default clock). */
+static struct timespec realtime_in(double seconds)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double t = until.tv_sec + until.tv_nsec / 1e9 + (seconds > 0 ? seconds : 0);
+    until.tv_sec = (time_t)t;
+    until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+    return until;
+}
+
 static void *service_main(void *arg)
 {
     recall_service_t *rs = arg;
     for (;;) {
         pthread_mutex_lock(&rs->mu);
-        bool stop = rs->stop;
+        bool stop = rs->stop, kicked = rs->kicked;
+        rs->kicked = false;
         pthread_mutex_unlock(&rs->mu);
         if (stop)
             break;
-        drain_done(rs);
         double now = mono_now();
+        pthread_mutex_lock(&rs->mu);
+        bool complete = rs->done_head && now - rs->done_since >= COMPLETE_EVERY_S;
+        pthread_mutex_unlock(&rs->mu);
+        if (complete)
+            drain_done(rs);
         if (now - rs->last_housekeeping >= HOUSEKEEPING_S) {
             rs->last_housekeeping = now;
             drop_inactive(rs);
@@ -893,28 +977,39 @@ static void *service_main(void *arg)
             rs->last_progress = now;
             save_progress(rs);
         }
-        /* New requests are found by polling; a wake-up for finished items
-         * (one per object) does not rescan the catalog: that query per
-         * object competed with the transfers' cache commits for the
-         * catalog. */
-        if (now - rs->last_scan >= rs->poll_interval) {
+        /* New requests wake the service (recall_service_kick); the scan
+         * every poll_interval only catches what came another way (a
+         * request written to the catalog by another process). Finished
+         * objects wake it too, but do not rescan the catalog: that query
+         * per object competed with the commits for the catalog. */
+        if (kicked || now - rs->last_scan >= rs->poll_interval) {
             rs->last_scan = now;
             scan_pending(rs);
-            drain_done(rs);
         }
         pthread_mutex_lock(&rs->mu);
-        if (!rs->stop && !rs->done_head) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            double wait = rs->last_scan + rs->poll_interval - mono_now();
-            double t = until.tv_sec + until.tv_nsec / 1e9 + (wait > 0 ? wait : 0);
-            until.tv_sec = (time_t)t;
-            until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+        if (!rs->stop && !rs->kicked) {
+            double next = rs->last_scan + rs->poll_interval;
+            if (rs->done_head && rs->done_since + COMPLETE_EVERY_S < next)
+                next = rs->done_since + COMPLETE_EVERY_S;
+            if (rs->last_housekeeping + HOUSEKEEPING_S < next)
+                next = rs->last_housekeeping + HOUSEKEEPING_S;
+            if (rs->last_progress + rs->progress_interval < next)
+                next = rs->last_progress + rs->progress_interval;
+            struct timespec until = realtime_in(next - mono_now());
             pthread_cond_timedwait(&rs->cv, &rs->mu, &until);
         }
         pthread_mutex_unlock(&rs->mu);
     }
     return NULL;
+}
+
+void recall_service_kick(void *arg)
+{
+    recall_service_t *rs = arg;
+    pthread_mutex_lock(&rs->mu);
+    rs->kicked = true;
+    pthread_cond_signal(&rs->cv);
+    pthread_mutex_unlock(&rs->mu);
 }
 
 /* ---- life cycle ------------------------------------------------------------------ */
@@ -957,9 +1052,8 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
     rs->log = opts->log;
     rs->cache = opts->cache;
     rs->done_tail = &rs->done_head;
-    rs->commit_tail = &rs->commit_head;
     rs->progress_interval = si_conf_float(opts->conf, "archive.progress_interval", 1.0);
-    rs->poll_interval = si_conf_float(opts->conf, "archive.poll_interval", 0.02);
+    rs->poll_interval = si_conf_float(opts->conf, "archive.poll_interval", 1.0);
     pthread_mutex_init(&rs->mu, NULL);
     pthread_cond_init(&rs->cv, NULL);
     pthread_cond_init(&rs->commit_cv, NULL);
@@ -996,14 +1090,9 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
                sink_write_fd},
         .log = rs->log,
     };
-    int committers = (int)si_conf_int(opts->conf, "archive.committers", 4);
-    for (int i = 0; i < committers; i++) {
-        if (pthread_create(&rs->committers[i], NULL, committer_main, rs) != 0) {
-            si_errprintf(err, "recall: cannot start its committer threads");
-            goto error;
-        }
-        rs->ncommitters++;
-    }
+    if (si_conf_setting(opts->conf, "archive.committers"))
+        si_log(rs->log, SI_LOG_WARNING, "archive.committers is no longer used: the cache"
+               " commits objects in batches (cache.commit_bytes, commit_objects, commit_delay)");
     if (!(rs->backend = archive_backend_new(&bo, err)))
         goto error;
     if (pthread_create(&rs->thread, NULL, service_main, rs) != 0) {
@@ -1030,16 +1119,10 @@ void recall_service_stop(recall_service_t *rs)
     }
     /* the backend first: no callback runs after it is gone */
     archive_backend_free(rs->backend);
-    if (rs->ncommitters) {
-        /* what is queued is committed (its items stay STARTED and complete
-         * from the cache at the next start) */
-        pthread_mutex_lock(&rs->mu);
-        rs->committer_stop = true;
-        pthread_cond_broadcast(&rs->commit_cv);
-        pthread_mutex_unlock(&rs->mu);
-        for (int i = 0; i < rs->ncommitters; i++)
-            pthread_join(rs->committers[i], NULL);
-    }
+    /* objects still queued in the cache are committed (their items stay
+     * STARTED and complete from the cache at the next start); their word
+     * must not reach a service that is gone */
+    cache_commit_drain(rs->cache);
     for (size_t b = 0; b < FLIGHT_BUCKETS; b++)
         while (rs->flights[b]) {
             flight_t *f = rs->flights[b];

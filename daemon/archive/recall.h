@@ -4,8 +4,10 @@
  * (when the cache is full of pinned data it waits, and the request's error
  * says why), hands the objects to the archive backend in batches per request
  * (priority, deadline), streams their bytes into the cache writer (checksum
- * verified, fsync'd, renamed) and completes every waiting item only once the
- * object is durable and recorded, pinned by each request. Cancelled requests
+ * verified per object, then committed by the cache in batches: one flush and
+ * one catalog transaction per batch) and completes every waiting item, in
+ * one transaction per batch of finished objects, only once the object is
+ * durable and recorded, pinned by each request. Cancelled requests
  * stop their queued work; released requests give their pins back.
  *
  * One thread of its own; its catalog connection is its own. */
@@ -50,6 +52,10 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
 /* Stops the thread and the backend; work in flight stays STARTED in the
  * catalog (requeued at the next start). */
 void recall_service_stop(recall_service_t *rs);
+
+/* New work in the catalog (a stage request made): the service scans for
+ * it now instead of at its next poll. arg: the service. Any thread. */
+void recall_service_kick(void *rs);
 
 /* The backend, for the push service's archive writes. */
 archive_backend_t *recall_service_backend(recall_service_t *rs);

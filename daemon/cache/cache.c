@@ -193,7 +193,10 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c->changed, &ca);
+    pthread_cond_init(&c->commit_cv, &ca);
+    pthread_cond_init(&c->committed_cv, &ca);
     pthread_condattr_destroy(&ca);
+    c->queue_tail = &c->queue_head;
 
     if (mkdir(conf->dir, 0700) < 0 && errno != EEXIST) {
         si_errnoprintf(err, errno, "cache: cannot create %s: %s", conf->dir, strerror(errno));
@@ -241,7 +244,7 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
             cache_db_error(c, err, "preparing statements");
             goto error;
         }
-    if (cache_load_totals(c, err) < 0)
+    if (cache_load_totals(c, err) < 0 || cache_committer_start(c, err) < 0)
         goto error;
     return c;
 error:;
@@ -255,6 +258,7 @@ void cache_close(cache_t *c)
 {
     if (!c)
         return;
+    cache_committer_stop(c); /* what is queued is committed first */
     if (c->stmt[SQL_TOUCH])
         cache_flush_access(c, NULL);
     for (int i = 0; i < SQL_COUNT; i++)
@@ -264,6 +268,8 @@ void cache_close(cache_t *c)
         if (fds[i] >= 0)
             close(fds[i]); /* closing lock_fd releases the flock */
     pthread_cond_destroy(&c->changed);
+    pthread_cond_destroy(&c->commit_cv);
+    pthread_cond_destroy(&c->committed_cv);
     pthread_mutex_destroy(&c->lock);
     free(c->res);
     free(c->access);

@@ -62,12 +62,21 @@ typedef struct {
     cache_verify_t verify_on_start;
     size_t write_buffer;          /* bytes gathered per write(2) */
     double access_flush_interval; /* seconds between last_access flushes */
+    /* group commit: a batch of finished objects is made durable together
+     * (one syncfs, one catalog transaction), taking what is queued when the
+     * committer is free, up to this many bytes or objects (the next batch
+     * gathers while one is flushed); with commit_delay > 0 a batch waits up
+     * to that long for more objects while other writers are open */
+    uint64_t commit_bytes;
+    unsigned commit_objects;
+    double commit_delay;          /* seconds */
     cache_clock_fn clock;         /* NULL: wall clock (tests pass their own) */
     void *clock_arg;
 } cache_conf_t;
 
 /* Defaults: dir <state_dir>/cache, capacity 0, watermarks 0.90/0.80,
- * verify unverified, 4 MiB buffer, 5 s flushes. */
+ * verify unverified, 4 MiB buffer, 5 s flushes, batches of up to 256 MiB
+ * or 4096 objects, no delay. */
 void cache_conf_defaults(cache_conf_t *conf, const char *state_dir);
 /* Defaults overridden by the "cache" group; checks low < high. */
 int cache_conf_from(const si_conf_t *conf, const char *state_dir, cache_conf_t *out,
@@ -142,6 +151,7 @@ typedef struct {
     uint64_t written_objects, written_bytes;  /* since open */
     uint64_t checksum_failures, size_failures; /* since open */
     uint64_t blocked;                         /* reservations refused since open */
+    uint64_t commit_batches, commit_failures; /* batches since open; failed ones */
 } cache_usage_t;
 
 int cache_usage(cache_t *c, cache_usage_t *out, si_error_t *err);
@@ -164,13 +174,36 @@ int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error
  * hashed, so finish verifies what the cache holds. A file that ends early
  * fails with EBADMSG (a re-read may help). */
 int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, si_error_t *err);
-/* Compares size and checksum, fsyncs, renames into place, fsyncs the
- * directory and records the row (verified) in the catalog, pinned by
- * pin_request when it is not 0, all before the object is visible to
- * readers. On a mismatch or any failure nothing is kept: the temp file is
- * removed, the reservation given back, and err names the object, what was
- * expected and what arrived. The writer is freed either way. */
+/* Compares size and checksum, then commits the object with the next batch
+ * (cache_writer_submit) and waits for that batch: renamed into place, the
+ * file system flushed, and the row (verified) recorded in the catalog,
+ * pinned by pin_request when it is not 0, all before the object is visible
+ * to readers. Concurrent finishes share one batch. On a mismatch or any
+ * failure nothing is kept: the temp file is removed, the reservation given
+ * back, and err names the object, what was expected and what arrived. The
+ * writer is freed either way. */
 int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err);
+
+/* How a submitted object's commit ended: rc 0 (durable and recorded), or
+ * -1 with errnum and why (nothing of it kept). Runs on the cache's
+ * committer thread, without the cache's lock: it must not block for long,
+ * and may call the cache. */
+typedef void (*cache_committed_fn)(void *arg, int64_t object_id, int rc, int errnum,
+                                   const char *why);
+/* Seals the writer (as cache_writer_seal: EBADMSG on a mismatch, the
+ * writer is then the caller's to abort) and queues it for the next batch
+ * commit; done is called once that batch is durable, or failed. From a
+ * successful submit on, the writer belongs to the cache. */
+int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_fn done,
+                        void *done_arg, si_error_t *err);
+/* Waits until a batch commit ended after generation (from
+ * cache_commit_generation), or timeout_ms passed; true when one did. For
+ * readers waiting for an object to arrive. */
+uint64_t cache_commit_generation(cache_t *c);
+/* Waits until every submitted object's commit ended and its callback
+ * returned (a submitter about to go away calls it after its last submit). */
+void cache_commit_drain(cache_t *c);
+bool cache_wait_commit(cache_t *c, uint64_t generation, int timeout_ms);
 /* The checks of cache_writer_finish alone (EBADMSG on a size or checksum
  * mismatch), so that a reader learns at once whether to read again while
  * the slower commit (cache_writer_finish, which then checks nothing twice)

@@ -14,6 +14,9 @@ const si_conf_key_t cache_conf_keys[] = {
     {"cache.verify_on_start", SI_CONF_STRING, 0, 0, "none|unverified|all"},
     {"cache.write_buffer", SI_CONF_INT, 65536, 268435456, NULL},
     {"cache.access_flush_interval", SI_CONF_FLOAT, 0.0, 3600.0, NULL},
+    {"cache.commit_bytes", SI_CONF_INT, 1, 9.2e18, NULL},
+    {"cache.commit_objects", SI_CONF_INT, 1, 1000000, NULL},
+    {"cache.commit_delay", SI_CONF_FLOAT, 0.0, 60.0, NULL},
     SI_CONF_KEYS_END,
 };
 
@@ -33,6 +36,9 @@ void cache_conf_defaults(cache_conf_t *conf, const char *state_dir)
     conf->verify_on_start = CACHE_VERIFY_UNVERIFIED;
     conf->write_buffer = 4u << 20;
     conf->access_flush_interval = 5.0;
+    conf->commit_bytes = 256u << 20;
+    conf->commit_objects = 4096;
+    conf->commit_delay = 0;
 }
 
 int cache_conf_from(const si_conf_t *conf, const char *state_dir, cache_conf_t *out,
@@ -63,6 +69,10 @@ int cache_conf_from(const si_conf_t *conf, const char *state_dir, cache_conf_t *
     c.write_buffer = (size_t)si_conf_int(conf, "cache.write_buffer", (int64_t)c.write_buffer);
     c.access_flush_interval =
         si_conf_float(conf, "cache.access_flush_interval", c.access_flush_interval);
+    c.commit_bytes = (uint64_t)si_conf_int(conf, "cache.commit_bytes", (int64_t)c.commit_bytes);
+    c.commit_objects =
+        (unsigned)si_conf_int(conf, "cache.commit_objects", (int64_t)c.commit_objects);
+    c.commit_delay = si_conf_float(conf, "cache.commit_delay", c.commit_delay);
     *out = c;
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 
+#include "common/checksum.h"
 #include "daemon/cache/cache.h"
 
 #define CACHE_OBJECT_PATH_MAX 40 /* "objects/ab/cd/" + 16 hex + NUL */
@@ -41,6 +42,36 @@ typedef struct {
     double when;
 } cache_access_t;
 
+/* One object being written (writer.c), then waiting for its batch commit
+ * (commit.c). */
+struct cache_writer {
+    cache_t *c;
+    int64_t object_id;
+    uint64_t expected_size;
+    char expected_sum[SI_CHECKSUM_TEXT_MAX]; /* "" when the catalog has none */
+    char actual_sum[SI_CHECKSUM_TEXT_MAX];   /* the bytes', once sealed */
+    si_checksum_t *sum;
+    int fd;
+    char temp_name[64];
+    uint64_t received;     /* bytes accepted from the caller */
+    uint64_t written;      /* bytes in the temp file */
+    uint64_t writeback_from;
+    unsigned char *buf;
+    size_t buffered, buf_size;
+    bool failed;
+    bool sealed;           /* size and checksum checked: only the commit is left */
+
+    /* submitted: in the commit queue, then in a batch */
+    struct cache_writer *next;
+    int64_t pin_request;
+    cache_committed_fn done;
+    void *done_arg;
+    bool submitted;
+    bool placed;           /* renamed into objects/ */
+    int rc, errnum;        /* the commit's outcome */
+    char why[512];
+};
+
 struct cache {
     pthread_mutex_t lock;
     pthread_cond_t changed;       /* broadcast when space may have been freed */
@@ -61,6 +92,21 @@ struct cache {
     size_t nres, res_cap;
     size_t writers;
     uint64_t temp_seq;
+    size_t unsubmitted;           /* writers open and not yet submitted */
+
+    /* group commit (commit.c) */
+    pthread_t committer;
+    bool committer_running, committer_stop;
+    bool in_batch;                /* a batch is being committed (callbacks included) */
+    pthread_cond_t commit_cv;     /* signalled when objects are queued */
+    pthread_cond_t committed_cv;  /* broadcast when a batch ended */
+    uint64_t commit_generation;
+    cache_writer_t *queue_head, **queue_tail;
+    size_t queued;
+    uint64_t queued_bytes;
+    double queued_since;          /* monotonic seconds of the oldest queued */
+    int fault_errno;              /* STAGEIN_TEST_CACHE_FLUSH_FAULT: flushes fail */
+    unsigned fault_count;
 
     cache_access_t *access;       /* batched last_access updates */
     size_t naccess, access_cap;
@@ -95,5 +141,16 @@ void cache_changed_locked(cache_t *c);
 /* Re-reads objects and used bytes from the catalog; lock held. */
 int cache_load_totals(cache_t *c, si_error_t *err);
 int cache_flush_access_locked(cache_t *c, si_error_t *err);
+
+/* Opens objects/<d0>/<d1>, made (and its parent fsync'd) when new. */
+int cache_object_dir(cache_t *c, int parent, const char *name, si_error_t *err);
+/* The committer thread: started by cache_open, stopped (after committing
+ * what is queued) by cache_close. */
+int cache_committer_start(cache_t *c, si_error_t *err);
+void cache_committer_stop(cache_t *c);
+/* A writer's end, whatever happened (lock NOT held): its reservation given
+ * back unless it was committed, buffers and descriptor freed. */
+void cache_writer_release(cache_writer_t *w);
+void cache_writer_free(cache_writer_t *w);
 
 #endif

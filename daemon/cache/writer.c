@@ -20,41 +20,26 @@
  * for the whole object to reach the disk at once. */
 #define WRITEBACK_CHUNK (64u << 20)
 
-struct cache_writer {
-    cache_t *c;
-    int64_t object_id;
-    uint64_t expected_size;
-    char expected_sum[SI_CHECKSUM_TEXT_MAX]; /* "" when the catalog has none */
-    char actual_sum[SI_CHECKSUM_TEXT_MAX];   /* the bytes', once sealed */
-    si_checksum_t *sum;
-    int fd;
-    char temp_name[64];
-    uint64_t received;     /* bytes accepted from the caller */
-    uint64_t written;      /* bytes in the temp file */
-    uint64_t writeback_from;
-    unsigned char *buf;
-    size_t buffered, buf_size;
-    bool failed;
-    bool sealed;           /* size and checksum checked: only the commit is left */
-};
-
 uint64_t cache_writer_received(const cache_writer_t *w)
 {
     return w->received;
 }
 
-/* Gives the reservation back and forgets the writer; lock taken here. */
-static void writer_release(cache_writer_t *w)
+void cache_writer_release(cache_writer_t *w)
 {
     cache_t *c = w->c;
     pthread_mutex_lock(&c->lock);
     cache_reservation_drop(c, w->object_id);
     c->writers--;
+    if (!w->submitted) {
+        c->unsubmitted--;
+        pthread_cond_signal(&c->commit_cv); /* a batch may wait for this writer */
+    }
     cache_changed_locked(c);
     pthread_mutex_unlock(&c->lock);
 }
 
-static void writer_free(cache_writer_t *w)
+void cache_writer_free(cache_writer_t *w)
 {
     if (w->fd >= 0)
         close(w->fd);
@@ -98,7 +83,7 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
         if (w->sum)
             si_errnoprintf(err, ENOMEM, "cache: out of memory for a %zu byte write buffer",
                        w->buf_size);
-        writer_free(w);
+        cache_writer_free(w);
         errno = ENOMEM;
         return -1;
     }
@@ -119,12 +104,13 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
     if (rc < 0) {
         pthread_mutex_unlock(&c->lock);
         int saved = errno;
-        writer_free(w);
+        cache_writer_free(w);
         errno = saved;
         return -1;
     }
     r->writing = true;
     c->writers++;
+    c->unsubmitted++;
     uint64_t seq = ++c->temp_seq;
     pthread_mutex_unlock(&c->lock);
 
@@ -140,8 +126,10 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
         goto error;
     }
     /* allocate the blocks at once: less fragmentation, and a full file
-     * system is found now rather than halfway through a tape read */
-    if (size > 0 && fallocate(w->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size) < 0 &&
+     * system is found now rather than halfway through a tape read (not
+     * for an object of one write: its write allocates as soon, and the
+     * unwritten extent cost a conversion per small object) */
+    if (size > w->buf_size && fallocate(w->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size) < 0 &&
         errno != EOPNOTSUPP && errno != ENOSYS) {
         int saved = errno;
         si_errnoprintf(err, saved, "object %" PRId64 ": cannot allocate %" PRIu64 " bytes in %s: %s",
@@ -159,8 +147,9 @@ error:;
     else if ((r = cache_reservation_find(c, object_id)))
         r->writing = false;
     c->writers--;
+    c->unsubmitted--;
     pthread_mutex_unlock(&c->lock);
-    writer_free(w);
+    cache_writer_free(w);
     errno = saved;
     return -1;
 }
@@ -280,7 +269,7 @@ int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, 
 
 /* Opens a directory of the layout, made (and its parent fsync'd) when new;
  * the usual case, an existing one, costs one openat. Returns its fd. */
-static int object_dir(cache_t *c, int parent, const char *name, si_error_t *err)
+int cache_object_dir(cache_t *c, int parent, const char *name, si_error_t *err)
 {
     int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) {
@@ -298,52 +287,6 @@ static int object_dir(cache_t *c, int parent, const char *name, si_error_t *err)
         return si_errnoprintf(err, errno, "cache: cannot open directory %s under %s/objects: %s",
                           name, c->conf.dir, strerror(errno));
     return fd;
-}
-
-/* Inserts the row (and the pin) in one transaction, under the lock. */
-static int record_locked(cache_writer_t *w, int64_t pin_request, si_error_t *err)
-{
-    cache_t *c = w->c;
-    char rel[CACHE_OBJECT_PATH_MAX];
-    cache_object_path(w->object_id, rel, sizeof(rel), NULL);
-    double now = cache_now(c);
-    if (cache_begin(c, err) < 0)
-        return -1;
-    sqlite3_stmt *s = cache_stmt(c, SQL_ROW_INSERT);
-    sqlite3_bind_int64(s, 1, w->object_id);
-    sqlite3_bind_text(s, 2, rel, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 3, (int64_t)w->expected_size);
-    sqlite3_bind_double(s, 4, now);
-    sqlite3_bind_int(s, 5, w->expected_sum[0] != '\0');
-    if (sqlite3_step(s) != SQLITE_DONE) {
-        if (sqlite3_extended_errcode(c->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
-            si_errnoprintf(err, ENOENT, "object %" PRId64 " is not in the catalog", w->object_id);
-        else
-            cache_db_error(c, err, "recording a cached object");
-        goto error;
-    }
-    if (pin_request) {
-        s = cache_stmt(c, SQL_PIN);
-        sqlite3_bind_int64(s, 1, w->object_id);
-        sqlite3_bind_int64(s, 2, pin_request);
-        sqlite3_bind_double(s, 3, now);
-        if (sqlite3_step(s) != SQLITE_DONE) {
-            if (sqlite3_extended_errcode(c->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
-                si_errnoprintf(err, ENOENT, "object %" PRId64 ": cannot pin it for request %" PRId64
-                                        ": no such request", w->object_id, pin_request);
-            else
-                cache_db_error(c, err, "pinning a cached object");
-            goto error;
-        }
-    }
-    if (cache_commit(c, err) < 0)
-        return -1;
-    return 0;
-error:;
-    int saved = errno;
-    cache_rollback(c);
-    errno = saved;
-    return -1;
 }
 
 /* Size and checksum against the catalog's; the writer fails on a mismatch. */
@@ -390,75 +333,50 @@ const char *cache_writer_checksum(const cache_writer_t *w)
     return w->sealed ? w->actual_sum : "";
 }
 
+/* cache_writer_finish waits here for its batch. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool ended;
+    int rc, errnum;
+    char why[sizeof(((si_error_t *)0)->text)];
+} finish_wait_t;
+
+static void finish_ended(void *arg, int64_t object_id, int rc, int errnum, const char *why)
+{
+    finish_wait_t *fw = arg;
+    (void)object_id;
+    pthread_mutex_lock(&fw->mu);
+    fw->rc = rc;
+    fw->errnum = errnum;
+    snprintf(fw->why, sizeof(fw->why), "%s", why ? why : "");
+    fw->ended = true;
+    pthread_cond_signal(&fw->cv);
+    pthread_mutex_unlock(&fw->mu);
+}
+
 int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
 {
-    cache_t *c = w->c;
-    char d0[3], d1[3], name[CACHE_NAME_HEX + 1];
-    int dir0 = -1, dir1 = -1;
-    bool placed = false;
-    if (seal(w, err) < 0)
-        goto error;
-    if (fsync(w->fd) < 0 || close(w->fd) < 0) {
+    finish_wait_t fw = {.rc = -1};
+    pthread_mutex_init(&fw.mu, NULL);
+    pthread_cond_init(&fw.cv, NULL);
+    if (cache_writer_submit(w, pin_request, finish_ended, &fw, err) < 0) {
         int saved = errno;
-        w->fd = -1;
-        si_errnoprintf(err, saved, "object %" PRId64 ": fsync of %s/tmp/%s: %s", w->object_id,
-                   c->conf.dir, w->temp_name, strerror(saved));
-        goto error;
-    }
-    w->fd = -1;
-    cache_object_parts(w->object_id, d0, d1, name);
-    if ((dir0 = object_dir(c, c->objects_fd, d0, err)) < 0 ||
-        (dir1 = object_dir(c, dir0, d1, err)) < 0)
-        goto error;
-    if (renameat(c->tmp_fd, w->temp_name, dir1, name) < 0) {
-        si_errnoprintf(err, errno, "object %" PRId64 ": cannot rename %s/tmp/%s into place: %s",
-                   w->object_id, c->conf.dir, w->temp_name, strerror(errno));
-        goto error;
-    }
-    placed = true;
-    if (fsync(dir1) < 0) {
-        si_errnoprintf(err, errno, "object %" PRId64 ": fsync of its directory: %s", w->object_id,
-                   strerror(errno));
-        goto error;
-    }
-
-    pthread_mutex_lock(&c->lock);
-    if (record_locked(w, pin_request, err) < 0) {
-        int saved = errno;
-        cache_unlink_object(c, w->object_id);
-        pthread_mutex_unlock(&c->lock);
-        placed = false;
+        cache_writer_abort(w);
+        pthread_cond_destroy(&fw.cv);
+        pthread_mutex_destroy(&fw.mu);
         errno = saved;
-        goto error;
+        return -1;
     }
-    c->used += w->expected_size;
-    c->objects++;
-    c->counters.written_objects++;
-    c->counters.written_bytes += w->expected_size;
-    cache_reservation_drop(c, w->object_id); /* now counted in used */
-    c->writers--;
-    pthread_mutex_unlock(&c->lock);
-    close(dir1);
-    close(dir0);
-    writer_free(w);
+    pthread_mutex_lock(&fw.mu);
+    while (!fw.ended)
+        pthread_cond_wait(&fw.cv, &fw.mu);
+    pthread_mutex_unlock(&fw.mu);
+    pthread_cond_destroy(&fw.cv);
+    pthread_mutex_destroy(&fw.mu);
+    if (fw.rc < 0)
+        return si_errnoprintf(err, fw.errnum, "%s", fw.why);
     return 0;
-error:;
-    int saved = errno;
-    if (dir1 >= 0)
-        close(dir1);
-    if (dir0 >= 0)
-        close(dir0);
-    if (placed) {
-        pthread_mutex_lock(&c->lock);
-        cache_unlink_object(c, w->object_id);
-        pthread_mutex_unlock(&c->lock);
-    } else {
-        unlinkat(c->tmp_fd, w->temp_name, 0);
-    }
-    writer_release(w);
-    writer_free(w);
-    errno = saved;
-    return -1;
 }
 
 void cache_writer_abort(cache_writer_t *w)
@@ -466,6 +384,6 @@ void cache_writer_abort(cache_writer_t *w)
     if (!w)
         return;
     unlinkat(w->c->tmp_fd, w->temp_name, 0);
-    writer_release(w);
-    writer_free(w);
+    cache_writer_release(w);
+    cache_writer_free(w);
 }

@@ -28,6 +28,8 @@ struct control {
     int64_t pin_default, pin_max;
     http_server_t *server;
     control_metrics_fn metrics_hook;
+    void (*stage_hook)(void *arg);
+    void *stage_hook_arg;
     void *metrics_arg;
     time_t started;
     int64_t cred_default, cred_max;
@@ -294,6 +296,14 @@ int control_reconfigure(control_t *c, const control_opts_t *opts, si_error_t *er
     return rc;
 }
 
+void control_set_stage_hook(control_t *c, void (*fn)(void *arg), void *arg)
+{
+    pthread_mutex_lock(&c->lock);
+    c->stage_hook = fn;
+    c->stage_hook_arg = arg;
+    pthread_mutex_unlock(&c->lock);
+}
+
 void control_set_metrics_hook(control_t *c, control_metrics_fn fn, void *arg)
 {
     pthread_mutex_lock(&c->lock);
@@ -407,6 +417,8 @@ static void on_stage(http_request_t *req, void *arg)
         char location[80];
         snprintf(location, sizeof(location), "/api/v1/stage/%s", made.uuid);
         http_add_header(req, "Location", location);
+        if (c->stage_hook)
+            c->stage_hook(c->stage_hook_arg);
         si_log(c->log, SI_LOG_NOTICE, "request %s: uid %u job %s, %llu files, %llu bytes",
                made.uuid, (unsigned)spec.uid, spec.job_id ? spec.job_id : "-",
                (unsigned long long)made.files, (unsigned long long)made.bytes);

@@ -73,6 +73,9 @@ int control_reconfigure(control_t *c, const control_opts_t *opts, si_error_t *er
 void control_set_metrics_hook(control_t *c, control_metrics_fn fn, void *arg);
 void control_set_holder_hook(control_t *c, control_holder_fn fn, void *arg);
 void control_set_eta_hook(control_t *c, control_eta_fn fn, void *arg);
+/* fn(arg) after each stage request made (recall_service_kick: the recall
+ * service looks for the new work at once). */
+void control_set_stage_hook(control_t *c, void (*fn)(void *arg), void *arg);
 /* Turns on POST /api/v1/credentials (404 while no S3 endpoint runs). */
 int control_set_s3(control_t *c, const control_s3_t *s3, si_error_t *err);
 void control_free(control_t *c);

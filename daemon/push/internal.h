@@ -22,8 +22,14 @@ struct push {
 
     pthread_t thread;
     bool running, stopping, kicked;
+    uint64_t received_since_pass;   /* bytes acknowledged since the aggregator's last look */
     uint64_t archive_files_written;
 };
+
+/* An acknowledged upload of size bytes: wakes the aggregator once enough
+ * waits for an aggregate (its own timer sees the window pass). A look per
+ * upload cost O(files waiting) under the lock the uploads take. */
+void push_note_received(push_t *p, uint64_t size);
 
 /* Maps the connection's error into err (errno EIO); returns -1. */
 int push_db_error(push_t *p, si_error_t *err, const char *what);

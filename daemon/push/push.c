@@ -593,6 +593,7 @@ static void *aggregator(void *arg)
     pthread_mutex_lock(&p->lock);
     while (!p->stopping) {
         p->kicked = false;
+        p->received_since_pass = 0;
         pthread_mutex_unlock(&p->lock);
         push_archived_t done;
         si_error_t err;
@@ -635,6 +636,17 @@ int push_start(push_t *p, si_error_t *err)
     }
     pthread_mutex_unlock(&p->lock);
     return rc;
+}
+
+void push_note_received(push_t *p, uint64_t size)
+{
+    pthread_mutex_lock(&p->lock);
+    p->received_since_pass += size;
+    if (p->received_since_pass >= p->conf.aggregate_bytes) {
+        p->kicked = true;
+        pthread_cond_signal(&p->wake);
+    }
+    pthread_mutex_unlock(&p->lock);
 }
 
 void push_kick(push_t *p)

@@ -325,8 +325,9 @@ int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err)
         *out = u->info;
     si_log(p->log, SI_LOG_INFO, "push %s: received %s/%s, %" PRIu64 " bytes, %s", u->info.uuid,
            u->info.bucket, u->info.object_key, u->info.size, u->info.checksum);
+    uint64_t size = u->info.size;
     free(u);
-    push_kick(p);
+    push_note_received(p, size);
     return 0;
 error:;
     int saved = errno;

@@ -37,6 +37,8 @@ struct s3_server {
     size_t tls_key_len;
     s3_dbpool_t *pool;
     cache_t *cache;
+    void (*staged)(void *arg);   /* a stage request was made: wakes the recall service */
+    void *staged_arg;
     push_t *push;
     char push_bucket[SI_BUCKET_MAX + 1];
     char port_file[PATH_MAX];

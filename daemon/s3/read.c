@@ -17,7 +17,8 @@
 #include "common/uri.h"
 #include "daemon/cache/cache.h"
 
-#define RECALL_POLL_US 50000
+/* Longest sleep between looks while a GET waits for its recall (seconds). */
+#define RECALL_WAIT_MAX_S 1
 #define RECALL_RETRY_AFTER_S "30"
 #define RECALL_PIN_MIN_S 3600
 
@@ -447,9 +448,13 @@ static int recall_and_wait(s3_req_t *r, const s3_object_t *o, const char *cat_ke
     if (rc < 0)
         si_log(s->log, SI_LOG_WARNING, "s3: transparent recall of %s/%s: %s", r->bucket,
                r->key, err.text);
+    else if (s->staged && uuid[0])
+        s->staged(s->staged_arg);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
+        /* the generation before the look: a commit after it ends the wait */
+        uint64_t generation = cache_commit_generation(s->cache);
         if (cache_open_object(s->cache, o->id, fd, size, &err) == 0)
             return 0;
         if (errno != ENOENT) {
@@ -458,9 +463,14 @@ static int recall_and_wait(s3_req_t *r, const s3_object_t *o, const char *cat_ke
         }
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - t0.tv_sec >= s->conf.transparent_recall_max_wait)
+        double left = s->conf.transparent_recall_max_wait - (double)(now.tv_sec - t0.tv_sec) -
+                      (now.tv_nsec - t0.tv_nsec) / 1e9;
+        if (left <= 0)
             break;
-        usleep(RECALL_POLL_US);
+        /* woken by each batch commit; bounded, in case the object comes
+         * another way (a commit of another process) */
+        cache_wait_commit(s->cache, generation, left < RECALL_WAIT_MAX_S ? (int)(left * 1000) + 1
+                                                                         : RECALL_WAIT_MAX_S * 1000);
     }
     struct MHD_Response *resp = NULL;
     si_strbuf_t x;
@@ -741,6 +751,8 @@ static void restore_end(s3_req_t *r)
                 code = errno == EACCES ? "AccessDenied" : "InternalError";
             } else {
                 status = cached ? 200 : 202;
+                if (s->staged)
+                    s->staged(s->staged_arg);
                 snprintf(r->note + strlen(r->note), sizeof(r->note) - strlen(r->note),
                          " request=%s tier=%s days=%" PRId64, uuid, s3_tier_name(rr.tier), days);
             }

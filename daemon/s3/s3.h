@@ -87,6 +87,8 @@ typedef struct {
     rdma_config_t rdma;          /* the "rdma" group; zeroed: no RDMA data path */
     int64_t pin_lifetime_max;    /* stageind.pin_lifetime_max: the longest RestoreObject
                                     Days, in seconds; 0: no bound */
+    void (*staged)(void *arg);   /* a stage request was made (recall_service_kick); may be NULL */
+    void *staged_arg;
 } s3_opts_t;
 
 /* Loads the secrets (mode 0600 or refused), opens the catalog connections

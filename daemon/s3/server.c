@@ -955,6 +955,8 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     s->conf = opts->conf;
     s->pin_lifetime_max = opts->pin_lifetime_max;
     s->cache = opts->cache;
+    s->staged = opts->staged;
+    s->staged_arg = opts->staged_arg;
     s->push = opts->push;
     s->log = opts->log;
     s->started = (int64_t)time(NULL);

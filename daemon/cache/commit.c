@@ -1,0 +1,432 @@
+/* Group commit: sealed objects wait in a queue; the committer thread takes
+ * them in batches and makes each batch durable at once.
+ *
+ * Per batch: every temp file renamed into objects/, then one syncfs of the
+ * cache's file system (the data of all the batch's files, their new names
+ * and directories, in one journal commit instead of two fsyncs per object;
+ * a batch of one or two objects, or of large ones, is flushed file by file
+ * instead), then one
+ * catalog transaction for all the rows and pins. Only after that
+ * transaction is an object visible to readers (they look for its row) and
+ * is its submitter told. A crash before it leaves files without rows, which
+ * cache_recover removes. A failed flush or transaction fails the whole
+ * batch: its files are removed, nothing is recorded, every submitter is
+ * told why.
+ *
+ * A batch takes what is queued when the committer is free, up to
+ * commit_bytes or commit_objects: while one batch is flushed the next one
+ * gathers, so that the batches grow with the load and the flush time and a
+ * lone upload is not held back. With commit_delay > 0 a batch also waits up
+ * to that long for more objects while other writers are open (measured:
+ * with the default 0 the flush itself gathers enough; a wait only delayed
+ * concurrent uploads). */
+#include "config.h"
+#include "daemon/cache/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "catalog/catalog.h"
+
+/* Batches of up to this many objects, or of objects of this size on
+ * average, are flushed file by file (fdatasync of each, fsync of its
+ * directory) rather than by one syncfs: syncfs flushes everything dirty on
+ * the file system, other programs' data too (measured on a shared file
+ * system: large objects committed by syncfs went 25-30 % slower than by
+ * fsync), while the two journal commits per object that it saves matter
+ * only for small objects. */
+#define FILE_FLUSH_MAX 2
+#define FILE_FLUSH_AVERAGE (4u << 20)
+
+static double mono_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_fn done,
+                        void *done_arg, si_error_t *err)
+{
+    cache_t *c = w->c;
+    if (cache_writer_seal(w, err) < 0)
+        return -1;
+    /* the descriptor is not needed any more: the batch's flush finds the
+     * file by its name (a queue of thousands of small objects holds no
+     * fds), and its write-back is the committer's, not the reading
+     * thread's */
+    if (close(w->fd) < 0) {
+        int saved = errno;
+        w->fd = -1;
+        w->failed = true;
+        return si_errnoprintf(err, saved, "object %" PRId64 ": closing %s/tmp/%s: %s",
+                              w->object_id, c->conf.dir, w->temp_name, strerror(saved));
+    }
+    w->fd = -1;
+    free(w->buf);
+    w->buf = NULL;
+    si_checksum_free(w->sum);
+    w->sum = NULL;
+    w->pin_request = pin_request;
+    w->done = done;
+    w->done_arg = done_arg;
+    w->next = NULL;
+    pthread_mutex_lock(&c->lock);
+    w->submitted = true;
+    c->unsubmitted--;
+    if (!c->queue_head)
+        c->queued_since = mono_now();
+    *c->queue_tail = w;
+    c->queue_tail = &w->next;
+    c->queued++;
+    c->queued_bytes += w->expected_size;
+    pthread_cond_signal(&c->commit_cv);
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+uint64_t cache_commit_generation(cache_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    uint64_t g = c->commit_generation;
+    pthread_mutex_unlock(&c->lock);
+    return g;
+}
+
+static struct timespec deadline_in(double seconds)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double s = (double)t.tv_sec + t.tv_nsec / 1e9 + (seconds > 0 ? seconds : 0);
+    t.tv_sec = (time_t)s;
+    t.tv_nsec = (long)((s - (double)t.tv_sec) * 1e9);
+    return t;
+}
+
+bool cache_wait_commit(cache_t *c, uint64_t generation, int timeout_ms)
+{
+    struct timespec until = deadline_in(timeout_ms / 1000.0);
+    pthread_mutex_lock(&c->lock);
+    while (c->commit_generation == generation &&
+           pthread_cond_timedwait(&c->committed_cv, &c->lock, &until) == 0)
+        ;
+    bool ended = c->commit_generation != generation;
+    pthread_mutex_unlock(&c->lock);
+    return ended;
+}
+
+void cache_commit_drain(cache_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    while (c->queue_head || c->in_batch)
+        pthread_cond_wait(&c->committed_cv, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- one batch ---------------------------------------------------------------- */
+
+static void fail(cache_writer_t *w, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(cache_writer_t *w, int errnum, const char *fmt, ...)
+{
+    if (w->rc < 0)
+        return; /* the first reason stays */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->why, sizeof(w->why), fmt, ap);
+    va_end(ap);
+    w->rc = -1;
+    w->errnum = errnum ? errnum : EIO;
+}
+
+/* Renames each file into place; the directory pair of the previous object
+ * is kept open (ids of one batch mostly share it). */
+static void place_all(cache_t *c, cache_writer_t **ws, size_t n)
+{
+    char d0[3], d1[3], name[CACHE_NAME_HEX + 1], open0[3] = "", open1[3] = "";
+    int dir0 = -1, dir1 = -1;
+    for (size_t i = 0; i < n; i++) {
+        cache_writer_t *w = ws[i];
+        si_error_t err = {{0}};
+        cache_object_parts(w->object_id, d0, d1, name);
+        if (dir0 < 0 || strcmp(d0, open0) != 0) {
+            if (dir1 >= 0)
+                close(dir1);
+            if (dir0 >= 0)
+                close(dir0);
+            dir1 = -1;
+            open1[0] = '\0';
+            if ((dir0 = cache_object_dir(c, c->objects_fd, d0, &err)) < 0) {
+                fail(w, errno, "object %" PRId64 ": %s", w->object_id, err.text);
+                continue;
+            }
+            memcpy(open0, d0, sizeof(open0));
+        }
+        if (dir1 < 0 || strcmp(d1, open1) != 0) {
+            if (dir1 >= 0)
+                close(dir1);
+            if ((dir1 = cache_object_dir(c, dir0, d1, &err)) < 0) {
+                fail(w, errno, "object %" PRId64 ": %s", w->object_id, err.text);
+                continue;
+            }
+            memcpy(open1, d1, sizeof(open1));
+        }
+        if (renameat(c->tmp_fd, w->temp_name, dir1, name) < 0) {
+            fail(w, errno, "object %" PRId64 ": cannot rename %s/tmp/%s into place: %s",
+                 w->object_id, c->conf.dir, w->temp_name, strerror(errno));
+            continue;
+        }
+        w->placed = true;
+    }
+    if (dir1 >= 0)
+        close(dir1);
+    if (dir0 >= 0)
+        close(dir0);
+}
+
+/* fdatasync of a placed object's file and fsync of its directory. */
+static int flush_one(cache_t *c, const cache_writer_t *w, si_error_t *err)
+{
+    char rel[CACHE_OBJECT_PATH_MAX];
+    cache_object_path(w->object_id, rel, sizeof(rel), NULL);
+    const char *inside = rel + strlen("objects/");
+    char *slash = strrchr(rel, '/');
+    int fd = openat(c->objects_fd, inside, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = fd < 0 ? -1 : fdatasync(fd);
+    int saved = errno;
+    if (fd >= 0)
+        close(fd);
+    if (rc == 0) {
+        *slash = '\0'; /* its directory, objects/<b2>/<b1> */
+        fd = openat(c->objects_fd, inside, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        rc = fd < 0 ? -1 : fsync(fd);
+        saved = errno;
+        if (fd >= 0)
+            close(fd);
+        *slash = '/';
+    }
+    if (rc < 0)
+        return si_errnoprintf(err, saved, "flushing the cache (%s): fsync of %s: %s",
+                              c->conf.dir, rel, strerror(saved));
+    return 0;
+}
+
+/* One flush for the whole batch: the data, the renames, the directories. */
+static int flush_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err)
+{
+    pthread_mutex_lock(&c->lock);
+    int fault = 0;
+    if (c->fault_count > 0) {
+        c->fault_count--;
+        fault = c->fault_errno;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (fault)
+        return si_errnoprintf(err, fault, "flushing the cache (%s): %s"
+                              " (injected by STAGEIN_TEST_CACHE_FLUSH_FAULT)", c->conf.dir,
+                              strerror(fault));
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += ws[i]->expected_size;
+    if (n <= FILE_FLUSH_MAX || bytes / n >= FILE_FLUSH_AVERAGE) {
+        for (size_t i = 0; i < n; i++)
+            if (ws[i]->placed && flush_one(c, ws[i], err) < 0)
+                return -1;
+        return 0;
+    }
+    if (syncfs(c->objects_fd) < 0)
+        return si_errnoprintf(err, errno, "flushing the cache (%s): syncfs of its file system:"
+                              " %s", c->conf.dir, strerror(errno));
+    return 0;
+}
+
+/* The rows and pins of the batch's objects in one transaction; lock held.
+ * An object the catalog refuses (deleted meanwhile) fails alone; any other
+ * failure fails the batch. */
+static int record_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err)
+{
+    if (cache_begin(c, err) < 0)
+        return -1;
+    double now = cache_now(c);
+    for (size_t i = 0; i < n; i++) {
+        cache_writer_t *w = ws[i];
+        if (w->rc < 0)
+            continue;
+        char rel[CACHE_OBJECT_PATH_MAX];
+        cache_object_path(w->object_id, rel, sizeof(rel), NULL);
+        sqlite3_stmt *s = cache_stmt(c, SQL_ROW_INSERT);
+        sqlite3_bind_int64(s, 1, w->object_id);
+        sqlite3_bind_text(s, 2, rel, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(s, 3, (int64_t)w->expected_size);
+        sqlite3_bind_double(s, 4, now);
+        sqlite3_bind_int(s, 5, w->expected_sum[0] != '\0');
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            if (sqlite3_extended_errcode(c->db) != SQLITE_CONSTRAINT_FOREIGNKEY)
+                goto error;
+            fail(w, ENOENT, "object %" PRId64 " is not in the catalog", w->object_id);
+            continue;
+        }
+        if (!w->pin_request)
+            continue;
+        s = cache_stmt(c, SQL_PIN);
+        sqlite3_bind_int64(s, 1, w->object_id);
+        sqlite3_bind_int64(s, 2, w->pin_request);
+        sqlite3_bind_double(s, 3, now);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            if (sqlite3_extended_errcode(c->db) != SQLITE_CONSTRAINT_FOREIGNKEY)
+                goto error;
+            /* the row stays unpinned for this request: the object is cached
+             * all the same, and the request is gone */
+        }
+    }
+    return cache_commit(c, err);
+error:
+    cache_db_error(c, err, "recording a batch of cached objects");
+    cache_rollback(c);
+    return -1;
+}
+
+static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
+{
+    si_error_t err = {{0}};
+    place_all(c, ws, n);
+    if (flush_all(c, ws, n, &err) < 0)
+        for (size_t i = 0; i < n; i++)
+            fail(ws[i], errno, "object %" PRId64 ": %s", ws[i]->object_id, err.text);
+    pthread_mutex_lock(&c->lock);
+    size_t ok = 0;
+    for (size_t i = 0; i < n; i++)
+        ok += ws[i]->rc == 0;
+    if (ok && record_all(c, ws, n, &err) < 0) {
+        int saved = errno ? errno : EIO;
+        for (size_t i = 0; i < n; i++)
+            fail(ws[i], saved, "object %" PRId64 ": %s", ws[i]->object_id, err.text);
+    }
+    bool failures = false;
+    for (size_t i = 0; i < n; i++) {
+        cache_writer_t *w = ws[i];
+        if (w->rc < 0) {
+            failures = true;
+            if (w->placed)
+                cache_unlink_object(c, w->object_id);
+            else
+                unlinkat(c->tmp_fd, w->temp_name, 0);
+            cache_reservation_drop(c, w->object_id);
+        } else {
+            c->used += w->expected_size;
+            c->objects++;
+            c->counters.written_objects++;
+            c->counters.written_bytes += w->expected_size;
+            cache_reservation_drop(c, w->object_id); /* now counted in used */
+        }
+        c->writers--;
+    }
+    c->counters.commit_batches++;
+    if (failures) {
+        c->counters.commit_failures++;
+        cache_changed_locked(c);
+    }
+    c->commit_generation++;
+    pthread_cond_broadcast(&c->committed_cv);
+    pthread_mutex_unlock(&c->lock);
+    for (size_t i = 0; i < n; i++) {
+        cache_writer_t *w = ws[i];
+        if (w->done)
+            w->done(w->done_arg, w->object_id, w->rc, w->errnum, w->rc < 0 ? w->why : NULL);
+        cache_writer_free(w);
+    }
+}
+
+/* ---- the committer thread ---------------------------------------------------------- */
+
+/* Lock held: whether the queued objects make a batch now. */
+static bool batch_ready(const cache_t *c)
+{
+    return c->committer_stop || c->conf.commit_delay <= 0 ||
+           c->queued >= c->conf.commit_objects || c->queued_bytes >= c->conf.commit_bytes ||
+           c->unsubmitted == 0 || mono_now() - c->queued_since >= c->conf.commit_delay;
+}
+
+static void *committer_main(void *arg)
+{
+    cache_t *c = arg;
+    size_t cap = c->conf.commit_objects < 65536 ? c->conf.commit_objects : 65536;
+    cache_writer_t *one, **ws = malloc(cap * sizeof(*ws));
+    if (!ws) { /* no memory for a batch: one object at a time */
+        ws = &one;
+        cap = 1;
+    }
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        while (!c->queue_head && !c->committer_stop)
+            pthread_cond_wait(&c->commit_cv, &c->lock);
+        if (!c->queue_head)
+            break;
+        while (!batch_ready(c)) {
+            struct timespec until =
+                deadline_in(c->queued_since + c->conf.commit_delay - mono_now());
+            pthread_cond_timedwait(&c->commit_cv, &c->lock, &until);
+        }
+        size_t n = 0;
+        uint64_t bytes = 0;
+        while (c->queue_head && (n == 0 || (n < cap && bytes < c->conf.commit_bytes))) {
+            cache_writer_t *w = c->queue_head;
+            c->queue_head = w->next;
+            c->queued--;
+            c->queued_bytes -= w->expected_size;
+            bytes += w->expected_size;
+            ws[n++] = w;
+        }
+        if (!c->queue_head)
+            c->queue_tail = &c->queue_head;
+        else
+            c->queued_since = mono_now();
+        c->in_batch = true;
+        pthread_mutex_unlock(&c->lock);
+        commit_batch(c, ws, n);
+        pthread_mutex_lock(&c->lock);
+        c->in_batch = false;
+        pthread_cond_broadcast(&c->committed_cv); /* cache_commit_drain */
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (ws != &one)
+        free(ws);
+    return NULL;
+}
+
+int cache_committer_start(cache_t *c, si_error_t *err)
+{
+    c->queue_tail = &c->queue_head;
+    const char *fault = getenv("STAGEIN_TEST_CACHE_FLUSH_FAULT");
+    if (fault && *fault) {
+        /* "ERRNO:COUNT": the next COUNT batch flushes fail (tests) */
+        char name[16] = "";
+        unsigned count = 1;
+        sscanf(fault, "%15[A-Z]:%u", name, &count);
+        c->fault_errno = strcmp(name, "ENOSPC") == 0 ? ENOSPC : EIO;
+        c->fault_count = count;
+    }
+    if (pthread_create(&c->committer, NULL, committer_main, c) != 0)
+        return si_errnoprintf(err, EAGAIN, "cache: cannot start its committer thread");
+    c->committer_running = true;
+    return 0;
+}
+
+void cache_committer_stop(cache_t *c)
+{
+    if (!c->committer_running)
+        return;
+    pthread_mutex_lock(&c->lock);
+    c->committer_stop = true;
+    pthread_cond_signal(&c->commit_cv);
+    pthread_mutex_unlock(&c->lock);
+    pthread_join(c->committer, NULL);
+    c->committer_running = false;
+}

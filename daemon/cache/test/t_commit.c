@@ -1,0 +1,185 @@
+/* The cache's group commit: submitted objects committed in batches (fewer
+ * batches than objects when they come together), each told once, visible
+ * only when recorded; a failed flush fails its whole batch and keeps
+ * nothing; readers waiting for a commit are woken; the settings. */
+#include "config.h"
+
+#include <pthread.h>
+
+#include "common/tap.h"
+#include "daemon/cache/test/cachetest.h"
+
+static ct_t t;
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int told, ok, failed;
+    char why[512];
+} tally_t;
+
+static void on_committed(void *arg, int64_t object_id, int rc, int errnum, const char *why)
+{
+    tally_t *ty = arg;
+    (void)object_id;
+    (void)errnum;
+    pthread_mutex_lock(&ty->mu);
+    ty->told++;
+    if (rc == 0)
+        ty->ok++;
+    else {
+        ty->failed++;
+        snprintf(ty->why, sizeof(ty->why), "%s", why ? why : "");
+    }
+    pthread_cond_broadcast(&ty->cv);
+    pthread_mutex_unlock(&ty->mu);
+}
+
+static void tally_wait(tally_t *ty, int n)
+{
+    pthread_mutex_lock(&ty->mu);
+    while (ty->told < n)
+        pthread_cond_wait(&ty->cv, &ty->mu);
+    pthread_mutex_unlock(&ty->mu);
+}
+
+/* Writes objects first..first+n-1 (4 KiB each) and submits them all. They
+ * are catalogued first: the cache shares the test's catalog connection,
+ * which its committer uses as soon as the first object is submitted. */
+static int submit_many(cache_t *c, unsigned first, int n, int64_t *ids, tally_t *ty)
+{
+    si_error_t err;
+    char sum[SI_CHECKSUM_TEXT_MAX];
+    for (int i = 0; i < n; i++)
+        ids[i] = ct_object(&t, first + (unsigned)i, 4096, sum);
+    for (int i = 0; i < n; i++) {
+        unsigned k = first + (unsigned)i;
+        unsigned char *exp = ct_content(k, 4096);
+        ct_sha256(exp, 4096, sum);
+        free(exp);
+        cache_writer_t *w;
+        unsigned char *data = ct_content(k, 4096);
+        int rc = cache_writer_open(c, ids[i], 4096, sum, &w, &err);
+        if (rc == 0 && (rc = cache_writer_write(w, data, 4096, &err)) < 0)
+            cache_writer_abort(w);
+        free(data);
+        if (rc == 0 && (rc = cache_writer_submit(w, 0, on_committed, ty, &err)) < 0)
+            cache_writer_abort(w);
+        if (rc < 0) {
+            diag("object %u: %s", k, err.text);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+typedef struct {
+    cache_t *c;
+    uint64_t generation;
+    bool woken;
+} waiter_t;
+
+static void *wait_commit(void *arg)
+{
+    waiter_t *wt = arg;
+    wt->woken = cache_wait_commit(wt->c, wt->generation, 10000);
+    return NULL;
+}
+
+int main(void)
+{
+    si_error_t err;
+    if (ct_setup(&t, "t_commit") < 0)
+        return 1;
+    cache_conf_t conf = ct_conf(&t, 1ull << 30);
+    cache_t *c = cache_open(&conf, t.cat, &err);
+    ok(c != NULL, "cache opened: %s", c ? "" : err.text);
+
+    /* 200 objects submitted at once: committed in far fewer batches */
+    tally_t ty = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, ""};
+    int64_t ids[200];
+    cache_usage_t u0, u1;
+    cache_usage(c, &u0, &err);
+    ok(submit_many(c, 1, 200, ids, &ty) == 0, "200 objects written and submitted");
+    tally_wait(&ty, 200);
+    cache_usage(c, &u1, &err);
+    is_int(ty.ok, 200, "each told once that it is committed%s%s", ty.failed ? ": " : "", ty.why);
+    ok(u1.commit_batches - u0.commit_batches < 200,
+       "in fewer batches than objects: %llu batches",
+       (unsigned long long)(u1.commit_batches - u0.commit_batches));
+    is_int(ct_query_int(&t, "SELECT count(*) FROM cache"), 200, "200 rows recorded");
+    char sub[400];
+    snprintf(sub, sizeof(sub), "%s/tmp", t.cache_dir);
+    is_int(ct_count_entries(sub), 0, "tmp/ empty");
+    int fd;
+    uint64_t size;
+    ok(cache_open_object(c, ids[199], &fd, &size, &err) == 0 && size == 4096,
+       "the last one readable");
+    close(fd);
+    is_int(u1.writers, 0, "no writer left open");
+
+    /* a reader waiting for a commit is woken by the next one */
+    waiter_t wt = {c, cache_commit_generation(c), false};
+    pthread_t th;
+    pthread_create(&th, NULL, wait_commit, &wt);
+    usleep(50000);
+    char sum[SI_CHECKSUM_TEXT_MAX];
+    int64_t id = ct_object(&t, 500, 1000, sum);
+    ok(ct_store(c, id, 500, 1000, sum, 1000, 0, &err) == 0, "one more object: %s", err.text);
+    pthread_join(th, NULL);
+    ok(wt.woken, "a waiter on the commit generation was woken");
+    ok(!cache_wait_commit(c, cache_commit_generation(c), 20),
+       "with nothing to commit the wait times out");
+    cache_close(c);
+
+    /* failed flushes: the whole batch fails, nothing is kept */
+    setenv("STAGEIN_TEST_CACHE_FLUSH_FAULT", "EIO:1000", 1);
+    c = cache_open(&conf, t.cat, &err);
+    unsetenv("STAGEIN_TEST_CACHE_FLUSH_FAULT");
+    tally_t bad = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, ""};
+    ok(submit_many(c, 1000, 20, ids, &bad) == 0, "20 objects submitted while flushes fail");
+    tally_wait(&bad, 20);
+    is_int(bad.failed, 20, "every one told it failed");
+    ok(strstr(bad.why, "flushing the cache") && strstr(bad.why, "Input/output error"),
+       "the error names the flush and its cause: %s", bad.why);
+    is_int(ct_query_int(&t, "SELECT count(*) FROM cache"), 201, "no row for any of them");
+    is_int(ct_count_entries(sub), 0, "no temp file left");
+    cache_usage(c, &u1, &err);
+    ok(u1.commit_failures > 0 && u1.reserved_bytes == 0, "failures counted, reservations given back");
+    id = ct_object(&t, 501, 3000, sum);
+    ok(ct_store(c, id, 501, 3000, sum, 3000, 0, &err) < 0 && errno == EIO &&
+           strstr(err.text, "flushing the cache"),
+       "cache_writer_finish reports the failed flush: %s", err.text);
+    ok(cache_stat(c, id, NULL, &err) == 0, "and the object is not cached");
+    cache_close(c);
+
+    /* settings */
+    const si_conf_key_t *schemas[] = {cache_conf_keys, NULL};
+    si_conf_t *sc = si_conf_load_string(
+        "cache = { commit_bytes = 1048576; commit_objects = 64; commit_delay = 0.01; };", schemas,
+        &err);
+    cache_conf_t from;
+    ok(sc && cache_conf_from(sc, "/var/lib/stagein", &from, &err) == 0 &&
+           from.commit_bytes == 1048576 && from.commit_objects == 64 && from.commit_delay == 0.01,
+       "commit settings read: %s", sc ? "" : err.text);
+    si_conf_free(sc);
+    ok(si_conf_load_string("cache = { commit_objects = 0; };", schemas, &err) == NULL,
+       "commit_objects 0 refused: %s", err.text);
+    cache_conf_defaults(&from, "/x");
+    ok(from.commit_bytes == 256u << 20 && from.commit_objects == 4096 && from.commit_delay == 0,
+       "defaults: 256 MiB, 4096 objects, no delay");
+
+    /* a small batch limit still commits everything */
+    conf.commit_objects = 3;
+    c = cache_open(&conf, t.cat, &err);
+    tally_t small = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, ""};
+    cache_usage(c, &u0, &err);
+    ok(submit_many(c, 2000, 30, ids, &small) == 0, "30 objects with batches of at most 3");
+    tally_wait(&small, 30);
+    cache_usage(c, &u1, &err);
+    ok(small.ok == 30 && u1.commit_batches - u0.commit_batches >= 10,
+       "all committed, in %llu batches", (unsigned long long)(u1.commit_batches - u0.commit_batches));
+    cache_close(c);
+    ct_teardown(&t);
+    return done_testing();
+}

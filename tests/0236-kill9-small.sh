@@ -1,0 +1,105 @@
+#!/bin/bash
+# The kill -9 loop with small objects (group commit): 3,000 objects of
+# 64 KiB on three volumes, requests of 1,000 to 3,000 of them, stageind
+# killed with SIGKILL at random moments (at least 20 times; the drives are
+# slowed so that the recalls, and their batch commits, run through the
+# loop) and restarted each time. At the end every accepted request is
+# COMPLETED, every cached object has its row and its bytes (identical to
+# the source, matching its checksum), and after one more restart's
+# recovery no file is left in the cache without a row, none in tmp/.
+. "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
+. "$top_srcdir/tests/recall-lib.sh"
+
+KILLS=${KILLS:-20}
+N=3000
+mkdir -p "$SRC"
+# deterministic 64 KiB files, made in one process (a loop of 3,000 would be slow)
+python3 - "$SRC" "$N" <<'EOF'
+import hashlib, sys
+src, n = sys.argv[1], int(sys.argv[2])
+for i in range(1, n + 1):
+    seed = hashlib.sha256(b"s%d" % i).digest()
+    with open("%s/s%04d" % (src, i), "wb") as f:
+        f.write((seed * 2048)[:65536])
+EOF
+keys=()
+for i in $(seq -w 1 "$N"); do keys+=("s$i"); done
+
+use_state K
+# 4 MB/s per drive, quick mounts: the 196 MB take about as long as the loop
+write_conf 'library: { drives = 3; time_scale = 1.0; };
+tape: { rate = 4000000.0; load_s = 0.2; unload_s = 0.2; robot_move_s = 0.1; };'
+"$STAGEIN" catalog init >/dev/null
+for v in K00001 K00002 K00003; do tape create "$v" --capacity 20000000000 >/dev/null; done
+write_volume K00001 1 "${keys[@]:0:1000}"
+write_volume K00002 1 "${keys[@]:1000:1000}"
+write_volume K00003 1 "${keys[@]:2000:1000}"
+define all "${keys[@]}"
+define part1 "${keys[@]:0:1500}"
+define part2 "${keys[@]:1000:1500}"
+define part3 "${keys[@]:1500:1500}"
+is "$(sql "SELECT count(*) FROM tape_copies")" "$N" "$N objects of 64 KiB on three volumes"
+
+# a new request of 1,500 objects every fourth round
+round() { [ $(($1 % 4)) != 1 ] || submit "part$(($1 % 3 + 1))"; }
+
+run_ok "stageind starts" -- start
+track_pid "$(daemon_pid)"
+submit all
+kill_loop "$KILLS" round
+is "$kills:$restarts" "$KILLS:$KILLS" "$KILLS kill -9 during recalls of small objects, each followed by a restart"
+diag "accepted ${#accepted[@]} requests; $(sql "SELECT count(*) FROM cache") objects cached when the loop ended"
+# one kill more, then drives at full speed for the rest (the test's time)
+pid=$(daemon_pid)
+kill -9 "$pid"
+for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+write_conf 'library: { drives = 3; time_scale = 0.01; };'
+PORT=$(free_port)
+run_ok "stageind restarts with faster drives" -- start
+track_pid "$(daemon_pid)"
+
+states=""
+for id in "${accepted[@]}"; do states+="$(wait_done "$id" 180) "; done
+is "$(tr ' ' '\n' <<<"$states" | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')" \
+    "=1 COMPLETED=${#accepted[@]} " "every accepted request COMPLETED"
+is "$(sql "SELECT count(*) FROM request_items WHERE state <> 'COMPLETED'")" 0 \
+    "every item of every request COMPLETED"
+is "$(sql "SELECT count(*) FROM cache")" "$N" "each object cached once"
+is "$(sql "SELECT count(*) FROM cache_pins")" \
+    "$(sql "SELECT count(*) FROM request_items WHERE state = 'COMPLETED'")" \
+    "one cache pin per completed item"
+
+# one more restart: recovery finds nothing to remove, and every row its bytes
+stop
+run_ok "stageind restarts" -- start
+track_pid "$(daemon_pid)"
+stop
+check_cache() {
+    python3 - "$STATE/cache" "$DB" "$SRC" <<'EOF'
+import hashlib, os, sqlite3, sys
+cache, db, src = sys.argv[1:]
+rows = sqlite3.connect(db).execute(
+    "SELECT c.path, o.key, o.checksum FROM cache c JOIN objects o ON o.id = c.object_id").fetchall()
+bad = []
+for path, key, checksum in rows:
+    try:
+        data = open(os.path.join(cache, path), "rb").read()
+    except OSError:
+        bad.append("%s: no file" % key)
+        continue
+    if data != open(os.path.join(src, key), "rb").read():
+        bad.append("%s: bytes differ" % key)
+    elif "sha256:" + hashlib.sha256(data).hexdigest() != checksum:
+        bad.append("%s: checksum" % key)
+files = set()
+for d, _, names in os.walk(os.path.join(cache, "objects")):
+    files.update(os.path.relpath(os.path.join(d, n), cache) for n in names)
+orphans = files - {p for p, _, _ in rows}
+tmp = os.listdir(os.path.join(cache, "tmp"))
+print("rows=%d bad=%d orphans=%d tmp=%d %s" % (len(rows), len(bad), len(orphans), len(tmp),
+                                               " ".join(bad[:3] + sorted(orphans)[:3])))
+EOF
+}
+is "$(check_cache)" "rows=$N bad=0 orphans=0 tmp=0 " \
+    "every cached object's file is there, identical to its source; no orphan file, nothing in tmp/"
+finish
