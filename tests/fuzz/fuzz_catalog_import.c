@@ -1,0 +1,98 @@
+/* Catalog imports (catalog/import.c, catalog/ltfs.c): tape positions as
+ * CSV, JSON lines or an LTFS index, and dataset manifests, each into a
+ * catalog reset to the same state before every input (a copy of one
+ * prepared at start, which already knows the objects of
+ * tests/data/sample-positions.csv' first lines).
+ *
+ * Input: byte 0 chooses the import (bits 0-2: CSV, JSON lines, LTFS, by
+ * content, manifest) and for LTFS the label and bucket options (bits 3-4);
+ * the rest is the file. */
+#include "config.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include "catalog/catalog.h"
+#include "tests/fuzz/fuzz.h"
+
+static catalog_t *cat;
+static unsigned char *template_db;
+static sqlite3_int64 template_len;
+static char path[64];
+
+static const char known_positions[] =
+    "bucket,key,size,volume,position,copy,checksum\n"
+    "imagenet-2026,train/n00000000/shard-000.tar,2472268,L90001,4096,1,\n"
+    "imagenet-2026,train/n00000000/shard-001.tar,45530455,L90002,4096,1,\n"
+    "climate-era5,t2m/1990.nc,1000,L90002,8192,1,"
+    "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n";
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    si_error_t err;
+    snprintf(path, sizeof(path), "/tmp/fuzz-catalog.%ld.db", (long)getpid());
+    unlink(path);
+    cat = catalog_open(path, CATALOG_CREATE, &err);
+    if (!cat) {
+        fprintf(stderr, "catalog: %s\n", err.text);
+        abort();
+    }
+    FILE *in = fmemopen((void *)known_positions, sizeof(known_positions) - 1, "r");
+    catalog_positions_opts_t opts = {.format = CATALOG_FORMAT_CSV};
+    if (!in || catalog_import_positions(cat, "seed.csv", in, &opts, NULL, &err) < 0) {
+        fprintf(stderr, "seed import: %s\n", err.text);
+        abort();
+    }
+    fclose(in);
+    template_db = sqlite3_serialize(catalog_db(cat), "main", &template_len, 0);
+    if (!template_db)
+        abort();
+    unlink(path); /* the connection now lives on copies of template_db */
+    return 0;
+}
+
+/* The catalog as it was after LLVMFuzzerInitialize. */
+static void reset_catalog(void)
+{
+    unsigned char *copy = sqlite3_malloc64((sqlite3_uint64)template_len);
+    if (!copy)
+        abort();
+    memcpy(copy, template_db, (size_t)template_len);
+    if (sqlite3_deserialize(catalog_db(cat), "main", copy, template_len, template_len,
+                            SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE) !=
+        SQLITE_OK)
+        abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 2)
+        return 0;
+    unsigned choice = data[0];
+    FILE *in = fmemopen((void *)(data + 1), size - 1, "r");
+    if (!in)
+        abort();
+    reset_catalog();
+    si_error_t err;
+    catalog_import_stats_t stats;
+    static const catalog_format_t formats[] = {CATALOG_FORMAT_CSV, CATALOG_FORMAT_JSONL,
+                                               CATALOG_FORMAT_LTFS, CATALOG_FORMAT_AUTO};
+    if ((choice & 7) < 4) {
+        catalog_positions_opts_t opts = {
+            .format = formats[choice & 7],
+            .volume = (choice & 8) ? "L90009" : NULL,
+            .bucket = (choice & 16) ? "ltfs-bucket" : NULL,
+        };
+        const char *name = (choice & 7) == 3 ? ((choice & 8) ? "input.jsonl" : "input") : "input";
+        (void)catalog_import_positions(cat, name, in, &opts, &stats, &err);
+    } else {
+        catalog_dataset_attrs_t attrs = {.name = "fuzz-set", .owner_uid = 1000,
+                                         .owner_gid = 100, .mode = 0640,
+                                         .replace = (choice & 8) != 0};
+        (void)catalog_import_manifest(cat, &attrs, "input.manifest", in, &stats, &err);
+    }
+    fclose(in);
+    return 0;
+}
