@@ -13,8 +13,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (requests_manifest_lines((const char *)data, size, &lines, &nlines, &storage, &err) == 0) {
         for (size_t i = 0; i < nlines; i++)
-            if (!lines[i] || strlen(lines[i]) > size)
-                abort();
+            if (!lines[i] || !lines[i][0] || lines[i][0] == '#' || strlen(lines[i]) > size ||
+                strchr(lines[i], '\n'))
+                abort(); /* one entry per line, no blank or comment line */
     }
     free(lines);
     free(storage);

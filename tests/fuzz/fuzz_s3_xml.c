@@ -1,8 +1,12 @@
-/* S3's XML request bodies (daemon/s3/proto.c over common/xml.c):
- * RestoreRequest, Delete and CompleteMultipartUpload, and the bounded
- * element reader itself. The first byte chooses the parser. */
+/* S3's XML bodies (common/xml.c): the requests the S3 server reads
+ * (daemon/s3/proto.c: RestoreRequest, Delete, CompleteMultipartUpload), the
+ * answers the s3 archive backend reads (common/s3client.c: ListObjectsV2,
+ * which catalog imports from an archive's listing, and single elements
+ * such as an UploadId), and the bounded element reader itself. The first
+ * byte chooses the parser. */
 #include "config.h"
 
+#include "common/s3client.h"
 #include "common/xml.h"
 #include "daemon/s3/proto.h"
 #include "tests/fuzz/fuzz.h"
@@ -20,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    unsigned which = data[0] % 4;
+    unsigned which = data[0] % 6;
     const char *body = (const char *)data + 1;
     size_t len = size - 1;
     si_error_t err;
@@ -57,6 +61,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     abort(); /* strictly ascending, or InvalidPartOrder */
             s3_complete_request_free(&c);
         }
+        break;
+    }
+    case 3: {
+        si_s3_list_t l;
+        if (si_s3_parse_list(body, len, &l, &err) == 0) {
+            for (size_t i = 0; i < l.n; i++)
+                if (!l.objects[i].key)
+                    abort();
+            if (l.truncated && !l.next_token)
+                abort(); /* a truncated listing says where to go on */
+            si_s3_list_free(&l);
+        }
+        break;
+    }
+    case 4: {
+        char text[1024];
+        if (si_s3_xml_text(body, len, "InitiateMultipartUploadResult/UploadId", text,
+                           sizeof(text), &err) == 0 && strnlen(text, sizeof(text)) == sizeof(text))
+            abort();
         break;
     }
     default: {

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "daemon/volume/volume.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -117,6 +118,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const tapevol_entry_t *e = &listing->entries[i];
             if (e->position + e->size > size || e->header_offset >= e->position)
                 abort(); /* every member lies inside the volume, after its header */
+            if (si_bucket_check(e->bucket, strlen(e->bucket), &err) < 0 ||
+                si_key_check(e->key, strlen(e->key), &err) < 0)
+                abort(); /* no name from a volume escapes the cache */
         }
         for (size_t i = 0; i < listing->nfiles; i++) {
             const tapevol_file_t *f = &listing->files[i];

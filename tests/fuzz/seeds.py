@@ -61,8 +61,19 @@ complete = [
     "<CompleteMultipartUpload><Part><PartNumber>2</PartNumber><ETag>x</ETag></Part><Part>"
     "<PartNumber>1</PartNumber><ETag>y</ETag></Part></CompleteMultipartUpload>",
 ]
+listing = [
+    '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name>'
+    "<IsTruncated>true</IsTruncated><Contents><Key>a/1</Key><LastModified>2026-01-02T03:04:05.000Z"
+    "</LastModified><ETag>&quot;d41d8cd98f00b204e9800998ecf8427e&quot;</ETag><Size>12</Size>"
+    "<StorageClass>GLACIER</StorageClass></Contents>"
+    "<NextContinuationToken>tok/1+=</NextContinuationToken></ListBucketResult>",
+    "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
+]
+initiate = ["<InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><UploadId>VXBsb2Fk"
+            "</UploadId></InitiateMultipartUploadResult>"]
 write("s3_xml", [b"\0" + s.encode() for s in restore] + [b"\1" + s.encode() for s in delete]
-      + [b"\2" + s.encode() for s in complete] + [b"\3" + s.encode() for s in delete[:2]])
+      + [b"\2" + s.encode() for s in complete] + [b"\3" + s.encode() for s in listing]
+      + [b"\4" + s.encode() for s in initiate] + [b"\5" + s.encode() for s in delete[:2]])
 
 size = struct.pack("<Q", 1000)
 write("s3_headers", [size + s.encode() for s in [
