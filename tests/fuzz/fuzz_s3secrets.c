@@ -2,7 +2,6 @@
  * server's table and as a client's key pair from a 0600 file. */
 #include "config.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -22,9 +21,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     si_error_t err;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size) || close(fd) < 0)
-        abort();
+    fuzz_write_file(path, data, size);
 
     si_secrets_t *s = si_secrets_load(path, &err);
     if (s) {

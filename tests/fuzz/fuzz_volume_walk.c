@@ -5,7 +5,6 @@
  * project's writer (tapevol_create, tapevol_append) into DIR and exit. */
 #include "config.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -103,9 +102,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     si_error_t err;
-    int fd = open(vol_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size) || close(fd) < 0)
-        abort();
+    fuzz_write_file(vol_path, data, size);
 
     tapevol_t *vol = tapevol_open(dir, LABEL, TAPEVOL_RDWR, &err);
     if (!vol)
