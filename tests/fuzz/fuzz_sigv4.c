@@ -1,6 +1,8 @@
 /* SigV4 verification (common/sigv4.c) of a request as it arrives: the
  * Authorization header or the presigned query, the canonical request and
- * the string to sign, against the unit tests' access keys.
+ * the string to sign, against the unit tests' access key and the session
+ * credentials (common/s3secrets.c: STAGEIN... keys that carry uid, gid and
+ * expiry under a MAC) of a fixed master key.
  *
  * Input: "METHOD\nPATH\nQUERY\n" then one "Name: value" header per line.
  * The clock is the request's own x-amz-date (header or X-Amz-Date), so the
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <strings.h>
 
+#include "common/s3secrets.h"
 #include "common/sigv4.h"
 #include "common/uri.h"
 #include "tests/fuzz/fuzz.h"
@@ -22,11 +25,14 @@
 #define S3_SECRET "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 #define S3_NOW 1369353600 /* 20130524T000000Z */
 
+static si_session_keys_t *sessions;
+static int64_t clock_now; /* the request's own time, for session expiry */
+
 static int lookup(void *arg, const char *access_key, si_sigv4_credential_t *cred)
 {
     (void)arg;
     if (strcmp(access_key, S3_KEY) != 0)
-        return -1;
+        return si_session_check(sessions, access_key, clock_now, cred);
     snprintf(cred->secret, sizeof(cred->secret), "%s", S3_SECRET);
     cred->uid = 2000;
     cred->gid = 200;
@@ -78,6 +84,16 @@ static void write_seeds(const char *dir)
         {"POST", "/b", "delete", h1, 1, SI_SIGV4_UNSIGNED_PAYLOAD},
     };
     int n = 0;
+    si_session_credential_t session;
+    if (si_session_mint(sessions, 1000, 100, S3_NOW + 3600, &session, &err) < 0)
+        abort();
+    si_sigv4_signer_t *ss = si_sigv4_signer_new(session.access_key, session.secret, "us-east-1",
+                                                "s3", &err);
+    si_sigv4_signed_t ssig;
+    if (!ss || si_sigv4_sign(ss, &reqs[0], S3_NOW, &ssig, &err) < 0)
+        abort();
+    write_seed(dir, n++, &reqs[0], reqs[0].query, &ssig);
+    si_sigv4_signer_free(ss);
     for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
         si_sigv4_signed_t sig;
         if (si_sigv4_sign(s, &reqs[i], S3_NOW, &sig, &err) < 0)
@@ -98,6 +114,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
+    /* a fixed master key, so that the seeds' session keys stay valid */
+    char master_path[64];
+    uint8_t master[SI_SESSION_MASTER_LEN];
+    si_error_t err;
+    for (size_t i = 0; i < sizeof(master); i++)
+        master[i] = (uint8_t)(i * 7 + 1);
+    snprintf(master_path, sizeof(master_path), "/tmp/fuzz-sigv4-master.%ld", (long)getpid());
+    fuzz_write_file(master_path, master, sizeof(master));
+    sessions = si_session_keys_open(master_path, &err);
+    unlink(master_path);
+    if (!sessions) {
+        fprintf(stderr, "session keys: %s\n", err.text);
+        abort();
+    }
     const char *dir = getenv("FUZZ_WRITE_SEEDS");
     if (dir)
         write_seeds(dir);
@@ -135,6 +165,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)si_sigv4_parse_amz_date(si_strbuf_str(&date), &now);
     si_strbuf_free(&date);
 
+    clock_now = now;
     si_sigv4_request_t req = {method, path, query, headers, n, NULL};
     si_sigv4_verifier_conf_t conf = {.region = "us-east-1", .service = "s3", .lookup = lookup};
     si_sigv4_auth_t auth;
@@ -144,8 +175,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "verify: %s %s\n", verified == 0 ? "OK" : si_sigv4_status_code(st),
                 verified == 0 ? "" : err.text);
     if (verified == 0) {
-        if (strcmp(auth.access_key, S3_KEY) != 0 || auth.uid != 2000)
-            abort(); /* only a known key verifies */
+        if (strcmp(auth.access_key, S3_KEY) == 0 ? auth.uid != 2000 : auth.uid != 1000)
+            abort(); /* only a known key verifies, as its own user */
     } else {
         if (st == SI_SIGV4_OK)
             abort(); /* a refusal always says why */
