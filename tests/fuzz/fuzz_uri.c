@@ -1,5 +1,6 @@
 /* URI and query decoding (common/uri.c): what the S3 server and SigV4 do
- * with a request's raw path and query. */
+ * with a request's raw path and query; encoding must decode back to the
+ * input, and a canonical query must be its own canonical form. */
 #include "config.h"
 
 #include "common/uri.h"
@@ -16,11 +17,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     si_strbuf_reset(&out);
     (void)si_uri_decode(&out, s, size, false, &err);
     si_strbuf_reset(&out);
-    (void)si_uri_encode(&out, s, size, true);
+    si_strbuf_t back;
+    si_strbuf_init(&back, 1 << 20);
+    if (si_uri_encode(&out, s, size, false)) {
+        if (si_uri_decode(&back, out.data ? out.data : "", out.len, false, &err) < 0 ||
+            back.len != size || (size && memcmp(back.data, s, size) != 0))
+            abort(); /* decode(encode(s)) == s */
+    }
     si_strbuf_reset(&out);
     (void)si_uri_canonical_path(&out, s, &err);
     si_strbuf_reset(&out);
-    (void)si_uri_canonical_query(&out, s, "X-Amz-Signature", &err);
+    if (si_uri_canonical_query(&out, s, "X-Amz-Signature", &err) == 0) {
+        si_strbuf_reset(&back);
+        char *once = si_strbuf_take(&out);
+        if (si_uri_canonical_query(&back, once, "X-Amz-Signature", &err) < 0 ||
+            strcmp(si_strbuf_str(&back), once) != 0)
+            abort(); /* canonical once is canonical */
+        free(once);
+    }
+    si_strbuf_free(&back);
     si_strbuf_reset(&out);
     (void)si_uri_query_get(s, "delete", &out, &err);
     si_strbuf_reset(&out);
