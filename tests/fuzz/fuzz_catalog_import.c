@@ -6,7 +6,7 @@
  *
  * Input: byte 0 chooses the import (bits 0-2: CSV, JSON lines, LTFS, by
  * content, manifest) and for LTFS the label and bucket options (bits 3-4);
- * the rest is the file. */
+ * the rest is the file. FUZZ_VERBOSE=1 prints each input's outcome. */
 #include "config.h"
 
 #include <stdio.h>
@@ -19,6 +19,27 @@ static catalog_t *cat;
 static unsigned char *template_db;
 static sqlite3_int64 template_len;
 static char path[64];
+static int64_t template_rows;
+
+/* Rows of the tables an import writes: a refused import leaves them as
+ * they were (all or nothing). */
+static int64_t catalog_rows(void)
+{
+    sqlite3_stmt *s;
+    int64_t n = -1;
+    if (sqlite3_prepare_v2(catalog_db(cat),
+                           "SELECT (SELECT COUNT(*) FROM objects) + (SELECT COUNT(*) FROM tape_copies)"
+                           " + (SELECT COUNT(*) FROM volumes) + (SELECT COUNT(*) FROM datasets)"
+                           " + (SELECT COUNT(*) FROM dataset_members)"
+                           " + (SELECT COUNT(*) FROM events)", -1, &s, NULL) != SQLITE_OK) {
+        fprintf(stderr, "catalog rows: %s\n", sqlite3_errmsg(catalog_db(cat)));
+        abort();
+    }
+    if (sqlite3_step(s) == SQLITE_ROW)
+        n = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return n;
+}
 
 static const char known_positions[] =
     "bucket,key,size,volume,position,copy,checksum\n"
@@ -46,9 +67,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     }
     fclose(in);
+    template_rows = catalog_rows();
     template_db = sqlite3_serialize(catalog_db(cat), "main", &template_len, 0);
-    if (!template_db)
+    if (!template_db || template_len < 100)
         abort();
+    /* The catalog runs in WAL mode, which a database in memory cannot: mark
+     * the copy's header (file format bytes 18, 19) as a rollback journal's. */
+    template_db[18] = template_db[19] = 1;
     unlink(path); /* the connection now lives on copies of template_db */
     return 0;
 }
@@ -77,6 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     reset_catalog();
     si_error_t err;
     catalog_import_stats_t stats;
+    int rc;
     static const catalog_format_t formats[] = {CATALOG_FORMAT_CSV, CATALOG_FORMAT_JSONL,
                                                CATALOG_FORMAT_LTFS, CATALOG_FORMAT_AUTO};
     if ((choice & 7) < 4) {
@@ -86,13 +112,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             .bucket = (choice & 16) ? "ltfs-bucket" : NULL,
         };
         const char *name = (choice & 7) == 3 ? ((choice & 8) ? "input.jsonl" : "input") : "input";
-        (void)catalog_import_positions(cat, name, in, &opts, &stats, &err);
+        rc = catalog_import_positions(cat, name, in, &opts, &stats, &err);
     } else {
         catalog_dataset_attrs_t attrs = {.name = "fuzz-set", .owner_uid = 1000,
                                          .owner_gid = 100, .mode = 0640,
                                          .replace = (choice & 8) != 0};
-        (void)catalog_import_manifest(cat, &attrs, "input.manifest", in, &stats, &err);
+        rc = catalog_import_manifest(cat, &attrs, "input.manifest", in, &stats, &err);
     }
+    if (getenv("FUZZ_VERBOSE")) /* why a seed imports or not */
+        fprintf(stderr, "import: %s\n", rc == 0 ? "OK" : err.text);
+    if (rc < 0 && catalog_rows() != template_rows)
+        abort(); /* a refused import changed the catalog */
     fclose(in);
     return 0;
 }

@@ -83,15 +83,21 @@ write("s3_headers", [size + s.encode() for s in [
 ]])
 
 positions = data("sample-positions.csv")
+
+
+def first_lines(text, n):
+    return b"".join(text.splitlines(True)[:n])
+
+
 jsonl = (b'{"bucket":"ds2","key":"j/1","size":10,"volume":"L90001","position":4096,"copy":1}\n'
          b'{"bucket":"ds2","key":"j/2","size":5,"volume":"L90001","position":8192,"copy":2,'
          b'"checksum":"md5:d41d8cd98f00b204e9800998ecf8427e"}\n')
 manifest = data("climate-subset.manifest")
 known = b"imagenet-2026/train/n00000000/shard-000.tar\nclimate-era5/t2m/\n# c\n\n"
 write("catalog_import", [
-    b"\0" + positions[:2000], b"\1" + jsonl, b"\2" + data("sample-ltfs.xml"),
+    b"\0" + first_lines(positions, 25), b"\1" + jsonl, b"\2" + data("sample-ltfs.xml"),
     b"\x0a" + data("sample-ltfs.xml"), b"\x1a" + data("sample-ltfs.xml"),
-    b"\3" + positions[:600], b"\x0b" + jsonl, b"\4" + known, b"\x0c" + manifest,
+    b"\3" + first_lines(positions, 8), b"\x0b" + jsonl, b"\4" + known, b"\x0c" + manifest,
 ])
 
 write("requests_manifest", [manifest, data("imagenet-2026.manifest"), known,
