@@ -2,6 +2,8 @@
  * component's schema, then stageind's own settings derived from it. */
 #include "config.h"
 
+#include <stdio.h>
+
 #include "common/conf.h"
 #include "common/stageind_conf.h"
 #include "stagein/schema.h"
@@ -15,6 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *wide = si_conf_widen_integers(text);
     free(wide);
     si_conf_t *conf = si_conf_load_string(text, stagein_conf_schemas(), &err);
+    if (getenv("FUZZ_VERBOSE")) /* why a seed loads or not */
+        fprintf(stderr, "load: %s\n", conf ? "OK" : err.text);
     if (conf) {
         stageind_overrides_t o = {.port = -1};
         stageind_settings_t settings;

@@ -24,6 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_write_file(path, data, size);
 
     si_secrets_t *s = si_secrets_load(path, &err);
+    if (getenv("FUZZ_VERBOSE")) /* why a seed loads or not */
+        fprintf(stderr, "load: %s\n", s ? "OK" : err.text);
     if (s) {
         si_sigv4_credential_t cred;
         (void)si_secrets_count(s);

@@ -2,7 +2,8 @@
  * input is written as FUZZ01.vol, opened (label record), walked with every
  * member's sha256 checked, then recovered as after an interrupted append.
  * FUZZ_WRITE_SEEDS=DIR makes the target write volumes built by the
- * project's writer (tapevol_create, tapevol_append) into DIR and exit. */
+ * project's writer (tapevol_create, tapevol_append) into DIR and exit;
+ * FUZZ_VERBOSE=1 prints each input's outcome. */
 #include "config.h"
 
 #include <stdio.h>
@@ -105,12 +106,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_write_file(vol_path, data, size);
 
     tapevol_t *vol = tapevol_open(dir, LABEL, TAPEVOL_RDWR, &err);
-    if (!vol)
+    if (!vol) {
+        if (getenv("FUZZ_VERBOSE"))
+            fprintf(stderr, "open: %s\n", err.text);
         return 0;
+    }
     tapevol_info_t info;
     (void)tapevol_info(vol, &info, &err);
     tapevol_listing_t *listing = NULL;
-    if (tapevol_walk(vol, TAPEVOL_WALK_VERIFY, &listing, &err) == 0) {
+    int walked = tapevol_walk(vol, TAPEVOL_WALK_VERIFY, &listing, &err);
+    if (getenv("FUZZ_VERBOSE")) /* why a seed walks or not */
+        fprintf(stderr, "walk: %s\n", walked == 0 ? "OK" : err.text);
+    if (walked == 0) {
         for (size_t i = 0; i < listing->nentries; i++) {
             const tapevol_entry_t *e = &listing->entries[i];
             if (e->position + e->size > size || e->header_offset >= e->position)
