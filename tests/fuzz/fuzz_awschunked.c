@@ -6,8 +6,9 @@
  * announced (bits 2-4) and whether x-amz-decoded-content-length was sent
  * (bit 5); byte 1 is the slice size - 1; the rest is the body. With bit 6
  * of byte 0 set, the rest is a payload instead: the project's encoder
- * frames it in chunks of byte 1 + 1 bytes and the decoder must give it
- * back unchanged.
+ * frames it in chunks of 16 * (byte 1 + 1) bytes (smaller ones cost a
+ * signature each for little news) and the decoder must give it back
+ * unchanged.
  * FUZZ_WRITE_SEEDS=DIR makes the target write valid bodies from the
  * project's encoder into DIR and exit (the corpus's seeds). */
 #include "config.h"
@@ -175,7 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     if (data[0] & 0x40) {
         si_awschunked_conf_t conf = conf_of(data[0], 0);
-        round_trip(&conf, (size_t)data[1] + 1, data + 2, size - 2);
+        round_trip(&conf, ((size_t)data[1] + 1) * 16, data + 2, size - 2);
         return 0;
     }
     si_awschunked_conf_t conf = conf_of(data[0], (int64_t)(size / 2));
