@@ -48,7 +48,6 @@ static void write_seeds(const char *out_dir)
             abort();
         for (int f = 0; f < files; f++) {
             char src[160], key[32];
-            snprintf(src, sizeof(src), "%s/src", dir);
             tapevol_member_t m[3];
             for (int i = 0; i < 3; i++) {
                 snprintf(src, sizeof(src), "%s/src%d", dir, i);
@@ -70,6 +69,11 @@ static void write_seeds(const char *out_dir)
             }
         }
         tapevol_close(vol);
+        for (int i = 0; i < 3; i++) {
+            char src[160];
+            snprintf(src, sizeof(src), "%s/src%d", dir, i);
+            unlink(src);
+        }
         char seed[4096];
         snprintf(seed, sizeof(seed), "%s/seed-%d", out_dir, n++);
         copy_file(vol_path, seed);
@@ -86,6 +90,12 @@ static void write_seeds(const char *out_dir)
     exit(0);
 }
 
+static void remove_dir(void)
+{
+    unlink(vol_path);
+    rmdir(dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -93,6 +103,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(dir, sizeof(dir), "/tmp/fuzz-volume.%ld", (long)getpid());
     if (mkdir(dir, 0700) < 0)
         abort();
+    atexit(remove_dir); /* libFuzzer ends with exit() at the end of a run */
     snprintf(vol_path, sizeof(vol_path), "%s/%s.vol", dir, LABEL);
     const char *out = getenv("FUZZ_WRITE_SEEDS");
     if (out)
