@@ -48,13 +48,25 @@ static const char known_positions[] =
     "climate-era5,t2m/1990.nc,1000,L90002,8192,1,"
     "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n";
 
+/* The prepared catalog's files (the work happens on copies in memory). */
+static void remove_files(void)
+{
+    char side[80];
+    unlink(path);
+    snprintf(side, sizeof(side), "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", path);
+    unlink(side);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
     si_error_t err;
     snprintf(path, sizeof(path), "/tmp/fuzz-catalog.%ld.db", (long)getpid());
-    unlink(path);
+    remove_files();
+    atexit(remove_files);
     cat = catalog_open(path, CATALOG_CREATE, &err);
     if (!cat) {
         fprintf(stderr, "catalog: %s\n", err.text);
@@ -74,7 +86,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     /* The catalog runs in WAL mode, which a database in memory cannot: mark
      * the copy's header (file format bytes 18, 19) as a rollback journal's. */
     template_db[18] = template_db[19] = 1;
-    unlink(path); /* the connection now lives on copies of template_db */
     return 0;
 }
 
