@@ -1,0 +1,139 @@
+/* Catalog imports (catalog/import.c, catalog/ltfs.c): tape positions as
+ * CSV, JSON lines or an LTFS index, and dataset manifests, each into a
+ * catalog reset to the same state before every input (a copy of one
+ * prepared at start, which already knows the objects of
+ * tests/data/sample-positions.csv' first lines).
+ *
+ * Input: byte 0 chooses the import (bits 0-2: CSV, JSON lines, LTFS, by
+ * content, manifest) and for LTFS the label and bucket options (bits 3-4);
+ * the rest is the file. FUZZ_VERBOSE=1 prints each input's outcome. */
+#include "config.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include "catalog/catalog.h"
+#include "tests/fuzz/fuzz.h"
+
+static catalog_t *cat;
+static unsigned char *template_db;
+static sqlite3_int64 template_len;
+static char path[64];
+static int64_t template_rows;
+
+/* Rows of the tables an import writes: a refused import leaves them as
+ * they were (all or nothing). */
+static int64_t catalog_rows(void)
+{
+    sqlite3_stmt *s;
+    int64_t n = -1;
+    if (sqlite3_prepare_v2(catalog_db(cat),
+                           "SELECT (SELECT COUNT(*) FROM objects) + (SELECT COUNT(*) FROM tape_copies)"
+                           " + (SELECT COUNT(*) FROM volumes) + (SELECT COUNT(*) FROM datasets)"
+                           " + (SELECT COUNT(*) FROM dataset_members)"
+                           " + (SELECT COUNT(*) FROM events)", -1, &s, NULL) != SQLITE_OK) {
+        fprintf(stderr, "catalog rows: %s\n", sqlite3_errmsg(catalog_db(cat)));
+        abort();
+    }
+    if (sqlite3_step(s) == SQLITE_ROW)
+        n = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return n;
+}
+
+static const char known_positions[] =
+    "bucket,key,size,volume,position,copy,checksum\n"
+    "imagenet-2026,train/n00000000/shard-000.tar,2472268,L90001,4096,1,\n"
+    "imagenet-2026,train/n00000000/shard-001.tar,45530455,L90002,4096,1,\n"
+    "climate-era5,t2m/1990.nc,1000,L90002,8192,1,"
+    "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n";
+
+/* The prepared catalog's files (the work happens on copies in memory). */
+static void remove_files(void)
+{
+    char side[80];
+    unlink(path);
+    snprintf(side, sizeof(side), "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", path);
+    unlink(side);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    si_error_t err;
+    snprintf(path, sizeof(path), "/tmp/fuzz-catalog.%ld.db", (long)getpid());
+    remove_files();
+    atexit(remove_files);
+    cat = catalog_open(path, CATALOG_CREATE, &err);
+    if (!cat) {
+        fprintf(stderr, "catalog: %s\n", err.text);
+        abort();
+    }
+    FILE *in = fmemopen((void *)known_positions, sizeof(known_positions) - 1, "r");
+    catalog_positions_opts_t opts = {.format = CATALOG_FORMAT_CSV};
+    if (!in || catalog_import_positions(cat, "seed.csv", in, &opts, NULL, &err) < 0) {
+        fprintf(stderr, "seed import: %s\n", err.text);
+        abort();
+    }
+    fclose(in);
+    template_rows = catalog_rows();
+    template_db = sqlite3_serialize(catalog_db(cat), "main", &template_len, 0);
+    if (!template_db || template_len < 100)
+        abort();
+    /* The catalog runs in WAL mode, which a database in memory cannot: mark
+     * the copy's header (file format bytes 18, 19) as a rollback journal's. */
+    template_db[18] = template_db[19] = 1;
+    return 0;
+}
+
+/* The catalog as it was after LLVMFuzzerInitialize. */
+static void reset_catalog(void)
+{
+    unsigned char *copy = sqlite3_malloc64((sqlite3_uint64)template_len);
+    if (!copy)
+        abort();
+    memcpy(copy, template_db, (size_t)template_len);
+    if (sqlite3_deserialize(catalog_db(cat), "main", copy, template_len, template_len,
+                            SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE) !=
+        SQLITE_OK)
+        abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 2)
+        return 0;
+    unsigned choice = data[0];
+    FILE *in = fmemopen((void *)(data + 1), size - 1, "r");
+    if (!in)
+        abort();
+    reset_catalog();
+    si_error_t err;
+    catalog_import_stats_t stats;
+    int rc;
+    static const catalog_format_t formats[] = {CATALOG_FORMAT_CSV, CATALOG_FORMAT_JSONL,
+                                               CATALOG_FORMAT_LTFS, CATALOG_FORMAT_AUTO};
+    if ((choice & 7) < 4) {
+        catalog_positions_opts_t opts = {
+            .format = formats[choice & 7],
+            .volume = (choice & 8) ? "L90009" : NULL,
+            .bucket = (choice & 16) ? "ltfs-bucket" : NULL,
+        };
+        const char *name = (choice & 7) == 3 ? ((choice & 8) ? "input.jsonl" : "input") : "input";
+        rc = catalog_import_positions(cat, name, in, &opts, &stats, &err);
+    } else {
+        catalog_dataset_attrs_t attrs = {.name = "fuzz-set", .owner_uid = 1000,
+                                         .owner_gid = 100, .mode = 0640,
+                                         .replace = (choice & 8) != 0};
+        rc = catalog_import_manifest(cat, &attrs, "input.manifest", in, &stats, &err);
+    }
+    if (getenv("FUZZ_VERBOSE")) /* why a seed imports or not */
+        fprintf(stderr, "import: %s\n", rc == 0 ? "OK" : err.text);
+    if (rc < 0 && catalog_rows() != template_rows)
+        abort(); /* a refused import changed the catalog */
+    fclose(in);
+    return 0;
+}
