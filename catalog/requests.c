@@ -81,13 +81,17 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_PREFIX_OBJECTS] =
         "SELECT id, key FROM objects WHERE bucket = :bucket"
         " AND substr(key, 1, length(:prefix)) = :prefix ORDER BY key",
-    /* how many datasets hold the object, how many of them are readable, and
+    /* how many datasets hold the object, how many of them are readable,
      * whether it is a pushed file not yet archived (it joins its dataset, and
-     * so gets its owner's permissions, only when durable) */
+     * so gets its owner's permissions, only when durable), and whether the
+     * caller pushed it (its writer reads it whatever the dataset's mode: a
+     * shared S3 archive bucket) */
     [SQL_OBJECT_ACCESS] =
         "SELECT count(*), coalesce(sum(" READABLE_SQL "), 0),"
         " (SELECT count(*) FROM push_items p WHERE p.object_id = :object"
-        "  AND p.state <> 'DURABLE')"
+        "  AND p.state <> 'DURABLE'),"
+        " EXISTS (SELECT 1 FROM push_items pi JOIN pushes p ON p.id = pi.push_id"
+        "  WHERE pi.object_id = :object AND p.uid = :uid)"
         " FROM dataset_members m JOIN datasets d ON d.id = m.dataset_id"
         " WHERE m.object_id = :object",
     [SQL_REQUEST_INSERT] =
@@ -374,10 +378,11 @@ static int check_object_access(requests_t *r, const requests_spec_t *spec, int64
         return db_fail(r, err, "checking object permissions");
     int64_t holders = sqlite3_column_int64(s, 0), readable = sqlite3_column_int64(s, 1);
     int64_t pushing = sqlite3_column_int64(s, 2);
+    bool wrote = sqlite3_column_int(s, 3) != 0;
     sqlite3_reset(s);
     if (pushing > 0)
         return si_errnoprintf(err, EACCES, "%s is a pushed file not yet archived", name);
-    if (holders > 0 && readable == 0)
+    if (holders > 0 && readable == 0 && !wrote)
         return si_errnoprintf(err, EACCES,
                     "%s belongs only to datasets that uid %u (gid %u) may not read",
                     name, (unsigned)spec->uid, (unsigned)spec->gid);

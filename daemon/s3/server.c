@@ -30,24 +30,49 @@
 
 /* ---- archive buckets --------------------------------------------------------- */
 
+/* The created bucket named bucket; buckets_mu held. */
+static s3_created_bucket_t *created_bucket(s3_server_t *s, const char *bucket)
+{
+    for (size_t i = 0; i < s->ncreated; i++)
+        if (strcmp(s->created[i].name, bucket) == 0)
+            return &s->created[i];
+    return NULL;
+}
+
+bool s3_created_bucket_owner(s3_server_t *s, const char *bucket, uid_t *owner)
+{
+    pthread_mutex_lock(&s->buckets_mu);
+    const s3_created_bucket_t *b = created_bucket(s, bucket);
+    if (b)
+        *owner = b->owner;
+    pthread_mutex_unlock(&s->buckets_mu);
+    return b != NULL;
+}
+
 bool s3_is_archive_bucket(s3_server_t *s, const char *bucket)
 {
     if (!s->push)
         return false;
     if (s3_bucket_list_has(&s->conf.archive_buckets, bucket))
         return true;
-    bool found = false;
-    pthread_mutex_lock(&s->buckets_mu);
-    for (size_t i = 0; i < s->ncreated && !found; i++)
-        found = strcmp(s->created[i], bucket) == 0;
-    pthread_mutex_unlock(&s->buckets_mu);
-    return found;
+    uid_t owner;
+    return s3_created_bucket_owner(s, bucket, &owner);
 }
 
 bool s3_writable_bucket(s3_req_t *r)
 {
-    if (r->map.archive)
-        return true;
+    uid_t owner;
+    if (r->map.archive) {
+        /* configured archive buckets are shared (doc/s3.md); a created one
+         * takes writes from its owner alone */
+        if (r->who.all || r->map.shared ||
+            !s3_created_bucket_owner(r->srv, r->bucket, &owner) || owner == r->who.uid)
+            return true;
+        s3_respond_error(r, "AccessDenied", "bucket '%s' belongs to uid %u: only its owner"
+                         " may write to it (caller uid %u)", r->bucket, (unsigned)owner,
+                         (unsigned)r->who.uid);
+        return false;
+    }
     si_error_t err;
     s3_db_t *db = s3_dbpool_get(r->srv->pool);
     int has = s3_db_bucket_has_objects(db, r->bucket, &err);
@@ -62,13 +87,15 @@ bool s3_writable_bucket(s3_req_t *r)
     return false;
 }
 
-void s3_add_created_bucket(s3_server_t *s, const char *bucket)
+void s3_add_created_bucket(s3_server_t *s, const char *bucket, uid_t owner)
 {
     pthread_mutex_lock(&s->buckets_mu);
-    char (*grown)[SI_BUCKET_MAX + 1] = realloc(s->created, (s->ncreated + 1) * sizeof(*grown));
+    s3_created_bucket_t *grown = realloc(s->created, (s->ncreated + 1) * sizeof(*grown));
     if (grown) {
         s->created = grown;
-        snprintf(s->created[s->ncreated++], SI_BUCKET_MAX + 1, "%s", bucket);
+        s3_created_bucket_t *b = &s->created[s->ncreated++];
+        snprintf(b->name, sizeof(b->name), "%s", bucket);
+        b->owner = owner;
     }
     pthread_mutex_unlock(&s->buckets_mu);
 }
@@ -76,19 +103,15 @@ void s3_add_created_bucket(s3_server_t *s, const char *bucket)
 void s3_remove_created_bucket(s3_server_t *s, const char *bucket)
 {
     pthread_mutex_lock(&s->buckets_mu);
-    for (size_t i = 0; i < s->ncreated; i++)
-        if (strcmp(s->created[i], bucket) == 0) {
-            memmove(s->created[i], s->created[s->ncreated - 1], sizeof(s->created[i]));
-            s->ncreated--;
-            break;
-        }
+    s3_created_bucket_t *b = created_bucket(s, bucket);
+    if (b)
+        *b = s->created[--s->ncreated];
     pthread_mutex_unlock(&s->buckets_mu);
 }
 
 static int add_loaded_bucket(const char *name, uid_t owner, void *arg)
 {
-    (void)owner;
-    s3_add_created_bucket(arg, name);
+    s3_add_created_bucket(arg, name, owner);
     return 0;
 }
 
@@ -592,6 +615,7 @@ static void map_bucket(s3_req_t *r)
     m->cat_bucket = m->archive ? s->push_bucket : r->bucket;
     if (m->archive)
         snprintf(m->prefix, sizeof(m->prefix), "%s/", r->bucket);
+    m->shared = m->archive && s3_bucket_list_has(&s->conf.archive_buckets, r->bucket);
     m->is_public = s3_bucket_list_has(&s->conf.public_buckets, r->bucket);
     m->transparent = s3_bucket_list_has(&s->conf.transparent_recall_buckets, r->bucket);
 }
@@ -1008,6 +1032,10 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
         goto error;
     s3_db_t *db = s3_dbpool_get(s->pool);
     int rc = s3_db_archive_buckets(db, add_loaded_bucket, s, err);
+    for (size_t i = 0; s->push && rc == 0 && i < s->conf.archive_buckets.count; i++)
+        rc = s3_db_share_archive_bucket(db, s->conf.archive_buckets.name[i],
+                                        s->conf.archive_bucket_mode,
+                                        s->conf.archive_bucket_group, err);
     s3_dbpool_put(s->pool, db);
     if (rc < 0)
         goto error;
