@@ -171,6 +171,7 @@ def cmd_request(args):
     lines += ["%s: %s" % (n, v) for n, v in headers]
     if body or args.method in ("PUT", "POST") or args.content_length is not None:
         lines.append("Content-Length: %d" % length)
+    lines += args.raw_header  # unsigned, unfiltered: duplicates on purpose
     lines.append("Connection: close")
     raw = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
     host, port = args.endpoint.rsplit(":", 1)
@@ -255,6 +256,8 @@ def main():
     r.add_argument("--data")
     r.add_argument("--send-body-file", help="send these bytes instead of the signed body")
     r.add_argument("--content-length", type=int)
+    r.add_argument("--raw-header", action="append", default=[],
+                   help="a header line sent as given, after signing (e.g. a second Content-Length)")
     r.add_argument("--close-write", action="store_true", help="half-close after sending")
     r.add_argument("--sign", choices=("header", "presign", "none"), default="header")
     r.add_argument("--expires", type=int, default=300)

@@ -129,6 +129,7 @@ struct s3_req {
     void *body_state;
     si_strbuf_t xml;                 /* small bodies (XML), bounded */
     void (*xml_end)(s3_req_t *r);    /* answers once the XML body is in */
+    uint64_t xml_dropped;            /* bytes past S3_XML_BODY_MAX, read and dropped */
     char note[160];
     char rdma_declined[160];         /* why an x-amz-rdma-token was answered 501 */
     bool rdma_replied;               /* x-amz-rdma-reply: 200 is on the answer */
