@@ -58,8 +58,9 @@ void s3_conf_defaults(s3_conf_t *conf)
     conf->timeout = 60;
     conf->threads = 16;
     conf->archive_bucket_mode = 0600;
-    conf->min_upload_rate = 65536;
+    conf->min_upload_rate = 16384;
     conf->max_user_uploads = 64;
+    conf->max_user_upload_bytes = S3_HALF_CACHE;
 }
 
 bool s3_bucket_list_has(const s3_bucket_list_t *l, const char *bucket)

@@ -17,6 +17,7 @@
 #include "daemon/push/push.h"
 #include "common/groups.h"
 #include "daemon/s3/db.h"
+#include "daemon/s3/quota.h"
 #include "daemon/s3/s3.h"
 
 typedef struct s3_req s3_req_t;
@@ -34,6 +35,7 @@ typedef struct {
 struct s3_server {
     s3_conf_t conf;
     si_groups_t *groups;             /* the credentials' uids' groups (NSS), cached */
+    s3_quota_t *quota;               /* per-user bounds on arriving uploads */
     int64_t pin_lifetime_max;        /* seconds; 0: no bound */
     si_secrets_t *secrets;
     si_session_keys_t *sessions;     /* borrowed; NULL: no session credentials */

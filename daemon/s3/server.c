@@ -24,6 +24,7 @@
 
 #include "common/fileio.h"
 #include "common/uri.h"
+#include "daemon/cache/cache.h"
 
 #define XML_CONTENT_TYPE "application/xml"
 /* request line, headers and the upload read buffer share the connection's pool */
@@ -765,12 +766,41 @@ typedef struct s3_conn {
     struct timespec since;           /* connected, or its last request answered */
     bool in_request;                 /* headers in, not yet completed */
     bool cut;
+    /* a body arriving: at least s3.min_upload_rate over each window of
+     * s3.timeout seconds, or the connection is cut and what the upload
+     * holds (its cache reservation, its quota) given back */
+    bool receiving;
+    atomic_uint_fast64_t body_bytes;
+    uint64_t window_bytes;           /* body_bytes when the window began */
+    struct timespec window_since;
+    char what[128];                  /* "PUT /bucket/key uid=N", for the log */
     struct s3_conn *prev, *next;
 } s3_conn_t;
 
 static double seconds_since(const struct timespec *t, const struct timespec *now)
 {
     return (double)(now->tv_sec - t->tv_sec) + (double)(now->tv_nsec - t->tv_nsec) / 1e9;
+}
+
+/* One window of a body's arrival over: cut when it brought less than
+ * s3.min_upload_rate; conns_mu held. */
+static void check_body_rate(s3_server_t *s, s3_conn_t *c, const struct timespec *now)
+{
+    double window = seconds_since(&c->window_since, now);
+    if (window < (double)s->conf.timeout)
+        return;
+    uint64_t bytes = atomic_load(&c->body_bytes);
+    double rate = (double)(bytes - c->window_bytes) / window;
+    if (rate >= (double)s->conf.min_upload_rate) {
+        c->window_bytes = bytes;
+        c->window_since = *now;
+        return;
+    }
+    si_log(s->log, SI_LOG_WARNING, "s3: %s: connection cut after %" PRIu64 " body bytes: %.0f"
+           " bytes/s over the last %.0f s, under s3.min_upload_rate (%" PRIu64 ")", c->what,
+           bytes, rate, window, s->conf.min_upload_rate);
+    shutdown(c->fd, SHUT_RDWR);
+    c->cut = true;
 }
 
 static void *watchdog_main(void *arg)
@@ -780,13 +810,16 @@ static void *watchdog_main(void *arg)
     while (!s->stopping) {
         struct timespec now, until;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        for (s3_conn_t *c = s->conns; c; c = c->next)
+        for (s3_conn_t *c = s->conns; c; c = c->next) {
             if (!c->in_request && !c->cut && seconds_since(&c->since, &now) > s->conf.timeout) {
                 /* libmicrohttpd sees the end of the stream and closes it; the
                  * fd stays open until its CLOSED notice, which waits for this lock */
                 shutdown(c->fd, SHUT_RDWR);
                 c->cut = true;
             }
+            if (c->receiving && !c->cut && s->conf.min_upload_rate)
+                check_body_rate(s, c, &now);
+        }
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += WATCHDOG_PERIOD_MS * 1000000L;
         until.tv_sec += until.tv_nsec / 1000000000L;
@@ -833,15 +866,40 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     *socket_context = NULL;
 }
 
-static void mark_in_request(s3_server_t *s, struct MHD_Connection *conn, bool in_request)
+static s3_conn_t *conn_of(struct MHD_Connection *conn)
 {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    s3_conn_t *c = info ? info->socket_context : NULL;
+    return info ? info->socket_context : NULL;
+}
+
+/* r's body starts (receiving) or is all in: the watchdog's rate check. */
+static void mark_receiving(s3_req_t *r, bool receiving)
+{
+    s3_conn_t *c = conn_of(r->conn);
+    if (!c)
+        return;
+    pthread_mutex_lock(&r->srv->conns_mu);
+    if (receiving && !c->receiving) {
+        atomic_store(&c->body_bytes, 0);
+        c->window_bytes = 0;
+        clock_gettime(CLOCK_MONOTONIC, &c->window_since);
+        snprintf(c->what, sizeof(c->what), "%s %.80s uid=%u", r->method, r->path,
+                 (unsigned)r->who.uid);
+    }
+    c->receiving = receiving;
+    pthread_mutex_unlock(&r->srv->conns_mu);
+}
+
+static void mark_in_request(s3_server_t *s, struct MHD_Connection *conn, bool in_request)
+{
+    s3_conn_t *c = conn_of(conn);
     if (!c)
         return;
     pthread_mutex_lock(&s->conns_mu);
     c->in_request = in_request;
+    if (!in_request)
+        c->receiving = false;
     clock_gettime(CLOCK_MONOTONIC, &c->since);
     pthread_mutex_unlock(&s->conns_mu);
 }
@@ -927,6 +985,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         dispatch(r);
         if (!r->responded && !r->body)
             s3_respond_error(r, "InternalError", "the operation gave no answer");
+        if (!r->responded && r->body)
+            mark_receiving(r, true);
         return MHD_YES;
     }
     if (!r->dispatched) {
@@ -936,9 +996,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (*upload_data_size) {
         if (!r->responded && r->body && r->body->data)
             r->body->data(r, upload_data, *upload_data_size);
+        s3_conn_t *c = conn_of(conn);
+        if (c)
+            atomic_fetch_add(&c->body_bytes, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
     }
+    mark_receiving(r, false);
     if (!r->responded && r->body && r->body->end)
         r->body->end(r);
     if (!r->responded)
@@ -1073,6 +1137,15 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
         si_errprintf(err, "out of memory");
         goto error;
     }
+    uint64_t user_bytes = s->conf.max_user_upload_bytes;
+    if (user_bytes == S3_HALF_CACHE) {
+        cache_usage_t u = {0};
+        user_bytes = s->cache && cache_usage(s->cache, &u, err) == 0 ? u.capacity / 2 : 0;
+    }
+    if (!(s->quota = s3_quota_new(s->conf.max_user_uploads, user_bytes))) {
+        si_errprintf(err, "out of memory");
+        goto error;
+    }
     if (!(s->secrets = si_secrets_load(s->conf.secrets_file, err))) {
         si_errprefix(err, "s3.secrets_file");
         goto error;
@@ -1180,6 +1253,7 @@ void s3_server_stop(s3_server_t *s)
     s3_dbpool_close(s->pool);
     si_secrets_free(s->secrets);
     si_groups_free(s->groups);
+    s3_quota_free(s->quota);
     si_sigv4_key_cache_free(s->keys);
     if (s->tls_key) {
         OPENSSL_cleanse(s->tls_key, s->tls_key_len);

@@ -52,6 +52,9 @@ typedef struct {
     char fail_text[512];
     si_log_t *log;
     si_strbuf_t meta_headers;          /* PUT: what the object keeps (s3_meta_t) */
+    s3_quota_t *quota;                 /* holds quota_bytes of quota_uid's; NULL: nothing */
+    uid_t quota_uid;
+    uint64_t quota_bytes;
     char storage_class[S3_STORAGE_CLASS_MAX];
 } put_state_t;
 
@@ -67,6 +70,8 @@ static void free_state(put_state_t *p)
 {
     if (p->upload)
         push_upload_abort(p->upload);
+    if (p->quota)
+        s3_quota_give(p->quota, p->quota_uid, p->quota_bytes);
     si_awschunked_free(p->chunked);
     si_sigv4_body_check_free(p->sha);
     si_checksum_free(p->md5);
@@ -429,6 +434,22 @@ static put_state_t *body_begin(s3_req_t *r, uint64_t *size_out)
     return p;
 }
 
+/* One more arriving upload of size bytes for the caller (s3.max_user_*);
+ * -1: answered 503 SlowDown (a client backs off and retries) and p freed. */
+static int take_quota(s3_req_t *r, put_state_t *p, uint64_t size)
+{
+    si_error_t err;
+    if (s3_quota_take(r->srv->quota, r->who.uid, size, &err) < 0) {
+        free_state(p);
+        s3_respond_error(r, "SlowDown", "%s", err.text);
+        return -1;
+    }
+    p->quota = r->srv->quota;
+    p->quota_uid = r->who.uid;
+    p->quota_bytes = size;
+    return 0;
+}
+
 /* The body in the client's memory (*size: its length), or in the request;
  * -1: answered 501 and p freed. */
 static int body_by_rdma(s3_req_t *r, put_state_t *p, uint64_t *size)
@@ -466,7 +487,7 @@ void s3_put_object(s3_req_t *r)
     }
     uint64_t size;
     put_state_t *p = body_begin(r, &size);
-    if (!p || body_by_rdma(r, p, &size) < 0) {
+    if (!p || body_by_rdma(r, p, &size) < 0 || take_quota(r, p, size) < 0) {
         free(cat_key);
         return;
     }
@@ -686,7 +707,7 @@ void s3_upload_part(s3_req_t *r)
         return;
     uint64_t size;
     put_state_t *p = body_begin(r, &size);
-    if (!p || body_by_rdma(r, p, &size) < 0) {
+    if (!p || body_by_rdma(r, p, &size) < 0 || take_quota(r, p, size) < 0) {
         s3_mp_upload_free(&u);
         return;
     }
