@@ -67,10 +67,20 @@ typedef enum {
     SQL_HOLDERS_ALL,
     SQL_EXPIRED,
     SQL_RECENT_JOBS,
+    SQL_USER_STAGED,
     SQL_COUNT
 } sql_id_t;
 
 static const char *const sql_text[SQL_COUNT] = {
+    /* the bytes a user holds in the cache or waits for: each object once,
+     * pinned by one of the user's requests or in one still to be staged */
+    [SQL_USER_STAGED] =
+        "SELECT coalesce(sum(o.size), 0) FROM objects o WHERE o.id IN"
+        " (SELECT p.object_id FROM cache_pins p JOIN requests q ON q.id = p.request_id"
+        "  WHERE q.uid = :uid"
+        "  UNION SELECT i.object_id FROM request_items i JOIN requests q ON q.id = i.request_id"
+        "  WHERE q.uid = :uid AND q.state IN ('SUBMITTED', 'STARTED')"
+        "  AND i.state IN ('SUBMITTED', 'STARTED'))",
     [SQL_DATASET_FIND] =
         "SELECT d.id, d.owner_uid, d.owner_gid, d.mode, " READABLE_SQL
         " FROM datasets d WHERE d.name = :name",
@@ -605,6 +615,25 @@ static int create_in_transaction(requests_t *r, const requests_spec_t *spec,
                        (unsigned long long)made.bytes, (unsigned long long)made.files,
                        (unsigned long long)spec->max_bytes);
         goto error;
+    }
+    if (spec->max_user_bytes && spec->uid != 0) {
+        s = stmt(r, SQL_USER_STAGED);
+        bind_int(s, ":uid", spec->uid);
+        if (sqlite3_step(s) != SQLITE_ROW) {
+            db_fail(r, err, "counting a user's staged bytes");
+            goto error;
+        }
+        uint64_t staged = (uint64_t)sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+        if (staged > spec->max_user_bytes) {
+            si_errnoprintf(err, EDQUOT, "uid %u would have %llu bytes staged or waiting in the"
+                           " cache with this request (%llu bytes), more than the %llu one user"
+                           " may hold (stageind.max_user_pinned_bytes): release finished"
+                           " requests first", (unsigned)spec->uid, (unsigned long long)staged,
+                           (unsigned long long)made.bytes,
+                           (unsigned long long)spec->max_user_bytes);
+            goto error;
+        }
     }
     if ((spec->job_id && add_holder(r, made.id, REQUESTS_HOLDER_JOB, spec->job_id, false,
                                     err) < 0) ||

@@ -4,7 +4,8 @@
 # and its reservation given back, so the other user's upload then fits;
 # one user may not reserve more than s3.max_user_upload_bytes (default half
 # the cache) nor have more than s3.max_user_uploads arriving at once, and
-# the other user's uploads go on meanwhile. Raw slow bodies (tests/s3raw.py
+# the other user's uploads go on meanwhile; stage requests are bounded per
+# user too (stageind.max_user_pinned_bytes). Raw slow bodies (tests/s3raw.py
 # slowput), the other user's uploads with boto3.
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/s3-lib.sh"
@@ -33,6 +34,7 @@ except ClientError as e:
 # slow_bob KEY LENGTH OUTFILE: bob's slow PUT in the background; waits until
 # its headers are sent
 slow_bob() {
+    : > "$3"
     bob slowput "/upl/$1" --length "$2" --interval 0.5 --limit 40 > "$3" 2>&1 &
     track_pid $!
     local _
@@ -80,4 +82,24 @@ is "$(alice_put a2 "$TEST_DIR/50m")" 200 "alice's 50 MB upload goes on beside bo
 wait_slow "$TEST_DIR/slow2" >/dev/null
 wait_slow "$TEST_DIR/slow3" >/dev/null
 is "$(bob request PUT /upl/third --data third 2>&1)" "200 -" "once they are cut, bob uploads again"
+stop
+
+# ---- stage requests draw on the same space: stageind.max_user_pinned_bytes
+STAGEIND_CONF_EXTRA='max_user_pinned_bytes = 2500000;'
+s3_write_conf "$CACHE_CONF"
+s3_start_ok "stageind restarts (stageind.max_user_pinned_bytes = 2500000)"
+stage_as() {  # stage_as UID FILE: the status; the body in $BODY
+    api POST /api/v1/stage "{\"files\":[\"data/$2\"],\"uid\":$1,\"gid\":$1}"
+}
+is "$(stage_as 1002 hot/h2)" 201 "bob stages data/hot/h2 (2 MB)"
+req=$(json "$BODY" 'j["requestId"]')
+is "$(wait_done "$req" 60)" COMPLETED "... it is staged and pinned"
+before=$(sql "SELECT count(*) FROM requests")
+is "$(stage_as 1002 cold/c2)" 507 "bob's second request (1.5 MB more, 3.5 MB in all): 507"
+grep -q "stageind.max_user_pinned_bytes" "$BODY" && ok 0 "... the error names stageind.max_user_pinned_bytes" ||
+    { ok 1 "... the error names stageind.max_user_pinned_bytes"; diag "$(cat "$BODY")"; }
+is "$(sql "SELECT count(*) FROM requests")" "$before" "... and no request was recorded"
+is "$(stage_as 1001 cold/c2)" 201 "alice stages the same 1.5 MB meanwhile: her share is her own"
+is "$(api POST "/api/v1/release/$req")" 200 "bob releases his first request"
+is "$(stage_as 1002 cold/c2)" 201 "then bob's request fits"
 finish
