@@ -35,21 +35,7 @@ def client(k, s):
 root = s3
 alice = client(os.environ["KEY_ALICE"], os.environ["SECRET_ALICE"])
 bob = client(os.environ["KEY_BOB"], os.environ["SECRET_BOB"])
-def check(cond, desc, detail=""):
-    print(("ok\t%s" if cond else "not ok\t%s\t" + str(detail).replace("\n", " ")) % desc)
-    sys.stdout.flush()
-def expect_error(desc, want, fn):
-    try:
-        r = fn()
-        check(False, desc, "no error: %r" % (r,))
-    except ClientError as e:
-        check(code_of(e) == want, desc, code_of(e) + " " + str(e.response.get("Error")))
-def attempt(desc, fn):
-    try:
-        return fn()
-    except Exception as e:
-        check(False, desc, repr(e))
-        return None
+'"$BOTO3_CHECKS"'
 def keys(c, b):
     return sorted(o["Key"] for o in c.list_objects_v2(Bucket=b).get("Contents", []))
 '"$1"'
@@ -161,4 +147,16 @@ check(attempt("bob deletes his", lambda: bob.delete_object(Bucket="arch", Key="b
 check(attempt("root deletes", lambda: root.delete_object(Bucket="arch", Key="bob/ckpt")) is not None,
       "root deletes any object")
 '
+
+# a configured bucket may not take over a dataset S3 or push did not make
+stop
+sed -i 's/archive_buckets = \[ "upl", "arch" \]/archive_buckets = [ "upl", "arch", "abkt" ]/' "$STAGEIN_CONF"
+start 2>"$TEST_DIR/takeover.err"
+grep -q "s3.archive_buckets: 'abkt' names a dataset" "$TEST_DIR/takeover.err" "$LOG" &&
+    ok 0 "configuring alice's abkt as a shared bucket: stageind refuses to start, naming it" ||
+    { ok 1 "configuring alice's abkt as a shared bucket: stageind refuses to start, naming it"
+      tail -3 "$TEST_DIR/takeover.err" "$LOG" | sed 's/^/# /'; }
+[ -n "$(daemon_pid)" ] && kill -0 "$(daemon_pid)" 2>/dev/null && track_pid "$(daemon_pid)"
+is "$(sql "SELECT owner_uid || ' ' || mode FROM datasets WHERE name = 'abkt'")" "1001 384" \
+    "... and abkt stays alice's"
 finish

@@ -447,7 +447,10 @@ int s3_db_share_archive_bucket(s3_db_t *db, const char *name, unsigned mode, gid
                            " created) VALUES (?1, 0, ?2, ?3, '" S3_SHARED_BUCKET_MARK "', ?4)"
                            " ON CONFLICT(name) DO UPDATE SET owner_uid = 0,"
                            " owner_gid = excluded.owner_gid, mode = excluded.mode,"
-                           " description = excluded.description", -1, &s, NULL) != SQLITE_OK)
+                           " description = excluded.description"
+                           " WHERE datasets.description = excluded.description"
+                           " OR datasets.description LIKE 'created by push %'", -1, &s,
+                           NULL) != SQLITE_OK)
         return db_error(db, err, "sharing an archive bucket");
     sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, gid);
@@ -457,6 +460,11 @@ int s3_db_share_archive_bucket(s3_db_t *db, const char *name, unsigned mode, gid
     sqlite3_finalize(s);
     if (rc != SQLITE_DONE)
         return db_error(db, err, "sharing an archive bucket");
+    if (sqlite3_changes(catalog_db(db->cat)) == 0)
+        return si_errnoprintf(err, EEXIST, "s3.archive_buckets: '%s' names a dataset that"
+                              " neither S3 nor push made (a bucket made by CreateBucket, or one"
+                              " defined in the catalog): its owner keeps it; name another"
+                              " bucket", name);
     return 0;
 }
 

@@ -129,8 +129,9 @@ int s3_db_record_object(s3_db_t *db, int64_t object_id, const char *etag, const 
 int s3_db_part_sizes(s3_db_t *db, int64_t object_id, si_strbuf_t *out, si_error_t *err);
 /* Drops the dataset of an empty archive bucket. */
 /* The dataset of a configured archive bucket, shared (doc/s3.md): owned
- * by root with group gid and mode; created, or an existing one (made by
- * its first writer before sharing existed) taken over. */
+ * by root with group gid and mode; created, or an existing one made by
+ * push (its first writer, before sharing existed) taken over; EEXIST for
+ * any other dataset of that name. */
 int s3_db_share_archive_bucket(s3_db_t *db, const char *name, unsigned mode, gid_t gid,
                                si_error_t *err);
 int s3_db_delete_archive_bucket(s3_db_t *db, const char *name, si_error_t *err);
