@@ -48,18 +48,28 @@ wait_slow() {
     grep -v started "$1"
 }
 
+# ---- the defaults: a body at 2 bytes/s is cut
+s3_start_ok "stageind starts (200 MB cache)"
+slow_bob slow 90000000 "$TEST_DIR/slow0"
+got=$(wait_slow "$TEST_DIR/slow0")
+case $got in cut*) ok 0 "bob's 90 MB upload at 2 bytes/s is cut ($got s)" ;;
+    *) ok 1 "bob's 90 MB upload at 2 bytes/s is cut"; diag "got: $got" ;; esac
+grep -q "under s3.min_upload_rate" "$LOG" && ok 0 "the log says why (s3.min_upload_rate)" ||
+    ok 1 "the log says why (s3.min_upload_rate)"
+is "$(sql "SELECT count(*) FROM objects WHERE key = 'upl/slow'")" 0 "bob's cut upload left no object"
+stop
+
 # ---- no per-user byte bound: bob's slow 170 MB upload holds the cache until it is cut
+# (a window of 8 s: alice's upload surely comes while bob's is held)
 S3_CONF_EXTRA='max_user_upload_bytes = 0;'
-s3_write_conf "$CACHE_CONF"
-s3_start_ok "stageind starts (200 MB cache, no per-user byte bound)"
+S3_TIMEOUT=8 s3_write_conf "$CACHE_CONF"
+s3_start_ok "stageind restarts (no per-user byte bound, s3.timeout 8 s)"
 slow_bob hold 170000000 "$TEST_DIR/slow1"
 is "$(alice_put a1 "$TEST_DIR/50m")" "SlowDown 503" \
     "while bob's slow upload holds 170 MB, alice's 50 MB upload finds no room (503 SlowDown)"
 got=$(wait_slow "$TEST_DIR/slow1")
-case $got in cut*) ok 0 "bob's upload at 2 bytes/s is cut ($got s)" ;;
-    *) ok 1 "bob's upload at 2 bytes/s is cut"; diag "got: $got" ;; esac
-grep -q "under s3.min_upload_rate" "$LOG" && ok 0 "the log says why (s3.min_upload_rate)" ||
-    ok 1 "the log says why (s3.min_upload_rate)"
+case $got in cut*) ok 0 "bob's 170 MB upload is cut ($got s)" ;;
+    *) ok 1 "bob's 170 MB upload is cut"; diag "got: $got" ;; esac
 is "$(alice_put a1 "$TEST_DIR/50m")" 200 "then alice's 50 MB upload is stored: the space was given back"
 is "$(sql "SELECT count(*) FROM objects WHERE key = 'upl/hold'")" 0 "bob's cut upload left no object"
 stop
