@@ -67,10 +67,20 @@ typedef enum {
     SQL_HOLDERS_ALL,
     SQL_EXPIRED,
     SQL_RECENT_JOBS,
+    SQL_USER_STAGED,
     SQL_COUNT
 } sql_id_t;
 
 static const char *const sql_text[SQL_COUNT] = {
+    /* the bytes a user holds in the cache or waits for: each object once,
+     * pinned by one of the user's requests or in one still to be staged */
+    [SQL_USER_STAGED] =
+        "SELECT coalesce(sum(o.size), 0) FROM objects o WHERE o.id IN"
+        " (SELECT p.object_id FROM cache_pins p JOIN requests q ON q.id = p.request_id"
+        "  WHERE q.uid = :uid"
+        "  UNION SELECT i.object_id FROM request_items i JOIN requests q ON q.id = i.request_id"
+        "  WHERE q.uid = :uid AND q.state IN ('SUBMITTED', 'STARTED')"
+        "  AND i.state IN ('SUBMITTED', 'STARTED'))",
     [SQL_DATASET_FIND] =
         "SELECT d.id, d.owner_uid, d.owner_gid, d.mode, " READABLE_SQL
         " FROM datasets d WHERE d.name = :name",
@@ -81,13 +91,17 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_PREFIX_OBJECTS] =
         "SELECT id, key FROM objects WHERE bucket = :bucket"
         " AND substr(key, 1, length(:prefix)) = :prefix ORDER BY key",
-    /* how many datasets hold the object, how many of them are readable, and
+    /* how many datasets hold the object, how many of them are readable,
      * whether it is a pushed file not yet archived (it joins its dataset, and
-     * so gets its owner's permissions, only when durable) */
+     * so gets its owner's permissions, only when durable), and whether the
+     * caller pushed it (its writer reads it whatever the dataset's mode: a
+     * shared S3 archive bucket) */
     [SQL_OBJECT_ACCESS] =
         "SELECT count(*), coalesce(sum(" READABLE_SQL "), 0),"
         " (SELECT count(*) FROM push_items p WHERE p.object_id = :object"
-        "  AND p.state <> 'DURABLE')"
+        "  AND p.state <> 'DURABLE'),"
+        " EXISTS (SELECT 1 FROM push_items pi JOIN pushes p ON p.id = pi.push_id"
+        "  WHERE pi.object_id = :object AND p.uid = :uid)"
         " FROM dataset_members m JOIN datasets d ON d.id = m.dataset_id"
         " WHERE m.object_id = :object",
     [SQL_REQUEST_INSERT] =
@@ -374,10 +388,11 @@ static int check_object_access(requests_t *r, const requests_spec_t *spec, int64
         return db_fail(r, err, "checking object permissions");
     int64_t holders = sqlite3_column_int64(s, 0), readable = sqlite3_column_int64(s, 1);
     int64_t pushing = sqlite3_column_int64(s, 2);
+    bool wrote = sqlite3_column_int(s, 3) != 0;
     sqlite3_reset(s);
     if (pushing > 0)
         return si_errnoprintf(err, EACCES, "%s is a pushed file not yet archived", name);
-    if (holders > 0 && readable == 0)
+    if (holders > 0 && readable == 0 && !wrote)
         return si_errnoprintf(err, EACCES,
                     "%s belongs only to datasets that uid %u (gid %u) may not read",
                     name, (unsigned)spec->uid, (unsigned)spec->gid);
@@ -600,6 +615,25 @@ static int create_in_transaction(requests_t *r, const requests_spec_t *spec,
                        (unsigned long long)made.bytes, (unsigned long long)made.files,
                        (unsigned long long)spec->max_bytes);
         goto error;
+    }
+    if (spec->max_user_bytes && spec->uid != 0) {
+        s = stmt(r, SQL_USER_STAGED);
+        bind_int(s, ":uid", spec->uid);
+        if (sqlite3_step(s) != SQLITE_ROW) {
+            db_fail(r, err, "counting a user's staged bytes");
+            goto error;
+        }
+        uint64_t staged = (uint64_t)sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+        if (staged > spec->max_user_bytes) {
+            si_errnoprintf(err, EDQUOT, "uid %u would have %llu bytes staged or waiting in the"
+                           " cache with this request (%llu bytes), more than the %llu one user"
+                           " may hold (stageind.max_user_pinned_bytes): release finished"
+                           " requests first", (unsigned)spec->uid, (unsigned long long)staged,
+                           (unsigned long long)made.bytes,
+                           (unsigned long long)spec->max_user_bytes);
+            goto error;
+        }
     }
     if ((spec->job_id && add_holder(r, made.id, REQUESTS_HOLDER_JOB, spec->job_id, false,
                                     err) < 0) ||

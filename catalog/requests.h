@@ -49,6 +49,10 @@ typedef struct {
     /* refuse (EFBIG) a request of more bytes than this: the cache could
      * never hold it at once; 0: no limit */
     uint64_t max_bytes;
+    /* refuse (EDQUOT) a request that takes the bytes the user has staged or
+     * asked to stage (objects pinned by, or waiting in, the user's
+     * requests; root is not bound) past this; 0: no limit */
+    uint64_t max_user_bytes;
 } requests_spec_t;
 
 typedef struct {

@@ -17,6 +17,7 @@ const si_conf_key_t stageind_conf_keys[] = {
     {"stageind.peercred", SI_CONF_BOOL, 0, 0, NULL},
     {"stageind.pin_lifetime", SI_CONF_INT, 1, 31536000, NULL},
     {"stageind.pin_lifetime_max", SI_CONF_INT, 1, 31536000, NULL},
+    {"stageind.max_user_pinned_bytes", SI_CONF_INT, 0, 9.2e18, NULL},
     {"stageind.credentials_lifetime", SI_CONF_INT, 60, 31536000, NULL},
     {"stageind.credentials_lifetime_max", SI_CONF_INT, 60, 31536000, NULL},
     {"stageind.pid_file", SI_CONF_STRING, 0, 0, NULL},
@@ -78,6 +79,7 @@ int stageind_settings(const si_conf_t *conf, const stageind_overrides_t *o,
     s.peercred = si_conf_bool(conf, "stageind.peercred", true);
     s.pin_lifetime = si_conf_int(conf, "stageind.pin_lifetime", 86400);
     s.pin_lifetime_max = si_conf_int(conf, "stageind.pin_lifetime_max", 7 * 86400);
+    s.max_user_pinned_bytes = si_conf_int(conf, "stageind.max_user_pinned_bytes", -1);
     if (s.pin_lifetime > s.pin_lifetime_max)
         return si_errprintf(err, "stageind.pin_lifetime (%lld) is larger than"
                                  " stageind.pin_lifetime_max (%lld)",

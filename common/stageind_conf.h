@@ -30,6 +30,8 @@ typedef struct {
     char munge_socket[PATH_MAX]; /* "": libmunge's default */
     bool peercred;
     int64_t pin_lifetime, pin_lifetime_max;
+    int64_t max_user_pinned_bytes; /* a user's staged bytes in the cache; -1: the cache's
+                                    * capacity; 0: no bound */
     int64_t credentials_lifetime, credentials_lifetime_max; /* S3 session credentials */
     char pid_file[PATH_MAX];
     char lock_file[PATH_MAX];

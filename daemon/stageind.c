@@ -332,6 +332,8 @@ int main(int argc, char **argv)
         goto error;
     control_opts_t co = control_opts(&s, cat, log);
     co.cache_capacity = cu.capacity;
+    co.max_user_pinned_bytes = s.max_user_pinned_bytes < 0 ? cu.capacity
+                                                           : (uint64_t)s.max_user_pinned_bytes;
     http_server_opts_t ho = {.body_limit = s.body_limit, .timeout_s = s.timeout_s,
                              .threads = s.threads, .name = "control", .log = log};
     if (!(ctl = control_new(&co, &err)) || !(http = http_server_new(&ho, &err)) ||

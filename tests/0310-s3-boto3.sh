@@ -15,15 +15,7 @@ ok "$(s3_make_hot small1 small2 hot/h1 hot/h2 deep/a/b/d1; echo $?)" "five fixtu
 # The python side prints one "ok<TAB>description" or "not ok<TAB>description<TAB>detail"
 # line per check; the shell numbers them.
 results=$(boto3_run '
-def check(cond, desc, detail=""):
-    print(("ok\t%s" if cond else "not ok\t%s\t" + str(detail).replace("\n", " ")) % desc)
-    sys.stdout.flush()
-def attempt(desc, fn):
-    try:
-        return fn()
-    except Exception as e:
-        check(False, desc, repr(e))
-        return None
+'"$BOTO3_CHECKS"'
 def read(path):
     return open(path, "rb").read()
 md5 = lambda b: hashlib.md5(b).hexdigest()

@@ -24,21 +24,7 @@ s3_start_ok "stageind starts with its S3 port"
 boto3_checks() {
     local results
     results=$(boto3_run '
-def check(cond, desc, detail=""):
-    print(("ok\t%s" if cond else "not ok\t%s\t" + str(detail).replace("\n", " ")) % desc)
-    sys.stdout.flush()
-def expect_error(desc, want, fn):
-    try:
-        r = fn()
-        check(False, desc, "no error: %r" % (r,))
-    except ClientError as e:
-        check(code_of(e) == want, desc, code_of(e) + " " + str(e.response.get("Error")))
-def attempt(desc, fn):
-    try:
-        return fn()
-    except Exception as e:
-        check(False, desc, repr(e))
-        return None
+'"$BOTO3_CHECKS"'
 md5 = lambda b: hashlib.md5(b).hexdigest()
 '"$1"'
 print("done")

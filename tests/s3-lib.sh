@@ -174,6 +174,27 @@ def code_of(e): return e.response['Error']['Code'] + ' ' + str(e.response['Respo
 $1"
 }
 
+# BOTO3_CHECKS: python for boto3_run scripts: check(cond, desc, detail),
+# expect_error(desc, "Code status", fn) and attempt(desc, fn) print the
+# lines boto3_tap reads
+BOTO3_CHECKS='
+def check(cond, desc, detail=""):
+    print(("ok\t%s" if cond else "not ok\t%s\t" + str(detail).replace("\n", " ")) % desc)
+    sys.stdout.flush()
+def expect_error(desc, want, fn):
+    try:
+        r = fn()
+        check(False, desc, "no error: %r" % (r,))
+    except ClientError as e:
+        check(code_of(e) == want, desc, code_of(e) + " " + str(e.response.get("Error")))
+def attempt(desc, fn):
+    try:
+        return fn()
+    except Exception as e:
+        check(False, desc, repr(e))
+        return None
+'
+
 # boto3_tap RESULTS: the lines a boto3 script printed ("ok<TAB>desc",
 # "not ok<TAB>desc<TAB>detail", a last "done") as TAP checks
 boto3_tap() {

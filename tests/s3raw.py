@@ -9,6 +9,8 @@ headers, a client that trickles its bytes).
         prints "STATUS CODE" (CODE: the <Code> of an S3 XML error, or "-"),
         "closed" when the server closed the connection without an answer
     s3raw.py ... presign METHOD PATH [--expires N] [--date-offset S]   prints a URL
+    s3raw.py ... slowput PATH --length N [--interval S] [--limit S]
+        a PUT declaring N bytes, its body one byte every S seconds
     s3raw.py ... trickle PATH [--interval S] [--limit S]
         sends a request one byte every S seconds; prints how many seconds
         passed until the server closed the connection, or "open" after --limit
@@ -171,6 +173,7 @@ def cmd_request(args):
     lines += ["%s: %s" % (n, v) for n, v in headers]
     if body or args.method in ("PUT", "POST") or args.content_length is not None:
         lines.append("Content-Length: %d" % length)
+    lines += args.raw_header  # unsigned, unfiltered: duplicates on purpose
     lines.append("Connection: close")
     raw = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
     host, port = args.endpoint.rsplit(":", 1)
@@ -234,6 +237,43 @@ def cmd_trickle(args):
     return 0
 
 
+def cmd_slowput(args):
+    """A PUT declaring --length bytes whose body then comes one byte every
+    --interval seconds: prints "cut S" when the server closed the connection
+    (S seconds after the headers), "answered STATUS CODE S" when it answered,
+    "open" after --limit."""
+    args.payload_hash = "UNSIGNED-PAYLOAD"
+    target, headers = _sign(args, "PUT", args.path, "", [], b"")
+    lines = ["PUT %s HTTP/1.1" % target, "Host: %s" % args.endpoint]
+    lines += ["%s: %s" % (n, v) for n, v in headers if n.lower() not in ("host", "content-length")]
+    lines.append("Content-Length: %d" % args.length)
+    host, port = args.endpoint.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)))
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    sock.settimeout(args.interval)
+    start = time.monotonic()
+    sys.stdout.write("started\n")
+    sys.stdout.flush()
+    while time.monotonic() - start < args.limit:
+        try:
+            sock.sendall(b"x")
+            data = sock.recv(4096)
+        except socket.timeout:
+            continue
+        except OSError:
+            data = b""
+        elapsed = time.monotonic() - start
+        if not data:
+            print("cut %.1f" % elapsed)
+        else:
+            m = re.match(rb"HTTP/1.1 (\d+)", data)
+            print("answered %s %s %.1f" % (m.group(1).decode() if m else "?", _error_code(data),
+                                           elapsed))
+        return 0
+    print("open")
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--endpoint", required=True, help="HOST:PORT")
@@ -255,6 +295,8 @@ def main():
     r.add_argument("--data")
     r.add_argument("--send-body-file", help="send these bytes instead of the signed body")
     r.add_argument("--content-length", type=int)
+    r.add_argument("--raw-header", action="append", default=[],
+                   help="a header line sent as given, after signing (e.g. a second Content-Length)")
     r.add_argument("--close-write", action="store_true", help="half-close after sending")
     r.add_argument("--sign", choices=("header", "presign", "none"), default="header")
     r.add_argument("--expires", type=int, default=300)
@@ -276,6 +318,13 @@ def main():
     t.add_argument("--interval", type=float, default=0.5)
     t.add_argument("--limit", type=float, default=30)
     t.set_defaults(func=cmd_trickle)
+
+    w = sub.add_parser("slowput")
+    w.add_argument("path")
+    w.add_argument("--length", type=int, required=True, help="the Content-Length declared")
+    w.add_argument("--interval", type=float, default=0.5)
+    w.add_argument("--limit", type=float, default=30)
+    w.set_defaults(func=cmd_slowput)
 
     args = p.parse_args()
     return args.func(args)

@@ -401,6 +401,25 @@ int main(void)
         ok(requests_create(rq, &big, &tmp, &err) == 0, "exactly the cache's size is accepted");
     }
 
+    /* one user's staged and waiting bytes are bounded; each object counts once */
+    {
+        const char *dsv[1] = {"public"};
+        requests_spec_t u = {.uid = 2101, .gid = 300, .pin_lifetime = 60, .datasets = dsv,
+                             .ndatasets = 1, .max_user_bytes = 299};
+        before = rows();
+        ok(requests_create(rq, &u, &tmp, &err) == -1 && errno == EDQUOT &&
+               strstr(err.text, "stageind.max_user_pinned_bytes"),
+           "a user's request past the per-user bound: refused naming it: %s", err.text);
+        is_int(rows(), before, "... and nothing recorded");
+        u.max_user_bytes = 300;
+        ok(requests_create(rq, &u, &tmp, &err) == 0, "at the bound: accepted");
+        ok(requests_create(rq, &u, &tmp, &err) == 0,
+           "the same objects again: counted once, accepted: %s", err.text);
+        u.uid = 0;
+        u.max_user_bytes = 1;
+        ok(requests_create(rq, &u, &tmp, &err) == 0, "root is not bound");
+    }
+
     /* holders: a submission, resolved to an array, held by its tasks */
     {
         const char *dsv[1] = {"public"};

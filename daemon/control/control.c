@@ -36,6 +36,7 @@ struct control {
     si_session_keys_t *sessions;   /* NULL: no S3 endpoint */
     char *s3_url, *s3_region;
     uint64_t cache_capacity;
+    uint64_t max_user_pinned_bytes;
     si_groups_t *groups;           /* the callers' supplementary groups, cached */
     control_holder_fn holder_hook;
     void *holder_arg;
@@ -54,7 +55,8 @@ unsigned control_status_for_errno(int errnum)
     case EPERM: return 403;
     case ENOENT: return 404;
     case EBUSY: return 409;
-    case EFBIG: return 507;
+    case EFBIG:
+    case EDQUOT: return 507;
     default: return 500;
     }
 }
@@ -255,6 +257,7 @@ static int apply_opts(control_t *c, const control_opts_t *opts, si_error_t *err)
     c->pin_default = opts->pin_lifetime_default;
     c->pin_max = opts->pin_lifetime_max;
     c->cache_capacity = opts->cache_capacity;
+    c->max_user_pinned_bytes = opts->max_user_pinned_bytes;
     c->cred_default = opts->credentials_lifetime_default;
     c->cred_max = opts->credentials_lifetime_max;
     if (c->cred_default <= 0 || c->cred_max < c->cred_default) {
@@ -395,6 +398,7 @@ static void on_stage(http_request_t *req, void *arg)
         .deadline = st.deadline, .pin_lifetime = st.pin_lifetime ? st.pin_lifetime : c->pin_default,
         .datasets = st.datasets, .ndatasets = st.ndatasets, .files = st.files, .nfiles = st.nfiles,
         .submission = st.submission, .max_bytes = c->cache_capacity,
+        .max_user_bytes = c->max_user_pinned_bytes,
     };
     if (st.on_behalf) {
         if (who.uid != 0 && (st.uid != who.uid || st.gid != who.gid)) {

@@ -43,6 +43,7 @@ typedef struct {
     int64_t credentials_lifetime_default; /* seconds; S3 session credentials */
     int64_t credentials_lifetime_max;
     uint64_t cache_capacity;       /* bytes; a larger request is refused (0: no check) */
+    uint64_t max_user_pinned_bytes; /* a user's staged bytes, all requests (0: no check) */
 } control_opts_t;
 
 /* Told when a job's holder went but its array still holds the request, so

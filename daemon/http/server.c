@@ -470,10 +470,66 @@ static void respond_too_large(http_request_t *req)
                        req->listener->server->opts.body_limit);
 }
 
+/* What every request must not hold: a query argument with a NUL byte (%00:
+ * a handler's C string would end there, "a%00b" naming "a"), or Content-Length
+ * headers that disagree (RFC 9112 6.3; libmicrohttpd reads by the first). */
+typedef struct {
+    const char *bad_arg;
+    const char *length;
+    bool lengths_differ;
+} framing_check_t;
+
+static enum MHD_Result check_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 size_t key_size, const char *value, size_t value_size)
+{
+    (void)kind;
+    framing_check_t *c = cls;
+    if (strlen(key) != key_size || (value && strlen(value) != value_size)) {
+        c->bad_arg = key;
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result check_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    (void)kind;
+    framing_check_t *c = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 || !value)
+        return MHD_YES;
+    if (c->length && strcmp(c->length, value) != 0) {
+        c->lengths_differ = true;
+        return MHD_NO;
+    }
+    c->length = value;
+    return MHD_YES;
+}
+
+static bool respond_bad_framing(http_request_t *req)
+{
+    framing_check_t c = {0};
+    MHD_get_connection_values_n(req->conn, MHD_GET_ARGUMENT_KIND, check_arg, &c);
+    if (c.bad_arg) {
+        http_respond_error(req, 400, "query argument '%.64s' holds a NUL byte (%%00)",
+                           c.bad_arg);
+        return true;
+    }
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, check_length, &c);
+    if (c.lengths_differ) {
+        http_respond_error(req, 400, "two different Content-Length headers: the body's length"
+                           " is ambiguous");
+        return true;
+    }
+    return false;
+}
+
 /* Answers that do not need the body are sent before it is read (libmicrohttpd
  * accepts a response only before the first body chunk or after the last). */
 static bool respond_early(http_request_t *req)
 {
+    if (respond_bad_framing(req))
+        return true;
     if (req->route == HTTP_ROUTE_NO_PATH) {
         http_respond_error(req, 404, "no such endpoint: %s %s", req->method, req->path);
         return true;

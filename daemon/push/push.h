@@ -111,6 +111,9 @@ typedef struct {
     uint64_t size;
     const char *checksum;           /* "sha256:<hex>" to verify, or NULL */
     int64_t mtime;                  /* unix seconds; -1: now */
+    bool shared;                    /* the dataset exists and takes every user's files
+                                     * (S3's configured archive buckets); else only
+                                     * its owner's */
 } push_file_t;
 
 typedef struct {

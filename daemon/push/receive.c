@@ -61,7 +61,8 @@ static int check_file(const push_conf_t *conf, const push_file_t *f, char *objec
     return 0;
 }
 
-/* The dataset to push into: found (the caller must own it) or created. */
+/* The dataset to push into: found (the caller must own it, unless it is
+ * shared) or created. */
 static int dataset_for(push_t *p, const push_file_t *f, const char *push_uuid, int64_t *id,
                        si_error_t *err)
 {
@@ -74,7 +75,7 @@ static int dataset_for(push_t *p, const push_file_t *f, const char *push_uuid, i
         *id = sqlite3_column_int64(s, 0);
         uid_t owner = (uid_t)sqlite3_column_int64(s, 1);
         sqlite3_finalize(s);
-        if (f->uid != 0 && owner != f->uid)
+        if (f->uid != 0 && owner != f->uid && !f->shared)
             return si_errnoprintf(err, EACCES, "dataset '%s' belongs to uid %u: only its owner may"
                                           " push into it (caller uid %u)",
                              f->dataset, (unsigned)owner, (unsigned)f->uid);

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "daemon/s3/s3.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,14 @@ const si_conf_key_t s3_conf_keys[] = {
     {"s3.transparent_recall_max_wait", SI_CONF_INT, 0, 86400, NULL},
     {"s3.archive_buckets", SI_CONF_LIST, 0, -1, NULL},
     {"s3.archive_buckets.[]", SI_CONF_STRING, 0, 0, NULL},
+    /* configured archive buckets are shared: root owns them, with this
+     * group and mode; each object stays its writer's (doc/s3.md) */
+    {"s3.archive_bucket_mode", SI_CONF_STRING, 0, 0, NULL}, /* octal, "0600" */
+    {"s3.archive_bucket_group", SI_CONF_INT, 0, 4294967294LL, NULL},
+    /* uploads: a floor on each body's rate, and per-user bounds */
+    {"s3.min_upload_rate", SI_CONF_INT, 0, 1LL << 40, NULL},
+    {"s3.max_user_uploads", SI_CONF_INT, 0, 1000000, NULL},
+    {"s3.max_user_upload_bytes", SI_CONF_INT, 0, INT64_MAX, NULL},
     {"s3.max_header_size", SI_CONF_INT, 1024, 1048576, NULL},
     {"s3.timeout", SI_CONF_INT, 1, 86400, NULL},
     {"s3.threads", SI_CONF_INT, 1, 1024, NULL},
@@ -48,6 +57,10 @@ void s3_conf_defaults(s3_conf_t *conf)
     conf->max_header_size = 16384;
     conf->timeout = 60;
     conf->threads = 16;
+    conf->archive_bucket_mode = 0600;
+    conf->min_upload_rate = 16384;
+    conf->max_user_uploads = 64;
+    conf->max_user_upload_bytes = S3_HALF_CACHE;
 }
 
 bool s3_bucket_list_has(const s3_bucket_list_t *l, const char *bucket)
@@ -130,6 +143,25 @@ int s3_conf_from(const si_conf_t *conf, s3_conf_t *out, si_error_t *err)
     c->timeout = (unsigned)si_conf_int(conf, "s3.timeout", c->timeout);
     c->threads = (unsigned)si_conf_int(conf, "s3.threads", c->threads);
     c->max_connections = (unsigned)si_conf_int(conf, "s3.max_connections", c->max_connections);
+    const char *mode = si_conf_string(conf, "s3.archive_bucket_mode", NULL);
+    if (mode) {
+        char *end;
+        unsigned long m = strtoul(mode, &end, 8);
+        if (!*mode || *end || m > 0777 || strspn(mode, "01234567") != strlen(mode)) {
+            si_errprintf(err, "s3.archive_bucket_mode: '%.20s' is not an octal permission mode"
+                         " (\"0600\" to \"0777\")", mode);
+            goto error;
+        }
+        c->archive_bucket_mode = (unsigned)m;
+    }
+    c->archive_bucket_group = (gid_t)si_conf_int(conf, "s3.archive_bucket_group",
+                                                 c->archive_bucket_group);
+    c->min_upload_rate = (uint64_t)si_conf_int(conf, "s3.min_upload_rate",
+                                               (int64_t)c->min_upload_rate);
+    c->max_user_uploads = (unsigned)si_conf_int(conf, "s3.max_user_uploads",
+                                                c->max_user_uploads);
+    c->max_user_upload_bytes = (uint64_t)si_conf_int(conf, "s3.max_user_upload_bytes",
+                                                     (int64_t)c->max_user_upload_bytes);
     if (copy_setting(conf, "s3.virtual_host_domain", c->vhost_domain,
                      sizeof(c->vhost_domain), err) < 0 ||
         copy_setting(conf, "s3.tls_cert_file", c->tls_cert_file, sizeof(c->tls_cert_file),

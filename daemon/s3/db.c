@@ -17,8 +17,10 @@
 #include "common/strbuf.h"
 
 /* May `who` read object o? Root and public buckets: yes. Otherwise, like a
- * stage request: a readable dataset holding it; or no dataset holds it and
- * it is no pushed file still on its way to tape, unless its pusher asks.
+ * stage request: a readable dataset holding it; its writer (the pusher:
+ * in a shared archive bucket every user's objects stay readable to them
+ * whatever the bucket's mode); or no dataset holds it and it is no pushed
+ * file still on its way to tape.
  * A CASE, not ORs: SQLite evaluates both sides of an OR in a result column,
  * and each side here is a subquery; CASE stops at the first that decides. */
 #define READABLE_SQL                                                                     \
@@ -29,10 +31,10 @@
     "   WHEN d.owner_gid = :gid OR instr(:groups, ',' || d.owner_gid || ',') > 0"        \
     "    THEN (d.mode & 32) != 0"                                                        \
     "   ELSE (d.mode & 4) != 0 END) THEN 1"                                              \
-    " WHEN EXISTS (SELECT 1 FROM dataset_members m WHERE m.object_id = o.id) THEN 0"     \
-    " WHEN NOT EXISTS (SELECT 1 FROM push_items pi WHERE pi.object_id = o.id) THEN 1"    \
     " WHEN EXISTS (SELECT 1 FROM push_items pi JOIN pushes p ON p.id = pi.push_id"       \
     "   WHERE pi.object_id = o.id AND p.uid = :uid) THEN 1"                              \
+    " WHEN EXISTS (SELECT 1 FROM dataset_members m WHERE m.object_id = o.id) THEN 0"     \
+    " WHEN NOT EXISTS (SELECT 1 FROM push_items pi WHERE pi.object_id = o.id) THEN 1"    \
     " ELSE 0 END)"
 
 /* An upload still arriving (or being removed) is no object yet. */
@@ -46,7 +48,9 @@
 static const char sql_object[] =
     "SELECT o.id, o.size, o.checksum, o.mtime, o.etag, o.storage_class, " READABLE_SQL
     ", (SELECT c.size FROM cache c WHERE c.object_id = o.id),"
-    " m.headers, m.storage_class, m.part_sizes IS NOT NULL"
+    " m.headers, m.storage_class, m.part_sizes IS NOT NULL,"
+    " (SELECT p.uid FROM push_items pi JOIN pushes p ON p.id = pi.push_id"
+    "  WHERE pi.object_id = o.id)"
     " FROM objects o LEFT JOIN object_meta m ON m.object_id = o.id WHERE o.bucket = :bucket AND o.key = :key AND " VISIBLE_SQL;
 
 static const char sql_list_from[] =
@@ -231,6 +235,8 @@ int s3_db_object(s3_db_t *db, const char *bucket, const char *key, const s3_who_
         copy_text(out->headers, sizeof(out->headers), sqlite3_column_text(s, 8));
         copy_text(out->asked_class, sizeof(out->asked_class), sqlite3_column_text(s, 9));
         out->multipart = sqlite3_column_int(s, 10) != 0;
+        out->pushed = sqlite3_column_type(s, 11) != SQLITE_NULL;
+        out->writer = out->pushed ? (uid_t)sqlite3_column_int64(s, 11) : 0;
     }
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
@@ -429,6 +435,36 @@ int s3_db_create_archive_bucket(s3_db_t *db, const char *name, const s3_who_t *w
     if (rc != SQLITE_DONE)
         return db_error(db, err, "creating a bucket");
     *owner = who->uid;
+    return 0;
+}
+
+int s3_db_share_archive_bucket(s3_db_t *db, const char *name, unsigned mode, gid_t gid,
+                               si_error_t *err)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(catalog_db(db->cat),
+                           "INSERT INTO datasets(name, owner_uid, owner_gid, mode, description,"
+                           " created) VALUES (?1, 0, ?2, ?3, '" S3_SHARED_BUCKET_MARK "', ?4)"
+                           " ON CONFLICT(name) DO UPDATE SET owner_uid = 0,"
+                           " owner_gid = excluded.owner_gid, mode = excluded.mode,"
+                           " description = excluded.description"
+                           " WHERE datasets.description = excluded.description"
+                           " OR datasets.description LIKE 'created by push %'", -1, &s,
+                           NULL) != SQLITE_OK)
+        return db_error(db, err, "sharing an archive bucket");
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, gid);
+    sqlite3_bind_int(s, 3, (int)mode);
+    sqlite3_bind_int64(s, 4, (int64_t)time(NULL));
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return db_error(db, err, "sharing an archive bucket");
+    if (sqlite3_changes(catalog_db(db->cat)) == 0)
+        return si_errnoprintf(err, EEXIST, "s3.archive_buckets: '%s' names a dataset that"
+                              " neither S3 nor push made (a bucket made by CreateBucket, or one"
+                              " defined in the catalog): its owner keeps it; name another"
+                              " bucket", name);
     return 0;
 }
 

@@ -58,6 +58,8 @@ typedef struct {
     char headers[S3_META_HEADERS_MAX]; /* stored headers (s3_meta_t.headers), "" none */
     char asked_class[S3_STORAGE_CLASS_MAX]; /* s3_meta_t.storage_class, "" none */
     bool multipart;                   /* part sizes are recorded */
+    bool pushed;                      /* written through push (S3 PUT) ... */
+    uid_t writer;                     /* ... by this user */
 } s3_object_t;
 
 /* 1 and *out when the object exists (readable says whether who may read
@@ -111,6 +113,7 @@ int s3_db_stage(s3_db_t *db, const s3_who_t *who, const char *bucket, const char
 
 /* Archive buckets made by CreateBucket: datasets marked as such. */
 #define S3_ARCHIVE_BUCKET_MARK "S3 archive bucket"
+#define S3_SHARED_BUCKET_MARK "S3 shared archive bucket (s3.archive_buckets)"
 int s3_db_archive_buckets(s3_db_t *db, int (*fn)(const char *name, uid_t owner, void *arg),
                           void *arg, si_error_t *err);
 /* Creates the dataset of a new archive bucket owned by who (mode 0600).
@@ -125,6 +128,12 @@ int s3_db_record_object(s3_db_t *db, int64_t object_id, const char *etag, const 
  * none recorded (one part), -1 on error. */
 int s3_db_part_sizes(s3_db_t *db, int64_t object_id, si_strbuf_t *out, si_error_t *err);
 /* Drops the dataset of an empty archive bucket. */
+/* The dataset of a configured archive bucket, shared (doc/s3.md): owned
+ * by root with group gid and mode; created, or an existing one made by
+ * push (its first writer, before sharing existed) taken over; EEXIST for
+ * any other dataset of that name. */
+int s3_db_share_archive_bucket(s3_db_t *db, const char *name, unsigned mode, gid_t gid,
+                               si_error_t *err);
 int s3_db_delete_archive_bucket(s3_db_t *db, const char *name, si_error_t *err);
 
 /* DeleteObject in two steps around cache_remove (the cache keeps its own

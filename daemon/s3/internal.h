@@ -17,9 +17,16 @@
 #include "daemon/push/push.h"
 #include "common/groups.h"
 #include "daemon/s3/db.h"
+#include "daemon/s3/quota.h"
 #include "daemon/s3/s3.h"
 
 typedef struct s3_req s3_req_t;
+
+/* An archive bucket made by CreateBucket, and who made it (its owner). */
+typedef struct {
+    char name[SI_BUCKET_MAX + 1];
+    uid_t owner;
+} s3_created_bucket_t;
 
 #define S3_XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
 #define XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -28,6 +35,7 @@ typedef struct s3_req s3_req_t;
 struct s3_server {
     s3_conf_t conf;
     si_groups_t *groups;             /* the credentials' uids' groups (NSS), cached */
+    s3_quota_t *quota;               /* per-user bounds on arriving uploads */
     int64_t pin_lifetime_max;        /* seconds; 0: no bound */
     si_secrets_t *secrets;
     si_session_keys_t *sessions;     /* borrowed; NULL: no session credentials */
@@ -58,7 +66,7 @@ struct s3_server {
     bool watchdog_started;
     pthread_t watchdog;
     pthread_mutex_t buckets_mu;      /* guards created */
-    char (*created)[SI_BUCKET_MAX + 1]; /* archive buckets made by CreateBucket */
+    s3_created_bucket_t *created;    /* archive buckets made by CreateBucket */
     size_t ncreated;
     rdma_server_t *rdma;             /* the RDMA data path (rdma.c); NULL: off */
 };
@@ -78,6 +86,7 @@ typedef struct {
     const char *cat_bucket;          /* catalog bucket holding its objects */
     char prefix[SI_BUCKET_MAX + 2];  /* catalog key prefix ("<bucket>/" for archive buckets) */
     bool archive;
+    bool shared;                     /* a configured archive bucket: every user writes */
     bool is_public;
     bool transparent;
 } s3_bucket_map_t;
@@ -124,6 +133,7 @@ struct s3_req {
     void *body_state;
     si_strbuf_t xml;                 /* small bodies (XML), bounded */
     void (*xml_end)(s3_req_t *r);    /* answers once the XML body is in */
+    uint64_t xml_dropped;            /* bytes past S3_XML_BODY_MAX, read and dropped */
     char note[160];
     char rdma_declined[160];         /* why an x-amz-rdma-token was answered 501 */
     bool rdma_replied;               /* x-amz-rdma-reply: 200 is on the answer */
@@ -157,11 +167,14 @@ void s3_add_common_headers(s3_req_t *r, struct MHD_Response *resp);
 void s3_expect_xml_body(s3_req_t *r, void (*end)(s3_req_t *r));
 
 bool s3_is_archive_bucket(s3_server_t *s, const char *bucket);
-/* Whether r may write to its bucket (an archive bucket); false answered:
- * NoSuchBucket for a bucket that does not exist, AccessDenied for a
- * read-only one. */
+/* The owner of an archive bucket made by CreateBucket: true and *owner set;
+ * false for a configured (shared) one or no archive bucket. */
+bool s3_created_bucket_owner(s3_server_t *s, const char *bucket, uid_t *owner);
+/* Whether r may write to its bucket (an archive bucket, configured or its
+ * own; root writes to every one); false answered: NoSuchBucket for a bucket
+ * that does not exist, AccessDenied for a read-only one or another user's. */
 bool s3_writable_bucket(s3_req_t *r);
-void s3_add_created_bucket(s3_server_t *s, const char *bucket);
+void s3_add_created_bucket(s3_server_t *s, const char *bucket, uid_t owner);
 void s3_remove_created_bucket(s3_server_t *s, const char *bucket);
 
 /* ---- metadata (meta.c) ------------------------------------------------------ */

@@ -42,6 +42,7 @@ static const struct {
     {"InvalidDigest", 400, "The Content-MD5 you specified is not valid."},
     {"InvalidObjectState", 403, "The operation is not valid for the object's storage class."},
     {"InvalidPart", 400, "One or more of the specified parts could not be found."},
+    {"MaxMessageLengthExceeded", 400, "Your request was too big."},
     {"InvalidPartNumber", 416, "The requested partnumber is not satisfiable"},
     {"InvalidPartOrder", 400, "The list of parts was not in ascending order."},
     {"InvalidRange", 416, "The requested range is not satisfiable"},

@@ -15,6 +15,7 @@
 #include "common/strbuf.h"
 
 #define S3_XML_BODY_MAX (1u << 20)   /* bytes of an XML request body */
+#define S3_QUERY_PARAMS_MAX 100      /* query parameters of a request (S3's have a dozen) */
 #define S3_DELETE_MAX 1000           /* keys in one DeleteObjects (S3's limit) */
 #define S3_PARTS_MAX 10000           /* parts of one multipart upload (S3's limit) */
 #define S3_ETAG_MAX 80               /* "\"<32 hex>-10000\"" and room */

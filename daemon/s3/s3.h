@@ -44,6 +44,8 @@ typedef struct {
     char name[S3_BUCKET_LIST_MAX][SI_BUCKET_MAX + 1];
 } s3_bucket_list_t;
 
+#define S3_HALF_CACHE UINT64_MAX
+
 typedef struct {
     bool enabled;
     char bind[64];                   /* numeric address */
@@ -62,6 +64,12 @@ typedef struct {
     char vhost_domain[254];          /* "": path style only */
     char tls_cert_file[PATH_MAX];    /* "": plain HTTP */
     char tls_key_file[PATH_MAX];
+    unsigned archive_bucket_mode;    /* configured archive buckets: their dataset's mode */
+    gid_t archive_bucket_group;      /* ... and group (root owns them) */
+    uint64_t min_upload_rate;        /* bytes/s an upload body must keep; 0: none */
+    unsigned max_user_uploads;       /* uploads one user may have arriving; 0: no bound */
+    uint64_t max_user_upload_bytes;  /* bytes one user's arriving uploads may reserve; 0: no
+                                      * bound; S3_HALF_CACHE (the default): half the cache */
 } s3_conf_t;
 
 /* Defaults: disabled, 127.0.0.1:9000, SYSCONFDIR/stagein/s3-secrets,

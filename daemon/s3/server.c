@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 
 #include "common/fileio.h"
 #include "common/uri.h"
+#include "daemon/cache/cache.h"
 
 #define XML_CONTENT_TYPE "application/xml"
 /* request line, headers and the upload read buffer share the connection's pool */
@@ -30,24 +32,49 @@
 
 /* ---- archive buckets --------------------------------------------------------- */
 
+/* The created bucket named bucket; buckets_mu held. */
+static s3_created_bucket_t *created_bucket(s3_server_t *s, const char *bucket)
+{
+    for (size_t i = 0; i < s->ncreated; i++)
+        if (strcmp(s->created[i].name, bucket) == 0)
+            return &s->created[i];
+    return NULL;
+}
+
+bool s3_created_bucket_owner(s3_server_t *s, const char *bucket, uid_t *owner)
+{
+    pthread_mutex_lock(&s->buckets_mu);
+    const s3_created_bucket_t *b = created_bucket(s, bucket);
+    if (b)
+        *owner = b->owner;
+    pthread_mutex_unlock(&s->buckets_mu);
+    return b != NULL;
+}
+
 bool s3_is_archive_bucket(s3_server_t *s, const char *bucket)
 {
     if (!s->push)
         return false;
     if (s3_bucket_list_has(&s->conf.archive_buckets, bucket))
         return true;
-    bool found = false;
-    pthread_mutex_lock(&s->buckets_mu);
-    for (size_t i = 0; i < s->ncreated && !found; i++)
-        found = strcmp(s->created[i], bucket) == 0;
-    pthread_mutex_unlock(&s->buckets_mu);
-    return found;
+    uid_t owner;
+    return s3_created_bucket_owner(s, bucket, &owner);
 }
 
 bool s3_writable_bucket(s3_req_t *r)
 {
-    if (r->map.archive)
-        return true;
+    uid_t owner;
+    if (r->map.archive) {
+        /* configured archive buckets are shared (doc/s3.md); a created one
+         * takes writes from its owner alone */
+        if (r->who.all || r->map.shared ||
+            !s3_created_bucket_owner(r->srv, r->bucket, &owner) || owner == r->who.uid)
+            return true;
+        s3_respond_error(r, "AccessDenied", "bucket '%s' belongs to uid %u: only its owner"
+                         " may write to it (caller uid %u)", r->bucket, (unsigned)owner,
+                         (unsigned)r->who.uid);
+        return false;
+    }
     si_error_t err;
     s3_db_t *db = s3_dbpool_get(r->srv->pool);
     int has = s3_db_bucket_has_objects(db, r->bucket, &err);
@@ -62,13 +89,15 @@ bool s3_writable_bucket(s3_req_t *r)
     return false;
 }
 
-void s3_add_created_bucket(s3_server_t *s, const char *bucket)
+void s3_add_created_bucket(s3_server_t *s, const char *bucket, uid_t owner)
 {
     pthread_mutex_lock(&s->buckets_mu);
-    char (*grown)[SI_BUCKET_MAX + 1] = realloc(s->created, (s->ncreated + 1) * sizeof(*grown));
+    s3_created_bucket_t *grown = realloc(s->created, (s->ncreated + 1) * sizeof(*grown));
     if (grown) {
         s->created = grown;
-        snprintf(s->created[s->ncreated++], SI_BUCKET_MAX + 1, "%s", bucket);
+        s3_created_bucket_t *b = &s->created[s->ncreated++];
+        snprintf(b->name, sizeof(b->name), "%s", bucket);
+        b->owner = owner;
     }
     pthread_mutex_unlock(&s->buckets_mu);
 }
@@ -76,19 +105,15 @@ void s3_add_created_bucket(s3_server_t *s, const char *bucket)
 void s3_remove_created_bucket(s3_server_t *s, const char *bucket)
 {
     pthread_mutex_lock(&s->buckets_mu);
-    for (size_t i = 0; i < s->ncreated; i++)
-        if (strcmp(s->created[i], bucket) == 0) {
-            memmove(s->created[i], s->created[s->ncreated - 1], sizeof(s->created[i]));
-            s->ncreated--;
-            break;
-        }
+    s3_created_bucket_t *b = created_bucket(s, bucket);
+    if (b)
+        *b = s->created[--s->ncreated];
     pthread_mutex_unlock(&s->buckets_mu);
 }
 
 static int add_loaded_bucket(const char *name, uid_t owner, void *arg)
 {
-    (void)owner;
-    s3_add_created_bucket(arg, name);
+    s3_add_created_bucket(arg, name, owner);
     return 0;
 }
 
@@ -300,25 +325,49 @@ char *s3_req_catalog_key(s3_req_t *r)
 
 /* ---- bodies ------------------------------------------------------------------ */
 
+/* An XML body over S3_XML_BODY_MAX is read to its end and dropped, then
+ * refused: a client still sending when the answer and the close come would
+ * see a reset, not the answer. A body declared (or grown) past
+ * XML_DROP_MAX is refused at once. */
+#define XML_DROP_MAX (16ull << 20)
+
+static void respond_too_big(s3_req_t *r, uint64_t bytes)
+{
+    s3_respond_error(r, "MaxMessageLengthExceeded", "the XML body is %s%" PRIu64 " bytes,"
+                     " more than the %u allowed", bytes > XML_DROP_MAX ? "over " : "", bytes,
+                     S3_XML_BODY_MAX);
+}
+
 static int xml_data(s3_req_t *r, const char *data, size_t len)
 {
-    if (!si_strbuf_append(&r->xml, data, len)) {
-        s3_respond_error(r, "MalformedXML", "the XML body is larger than %u bytes",
-                         S3_XML_BODY_MAX);
-        return -1;
+    if (r->xml_dropped || !si_strbuf_append(&r->xml, data, len)) {
+        r->xml_dropped += len;
+        if (r->xml.len + r->xml_dropped > XML_DROP_MAX) {
+            respond_too_big(r, r->xml.len + r->xml_dropped);
+            return -1;
+        }
     }
     return 0;
 }
 
 static void xml_end(s3_req_t *r)
 {
-    r->xml_end(r);
+    if (r->xml_dropped)
+        respond_too_big(r, r->xml.len + r->xml_dropped);
+    else
+        r->xml_end(r);
 }
 
 static const s3_body_ops_t xml_ops = {.data = xml_data, .end = xml_end, .cleanup = NULL};
 
 void s3_expect_xml_body(s3_req_t *r, void (*end)(s3_req_t *r))
 {
+    const char *cl = s3_req_header(r, "Content-Length");
+    uint64_t declared = cl ? strtoull(cl, NULL, 10) : 0;
+    if (declared > XML_DROP_MAX) {
+        respond_too_big(r, declared);
+        return;
+    }
     si_strbuf_init(&r->xml, S3_XML_BODY_MAX);
     r->body = &xml_ops;
     r->xml_end = end;
@@ -592,6 +641,7 @@ static void map_bucket(s3_req_t *r)
     m->cat_bucket = m->archive ? s->push_bucket : r->bucket;
     if (m->archive)
         snprintf(m->prefix, sizeof(m->prefix), "%s/", r->bucket);
+    m->shared = m->archive && s3_bucket_list_has(&s->conf.archive_buckets, r->bucket);
     m->is_public = s3_bucket_list_has(&s->conf.public_buckets, r->bucket);
     m->transparent = s3_bucket_list_has(&s->conf.transparent_recall_buckets, r->bucket);
 }
@@ -632,6 +682,31 @@ static int authenticate(s3_req_t *r)
     return -1;
 }
 
+/* What libmicrohttpd lets through and RFC 9112 6.3 does not: Content-Length
+ * headers that disagree (a request smuggler's framing; libmicrohttpd reads
+ * the body by the first); and more query parameters than any S3 request has. */
+static int check_framing(s3_req_t *r)
+{
+    const char *length = NULL;
+    for (size_t i = 0; i < r->nheaders; i++) {
+        if (strcasecmp(r->headers[i].name, "Content-Length") != 0)
+            continue;
+        if (length && strcmp(length, r->headers[i].value) != 0) {
+            s3_respond_error(r, "InvalidRequest", "two different Content-Length headers"
+                             " (%.20s and %.20s): the body's length is ambiguous", length,
+                             r->headers[i].value);
+            return -1;
+        }
+        length = r->headers[i].value;
+    }
+    if (r->nparams > S3_QUERY_PARAMS_MAX) {
+        s3_respond_error(r, "InvalidArgument", "the query has %zu parameters; at most %d are"
+                         " allowed", r->nparams, S3_QUERY_PARAMS_MAX);
+        return -1;
+    }
+    return 0;
+}
+
 static void dispatch(s3_req_t *r)
 {
     s3_server_t *s = r->srv;
@@ -651,6 +726,8 @@ static void dispatch(s3_req_t *r)
         return;
     }
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, collect_header, r);
+    if (check_framing(r) < 0)
+        return;
 
     if (authenticate(r) < 0 || split_path(r) < 0)
         return;
@@ -689,12 +766,41 @@ typedef struct s3_conn {
     struct timespec since;           /* connected, or its last request answered */
     bool in_request;                 /* headers in, not yet completed */
     bool cut;
+    /* a body arriving: at least s3.min_upload_rate over each window of
+     * s3.timeout seconds, or the connection is cut and what the upload
+     * holds (its cache reservation, its quota) given back */
+    bool receiving;
+    atomic_uint_fast64_t body_bytes;
+    uint64_t window_bytes;           /* body_bytes when the window began */
+    struct timespec window_since;
+    char what[128];                  /* "PUT /bucket/key uid=N", for the log */
     struct s3_conn *prev, *next;
 } s3_conn_t;
 
 static double seconds_since(const struct timespec *t, const struct timespec *now)
 {
     return (double)(now->tv_sec - t->tv_sec) + (double)(now->tv_nsec - t->tv_nsec) / 1e9;
+}
+
+/* One window of a body's arrival over: cut when it brought less than
+ * s3.min_upload_rate; conns_mu held. */
+static void check_body_rate(s3_server_t *s, s3_conn_t *c, const struct timespec *now)
+{
+    double window = seconds_since(&c->window_since, now);
+    if (window < (double)s->conf.timeout)
+        return;
+    uint64_t bytes = atomic_load(&c->body_bytes);
+    double rate = (double)(bytes - c->window_bytes) / window;
+    if (rate >= (double)s->conf.min_upload_rate) {
+        c->window_bytes = bytes;
+        c->window_since = *now;
+        return;
+    }
+    si_log(s->log, SI_LOG_WARNING, "s3: %s: connection cut after %" PRIu64 " body bytes: %.0f"
+           " bytes/s over the last %.0f s, under s3.min_upload_rate (%" PRIu64 ")", c->what,
+           bytes, rate, window, s->conf.min_upload_rate);
+    shutdown(c->fd, SHUT_RDWR);
+    c->cut = true;
 }
 
 static void *watchdog_main(void *arg)
@@ -704,13 +810,16 @@ static void *watchdog_main(void *arg)
     while (!s->stopping) {
         struct timespec now, until;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        for (s3_conn_t *c = s->conns; c; c = c->next)
+        for (s3_conn_t *c = s->conns; c; c = c->next) {
             if (!c->in_request && !c->cut && seconds_since(&c->since, &now) > s->conf.timeout) {
                 /* libmicrohttpd sees the end of the stream and closes it; the
                  * fd stays open until its CLOSED notice, which waits for this lock */
                 shutdown(c->fd, SHUT_RDWR);
                 c->cut = true;
             }
+            if (c->receiving && !c->cut && s->conf.min_upload_rate)
+                check_body_rate(s, c, &now);
+        }
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += WATCHDOG_PERIOD_MS * 1000000L;
         until.tv_sec += until.tv_nsec / 1000000000L;
@@ -757,15 +866,40 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     *socket_context = NULL;
 }
 
-static void mark_in_request(s3_server_t *s, struct MHD_Connection *conn, bool in_request)
+static s3_conn_t *conn_of(struct MHD_Connection *conn)
 {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    s3_conn_t *c = info ? info->socket_context : NULL;
+    return info ? info->socket_context : NULL;
+}
+
+/* r's body starts (receiving) or is all in: the watchdog's rate check. */
+static void mark_receiving(s3_req_t *r, bool receiving)
+{
+    s3_conn_t *c = conn_of(r->conn);
+    if (!c)
+        return;
+    pthread_mutex_lock(&r->srv->conns_mu);
+    if (receiving && !c->receiving) {
+        atomic_store(&c->body_bytes, 0);
+        c->window_bytes = 0;
+        clock_gettime(CLOCK_MONOTONIC, &c->window_since);
+        snprintf(c->what, sizeof(c->what), "%s %.80s uid=%u", r->method, r->path,
+                 (unsigned)r->who.uid);
+    }
+    c->receiving = receiving;
+    pthread_mutex_unlock(&r->srv->conns_mu);
+}
+
+static void mark_in_request(s3_server_t *s, struct MHD_Connection *conn, bool in_request)
+{
+    s3_conn_t *c = conn_of(conn);
     if (!c)
         return;
     pthread_mutex_lock(&s->conns_mu);
     c->in_request = in_request;
+    if (!in_request)
+        c->receiving = false;
     clock_gettime(CLOCK_MONOTONIC, &c->since);
     pthread_mutex_unlock(&s->conns_mu);
 }
@@ -815,6 +949,11 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     }
     r->path = r->path_buf;
     r->query = r->uri + plen + (uri[plen] == '?');
+    /* the query is decoded here (parse_query), from this copy: libmicrohttpd
+     * is left none to split into its own records, whose pool a thousand
+     * parameters overflow (it then closes the connection unanswered) */
+    if (uri[plen] == '?')
+        ((char *)uri)[plen + 1] = '\0';
     if (parse_query(r) < 0) {
         free_request(r);
         return NULL;
@@ -846,6 +985,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         dispatch(r);
         if (!r->responded && !r->body)
             s3_respond_error(r, "InternalError", "the operation gave no answer");
+        if (!r->responded && r->body)
+            mark_receiving(r, true);
         return MHD_YES;
     }
     if (!r->dispatched) {
@@ -855,9 +996,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (*upload_data_size) {
         if (!r->responded && r->body && r->body->data)
             r->body->data(r, upload_data, *upload_data_size);
+        s3_conn_t *c = conn_of(conn);
+        if (c)
+            atomic_fetch_add(&c->body_bytes, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
     }
+    mark_receiving(r, false);
     if (!r->responded && r->body && r->body->end)
         r->body->end(r);
     if (!r->responded)
@@ -994,6 +1139,15 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
         si_errprintf(err, "out of memory");
         goto error;
     }
+    uint64_t user_bytes = s->conf.max_user_upload_bytes;
+    if (user_bytes == S3_HALF_CACHE) {
+        cache_usage_t u = {0};
+        user_bytes = s->cache && cache_usage(s->cache, &u, err) == 0 ? u.capacity / 2 : 0;
+    }
+    if (!(s->quota = s3_quota_new(s->conf.max_user_uploads, user_bytes))) {
+        si_errprintf(err, "out of memory");
+        goto error;
+    }
     if (!(s->secrets = si_secrets_load(s->conf.secrets_file, err))) {
         si_errprefix(err, "s3.secrets_file");
         goto error;
@@ -1010,6 +1164,10 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
         goto error;
     s3_db_t *db = s3_dbpool_get(s->pool);
     int rc = s3_db_archive_buckets(db, add_loaded_bucket, s, err);
+    for (size_t i = 0; s->push && rc == 0 && i < s->conf.archive_buckets.count; i++)
+        rc = s3_db_share_archive_bucket(db, s->conf.archive_buckets.name[i],
+                                        s->conf.archive_bucket_mode,
+                                        s->conf.archive_bucket_group, err);
     s3_dbpool_put(s->pool, db);
     if (rc < 0)
         goto error;
@@ -1097,6 +1255,7 @@ void s3_server_stop(s3_server_t *s)
     s3_dbpool_close(s->pool);
     si_secrets_free(s->secrets);
     si_groups_free(s->groups);
+    s3_quota_free(s->quota);
     si_sigv4_key_cache_free(s->keys);
     if (s->tls_key) {
         OPENSSL_cleanse(s->tls_key, s->tls_key_len);

@@ -52,6 +52,9 @@ typedef struct {
     char fail_text[512];
     si_log_t *log;
     si_strbuf_t meta_headers;          /* PUT: what the object keeps (s3_meta_t) */
+    s3_quota_t *quota;                 /* holds quota_bytes of quota_uid's; NULL: nothing */
+    uid_t quota_uid;
+    uint64_t quota_bytes;
     char storage_class[S3_STORAGE_CLASS_MAX];
 } put_state_t;
 
@@ -67,6 +70,8 @@ static void free_state(put_state_t *p)
 {
     if (p->upload)
         push_upload_abort(p->upload);
+    if (p->quota)
+        s3_quota_give(p->quota, p->quota_uid, p->quota_bytes);
     si_awschunked_free(p->chunked);
     si_sigv4_body_check_free(p->sha);
     si_checksum_free(p->md5);
@@ -429,6 +434,22 @@ static put_state_t *body_begin(s3_req_t *r, uint64_t *size_out)
     return p;
 }
 
+/* One more arriving upload of size bytes for the caller (s3.max_user_*);
+ * -1: answered 503 SlowDown (a client backs off and retries) and p freed. */
+static int take_quota(s3_req_t *r, put_state_t *p, uint64_t size)
+{
+    si_error_t err;
+    if (s3_quota_take(r->srv->quota, r->who.uid, size, &err) < 0) {
+        free_state(p);
+        s3_respond_error(r, "SlowDown", "%s", err.text);
+        return -1;
+    }
+    p->quota = r->srv->quota;
+    p->quota_uid = r->who.uid;
+    p->quota_bytes = size;
+    return 0;
+}
+
 /* The body in the client's memory (*size: its length), or in the request;
  * -1: answered 501 and p freed. */
 static int body_by_rdma(s3_req_t *r, put_state_t *p, uint64_t *size)
@@ -466,7 +487,7 @@ void s3_put_object(s3_req_t *r)
     }
     uint64_t size;
     put_state_t *p = body_begin(r, &size);
-    if (!p || body_by_rdma(r, p, &size) < 0) {
+    if (!p || body_by_rdma(r, p, &size) < 0 || take_quota(r, p, size) < 0) {
         free(cat_key);
         return;
     }
@@ -481,7 +502,7 @@ void s3_put_object(s3_req_t *r)
     push_file_t f = {.uid = r->who.uid, .gid = r->who.gid, .dataset = r->bucket, .key = r->key,
                      .mode = -1, .size = size,
                      .checksum = r->auth.payload == SI_SIGV4_PAYLOAD_SHA256 ? checksum : NULL,
-                     .mtime = -1};
+                     .mtime = -1, .shared = r->map.shared};
     int rc = begin_replacing(r, cat_key, &f, no_replace, &p->upload, &err);
     free(cat_key);
     if (rc < 0 && no_replace && errno == EEXIST) {
@@ -526,13 +547,18 @@ static void create_bucket_end(s3_req_t *r)
                          " request was sent to (%s)", location, s->conf.region);
         return;
     }
+    uid_t owner;
+    if (s3_created_bucket_owner(s, r->bucket, &owner) && owner != r->who.uid) {
+        s3_respond_error(r, "BucketAlreadyExists", "'%s' belongs to another user", r->bucket);
+        return;
+    }
     if (s3_is_archive_bucket(s, r->bucket)) {
         s3_respond_error(r, "BucketAlreadyOwnedByYou", NULL);
         return;
     }
     s3_db_t *db = s3_dbpool_get(s->pool);
     int has = s3_db_bucket_has_objects(db, r->bucket, &err);
-    uid_t owner = 0;
+    owner = 0;
     int rc = has != 0 ? 0 : s3_db_create_archive_bucket(db, r->bucket, &r->who, &owner, &err);
     int e = errno;
     s3_dbpool_put(s->pool, db);
@@ -545,7 +571,7 @@ static void create_bucket_end(s3_req_t *r)
                          has == 1 ? "a bucket of the catalog" : "an existing dataset");
         return;
     }
-    s3_add_created_bucket(s, r->bucket);
+    s3_add_created_bucket(s, r->bucket, owner);
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
                                                                 MHD_RESPMEM_PERSISTENT);
     if (!resp)
@@ -585,6 +611,8 @@ void s3_delete_bucket(s3_req_t *r)
                          r->bucket);
         return;
     }
+    if (!s3_writable_bucket(r))
+        return;
     s3_db_t *db = s3_dbpool_get(s->pool);
     int rc = s3_db_delete_archive_bucket(db, r->bucket, &err);
     int e = errno;
@@ -679,7 +707,7 @@ void s3_upload_part(s3_req_t *r)
         return;
     uint64_t size;
     put_state_t *p = body_begin(r, &size);
-    if (!p || body_by_rdma(r, p, &size) < 0) {
+    if (!p || body_by_rdma(r, p, &size) < 0 || take_quota(r, p, size) < 0) {
         s3_mp_upload_free(&u);
         return;
     }
@@ -724,7 +752,8 @@ int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_
     for (size_t i = 0; i < n; i++)
         total += sizes[i];
     push_file_t f = {.uid = r->who.uid, .gid = r->who.gid, .dataset = r->bucket, .key = r->key,
-                     .mode = -1, .size = total, .checksum = NULL, .mtime = -1};
+                     .mode = -1, .size = total, .checksum = NULL, .mtime = -1,
+                     .shared = r->map.shared};
     push_upload_t *u = NULL;
     si_checksum_t *md5 = NULL;
     char *buf = NULL;
@@ -808,16 +837,30 @@ error:
 /* Deletes cat_key of an archive bucket: 0 (also when there was none), or -1
  * with *code (and err) saying why. Waits while the object is being written
  * to tape (its aggregate then commits first). */
+/* Who may delete or replace an object, as in a sticky directory: root, its
+ * writer, the owner of the bucket it is in; nobody who may not read it. */
+static bool may_remove(const s3_req_t *r, const s3_object_t *o)
+{
+    uid_t owner;
+    if (r->who.all)
+        return true;
+    if (!o->readable)
+        return false;
+    return !o->pushed || o->writer == r->who.uid ||
+           (s3_created_bucket_owner(r->srv, r->bucket, &owner) && owner == r->who.uid);
+}
+
 static int delete_one(s3_req_t *r, const char *cat_key, const char **code, si_error_t *err)
 {
     s3_server_t *s = r->srv;
     s3_object_t o;
     s3_db_t *db = s3_dbpool_get(s->pool);
     int rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, &o, err);
-    if (rc == 1 && !o.readable) {
+    if (rc == 1 && !may_remove(r, &o)) {
         s3_dbpool_put(s->pool, db);
         *code = "AccessDenied";
-        return si_errprintf(err, "this credential may not delete '%s'", cat_key);
+        return si_errprintf(err, "this credential may not delete or replace '%s'%s", cat_key,
+                            o.readable ? ": another user wrote it" : "");
     }
     int64_t id = 0;
     for (long waited = 0; rc >= 0; waited += DELETE_BUSY_POLL_US) {

@@ -21,7 +21,7 @@ static int load(const char *text, s3_conf_t *out, si_error_t *err)
 
 int main(void)
 {
-    plan(15);
+    plan(21);
     si_error_t err = {{0}};
     s3_conf_t c;
     ok(load("s3: { enabled = true; port = 9100; };", &c, &err) == 0, "a group with two settings loads");
@@ -47,5 +47,17 @@ int main(void)
        strstr(err.text, "s3.virtual_host_domain"), "a domain with a leading dot is refused: %s", err.text);
     ok(load("s3: { virtual_host_domain = \"Example.org\"; };", &c, &err) < 0,
        "an upper-case domain is refused");
+    ok(load("s3: { enabled = true; };", &c, &err) == 0 && c.archive_bucket_mode == 0600 &&
+       c.max_user_upload_bytes == S3_HALF_CACHE && c.min_upload_rate > 0 && c.max_user_uploads > 0,
+       "defaults: shared archive buckets 0600, per-user bounds on, a rate floor");
+    ok(load("s3: { archive_bucket_mode = \"0640\"; archive_bucket_group = 100;"
+            " max_user_upload_bytes = 0; min_upload_rate = 0; };", &c, &err) == 0,
+       "mode, group and bounds set");
+    ok(c.archive_bucket_mode == 0640 && c.archive_bucket_group == 100, "mode 0640 (octal), group 100");
+    ok(c.max_user_upload_bytes == 0 && c.min_upload_rate == 0, "0: no byte bound, no rate floor");
+    ok(load("s3: { archive_bucket_mode = \"0999\"; };", &c, &err) < 0 &&
+       strstr(err.text, "s3.archive_bucket_mode"), "a mode that is not octal is refused: %s", err.text);
+    ok(load("s3: { archive_bucket_mode = \"01777\"; };", &c, &err) < 0,
+       "a mode over 0777 is refused");
     return done_testing();
 }
