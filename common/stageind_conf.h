@@ -31,6 +31,11 @@ typedef struct {
     bool peercred;
     int64_t pin_lifetime, pin_lifetime_max;
     int64_t credentials_lifetime, credentials_lifetime_max; /* S3 session credentials */
+    char sitename[65];           /* the Tape REST API's sitename */
+    char token_issuers[PATH_MAX];/* "": no bearer tokens */
+    char token_map[PATH_MAX];
+    char token_audience[256];
+    int64_t token_skew;          /* seconds */
     char pid_file[PATH_MAX];
     char lock_file[PATH_MAX];
     char log_file[PATH_MAX];     /* "": stderr (or syslog) */

@@ -143,6 +143,9 @@ static control_opts_t control_opts(const stageind_settings_t *s, catalog_t *cat,
         .pin_lifetime_max = s->pin_lifetime_max,
         .credentials_lifetime_default = s->credentials_lifetime,
         .credentials_lifetime_max = s->credentials_lifetime_max,
+        .sitename = s->sitename,
+        .tokens = {.issuers_file = s->token_issuers, .map_file = s->token_map,
+                   .audience = s->token_audience, .skew_s = s->token_skew},
     };
 }
 

@@ -61,10 +61,11 @@ static int each_line(const char *path, size_t nfields, int (*fn)(void *, char **
                 n = 9;
         if (n == 0)
             continue;
-        if (n != nfields || fn(arg, fields, err) < 0) {
+        si_error_t why;
+        if (n != nfields || fn(arg, fields, &why) < 0) {
             if (n != nfields)
-                si_errprintf(err, "expected %zu fields", nfields);
-            si_errprintf(err, "%s line %d: %s", path, lineno, err->text);
+                si_errprintf(&why, "expected %zu fields", nfields);
+            si_errprintf(err, "%s line %d: %s", path, lineno, why.text);
             rc = -1;
         }
     }
