@@ -321,6 +321,7 @@ int main(int argc, char **argv)
     s3_opts_t so = {.catalog_path = s.catalog, .state_dir = s.state_dir, .cache = cache,
                     .push = push, .push_bucket = pushc.bucket, .sessions = sessions,
                     .pin_lifetime_max = s.pin_lifetime_max,
+                    .sitename = s.sitename, .control_port = s.port > 0 ? s.port : 0,
                     .log = log};
     if (!(s3 = s3_service_start(conf, &so, &err)) && err.text[0])
         goto error;

@@ -28,7 +28,9 @@ MINT="$top_srcdir/tests/jwt-mint.py"
 # --- keys of two issuers, the token files, configuration ---------------------------
 STATE=$TEST_DIR/state
 LOG=$TEST_DIR/stageind.log
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+PORT=$(free_port)
+S3_PORT=$(free_port)
 export STAGEIN_CONF=$TEST_DIR/stagein.conf
 unset STAGEIN_CATALOG STAGEIN_ENDPOINT SLURM_JOB_ID
 cd "$TEST_DIR" || exit 1
@@ -48,7 +50,10 @@ stageind: {
     token_map = "$TEST_DIR/token-map";
     token_audience = "https://stagein.test";
 };
+s3: { enabled = true; port = $S3_PORT; bind = "127.0.0.1"; secrets_file = "$TEST_DIR/s3.secrets"; };
 CONF
+: > s3.secrets
+chmod 600 s3.secrets
 mkdir -p "$STATE"
 head -c 300000 /dev/urandom > r1.bin
 head -c 200000 /dev/urandom > r2.bin
@@ -95,6 +100,7 @@ import gfal2
 base, token = sys.argv[1], sys.argv[2]
 ctx = gfal2.creat_context()
 ctx.cred_set(base, ctx.cred_new("BEARER", token))
+ctx.cred_set(sys.argv[3], ctx.cred_new("BEARER", token))
 # slow.bin never comes in (its volume is missing): the abort cannot race the recall
 urls = [f"{base}/real/r1.bin", f"{base}/real/r2.bin", f"{base}/real/slow.bin"]
 out = {}
@@ -111,9 +117,11 @@ out["released"] = list(ctx.release(urls[:2], req))
 status2, req2 = ctx.bring_online([urls[2]], 600, 60, True)
 out["aborted"] = list(ctx.abort_bring_online([urls[2]], req2))
 out["requests"] = [req, req2]
+# a file URL on the S3 endpoint's port: discovery there leads to the control API
+out["s3_locality"] = ctx.getxattr(sys.argv[3] + "/real/r1.bin", "user.status")
 print(json.dumps(out))
 PY
-    out=$("$GFAL_PY" gfal.py "$BASE" "$ALICE" 2>"$TEST_DIR/gfal.err")
+    out=$("$GFAL_PY" gfal.py "$BASE" "$ALICE" "http://127.0.0.1:$S3_PORT" 2>"$TEST_DIR/gfal.err")
     diag "gfal2: $out $(tail -3 "$TEST_DIR/gfal.err")"
     G=$TEST_DIR/gfal.json
     printf '%s' "$out" > "$G"
@@ -122,6 +130,7 @@ PY
     is "$(gj 'j["polled"]')" "[1, 1]" "gfal2 bring_online_poll until both are on disk"
     is "$(gj 'j["locality"]')" "ONLINE_AND_NEARLINE" "gfal2 locality through archiveinfo"
     is "$(gj 'j["released"]')" "[None, None]" "gfal2 release"
+    is "$(gj 'j["s3_locality"]')" "ONLINE_AND_NEARLINE" "gfal2 with a file URL on the S3 port"
     is "$(gj 'j["aborted"]')" "[None]" "gfal2 abort_bring_online of a second request"
     R1=$(gj 'j["requests"][0]')
     R2=$(gj 'j["requests"][1]')
@@ -138,10 +147,16 @@ else
     echo "# SKIP gfal2 part: install python3-gfal2 and gfal2-plugin-http"
 fi
 
-# --- discovery -------------------------------------------------------------------------
+# --- discovery: on the control API and on the S3 endpoint's port (file URLs) ---------------
 code=$(api GET /.well-known/wlcg-tape-rest-api "" "")
 is "$code $(json '(j["sitename"], [(e["uri"], e["version"], e["metadata"]) for e in j["endpoints"]], "description" in j)')" \
     "200 ('TESTSITE', [('$BASE/api/v1', 'v1', {})], True)" "discovery document, no credential needed"
+code=$(curl -s -o "$BODY" -w '%{http_code}' "http://127.0.0.1:$S3_PORT/.well-known/wlcg-tape-rest-api")
+is "$code $(json '(j["sitename"], [e["uri"] for e in j["endpoints"]])')" \
+    "200 ('TESTSITE', ['$BASE/api/v1'])" "on the S3 port: it names the control API"
+code=$(curl -s -o "$BODY" -w '%{http_code}' -H "Host: localhost:$S3_PORT" "http://127.0.0.1:$S3_PORT/.well-known/wlcg-tape-rest-api")
+is "$code $(json '[e["uri"] for e in j["endpoints"]]')" "200 ['http://localhost:$PORT/api/v1']" \
+    "... on the host the client used"
 
 # --- stage, status, cancel, release, delete in the spec's shapes --------------------------
 code=$(api POST /api/v1/stage '{"files": [{"path": "/real/slow.bin", "diskLifetime": "PT2H", "targetedMetadata": {"TESTSITE": {"priority": 9, "job": "77"}, "OTHERSITE": {"x": 1}}}, {"path": "/real/r2.bin", "diskLifetime": "PT1H"}]}')

@@ -887,22 +887,26 @@ out:
     json_decref(root);
 }
 
+json_t *control_discovery(const char *sitename, const char *authority)
+{
+    if (!authority || !*authority || strlen(authority) > 255 ||
+        strspn(authority, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") !=
+            strlen(authority))
+        authority = "localhost";
+    return json_pack("{s:s, s:s, s:[{s:s++, s:s, s:{}}]}", "sitename", sitename, "description",
+                     "stagein: tape recall into a cluster's cache (WLCG Tape REST API v1 with"
+                     " stagein's extensions)", "endpoints", "uri", "http://", authority,
+                     "/api/v1", "version", "v1", "metadata");
+}
+
 /* GET /.well-known/wlcg-tape-rest-api: where the Tape REST API is, for
  * clients that found this host and port in a file URL. No identity needed.
  * The endpoint's URI uses the Host the client reached us by. */
 static void on_discovery(http_request_t *req, void *arg)
 {
     control_t *c = arg;
-    const char *host = http_request_header(req, "Host");
-    if (!host || !*host || strlen(host) > 255 ||
-        strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") !=
-            strlen(host))
-        host = "localhost";
     pthread_mutex_lock(&c->lock);
-    json_t *doc = json_pack("{s:s, s:s, s:[{s:s++, s:s, s:{}}]}", "sitename", c->sitename,
-                            "description", "stagein: tape recall into a cluster's cache (WLCG"
-                            " Tape REST API v1 with stagein's extensions)", "endpoints",
-                            "uri", "http://", host, "/api/v1", "version", "v1", "metadata");
+    json_t *doc = control_discovery(c->sitename, http_request_header(req, "Host"));
     pthread_mutex_unlock(&c->lock);
     http_respond_json(req, 200, doc);
 }
@@ -1138,7 +1142,7 @@ int control_routes(control_t *c, http_server_t *server, si_error_t *err)
         const char *method, *pattern;
         http_handler_fn fn;
     } routes[] = {
-        {"GET", "/.well-known/wlcg-tape-rest-api", on_discovery},
+        {"GET", CONTROL_DISCOVERY_PATH, on_discovery},
         {"POST", "/api/v1/stage", on_stage},
         {"POST", "/api/v1/stage/", on_stage},
         {"GET", "/api/v1/stage/{id}", on_status},

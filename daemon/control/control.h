@@ -89,6 +89,13 @@ void control_set_eta_hook(control_t *c, control_eta_fn fn, void *arg);
 int control_set_s3(control_t *c, const control_s3_t *s3, si_error_t *err);
 void control_free(control_t *c);
 
+#define CONTROL_DISCOVERY_PATH "/.well-known/wlcg-tape-rest-api"
+
+/* The Tape REST API's discovery document: sitename and the endpoint
+ * http://AUTHORITY/api/v1 (AUTHORITY "host:port"; "localhost" when it is
+ * missing or holds other characters than a host's). */
+json_t *control_discovery(const char *sitename, const char *authority);
+
 /* ---- parsing, exposed for tests ------------------------------------------ */
 
 typedef struct {

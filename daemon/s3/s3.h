@@ -87,6 +87,9 @@ typedef struct {
     rdma_config_t rdma;          /* the "rdma" group; zeroed: no RDMA data path */
     int64_t pin_lifetime_max;    /* stageind.pin_lifetime_max: the longest RestoreObject
                                     Days, in seconds; 0: no bound */
+    const char *sitename;        /* the WLCG Tape REST API's discovery document, served */
+    int control_port;            /* here for file URLs on this port, names the control
+                                    API on this port (0: no discovery document) */
 } s3_opts_t;
 
 /* Loads the secrets (mode 0600 or refused), opens the catalog connections
