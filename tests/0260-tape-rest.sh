@@ -60,7 +60,7 @@ head -c 200000 /dev/urandom > r2.bin
 head -c 100000 /dev/urandom > r3.bin
 printf 'real/r1.bin\nreal/r2.bin\nreal/r3.bin\n' > real.manifest
 # slow.bin lies on a volume the library does not have: its requests stay queued
-printf 'bucket,key,size,volume,position,copy,checksum\npriv,b/secret.bin,1000,L00099,0,1,\nreal,slow.bin,1000,L00098,0,1,\n' > priv.csv
+printf 'bucket,key,size,volume,position,copy,checksum\npriv,b/secret.bin,1000,L00099,0,1,\nreal,slow.bin,1000,L00098,0,1,\nreal,lost.bin,1000,L00097,0,1,\n' > priv.csv
 printf 'priv/b/secret.bin\n' > priv.manifest
 run_ok "bob's private object" -- "$STAGEIN" catalog import priv.csv
 run_ok "bob's private dataset" -- "$STAGEIN" catalog define bobpriv priv.manifest --owner 1001:1001 --mode 0600
@@ -198,6 +198,10 @@ is "$code $(json '[sorted(e) for e in j]')" \
     "archiveinfo: locality per path, errors for unknown and out-of-scope paths"
 is "$(json 'j[2]["error"]')" "the token's scope (storage.read or storage.stage) does not cover this path" \
     "archiveinfo outside the token's scope"
+sqlite3 "$STATE/catalog.db" "UPDATE volumes SET state = 'disabled' WHERE label = 'L00098'; UPDATE volumes SET state = 'failed' WHERE label = 'L00097'"
+code=$(api POST /api/v1/archiveinfo '{"paths": ["/real/slow.bin", "/real/lost.bin"]}')
+is "$code $(json '[e.get("locality") for e in j]')" "200 ['UNAVAILABLE', 'LOST']" \
+    "archiveinfo: a disabled volume's file UNAVAILABLE, a failed volume's LOST"
 
 # --- refusals: nothing staged ----------------------------------------------------------------
 ONE_FILE='{"files": [{"path": "/real/r1.bin"}]}'
