@@ -108,6 +108,9 @@ int stageind_settings(const si_conf_t *conf, const stageind_overrides_t *o,
     if (!s.sitename[0])
         return si_errprintf(err, "stageind.sitename must not be empty");
     s.token_skew = si_conf_int(conf, "stageind.token_skew", 60);
+    snprintf(buf, sizeof(buf), "%s/token.key", s.state_dir);
+    if (set_path(s.token_key, sizeof(s.token_key), "token key", buf, err) < 0)
+        return -1;
 
     snprintf(buf, sizeof(buf), "%s/stageind.pid", s.state_dir);
     if (set_path(s.pid_file, sizeof(s.pid_file), "pid file",

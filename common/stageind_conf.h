@@ -36,6 +36,7 @@ typedef struct {
     char token_map[PATH_MAX];
     char token_audience[256];
     int64_t token_skew;          /* seconds */
+    char token_key[PATH_MAX];    /* <state_dir>/token.key: stageind's own signing key */
     char pid_file[PATH_MAX];
     char lock_file[PATH_MAX];
     char log_file[PATH_MAX];     /* "": stderr (or syslog) */

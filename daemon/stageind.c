@@ -146,6 +146,7 @@ static control_opts_t control_opts(const stageind_settings_t *s, catalog_t *cat,
         .sitename = s->sitename,
         .tokens = {.issuers_file = s->token_issuers, .map_file = s->token_map,
                    .audience = s->token_audience, .skew_s = s->token_skew},
+        .token_key_path = s->token_key,
     };
 }
 

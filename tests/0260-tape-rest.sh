@@ -67,7 +67,8 @@ run_ok "bob's private dataset" -- "$STAGEIN" catalog define bobpriv priv.manifes
 run_ok "simulated volume" -- "$STAGEIN" tape create L00010
 run_ok "files written to it" -- "$STAGEIN" tape write L00010 --bucket real r1.bin r2.bin r3.bin
 run_ok "public dataset of those files" -- "$STAGEIN" catalog define real real.manifest --owner 1000:1000 --mode 0644
-"$STAGEIND" -d "$STATE" -p "$PORT" -S "" -l "$LOG"
+SOCK=$TEST_DIR/ctl.sock
+"$STAGEIND" -d "$STATE" -p "$PORT" -S "$SOCK" -l "$LOG"
 track_pid "$(cat "$STATE/stageind.pid" 2>/dev/null)"
 ok "$(kill -0 "$(cat "$STATE/stageind.pid" 2>/dev/null)" 2>/dev/null; echo $?)" "stageind starts"
 
@@ -242,6 +243,28 @@ ok "$(grep -qi '^www-authenticate: Bearer error="invalid_token"' "$HDRS"; echo $
 ES=$(mint ec.key ES256 '{"iss": "https://ec.test", "sub": "alice", "aud": "https://wlcg.cern.ch/jwt/v1/any", "exp": "now+600", "scope": "storage.stage:/real"}')
 code=$(api POST /api/v1/stage '{"files": [{"path": "/real/r2.bin"}]}' "$ES")
 is "$code" 201 "an ES256 token of the second issuer, with the WLCG any audience"
+
+# --- stagein token: tokens stageind signs itself (peer credentials on the socket: root) ------
+own=$("$STAGEIN" token --endpoint "unix:$SOCK" --scope "storage.stage:/real" --lifetime 10m 2>&1)
+claims_of() { python3 -c 'import base64, json, sys; p = sys.argv[1].split(".")[1]; print(json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4))))' "$1" 2>/dev/null; }
+is "$(claims_of "$own" | python3 -c 'import ast, sys; c = ast.literal_eval(sys.stdin.read()); print(c["iss"], c["sub"], c["scope"], c["exp"] - c["iat"])')" \
+    "stageind 0:0 storage.stage:/real 600" "stagein token: signed by stageind for the caller, with the scope and lifetime asked"
+code=$(api POST /api/v1/stage '{"files": [{"path": "/real/r1.bin"}]}' "$own")
+is "$code" 201 "stageind's own token stages within its scope"
+code=$(api POST /api/v1/stage '{"files": [{"path": "/priv/b/secret.bin"}]}' "$own")
+is "$code $(json 'j["detail"]' | cut -c1-59)" "403 the token's scope does not allow staging /priv/b/secret.bin" \
+    "... and not outside it"
+code=$(api POST /api/v1/token '{}' "$ALICE")
+is "$code $(json 'j["detail"]')" "403 a bearer token cannot ask for another token: use MUNGE or the Unix socket" \
+    "a token does not beget tokens"
+run_fails_with "a scope with '..' refused" "the path has|component" -- \
+    "$STAGEIN" token --endpoint "unix:$SOCK" --scope "storage.stage:/real/../priv"
+run_fails_with "a scope of another kind refused" "is not storage.stage:/PATH" -- \
+    "$STAGEIN" token --endpoint "unix:$SOCK" --scope "storage.modify:/"
+curl -s "$BASE/api/v1/token/key" > served.pem
+openssl pkey -in "$STATE/token.key" -pubout > expected.pem 2>/dev/null
+ok "$(cmp -s served.pem expected.pem && [ "$(stat -c %a "$STATE/token.key")" = 600 ]; echo $?)" \
+    "GET /api/v1/token/key serves the public half of the 0600 signing key"
 
 kill "$(cat "$STATE/stageind.pid")" 2>/dev/null
 finish

@@ -41,7 +41,11 @@ struct control {
     void *eta_arg;
     token_verifier_t *tokens;      /* bearer token issuers and mapping */
     char *sitename;
+    EVP_PKEY *token_key;           /* stageind's own; NULL: it signs no tokens */
+    char *token_pub;               /* its public half, PEM */
 };
+
+#define TOKEN_DEFAULT_SCOPE "storage.stage:/ storage.read:/"
 
 #define GROUPS_TTL_S 60.0
 #define SUBMISSION_MAX 95
@@ -336,6 +340,11 @@ static int apply_opts(control_t *c, const control_opts_t *opts, si_error_t *err)
     token_verifier_t *tokens = token_verifier_new(&opts->tokens, err);
     if (!tokens)
         return -1;
+    if (c->token_key &&
+        token_verifier_trust_self(tokens, CONTROL_TOKEN_ISSUER, c->token_key, err) < 0) {
+        token_verifier_free(tokens);
+        return -1;
+    }
     char *sock = NULL, *sitename = strdup(site);
     if ((opts->munge_socket && !(sock = strdup(opts->munge_socket))) || !sitename) {
         free(sock);
@@ -371,6 +380,12 @@ control_t *control_new(const control_opts_t *opts, si_error_t *err)
         si_errprintf(err, "out of memory");
         return NULL;
     }
+    if (opts->token_key_path && (!(c->token_key = token_key_load(opts->token_key_path, err)) ||
+                                 !(c->token_pub = token_key_public_pem(c->token_key, err)))) {
+        EVP_PKEY_free(c->token_key);
+        free(c);
+        return NULL;
+    }
     if (apply_opts(c, opts, err) < 0 || !(c->groups = si_groups_new(GROUPS_TTL_S)) ||
         !(c->requests = requests_open(opts->cat, err))) {
         if (!c->groups)
@@ -379,6 +394,8 @@ control_t *control_new(const control_opts_t *opts, si_error_t *err)
         free(c->munge_socket);
         free(c->sitename);
         token_verifier_free(c->tokens);
+        EVP_PKEY_free(c->token_key);
+        free(c->token_pub);
         free(c);
         return NULL;
     }
@@ -450,6 +467,8 @@ void control_free(control_t *c)
     free(c->s3_region);
     free(c->sitename);
     token_verifier_free(c->tokens);
+    EVP_PKEY_free(c->token_key);
+    free(c->token_pub);
     free(c);
 }
 
@@ -1136,6 +1155,113 @@ out:
     json_decref(root);
 }
 
+/* The scope a caller asks for: WLCG storage.stage / storage.read scopes on
+ * absolute paths without "." or ".." components, space separated. */
+static int scope_check(const char *scope, si_error_t *err)
+{
+    if (!*scope || strlen(scope) >= TOKEN_SCOPE_MAX)
+        return si_errprintf(err, "scope must be 1 to %d bytes", TOKEN_SCOPE_MAX - 1);
+    char copy[TOKEN_SCOPE_MAX], *save = NULL;
+    snprintf(copy, sizeof(copy), "%s", scope);
+    for (char *t = strtok_r(copy, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        char *path = strncmp(t, "storage.stage:/", 15) == 0  ? t + 14
+                     : strncmp(t, "storage.read:/", 14) == 0 ? t + 13
+                                                              : NULL;
+        if (!path)
+            return si_errprintf(err, "scope '%.64s' is not storage.stage:/PATH or"
+                                     " storage.read:/PATH", t);
+        size_t n = strlen(path);
+        if (n > 1 && path[n - 1] == '/')
+            path[--n] = '\0';
+        si_error_t why;
+        if (n > 1 && si_key_check(path + 1, n - 1, &why) < 0)
+            return si_errprintf(err, "scope '%.64s': %s", t, why.text);
+    }
+    return 0;
+}
+
+/* POST /api/v1/token {"lifetime": S, "scope": "..."}: a bearer token
+ * stageind signs for the caller, for sites without an identity provider.
+ * MUNGE and peer credentials only: a token does not beget tokens. */
+static void on_token(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    identity_t who;
+    size_t len;
+    const char *body = http_request_body(req, &len);
+    json_t *root = NULL;
+    si_error_t err;
+    pthread_mutex_lock(&c->lock);
+    if (!authenticate(c, req, &who))
+        goto out;
+    if (!c->token_key) {
+        http_respond_error(req, 404, "this stageind signs no tokens");
+        goto out;
+    }
+    if (strcmp(who.method, "bearer") == 0) {
+        http_respond_error(req, 403, "a bearer token cannot ask for another token: use MUNGE"
+                                     " or the Unix socket");
+        goto out;
+    }
+    int64_t lifetime = c->cred_default;
+    const char *scope = TOKEN_DEFAULT_SCOPE;
+    if (len) {
+        json_error_t jerr;
+        const char *key;
+        json_t *v;
+        if (!(root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr)) ||
+            !json_is_object(root)) {
+            http_respond_error(req, 400, "the body must be a JSON object: {\"lifetime\": SECONDS,"
+                                         " \"scope\": \"...\"}");
+            goto out;
+        }
+        json_object_foreach(root, key, v) {
+            if (strcmp(key, "lifetime") != 0 && strcmp(key, "scope") != 0) {
+                http_respond_error(req, 400, "unknown field '%.64s' (known: lifetime, scope)", key);
+                goto out;
+            }
+        }
+        json_t *sv = json_object_get(root, "scope");
+        if (int_field(root, "lifetime", 60, c->cred_max, &lifetime, &err) < 0 ||
+            (sv && (!json_is_string(sv) ||
+                    scope_check(json_string_value(sv), &err) < 0))) {
+            http_respond_error(req, 400, "%s", sv && !json_is_string(sv)
+                                                   ? "field 'scope' must be a string" : err.text);
+            goto out;
+        }
+        if (sv)
+            scope = json_string_value(sv);
+    }
+    time_t now = time(NULL);
+    char *token = token_sign(c->token_key, CONTROL_TOKEN_ISSUER, who.uid, who.gid, scope,
+                             lifetime, now, &err);
+    if (!token) {
+        http_respond_error(req, 500, "%s", err.text);
+        goto out;
+    }
+    si_log(c->log, SI_LOG_INFO, "token for uid %u, %lld s, scope %s", (unsigned)who.uid,
+           (long long)lifetime, scope);
+    http_respond_json(req, 201, json_pack("{s:s, s:s, s:I, s:s, s:I, s:I}", "token", token,
+                                          "issuer", CONTROL_TOKEN_ISSUER, "expires",
+                                          (json_int_t)(now + lifetime), "scope", scope, "uid",
+                                          (json_int_t)who.uid, "gid", (json_int_t)who.gid));
+    OPENSSL_cleanse(token, strlen(token));
+    free(token);
+out:
+    pthread_mutex_unlock(&c->lock);
+    json_decref(root);
+}
+
+/* GET /api/v1/token/key: the public key stageind's tokens verify with. */
+static void on_token_key(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    if (!c->token_pub)
+        http_respond_error(req, 404, "this stageind signs no tokens");
+    else
+        http_respond(req, 200, "application/x-pem-file", c->token_pub, strlen(c->token_pub));
+}
+
 int control_routes(control_t *c, http_server_t *server, si_error_t *err)
 {
     static const struct {
@@ -1155,6 +1281,8 @@ int control_routes(control_t *c, http_server_t *server, si_error_t *err)
         {"GET", "/api/v1/queue", on_queue},
         {"GET", "/api/v1/requests", on_requests},
         {"POST", "/api/v1/credentials", on_credentials},
+        {"POST", "/api/v1/token", on_token},
+        {"GET", "/api/v1/token/key", on_token_key},
         {"GET", "/metrics", on_metrics},
     };
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)

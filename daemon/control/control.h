@@ -17,6 +17,8 @@
  *                                    ones, or all=1 also finished and expired ones
  *   POST /api/v1/archiveinfo         {"paths": [...]} -> locality per file
  *   GET  /api/v1/queue               the active requests in queue order
+ *   POST /api/v1/token               {"lifetime", "scope"} -> a bearer token stageind signs
+ *   GET  /api/v1/token/key           its public key (PEM), for other services
  *   POST /api/v1/credentials         {"lifetime", "uid"/"gid"} -> short-lived S3
  *                                    credentials of the caller and the S3 endpoint
  *   GET  /metrics                    Prometheus text
@@ -54,7 +56,12 @@ typedef struct {
     const char *sitename;          /* the Tape REST API's sitename (targetedMetadata key);
                                       NULL: "stagein" */
     token_opts_t tokens;           /* bearer token issuers, mapping, audience, skew */
+    const char *token_key_path;    /* stageind's own signing key (made if missing), for
+                                      POST /api/v1/token; NULL: no tokens of its own */
 } control_opts_t;
+
+/* The issuer of the tokens stageind signs itself. */
+#define CONTROL_TOKEN_ISSUER "stageind"
 
 /* Told when a job's holder went but its array still holds the request, so
  * the job reconciliation looks at the array now. */

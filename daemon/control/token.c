@@ -3,6 +3,9 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,7 @@
 typedef struct {
     char issuer[FIELD_MAX];
     EVP_PKEY *key;
+    bool self;                     /* stageind's own: "sub" is "UID:GID" */
 } issuer_t;
 
 typedef struct {
@@ -73,6 +77,32 @@ static int each_line(const char *path, size_t nfields, int (*fn)(void *, char **
     return rc;
 }
 
+/* Takes key. */
+static int add_key(token_verifier_t *v, const char *issuer, EVP_PKEY *key, bool self,
+                   si_error_t *err)
+{
+    issuer_t *grown = realloc(v->issuers, (v->nissuers + 1) * sizeof(*grown));
+    if (!grown) {
+        EVP_PKEY_free(key);
+        return si_errprintf(err, "out of memory");
+    }
+    v->issuers = grown;
+    snprintf(grown[v->nissuers].issuer, FIELD_MAX, "%s", issuer);
+    grown[v->nissuers].self = self;
+    grown[v->nissuers++].key = key;
+    return 0;
+}
+
+int token_verifier_trust_self(token_verifier_t *v, const char *issuer, EVP_PKEY *key,
+                              si_error_t *err)
+{
+    if (strlen(issuer) >= FIELD_MAX)
+        return si_errprintf(err, "issuer longer than %d characters", FIELD_MAX - 1);
+    if (EVP_PKEY_up_ref(key) != 1)
+        return si_errprintf(err, "cannot reference the signing key");
+    return add_key(v, issuer, key, true, err);
+}
+
 static int add_issuer(void *arg, char **fields, si_error_t *err)
 {
     token_verifier_t *v = arg;
@@ -90,15 +120,7 @@ static int add_issuer(void *arg, char **fields, si_error_t *err)
         EVP_PKEY_free(key);
         return si_errprintf(err, "%s: only RSA (RS256) and EC P-256 (ES256) keys", fields[1]);
     }
-    issuer_t *grown = realloc(v->issuers, (v->nissuers + 1) * sizeof(*grown));
-    if (!grown) {
-        EVP_PKEY_free(key);
-        return si_errprintf(err, "out of memory");
-    }
-    v->issuers = grown;
-    snprintf(grown[v->nissuers].issuer, FIELD_MAX, "%s", fields[0]);
-    grown[v->nissuers++].key = key;
-    return 0;
+    return add_key(v, fields[0], key, false, err);
 }
 
 static int add_mapping(void *arg, char **fields, si_error_t *err)
@@ -348,6 +370,19 @@ int token_verify(const token_verifier_t *v, const char *jwt, time_t now, token_c
         goto out;
     }
     const mapping_t *m = NULL;
+    mapping_t self;
+    unsigned long long su, sg;
+    char tail;
+    if (issuer->self) {
+        if (sscanf(sub, "%llu:%llu%c", &su, &sg, &tail) != 2 || su >= UINT32_MAX ||
+            sg >= UINT32_MAX) {
+            si_errprintf(err, "bearer token subject '%.64s' is not UID:GID", sub);
+            goto out;
+        }
+        self.uid = (uid_t)su;
+        self.gid = (gid_t)sg;
+        m = &self;
+    }
     for (size_t i = 0; i < v->nmap && !m; i++)
         if (strcmp(v->map[i].issuer, iss) == 0 && strcmp(v->map[i].subject, sub) == 0)
             m = &v->map[i];
@@ -389,4 +424,128 @@ bool token_scope_allows(const char *scope, const char *op, const char *path)
         p += n;
     }
     return false;
+}
+
+static char *b64url_encode(const unsigned char *in, size_t len)
+{
+    char *out = malloc(len / 3 * 4 + 8);
+    if (!out)
+        return NULL;
+    int n = EVP_EncodeBlock((unsigned char *)out, in, (int)len);
+    while (n > 0 && out[n - 1] == '=')
+        n--;
+    out[n] = '\0';
+    for (char *p = out; *p; p++)
+        *p = *p == '+' ? '-' : *p == '/' ? '_' : *p;
+    return out;
+}
+
+char *token_sign(EVP_PKEY *key, const char *issuer, uid_t uid, gid_t gid, const char *scope,
+                 int64_t lifetime_s, time_t now, si_error_t *err)
+{
+    static const char header[] = "{\"alg\":\"ES256\",\"typ\":\"JWT\"}";
+    char sub[48];
+    snprintf(sub, sizeof(sub), "%u:%u", (unsigned)uid, (unsigned)gid);
+    json_t *claims = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "iss", issuer, "sub", sub,
+                               "aud", TOKEN_AUD_ANY, "iat", (json_int_t)now, "nbf",
+                               (json_int_t)now, "exp", (json_int_t)(now + lifetime_s), "scope",
+                               scope);
+    char *payload = claims ? json_dumps(claims, JSON_COMPACT) : NULL;
+    json_decref(claims);
+    char *h = b64url_encode((const unsigned char *)header, strlen(header));
+    char *c = payload ? b64url_encode((const unsigned char *)payload, strlen(payload)) : NULL;
+    free(payload);
+    char *signing = NULL, *sig64 = NULL, *jwt = NULL;
+    unsigned char der[128], raw[64];
+    size_t derlen = sizeof(der);
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    ECDSA_SIG *es = NULL;
+    if (!h || !c || !md || asprintf(&signing, "%s.%s", h, c) < 0) {
+        signing = NULL;
+        si_errprintf(err, "out of memory");
+        goto out;
+    }
+    const unsigned char *p = der;
+    if (EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, key) != 1 ||
+        EVP_DigestSign(md, der, &derlen, (const unsigned char *)signing, strlen(signing)) != 1 ||
+        !(es = d2i_ECDSA_SIG(NULL, &p, (long)derlen)) ||
+        BN_bn2binpad(ECDSA_SIG_get0_r(es), raw, 32) != 32 ||
+        BN_bn2binpad(ECDSA_SIG_get0_s(es), raw + 32, 32) != 32) {
+        si_errprintf(err, "cannot sign the token (is the key EC P-256?)");
+        goto out;
+    }
+    if (!(sig64 = b64url_encode(raw, 64)) || asprintf(&jwt, "%s.%s", signing, sig64) < 0) {
+        jwt = NULL;
+        si_errprintf(err, "out of memory");
+    }
+out:
+    ECDSA_SIG_free(es);
+    EVP_MD_CTX_free(md);
+    free(h);
+    free(c);
+    free(signing);
+    free(sig64);
+    return jwt;
+}
+
+EVP_PKEY *token_key_load(const char *path, si_error_t *err)
+{
+    struct stat st;
+    EVP_PKEY *key = NULL;
+    if (stat(path, &st) == 0) {
+        if (st.st_mode & 077) {
+            si_errprintf(err, "%s is readable by others (mode %04o): the token signing key must"
+                              " be 0600", path, (unsigned)(st.st_mode & 07777));
+            return NULL;
+        }
+        FILE *f = fopen(path, "r");
+        key = f ? PEM_read_PrivateKey(f, NULL, NULL, NULL) : NULL;
+        if (f)
+            fclose(f);
+        if (!key || EVP_PKEY_get_base_id(key) != EVP_PKEY_EC) {
+            EVP_PKEY_free(key);
+            si_errprintf(err, "%s is not an EC private key in PEM", path);
+            return NULL;
+        }
+        return key;
+    }
+    if (errno != ENOENT) {
+        si_errprintf(err, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (!(key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256"))) {
+        si_errprintf(err, "cannot make a token signing key");
+        return NULL;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    bool ok = f && PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL) == 1;
+    ok = f && fflush(f) == 0 && fsync(fileno(f)) == 0 && ok;
+    if (f)
+        fclose(f);
+    else if (fd >= 0)
+        close(fd);
+    if (!ok) {
+        si_errprintf(err, "cannot write the token signing key %s: %s", path, strerror(errno));
+        unlink(path);
+        EVP_PKEY_free(key);
+        return NULL;
+    }
+    return key;
+}
+
+char *token_key_public_pem(EVP_PKEY *key, si_error_t *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    bool ok = mem && PEM_write_PUBKEY(mem, key) == 1;
+    if (mem)
+        fclose(mem);
+    if (!ok) {
+        free(text);
+        si_errprintf(err, "cannot write the public key");
+        return NULL;
+    }
+    return text;
 }

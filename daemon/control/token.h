@@ -11,6 +11,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+
 #include "common/error.h"
 
 #define TOKEN_MAX 8192                 /* longer Authorization values are refused */
@@ -44,6 +46,23 @@ bool token_verifier_enabled(const token_verifier_t *v);
  * yet valid) or 403 (valid but its subject maps to no local user). */
 int token_verify(const token_verifier_t *v, const char *jwt, time_t now, token_claims_t *out,
                  unsigned *status, si_error_t *err);
+
+/* stageind's own issuer, for sites without an identity provider: tokens it
+ * signs (token_sign) for callers MUNGE authenticated carry "sub": "UID:GID",
+ * trusted because only stageind holds the key. The key is up-referenced. */
+int token_verifier_trust_self(token_verifier_t *v, const char *issuer, EVP_PKEY *key,
+                              si_error_t *err);
+
+/* An ES256 token of issuer for uid:gid with scope, valid lifetime_s from
+ * now (aud TOKEN_AUD_ANY); malloc'd, NULL with err. */
+char *token_sign(EVP_PKEY *key, const char *issuer, uid_t uid, gid_t gid, const char *scope,
+                 int64_t lifetime_s, time_t now, si_error_t *err);
+
+/* stageind's signing key: an EC P-256 private key in PEM at path, made
+ * (mode 0600) when missing; a file readable by others is refused. */
+EVP_PKEY *token_key_load(const char *path, si_error_t *err);
+/* The public half as PEM text (malloc'd). */
+char *token_key_public_pem(EVP_PKEY *key, si_error_t *err);
 
 /* Whether a scope list grants op ("storage.stage", "storage.read") on the
  * absolute path ("/bucket/key"): a scope "op:/dir" covers /dir and what is

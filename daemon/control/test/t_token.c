@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/ecdsa.h>
@@ -203,6 +204,45 @@ int main(void)
     ok(token_verify(none, "a.b.c", now, &c, &status, &err) < 0 && status == 401,
        "disabled verifier refuses: %s", err.text);
     token_verifier_free(none);
+
+    /* stageind's own tokens: signed here, "sub" UID:GID trusted for its issuer only */
+    char keyfile[160];
+    snprintf(keyfile, sizeof(keyfile), "%s/token.key", dir);
+    EVP_PKEY *self = token_key_load(keyfile, &err);
+    ok(self != NULL, "signing key made: %s", self ? "" : err.text);
+    struct stat st;
+    ok(stat(keyfile, &st) == 0 && (st.st_mode & 0777) == 0600, "signing key file is 0600");
+    EVP_PKEY *again = token_key_load(keyfile, &err);
+    ok(again && EVP_PKEY_eq(self, again) == 1, "loaded again: the same key");
+    EVP_PKEY_free(again);
+    chmod(keyfile, 0644);
+    ok(!token_key_load(keyfile, &err) && strstr(err.text, "0600"), "a key readable by others"
+       " refused: %s", err.text);
+    chmod(keyfile, 0600);
+    f = fopen(map, "w");
+    fprintf(f, "https://idp.test alice 1000 100\n");
+    fclose(f);
+    v = token_verifier_new(&o, &err);
+    ok(v && token_verifier_trust_self(v, "stageind", self, &err) == 0, "own issuer trusted");
+    t = token_sign(self, "stageind", 1234, 567, "storage.stage:/x", 600, now, &err);
+    ok(t && token_verify(v, t, now, &c, &status, &err) == 0 && c.uid == 1234 && c.gid == 567,
+       "own token verifies as uid 1234 gid 567");
+    is_str(c.scope, "storage.stage:/x", "own token's scope");
+    ok(token_verify(v, t, now + 700, &c, &status, &err) < 0 && strstr(err.text, "expired"),
+       "own token expires: %s", err.text);
+    free(t);
+    cl = claims("https://idp.test", "1234:567", "stagein-test", now + 600, now, "");
+    t = sign(rsa, "RS256", cl);
+    ok(token_verify(v, t, now, &c, &status, &err) < 0 && status == 403,
+       "UID:GID subjects are trusted from stageind's own issuer only: %s", err.text);
+    free(t);
+    free(cl);
+    char *pem = token_key_public_pem(self, &err);
+    ok(pem && strstr(pem, "BEGIN PUBLIC KEY"), "public key as PEM");
+    free(pem);
+    token_verifier_free(v);
+    EVP_PKEY_free(self);
+    unlink(keyfile);
     token_verifier_free(v);
     EVP_PKEY_free(rsa);
     EVP_PKEY_free(ec);
