@@ -190,7 +190,8 @@ static int string_list(json_t *root, const char *name, const char *sitename,
         if (json_is_object(v) && sitename &&
             file_members(root, v, i, sitename, disk_lifetime, err) < 0)
             return -1;
-        (*list)[(*n)++] = object_path(json_string_value(s));
+        /* files may be the spec's absolute paths; dataset names are names */
+        (*list)[(*n)++] = sitename ? object_path(json_string_value(s)) : json_string_value(s);
     }
     return 0;
 }

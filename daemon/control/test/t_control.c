@@ -49,6 +49,9 @@ int main(void)
     is_str(st.job, "42", "job from our sitename's targetedMetadata");
     is_int(st.priority, 7, "priority from targetedMetadata");
     control_stage_free(&st);
+    ok(parse("{\"datasets\": [\"/pub\"]}", &st, &err) == 0, "a dataset name with a slash parses");
+    is_str(st.datasets[0], "/pub", "... and is kept as given (only file paths are absolute)");
+    control_stage_free(&st);
     ok(parse("{\"files\": [{\"path\": \"/bkt/a\", \"diskLifetime\": \"PT1H\"}],"
              " \"pin_lifetime\": 60}", &st, &err) == 0 && st.pin_lifetime == 60,
        "pin_lifetime wins over diskLifetime");
