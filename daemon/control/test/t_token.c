@@ -222,25 +222,25 @@ int main(void)
     f = fopen(map, "w");
     fprintf(f, "https://idp.test alice 1000 100\n");
     fclose(f);
-    v = token_verifier_new(&o, &err);
-    ok(v && token_verifier_trust_self(v, "stageind", self, &err) == 0, "own issuer trusted");
+    token_verifier_t *own = token_verifier_new(&o, &err);
+    ok(own && token_verifier_trust_self(own, "stageind", self, &err) == 0, "own issuer trusted");
     t = token_sign(self, "stageind", 1234, 567, "storage.stage:/x", 600, now, &err);
-    ok(t && token_verify(v, t, now, &c, &status, &err) == 0 && c.uid == 1234 && c.gid == 567,
+    ok(t && token_verify(own, t, now, &c, &status, &err) == 0 && c.uid == 1234 && c.gid == 567,
        "own token verifies as uid 1234 gid 567");
     is_str(c.scope, "storage.stage:/x", "own token's scope");
-    ok(token_verify(v, t, now + 700, &c, &status, &err) < 0 && strstr(err.text, "expired"),
+    ok(token_verify(own, t, now + 700, &c, &status, &err) < 0 && strstr(err.text, "expired"),
        "own token expires: %s", err.text);
     free(t);
     cl = claims("https://idp.test", "1234:567", "stagein-test", now + 600, now, "");
     t = sign(rsa, "RS256", cl);
-    ok(token_verify(v, t, now, &c, &status, &err) < 0 && status == 403,
+    ok(token_verify(own, t, now, &c, &status, &err) < 0 && status == 403,
        "UID:GID subjects are trusted from stageind's own issuer only: %s", err.text);
     free(t);
     free(cl);
     char *pem = token_key_public_pem(self, &err);
     ok(pem && strstr(pem, "BEGIN PUBLIC KEY"), "public key as PEM");
     free(pem);
-    token_verifier_free(v);
+    token_verifier_free(own);
     EVP_PKEY_free(self);
     unlink(keyfile);
     token_verifier_free(v);
