@@ -1070,15 +1070,49 @@ static void on_metrics(http_request_t *req, void *arg)
     free(text);
 }
 
+/* An optional body that must be a JSON object of the fields known (a NULL
+ * terminated list): true with *root (NULL for an empty body), or false after
+ * answering 400 naming what was wrong. */
+static bool object_body(http_request_t *req, const char *const *known, json_t **root)
+{
+    size_t len;
+    const char *body = http_request_body(req, &len);
+    *root = NULL;
+    if (!len)
+        return true;
+    json_error_t jerr;
+    if (!(*root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr))) {
+        http_respond_error(req, 400, "malformed JSON at line %d, column %d: %s", jerr.line,
+                           jerr.column, jerr.text);
+        return false;
+    }
+    if (!json_is_object(*root)) {
+        http_respond_error(req, 400, "the body must be a JSON object");
+        return false;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(*root, key, v) {
+        if (!listed(known, key)) {
+            char names[256] = "";
+            for (size_t i = 0; known[i]; i++)
+                snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+                         i ? ", " : "", known[i]);
+            http_respond_error(req, 400, "unknown field '%.64s' (known: %s)", key, names);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Short-lived S3 credentials for the caller (or, for root, for the user
  * named), so that a job's agent and tools reach the S3 endpoint with the
  * identity MUNGE gave them, and no long-term key. */
 static void on_credentials(http_request_t *req, void *arg)
 {
+    static const char *const known[] = {"lifetime", "uid", "gid", NULL};
     control_t *c = arg;
     identity_t who;
-    size_t len;
-    const char *body = http_request_body(req, &len);
     json_t *root = NULL;
     si_error_t err;
     pthread_mutex_lock(&c->lock);
@@ -1090,28 +1124,9 @@ static void on_credentials(http_request_t *req, void *arg)
         goto out;
     }
     int64_t lifetime = c->cred_default, uid = -1, gid = -1;
-    if (len) {
-        json_error_t jerr;
-        root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-        if (!root) {
-            http_respond_error(req, 400, "malformed JSON at line %d, column %d: %s", jerr.line,
-                               jerr.column, jerr.text);
-            goto out;
-        }
-        const char *key;
-        json_t *v;
-        if (!json_is_object(root)) {
-            http_respond_error(req, 400, "the body must be a JSON object");
-            goto out;
-        }
-        json_object_foreach(root, key, v) {
-            if (strcmp(key, "lifetime") != 0 && strcmp(key, "uid") != 0 &&
-                strcmp(key, "gid") != 0) {
-                http_respond_error(req, 400, "unknown field '%s' (known: lifetime, uid, gid)",
-                                   key);
-                goto out;
-            }
-        }
+    if (!object_body(req, known, &root))
+        goto out;
+    if (root) {
         if (int_field(root, "lifetime", 60, c->cred_max, &lifetime, &err) < 0 ||
             int_field(root, "uid", 0, UINT32_MAX - 1, &uid, &err) < 0 ||
             int_field(root, "gid", 0, UINT32_MAX - 1, &gid, &err) < 0) {
@@ -1186,10 +1201,9 @@ static int scope_check(const char *scope, si_error_t *err)
  * MUNGE and peer credentials only: a token does not beget tokens. */
 static void on_token(http_request_t *req, void *arg)
 {
+    static const char *const known[] = {"lifetime", "scope", NULL};
     control_t *c = arg;
     identity_t who;
-    size_t len;
-    const char *body = http_request_body(req, &len);
     json_t *root = NULL;
     si_error_t err;
     pthread_mutex_lock(&c->lock);
@@ -1206,22 +1220,9 @@ static void on_token(http_request_t *req, void *arg)
     }
     int64_t lifetime = c->cred_default;
     const char *scope = TOKEN_DEFAULT_SCOPE;
-    if (len) {
-        json_error_t jerr;
-        const char *key;
-        json_t *v;
-        if (!(root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr)) ||
-            !json_is_object(root)) {
-            http_respond_error(req, 400, "the body must be a JSON object: {\"lifetime\": SECONDS,"
-                                         " \"scope\": \"...\"}");
-            goto out;
-        }
-        json_object_foreach(root, key, v) {
-            if (strcmp(key, "lifetime") != 0 && strcmp(key, "scope") != 0) {
-                http_respond_error(req, 400, "unknown field '%.64s' (known: lifetime, scope)", key);
-                goto out;
-            }
-        }
+    if (!object_body(req, known, &root))
+        goto out;
+    if (root) {
         json_t *sv = json_object_get(root, "scope");
         if (int_field(root, "lifetime", 60, c->cred_max, &lifetime, &err) < 0 ||
             (sv && (!json_is_string(sv) ||
