@@ -173,7 +173,11 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_LOCALITY] =
         "SELECT o.size, EXISTS (SELECT 1 FROM cache c WHERE c.object_id = o.id),"
         " EXISTS (SELECT 1 FROM tape_copies t JOIN volumes v ON v.id = t.volume_id"
-        "  WHERE t.object_id = o.id AND v.state NOT IN ('failed', 'disabled'))"
+        "  WHERE t.object_id = o.id AND v.state NOT IN ('failed', 'disabled')),"
+        " EXISTS (SELECT 1 FROM tape_copies t JOIN volumes v ON v.id = t.volume_id"
+        "  WHERE t.object_id = o.id AND v.state = 'disabled'),"
+        " EXISTS (SELECT 1 FROM tape_copies t JOIN volumes v ON v.id = t.volume_id"
+        "  WHERE t.object_id = o.id AND v.state = 'failed')"
         " FROM objects o WHERE o.bucket = :bucket AND o.key = :key",
     [SQL_HOLDER_ADD] =
         "INSERT INTO request_holders(request_id, kind, holder, running, since)"
@@ -1599,6 +1603,8 @@ const char *requests_locality_name(requests_locality_t l)
     case REQUESTS_LOCALITY_DISK: return "DISK";
     case REQUESTS_LOCALITY_TAPE: return "TAPE";
     case REQUESTS_LOCALITY_DISK_AND_TAPE: return "DISK_AND_TAPE";
+    case REQUESTS_LOCALITY_UNAVAILABLE: return "UNAVAILABLE";
+    case REQUESTS_LOCALITY_LOST: return "LOST";
     default: return "NONE";
     }
 }
@@ -1639,10 +1645,13 @@ int requests_locality(requests_t *r, const requests_caller_t *caller, const char
     if (size)
         *size = (uint64_t)sqlite3_column_int64(s, 0);
     bool disk = sqlite3_column_int(s, 1), tape = sqlite3_column_int(s, 2);
+    bool disabled = sqlite3_column_int(s, 3), failed = sqlite3_column_int(s, 4);
     sqlite3_reset(s);
     *out = disk && tape ? REQUESTS_LOCALITY_DISK_AND_TAPE
            : disk       ? REQUESTS_LOCALITY_DISK
            : tape       ? REQUESTS_LOCALITY_TAPE
+           : disabled   ? REQUESTS_LOCALITY_UNAVAILABLE
+           : failed     ? REQUESTS_LOCALITY_LOST
                         : REQUESTS_LOCALITY_NONE;
     return 0;
 }

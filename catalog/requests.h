@@ -270,6 +270,8 @@ typedef enum {
     REQUESTS_LOCALITY_DISK,
     REQUESTS_LOCALITY_TAPE,
     REQUESTS_LOCALITY_DISK_AND_TAPE,
+    REQUESTS_LOCALITY_UNAVAILABLE,  /* not in the cache; copies only on disabled volumes */
+    REQUESTS_LOCALITY_LOST,         /* not in the cache; copies only on failed volumes */
 } requests_locality_t;
 
 const char *requests_locality_name(requests_locality_t l);

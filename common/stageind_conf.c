@@ -20,6 +20,11 @@ const si_conf_key_t stageind_conf_keys[] = {
     {"stageind.max_user_pinned_bytes", SI_CONF_INT, 0, 9.2e18, NULL},
     {"stageind.credentials_lifetime", SI_CONF_INT, 60, 31536000, NULL},
     {"stageind.credentials_lifetime_max", SI_CONF_INT, 60, 31536000, NULL},
+    {"stageind.sitename", SI_CONF_STRING, 0, 0, NULL},
+    {"stageind.token_issuers", SI_CONF_STRING, 0, 0, NULL},
+    {"stageind.token_map", SI_CONF_STRING, 0, 0, NULL},
+    {"stageind.token_audience", SI_CONF_STRING, 0, 0, NULL},
+    {"stageind.token_skew", SI_CONF_INT, 0, 3600, NULL},
     {"stageind.pid_file", SI_CONF_STRING, 0, 0, NULL},
     {"stageind.log_file", SI_CONF_STRING, 0, 0, NULL},
     {"stageind.log_level", SI_CONF_STRING, 0, 0, "error|warning|notice|info|debug"},
@@ -92,6 +97,22 @@ int stageind_settings(const si_conf_t *conf, const stageind_overrides_t *o,
                                  " stageind.credentials_lifetime_max (%lld)",
                             (long long)s.credentials_lifetime,
                             (long long)s.credentials_lifetime_max);
+
+    if (set_path(s.sitename, sizeof(s.sitename), "stageind.sitename",
+                 si_conf_string(conf, "stageind.sitename", "stagein"), err) < 0 ||
+        set_path(s.token_issuers, sizeof(s.token_issuers), "stageind.token_issuers",
+                 si_conf_string(conf, "stageind.token_issuers", ""), err) < 0 ||
+        set_path(s.token_map, sizeof(s.token_map), "stageind.token_map",
+                 si_conf_string(conf, "stageind.token_map", ""), err) < 0 ||
+        set_path(s.token_audience, sizeof(s.token_audience), "stageind.token_audience",
+                 si_conf_string(conf, "stageind.token_audience", ""), err) < 0)
+        return -1;
+    if (!s.sitename[0])
+        return si_errprintf(err, "stageind.sitename must not be empty");
+    s.token_skew = si_conf_int(conf, "stageind.token_skew", 60);
+    snprintf(buf, sizeof(buf), "%s/token.key", s.state_dir);
+    if (set_path(s.token_key, sizeof(s.token_key), "token key", buf, err) < 0)
+        return -1;
 
     snprintf(buf, sizeof(buf), "%s/stageind.pid", s.state_dir);
     if (set_path(s.pid_file, sizeof(s.pid_file), "pid file",

@@ -33,6 +33,12 @@ typedef struct {
     int64_t max_user_pinned_bytes; /* a user's staged bytes in the cache; -1: the cache's
                                     * capacity; 0: no bound */
     int64_t credentials_lifetime, credentials_lifetime_max; /* S3 session credentials */
+    char sitename[65];           /* the Tape REST API's sitename */
+    char token_issuers[PATH_MAX];/* "": no bearer tokens */
+    char token_map[PATH_MAX];
+    char token_audience[256];
+    int64_t token_skew;          /* seconds */
+    char token_key[PATH_MAX];    /* <state_dir>/token.key: stageind's own signing key */
     char pid_file[PATH_MAX];
     char lock_file[PATH_MAX];
     char log_file[PATH_MAX];     /* "": stderr (or syslog) */

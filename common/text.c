@@ -130,6 +130,56 @@ int si_parse_i64(const char *s, int64_t *out)
     return 0;
 }
 
+int si_parse_iso8601_duration(const char *s, int64_t *seconds, si_error_t *err)
+{
+    static const char date_units[] = "WD", time_units[] = "HMS";
+    static const int64_t date_scale[] = {7 * 86400, 86400}, time_scale[] = {3600, 60, 1};
+    if (!s || s[0] != 'P' || !s[1])
+        return si_errprintf(err, "'%.40s' is not an ISO 8601 duration (P[nW][nD][T[nH][nM][nS]],"
+                                 " e.g. P1D or PT12H)", s ? s : "");
+    int64_t total = 0;
+    bool in_time = false, any = false;
+    size_t next_unit = 0; /* units come in order, each once */
+    for (const char *p = s + 1; *p;) {
+        if (*p == 'T') {
+            if (in_time || !p[1])
+                return si_errprintf(err, "'%.40s': misplaced 'T' in the duration", s);
+            in_time = true;
+            next_unit = 0;
+            p++;
+            continue;
+        }
+        if (*p < '0' || *p > '9')
+            return si_errprintf(err, "'%.40s': expected a number at '%.8s'", s, p);
+        int64_t n = 0;
+        while (*p >= '0' && *p <= '9') {
+            if (n > (INT64_MAX - 9) / 10)
+                return si_errprintf(err, "'%.40s': number too large", s);
+            n = n * 10 + (*p++ - '0');
+        }
+        const char *units = in_time ? time_units : date_units;
+        const int64_t *scale = in_time ? time_scale : date_scale;
+        const char *u = *p ? strchr(units + next_unit, *p) : NULL;
+        if (!u)
+            return si_errprintf(err, "'%.40s': unit '%.1s' not allowed there (date: W, D; after"
+                                     " T: H, M, S; years and months are not accepted)",
+                                s, *p ? p : "?");
+        size_t idx = (size_t)(u - units);
+        if (n > (INT64_MAX / 2 - total) / scale[idx])
+            return si_errprintf(err, "'%.40s': duration too long", s);
+        total += n * scale[idx];
+        next_unit = idx + 1;
+        any = true;
+        p++;
+    }
+    if (!any)
+        return si_errprintf(err, "'%.40s': the duration names no amount", s);
+    if (total < 1)
+        return si_errprintf(err, "'%.40s': the duration must be at least one second", s);
+    *seconds = total;
+    return 0;
+}
+
 char *si_format_bytes(uint64_t bytes, char *buf, size_t size)
 {
     static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB", "EB"};

@@ -30,6 +30,11 @@ int si_dataset_check(const char *name, si_error_t *err);
 int si_parse_u64(const char *s, uint64_t *out);
 int si_parse_i64(const char *s, int64_t *out);
 
+/* An ISO 8601 duration as the WLCG Tape REST API's diskLifetime: "P1D",
+ * "PT12H", "P1DT2H30M", "PT90S", "P2W" (days of 24 h; no years or months,
+ * whose length varies). Whole seconds, at least 1; -1 with the reason. */
+int si_parse_iso8601_duration(const char *s, int64_t *seconds, si_error_t *err);
+
 /* "12.3 GB" in powers of 1000 (tape vendors' and drives' units). */
 char *si_format_bytes(uint64_t bytes, char *buf, size_t size);
 /* "1h02m03s", "4.2s" */

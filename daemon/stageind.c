@@ -143,6 +143,10 @@ static control_opts_t control_opts(const stageind_settings_t *s, catalog_t *cat,
         .pin_lifetime_max = s->pin_lifetime_max,
         .credentials_lifetime_default = s->credentials_lifetime,
         .credentials_lifetime_max = s->credentials_lifetime_max,
+        .sitename = s->sitename,
+        .tokens = {.issuers_file = s->token_issuers, .map_file = s->token_map,
+                   .audience = s->token_audience, .skew_s = s->token_skew},
+        .token_key_path = s->token_key,
     };
 }
 
@@ -318,6 +322,7 @@ int main(int argc, char **argv)
     s3_opts_t so = {.catalog_path = s.catalog, .state_dir = s.state_dir, .cache = cache,
                     .push = push, .push_bucket = pushc.bucket, .sessions = sessions,
                     .pin_lifetime_max = s.pin_lifetime_max,
+                    .sitename = s.sitename, .control_port = s.port > 0 ? s.port : 0,
                     .log = log, .staged = recall_service_kick, .staged_arg = recall};
     if (!(s3 = s3_service_start(conf, &so, &err)) && err.text[0])
         goto error;

@@ -46,6 +46,7 @@ int cmd_wait(cli_t *cli, int argc, char **argv);
 int cmd_cancel(cli_t *cli, int argc, char **argv);
 int cmd_release(cli_t *cli, int argc, char **argv);
 int cmd_bind(cli_t *cli, int argc, char **argv);
+int cmd_token(cli_t *cli, int argc, char **argv);
 int cmd_queue(cli_t *cli, int argc, char **argv);
 int cmd_drives(cli_t *cli, int argc, char **argv);
 int cmd_push(cli_t *cli, int argc, char **argv);

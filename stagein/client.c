@@ -188,8 +188,10 @@ void client_reply_free(client_reply_t *reply)
 
 void client_answer_error(long status, const char *body, const json_t *json, si_error_t *err)
 {
-    const char *text = json_is_object(json) ? json_string_value(json_object_get(json, "error"))
-                                            : NULL;
+    /* problem+json's detail; "error" from a stageind before the Tape REST API */
+    const char *text = NULL;
+    if (json_is_object(json) && !(text = json_string_value(json_object_get(json, "detail"))))
+        text = json_string_value(json_object_get(json, "error"));
     if (text) {
         si_errprintf(err, "%s", text);
         return;

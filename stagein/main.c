@@ -16,6 +16,7 @@ static const cli_command_t commands[] = {
     {"cancel", cmd_cancel, "cancel a request's unfinished files"},
     {"release", cmd_release, "the job no longer needs a request's data: unpin it"},
     {"bind", cmd_bind, "name the job that holds a request (it is released when the job ends)"},
+    {"token", cmd_token, "a bearer token from stageind for Tape REST API clients (gfal2, curl)"},
     {"queue", cmd_queue, "the active requests in the order stageind serves them"},
     {"drives", cmd_drives, "the tape drives as stageind reports them"},
     {"push", cmd_push, "send files to stageind to be archived as a dataset"},

@@ -102,7 +102,7 @@ is "$code" 200 "GET /api/v1/stage/{id}: 200"
 is "$(json "$BODY" 'j["state"], j["filesTotal"], j["bytesTotal"], j["queuePosition"], j["job"]')" \
     "('SUBMITTED', 2, 3000, 1, '4242')" "status: state, totals, queue position, job"
 is "$(json "$BODY" '[ (f["path"], f["state"]) for f in j["files"] ]')" \
-    "[('data/pub/a.bin', 'SUBMITTED'), ('data/pub/b.bin', 'SUBMITTED')]" "per-file state"
+    "[('/data/pub/a.bin', 'SUBMITTED'), ('/data/pub/b.bin', 'SUBMITTED')]" "per-file state"
 code=$(api_unix GET "/api/v1/stage/$REQ")
 is "$code" 200 "Unix socket without a credential: SO_PEERCRED identity (root)"
 code=$(api POST /api/v1/stage '{"files":["data/pub/a.bin"],"manifest":"data/pub/b.bin\n"}')
@@ -148,7 +148,7 @@ expect_refusal "reading someone else's request" 403 "belongs to uid 0" -- \
     api GET "/api/v1/stage/$REQ" "" "$(cred_nobody)"
 expect_refusal "unknown request" 404 "no request" -- api GET /api/v1/stage/00000000-0000-4000-8000-000000000000
 expect_refusal "unknown endpoint" 404 "no such endpoint" -- api GET /api/v1/nothing
-expect_refusal "wrong method" 405 "not allowed" -- api DELETE "/api/v1/stage/$REQ"
+expect_refusal "wrong method" 405 "not allowed" -- api PUT "/api/v1/stage/$REQ"
 
 # --- binding a request made at submission to its job --------------------------------------
 code=$(api POST "/api/v1/stage/$ONBEHALF/job" '{"job": 77}' "$(cred_nobody)")

@@ -101,11 +101,11 @@ run_fails_with "priority out of range" "priority 5000 is out of range" -- si req
 # --- status --------------------------------------------------------------------------
 out=$(si status "$REQ")
 ok "$(grep -q "^state     SUBMITTED$" <<<"$out" && grep -q "^job       4242$" <<<"$out" &&
-      grep -q "^priority  3$" <<<"$out" && grep -qE "^data/pub/b.bin +SUBMITTED +2.0 kB +0 B" <<<"$out"; echo $?)" \
+      grep -q "^priority  3$" <<<"$out" && grep -qE "^/data/pub/b.bin +SUBMITTED +2.0 kB +0 B" <<<"$out"; echo $?)" \
     "status ID: the request and a table of its files"
 out=$(si status "$REQ" --json)
 is "$(json "$out" '[ (f["path"], f["state"]) for f in j["files"] ]')" \
-    "[('data/pub/a.bin', 'SUBMITTED'), ('data/pub/b.bin', 'SUBMITTED')]" "status --json: the daemon's per-file states"
+    "[('/data/pub/a.bin', 'SUBMITTED'), ('/data/pub/b.bin', 'SUBMITTED')]" "status --json: the daemon's per-file states"
 out=$(si status --json)
 is "$(json "$out" 'sorted(r["request"] for r in j["queue"]) == sorted(["'"$REQ"'", "'"$BYFILE"'", "'"$MAN"'"])')" \
     True "status without an ID: my active requests"

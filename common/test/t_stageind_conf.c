@@ -29,6 +29,8 @@ int main(void)
     is_str(s.lock_file, LOCALSTATEDIR "/lib/stagein/stageind.lock", "lock file");
     is_int(s.log_level, SI_LOG_NOTICE, "notice level");
     ok(s.peercred && s.pin_lifetime == 86400, "peercred on, one-day pins");
+    ok(strcmp(s.sitename, "stagein") == 0 && !s.token_issuers[0] && s.token_skew == 60,
+       "sitename stagein, no token issuers, 60 s token skew");
     si_conf_free(c);
 
     c = si_conf_load_string("state_dir = \"/srv/si\";\n"

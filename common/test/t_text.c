@@ -52,6 +52,23 @@ int main(void)
     ok(si_parse_u64(" 1", &u) < 0, "leading space rejected");
     ok(si_parse_i64("-42", &i) == 0 && i == -42, "i64 negative parses");
 
+    int64_t d;
+    ok(si_parse_iso8601_duration("P1D", &d, &err) == 0 && d == 86400, "P1D is a day");
+    ok(si_parse_iso8601_duration("PT12H", &d, &err) == 0 && d == 43200, "PT12H");
+    ok(si_parse_iso8601_duration("P1DT2H30M5S", &d, &err) == 0 && d == 86400 + 9005,
+       "P1DT2H30M5S");
+    ok(si_parse_iso8601_duration("P2W", &d, &err) == 0 && d == 14 * 86400, "P2W");
+    ok(si_parse_iso8601_duration("PT90S", &d, &err) == 0 && d == 90, "PT90S");
+    ok(si_parse_iso8601_duration("P1M", &d, &err) < 0, "months refused: %s", err.text);
+    ok(si_parse_iso8601_duration("PT", &d, &err) < 0, "PT alone refused: %s", err.text);
+    ok(si_parse_iso8601_duration("P", &d, &err) < 0, "P alone refused");
+    ok(si_parse_iso8601_duration("1D", &d, &err) < 0, "no P refused");
+    ok(si_parse_iso8601_duration("PT1S2H", &d, &err) < 0, "units out of order refused");
+    ok(si_parse_iso8601_duration("PT0S", &d, &err) < 0, "zero refused: %s", err.text);
+    ok(si_parse_iso8601_duration("P1DT", &d, &err) < 0, "trailing T refused");
+    ok(si_parse_iso8601_duration("P99999999999999999999D", &d, &err) < 0, "overflow refused");
+    ok(si_parse_iso8601_duration("PT-5S", &d, &err) < 0, "negative refused");
+
     is_str(si_format_bytes(999, buf, sizeof(buf)), "999 B", "bytes below 1 kB");
     is_str(si_format_bytes(18000000000000ULL, buf, sizeof(buf)), "18.0 TB", "18 TB");
     is_str(si_format_duration(3723, buf, sizeof(buf)), "1h02m03s", "duration h/m/s");

@@ -42,7 +42,13 @@ struct control {
     void *holder_arg;
     control_eta_fn eta_hook;
     void *eta_arg;
+    token_verifier_t *tokens;      /* bearer token issuers and mapping */
+    char *sitename;
+    EVP_PKEY *token_key;           /* stageind's own; NULL: it signs no tokens */
+    char *token_pub;               /* its public half, PEM */
 };
+
+#define TOKEN_DEFAULT_SCOPE "storage.stage:/ storage.read:/"
 
 #define GROUPS_TTL_S 60.0
 #define SUBMISSION_MAX 95
@@ -90,10 +96,81 @@ static int int_field(json_t *root, const char *name, int64_t min, int64_t max, i
     return 0;
 }
 
+/* The Tape REST API's absolute path "/bucket/key" names object bucket/key;
+ * one leading '/' goes, so "//x" still fails the bucket check. */
+static const char *object_path(const char *path)
+{
+    return path[0] == '/' ? path + 1 : path;
+}
+
+/* The members stagein reads from targetedMetadata for its own sitename. */
+static const char *const site_fields[] = {"job", "priority", "deadline", "pin_lifetime",
+                                          "submission", NULL};
+
+static bool listed(const char *const *names, const char *name)
+{
+    for (size_t i = 0; names[i]; i++)
+        if (strcmp(names[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* A file entry's WLCG members: diskLifetime (the longest goes to
+ * *disk_lifetime) and targetedMetadata, whose entry for sitename is merged
+ * into the request's fields (root); other sites' entries are ignored. */
+static int file_members(json_t *root, json_t *file, size_t i, const char *sitename,
+                        int64_t *disk_lifetime, si_error_t *err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(file, key, v) {
+        if (strcmp(key, "path") == 0)
+            continue;
+        if (strcmp(key, "diskLifetime") == 0) {
+            int64_t seconds;
+            if (!json_is_string(v))
+                return si_errprintf(err, "files[%zu].diskLifetime must be an ISO 8601 duration"
+                                         " string (e.g. \"P1D\")", i);
+            si_error_t why;
+            if (si_parse_iso8601_duration(json_string_value(v), &seconds, &why) < 0)
+                return si_errprintf(err, "files[%zu].diskLifetime: %s", i, why.text);
+            if (seconds > *disk_lifetime)
+                *disk_lifetime = seconds;
+        } else if (strcmp(key, "targetedMetadata") == 0) {
+            if (!json_is_object(v))
+                return si_errprintf(err, "files[%zu].targetedMetadata must be an object", i);
+            json_t *ours = json_object_get(v, sitename);
+            if (!ours)
+                continue;
+            if (!json_is_object(ours))
+                return si_errprintf(err, "files[%zu].targetedMetadata.%s must be an object", i,
+                                    sitename);
+            const char *name;
+            json_t *value;
+            json_object_foreach(ours, name, value) {
+                if (!listed(site_fields, name))
+                    return si_errprintf(err, "files[%zu].targetedMetadata.%s: unknown field"
+                                             " '%.64s' (known: job, priority, deadline,"
+                                             " pin_lifetime, submission)", i, sitename, name);
+                json_t *have = json_object_get(root, name);
+                if (have && !json_equal(have, value))
+                    return si_errprintf(err, "files[%zu].targetedMetadata.%s.%s differs from"
+                                             " the value given before", i, sitename, name);
+                json_object_set(root, name, value);
+            }
+        } else {
+            return si_errprintf(err, "files[%zu]: unknown field '%.64s' (known: path,"
+                                     " diskLifetime, targetedMetadata)", i, key);
+        }
+    }
+    return 0;
+}
+
 /* Strings of an array field, or the "path" member of its objects (the WLCG
- * shape: [{"path": "..."}]); appended to *list. */
-static int string_list(json_t *root, const char *name, const char ***list, size_t *n,
-                       si_error_t *err)
+ * shape: [{"path": "..."}]); appended to *list. With sitename (the files
+ * field) the objects' WLCG members are read too. */
+static int string_list(json_t *root, const char *name, const char *sitename,
+                       int64_t *disk_lifetime, const char ***list, size_t *n, si_error_t *err)
 {
     json_t *arr = json_object_get(root, name);
     if (!arr)
@@ -114,7 +191,11 @@ static int string_list(json_t *root, const char *name, const char ***list, size_
                                 json_is_object(v) ? " in \"path\"" : "");
         if (strlen(json_string_value(s)) != json_string_length(s))
             return si_errprintf(err, "%s[%zu] contains a NUL character", name, i);
-        (*list)[(*n)++] = json_string_value(s);
+        if (json_is_object(v) && sitename &&
+            file_members(root, v, i, sitename, disk_lifetime, err) < 0)
+            return -1;
+        /* files may be the spec's absolute paths; dataset names are names */
+        (*list)[(*n)++] = sitename ? object_path(json_string_value(s)) : json_string_value(s);
     }
     return 0;
 }
@@ -139,7 +220,7 @@ static int job_field(json_t *root, char *buf, size_t size, const char **job, si_
 }
 
 int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
-                        control_stage_t *out, si_error_t *err)
+                        const char *sitename, control_stage_t *out, si_error_t *err)
 {
     static const char *const known[] = {"datasets", "files", "manifest", "job", "priority",
                                         "deadline", "pin_lifetime", "uid", "gid",
@@ -167,8 +248,9 @@ int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
             goto error;
         }
     }
-    if (string_list(st.root, "datasets", &st.datasets, &st.ndatasets, err) < 0 ||
-        string_list(st.root, "files", &st.files, &st.nfiles, err) < 0)
+    int64_t disk_lifetime = 0;
+    if (string_list(st.root, "datasets", NULL, NULL, &st.datasets, &st.ndatasets, err) < 0 ||
+        string_list(st.root, "files", sitename, &disk_lifetime, &st.files, &st.nfiles, err) < 0)
         goto error;
     json_t *manifest = json_object_get(st.root, "manifest");
     if (manifest) {
@@ -207,6 +289,15 @@ int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
         int_field(st.root, "gid", 0, UINT32_MAX - 1, &gid, err) < 0)
         goto error;
     st.priority = (int)priority;
+    if (!st.pin_lifetime && disk_lifetime) {
+        if (disk_lifetime > pin_lifetime_max) {
+            si_errprintf(err, "diskLifetime of %lld s is longer than this site's maximum pin"
+                              " lifetime of %lld s", (long long)disk_lifetime,
+                         (long long)pin_lifetime_max);
+            goto error;
+        }
+        st.pin_lifetime = disk_lifetime;
+    }
     json_t *sub = json_object_get(st.root, "submission");
     if (sub) {
         const char *t = json_string_value(sub);
@@ -248,11 +339,30 @@ static int apply_opts(control_t *c, const control_opts_t *opts, si_error_t *err)
                                  " maximum %lld s",
                             (long long)opts->pin_lifetime_default,
                             (long long)opts->pin_lifetime_max);
-    char *sock = NULL;
-    if (opts->munge_socket && !(sock = strdup(opts->munge_socket)))
+    const char *site = opts->sitename && *opts->sitename ? opts->sitename : "stagein";
+    if (strlen(site) > 64 || !si_utf8_valid(site, strlen(site)))
+        return si_errprintf(err, "sitename '%.64s...' must be 1 to 64 characters of UTF-8", site);
+    token_verifier_t *tokens = token_verifier_new(&opts->tokens, err);
+    if (!tokens)
+        return -1;
+    if (c->token_key &&
+        token_verifier_trust_self(tokens, CONTROL_TOKEN_ISSUER, c->token_key, err) < 0) {
+        token_verifier_free(tokens);
+        return -1;
+    }
+    char *sock = NULL, *sitename = strdup(site);
+    if ((opts->munge_socket && !(sock = strdup(opts->munge_socket))) || !sitename) {
+        free(sock);
+        free(sitename);
+        token_verifier_free(tokens);
         return si_errprintf(err, "out of memory");
+    }
     free(c->munge_socket);
     c->munge_socket = sock;
+    free(c->sitename);
+    c->sitename = sitename;
+    token_verifier_free(c->tokens);
+    c->tokens = tokens;
     c->peercred = opts->peercred;
     c->pin_default = opts->pin_lifetime_default;
     c->pin_max = opts->pin_lifetime_max;
@@ -276,12 +386,22 @@ control_t *control_new(const control_opts_t *opts, si_error_t *err)
         si_errprintf(err, "out of memory");
         return NULL;
     }
+    if (opts->token_key_path && (!(c->token_key = token_key_load(opts->token_key_path, err)) ||
+                                 !(c->token_pub = token_key_public_pem(c->token_key, err)))) {
+        EVP_PKEY_free(c->token_key);
+        free(c);
+        return NULL;
+    }
     if (apply_opts(c, opts, err) < 0 || !(c->groups = si_groups_new(GROUPS_TTL_S)) ||
         !(c->requests = requests_open(opts->cat, err))) {
         if (!c->groups)
             si_errprintf(err, "out of memory");
         si_groups_free(c->groups);
         free(c->munge_socket);
+        free(c->sitename);
+        token_verifier_free(c->tokens);
+        EVP_PKEY_free(c->token_key);
+        free(c->token_pub);
         free(c);
         return NULL;
     }
@@ -359,6 +479,10 @@ void control_free(control_t *c)
     free(c->munge_socket);
     free(c->s3_url);
     free(c->s3_region);
+    free(c->sitename);
+    token_verifier_free(c->tokens);
+    EVP_PKEY_free(c->token_key);
+    free(c->token_pub);
     free(c);
 }
 
@@ -368,13 +492,37 @@ void control_free(control_t *c)
  * Called with the lock held (it reads the munge settings). */
 static bool authenticate(control_t *c, http_request_t *req, identity_t *who)
 {
-    identity_opts_t io = {.munge_socket = c->munge_socket, .peercred = c->peercred};
+    identity_opts_t io = {.munge_socket = c->munge_socket, .peercred = c->peercred,
+                          .tokens = c->tokens};
     return identity_authenticate(&io, req, who);
 }
 
 static void respond_failure(http_request_t *req, int errnum, const si_error_t *err)
 {
     http_respond_error(req, control_status_for_errno(errnum), "%s", err->text);
+}
+
+/* A bearer token stages only under its storage.stage scopes; a dataset
+ * (whose objects may be anywhere) needs storage.stage:/. Answers 403 and
+ * returns false when the scope falls short. */
+static bool stage_scope_ok(http_request_t *req, const identity_t *who, const control_stage_t *st)
+{
+    char path[SI_KEY_MAX + 80];
+    for (size_t i = 0; i < st->nfiles; i++) {
+        snprintf(path, sizeof(path), "/%s", st->files[i]);
+        if (!identity_allows(who, "storage.stage", path)) {
+            http_respond_error(req, 403, "the token's scope does not allow staging %.1100s (it"
+                                         " needs storage.stage:%.1100s or a directory above)",
+                               path, path);
+            return false;
+        }
+    }
+    if (st->ndatasets && !identity_allows(who, "storage.stage", "/")) {
+        http_respond_error(req, 403, "staging a dataset by name needs a token with the scope"
+                                     " storage.stage:/ (name its files instead)");
+        return false;
+    }
+    return true;
 }
 
 static void on_stage(http_request_t *req, void *arg)
@@ -389,8 +537,12 @@ static void on_stage(http_request_t *req, void *arg)
     pthread_mutex_lock(&c->lock);
     if (!authenticate(c, req, &who))
         goto out;
-    if (control_parse_stage(body, len, c->pin_max, &st, &err) < 0) {
+    if (control_parse_stage(body, len, c->pin_max, c->sitename, &st, &err) < 0) {
         http_respond_error(req, 400, "%s", err.text);
+        goto out;
+    }
+    if (!stage_scope_ok(req, &who, &st)) {
+        control_stage_free(&st);
         goto out;
     }
     requests_spec_t spec = {
@@ -441,18 +593,20 @@ static json_t *status_json(const requests_status_t *st, double eta_s)
     json_t *files = json_array();
     for (size_t i = 0; i < st->nitems; i++) {
         const requests_item_t *it = &st->items[i];
-        json_t *f = json_pack("{s:s++, s:s, s:I, s:I}", "path", it->bucket, "/", it->key, "state",
-                              it->state, "size", (json_int_t)it->size, "bytesDone",
-                              (json_int_t)it->bytes_done);
+        /* onDisk: recalled and still pinned for this request */
+        bool on_disk = strcmp(it->state, "COMPLETED") == 0 && strcmp(st->state, "RELEASED") != 0;
+        json_t *f = json_pack("{s:s+++, s:s, s:b, s:I, s:I}", "path", "/", it->bucket, "/",
+                              it->key, "state", it->state, "onDisk", on_disk, "size",
+                              (json_int_t)it->size, "bytesDone", (json_int_t)it->bytes_done);
         if (it->error)
             json_object_set_new(f, "error", json_string(it->error));
         json_array_append_new(files, f);
     }
     json_t *j = json_pack(
-        "{s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:n}", "id",
+        "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:n}", "id",
         st->uuid, "state", st->state, "uid", (json_int_t)st->uid, "gid", (json_int_t)st->gid,
         "priority", (json_int_t)st->priority, "pinLifetime", (json_int_t)st->pin_lifetime,
-        "createdAt", st->created, "lastModified", st->updated, "filesTotal",
+        "createdAt", (json_int_t)st->created, "lastModified", st->updated, "filesTotal",
         (json_int_t)st->files_total, "filesCompleted", (json_int_t)st->files_completed,
         "filesFailed", (json_int_t)st->files_failed, "bytesTotal", (json_int_t)st->bytes_total,
         "bytesDone", (json_int_t)st->bytes_done, "queuePosition", (json_int_t)st->queue_position,
@@ -464,6 +618,9 @@ static json_t *status_json(const requests_status_t *st, double eta_s)
     json_object_set_new(j, "job", st->job_id ? json_string(st->job_id) : json_null());
     json_object_set_new(j, "expired", json_boolean(st->expired));
     json_object_set_new(j, "finishedAt", st->finished > 0 ? json_real(st->finished) : json_null());
+    /* the Tape REST API's completedAt: when every file finished (unix seconds) */
+    if (st->finished > 0)
+        json_object_set_new(j, "completedAt", json_integer((json_int_t)st->finished));
     if (st->end_reason)
         json_object_set_new(j, "endReason", json_string(st->end_reason));
     json_object_set_new(j, "deadline", st->deadline ? json_integer(st->deadline) : json_null());
@@ -519,6 +676,57 @@ static void release_job_holder(http_request_t *req, control_t *c, const identity
                                           "released", released));
 }
 
+/* The Tape REST API's {"paths": [...]} of a cancel or release: every path
+ * must be a file of the request, and together they must name all of them
+ * (stagein cancels and releases whole requests). Answers 400 and returns
+ * false otherwise. */
+static bool paths_cover_request(http_request_t *req, control_t *c, const identity_t *who,
+                                const char *id, json_t *paths)
+{
+    si_error_t err;
+    requests_status_t *st = NULL;
+    if (requests_get(c->requests, id, who->uid, &st, &err) < 0) {
+        respond_failure(req, errno, &err);
+        return false;
+    }
+    bool *named = calloc(st->nitems + 1, sizeof(*named));
+    bool ok = named != NULL;
+    size_t i, count = 0;
+    json_t *v;
+    json_array_foreach(paths, i, v) {
+        const char *p = json_string_value(v);
+        size_t k = 0;
+        if (!ok)
+            break;
+        for (p = p ? object_path(p) : NULL; p && k < st->nitems; k++) {
+            const requests_item_t *it = &st->items[k];
+            size_t blen = strlen(it->bucket);
+            if (strncmp(p, it->bucket, blen) == 0 && p[blen] == '/' && strcmp(p + blen + 1, it->key) == 0)
+                break;
+        }
+        if (!p || k == st->nitems) {
+            http_respond_error(req, 400, "paths[%zu] %s%.1100s%s is not a file of request %s", i,
+                               p ? "'" : "", p ? json_string_value(v) : "(not a string)",
+                               p ? "'" : "", id);
+            ok = false;
+            break;
+        }
+        count += !named[k];
+        named[k] = true;
+    }
+    if (!named)
+        http_respond_error(req, 500, "out of memory");
+    else if (ok && count != st->nitems) {
+        http_respond_error(req, 400, "the paths name %zu of the request's %zu files; stagein"
+                                     " cancels and releases whole requests: name them all, or"
+                                     " send no body", count, st->nitems);
+        ok = false;
+    }
+    free(named);
+    requests_status_free(st);
+    return ok;
+}
+
 static void end_request(http_request_t *req, control_t *c, bool release)
 {
     identity_t who;
@@ -532,15 +740,20 @@ static void end_request(http_request_t *req, control_t *c, bool release)
     pthread_mutex_lock(&c->lock);
     if (!authenticate(c, req, &who))
         goto out;
-    if (release && len > 0) {
+    if (len > 0) {
         json_error_t jerr;
         root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+        json_t *paths = json_object_get(root, "paths");
         if (!root || !json_is_object(root) || json_object_size(root) > 1 ||
-            job_field(root, buf, sizeof(buf), &job, &err) < 0 ||
-            (json_object_size(root) == 1 && !job)) {
-            http_respond_error(req, 400, "the body must be empty, {} or {\"job\": ID}");
+            (paths && (!json_is_array(paths) || json_array_size(paths) == 0)) ||
+            (!paths && (!release || job_field(root, buf, sizeof(buf), &job, &err) < 0 ||
+                        (json_object_size(root) == 1 && !job)))) {
+            http_respond_error(req, 400, "the body must be empty, {}%s or {\"paths\": [\"/bucket/key\","
+                                         " ...]}", release ? ", {\"job\": ID}" : "");
             goto out;
         }
+        if (paths && !paths_cover_request(req, c, &who, id, paths))
+            goto out;
     }
     if (job) {
         release_job_holder(req, c, &who, id, job);
@@ -621,6 +834,20 @@ static void on_release(http_request_t *req, void *arg)
     end_request(req, arg, true);
 }
 
+/* DELETE /api/v1/stage/{id}: the Tape REST API's "cancel and forget":
+ * unfinished files are cancelled and the pins given back (a release); the
+ * request stays in the history (GET /api/v1/requests?all=1). */
+static void on_delete(http_request_t *req, void *arg)
+{
+    size_t len;
+    http_request_body(req, &len);
+    if (len) {
+        http_respond_error(req, 400, "DELETE /api/v1/stage/{id} takes no body");
+        return;
+    }
+    end_request(req, arg, true);
+}
+
 static void on_archiveinfo(http_request_t *req, void *arg)
 {
     control_t *c = arg;
@@ -638,10 +865,12 @@ static void on_archiveinfo(http_request_t *req, void *arg)
                            jerr.column, jerr.text);
         goto out;
     }
-    json_t *files = json_object_get(root, "files");
+    json_t *files = json_object_get(root, "paths");
+    if (!files)
+        files = json_object_get(root, "files"); /* stagein's name before the Tape REST API's */
     if (!json_is_object(root) || json_object_size(root) != 1 || !json_is_array(files) ||
         json_array_size(files) == 0) {
-        http_respond_error(req, 400, "the body must be {\"files\": [\"bucket/key\", ...]}");
+        http_respond_error(req, 400, "the body must be {\"paths\": [\"/bucket/key\", ...]}");
         goto out;
     }
     if (json_array_size(files) > ARCHIVEINFO_MAX) {
@@ -657,11 +886,20 @@ static void on_archiveinfo(http_request_t *req, void *arg)
     json_t *v;
     json_array_foreach(files, i, v) {
         json_t *p = json_is_object(v) ? json_object_get(v, "path") : v;
-        const char *path = json_string_value(p);
+        const char *given = json_string_value(p), *path = given ? object_path(given) : NULL;
         const char *slash = path ? strchr(path, '/') : NULL;
+        char scoped[SI_KEY_MAX + 80];
+        snprintf(scoped, sizeof(scoped), "/%s", path ? path : "");
+        if (path && !identity_allows(&who, "storage.read", scoped) &&
+            !identity_allows(&who, "storage.stage", scoped)) {
+            json_array_append_new(answer, json_pack("{s:s, s:s}", "path", given, "error",
+                                                    "the token's scope (storage.read or"
+                                                    " storage.stage) does not cover this path"));
+            continue;
+        }
         if (!slash || slash == path || !slash[1]) {
-            json_array_append_new(answer, json_pack("{s:s?, s:s}", "path", path, "error",
-                                                    "not of the form bucket/key"));
+            json_array_append_new(answer, json_pack("{s:s?, s:s}", "path", given, "error",
+                                                    "not of the form /bucket/key"));
             continue;
         }
         char bucket[64];
@@ -672,10 +910,10 @@ static void on_archiveinfo(http_request_t *req, void *arg)
         si_error_t err;
         if (blen > 63 || requests_locality(c->requests, &caller, bucket, slash + 1, &loc, &size,
                                            &err) < 0)
-            json_array_append_new(answer, json_pack("{s:s, s:s}", "path", path, "error",
+            json_array_append_new(answer, json_pack("{s:s, s:s}", "path", given, "error",
                                                     blen > 63 ? "bucket name too long" : err.text));
         else
-            json_array_append_new(answer, json_pack("{s:s, s:s, s:I}", "path", path, "locality",
+            json_array_append_new(answer, json_pack("{s:s, s:s, s:I}", "path", given, "locality",
                                                     requests_locality_name(loc), "size",
                                                     (json_int_t)size));
     }
@@ -683,6 +921,30 @@ static void on_archiveinfo(http_request_t *req, void *arg)
 out:
     pthread_mutex_unlock(&c->lock);
     json_decref(root);
+}
+
+json_t *control_discovery(const char *sitename, const char *authority)
+{
+    if (!authority || !*authority || strlen(authority) > 255 ||
+        strspn(authority, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") !=
+            strlen(authority))
+        authority = "localhost";
+    return json_pack("{s:s, s:s, s:[{s:s++, s:s, s:{}}]}", "sitename", sitename, "description",
+                     "stagein: tape recall into a cluster's cache (WLCG Tape REST API v1 with"
+                     " stagein's extensions)", "endpoints", "uri", "http://", authority,
+                     "/api/v1", "version", "v1", "metadata");
+}
+
+/* GET /.well-known/wlcg-tape-rest-api: where the Tape REST API is, for
+ * clients that found this host and port in a file URL. No identity needed.
+ * The endpoint's URI uses the Host the client reached us by. */
+static void on_discovery(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    pthread_mutex_lock(&c->lock);
+    json_t *doc = control_discovery(c->sitename, http_request_header(req, "Host"));
+    pthread_mutex_unlock(&c->lock);
+    http_respond_json(req, 200, doc);
 }
 
 /* A table as the JSON rows the CLI's --json prints. */
@@ -824,15 +1086,49 @@ static void on_metrics(http_request_t *req, void *arg)
     free(text);
 }
 
+/* An optional body that must be a JSON object of the fields known (a NULL
+ * terminated list): true with *root (NULL for an empty body), or false after
+ * answering 400 naming what was wrong. */
+static bool object_body(http_request_t *req, const char *const *known, json_t **root)
+{
+    size_t len;
+    const char *body = http_request_body(req, &len);
+    *root = NULL;
+    if (!len)
+        return true;
+    json_error_t jerr;
+    if (!(*root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr))) {
+        http_respond_error(req, 400, "malformed JSON at line %d, column %d: %s", jerr.line,
+                           jerr.column, jerr.text);
+        return false;
+    }
+    if (!json_is_object(*root)) {
+        http_respond_error(req, 400, "the body must be a JSON object");
+        return false;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(*root, key, v) {
+        if (!listed(known, key)) {
+            char names[256] = "";
+            for (size_t i = 0; known[i]; i++)
+                snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+                         i ? ", " : "", known[i]);
+            http_respond_error(req, 400, "unknown field '%.64s' (known: %s)", key, names);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Short-lived S3 credentials for the caller (or, for root, for the user
  * named), so that a job's agent and tools reach the S3 endpoint with the
  * identity MUNGE gave them, and no long-term key. */
 static void on_credentials(http_request_t *req, void *arg)
 {
+    static const char *const known[] = {"lifetime", "uid", "gid", NULL};
     control_t *c = arg;
     identity_t who;
-    size_t len;
-    const char *body = http_request_body(req, &len);
     json_t *root = NULL;
     si_error_t err;
     pthread_mutex_lock(&c->lock);
@@ -844,28 +1140,9 @@ static void on_credentials(http_request_t *req, void *arg)
         goto out;
     }
     int64_t lifetime = c->cred_default, uid = -1, gid = -1;
-    if (len) {
-        json_error_t jerr;
-        root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-        if (!root) {
-            http_respond_error(req, 400, "malformed JSON at line %d, column %d: %s", jerr.line,
-                               jerr.column, jerr.text);
-            goto out;
-        }
-        const char *key;
-        json_t *v;
-        if (!json_is_object(root)) {
-            http_respond_error(req, 400, "the body must be a JSON object");
-            goto out;
-        }
-        json_object_foreach(root, key, v) {
-            if (strcmp(key, "lifetime") != 0 && strcmp(key, "uid") != 0 &&
-                strcmp(key, "gid") != 0) {
-                http_respond_error(req, 400, "unknown field '%s' (known: lifetime, uid, gid)",
-                                   key);
-                goto out;
-            }
-        }
+    if (!object_body(req, known, &root))
+        goto out;
+    if (root) {
         if (int_field(root, "lifetime", 60, c->cred_max, &lifetime, &err) < 0 ||
             int_field(root, "uid", 0, UINT32_MAX - 1, &uid, &err) < 0 ||
             int_field(root, "gid", 0, UINT32_MAX - 1, &gid, &err) < 0) {
@@ -910,21 +1187,120 @@ out:
     json_decref(root);
 }
 
+/* The scope a caller asks for: WLCG storage.stage / storage.read scopes on
+ * absolute paths without "." or ".." components, space separated. */
+static int scope_check(const char *scope, si_error_t *err)
+{
+    if (!*scope || strlen(scope) >= TOKEN_SCOPE_MAX)
+        return si_errprintf(err, "scope must be 1 to %d bytes", TOKEN_SCOPE_MAX - 1);
+    char copy[TOKEN_SCOPE_MAX], *save = NULL;
+    snprintf(copy, sizeof(copy), "%s", scope);
+    for (char *t = strtok_r(copy, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        char *path = strncmp(t, "storage.stage:/", 15) == 0  ? t + 14
+                     : strncmp(t, "storage.read:/", 14) == 0 ? t + 13
+                                                              : NULL;
+        if (!path)
+            return si_errprintf(err, "scope '%.64s' is not storage.stage:/PATH or"
+                                     " storage.read:/PATH", t);
+        size_t n = strlen(path);
+        if (n > 1 && path[n - 1] == '/')
+            path[--n] = '\0';
+        si_error_t why;
+        if (n > 1 && si_key_check(path + 1, n - 1, &why) < 0)
+            return si_errprintf(err, "scope '%.64s': %s", t, why.text);
+    }
+    return 0;
+}
+
+/* POST /api/v1/token {"lifetime": S, "scope": "..."}: a bearer token
+ * stageind signs for the caller, for sites without an identity provider.
+ * MUNGE and peer credentials only: a token does not beget tokens. */
+static void on_token(http_request_t *req, void *arg)
+{
+    static const char *const known[] = {"lifetime", "scope", NULL};
+    control_t *c = arg;
+    identity_t who;
+    json_t *root = NULL;
+    si_error_t err;
+    pthread_mutex_lock(&c->lock);
+    if (!authenticate(c, req, &who))
+        goto out;
+    if (!c->token_key) {
+        http_respond_error(req, 404, "this stageind signs no tokens");
+        goto out;
+    }
+    if (strcmp(who.method, "bearer") == 0) {
+        http_respond_error(req, 403, "a bearer token cannot ask for another token: use MUNGE"
+                                     " or the Unix socket");
+        goto out;
+    }
+    int64_t lifetime = c->cred_default;
+    const char *scope = TOKEN_DEFAULT_SCOPE;
+    if (!object_body(req, known, &root))
+        goto out;
+    if (root) {
+        json_t *sv = json_object_get(root, "scope");
+        if (int_field(root, "lifetime", 60, c->cred_max, &lifetime, &err) < 0 ||
+            (sv && (!json_is_string(sv) ||
+                    scope_check(json_string_value(sv), &err) < 0))) {
+            http_respond_error(req, 400, "%s", sv && !json_is_string(sv)
+                                                   ? "field 'scope' must be a string" : err.text);
+            goto out;
+        }
+        if (sv)
+            scope = json_string_value(sv);
+    }
+    time_t now = time(NULL);
+    char *token = token_sign(c->token_key, CONTROL_TOKEN_ISSUER, who.uid, who.gid, scope,
+                             lifetime, now, &err);
+    if (!token) {
+        http_respond_error(req, 500, "%s", err.text);
+        goto out;
+    }
+    si_log(c->log, SI_LOG_INFO, "token for uid %u, %lld s, scope %s", (unsigned)who.uid,
+           (long long)lifetime, scope);
+    http_respond_json(req, 201, json_pack("{s:s, s:s, s:I, s:s, s:I, s:I}", "token", token,
+                                          "issuer", CONTROL_TOKEN_ISSUER, "expires",
+                                          (json_int_t)(now + lifetime), "scope", scope, "uid",
+                                          (json_int_t)who.uid, "gid", (json_int_t)who.gid));
+    OPENSSL_cleanse(token, strlen(token));
+    free(token);
+out:
+    pthread_mutex_unlock(&c->lock);
+    json_decref(root);
+}
+
+/* GET /api/v1/token/key: the public key stageind's tokens verify with. */
+static void on_token_key(http_request_t *req, void *arg)
+{
+    control_t *c = arg;
+    if (!c->token_pub)
+        http_respond_error(req, 404, "this stageind signs no tokens");
+    else
+        http_respond(req, 200, "application/x-pem-file", c->token_pub, strlen(c->token_pub));
+}
+
 int control_routes(control_t *c, http_server_t *server, si_error_t *err)
 {
     static const struct {
         const char *method, *pattern;
         http_handler_fn fn;
     } routes[] = {
+        {"GET", CONTROL_DISCOVERY_PATH, on_discovery},
         {"POST", "/api/v1/stage", on_stage},
+        {"POST", "/api/v1/stage/", on_stage},
         {"GET", "/api/v1/stage/{id}", on_status},
+        {"DELETE", "/api/v1/stage/{id}", on_delete},
         {"POST", "/api/v1/stage/{id}/cancel", on_cancel},
         {"POST", "/api/v1/stage/{id}/job", on_bind_job},
         {"POST", "/api/v1/release/{id}", on_release},
         {"POST", "/api/v1/archiveinfo", on_archiveinfo},
+        {"POST", "/api/v1/archiveinfo/", on_archiveinfo},
         {"GET", "/api/v1/queue", on_queue},
         {"GET", "/api/v1/requests", on_requests},
         {"POST", "/api/v1/credentials", on_credentials},
+        {"POST", "/api/v1/token", on_token},
+        {"GET", "/api/v1/token/key", on_token_key},
         {"GET", "/metrics", on_metrics},
     };
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)

@@ -1,20 +1,29 @@
-/* The control API (shaped like the WLCG Tape REST API) over the HTTP layer:
- *   POST /api/v1/stage              {"datasets"|"files"|"manifest", "job",
+/* The control API: the WLCG Tape REST API v1 with stagein's extensions,
+ * over the HTTP layer:
+ *   GET  /.well-known/wlcg-tape-rest-api  the discovery document (no identity)
+ *   POST /api/v1/stage              {"files": [{"path", "diskLifetime",
+ *                                    "targetedMetadata": {SITENAME: {...}}}]}, and
+ *                                    stagein's "datasets", "manifest", "job",
  *                                    "priority", "deadline", "pin_lifetime",
- *                                    "uid"/"gid" (root on behalf of a user)}
- *   GET  /api/v1/stage/{id}          per-file state, bytes, queue position
- *   POST /api/v1/stage/{id}/cancel
+ *                                    "submission", "uid"/"gid" (root on behalf of a user)
+ *   GET  /api/v1/stage/{id}          per-file state, onDisk, bytes, queue position, ETA
+ *   POST /api/v1/stage/{id}/cancel   {} or {"paths": [...]}
+ *   DELETE /api/v1/stage/{id}        cancel and release
  *   POST /api/v1/stage/{id}/job      {"job": ID, "array": ID}: the job (an array's task)
  *                                    that started with a request made at submission
- *   POST /api/v1/release/{id}        {} or {"job": ID}: that job no longer holds it
+ *   POST /api/v1/release/{id}        {}, {"paths": [...]} or {"job": ID}: that job no
+ *                                    longer holds it
  *   GET  /api/v1/requests[?all=1]    the caller's requests (root: everyone's), active
  *                                    ones, or all=1 also finished and expired ones
- *   POST /api/v1/archiveinfo         {"files": [...]} -> locality per file
+ *   POST /api/v1/archiveinfo         {"paths": [...]} -> locality per file
  *   GET  /api/v1/queue               the active requests in queue order
+ *   POST /api/v1/token               {"lifetime", "scope"} -> a bearer token stageind signs
+ *   GET  /api/v1/token/key           its public key (PEM), for other services
  *   POST /api/v1/credentials         {"lifetime", "uid"/"gid"} -> short-lived S3
  *                                    credentials of the caller and the S3 endpoint
  *   GET  /metrics                    Prometheus text
- * Every 4xx answer is {"error": "..."} and changes nothing. */
+ * Callers: MUNGE, SO_PEERCRED, or a bearer token (JWT, WLCG scopes). Every
+ * 4xx answer is RFC 7807 problem+json and changes nothing. */
 #ifndef STAGEIN_CONTROL_H
 #define STAGEIN_CONTROL_H
 
@@ -29,6 +38,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/s3secrets.h"
+#include "daemon/control/token.h"
 #include "daemon/http/server.h"
 
 typedef struct control control_t;
@@ -44,7 +54,15 @@ typedef struct {
     int64_t credentials_lifetime_max;
     uint64_t cache_capacity;       /* bytes; a larger request is refused (0: no check) */
     uint64_t max_user_pinned_bytes; /* a user's staged bytes, all requests (0: no check) */
+    const char *sitename;          /* the Tape REST API's sitename (targetedMetadata key);
+                                      NULL: "stagein" */
+    token_opts_t tokens;           /* bearer token issuers, mapping, audience, skew */
+    const char *token_key_path;    /* stageind's own signing key (made if missing), for
+                                      POST /api/v1/token; NULL: no tokens of its own */
 } control_opts_t;
+
+/* The issuer of the tokens stageind signs itself. */
+#define CONTROL_TOKEN_ISSUER "stageind"
 
 /* Told when a job's holder went but its array still holds the request, so
  * the job reconciliation looks at the array now. */
@@ -69,7 +87,8 @@ control_t *control_new(const control_opts_t *opts, si_error_t *err);
 /* Registers the routes on server (before it starts); the server's counters
  * appear in /metrics. */
 int control_routes(control_t *c, http_server_t *server, si_error_t *err);
-/* Applies reloaded settings (munge socket, pin lifetimes, peercred). */
+/* Applies reloaded settings (munge socket, pin lifetimes, peercred, token
+ * files, sitename); on error the running ones stay. */
 int control_reconfigure(control_t *c, const control_opts_t *opts, si_error_t *err);
 void control_set_metrics_hook(control_t *c, control_metrics_fn fn, void *arg);
 void control_set_holder_hook(control_t *c, control_holder_fn fn, void *arg);
@@ -80,6 +99,13 @@ void control_set_stage_hook(control_t *c, void (*fn)(void *arg), void *arg);
 /* Turns on POST /api/v1/credentials (404 while no S3 endpoint runs). */
 int control_set_s3(control_t *c, const control_s3_t *s3, si_error_t *err);
 void control_free(control_t *c);
+
+#define CONTROL_DISCOVERY_PATH "/.well-known/wlcg-tape-rest-api"
+
+/* The Tape REST API's discovery document: sitename and the endpoint
+ * http://AUTHORITY/api/v1 (AUTHORITY "host:port"; "localhost" when it is
+ * missing or holds other characters than a host's). */
+json_t *control_discovery(const char *sitename, const char *authority);
 
 /* ---- parsing, exposed for tests ------------------------------------------ */
 
@@ -101,9 +127,13 @@ typedef struct {
     const char *submission;        /* "host:sid" of a SPANK submission, or NULL */
 } control_stage_t;
 
-/* Parses and validates a stage body; errors name the field. */
+/* Parses and validates a stage body; errors name the field. Paths may be
+ * absolute ("/bucket/key", the Tape REST API's form) or "bucket/key"; the
+ * longest diskLifetime is the pin lifetime unless "pin_lifetime" is given;
+ * targetedMetadata for sitename may carry job, priority, deadline,
+ * pin_lifetime and submission (other sites' is ignored). */
 int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
-                        control_stage_t *out, si_error_t *err);
+                        const char *sitename, control_stage_t *out, si_error_t *err);
 void control_stage_free(control_stage_t *st);
 
 /* errno of a failed catalog call -> HTTP status. */

@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include "common/munge_auth.h"
 
@@ -68,12 +70,14 @@ int identity_resolve(const identity_opts_t *opts, const char *credential,
                                   err) < 0)
             return -1;
         who->method = "munge";
+        who->scope[0] = '\0';
         return 0;
     }
     if (peer && peer->is_unix && peer->have_cred && opts->peercred) {
         who->uid = peer->uid;
         who->gid = peer->gid;
         who->method = "peercred";
+        who->scope[0] = '\0';
         return 0;
     }
     *status = 401;
@@ -85,13 +89,47 @@ int identity_resolve(const identity_opts_t *opts, const char *credential,
                         IDENTITY_HEADER);
 }
 
+bool identity_allows(const identity_t *who, const char *op, const char *path)
+{
+    return strcmp(who->method, "bearer") != 0 || token_scope_allows(who->scope, op, path);
+}
+
+/* "Bearer <token>" -> the token; NULL for other schemes. */
+static const char *bearer_of(const char *authorization)
+{
+    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
+        return NULL;
+    authorization += 7;
+    while (*authorization == ' ')
+        authorization++;
+    return authorization;
+}
+
+static int resolve_bearer(const identity_opts_t *opts, const char *token, identity_t *who,
+                          unsigned *status, si_error_t *err)
+{
+    token_claims_t claims;
+    if (token_verify(opts->tokens, token, time(NULL), &claims, status, err) < 0)
+        return -1;
+    who->uid = claims.uid;
+    who->gid = claims.gid;
+    who->method = "bearer";
+    snprintf(who->scope, sizeof(who->scope), "%s", claims.scope);
+    return 0;
+}
+
 bool identity_authenticate(const identity_opts_t *opts, http_request_t *req, identity_t *who)
 {
     unsigned status;
     si_error_t err;
-    if (identity_resolve(opts, http_request_header(req, IDENTITY_HEADER), http_request_peer(req),
-                         who, &status, &err) < 0) {
-        if (status == 401)
+    const char *munge = http_request_header(req, IDENTITY_HEADER);
+    const char *bearer = munge ? NULL : bearer_of(http_request_header(req, "Authorization"));
+    int rc = bearer ? resolve_bearer(opts, bearer, who, &status, &err)
+                    : identity_resolve(opts, munge, http_request_peer(req), who, &status, &err);
+    if (rc < 0) {
+        if (status == 401 && bearer)
+            http_add_header(req, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
+        else if (status == 401)
             http_add_header(req, "WWW-Authenticate", "MUNGE");
         http_respond_error(req, status, "%s", err.text);
         return false;

@@ -117,8 +117,9 @@ static bool match_path(const char *pattern, const char *path, http_params_t *par
         if (*p == '/') {
             p++;
             s++;
+            /* a pattern ending in '/' matches a path ending in '/' only */
             if (!*p || !*s)
-                return false;
+                return !*p && !*s;
         }
     }
     return true;

@@ -282,7 +282,8 @@ int http_respond(http_request_t *req, unsigned status, const char *content_type,
     return 0;
 }
 
-int http_respond_json(http_request_t *req, unsigned status, json_t *json)
+static int respond_json_as(http_request_t *req, unsigned status, const char *content_type,
+                           json_t *json)
 {
     char *text = json ? json_dumps(json, JSON_COMPACT) : NULL;
     json_decref(json);
@@ -297,9 +298,14 @@ int http_respond_json(http_request_t *req, unsigned status, json_t *json)
         text[len++] = '\n';
         text[len] = '\0';
     }
-    int rc = http_respond(req, status, "application/json", text, len);
+    int rc = http_respond(req, status, content_type, text, len);
     free(text);
     return rc;
+}
+
+int http_respond_json(http_request_t *req, unsigned status, json_t *json)
+{
+    return respond_json_as(req, status, "application/json", json);
 }
 
 int http_respond_error(http_request_t *req, unsigned status, const char *fmt, ...)
@@ -312,7 +318,13 @@ int http_respond_error(http_request_t *req, unsigned status, const char *fmt, ..
     if (status >= 500)
         si_log(req->listener->server->opts.log, SI_LOG_ERROR, "%s: %s %s: %s",
                req->listener->server->name, req->method, req->path, text);
-    return http_respond_json(req, status, json_pack("{s:s}", "error", text));
+    /* RFC 7807 problem details, as the WLCG Tape REST API answers errors;
+     * "error" repeats the detail for the clients that read it before */
+    const char *title = MHD_get_reason_phrase_for(status);
+    return respond_json_as(req, status, "application/problem+json",
+                           json_pack("{s:s, s:s, s:I, s:s, s:s}", "type", "about:blank", "title",
+                                     title && *title ? title : "Error", "status",
+                                     (json_int_t)status, "detail", text, "error", text));
 }
 
 int http_add_header(http_request_t *req, const char *name, const char *value)

@@ -105,7 +105,8 @@ int http_respond(http_request_t *req, unsigned status, const char *content_type,
                  const void *body, size_t len);
 /* Takes ownership of json (decref'd here). */
 int http_respond_json(http_request_t *req, unsigned status, json_t *json);
-/* {"error": "<text>"} */
+/* RFC 7807 problem+json: {"type", "title", "status", "detail": "<text>",
+ * "error": "<text>"} */
 int http_respond_error(http_request_t *req, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int http_add_header(http_request_t *req, const char *name, const char *value);

@@ -37,6 +37,8 @@ struct s3_server {
     si_groups_t *groups;             /* the credentials' uids' groups (NSS), cached */
     s3_quota_t *quota;               /* per-user bounds on arriving uploads */
     int64_t pin_lifetime_max;        /* seconds; 0: no bound */
+    char sitename[65];               /* Tape REST API discovery; control_port 0: none */
+    int control_port;
     si_secrets_t *secrets;
     si_session_keys_t *sessions;     /* borrowed; NULL: no session credentials */
     si_sigv4_verifier_conf_t verifier;

@@ -97,6 +97,9 @@ typedef struct {
                                     Days, in seconds; 0: no bound */
     void (*staged)(void *arg);   /* a stage request was made (recall_service_kick); may be NULL */
     void *staged_arg;
+    const char *sitename;        /* the WLCG Tape REST API's discovery document, served */
+    int control_port;            /* here for file URLs on this port, names the control
+                                    API on this port (0: no discovery document) */
 } s3_opts_t;
 
 /* Loads the secrets (mode 0600 or refused), opens the catalog connections

@@ -25,6 +25,7 @@
 #include "common/fileio.h"
 #include "common/uri.h"
 #include "daemon/cache/cache.h"
+#include "daemon/control/control.h"
 
 #define XML_CONTENT_TYPE "application/xml"
 /* request line, headers and the upload read buffer share the connection's pool */
@@ -707,6 +708,40 @@ static int check_framing(s3_req_t *r)
     return 0;
 }
 
+/* A Tape REST API client (gfal2, FTS) looks for the discovery document on
+ * the host and port of its file URLs, this endpoint's: it names the
+ * control API, on the same host as the client reached. */
+static bool tape_rest_discovery(s3_req_t *r)
+{
+    size_t plen = strlen(CONTROL_DISCOVERY_PATH);
+    if (!r->srv->control_port || strcmp(r->method, "GET") != 0 || !r->uri ||
+        strncmp(r->uri, CONTROL_DISCOVERY_PATH, plen) != 0 ||
+        (r->uri[plen] && r->uri[plen] != '?'))
+        return false;
+    const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Host");
+    char authority[300];
+    size_t hlen = host ? strlen(host) : 0;
+    const char *colon = host ? strrchr(host, ':') : NULL;
+    if (colon && (host[0] != '[' || colon > strchr(host, ']')))
+        hlen = (size_t)(colon - host); /* the host without this port */
+    bool usable = hlen > 0 && hlen <= 255;
+    snprintf(authority, sizeof(authority), "%.*s:%d", usable ? (int)hlen : 0, usable ? host : "",
+             r->srv->control_port);
+    json_t *doc = control_discovery(r->srv->sitename, usable ? authority : NULL);
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    struct MHD_Response *resp =
+        text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!resp) {
+        free(text);
+        s3_respond_error(r, "InternalError", "out of memory");
+        return true;
+    }
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    s3_respond(r, 200, resp);
+    return true;
+}
+
 static void dispatch(s3_req_t *r)
 {
     s3_server_t *s = r->srv;
@@ -726,7 +761,7 @@ static void dispatch(s3_req_t *r)
         return;
     }
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, collect_header, r);
-    if (check_framing(r) < 0)
+    if (check_framing(r) < 0 || tape_rest_discovery(r))
         return;
 
     if (authenticate(r) < 0 || split_path(r) < 0)
@@ -1099,6 +1134,8 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     }
     s->conf = opts->conf;
     s->pin_lifetime_max = opts->pin_lifetime_max;
+    snprintf(s->sitename, sizeof(s->sitename), "%s", opts->sitename ? opts->sitename : "");
+    s->control_port = opts->sitename ? opts->control_port : 0;
     s->cache = opts->cache;
     s->staged = opts->staged;
     s->staged_arg = opts->staged_arg;

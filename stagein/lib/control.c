@@ -247,6 +247,10 @@ stagein_err_t stagein_request_objects(stagein_t *h, const char *id,
                           id, i);
             goto error;
         }
+        /* the Tape REST API's absolute "/bucket/key"; the library names objects
+         * "bucket/key" */
+        if (path[0] == '/')
+            path++;
         if (!(list[n].path = strdup(path))) {
             rc = lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
             goto error;

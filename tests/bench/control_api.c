@@ -1,6 +1,7 @@
 /* Control-API throughput: stage requests/s and status polls/s through the
  * real HTTP layer, handlers and catalog (Unix socket, SO_PEERCRED identity,
- * one keep-alive connection per client thread).
+ * one keep-alive connection per client thread); then the same status polls
+ * with a bearer token (ES256, verified on every request), side by side.
  *   control_api [--quick] [--json] [--clients N] [--files N] */
 #include "config.h"
 
@@ -19,6 +20,7 @@
 #include "catalog/catalog.h"
 #include "common/table.h"
 #include "daemon/control/control.h"
+#include "daemon/control/token.h"
 #include "daemon/http/server.h"
 
 typedef struct {
@@ -26,6 +28,8 @@ typedef struct {
     int requests;          /* stage requests per client */
     int polls;             /* status polls per client */
     char (*ids)[40];       /* this client's request ids */
+    const char *auth;      /* "Authorization: Bearer ..." for the polls, or NULL */
+    bool polls_only;       /* the ids are there from a run before */
     int failures;
     double stage_s, poll_s;
 } client_t;
@@ -38,13 +42,14 @@ static double now(void)
 }
 
 /* One request on a keep-alive connection; the body of the answer in buf. */
-static int exchange(int fd, const char *method, const char *path, const char *body, char *buf,
-                    size_t size)
+static int exchange(int fd, const char *method, const char *path, const char *body,
+                    const char *auth, char *buf, size_t size)
 {
-    char req[1024];
+    char req[4096];
     int n = snprintf(req, sizeof(req),
-                     "%s %s HTTP/1.1\r\nHost: bench\r\nContent-Length: %zu\r\n\r\n%s", method, path,
-                     body ? strlen(body) : 0, body ? body : "");
+                     "%s %s HTTP/1.1\r\nHost: bench\r\n%s%sContent-Length: %zu\r\n\r\n%s", method,
+                     path, auth ? auth : "", auth ? "\r\n" : "", body ? strlen(body) : 0,
+                     body ? body : "");
     if (write(fd, req, (size_t)n) != n)
         return -1;
     size_t got = 0;
@@ -86,8 +91,9 @@ static void *client_run(void *arg)
     static char buf[1 << 20];
     char *mine = malloc(sizeof(buf));
     double t0 = now();
-    for (int i = 0; i < c->requests; i++) {
-        if (exchange(fd, "POST", "/api/v1/stage", "{\"datasets\":[\"bench\"]}", mine, sizeof(buf)) != 201) {
+    for (int i = 0; i < c->requests && !c->polls_only; i++) {
+        if (exchange(fd, "POST", "/api/v1/stage", "{\"datasets\":[\"bench\"]}", NULL, mine,
+                     sizeof(buf)) != 201) {
             c->failures++;
             continue;
         }
@@ -99,7 +105,7 @@ static void *client_run(void *arg)
     for (int i = 0; i < c->polls; i++) {
         char path[80];
         snprintf(path, sizeof(path), "/api/v1/stage/%s", c->ids[i % c->requests]);
-        if (exchange(fd, "GET", path, NULL, mine, sizeof(buf)) != 200)
+        if (exchange(fd, "GET", path, NULL, c->auth, mine, sizeof(buf)) != 200)
             c->failures++;
     }
     c->stage_s = t1 - t0;
@@ -183,8 +189,10 @@ int main(int argc, char **argv)
     fclose(in);
     free(manifest);
 
+    char key_path[300];
+    snprintf(key_path, sizeof(key_path), "%s/token.key", dir);
     control_opts_t co = {.cat = cat, .peercred = true, .pin_lifetime_default = 3600,
-                         .pin_lifetime_max = 86400};
+                         .pin_lifetime_max = 86400, .token_key_path = key_path};
     http_server_opts_t ho = {.body_limit = 1 << 20, .timeout_s = 60, .threads = 4, .name = "bench"};
     control_t *ctl = control_new(&co, &err);
     http_server_t *http = ctl ? http_server_new(&ho, &err) : NULL;
@@ -209,11 +217,33 @@ int main(int argc, char **argv)
         stage_s = stage_s > cs[i].stage_s ? stage_s : cs[i].stage_s;
         poll_s = poll_s > cs[i].poll_s ? poll_s : cs[i].poll_s;
         failures += cs[i].failures;
+        cs[i].failures = 0;
         done_requests += cs[i].requests;
         done_polls += cs[i].polls;
-        free(cs[i].ids);
     }
     double wall = now() - t0;
+
+    /* the same polls with a bearer token stageind signed (ES256) */
+    EVP_PKEY *key = token_key_load(key_path, &err);
+    char *token = key ? token_sign(key, CONTROL_TOKEN_ISSUER, getuid(), getgid(),
+                                   "storage.stage:/ storage.read:/", 3600, time(NULL), &err)
+                      : NULL;
+    char auth[2048];
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token ? token : "");
+    free(token);
+    EVP_PKEY_free(key);
+    for (int i = 0; i < clients; i++) {
+        cs[i].auth = auth;
+        cs[i].polls_only = true;
+        pthread_create(&th[i], NULL, client_run, &cs[i]);
+    }
+    double bearer_s = 0;
+    for (int i = 0; i < clients; i++) {
+        pthread_join(th[i], NULL);
+        bearer_s = bearer_s > cs[i].poll_s ? bearer_s : cs[i].poll_s;
+        failures += cs[i].failures;
+        free(cs[i].ids);
+    }
     http_server_free(http);
     control_free(ctl);
     catalog_close(cat);
@@ -222,12 +252,14 @@ int main(int argc, char **argv)
     if (system(cmd) != 0)
         fprintf(stderr, "control_api: cleanup of %s failed\n", dir);
 
-    double rps = done_requests / stage_s, pps = done_polls / poll_s;
+    double rps = done_requests / stage_s, pps = done_polls / poll_s, bps = done_polls / bearer_s;
     if (json) {
         printf("{\"clients\":%d,\"files_per_request\":%d,\"stage_requests\":%d,"
                "\"status_polls\":%d,\"stage_requests_per_s\":%.1f,\"status_polls_per_s\":%.1f,"
+               "\"bearer_status_polls_per_s\":%.1f,\"bearer_over_peercred\":%.3f,"
                "\"failures\":%d,\"wall_s\":%.3f}\n",
-               clients, files, done_requests, done_polls, rps, pps, failures, wall);
+               clients, files, done_requests, done_polls, rps, pps, bps, bps / pps, failures,
+               wall);
     } else {
         static const si_column_t cols[] = {{"operation", SI_COL_STR}, {"count", SI_COL_INT},
                                            {"seconds", SI_COL_REAL}, {"per_s", SI_COL_REAL}};
@@ -242,9 +274,15 @@ int main(int argc, char **argv)
         si_table_int(t, done_polls);
         si_table_real(t, poll_s);
         si_table_real(t, pps);
+        si_table_row(t);
+        si_table_str(t, "status poll, bearer ES256");
+        si_table_int(t, done_polls);
+        si_table_real(t, bearer_s);
+        si_table_real(t, bps);
         si_table_print(t, stdout, false);
         si_table_free(t);
-        printf("%d clients, %d files per request, %d failures\n", clients, files, failures);
+        printf("%d clients, %d files per request, %d failures; bearer/peercred polls %.2f\n",
+               clients, files, failures, bps / pps);
     }
     return failures ? 1 : 0;
 }

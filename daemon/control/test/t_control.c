@@ -8,7 +8,7 @@
 
 static int parse(const char *body, control_stage_t *st, si_error_t *err)
 {
-    return control_parse_stage(body, strlen(body), 86400, st, err);
+    return control_parse_stage(body, strlen(body), 86400, "TESTSITE", st, err);
 }
 
 int main(void)
@@ -39,9 +39,41 @@ int main(void)
     is_int(st.pin_lifetime, 0, "pin lifetime left to the default");
     control_stage_free(&st);
 
+    ok(parse("{\"files\": [{\"path\": \"/bkt/a\", \"diskLifetime\": \"PT1H\","
+             " \"targetedMetadata\": {\"TESTSITE\": {\"job\": 42, \"priority\": 7},"
+             " \"OTHER\": {\"anything\": [1]}}}, {\"path\": \"/bkt/b\", \"diskLifetime\": \"P1D\","
+             " \"targetedMetadata\": {\"TESTSITE\": {\"job\": 42}}}]}", &st, &err) == 0,
+       "Tape REST API body parsed: %s", err.text);
+    is_str(st.files[0], "bkt/a", "absolute path /bkt/a names bkt/a");
+    is_int(st.pin_lifetime, 86400, "the longest diskLifetime is the pin lifetime");
+    is_str(st.job, "42", "job from our sitename's targetedMetadata");
+    is_int(st.priority, 7, "priority from targetedMetadata");
+    control_stage_free(&st);
+    ok(parse("{\"datasets\": [\"/pub\"]}", &st, &err) == 0, "a dataset name with a slash parses");
+    is_str(st.datasets[0], "/pub", "... and is kept as given (only file paths are absolute)");
+    control_stage_free(&st);
+    ok(parse("{\"files\": [{\"path\": \"/bkt/a\", \"diskLifetime\": \"PT1H\"}],"
+             " \"pin_lifetime\": 60}", &st, &err) == 0 && st.pin_lifetime == 60,
+       "pin_lifetime wins over diskLifetime");
+    control_stage_free(&st);
+
     static const struct {
         const char *body, *want;
     } bad[] = {
+        {"{\"files\": [{\"path\": \"/b/k\", \"diskLifetime\": \"P1M\"}]}",
+         "files[0].diskLifetime: 'P1M'"},
+        {"{\"files\": [{\"path\": \"/b/k\", \"diskLifetime\": 3600}]}", "ISO 8601"},
+        {"{\"files\": [{\"path\": \"/b/k\", \"diskLifetime\": \"P2D\"}]}",
+         "longer than this site's maximum pin lifetime of 86400 s"},
+        {"{\"files\": [{\"path\": \"/b/k\", \"colour\": 1}]}", "files[0]: unknown field 'colour'"},
+        {"{\"files\": [{\"path\": \"/b/k\", \"targetedMetadata\": 5}]}",
+         "targetedMetadata must be an object"},
+        {"{\"files\": [{\"path\": \"/b/k\", \"targetedMetadata\": {\"TESTSITE\": {\"uid\": 0}}}]}",
+         "targetedMetadata.TESTSITE: unknown field 'uid'"},
+        {"{\"files\": [{\"path\": \"/b/k\", \"targetedMetadata\": {\"TESTSITE\": {\"job\": 2}}}],"
+         " \"job\": 1}", "differs from the value given before"},
+        {"{\"files\": [{\"path\": \"/b/k\", \"targetedMetadata\": {\"TESTSITE\":"
+         " {\"priority\": 5000}}}]}", "between -1000 and 1000"},
         {"{\"datasets\": [\"x\"", "malformed JSON"},
         {"[1, 2]", "must be a JSON object"},
         {"{}", "names nothing to stage"},

@@ -58,6 +58,14 @@ int main(void)
            HTTP_ROUTE_NO_PATH, "extra segment does not match");
     is_int(http_router_match(r, "GET", "/metrics/", &target, &params, allow, sizeof(allow)),
            HTTP_ROUTE_NO_PATH, "trailing slash on a plain path does not match");
+    ok(http_router_add(r, "POST", "/api/v1/archiveinfo/", &a, &err) == 0,
+       "pattern with a trailing slash added");
+    is_int(http_router_match(r, "POST", "/api/v1/archiveinfo/", &target, &params, allow,
+                             sizeof(allow)),
+           HTTP_ROUTE_FOUND, "a trailing slash matches a pattern that has one");
+    is_int(http_router_match(r, "POST", "/api/v1/archiveinfo", &target, &params, allow,
+                             sizeof(allow)),
+           HTTP_ROUTE_NO_PATH, "and not the path without it");
     is_int(http_router_match(r, "GET", "/", &target, &params, allow, sizeof(allow)),
            HTTP_ROUTE_NO_PATH, "root does not match");
     is_int(http_router_match(r, "GET", "", &target, &params, allow, sizeof(allow)),

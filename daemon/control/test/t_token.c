@@ -1,0 +1,256 @@
+/* Bearer tokens: RS256 and ES256 tokens signed here with keys made here,
+ * verified against an issuers file and a mapping file; every refusal
+ * (expired, not yet valid, wrong audience, unknown issuer, bad signature,
+ * alg none, malformed, huge, unmapped subject) and the WLCG scope rules. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/ecdsa.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include "common/tap.h"
+#include "daemon/control/token.h"
+
+static char *b64url(const unsigned char *in, size_t len)
+{
+    char *out = malloc(len * 4 / 3 + 8);
+    int n = EVP_EncodeBlock((unsigned char *)out, in, (int)len);
+    while (n > 0 && out[n - 1] == '=')
+        n--;
+    out[n] = '\0';
+    for (char *p = out; *p; p++)
+        *p = *p == '+' ? '-' : *p == '/' ? '_' : *p;
+    return out;
+}
+
+/* A compact JWT of header and claims signed with key (NULL: no signature). */
+static char *sign(EVP_PKEY *key, const char *alg, const char *claims)
+{
+    char header[64];
+    snprintf(header, sizeof(header), "{\"alg\":\"%s\",\"typ\":\"JWT\"}", alg);
+    char *h = b64url((const unsigned char *)header, strlen(header));
+    char *c = b64url((const unsigned char *)claims, strlen(claims));
+    size_t len = strlen(h) + strlen(c) + 1;
+    char *signing = malloc(len + 1);
+    snprintf(signing, len + 1, "%s.%s", h, c);
+    unsigned char sig[512], raw[64];
+    size_t siglen = sizeof(sig);
+    char *s = strdup("");
+    if (key) {
+        EVP_MD_CTX *md = EVP_MD_CTX_new();
+        EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, key);
+        EVP_DigestSign(md, sig, &siglen, (unsigned char *)signing, len);
+        EVP_MD_CTX_free(md);
+        if (strcmp(alg, "ES256") == 0) { /* DER -> r || s */
+            const unsigned char *p = sig;
+            ECDSA_SIG *es = d2i_ECDSA_SIG(NULL, &p, (long)siglen);
+            BN_bn2binpad(ECDSA_SIG_get0_r(es), raw, 32);
+            BN_bn2binpad(ECDSA_SIG_get0_s(es), raw + 32, 32);
+            ECDSA_SIG_free(es);
+            memcpy(sig, raw, 64);
+            siglen = 64;
+        }
+        free(s);
+        s = b64url(sig, siglen);
+    }
+    char *jwt = malloc(len + strlen(s) + 2);
+    sprintf(jwt, "%s.%s", signing, s);
+    free(h);
+    free(c);
+    free(signing);
+    free(s);
+    return jwt;
+}
+
+static void write_pub(EVP_PKEY *key, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    PEM_write_PUBKEY(f, key);
+    fclose(f);
+}
+
+static char *claims(const char *iss, const char *sub, const char *aud, long exp, long nbf,
+                    const char *scope)
+{
+    char *buf = malloc(1024);
+    snprintf(buf, 1024,
+             "{\"iss\":\"%s\",\"sub\":\"%s\",\"aud\":\"%s\",\"exp\":%ld,\"nbf\":%ld,"
+             "\"scope\":\"%s\"}", iss, sub, aud, exp, nbf, scope);
+    return buf;
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/t_token.XXXXXX";
+    if (!mkdtemp(dir))
+        return 1;
+    char rsa_pub[128], ec_pub[128], issuers[128], map[128];
+    snprintf(rsa_pub, sizeof(rsa_pub), "%s/rsa.pem", dir);
+    snprintf(ec_pub, sizeof(ec_pub), "%s/ec.pem", dir);
+    snprintf(issuers, sizeof(issuers), "%s/issuers", dir);
+    snprintf(map, sizeof(map), "%s/map", dir);
+    EVP_PKEY *rsa = EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048);
+    EVP_PKEY *ec = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+    EVP_PKEY *other = EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048);
+    write_pub(rsa, rsa_pub);
+    write_pub(ec, ec_pub);
+    FILE *f = fopen(issuers, "w");
+    fprintf(f, "# issuer key\nhttps://idp.test %s\nhttps://ec.test %s\n", rsa_pub, ec_pub);
+    fclose(f);
+    f = fopen(map, "w");
+    fprintf(f, "https://idp.test alice 1000 100\nhttps://ec.test bob 1001 100\n");
+    fclose(f);
+
+    si_error_t err;
+    token_opts_t o = {.issuers_file = issuers, .map_file = map, .audience = "stagein-test",
+                      .skew_s = 30};
+    token_verifier_t *v = token_verifier_new(&o, &err);
+    ok(v && token_verifier_enabled(v), "verifier loads 2 issuers and the map");
+    time_t now = time(NULL);
+    token_claims_t c;
+    unsigned status;
+    char *cl = claims("https://idp.test", "alice", "stagein-test", now + 600, now - 10,
+                      "storage.stage:/data storage.read:/");
+    char *t = sign(rsa, "RS256", cl);
+    ok(token_verify(v, t, now, &c, &status, &err) == 0 && c.uid == 1000 && c.gid == 100,
+       "RS256 token verifies and maps to uid 1000");
+    is_str(c.scope, "storage.stage:/data storage.read:/", "scope kept");
+    free(t);
+    free(cl);
+
+    cl = claims("https://ec.test", "bob", TOKEN_AUD_ANY, now + 600, now, "storage.stage:/");
+    t = sign(ec, "ES256", cl);
+    ok(token_verify(v, t, now, &c, &status, &err) == 0 && c.uid == 1001,
+       "ES256 token with the WLCG any audience verifies");
+    /* a flipped signature byte */
+    t[strlen(t) - 3] = t[strlen(t) - 3] == 'A' ? 'B' : 'A';
+    ok(token_verify(v, t, now, &c, &status, &err) < 0 && status == 401,
+       "ES256 bad signature: %s", err.text);
+    free(t);
+    free(cl);
+
+    struct {
+        const char *what, *iss, *sub, *aud;
+        long exp, nbf;
+        EVP_PKEY *key;
+        const char *alg;
+        unsigned status;
+    } bad[] = {
+        {"expired", "https://idp.test", "alice", "stagein-test", now - 100, now - 200, rsa,
+         "RS256", 401},
+        {"not yet valid", "https://idp.test", "alice", "stagein-test", now + 900, now + 300, rsa,
+         "RS256", 401},
+        {"wrong audience", "https://idp.test", "alice", "elsewhere", now + 600, now, rsa, "RS256",
+         401},
+        {"unknown issuer", "https://evil.test", "alice", "stagein-test", now + 600, now, rsa,
+         "RS256", 401},
+        {"signed by another key", "https://idp.test", "alice", "stagein-test", now + 600, now,
+         other, "RS256", 401},
+        {"alg none", "https://idp.test", "alice", "stagein-test", now + 600, now, NULL, "none",
+         401},
+        {"RS256 claimed with the EC issuer", "https://ec.test", "bob", "stagein-test", now + 600,
+         now, ec, "RS256", 401},
+        {"unmapped subject", "https://idp.test", "mallory", "stagein-test", now + 600, now, rsa,
+         "RS256", 403},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cl = claims(bad[i].iss, bad[i].sub, bad[i].aud, bad[i].exp, bad[i].nbf, "storage.stage:/");
+        t = sign(bad[i].key, bad[i].alg, cl);
+        ok(token_verify(v, t, now, &c, &status, &err) < 0 && status == bad[i].status,
+           "%s refused with %u: %s", bad[i].what, status, err.text);
+        free(t);
+        free(cl);
+    }
+    cl = claims("https://idp.test", "alice", "stagein-test", now - 10, now - 100, "");
+    t = sign(rsa, "RS256", cl);
+    ok(token_verify(v, t, now, &c, &status, &err) == 0, "expired 10 s ago passes with 30 s skew");
+    free(t);
+    free(cl);
+
+    static const char *const malformed[] = {"", "abc", "a.b", "a.b.c.d", "!!!.###.$$$",
+                                            "eyJhbGciOiJSUzI1NiJ9.e30.", NULL};
+    for (size_t i = 0; malformed[i]; i++)
+        ok(token_verify(v, malformed[i], now, &c, &status, &err) < 0 && status == 401,
+           "malformed '%s' refused: %s", malformed[i], err.text);
+    char *huge = malloc(TOKEN_MAX + 100);
+    memset(huge, 'A', TOKEN_MAX + 99);
+    huge[TOKEN_MAX + 99] = '\0';
+    ok(token_verify(v, huge, now, &c, &status, &err) < 0 && strstr(err.text, "longer"),
+       "huge token refused: %s", err.text);
+    free(huge);
+
+    ok(token_scope_allows("storage.stage:/data", "storage.stage", "/data/a/b"), "under the dir");
+    ok(token_scope_allows("storage.stage:/data/", "storage.stage", "/data"), "the dir itself");
+    ok(!token_scope_allows("storage.stage:/data", "storage.stage", "/database/x"),
+       "no prefix match across a component");
+    ok(!token_scope_allows("storage.read:/", "storage.stage", "/data/x"), "read is not stage");
+    ok(token_scope_allows("openid storage.stage:/", "storage.stage", "/x/y"), "/ covers all");
+    ok(!token_scope_allows("storage.stagexyz:/", "storage.stage", "/x"), "scope name exact");
+    ok(!token_scope_allows("", "storage.stage", "/x"), "empty scope grants nothing");
+
+    f = fopen(map, "w");
+    fprintf(f, "https://idp.test alice notanumber 100\n");
+    fclose(f);
+    token_verifier_t *bad_map = token_verifier_new(&o, &err);
+    ok(!bad_map && strstr(err.text, "line 1"), "bad map line named: %s", err.text);
+    token_verifier_t *none = token_verifier_new(&(token_opts_t){0}, &err);
+    ok(none && !token_verifier_enabled(none), "no issuers file: tokens disabled");
+    ok(token_verify(none, "a.b.c", now, &c, &status, &err) < 0 && status == 401,
+       "disabled verifier refuses: %s", err.text);
+    token_verifier_free(none);
+
+    /* stageind's own tokens: signed here, "sub" UID:GID trusted for its issuer only */
+    char keyfile[160];
+    snprintf(keyfile, sizeof(keyfile), "%s/token.key", dir);
+    EVP_PKEY *self = token_key_load(keyfile, &err);
+    ok(self != NULL, "signing key made: %s", self ? "" : err.text);
+    struct stat st;
+    ok(stat(keyfile, &st) == 0 && (st.st_mode & 0777) == 0600, "signing key file is 0600");
+    EVP_PKEY *again = token_key_load(keyfile, &err);
+    ok(again && EVP_PKEY_eq(self, again) == 1, "loaded again: the same key");
+    EVP_PKEY_free(again);
+    chmod(keyfile, 0644);
+    ok(!token_key_load(keyfile, &err) && strstr(err.text, "0600"), "a key readable by others"
+       " refused: %s", err.text);
+    chmod(keyfile, 0600);
+    f = fopen(map, "w");
+    fprintf(f, "https://idp.test alice 1000 100\n");
+    fclose(f);
+    token_verifier_t *own = token_verifier_new(&o, &err);
+    ok(own && token_verifier_trust_self(own, "stageind", self, &err) == 0, "own issuer trusted");
+    t = token_sign(self, "stageind", 1234, 567, "storage.stage:/x", 600, now, &err);
+    ok(t && token_verify(own, t, now, &c, &status, &err) == 0 && c.uid == 1234 && c.gid == 567,
+       "own token verifies as uid 1234 gid 567");
+    is_str(c.scope, "storage.stage:/x", "own token's scope");
+    ok(token_verify(own, t, now + 700, &c, &status, &err) < 0 && strstr(err.text, "expired"),
+       "own token expires: %s", err.text);
+    free(t);
+    cl = claims("https://idp.test", "1234:567", "stagein-test", now + 600, now, "");
+    t = sign(rsa, "RS256", cl);
+    ok(token_verify(own, t, now, &c, &status, &err) < 0 && status == 403,
+       "UID:GID subjects are trusted from stageind's own issuer only: %s", err.text);
+    free(t);
+    free(cl);
+    char *pem = token_key_public_pem(self, &err);
+    ok(pem && strstr(pem, "BEGIN PUBLIC KEY"), "public key as PEM");
+    free(pem);
+    token_verifier_free(own);
+    EVP_PKEY_free(self);
+    unlink(keyfile);
+    token_verifier_free(v);
+    EVP_PKEY_free(rsa);
+    EVP_PKEY_free(ec);
+    EVP_PKEY_free(other);
+    unlink(rsa_pub);
+    unlink(ec_pub);
+    unlink(issuers);
+    unlink(map);
+    rmdir(dir);
+    return done_testing();
+}

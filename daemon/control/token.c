@@ -1,0 +1,551 @@
+#include "config.h"
+#include "daemon/control/token.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <openssl/bn.h>
+#include <openssl/ec.h>
+#include <openssl/ecdsa.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#define FIELD_MAX 256
+
+typedef struct {
+    char issuer[FIELD_MAX];
+    EVP_PKEY *key;
+    bool self;                     /* stageind's own: "sub" is "UID:GID" */
+} issuer_t;
+
+typedef struct {
+    char issuer[FIELD_MAX];
+    char subject[FIELD_MAX];
+    uid_t uid;
+    gid_t gid;
+} mapping_t;
+
+struct token_verifier {
+    issuer_t *issuers;
+    size_t nissuers;
+    mapping_t *map;
+    size_t nmap;
+    char audience[FIELD_MAX];
+    int64_t skew_s;
+};
+
+/* Calls fn on each line's whitespace-separated fields ('#' comments, blank
+ * lines skipped); errors name the file and line. */
+static int each_line(const char *path, size_t nfields, int (*fn)(void *, char **, si_error_t *),
+                     void *arg, si_error_t *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return si_errprintf(err, "cannot open %s: %s", path, strerror(errno));
+    char line[2048];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof(line), f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *fields[8], *save = NULL;
+        size_t n = 0;
+        for (char *t = strtok_r(line, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save))
+            if (n < 8)
+                fields[n++] = t;
+            else
+                n = 9;
+        if (n == 0)
+            continue;
+        si_error_t why;
+        if (n != nfields || fn(arg, fields, &why) < 0) {
+            if (n != nfields)
+                si_errprintf(&why, "expected %zu fields", nfields);
+            si_errprintf(err, "%s line %d: %s", path, lineno, why.text);
+            rc = -1;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+/* Takes key. */
+static int add_key(token_verifier_t *v, const char *issuer, EVP_PKEY *key, bool self,
+                   si_error_t *err)
+{
+    issuer_t *grown = realloc(v->issuers, (v->nissuers + 1) * sizeof(*grown));
+    if (!grown) {
+        EVP_PKEY_free(key);
+        return si_errprintf(err, "out of memory");
+    }
+    v->issuers = grown;
+    snprintf(grown[v->nissuers].issuer, FIELD_MAX, "%s", issuer);
+    grown[v->nissuers].self = self;
+    grown[v->nissuers++].key = key;
+    return 0;
+}
+
+int token_verifier_trust_self(token_verifier_t *v, const char *issuer, EVP_PKEY *key,
+                              si_error_t *err)
+{
+    if (strlen(issuer) >= FIELD_MAX)
+        return si_errprintf(err, "issuer longer than %d characters", FIELD_MAX - 1);
+    if (EVP_PKEY_up_ref(key) != 1)
+        return si_errprintf(err, "cannot reference the signing key");
+    return add_key(v, issuer, key, true, err);
+}
+
+static int add_issuer(void *arg, char **fields, si_error_t *err)
+{
+    token_verifier_t *v = arg;
+    if (strlen(fields[0]) >= FIELD_MAX)
+        return si_errprintf(err, "issuer longer than %d characters", FIELD_MAX - 1);
+    FILE *f = fopen(fields[1], "r");
+    if (!f)
+        return si_errprintf(err, "cannot open the key %s: %s", fields[1], strerror(errno));
+    EVP_PKEY *key = PEM_read_PUBKEY(f, NULL, NULL, NULL);
+    fclose(f);
+    if (!key)
+        return si_errprintf(err, "%s is not a PEM public key", fields[1]);
+    int type = EVP_PKEY_get_base_id(key);
+    if (type != EVP_PKEY_RSA && type != EVP_PKEY_EC) {
+        EVP_PKEY_free(key);
+        return si_errprintf(err, "%s: only RSA (RS256) and EC P-256 (ES256) keys", fields[1]);
+    }
+    return add_key(v, fields[0], key, false, err);
+}
+
+static int add_mapping(void *arg, char **fields, si_error_t *err)
+{
+    token_verifier_t *v = arg;
+    char *end;
+    unsigned long uid = strtoul(fields[2], &end, 10), gid;
+    if (*end || !isdigit((unsigned char)fields[2][0]) || uid >= UINT32_MAX)
+        return si_errprintf(err, "uid '%.20s' is not a number", fields[2]);
+    gid = strtoul(fields[3], &end, 10);
+    if (*end || !isdigit((unsigned char)fields[3][0]) || gid >= UINT32_MAX)
+        return si_errprintf(err, "gid '%.20s' is not a number", fields[3]);
+    if (strlen(fields[0]) >= FIELD_MAX || strlen(fields[1]) >= FIELD_MAX)
+        return si_errprintf(err, "issuer or subject longer than %d characters", FIELD_MAX - 1);
+    mapping_t *grown = realloc(v->map, (v->nmap + 1) * sizeof(*grown));
+    if (!grown)
+        return si_errprintf(err, "out of memory");
+    v->map = grown;
+    mapping_t *m = &grown[v->nmap++];
+    snprintf(m->issuer, FIELD_MAX, "%s", fields[0]);
+    snprintf(m->subject, FIELD_MAX, "%s", fields[1]);
+    m->uid = (uid_t)uid;
+    m->gid = (gid_t)gid;
+    return 0;
+}
+
+token_verifier_t *token_verifier_new(const token_opts_t *opts, si_error_t *err)
+{
+    token_verifier_t *v = calloc(1, sizeof(*v));
+    if (!v) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    snprintf(v->audience, sizeof(v->audience), "%s", opts->audience ? opts->audience : "");
+    v->skew_s = opts->skew_s;
+    if (opts->issuers_file && *opts->issuers_file) {
+        if (each_line(opts->issuers_file, 2, add_issuer, v, err) < 0 ||
+            (opts->map_file && *opts->map_file &&
+             each_line(opts->map_file, 4, add_mapping, v, err) < 0)) {
+            token_verifier_free(v);
+            return NULL;
+        }
+    }
+    return v;
+}
+
+void token_verifier_free(token_verifier_t *v)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < v->nissuers; i++)
+        EVP_PKEY_free(v->issuers[i].key);
+    free(v->issuers);
+    free(v->map);
+    free(v);
+}
+
+bool token_verifier_enabled(const token_verifier_t *v)
+{
+    return v && v->nissuers > 0;
+}
+
+/* base64url without padding -> bytes; -1 on a character outside the alphabet. */
+static int b64url_decode(const char *in, size_t len, unsigned char **out, size_t *outlen)
+{
+    if (len % 4 == 1)
+        return -1;
+    size_t padded = (len + 3) / 4 * 4;
+    char *std = malloc(padded + 1);
+    unsigned char *bytes = malloc(padded / 4 * 3 + 1);
+    if (!std || !bytes) {
+        free(std);
+        free(bytes);
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = in[i];
+        if (c == '-')
+            c = '+';
+        else if (c == '_')
+            c = '/';
+        else if (!isalnum((unsigned char)c)) {
+            free(std);
+            free(bytes);
+            return -1;
+        }
+        std[i] = c;
+    }
+    memset(std + len, '=', padded - len);
+    std[padded] = '\0';
+    int n = padded ? EVP_DecodeBlock(bytes, (unsigned char *)std, (int)padded) : 0;
+    free(std);
+    if (n < 0) {
+        free(bytes);
+        return -1;
+    }
+    *outlen = (size_t)n - (padded - len); /* EVP_DecodeBlock counts the padding */
+    *out = bytes;
+    return 0;
+}
+
+static json_t *b64url_json(const char *in, size_t len)
+{
+    unsigned char *bytes;
+    size_t n;
+    if (b64url_decode(in, len, &bytes, &n) < 0)
+        return NULL;
+    json_t *j = json_loadb((const char *)bytes, n, JSON_REJECT_DUPLICATES, NULL);
+    free(bytes);
+    if (j && !json_is_object(j)) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* ES256 signatures are r || s (32 bytes each); OpenSSL verifies DER. */
+static unsigned char *es256_der(const unsigned char *sig, size_t len, size_t *derlen)
+{
+    if (len != 64)
+        return NULL;
+    ECDSA_SIG *s = ECDSA_SIG_new();
+    BIGNUM *r = BN_bin2bn(sig, 32, NULL), *ss = BN_bin2bn(sig + 32, 32, NULL);
+    unsigned char *der = NULL;
+    if (s && r && ss && ECDSA_SIG_set0(s, r, ss) == 1) {
+        r = ss = NULL;
+        int n = i2d_ECDSA_SIG(s, &der);
+        *derlen = n > 0 ? (size_t)n : 0;
+        if (n <= 0)
+            der = NULL;
+    }
+    BN_free(r);
+    BN_free(ss);
+    ECDSA_SIG_free(s);
+    return der;
+}
+
+static bool signature_ok(EVP_PKEY *key, const char *alg, const char *signed_part, size_t len,
+                         const unsigned char *sig, size_t siglen)
+{
+    int type = EVP_PKEY_get_base_id(key);
+    unsigned char *der = NULL;
+    if (strcmp(alg, "RS256") == 0 && type != EVP_PKEY_RSA)
+        return false;
+    if (strcmp(alg, "ES256") == 0) {
+        if (type != EVP_PKEY_EC || !(der = es256_der(sig, siglen, &siglen)))
+            return false;
+        sig = der;
+    }
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    bool ok = md && EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, key) == 1 &&
+              EVP_DigestVerify(md, sig, siglen, (const unsigned char *)signed_part, len) == 1;
+    EVP_MD_CTX_free(md);
+    OPENSSL_free(der);
+    return ok;
+}
+
+static bool audience_ok(const token_verifier_t *v, json_t *aud)
+{
+    if (json_is_string(aud)) {
+        const char *a = json_string_value(aud);
+        return strcmp(a, TOKEN_AUD_ANY) == 0 || (v->audience[0] && strcmp(a, v->audience) == 0);
+    }
+    size_t i;
+    json_t *one;
+    json_array_foreach(aud, i, one) if (audience_ok(v, one)) return true;
+    return false;
+}
+
+int token_verify(const token_verifier_t *v, const char *jwt, time_t now, token_claims_t *out,
+                 unsigned *status, si_error_t *err)
+{
+    *status = 401;
+    size_t len = jwt ? strnlen(jwt, TOKEN_MAX + 1) : 0;
+    if (len == 0)
+        return si_errprintf(err, "empty bearer token");
+    if (len > TOKEN_MAX)
+        return si_errprintf(err, "the bearer token is longer than %d bytes", TOKEN_MAX);
+    if (!token_verifier_enabled(v))
+        return si_errprintf(err, "this stageind accepts no bearer tokens (no"
+                                 " stageind.token_issuers configured)");
+    const char *dot1 = strchr(jwt, '.'), *dot2 = dot1 ? strchr(dot1 + 1, '.') : NULL;
+    if (!dot2 || strchr(dot2 + 1, '.'))
+        return si_errprintf(err, "the bearer token is not a JWT (three base64url parts)");
+    json_t *header = b64url_json(jwt, (size_t)(dot1 - jwt));
+    json_t *claims = b64url_json(dot1 + 1, (size_t)(dot2 - dot1 - 1));
+    unsigned char *sig = NULL;
+    size_t siglen = 0;
+    int rc = -1;
+    if (!header || !claims) {
+        si_errprintf(err, "the bearer token's %s is not base64url JSON",
+                     header ? "payload" : "header");
+        goto out;
+    }
+    const char *alg = json_string_value(json_object_get(header, "alg"));
+    if (!alg || (strcmp(alg, "RS256") != 0 && strcmp(alg, "ES256") != 0)) {
+        si_errprintf(err, "bearer token algorithm '%.16s' refused (RS256 or ES256 only)",
+                     alg ? alg : "(none)");
+        goto out;
+    }
+    const char *iss = json_string_value(json_object_get(claims, "iss"));
+    const issuer_t *issuer = NULL;
+    for (size_t i = 0; iss && i < v->nissuers && !issuer; i++)
+        if (strcmp(v->issuers[i].issuer, iss) == 0)
+            issuer = &v->issuers[i];
+    if (!issuer) {
+        si_errprintf(err, "bearer token issuer '%.128s' is not trusted here",
+                     iss ? iss : "(none)");
+        goto out;
+    }
+    if (b64url_decode(dot2 + 1, strlen(dot2 + 1), &sig, &siglen) < 0 ||
+        !signature_ok(issuer->key, alg, jwt, (size_t)(dot2 - jwt), sig, siglen)) {
+        si_errprintf(err, "the bearer token's signature does not verify with issuer %.128s's"
+                          " key", iss);
+        goto out;
+    }
+    json_t *exp = json_object_get(claims, "exp"), *nbf = json_object_get(claims, "nbf");
+    if (!json_is_integer(exp) && !json_is_real(exp)) {
+        si_errprintf(err, "the bearer token has no expiry (exp)");
+        goto out;
+    }
+    if (json_number_value(exp) + (double)v->skew_s < (double)now) {
+        si_errprintf(err, "the bearer token expired %.0f s ago",
+                     (double)now - json_number_value(exp));
+        goto out;
+    }
+    if (nbf && (!json_is_number(nbf) || json_number_value(nbf) - (double)v->skew_s > (double)now)) {
+        si_errprintf(err, "the bearer token is not valid yet (nbf)");
+        goto out;
+    }
+    json_t *aud = json_object_get(claims, "aud");
+    if (!aud || !audience_ok(v, aud)) {
+        si_errprintf(err, "the bearer token is not meant for this service (aud must be '%s'%s%s)",
+                     v->audience[0] ? v->audience : TOKEN_AUD_ANY, v->audience[0] ? " or " : "",
+                     v->audience[0] ? TOKEN_AUD_ANY : "");
+        goto out;
+    }
+    const char *sub = json_string_value(json_object_get(claims, "sub"));
+    json_t *scope = json_object_get(claims, "scope");
+    if (!sub || strlen(sub) >= sizeof(out->subject)) {
+        si_errprintf(err, "the bearer token has no usable subject (sub)");
+        goto out;
+    }
+    if (scope && (!json_is_string(scope) || json_string_length(scope) >= TOKEN_SCOPE_MAX)) {
+        si_errprintf(err, "the bearer token's scope is not a string of at most %d bytes",
+                     TOKEN_SCOPE_MAX - 1);
+        goto out;
+    }
+    const mapping_t *m = NULL;
+    mapping_t self;
+    unsigned long long su, sg;
+    char tail;
+    if (issuer->self) {
+        if (sscanf(sub, "%llu:%llu%c", &su, &sg, &tail) != 2 || su >= UINT32_MAX ||
+            sg >= UINT32_MAX) {
+            si_errprintf(err, "bearer token subject '%.64s' is not UID:GID", sub);
+            goto out;
+        }
+        self.uid = (uid_t)su;
+        self.gid = (gid_t)sg;
+        m = &self;
+    }
+    for (size_t i = 0; i < v->nmap && !m; i++)
+        if (strcmp(v->map[i].issuer, iss) == 0 && strcmp(v->map[i].subject, sub) == 0)
+            m = &v->map[i];
+    if (!m) {
+        *status = 403;
+        si_errprintf(err, "bearer token subject '%.64s' of issuer %.128s maps to no local user"
+                          " (stageind.token_map)", sub, iss);
+        goto out;
+    }
+    out->uid = m->uid;
+    out->gid = m->gid;
+    snprintf(out->subject, sizeof(out->subject), "%s", sub);
+    snprintf(out->scope, sizeof(out->scope), "%s", scope ? json_string_value(scope) : "");
+    rc = 0;
+out:
+    json_decref(header);
+    json_decref(claims);
+    free(sig);
+    return rc;
+}
+
+bool token_scope_allows(const char *scope, const char *op, const char *path)
+{
+    size_t oplen = strlen(op);
+    const char *p = scope;
+    while (p && *p) {
+        while (*p == ' ')
+            p++;
+        size_t n = strcspn(p, " ");
+        if (n > oplen + 1 && strncmp(p, op, oplen) == 0 && p[oplen] == ':' && p[oplen + 1] == '/') {
+            const char *dir = p + oplen + 1;
+            size_t dlen = n - oplen - 1;
+            while (dlen > 1 && dir[dlen - 1] == '/')
+                dlen--;
+            if (dlen == 1 || (strncmp(path, dir, dlen) == 0 &&
+                              (path[dlen] == '\0' || path[dlen] == '/')))
+                return true;
+        }
+        p += n;
+    }
+    return false;
+}
+
+static char *b64url_encode(const unsigned char *in, size_t len)
+{
+    char *out = malloc(len / 3 * 4 + 8);
+    if (!out)
+        return NULL;
+    int n = EVP_EncodeBlock((unsigned char *)out, in, (int)len);
+    while (n > 0 && out[n - 1] == '=')
+        n--;
+    out[n] = '\0';
+    for (char *p = out; *p; p++)
+        *p = *p == '+' ? '-' : *p == '/' ? '_' : *p;
+    return out;
+}
+
+char *token_sign(EVP_PKEY *key, const char *issuer, uid_t uid, gid_t gid, const char *scope,
+                 int64_t lifetime_s, time_t now, si_error_t *err)
+{
+    static const char header[] = "{\"alg\":\"ES256\",\"typ\":\"JWT\"}";
+    char sub[48];
+    snprintf(sub, sizeof(sub), "%u:%u", (unsigned)uid, (unsigned)gid);
+    json_t *claims = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "iss", issuer, "sub", sub,
+                               "aud", TOKEN_AUD_ANY, "iat", (json_int_t)now, "nbf",
+                               (json_int_t)now, "exp", (json_int_t)(now + lifetime_s), "scope",
+                               scope);
+    char *payload = claims ? json_dumps(claims, JSON_COMPACT) : NULL;
+    json_decref(claims);
+    char *h = b64url_encode((const unsigned char *)header, strlen(header));
+    char *c = payload ? b64url_encode((const unsigned char *)payload, strlen(payload)) : NULL;
+    free(payload);
+    char *signing = NULL, *sig64 = NULL, *jwt = NULL;
+    unsigned char der[128], raw[64];
+    size_t derlen = sizeof(der);
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    ECDSA_SIG *es = NULL;
+    if (!h || !c || !md || asprintf(&signing, "%s.%s", h, c) < 0) {
+        signing = NULL;
+        si_errprintf(err, "out of memory");
+        goto out;
+    }
+    const unsigned char *p = der;
+    if (EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, key) != 1 ||
+        EVP_DigestSign(md, der, &derlen, (const unsigned char *)signing, strlen(signing)) != 1 ||
+        !(es = d2i_ECDSA_SIG(NULL, &p, (long)derlen)) ||
+        BN_bn2binpad(ECDSA_SIG_get0_r(es), raw, 32) != 32 ||
+        BN_bn2binpad(ECDSA_SIG_get0_s(es), raw + 32, 32) != 32) {
+        si_errprintf(err, "cannot sign the token (is the key EC P-256?)");
+        goto out;
+    }
+    if (!(sig64 = b64url_encode(raw, 64)) || asprintf(&jwt, "%s.%s", signing, sig64) < 0) {
+        jwt = NULL;
+        si_errprintf(err, "out of memory");
+    }
+out:
+    ECDSA_SIG_free(es);
+    EVP_MD_CTX_free(md);
+    free(h);
+    free(c);
+    free(signing);
+    free(sig64);
+    return jwt;
+}
+
+EVP_PKEY *token_key_load(const char *path, si_error_t *err)
+{
+    struct stat st;
+    EVP_PKEY *key = NULL;
+    if (stat(path, &st) == 0) {
+        if (st.st_mode & 077) {
+            si_errprintf(err, "%s is readable by others (mode %04o): the token signing key must"
+                              " be 0600", path, (unsigned)(st.st_mode & 07777));
+            return NULL;
+        }
+        FILE *f = fopen(path, "r");
+        key = f ? PEM_read_PrivateKey(f, NULL, NULL, NULL) : NULL;
+        if (f)
+            fclose(f);
+        if (!key || EVP_PKEY_get_base_id(key) != EVP_PKEY_EC) {
+            EVP_PKEY_free(key);
+            si_errprintf(err, "%s is not an EC private key in PEM", path);
+            return NULL;
+        }
+        return key;
+    }
+    if (errno != ENOENT) {
+        si_errprintf(err, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (!(key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256"))) {
+        si_errprintf(err, "cannot make a token signing key");
+        return NULL;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    bool ok = f && PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL) == 1;
+    ok = f && fflush(f) == 0 && fsync(fileno(f)) == 0 && ok;
+    if (f)
+        fclose(f);
+    else if (fd >= 0)
+        close(fd);
+    if (!ok) {
+        si_errprintf(err, "cannot write the token signing key %s: %s", path, strerror(errno));
+        unlink(path);
+        EVP_PKEY_free(key);
+        return NULL;
+    }
+    return key;
+}
+
+char *token_key_public_pem(EVP_PKEY *key, si_error_t *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    bool ok = mem && PEM_write_PUBKEY(mem, key) == 1;
+    if (mem)
+        fclose(mem);
+    if (!ok) {
+        free(text);
+        si_errprintf(err, "cannot write the public key");
+        return NULL;
+    }
+    return text;
+}
