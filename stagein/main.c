@@ -18,6 +18,7 @@ static const cli_command_t commands[] = {
     {"bind", cmd_bind, "name the job that holds a request (it is released when the job ends)"},
     {"queue", cmd_queue, "the active requests in the order stageind serves them"},
     {"drives", cmd_drives, "the tape drives as stageind reports them"},
+    {"ui", cmd_ui, "a one-time link to the web status page, logged in as you"},
     {"push", cmd_push, "send files to stageind to be archived as a dataset"},
     {"get", cmd_get, "copy a dataset or bucket/key from stageind's cache (S3) into files"},
     {"put", cmd_put, "write a file as bucket/key of an archive bucket (S3, RDMA when asked)"},
