@@ -12,11 +12,11 @@
 
 #include "catalog/requests.h"
 #include "common/groups.h"
+#include "common/prom.h"
 #include "common/text.h"
 #include "daemon/control/identity.h"
 #include "daemon/ui/assets.h"
 #include "daemon/ui/history.h"
-#include "daemon/ui/prom.h"
 #include "daemon/ui/session.h"
 
 #define COOKIE_NAME "stagein_ui"
@@ -110,8 +110,9 @@ typedef struct {
     json_t *drives;                /* [{"drive", "state", "volume"}] */
 } engine_figures_t;
 
-static void on_metric(const prom_sample_t *m, void *arg)
+static int on_metric(const si_prom_sample_t *m, void *arg, si_error_t *err)
 {
+    (void)err;
     engine_figures_t *f = arg;
     if (strcmp(m->name, "stagein_tape_bytes_read_total") == 0)
         f->bytes_read = m->value;
@@ -123,9 +124,10 @@ static void on_metric(const prom_sample_t *m, void *arg)
         f->drives_failed = m->value;
     else if (strcmp(m->name, "stagein_drive_state") == 0 && f->drives)
         json_array_append_new(f->drives,
-                              json_pack("{s:s, s:s, s:s}", "drive", prom_label(m, "drive"),
-                                        "state", prom_label(m, "state"), "volume",
-                                        prom_label(m, "volume")));
+                              json_pack("{s:s, s:s, s:s}", "drive", si_prom_label(m, "drive"),
+                                        "state", si_prom_label(m, "state"), "volume",
+                                        si_prom_label(m, "volume")));
+    return 0;
 }
 
 static void engine_figures(ui_t *ui, engine_figures_t *f, bool with_drives)
@@ -141,7 +143,9 @@ static void engine_figures(ui_t *ui, engine_figures_t *f, bool with_drives)
         return;
     ui->metrics(out, ui->metrics_arg);
     fclose(out);
-    prom_parse(text, on_metric, f);
+    si_error_t err;
+    if (si_prom_each(text, on_metric, f, &err) < 0)
+        si_log(ui->log, SI_LOG_WARNING, "ui: reading the engine's metrics: %s", err.text);
     free(text);
 }
 
