@@ -354,6 +354,7 @@ int main(int argc, char **argv)
     ui_opts_t uo = {.catalog_path = s.catalog, .state_dir = s.state_dir, .log = log,
                     .munge_socket = s.munge_socket[0] ? s.munge_socket : NULL,
                     .peercred = s.peercred, .bind = s.bind, .cache_capacity = cu.capacity,
+                    .high_watermark = cc.high_watermark, .low_watermark = cc.low_watermark,
                     .metrics = metrics, .metrics_arg = &metrics_sources, .eta = request_eta,
                     .eta_arg = eta};
     if (!(ui = ui_start(&uic, &uo, &err)) || ui_routes(ui, http, &err) < 0)

@@ -72,6 +72,7 @@ struct ui {
     bool peercred;
     char bind[64];
     uint64_t cache_capacity;
+    double high_watermark, low_watermark;
     bool admin_group_set;
     gid_t admin_gid;
     control_metrics_fn metrics;
@@ -270,6 +271,8 @@ ui_t *ui_start(const ui_conf_t *conf, const ui_opts_t *opts, si_error_t *err)
     ui->peercred = opts->peercred;
     snprintf(ui->bind, sizeof(ui->bind), "%s", opts->bind ? opts->bind : "127.0.0.1");
     ui->cache_capacity = opts->cache_capacity;
+    ui->high_watermark = opts->high_watermark;
+    ui->low_watermark = opts->low_watermark;
     ui->metrics = opts->metrics;
     ui->metrics_arg = opts->metrics_arg;
     ui->eta = opts->eta;
@@ -569,7 +572,7 @@ static void on_status(http_request_t *req, void *arg)
     json_t *read_rate = json_array_get(rates, json_array_size(rates) - 1);
     json_t *status = json_pack(
         "{s:f, s:{s:I, s:b}, s:f, s:{s:o, s:f, s:f, s:O?, s:f}, s:I, s:o, s:o,"
-        " s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
+        " s:{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}}",
         "now", now_s(), "viewer", "uid", (json_int_t)v.user.uid, "admin", v.admin,
         "sampleInterval", ui->conf.sample_interval,
         "library", "drives", f.drives, "mountsTotal", f.mounts, "bytesReadTotal", f.bytes_read,
@@ -580,7 +583,8 @@ static void on_status(http_request_t *req, void *arg)
         "cache", "capacity", (json_int_t)ui->cache_capacity, "bytes", (json_int_t)m.cache_bytes,
         "objects", (json_int_t)m.cache_objects, "pinnedBytes", (json_int_t)m.cache_pinned_bytes,
         "pinnedObjects", (json_int_t)m.cache_pinned_objects, "queuedBytes",
-        (json_int_t)m.queued_bytes);
+        (json_int_t)m.queued_bytes, "highWatermark", ui->high_watermark, "lowWatermark",
+        ui->low_watermark);
     json_decref(last);
     json_decref(queue_rows);
     http_add_header(req, "Cache-Control", "no-store");

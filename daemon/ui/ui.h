@@ -44,6 +44,7 @@ typedef struct {
     bool peercred;
     const char *bind;              /* the control API's TCP address, for login links */
     uint64_t cache_capacity;       /* bytes */
+    double high_watermark, low_watermark;  /* the cache's, fractions of its capacity */
     control_metrics_fn metrics;    /* the engine's Prometheus text (drives, mounts) */
     void *metrics_arg;
     control_eta_fn eta;

@@ -132,7 +132,10 @@ function drawStatus(s) {
   $('cache-pinned').style.width = (100 * Math.min(1, c.pinnedBytes / cap)).toFixed(1) + '%';
   $('cache-summary').textContent = bytes(c.bytes) + ' of ' + (c.capacity ? bytes(c.capacity) : '-') +
     ' in ' + c.objects + ' objects; ' + bytes(c.pinnedBytes) + ' pinned (' + c.pinnedObjects +
-    ' objects); ' + bytes(c.queuedBytes) + ' queued for recall';
+    ' objects); ' + bytes(c.queuedBytes) + ' queued for recall; evicts above ' +
+    (100 * c.highWatermark).toFixed(0) + '% down to ' + (100 * c.lowWatermark).toFixed(0) + '%';
+  $('cache-high').style.left = (100 * c.highWatermark).toFixed(1) + '%';
+  $('cache-low').style.left = (100 * c.lowWatermark).toFixed(1) + '%';
   updates++;
   const u = $('updated');
   u.dataset.updates = updates;
