@@ -4,7 +4,8 @@
 # are recalled. The page lists every drive, the request's progress rises
 # between two loads, the plots have points, it updates live without a
 # reload, no script error, nothing loaded from outside loopback; a user's
-# link shows their request and not another's, root's shows both; no token,
+# link shows their request and not another's, root's and an admin group
+# member's show both; no token,
 # a replayed or a bogus one gets the 401 page. Screenshots (1280x800 and a
 # narrow window) are kept in tests/0700-status-page.artifacts/.
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
@@ -22,7 +23,7 @@ make_file b1 200000
 use_state A
 STAGEIND_CONF_EXTRA='peercred = true;'
 write_conf "library: { drives = 3; time_scale = 0.3; };
-ui: { sample_interval = 0.5; };"
+ui: { sample_interval = 0.5; admin_group = \"bin\"; };"
 "$STAGEIN" catalog init >/dev/null
 for v in V00001 V00002 V00003; do tape create "$v" --capacity 20000000000 >/dev/null; done
 write_volume V00001 1 a1 a2 a3 a4
@@ -106,6 +107,8 @@ is "$(dom "$TEST_DIR/root1.html" 'int(attr("updated", "data-updates")) >= 2')" T
     "the page updated itself without a reload (polling)"
 is "$(dom "$TEST_DIR/root1.html" 'len(svgs)')" 8 "eight plots"
 is "$(dom "$TEST_DIR/root1.html" 'min(int(n) for n, _ in svgs) >= 2')" True "every plot has data points"
+# the screenshot at 1280x800 while the recalls run
+shot "$(link_root)" "$ART/status-1280x800.png" 1280,800
 done1=$(dom "$TEST_DIR/root1.html" "[r for r in rows('requests-table') if '$RA'[:8] in r[0]][0][4].split(' / ')[0]")
 sleep 3
 browse "$(link_root)" "$TEST_DIR/root2.html"
@@ -123,6 +126,9 @@ is "$(dom "$TEST_DIR/a.html" '"(your requests)" in text')" True \
 browse "$(link_as "$USER_B")" "$TEST_DIR/b.html"
 is "$(dom "$TEST_DIR/b.html" "('$RB'[:8] in text, '$RA'[:8] in text)")" "(True, False)" \
     "user B sees B's request and not A's"
+BUDGET=2000 browse "$(link_as bin)" "$TEST_DIR/c.html"
+is "$(dom "$TEST_DIR/c.html" "('$RA'[:8] in text, '$RB'[:8] in text, 'admin' in text)")" "(True, True, True)" \
+    "a member of ui.admin_group (bin) sees both requests"
 
 # --- the JSON behind it, with A's cookie: B's request is not A's to read
 LINK=$(link_as "$USER_A")
@@ -154,8 +160,7 @@ is "$(wc -l < "$TEST_DIR/urls")" 0 "the page's files name no other host"
 curl -sD - -o /dev/null -b "$JAR" "$URL/ui" | grep -qi "^Content-Security-Policy: default-src 'self'"
 ok $? "a Content-Security-Policy keeps the browser on stageind"
 
-# --- screenshots at 1280x800 and a narrow window
-shot "$(link_root)" "$ART/status-1280x800.png" 1280,800
+# --- a narrow window
 shot "$(link_as "$USER_A")" "$ART/status-narrow-420.png" 420,900
 ok $([ -s "$ART/status-1280x800.png" ] && [ -s "$ART/status-narrow-420.png" ]; echo $?) "screenshots taken ($ART)"
 BUDGET=3000 browse "$(link_root)" "$TEST_DIR/narrow.html" 420
