@@ -103,6 +103,8 @@ is "$(dom "$TEST_DIR/root1.html" 'sorted(r[0] for r in rows("drives")) == ["0", 
 is "$(dom "$TEST_DIR/root1.html" "any('$RA'[:8] in r[1] for r in rows('queue-table')) and any('$RB'[:8] in r[0] for r in rows('requests-table'))")" True \
     "root sees A's request in the queue and B's among the requests"
 is "$(dom "$TEST_DIR/root1.html" 'errors.strip()')" "" "no script or fetch error on the page"
+grep -q 'files (0 B) waiting to be archived, 0 being written to tape' "$TEST_DIR/root1.html"
+ok $? "the stage-out view shows the push counts"
 is "$(dom "$TEST_DIR/root1.html" 'int(attr("updated", "data-updates")) >= 2')" True \
     "the page updated itself without a reload (polling)"
 is "$(dom "$TEST_DIR/root1.html" 'len(svgs)')" 8 "eight plots"

@@ -79,6 +79,7 @@ struct ui {
     void *metrics_arg;
     control_eta_fn eta;
     void *eta_arg;
+    push_t *push;
     http_server_t *server;
 
     pthread_mutex_t lock;          /* the catalog connection: one thread at a time */
@@ -277,6 +278,7 @@ ui_t *ui_start(const ui_conf_t *conf, const ui_opts_t *opts, si_error_t *err)
     ui->metrics_arg = opts->metrics_arg;
     ui->eta = opts->eta;
     ui->eta_arg = opts->eta_arg;
+    ui->push = opts->push;
     if (ui->conf.admin_group[0]) {
         struct group *g = getgrnam(ui->conf.admin_group);
         if (!g) {
@@ -587,6 +589,16 @@ static void on_status(http_request_t *req, void *arg)
         ui->low_watermark);
     json_decref(last);
     json_decref(queue_rows);
+    push_metrics_t pm;
+    if (ui->push && push_metrics(ui->push, &pm, &err) == 0)
+        json_object_set_new(status, "pushes",
+                            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "waitingFiles",
+                                      (json_int_t)pm.received_files, "waitingBytes",
+                                      (json_int_t)pm.received_bytes, "archivingFiles",
+                                      (json_int_t)pm.archiving_files, "durableFiles",
+                                      (json_int_t)pm.durable_files, "failedFiles",
+                                      (json_int_t)pm.failed_files, "archiveFilesWritten",
+                                      (json_int_t)pm.archive_files_written));
     http_add_header(req, "Cache-Control", "no-store");
     http_respond_json(req, 200, status);
 }

@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "daemon/control/control.h"
 #include "daemon/http/server.h"
+#include "daemon/push/push.h"
 
 extern const si_conf_key_t ui_conf_keys[];
 
@@ -49,6 +50,7 @@ typedef struct {
     void *metrics_arg;
     control_eta_fn eta;
     void *eta_arg;
+    push_t *push;                  /* stage-out, for its counts; may be NULL */
 } ui_opts_t;
 
 typedef struct ui ui_t;

@@ -136,6 +136,14 @@ function drawStatus(s) {
     (100 * c.highWatermark).toFixed(0) + '% down to ' + (100 * c.lowWatermark).toFixed(0) + '%';
   $('cache-high').style.left = (100 * c.highWatermark).toFixed(1) + '%';
   $('cache-low').style.left = (100 * c.lowWatermark).toFixed(1) + '%';
+  const p = s.pushes;
+  $('pushes').hidden = !p;
+  if (p) {
+    $('pushes-summary').textContent = p.waitingFiles + ' files (' + bytes(p.waitingBytes) +
+      ') waiting to be archived, ' + p.archivingFiles + ' being written to tape, ' +
+      p.durableFiles + ' on tape, ' + p.failedFiles + ' failed; ' + p.archiveFilesWritten +
+      ' archive files written since start';
+  }
   updates++;
   const u = $('updated');
   u.dataset.updates = updates;
