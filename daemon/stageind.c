@@ -24,6 +24,7 @@
 #include "daemon/http/server.h"
 #include "daemon/jobs/jobs.h"
 #include "daemon/push/push.h"
+#include "daemon/ui/ui.h"
 #include "daemon/s3/s3.h"
 #include "daemon/process.h"
 #include "common/stageind_conf.h"
@@ -262,6 +263,7 @@ int main(int argc, char **argv)
     si_session_keys_t *sessions = NULL;
     control_t *ctl = NULL;
     http_server_t *http = NULL;
+    ui_t *ui = NULL;
     bool pid_written = false;
     stageind_settings_t s;
     sigset_t blocked, waiting;
@@ -329,6 +331,9 @@ int main(int argc, char **argv)
     jobs_opts_t jo = {.catalog_path = s.catalog, .log = log};
     if (jobs_conf_from(conf, &jo.conf, &err) < 0 || !(jobs = jobs_service_start(&jo, &err)))
         goto error;
+    ui_conf_t uic;
+    if (ui_conf_from(conf, &uic, &err) < 0)
+        goto error;
     si_conf_free(conf); /* read again on HUP */
     conf = NULL;
 
@@ -354,6 +359,14 @@ int main(int argc, char **argv)
     }
     control_set_eta_hook(ctl, request_eta, eta);
     control_set_stage_hook(ctl, recall_service_kick, recall);
+    ui_opts_t uo = {.catalog_path = s.catalog, .state_dir = s.state_dir, .log = log,
+                    .munge_socket = s.munge_socket[0] ? s.munge_socket : NULL,
+                    .peercred = s.peercred, .bind = s.bind, .cache_capacity = cu.capacity,
+                    .high_watermark = cc.high_watermark, .low_watermark = cc.low_watermark,
+                    .metrics = metrics, .metrics_arg = &metrics_sources, .eta = request_eta,
+                    .eta_arg = eta, .push = push};
+    if (!(ui = ui_start(&uic, &uo, &err)) || ui_routes(ui, http, &err) < 0)
+        goto error;
     if (s3) {
         char url[320];
         s3_server_url(s3, url, sizeof(url));
@@ -393,6 +406,7 @@ error:
         process_started(notify_fd, err.text);
     }
     http_server_free(http);   /* waits for running handlers */
+    ui_stop(ui);              /* its sampler asks the engine, the S3 server and the ETA */
     eta_free(eta);            /* before the backend it asks */
     s3_server_stop(s3);       /* before the push and the cache it uses */
     control_free(ctl);

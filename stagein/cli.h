@@ -49,6 +49,7 @@ int cmd_bind(cli_t *cli, int argc, char **argv);
 int cmd_token(cli_t *cli, int argc, char **argv);
 int cmd_queue(cli_t *cli, int argc, char **argv);
 int cmd_drives(cli_t *cli, int argc, char **argv);
+int cmd_ui(cli_t *cli, int argc, char **argv);
 int cmd_push(cli_t *cli, int argc, char **argv);
 /* libstagein commands (cmd_get.c, cmd_agent.c). */
 int cmd_get(cli_t *cli, int argc, char **argv);

@@ -768,6 +768,40 @@ int cmd_queue(cli_t *cli, int argc, char **argv)
     return rc;
 }
 
+/* `stagein ui`: a one-time link to the web status page, logged in as the
+ * caller (browsers cannot do MUNGE; doc/status-page.md). */
+int cmd_ui(cli_t *cli, int argc, char **argv)
+{
+    client_cmd_conn_t co;
+    int rc = simple_args(cli, argc, argv, "ui [--endpoint URL|unix:PATH] [--json]", 0, false,
+                         &co, NULL);
+    if (rc >= 0)
+        return rc;
+    si_error_t err;
+    client_t *c = client_cmd_open(cli, co.endpoint, &err);
+    if (!c)
+        return cli_fail(cli, "%s", err.text);
+    client_request_t post = {.method = "POST", .path = "/api/v1/ui/login", .json_body = "{}"};
+    client_reply_t r;
+    const char *url = NULL;
+    if (client_send(c, &post, &r, &err) < 0) {
+        rc = cli_fail(cli, "%s", err.text);
+    } else if (co.json) {
+        client_cmd_print_answer(&r);
+        rc = 0;
+    } else if (!(url = json_string_value(json_object_get(r.json, "url")))) {
+        rc = cli_fail(cli, "stageind's answer has no 'url': %.200s", r.body);
+    } else {
+        printf("%s\n", url);
+        fprintf(stderr, "stagein: open this link within %.0f s; it works once\n",
+                json_number_value(json_object_get(r.json, "expiresIn")));
+        rc = 0;
+    }
+    client_reply_free(&r);
+    client_free(c);
+    return rc;
+}
+
 int cmd_drives(cli_t *cli, int argc, char **argv)
 {
     client_cmd_conn_t co;

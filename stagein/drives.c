@@ -1,30 +1,18 @@
 #include "config.h"
 #include "stagein/drives.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/prom.h"
+
 #define MAX_DRIVES 1024
 #define MAX_COLUMNS 32
-#define MAX_LABELS 8
 #define NAME_MAX_LEN 128
 #define VALUE_MAX_LEN 256
-
-typedef struct {
-    char name[NAME_MAX_LEN];
-    char value[VALUE_MAX_LEN];
-} label_t;
-
-typedef struct {
-    char name[NAME_MAX_LEN];
-    label_t labels[MAX_LABELS];
-    size_t nlabels;
-    double value;
-} sample_t;
 
 typedef struct {
     char name[NAME_MAX_LEN];
@@ -45,72 +33,6 @@ typedef struct {
     size_t ncolumns;
     cell_t *cells;   /* MAX_COLUMNS per drive */
 } sheet_t;
-
-static bool name_char(char c, bool first)
-{
-    return isalpha((unsigned char)c) || c == '_' || c == ':' || (!first && isdigit((unsigned char)c));
-}
-
-/* name{label="value",...} value [timestamp] */
-static int parse_sample(const char *line, sample_t *s, const char **why)
-{
-    const char *p = line;
-    size_t n = 0;
-    memset(s, 0, sizeof(*s));
-    while (name_char(*p, n == 0)) {
-        if (n + 1 >= sizeof(s->name))
-            return *why = "metric name too long", -1;
-        s->name[n++] = *p++;
-    }
-    if (n == 0)
-        return *why = "no metric name", -1;
-    if (*p == '{') {
-        p++;
-        while (*p != '}') {
-            if (s->nlabels == MAX_LABELS)
-                return *why = "too many labels", -1;
-            label_t *l = &s->labels[s->nlabels++];
-            n = 0;
-            while (name_char(*p, n == 0)) {
-                if (n + 1 >= sizeof(l->name))
-                    return *why = "label name too long", -1;
-                l->name[n++] = *p++;
-            }
-            if (n == 0 || p[0] != '=' || p[1] != '"')
-                return *why = "expected label=\"value\"", -1;
-            p += 2;
-            n = 0;
-            while (*p != '"') {
-                char c = *p++;
-                if (c == '\0')
-                    return *why = "unterminated label value", -1;
-                if (c == '\\') {
-                    c = *p++;
-                    if (c == 'n')
-                        c = '\n';
-                    else if (c != '\\' && c != '"')
-                        return *why = "bad escape in a label value", -1;
-                }
-                if (n + 1 >= sizeof(l->value))
-                    return *why = "label value too long", -1;
-                l->value[n++] = c;
-            }
-            p++;
-            if (*p == ',')
-                p++;
-            else if (*p != '}')
-                return *why = "expected ',' or '}' after a label", -1;
-        }
-        p++;
-    }
-    if (*p != ' ' && *p != '\t')
-        return *why = "expected a space before the value", -1;
-    char *end;
-    s->value = strtod(p, &end);
-    if (end == p || (*end && !isspace((unsigned char)*end)))
-        return *why = "bad sample value", -1;
-    return 0;
-}
 
 static long find_drive(sheet_t *sh, const char *drive)
 {
@@ -168,8 +90,9 @@ static int set_cell(sheet_t *sh, long drive, const char *column, const char *tex
     return 0;
 }
 
-static int add_sample(sheet_t *sh, const sample_t *s, si_error_t *err)
+static int add_sample(const si_prom_sample_t *s, void *arg, si_error_t *err)
 {
+    sheet_t *sh = arg;
     const char *drive = NULL;
     size_t others = 0;
     for (size_t i = 0; i < s->nlabels; i++) {
@@ -240,30 +163,8 @@ si_table_t *drives_table(const char *metrics_text, si_error_t *err)
         si_errprintf(err, "out of memory");
         goto done;
     }
-    const char *p = metrics_text;
-    for (unsigned lineno = 1; *p; lineno++) {
-        size_t len = strcspn(p, "\n");
-        char line[4096];
-        if (len >= sizeof(line)) {
-            si_errprintf(err, "metrics line %u: longer than %zu bytes", lineno, sizeof(line) - 1);
-            goto done;
-        }
-        memcpy(line, p, len);
-        line[len] = '\0';
-        p += len + (p[len] == '\n');
-        if (len && line[len - 1] == '\r')
-            line[len - 1] = '\0';
-        if (line[0] == '\0' || line[0] == '#')
-            continue;
-        sample_t s;
-        const char *why = NULL;
-        if (parse_sample(line, &s, &why) < 0) {
-            si_errprintf(err, "metrics line %u: %s: %.80s", lineno, why, line);
-            goto done;
-        }
-        if (add_sample(&sh, &s, err) < 0)
-            goto done;
-    }
+    if (si_prom_each(metrics_text, add_sample, &sh, err) < 0)
+        goto done;
     t = sheet_table(&sh);
     if (!t)
         si_errprintf(err, "out of memory");

@@ -19,6 +19,7 @@ static const cli_command_t commands[] = {
     {"token", cmd_token, "a bearer token from stageind for Tape REST API clients (gfal2, curl)"},
     {"queue", cmd_queue, "the active requests in the order stageind serves them"},
     {"drives", cmd_drives, "the tape drives as stageind reports them"},
+    {"ui", cmd_ui, "a one-time link to the web status page, logged in as you"},
     {"push", cmd_push, "send files to stageind to be archived as a dataset"},
     {"get", cmd_get, "copy a dataset or bucket/key from stageind's cache (S3) into files"},
     {"put", cmd_put, "write a file as bucket/key of an archive bucket (S3, RDMA when asked)"},

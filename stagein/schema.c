@@ -10,6 +10,7 @@
 #include "daemon/push/push.h"
 #include "daemon/rdma/rdma.h"
 #include "daemon/s3/s3.h"
+#include "daemon/ui/ui.h"
 #include "daemon/volume/volume.h"
 #include "daemon/simlib/engine.h"
 #include "daemon/tape/model.h"
@@ -47,6 +48,7 @@ static const si_conf_key_t *const all_schemas[] = {
     archive_hsm_conf_keys,
     tape_conf_keys,
     rdma_conf_keys,
+    ui_conf_keys,
     NULL,
 };
 

@@ -588,7 +588,7 @@ out:
 }
 
 /* eta_s < 0: not known. */
-static json_t *status_json(const requests_status_t *st, double eta_s)
+json_t *control_status_json(const requests_status_t *st, double eta_s)
 {
     json_t *files = json_array();
     for (size_t i = 0; i < st->nitems; i++) {
@@ -647,7 +647,7 @@ static void on_status(http_request_t *req, void *arg)
                 eta = -1;
             else if (!active)
                 eta = -1;
-            http_respond_json(req, 200, status_json(st, eta));
+            http_respond_json(req, 200, control_status_json(st, eta));
         }
     }
     pthread_mutex_unlock(&c->lock);
@@ -948,7 +948,7 @@ static void on_discovery(http_request_t *req, void *arg)
 }
 
 /* A table as the JSON rows the CLI's --json prints. */
-static json_t *table_json(si_table_t *t)
+json_t *control_table_json(si_table_t *t)
 {
     char *text = NULL;
     size_t len = 0;
@@ -985,7 +985,7 @@ static void on_requests(http_request_t *req, void *arg)
     si_table_t *t = requests_list(c->requests, who.uid == 0 ? (uid_t)-1 : who.uid,
                                   !(all && strcmp(all, "0") != 0), (size_t)limit, &err);
     pthread_mutex_unlock(&c->lock);
-    json_t *rows = t ? table_json(t) : NULL;
+    json_t *rows = t ? control_table_json(t) : NULL;
     si_table_free(t);
     if (!rows)
         http_respond_error(req, 500, "%s", t ? "cannot render the requests" : err.text);
@@ -1010,7 +1010,7 @@ static void on_queue(http_request_t *req, void *arg)
         return;
     }
     /* the shared table code renders JSON; reparse to embed it */
-    json_t *rows = table_json(t);
+    json_t *rows = control_table_json(t);
     si_table_free(t);
     if (!rows)
         http_respond_error(req, 500, "cannot render the queue");

@@ -35,6 +35,8 @@
 #include <jansson.h>
 
 #include "catalog/catalog.h"
+#include "catalog/requests.h"
+#include "common/table.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/s3secrets.h"
@@ -135,6 +137,12 @@ typedef struct {
 int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
                         const char *sitename, control_stage_t *out, si_error_t *err);
 void control_stage_free(control_stage_t *st);
+
+/* GET /api/v1/stage/{id}'s answer (eta_s < 0: not known); the status page
+ * shows the same. */
+json_t *control_status_json(const requests_status_t *st, double eta_s);
+/* A table as the JSON rows the CLI's --json prints. */
+json_t *control_table_json(si_table_t *t);
 
 /* errno of a failed catalog call -> HTTP status. */
 unsigned control_status_for_errno(int errnum);
