@@ -62,6 +62,7 @@ typedef enum {
     SQL_HOLDER_ADD,
     SQL_HOLDER_DEL,
     SQL_HOLDER_DROP_SUBMISSIONS,
+    SQL_HOLDERS_DROP_JOBS,
     SQL_HOLDER_COUNTS,
     SQL_HOLDER_RESOLVE,
     SQL_HOLDERS_ALL,
@@ -188,11 +189,14 @@ static const char *const sql_text[SQL_COUNT] = {
         " AND holder = :holder",
     [SQL_HOLDER_DROP_SUBMISSIONS] =
         "DELETE FROM request_holders WHERE request_id = :request AND kind = 'submission'",
-    /* all holders, array holders, job holders of other jobs than :holder */
+    [SQL_HOLDERS_DROP_JOBS] =
+        "DELETE FROM request_holders WHERE request_id = :request AND kind IN ('job', 'array')",
+    /* all holders, array holders, job holders of other jobs than :holder,
+     * running ones */
     [SQL_HOLDER_COUNTS] =
         "SELECT count(*), coalesce(sum(kind = 'array'), 0),"
         " coalesce(sum(kind = 'array' AND holder = :array), 0),"
-        " coalesce(sum(kind = 'job' AND holder <> :holder), 0)"
+        " coalesce(sum(kind = 'job' AND holder <> :holder), 0), coalesce(sum(running), 0)"
         " FROM request_holders WHERE request_id = :request",
     [SQL_HOLDER_RESOLVE] =
         "UPDATE request_holders SET kind = :kind, holder = :holder"
@@ -964,7 +968,7 @@ static requests_holder_kind_t holder_kind_of(const char *name)
 }
 
 typedef struct {
-    int64_t all, arrays, this_array, other_jobs;
+    int64_t all, arrays, this_array, other_jobs, running;
 } holder_counts_t;
 
 static int holder_counts(requests_t *r, int64_t request, const char *job, const char *array,
@@ -980,6 +984,7 @@ static int holder_counts(requests_t *r, int64_t request, const char *job, const 
     out->arrays = sqlite3_column_int64(s, 1);
     out->this_array = sqlite3_column_int64(s, 2);
     out->other_jobs = sqlite3_column_int64(s, 3);
+    out->running = sqlite3_column_int64(s, 4);
     sqlite3_reset(s);
     return 0;
 }
@@ -1011,9 +1016,22 @@ int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const c
                        st.end_reason ? st.end_reason : "released");
         goto error;
     }
-    /* Another job's request: only a task of the same array may share it. */
+    /* Another job's request: only a task of the same array may share it.
+     * Except when the submitting process names its job (running false)
+     * and no job has started with the request yet: the job stageind's
+     * reconciliation guessed from the session gives way to it. */
     bool same_job = st.job_id && strcmp(st.job_id, job) == 0;
     bool same_array = array && ((st.job_id && strcmp(st.job_id, array) == 0) || n.this_array);
+    if (st.job_id && !same_job && !same_array && !running && n.running == 0) {
+        sqlite3_stmt *s = stmt(r, SQL_HOLDERS_DROP_JOBS);
+        bind_int(s, ":request", st.id);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            db_fail(r, err, "naming the request's job");
+            goto error;
+        }
+        free(st.job_id);
+        st.job_id = NULL;
+    }
     if (st.job_id && !same_job && !same_array) {
         si_errnoprintf(err, EBUSY, "request %s is job %s's, not job %s's", uuid, st.job_id, job);
         goto error;

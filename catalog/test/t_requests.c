@@ -440,9 +440,15 @@ int main(void)
             }
         is_int(mine, 1, "one holder");
         free(hl);
-        ok(requests_resolve_submission(rq, h.id, "node1:4242", REQUESTS_HOLDER_ARRAY, "50",
+        ok(requests_resolve_submission(rq, h.id, "node1:4242", REQUESTS_HOLDER_JOB, "49",
                                        &err) == 0,
-           "Slurm named the array");
+           "the reconciliation guessed job 49 from the session");
+        ok(requests_bind_job(rq, h.uuid, 2000, "50", "50", false, &err) == 0,
+           "sbatch names its own job (array 50, not started): the guess gives way: %s", err.text);
+        requests_status_t *g = NULL;
+        ok(requests_get(rq, h.uuid, 0, &g, &err) == 0 && g->job_id && strcmp(g->job_id, "50") == 0,
+           "the request is array 50's");
+        requests_status_free(g);
         ok(requests_bind_job(rq, h.uuid, 0, "51", "50", true, &err) == 0, "task 51 binds");
         ok(requests_bind_job(rq, h.uuid, 0, "52", "50", true, &err) == 0, "task 52 binds");
         ok(requests_bind_job(rq, h.uuid, 0, "52", "50", true, &err) == 0, "binding again is harmless");
@@ -460,6 +466,9 @@ int main(void)
         ok(requests_unhold(rq, h.uuid, 0, REQUESTS_HOLDER_JOB, "52", "job 52 ended", &released,
                            NULL, &err) == 0 && !released,
            "second task ends: the array still holds it");
+        ok(requests_unhold(rq, h.uuid, 0, REQUESTS_HOLDER_JOB, "50", "job 50 ended", &released,
+                           NULL, &err) == 0 && !released,
+           "the array's own job id ends: the array still holds it");
         ok(requests_unhold(rq, h.uuid, (uid_t)-1, REQUESTS_HOLDER_ARRAY, "50",
                            "array 50 ended", &released, &array_left, &err) == 0 && released &&
                !array_left,

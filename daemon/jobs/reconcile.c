@@ -12,6 +12,10 @@
 
 /* Slurm's submit time has whole seconds; allow one of clock difference */
 #define SUBMISSION_EARLY_S 1.0
+/* sbatch names its job itself as it exits; only a submission older than
+ * this is matched from the session (a job submitted just before by the same
+ * shell is hard to tell from it) */
+#define SUBMISSION_SETTLE_S 10.0
 
 typedef struct {
     reconcile_action_t *list;
@@ -131,6 +135,8 @@ static void check_submission(plan_t *p, claims_t *claims, const requests_holder_
     char *end;
     long sid = colon ? strtol(colon + 1, &end, 10) : -1;
     const slurm_job_t *best = NULL;
+    if (now - h->created < SUBMISSION_SETTLE_S)
+        return;
     for (size_t i = 0; sid > 0 && i < nj; i++) {
         const slurm_job_t *j = &jobs[i];
         double t = (double)j->submitted;
