@@ -89,7 +89,8 @@ api() {
     curl "${args[@]}" "http://127.0.0.1:$PORT$2"
 }
 json() { python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null; }
-sql() { sqlite3 "$DB" "$1"; }
+# a bounded wait for a lock a stopping stageind may still hold
+sql() { sqlite3 -cmd ".timeout 10000" "$DB" "$1"; }
 
 # stage JSON: prints the new request's id ("" on failure)
 stage() {
