@@ -31,7 +31,7 @@ const si_conf_key_t s3_conf_keys[] = {
     /* uploads: a floor on each body's rate, and per-user bounds */
     {"s3.min_upload_rate", SI_CONF_INT, 0, 1LL << 40, NULL},
     {"s3.max_user_uploads", SI_CONF_INT, 0, 1000000, NULL},
-    {"s3.max_user_upload_bytes", SI_CONF_INT, 0, INT64_MAX, NULL},
+    {"s3.max_user_upload_bytes", SI_CONF_INT, 0, 9.2e18, NULL},
     {"s3.max_header_size", SI_CONF_INT, 1024, 1048576, NULL},
     {"s3.timeout", SI_CONF_INT, 1, 86400, NULL},
     {"s3.threads", SI_CONF_INT, 1, 1024, NULL},
