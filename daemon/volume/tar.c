@@ -93,17 +93,6 @@ size_t tar_pax_escape(char *out, const char *value)
     return n;
 }
 
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* The reverse of tar_pax_escape into a malloc'd string; an escape it does
  * not write, a raw control byte or an escaped NUL is an error. */
 static int unescape(const char *v, size_t vlen, const char *key, char **dst, si_error_t *err)
@@ -128,8 +117,8 @@ static int unescape(const char *v, size_t vlen, const char *key, char **dst, si_
             i++;
             continue;
         }
-        int hi = i + 3 < vlen && v[i + 1] == 'x' ? hex_digit(v[i + 2]) : -1;
-        int lo = hi >= 0 ? hex_digit(v[i + 3]) : -1;
+        int hi = i + 3 < vlen && v[i + 1] == 'x' ? si_hex_digit(v[i + 2]) : -1;
+        int lo = hi >= 0 ? si_hex_digit(v[i + 3]) : -1;
         if (lo < 0 || (hi == 0 && lo == 0)) {
             si_errprintf(err, "pax record %s has a bad escape at byte %zu (expected \\\\, "
                          "\\n or \\xHH, not NUL)", key, i);
