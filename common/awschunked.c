@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "common/amzchecksum.h"
+#include "common/text.h"
 
 #define TRAILER_SIGNATURE "x-amz-trailer-signature"
 #define CHUNK_SIGNATURE ";chunk-signature="
@@ -155,17 +156,6 @@ static int fail(si_awschunked_t *d, si_sigv4_status_t *status, si_sigv4_status_t
     return si_errprintf(err, "aws-chunked body: %s", text);
 }
 
-static int hexdigit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static bool lower_hex64(const char *s, size_t len)
 {
     if (len != SI_SIGV4_HEX_LEN)
@@ -192,11 +182,11 @@ static int size_line(si_awschunked_t *d, si_sigv4_status_t *status, si_error_t *
     const char *p = d->line;
     uint64_t size = 0;
     size_t ndigits = 0;
-    while (hexdigit(*p) >= 0) {
+    while (si_hex_digit(*p) >= 0) {
         if (++ndigits > 16)
             return fail(d, status, SI_SIGV4_MALFORMED_BODY, err,
                         "chunk %" PRIu64 " size has more than 16 hex digits", d->chunks + 1);
-        size = size * 16 + (uint64_t)hexdigit(*p++);
+        size = size * 16 + (uint64_t)si_hex_digit(*p++);
     }
     if (ndigits == 0)
         return fail(d, status, SI_SIGV4_MALFORMED_BODY, err,

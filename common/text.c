@@ -223,6 +223,17 @@ void si_hex(const unsigned char *bytes, size_t len, char *out)
     out[2 * len] = '\0';
 }
 
+int si_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 int si_dataset_check(const char *name, si_error_t *err)
 {
     size_t n = strlen(name);

@@ -42,5 +42,7 @@ char *si_format_duration(double seconds, char *buf, size_t size);
 
 /* Lower-case hex of len bytes into out (2*len+1 bytes). */
 void si_hex(const unsigned char *bytes, size_t len, char *out);
+/* The value of a hex digit (either case), or -1. */
+int si_hex_digit(char c);
 
 #endif

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
+
 #define QUERY_TEXT_MAX (64 * 1024)
 
 static bool unreserved(unsigned char c)
@@ -33,17 +35,6 @@ bool si_uri_encode(si_strbuf_t *out, const char *s, size_t len, bool keep_slash)
     return !out->failed;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int si_uri_decode(si_strbuf_t *out, const char *s, size_t len, bool plus_is_space,
                   si_error_t *err)
 {
@@ -63,9 +54,9 @@ int si_uri_decode(si_strbuf_t *out, const char *s, size_t len, bool plus_is_spac
             i++;
             continue;
         }
-        if (len - i < 3 || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
+        if (len - i < 3 || si_hex_digit(s[i + 1]) < 0 || si_hex_digit(s[i + 2]) < 0)
             return si_errprintf(err, "malformed percent-encoding at offset %zu", i);
-        si_strbuf_putc(out, (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2])));
+        si_strbuf_putc(out, (char)(si_hex_digit(s[i + 1]) * 16 + si_hex_digit(s[i + 2])));
         i += 3;
     }
     if (out->failed)

@@ -12,6 +12,7 @@
 
 #include "common/text.h"
 #include "daemon/simlib/engine.h"
+#include "daemon/volume/tar.h"
 #include "daemon/volume/volume.h"
 #include "stagein/cli.h"
 
@@ -356,7 +357,8 @@ static int tape_dump(cli_t *cli, int argc, char **argv)
     static const si_column_t columns[] = {
         {"file", SI_COL_INT}, {"start", SI_COL_INT}, {"end", SI_COL_INT},
         {"member", SI_COL_STR}, {"size", SI_COL_INT}, {"offset", SI_COL_INT},
-        {"mtime", SI_COL_INT}, {"checksum", SI_COL_STR},
+        {"mtime", SI_COL_INT}, {"checksum", SI_COL_STR}, {"storage_class", SI_COL_STR},
+        {"headers", SI_COL_STR},
     };
     tape_opts_t o;
     char **pos;
@@ -391,8 +393,15 @@ static int tape_dump(cli_t *cli, int argc, char **argv)
                 si_table_int(t, (int64_t)e->position);
                 si_table_int(t, e->mtime);
                 si_table_str(t, e->checksum[0] ? e->checksum : NULL);
+                si_table_str(t, e->storage_class);
+                /* as in the pax record: one line, newlines as \n */
+                char *escaped = e->headers ? malloc(tar_pax_escape(NULL, e->headers) + 1) : NULL;
+                if (escaped)
+                    tar_pax_escape(escaped, e->headers);
+                si_table_str(t, escaped);
+                free(escaped);
             } else {
-                for (int c = 0; c < 5; c++)
+                for (int c = 0; c < 7; c++)
                     si_table_null(t);
             }
         }

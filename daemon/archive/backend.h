@@ -121,6 +121,11 @@ typedef struct {
     uint64_t size;
     int64_t mtime;                     /* unix seconds */
     const char *checksum;              /* expected "sha256:hex", or NULL */
+    /* What the S3 client stored with it (catalog object_meta), NULL: none;
+     * sim keeps them on the volume (pax header) for `stagein tape import`,
+     * s3 and hsm do not need them (the catalog holds them). */
+    const char *headers;               /* "name: value\n" lines */
+    const char *storage_class;
 } archive_member_t;
 
 /* Where one member landed in one copy. */

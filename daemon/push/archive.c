@@ -25,6 +25,7 @@ typedef struct {
     int64_t object_id;
     int64_t dataset_id;
     char *bucket, *key, *path;
+    char *headers, *storage_class; /* object_meta: kept on tape for an import */
     char checksum[SI_CHECKSUM_TEXT_MAX];
     uint64_t size;
     int64_t mtime;
@@ -43,6 +44,8 @@ static void batch_free(batch_t *b)
         free(b->items[i].bucket);
         free(b->items[i].key);
         free(b->items[i].path);
+        free(b->items[i].headers);
+        free(b->items[i].storage_class);
     }
     free(b->items);
     memset(b, 0, sizeof(*b));
@@ -54,8 +57,9 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
 {
     sqlite3_stmt *s = push_prepare(p, "SELECT i.object_id, pu.dataset_id, o.bucket, o.key,"
                                       " o.size, o.checksum, coalesce(o.mtime, 0), i.received,"
-                                      " i.attempts FROM push_items i"
+                                      " i.attempts, m.headers, m.storage_class FROM push_items i"
                                       " JOIN objects o ON o.id = i.object_id"
+                                      " LEFT JOIN object_meta m ON m.object_id = i.object_id"
                                       " JOIN pushes pu ON pu.id = i.push_id"
                                       " WHERE i.state = 'RECEIVED' ORDER BY i.received, i.object_id",
                                    err);
@@ -88,6 +92,14 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
             snprintf(it->checksum, sizeof(it->checksum), "%s", sqlite3_column_text(s, 5));
         it->mtime = sqlite3_column_int64(s, 6);
         it->attempts = sqlite3_column_int(s, 8);
+        for (int c = 9; c <= 10; c++) {
+            const char *v = (const char *)sqlite3_column_text(s, c);
+            char **dst = c == 9 ? &it->headers : &it->storage_class;
+            if (v && *v && !(*dst = strdup(v)))
+                rc = SQLITE_NOMEM;
+        }
+        if (rc == SQLITE_NOMEM)
+            break;
         if (b->n == 1)
             oldest = sqlite3_column_double(s, 7);
         b->bytes += size;
@@ -299,7 +311,8 @@ int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *e
         members[i] = (archive_member_t){
             .bucket = b.items[i].bucket, .key = b.items[i].key, .path = b.items[i].path,
             .size = b.items[i].size, .mtime = b.items[i].mtime,
-            .checksum = b.items[i].checksum[0] ? b.items[i].checksum : NULL};
+            .checksum = b.items[i].checksum[0] ? b.items[i].checksum : NULL,
+            .headers = b.items[i].headers, .storage_class = b.items[i].storage_class};
     /* the long part, with no lock: the files are pinned and ARCHIVING */
     if (archive_write(p->backend, members, b.n, ncopies, pl, err) < 0) {
         rc = -1;

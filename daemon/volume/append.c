@@ -19,6 +19,10 @@
  * GB; small enough to be harmless in a daemon. */
 #define WRITE_BLOCK (4u << 20)
 
+/* The pax header fields of a tapevol_member_t *m. */
+#define TAR_PAX_MEMBER(m)                                                                  \
+    {(m)->bucket, (m)->key, (m)->size, (m)->mtime, (m)->headers, (m)->storage_class}
+
 typedef struct {
     int fd;
     unsigned char *buf;
@@ -91,8 +95,7 @@ uint64_t tapevol_archive_bytes(const tapevol_member_t *members, size_t n)
 {
     uint64_t total = 2 * TAR_BLOCK + TAPEVOL_RECORD; /* end of archive, filemark */
     for (size_t i = 0; i < n; i++)
-        total += tar_member_bytes(members[i].bucket, members[i].key, members[i].size,
-                                  members[i].mtime);
+        total += tar_member_bytes(&(tar_pax_member_t)TAR_PAX_MEMBER(&members[i]));
     return total;
 }
 
@@ -103,6 +106,8 @@ void tapevol_listing_free(tapevol_listing_t *l)
     for (size_t i = 0; i < l->nentries; i++) {
         free(l->entries[i].bucket);
         free(l->entries[i].key);
+        free(l->entries[i].headers);
+        free(l->entries[i].storage_class);
     }
     free(l->entries);
     free(l->files);
@@ -137,6 +142,11 @@ static int check_members(const tapevol_member_t *m, size_t n, si_error_t *err)
                               strncmp(m[i].checksum, "sha256:", 7) != 0))
             return si_errprintf(err, "member %s/%s: expected checksum '%s' is not "
                                 "\"sha256:<64 hex>\"", m[i].bucket, m[i].key, m[i].checksum);
+        size_t plen = tar_pax_records_len(&(tar_pax_member_t)TAR_PAX_MEMBER(&m[i]));
+        if (plen > TAR_PAX_MAX)
+            return si_errprintf(err, "member %s/%s: its pax header would take %zu bytes "
+                                "(headers %zu bytes; limit %d)", m[i].bucket, m[i].key, plen,
+                                m[i].headers ? strlen(m[i].headers) : (size_t)0, TAR_PAX_MAX);
         if (!m[i].path && m[i].fd < 0)
             return si_errprintf(err, "member %s/%s: no data source", m[i].bucket, m[i].key);
     }
@@ -214,7 +224,8 @@ static int write_member(writer_t *w, int fd, const tapevol_member_t *m, tapevol_
                         si_error_t *err)
 {
     unsigned char block[TAR_BLOCK];
-    size_t plen = tar_pax_records_len(m->bucket, m->key, m->size, m->mtime);
+    tar_pax_member_t pm = TAR_PAX_MEMBER(m);
+    size_t plen = tar_pax_records_len(&pm);
     char *pax = malloc(plen);
     si_checksum_t *sum = NULL;
     size_t checksum_at = 0;
@@ -223,7 +234,7 @@ static int write_member(writer_t *w, int fd, const tapevol_member_t *m, tapevol_
         si_errprintf(err, "out of memory");
         goto out;
     }
-    tar_pax_records(pax, plen, m->bucket, m->key, m->size, m->mtime, &checksum_at);
+    tar_pax_records(pax, plen, &pm, &checksum_at);
 
     char name[SI_BUCKET_MAX + SI_KEY_MAX + 2];
     snprintf(name, sizeof(name), "%s/%s", m->bucket, m->key);

@@ -55,18 +55,150 @@ static size_t put_record(char *out, size_t size, size_t at, const char *key,
     return at + len;
 }
 
-static size_t pax_records(char *out, size_t size, const char *bucket, const char *key,
-                          uint64_t data_size, int64_t mtime, size_t *checksum_at)
+/* STAGEIN.headers holds several "name: value" lines: '\\', newlines and
+ * other control bytes are escaped ("\\", "\n", "\xHH") so that the record
+ * is one printable line, as tar tools and `stagein tape dump` show it. */
+static bool needs_escape(unsigned char c)
+{
+    return c == '\\' || c < 0x20 || c == 0x7f;
+}
+
+size_t tar_pax_escape(char *out, const char *value)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+        if (!needs_escape(*p)) {
+            if (out)
+                out[n] = (char)*p;
+            n++;
+        } else if (*p == '\\' || *p == '\n') {
+            if (out) {
+                out[n] = '\\';
+                out[n + 1] = *p == '\n' ? 'n' : '\\';
+            }
+            n += 2;
+        } else {
+            if (out) {
+                out[n] = '\\';
+                out[n + 1] = 'x';
+                out[n + 2] = hex[*p >> 4];
+                out[n + 3] = hex[*p & 15];
+            }
+            n += 4;
+        }
+    }
+    if (out)
+        out[n] = '\0';
+    return n;
+}
+
+/* The reverse of tar_pax_escape into a malloc'd string; an escape it does
+ * not write, a raw control byte or an escaped NUL is an error. */
+static int unescape(const char *v, size_t vlen, const char *key, char **dst, si_error_t *err)
+{
+    char *s = malloc(vlen + 1);
+    size_t n = 0;
+    if (!s)
+        return si_errprintf(err, "out of memory");
+    for (size_t i = 0; i < vlen; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (c != '\\') {
+            if (needs_escape(c)) {
+                si_errprintf(err, "pax record %s has an unescaped control byte 0x%02x at "
+                             "byte %zu", key, c, i);
+                goto error;
+            }
+            s[n++] = (char)c;
+            continue;
+        }
+        if (i + 1 < vlen && (v[i + 1] == '\\' || v[i + 1] == 'n')) {
+            s[n++] = v[i + 1] == 'n' ? '\n' : '\\';
+            i++;
+            continue;
+        }
+        int hi = i + 3 < vlen && v[i + 1] == 'x' ? si_hex_digit(v[i + 2]) : -1;
+        int lo = hi >= 0 ? si_hex_digit(v[i + 3]) : -1;
+        if (lo < 0 || (hi == 0 && lo == 0)) {
+            si_errprintf(err, "pax record %s has a bad escape at byte %zu (expected \\\\, "
+                         "\\n or \\xHH, not NUL)", key, i);
+            goto error;
+        }
+        s[n++] = (char)(hi << 4 | lo);
+        i += 3;
+    }
+    s[n] = '\0';
+    free(*dst);
+    *dst = s;
+    return 0;
+error:
+    free(s);
+    return -1;
+}
+
+/* STAGEIN.headers as the S3 server stores and serves them: "name: value"
+ * lines, each ended by a newline, names HTTP tokens, values without control
+ * bytes (a volume is untrusted input: nothing in it may split a response). */
+static int check_headers(const char *h, si_error_t *err)
+{
+    size_t len = strlen(h);
+    if (len >= TAR_HEADERS_MAX)
+        return si_errprintf(err, "pax record STAGEIN.headers holds %zu bytes (limit %d)", len,
+                            TAR_HEADERS_MAX - 1);
+    for (size_t at = 0, line = 1; at < len; line++) {
+        const char *p = h + at;
+        size_t n = strcspn(p, "\n");
+        size_t name = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                "0123456789!#$%&'*+-.^_`|~");
+        if (p[n] != '\n' || name == 0 || name + 2 > n || p[name] != ':' || p[name + 1] != ' ')
+            return si_errprintf(err, "pax record STAGEIN.headers line %zu is not "
+                                "\"name: value\" ended by a newline", line);
+        for (size_t i = name + 2; i < n; i++)
+            if (((unsigned char)p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7f)
+                return si_errprintf(err, "pax record STAGEIN.headers line %zu has a control "
+                                    "byte in its value", line);
+        at += n + 1;
+    }
+    return 0;
+}
+
+static int check_storage_class(const char *c, si_error_t *err)
+{
+    size_t n = strspn(c, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_");
+    if (n == 0 || c[n] || n >= TAR_STORAGE_CLASS_MAX)
+        return si_errprintf(err, "pax record STAGEIN.storage_class '%.40s' is not a storage "
+                            "class ([A-Z_], 1 to %d characters)", c, TAR_STORAGE_CLASS_MAX - 1);
+    return 0;
+}
+
+/* An escaped record, left out when value is NULL or empty. */
+static size_t put_escaped(char *out, size_t size, size_t at, const char *key,
+                          const char *value)
+{
+    if (!at || !value || !*value)
+        return at;
+    size_t elen = tar_pax_escape(NULL, value);
+    char *escaped = malloc(elen + 1);
+    if (!escaped)
+        return 0;
+    tar_pax_escape(escaped, value);
+    at = put_record(out, size, at, key, escaped, elen, NULL);
+    free(escaped);
+    return at;
+}
+
+static size_t pax_records(char *out, size_t size, const tar_pax_member_t *m,
+                          size_t *checksum_at)
 {
     char num[32];
     size_t at = 0;
-    size_t blen = strlen(bucket), klen = strlen(key);
+    size_t blen = strlen(m->bucket), klen = strlen(m->key);
     char *path = malloc(blen + klen + 2);
     if (!path)
         return 0;
-    memcpy(path, bucket, blen);
+    memcpy(path, m->bucket, blen);
     path[blen] = '/';
-    memcpy(path + blen + 1, key, klen + 1);
+    memcpy(path + blen + 1, m->key, klen + 1);
 
     static const char placeholder[] = "sha256:"
         "0000000000000000000000000000000000000000000000000000000000000000";
@@ -74,17 +206,19 @@ static size_t pax_records(char *out, size_t size, const char *bucket, const char
 
     at = put_record(out, size, at, "path", path, blen + klen + 1, NULL);
     if (at) {
-        snprintf(num, sizeof(num), "%" PRIu64, data_size);
+        snprintf(num, sizeof(num), "%" PRIu64, m->size);
         at = put_record(out, size, at, "size", num, strlen(num), NULL);
     }
     if (at) {
-        snprintf(num, sizeof(num), "%" PRId64, mtime);
+        snprintf(num, sizeof(num), "%" PRId64, m->mtime);
         at = put_record(out, size, at, "mtime", num, strlen(num), NULL);
     }
     if (at)
-        at = put_record(out, size, at, "STAGEIN.bucket", bucket, blen, NULL);
+        at = put_record(out, size, at, "STAGEIN.bucket", m->bucket, blen, NULL);
     if (at)
-        at = put_record(out, size, at, "STAGEIN.key", key, klen, NULL);
+        at = put_record(out, size, at, "STAGEIN.key", m->key, klen, NULL);
+    at = put_escaped(out, size, at, "STAGEIN.headers", m->headers);
+    at = put_escaped(out, size, at, "STAGEIN.storage_class", m->storage_class);
     if (at)
         at = put_record(out, size, at, "STAGEIN.checksum", placeholder, TAR_CHECKSUM_LEN,
                         checksum_at);
@@ -92,23 +226,20 @@ static size_t pax_records(char *out, size_t size, const char *bucket, const char
     return at;
 }
 
-size_t tar_pax_records(char *out, size_t size, const char *bucket, const char *key,
-                       uint64_t data_size, int64_t mtime, size_t *checksum_at)
+size_t tar_pax_records(char *out, size_t size, const tar_pax_member_t *m, size_t *checksum_at)
 {
-    return pax_records(out, size, bucket, key, data_size, mtime, checksum_at);
+    return pax_records(out, size, m, checksum_at);
 }
 
-size_t tar_pax_records_len(const char *bucket, const char *key, uint64_t data_size,
-                           int64_t mtime)
+size_t tar_pax_records_len(const tar_pax_member_t *m)
 {
-    return pax_records(NULL, 0, bucket, key, data_size, mtime, NULL);
+    return pax_records(NULL, 0, m, NULL);
 }
 
-uint64_t tar_member_bytes(const char *bucket, const char *key, uint64_t data_size,
-                          int64_t mtime)
+uint64_t tar_member_bytes(const tar_pax_member_t *m)
 {
-    return TAR_BLOCK + tar_round_up(tar_pax_records_len(bucket, key, data_size, mtime)) +
-           TAR_BLOCK + tar_round_up(data_size);
+    return TAR_BLOCK + tar_round_up(tar_pax_records_len(m)) + TAR_BLOCK +
+           tar_round_up(m->size);
 }
 
 /* Octal, zero-padded to width-1 digits and NUL-terminated; a value that
@@ -243,6 +374,8 @@ void tar_pax_clear(tar_pax_t *pax)
     free(pax->path);
     free(pax->bucket);
     free(pax->key);
+    free(pax->headers);
+    free(pax->storage_class);
     memset(pax, 0, sizeof(*pax));
 }
 
@@ -269,6 +402,12 @@ static int parse_record(tar_pax_t *pax, const char *key, size_t klen, const char
         return set_string(&pax->bucket, v, vlen, "STAGEIN.bucket", err);
     if (IS("STAGEIN.key"))
         return set_string(&pax->key, v, vlen, "STAGEIN.key", err);
+    if (IS("STAGEIN.headers"))
+        return unescape(v, vlen, "STAGEIN.headers", &pax->headers, err) < 0 ? -1
+               : check_headers(pax->headers, err);
+    if (IS("STAGEIN.storage_class"))
+        return unescape(v, vlen, "STAGEIN.storage_class", &pax->storage_class, err) < 0 ? -1
+               : check_storage_class(pax->storage_class, err);
     if (IS("STAGEIN.checksum")) {
         if (vlen >= sizeof(pax->checksum))
             return si_errprintf(err, "pax record STAGEIN.checksum is too long");

@@ -106,6 +106,11 @@ typedef struct {
     uint64_t size;         /* bytes to write; the source must hold exactly this */
     int64_t mtime;         /* unix seconds, >= 0 */
     const char *checksum;  /* expected "sha256:hex", or NULL */
+    /* What an S3 client stored with the object (catalog object_meta),
+     * kept in the pax header (STAGEIN.headers, STAGEIN.storage_class) so
+     * that an import restores it; NULL: none. */
+    const char *headers;   /* "name: value\n" lines */
+    const char *storage_class;
 } tapevol_member_t;
 
 /* One member of an archive file, as written or as read back. */
@@ -118,6 +123,8 @@ typedef struct {
     uint64_t size;            /* data bytes */
     int64_t mtime;
     char checksum[SI_CHECKSUM_TEXT_MAX]; /* "" when the archive carries none */
+    char *headers;            /* STAGEIN.headers, NULL when the member has none */
+    char *storage_class;      /* STAGEIN.storage_class, NULL when none */
 } tapevol_entry_t;
 
 typedef struct {
@@ -191,6 +198,8 @@ typedef struct {
 
 /* Records the volume, and every entry of listing as an object with a tape
  * copy (number copy) on it, in one catalog transaction: all or nothing.
+ * An entry's headers and storage class go into the object's object_meta
+ * when it has none there yet (what the catalog holds is never replaced).
  * Recording the same listing again changes nothing. stats may be NULL. */
 int tapevol_catalog_record(catalog_t *cat, const tapevol_info_t *info,
                            const tapevol_listing_t *listing, int copy,

@@ -158,6 +158,10 @@ static int walk_member(reader_t *r, uint64_t *p, tapevol_entry_t *e, si_error_t 
     e->size = pax.has_size ? pax.size : h.size;
     e->mtime = pax.has_mtime ? pax.mtime : h.mtime;
     memcpy(e->checksum, pax.checksum, sizeof(e->checksum));
+    /* handed over: tar_pax_clear below must not free them */
+    e->headers = pax.headers;
+    e->storage_class = pax.storage_class;
+    pax.headers = pax.storage_class = NULL;
     e->position = *p + TAR_BLOCK;
     if (e->position > r->eod || e->size > r->eod - e->position ||
         tar_round_up(e->size) > r->eod - e->position) {
@@ -284,6 +288,8 @@ static int walk(tapevol_t *vol, int flags, bool tail_partial, tapevol_listing_t 
             if (walk_member(&r, &p, &e, err) < 0) {
                 free(e.bucket);
                 free(e.key);
+                free(e.headers);
+                free(e.storage_class);
                 si_errprefix(err, "member %zu at offset %" PRIu64, l->nentries - f.first + 1,
                              e.header_offset);
                 goto file_error;
@@ -291,6 +297,8 @@ static int walk(tapevol_t *vol, int flags, bool tail_partial, tapevol_listing_t 
             if (listing_push_entry(l, &ecap, &e) < 0) {
                 free(e.bucket);
                 free(e.key);
+                free(e.headers);
+                free(e.storage_class);
                 si_errprintf(err, "out of memory");
                 goto error;
             }

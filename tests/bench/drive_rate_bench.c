@@ -309,7 +309,7 @@ static void make_volumes(const run_t *run, const daemon_t *d, int drives, uint64
         char (*keys)[24] = calloc(count, 24);
         for (uint64_t i = 0; i < count; i++) {
             snprintf(keys[i], 24, "o%08" PRIu64, first + i);
-            m[i] = (tapevol_member_t){"bench", keys[i], NULL, fd, size, 0, NULL};
+            m[i] = (tapevol_member_t){"bench", keys[i], NULL, fd, size, 0, NULL, NULL, NULL};
             fprintf(mf, "bench/%s\n", keys[i]);
         }
         char label[16];

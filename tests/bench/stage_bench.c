@@ -172,7 +172,7 @@ int main(int argc, char **argv)
             if (rename(tmp, srcs[i]) < 0)
                 die(srcs[i], NULL);
             snprintf(keys[i], 32, "f%05d", k);
-            m[i] = (tapevol_member_t){"bench", keys[i], srcs[i], -1, size, 0, NULL};
+            m[i] = (tapevol_member_t){"bench", keys[i], srcs[i], -1, size, 0, NULL, NULL, NULL};
             fprintf(mf, "bench/%s\n", keys[i]);
             bytes += size;
         }

@@ -51,7 +51,15 @@ typedef struct {
     const char *name;
     size_t members;
     uint64_t member_size;
+    const char *headers; /* S3 stored headers on every member (STAGEIN.headers) */
 } bench_case_t;
+
+/* What a typical S3 client stores: Content-Type, Cache-Control and a few
+ * x-amz-meta-* (about 200 bytes). */
+static const char typical_headers[] =
+    "content-type: application/octet-stream\ncache-control: max-age=86400, private\n"
+    "x-amz-meta-owner: alice\nx-amz-meta-run: 2026-12-01T23:00:00Z/job-4711\n"
+    "x-amz-meta-sha: 3f786850e387550fdab836ed7e6dc881de23001b\n";
 
 typedef struct {
     double write_s, read_s, walk_s, import_s;
@@ -85,7 +93,8 @@ static int run_case(const char *dir, const bench_case_t *c, bench_result_t *r, s
     for (size_t i = 0; i < c->members; i++) {
         snprintf(keys[i], sizeof(keys[i]), "obj/%08zu", i);
         m[i] = (tapevol_member_t){.bucket = "bench", .key = keys[i], .path = src, .fd = -1,
-                                  .size = c->member_size, .mtime = 1700000000};
+                                  .size = c->member_size, .mtime = 1700000000,
+                                  .headers = c->headers};
     }
     vol = tapevol_open(vdir, "BENCH1", TAPEVOL_RDWR, err);
     if (!vol)
@@ -148,8 +157,10 @@ int main(int argc, char **argv)
     bool quick = bo.quick, json = bo.json;
     const char *dir = bo.dir;
     const bench_case_t cases[] = {
-        {"large", quick ? 4 : 8, quick ? UINT64_C(64) << 20 : UINT64_C(256) << 20},
-        {"small", quick ? 5000 : 50000, UINT64_C(64) << 10},
+        {"large", quick ? 4 : 8, quick ? UINT64_C(64) << 20 : UINT64_C(256) << 20, NULL},
+        {"small", quick ? 5000 : 50000, UINT64_C(64) << 10, NULL},
+        /* the same with S3 headers in every pax header: their cost, same run */
+        {"small+headers", quick ? 5000 : 50000, UINT64_C(64) << 10, typical_headers},
     };
     static const si_column_t columns[] = {
         {"case", SI_COL_STR}, {"members", SI_COL_INT}, {"bytes", SI_COL_BYTES},

@@ -280,8 +280,8 @@ int main(void)
 
     /* ---- push ------------------------------------------------------------------ */
     archive_member_t m[2] = {
-        {"stageout", "ds/x/one", NULL, sizes[1], 1700000000, sums[1]},
-        {"stageout", "ds/two", NULL, sizes[2], 0, NULL},
+        {"stageout", "ds/x/one", NULL, sizes[1], 1700000000, sums[1], NULL, NULL},
+        {"stageout", "ds/two", NULL, sizes[2], 0, NULL, NULL, NULL},
     };
     char src1[300], src2[300];
     snprintf(src1, sizeof(src1), "%s/data/a/f1", root);

@@ -156,7 +156,8 @@ int main(void)
         s.size[i] = sizes[i];
         write_source(path[i], src[i], sizes[i], (unsigned)i);
         snprintf(keys[i - 1], sizeof(keys[i - 1]), "o%d", i);
-        members[i - 1] = (tapevol_member_t){"data", keys[i - 1], path[i], -1, sizes[i], 0, NULL};
+        members[i - 1] = (tapevol_member_t){"data", keys[i - 1], path[i], -1, sizes[i], 0,
+                                            NULL, NULL, NULL};
     }
     /* V1 holds objects 1..4, V2 holds 1 and 2 again (second copies) */
     tapevol_listing_t *l1 = NULL, *l2 = NULL;
@@ -287,8 +288,8 @@ int main(void)
 
     /* 7. archive write: two members, two copies on distinct volumes */
     archive_member_t am[2] = {
-        {"push", "x1", path[3], sizes[3], 0, NULL},
-        {"push", "x2", path[1], sizes[1], 0, NULL},
+        {"push", "x1", path[3], sizes[3], 0, NULL, NULL, NULL},
+        {"push", "x2", path[1], sizes[1], 0, NULL, NULL, NULL},
     };
     archive_placement_t pl[4];
     err.text[0] = 0;

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "catalog/catalog.h"
 #include "common/tap.h"
 #include "daemon/volume/volume.h"
@@ -65,6 +67,83 @@ static tapevol_listing_t *append(tapevol_t *vol, const char *bucket, const char 
     if (tapevol_append(vol, &m, 1, &w, &err) < 0)
         diag("append %s/%s: %s", bucket, key, err.text);
     return w;
+}
+
+/* What an S3 client stored with an object, written into the pax header and
+ * restored into object_meta by an import; the catalog's own never replaced. */
+static void test_meta(void)
+{
+    si_error_t err = {{0}};
+    char db[512], db2[512];
+    snprintf(db, sizeof(db), "%s/meta.db", dir);
+    snprintf(db2, sizeof(db2), "%s/meta2.db", dir);
+    ok(tapevol_create(dir, "META01", "LTO-9", 1u << 30, &err) == 0, "create: %s", err.text);
+    tapevol_t *vol = tapevol_open(dir, "META01", TAPEVOL_RDWR, &err);
+    if (!vol)
+        return;
+    const char *headers = "content-type: text/csv\ncache-control: no-cache\n"
+                          "x-amz-meta-owner: a\\b \"q\"\n";
+    char *src[3]; /* data_file's buffer is reused */
+    src[0] = strdup(data_file("one\n"));
+    src[1] = strdup(data_file("two\n"));
+    src[2] = strdup(data_file("three\n"));
+    tapevol_member_t m[] = {
+        {.bucket = "mbk", .key = "with", .path = src[0], .fd = -1, .size = 4,
+         .headers = headers, .storage_class = "DEEP_ARCHIVE"},
+        {.bucket = "mbk", .key = "class-only", .path = src[1], .fd = -1, .size = 4,
+         .storage_class = "GLACIER"},
+        {.bucket = "mbk", .key = "plain", .path = src[2], .fd = -1, .size = 6},
+    };
+    tapevol_listing_t *w = NULL;
+    ok(tapevol_append(vol, m, 3, &w, &err) == 0, "append with headers: %s", err.text);
+    tapevol_listing_free(w);
+    for (int i = 0; i < 3; i++)
+        free(src[i]);
+
+    /* a header block the reader would refuse is refused when writing */
+    char *huge = malloc(40000);
+    for (size_t i = 0; i < 39996; i += 4)
+        memcpy(huge + i, "\\\\\\\\", 4);
+    memcpy(huge + 39996, ": x", 4);
+    tapevol_member_t hm = {.bucket = "mbk", .key = "huge", .path = data_file("x"), .fd = -1,
+                           .size = 1, .headers = huge};
+    w = NULL;
+    ok(tapevol_append(vol, &hm, 1, &w, &err) < 0 && strstr(err.text, "pax header"),
+       "headers that would pass the pax header limit refused: %s", err.text);
+    free(huge);
+
+    catalog_t *cat = catalog_open(db, CATALOG_CREATE, &err);
+    ok(cat && tapevol_import(vol, cat, 1, TAPEVOL_WALK_VERIFY, NULL, &err) == 0,
+       "import: %s", err.text);
+    catalog_close(cat);
+    char want[512];
+    snprintf(want, sizeof(want), "[{\"key\":\"class-only\",\"headers\":null,"
+             "\"storage_class\":\"GLACIER\"},{\"key\":\"with\",\"headers\":"
+             "\"content-type: text/csv\\ncache-control: no-cache\\nx-amz-meta-owner: "
+             "a\\\\b \\\"q\\\"\\n\",\"storage_class\":\"DEEP_ARCHIVE\"}]");
+    is_query(db, "SELECT o.key, m.headers, m.storage_class FROM object_meta m"
+                 " JOIN objects o ON o.id = m.object_id ORDER BY o.key", want,
+             "headers and storage classes restored; none for the plain member");
+
+    /* the catalog already holds the object's headers: kept */
+    cat = catalog_open(db2, CATALOG_CREATE, &err);
+    catalog_object_t o = {.bucket = "mbk", .key = "with", .size = 4, .mtime = 0,
+                          .checksum = "sha256:"
+                          "2c8b08da5ce60398e1f19af0e5dccc744df274b826abe585eaba68c525434806"};
+    int64_t id = 0;
+    ok(cat && catalog_object_put(cat, &o, &id, &err) == 1, "object catalogued: %s", err.text);
+    char sql[256];
+    snprintf(sql, sizeof(sql), "INSERT INTO object_meta(object_id, headers) VALUES (%lld,"
+             " 'content-type: image/png\n')", (long long)id);
+    ok(cat && sqlite3_exec(catalog_db(cat), sql, NULL, NULL, NULL) == SQLITE_OK,
+       "its headers catalogued");
+    ok(cat && tapevol_import(vol, cat, 1, 0, NULL, &err) == 0, "import: %s", err.text);
+    catalog_close(cat);
+    is_query(db2, "SELECT m.headers, m.storage_class FROM object_meta m JOIN objects o"
+                  " ON o.id = m.object_id WHERE o.key = 'with'",
+             "[{\"headers\":\"content-type: image/png\\n\",\"storage_class\":null}]",
+             "the catalog's headers are not replaced by the volume's");
+    tapevol_close(vol);
 }
 
 int main(void)
@@ -167,8 +246,12 @@ int main(void)
     is_query(db2, "SELECT copy, file_seq, length FROM tape_copies",
              "[{\"copy\":2,\"file_seq\":3,\"length\":22}]", "copy recorded");
 
+    is_query(db, "SELECT count(*) AS n FROM object_meta", "[{\"n\":0}]",
+             "a volume without headers records none");
+
     tapevol_listing_free(last);
     tapevol_close(vol);
+    test_meta();
     char cmd[512];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)

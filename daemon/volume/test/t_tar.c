@@ -27,9 +27,9 @@ static void test_records(void)
 {
     char buf[4096];
     size_t checksum_at = 0;
-    size_t len = tar_pax_records(buf, sizeof(buf), "bkt", "a/b.dat", 12345, 1700000000,
-                                 &checksum_at);
-    is_int(len, tar_pax_records_len("bkt", "a/b.dat", 12345, 1700000000),
+    tar_pax_member_t m = {"bkt", "a/b.dat", 12345, 1700000000, NULL, NULL};
+    size_t len = tar_pax_records(buf, sizeof(buf), &m, &checksum_at);
+    is_int(len, tar_pax_records_len(&m),
            "length-only pass agrees with the written length");
     ok(records_consistent(buf, len), "record lengths are self-consistent");
     ok(strncmp(buf + checksum_at, "sha256:0000", 11) == 0, "checksum placeholder located");
@@ -42,16 +42,19 @@ static void test_records(void)
         char key[128];
         memset(key, 'k', klen);
         key[klen] = '\0';
-        len = tar_pax_records(buf, sizeof(buf), "bkt", key, 1, 0, &checksum_at);
-        if (!records_consistent(buf, len) ||
-            len != tar_pax_records_len("bkt", key, 1, 0))
+        tar_pax_member_t km = {"bkt", key, 1, 0, NULL, NULL};
+        len = tar_pax_records(buf, sizeof(buf), &km, &checksum_at);
+        if (!records_consistent(buf, len) || len != tar_pax_records_len(&km))
             all = false;
     }
     ok(all, "record lengths right across the 2->3 digit boundary");
 
     tar_pax_t pax;
     si_error_t err = {{0}};
-    len = tar_pax_records(buf, sizeof(buf), "bkt", "x/y", 42, 7, &checksum_at);
+    len = tar_pax_records(buf, sizeof(buf), &(tar_pax_member_t){"bkt", "x/y", 42, 7, NULL, NULL},
+                          &checksum_at);
+    ok(!memmem(buf, len, "STAGEIN.headers", 15) && !memmem(buf, len, "STAGEIN.storage", 15),
+       "no headers, no records for them");
     memcpy(buf + checksum_at, "sha256:", 7);
     memset(buf + checksum_at + 7, 'a', 64);
     ok(tar_pax_parse(buf, len, &pax, &err) == 0, "parse what was written");
@@ -61,6 +64,7 @@ static void test_records(void)
     ok(pax.has_size && pax.size == 42, "size");
     ok(pax.has_mtime && pax.mtime == 7, "mtime");
     ok(strncmp(pax.checksum, "sha256:aaaa", 11) == 0, "checksum");
+    ok(!pax.headers && !pax.storage_class, "no headers read back");
     tar_pax_clear(&pax);
 
     static const char *const bad[] = {
@@ -85,6 +89,84 @@ static void test_records(void)
     ok(tar_pax_parse(frac, strlen(frac), &pax, &err) == 0 && pax.mtime == 1700000000,
        "fractional mtime keeps whole seconds");
     tar_pax_clear(&pax);
+}
+
+/* STAGEIN.headers and STAGEIN.storage_class: written escaped, one line
+ * per record, and read back as they were. */
+static void test_meta_records(void)
+{
+    static const char headers[] =
+        "content-type: text/plain; charset=utf-8\n"
+        "cache-control: max-age=60\n"
+        "x-amz-meta-path: C:\\dir\\x\tand a tab\n"
+        "x-amz-meta-note: caf\xc3\xa9 = 100%\n";
+    char buf[8192];
+    size_t checksum_at = 0;
+    tar_pax_member_t m = {"bkt", "with/meta", 5, 9, headers, "DEEP_ARCHIVE"};
+    size_t len = tar_pax_records(buf, sizeof(buf), &m, &checksum_at);
+    is_int(len, tar_pax_records_len(&m), "length-only pass agrees, with headers");
+    ok(records_consistent(buf, len), "record lengths self-consistent, with headers");
+    const char *rec = memmem(buf, len, "STAGEIN.headers=", 16);
+    ok(rec != NULL, "STAGEIN.headers written");
+    const char *nl = rec ? memchr(rec, '\n', len - (size_t)(rec - buf)) : NULL;
+    ok(nl && memmem(rec, (size_t)(nl - rec), "x-amz-meta-note", 15) &&
+           memmem(rec, (size_t)(nl - rec), "C:\\\\dir\\\\x\\x09and", 17),
+       "headers in one line: newlines, backslashes and tabs escaped");
+    ok(memmem(buf, len, " STAGEIN.storage_class=DEEP_ARCHIVE\n", 36) != NULL,
+       "STAGEIN.storage_class written");
+    ok(strncmp(buf + checksum_at, "sha256:0000", 11) == 0, "checksum placeholder located");
+    memcpy(buf + checksum_at, "sha256:", 7);
+    memset(buf + checksum_at + 7, 'b', 64);
+
+    tar_pax_t pax;
+    si_error_t err = {{0}};
+    ok(tar_pax_parse(buf, len, &pax, &err) == 0, "parse headers back: %s", err.text);
+    is_str(pax.headers, headers, "headers round trip byte for byte");
+    is_str(pax.storage_class, "DEEP_ARCHIVE", "storage class round trip");
+    is_str(pax.key, "with/meta", "key still there");
+    ok(strncmp(pax.checksum, "sha256:bbbb", 11) == 0, "checksum still found after them");
+    tar_pax_clear(&pax);
+
+    char one[64];
+    is_int(tar_pax_escape(one, "a\\b\nc\x01"), 11, "escape length");
+    is_str(one, "a\\\\b\\nc\\x01", "escape text");
+
+    /* what a hostile or damaged volume may hold */
+    static const struct {
+        const char *key, *value;
+    } bad[] = {
+        {"STAGEIN.headers", "x-a: 1\\r\\nx-b: 2\\n"}, /* CR inside a value */
+        {"STAGEIN.headers", "x-a: 1\\q\\n"},            /* unknown escape */
+        {"STAGEIN.headers", "x-a: 1\\x00\\n"},          /* escaped NUL */
+        {"STAGEIN.headers", "x-a: 1\tb"},                /* raw tab, no newline */
+        {"STAGEIN.headers", "x-a: 1"},                   /* line without its newline */
+        {"STAGEIN.headers", "x a: 1\\n"},                /* not a header name */
+        {"STAGEIN.headers", "x-a:1\\n"},                 /* no ": " */
+        {"STAGEIN.storage_class", "glacier"},
+        {"STAGEIN.storage_class", "A\\nB"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char rec_bad[256];
+        size_t body = strlen(bad[i].key) + strlen(bad[i].value) + 3;
+        size_t rlen = body + (body + 2 >= 100 ? 3 : 2);
+        snprintf(rec_bad, sizeof(rec_bad), "%zu %s=%s\n", rlen, bad[i].key, bad[i].value);
+        ok(records_consistent(rec_bad, strlen(rec_bad)) &&
+               tar_pax_parse(rec_bad, strlen(rec_bad), &pax, &err) < 0 &&
+               strstr(err.text, "STAGEIN."),
+           "bad record %zu refused: %s", i, err.text);
+    }
+
+    /* over the catalog's limit: refused on read */
+    char *big = malloc(TAR_HEADERS_MAX + 64), *rec_big = malloc(TAR_HEADERS_MAX + 1024);
+    memset(big, 0, TAR_HEADERS_MAX + 64);
+    for (size_t n = 0; n < TAR_HEADERS_MAX; n += 11)
+        memcpy(big + n, "x-a: 12345\n", 11);
+    tar_pax_member_t bm = {"bkt", "big", 0, 0, big, NULL};
+    size_t blen = tar_pax_records(rec_big, TAR_HEADERS_MAX + 1024, &bm, &checksum_at);
+    ok(blen > 0 && tar_pax_parse(rec_big, blen, &pax, &err) < 0 && strstr(err.text, "limit"),
+       "headers over %d bytes refused: %s", TAR_HEADERS_MAX, err.text);
+    free(big);
+    free(rec_big);
 }
 
 static void test_header(void)
@@ -123,14 +205,15 @@ static void test_header(void)
     memcpy(block, "hello", 5);
     ok(tar_header_parse(block, &h, &err) < 0 && strstr(err.text, "magic"),
        "no magic: %s", err.text);
-    is_int(tar_member_bytes("bkt", "k", 1, 0),
-           TAR_BLOCK + tar_round_up(tar_pax_records_len("bkt", "k", 1, 0)) + TAR_BLOCK +
+    tar_pax_member_t m = {"bkt", "k", 1, 0, NULL, NULL};
+    is_int(tar_member_bytes(&m), TAR_BLOCK + tar_round_up(tar_pax_records_len(&m)) + TAR_BLOCK +
                TAR_BLOCK, "member size in blocks");
 }
 
 int main(void)
 {
     test_records();
+    test_meta_records();
     test_header();
     return done_testing();
 }

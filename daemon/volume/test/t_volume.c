@@ -145,7 +145,8 @@ static void test_append_and_read(void)
     for (size_t i = 0; i < 3; i++) {
         const tapevol_entry_t *e = &w1->entries[i];
         is_int(e->header_offset, expect, "member %zu header offset", i);
-        expect += tar_member_bytes(m[i].bucket, m[i].key, m[i].size, m[i].mtime);
+        expect += tar_member_bytes(&(tar_pax_member_t){m[i].bucket, m[i].key, m[i].size,
+                                                       m[i].mtime, NULL, NULL});
         is_int(e->position, expect - tar_round_up(m[i].size), "member %zu data offset", i);
         is_str(e->checksum, sums[i], "member %zu sha256 computed while writing", i);
         ok(e->position % TAR_BLOCK == 0, "member %zu data is block aligned", i);
