@@ -1,5 +1,6 @@
 #include "config.h"
 #include "catalog/requests.h"
+#include "catalog/internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -1282,39 +1283,14 @@ si_table_t *requests_list(requests_t *r, uid_t owner, bool active_only, size_t l
         " LEFT JOIN objects o ON o.id = i.object_id"
         " WHERE (?1 < 0 OR r.uid = ?1) AND (NOT ?2 OR r.state IN ('SUBMITTED', 'STARTED'))"
         " GROUP BY r.id ORDER BY r.created DESC, r.id DESC LIMIT ?3";
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
-    sqlite3_stmt *s = NULL;
-    if (!t) {
-        si_errprintf(err, "out of memory");
+    sqlite3_stmt *s = catalog_prepare(r->cat, sql, err);
+    if (!s)
         return NULL;
-    }
-    if (sqlite3_prepare_v2(r->db, sql, -1, &s, NULL) != SQLITE_OK) {
-        db_fail(r, err, "listing requests");
-        si_table_free(t);
-        return NULL;
-    }
     sqlite3_bind_int64(s, 1, owner == (uid_t)-1 ? -1 : (int64_t)owner);
     sqlite3_bind_int(s, 2, active_only);
     sqlite3_bind_int64(s, 3, limit ? (int64_t)limit : -1);
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        si_table_row(t);
-        for (int c = 0; c < 12; c++) {
-            if (sqlite3_column_type(s, c) == SQLITE_NULL)
-                si_table_null(t);
-            else if (columns[c].kind == SI_COL_STR)
-                si_table_str(t, (const char *)sqlite3_column_text(s, c));
-            else if (columns[c].kind == SI_COL_REAL)
-                si_table_real(t, sqlite3_column_double(s, c));
-            else
-                si_table_int(t, sqlite3_column_int64(s, c));
-        }
-    }
-    if (rc != SQLITE_DONE) {
-        db_fail(r, err, "listing requests");
-        si_table_free(t);
-        t = NULL;
-    }
+    si_table_t *t = catalog_table_from_stmt(r->cat, s, columns,
+                                            sizeof(columns) / sizeof(columns[0]), err);
     sqlite3_finalize(s);
     return t;
 }
