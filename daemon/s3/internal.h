@@ -1,5 +1,9 @@
-/* Inside the S3 server: the server context, one request, and the helpers
- * the operation handlers (read.c, write.c) answer with. */
+/* Inside the S3 server: the server context, one request, the helpers the
+ * operations answer with and the operations. The files form layers: the
+ * dispatcher (server.c) calls the operations (read.c, write.c, copy.c,
+ * multipart.c), which call the helpers (object.c, upload.c, rdma.c, meta.c,
+ * bucket.c, request.c, and db.c, list.c, proto.c, quota.c, conf.c); a
+ * helper calls only the helpers below it, never an operation. */
 #ifndef STAGEIN_S3_INTERNAL_H
 #define STAGEIN_S3_INTERNAL_H
 
@@ -141,8 +145,11 @@ struct s3_req {
     bool rdma_replied;               /* x-amz-rdma-reply: 200 is on the answer */
 };
 
-/* ---- answering (server.c) ------------------------------------------------ */
+/* ---- the request and its answers (request.c) ------------------------------ */
 
+/* Decodes the query into r->params: 0, or -1 out of memory. */
+int s3_req_parse_query(s3_req_t *r);
+void s3_req_free(s3_req_t *r);
 const char *s3_req_header(const s3_req_t *r, const char *name);
 /* Decoded query parameter: 1 and value (may be NULL) when present, 0 when not. */
 int s3_req_query(const s3_req_t *r, const char *name, si_strbuf_t *value);
@@ -156,7 +163,13 @@ char *s3_req_catalog_key(s3_req_t *r);
 /* S3 XML error; message NULL: the code's standard message. */
 void s3_respond_error(s3_req_t *r, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Takes the response (headers added by the caller before). */
+/* The same with the message as text; region: a request signed for another
+ * region, whose answer names this server's (<Region>, x-amz-bucket-region). */
+void s3_respond_error_in(s3_req_t *r, const char *code, const char *message,
+                         const char *region);
+/* Takes the response (headers added by the caller before); adds the
+ * headers every answer carries, x-amz-rdma-reply: 501 included where the
+ * request asked for RDMA and no 200 went on the answer. */
 void s3_respond(s3_req_t *r, unsigned status, struct MHD_Response *resp);
 void s3_respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml);
 void s3_respond_empty(s3_req_t *r, unsigned status);
@@ -167,6 +180,8 @@ void s3_add_common_headers(s3_req_t *r, struct MHD_Response *resp);
 
 /* A body gathered whole for XML requests, at most S3_XML_BODY_MAX bytes. */
 void s3_expect_xml_body(s3_req_t *r, void (*end)(s3_req_t *r));
+
+/* ---- archive buckets (bucket.c) --------------------------------------------- */
 
 bool s3_is_archive_bucket(s3_server_t *s, const char *bucket);
 /* The owner of an archive bucket made by CreateBucket: true and *owner set;
@@ -192,76 +207,19 @@ void s3_meta_add_headers(struct MHD_Response *resp, const char *headers,
 /* Whether headers holds one of that name. */
 bool s3_meta_has(const char *headers, const char *name);
 
-/* ---- operations ------------------------------------------------------------ */
+/* ---- the RDMA data path of GET, PUT and UploadPart (rdma.c, doc/rdma.md) ----- */
 
-void s3_list_buckets(s3_req_t *r);
-void s3_head_bucket(s3_req_t *r);
-void s3_get_bucket_location(s3_req_t *r);
-/* GetBucketVersioning: buckets here are unversioned (an empty configuration). */
-void s3_get_bucket_versioning(s3_req_t *r);
-/* GetObjectTagging: objects here carry no tags (an empty TagSet). */
-void s3_get_object_tagging(s3_req_t *r);
-void s3_list_objects(s3_req_t *r, bool v2);
-void s3_get_object(s3_req_t *r, bool head);
-void s3_restore_object(s3_req_t *r);
+#define S3_RDMA_TOKEN_HEADER "x-amz-rdma-token"
 
-/* write.c */
-void s3_put_object(s3_req_t *r);
-void s3_create_bucket(s3_req_t *r);
-void s3_delete_bucket(s3_req_t *r);
-
-/* multipart.c: uploads in progress, one directory each under
- * <state_dir>/s3-multipart/<upload id>/ ("upload": owner, time, bucket and
- * key; parts "<5-digit number>-<hex md5>", each renamed into place whole),
- * so a restart keeps them. */
-#define S3_UPLOAD_ID_LEN 32
-#define S3_PART_MIN_SIZE (5u << 20)
-#define S3_PART_MAX_SIZE (5ull << 30)
-
-typedef struct {
-    char id[S3_UPLOAD_ID_LEN + 1];
-    char dir[PATH_MAX];
-    char bucket[SI_BUCKET_MAX + 1];
-    char *key;
-    uid_t uid;
-    gid_t gid;
-    int64_t initiated;
-} s3_mp_upload_t;
-
-/* The upload named by ?uploadId for r's bucket and key, owned by r's
- * credential (or root); -1 answered (NoSuchUpload) when not. */
-int s3_mp_find(s3_req_t *r, s3_mp_upload_t *out);
-void s3_mp_upload_free(s3_mp_upload_t *u);
-/* Whether the upload still exists (not aborted or completed). */
-bool s3_mp_exists(const s3_mp_upload_t *u);
-/* The path of a part's file once complete (md5: 32 hex digits). */
-void s3_mp_part_path(const s3_mp_upload_t *u, int number, const char *md5, char *out,
-                     size_t size);
-/* Removes the other files of part number (a part uploaded again). */
-void s3_mp_drop_other_parts(const s3_mp_upload_t *u, int number, const char *keep);
-int s3_write_all(int fd, const void *data, size_t len);
-void s3_put_xml_text(si_strbuf_t *x, const char *name, const char *text);
-
-void s3_create_multipart(s3_req_t *r);
-void s3_upload_part(s3_req_t *r);    /* write.c */
-void s3_complete_multipart(s3_req_t *r);
-void s3_abort_multipart(s3_req_t *r);
-void s3_list_parts(s3_req_t *r);
-void s3_list_multipart_uploads(s3_req_t *r);
-
-/* rdma.c: the RDMA data path of GET, PUT and UploadPart (doc/rdma.md) */
 int s3_rdma_open(s3_server_t *s, const rdma_config_t *cfg, si_error_t *err);
 void s3_rdma_close(s3_server_t *s);
 /* HEAD: x-amz-rdma-provider names the server's provider when RDMA is on. */
 void s3_rdma_head(s3_req_t *r, struct MHD_Response *resp);
 /* GET of [start, start+length) of fd: when the request carries an
  * x-amz-rdma-token and the bytes reached the client's memory, an empty
- * response saying so (fd stays the caller's); else NULL, and the caller
- * sends the body and calls s3_rdma_declined on its response. */
+ * response saying so (fd stays the caller's); else NULL (the reason kept
+ * in r->rdma_declined for s3_respond), and the caller sends the body. */
 struct MHD_Response *s3_rdma_get(s3_req_t *r, int fd, uint64_t start, uint64_t length);
-/* x-amz-rdma-reply: 501 and the reason, when the request asked for RDMA
- * and no 200 went on the answer (s3_respond calls it on every answer). */
-void s3_rdma_declined(s3_req_t *r, struct MHD_Response *resp);
 /* PUT and UploadPart: a token and no body (body_length 0) mean the body is
  * the token's len bytes in the client's memory. 1: *token to read with
  * s3_rdma_put_receive; 0: an ordinary body (a token beside a body is
@@ -276,11 +234,82 @@ void s3_rdma_replied(s3_req_t *r, struct MHD_Response *resp, uint64_t moved);
 /* Answers 501 NotImplemented for an RDMA body that did not come. */
 void s3_rdma_put_failed(s3_req_t *r, const char *why);
 
-/* write.c */
-void s3_delete_object(s3_req_t *r);
-void s3_delete_objects(s3_req_t *r);
-void s3_copy_object(s3_req_t *r);
-void s3_upload_part_copy(s3_req_t *r);
+/* ---- multipart uploads on disk (upload.c) ---------------------------------- */
+
+/* One directory per upload under <state_dir>/s3-multipart/<upload id>/:
+ * S3_MP_META_FILE (owner, time, bucket and key), S3_MP_HEADERS_FILE and the
+ * parts "<5-digit number>-<hex md5>", each renamed into place whole, so a
+ * restart keeps them. */
+#define S3_UPLOAD_ID_LEN 32
+#define S3_PART_MIN_SIZE (5u << 20)
+#define S3_PART_MAX_SIZE (5ull << 30)
+#define S3_MP_META_FILE "upload"
+/* what the object will keep: "<storage class>\n<headers>" (s3_meta_t) */
+#define S3_MP_HEADERS_FILE "headers"
+
+typedef struct {
+    char id[S3_UPLOAD_ID_LEN + 1];
+    char dir[PATH_MAX];
+    char bucket[SI_BUCKET_MAX + 1];
+    char *key;
+    uid_t uid;
+    gid_t gid;
+    int64_t initiated;
+} s3_mp_upload_t;
+
+typedef struct {
+    int number;
+    char md5[33];
+    uint64_t size;
+    int64_t mtime;
+} s3_mp_part_t;
+
+int s3_write_all(int fd, const void *data, size_t len);
+/* Whether id is an upload id (32 lowercase hex digits). */
+bool s3_mp_valid_id(const char *id);
+/* Reads the upload id of multipart_dir into u (s3_mp_upload_free): 0 or -1. */
+int s3_mp_read(const char *multipart_dir, const char *id, s3_mp_upload_t *u);
+/* The upload named by ?uploadId for r's bucket and key, owned by r's
+ * credential (or root); -1 answered (NoSuchUpload) when not. */
+int s3_mp_find(s3_req_t *r, s3_mp_upload_t *out);
+/* The upload and part number an UploadPart(Copy) names, in a writable
+ * bucket: the number (u to free), or 0 answered. */
+int s3_mp_part_target(s3_req_t *r, s3_mp_upload_t *u);
+void s3_mp_upload_free(s3_mp_upload_t *u);
+/* Whether the upload still exists (not aborted or completed). */
+bool s3_mp_exists(const s3_mp_upload_t *u);
+/* The path of a part's file once complete (md5: 32 hex digits). */
+void s3_mp_part_path(const s3_mp_upload_t *u, int number, const char *md5, char *out,
+                     size_t size);
+/* Removes the other files of part number (a part uploaded again). */
+void s3_mp_drop_other_parts(const s3_mp_upload_t *u, int number, const char *keep);
+/* Makes the part file tmp (open as fd, closed here) part number of the
+ * upload in dir, under its MD5: 0, or -1 answered (404 NoSuchUpload when
+ * the upload was aborted or completed meanwhile). */
+int s3_mp_store_part(s3_req_t *r, const char *dir, const char *tmp, int fd, int number,
+                     const char *md5_hex);
+/* The parts of u by number (one per number: the newest), malloc'd. */
+int s3_mp_list_parts(const s3_mp_upload_t *u, s3_mp_part_t **out, size_t *count);
+/* The upload's headers file into out (missing: none): 0 or -1. */
+int s3_mp_read_headers(const s3_mp_upload_t *u, si_strbuf_t *out);
+/* Removes the upload: its upload file first (a part arriving meanwhile sees
+ * it gone), then its parts and directory. */
+void s3_mp_remove(const s3_mp_upload_t *u);
+
+/* ---- objects of archive buckets written and removed (object.c) ------------- */
+
+/* The S3 error code for an errno of push_upload_begin. */
+const char *s3_push_error_code(int e);
+/* push_upload_begin; an existing object of the key is replaced, as S3
+ * does: deleted first (a reader in between sees no object), unless
+ * no_replace (If-None-Match: *), when EEXIST is the answer. */
+int s3_begin_replacing(s3_req_t *r, const char *cat_key, const push_file_t *f,
+                       bool no_replace, push_upload_t **out, si_error_t *err);
+/* The preconditions of a write of cat_key (PutObject, CompleteMultipartUpload):
+ * If-Match (the object exists with that ETag: else 404 NoSuchKey or 412) and
+ * If-None-Match: * (*no_replace: the write must not replace an object).
+ * 0, or -1 answered. */
+int s3_put_conditions(s3_req_t *r, const char *cat_key, bool *no_replace);
 /* Streams the files fds[i] (sizes[i] bytes each, in order) into a new
  * object r->bucket/r->key of an archive bucket through the push path and
  * records etag_hex as its ETag (NULL: the MD5 of the bytes) and meta (may
@@ -289,10 +318,42 @@ void s3_upload_part_copy(s3_req_t *r);
 int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_t n,
                        const char *etag_hex, const s3_meta_t *meta, bool no_replace,
                        char *etag_out, size_t etag_size);
-/* The preconditions of a write of cat_key (PutObject, CompleteMultipartUpload):
- * If-Match (the object exists with that ETag: else 404 NoSuchKey or 412) and
- * If-None-Match: * (*no_replace: the write must not replace an object).
- * 0, or -1 answered. */
-int s3_put_conditions(s3_req_t *r, const char *cat_key, bool *no_replace);
+/* Deletes cat_key of an archive bucket: 0 (also when there was none), or -1
+ * with *code (and err) saying why. Waits while the object is being written
+ * to tape (its aggregate then commits first). */
+int s3_delete_one(s3_req_t *r, const char *cat_key, const char **code, si_error_t *err);
+
+/* ---- operations (called by the dispatcher, server.c) ----------------------- */
+
+/* read.c */
+void s3_list_buckets(s3_req_t *r);
+void s3_head_bucket(s3_req_t *r);
+void s3_get_bucket_location(s3_req_t *r);
+/* GetBucketVersioning: buckets here are unversioned (an empty configuration). */
+void s3_get_bucket_versioning(s3_req_t *r);
+/* GetObjectTagging: objects here carry no tags (an empty TagSet). */
+void s3_get_object_tagging(s3_req_t *r);
+void s3_list_objects(s3_req_t *r, bool v2);
+void s3_get_object(s3_req_t *r, bool head);
+void s3_restore_object(s3_req_t *r);
+
+/* write.c */
+void s3_put_object(s3_req_t *r);
+void s3_upload_part(s3_req_t *r);
+void s3_create_bucket(s3_req_t *r);
+void s3_delete_bucket(s3_req_t *r);
+void s3_delete_object(s3_req_t *r);
+void s3_delete_objects(s3_req_t *r);
+
+/* copy.c */
+void s3_copy_object(s3_req_t *r);
+void s3_upload_part_copy(s3_req_t *r);
+
+/* multipart.c */
+void s3_create_multipart(s3_req_t *r);
+void s3_complete_multipart(s3_req_t *r);
+void s3_abort_multipart(s3_req_t *r);
+void s3_list_parts(s3_req_t *r);
+void s3_list_multipart_uploads(s3_req_t *r);
 
 #endif

@@ -21,226 +21,6 @@
 
 #include <openssl/rand.h>
 
-#define META_FILE "upload"
-/* what the object will keep: "<storage class>\n<headers>" (s3_meta_t) */
-#define HEADERS_FILE "headers"
-#define META_MAX (SI_KEY_MAX + SI_BUCKET_MAX + 128)
-
-int s3_write_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-void s3_put_xml_text(si_strbuf_t *x, const char *name, const char *text)
-{
-    si_strbuf_printf(x, "<%s>", name);
-    s3_xml_escape(x, text, strlen(text));
-    si_strbuf_printf(x, "</%s>", name);
-}
-
-static bool valid_upload_id(const char *id)
-{
-    if (strlen(id) != S3_UPLOAD_ID_LEN)
-        return false;
-    for (const char *c = id; *c; c++)
-        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
-            return false;
-    return true;
-}
-
-void s3_mp_upload_free(s3_mp_upload_t *u)
-{
-    free(u->key);
-    u->key = NULL;
-}
-
-/* Reads <dir>/upload: "uid gid initiated\nbucket\nkey" (the key is the rest
- * of the file, so any byte but NUL may be in it). */
-static int read_meta(const char *multipart_dir, const char *id, s3_mp_upload_t *u)
-{
-    memset(u, 0, sizeof(*u));
-    snprintf(u->id, sizeof(u->id), "%s", id);
-    snprintf(u->dir, sizeof(u->dir), "%s/%s", multipart_dir, id);
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/" META_FILE, u->dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    char buf[META_MAX + 1];
-    size_t len = 0;
-    ssize_t n;
-    while (len < META_MAX && (n = read(fd, buf + len, META_MAX - len)) > 0)
-        len += (size_t)n;
-    close(fd);
-    buf[len] = '\0';
-    unsigned long long uid, gid;
-    long long initiated;
-    int used = 0;
-    if (sscanf(buf, "%llu %llu %lld\n%n", &uid, &gid, &initiated, &used) != 3 || used == 0)
-        return -1;
-    char *bucket = buf + used, *nl = strchr(bucket, '\n');
-    if (!nl || (size_t)(nl - bucket) > SI_BUCKET_MAX)
-        return -1;
-    *nl = '\0';
-    snprintf(u->bucket, sizeof(u->bucket), "%s", bucket);
-    if (!(u->key = strndup(nl + 1, len - (size_t)(nl + 1 - buf))))
-        return -1;
-    u->uid = (uid_t)uid;
-    u->gid = (gid_t)gid;
-    u->initiated = initiated;
-    return 0;
-}
-
-int s3_mp_find(s3_req_t *r, s3_mp_upload_t *out)
-{
-    si_strbuf_t id;
-    si_strbuf_init(&id, 64);
-    int has = s3_req_query(r, "uploadId", &id);
-    bool ok = has == 1 && !id.failed && valid_upload_id(si_strbuf_str(&id)) &&
-              r->srv->multipart_dir[0] &&
-              read_meta(r->srv->multipart_dir, si_strbuf_str(&id), out) == 0;
-    si_strbuf_free(&id);
-    if (ok && strcmp(out->bucket, r->bucket) == 0 && strcmp(out->key, r->key) == 0 &&
-        (r->who.uid == 0 || r->who.uid == out->uid))
-        return 0;
-    if (ok)
-        s3_mp_upload_free(out);
-    s3_respond_error(r, "NoSuchUpload", NULL);
-    return -1;
-}
-
-void s3_mp_part_path(const s3_mp_upload_t *u, int number, const char *md5, char *out,
-                     size_t size)
-{
-    snprintf(out, size, "%s/%05d-%s", u->dir, number, md5);
-}
-
-typedef struct {
-    int number;
-    char md5[33];
-    uint64_t size;
-    int64_t mtime;
-} part_t;
-
-/* "<5 digits>-<32 hex>" */
-static bool parse_part_name(const char *name, int *number, char md5[33])
-{
-    if (strlen(name) != 5 + 1 + 32 || name[5] != '-')
-        return false;
-    int n = 0;
-    for (int i = 0; i < 5; i++) {
-        if (name[i] < '0' || name[i] > '9')
-            return false;
-        n = n * 10 + (name[i] - '0');
-    }
-    if (!valid_upload_id(name + 6) || n < 1 || n > S3_PARTS_MAX)
-        return false;
-    *number = n;
-    memcpy(md5, name + 6, 33);
-    return true;
-}
-
-void s3_mp_drop_other_parts(const s3_mp_upload_t *u, int number, const char *keep)
-{
-    DIR *d = opendir(u->dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        int n;
-        char md5[33];
-        if (parse_part_name(e->d_name, &n, md5) && n == number && strcmp(md5, keep) != 0)
-            unlinkat(dirfd(d), e->d_name, 0);
-    }
-    closedir(d);
-}
-
-static int part_cmp(const void *a, const void *b)
-{
-    const part_t *x = a, *y = b;
-    if (x->number != y->number)
-        return x->number < y->number ? -1 : 1;
-    return x->mtime < y->mtime ? 1 : x->mtime > y->mtime ? -1 : 0; /* newest first */
-}
-
-/* The parts of u by number (one per number: the newest). */
-static int list_parts(const s3_mp_upload_t *u, part_t **out, size_t *count)
-{
-    *out = NULL;
-    *count = 0;
-    DIR *d = opendir(u->dir);
-    if (!d)
-        return -1;
-    part_t *parts = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        part_t p;
-        struct stat st;
-        if (!parse_part_name(e->d_name, &p.number, p.md5) ||
-            fstatat(dirfd(d), e->d_name, &st, 0) < 0)
-            continue;
-        p.size = (uint64_t)st.st_size;
-        p.mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            part_t *np = realloc(parts, ncap * sizeof(*np));
-            if (!np) {
-                free(parts);
-                closedir(d);
-                return -1;
-            }
-            parts = np;
-            cap = ncap;
-        }
-        parts[n++] = p;
-    }
-    closedir(d);
-    if (n)
-        qsort(parts, n, sizeof(*parts), part_cmp);
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++)
-        if (w == 0 || parts[w - 1].number != parts[i].number)
-            parts[w++] = parts[i];
-    *out = parts;
-    *count = w;
-    return 0;
-}
-
-bool s3_mp_exists(const s3_mp_upload_t *u)
-{
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/" META_FILE, u->dir);
-    return access(path, F_OK) == 0;
-}
-
-/* The upload's file goes first: a part arriving meanwhile sees it gone. */
-static void remove_upload(const s3_mp_upload_t *u)
-{
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/" META_FILE, u->dir);
-    unlink(path);
-    DIR *d = opendir(u->dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-                unlinkat(dirfd(d), e->d_name, 0);
-        closedir(d);
-    }
-    rmdir(u->dir);
-}
-
 static bool multipart_allowed(s3_req_t *r)
 {
     if (!s3_writable_bucket(r))
@@ -280,9 +60,9 @@ void s3_create_multipart(s3_req_t *r)
     }
     char dir[PATH_MAX], tmp[PATH_MAX + 32], meta[PATH_MAX + 16], hpath[PATH_MAX + 16];
     snprintf(dir, sizeof(dir), "%s/%s", s->multipart_dir, id);
-    snprintf(tmp, sizeof(tmp), "%s/." META_FILE ".tmp", dir);
-    snprintf(meta, sizeof(meta), "%s/" META_FILE, dir);
-    snprintf(hpath, sizeof(hpath), "%s/" HEADERS_FILE, dir);
+    snprintf(tmp, sizeof(tmp), "%s/." S3_MP_META_FILE ".tmp", dir);
+    snprintf(meta, sizeof(meta), "%s/" S3_MP_META_FILE, dir);
+    snprintf(hpath, sizeof(hpath), "%s/" S3_MP_HEADERS_FILE, dir);
     if ((mkdir(s->multipart_dir, 0700) < 0 && errno != EEXIST) || mkdir(dir, 0700) < 0) {
         char detail[PATH_MAX + 200];
         snprintf(detail, sizeof(detail), "creating %s: %s", dir, strerror(errno));
@@ -340,28 +120,11 @@ static void upload_failed(s3_req_t *r, const char *what, const char *path)
     s3_respond_internal(r, what, detail);
 }
 
-/* The upload's headers file (missing: an upload begun before they were
- * kept, with none). */
-static int read_headers(const s3_mp_upload_t *u, si_strbuf_t *out)
-{
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/" HEADERS_FILE, u->dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? 0 : -1;
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof(buf))) > 0)
-        si_strbuf_append(out, buf, (size_t)n);
-    close(fd);
-    return n < 0 || out->failed ? -1 : 0;
-}
-
 static void complete_end(s3_req_t *r)
 {
     s3_mp_upload_t u;
     s3_complete_request_t c = {0};
-    part_t *parts = NULL;
+    s3_mp_part_t *parts = NULL;
     size_t nparts = 0;
     int *fds = NULL;
     uint64_t *sizes = NULL;
@@ -385,7 +148,7 @@ static void complete_end(s3_req_t *r)
         s3_respond_error(r, "MalformedXML", "CompleteMultipartUpload names no part");
         goto done;
     }
-    if (list_parts(&u, &parts, &nparts) < 0) {
+    if (s3_mp_list_parts(&u, &parts, &nparts) < 0) {
         upload_failed(r, "reading the upload's parts", u.dir);
         goto done;
     }
@@ -398,7 +161,7 @@ static void complete_end(s3_req_t *r)
     }
     /* every part named exists with that ETag; all but the last >= 5 MiB */
     for (size_t i = 0; i < c.nparts; i++) {
-        const part_t *p = NULL;
+        const s3_mp_part_t *p = NULL;
         for (size_t j = 0; j < nparts && !p; j++)
             if (parts[j].number == c.parts[i].number)
                 p = &parts[j];
@@ -439,7 +202,7 @@ static void complete_end(s3_req_t *r)
         goto done;
     for (size_t i = 0; i < c.nparts; i++)
         si_strbuf_printf(&part_sizes, "%s%" PRIu64, i ? "," : "", sizes[i]);
-    if (read_headers(&u, &stored) < 0) {
+    if (s3_mp_read_headers(&u, &stored) < 0) {
         upload_failed(r, "reading the upload's headers", u.dir);
         goto done;
     }
@@ -457,7 +220,7 @@ static void complete_end(s3_req_t *r)
     if (s3_push_from_files(r, fds, sizes, c.nparts, bare, &meta, no_replace, recorded,
                            sizeof(recorded)) < 0)
         goto done;
-    remove_upload(&u);
+    s3_mp_remove(&u);
     si_strbuf_t x;
     si_strbuf_init(&x, SI_KEY_MAX * 12 + 1024);
     si_strbuf_puts(&x, XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
@@ -502,7 +265,7 @@ void s3_abort_multipart(s3_req_t *r)
     s3_mp_upload_t u;
     if (s3_mp_find(r, &u) < 0)
         return;
-    remove_upload(&u);
+    s3_mp_remove(&u);
     s3_mp_upload_free(&u);
     s3_respond_empty(r, 204);
 }
@@ -537,9 +300,9 @@ void s3_list_parts(s3_req_t *r)
     s3_mp_upload_t u;
     if (s3_mp_find(r, &u) < 0)
         return;
-    part_t *parts;
+    s3_mp_part_t *parts;
     size_t n;
-    if (list_parts(&u, &parts, &n) < 0) {
+    if (s3_mp_list_parts(&u, &parts, &n) < 0) {
         upload_failed(r, "reading the upload's parts", u.dir);
         s3_mp_upload_free(&u);
         return;
@@ -626,7 +389,7 @@ void s3_list_multipart_uploads(s3_req_t *r)
     struct dirent *e;
     while (d && (e = readdir(d))) {
         s3_mp_upload_t u;
-        if (!valid_upload_id(e->d_name) || read_meta(s->multipart_dir, e->d_name, &u) < 0)
+        if (!s3_mp_valid_id(e->d_name) || s3_mp_read(s->multipart_dir, e->d_name, &u) < 0)
             continue;
         if (strcmp(u.bucket, r->bucket) != 0 ||
             strncmp(u.key, si_strbuf_str(&prefix), prefix.len) != 0 ||

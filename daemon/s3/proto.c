@@ -121,6 +121,13 @@ bool s3_xml_escape(si_strbuf_t *out, const char *s, size_t len)
     return !out->failed;
 }
 
+void s3_put_xml_text(si_strbuf_t *x, const char *name, const char *text)
+{
+    si_strbuf_printf(x, "<%s>", name);
+    s3_xml_escape(x, text, strlen(text));
+    si_strbuf_printf(x, "</%s>", name);
+}
+
 static void put_element(si_strbuf_t *out, const char *name, const char *text)
 {
     si_strbuf_printf(out, "<%s>", name);

@@ -37,6 +37,8 @@ bool s3_error_xml(si_strbuf_t *out, const char *code, const char *message,
  * and LF are written as numeric references (XML 1.0 allows none of them,
  * but keys may hold them: clients decode &#x1; fine). */
 bool s3_xml_escape(si_strbuf_t *out, const char *s, size_t len);
+/* <name>text, escaped</name> */
+void s3_put_xml_text(si_strbuf_t *x, const char *name, const char *text);
 
 /* ---- dates -------------------------------------------------------------- */
 

@@ -15,8 +15,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define TOKEN_HEADER "x-amz-rdma-token"
-
 int s3_rdma_open(s3_server_t *s, const rdma_config_t *cfg, si_error_t *err)
 {
     if (!cfg->enabled)
@@ -83,7 +81,7 @@ static const char *refusal(const s3_req_t *r)
 
 struct MHD_Response *s3_rdma_get(s3_req_t *r, int fd, uint64_t start, uint64_t length)
 {
-    const char *header = s3_req_header(r, TOKEN_HEADER);
+    const char *header = s3_req_header(r, S3_RDMA_TOKEN_HEADER);
     si_rdma_token_t token;
     si_error_t err;
     uint64_t moved = 0;
@@ -110,17 +108,6 @@ struct MHD_Response *s3_rdma_get(s3_req_t *r, int fd, uint64_t start, uint64_t l
     return resp;
 }
 
-void s3_rdma_declined(s3_req_t *r, struct MHD_Response *resp)
-{
-    if (r->rdma_replied || !s3_req_header(r, TOKEN_HEADER))
-        return;
-    MHD_add_response_header(resp, "x-amz-rdma-reply", "501");
-    if (r->rdma_declined[0])
-        MHD_add_response_header(resp, "x-amz-rdma-reason", r->rdma_declined);
-    size_t n = strlen(r->note);
-    snprintf(r->note + n, sizeof(r->note) - n, " rdma=501 (%.80s)", r->rdma_declined);
-}
-
 void s3_rdma_put_failed(s3_req_t *r, const char *why)
 {
     decline(r, why);
@@ -130,7 +117,7 @@ void s3_rdma_put_failed(s3_req_t *r, const char *why)
 
 int s3_rdma_put_accept(s3_req_t *r, uint64_t body_length, si_rdma_token_t *token)
 {
-    const char *header = s3_req_header(r, TOKEN_HEADER);
+    const char *header = s3_req_header(r, S3_RDMA_TOKEN_HEADER);
     si_rdma_token_t t;
     si_error_t err;
     if (!header)

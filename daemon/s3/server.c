@@ -27,351 +27,13 @@
 #include "daemon/cache/cache.h"
 #include "daemon/control/control.h"
 
-#define XML_CONTENT_TYPE "application/xml"
 /* request line, headers and the upload read buffer share the connection's pool */
 #define CONNECTION_POOL_EXTRA (16u << 10)
-
-/* ---- archive buckets --------------------------------------------------------- */
-
-/* The created bucket named bucket; buckets_mu held. */
-static s3_created_bucket_t *created_bucket(s3_server_t *s, const char *bucket)
-{
-    for (size_t i = 0; i < s->ncreated; i++)
-        if (strcmp(s->created[i].name, bucket) == 0)
-            return &s->created[i];
-    return NULL;
-}
-
-bool s3_created_bucket_owner(s3_server_t *s, const char *bucket, uid_t *owner)
-{
-    pthread_mutex_lock(&s->buckets_mu);
-    const s3_created_bucket_t *b = created_bucket(s, bucket);
-    if (b)
-        *owner = b->owner;
-    pthread_mutex_unlock(&s->buckets_mu);
-    return b != NULL;
-}
-
-bool s3_is_archive_bucket(s3_server_t *s, const char *bucket)
-{
-    if (!s->push)
-        return false;
-    if (s3_bucket_list_has(&s->conf.archive_buckets, bucket))
-        return true;
-    uid_t owner;
-    return s3_created_bucket_owner(s, bucket, &owner);
-}
-
-bool s3_writable_bucket(s3_req_t *r)
-{
-    uid_t owner;
-    if (r->map.archive) {
-        /* configured archive buckets are shared (doc/s3.md); a created one
-         * takes writes from its owner alone */
-        if (r->who.all || r->map.shared ||
-            !s3_created_bucket_owner(r->srv, r->bucket, &owner) || owner == r->who.uid)
-            return true;
-        s3_respond_error(r, "AccessDenied", "bucket '%s' belongs to uid %u: only its owner"
-                         " may write to it (caller uid %u)", r->bucket, (unsigned)owner,
-                         (unsigned)r->who.uid);
-        return false;
-    }
-    si_error_t err;
-    s3_db_t *db = s3_dbpool_get(r->srv->pool);
-    int has = s3_db_bucket_has_objects(db, r->bucket, &err);
-    s3_dbpool_put(r->srv->pool, db);
-    if (has < 0)
-        s3_respond_error(r, "InternalError", "%s", err.text);
-    else if (has == 0)
-        s3_respond_error(r, "NoSuchBucket", "The specified bucket does not exist");
-    else
-        s3_respond_error(r, "AccessDenied", "bucket '%s' is read-only: only archive buckets"
-                         " (s3.archive_buckets, or made by CreateBucket) take writes", r->bucket);
-    return false;
-}
-
-void s3_add_created_bucket(s3_server_t *s, const char *bucket, uid_t owner)
-{
-    pthread_mutex_lock(&s->buckets_mu);
-    s3_created_bucket_t *grown = realloc(s->created, (s->ncreated + 1) * sizeof(*grown));
-    if (grown) {
-        s->created = grown;
-        s3_created_bucket_t *b = &s->created[s->ncreated++];
-        snprintf(b->name, sizeof(b->name), "%s", bucket);
-        b->owner = owner;
-    }
-    pthread_mutex_unlock(&s->buckets_mu);
-}
-
-void s3_remove_created_bucket(s3_server_t *s, const char *bucket)
-{
-    pthread_mutex_lock(&s->buckets_mu);
-    s3_created_bucket_t *b = created_bucket(s, bucket);
-    if (b)
-        *b = s->created[--s->ncreated];
-    pthread_mutex_unlock(&s->buckets_mu);
-}
 
 static int add_loaded_bucket(const char *name, uid_t owner, void *arg)
 {
     s3_add_created_bucket(arg, name, owner);
     return 0;
-}
-
-/* ---- request helpers ---------------------------------------------------------- */
-
-const char *s3_req_header(const s3_req_t *r, const char *name)
-{
-    for (size_t i = 0; i < r->nheaders; i++)
-        if (strcasecmp(r->headers[i].name, name) == 0)
-            return r->headers[i].value;
-    return NULL;
-}
-
-/* Decodes the query into r->params once ('+' is a space, as in
- * si_uri_query_get): every request looks up several parameters. -1 when out
- * of memory; a name that is not valid percent-encoding leaves no parameters. */
-static int parse_query(s3_req_t *r)
-{
-    const char *p = r->query;
-    size_t max = 1;
-    for (const char *c = p; *c; c++)
-        max += *c == '&';
-    r->params = calloc(max, sizeof(*r->params));
-    si_strbuf_init(&r->query_text, 2 * strlen(p) + 2 * max);
-    if (!r->params)
-        return -1;
-    si_strbuf_t *t = &r->query_text;
-    si_uri_param_t u;
-    while (si_uri_query_next(&p, &u)) {
-        s3_query_param_t *q = &r->params[r->nparams];
-        q->name = t->len;
-        if (si_uri_decode(t, u.name, u.name_len, true, NULL) < 0) {
-            r->nparams = 0;
-            return t->failed ? -1 : 0;
-        }
-        si_strbuf_putc(t, '\0');
-        q->value = t->len;
-        q->value_ok = !u.value || si_uri_decode(t, u.value, u.value_len, true, NULL) == 0;
-        if (!q->value_ok)
-            t->len = q->value; /* what was decoded of it is dropped */
-        q->value_len = t->len - q->value;
-        si_strbuf_putc(t, '\0');
-        if (t->failed)
-            return -1;
-        r->nparams++;
-    }
-    return 0;
-}
-
-int s3_req_query(const s3_req_t *r, const char *name, si_strbuf_t *value)
-{
-    const char *text = si_strbuf_str(&r->query_text);
-    for (size_t i = 0; i < r->nparams; i++) {
-        const s3_query_param_t *q = &r->params[i];
-        if (strcmp(text + q->name, name) != 0)
-            continue;
-        /* the first one counts; a bad value or one too long for value: absent */
-        if (!q->value_ok || (value && !si_strbuf_append(value, text + q->value, q->value_len)))
-            return 0;
-        return 1;
-    }
-    return 0;
-}
-
-bool s3_req_has_query(const s3_req_t *r, const char *name)
-{
-    return s3_req_query(r, name, NULL) == 1;
-}
-
-void s3_add_common_headers(s3_req_t *r, struct MHD_Response *resp)
-{
-    MHD_add_response_header(resp, "x-amz-request-id", r->id);
-    MHD_add_response_header(resp, "Server", "stageind");
-}
-
-void s3_respond(s3_req_t *r, unsigned status, struct MHD_Response *resp)
-{
-    if (r->responded) {
-        MHD_destroy_response(resp);
-        return;
-    }
-    s3_add_common_headers(r, resp);
-    s3_rdma_declined(r, resp);
-    r->responded = true;
-    r->status = status;
-    MHD_queue_response(r->conn, status, resp);
-    MHD_destroy_response(resp);
-}
-
-void s3_respond_empty(s3_req_t *r, unsigned status)
-{
-    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
-                                                                MHD_RESPMEM_PERSISTENT);
-    if (resp)
-        s3_respond(r, status, resp);
-}
-
-/* region: also x-amz-bucket-region (an error to a request signed for
- * another region). */
-static void respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml, const char *region)
-{
-    if (xml->failed) {
-        si_strbuf_free(xml);
-        s3_respond_error(r, "InternalError", "out of memory building the response");
-        return;
-    }
-    size_t len = xml->len;
-    char *body = si_strbuf_take(xml);
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, body ? body : (void *)"",
-                                        body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (!resp) {
-        free(body);
-        return;
-    }
-    MHD_add_response_header(resp, "Content-Type", XML_CONTENT_TYPE);
-    if (region)
-        MHD_add_response_header(resp, "x-amz-bucket-region", region);
-    s3_respond(r, status, resp);
-}
-
-void s3_respond_xml(s3_req_t *r, unsigned status, si_strbuf_t *xml)
-{
-    respond_xml(r, status, xml, NULL);
-}
-
-/* The error answer; region: a request signed for another region, whose
- * answer names this server's (in <Region> and x-amz-bucket-region). */
-static void respond_error_in(s3_req_t *r, const char *code, const char *message,
-                             const char *region)
-{
-    unsigned status = (unsigned)s3_error_status(code);
-    snprintf(r->note, sizeof(r->note), "%s: %.120s", code, message);
-    bool head = strcmp(r->method, "HEAD") == 0;
-    if (status == 304 || (head && !region)) {
-        s3_respond_empty(r, status);
-        return;
-    }
-    si_strbuf_t xml;
-    si_strbuf_init(&xml, 16384);
-    char *resource = NULL;
-    size_t plen = strcspn(r->uri ? r->uri : "", "?");
-    if (r->uri)
-        resource = strndup(r->uri, plen);
-    s3_error_xml(&xml, code, message[0] ? message : NULL, resource, r->id, region);
-    free(resource);
-    if (head)
-        xml.len = 0; /* a HEAD answer has no body */
-    respond_xml(r, status, &xml, region);
-}
-
-void s3_respond_error(s3_req_t *r, const char *code, const char *fmt, ...)
-{
-    char message[600] = "";
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(message, sizeof(message), fmt, ap);
-        va_end(ap);
-    }
-    respond_error_in(r, code, message, NULL);
-}
-
-int s3_req_part_number(s3_req_t *r)
-{
-    si_strbuf_t v;
-    si_strbuf_init(&v, 32);
-    long number = 0;
-    if (s3_req_query(r, "partNumber", &v) == 1 && !v.failed) {
-        char *end;
-        number = strtol(si_strbuf_str(&v), &end, 10);
-        if (*end || v.len == 0)
-            number = 0;
-    }
-    si_strbuf_free(&v);
-    if (number < 1 || number > S3_PARTS_MAX) {
-        s3_respond_error(r, "InvalidArgument", "Part number must be an integer between 1 and"
-                         " %d, inclusive", S3_PARTS_MAX);
-        return 0;
-    }
-    return (int)number;
-}
-
-void s3_respond_internal(s3_req_t *r, const char *what, const char *detail)
-{
-    si_log(r->srv->log, SI_LOG_ERROR, "s3: request %s: %s %s/%s: %s: %s", r->id, r->method,
-           r->bucket, r->key ? r->key : "", what, detail);
-    s3_respond_error(r, "InternalError", "%s failed (request %s; the server's log says why)",
-                     what, r->id);
-}
-
-char *s3_req_catalog_key(s3_req_t *r)
-{
-    size_t plen = strlen(r->map.prefix), klen = strlen(r->key);
-    if (plen + klen > SI_KEY_MAX) {
-        s3_respond_error(r, "KeyTooLongError", "the key is %zu bytes; at most %d are allowed%s",
-                         klen, SI_KEY_MAX - (int)plen, plen ? " in this archive bucket" : "");
-        return NULL;
-    }
-    char *k = malloc(plen + klen + 1);
-    if (!k) {
-        s3_respond_error(r, "InternalError", "out of memory");
-        return NULL;
-    }
-    memcpy(k, r->map.prefix, plen);
-    memcpy(k + plen, r->key, klen + 1);
-    return k;
-}
-
-/* ---- bodies ------------------------------------------------------------------ */
-
-/* An XML body over S3_XML_BODY_MAX is read to its end and dropped, then
- * refused: a client still sending when the answer and the close come would
- * see a reset, not the answer. A body declared (or grown) past
- * XML_DROP_MAX is refused at once. */
-#define XML_DROP_MAX (16ull << 20)
-
-static void respond_too_big(s3_req_t *r, uint64_t bytes)
-{
-    s3_respond_error(r, "MaxMessageLengthExceeded", "the XML body is %s%" PRIu64 " bytes,"
-                     " more than the %u allowed", bytes > XML_DROP_MAX ? "over " : "", bytes,
-                     S3_XML_BODY_MAX);
-}
-
-static int xml_data(s3_req_t *r, const char *data, size_t len)
-{
-    if (r->xml_dropped || !si_strbuf_append(&r->xml, data, len)) {
-        r->xml_dropped += len;
-        if (r->xml.len + r->xml_dropped > XML_DROP_MAX) {
-            respond_too_big(r, r->xml.len + r->xml_dropped);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static void xml_end(s3_req_t *r)
-{
-    if (r->xml_dropped)
-        respond_too_big(r, r->xml.len + r->xml_dropped);
-    else
-        r->xml_end(r);
-}
-
-static const s3_body_ops_t xml_ops = {.data = xml_data, .end = xml_end, .cleanup = NULL};
-
-void s3_expect_xml_body(s3_req_t *r, void (*end)(s3_req_t *r))
-{
-    const char *cl = s3_req_header(r, "Content-Length");
-    uint64_t declared = cl ? strtoull(cl, NULL, 10) : 0;
-    if (declared > XML_DROP_MAX) {
-        respond_too_big(r, declared);
-        return;
-    }
-    si_strbuf_init(&r->xml, S3_XML_BODY_MAX);
-    r->body = &xml_ops;
-    r->xml_end = end;
 }
 
 /* ---- dispatch --------------------------------------------------------------- */
@@ -678,7 +340,7 @@ static int authenticate(s3_req_t *r)
         return 0;
     }
     /* S3 names its region to a request signed for another, so SDKs re-sign */
-    respond_error_in(r, si_sigv4_status_code(st), err.text,
+    s3_respond_error_in(r, si_sigv4_status_code(st), err.text,
                      wrong_region ? s->conf.region : NULL);
     return -1;
 }
@@ -952,18 +614,6 @@ static bool has_body(struct MHD_Connection *conn)
     return cl && strcmp(cl, "0") != 0;
 }
 
-static void free_request(s3_req_t *r)
-{
-    si_strbuf_free(&r->xml);
-    si_strbuf_free(&r->query_text);
-    free(r->params);
-    free(r->headers);
-    free(r->key);
-    free(r->uri);
-    free(r->path_buf);
-    free(r);
-}
-
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     s3_server_t *s = cls;
@@ -979,18 +629,18 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     r->uri = strdup(uri);
     r->path_buf = strndup(uri, plen);
     if (!r->uri || !r->path_buf) {
-        free_request(r);
+        s3_req_free(r);
         return NULL;
     }
     r->path = r->path_buf;
     r->query = r->uri + plen + (uri[plen] == '?');
-    /* the query is decoded here (parse_query), from this copy: libmicrohttpd
+    /* the query is decoded here (s3_req_parse_query), from this copy: libmicrohttpd
      * is left none to split into its own records, whose pool a thousand
      * parameters overflow (it then closes the connection unanswered) */
     if (uri[plen] == '?')
         ((char *)uri)[plen + 1] = '\0';
-    if (parse_query(r) < 0) {
-        free_request(r);
+    if (s3_req_parse_query(r) < 0) {
+        s3_req_free(r);
         return NULL;
     }
     return r;
@@ -1061,7 +711,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
            r->note, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
     if (r->body && r->body->cleanup)
         r->body->cleanup(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
-    free_request(r);
+    s3_req_free(r);
     *con_cls = NULL;
 }
 
