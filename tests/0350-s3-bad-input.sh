@@ -2,7 +2,9 @@
 # Bad input to stageind's S3 server, sent raw (tests/s3raw.py signs with
 # botocore, then breaks the request on purpose): each answered with S3's
 # error code and HTTP status, and none changes the catalog or the cache.
-# Bounded timeouts free the connections of clients that stall or trickle.
+# Bounded timeouts free the connections of clients that stall or trickle,
+# on the S3 port and on the control API's TCP port alike (one listener,
+# daemon/http/listener.c, guards both).
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients boto3
@@ -18,6 +20,8 @@ wait_archived() {
         sleep 0.1
     done
 }
+# the control API's connection timeout, as short as the S3 server's
+STAGEIND_CONF_EXTRA="timeout = $S3_TIMEOUT;"
 s3_setup A
 s3_start_ok "stageind starts with its S3 port (timeout $S3_TIMEOUT s)"
 ok "$(s3_make_hot hot/h1; echo $?)" "hot/h1 staged into the cache"
@@ -177,6 +181,19 @@ ok "$([ "$took" != open ] && [ "$took" != complete ] && "$PY" -c "import sys; sy
     "a client trickling its headers (a byte every 0.5 s) is cut off within 2x the timeout + 1 s: $took"
 is "$(s3raw request GET /data/hot/h1 --out "$OUT/after")" "200 -" "the server still serves afterwards"
 ok "$(same_bytes "$OUT/after" "$SRC/hot/h1"; echo $?)" "byte-identical"
+# the control API's TCP listener: the same slowloris client (its request
+# headers a byte every 0.5 s; stageind.timeout is $S3_TIMEOUT s here)
+"$PY" "$S3RAW" --endpoint "127.0.0.1:$PORT" --key "$S3_KEY" --secret "$S3_SECRET" \
+    trickle /api/v1/queue --interval 0.5 --limit $((S3_TIMEOUT * 4 + 10)) > "$OUT/trickle-control" &
+trickle_pid=$!
+track_pid "$trickle_pid"
+sleep 1
+is "$(api GET /api/v1/queue)" 200 "control API: other clients are served while one trickles"
+wait "$trickle_pid"
+took=$(cat "$OUT/trickle-control")
+ok "$([ "$took" != open ] && [ "$took" != complete ] && "$PY" -c "import sys; sys.exit(float(sys.argv[1]) > float(sys.argv[2]))" "$took" $((S3_TIMEOUT * 2 + 1)); echo $?)" \
+    "control API: a client trickling its headers is cut off within 2x stageind.timeout + 1 s: $took"
+is "$(api GET /api/v1/queue)" 200 "control API: still serving afterwards"
 
 stop
 finish

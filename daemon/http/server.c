@@ -18,6 +18,7 @@
 
 #include <microhttpd.h>
 
+#include "daemon/http/listener.h"
 #include "daemon/http/router.h"
 
 #define MAX_LISTENERS 4
@@ -35,7 +36,7 @@ typedef struct {
     int fd;                     /* ours until MHD takes it at start */
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     uint16_t port;
-    struct MHD_Daemon *mhd;
+    http_listener_t *http;      /* libmicrohttpd, once started */
 } listener_t;
 
 struct http_server {
@@ -638,17 +639,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    http_server_t *s = cls;
-    char text[512];
-    vsnprintf(text, sizeof(text), fmt, ap);
-    size_t n = strlen(text);
-    while (n && text[n - 1] == '\n')
-        text[--n] = '\0';
-    si_log(s->opts.log, SI_LOG_WARNING, "%s: libmicrohttpd: %s", s->name, text);
-}
-
 int http_server_start(http_server_t *s, si_error_t *err)
 {
     if (s->started)
@@ -657,22 +647,13 @@ int http_server_start(http_server_t *s, si_error_t *err)
         return si_errprintf(err, "%s: no listener configured", s->name);
     for (size_t i = 0; i < s->nlisteners; i++) {
         listener_t *l = &s->listeners[i];
-        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO;
-        struct MHD_OptionItem opts[8];
-        size_t n = 0;
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s};
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, l->fd, NULL};
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, s->opts.timeout_s, NULL};
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, l};
-        if (s->opts.threads > 1)
-            opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, s->opts.threads, NULL};
-        if (s->opts.max_connections)
-            opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
-                                                s->opts.max_connections, NULL};
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
-        l->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, l, MHD_OPTION_ARRAY, opts,
-                                  MHD_OPTION_END);
-        if (!l->mhd) {
+        http_listener_opts_t o = {
+            .name = s->name, .log = s->opts.log, .listen_fd = l->fd, .threads = s->opts.threads,
+            .timeout_s = s->opts.timeout_s, .max_connections = s->opts.max_connections,
+            .on_request = on_request, .request_arg = l, .on_completed = on_completed,
+            .completed_arg = l};
+        l->fd = -1; /* the listener's now (closed by it, also when it fails) */
+        if (!(l->http = http_listener_start(&o, err))) {
             if (l->is_unix)
                 si_errprintf(err, "%s: cannot start the HTTP server on %s", s->name, l->path);
             else
@@ -681,7 +662,6 @@ int http_server_start(http_server_t *s, si_error_t *err)
             http_server_stop(s);
             return -1;
         }
-        l->fd = -1; /* libmicrohttpd closes it at stop */
     }
     s->started = true;
     return 0;
@@ -710,10 +690,8 @@ void http_server_stop(http_server_t *s)
 {
     for (size_t i = s->nlisteners; i-- > 0;) {
         listener_t *l = &s->listeners[i];
-        if (l->mhd) {
-            MHD_stop_daemon(l->mhd);
-            l->mhd = NULL;
-        }
+        http_listener_stop(l->http);
+        l->http = NULL;
         if (l->fd >= 0) {
             close(l->fd);
             l->fd = -1;

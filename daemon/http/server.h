@@ -1,7 +1,8 @@
-/* A small HTTP/1.1 server over libmicrohttpd, shared by the control API and
- * the S3 endpoint: TCP (loopback by default) and Unix-socket listeners, routes
- * by method + path pattern, bounded request bodies, connection timeouts, JSON
- * responses, and the peer's credentials on Unix-socket connections. */
+/* A small HTTP/1.1 server for the control API: TCP (loopback by default) and
+ * Unix-socket listeners (daemon/http/listener.h, as under the S3 endpoint:
+ * connection limits, request headers bounded in time), routes by method +
+ * path pattern, bounded request bodies, JSON responses, and the peer's
+ * credentials on Unix-socket connections. */
 #ifndef STAGEIN_HTTP_SERVER_H
 #define STAGEIN_HTTP_SERVER_H
 
@@ -25,7 +26,9 @@ typedef void (*http_handler_fn)(http_request_t *req, void *arg);
 
 typedef struct {
     size_t body_limit;          /* bytes; larger bodies get 413 */
-    unsigned timeout_s;         /* idle connection timeout; 0: none */
+    /* idle connections, and request headers that do not come whole in
+     * time (a client trickling them), are cut after this; 0: none */
+    unsigned timeout_s;
     unsigned threads;           /* worker threads per listener (>= 1) */
     unsigned max_connections;   /* per listener; 0: libmicrohttpd's default */
     const char *name;           /* in log lines: "control", "s3" */

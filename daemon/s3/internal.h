@@ -18,6 +18,7 @@
 #include "common/s3secrets.h"
 #include "common/sigv4.h"
 #include "common/strbuf.h"
+#include "daemon/http/listener.h"
 #include "daemon/push/push.h"
 #include "common/groups.h"
 #include "daemon/s3/db.h"
@@ -58,19 +59,12 @@ struct s3_server {
     char port_file[PATH_MAX];
     char multipart_dir[PATH_MAX];    /* <state_dir>/s3-multipart; "": no multipart */
     si_log_t *log;
-    struct MHD_Daemon *mhd;
+    /* the listener: a thread per connection, the slow-header and
+     * slow-body guards (daemon/http/listener.h) */
+    http_listener_t *http;
     uint16_t port;
     int64_t started;
     atomic_uint_fast64_t next_id;
-    /* connections, so the watchdog can cut one whose request headers
-     * trickle in for longer than the timeout (libmicrohttpd's timeout is
-     * reset by every byte) */
-    pthread_mutex_t conns_mu;        /* guards conns, the entries, stopping */
-    pthread_cond_t conns_cv;
-    struct s3_conn *conns;
-    bool stopping;
-    bool watchdog_started;
-    pthread_t watchdog;
     pthread_mutex_t buckets_mu;      /* guards created */
     s3_created_bucket_t *created;    /* archive buckets made by CreateBucket */
     size_t ncreated;
@@ -283,6 +277,11 @@ void s3_mp_part_path(const s3_mp_upload_t *u, int number, const char *md5, char 
                      size_t size);
 /* Removes the other files of part number (a part uploaded again). */
 void s3_mp_drop_other_parts(const s3_mp_upload_t *u, int number, const char *keep);
+/* Creates the temporary file (its path into tmp) of a part of size bytes
+ * arriving for u: the fd, or -1 answered (EntityTooLarge over
+ * S3_PART_MAX_SIZE, NoSuchUpload when the upload is gone). */
+int s3_mp_part_create(s3_req_t *r, const s3_mp_upload_t *u, uint64_t size, char *tmp,
+                      size_t tmp_size);
 /* Makes the part file tmp (open as fd, closed here) part number of the
  * upload in dir, under its MD5: 0, or -1 answered (404 NoSuchUpload when
  * the upload was aborted or completed meanwhile). */

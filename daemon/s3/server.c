@@ -341,7 +341,7 @@ static int authenticate(s3_req_t *r)
     }
     /* S3 names its region to a request signed for another, so SDKs re-sign */
     s3_respond_error_in(r, si_sigv4_status_code(st), err.text,
-                     wrong_region ? s->conf.region : NULL);
+                        wrong_region ? s->conf.region : NULL);
     return -1;
 }
 
@@ -454,153 +454,6 @@ static void dispatch(s3_req_t *r)
     run_operation(r, !r->bucket[0] ? AT_SERVICE : !r->key ? AT_BUCKET : AT_OBJECT);
 }
 
-/* ---- the header watchdog ------------------------------------------------------ */
-
-#define WATCHDOG_PERIOD_MS 250
-
-typedef struct s3_conn {
-    int fd;
-    struct timespec since;           /* connected, or its last request answered */
-    bool in_request;                 /* headers in, not yet completed */
-    bool cut;
-    /* a body arriving: at least s3.min_upload_rate over each window of
-     * s3.timeout seconds, or the connection is cut and what the upload
-     * holds (its cache reservation, its quota) given back */
-    bool receiving;
-    atomic_uint_fast64_t body_bytes;
-    uint64_t window_bytes;           /* body_bytes when the window began */
-    struct timespec window_since;
-    char what[128];                  /* "PUT /bucket/key uid=N", for the log */
-    struct s3_conn *prev, *next;
-} s3_conn_t;
-
-static double seconds_since(const struct timespec *t, const struct timespec *now)
-{
-    return (double)(now->tv_sec - t->tv_sec) + (double)(now->tv_nsec - t->tv_nsec) / 1e9;
-}
-
-/* One window of a body's arrival over: cut when it brought less than
- * s3.min_upload_rate; conns_mu held. */
-static void check_body_rate(s3_server_t *s, s3_conn_t *c, const struct timespec *now)
-{
-    double window = seconds_since(&c->window_since, now);
-    if (window < (double)s->conf.timeout)
-        return;
-    uint64_t bytes = atomic_load(&c->body_bytes);
-    double rate = (double)(bytes - c->window_bytes) / window;
-    if (rate >= (double)s->conf.min_upload_rate) {
-        c->window_bytes = bytes;
-        c->window_since = *now;
-        return;
-    }
-    si_log(s->log, SI_LOG_WARNING, "s3: %s: connection cut after %" PRIu64 " body bytes: %.0f"
-           " bytes/s over the last %.0f s, under s3.min_upload_rate (%" PRIu64 ")", c->what,
-           bytes, rate, window, s->conf.min_upload_rate);
-    shutdown(c->fd, SHUT_RDWR);
-    c->cut = true;
-}
-
-static void *watchdog_main(void *arg)
-{
-    s3_server_t *s = arg;
-    pthread_mutex_lock(&s->conns_mu);
-    while (!s->stopping) {
-        struct timespec now, until;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        for (s3_conn_t *c = s->conns; c; c = c->next) {
-            if (!c->in_request && !c->cut && seconds_since(&c->since, &now) > s->conf.timeout) {
-                /* libmicrohttpd sees the end of the stream and closes it; the
-                 * fd stays open until its CLOSED notice, which waits for this lock */
-                shutdown(c->fd, SHUT_RDWR);
-                c->cut = true;
-            }
-            if (c->receiving && !c->cut && s->conf.min_upload_rate)
-                check_body_rate(s, c, &now);
-        }
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += WATCHDOG_PERIOD_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&s->conns_cv, &s->conns_mu, &until);
-    }
-    pthread_mutex_unlock(&s->conns_mu);
-    return NULL;
-}
-
-static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code)
-{
-    s3_server_t *s = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        const union MHD_ConnectionInfo *info =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        s3_conn_t *c = info ? calloc(1, sizeof(*c)) : NULL;
-        if (!c)
-            return;
-        c->fd = info->connect_fd;
-        clock_gettime(CLOCK_MONOTONIC, &c->since);
-        pthread_mutex_lock(&s->conns_mu);
-        c->next = s->conns;
-        if (s->conns)
-            s->conns->prev = c;
-        s->conns = c;
-        pthread_mutex_unlock(&s->conns_mu);
-        *socket_context = c;
-        return;
-    }
-    s3_conn_t *c = *socket_context;
-    if (!c)
-        return;
-    pthread_mutex_lock(&s->conns_mu);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    pthread_mutex_unlock(&s->conns_mu);
-    free(c);
-    *socket_context = NULL;
-}
-
-static s3_conn_t *conn_of(struct MHD_Connection *conn)
-{
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    return info ? info->socket_context : NULL;
-}
-
-/* r's body starts (receiving) or is all in: the watchdog's rate check. */
-static void mark_receiving(s3_req_t *r, bool receiving)
-{
-    s3_conn_t *c = conn_of(r->conn);
-    if (!c)
-        return;
-    pthread_mutex_lock(&r->srv->conns_mu);
-    if (receiving && !c->receiving) {
-        atomic_store(&c->body_bytes, 0);
-        c->window_bytes = 0;
-        clock_gettime(CLOCK_MONOTONIC, &c->window_since);
-        snprintf(c->what, sizeof(c->what), "%s %.80s uid=%u", r->method, r->path,
-                 (unsigned)r->who.uid);
-    }
-    c->receiving = receiving;
-    pthread_mutex_unlock(&r->srv->conns_mu);
-}
-
-static void mark_in_request(s3_server_t *s, struct MHD_Connection *conn, bool in_request)
-{
-    s3_conn_t *c = conn_of(conn);
-    if (!c)
-        return;
-    pthread_mutex_lock(&s->conns_mu);
-    c->in_request = in_request;
-    if (!in_request)
-        c->receiving = false;
-    clock_gettime(CLOCK_MONOTONIC, &c->since);
-    pthread_mutex_unlock(&s->conns_mu);
-}
-
 /* ---- libmicrohttpd callbacks ------------------------------------------------- */
 
 /* RFC 9112 6.3: a request has a body when it has Transfer-Encoding or a
@@ -657,7 +510,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_NO;
     if (!r->started) {
         r->started = true;
-        mark_in_request(r->srv, conn, true);
         snprintf(r->method, sizeof(r->method), "%s", method);
         /* libmicrohttpd closes the connection after an answer queued in this
          * first call (it would have to skip the body): a request without a
@@ -670,8 +522,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         dispatch(r);
         if (!r->responded && !r->body)
             s3_respond_error(r, "InternalError", "the operation gave no answer");
-        if (!r->responded && r->body)
-            mark_receiving(r, true);
+        if (!r->responded && r->body) {
+            char what[128];
+            snprintf(what, sizeof(what), "%s %.80s uid=%u", r->method, r->path,
+                     (unsigned)r->who.uid);
+            http_listener_body_begins(r->srv->http, conn, what);
+        }
         return MHD_YES;
     }
     if (!r->dispatched) {
@@ -681,13 +537,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (*upload_data_size) {
         if (!r->responded && r->body && r->body->data)
             r->body->data(r, upload_data, *upload_data_size);
-        s3_conn_t *c = conn_of(conn);
-        if (c)
-            atomic_fetch_add(&c->body_bytes, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
     }
-    mark_receiving(r, false);
     if (!r->responded && r->body && r->body->end)
         r->body->end(r);
     if (!r->responded)
@@ -698,9 +550,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    (void)conn;
     s3_server_t *s = cls;
     s3_req_t *r = *con_cls;
-    mark_in_request(s, conn, false);
     if (!r)
         return;
     struct timespec now;
@@ -713,17 +565,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->body->cleanup(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     s3_req_free(r);
     *con_cls = NULL;
-}
-
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    s3_server_t *s = cls;
-    char text[512];
-    vsnprintf(text, sizeof(text), fmt, ap);
-    size_t n = strlen(text);
-    while (n && text[n - 1] == '\n')
-        text[--n] = '\0';
-    si_log(s->log, SI_LOG_WARNING, "s3: libmicrohttpd: %s", text);
 }
 
 /* ---- life cycle ------------------------------------------------------------- */
@@ -793,8 +634,6 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     s->log = opts->log;
     s->started = (int64_t)time(NULL);
     pthread_mutex_init(&s->buckets_mu, NULL);
-    pthread_mutex_init(&s->conns_mu, NULL);
-    pthread_cond_init(&s->conns_cv, NULL);
     snprintf(s->push_bucket, sizeof(s->push_bucket), "%s",
              opts->push_bucket ? opts->push_bucket : "");
     if (opts->state_dir) {
@@ -809,14 +648,12 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
         struct sockaddr_in6 in6;
     } addr;
     memset(&addr, 0, sizeof(addr));
-    bool v6 = false;
     if (inet_pton(AF_INET, s->conf.bind, &addr.in4.sin_addr) == 1) {
         addr.in4.sin_family = AF_INET;
         addr.in4.sin_port = htons((uint16_t)s->conf.port);
     } else if (inet_pton(AF_INET6, s->conf.bind, &addr.in6.sin6_addr) == 1) {
         addr.in6.sin6_family = AF_INET6;
         addr.in6.sin6_port = htons((uint16_t)s->conf.port);
-        v6 = true;
     } else {
         si_errprintf(err, "s3.bind: '%s' is not a numeric IPv4 or IPv6 address", s->conf.bind);
         goto error;
@@ -864,47 +701,25 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
      * and libmicrohttpd sends file bodies in sendfile(2) calls of 2 MiB
      * instead of the 128 KiB it uses between the connections of a pool
      * thread (1 GiB GETs: 0.06 instead of 0.22-0.30 CPU seconds per GiB). */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_ERROR_LOG | MHD_USE_AUTO;
-    if (v6)
-        flags |= MHD_USE_IPv6;
-    struct MHD_OptionItem o[16];
-    size_t n = 0;
-    if (s->conf.tls_cert_file[0]) {
-        if (load_tls(s, err) < 0)
-            goto error;
-        flags |= MHD_USE_TLS;
-        o[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
-        o[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
-    }
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &addr.sa};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, s};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, s->conf.timeout, NULL};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                                     (intptr_t)(s->conf.max_header_size * 2 +
-                                                CONNECTION_POOL_EXTRA), NULL};
-    if (s->conf.max_connections)
-        o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, s->conf.max_connections,
-                                         NULL};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
-    s->mhd = MHD_start_daemon(flags, (uint16_t)s->conf.port, NULL, NULL, on_request, s,
-                              MHD_OPTION_ARRAY, o, MHD_OPTION_END);
-    if (!s->mhd) {
+    if (s->conf.tls_cert_file[0] && load_tls(s, err) < 0)
+        goto error;
+    http_listener_opts_t lo = {
+        .name = "s3", .log = s->log, .listen_fd = -1, .addr = &addr.sa,
+        .thread_per_connection = true, .timeout_s = s->conf.timeout,
+        .max_connections = s->conf.max_connections,
+        .memory_limit = s->conf.max_header_size * 2 + CONNECTION_POOL_EXTRA,
+        .min_body_rate = s->conf.min_upload_rate, .min_body_rate_key = "s3.min_upload_rate",
+        .tls_cert = s->tls_cert, .tls_key = s->tls_key,
+        .on_request = on_request, .request_arg = s, .on_completed = on_completed,
+        .completed_arg = s, .on_uri = on_uri, .uri_arg = s};
+    if (!(s->http = http_listener_start(&lo, err))) {
         si_errprintf(err, "s3: cannot listen on %s port %d (in use, or not an address here?)",
                      s->conf.bind, s->conf.port);
         goto error;
     }
-    if (pthread_create(&s->watchdog, NULL, watchdog_main, s) != 0) {
-        si_errprintf(err, "s3: cannot start the connection watchdog thread");
-        goto error;
-    }
-    s->watchdog_started = true;
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = info ? info->port : (uint16_t)s->conf.port;
+    s->port = http_listener_port(s->http);
+    if (!s->port)
+        s->port = (uint16_t)s->conf.port;
     if (s->port_file[0] && write_port_file(s, err) < 0)
         goto error;
     si_log(s->log, SI_LOG_NOTICE, "s3: listening on %s port %u%s (region %s, %zu credentials,"
@@ -927,15 +742,7 @@ void s3_server_stop(s3_server_t *s)
 {
     if (!s)
         return;
-    if (s->watchdog_started) {
-        pthread_mutex_lock(&s->conns_mu);
-        s->stopping = true;
-        pthread_cond_signal(&s->conns_cv);
-        pthread_mutex_unlock(&s->conns_mu);
-        pthread_join(s->watchdog, NULL);
-    }
-    if (s->mhd)
-        MHD_stop_daemon(s->mhd);
+    http_listener_stop(s->http);
     if (s->port_file[0] && s->port)
         unlink(s->port_file);
     s3_rdma_close(s);
@@ -950,8 +757,6 @@ void s3_server_stop(s3_server_t *s)
     }
     free(s->tls_cert);
     pthread_mutex_destroy(&s->buckets_mu);
-    pthread_mutex_destroy(&s->conns_mu);
-    pthread_cond_destroy(&s->conns_cv);
     free(s->created);
     free(s);
 }

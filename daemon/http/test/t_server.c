@@ -1,14 +1,16 @@
-/* Starts the HTTP layer on a free TCP port and a Unix socket and talks raw
- * HTTP/1.1 to it. */
+/* Starts the control API's HTTP server on a free TCP port and a Unix socket
+ * and talks raw HTTP/1.1 to it, a slow client included. */
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -100,6 +102,27 @@ static char *request(int fd, const char *method, const char *path, const char *b
     return exchange(fd, raw, (size_t)n);
 }
 
+/* Sends a request's headers a byte every 200 ms: whether the server cut the
+ * connection (a read of 0, or an error) before they were all sent. */
+static bool cut_while_trickling(int fd)
+{
+    const char *raw = "GET /hello/slow HTTP/1.1\r\nHost: x\r\nX-Padding: "
+                      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    bool cut = false;
+    /* the last byte is not sent: the headers are never whole */
+    for (const char *c = raw; c[1] && !cut; c++) {
+        char answer[512];
+        if (send(fd, c, 1, MSG_NOSIGNAL) != 1)
+            cut = true;
+        else if (recv(fd, answer, sizeof(answer), 0) >= 0 || errno != EAGAIN)
+            cut = true; /* closed (0), reset, or an answer to headers not yet whole */
+    }
+    close(fd);
+    return cut;
+}
+
 static int status_of(const char *resp)
 {
     int status = 0;
@@ -128,7 +151,7 @@ int main(void)
     snprintf(sock, sizeof(sock), "%s/ctl.sock", dir);
     snprintf(plain, sizeof(plain), "%s/file", dir);
 
-    http_server_opts_t opts = {.body_limit = 64, .timeout_s = 5, .threads = 2, .name = "test"};
+    http_server_opts_t opts = {.body_limit = 64, .timeout_s = 2, .threads = 2, .name = "test"};
     http_server_t *s = http_server_new(&opts, &err);
     ok(s != NULL, "server created");
     ok(http_server_route(s, "GET", "/hello/{name}", hello, NULL, &err) == 0, "route added");
@@ -220,9 +243,16 @@ int main(void)
     resp = request(connect_tcp(port), "GET", "/silent", NULL);
     is_int(status_of(resp), 500, "handler without an answer: 500");
 
+    /* slowloris: headers a byte at a time (each byte resets libmicrohttpd's
+     * own timeout); the 100 bytes would take 20 s, the timeout is 2 s */
+    ok(cut_while_trickling(connect_tcp(port)), "TCP: a client trickling its headers is cut");
+    ok(cut_while_trickling(connect_unix(sock)), "Unix socket: a client trickling its headers is cut");
+    resp = request(connect_tcp(port), "GET", "/hello/again", NULL);
+    is_int(status_of(resp), 200, "served afterwards");
+
     http_stats_t stats;
     http_server_stats(s, &stats);
-    ok(stats.requests == 9 && stats.status_2xx == 4 && stats.status_4xx == 4 &&
+    ok(stats.requests == 10 && stats.status_2xx == 5 && stats.status_4xx == 4 &&
            stats.status_5xx == 1 && stats.body_too_large == 2,
        "stats counted (%llu requests, %llu 4xx)", (unsigned long long)stats.requests,
        (unsigned long long)stats.status_4xx);

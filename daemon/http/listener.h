@@ -1,0 +1,67 @@
+/* One libmicrohttpd listener, for both of stageind's HTTP servers (the
+ * control API, daemon/http/server.c, and the S3 endpoint, daemon/s3): it
+ * starts the daemon with the connection limits, and guards every
+ * connection with a watchdog, because libmicrohttpd's own timeout is reset
+ * by every byte that arrives:
+ *   - request headers (or an idle keep-alive connection) must come whole
+ *     within timeout_s, or the connection is cut (a client that trickles
+ *     its headers a byte at a time cannot hold a connection: slowloris);
+ *   - with min_body_rate, a request body must bring that many bytes/s over
+ *     each window of timeout_s from http_listener_body_begins on, or the
+ *     connection is cut.
+ * The caller's request and completion callbacks are libmicrohttpd's, called
+ * through the listener. */
+#ifndef STAGEIN_HTTP_LISTENER_H
+#define STAGEIN_HTTP_LISTENER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <microhttpd.h>
+
+#include "common/error.h"
+#include "common/log.h"
+
+typedef struct http_listener http_listener_t;
+
+typedef struct {
+    const char *name;                /* in log lines: "control", "s3" */
+    si_log_t *log;                   /* may be NULL */
+    int listen_fd;                   /* a listening socket, taken; -1: bind addr */
+    const struct sockaddr *addr;     /* with listen_fd -1: IPv4 or IPv6, port 0: any */
+    /* a thread per connection (a handler that blocks holds up its own
+     * connection only; file bodies go in large sendfile calls), else an
+     * internal polling thread, or a pool of threads (threads > 1) */
+    bool thread_per_connection;
+    unsigned threads;
+    unsigned timeout_s;              /* idle connections and request headers; 0: none */
+    unsigned max_connections;        /* at once; 0: libmicrohttpd's default */
+    size_t memory_limit;             /* per connection (request line, headers); 0: default */
+    uint64_t min_body_rate;          /* bytes/s a body must keep; 0: none */
+    const char *min_body_rate_key;   /* the setting, for the log ("s3.min_upload_rate") */
+    const char *tls_cert, *tls_key;  /* PEM, kept by the caller while it runs; NULL: none */
+    MHD_AccessHandlerCallback on_request;
+    void *request_arg;
+    MHD_RequestCompletedCallback on_completed;   /* may be NULL */
+    void *completed_arg;
+    /* libmicrohttpd's URI log callback (its answer is the request's
+     * *con_cls); may be NULL */
+    void *(*on_uri)(void *arg, const char *uri, struct MHD_Connection *conn);
+    void *uri_arg;
+} http_listener_opts_t;
+
+http_listener_t *http_listener_start(const http_listener_opts_t *opts, si_error_t *err);
+/* The port bound (TCP), 0 for a Unix socket. */
+uint16_t http_listener_port(const http_listener_t *l);
+/* Stops accepting, waits for the connections' threads, frees. NULL: nothing. */
+void http_listener_stop(http_listener_t *l);
+
+/* The body of conn's request begins to arrive (after its headers were
+ * accepted): from now until its last byte it must keep min_body_rate.
+ * what names the request in the log line of a cut ("PUT /b/k uid=N"). */
+void http_listener_body_begins(http_listener_t *l, struct MHD_Connection *conn,
+                               const char *what);
+
+#endif
