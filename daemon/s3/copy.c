@@ -5,7 +5,6 @@
 #include "daemon/s3/internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -310,29 +309,14 @@ void s3_upload_part_copy(s3_req_t *r)
         return;
     copy_source_t src;
     char tmp[PATH_MAX + 64];
-    snprintf(tmp, sizeof(tmp), "%s/.part-%s", u.dir, r->id);
     int fd = -1;
     uint64_t start, length;
     if (copy_source_open(r, &src, true) < 0)
         goto out_upload;
     if (copy_range(r, src.size, &start, &length) < 0)
         goto out;
-    if (length > S3_PART_MAX_SIZE) {
-        s3_respond_error(r, "EntityTooLarge", "a part may be at most %llu bytes",
-                         (unsigned long long)S3_PART_MAX_SIZE);
+    if ((fd = s3_mp_part_create(r, &u, length, tmp, sizeof(tmp))) < 0)
         goto out;
-    }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        if (errno == ENOENT) {
-            s3_respond_error(r, "NoSuchUpload", NULL);
-        } else {
-            char detail[PATH_MAX + 200];
-            snprintf(detail, sizeof(detail), "creating %s: %s", tmp, strerror(errno));
-            s3_respond_internal(r, "storing the part", detail);
-        }
-        goto out;
-    }
     char md5[SI_CHECKSUM_TEXT_MAX];
     si_error_t err;
     if (copy_bytes(src.fd, start, length, fd, md5, &err) < 0) {

@@ -2,9 +2,8 @@
  * CompleteMultipartUpload (parts checked, streamed in order through the
  * push path like a single PUT, ETag "<md5 of part md5s>-N"),
  * AbortMultipartUpload, ListParts and ListMultipartUploads. UploadPart is
- * in write.c (it shares PutObject's payload verification). Uploads in
- * progress are plain files under <state_dir>/s3-multipart, so a restart
- * keeps them. */
+ * in write.c (it shares PutObject's payload verification), UploadPartCopy
+ * in copy.c; uploads in progress are files (upload.c). */
 #include "config.h"
 #include "daemon/s3/internal.h"
 

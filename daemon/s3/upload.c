@@ -256,6 +256,29 @@ int s3_mp_store_part(s3_req_t *r, const char *dir, const char *tmp, int fd, int 
     return 0;
 }
 
+int s3_mp_part_create(s3_req_t *r, const s3_mp_upload_t *u, uint64_t size, char *tmp,
+                      size_t tmp_size)
+{
+    if (size > S3_PART_MAX_SIZE) {
+        s3_respond_error(r, "EntityTooLarge", "a part may be at most %llu bytes",
+                         (unsigned long long)S3_PART_MAX_SIZE);
+        return -1;
+    }
+    snprintf(tmp, tmp_size, "%s/.part-%s", u->dir, r->id);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT) {
+            s3_respond_error(r, "NoSuchUpload", NULL);
+        } else {
+            char detail[PATH_MAX + 200];
+            snprintf(detail, sizeof(detail), "creating %s: %s", tmp, strerror(e));
+            s3_respond_internal(r, "storing the part", detail);
+        }
+    }
+    return fd;
+}
+
 /* The upload and part number an UploadPart(Copy) names, in a writable
  * bucket: the number (u to free), or 0 answered. */
 int s3_mp_part_target(s3_req_t *r, s3_mp_upload_t *u)

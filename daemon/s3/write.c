@@ -2,8 +2,9 @@
  * streamed into the cache, recorded and fsync'd before the 200, archived to
  * tape by the push aggregator), with the payload checked as signed
  * (x-amz-content-sha256, aws-chunked chunk signatures and trailers,
- * x-amz-checksum-* headers, Content-MD5); CreateBucket / DeleteBucket of
- * archive buckets. */
+ * x-amz-checksum-* headers, Content-MD5); UploadPart (the same checks, the
+ * body into a part file); CreateBucket / DeleteBucket of archive buckets;
+ * DeleteObject(s). */
 #include "config.h"
 #include "daemon/s3/internal.h"
 
@@ -13,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -591,28 +591,12 @@ void s3_upload_part(s3_req_t *r)
         s3_mp_upload_free(&u);
         return;
     }
-    if (size > S3_PART_MAX_SIZE) {
-        s3_mp_upload_free(&u);
-        free_state(p);
-        s3_respond_error(r, "EntityTooLarge", "a part may be at most %llu bytes",
-                         (unsigned long long)S3_PART_MAX_SIZE);
-        return;
-    }
     p->expected = size;
     p->part_number = (int)number;
     snprintf(p->part_dir, sizeof(p->part_dir), "%s", u.dir);
-    snprintf(p->part_tmp, sizeof(p->part_tmp), "%s/.part-%s", u.dir, r->id);
+    p->part_fd = s3_mp_part_create(r, &u, size, p->part_tmp, sizeof(p->part_tmp));
     s3_mp_upload_free(&u);
-    p->part_fd = open(p->part_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (p->part_fd < 0) {
-        int e = errno;
-        if (e == ENOENT) {
-            s3_respond_error(r, "NoSuchUpload", NULL);
-        } else {
-            char detail[PATH_MAX + 200];
-            snprintf(detail, sizeof(detail), "creating %s: %s", p->part_tmp, strerror(e));
-            s3_respond_internal(r, "storing the part", detail);
-        }
         free_state(p);
         return;
     }
