@@ -1,7 +1,10 @@
 #include "config.h"
 #include "daemon/http/listener.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -209,12 +212,51 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     si_log(l->opts.log, SI_LOG_WARNING, "%s: libmicrohttpd: %s", l->name, text);
 }
 
+int http_listen_tcp(const char *name, const char *bind_addr, uint16_t port, uint16_t *bound,
+                    si_error_t *err)
+{
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, bind_addr, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+        sslen = sizeof(*v4);
+    } else if (inet_pton(AF_INET6, bind_addr, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        sslen = sizeof(*v6);
+    } else {
+        return si_errprintf(err, "%s: bind address '%s' is not a numeric IPv4 or IPv6 address",
+                            name, bind_addr);
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return si_errprintf(err, "%s: socket: %s", name, strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&ss, sslen) < 0 || listen(fd, SOMAXCONN) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return si_errprintf(err, "%s: cannot listen on %s port %u: %s", name, bind_addr,
+                            (unsigned)port, strerror(e));
+    }
+    struct sockaddr_storage got;
+    socklen_t glen = sizeof(got);
+    getsockname(fd, (struct sockaddr *)&got, &glen);
+    *bound = ntohs(got.ss_family == AF_INET ? ((struct sockaddr_in *)&got)->sin_port
+                                            : ((struct sockaddr_in6 *)&got)->sin6_port);
+    return fd;
+}
+
 http_listener_t *http_listener_start(const http_listener_opts_t *opts, si_error_t *err)
 {
     http_listener_t *l = calloc(1, sizeof(*l));
     if (!l) {
-        if (opts->listen_fd >= 0)
-            close(opts->listen_fd);
+        close(opts->listen_fd);
         si_errprintf(err, "out of memory");
         return NULL;
     }
@@ -238,14 +280,7 @@ http_listener_t *http_listener_start(const http_listener_opts_t *opts, si_error_
         o[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)opts->tls_cert};
     }
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, l};
-    if (opts->listen_fd >= 0) {
-        o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, opts->listen_fd, NULL};
-    } else {
-        if (opts->addr->sa_family == AF_INET6)
-            flags |= MHD_USE_IPv6;
-        o[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)opts->addr};
-        o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL};
-    }
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, opts->listen_fd, NULL};
     if (opts->on_uri)
         o[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)opts->on_uri,
                                          opts->uri_arg};
@@ -264,8 +299,7 @@ http_listener_t *http_listener_start(const http_listener_opts_t *opts, si_error_
     l->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, l, MHD_OPTION_ARRAY, o,
                               MHD_OPTION_END);
     if (!l->mhd) {
-        if (opts->listen_fd >= 0)
-            close(opts->listen_fd);
+        close(opts->listen_fd);
         si_errprintf(err, "%s: libmicrohttpd did not start", l->name);
         goto error;
     }
@@ -280,12 +314,6 @@ http_listener_t *http_listener_start(const http_listener_opts_t *opts, si_error_
 error:
     http_listener_stop(l);
     return NULL;
-}
-
-uint16_t http_listener_port(const http_listener_t *l)
-{
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    return info ? info->port : 0;
 }
 
 void http_listener_stop(http_listener_t *l)

@@ -29,8 +29,7 @@ typedef struct http_listener http_listener_t;
 typedef struct {
     const char *name;                /* in log lines: "control", "s3" */
     si_log_t *log;                   /* may be NULL */
-    int listen_fd;                   /* a listening socket, taken; -1: bind addr */
-    const struct sockaddr *addr;     /* with listen_fd -1: IPv4 or IPv6, port 0: any */
+    int listen_fd;                   /* a listening socket (http_listen_tcp, or Unix), taken */
     /* a thread per connection (a handler that blocks holds up its own
      * connection only; file bodies go in large sendfile calls), else an
      * internal polling thread, or a pool of threads (threads > 1) */
@@ -52,9 +51,13 @@ typedef struct {
     void *uri_arg;
 } http_listener_opts_t;
 
+/* A TCP socket listening on bind_addr (a numeric IPv4 or IPv6 address) and
+ * port (0: a free one), for http_listener_opts_t.listen_fd: the fd and
+ * *bound the port, or -1 with err ("<name>: ..."). */
+int http_listen_tcp(const char *name, const char *bind_addr, uint16_t port, uint16_t *bound,
+                    si_error_t *err);
+
 http_listener_t *http_listener_start(const http_listener_opts_t *opts, si_error_t *err);
-/* The port bound (TCP), 0 for a Unix socket. */
-uint16_t http_listener_port(const http_listener_t *l);
 /* Stops accepting, waits for the connections' threads, frees. NULL: nothing. */
 void http_listener_stop(http_listener_t *l);
 

@@ -157,40 +157,9 @@ int http_server_listen_tcp(http_server_t *s, const char *bind_addr, uint16_t por
     listener_t *l = next_listener(s, err);
     if (!l)
         return -1;
-    struct sockaddr_storage ss;
-    socklen_t sslen;
-    memset(&ss, 0, sizeof(ss));
-    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, bind_addr, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons(port);
-        sslen = sizeof(*v4);
-    } else if (inet_pton(AF_INET6, bind_addr, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons(port);
-        sslen = sizeof(*v6);
-    } else {
-        return si_errprintf(err, "%s: bind address '%s' is not a numeric IPv4 or IPv6 address",
-                            s->name, bind_addr);
-    }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = http_listen_tcp(s->name, bind_addr, port, &l->port, err);
     if (fd < 0)
-        return si_errprintf(err, "%s: socket: %s", s->name, strerror(errno));
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&ss, sslen) < 0 || listen(fd, 128) < 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return si_errprintf(err, "%s: cannot listen on %s port %u: %s", s->name, bind_addr,
-                            (unsigned)port, strerror(e));
-    }
-    struct sockaddr_storage bound;
-    socklen_t blen = sizeof(bound);
-    getsockname(fd, (struct sockaddr *)&bound, &blen);
-    l->port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
-                                               : ((struct sockaddr_in6 *)&bound)->sin6_port);
+        return -1;
     l->server = s;
     l->is_unix = false;
     l->fd = fd;

@@ -8,10 +8,8 @@
 /* how long a uid's groups are taken as NSS said */
 #define S3_GROUPS_TTL_S 60.0
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -642,23 +640,6 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
                  opts->state_dir);
     }
 
-    union {
-        struct sockaddr sa;
-        struct sockaddr_in in4;
-        struct sockaddr_in6 in6;
-    } addr;
-    memset(&addr, 0, sizeof(addr));
-    if (inet_pton(AF_INET, s->conf.bind, &addr.in4.sin_addr) == 1) {
-        addr.in4.sin_family = AF_INET;
-        addr.in4.sin_port = htons((uint16_t)s->conf.port);
-    } else if (inet_pton(AF_INET6, s->conf.bind, &addr.in6.sin6_addr) == 1) {
-        addr.in6.sin6_family = AF_INET6;
-        addr.in6.sin6_port = htons((uint16_t)s->conf.port);
-    } else {
-        si_errprintf(err, "s3.bind: '%s' is not a numeric IPv4 or IPv6 address", s->conf.bind);
-        goto error;
-    }
-
     if (!(s->groups = si_groups_new(S3_GROUPS_TTL_S))) {
         si_errprintf(err, "out of memory");
         goto error;
@@ -703,8 +684,12 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
      * thread (1 GiB GETs: 0.06 instead of 0.22-0.30 CPU seconds per GiB). */
     if (s->conf.tls_cert_file[0] && load_tls(s, err) < 0)
         goto error;
+    uint16_t port;
+    int fd = http_listen_tcp("s3", s->conf.bind, (uint16_t)s->conf.port, &port, err);
+    if (fd < 0)
+        goto error;
     http_listener_opts_t lo = {
-        .name = "s3", .log = s->log, .listen_fd = -1, .addr = &addr.sa,
+        .name = "s3", .log = s->log, .listen_fd = fd,
         .thread_per_connection = true, .timeout_s = s->conf.timeout,
         .max_connections = s->conf.max_connections,
         .memory_limit = s->conf.max_header_size * 2 + CONNECTION_POOL_EXTRA,
@@ -712,14 +697,9 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
         .tls_cert = s->tls_cert, .tls_key = s->tls_key,
         .on_request = on_request, .request_arg = s, .on_completed = on_completed,
         .completed_arg = s, .on_uri = on_uri, .uri_arg = s};
-    if (!(s->http = http_listener_start(&lo, err))) {
-        si_errprintf(err, "s3: cannot listen on %s port %d (in use, or not an address here?)",
-                     s->conf.bind, s->conf.port);
+    if (!(s->http = http_listener_start(&lo, err)))
         goto error;
-    }
-    s->port = http_listener_port(s->http);
-    if (!s->port)
-        s->port = (uint16_t)s->conf.port;
+    s->port = port;
     if (s->port_file[0] && write_port_file(s, err) < 0)
         goto error;
     si_log(s->log, SI_LOG_NOTICE, "s3: listening on %s port %u%s (region %s, %zu credentials,"
