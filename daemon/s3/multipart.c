@@ -7,6 +7,7 @@
  * keeps them. */
 #include "config.h"
 #include "daemon/s3/internal.h"
+#include "common/text.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -50,12 +51,7 @@ void s3_put_xml_text(si_strbuf_t *x, const char *name, const char *text)
 
 static bool valid_upload_id(const char *id)
 {
-    if (strlen(id) != S3_UPLOAD_ID_LEN)
-        return false;
-    for (const char *c = id; *c; c++)
-        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
-            return false;
-    return true;
+    return strlen(id) == S3_UPLOAD_ID_LEN && si_is_lower_hex(id, S3_UPLOAD_ID_LEN);
 }
 
 void s3_mp_upload_free(s3_mp_upload_t *u)
