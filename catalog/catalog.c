@@ -10,6 +10,7 @@
 
 #include "catalog/schema.h"
 #include "common/checksum.h"
+#include "common/clock.h"
 #include "common/text.h"
 
 static const char *const stmt_sql[STMT_COUNT] = {
@@ -30,14 +31,10 @@ static const char *const stmt_sql[STMT_COUNT] = {
     [STMT_DATASETS_STALE] =
         "UPDATE datasets SET stat_volumes = NULL WHERE id IN"
         " (SELECT dataset_id FROM dataset_members WHERE object_id = ?1)",
+    [STMT_OBJECT_META_KEEP] =
+        "INSERT OR IGNORE INTO object_meta(object_id, headers, storage_class) VALUES (?1, ?2, ?3)",
 };
 
-double catalog_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 int catalog_sqlerr(catalog_t *cat, si_error_t *err, const char *context)
 {
@@ -401,6 +398,22 @@ int catalog_object_put(catalog_t *cat, const catalog_object_t *o, int64_t *id, s
     return 0;
 }
 
+int catalog_object_meta_keep(catalog_t *cat, int64_t object_id, const char *headers,
+                             const char *storage_class, si_error_t *err)
+{
+    if (!headers && !storage_class)
+        return 0;
+    sqlite3_stmt *s = catalog_stmt(cat, STMT_OBJECT_META_KEEP, err);
+    if (!s)
+        return -1;
+    sqlite3_bind_int64(s, 1, object_id);
+    sqlite3_bind_text(s, 2, headers, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, storage_class, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : catalog_sqlerr(cat, err, "recording an object's headers");
+}
+
 int catalog_copy_put(catalog_t *cat, const catalog_copy_t *c, si_error_t *err)
 {
     int64_t volume_id;
@@ -503,7 +516,7 @@ int catalog_event(catalog_t *cat, const char *kind, const char *subject, const c
     sqlite3_stmt *s = catalog_stmt(cat, STMT_EVENT_INSERT, NULL);
     if (!s)
         return -1;
-    sqlite3_bind_double(s, 1, catalog_now());
+    sqlite3_bind_double(s, 1, si_wall_now());
     sqlite3_bind_text(s, 2, kind, -1, SQLITE_STATIC);
     if (subject)
         sqlite3_bind_text(s, 3, subject, -1, SQLITE_STATIC);

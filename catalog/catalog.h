@@ -84,6 +84,11 @@ int catalog_volume_set_state(catalog_t *cat, const char *label, const char *stat
  * error (-1). */
 int catalog_object_put(catalog_t *cat, const catalog_object_t *o, int64_t *id,
                        si_error_t *err);
+/* The stored S3 headers (JSON) and storage class of an object, recorded
+ * when it has none yet: what the catalog already holds (an upload, a newer
+ * PUT) is kept. Both NULL: nothing to record. */
+int catalog_object_meta_keep(catalog_t *cat, int64_t object_id, const char *headers,
+                             const char *storage_class, si_error_t *err);
 /* Inserts a copy (returns 1); an identical existing copy is accepted
  * (returns 0), a different one under the same (object, copy) is an error. */
 int catalog_copy_put(catalog_t *cat, const catalog_copy_t *c, si_error_t *err);

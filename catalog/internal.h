@@ -17,6 +17,7 @@ typedef enum {
     STMT_EVENT_INSERT,
     STMT_MEMBER_OF_ANY,
     STMT_DATASETS_STALE,
+    STMT_OBJECT_META_KEEP,
     STMT_COUNT
 } catalog_stmt_id_t;
 
@@ -41,8 +42,6 @@ sqlite3_stmt *catalog_prepare(catalog_t *cat, const char *sql, si_error_t *err);
 si_table_t *catalog_table_from_stmt(catalog_t *cat, sqlite3_stmt *stmt,
                                     const si_column_t *columns, size_t ncolumns,
                                     si_error_t *err);
-
-double catalog_now(void);
 
 /* catalog_copy_put with the volume already resolved (c->volume unused).
  * maybe_member false: the caller knows the object is in no dataset yet (it

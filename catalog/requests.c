@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/time.h>
 
 #include <sqlite3.h>
 
 #include "common/array.h"
+#include "common/clock.h"
 #include "common/groups.h"
 #include "common/text.h"
 #include "common/uuid.h"
@@ -225,13 +225,6 @@ struct requests {
 };
 
 /* ---- helpers ---------------------------------------------------------------- */
-
-static double now_seconds(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
-}
 
 static int db_fail(requests_t *r, si_error_t *err, const char *what)
 {
@@ -551,7 +544,7 @@ static int add_holder(requests_t *r, int64_t request, requests_holder_kind_t kin
     bind_text(s, ":kind", requests_holder_kind_name(kind));
     bind_text(s, ":holder", holder);
     bind_int(s, ":running", running);
-    bind_real(s, ":now", now_seconds());
+    bind_real(s, ":now", si_wall_now());
     if (sqlite3_step(s) != SQLITE_DONE)
         return db_fail(r, err, "recording who holds a request");
     return 0;
@@ -582,7 +575,7 @@ static int create_in_transaction(requests_t *r, const requests_spec_t *spec,
     if (begin(r, err) < 0)
         return -1;
     si_uuid4(made.uuid);
-    double now = now_seconds();
+    double now = si_wall_now();
     sqlite3_stmt *s = stmt(r, SQL_REQUEST_INSERT);
     bind_text(s, ":uuid", made.uuid);
     bind_int(s, ":uid", spec->uid);
@@ -873,7 +866,7 @@ static int set_request_state(requests_t *r, int64_t id, const char *state, const
     bind_text(s, ":error", error);
     bind_text(s, ":reason", reason);
     bind_int(s, ":expired", expired);
-    bind_real(s, ":now", now_seconds());
+    bind_real(s, ":now", si_wall_now());
     bind_int(s, ":request", id);
     if (sqlite3_step(s) != SQLITE_DONE)
         return db_fail(r, err, "updating a request");
@@ -904,7 +897,7 @@ static int end_found(requests_t *r, requests_status_t *st, bool release, const c
                      bool expired, si_error_t *err)
 {
     sqlite3_stmt *s = stmt(r, SQL_ITEMS_CANCEL);
-    bind_real(s, ":now", now_seconds());
+    bind_real(s, ":now", si_wall_now());
     bind_int(s, ":request", st->id);
     if (sqlite3_step(s) != SQLITE_DONE)
         return db_fail(r, err, "cancelling items");
@@ -1040,7 +1033,7 @@ int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const c
     if (!st.job_id) {
         sqlite3_stmt *s = stmt(r, SQL_BIND_JOB);
         bind_text(s, ":job", array ? array : job);
-        bind_real(s, ":now", now_seconds());
+        bind_real(s, ":now", si_wall_now());
         bind_int(s, ":request", st.id);
         if (sqlite3_step(s) != SQLITE_DONE) {
             db_fail(r, err, "binding the request to its job");
@@ -1120,7 +1113,7 @@ int requests_resolve_submission(requests_t *r, int64_t request_id, const char *s
     if (sqlite3_changes(r->db) == 1) {
         s = stmt(r, SQL_BIND_JOB);
         bind_text(s, ":job", holder);
-        bind_real(s, ":now", now_seconds());
+        bind_real(s, ":now", si_wall_now());
         bind_int(s, ":request", request_id);
         char id[32], detail[160];
         snprintf(id, sizeof(id), "%lld", (long long)request_id);
@@ -1439,7 +1432,7 @@ static int item_transition(requests_t *r, sql_id_t id, int64_t request, int64_t 
     sqlite3_stmt *s = stmt(r, id);
     bind_int(s, ":request", request);
     bind_int(s, ":object", object);
-    bind_real(s, ":now", now_seconds());
+    bind_real(s, ":now", si_wall_now());
     bind_text(s, ":state", state);
     bind_text(s, ":error", error);
     bind_int(s, ":bytes", (int64_t)bytes);
@@ -1460,7 +1453,7 @@ static int item_transition(requests_t *r, sql_id_t id, int64_t request, int64_t 
         s = stmt(r, pin);
         bind_int(s, ":object", object);
         bind_int(s, ":request", request);
-        bind_real(s, ":now", now_seconds());
+        bind_real(s, ":now", si_wall_now());
         if (sqlite3_step(s) != SQLITE_DONE) {
             db_fail(r, err, "updating the cache pin");
             goto error;
@@ -1711,7 +1704,7 @@ static int items_transition_in(requests_t *r, sql_id_t id, requests_item_outcome
         sqlite3_prepare_v2(r->db, "SELECT 1 FROM cache WHERE object_id = ?1", -1, &cached,
                            NULL) != SQLITE_OK)
         return db_fail(r, err, "preparing a batch of items");
-    double now = now_seconds();
+    double now = si_wall_now();
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         requests_item_outcome_t *it = &items[i];

@@ -158,12 +158,7 @@ static int fail(si_awschunked_t *d, si_sigv4_status_t *status, si_sigv4_status_t
 
 static bool lower_hex64(const char *s, size_t len)
 {
-    if (len != SI_SIGV4_HEX_LEN)
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return false;
-    return true;
+    return len == SI_SIGV4_HEX_LEN && si_is_lower_hex(s, len);
 }
 
 static void verify_chunk_signature(si_awschunked_t *d, bool *good)

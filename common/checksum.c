@@ -70,12 +70,7 @@ bool si_checksum_text_valid(const char *text)
     } else {
         return false;
     }
-    if (strlen(hex) != hexlen)
-        return false;
-    for (size_t i = 0; i < hexlen; i++)
-        if (!((hex[i] >= '0' && hex[i] <= '9') || (hex[i] >= 'a' && hex[i] <= 'f')))
-            return false;
-    return true;
+    return strlen(hex) == hexlen && si_is_lower_hex(hex, hexlen);
 }
 
 /* ---- on a thread of its own ------------------------------------------------- */

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 #define GROUPS_CACHE_USERS 256
 
 typedef struct {
@@ -25,13 +27,6 @@ struct si_groups {
     double ttl_s;
     entry_t entries[GROUPS_CACHE_USERS];
 };
-
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 + 1.0;
-}
 
 si_groups_t *si_groups_new(double ttl_s)
 {
@@ -79,7 +74,7 @@ static void resolve(entry_t *e)
 void si_groups_of(si_groups_t *g, uid_t uid, gid_t gid, gid_t list[SI_GROUPS_MAX], size_t *n)
 {
     pthread_mutex_lock(&g->mu);
-    double now = mono_now();
+    double now = si_mono_now() + 1.0; /* never 0: 0 marks an empty slot */
     entry_t *slot = NULL, *oldest = &g->entries[0];
     for (size_t i = 0; i < GROUPS_CACHE_USERS; i++) {
         entry_t *e = &g->entries[i];

@@ -7,20 +7,7 @@
 #include <string.h>
 
 #include "common/rdma_token.h"
-
-static int is_hex_digit(char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return c - 'A' + 10;
-}
+#include "common/text.h"
 
 /* Provider names as libfabric spells them: "shm", "tcp;ofi_rxm", "verbs;ofi_rxm". */
 static int provider_check(const char *p, size_t len, si_error_t *err)
@@ -63,7 +50,7 @@ int si_rdma_token_is_cuobject(const char *text)
                 return 0;
             fields++;
             digits = 0;
-        } else if (is_hex_digit(*p)) {
+        } else if (si_hex_digit(*p) >= 0) {
             digits++;
         } else {
             return 0;
@@ -137,9 +124,9 @@ static int parse_hex_u64(const char *name, const char *s, size_t len, uint64_t *
         return si_errnoprintf(err, EINVAL, "rdma token: %s has %zu hex digits (at most 16)", name,
                               len);
     for (size_t i = 0; i < len; i++) {
-        if (!is_hex_digit(s[i]))
+        if (si_hex_digit(s[i]) < 0)
             return si_errnoprintf(err, EINVAL, "rdma token: %s is not hexadecimal", name);
-        v = v << 4 | (uint64_t)hex_value(s[i]);
+        v = v << 4 | (uint64_t)si_hex_digit(s[i]);
     }
     *out = v;
     return 0;
@@ -204,11 +191,11 @@ int si_rdma_token_decode(const char *text, si_rdma_token_t *out, si_error_t *err
                               "rdma token: addr must be 1..%d bytes as an even number of hex "
                               "digits (got %zu digits)", SI_RDMA_ADDR_MAX, vlen);
     for (size_t i = 0; i < vlen; i++)
-        if (!is_hex_digit(v[i]))
+        if (si_hex_digit(v[i]) < 0)
             return si_errnoprintf(err, EINVAL, "rdma token: addr is not hexadecimal");
     t.addr_len = vlen / 2;
     for (size_t i = 0; i < t.addr_len; i++)
-        t.addr[i] = (unsigned char)(hex_value(v[2 * i]) << 4 | hex_value(v[2 * i + 1]));
+        t.addr[i] = (unsigned char)(si_hex_digit(v[2 * i]) << 4 | si_hex_digit(v[2 * i + 1]));
 
     if (next_field(&p, "key", &v, &vlen, err) < 0 || parse_hex_u64("key", v, vlen, &t.key, err) < 0)
         return -1;

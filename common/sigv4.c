@@ -73,12 +73,7 @@ void si_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
 
 static bool lower_hex(const char *s, size_t len)
 {
-    if (strlen(s) != len)
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return false;
-    return true;
+    return strlen(s) == len && si_is_lower_hex(s, len);
 }
 
 /* Region and service names: short, [a-z0-9-]. */

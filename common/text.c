@@ -234,6 +234,14 @@ int si_hex_digit(char c)
     return -1;
 }
 
+bool si_is_lower_hex(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
 int si_dataset_check(const char *name, si_error_t *err)
 {
     size_t n = strlen(name);

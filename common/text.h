@@ -44,5 +44,7 @@ char *si_format_duration(double seconds, char *buf, size_t size);
 void si_hex(const unsigned char *bytes, size_t len, char *out);
 /* The value of a hex digit (either case), or -1. */
 int si_hex_digit(char c);
+/* Whether the len bytes at s are all lower-case hex digits. */
+bool si_is_lower_hex(const char *s, size_t len);
 
 #endif

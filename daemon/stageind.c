@@ -17,8 +17,8 @@
 #include "catalog/requests.h"
 #include "common/conf.h"
 #include "common/log.h"
-#include "daemon/archive/eta.h"
-#include "daemon/archive/recall.h"
+#include "daemon/recall/eta.h"
+#include "daemon/recall/recall.h"
 #include "daemon/cache/cache.h"
 #include "daemon/control/control.h"
 #include "daemon/http/server.h"
@@ -27,8 +27,8 @@
 #include "daemon/ui/ui.h"
 #include "daemon/s3/s3.h"
 #include "daemon/process.h"
-#include "common/stageind_conf.h"
-#include "stagein/schema.h"
+#include "daemon/conf/stageind_conf.h"
+#include "daemon/conf/schema.h"
 
 static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t reload_requested;

@@ -26,18 +26,12 @@
 #include "spank/plugin.h"
 #include "spank/run.h"
 #include "stagein/progress.h"
+#include "common/clock.h"
 
 #define POLL_S 1.0
 #define LOG_EVERY_S 10.0
 #define RETRY_MAX_S 8.0     /* longest pause between tries while stageind is away */
 #define RELEASE_TRIES 3
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void record(const plugin_t *p, const char *job, const char *key, const char *value)
 {
@@ -208,7 +202,7 @@ static const char *wait_staging(prolog_t *pr)
     const plugin_t *p = pr->p;
     progress_rate_t rate;
     progress_rate_init(&rate);
-    double start = now_s(), logged = -LOG_EVERY_S, pause = POLL_S;
+    double start = si_mono_now(), logged = -LOG_EVERY_S, pause = POLL_S;
     bool away = false;
     char line[256];
     si_error_t err;
@@ -218,7 +212,7 @@ static const char *wait_staging(prolog_t *pr)
         if (ensure_bound(pr) < 0)
             return "ERROR";
         int rc = fetch_status(pr->c, pr->request, &s, &answered, &err);
-        double t = now_s();
+        double t = si_mono_now();
         if (rc < 0 && answered) {
             snprintf(pr->why, sizeof(pr->why), "request %s: %s", pr->request, err.text);
             return "ERROR";

@@ -14,14 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KILL_GRACE_S 2.0
+#include "common/clock.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#define KILL_GRACE_S 2.0
 
 /* In the child only: become the user, then exec. Never returns. */
 static void become_and_exec(const run_as_t *as, char *const argv[])
@@ -54,7 +49,7 @@ static int wait_status(pid_t pid, double deadline, int *status)
             return 0;
         if (w < 0 && errno != EINTR)
             return -1;
-        if (now_s() >= deadline)
+        if (si_mono_now() >= deadline)
             return -1;
         usleep(20000);
     }
@@ -81,10 +76,10 @@ int run_command(const run_as_t *as, char *const argv[], char *out, size_t size,
     }
     close(fds[1]);
     size_t len = 0;
-    double deadline = now_s() + as->timeout_s;
+    double deadline = si_mono_now() + as->timeout_s;
     bool timed_out = false;
     for (;;) {
-        int left_ms = (int)((deadline - now_s()) * 1000);
+        int left_ms = (int)((deadline - si_mono_now()) * 1000);
         if (left_ms <= 0) {
             timed_out = true;
             break;
@@ -113,7 +108,7 @@ int run_command(const run_as_t *as, char *const argv[], char *out, size_t size,
     int status;
     if (timed_out) {
         kill(pid, SIGTERM);
-        if (wait_status(pid, now_s() + KILL_GRACE_S, &status) < 0) {
+        if (wait_status(pid, si_mono_now() + KILL_GRACE_S, &status) < 0) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
         }
@@ -180,8 +175,8 @@ bool run_stop(pid_t pid, double grace_s)
 {
     if (pid <= 1 || kill(pid, SIGTERM) < 0)
         return true;
-    double deadline = now_s() + grace_s;
-    while (now_s() < deadline) {
+    double deadline = si_mono_now() + grace_s;
+    while (si_mono_now() < deadline) {
         if (kill(pid, 0) < 0 && errno == ESRCH)
             return true;
         usleep(50000);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "catalog/catalog_conf.h"
-#include "stagein/schema.h"
+#include "daemon/conf/schema.h"
 
 si_conf_t *cli_conf(cli_t *cli, si_error_t *err)
 {

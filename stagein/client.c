@@ -10,7 +10,7 @@
 
 #include "common/strbuf.h"
 #include "common/munge_auth.h"
-#include "common/stageind_conf.h"
+#include "daemon/conf/stageind_conf.h"
 
 /* Answers larger than this are refused: the largest is a request's per-file
  * status, a few hundred bytes per file. */

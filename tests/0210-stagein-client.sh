@@ -9,33 +9,15 @@
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 
 STAGEIND="$top_builddir/daemon/stageind"
-for tool in munged mungekey munge python3 setpriv; do
-    if ! command -v "$tool" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$tool" ]; then
-        echo "1..0 # SKIP $tool is not installed"
-        exit 0
-    fi
-done
-PATH=$PATH:/usr/sbin
+need_tools munged mungekey munge python3 setpriv
 
-# --- a private munged: own key, socket, pid, log, seed ------------------------
-M=$TEST_DIR/munge
-mkdir -p "$M"
-mungekey --create --keyfile="$M/key" >/dev/null 2>&1
-munged --socket="$M/sock" --key-file="$M/key" --pid-file="$M/pid" --log-file="$M/log" \
-    --seed-file="$M/seed" --force >/dev/null 2>&1
-for _ in $(seq 50); do [ -S "$M/sock" ] && [ -s "$M/pid" ] && break; sleep 0.1; done
-if [ ! -s "$M/pid" ]; then
-    echo "1..0 # SKIP munged did not start: $(tail -1 "$M/log" 2>/dev/null)"
-    exit 0
-fi
-track_pid "$(cat "$M/pid")"
-chmod 755 "$TEST_DIR" "$M"   # nobody reaches the daemon's socket, not munged's
+start_munged   # (mode 755: nobody reaches the daemon's socket, not munged's)
 
 # --- configuration, catalog, datasets, one simulated volume ---------------------
 STATE=$TEST_DIR/state
 SOCK=$TEST_DIR/ctl.sock
 LOG=$TEST_DIR/stageind.log
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 export STAGEIN_CONF=$TEST_DIR/stagein.conf
 unset STAGEIN_CATALOG STAGEIN_ENDPOINT SLURM_JOB_ID
 cat > "$STAGEIN_CONF" <<CONF

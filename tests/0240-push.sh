@@ -8,10 +8,7 @@
 # another user's dataset) answered 4xx with nothing changed.
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/recall-lib.sh"
-for tool in setpriv tar dd; do
-    command -v "$tool" >/dev/null 2>&1 || { echo "1..0 # SKIP $tool is not installed"; exit 0; }
-done
-cred_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups munge -S "$M/sock" -n; }
+need_tools setpriv tar dd
 
 # push DATASET KEY FILE [PUSH_ID] [CREDENTIAL]: prints the status code, body in $BODY
 push() {

@@ -10,12 +10,7 @@
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 
 STAGEIND="$top_builddir/daemon/stageind"
-for tool in curl openssl python3 sqlite3; do
-    if ! command -v "$tool" >/dev/null 2>&1; then
-        echo "1..0 # SKIP $tool is not installed"
-        exit 0
-    fi
-done
+need_tools curl openssl python3 sqlite3
 # Debian's gfal2 binding is built for the system python
 GFAL_PY=/usr/bin/python3
 HAVE_GFAL=0
@@ -28,7 +23,6 @@ MINT="$top_srcdir/tests/jwt-mint.py"
 # --- keys of two issuers, the token files, configuration ---------------------------
 STATE=$TEST_DIR/state
 LOG=$TEST_DIR/stageind.log
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 PORT=$(free_port)
 S3_PORT=$(free_port)
 export STAGEIN_CONF=$TEST_DIR/stagein.conf

@@ -11,9 +11,7 @@
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/recall-lib.sh"
 . "$top_srcdir/tests/slurm-lib.sh"
-for tool in useradd userdel groupadd groupdel salloc srun scancel; do
-    command -v "$tool" >/dev/null 2>&1 || { echo "1..0 # SKIP $tool is not installed (passwd, slurm-client)"; exit 0; }
-done
+need_tools -p "passwd, slurm-client" useradd userdel groupadd groupdel salloc srun scancel
 
 for f in a1:150000 a2:250000 b1:120000 b2:80000 g1:50000 k1:1500000 k2:1500000 \
     k3:1500000 k4:1500000 h1:6000000 h2:6000000; do

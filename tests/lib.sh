@@ -23,6 +23,46 @@ trap cleanup EXIT
 # Register a PID that this test started, to be stopped at exit.
 track_pid() { _cleanup_pids+=("$1"); }
 
+# need_tools [-p PACKAGES] TOOL...: the test is skipped (TAP) unless every
+# tool is on PATH or in /usr/sbin; PACKAGES names what installs them.
+need_tools() {
+    local hint="" tool
+    if [ "${1:-}" = -p ]; then hint=" ($2)"; shift 2; fi
+    for tool in "$@"; do
+        if ! command -v "$tool" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$tool" ]; then
+            echo "1..0 # SKIP $tool is not installed$hint"
+            exit 0
+        fi
+    done
+}
+
+# start_munged: a private munged (its own key, socket, pid, log and seed in
+# $TEST_DIR/munge, which M names), stopped at exit; cred prints a credential
+# from it. The test is skipped when munged does not start. Nobody but this
+# user reaches the test's directories through it (mode 755).
+start_munged() {
+    need_tools munged mungekey munge
+    PATH=$PATH:/usr/sbin
+    M=$TEST_DIR/munge
+    mkdir -p "$M"
+    mungekey --create --keyfile="$M/key" >/dev/null 2>&1
+    munged --socket="$M/sock" --key-file="$M/key" --pid-file="$M/pid" --log-file="$M/log" \
+        --seed-file="$M/seed" --force >/dev/null 2>&1
+    for _ in $(seq 50); do [ -S "$M/sock" ] && [ -s "$M/pid" ] && break; sleep 0.1; done
+    if [ ! -s "$M/pid" ]; then
+        echo "1..0 # SKIP munged did not start: $(tail -1 "$M/log" 2>/dev/null)"
+        exit 0
+    fi
+    track_pid "$(cat "$M/pid")"
+    chmod 755 "$TEST_DIR" "$M"
+}
+cred() { munge -S "$M/sock" -n; }
+# the same from user nobody (needs setpriv, util-linux)
+cred_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups munge -S "$M/sock" -n; }
+
+# A TCP port on 127.0.0.1 that is free now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
 ok() {  # ok CONDITION_STATUS DESCRIPTION
     local status=$1; shift
     tap_n=$((tap_n + 1))

@@ -3,31 +3,10 @@
 # stageind started on a per-test port and socket. Source after lib.sh.
 
 STAGEIND="$top_builddir/daemon/stageind"
-for tool in munged mungekey munge curl sqlite3 python3 sha256sum; do
-    if ! command -v "$tool" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$tool" ]; then
-        echo "1..0 # SKIP $tool is not installed"
-        exit 0
-    fi
-done
-PATH=$PATH:/usr/sbin
+need_tools munged mungekey munge curl sqlite3 python3 sha256sum
 unset STAGEIN_CATALOG
 
-# --- a private munged ------------------------------------------------------------
-M=$TEST_DIR/munge
-mkdir -p "$M"
-mungekey --create --keyfile="$M/key" >/dev/null 2>&1
-munged --socket="$M/sock" --key-file="$M/key" --pid-file="$M/pid" --log-file="$M/log" \
-    --seed-file="$M/seed" --force >/dev/null 2>&1
-for _ in $(seq 50); do [ -S "$M/sock" ] && [ -s "$M/pid" ] && break; sleep 0.1; done
-if [ ! -s "$M/pid" ]; then
-    echo "1..0 # SKIP munged did not start: $(tail -1 "$M/log" 2>/dev/null)"
-    exit 0
-fi
-track_pid "$(cat "$M/pid")"
-chmod 755 "$TEST_DIR" "$M"
-cred() { munge -S "$M/sock" -n; }
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+start_munged
 
 # use_state NAME: the state directory, configuration and port the helpers use
 use_state() {

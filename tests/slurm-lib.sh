@@ -4,9 +4,7 @@
 # the simulated library. Source after lib.sh and recall-lib.sh. Everything
 # started here is stopped by pid at exit; every wait is bounded.
 PATH=$PATH:/usr/sbin
-for tool in slurmctld slurmd sbatch squeue sinfo scontrol setpriv; do
-    command -v "$tool" >/dev/null 2>&1 || { echo "1..0 # SKIP $tool is not installed (slurmctld slurmd slurm-client)"; exit 0; }
-done
+need_tools -p "slurmctld slurmd slurm-client" slurmctld slurmd sbatch squeue sinfo scontrol setpriv
 if [ "$(id -u)" -ne 0 ]; then
     echo "1..0 # SKIP the Slurm tests run slurmd, which needs root"
     exit 0

@@ -73,5 +73,17 @@ int main(void)
     is_str(si_format_bytes(18000000000000ULL, buf, sizeof(buf)), "18.0 TB", "18 TB");
     is_str(si_format_duration(3723, buf, sizeof(buf)), "1h02m03s", "duration h/m/s");
     is_str(si_format_duration(4.25, buf, sizeof(buf)), "4.2s", "short duration");
+    /* hex: one encoder, one digit decoder, one lower-case check */
+    char hx[9];
+    si_hex((const unsigned char *)"\x01\xab\xff\x10", 4, hx);
+    is_str(hx, "01abff10", "si_hex writes lower-case pairs");
+    ok(si_hex_digit('0') == 0 && si_hex_digit('9') == 9 && si_hex_digit('a') == 10 &&
+       si_hex_digit('F') == 15, "si_hex_digit reads either case");
+    ok(si_hex_digit('g') < 0 && si_hex_digit('/') < 0 && si_hex_digit('\0') < 0,
+       "si_hex_digit refuses what is not a digit");
+    ok(si_is_lower_hex("01abff10", 8), "si_is_lower_hex: lower-case digits");
+    ok(!si_is_lower_hex("01ABff10", 8), "si_is_lower_hex: upper case refused");
+    ok(si_is_lower_hex("abz", 2) && !si_is_lower_hex("abz", 3),
+       "si_is_lower_hex reads len bytes, no more");
     return done_testing();
 }

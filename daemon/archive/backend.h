@@ -5,7 +5,7 @@
  * the recall scheduler of daemon/sched and the volume images of
  * daemon/volume).
  *
- * Recall: the caller (the recall service, archive/recall.h) hands the
+ * Recall: the caller (the recall service, recall/recall.h) hands the
  * backend items, each one object with its tape copies, grouped into batches
  * that share a priority and a deadline (one batch per stage request, which is
  * what the scheduler optimises: the time each batch completes). The backend

@@ -14,18 +14,12 @@
 #include <unistd.h>
 
 #include "daemon/archive/command.h"
+#include "common/clock.h"
 
 extern char **environ;
 
 #define KILL_GRACE_S 5.0
 #define POLL_MS 100
-
-static double mono_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
 
 /* Keeps the last bytes of the output in res->output. */
 static void keep_output(archive_command_result_t *res, size_t *len, const char *data, size_t n)
@@ -109,7 +103,7 @@ int archive_command_run(const char *command, const char *const *paths, size_t n,
         return -1;
     }
     close(pipefd[1]);
-    double started = mono_now(), killed_at = 0;
+    double started = si_mono_now(), killed_at = 0;
     size_t outlen = 0;
     int status = 0;
     bool open_pipe = true, exited = false;
@@ -129,7 +123,7 @@ int archive_command_run(const char *command, const char *const *paths, size_t n,
             exited = true;
             break;
         }
-        double now = mono_now();
+        double now = si_mono_now();
         bool stopping = stop && atomic_load(stop);
         if (!killed_at && (now - started >= timeout_s || stopping)) {
             res->timed_out = true;
@@ -148,7 +142,7 @@ int archive_command_run(const char *command, const char *const *paths, size_t n,
     close(pipefd[0]);
     if (res->timed_out)
         kill(-pid, SIGKILL); /* whatever of the group outlived its shell */
-    res->seconds = mono_now() - started;
+    res->seconds = si_mono_now() - started;
     if (WIFEXITED(status)) {
         res->status = WEXITSTATUS(status);
     } else {

@@ -43,6 +43,7 @@
 
 #include "common/array.h"
 #include "common/checksum.h"
+#include "common/clock.h"
 #include "common/fileio.h"
 #include "common/strbuf.h"
 #include "common/uri.h"
@@ -279,19 +280,12 @@ static si_s3_xfer_t *xfer_new(s3b_t *b, si_error_t *err)
     return x;
 }
 
-static double mono_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
 /* Sleeps up to s seconds, less when stopping. */
 static void nap(s3b_t *b, double s)
 {
-    double until = mono_now() + s;
+    double until = si_mono_now() + s;
     while (!atomic_load(&b->stop)) {
-        double left = until - mono_now();
+        double left = until - si_mono_now();
         if (left <= 0)
             break;
         usleep((useconds_t)((left < 0.05 ? left : 0.05) * 1e6));
@@ -393,7 +387,7 @@ static check_t request_restore(s3b_t *b, si_s3_xfer_t *x, s3_recall_t *r, char *
                                      (rs.status == 409 &&
                                       strcmp(rs.code, "RestoreAlreadyInProgress") == 0))) {
         if (!r->restore_started)
-            r->restore_started = mono_now();
+            r->restore_started = si_mono_now();
         r->attempts = 0;
         pthread_mutex_lock(&b->mu);
         b->restores_requested++;
@@ -424,14 +418,14 @@ static int judge_head(s3b_t *b, s3_recall_t *r, const si_s3_response_t *rs, char
     }
     if (archive_s3_online(rs->storage_class, rs->restore))
         return CHECK_READY;
-    if (r->restore_started && mono_now() - r->restore_started > b->conf.restore_timeout) {
+    if (r->restore_started && si_mono_now() - r->restore_started > b->conf.restore_timeout) {
         snprintf(why, whysize, "the restore of %s did not complete within %g s (x-amz-restore: "
                  "%s)", r->where, b->conf.restore_timeout, rs->restore[0] ? rs->restore : "none");
         return CHECK_FAIL;
     }
     if (strstr(rs->restore, "ongoing-request=\"true\"")) {
         if (!r->restore_started)
-            r->restore_started = mono_now(); /* someone else asked: its time counts from now */
+            r->restore_started = si_mono_now(); /* someone else asked: its time counts from now */
         r->attempts = 0;
         return CHECK_WAIT;
     }
@@ -506,7 +500,7 @@ static void head_all(s3b_t *b, CURLM *multi, si_s3_xfer_t **slots, int nslots,
 
 static void apply_check(s3b_t *b, s3_recall_t *r, check_t c, const char *why)
 {
-    double now = mono_now();
+    double now = si_mono_now();
     pthread_mutex_lock(&b->mu);
     if (r->cancelled) {
         pthread_mutex_unlock(&b->mu);
@@ -570,7 +564,7 @@ static void *control_main(void *arg)
     }
     pthread_mutex_lock(&b->mu);
     while (!atomic_load(&b->stop)) {
-        double now = mono_now(), wake = now + 1.0;
+        double now = si_mono_now(), wake = now + 1.0;
         size_t n = 0;
         /* admit new items while restore slots are free */
         while (b->in_restore < (size_t)b->conf.restores && archive_order_count(b->q.order) > 0) {
@@ -709,7 +703,7 @@ static int window_run(window_t *w, int concurrency, const char *what, const char
             si_errprintf(err, "stopping");
             goto out;
         }
-        double now = mono_now();
+        double now = si_mono_now();
         /* start what may start: a free slot, no further ahead than the window */
         for (size_t j = w->flushed; j < w->njobs && j < w->flushed + (size_t)concurrency; j++) {
             job_t *jb = &w->jobs[j];
@@ -772,7 +766,7 @@ static int window_run(window_t *w, int concurrency, const char *what, const char
             }
             jb->attempts++;
             jb->state = JOB_WAITING;
-            jb->retry_at = mono_now() + si_s3_backoff(jb->attempts, b->conf.retry_base,
+            jb->retry_at = si_mono_now() + si_s3_backoff(jb->attempts, b->conf.retry_base,
                                                       b->conf.retry_max, &w->rng);
             si_s3_response_free(&jb->rs);
             pthread_mutex_lock(&b->mu);
@@ -912,7 +906,7 @@ static int get_ranged(get_t *g, si_error_t *err)
     }
     ranged_t rg = {g, ctx};
     window_t w = {b, jobs, n, 0, range_setup, range_done, &rg,
-                  (uint64_t)(uintptr_t)g ^ (uint64_t)(mono_now() * 1e6)};
+                  (uint64_t)(uintptr_t)g ^ (uint64_t)(si_mono_now() * 1e6)};
     rc = window_run(&w, b->conf.parts, "GET", g->r->where, err);
 out:
     if (jobs)
@@ -965,7 +959,7 @@ static void fetch(s3b_t *b, si_s3_xfer_t *x, s3_recall_t *r)
     char why[1200];
     si_error_t err;
     int mismatches = 0;
-    uint64_t seed = (uint64_t)(uintptr_t)r ^ (uint64_t)(mono_now() * 1e6);
+    uint64_t seed = (uint64_t)(uintptr_t)r ^ (uint64_t)(si_mono_now() * 1e6);
     for (;;) {
         if (atomic_load(&b->stop))
             return; /* not reported: the backend is going away */
@@ -1195,7 +1189,7 @@ static int part_done(window_t *w, size_t j, si_error_t *err)
 static int call(s3b_t *b, si_s3_xfer_t *x, const si_s3_request_t *rq, si_s3_response_t *rs,
                 const char *what, const char *where, si_error_t *err)
 {
-    uint64_t seed = (uint64_t)(uintptr_t)rs ^ (uint64_t)(mono_now() * 1e6);
+    uint64_t seed = (uint64_t)(uintptr_t)rs ^ (uint64_t)(si_mono_now() * 1e6);
     for (int attempt = 0;; attempt++) {
         if (si_s3_xfer_perform(x, rq, rs, err) < 0)
             return -1;
@@ -1256,7 +1250,7 @@ static int put_multipart(s3b_t *b, si_s3_xfer_t *x, put_ctx_t *p, const char *wh
         jobs[j].len = size - jobs[j].off < ps ? size - jobs[j].off : ps;
     }
     window_t w = {b, jobs, n, 0, part_setup, part_done, p,
-                  (uint64_t)(uintptr_t)p ^ (uint64_t)(mono_now() * 1e6)};
+                  (uint64_t)(uintptr_t)p ^ (uint64_t)(si_mono_now() * 1e6)};
     if (window_run(&w, b->conf.parts, "UploadPart", where, err) < 0)
         goto abort;
     si_strbuf_puts(&xml, "<CompleteMultipartUpload>");

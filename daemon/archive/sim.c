@@ -17,13 +17,14 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "daemon/archive/backend.h"
 #include "daemon/archive/internal.h"
 #include "daemon/simlib/engine.h"
 #include "daemon/simlib/volume_fetch.h"
 #include "daemon/volume/volume.h"
+#include "common/array.h"
+#include "common/clock.h"
 
 /* Write tokens live in their own half of the engine's object ids. */
 #define WRITE_TOKEN_BIT (UINT64_C(1) << 63)
@@ -88,28 +89,6 @@ typedef struct {
     uint64_t fetch_bytes;      /* bytes delivered to sinks */
     uint64_t old_mounts, old_reads, old_failures; /* of engines replaced */
 } sim_t;
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *p = realloc(*arr, c * elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = c;
-    return 0;
-}
-
-static double unix_now(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + tv.tv_usec / 1e6;
-}
 
 /* ---- engine callbacks (engine thread, engine lock held) -------------------- */
 
@@ -458,9 +437,11 @@ static int sim_recall(archive_backend_t *b, const archive_batch_t *batch,
     /* Tokens and the batch, then the submission; undone if it fails. */
     pthread_mutex_lock(&s->mu);
     uint64_t *tokens = malloc(n * sizeof(*tokens));
-    if (!tokens || grow((void **)&s->recalls, &s->cap_recalls, s->nrecalls + n,
-                        sizeof(recall_t *)) < 0 ||
-        grow((void **)&s->batches, &s->cap_batches, s->nbatches + 1, sizeof(batch_t)) < 0) {
+    if (!tokens ||
+        si_array_grow((void **)&s->recalls, &s->cap_recalls, s->nrecalls + n,
+                      sizeof(recall_t *)) < 0 ||
+        si_array_grow((void **)&s->batches, &s->cap_batches, s->nbatches + 1,
+                      sizeof(batch_t)) < 0) {
         pthread_mutex_unlock(&s->mu);
         free(tokens);
         si_errprintf(err, "out of memory");
@@ -478,7 +459,7 @@ static int sim_recall(archive_backend_t *b, const archive_batch_t *batch,
     sched_request_t req = {request, batch->priority, 0};
     if (batch->deadline > 0) {
         /* the simulated clock runs 1 / time_scale times faster than real time */
-        double ahead = (batch->deadline - unix_now()) / s->base.time_scale;
+        double ahead = (batch->deadline - si_wall_now()) / s->base.time_scale;
         req.deadline = now_sim + (ahead > 0 ? ahead : 0);
     }
     s->batches[request - 1] = (batch_t){tokens, n, batch->id, batch->priority, req.deadline};

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "catalog/catalog.h"
+#include "common/clock.h"
 
 /* Batches of up to this many objects, or of objects of this size on
  * average, are flushed file by file (fdatasync of each, fsync of its
@@ -44,13 +45,6 @@
  * only for small objects. */
 #define FILE_FLUSH_MAX 2
 #define FILE_FLUSH_AVERAGE (4u << 20)
-
-static double mono_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
 
 int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_fn done,
                         void *done_arg, si_error_t *err)
@@ -82,7 +76,7 @@ int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_
     w->submitted = true;
     c->unsubmitted--;
     if (!c->queue_head)
-        c->queued_since = mono_now();
+        c->queued_since = si_mono_now();
     *c->queue_tail = w;
     c->queue_tail = &w->next;
     c->queued++;
@@ -351,7 +345,7 @@ static bool batch_ready(const cache_t *c)
 {
     return c->committer_stop || c->conf.commit_delay <= 0 ||
            c->queued >= c->conf.commit_objects || c->queued_bytes >= c->conf.commit_bytes ||
-           c->unsubmitted == 0 || mono_now() - c->queued_since >= c->conf.commit_delay;
+           c->unsubmitted == 0 || si_mono_now() - c->queued_since >= c->conf.commit_delay;
 }
 
 static void *committer_main(void *arg)
@@ -371,7 +365,7 @@ static void *committer_main(void *arg)
             break;
         while (!batch_ready(c)) {
             struct timespec until =
-                deadline_in(c->queued_since + c->conf.commit_delay - mono_now());
+                deadline_in(c->queued_since + c->conf.commit_delay - si_mono_now());
             pthread_cond_timedwait(&c->commit_cv, &c->lock, &until);
         }
         size_t n = 0;
@@ -387,7 +381,7 @@ static void *committer_main(void *arg)
         if (!c->queue_head)
             c->queue_tail = &c->queue_head;
         else
-            c->queued_since = mono_now();
+            c->queued_since = si_mono_now();
         c->in_batch = true;
         pthread_mutex_unlock(&c->lock);
         commit_batch(c, ws, n);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/checksum.h"
+#include "common/text.h"
 
 #define TREE_DEPTH_MAX 16
 #define HASH_BUFFER (4u << 20)
@@ -117,12 +118,7 @@ static int each_entry(int fd, entry_fn fn, void *arg)
 
 static bool is_hex_name(const char *name, size_t len)
 {
-    if (strlen(name) != len)
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
-            return false;
-    return true;
+    return strlen(name) == len && si_is_lower_hex(name, len);
 }
 
 typedef struct {

@@ -13,6 +13,7 @@
 #include "catalog/requests.h"
 #include "daemon/jobs/reconcile.h"
 #include "daemon/jobs/slurm.h"
+#include "common/clock.h"
 
 const si_conf_key_t jobs_conf_keys[] = {
     {"slurm", SI_CONF_GROUP, 0, 0, NULL},
@@ -65,13 +66,6 @@ struct jobs_service {
     char last_error[256];      /* squeue's last failure, logged once per change */
 };
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void on_expired(const char *uuid, int64_t lifetime, void *arg)
 {
     jobs_service_t *j = arg;
@@ -83,7 +77,7 @@ static void expire(jobs_service_t *j)
 {
     si_error_t err;
     size_t n = 0;
-    if (requests_expire(j->requests, wall_now(), on_expired, j, &n, &err) < 0)
+    if (requests_expire(j->requests, si_wall_now(), on_expired, j, &n, &err) < 0)
         si_log(j->log, SI_LOG_ERROR, "pin expiry: %s", err.text);
 }
 
@@ -118,7 +112,7 @@ static void reconcile(jobs_service_t *j)
     reconcile_action_t *plan = NULL;
     size_t nh = 0, nj = 0, np = 0, nk = 0;
     si_error_t err;
-    double now = wall_now();
+    double now = si_wall_now();
     if (requests_holders(j->requests, &holders, &nh, &err) < 0 ||
         requests_recent_jobs(j->requests, now - j->conf.submission_grace_s - KNOWN_JOBS_S,
                              &known, &nk, &err) < 0) {
@@ -155,7 +149,7 @@ static void *run(void *arg)
     double next_expiry = 0, next_reconcile = 0;
     pthread_mutex_lock(&j->lock);
     while (!j->stop) {
-        double now = wall_now();
+        double now = si_wall_now();
         bool do_expiry = now >= next_expiry;
         bool do_reconcile = j->conf.squeue[0] && (now >= next_reconcile || j->woken);
         j->woken = false;
@@ -163,11 +157,11 @@ static void *run(void *arg)
             pthread_mutex_unlock(&j->lock);
             if (do_expiry) {
                 expire(j);
-                next_expiry = wall_now() + j->conf.expiry_interval_s;
+                next_expiry = si_wall_now() + j->conf.expiry_interval_s;
             }
             if (do_reconcile) {
                 reconcile(j);
-                next_reconcile = wall_now() + j->conf.interval_s;
+                next_reconcile = si_wall_now() + j->conf.interval_s;
             }
             pthread_mutex_lock(&j->lock);
             continue;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/array.h"
+#include "common/clock.h"
 #include "common/strbuf.h"
 
 /* squeue's --Format, one field each, wide enough for any value; none of
@@ -125,19 +126,12 @@ int slurm_jobs_parse(const char *text, slurm_job_t **jobs, size_t *n, si_error_t
     return 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Reads the child's stdout until EOF or the deadline; false on timeout. */
 static bool read_all(int fd, si_strbuf_t *out, double deadline)
 {
     char buf[8192];
     for (;;) {
-        double left = deadline - now_s();
+        double left = deadline - si_mono_now();
         if (left <= 0)
             return false;
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -183,7 +177,7 @@ int slurm_jobs_query(const char *squeue, double timeout_s, slurm_job_t **jobs, s
     }
     si_strbuf_t text;
     si_strbuf_init(&text, 256u << 20); /* a site with a million jobs in memory */
-    bool finished = read_all(out[0], &text, now_s() + timeout_s);
+    bool finished = read_all(out[0], &text, si_mono_now() + timeout_s);
     close(out[0]);
     if (!finished)
         kill(pid, SIGKILL);

@@ -16,6 +16,7 @@
 
 #include "daemon/archive/backend.h"
 #include "daemon/cache/cache.h"
+#include "common/clock.h"
 
 /* Members per archive file at most, whatever their size: bounds memory and
  * the length of one catalog transaction. */
@@ -55,16 +56,7 @@ static void batch_free(batch_t *b)
  * ARCHIVING; lock held. 0 with b->n == 0 when nothing is due. */
 static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
 {
-    sqlite3_stmt *s = push_prepare(p, "SELECT i.object_id, pu.dataset_id, o.bucket, o.key,"
-                                      " o.size, o.checksum, coalesce(o.mtime, 0), i.received,"
-                                      " i.attempts, m.headers, m.storage_class FROM push_items i"
-                                      " JOIN objects o ON o.id = i.object_id"
-                                      " LEFT JOIN object_meta m ON m.object_id = i.object_id"
-                                      " JOIN pushes pu ON pu.id = i.push_id"
-                                      " WHERE i.state = 'RECEIVED' ORDER BY i.received, i.object_id",
-                                   err);
-    if (!s)
-        return -1;
+    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_RECEIVED_OLDEST_FIRST);
     double oldest = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -114,34 +106,31 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
         }
     }
     bool full = rc == SQLITE_ROW; /* stopped early: more waits than one aggregate */
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     if (rc == SQLITE_NOMEM)
         return si_errnoprintf(err, ENOMEM, "out of memory");
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return push_db_error(p, err, "listing received files");
     bool due = b->n > 0 && (force || full || b->bytes >= p->conf.aggregate_bytes ||
-                            push_now() - oldest >= p->conf.aggregate_window);
+                            si_wall_now() - oldest >= p->conf.aggregate_window);
     if (!due) {
         batch_free(b);
         return 0;
     }
     if (catalog_begin(p->cat, err) < 0)
         goto error;
-    s = push_prepare(p, "UPDATE push_items SET state = 'ARCHIVING', attempts = attempts + 1"
-                        " WHERE object_id = ?1 AND state = 'RECEIVED'", err);
-    if (!s)
-        goto error;
+    s = push_stmt(p, PUSH_SQL_MARK_ARCHIVING);
     for (size_t i = 0; i < b->n; i++) {
         sqlite3_reset(s);
         sqlite3_bind_int64(s, 1, b->items[i].object_id);
         if (sqlite3_step(s) != SQLITE_DONE) {
-            sqlite3_finalize(s);
+            sqlite3_reset(s);
             push_db_error(p, err, "marking files ARCHIVING");
             goto error;
         }
         b->items[i].attempts++;
     }
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     if (catalog_commit(p->cat, err) < 0)
         goto error;
     return 0;
@@ -154,14 +143,10 @@ error:
 
 static int mark_dataset_stale(push_t *p, int64_t dataset_id, si_error_t *err)
 {
-    sqlite3_stmt *s = push_prepare(p, "UPDATE datasets SET stat_objects = NULL,"
-                                      " stat_bytes = NULL, stat_volumes = NULL WHERE id = ?1",
-                                   err);
-    if (!s)
-        return -1;
+    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_DATASET_STALE);
     sqlite3_bind_int64(s, 1, dataset_id);
     int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     return rc == SQLITE_DONE ? 0 : push_db_error(p, err, "marking dataset totals stale");
 }
 
@@ -180,15 +165,10 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
             catalog_volume_set_used(p->cat, last->volume, last->volume_used, err) < 0)
             goto error;
     }
-    if (!(member = push_prepare(p, "INSERT OR IGNORE INTO dataset_members(dataset_id, object_id)"
-                                   " VALUES (?1, ?2)", err)) ||
-        !(item = push_prepare(p, "UPDATE push_items SET state = 'DURABLE', error = NULL,"
-                                 " finished = ?2 WHERE object_id = ?1 AND state = 'ARCHIVING'",
-                              err)) ||
-        !(touch = push_prepare(p, "UPDATE pushes SET updated = ?2 WHERE id ="
-                                  " (SELECT push_id FROM push_items WHERE object_id = ?1)", err)))
-        goto error;
-    double now = push_now();
+    member = push_stmt(p, PUSH_SQL_DATASET_MEMBER);
+    item = push_stmt(p, PUSH_SQL_MARK_DURABLE);
+    touch = push_stmt(p, PUSH_SQL_PUSH_TOUCH);
+    double now = si_wall_now();
     int64_t last_dataset = 0;
     for (size_t i = 0; i < b->n; i++) {
         const batch_item_t *it = &b->items[i];
@@ -232,17 +212,17 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
         push_db_error(p, err, "logging an archive write");
         goto error;
     }
-    sqlite3_finalize(member);
-    sqlite3_finalize(item);
-    sqlite3_finalize(touch);
+    sqlite3_reset(member);
+    sqlite3_reset(item);
+    sqlite3_reset(touch);
     member = item = touch = NULL;
     if (catalog_commit(p->cat, err) < 0)
         return errno = EIO, -1;
     return 0;
 error:
-    sqlite3_finalize(member);
-    sqlite3_finalize(item);
-    sqlite3_finalize(touch);
+    sqlite3_reset(member);
+    sqlite3_reset(item);
+    sqlite3_reset(touch);
     catalog_rollback(p->cat);
     errno = EIO;
     return -1;
@@ -253,12 +233,9 @@ static size_t put_back(push_t *p, const batch_t *b, const char *why)
 {
     size_t failed = 0;
     si_error_t err;
-    sqlite3_stmt *s = push_prepare(p, "UPDATE push_items SET"
-                                      " state = CASE WHEN ?2 THEN 'FAILED' ELSE 'RECEIVED' END,"
-                                      " error = ?3, finished = CASE WHEN ?2 THEN ?4 END"
-                                      " WHERE object_id = ?1 AND state = 'ARCHIVING'", &err);
-    if (!s || catalog_begin(p->cat, &err) < 0) {
-        sqlite3_finalize(s);
+    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_PUT_BACK);
+    if (catalog_begin(p->cat, &err) < 0) {
+        sqlite3_reset(s);
         si_log(p->log, SI_LOG_ERROR, "push: %s (the files are retried at the next start)",
                err.text);
         return 0;
@@ -272,12 +249,12 @@ static size_t put_back(push_t *p, const batch_t *b, const char *why)
         sqlite3_bind_int64(s, 1, b->items[i].object_id);
         sqlite3_bind_int(s, 2, give_up);
         sqlite3_bind_text(s, 3, text, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_double(s, 4, push_now());
+        sqlite3_bind_double(s, 4, si_wall_now());
         if (sqlite3_step(s) != SQLITE_DONE)
             break;
         failed += give_up;
     }
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     if (catalog_commit(p->cat, &err) < 0)
         si_log(p->log, SI_LOG_ERROR, "push: %s (the files are retried at the next start)",
                err.text);

@@ -8,11 +8,30 @@
 #include "catalog/catalog.h"
 #include "daemon/push/push.h"
 
+/* The catalog statements (db.c: their text). */
+enum {
+    /* receiving an upload (receive.c) */
+    PUSH_SQL_DATASET_BY_NAME, PUSH_SQL_DATASET_INSERT, PUSH_SQL_PUSH_FOR_UPLOAD,
+    PUSH_SQL_PUSH_INSERT, PUSH_SQL_OBJECT_INSERT, PUSH_SQL_ITEM_INSERT,
+    PUSH_SQL_RECEIVED_CHECKSUM, PUSH_SQL_MARK_RECEIVED, PUSH_SQL_RECEIVED_TOUCH,
+    /* an upload never acknowledged, and recovery (push.c) */
+    PUSH_SQL_DISCARD_MARK, PUSH_SQL_DISCARD_FIND_PUSH, PUSH_SQL_DISCARD_ITEM,
+    PUSH_SQL_DISCARD_OBJECT, PUSH_SQL_DISCARD_PUSH, PUSH_SQL_DISCARD_DATASET,
+    PUSH_SQL_IDS_UNACKNOWLEDGED, PUSH_SQL_IDS_RECEIVED, PUSH_SQL_ITEM_FAILED, PUSH_SQL_OBJECT,
+    /* a push's status and the metrics (push.c) */
+    PUSH_SQL_PUSH_BY_UUID, PUSH_SQL_PUSH_ITEMS, PUSH_SQL_COPIES, PUSH_SQL_COUNT_BY_STATE,
+    /* aggregates written to the archive (archive.c) */
+    PUSH_SQL_RECEIVED_OLDEST_FIRST, PUSH_SQL_MARK_ARCHIVING, PUSH_SQL_DATASET_STALE,
+    PUSH_SQL_DATASET_MEMBER, PUSH_SQL_MARK_DURABLE, PUSH_SQL_PUSH_TOUCH, PUSH_SQL_PUT_BACK,
+    PUSH_SQL_COUNT
+};
+
 struct push {
     pthread_mutex_t lock;           /* guards cat, conf and the counters */
     pthread_cond_t wake;            /* the aggregator's */
     push_conf_t conf;
     catalog_t *cat;                 /* the push's own connection */
+    sqlite3_stmt *stmt[PUSH_SQL_COUNT]; /* on cat, prepared once (db.c) */
     cache_t *cache;
     char cache_dir[4096];
     archive_backend_t *backend;
@@ -31,12 +50,17 @@ struct push {
  * upload cost O(files waiting) under the lock the uploads take. */
 void push_note_received(push_t *p, uint64_t size);
 
+/* ---- the catalog (db.c; lock held) ---- */
+/* Prepares every statement on p->cat; push_db_close finalizes them. */
+int push_db_open(push_t *p, si_error_t *err);
+void push_db_close(push_t *p);
+/* Statement `which` (PUSH_SQL_*), reset and unbound: the caller binds,
+ * steps and resets it, and never finalizes it. */
+sqlite3_stmt *push_stmt(push_t *p, int which);
 /* Maps the connection's error into err (errno EIO); returns -1. */
 int push_db_error(push_t *p, si_error_t *err, const char *what);
-/* One statement run to completion (no rows expected); lock held. */
+/* A statement run once to completion (no rows expected). */
 int push_exec(push_t *p, const char *sql, si_error_t *err);
-sqlite3_stmt *push_prepare(push_t *p, const char *sql, si_error_t *err);
-double push_now(void);
 
 /* Removes an upload never acknowledged (RECEIVING or DISCARDED): its item,
  * cache file, object, and its push and dataset when they were made for it

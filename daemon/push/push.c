@@ -14,39 +14,7 @@
 #include <unistd.h>
 
 #include "daemon/cache/cache.h"
-
-int push_db_error(push_t *p, si_error_t *err, const char *what)
-{
-    return si_errnoprintf(err, EIO, "catalog: %s: %s", what, sqlite3_errmsg(catalog_db(p->cat)));
-}
-
-sqlite3_stmt *push_prepare(push_t *p, const char *sql, si_error_t *err)
-{
-    sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(catalog_db(p->cat), sql, -1, &s, NULL) != SQLITE_OK) {
-        push_db_error(p, err, "preparing a statement");
-        return NULL;
-    }
-    return s;
-}
-
-int push_exec(push_t *p, const char *sql, si_error_t *err)
-{
-    char *msg = NULL;
-    if (sqlite3_exec(catalog_db(p->cat), sql, NULL, NULL, &msg) != SQLITE_OK) {
-        si_errnoprintf(err, EIO, "catalog: %s", msg ? msg : "failed");
-        sqlite3_free(msg);
-        return -1;
-    }
-    return 0;
-}
-
-double push_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "common/clock.h"
 
 /* ---- life cycle ------------------------------------------------------------------ */
 
@@ -71,8 +39,10 @@ push_t *push_open(const push_opts_t *opts, si_error_t *err)
         si_errnoprintf(err, ENOMEM, "out of memory");
         return NULL;
     }
-    if (!(p->cat = catalog_open(opts->catalog_path, 0, err))) {
+    if (!(p->cat = catalog_open(opts->catalog_path, 0, err)) || push_db_open(p, err) < 0) {
         si_errprefix(err, "push: catalog");
+        push_db_close(p);
+        catalog_close(p->cat);
         free(p);
         errno = EIO;
         return NULL;
@@ -117,6 +87,7 @@ void push_close(push_t *p)
     pthread_mutex_unlock(&p->lock);
     if (running)
         pthread_join(p->thread, NULL);
+    push_db_close(p);
     catalog_close(p->cat);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->lock);
@@ -129,14 +100,10 @@ int push_discard_object(push_t *p, int64_t object_id, si_error_t *err)
 {
     /* 1. the item lets go of its cache pin (trigger), so the cache may drop it */
     pthread_mutex_lock(&p->lock);
-    sqlite3_stmt *s = push_prepare(p, "UPDATE push_items SET state = 'DISCARDED'"
-                                      " WHERE object_id = ?1", err);
-    int rc = -1;
-    if (s) {
-        sqlite3_bind_int64(s, 1, object_id);
-        rc = sqlite3_step(s) == SQLITE_DONE ? 0 : push_db_error(p, err, "discarding an upload");
-        sqlite3_finalize(s);
-    }
+    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_DISCARD_MARK);
+    sqlite3_bind_int64(s, 1, object_id);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : push_db_error(p, err, "discarding an upload");
+    sqlite3_reset(s);
     pthread_mutex_unlock(&p->lock);
     if (rc < 0)
         return -1;
@@ -147,23 +114,13 @@ int push_discard_object(push_t *p, int64_t object_id, si_error_t *err)
         return si_errnoprintf(err, errno, "discarding object %" PRId64 ": %s", object_id, cerr.text);
 
     /* 3. item, object, and the push and dataset made for it alone, together */
-    static const char *const steps[] = {
-        "DELETE FROM push_items WHERE object_id = ?1",
-        "DELETE FROM objects WHERE id = ?1",
-        "DELETE FROM pushes WHERE id = ?2"
-        " AND NOT EXISTS (SELECT 1 FROM push_items WHERE push_id = ?2)",
-        "DELETE FROM datasets WHERE id = ?3 AND description = 'created by push ' || ?4"
-        " AND NOT EXISTS (SELECT 1 FROM dataset_members WHERE dataset_id = ?3)"
-        " AND NOT EXISTS (SELECT 1 FROM pushes WHERE dataset_id = ?3)",
-    };
+    static const int steps[] = {PUSH_SQL_DISCARD_ITEM, PUSH_SQL_DISCARD_OBJECT,
+                                PUSH_SQL_DISCARD_PUSH, PUSH_SQL_DISCARD_DATASET};
     pthread_mutex_lock(&p->lock);
     sqlite3_stmt *q = NULL;
     if (catalog_begin(p->cat, err) < 0)
         goto error;
-    q = push_prepare(p, "SELECT p.id, p.dataset_id, p.uuid FROM push_items i"
-                        " JOIN pushes p ON p.id = i.push_id WHERE i.object_id = ?1", err);
-    if (!q)
-        goto error;
+    q = push_stmt(p, PUSH_SQL_DISCARD_FIND_PUSH);
     sqlite3_bind_int64(q, 1, object_id);
     int step = sqlite3_step(q);
     if (step != SQLITE_ROW) {
@@ -171,35 +128,33 @@ int push_discard_object(push_t *p, int64_t object_id, si_error_t *err)
             push_db_error(p, err, "finding an upload's push");
             goto error;
         }
-        sqlite3_finalize(q);
+        sqlite3_reset(q);
         q = NULL;
         catalog_rollback(p->cat);
         pthread_mutex_unlock(&p->lock);
         return 0; /* already gone */
     }
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
-        sqlite3_stmt *d = push_prepare(p, steps[i], err);
-        if (!d)
-            goto error;
+        sqlite3_stmt *d = push_stmt(p, steps[i]);
         sqlite3_bind_int64(d, 1, object_id);
         sqlite3_bind_int64(d, 2, sqlite3_column_int64(q, 0));
         sqlite3_bind_int64(d, 3, sqlite3_column_int64(q, 1));
         sqlite3_bind_text(d, 4, (const char *)sqlite3_column_text(q, 2), -1, SQLITE_TRANSIENT);
         int drc = sqlite3_step(d);
-        sqlite3_finalize(d);
+        sqlite3_reset(d);
         if (drc != SQLITE_DONE) {
             push_db_error(p, err, "removing an upload");
             goto error;
         }
     }
-    sqlite3_finalize(q);
+    sqlite3_reset(q);
     q = NULL;
     if (catalog_commit(p->cat, err) < 0)
         goto error;
     pthread_mutex_unlock(&p->lock);
     return 0;
 error:
-    sqlite3_finalize(q);
+    sqlite3_reset(q);
     catalog_rollback(p->cat);
     pthread_mutex_unlock(&p->lock);
     errno = EIO;
@@ -208,15 +163,10 @@ error:
 
 /* ---- recovery -------------------------------------------------------------------------- */
 
-/* Object ids of items in the given states (lock held). */
-static int ids_in_state(push_t *p, const char *where, int64_t **ids, size_t *n, si_error_t *err)
+/* Object ids of the items that statement `which` lists (lock held). */
+static int ids_in_state(push_t *p, int which, int64_t **ids, size_t *n, si_error_t *err)
 {
-    char sql[256];
-    snprintf(sql, sizeof(sql), "SELECT object_id FROM push_items WHERE %s ORDER BY object_id",
-             where);
-    sqlite3_stmt *s = push_prepare(p, sql, err);
-    if (!s)
-        return -1;
+    sqlite3_stmt *s = push_stmt(p, which);
     *ids = NULL;
     *n = 0;
     size_t cap = 0;
@@ -226,14 +176,14 @@ static int ids_in_state(push_t *p, const char *where, int64_t **ids, size_t *n, 
             cap = cap ? cap * 2 : 64;
             int64_t *grown = realloc(*ids, cap * sizeof(*grown));
             if (!grown) {
-                sqlite3_finalize(s);
+                sqlite3_reset(s);
                 return si_errnoprintf(err, ENOMEM, "out of memory");
             }
             *ids = grown;
         }
         (*ids)[(*n)++] = sqlite3_column_int64(s, 0);
     }
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     if (rc != SQLITE_DONE) {
         free(*ids);
         *ids = NULL;
@@ -244,15 +194,12 @@ static int ids_in_state(push_t *p, const char *where, int64_t **ids, size_t *n, 
 
 static int set_item_failed(push_t *p, int64_t object_id, const char *why, si_error_t *err)
 {
-    sqlite3_stmt *s = push_prepare(p, "UPDATE push_items SET state = 'FAILED', error = ?2,"
-                                      " finished = ?3 WHERE object_id = ?1", err);
-    if (!s)
-        return -1;
+    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_ITEM_FAILED);
     sqlite3_bind_int64(s, 1, object_id);
     sqlite3_bind_text(s, 2, why, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_double(s, 3, push_now());
+    sqlite3_bind_double(s, 3, si_wall_now());
     int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     if (rc != SQLITE_DONE)
         return push_db_error(p, err, "failing a push item");
     catalog_event(p->cat, "push.failed", NULL, why);
@@ -264,13 +211,10 @@ static int set_item_failed(push_t *p, int64_t object_id, const char *why, si_err
 static int verify_cached(push_t *p, int64_t object_id, char *why, size_t why_size,
                          si_error_t *err)
 {
-    sqlite3_stmt *s = push_prepare(p, "SELECT bucket, key, size, checksum FROM objects"
-                                      " WHERE id = ?1", err);
-    if (!s)
-        return -1;
+    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_OBJECT);
     sqlite3_bind_int64(s, 1, object_id);
     if (sqlite3_step(s) != SQLITE_ROW) {
-        sqlite3_finalize(s);
+        sqlite3_reset(s);
         return push_db_error(p, err, "reading a pushed object");
     }
     char name[SI_KEY_MAX + SI_BUCKET_MAX + 2], expected[SI_CHECKSUM_TEXT_MAX] = "";
@@ -278,7 +222,7 @@ static int verify_cached(push_t *p, int64_t object_id, char *why, size_t why_siz
     uint64_t size = (uint64_t)sqlite3_column_int64(s, 2);
     if (sqlite3_column_text(s, 3))
         snprintf(expected, sizeof(expected), "%s", sqlite3_column_text(s, 3));
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
 
     int fd;
     uint64_t have;
@@ -336,7 +280,7 @@ int push_recover(push_t *p, push_recovery_t *out, si_error_t *err)
 
     /* uploads that were never acknowledged */
     pthread_mutex_lock(&p->lock);
-    int rc = ids_in_state(p, "state IN ('RECEIVING', 'DISCARDED')", &ids, &n, err);
+    int rc = ids_in_state(p, PUSH_SQL_IDS_UNACKNOWLEDGED, &ids, &n, err);
     pthread_mutex_unlock(&p->lock);
     if (rc < 0)
         return -1;
@@ -356,7 +300,7 @@ int push_recover(push_t *p, push_recovery_t *out, si_error_t *err)
     if (push_exec(p, "UPDATE push_items SET state = 'RECEIVED' WHERE state = 'ARCHIVING'", err) < 0)
         goto error;
     rec.requeued = (uint64_t)sqlite3_changes(catalog_db(p->cat));
-    if (ids_in_state(p, "state = 'RECEIVED'", &ids, &n, err) < 0)
+    if (ids_in_state(p, PUSH_SQL_IDS_RECEIVED, &ids, &n, err) < 0)
         goto error;
     for (size_t i = 0; i < n; i++) {
         char why[600];
@@ -413,18 +357,13 @@ static char *column_dup(sqlite3_stmt *s, int col)
 
 static int load_copies(push_t *p, push_item_t *it, si_error_t *err)
 {
-    sqlite3_stmt *s = push_prepare(p, "SELECT t.copy, v.label, coalesce(t.file_seq, -1),"
-                                      " t.position FROM tape_copies t"
-                                      " JOIN volumes v ON v.id = t.volume_id"
-                                      " WHERE t.object_id = ?1 ORDER BY t.copy", err);
-    if (!s)
-        return -1;
+    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_COPIES);
     sqlite3_bind_int64(s, 1, it->object_id);
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         push_copy_t *grown = realloc(it->copies, (it->ncopies + 1) * sizeof(*grown));
         if (!grown) {
-            sqlite3_finalize(s);
+            sqlite3_reset(s);
             return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         it->copies = grown;
@@ -434,7 +373,7 @@ static int load_copies(push_t *p, push_item_t *it, si_error_t *err)
         c->file_seq = sqlite3_column_int64(s, 2);
         c->position = (uint64_t)sqlite3_column_int64(s, 3);
     }
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     return rc == SQLITE_DONE ? 0 : push_db_error(p, err, "reading tape copies");
 }
 
@@ -444,15 +383,11 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
     if (!uuid || strlen(uuid) != PUSH_UUID_LEN)
         return si_errnoprintf(err, ENOENT, "no push '%.64s' (a push id is a 36-character uuid)",
                          uuid ? uuid : "");
-    sqlite3_stmt *s = push_prepare(p, "SELECT p.id, p.uid, p.gid, d.name, p.created, p.updated"
-                                      " FROM pushes p JOIN datasets d ON d.id = p.dataset_id"
-                                      " WHERE p.uuid = ?1", err);
-    if (!s)
-        return -1;
+    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_PUSH_BY_UUID);
     sqlite3_bind_text(s, 1, uuid, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     if (rc != SQLITE_ROW) {
-        sqlite3_finalize(s);
+        sqlite3_reset(s);
         return rc == SQLITE_DONE ? si_errnoprintf(err, ENOENT, "no push %s", uuid)
                                  : push_db_error(p, err, "reading a push");
     }
@@ -463,7 +398,7 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
     st->dataset = column_dup(s, 3);
     st->created = sqlite3_column_double(s, 4);
     st->updated = sqlite3_column_double(s, 5);
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     if (!st->dataset)
         return si_errnoprintf(err, ENOMEM, "out of memory");
     if (caller != (uid_t)-1 && caller != 0 && caller != st->uid)
@@ -471,12 +406,7 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
                          (unsigned)st->uid, (unsigned)caller);
 
     /* uploads still arriving are not part of the push until acknowledged */
-    s = push_prepare(p, "SELECT i.object_id, o.bucket, o.key, o.size, o.checksum, i.state,"
-                        " i.error FROM push_items i JOIN objects o ON o.id = i.object_id"
-                        " WHERE i.push_id = ?1 AND i.state NOT IN ('RECEIVING', 'DISCARDED')"
-                        " ORDER BY o.key", err);
-    if (!s)
-        return -1;
+    s = push_stmt(p, PUSH_SQL_PUSH_ITEMS);
     sqlite3_bind_int64(s, 1, id);
     size_t cap = 0;
     bool pending = false, archiving = false;
@@ -485,7 +415,7 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
             cap = cap ? cap * 2 : 16;
             push_item_t *grown = realloc(st->items, cap * sizeof(*grown));
             if (!grown) {
-                sqlite3_finalize(s);
+                sqlite3_reset(s);
                 return si_errnoprintf(err, ENOMEM, "out of memory");
             }
             st->items = grown;
@@ -502,7 +432,7 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
         if (sqlite3_column_text(s, 6))
             it->error = column_dup(s, 6);
         if (!it->bucket || !it->object_key) {
-            sqlite3_finalize(s);
+            sqlite3_reset(s);
             return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         size_t dlen = strlen(st->dataset);
@@ -518,7 +448,7 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
             pending = true;
         archiving = archiving || strcmp(it->state, "ARCHIVING") == 0;
     }
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     if (rc != SQLITE_DONE)
         return push_db_error(p, err, "reading push items");
     if (st->nitems == 0)
@@ -557,29 +487,24 @@ int push_metrics(push_t *p, push_metrics_t *out, si_error_t *err)
 {
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&p->lock);
-    sqlite3_stmt *s = push_prepare(p, "SELECT i.state, count(*), coalesce(sum(o.size), 0)"
-                                      " FROM push_items i JOIN objects o ON o.id = i.object_id"
-                                      " GROUP BY i.state", err);
-    int rc = -1;
-    if (s) {
-        int step;
-        while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-            const char *state = (const char *)sqlite3_column_text(s, 0);
-            uint64_t files = (uint64_t)sqlite3_column_int64(s, 1);
-            if (strcmp(state, "RECEIVED") == 0) {
-                out->received_files = files;
-                out->received_bytes = (uint64_t)sqlite3_column_int64(s, 2);
-            } else if (strcmp(state, "ARCHIVING") == 0) {
-                out->archiving_files = files;
-            } else if (strcmp(state, "DURABLE") == 0) {
-                out->durable_files = files;
-            } else if (strcmp(state, "FAILED") == 0) {
-                out->failed_files = files;
-            }
+    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_COUNT_BY_STATE);
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *state = (const char *)sqlite3_column_text(s, 0);
+        uint64_t files = (uint64_t)sqlite3_column_int64(s, 1);
+        if (strcmp(state, "RECEIVED") == 0) {
+            out->received_files = files;
+            out->received_bytes = (uint64_t)sqlite3_column_int64(s, 2);
+        } else if (strcmp(state, "ARCHIVING") == 0) {
+            out->archiving_files = files;
+        } else if (strcmp(state, "DURABLE") == 0) {
+            out->durable_files = files;
+        } else if (strcmp(state, "FAILED") == 0) {
+            out->failed_files = files;
         }
-        sqlite3_finalize(s);
-        rc = step == SQLITE_DONE ? 0 : push_db_error(p, err, "counting push items");
     }
+    sqlite3_reset(s);
+    int rc = step == SQLITE_DONE ? 0 : push_db_error(p, err, "counting push items");
     out->archive_files_written = p->archive_files_written;
     pthread_mutex_unlock(&p->lock);
     return rc;

@@ -15,6 +15,7 @@
 #include "daemon/cache/cache.h"
 #include "common/text.h"
 #include "common/uuid.h"
+#include "common/clock.h"
 
 struct push_upload {
     push_t *p;
@@ -66,28 +67,23 @@ static int check_file(const push_conf_t *conf, const push_file_t *f, char *objec
 static int dataset_for(push_t *p, const push_file_t *f, const char *push_uuid, int64_t *id,
                        si_error_t *err)
 {
-    sqlite3_stmt *s = push_prepare(p, "SELECT id, owner_uid FROM datasets WHERE name = ?1", err);
-    if (!s)
-        return -1;
+    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_DATASET_BY_NAME);
     sqlite3_bind_text(s, 1, f->dataset, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
         *id = sqlite3_column_int64(s, 0);
         uid_t owner = (uid_t)sqlite3_column_int64(s, 1);
-        sqlite3_finalize(s);
+        sqlite3_reset(s);
         if (f->uid != 0 && owner != f->uid && !f->shared)
             return si_errnoprintf(err, EACCES, "dataset '%s' belongs to uid %u: only its owner may"
                                           " push into it (caller uid %u)",
                              f->dataset, (unsigned)owner, (unsigned)f->uid);
         return 0;
     }
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     if (rc != SQLITE_DONE)
         return push_db_error(p, err, "looking up a dataset");
-    s = push_prepare(p, "INSERT INTO datasets(name, owner_uid, owner_gid, mode, description,"
-                        " created) VALUES (?1, ?2, ?3, ?4, 'created by push ' || ?5, ?6)", err);
-    if (!s)
-        return -1;
+    s = push_stmt(p, PUSH_SQL_DATASET_INSERT);
     sqlite3_bind_text(s, 1, f->dataset, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, f->uid);
     sqlite3_bind_int64(s, 3, f->gid);
@@ -95,7 +91,7 @@ static int dataset_for(push_t *p, const push_file_t *f, const char *push_uuid, i
     sqlite3_bind_text(s, 5, push_uuid, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 6, (int64_t)time(NULL));
     rc = sqlite3_step(s);
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     if (rc != SQLITE_DONE)
         return push_db_error(p, err, "creating a dataset");
     *id = sqlite3_last_insert_rowid(catalog_db(p->cat));
@@ -108,14 +104,11 @@ static int push_for(push_t *p, const push_file_t *f, int64_t dataset_id, char *u
 {
     sqlite3_stmt *s;
     if (f->push_uuid) {
-        s = push_prepare(p, "SELECT p.id, p.uid, p.dataset_id, d.name FROM pushes p"
-                            " JOIN datasets d ON d.id = p.dataset_id WHERE p.uuid = ?1", err);
-        if (!s)
-            return -1;
+        s = push_stmt(p, PUSH_SQL_PUSH_FOR_UPLOAD);
         sqlite3_bind_text(s, 1, f->push_uuid, -1, SQLITE_STATIC);
         int rc = sqlite3_step(s);
         if (rc != SQLITE_ROW) {
-            sqlite3_finalize(s);
+            sqlite3_reset(s);
             return rc == SQLITE_DONE ? si_errnoprintf(err, ENOENT, "no push '%.64s'", f->push_uuid)
                                      : push_db_error(p, err, "looking up a push");
         }
@@ -124,7 +117,7 @@ static int push_for(push_t *p, const push_file_t *f, int64_t dataset_id, char *u
         int64_t ds = sqlite3_column_int64(s, 2);
         char name[160];
         snprintf(name, sizeof(name), "%s", sqlite3_column_text(s, 3));
-        sqlite3_finalize(s);
+        sqlite3_reset(s);
         if (f->uid != 0 && owner != f->uid)
             return si_errnoprintf(err, EACCES, "push %s belongs to uid %u, not to uid %u",
                              f->push_uuid, (unsigned)owner, (unsigned)f->uid);
@@ -134,17 +127,14 @@ static int push_for(push_t *p, const push_file_t *f, int64_t dataset_id, char *u
         snprintf(uuid, PUSH_UUID_LEN + 1, "%s", f->push_uuid);
         return 0;
     }
-    s = push_prepare(p, "INSERT INTO pushes(uuid, uid, gid, dataset_id, created, updated)"
-                        " VALUES (?1, ?2, ?3, ?4, ?5, ?5)", err);
-    if (!s)
-        return -1;
+    s = push_stmt(p, PUSH_SQL_PUSH_INSERT);
     sqlite3_bind_text(s, 1, uuid, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, f->uid);
     sqlite3_bind_int64(s, 3, f->gid);
     sqlite3_bind_int64(s, 4, dataset_id);
-    sqlite3_bind_double(s, 5, push_now());
+    sqlite3_bind_double(s, 5, si_wall_now());
     int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     if (rc != SQLITE_DONE)
         return push_db_error(p, err, "creating a push");
     *id = sqlite3_last_insert_rowid(catalog_db(p->cat));
@@ -174,10 +164,7 @@ static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_e
     if (dataset_for(p, f, f->push_uuid ? f->push_uuid : u->info.uuid, &dataset_id, err) < 0 ||
         push_for(p, f, dataset_id, u->info.uuid, &push_id, err) < 0)
         goto error;
-    sqlite3_stmt *s = push_prepare(p, "INSERT INTO objects(bucket, key, size, checksum, mtime)"
-                                      " VALUES (?1, ?2, ?3, ?4, ?5)", err);
-    if (!s)
-        goto error;
+    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_OBJECT_INSERT);
     sqlite3_bind_text(s, 1, u->info.bucket, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, u->info.object_key, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, (int64_t)f->size);
@@ -185,7 +172,7 @@ static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_e
         sqlite3_bind_text(s, 4, f->checksum, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 5, f->mtime >= 0 ? f->mtime : received_mtime());
     int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     if (rc != SQLITE_DONE) {
         if (sqlite3_extended_errcode(catalog_db(p->cat)) == SQLITE_CONSTRAINT_UNIQUE)
             si_errnoprintf(err, EEXIST, "object %s/%s exists already (pushed files are immutable:"
@@ -196,15 +183,12 @@ static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_e
         goto error;
     }
     u->object_id = sqlite3_last_insert_rowid(catalog_db(p->cat));
-    s = push_prepare(p, "INSERT INTO push_items(object_id, push_id, state, received)"
-                        " VALUES (?1, ?2, 'RECEIVING', ?3)", err);
-    if (!s)
-        goto error;
+    s = push_stmt(p, PUSH_SQL_ITEM_INSERT);
     sqlite3_bind_int64(s, 1, u->object_id);
     sqlite3_bind_int64(s, 2, push_id);
-    sqlite3_bind_double(s, 3, push_now());
+    sqlite3_bind_double(s, 3, si_wall_now());
     rc = sqlite3_step(s);
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     if (rc != SQLITE_DONE) {
         push_db_error(p, err, "recording a push item");
         goto error;
@@ -267,24 +251,18 @@ int push_upload_write(push_upload_t *u, const void *data, size_t len, si_error_t
 /* RECEIVED, with the checksum we computed when the client sent none. */
 static int mark_received(push_t *p, push_upload_t *u, si_error_t *err)
 {
-    static const char *const steps[] = {
-        "UPDATE objects SET checksum = ?2 WHERE id = ?1",
-        "UPDATE push_items SET state = 'RECEIVED', received = ?3 WHERE object_id = ?1",
-        "UPDATE pushes SET updated = ?3"
-        " WHERE id = (SELECT push_id FROM push_items WHERE object_id = ?1)",
-    };
+    static const int steps[] = {PUSH_SQL_RECEIVED_CHECKSUM, PUSH_SQL_MARK_RECEIVED,
+                                PUSH_SQL_RECEIVED_TOUCH};
     pthread_mutex_lock(&p->lock);
     if (catalog_begin(p->cat, err) < 0)
         goto error;
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
-        sqlite3_stmt *s = push_prepare(p, steps[i], err);
-        if (!s)
-            goto error;
+        sqlite3_stmt *s = push_stmt(p, steps[i]);
         sqlite3_bind_int64(s, 1, u->object_id);
         sqlite3_bind_text(s, 2, u->info.checksum, -1, SQLITE_STATIC);
-        sqlite3_bind_double(s, 3, push_now());
+        sqlite3_bind_double(s, 3, si_wall_now());
         int rc = sqlite3_step(s);
-        sqlite3_finalize(s);
+        sqlite3_reset(s);
         if (rc != SQLITE_DONE) {
             push_db_error(p, err, "recording a received file");
             goto error;

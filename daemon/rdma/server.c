@@ -36,6 +36,7 @@
 
 #include "daemon/rdma/transport.h"
 #include "daemon/rdma/rdma.h"
+#include "common/clock.h"
 
 #define RDMA_MAX_DEPTH 256
 #define STUCK_TEXT "rdma: the endpoint did not answer for %u s (a thread is stuck in the " \
@@ -140,13 +141,6 @@ struct transfer {
 static void source_release(rdma_server_t *srv, source_t *src);
 static void peer_put(generation_t *gen, peer_t *p, bool failed);
 static void mappings_trim(rdma_server_t *srv, bool all);
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ---- generations (caller holds srv->lock) -------------------------------- */
 
@@ -416,7 +410,7 @@ static peer_t *peer_get(generation_t *gen, const si_rdma_token_t *t, si_error_t 
 static void peer_put(generation_t *gen, peer_t *p, bool failed)
 {
     p->refs--;
-    p->last_used = now_seconds();
+    p->last_used = si_mono_now();
     if (failed)
         p->failed = true;
     if (p->refs == 0 && p->failed)
@@ -425,7 +419,7 @@ static void peer_put(generation_t *gen, peer_t *p, bool failed)
 
 void rdma_server_sweep(rdma_server_t *srv)
 {
-    double cutoff = now_seconds() - srv->cfg.idle_seconds;
+    double cutoff = si_mono_now() - srv->cfg.idle_seconds;
     generation_t *gen;
     peer_t *next;
 
@@ -538,7 +532,7 @@ static void wait_for_provider(rdma_server_t *srv, generation_t *gen)
  * srv->lock. */
 static void mappings_trim(rdma_server_t *srv, bool all)
 {
-    double cutoff = now_seconds() - srv->cfg.idle_seconds;
+    double cutoff = si_mono_now() - srv->cfg.idle_seconds;
     unsigned unused = 0;
     struct stat st;
 
@@ -627,7 +621,7 @@ static void source_release(rdma_server_t *srv, source_t *src)
     src->buffer_count = 0;
     if (src->mapping) {
         src->mapping->refs--;
-        src->mapping->last_used = now_seconds();
+        src->mapping->last_used = si_mono_now();
     }
     src->mapping = NULL;
     src->mapped = NULL;
@@ -775,7 +769,7 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
         ops[i].owner = tr;
         ops[i].buffer = tr->src.mapped ? 0 : tr->src.buffers[i];
     }
-    last_progress = now_seconds();
+    last_progress = si_mono_now();
 
     for (;;) {
         bool progressed = false;
@@ -875,8 +869,8 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
         if (outstanding == 0 && (failed || next >= len))
             break;
         if (progressed) {
-            last_progress = now_seconds();
-        } else if (timed_out && now_seconds() - last_progress > 2.0 * srv->cfg.timeout_seconds) {
+            last_progress = si_mono_now();
+        } else if (timed_out && si_mono_now() - last_progress > 2.0 * srv->cfg.timeout_seconds) {
             /* Still nothing: the provider will not complete these. Leave them
              * (and their buffers or mapping) to the generation, which ends
              * them when it closes. */
@@ -899,7 +893,7 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
             si_errnoprintf(&fail, ETIMEDOUT, "rdma: %u operations never completed (client gone?)",
                            outstanding);
             break;
-        } else if (!timed_out && now_seconds() - last_progress > srv->cfg.timeout_seconds) {
+        } else if (!timed_out && si_mono_now() - last_progress > srv->cfg.timeout_seconds) {
             /* The client stopped answering: post nothing more, give the
              * provider one more period to fail what is in flight, and send
              * new transfers to a fresh endpoint (this one may be wedged).

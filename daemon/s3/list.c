@@ -144,22 +144,13 @@ char *s3_list_token_encode(const char *key)
     return t;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 int s3_list_token_decode(const char *token, char *key, size_t size, si_error_t *err)
 {
     size_t n = strlen(token);
     if (n == 0 || n % 2 || n / 2 + 1 > size)
         return si_errprintf(err, "The continuation token provided is incorrect");
     for (size_t i = 0; i < n / 2; i++) {
-        int hi = hexval(token[2 * i]), lo = hexval(token[2 * i + 1]);
+        int hi = si_hex_digit(token[2 * i]), lo = si_hex_digit(token[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return si_errprintf(err, "The continuation token provided is incorrect");
         key[i] = (char)(hi << 4 | lo);

@@ -6,6 +6,7 @@
  * operations. */
 #include "config.h"
 #include "daemon/s3/internal.h"
+#include "common/text.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,12 +36,7 @@ int s3_write_all(int fd, const void *data, size_t len)
 
 bool s3_mp_valid_id(const char *id)
 {
-    if (strlen(id) != S3_UPLOAD_ID_LEN)
-        return false;
-    for (const char *c = id; *c; c++)
-        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
-            return false;
-    return true;
+    return strlen(id) == S3_UPLOAD_ID_LEN && si_is_lower_hex(id, S3_UPLOAD_ID_LEN);
 }
 
 void s3_mp_upload_free(s3_mp_upload_t *u)

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "catalog/requests.h"
+#include "common/clock.h"
 #include "common/groups.h"
 #include "common/prom.h"
 #include "common/text.h"
@@ -98,13 +99,6 @@ struct ui {
     bool have_last;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* ---- the engine's figures ------------------------------------------------------ */
 
 typedef struct {
@@ -178,7 +172,7 @@ static void sample(ui_t *ui)
     }
     engine_figures_t f;
     engine_figures(ui, &f, true);
-    double t = now_s(), completed = 0;
+    double t = si_wall_now(), completed = 0;
     for (int i = 0; i < REQUESTS_NSTATES; i++)
         if (strcmp(requests_state_names[i], "COMPLETED") == 0)
             completed = (double)m.by_state[i];
@@ -227,14 +221,14 @@ static void sample(ui_t *ui)
 static void *sampler_main(void *arg)
 {
     ui_t *ui = arg;
-    double last_save = now_s();
+    double last_save = si_wall_now();
     pthread_mutex_lock(&ui->stop_lock);
     while (!ui->stopping) {
         pthread_mutex_unlock(&ui->stop_lock);
         sample(ui);
         si_error_t err;
-        if (now_s() - last_save >= HISTORY_SAVE_EVERY_S) {
-            last_save = now_s();
+        if (si_wall_now() - last_save >= HISTORY_SAVE_EVERY_S) {
+            last_save = si_wall_now();
             if (ui_history_save(ui->history, &err) < 0)
                 si_log(ui->log, SI_LOG_WARNING, "ui: saving the history: %s", err.text);
         }
@@ -402,7 +396,7 @@ static void respond_401_page(http_request_t *req, const char *why)
 static bool viewer_of(ui_t *ui, http_request_t *req, bool page, viewer_t *v)
 {
     char sid[UI_SECRET_LEN + 1];
-    if (!session_cookie(req, sid) || !ui_sessions_lookup(ui->sessions, sid, now_s(), &v->user)) {
+    if (!session_cookie(req, sid) || !ui_sessions_lookup(ui->sessions, sid, si_wall_now(), &v->user)) {
         if (page)
             respond_401_page(req, "This browser has no live stagein session (none yet, or it "
                                   "expired).");
@@ -428,7 +422,7 @@ static void on_new_login(http_request_t *req, void *arg)
     ui_user_t user = {.uid = who.uid, .gid = who.gid};
     char token[UI_SECRET_LEN + 1];
     si_error_t err;
-    if (ui_sessions_token(ui->sessions, &user, now_s(), token, &err) < 0) {
+    if (ui_sessions_token(ui->sessions, &user, si_wall_now(), token, &err) < 0) {
         http_respond_error(req, 500, "%s", err.text);
         return;
     }
@@ -460,7 +454,7 @@ static void on_login(http_request_t *req, void *arg)
         respond_401_page(req, "The link has no login token.");
         return;
     }
-    if (ui_sessions_redeem(ui->sessions, token, now_s(), sid, &user, &err) < 0) {
+    if (ui_sessions_redeem(ui->sessions, token, si_wall_now(), sid, &user, &err) < 0) {
         respond_401_page(req, "That login link is unknown, was already used, or expired.");
         return;
     }
@@ -569,13 +563,13 @@ static void on_status(http_request_t *req, void *arg)
     }
     engine_figures_t f;
     engine_figures(ui, &f, true);
-    json_t *last = ui_history_json(ui->history, now_s() - 3 * ui->conf.sample_interval);
+    json_t *last = ui_history_json(ui->history, si_wall_now() - 3 * ui->conf.sample_interval);
     json_t *rates = json_object_get(json_object_get(last, "series"), "read_bytes_per_s");
     json_t *read_rate = json_array_get(rates, json_array_size(rates) - 1);
     json_t *status = json_pack(
         "{s:f, s:{s:I, s:b}, s:f, s:{s:o, s:f, s:f, s:O?, s:f}, s:I, s:o, s:o,"
         " s:{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}}",
-        "now", now_s(), "viewer", "uid", (json_int_t)v.user.uid, "admin", v.admin,
+        "now", si_wall_now(), "viewer", "uid", (json_int_t)v.user.uid, "admin", v.admin,
         "sampleInterval", ui->conf.sample_interval,
         "library", "drives", f.drives, "mountsTotal", f.mounts, "bytesReadTotal", f.bytes_read,
         "readBytesPerSec", json_is_null(read_rate) ? NULL : read_rate, "drivesFailed",
@@ -648,7 +642,7 @@ static void on_history(http_request_t *req, void *arg)
             return;
         }
     }
-    json_t *j = ui_history_json(ui->history, now_s() - hours * 3600.0);
+    json_t *j = ui_history_json(ui->history, si_wall_now() - hours * 3600.0);
     json_object_set_new(j, "interval", json_real(ui->conf.sample_interval));
     http_add_header(req, "Cache-Control", "no-store");
     http_respond_json(req, 200, j);

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sqlite3.h>
-
 #include "catalog/catalog.h"
 
 static int compare_entries(const void *a, const void *b)
@@ -46,24 +44,6 @@ static const tapevol_entry_t **latest_entries(const tapevol_listing_t *l, size_t
     return sorted;
 }
 
-/* The headers and storage class a member carries, into object_meta when
- * the object has no row there: the catalog's own (an upload, or a newer
- * PUT than this copy) is never replaced. */
-static int record_meta(sqlite3_stmt *s, int64_t object_id, const tapevol_entry_t *e,
-                       si_error_t *err)
-{
-    if (!e->headers && !e->storage_class)
-        return 0;
-    sqlite3_reset(s);
-    sqlite3_bind_int64(s, 1, object_id);
-    sqlite3_bind_text(s, 2, e->headers, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, e->storage_class, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE)
-        return si_errprintf(err, "cannot record its headers: %s",
-                            sqlite3_errmsg(sqlite3_db_handle(s)));
-    return 0;
-}
-
 int tapevol_catalog_record(catalog_t *cat, const tapevol_info_t *info,
                            const tapevol_listing_t *listing, int copy,
                            tapevol_import_stats_t *stats, si_error_t *err)
@@ -73,7 +53,6 @@ int tapevol_catalog_record(catalog_t *cat, const tapevol_info_t *info,
     const tapevol_entry_t **entries = NULL;
     size_t n = 0;
     int64_t volume_id;
-    sqlite3_stmt *meta = NULL;
     char detail[160];
 
     if (copy < 1)
@@ -96,12 +75,6 @@ int tapevol_catalog_record(catalog_t *cat, const tapevol_info_t *info,
     if (catalog_volume_ensure(cat, &v, &volume_id, err) < 0 ||
         catalog_volume_set_used(cat, info->label, info->used, err) < 0)
         goto error;
-    if (sqlite3_prepare_v2(catalog_db(cat), "INSERT OR IGNORE INTO object_meta(object_id,"
-                           " headers, storage_class) VALUES (?1, ?2, ?3)", -1, &meta,
-                           NULL) != SQLITE_OK) {
-        si_errprintf(err, "catalog: %s", sqlite3_errmsg(catalog_db(cat)));
-        goto error;
-    }
     for (size_t i = 0; i < n; i++) {
         const tapevol_entry_t *e = entries[i];
         int64_t object_id;
@@ -129,7 +102,9 @@ int tapevol_catalog_record(catalog_t *cat, const tapevol_info_t *info,
         if (added < 0)
             goto entry_error;
         counts.new_copies += (uint64_t)added;
-        if (record_meta(meta, object_id, e, err) < 0)
+        /* the headers and storage class the member carries, unless the
+         * catalog holds its own (an upload, or a newer PUT than this copy) */
+        if (catalog_object_meta_keep(cat, object_id, e->headers, e->storage_class, err) < 0)
             goto entry_error;
         continue;
 entry_error:
@@ -148,11 +123,9 @@ entry_error:
     counts.recorded = n;
     if (stats)
         *stats = counts;
-    sqlite3_finalize(meta);
     free(entries);
     return 0;
 error:
-    sqlite3_finalize(meta);
     catalog_rollback(cat);
     free(entries);
     return -1;

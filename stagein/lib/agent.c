@@ -22,6 +22,7 @@
 
 #include "stagein/lib/agent_proto.h"
 #include "stagein/lib/gpu.h"
+#include "common/clock.h"
 
 #define AGENT_POLL_MS 250
 #define AGENT_REQUEST_WAIT_S 0   /* no limit: the job waits for its data */
@@ -43,13 +44,6 @@ typedef struct {
     char *table;               /* the JSON answered to every attach */
     size_t table_len;
 } agent_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int fail_h(const agent_t *a, stagein_err_t rc, si_error_t *err)
 {
@@ -381,7 +375,7 @@ int agent_run(const agent_opts_t *o, volatile sig_atomic_t *stop, si_error_t *er
         return -1;
     if (objects_of(&a, err) < 0)
         goto done;
-    double start = now_s();
+    double start = si_mono_now();
     uint64_t total = 0;
     check_t landed, pending = {0};
     for (size_t i = 0; i < a.count; i++) {
@@ -404,7 +398,7 @@ int agent_run(const agent_opts_t *o, volatile sig_atomic_t *stop, si_error_t *er
     }
     if (check_wait(&pending, err) < 0)
         goto done;
-    double took = now_s() - start;
+    double took = si_mono_now() - start;
     if (o->log) {
         fprintf(o->log, "agent: %zu objects, %llu bytes resident in %s memory in %.2f s"
                 " (%.2f GB/s), checksums verified\n", a.count, (unsigned long long)total,

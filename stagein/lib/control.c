@@ -14,6 +14,7 @@
 
 #include "stagein/client.h"
 #include "stagein/progress.h"
+#include "common/clock.h"
 
 #define WAIT_POLL_MIN_S 0.2
 #define WAIT_POLL_MAX_S 2.0
@@ -163,18 +164,11 @@ stagein_err_t stagein_status(stagein_t *h, const char *id, stagein_status_t *out
     return rc;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 stagein_err_t stagein_wait(stagein_t *h, const char *id, double timeout_s,
                            stagein_progress_fn progress, void *arg, stagein_status_t *out)
 {
     stagein_status_t st;
-    double start = now_s(), pause = WAIT_POLL_MIN_S;
+    double start = si_mono_now(), pause = WAIT_POLL_MIN_S;
     for (;;) {
         stagein_err_t rc = stagein_status(h, id, &st);
         if (rc != STAGEIN_SUCCESS)
@@ -189,7 +183,7 @@ stagein_err_t stagein_wait(stagein_t *h, const char *id, double timeout_s,
             return lib_fail(h, STAGEIN_ERR_FAILED, "request %s is %s (%lld of %lld files failed)",
                             id, st.state, (long long)st.files_failed,
                             (long long)st.files_total);
-        if (timeout_s > 0 && now_s() - start + pause > timeout_s)
+        if (timeout_s > 0 && si_mono_now() - start + pause > timeout_s)
             return lib_fail(h, STAGEIN_ERR_TIMEOUT, "request %s is still %s after %.0f s", id,
                             st.state, timeout_s);
         usleep((useconds_t)(pause * 1e6));

@@ -12,7 +12,7 @@
 
 #include "common/tap.h"
 #include "stagein/client.h"
-#include "stagein/schema.h"
+#include "daemon/conf/schema.h"
 
 static void test_parse(void)
 {

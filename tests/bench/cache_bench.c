@@ -15,19 +15,13 @@
 
 #include "catalog/catalog.h"
 #include "common/checksum.h"
+#include "common/clock.h"
 #include "common/table.h"
 #include "daemon/cache/cache.h"
 #include "tests/bench/bench_opts.h"
 
 #define FEED (1u << 20)      /* bytes per cache_writer_write, like a tape read */
 #define SOURCE (64u << 20)   /* random bytes, reused cyclically */
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 typedef struct {
     const char *name;
@@ -62,7 +56,7 @@ static void object_sum(size_t object, uint64_t size, char out[SI_CHECKSUM_TEXT_M
 static double raw_write(const char *dir, const bench_case_t *bc)
 {
     char path[600];
-    double t0 = now();
+    double t0 = si_mono_now();
     for (size_t i = 0; i < bc->objects; i++) {
         snprintf(path, sizeof(path), "%s/raw-%zu", dir, i);
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0640);
@@ -81,7 +75,7 @@ static double raw_write(const char *dir, const bench_case_t *bc)
         if (fsync(fd) < 0 || close(fd) < 0)
             return -1;
     }
-    double t = now() - t0;
+    double t = si_mono_now() - t0;
     for (size_t i = 0; i < bc->objects; i++) {
         snprintf(path, sizeof(path), "%s/raw-%zu", dir, i);
         unlink(path);
@@ -92,10 +86,10 @@ static double raw_write(const char *dir, const bench_case_t *bc)
 static double hash_only(const bench_case_t *bc)
 {
     char sum[SI_CHECKSUM_TEXT_MAX];
-    double t0 = now();
+    double t0 = si_mono_now();
     for (size_t i = 0; i < bc->objects; i++)
         object_sum(i, bc->object_size, sum);
-    return now() - t0;
+    return si_mono_now() - t0;
 }
 
 static double cache_write(const char *dir, const bench_case_t *bc, si_error_t *err)
@@ -123,7 +117,7 @@ static double cache_write(const char *dir, const bench_case_t *bc, si_error_t *e
     cache_t *c = cache_open(&conf, cat, err);
     if (!c)
         goto error;
-    double t0 = now();
+    double t0 = si_mono_now();
     for (size_t i = 0; i < bc->objects; i++) {
         cache_writer_t *w;
         if (cache_writer_open(c, ids[i], bc->object_size, sums[i], &w, err) < 0)
@@ -140,7 +134,7 @@ static double cache_write(const char *dir, const bench_case_t *bc, si_error_t *e
         if (cache_writer_finish(w, 0, err) < 0)
             goto error_cache;
     }
-    double t = now() - t0;
+    double t = si_mono_now() - t0;
     for (size_t i = 0; i < bc->objects; i++)
         cache_remove(c, ids[i], NULL);
     cache_close(c);

@@ -12,18 +12,12 @@
 #include <unistd.h>
 
 #include "catalog/catalog.h"
+#include "common/clock.h"
 #include "common/table.h"
 #include "tests/bench/bench_opts.h"
 
 #define VOLUMES 200
 #define DATASETS 10
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Deterministic sizes 1 MB .. ~4 GB, log-uniform-ish, from a 64-bit LCG. */
 static uint64_t next_random(uint64_t *state)
@@ -101,14 +95,14 @@ int main(int argc, char **argv)
     }
     catalog_import_stats_t st;
     f = fopen(csv, "r");
-    double t0 = now();
+    double t0 = si_mono_now();
     double c0 = cpu_seconds();
     catalog_positions_opts_t o = {.format = CATALOG_FORMAT_CSV};
     if (catalog_import_positions(cat, csv, f, &o, &st, &err) < 0) {
         fprintf(stderr, "%s\n", err.text);
         return 1;
     }
-    double import_s = now() - t0;
+    double import_s = si_mono_now() - t0;
     double import_cpu_s = cpu_seconds() - c0;
     fclose(f);
 
@@ -122,29 +116,29 @@ int main(int argc, char **argv)
         snprintf(name, sizeof(name), "set-%02d", d);
         catalog_dataset_attrs_t a = {.name = name, .owner_uid = 0, .owner_gid = 0, .mode = 0644};
         f = fopen(m, "r");
-        t0 = now();
+        t0 = si_mono_now();
         if (catalog_import_manifest(cat, &a, m, f, &st, &err) < 0) {
             fprintf(stderr, "%s\n", err.text);
             return 1;
         }
-        define_s += now() - t0;
+        define_s += si_mono_now() - t0;
         fclose(f);
         unlink(m);
     }
 
     catalog_plan_t *plan;
-    t0 = now();
+    t0 = si_mono_now();
     if (catalog_plan_dataset(cat, "set-00", &plan, &err) < 0) {
         fprintf(stderr, "%s\n", err.text);
         return 1;
     }
-    double plan_s = now() - t0;
+    double plan_s = si_mono_now() - t0;
     size_t plan_reads = plan->nreads, plan_volumes = plan->nvolumes;
     catalog_plan_free(plan);
 
-    t0 = now();
+    t0 = si_mono_now();
     si_table_t *summary = catalog_view_datasets(cat, &err);
-    double summary_s = now() - t0;
+    double summary_s = si_mono_now() - t0;
     size_t summary_rows = summary ? si_table_rows(summary) : 0;
     si_table_free(summary);
     catalog_close(cat);

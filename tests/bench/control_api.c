@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "catalog/catalog.h"
+#include "common/clock.h"
 #include "common/table.h"
 #include "daemon/control/control.h"
 #include "daemon/control/token.h"
@@ -33,13 +34,6 @@ typedef struct {
     int failures;
     double stage_s, poll_s;
 } client_t;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* One request on a keep-alive connection; the body of the answer in buf. */
 static int exchange(int fd, const char *method, const char *path, const char *body,
@@ -90,7 +84,7 @@ static void *client_run(void *arg)
     }
     static char buf[1 << 20];
     char *mine = malloc(sizeof(buf));
-    double t0 = now();
+    double t0 = si_mono_now();
     for (int i = 0; i < c->requests && !c->polls_only; i++) {
         if (exchange(fd, "POST", "/api/v1/stage", "{\"datasets\":[\"bench\"]}", NULL, mine,
                      sizeof(buf)) != 201) {
@@ -101,7 +95,7 @@ static void *client_run(void *arg)
         snprintf(c->ids[i], sizeof(c->ids[i]), "%s", json_string_value(json_object_get(j, "requestId")));
         json_decref(j);
     }
-    double t1 = now();
+    double t1 = si_mono_now();
     for (int i = 0; i < c->polls; i++) {
         char path[80];
         snprintf(path, sizeof(path), "/api/v1/stage/%s", c->ids[i % c->requests]);
@@ -109,7 +103,7 @@ static void *client_run(void *arg)
             c->failures++;
     }
     c->stage_s = t1 - t0;
-    c->poll_s = now() - t1;
+    c->poll_s = si_mono_now() - t1;
     free(mine);
     close(fd);
     return NULL;
@@ -204,7 +198,7 @@ int main(int argc, char **argv)
 
     client_t *cs = calloc((size_t)clients, sizeof(*cs));
     pthread_t *th = calloc((size_t)clients, sizeof(*th));
-    double t0 = now();
+    double t0 = si_mono_now();
     for (int i = 0; i < clients; i++) {
         cs[i] = (client_t){.sock = sock, .requests = requests / clients, .polls = polls / clients};
         cs[i].ids = calloc((size_t)cs[i].requests, sizeof(*cs[i].ids));
@@ -221,7 +215,7 @@ int main(int argc, char **argv)
         done_requests += cs[i].requests;
         done_polls += cs[i].polls;
     }
-    double wall = now() - t0;
+    double wall = si_mono_now() - t0;
 
     /* the same polls with a bearer token stageind signed (ES256) */
     EVP_PKEY *key = token_key_load(key_path, &err);

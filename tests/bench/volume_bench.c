@@ -12,18 +12,12 @@
 #include <unistd.h>
 
 #include "catalog/catalog.h"
+#include "common/clock.h"
 #include "common/table.h"
 #include "daemon/volume/volume.h"
 #include "tests/bench/bench_opts.h"
 
 #define READ_BLOCK (16u << 20)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static int make_source(const char *path, uint64_t size)
 {
@@ -100,13 +94,13 @@ static int run_case(const char *dir, const bench_case_t *c, bench_result_t *r, s
     if (!vol)
         goto out;
 
-    double t0 = now();
+    double t0 = si_mono_now();
     if (tapevol_append(vol, m, c->members, &w, err) < 0)
         goto out;
-    r->write_s = now() - t0;
+    r->write_s = si_mono_now() - t0;
     r->bytes = c->members * c->member_size;
 
-    t0 = now();
+    t0 = si_mono_now();
     for (size_t i = 0; i < w->nentries; i++) {
         for (uint64_t done = 0; done < w->entries[i].size;) {
             uint64_t left = w->entries[i].size - done;
@@ -116,22 +110,22 @@ static int run_case(const char *dir, const bench_case_t *c, bench_result_t *r, s
             done += n;
         }
     }
-    r->read_s = now() - t0;
+    r->read_s = si_mono_now() - t0;
 
-    t0 = now();
+    t0 = si_mono_now();
     if (tapevol_walk(vol, 0, &l, err) < 0)
         goto out;
-    r->walk_s = now() - t0;
+    r->walk_s = si_mono_now() - t0;
     if (l->nentries != c->members) {
         si_errprintf(err, "walk found %zu members, wrote %zu", l->nentries, c->members);
         goto out;
     }
 
     cat = catalog_open(db, CATALOG_CREATE, err);
-    t0 = now();
+    t0 = si_mono_now();
     if (!cat || tapevol_import(vol, cat, 1, 0, NULL, err) < 0)
         goto out;
-    r->import_s = now() - t0;
+    r->import_s = si_mono_now() - t0;
     rc = 0;
 out:
     catalog_close(cat);

@@ -5,8 +5,8 @@
 #include <stdio.h>
 
 #include "common/conf.h"
-#include "common/stageind_conf.h"
-#include "stagein/schema.h"
+#include "daemon/conf/stageind_conf.h"
+#include "daemon/conf/schema.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

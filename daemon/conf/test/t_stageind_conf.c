@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "common/tap.h"
-#include "common/stageind_conf.h"
+#include "daemon/conf/stageind_conf.h"
 
 static const si_conf_key_t general[] = {
     {"state_dir", SI_CONF_STRING, 0, 0, NULL},

@@ -1,7 +1,7 @@
 /* Every component's configuration keys: stagein.conf is one file. */
 #include "config.h"
 
-#include "stagein/schema.h"
+#include "daemon/conf/schema.h"
 
 #include "catalog/catalog_conf.h"
 #include "daemon/archive/backend.h"
@@ -14,7 +14,7 @@
 #include "daemon/volume/volume.h"
 #include "daemon/simlib/engine.h"
 #include "daemon/tape/model.h"
-#include "common/stageind_conf.h"
+#include "daemon/conf/stageind_conf.h"
 
 static const si_conf_key_t general_keys[] = {
     {"state_dir", SI_CONF_STRING, 0, 0, NULL},

@@ -11,8 +11,8 @@
  * stop their queued work; released requests give their pins back.
  *
  * One thread of its own; its catalog connection is its own. */
-#ifndef STAGEIN_ARCHIVE_RECALL_H
-#define STAGEIN_ARCHIVE_RECALL_H
+#ifndef STAGEIN_RECALL_RECALL_H
+#define STAGEIN_RECALL_RECALL_H
 
 #include <stdint.h>
 #include <stdio.h>

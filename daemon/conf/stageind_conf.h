@@ -1,7 +1,7 @@
 /* stageind's settings: the "stageind" group of stagein.conf, overridden by
  * command-line options, with defaults that need no configuration at all. */
-#ifndef SI_STAGEIND_CONF_H
-#define SI_STAGEIND_CONF_H
+#ifndef STAGEIN_CONF_STAGEIND_CONF_H
+#define STAGEIN_CONF_STAGEIND_CONF_H
 
 #include <limits.h>
 #include <stdbool.h>

@@ -2,8 +2,8 @@
  * (the simulated library replays its queue from the drives' state on a
  * virtual clock with the same scheduler), kept for a moment so that many
  * status polls cost one forecast, and redone as the queue changes. */
-#ifndef STAGEIN_ARCHIVE_ETA_H
-#define STAGEIN_ARCHIVE_ETA_H
+#ifndef STAGEIN_RECALL_ETA_H
+#define STAGEIN_RECALL_ETA_H
 
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
-#ifndef STAGEIN_SCHEMA_H
-#define STAGEIN_SCHEMA_H
+#ifndef STAGEIN_CONF_SCHEMA_H
+#define STAGEIN_CONF_SCHEMA_H
 
 #include "common/conf.h"
 

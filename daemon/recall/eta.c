@@ -1,10 +1,12 @@
 #include "config.h"
-#include "daemon/archive/eta.h"
+#include "daemon/recall/eta.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "common/clock.h"
 
 struct eta {
     archive_backend_t *backend;
@@ -15,13 +17,6 @@ struct eta {
     double made;               /* monotonic seconds; 0: never */
     bool unsupported;
 };
-
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 eta_t *eta_new(archive_backend_t *backend, double max_age_s)
 {
@@ -48,7 +43,7 @@ int eta_of(eta_t *e, uint64_t request_id, double *eta_s)
     if (!e)
         return 0;
     pthread_mutex_lock(&e->mu);
-    double now = mono_now();
+    double now = si_mono_now();
     if (!e->unsupported && (e->made == 0 || now - e->made > e->max_age_s)) {
         archive_forecast_t *list = NULL;
         size_t n = 0;
@@ -60,9 +55,9 @@ int eta_of(eta_t *e, uint64_t request_id, double *eta_s)
         } else if (errno == ENOTSUP) {
             e->unsupported = true; /* the backend cannot say: never ask again */
         }
-        e->made = mono_now();
+        e->made = si_mono_now();
     }
-    double age = mono_now() - e->made;
+    double age = si_mono_now() - e->made;
     int found = 0;
     for (size_t i = 0; i < e->n && !found; i++)
         if (e->list[i].batch == request_id) {

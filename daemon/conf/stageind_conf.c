@@ -1,5 +1,5 @@
 #include "config.h"
-#include "common/stageind_conf.h"
+#include "daemon/conf/stageind_conf.h"
 
 #include <stdio.h>
 #include <string.h>

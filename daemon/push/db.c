@@ -1,0 +1,128 @@
+/* The push service's catalog statements, prepared once when it opens its
+ * connection (the lock that guards the connection guards them too), and
+ * its catalog error helpers. */
+#include "config.h"
+#include "daemon/push/internal.h"
+
+#include <errno.h>
+
+static const char *const sql_text[PUSH_SQL_COUNT] = {
+    /* receiving an upload (receive.c) */
+    [PUSH_SQL_DATASET_BY_NAME] = "SELECT id, owner_uid FROM datasets WHERE name = ?1",
+    [PUSH_SQL_DATASET_INSERT] =
+        "INSERT INTO datasets(name, owner_uid, owner_gid, mode, description,"
+        " created) VALUES (?1, ?2, ?3, ?4, 'created by push ' || ?5, ?6)",
+    [PUSH_SQL_PUSH_FOR_UPLOAD] = "SELECT p.id, p.uid, p.dataset_id, d.name FROM pushes p"
+                                 " JOIN datasets d ON d.id = p.dataset_id WHERE p.uuid = ?1",
+    [PUSH_SQL_PUSH_INSERT] = "INSERT INTO pushes(uuid, uid, gid, dataset_id, created, updated)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+    [PUSH_SQL_OBJECT_INSERT] = "INSERT INTO objects(bucket, key, size, checksum, mtime)"
+                               " VALUES (?1, ?2, ?3, ?4, ?5)",
+    [PUSH_SQL_ITEM_INSERT] = "INSERT INTO push_items(object_id, push_id, state, received)"
+                             " VALUES (?1, ?2, 'RECEIVING', ?3)",
+    [PUSH_SQL_RECEIVED_CHECKSUM] = "UPDATE objects SET checksum = ?2 WHERE id = ?1",
+    [PUSH_SQL_MARK_RECEIVED] =
+        "UPDATE push_items SET state = 'RECEIVED', received = ?3 WHERE object_id = ?1",
+    [PUSH_SQL_RECEIVED_TOUCH] = "UPDATE pushes SET updated = ?3"
+                                " WHERE id = (SELECT push_id FROM push_items WHERE object_id = ?1)",
+    /* an upload never acknowledged, and recovery (push.c) */
+    [PUSH_SQL_DISCARD_MARK] = "UPDATE push_items SET state = 'DISCARDED'"
+                              " WHERE object_id = ?1",
+    [PUSH_SQL_DISCARD_FIND_PUSH] = "SELECT p.id, p.dataset_id, p.uuid FROM push_items i"
+                                   " JOIN pushes p ON p.id = i.push_id WHERE i.object_id = ?1",
+    [PUSH_SQL_DISCARD_ITEM] = "DELETE FROM push_items WHERE object_id = ?1",
+    [PUSH_SQL_DISCARD_OBJECT] = "DELETE FROM objects WHERE id = ?1",
+    [PUSH_SQL_DISCARD_PUSH] = "DELETE FROM pushes WHERE id = ?2"
+                              " AND NOT EXISTS (SELECT 1 FROM push_items WHERE push_id = ?2)",
+    [PUSH_SQL_DISCARD_DATASET] =
+        "DELETE FROM datasets WHERE id = ?3 AND description = 'created by push ' || ?4"
+        " AND NOT EXISTS (SELECT 1 FROM dataset_members WHERE dataset_id = ?3)"
+        " AND NOT EXISTS (SELECT 1 FROM pushes WHERE dataset_id = ?3)",
+    [PUSH_SQL_IDS_UNACKNOWLEDGED] =
+        "SELECT object_id FROM push_items WHERE state IN ('RECEIVING', 'DISCARDED')"
+        " ORDER BY object_id",
+    [PUSH_SQL_IDS_RECEIVED] =
+        "SELECT object_id FROM push_items WHERE state = 'RECEIVED' ORDER BY object_id",
+    [PUSH_SQL_ITEM_FAILED] = "UPDATE push_items SET state = 'FAILED', error = ?2,"
+                             " finished = ?3 WHERE object_id = ?1",
+    [PUSH_SQL_OBJECT] = "SELECT bucket, key, size, checksum FROM objects"
+                        " WHERE id = ?1",
+    /* a push's status and the metrics (push.c) */
+    [PUSH_SQL_PUSH_BY_UUID] = "SELECT p.id, p.uid, p.gid, d.name, p.created, p.updated"
+                              " FROM pushes p JOIN datasets d ON d.id = p.dataset_id"
+                              " WHERE p.uuid = ?1",
+    [PUSH_SQL_PUSH_ITEMS] = "SELECT i.object_id, o.bucket, o.key, o.size, o.checksum, i.state,"
+                            " i.error FROM push_items i JOIN objects o ON o.id = i.object_id"
+                            " WHERE i.push_id = ?1 AND i.state NOT IN ('RECEIVING', 'DISCARDED')"
+                            " ORDER BY o.key",
+    [PUSH_SQL_COPIES] = "SELECT t.copy, v.label, coalesce(t.file_seq, -1),"
+                        " t.position FROM tape_copies t"
+                        " JOIN volumes v ON v.id = t.volume_id"
+                        " WHERE t.object_id = ?1 ORDER BY t.copy",
+    [PUSH_SQL_COUNT_BY_STATE] = "SELECT i.state, count(*), coalesce(sum(o.size), 0)"
+                                " FROM push_items i JOIN objects o ON o.id = i.object_id"
+                                " GROUP BY i.state",
+    /* aggregates written to the archive (archive.c) */
+    [PUSH_SQL_RECEIVED_OLDEST_FIRST] = "SELECT i.object_id, pu.dataset_id, o.bucket, o.key,"
+                                       " o.size, o.checksum, coalesce(o.mtime, 0), i.received,"
+                                       " i.attempts, m.headers, m.storage_class FROM push_items i"
+                                       " JOIN objects o ON o.id = i.object_id"
+                                       " LEFT JOIN object_meta m ON m.object_id = i.object_id"
+                                       " JOIN pushes pu ON pu.id = i.push_id"
+        " WHERE i.state = 'RECEIVED' ORDER BY i.received, i.object_id",
+    [PUSH_SQL_MARK_ARCHIVING] = "UPDATE push_items SET state = 'ARCHIVING', attempts = attempts + 1"
+                                " WHERE object_id = ?1 AND state = 'RECEIVED'",
+    [PUSH_SQL_DATASET_STALE] = "UPDATE datasets SET stat_objects = NULL,"
+                               " stat_bytes = NULL, stat_volumes = NULL WHERE id = ?1",
+    [PUSH_SQL_DATASET_MEMBER] = "INSERT OR IGNORE INTO dataset_members(dataset_id, object_id)"
+                                " VALUES (?1, ?2)",
+    [PUSH_SQL_MARK_DURABLE] = "UPDATE push_items SET state = 'DURABLE', error = NULL,"
+                              " finished = ?2 WHERE object_id = ?1 AND state = 'ARCHIVING'",
+    [PUSH_SQL_PUSH_TOUCH] = "UPDATE pushes SET updated = ?2 WHERE id ="
+                            " (SELECT push_id FROM push_items WHERE object_id = ?1)",
+    [PUSH_SQL_PUT_BACK] = "UPDATE push_items SET"
+                          " state = CASE WHEN ?2 THEN 'FAILED' ELSE 'RECEIVED' END,"
+                          " error = ?3, finished = CASE WHEN ?2 THEN ?4 END"
+                          " WHERE object_id = ?1 AND state = 'ARCHIVING'",
+};
+
+int push_db_open(push_t *p, si_error_t *err)
+{
+    for (int i = 0; i < PUSH_SQL_COUNT; i++)
+        if (sqlite3_prepare_v3(catalog_db(p->cat), sql_text[i], -1, SQLITE_PREPARE_PERSISTENT,
+                               &p->stmt[i], NULL) != SQLITE_OK)
+            return push_db_error(p, err, "preparing a statement");
+    return 0;
+}
+
+void push_db_close(push_t *p)
+{
+    for (int i = 0; i < PUSH_SQL_COUNT; i++) {
+        sqlite3_finalize(p->stmt[i]);
+        p->stmt[i] = NULL;
+    }
+}
+
+sqlite3_stmt *push_stmt(push_t *p, int which)
+{
+    sqlite3_stmt *s = p->stmt[which];
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return s;
+}
+
+int push_db_error(push_t *p, si_error_t *err, const char *what)
+{
+    return si_errnoprintf(err, EIO, "catalog: %s: %s", what, sqlite3_errmsg(catalog_db(p->cat)));
+}
+
+int push_exec(push_t *p, const char *sql, si_error_t *err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(catalog_db(p->cat), sql, NULL, NULL, &msg) != SQLITE_OK) {
+        si_errnoprintf(err, EIO, "catalog: %s", msg ? msg : "failed");
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,160 @@
+/* Shared by the recall service's files: the service's state (service.c: its
+ * thread's steps and life cycle), the flight table and the backend's sink
+ * into the cache (flight.c), and its catalog work (items.c).
+ *
+ * Locks: mu guards the flight table, the done queue and the counters. The
+ * backend's callbacks take mu (with the backend's locks held), so the
+ * service thread never holds mu while it calls the backend. */
+#ifndef STAGEIN_RECALL_INTERNAL_H
+#define STAGEIN_RECALL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "catalog/catalog.h"
+#include "catalog/requests.h"
+#include "common/text.h"
+#include "daemon/archive/backend.h"
+#include "daemon/cache/cache.h"
+#include "daemon/recall/recall.h"
+
+#define FLIGHT_BUCKETS 4096
+/* Seconds before a batch the backend refused (no such volume yet, ...) is tried again. */
+#define BACKEND_RETRY_S 2.0
+/* Seconds finished objects gather before their items are completed in one
+ * transaction: each transaction also re-counts its requests' items, so one
+ * per object (a drive streams thousands per second) would cost O(items)
+ * each. */
+#define COMPLETE_EVERY_S 0.02
+/* Seconds between scans for cancelled and released requests. */
+#define HOUSEKEEPING_S 0.2
+
+enum {
+    SQL_OBJECT,
+    SQL_COPIES,
+    SQL_REQUEST_STATE,
+    SQL_RELEASED_PINS,
+    SQL_NOTE_SET,
+    SQL_NOTE_CLEAR,
+    SQL_COUNT
+};
+
+/* An object handed to the backend, and the requests waiting for it. */
+typedef struct flight {
+    struct flight *next;
+    int64_t object_id;
+    uint64_t size;
+    uint64_t bytes, bytes_saved;
+    int64_t *waiters;
+    size_t nwaiters, cap;
+    bool cancelled;
+    /* the bytes are checked and their commit to the cache is queued: the
+     * backend's done waits here until the commit has happened */
+    bool committing;
+    bool committed;            /* its bytes are in the cache, verified */
+    struct done *deferred;     /* a done that arrived while committing */
+    char *commit_error;        /* a failed commit: the done reports it */
+} flight_t;
+
+typedef struct done {
+    struct done *next;
+    int64_t object_id;
+    bool ok;
+    char why[];
+} done_t;
+
+typedef struct {
+    int64_t request;
+    char text[300];
+} note_t;
+
+typedef struct {
+    int64_t request_id, object_id;
+    int priority;
+    int64_t deadline;
+} pending_t;
+
+typedef struct session {
+    cache_writer_t *w;
+    int64_t object_id;
+    bool present;              /* already cached: the bytes are not needed */
+} session_t;
+
+struct recall_service {
+    si_log_t *log;
+    cache_t *cache;
+    catalog_t *cat;
+    requests_t *rq;
+    sqlite3_stmt *stmt[SQL_COUNT];
+    archive_backend_t *backend;
+    double progress_interval, poll_interval;
+
+    pthread_t thread;
+    bool running;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    flight_t *flights[FLIGHT_BUCKETS];
+    done_t *done_head, **done_tail;
+    double done_since;         /* monotonic seconds of the oldest queued done */
+    recall_stats_t st;
+
+    /* Checked objects are committed by the cache in batches (group
+     * commit, cache_writer_submit), off the backend's reading threads: a
+     * drive goes on to its next read while earlier objects are made
+     * durable. */
+    pthread_cond_t commit_cv;  /* a commit ended */
+    bool kicked;               /* new work in the catalog: scan now */
+
+    /* service thread only */
+    char names[SI_BUCKET_MAX + SI_KEY_MAX + 2]; /* the loaded item's "bucket\0key" */
+    note_t *notes;
+    size_t nnotes;
+    double retry_after, last_housekeeping, last_progress, last_scan;
+};
+
+typedef struct {
+    requests_item_outcome_t *v;
+    size_t n, cap;
+} item_list_t;
+
+/* ---- the flight table (flight.c; mu held) ---- */
+size_t recall_flight_bucket(int64_t object_id);
+flight_t *recall_flight_get(recall_service_t *rs, int64_t object_id);
+/* Takes it out of the table (the in-flight count goes down). */
+flight_t *recall_flight_remove(recall_service_t *rs, int64_t object_id);
+/* 1: added, 0: already waiting, -1: out of memory. */
+int recall_flight_add_waiter(flight_t *f, int64_t request);
+void recall_flight_free(flight_t *f);
+/* The backend's callbacks: its bytes into the cache writer, its word on
+ * each object into the done queue. */
+archive_recall_cb_t recall_backend_callbacks(recall_service_t *rs);
+
+/* ---- the catalog (items.c; service thread) ---- */
+int recall_statements_prepare(recall_service_t *rs, si_error_t *err);
+void recall_statements_finalize(recall_service_t *rs);
+/* A prepared statement, reset and unbound. */
+sqlite3_stmt *recall_stmt(recall_service_t *rs, int id);
+/* Size, checksum and readable copies of an object (0 copies is possible);
+ * its bucket and key land in rs->names (recall_item_names copies them). */
+int recall_load_item(recall_service_t *rs, int64_t object_id, archive_item_t *item,
+                     si_error_t *err);
+/* The names recall_load_item read, copied for the backend ("bucket\0key",
+ * one allocation, freed by submit_batch). */
+int recall_item_names(recall_service_t *rs, archive_item_t *item);
+bool recall_request_active(recall_service_t *rs, int64_t request);
+/* Says in the request's status why it waits; "" clears that note. */
+void recall_note(recall_service_t *rs, int64_t request, const char *text);
+int recall_item_list_add(item_list_t *l, int64_t request, int64_t object);
+/* The items STARTED, or COMPLETED (pinned; "object.recalled" events for
+ * the recalled flights in the same transaction), in one transaction. On a
+ * catalog failure every outcome is left 0 and -1 returned. */
+int recall_items_commit(recall_service_t *rs, item_list_t *l, bool complete,
+                        flight_t **recalled, size_t nrecalled);
+/* Completions in one batch; an item whose object is no longer cached is
+ * queued again (and a scan is due). Returns how many completed. */
+size_t recall_complete_items(recall_service_t *rs, item_list_t *l, flight_t **recalled,
+                             size_t nrecalled);
+
+#endif

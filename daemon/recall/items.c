@@ -1,0 +1,231 @@
+/* The recall service's catalog work: the object and its copies for the
+ * backend, the request's notes, and the items moved on in batches (one
+ * catalog transaction each); see internal.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/array.h"
+#include "common/text.h"
+#include "daemon/recall/internal.h"
+
+static const char *const sql_text[SQL_COUNT] = {
+    [SQL_OBJECT] = "SELECT size, coalesce(checksum, ''), bucket, key FROM objects WHERE id = ?1",
+    [SQL_COPIES] = "SELECT t.copy, v.label, coalesce(t.file_seq, -1), t.position, t.length"
+                   " FROM tape_copies t JOIN volumes v ON v.id = t.volume_id"
+                   " WHERE t.object_id = ?1 AND v.state NOT IN ('failed', 'disabled')"
+                   " ORDER BY t.copy",
+    [SQL_REQUEST_STATE] = "SELECT state FROM requests WHERE id = ?1",
+    /* pins the cache still holds for requests already released */
+    [SQL_RELEASED_PINS] = "SELECT DISTINCT p.request_id FROM cache_pins p"
+                          " JOIN requests r ON r.id = p.request_id WHERE r.state = 'RELEASED'",
+    /* why an active request is not progressing (shown by its status) */
+    [SQL_NOTE_SET] = "UPDATE requests SET error = ?2 WHERE id = ?1"
+                     " AND state IN ('SUBMITTED', 'STARTED') AND error IS NOT ?2",
+    [SQL_NOTE_CLEAR] = "UPDATE requests SET error = NULL WHERE id = ?1"
+                       " AND state IN ('SUBMITTED', 'STARTED') AND error LIKE 'waiting%'",
+};
+
+/* ---- catalog helpers (service thread) ----------------------------------------- */
+
+int recall_statements_prepare(recall_service_t *rs, si_error_t *err)
+{
+    for (int i = 0; i < SQL_COUNT; i++)
+        if (sqlite3_prepare_v3(catalog_db(rs->cat), sql_text[i], -1, SQLITE_PREPARE_PERSISTENT,
+                               &rs->stmt[i], NULL) != SQLITE_OK)
+            return catalog_sqlerr(rs->cat, err, "recall: preparing statements");
+    return 0;
+}
+
+void recall_statements_finalize(recall_service_t *rs)
+{
+    for (int i = 0; i < SQL_COUNT; i++)
+        sqlite3_finalize(rs->stmt[i]);
+}
+
+sqlite3_stmt *recall_stmt(recall_service_t *rs, int id)
+{
+    sqlite3_reset(rs->stmt[id]);
+    sqlite3_clear_bindings(rs->stmt[id]);
+    return rs->stmt[id];
+}
+
+int recall_load_item(recall_service_t *rs, int64_t object_id, archive_item_t *item,
+                     si_error_t *err)
+{
+    memset(item, 0, sizeof(*item));
+    item->object_id = object_id;
+    sqlite3_stmt *s = recall_stmt(rs, SQL_OBJECT);
+    sqlite3_bind_int64(s, 1, object_id);
+    if (sqlite3_step(s) != SQLITE_ROW) {
+        sqlite3_reset(s);
+        return si_errprintf(err, "object %" PRId64 " is not in the catalog", object_id);
+    }
+    item->size = (uint64_t)sqlite3_column_int64(s, 0);
+    snprintf(item->checksum, sizeof(item->checksum), "%s", sqlite3_column_text(s, 1));
+    int blen = snprintf(rs->names, SI_BUCKET_MAX + 1, "%s", sqlite3_column_text(s, 2));
+    snprintf(rs->names + blen + 1, SI_KEY_MAX + 1, "%s", sqlite3_column_text(s, 3));
+    sqlite3_reset(s);
+    s = recall_stmt(rs, SQL_COPIES);
+    sqlite3_bind_int64(s, 1, object_id);
+    while (sqlite3_step(s) == SQLITE_ROW && item->ncopies < ARCHIVE_MAX_COPIES) {
+        archive_copy_t *c = &item->copies[item->ncopies++];
+        c->copy = sqlite3_column_int(s, 0);
+        snprintf(c->volume, sizeof(c->volume), "%s", sqlite3_column_text(s, 1));
+        c->file_seq = sqlite3_column_int64(s, 2);
+        c->position = (uint64_t)sqlite3_column_int64(s, 3);
+        c->length = (uint64_t)sqlite3_column_int64(s, 4);
+    }
+    sqlite3_reset(s);
+    return 0;
+}
+
+int recall_item_names(recall_service_t *rs, archive_item_t *item)
+{
+    size_t blen = strlen(rs->names), klen = strlen(rs->names + blen + 1);
+    char *copy = malloc(blen + klen + 2);
+    if (!copy)
+        return -1;
+    memcpy(copy, rs->names, blen + klen + 2);
+    item->bucket = copy;
+    item->key = copy + blen + 1;
+    return 0;
+}
+
+bool recall_request_active(recall_service_t *rs, int64_t request)
+{
+    sqlite3_stmt *s = recall_stmt(rs, SQL_REQUEST_STATE);
+    sqlite3_bind_int64(s, 1, request);
+    bool active = false;
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        const char *state = (const char *)sqlite3_column_text(s, 0);
+        active = strcmp(state, "SUBMITTED") == 0 || strcmp(state, "STARTED") == 0;
+    }
+    sqlite3_reset(s);
+    return active;
+}
+
+void recall_note(recall_service_t *rs, int64_t request, const char *text)
+{
+    size_t i;
+    for (i = 0; i < rs->nnotes && rs->notes[i].request != request; i++)
+        ;
+    bool had = i < rs->nnotes;
+    if (!*text && !had)
+        return;
+    if (had && strcmp(rs->notes[i].text, text) == 0)
+        return;
+    sqlite3_stmt *s = recall_stmt(rs, *text ? SQL_NOTE_SET : SQL_NOTE_CLEAR);
+    sqlite3_bind_int64(s, 1, request);
+    if (*text)
+        sqlite3_bind_text(s, 2, text, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(s) != SQLITE_DONE)
+        si_log(rs->log, SI_LOG_WARNING, "recall: noting request %" PRId64 ": %s", request,
+               sqlite3_errmsg(catalog_db(rs->cat)));
+    sqlite3_reset(s);
+    if (!*text) {
+        rs->notes[i] = rs->notes[--rs->nnotes];
+        return;
+    }
+    if (!had) {
+        note_t *n = realloc(rs->notes, (rs->nnotes + 1) * sizeof(*n));
+        if (!n)
+            return;
+        rs->notes = n;
+        i = rs->nnotes++;
+        rs->notes[i].request = request;
+    }
+    snprintf(rs->notes[i].text, sizeof(rs->notes[i].text), "%s", text);
+}
+
+/* Pins a cached object for a request and completes its item. Returns 0, or
+ * -1 when the object is no longer cached (the item then stays queued). */
+static int complete_from_cache(recall_service_t *rs, int64_t request, int64_t object)
+{
+    si_error_t err;
+    if (cache_pin(rs->cache, object, request, &err) < 0) {
+        if (errno != ENOENT)
+            si_log(rs->log, SI_LOG_WARNING, "recall: %s", err.text);
+        return -1;
+    }
+    if (requests_item_completed(rs->rq, request, object, &err) < 0) {
+        if (errno != EBUSY) /* EBUSY: cancelled meanwhile */
+            si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+        return 0;
+    }
+    pthread_mutex_lock(&rs->mu);
+    rs->st.items_completed++;
+    pthread_mutex_unlock(&rs->mu);
+    return 0;
+}
+
+/* ---- items moved on in batches (one catalog transaction each) -------------------- */
+
+int recall_item_list_add(item_list_t *l, int64_t request, int64_t object)
+{
+    if (si_array_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)) < 0)
+        return -1;
+    l->v[l->n++] = (requests_item_outcome_t){request, object, 0};
+    return 0;
+}
+
+int recall_items_commit(recall_service_t *rs, item_list_t *l, bool complete,
+                        flight_t **recalled, size_t nrecalled)
+{
+    if (!l->n && !nrecalled)
+        return 0;
+    si_error_t err;
+    if (catalog_begin(rs->cat, &err) < 0)
+        goto error;
+    for (size_t i = 0; i < nrecalled; i++) {
+        char subject[32], detail[64];
+        snprintf(subject, sizeof(subject), "%" PRId64, recalled[i]->object_id);
+        snprintf(detail, sizeof(detail), "%" PRIu64 " bytes for %zu requests",
+                 recalled[i]->size, recalled[i]->nwaiters);
+        catalog_event(rs->cat, "object.recalled", subject, detail);
+    }
+    int rc = complete ? requests_items_completed_in(rs->rq, l->v, l->n, &err)
+                      : requests_items_started_in(rs->rq, l->v, l->n, &err);
+    if (rc < 0) {
+        catalog_rollback(rs->cat);
+        goto error;
+    }
+    if (catalog_commit(rs->cat, &err) < 0)
+        goto error;
+    return 0;
+error:
+    for (size_t i = 0; i < l->n; i++)
+        l->v[i].outcome = 0;
+    si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+    return -1;
+}
+
+size_t recall_complete_items(recall_service_t *rs, item_list_t *l, flight_t **recalled,
+                             size_t nrecalled)
+{
+    size_t done = 0;
+    bool failed = recall_items_commit(rs, l, true, recalled, nrecalled) < 0;
+    for (size_t i = 0; i < l->n; i++) {
+        requests_item_outcome_t *it = &l->v[i];
+        si_error_t err;
+        if (failed) /* one at a time, as the batch could not be */
+            done += complete_from_cache(rs, it->request_id, it->object_id) == 0;
+        else if (it->outcome == REQUESTS_ITEM_DONE)
+            done++;
+        else if (it->outcome == REQUESTS_ITEM_NOT_CACHED) {
+            if (requests_item_requeue(rs->rq, it->request_id, it->object_id, &err) < 0 &&
+                errno != EBUSY)
+                si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);
+            rs->kicked = true;
+        }
+    }
+    pthread_mutex_lock(&rs->mu);
+    rs->st.items_completed += done;
+    pthread_mutex_unlock(&rs->mu);
+    l->n = 0;
+    return done;
+}
