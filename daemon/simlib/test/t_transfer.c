@@ -186,6 +186,17 @@ static sched_file_t file_on(uint64_t object, int volume, uint64_t offset)
     return (sched_file_t){object, 1, {{volume, offset, 1000000000}}};
 }
 
+/* Lets the gated fetch go on and waits until every request is done. */
+static void open_gate_until_idle(ctx_t *c, simlib_t *lib, simlib_stats_t *st)
+{
+    pthread_mutex_lock(&c->mu);
+    c->gate_open = true;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    simlib_wait_idle(lib);
+    simlib_stats(lib, st);
+}
+
 /* Object 1 (on T1) has a fetch that blocks until the test lets it go; 2..4
  * (on T2) are read by the other drive meanwhile; 2's fetch runs while 1's
  * does. */
@@ -231,13 +242,8 @@ static void slow_fetch_delays_only_its_drive(void)
     ok(opened > started1 + 2.5, "the modelled read (from %.2f s) was over before the fetch "
        "(now %.2f s)", started1, opened);
 
-    pthread_mutex_lock(&c.mu);
-    c.gate_open = true;
-    pthread_cond_broadcast(&c.cv);
-    pthread_mutex_unlock(&c.mu);
-    simlib_wait_idle(lib);
     simlib_stats_t st;
-    simlib_stats(lib, &st);
+    open_gate_until_idle(&c, lib, &st);
     pthread_mutex_lock(&c.mu);
     ok(c.done_t[1] >= opened, "object 1 completed at %.2f s, after its fetch returned (%.2f s)",
        c.done_t[1], opened);
@@ -337,13 +343,8 @@ static void late_bytes_end_on_worker(void)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
     double opened = simlib_now(lib);
-    pthread_mutex_lock(&c.mu);
-    c.gate_open = true;
-    pthread_cond_broadcast(&c.cv);
-    pthread_mutex_unlock(&c.mu);
-    simlib_wait_idle(lib);
     simlib_stats_t st;
-    simlib_stats(lib, &st);
+    open_gate_until_idle(&c, lib, &st);
     pthread_mutex_lock(&c.mu);
     ok(in, "object 1's fetch started");
     int once = 0;
