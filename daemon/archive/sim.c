@@ -434,7 +434,10 @@ static int sim_recall(archive_backend_t *b, const archive_batch_t *batch,
             files[i].copies[c].size = items[i].size;
         }
     }
-    /* Tokens and the batch, then the submission; undone if it fails. */
+    /* Tokens and the batch, then the submission; undone if it fails. The
+     * engine's clock is read before mu: its callbacks take mu under the
+     * engine's lock. */
+    double now_sim = simlib_now(s->lib);
     pthread_mutex_lock(&s->mu);
     uint64_t *tokens = malloc(n * sizeof(*tokens));
     if (!tokens ||
@@ -455,7 +458,6 @@ static int sim_recall(archive_backend_t *b, const archive_batch_t *batch,
         s->outstanding++;
         s->outstanding_bytes += items[i].size;
     }
-    double now_sim = simlib_now(s->lib);
     sched_request_t req = {request, batch->priority, 0};
     if (batch->deadline > 0) {
         /* the simulated clock runs 1 / time_scale times faster than real time */

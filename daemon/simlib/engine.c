@@ -60,6 +60,7 @@ typedef struct {
     bool failed;
     int xfer;             /* XFER_*: the current read's byte transfer */
     bool read_elapsed;    /* modelled read over, waiting for the transfer */
+    bool end_at_transfer; /* the read's EV_DRIVE is pushed when its transfer returns */
     char xfer_why[300];   /* the finished transfer's error, "" when it worked */
 } drive_t;
 
@@ -139,6 +140,7 @@ struct simlib {
     uint8_t *reads_per_object;  /* by scheduler object index */
     size_t cap_reads;
     bool dispatch_needed;
+    double engine_sleeps_until; /* real time: the engine thread's wake-up, -inf when awake */
     uint64_t open_requests;
     simlib_stats_t st;
 };
@@ -265,7 +267,10 @@ static int robot_request(simlib_t *lib, int drive, bool to_drive, int volume)
 
 /* ---- drives -------------------------------------------------------------------- */
 
-static void drive_op(simlib_t *lib, int d, int op, simlib_drive_state_t state, double duration)
+/* Starts an operation of drive d; its end is an EV_DRIVE event, which the
+ * caller pushes (drive_op) or leaves to the read's transfer. */
+static void drive_op_begin(simlib_t *lib, int d, int op, simlib_drive_state_t state,
+                           double duration)
 {
     drive_t *dr = &lib->drives[d];
     dr->op = op;
@@ -273,7 +278,13 @@ static void drive_op(simlib_t *lib, int d, int op, simlib_drive_state_t state, d
     dr->op_start = lib->now;
     dr->op_end = lib->now + duration;
     dr->gen++;
-    push_event(lib, dr->op_end, EV_DRIVE, d, dr->gen);
+    dr->end_at_transfer = false;
+}
+
+static void drive_op(simlib_t *lib, int d, int op, simlib_drive_state_t state, double duration)
+{
+    drive_op_begin(lib, d, op, state, duration);
+    push_event(lib, lib->drives[d].op_end, EV_DRIVE, d, lib->drives[d].gen);
 }
 
 static int sched_choose(simlib_t *lib, int d, double *wake_at)
@@ -309,6 +320,8 @@ static void start_write(simlib_t *lib, int d)
     drive_op(lib, d, OP_WRITE_POSITION, DRIVE_POSITIONING, t);
 }
 
+static void transfer_start(simlib_t *lib, int d);
+
 /* Starts the next read on the drive's mounted volume; false when none. */
 static bool start_next_read(simlib_t *lib, int d)
 {
@@ -331,6 +344,22 @@ static bool start_next_read(simlib_t *lib, int d)
     dr->has_read = true;
     dr->read = r;
     lib->st.locate_s += t;
+    if (lib->workers && r.offset >= dr->head &&
+        !bad_region(lib, r.volume, dr->head, r.offset + r.size)) {
+        /* Real time, nothing unreadable on the way: the positioning and the
+         * read are one operation of the same modelled length, and the bytes
+         * start moving now. A positioning of its own would cost a wake-up of
+         * the engine thread per object (the gap between two members of an
+         * archive file is a 512-byte header), more than a 64 KiB read. The
+         * read's end is pushed when its transfer returns (transfer_finished),
+         * so that a drive whose bytes arrive after its modelled time goes on
+         * to its next read on its worker, without the engine thread. */
+        drive_op_begin(lib, d, OP_READ, DRIVE_READING, t + tape_read_time(p, r.size));
+        dr->op_start += t; /* the read proper, for read_s */
+        dr->end_at_transfer = true;
+        transfer_start(lib, d);
+        return true;
+    }
     drive_op(lib, d, OP_POSITION, DRIVE_POSITIONING, t);
     return true;
 }
@@ -466,7 +495,6 @@ static void transfer_start(simlib_t *lib, int d)
 static void read_complete(simlib_t *lib, int d)
 {
     drive_t *dr = &lib->drives[d];
-    lib->st.read_s += dr->op_end - dr->op_start;
     dr->op = OP_NONE;
     dr->state = DRIVE_IDLE;
     read_finished(lib, d);
@@ -500,13 +528,19 @@ static void transfer_finished(simlib_t *lib, transfer_worker_t *w, uint64_t gen,
         dr->xfer = XFER_DONE;
         snprintf(dr->xfer_why, sizeof(dr->xfer_why), "%s",
                  rc == 0 ? "" : *err->text ? err->text : "fetch failed");
+        if (dr->end_at_transfer) {
+            /* the read ends at its modelled end, or now when the bytes came later */
+            dr->end_at_transfer = false;
+            double now = simclock_now(&lib->clock);
+            push_event(lib, dr->op_end > now ? dr->op_end : now, EV_DRIVE, w->drive, gen);
+        }
     }
     /* An abandoned transfer's result is dropped; its retry is due now. */
-    if (current || w->retry_pending) {
+    if (current || w->retry_pending)
         push_event(lib, simclock_now(&lib->clock), EV_TRANSFER, w->drive, gen);
-        pthread_cond_signal(&lib->cv);
-    }
 }
+
+static void step_due(simlib_t *lib);
 
 static void *transfer_main(void *arg)
 {
@@ -528,6 +562,15 @@ static void *transfer_main(void *arg)
         pthread_mutex_lock(&lib->mu);
         w->busy = false;
         transfer_finished(lib, w, gen, rc, &err);
+        if (lib->stop)
+            break;
+        /* The worker runs what is due itself: when the modelled read is over,
+         * the drive's next read starts (and is posted to this worker) at once,
+         * without two hand-offs through the engine thread per object. The
+         * engine thread is woken only when it sleeps past a new event. */
+        step_due(lib);
+        if (lib->nheap > 0 && lib->heap[0].t < lib->engine_sleeps_until)
+            pthread_cond_signal(&lib->cv);
     }
     pthread_mutex_unlock(&lib->mu);
     return NULL;
@@ -548,6 +591,7 @@ static bool transfer_abandon(simlib_t *lib, int d)
     }
     dr->xfer = XFER_NONE;
     dr->read_elapsed = false;
+    dr->end_at_transfer = false;
     return running;
 }
 
@@ -722,7 +766,7 @@ static void fault_event(simlib_t *lib, const simlib_fault_t *f)
     if (dr->has_read) {
         /* Interrupted read: retried, on another drive once the cartridge is
          * out (and its abandoned transfer has stopped). */
-        if (dr->op == OP_READ)
+        if (dr->op == OP_READ && lib->now > dr->op_start)
             lib->st.read_s += (lib->now < dr->op_end ? lib->now : dr->op_end) - dr->op_start;
         if (transfer_abandon(lib, f->index)) {
             lib->workers[f->index].retry_pending = true;
@@ -1154,27 +1198,37 @@ int simlib_run(simlib_t *lib, si_error_t *err)
     return 0;
 }
 
+/* Real time, engine lock held: every event due, then the drives that may
+ * have work. Run by the engine thread and by a transfer worker whose fetch
+ * returned. */
+static void step_due(simlib_t *lib)
+{
+    lib->now = simclock_now(&lib->clock);
+    /* Events carry their own times, so accounting is exact even when the
+     * thread wakes late. */
+    double due = lib->now;
+    while (lib->nheap > 0 && lib->heap[0].t <= due) {
+        event_t e = pop_event(lib);
+        process_event(lib, &e);
+    }
+    lib->now = due;
+    if (lib->dispatch_needed)
+        dispatch_all(lib);
+    fail_unreachable(lib);
+    if (lib->dispatch_needed)
+        dispatch_all(lib);
+}
+
 static void *engine_thread(void *arg)
 {
     simlib_t *lib = arg;
     pthread_mutex_lock(&lib->mu);
     while (!lib->stop) {
-        lib->now = simclock_now(&lib->clock);
-        /* Events carry their own times, so accounting is exact even when the
-         * thread wakes late. */
-        double due = lib->now;
-        while (lib->nheap > 0 && lib->heap[0].t <= due) {
-            event_t e = pop_event(lib);
-            process_event(lib, &e);
-        }
-        lib->now = due;
-        if (lib->dispatch_needed)
-            dispatch_all(lib);
-        fail_unreachable(lib);
-        if (lib->dispatch_needed)
-            dispatch_all(lib);
+        step_due(lib);
         double next = lib->nheap > 0 ? lib->heap[0].t : INFINITY;
+        lib->engine_sleeps_until = next;
         simclock_wait_until(&lib->clock, next, &lib->cv, &lib->mu);
+        lib->engine_sleeps_until = -INFINITY; /* awake: it looks at the heap again */
     }
     pthread_mutex_unlock(&lib->mu);
     return NULL;
@@ -1190,6 +1244,7 @@ int simlib_start(simlib_t *lib, si_error_t *err)
         return si_errprintf(err, "library engine already running");
     }
     lib->stop = false;
+    lib->engine_sleeps_until = -INFINITY;
     int rc = pthread_create(&lib->thread, NULL, engine_thread, lib);
     lib->running = rc == 0;
     for (int d = 0; rc == 0 && lib->workers && d < lib->cfg.drives; d++) {

@@ -13,6 +13,7 @@
 
 #include "common/tap.h"
 #include "daemon/simlib/engine.h"
+#include "daemon/tape/model.h"
 
 #define MAX_OBJ 32
 #define WAIT_S 20.0   /* only bounds a broken engine's hang */
@@ -37,6 +38,7 @@ typedef struct {
     int ok_reads[MAX_OBJ], failed_reads[MAX_OBJ];
     int ok_volume[MAX_OBJ], failed_volume[MAX_OBJ];
     double done_t[MAX_OBJ];
+    pthread_t fetch_thread[MAX_OBJ], read_thread[MAX_OBJ];
     int requests, failed_requests;
     char why[512];
 } ctx_t;
@@ -81,6 +83,7 @@ static int fetch(void *arg, const simlib_read_t *r, si_error_t *err)
     c->fetch_drive[o] = r->drive;
     c->fetch_volume[o] = r->volume;
     c->fetch_t[o] = r->t;
+    c->fetch_thread[o] = pthread_self();
     if (++c->in_fetch > c->max_in_fetch)
         c->max_in_fetch = c->in_fetch;
     if (++c->running[o] > c->max_running_same)
@@ -130,6 +133,7 @@ static void on_read(void *arg, const simlib_read_t *r)
         c->ok_reads[r->object]++;
         c->ok_volume[r->object] = r->volume;
         c->done_t[r->object] = r->t;
+        c->read_thread[r->object] = pthread_self();
     } else {
         c->failed_reads[r->object]++;
         c->failed_volume[r->object] = r->volume;
@@ -182,6 +186,17 @@ static sched_file_t file_on(uint64_t object, int volume, uint64_t offset)
     return (sched_file_t){object, 1, {{volume, offset, 1000000000}}};
 }
 
+/* Lets the gated fetch go on and waits until every request is done. */
+static void open_gate_until_idle(ctx_t *c, simlib_t *lib, simlib_stats_t *st)
+{
+    pthread_mutex_lock(&c->mu);
+    c->gate_open = true;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    simlib_wait_idle(lib);
+    simlib_stats(lib, st);
+}
+
 /* Object 1 (on T1) has a fetch that blocks until the test lets it go; 2..4
  * (on T2) are read by the other drive meanwhile; 2's fetch runs while 1's
  * does. */
@@ -227,13 +242,8 @@ static void slow_fetch_delays_only_its_drive(void)
     ok(opened > started1 + 2.5, "the modelled read (from %.2f s) was over before the fetch "
        "(now %.2f s)", started1, opened);
 
-    pthread_mutex_lock(&c.mu);
-    c.gate_open = true;
-    pthread_cond_broadcast(&c.cv);
-    pthread_mutex_unlock(&c.mu);
-    simlib_wait_idle(lib);
     simlib_stats_t st;
-    simlib_stats(lib, &st);
+    open_gate_until_idle(&c, lib, &st);
     pthread_mutex_lock(&c.mu);
     ok(c.done_t[1] >= opened, "object 1 completed at %.2f s, after its fetch returned (%.2f s)",
        c.done_t[1], opened);
@@ -293,6 +303,70 @@ static void drive_failure_abandons_transfer(void)
     ctx_free(&c);
 }
 
+/* An archive file's members read back to back (1 MB each, a 512-byte header
+ * between them): object 1's bytes come long after its modelled read is over.
+ * Its drive's worker then ends the read and starts the next one itself,
+ * instead of handing it to the engine thread and waiting to be handed the
+ * next read back; each modelled read is counted once. */
+static void late_bytes_end_on_worker(void)
+{
+    enum { N = 8, SIZE = 1000000, HEADER = 512 };
+    ctx_t c;
+    ctx_init(&c);
+    c.gated = 1;
+    simlib_t *lib = start_lib(&c, 1, 1);
+    if (!ok(lib != NULL, "engine running"))
+        return;
+    sched_file_t f[N];
+    for (int i = 0; i < N; i++)
+        f[i] = (sched_file_t){(uint64_t)i + 1, 1,
+                              {{0, (uint64_t)i * (SIZE + HEADER) + HEADER, SIZE}}};
+    sched_request_t req = {1, 0, 0};
+    si_error_t err = {{0}};
+    simlib_submit(lib, 0, &req, f, N, &err);
+    pthread_mutex_lock(&c.mu);
+    bool in = wait_flag(&c, &c.gated_in);
+    double started = c.fetch_t[1];
+    pthread_mutex_unlock(&c.mu);
+    simlib_config_t cfg;
+    simlib_config_default(&cfg);
+    double model = tape_read_time(&cfg.profile, SIZE);
+    simlib_config_free(&cfg);
+    /* hold the bytes until the modelled read is well over */
+    struct timespec dl;
+    deadline_in(&dl, WAIT_S);
+    while (in && simlib_now(lib) < started + 10 * model) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (now.tv_sec > dl.tv_sec)
+            break;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    double opened = simlib_now(lib);
+    simlib_stats_t st;
+    open_gate_until_idle(&c, lib, &st);
+    pthread_mutex_lock(&c.mu);
+    ok(in, "object 1's fetch started");
+    int once = 0;
+    for (int o = 1; o <= N; o++)
+        once += c.calls[o] == 1 && c.ok_reads[o] == 1;
+    is_int(once, N, "each member fetched and read once");
+    ok(c.done_t[1] >= opened, "object 1 ended after its bytes came (%.4f s, gate at %.4f s)",
+       c.done_t[1], opened);
+    ok(pthread_equal(c.read_thread[1], c.fetch_thread[1]),
+       "its read was ended on its drive's worker, which fetched it");
+    ok(pthread_equal(c.fetch_thread[2], c.fetch_thread[1]), "the next member's fetch ran there too");
+    ok(c.ok_reads[2] == 1 && c.fetch_t[2] >= c.done_t[1],
+       "the next member's read started when object 1's ended (%.4f s >= %.4f s)", c.fetch_t[2],
+       c.done_t[1]);
+    pthread_mutex_unlock(&c.mu);
+    ok(st.read_s > N * model * 0.999 && st.read_s < N * model * 1.001,
+       "each modelled read counted once: read_s %.6f s for %d x %.6f s", st.read_s, N, model);
+    is_int(st.violations, 0, "no invariant broken: %s", st.first_violation);
+    simlib_free(lib);
+    ctx_free(&c);
+}
+
 /* EIO from a transfer: the object's other copy is read; with no other copy
  * the request fails with the transfer's reason. */
 static void transfer_error_tries_next_copy(void)
@@ -333,5 +407,6 @@ int main(void)
     slow_fetch_delays_only_its_drive();
     drive_failure_abandons_transfer();
     transfer_error_tries_next_copy();
+    late_bytes_end_on_worker();
     return done_testing();
 }
