@@ -8,7 +8,7 @@
 
 const si_conf_key_t archive_conf_keys[] = {
     {"archive", SI_CONF_GROUP, 0, 0, NULL},
-    {"archive.backend", SI_CONF_STRING, 0, 0, "sim|s3|hsm"},
+    {"archive.backend", SI_CONF_STRING, 0, 0, "sim|s3|hsm|tape"},
     /* re-reads of a copy whose bytes do not match the catalog's checksum */
     {"archive.checksum_retries", SI_CONF_INT, 0, 10, NULL},
     /* seconds between persisted progress of objects being recalled */
@@ -29,7 +29,9 @@ archive_backend_t *archive_backend_new(const archive_backend_opts_t *opts, si_er
         return archive_s3_new(opts, err);
     if (strcmp(name, "hsm") == 0)
         return archive_hsm_new(opts, err);
-    si_errprintf(err, "archive.backend: unknown backend '%s' (known: sim, s3, hsm)", name);
+    if (strcmp(name, "tape") == 0)
+        return archive_tape_new(opts, err);
+    si_errprintf(err, "archive.backend: unknown backend '%s' (known: sim, s3, hsm, tape)", name);
     return NULL;
 }
 

@@ -55,6 +55,7 @@ extern const si_conf_key_t archive_conf_keys[];
 /* archive.s3.* (s3.c) and archive.hsm.* (hsm.c) */
 extern const si_conf_key_t archive_s3_conf_keys[];
 extern const si_conf_key_t archive_hsm_conf_keys[];
+extern const si_conf_key_t archive_tape_conf_keys[];
 
 /* ---- recall ------------------------------------------------------------------ */
 
@@ -229,5 +230,7 @@ archive_backend_t *archive_sim_new(const archive_backend_opts_t *opts, si_error_
 archive_backend_t *archive_s3_new(const archive_backend_opts_t *opts, si_error_t *err);
 /* The `hsm` backend (hsm.c): an archive file system (ScoutFS, Lustre HSM, ...). */
 archive_backend_t *archive_hsm_new(const archive_backend_opts_t *opts, si_error_t *err);
+/* The `tape` backend (tape.c): a real library over SCSI (daemon/scsi). */
+archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error_t *err);
 
 #endif
