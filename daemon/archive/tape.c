@@ -48,7 +48,10 @@
 const si_conf_key_t archive_tape_conf_keys[] = {
     {"archive.tape", SI_CONF_GROUP, 0, 0, NULL},
     {"archive.tape.changer", SI_CONF_STRING, 0, 0, NULL},
-    {"archive.tape.drives", SI_CONF_LIST, 0, 0, NULL},
+    {"archive.tape.drives", SI_CONF_LIST, 0, -1, NULL},
+    {"archive.tape.drives.[]", SI_CONF_GROUP, 0, 0, NULL},
+    {"archive.tape.drives.[].device", SI_CONF_STRING, 0, 0, NULL},
+    {"archive.tape.drives.[].element", SI_CONF_INT, 0, 65535, NULL},
     {"archive.tape.block_size", SI_CONF_INT, 512, 8 << 20, NULL},
     {"archive.tape.compression", SI_CONF_BOOL, 0, 0, NULL},
     {"archive.tape.label_blank", SI_CONF_BOOL, 0, 0, NULL},
@@ -72,7 +75,8 @@ typedef struct {
     uint16_t slot;             /* home storage element */
     int drive;                 /* -1: not in a drive */
     bool busy;                 /* being mounted, read or written */
-    bool refused, readonly, full, blank_seen;
+    bool refused, readonly, full;
+    bool scanned;              /* its index checked against the tape this run */
     char why[300];             /* why refused */
     uint64_t capacity;
     int64_t nfiles;
@@ -101,6 +105,7 @@ typedef struct {
     pthread_t thread;
     bool started;
     int vol;                   /* the cartridge in it, -1 none */
+    bool verified;             /* its label checked since it was loaded (or found) */
     bool failed;
     char why[300];
     uint64_t head;             /* logical bytes, for the scheduler */
@@ -166,6 +171,15 @@ struct tape {
     uint64_t outstanding, outstanding_bytes;
     uint64_t mounts, reads, read_failures, bytes_read, bytes_written, files_written;
 };
+
+/* Reads ask for twice the block size: a block written with it is then
+ * shorter than asked by at least its own length, and tgt 1.0.85 sends only
+ * min(block, asked - block) bytes of a short block (its residue): a real
+ * drive sends the whole block either way. */
+static size_t read_max(const tape_t *t)
+{
+    return 2 * (size_t)t->block;
+}
 
 static double mono(void)
 {
@@ -386,9 +400,64 @@ static int unmount(tdrive_t *d, si_error_t *err)
     pthread_mutex_lock(&t->mu);
     t->vols[v].drive = -1;
     d->vol = -1;
+    d->verified = false;
     d->buf_vol = -1;
     sched_volume_released(t->sched, v);
     pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+/* A labelled cartridge this state has no index for (a new state directory,
+ * or the index lost): its archive files read from the tape, every block,
+ * to end of data, and the index written, so that nothing on it is taken for
+ * free space. An archive file cut short (no filemark) is left out: the next
+ * write replaces it. The head is after the label. No mu; the volume is busy. */
+static int scan_index(tdrive_t *d, tvol_t *vol, si_error_t *err)
+{
+    tape_t *t = d->t;
+    uint64_t start = TAPEVOL_FIRST_FILE_OFFSET;
+    bool fm, eod;
+    size_t got;
+    /* past the label's filemark */
+    if (tape_drive_read_block(&d->io, d->buf, read_max(t), &got, &fm, &eod, err) < 0)
+        return -1;
+    if (!fm) {
+        vol->scanned = true;
+        return eod ? 0 : si_errnoprintf(err, EBADF, "cartridge %s: tape file 0 holds more "
+                                        "than the label record; refused", vol->label);
+    }
+    for (int64_t seq = 1;; seq++) {
+        uint64_t bytes = 0;
+        uint32_t block = 0;
+        for (;;) {
+            if (tape_drive_read_block(&d->io, d->buf, read_max(t), &got, &fm, &eod, err) < 0)
+                return -1;
+            if (fm || eod)
+                break;
+            if (!block)
+                block = (uint32_t)got;
+            bytes += got;
+        }
+        if (eod)
+            break;
+        char line[128];
+        snprintf(line, sizeof(line), "file %" PRId64 " %" PRIu64 " %" PRIu64 " %u\n", seq, start,
+                 start + bytes, block ? block : t->block);
+        tfile_t *grown = realloc(vol->files, (size_t)seq * sizeof(*grown));
+        if (!grown)
+            return si_errprintf(err, "out of memory");
+        vol->files = grown;
+        vol->files[seq - 1] = (tfile_t){start, start + bytes, block ? block : t->block};
+        vol->nfiles = seq;
+        if (index_append(t, vol->label, line, err) < 0)
+            return -1;
+        start += bytes + FM_BYTES;
+    }
+    if (vol->nfiles)
+        si_log(t->log, SI_LOG_WARNING, "tape: cartridge %s: no index in this state; %" PRId64
+               " archive files found on the tape and recorded", vol->label, vol->nfiles);
+    d->buf_vol = -1;
+    vol->scanned = true;
     return 0;
 }
 
@@ -420,7 +489,10 @@ static int mount(tdrive_t *d, int v, bool *write_protect, si_error_t *err)
         t->mounts++;
         pthread_mutex_unlock(&t->mu);
         d->io.pos_known = false;
+        d->verified = false;
     }
+    if (d->verified)
+        return 0;
     if (tape_drive_ready(&d->io, err) < 0 ||
         tape_drive_setup(&d->io, !t->compression, write_protect, err) < 0)
         return si_errprefix(err, "mount %s", vol->label);
@@ -430,7 +502,7 @@ static int mount(tdrive_t *d, int v, bool *write_protect, si_error_t *err)
         return si_errprefix(err, "mount %s", vol->label);
     size_t got;
     bool fm, eod;
-    if (tape_drive_read_block(&d->io, d->buf, t->block, &got, &fm, &eod, err) < 0)
+    if (tape_drive_read_block(&d->io, d->buf, read_max(t), &got, &fm, &eod, err) < 0)
         return si_errprefix(err, "mount %s: reading the label", vol->label);
     d->buf_vol = -1;
     if (eod)
@@ -448,6 +520,9 @@ static int mount(tdrive_t *d, int v, bool *write_protect, si_error_t *err)
                               "catalog); refused, nothing written", vol->label, info.label);
     d->io.file = 0;
     d->io.block = 1;
+    if (vol->nfiles == 0 && !vol->scanned && scan_index(d, vol, err) < 0)
+        return si_errprefix(err, "mount %s", vol->label);
+    d->verified = true;
     return 0;
 }
 
@@ -468,10 +543,15 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
     if (cp->position < f->start || cp->position + item->size > f->end)
         return si_errnoprintf(err, EIO, "volume %s: position %" PRIu64 " is outside archive "
                               "file %" PRId64, vol->label, cp->position, cp->file_seq);
+    if (f->block > t->block)
+        return si_errnoprintf(err, EIO, "volume %s: archive file %" PRId64 " was written in "
+                              "blocks of %u bytes, more than archive.tape.block_size (%u)",
+                              vol->label, cp->file_seq, f->block, t->block);
     uint64_t rel = cp->position - f->start;
     uint64_t block = rel / f->block;
     size_t skip = (size_t)(rel % f->block);
     uint64_t left = item->size;
+    char mismatch[sizeof(err->text)] = "checksum mismatch";
     for (int attempt = 0; attempt <= t->checksum_retries; attempt++) {
         void *session = NULL;
         if (t->cb.begin(t->cb.arg, item, &session, err) < 0)
@@ -487,7 +567,7 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
                 d->buf_vol = -1;
                 if (tape_drive_to_block(&d->io, cp->file_seq, b,
                                         file_base(vol, cp->file_seq), err) < 0 ||
-                    tape_drive_read_block(&d->io, d->buf, f->block, &got, &fm, &eod, err) < 0) {
+                    tape_drive_read_block(&d->io, d->buf, read_max(t), &got, &fm, &eod, err) < 0) {
                     rc = -1;
                     break;
                 }
@@ -536,11 +616,11 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
         }
         if (errno != EBADMSG)
             return -1;
+        snprintf(mismatch, sizeof(mismatch), "%s", err->text);
         d->buf_vol = -1; /* re-read from the medium */
     }
     return si_errnoprintf(err, EBADMSG, "%s (read %d times from volume %s at %" PRIu64 ")",
-                          err ? err->text : "checksum mismatch", t->checksum_retries + 1,
-                          vol->label, cp->position);
+                          mismatch, t->checksum_retries + 1, vol->label, cp->position);
 }
 
 /* Work on volume v in the scheduler's order until its queue is empty. mu held. */
@@ -751,6 +831,7 @@ static int write_copy(tdrive_t *d, int v, twrite_t *job, si_error_t *err)
                                   "is off)", vol->label);
         if (write_label(d, vol, err) < 0)
             return -1;
+        d->verified = true;
     }
     int64_t seq = vol->nfiles + 1;
     uint64_t start = vol_used(vol);
@@ -917,7 +998,7 @@ static void *drive_main(void *arg)
         pthread_mutex_unlock(&t->mu);
         si_error_t err = {0};
         bool wp;
-        int m = d->vol == v ? 0 : mount(d, v, &wp, &err);
+        int m = mount(d, v, &wp, &err);
         if (m == 1)
             m = si_errnoprintf(&err, EBADF, "cartridge %s is blank", t->vols[v].label);
         int e = errno;
@@ -1366,7 +1447,7 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
         snprintf(d->device, sizeof(d->device), "%s", dev);
         d->io.retries = retries;
         d->io.retry_ms = retry_ms;
-        if (!(d->buf = malloc(t->block)) || !(d->io.dev = open_dev(t, dev, err)) ||
+        if (!(d->buf = malloc(read_max(t))) || !(d->io.dev = open_dev(t, dev, err)) ||
             tape_drive_identify(&d->io, err) < 0) {
             si_errprefix(err, "archive.tape.drives[%d]", i);
             goto fail;

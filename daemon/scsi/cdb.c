@@ -162,8 +162,11 @@ int scsi_parse_element_status(const uint8_t *d, size_t len, scsi_element_t **els
         if (pend > end)
             pend = end;
         off += 8;
-        for (; off + dlen <= pend; off += dlen) {
+        /* a last descriptor cut short still counts when its fixed part is
+         * there (tgt reports 8 bytes fewer than the descriptors take) */
+        for (; off + 12 <= pend; off += dlen) {
             const uint8_t *e = d + off;
+            size_t avail = off + dlen <= pend ? dlen : pend - off;
             scsi_element_t *grown = realloc(*els, (*n + 1) * sizeof(**els));
             if (!grown)
                 return si_errprintf(err, "out of memory");
@@ -180,14 +183,12 @@ int scsi_parse_element_status(const uint8_t *d, size_t len, scsi_element_t **els
             x->source_valid = e[9] & 0x80;
             x->source = (uint16_t)get16(e + 10);
             size_t at = 12;
-            if (pvoltag && at + 36 <= dlen) {
+            if (pvoltag && at + 32 <= avail)
                 ascii_field(x->barcode, sizeof(x->barcode), e + at, 32);
-                at += 36;
-            }
-            if (avoltag && at + 36 <= dlen)
-                at += 36;
+            at += pvoltag ? 36 : 0;
+            at += avoltag ? 36 : 0;
             /* device identification (DVCID): code set, type, 1 reserved, length */
-            if (at + 4 <= dlen && e[at + 3] && at + 4 + e[at + 3] <= dlen)
+            if (at + 4 <= avail && e[at + 3] && at + 4 + e[at + 3] <= avail)
                 ascii_field(x->ident, sizeof(x->ident), e + at + 4, e[at + 3]);
         }
         off = pend;

@@ -70,4 +70,15 @@ const scsi_element_t *tape_changer_element(const tape_changer_t *c, uint16_t add
 /* MOVE MEDIUM; a move that fails re-reads the inventory (never guessed). */
 int tape_changer_move(tape_changer_t *c, uint16_t src, uint16_t dst, si_error_t *err);
 
+/* ---- a cartridge's bytes as a volume image ---------------------------------------------- */
+
+/* Reads the cartridge in d (from BOT, through every complete archive file,
+ * to end of data) into DIR/LABEL.vol, the layout of the simulated volumes
+ * (a filemark record in place of each filemark), so that `stagein tape
+ * dump` and `stagein tape import --volume-dir DIR` work on a real
+ * cartridge. An archive file cut short (no filemark before end of data) is
+ * left out, as recovery would cut it. *label gets the label record's. */
+int tape_read_image(tape_drive_t *d, const char *dir, size_t block_max,
+                    char label[33], si_error_t *err);
+
 #endif

@@ -165,8 +165,14 @@ static void test_elements(void)
     free(els);
     els = NULL;
     n = 0;
-    ok(scsi_parse_element_status(d, 40, &els, &n, NULL) == 0 && n == 0,
-       "a report cut by the allocation length yields the whole descriptors only");
+    ok(scsi_parse_element_status(d, 40, &els, &n, NULL) == 0 && n == 1 && els[0].barcode[0] == 0,
+       "a report cut by the allocation length: the fixed part of the descriptor, no barcode");
+    free(els);
+    els = NULL;
+    n = 0;
+    ok(scsi_parse_element_status(d, len - 4, &els, &n, NULL) == 0 && n == 4 &&
+           strcmp(els[3].barcode, "T0000002") == 0,
+       "a last descriptor short of its reserved tail (as tgt sends it) keeps its barcode");
     free(els);
     d[8 + 3] = 4; /* descriptor length 4 */
     els = NULL;
