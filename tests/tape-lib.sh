@@ -74,7 +74,7 @@ tape_conf() {
     cat <<CONF
 archive: { backend = "tape";
   tape: { changer = "$CHANGER_URL"; drives = ( $list );
-          capacity = 150000000; retry_interval = 0.05;
+          capacity = ${TAPE_CAPACITY:-150000000}; retry_interval = 0.05;
           command_log = "$TEST_DIR/scsi.log"; ${2:-} }; };
 CONF
 }

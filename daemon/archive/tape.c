@@ -123,6 +123,7 @@ typedef struct {
     int *chosen;               /* the aggregate's volumes, one per copy (-1 none yet) */
     int ncopies;
     bool taken, done;
+    uint64_t wp_drives;        /* drives that found a cartridge write protected for it */
     int rc;
     si_error_t err;
     int vol;
@@ -146,6 +147,7 @@ struct tape {
     si_log_t *log;
     char state_dir[PATH_MAX];
     uint32_t block;
+    uint32_t max_block;        /* the largest block of any indexed archive file, or block */
     bool compression, label_blank, force_space;
     char media[TAPEVOL_MEDIA_MAX + 1];
     uint64_t capacity;
@@ -178,7 +180,7 @@ struct tape {
  * drive sends the whole block either way. */
 static size_t read_max(const tape_t *t)
 {
-    return 2 * (size_t)t->block;
+    return 2 * (size_t)t->max_block;
 }
 
 static double mono(void)
@@ -543,10 +545,10 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
     if (cp->position < f->start || cp->position + item->size > f->end)
         return si_errnoprintf(err, EIO, "volume %s: position %" PRIu64 " is outside archive "
                               "file %" PRId64, vol->label, cp->position, cp->file_seq);
-    if (f->block > t->block)
-        return si_errnoprintf(err, EIO, "volume %s: archive file %" PRId64 " was written in "
-                              "blocks of %u bytes, more than archive.tape.block_size (%u)",
-                              vol->label, cp->file_seq, f->block, t->block);
+    if (f->block > t->max_block)
+        return si_errnoprintf(err, EIO, "volume %s: archive file %" PRId64 " has blocks of %u "
+                              "bytes, more than this daemon reads (%u)", vol->label,
+                              cp->file_seq, f->block, t->max_block);
     uint64_t rel = cp->position - f->start;
     uint64_t block = rel / f->block;
     size_t skip = (size_t)(rel % f->block);
@@ -871,6 +873,7 @@ static int write_copy(tdrive_t *d, int v, twrite_t *job, si_error_t *err)
     d->head = end + FM_BYTES;
     return 0;
 fail:
+    si_errprefix(err, "cartridge %s, archive file %" PRId64, vol->label, seq);
     if (errno == ENOSPC) {
         /* end of medium: the partial archive file is never recorded (the next
          * write would start there, but the cartridge takes none: full) */
@@ -938,7 +941,13 @@ static void run_write(tdrive_t *d, twrite_t *job)
         }
         si_log(t->log, SI_LOG_WARNING, "tape: archive write, copy %d: %s", job->copy, err.text);
         if (e == EROFS) {
+            /* this cartridge, and another drive for the copy: a drive that
+             * reports write protection on every cartridge would take them all */
             t->vols[v].readonly = true;
+            job->chosen[job->copy - 1] = -1;
+            job->wp_drives |= UINT64_C(1) << d->index;
+            job->taken = false;
+            return;
         } else if (e == EBADF) {
             t->vols[v].refused = true;
             snprintf(t->vols[v].why, sizeof(t->vols[v].why), "%s", err.text);
@@ -970,12 +979,12 @@ static void *drive_main(void *arg)
         }
         twrite_t *job = NULL;
         for (size_t i = 0; i < t->nwrites && !job; i++)
-            if (!t->writes[i]->taken)
+            if (!t->writes[i]->taken && !(t->writes[i]->wp_drives & (UINT64_C(1) << d->index)))
                 job = t->writes[i];
         if (job) {
             job->taken = true;
             run_write(d, job);
-            job->done = true;
+            job->done = job->taken;
             pthread_cond_broadcast(&t->cv);
             continue;
         }
@@ -1003,16 +1012,27 @@ static void *drive_main(void *arg)
             m = si_errnoprintf(&err, EBADF, "cartridge %s is blank", t->vols[v].label);
         int e = errno;
         pthread_mutex_lock(&t->mu);
-        if (m < 0) {
-            si_log(t->log, SI_LOG_ERROR, "tape: drive %d: %s", d->index, err.text);
-            if (drive_fault(e)) {
-                d->failed = true;
-                snprintf(d->why, sizeof(d->why), "%s", err.text);
-            } else {
-                t->vols[v].refused = e == EBADF;
-                snprintf(t->vols[v].why, sizeof(t->vols[v].why), "%s", err.text);
+        if (m < 0 && drive_fault(e)) {
+            /* the drive stopped answering: offline. What is in it (the
+             * volume it was to mount, or the one it failed to unload) stays
+             * there: its queue moves to other copies; another volume waits
+             * for another drive. */
+            si_log(t->log, SI_LOG_ERROR, "tape: drive %d (%s) offline: %s", d->index, d->device,
+                   err.text);
+            d->failed = true;
+            snprintf(d->why, sizeof(d->why), "%s", err.text);
+            t->vols[v].busy = false;
+            if (d->vol >= 0) {
+                t->vols[d->vol].busy = true;
+                sched_volume_lost(t->sched, d->vol, mono(), err.text);
             }
-            t->vols[v].busy = d->failed && t->vols[v].drive == d->index;
+            if (d->vol != v)
+                sched_volume_released(t->sched, v);
+        } else if (m < 0) {
+            si_log(t->log, SI_LOG_ERROR, "tape: drive %d: %s", d->index, err.text);
+            t->vols[v].refused = e == EBADF;
+            snprintf(t->vols[v].why, sizeof(t->vols[v].why), "%s", err.text);
+            t->vols[v].busy = false;
             sched_volume_lost(t->sched, v, mono(), err.text);
         } else {
             if (d->head == 0 || d->vol != v)
@@ -1155,18 +1175,20 @@ static int tape_archive(archive_backend_t *b, const archive_member_t *members, s
             all &= jobs[c].done;
         if (all)
             break;
-        bool alive = false;
-        for (int d = 0; d < t->ndrives; d++)
-            alive |= !t->drives[d].failed;
-        if (!alive) {
-            for (int c = 0; c < ncopies; c++)
-                if (!jobs[c].taken) {
-                    jobs[c].taken = jobs[c].done = true;
-                    jobs[c].rc = -1;
-                    si_errnoprintf(&jobs[c].err, EHOSTDOWN, "every drive is offline");
-                }
-            continue;
+        bool stuck = false;
+        for (int c = 0; c < ncopies; c++) {
+            bool can = false;
+            for (int d = 0; d < t->ndrives; d++)
+                can |= !t->drives[d].failed && !(jobs[c].wp_drives & (UINT64_C(1) << d));
+            if (!jobs[c].taken && !can) {
+                jobs[c].taken = jobs[c].done = stuck = true;
+                jobs[c].rc = -1;
+                si_errnoprintf(&jobs[c].err, EHOSTDOWN, "no drive left to write it (offline, "
+                               "or found the cartridges write protected)");
+            }
         }
+        if (stuck)
+            continue;
         pthread_cond_wait(&t->cv, &t->mu);
     }
     size_t k = 0;
@@ -1447,7 +1469,7 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
         snprintf(d->device, sizeof(d->device), "%s", dev);
         d->io.retries = retries;
         d->io.retry_ms = retry_ms;
-        if (!(d->buf = malloc(read_max(t))) || !(d->io.dev = open_dev(t, dev, err)) ||
+        if (!(d->io.dev = open_dev(t, dev, err)) ||
             tape_drive_identify(&d->io, err) < 0) {
             si_errprefix(err, "archive.tape.drives[%d]", i);
             goto fail;
@@ -1463,6 +1485,16 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
     }
     if (inventory(t, err) < 0)
         goto fail;
+    t->max_block = t->block;
+    for (int v = 0; v < t->nvols; v++)
+        for (int64_t f = 0; f < t->vols[v].nfiles; f++)
+            if (t->vols[v].files[f].block > t->max_block)
+                t->max_block = t->vols[v].files[f].block;
+    for (int d = 0; d < t->ndrives; d++)
+        if (!(t->drives[d].buf = malloc(read_max(t)))) {
+            si_errprintf(err, "out of memory");
+            goto fail;
+        }
     sched_options_t so;
     sched_options_default(&so);
     if (tape_profile_from_conf(conf, si_conf_string(conf, "archive.tape.profile", "lto9"),
