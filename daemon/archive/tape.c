@@ -87,6 +87,7 @@ typedef struct {
     archive_item_t item;
     uint64_t req;
     bool cancelled;
+    char why[300];             /* the latest failure of a copy */
 } trec_t;
 
 typedef struct {
@@ -368,8 +369,10 @@ static void on_request_done(void *arg, uint64_t request, double now, size_t fail
     if (request < 1 || request > t->nreqs)
         return;
     treq_t *q = &t->reqs[request - 1];
-    for (size_t i = 0; i < q->n; i++)
-        rec_report(t, q->tokens[i], false, why ? why : "recall failed");
+    for (size_t i = 0; i < q->n; i++) {
+        trec_t *r = rec_get(t, q->tokens[i]);
+        rec_report(t, q->tokens[i], false, r && r->why[0] ? r->why : why ? why : "recall failed");
+    }
     free(q->tokens);
     q->tokens = NULL;
     q->n = 0;
@@ -633,8 +636,8 @@ static void read_volume(tdrive_t *d, int v)
     while (!t->stop && !d->failed && sched_next_read(t->sched, v, d->head, mono(), &r) == 1) {
         trec_t *rec = rec_get(t, r.object_id);
         if (!rec || rec->cancelled) {
-            sched_read_done(t->sched, &r, mono());
             rec_report(t, r.object_id, false, "cancelled");
+            sched_read_done(t->sched, &r, mono());
             continue;
         }
         archive_item_t item = rec->item;
@@ -651,8 +654,10 @@ static void read_volume(tdrive_t *d, int v)
         if (rc == 0) {
             t->reads++;
             d->head = cp->position + item.size;
-            sched_read_done(t->sched, &r, mono());
+            /* reported before the scheduler hears of it: the last read of a
+             * request ends the request, whose leftovers are its failures */
             rec_report(t, r.object_id, true, NULL);
+            sched_read_done(t->sched, &r, mono());
         } else if (drive_fault(e)) {
             /* the drive stopped answering: offline; the cartridge stays in it,
              * so its queue moves to other copies */
@@ -667,8 +672,12 @@ static void read_volume(tdrive_t *d, int v)
         } else {
             t->read_failures++;
             si_log(t->log, SI_LOG_WARNING, "tape: %s", err.text);
-            if (sched_read_failed(t->sched, &r, mono(), err.text) == 0)
-                rec_report(t, r.object_id, false, err.text);
+            /* its own reason, not the request's: recorded first, then the
+             * scheduler queues another copy (the record stays) or gives up */
+            trec_t *fr = rec_get(t, r.object_id);
+            if (fr)
+                snprintf(fr->why, sizeof(fr->why), "%s", err.text);
+            sched_read_failed(t->sched, &r, mono(), err.text);
         }
     }
 }
