@@ -14,7 +14,7 @@ static int usage(void)
 {
     fprintf(stderr,
             "usage: stagein-tape devices [SYSFS_ROOT]\n"
-            "       stagein-tape inventory CHANGER\n"
+            "       stagein-tape inventory [--rescan] CHANGER\n"
             "       stagein-tape image CHANGER DRIVE ELEMENT BARCODE DIR [BLOCK_SIZE]\n"
             "CHANGER, DRIVE: /dev/sgN or iscsi://HOST:PORT/IQN/LUN\n");
     return 2;
@@ -43,11 +43,17 @@ static int devices(const char *root)
     return 0;
 }
 
-static int inventory(const char *changer)
+/* --rescan: INITIALIZE ELEMENT STATUS first (the robot checks every
+ * element: minutes on a large library) */
+static int inventory(const char *changer, bool rescan)
 {
     si_error_t err = {0};
     tape_changer_t c = {0};
-    if (!(c.dev = scsi_open(changer, &err)) || tape_changer_inventory(&c, &err) < 0) {
+    scsi_cmd_t init;
+    scsi_cdb_initialize_element_status(&init);
+    if (!(c.dev = scsi_open(changer, &err)) ||
+        (rescan && scsi_run(c.dev, &init, NULL, NULL, &err) < 0) ||
+        tape_changer_inventory(&c, &err) < 0) {
         fprintf(stderr, "stagein-tape: %s\n", err.text);
         scsi_close(c.dev);
         return 1;
@@ -116,7 +122,9 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "devices") == 0 && argc <= 3)
         return devices(argc == 3 ? argv[2] : "/sys/class/scsi_generic");
     if (argc == 3 && strcmp(argv[1], "inventory") == 0)
-        return inventory(argv[2]);
+        return inventory(argv[2], false);
+    if (argc == 4 && strcmp(argv[1], "inventory") == 0 && strcmp(argv[2], "--rescan") == 0)
+        return inventory(argv[3], true);
     if ((argc == 7 || argc == 8) && strcmp(argv[1], "image") == 0)
         return image(argv[2], argv[3], argv[4], argv[5], argv[6],
                      argc == 8 ? strtoul(argv[7], NULL, 10) : (8u << 20));
