@@ -11,14 +11,6 @@
 . "$top_srcdir/tests/recall-lib.sh"
 . "$top_srcdir/tests/tape-lib.sh"
 trap 'stop; tgt_stop; cleanup' EXIT
-# mismatched KEY...: the keys of stageout/ckpt/KEY whose cached copy differs from $SRC/KEY
-mismatched() {
-    local k path
-    for k in "$@"; do
-        path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = 'ckpt/$k'")
-        [ -n "$path" ] && cmp -s "$STATE/cache/$path" "$SRC/$k" || printf '%s ' "$k"
-    done
-}
 
 tgt_start 2 6
 ok $? "tgtd serves a library of 2 drives and 6 cartridges on 127.0.0.1:$TGT_PORT"

@@ -36,13 +36,6 @@ push_one() {
     wait_push "$(json "$BODY" 'j["pushId"]')" 60
 }
 vols_of() { sql "SELECT group_concat(v.label, ' ') FROM (SELECT v.label FROM tape_copies t JOIN objects o ON o.id = t.object_id JOIN volumes v ON v.id = t.volume_id WHERE o.key = 'ckpt/$1' ORDER BY v.label) v"; }
-mismatched() {
-    local k path
-    for k in "$@"; do
-        path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = 'ckpt/$k'")
-        [ -n "$path" ] && cmp -s "$STATE/cache/$path" "$SRC/$k" || printf '%s ' "$k"
-    done
-}
 push ckpt a "$SRC/a" >/dev/null; ID=$(json "$BODY" 'j["pushId"]')
 push ckpt b "$SRC/b" "$ID" >/dev/null
 is "$(wait_push "$ID")" DURABLE "a and b pushed: DURABLE"

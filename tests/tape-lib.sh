@@ -79,23 +79,13 @@ archive: { backend = "tape";
 CONF
 }
 
-# push DATASET KEY FILE [PUSH_ID]: prints the status code, the body in $BODY
-push() {
-    local query="dataset=$1&key=$2"
-    [ -n "${4:-}" ] && query+="&push=$4"
-    curl -s -o "$BODY" -w '%{http_code}' -X POST -H "X-Stagein-Munge: $(cred)" \
-        -H "X-Stagein-Checksum: sha256:$(sha256sum < "$3" | cut -d' ' -f1)" \
-        -H 'Content-Type: application/octet-stream' --data-binary "@$3" \
-        "http://127.0.0.1:$PORT/api/v1/push?$query"
-}
-# wait_push ID [SECONDS]: waits until the push is DURABLE or FAILED; prints its state
-wait_push() {
-    local state=""
-    for _ in $(seq $((${2:-60} * 10))); do
-        [ "$(api GET "/api/v1/push/$1")" = 200 ] && state=$(json "$BODY" 'j["state"]')
-        case $state in DURABLE | FAILED) break ;; *) sleep 0.1 ;; esac
+# mismatched KEY...: the keys of stageout/ckpt/KEY whose cached copy differs from $SRC/KEY
+mismatched() {
+    local k path
+    for k in "$@"; do
+        path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = 'ckpt/$k'")
+        [ -n "$path" ] && cmp -s "$STATE/cache/$path" "$SRC/$k" || printf '%s ' "$k"
     done
-    echo "$state"
 }
 # evict BUCKET: stageind stopped, the bucket's cached copies removed
 evict() {

@@ -222,6 +222,8 @@ int archive_write(archive_backend_t *b, const archive_member_t *members, size_t 
                   archive_placement_t *placements, si_error_t *err);
 int archive_status(archive_backend_t *b, archive_status_t *out, si_error_t *err);
 void archive_metrics(archive_backend_t *b, FILE *out);
+/* The Prometheus counters of a backend with drives (sim, tape) from its status. */
+void archive_metrics_library(FILE *out, const archive_status_t *st);
 void archive_backend_free(archive_backend_t *b);
 
 /* The `sim` backend (sim.c). */
