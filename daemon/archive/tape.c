@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "common/text.h"
 #include "daemon/archive/backend.h"
 #include "daemon/archive/tape/drive.h"
@@ -191,21 +192,6 @@ static double mono(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *p = realloc(*arr, c * elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = c;
-    return 0;
-}
-
 /* ---- the command log --------------------------------------------------------------------- */
 
 static void trace(void *arg, const char *device, const scsi_cmd_t *cmd, const scsi_result_t *res,
@@ -337,7 +323,8 @@ static void rec_report(tape_t *t, uint64_t token, bool ok, const char *why)
     t->recs[token - 1] = NULL;
     t->outstanding--;
     t->outstanding_bytes -= r->item.size;
-    if (grow((void **)&t->reports, &t->cap_reports, t->nreports + 1, sizeof(*t->reports)) == 0) {
+    if (si_array_grow((void **)&t->reports, &t->cap_reports, t->nreports + 1,
+                      sizeof(*t->reports)) == 0) {
         treport_t *p = &t->reports[t->nreports++];
         p->id = r->item.object_id;
         p->ok = ok && !r->cancelled;
@@ -577,7 +564,8 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
                     break;
                 }
                 if (fm || eod || got == 0) {
-                    rc = si_errnoprintf(err, EIO, "archive file %" PRId64 " ends early", cp->file_seq);
+                    rc = si_errnoprintf(err, EIO, "archive file %" PRId64 " ends early",
+                                        cp->file_seq);
                     break;
                 }
                 d->buf_len = got;
@@ -742,7 +730,8 @@ static int put_member(twriter_t *w, const archive_member_t *m, uint64_t *positio
 {
     si_error_t *err = w->err;
     char sum_text[SI_CHECKSUM_TEXT_MAX];
-    if (m->checksum && si_checksum_text_valid(m->checksum) && strlen(m->checksum) == TAR_CHECKSUM_LEN)
+    if (m->checksum && si_checksum_text_valid(m->checksum) &&
+        strlen(m->checksum) == TAR_CHECKSUM_LEN)
         snprintf(sum_text, sizeof(sum_text), "%s", m->checksum);
     else if (hash_file(m->path, sum_text, err) < 0)
         return -1;
@@ -770,7 +759,8 @@ static int put_member(twriter_t *w, const archive_member_t *m, uint64_t *positio
     *position = w->logical;
     int fd = open(m->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return si_errprintf(err, "member %s/%s: %s: %s", m->bucket, m->key, m->path, strerror(errno));
+        return si_errprintf(err, "member %s/%s: %s: %s", m->bucket, m->key, m->path,
+                            strerror(errno));
     si_checksum_t *sum = si_checksum_new("sha256", err);
     uint64_t left = m->size;
     tape_t *t = w->d->t;
@@ -815,7 +805,8 @@ static int write_label(tdrive_t *d, tvol_t *vol, si_error_t *err)
     tape_t *t = d->t;
     unsigned char rec[TAPEVOL_RECORD];
     tapevol_label_format(rec, vol->label, t->media, vol->capacity, (int64_t)time(NULL));
-    if (tape_drive_rewind(&d->io, err) < 0 || tape_drive_write_block(&d->io, rec, sizeof(rec), err) < 0 ||
+    if (tape_drive_rewind(&d->io, err) < 0 ||
+        tape_drive_write_block(&d->io, rec, sizeof(rec), err) < 0 ||
         tape_drive_write_filemark(&d->io, err) < 0)
         return si_errprefix(err, "labelling cartridge %s", vol->label);
     si_log(t->log, SI_LOG_INFO, "tape: cartridge %s labelled", vol->label);
@@ -1098,7 +1089,8 @@ static int tape_recall(archive_backend_t *b, const archive_batch_t *batch,
             goto unlock;
         }
         if (!(recs[i] = calloc(1, sizeof(trec_t))) ||
-            grow((void **)&t->recs, &t->cap_recs, t->nrecs + i + 1, sizeof(*t->recs)) < 0) {
+            si_array_grow((void **)&t->recs, &t->cap_recs, t->nrecs + i + 1,
+                          sizeof(*t->recs)) < 0) {
             si_errprintf(err, "out of memory");
             goto unlock;
         }
@@ -1107,12 +1099,13 @@ static int tape_recall(archive_backend_t *b, const archive_batch_t *batch,
         tokens[i] = t->nrecs + i + 1;
         files[i].object = tokens[i];
     }
-    if (grow((void **)&t->reqs, &t->cap_reqs, t->nreqs + 1, sizeof(*t->reqs)) < 0) {
+    if (si_array_grow((void **)&t->reqs, &t->cap_reqs, t->nreqs + 1, sizeof(*t->reqs)) < 0) {
         si_errprintf(err, "out of memory");
         goto unlock;
     }
-    sched_request_t req = {t->nreqs + 1, batch->priority,
-                           batch->deadline > 0 ? mono() + (batch->deadline - (double)time(NULL)) : 0};
+    /* the deadline (unix seconds) on the scheduler's clock (monotonic) */
+    double deadline = batch->deadline > 0 ? mono() + (batch->deadline - (double)time(NULL)) : 0;
+    sched_request_t req = {t->nreqs + 1, batch->priority, deadline};
     if (sched_submit(t->sched, mono(), &req, files, n, err) < 0)
         goto unlock;
     for (size_t i = 0; i < n; i++) {
@@ -1265,7 +1258,10 @@ static void tape_metrics(archive_backend_t *b, FILE *out)
     for (int d = 0; d < t->ndrives; d++) {
         tdrive_t *dr = &t->drives[d];
         fprintf(out, "stagein_drive_state{drive=\"%d\",state=\"%s\",volume=\"%s\"} 1\n", d,
-                dr->failed ? "failed" : dr->vol < 0 ? "empty" : t->vols[dr->vol].busy ? "busy" : "idle",
+                dr->failed                 ? "failed"
+                : dr->vol < 0              ? "empty"
+                : t->vols[dr->vol].busy    ? "busy"
+                                           : "idle",
                 dr->vol >= 0 ? t->vols[dr->vol].label : "");
     }
     uint64_t cmds = scsi_dev_commands(t->changer.dev);
@@ -1431,7 +1427,8 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
     }
     int nd = config_setting_length(drives);
     if (nd > TAPE_MAX_DRIVES) {
-        si_conf_fail(conf, "archive.tape.drives", err, "%d drives (at most %d)", nd, TAPE_MAX_DRIVES);
+        si_conf_fail(conf, "archive.tape.drives", err, "%d drives (at most %d)", nd,
+                     TAPE_MAX_DRIVES);
         goto fail;
     }
     int retries = (int)si_conf_int(conf, "archive.tape.retries", 30);

@@ -137,7 +137,8 @@ static void vtl_start(const char *vtl, int port, int size_mb)
            "%s --mode logicalunit --op new --tid 1 --lun 2 -b '%s/smc' --device-type=changer && "
            "L='%s --mode logicalunit --op update --tid 1 --lun 2 --params' && "
            "$L media_home='%s' && $L element_type=4,start_address=1,quantity=1 && "
-           "$L element_type=4,address=1,tid=1,lun=1 && $L element_type=1,start_address=90,quantity=1 && "
+           "$L element_type=4,address=1,tid=1,lun=1 && "
+           "$L element_type=1,start_address=90,quantity=1 && "
            "$L element_type=2,start_address=100,quantity=2 && "
            "$L element_type=2,address=100,barcode=B0000001,sides=1 && "
            "$L element_type=2,address=101,barcode=B0000002,sides=1 && "
@@ -406,7 +407,8 @@ int main(int argc, char **argv)
                                         .ncopies = 1};
             snprintf(items[i].checksum, sizeof(items[i].checksum), "%s", sums[i]);
             items[i].copies[0] = (archive_copy_t){1, "", p[i].file_seq, p[i].position, s->size};
-            snprintf(items[i].copies[0].volume, sizeof(items[i].copies[0].volume), "%s", p[i].volume);
+            snprintf(items[i].copies[0].volume, sizeof(items[i].copies[0].volume), "%s",
+                     p[i].volume);
         }
         archive_batch_t batch = {si + 1, 0, 0};
         pthread_mutex_lock(&k.mu);

@@ -54,7 +54,8 @@ static void test_cdbs(void)
     scsi_cdb_space6(&c, SCSI_SPACE_FILEMARKS, 3);
     ok(cdb_is(&c, (uint8_t[]){0x11, 1, 0, 0, 3, 0}, 6), "SPACE 3 filemarks");
     scsi_cdb_space6(&c, SCSI_SPACE_BLOCKS, -2);
-    ok(cdb_is(&c, (uint8_t[]){0x11, 0, 0xff, 0xff, 0xfe, 0}, 6), "SPACE -2 blocks (24-bit two's complement)");
+    ok(cdb_is(&c, (uint8_t[]){0x11, 0, 0xff, 0xff, 0xfe, 0}, 6),
+       "SPACE -2 blocks (24-bit two's complement)");
     scsi_cdb_space6(&c, SCSI_SPACE_EOD, 0);
     is_int(c.cdb[1], 3, "SPACE to end of data");
     scsi_cdb_read6(&c, buf, 0x040000);
@@ -209,7 +210,8 @@ static void test_mode(void)
     uint8_t list[28];
     size_t n = scsi_mode_select6_list(list, 0, true, false);
     ok(n == 28 && list[3] == 8 && list[9] == 0 && list[11] == 0 && list[12] == 0x0f &&
-           list[13] == 14 && list[14] == 0x40, "MODE SELECT list: variable blocks, compression off");
+           list[13] == 14 && list[14] == 0x40,
+       "MODE SELECT list: variable blocks, compression off");
     is_int(scsi_mode_select6_list(list, 262144, false, false), 12, "block descriptor only");
     ok(list[9] == 0x04 && list[10] == 0 && list[11] == 0, "block length 256 KiB");
     /* a MODE SENSE answer: write protected, density 60h (LTO-9), variable, page 0Fh DCE */
@@ -219,7 +221,8 @@ static void test_mode(void)
            m.density == 0x60 && m.block_length == 0 && m.has_compression && m.compression,
        "MODE SENSE: WP, density, variable blocks, compression on");
     d[3] = 40;
-    ok(scsi_parse_mode_sense6(d, sizeof(d), &m, NULL) < 0, "block descriptors past the end refused");
+    ok(scsi_parse_mode_sense6(d, sizeof(d), &m, NULL) < 0,
+       "block descriptors past the end refused");
 }
 
 static void test_density(void)
@@ -253,7 +256,8 @@ static void test_rao(void)
     scsi_uds_t in[3] = {{"obj1", 0, 100, 199}, {"obj2", 0, 5000, 5099}, {"obj3", 0, 20, 29}};
     uint8_t list[8 + 3 * 32];
     size_t n = scsi_rao_list(list, sizeof(list), in, 3);
-    ok(n == sizeof(list) && list[7] == 96 && list[8 + 1] == 30 && memcmp(list + 8 + 3, "obj1", 4) == 0 &&
+    ok(n == sizeof(list) && list[7] == 96 && list[8 + 1] == 30 &&
+           memcmp(list + 8 + 3, "obj1", 4) == 0 &&
            list[8 + 21] == 100 && list[8 + 29] == 199, "GENERATE RAO list: header, first UDS");
     ok(scsi_rao_list(list, 50, in, 3) == 0, "a list that does not fit is not built");
     /* a recorded RECEIVE RAO answer: the drive recommends 3, 1, 2 */

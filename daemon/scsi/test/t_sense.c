@@ -62,7 +62,8 @@ int main(void)
     /* READ(6) of a shorter block: NO SENSE, ILI, residue 262144 - 1024 */
     uint8_t ili[18] = {0xf0, 0, 0x20, 0x00, 0x03, 0xfc, 0x00, 10};
     ok(scsi_sense_parse(ili, sizeof(ili), &s) == 0 && s.ili && s.info == 0x3fc00 &&
-           scsi_condition(SCSI_CHECK_CONDITION, &s) == SCSI_COND_OK, "ILI with residue: a stream condition");
+           scsi_condition(SCSI_CHECK_CONDITION, &s) == SCSI_COND_OK,
+       "ILI with residue: a stream condition");
     /* negative residue: the block was longer than the buffer */
     uint8_t over[18] = {0xf0, 0, 0x20, 0xff, 0xff, 0xff, 0x00, 10};
     scsi_sense_parse(over, sizeof(over), &s);
