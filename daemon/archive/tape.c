@@ -488,8 +488,12 @@ static int mount(tdrive_t *d, int v, bool *write_protect, si_error_t *err)
     if (tape_drive_ready(&d->io, err) < 0 ||
         tape_drive_setup(&d->io, !t->compression, write_protect, err) < 0)
         return si_errprefix(err, "mount %s", vol->label);
-    if (!t->force_space)
+    if (!t->force_space && !d->io.probed) {
         tape_drive_probe(&d->io);
+        si_log(t->log, SI_LOG_INFO, "tape: drive %d positions by %s%s", d->index,
+               d->io.can_locate ? "LOCATE(16)" : "SPACE (no LOCATE(16) with block positions)",
+               d->io.can_rao ? "; it offers RAO" : "");
+    }
     if (tape_drive_to_file(&d->io, 0, err) < 0)
         return si_errprefix(err, "mount %s", vol->label);
     size_t got;

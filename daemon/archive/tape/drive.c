@@ -66,6 +66,7 @@ void tape_drive_probe(tape_drive_t *d)
     }
     scsi_cdb_receive_rao(&c, buf, 8);
     d->can_rao = scsi_run(d->dev, &c, NULL, NULL, NULL) == 0;
+    d->probed = true;
 }
 
 int tape_drive_rewind(tape_drive_t *d, si_error_t *err)

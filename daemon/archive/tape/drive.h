@@ -15,6 +15,7 @@ typedef struct {
     char serial[65];
     bool can_locate;           /* LOCATE(16) and READ POSITION with block numbers work */
     bool can_rao;              /* RECEIVE RAO answered */
+    bool probed;               /* can_locate and can_rao are known */
     bool pos_known;
     int64_t file;              /* tape file the head is in */
     uint64_t block;            /* blocks of it before the head */
@@ -28,7 +29,8 @@ int tape_drive_identify(tape_drive_t *d, si_error_t *err);
  * (d->retries times, d->retry_ms apart). */
 int tape_drive_ready(tape_drive_t *d, si_error_t *err);
 /* With a medium loaded: does the drive have LOCATE(16) and block positions?
- * (READ POSITION, then a LOCATE to where the head is.) Also probes RAO. */
+ * (READ POSITION, then a LOCATE to where the head is.) Also probes RAO.
+ * The head may move: the caller positions afterwards. */
 void tape_drive_probe(tape_drive_t *d);
 int tape_drive_rewind(tape_drive_t *d, si_error_t *err);
 int tape_drive_unload(tape_drive_t *d, si_error_t *err);
