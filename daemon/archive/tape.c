@@ -116,6 +116,20 @@ typedef struct {
     int buf_vol;
     int64_t buf_file;
     uint64_t buf_block;
+    /* Read-ahead: while the worker delivers a block, the next block of the
+     * same object is read by this drive's reader thread into pf_buf (the
+     * worker leaves the SCSI handle alone until it has joined it). */
+    pthread_t pf_thread;
+    bool pf_started, pf_stop, pf_pending, pf_done;
+    pthread_mutex_t pf_mu;
+    pthread_cond_t pf_cv;
+    unsigned char *pf_buf;
+    int64_t pf_file;
+    uint64_t pf_block;
+    size_t pf_got;
+    bool pf_fm, pf_eod;
+    int pf_rc, pf_errno;
+    si_error_t pf_err;
 } tdrive_t;
 
 typedef struct {
@@ -524,6 +538,84 @@ static int mount(tdrive_t *d, int v, bool *write_protect, si_error_t *err)
 
 /* ---- reading ------------------------------------------------------------------------------- */
 
+static void *reader_main(void *arg)
+{
+    tdrive_t *d = arg;
+    pthread_mutex_lock(&d->pf_mu);
+    for (;;) {
+        while (!d->pf_stop && !(d->pf_pending && !d->pf_done))
+            pthread_cond_wait(&d->pf_cv, &d->pf_mu);
+        if (d->pf_stop)
+            break;
+        pthread_mutex_unlock(&d->pf_mu);
+        si_error_t err = {0};
+        size_t got = 0;
+        bool fm = false, eod = false;
+        int rc = tape_drive_read_block(&d->io, d->pf_buf, read_max(d->t), &got, &fm, &eod, &err);
+        int e = errno;
+        pthread_mutex_lock(&d->pf_mu);
+        d->pf_got = got;
+        d->pf_fm = fm;
+        d->pf_eod = eod;
+        d->pf_rc = rc;
+        d->pf_errno = e;
+        d->pf_err = err;
+        d->pf_done = true;
+        pthread_cond_broadcast(&d->pf_cv);
+    }
+    pthread_mutex_unlock(&d->pf_mu);
+    return NULL;
+}
+
+/* Reads block `block` of tape file `file` ahead, where the head already is. */
+static void prefetch_start(tdrive_t *d, int64_t file, uint64_t block)
+{
+    if (!d->pf_started || d->pf_pending || !d->io.pos_known || d->io.file != file ||
+        d->io.block != block)
+        return;
+    pthread_mutex_lock(&d->pf_mu);
+    d->pf_file = file;
+    d->pf_block = block;
+    d->pf_pending = true;
+    d->pf_done = false;
+    pthread_cond_broadcast(&d->pf_cv);
+    pthread_mutex_unlock(&d->pf_mu);
+}
+
+/* Waits for the read ahead, if any: 1 when it read block `block` of `file`
+ * (now in d->buf), 0 when there was none or another one (discarded), -1
+ * when it failed (err, errno). */
+static int prefetch_join(tdrive_t *d, int v, int64_t file, uint64_t block, si_error_t *err)
+{
+    if (!d->pf_pending)
+        return 0;
+    pthread_mutex_lock(&d->pf_mu);
+    while (!d->pf_done)
+        pthread_cond_wait(&d->pf_cv, &d->pf_mu);
+    d->pf_pending = false;
+    pthread_mutex_unlock(&d->pf_mu);
+    if (d->pf_file != file || d->pf_block != block)
+        return 0;
+    if (d->pf_rc < 0) {
+        if (err)
+            *err = d->pf_err;
+        errno = d->pf_errno;
+        return -1;
+    }
+    if (d->pf_fm || d->pf_eod || d->pf_got == 0) {
+        errno = EIO;
+        return si_errnoprintf(err, EIO, "archive file %" PRId64 " ends early", file);
+    }
+    unsigned char *tmp = d->buf;
+    d->buf = d->pf_buf;
+    d->pf_buf = tmp;
+    d->buf_len = d->pf_got;
+    d->buf_vol = v;
+    d->buf_file = file;
+    d->buf_block = block;
+    return 1;
+}
+
 /* The bytes of one copy into the sink, block by block; the last block read
  * stays in d->buf for an object that starts in it. */
 static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archive_copy_t *cp,
@@ -557,6 +649,11 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
         left = item->size;
         int rc = 0;
         while (left > 0) {
+            int pf = prefetch_join(d, v, cp->file_seq, b, err);
+            if (pf < 0) {
+                rc = -1;
+                break;
+            }
             if (!(d->buf_vol == v && d->buf_file == cp->file_seq && d->buf_block == b)) {
                 bool fm, eod;
                 size_t got;
@@ -586,6 +683,8 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
             size_t n = d->buf_len - off;
             if (n > left)
                 n = (size_t)left;
+            else if (n < left)
+                prefetch_start(d, cp->file_seq, b + 1); /* the object goes on */
             if (t->cb.write(t->cb.arg, session, d->buf + off, n, err) < 0) {
                 rc = -1;
                 break;
@@ -599,6 +698,8 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
         }
         if (rc < 0) {
             int e = errno;
+            if (prefetch_join(d, v, -1, 0, NULL) == 0)
+                d->buf_vol = -1; /* the head moved past the block kept */
             t->cb.abort(t->cb.arg, session);
             errno = e;
             return si_errprefix(err, "volume %s, archive file %" PRId64 ", block %" PRIu64
@@ -1289,10 +1390,21 @@ static void tape_free(archive_backend_t *b)
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
     for (int d = 0; d < t->ndrives; d++) {
-        if (t->drives[d].started)
-            pthread_join(t->drives[d].thread, NULL);
-        scsi_close(t->drives[d].io.dev);
-        free(t->drives[d].buf);
+        tdrive_t *dr = &t->drives[d];
+        if (dr->started)
+            pthread_join(dr->thread, NULL);
+        if (dr->pf_started) {
+            pthread_mutex_lock(&dr->pf_mu);
+            dr->pf_stop = true;
+            pthread_cond_broadcast(&dr->pf_cv);
+            pthread_mutex_unlock(&dr->pf_mu);
+            pthread_join(dr->pf_thread, NULL);
+            pthread_mutex_destroy(&dr->pf_mu);
+            pthread_cond_destroy(&dr->pf_cv);
+        }
+        scsi_close(dr->io.dev);
+        free(dr->buf);
+        free(dr->pf_buf);
     }
     scsi_close(t->changer.dev);
     free(t->changer.els);
@@ -1481,11 +1593,22 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
         for (int64_t f = 0; f < t->vols[v].nfiles; f++)
             if (t->vols[v].files[f].block > t->max_block)
                 t->max_block = t->vols[v].files[f].block;
-    for (int d = 0; d < t->ndrives; d++)
-        if (!(t->drives[d].buf = malloc(read_max(t)))) {
+    for (int d = 0; d < t->ndrives; d++) {
+        tdrive_t *dr = &t->drives[d];
+        if (!(dr->buf = malloc(read_max(t))) || !(dr->pf_buf = malloc(read_max(t)))) {
             si_errprintf(err, "out of memory");
             goto fail;
         }
+        pthread_mutex_init(&dr->pf_mu, NULL);
+        pthread_cond_init(&dr->pf_cv, NULL);
+        if (pthread_create(&dr->pf_thread, NULL, reader_main, dr) != 0) {
+            pthread_mutex_destroy(&dr->pf_mu);
+            pthread_cond_destroy(&dr->pf_cv);
+            si_errprintf(err, "cannot start a drive reader thread");
+            goto fail;
+        }
+        dr->pf_started = true;
+    }
     sched_options_t so;
     sched_options_default(&so);
     if (tape_profile_from_conf(conf, si_conf_string(conf, "archive.tape.profile", "lto9"),
