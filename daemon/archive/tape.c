@@ -126,6 +126,7 @@ typedef struct {
     unsigned char *pf_buf;
     int64_t pf_file;
     uint64_t pf_block;
+    size_t pf_write;           /* >0: write pf_buf[0, pf_write) instead of reading */
     size_t pf_got;
     bool pf_fm, pf_eod;
     int pf_rc, pf_errno;
@@ -551,7 +552,10 @@ static void *reader_main(void *arg)
         si_error_t err = {0};
         size_t got = 0;
         bool fm = false, eod = false;
-        int rc = tape_drive_read_block(&d->io, d->pf_buf, read_max(d->t), &got, &fm, &eod, &err);
+        int rc = d->pf_write
+                     ? tape_drive_write_block(&d->io, d->pf_buf, d->pf_write, &err)
+                     : tape_drive_read_block(&d->io, d->pf_buf, read_max(d->t), &got, &fm, &eod,
+                                             &err);
         int e = errno;
         pthread_mutex_lock(&d->pf_mu);
         d->pf_got = got;
@@ -576,6 +580,7 @@ static void prefetch_start(tdrive_t *d, int64_t file, uint64_t block)
     pthread_mutex_lock(&d->pf_mu);
     d->pf_file = file;
     d->pf_block = block;
+    d->pf_write = 0;
     d->pf_pending = true;
     d->pf_done = false;
     pthread_cond_broadcast(&d->pf_cv);
@@ -777,6 +782,47 @@ static void read_volume(tdrive_t *d, int v)
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
+/* Write-behind: the full block in d->buf goes to the reader thread, which
+ * writes it while the worker fills the other buffer; the previous write's
+ * outcome (errno ENOSPC at end of medium) is returned first. */
+static int write_join(tdrive_t *d, si_error_t *err)
+{
+    if (!d->pf_pending)
+        return 0;
+    pthread_mutex_lock(&d->pf_mu);
+    while (!d->pf_done)
+        pthread_cond_wait(&d->pf_cv, &d->pf_mu);
+    d->pf_pending = false;
+    pthread_mutex_unlock(&d->pf_mu);
+    if (d->pf_rc < 0) {
+        if (err)
+            *err = d->pf_err;
+        errno = d->pf_errno;
+        return -1;
+    }
+    return 0;
+}
+
+static int write_behind(tdrive_t *d, size_t len, si_error_t *err)
+{
+    if (!d->pf_started)
+        return tape_drive_write_block(&d->io, d->buf, len, err);
+    if (write_join(d, err) < 0)
+        return -1;
+    unsigned char *tmp = d->buf;
+    d->buf = d->pf_buf;
+    d->pf_buf = tmp;
+    pthread_mutex_lock(&d->pf_mu);
+    d->pf_write = len;
+    d->pf_file = -1;
+    d->pf_pending = true;
+    d->pf_done = false;
+    pthread_cond_broadcast(&d->pf_cv);
+    pthread_mutex_unlock(&d->pf_mu);
+    return 0;
+}
+
+
 typedef struct {
     tdrive_t *d;
     size_t used;
@@ -802,7 +848,7 @@ static int put(twriter_t *w, const void *data, size_t len)
         if (p)
             p += n;
         if (w->used == t->block) {
-            if (tape_drive_write_block(&w->d->io, w->d->buf, w->used, w->err) < 0)
+            if (write_behind(w->d, w->used, w->err) < 0)
                 return -1;
             w->used = 0;
         }
@@ -885,7 +931,7 @@ static int put_member(twriter_t *w, const archive_member_t *m, uint64_t *positio
         w->logical += (uint64_t)n;
         left -= (uint64_t)n;
         if (w->used == t->block) {
-            if (tape_drive_write_block(&w->d->io, w->d->buf, w->used, err) < 0)
+            if (write_behind(w->d, w->used, err) < 0)
                 break;
             w->used = 0;
         }
@@ -950,7 +996,7 @@ static int write_copy(tdrive_t *d, int v, twrite_t *job, si_error_t *err)
     for (size_t i = 0; i < job->n; i++)
         if (put_member(&w, &job->members[i], &job->positions[i]) < 0)
             goto fail;
-    if (put(&w, NULL, 2 * TAR_BLOCK) < 0 ||
+    if (put(&w, NULL, 2 * TAR_BLOCK) < 0 || write_join(d, err) < 0 ||
         (w.used && tape_drive_write_block(&d->io, d->buf, w.used, err) < 0))
         goto fail;
     uint64_t end = w.logical;
@@ -978,6 +1024,11 @@ static int write_copy(tdrive_t *d, int v, twrite_t *job, si_error_t *err)
     d->head = end + FM_BYTES;
     return 0;
 fail:
+    {
+        int e = errno;
+        write_join(d, NULL); /* the block in flight, if any: its outcome no longer matters */
+        errno = e;
+    }
     si_errprefix(err, "cartridge %s, archive file %" PRId64, vol->label, seq);
     if (errno == ENOSPC) {
         /* end of medium: the partial archive file is never recorded (the next
