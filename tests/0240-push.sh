@@ -10,24 +10,6 @@
 . "$top_srcdir/tests/recall-lib.sh"
 need_tools setpriv tar dd
 
-# push DATASET KEY FILE [PUSH_ID] [CREDENTIAL]: prints the status code, body in $BODY
-push() {
-    local query="dataset=$1&key=$2" credential=${5-$(cred)}
-    [ -n "${4:-}" ] && query+="&push=$4"
-    curl -s -o "$BODY" -w '%{http_code}' -X POST -H "X-Stagein-Munge: $credential" \
-        -H "X-Stagein-Checksum: sha256:$(sha256sum < "$3" | cut -d' ' -f1)" \
-        -H 'Content-Type: application/octet-stream' --data-binary "@$3" \
-        "http://127.0.0.1:$PORT/api/v1/push?$query"
-}
-# wait_push ID [SECONDS]: waits until the push is DURABLE or FAILED; prints its state
-wait_push() {
-    local state=""
-    for _ in $(seq $((${2:-60} * 10))); do
-        [ "$(api GET "/api/v1/push/$1")" = 200 ] && state=$(json "$BODY" 'j["state"]')
-        case $state in DURABLE | FAILED) break ;; *) sleep 0.1 ;; esac
-    done
-    echo "$state"
-}
 counts() { sql "SELECT (SELECT count(*) FROM objects) || '/' || (SELECT count(*) FROM pushes) || '/' || (SELECT count(*) FROM push_items) || '/' || (SELECT count(*) FROM datasets) || '/' || (SELECT count(*) FROM cache)"; }
 
 for f in s1:1000 s2:20000 s3:70000 m1:3000000 m2:4500000; do make_file "${f%%:*}" "${f##*:}"; done

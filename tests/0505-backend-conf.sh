@@ -30,8 +30,8 @@ refused() {
 
 # write_conf puts state_dir and stageind on lines 1-2: the archive group starts on line 3
 refused "an unknown backend" \
-    "$STAGEIN_CONF:3: setting 'archive.backend' = \"tape\" is not one of sim\|s3\|hsm" \
-    'archive: { backend = "tape"; };'
+    "$STAGEIN_CONF:3: setting 'archive.backend' = \"dvd\" is not one of sim\|s3\|hsm\|tape" \
+    'archive: { backend = "dvd"; };'
 refused "s3 without an endpoint" \
     "$STAGEIN_CONF: setting 'archive.s3.endpoint' is required by the s3 backend" \
     "archive: { backend = \"s3\"; s3: { credentials_file = \"$CREDS\"; }; };"

@@ -1,6 +1,7 @@
-# Helpers for the recall system tests (0220, 0230): a private munged, a state
-# directory with simulated volumes written by `stagein tape`, datasets, and a
-# stageind started on a per-test port and socket. Source after lib.sh.
+# Helpers for the recall and push system tests (0220, 0230, 0240, 065x): a
+# private munged, a state directory with simulated volumes written by
+# `stagein tape`, datasets, pushes, and a stageind started on a per-test port
+# and socket. Source after lib.sh.
 
 STAGEIND="$top_builddir/daemon/stageind"
 need_tools munged mungekey munge curl sqlite3 python3 sha256sum
@@ -127,4 +128,23 @@ kill_loop() {
         start && restarts=$((restarts + 1))
         track_pid "$(daemon_pid)"
     done
+}
+
+# push DATASET KEY FILE [PUSH_ID] [CREDENTIAL]: prints the status code, body in $BODY
+push() {
+    local query="dataset=$1&key=$2" credential=${5-$(cred)}
+    [ -n "${4:-}" ] && query+="&push=$4"
+    curl -s -o "$BODY" -w '%{http_code}' -X POST -H "X-Stagein-Munge: $credential" \
+        -H "X-Stagein-Checksum: sha256:$(sha256sum < "$3" | cut -d' ' -f1)" \
+        -H 'Content-Type: application/octet-stream' --data-binary "@$3" \
+        "http://127.0.0.1:$PORT/api/v1/push?$query"
+}
+# wait_push ID [SECONDS]: waits until the push is DURABLE or FAILED; prints its state
+wait_push() {
+    local state=""
+    for _ in $(seq $((${2:-60} * 10))); do
+        [ "$(api GET "/api/v1/push/$1")" = 200 ] && state=$(json "$BODY" 'j["state"]')
+        case $state in DURABLE | FAILED) break ;; *) sleep 0.1 ;; esac
+    done
+    echo "$state"
 }

@@ -1,6 +1,7 @@
 /* The archive backend registry and the "archive" configuration group. */
 #include "config.h"
 #include <errno.h>
+#include <inttypes.h>
 
 #include <string.h>
 
@@ -8,7 +9,7 @@
 
 const si_conf_key_t archive_conf_keys[] = {
     {"archive", SI_CONF_GROUP, 0, 0, NULL},
-    {"archive.backend", SI_CONF_STRING, 0, 0, "sim|s3|hsm"},
+    {"archive.backend", SI_CONF_STRING, 0, 0, "sim|s3|hsm|tape"},
     /* re-reads of a copy whose bytes do not match the catalog's checksum */
     {"archive.checksum_retries", SI_CONF_INT, 0, 10, NULL},
     /* seconds between persisted progress of objects being recalled */
@@ -29,7 +30,9 @@ archive_backend_t *archive_backend_new(const archive_backend_opts_t *opts, si_er
         return archive_s3_new(opts, err);
     if (strcmp(name, "hsm") == 0)
         return archive_hsm_new(opts, err);
-    si_errprintf(err, "archive.backend: unknown backend '%s' (known: sim, s3, hsm)", name);
+    if (strcmp(name, "tape") == 0)
+        return archive_tape_new(opts, err);
+    si_errprintf(err, "archive.backend: unknown backend '%s' (known: sim, s3, hsm, tape)", name);
     return NULL;
 }
 
@@ -72,4 +75,29 @@ void archive_backend_free(archive_backend_t *b)
 {
     if (b)
         b->ops->free(b);
+}
+
+void archive_metrics_library(FILE *out, const archive_status_t *st)
+{
+    fprintf(out,
+            "# HELP stagein_drives_failed Drives that failed.\n"
+            "# TYPE stagein_drives_failed gauge\nstagein_drives_failed %d\n"
+            "# HELP stagein_mounts_total Volume mounts.\n"
+            "# TYPE stagein_mounts_total counter\nstagein_mounts_total %" PRIu64 "\n"
+            "# HELP stagein_tape_reads_total Objects read from tape.\n"
+            "# TYPE stagein_tape_reads_total counter\nstagein_tape_reads_total %" PRIu64 "\n"
+            "# HELP stagein_tape_read_failures_total Copies that could not be read.\n"
+            "# TYPE stagein_tape_read_failures_total counter\n"
+            "stagein_tape_read_failures_total %" PRIu64 "\n"
+            "# HELP stagein_tape_bytes_read_total Bytes recalled into the cache.\n"
+            "# TYPE stagein_tape_bytes_read_total counter\n"
+            "stagein_tape_bytes_read_total %" PRIu64 "\n"
+            "# HELP stagein_tape_bytes_written_total Bytes of archive files written.\n"
+            "# TYPE stagein_tape_bytes_written_total counter\n"
+            "stagein_tape_bytes_written_total %" PRIu64 "\n"
+            "# HELP stagein_archive_queued_items Recalls handed to the library, not done.\n"
+            "# TYPE stagein_archive_queued_items gauge\n"
+            "stagein_archive_queued_items %" PRIu64 "\n",
+            st->drives_failed, st->mounts, st->reads, st->read_failures, st->bytes_read,
+            st->bytes_written, st->queued_items);
 }

@@ -55,6 +55,7 @@ extern const si_conf_key_t archive_conf_keys[];
 /* archive.s3.* (s3.c) and archive.hsm.* (hsm.c) */
 extern const si_conf_key_t archive_s3_conf_keys[];
 extern const si_conf_key_t archive_hsm_conf_keys[];
+extern const si_conf_key_t archive_tape_conf_keys[];
 
 /* ---- recall ------------------------------------------------------------------ */
 
@@ -221,6 +222,8 @@ int archive_write(archive_backend_t *b, const archive_member_t *members, size_t 
                   archive_placement_t *placements, si_error_t *err);
 int archive_status(archive_backend_t *b, archive_status_t *out, si_error_t *err);
 void archive_metrics(archive_backend_t *b, FILE *out);
+/* The Prometheus counters of a backend with drives (sim, tape) from its status. */
+void archive_metrics_library(FILE *out, const archive_status_t *st);
 void archive_backend_free(archive_backend_t *b);
 
 /* The `sim` backend (sim.c). */
@@ -229,5 +232,7 @@ archive_backend_t *archive_sim_new(const archive_backend_opts_t *opts, si_error_
 archive_backend_t *archive_s3_new(const archive_backend_opts_t *opts, si_error_t *err);
 /* The `hsm` backend (hsm.c): an archive file system (ScoutFS, Lustre HSM, ...). */
 archive_backend_t *archive_hsm_new(const archive_backend_opts_t *opts, si_error_t *err);
+/* The `tape` backend (tape.c): a real library over SCSI (daemon/scsi). */
+archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error_t *err);
 
 #endif

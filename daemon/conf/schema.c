@@ -46,6 +46,7 @@ static const si_conf_key_t *const all_schemas[] = {
     archive_conf_keys,
     archive_s3_conf_keys,
     archive_hsm_conf_keys,
+    archive_tape_conf_keys,
     tape_conf_keys,
     rdma_conf_keys,
     ui_conf_keys,

@@ -24,9 +24,6 @@ struct tapevol {
     size_t nregions;
 };
 
-/* Filemark record of archive file seq, which spans [start, end). */
-void tapevol_filemark_format(unsigned char rec[TAPEVOL_RECORD], int64_t seq,
-                             uint64_t start, uint64_t end);
 /* Parses a filemark record; err says what is wrong with it. */
 int tapevol_filemark_parse(const unsigned char rec[TAPEVOL_RECORD], int64_t *seq,
                            uint64_t *start, uint64_t *end, si_error_t *err);

@@ -155,8 +155,8 @@ static int record_get_u64(const record_fields_t *f, const char *magic, const cha
     return 0;
 }
 
-static void label_format(unsigned char rec[TAPEVOL_RECORD], const char *label,
-                         const char *media, uint64_t capacity, int64_t created)
+void tapevol_label_format(unsigned char rec[TAPEVOL_RECORD], const char *label,
+                          const char *media, uint64_t capacity, int64_t created)
 {
     memset(rec, 0, TAPEVOL_RECORD);
     snprintf((char *)rec, TAPEVOL_RECORD,
@@ -165,8 +165,8 @@ static void label_format(unsigned char rec[TAPEVOL_RECORD], const char *label,
              TAPEVOL_FORMAT, label, media, capacity, created);
 }
 
-static int label_parse(const unsigned char rec[TAPEVOL_RECORD], tapevol_info_t *info,
-                       si_error_t *err)
+int tapevol_label_parse(const unsigned char rec[TAPEVOL_RECORD], tapevol_info_t *info,
+                        si_error_t *err)
 {
     record_fields_t f;
     uint64_t format, capacity, created;
@@ -297,7 +297,7 @@ int tapevol_create(const char *dir, const char *label, const char *media,
         si_errprintf(err, "out of memory");
         goto error;
     }
-    label_format(rec, label, media, capacity, (int64_t)time(NULL));
+    tapevol_label_format(rec, label, media, capacity, (int64_t)time(NULL));
     tapevol_filemark_format(rec + TAPEVOL_RECORD, 0, 0, TAPEVOL_RECORD);
     /* Written aside and linked into place: the volume appears whole or not
      * at all, and an existing volume is never overwritten. */
@@ -368,7 +368,7 @@ tapevol_t *tapevol_open(const char *dir, const char *label, int flags, si_error_
                      n < 0 ? strerror(errno) : "too short for a volume label record");
         goto error;
     }
-    if (label_parse(rec, &vol->label, err) < 0) {
+    if (tapevol_label_parse(rec, &vol->label, err) < 0) {
         si_errprefix(err, "%s: bad volume label at offset 0", vol->path);
         goto error;
     }

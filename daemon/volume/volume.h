@@ -74,6 +74,16 @@ typedef struct {
     int64_t files;       /* archive files (the label file not counted) */
 } tapevol_info_t;
 
+/* The label record (tape file 0) and a filemark record, as laid out in an
+ * image; a real cartridge holds the label record as its first block (the
+ * tape backend, daemon/archive/tape.c). */
+void tapevol_label_format(unsigned char rec[TAPEVOL_RECORD], const char *label,
+                          const char *media, uint64_t capacity, int64_t created);
+int tapevol_label_parse(const unsigned char rec[TAPEVOL_RECORD], tapevol_info_t *info,
+                        si_error_t *err);
+void tapevol_filemark_format(unsigned char rec[TAPEVOL_RECORD], int64_t seq,
+                             uint64_t start, uint64_t end);
+
 /* Label fields and the current end of data; files comes from the last
  * filemark, so a volume whose end is not a filemark is reported corrupt. */
 int tapevol_info(tapevol_t *vol, tapevol_info_t *info, si_error_t *err);

@@ -349,7 +349,7 @@ int main(void)
     ok(!archive_backend_new(&bo, &err) && strstr(err.text, "archive.hsm.volume"),
        "a bad pseudo-volume label: %s", err.text);
     si_conf_free(conf);
-    ok(!si_conf_load_string("archive: { backend = \"tape\"; };", schemas, &err) &&
+    ok(!si_conf_load_string("archive: { backend = \"dvd\"; };", schemas, &err) &&
        strstr(err.text, "(string):1"), "an unknown backend: %s", err.text);
 
     test_sink_free(&s);

@@ -1,0 +1,140 @@
+/* Device handles: a transport, a name for messages, a command trace. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon/scsi/scsi.h"
+
+struct scsi_dev {
+    char *name;
+    const scsi_transport_t *t;
+    void *impl;
+    scsi_trace_fn trace;
+    void *trace_arg;
+    uint64_t commands;
+};
+
+scsi_dev_t *scsi_dev_new(const char *name, const scsi_transport_t *t, void *impl,
+                         si_error_t *err)
+{
+    scsi_dev_t *d = calloc(1, sizeof(*d));
+    if (!d || !(d->name = strdup(name))) {
+        free(d);
+        t->close(impl);
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    d->t = t;
+    d->impl = impl;
+    return d;
+}
+
+bool scsi_have_iscsi(void)
+{
+#ifdef HAVE_LIBISCSI
+    return true;
+#else
+    return false;
+#endif
+}
+
+scsi_dev_t *scsi_open(const char *address, si_error_t *err)
+{
+    void *impl;
+    const scsi_transport_t *t;
+    if (strncmp(address, "iscsi://", 8) == 0) {
+        if (!scsi_have_iscsi()) {
+            si_errnoprintf(err, ENOTSUP, "%s: this stageind was built without libiscsi "
+                           "(install libiscsi-dev and rebuild)", address);
+            return NULL;
+        }
+        impl = scsi_iscsi_open(address, err);
+        t = &scsi_iscsi_transport;
+    } else if (address[0] == '/') {
+        impl = scsi_sg_open(address, err);
+        t = &scsi_sg_transport;
+    } else {
+        si_errnoprintf(err, EINVAL, "device '%s' is neither a path (/dev/sgN) nor an "
+                       "iscsi:// URL", address);
+        return NULL;
+    }
+    if (!impl)
+        return NULL;
+    return scsi_dev_new(address, t, impl, err);
+}
+
+void scsi_close(scsi_dev_t *d)
+{
+    if (!d)
+        return;
+    d->t->close(d->impl);
+    free(d->name);
+    free(d);
+}
+
+const char *scsi_dev_name(const scsi_dev_t *d)
+{
+    return d->name;
+}
+
+void scsi_set_trace(scsi_dev_t *d, scsi_trace_fn fn, void *arg)
+{
+    d->trace = fn;
+    d->trace_arg = arg;
+}
+
+uint64_t scsi_dev_commands(const scsi_dev_t *d)
+{
+    return d->commands;
+}
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int scsi_run(scsi_dev_t *d, const scsi_cmd_t *cmd, scsi_result_t *res, scsi_sense_t *sense,
+             si_error_t *err)
+{
+    scsi_result_t local;
+    scsi_sense_t lsense;
+    if (!res)
+        res = &local;
+    if (!sense)
+        sense = &lsense;
+    memset(res, 0, sizeof(*res));
+    memset(sense, 0, sizeof(*sense));
+    double t0 = mono();
+    d->commands++;
+    int rc = d->t->submit(d->impl, cmd, res, err);
+    if (d->trace)
+        d->trace(d->trace_arg, d->name, cmd, rc < 0 ? NULL : res, mono() - t0);
+    if (rc < 0) {
+        int e = errno == ETIMEDOUT ? ETIMEDOUT : EHOSTDOWN;
+        si_errprefix(err, "%s: %s", d->name, cmd->name);
+        errno = e;
+        return -1;
+    }
+    if (res->status == SCSI_GOOD)
+        return 0;
+    scsi_sense_parse(res->sense, res->sense_len, sense);
+    scsi_cond_t cond = scsi_condition(res->status, sense);
+    char what[200];
+    if (res->status == SCSI_CHECK_CONDITION)
+        scsi_sense_describe(sense, what, sizeof(what));
+    else
+        snprintf(what, sizeof(what), "SCSI status %02Xh%s", res->status,
+                 res->status == SCSI_BUSY ? " (busy)"
+                 : res->status == SCSI_RESERVATION_CONFLICT ? " (reservation conflict)" : "");
+    si_errnoprintf(err, cond == SCSI_COND_OK ? EIO : scsi_cond_errno(cond), "%s: %s: %s",
+                   d->name, cmd->name, what);
+    if (cond == SCSI_COND_OK)
+        errno = 0; /* a stream condition: the caller looks at *sense */
+    return -1;
+}

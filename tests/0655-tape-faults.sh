@@ -1,0 +1,146 @@
+#!/bin/bash
+# The tape backend's error handling against tgt's virtual library (2 drives,
+# 8 cartridges, cartridge capacity set to 8 MB so that pushes move on):
+# a corrupted region of a cartridge (the other copy is read), a cartridge
+# whose label does not match its barcode (refused, nothing written), a
+# cartridge that fills before its capacity (end of medium: the copy goes to
+# another one), a write-protected cartridge, a drive taken offline before a
+# recall (its work goes to the other drive), kill -9 of stageind mid-write
+# (the interrupted archive file is redone and never listed).
+. "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
+. "$top_srcdir/tests/recall-lib.sh"
+. "$top_srcdir/tests/tape-lib.sh"
+trap 'stop; tgt_stop; cleanup' EXIT
+
+tgt_start 2 8
+ok $? "tgtd serves a library of 2 drives and 8 cartridges"
+# T0000006 holds 1 MB only: it reaches its end of medium long before 8 MB
+rm -f "$VTL/T0000006"
+tgtimg --op new --device-type tape --barcode T0000006 --size 1 --type data --file "$VTL/T0000006" >/dev/null
+# T0000003 carries the label record of another cartridge (a copy of T0000001's image, taken later)
+
+use_state F
+write_conf "push: { copies = 2; aggregate_window = 0.2; };
+library: { policy = \"linear\"; };
+$(TAPE_CAPACITY=8000000 tape_conf 2)"
+"$STAGEIN" catalog init >/dev/null
+run_ok "stageind starts" -- start
+track_pid "$(daemon_pid)"
+mkdir -p "$SRC"
+for f in a:200000 b:3000000 c:5000000 d:5000000 e:100000; do
+    head -c "${f##*:}" /dev/urandom > "$SRC/${f%%:*}"
+done
+# push_one KEY: one file in a push of its own; prints its final state
+push_one() {
+    push ckpt "$1" "$SRC/$1" >/dev/null
+    wait_push "$(json "$BODY" 'j["pushId"]')" 60
+}
+vols_of() { sql "SELECT group_concat(v.label, ' ') FROM (SELECT v.label FROM tape_copies t JOIN objects o ON o.id = t.object_id JOIN volumes v ON v.id = t.volume_id WHERE o.key = 'ckpt/$1' ORDER BY v.label) v"; }
+push ckpt a "$SRC/a" >/dev/null; ID=$(json "$BODY" 'j["pushId"]')
+push ckpt b "$SRC/b" "$ID" >/dev/null
+is "$(wait_push "$ID")" DURABLE "a and b pushed: DURABLE"
+is "$(vols_of b)" "T0000001 T0000002" "b on the two cartridges loaded first"
+
+# ---- a cartridge whose label is another's: refused, nothing written ------------------------
+cp "$VTL/T0000001" "$VTL/T0000003"
+cp "$VTL/T0000003" "$TEST_DIR/T0000003.before"
+is "$(push_one c)" DURABLE "c (5 MB: no room left on T0000001/2) pushed: DURABLE"
+grep -q 'cartridge T0000003: its label record says T0000001.*refused, nothing written' "$LOG"
+ok $? "T0000003, labelled T0000001 on tape, is refused with a message saying so"
+cmp -s "$VTL/T0000003" "$TEST_DIR/T0000003.before"
+ok $? "nothing was written to T0000003"
+is "$(vols_of c)" "T0000004 T0000005" "c's copies went to the next cartridges"
+
+# ---- end of medium before the capacity: the copy moves on --------------------------------
+is "$(push_one d)" DURABLE "d pushed: DURABLE"
+grep -q 'cartridge T0000006, archive file 1: .*WRITE(6): .*end of medium' "$LOG"
+ok $? "T0000006 reached its end of medium while d was written"
+grep -qx full "$STATE/tape/T0000006.index"
+ok $? "T0000006 is recorded full in its index"
+is "$(vols_of d)" "T0000007 T0000008" "d's copies are on other cartridges, none on T0000006"
+
+# ---- a write-protected cartridge ---------------------------------------------------------
+wp_lun=2
+$TGTADM --mode logicalunit --op update --tid 1 --lun $wp_lun --params readonly=1
+is "$(push_one e)" DURABLE "e pushed with drive $wp_lun reporting its cartridges write protected: DURABLE"
+grep -q 'write protected' "$LOG"
+ok $? "the write-protected cartridge is logged"
+is "$(sql "SELECT count(DISTINCT t.volume_id) FROM tape_copies t JOIN objects o ON o.id = t.object_id WHERE o.key = 'ckpt/e'")" \
+    2 "e has its two copies on two cartridges"
+$TGTADM --mode logicalunit --op update --tid 1 --lun $wp_lun --params readonly=0
+
+# ---- a corrupted region: the other copy is read ----------------------------------------
+c1=$(sql "SELECT v.label FROM tape_copies t JOIN objects o ON o.id = t.object_id JOIN volumes v ON v.id = t.volume_id WHERE o.key = 'ckpt/b' AND t.copy = 1")
+# flip CARTRIDGE_FILE: inverts 4 KiB of b's data in it (again: restores them)
+flip() {
+    python3 - "$1" "$SRC/b" <<'PY'
+import sys
+img = bytearray(open(sys.argv[1], 'rb').read())
+data = open(sys.argv[2], 'rb').read()
+at = img.find(data[1000000:1000064])
+if at < 0:
+    at = img.find(bytes(x ^ 0xff for x in data[1000000:1000064]))
+assert at > 0, "b's bytes not found in the cartridge file"
+for i in range(at, at + 4096):
+    img[i] ^= 0xff
+open(sys.argv[1], 'r+b').write(img)
+PY
+}
+flip "$VTL/$c1"
+ok $? "4 KiB of b's data flipped in cartridge $c1 (copy 1)"
+evict stageout
+: > "$TEST_DIR/scsi.log"
+run_ok "stageind restarts" -- start
+track_pid "$(daemon_pid)"
+REQ=$(stage '{"datasets":["ckpt"]}')
+is "$(wait_done "$REQ" 60)" COMPLETED "the checkpoints are recalled: COMPLETED"
+is "$(mismatched a b c d e)" "" "every recalled file equals what was pushed"
+grep -q "checksum mismatch.*volume $c1" "$LOG"
+ok $? "b's mismatch on $c1 is logged, naming the volume; the other copy was read"
+flip "$VTL/$c1"
+
+# ---- a drive taken offline: its work goes to the other drive -----------------------------
+evict stageout
+$TGTADM --mode logicalunit --op update --tid 1 --lun 1 --params online=0
+run_ok "stageind restarts with drive 1 offline" -- start
+track_pid "$(daemon_pid)"
+REQ=$(stage '{"datasets":["ckpt"]}')
+is "$(wait_done "$REQ" 90)" COMPLETED "recalled with one drive offline: COMPLETED"
+is "$(mismatched a b c d e)" "" "every recalled file equals what was pushed"
+grep -q 'tape: drive 0 (.*) offline: .*NOT READY: medium not present' "$LOG"
+ok $? "drive 0 is taken offline with the condition it reported"
+api GET /metrics >/dev/null
+grep -q '^stagein_drives_failed 1' "$BODY"
+ok $? "the metrics count one failed drive"
+stop
+$TGTADM --mode logicalunit --op update --tid 1 --lun 1 --params online=1
+
+# ---- kill -9 mid-write ------------------------------------------------------------------
+head -c 20000000 /dev/urandom > "$SRC/big"
+write_conf "push: { copies = 1; aggregate_window = 0.2; };
+library: { policy = \"linear\"; };
+$(TAPE_CAPACITY=60000000 tape_conf 2 'block_size = 65536;')"
+run_ok "stageind restarts" -- start
+track_pid "$(daemon_pid)"
+: > "$TEST_DIR/scsi.log"
+push ckpt big "$SRC/big" >/dev/null
+BIG=$(json "$BODY" 'j["pushId"]')
+for _ in $(seq 300); do
+    [ "$(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log")" -gt 20 ] && break
+    sleep 0.02
+done
+kill -9 "$(daemon_pid)"
+ok $? "stageind killed with -9 after $(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log") blocks of the archive write"
+sleep 0.5
+run_ok "stageind restarts" -- start
+track_pid "$(daemon_pid)"
+is "$(wait_push "$BIG" 90)" DURABLE "the interrupted push is redone: DURABLE"
+stop
+vol=$(vols_of big)
+elem=$(awk -v b="$vol" '$1 == "drive" && $4 == b { print $2 }' <<<"$("$TAPE_TOOL" inventory "$CHANGER_URL")")
+"$TAPE_TOOL" image "$CHANGER_URL" "$TGT_URL/${elem:-1}" "${elem:-1}" "$vol" "$TEST_DIR/images" >/dev/null
+"$STAGEIN" tape dump "$vol" --volume-dir "$TEST_DIR/images" --verify > "$TEST_DIR/dump" 2>&1
+ok $? "cartridge $vol reads back whole and verified (stagein tape dump --verify)"
+is "$(grep -c 'stageout/ckpt/big' "$TEST_DIR/dump")" 1 "big is on it once: the interrupted archive file was written over"
+
+finish
