@@ -15,6 +15,7 @@
 
 #include "common/table.h"
 #include "common/text.h"
+#include "stagein/api.h"
 #include "stagein/cli.h"
 #include "stagein/client.h"
 #include "stagein/client_cmd.h"
@@ -93,9 +94,6 @@ static int outcome(cli_t *cli, const progress_status_t *s, const json_t *status)
 static int wait_request(cli_t *cli, client_t *c, const char *id, double timeout_s, bool json)
 {
     bool tty = !json && isatty(STDOUT_FILENO);
-    char path[128];
-    snprintf(path, sizeof(path), "/api/v1/stage/%s", id);
-    client_request_t get = {.method = "GET", .path = path};
     progress_rate_t rate;
     progress_rate_init(&rate);
     double start = client_cmd_clock(), last_line = -1e9;
@@ -108,7 +106,7 @@ static int wait_request(cli_t *cli, client_t *c, const char *id, double timeout_
         client_reply_t r;
         si_error_t err;
         progress_status_t s;
-        if (client_send(c, &get, &r, &err) < 0 ||
+        if (api_stage_status(c, id, &r, &err) < 0 ||
             progress_status_from_json(r.json, &s, &err) < 0) {
             if (bar_drawn)
                 putchar('\n');
@@ -294,8 +292,7 @@ int cmd_request(cli_t *cli, int argc, char **argv)
         rc = cli_fail(cli, "%s", err.text);
         goto done;
     }
-    client_request_t post = {.method = "POST", .path = "/api/v1/stage", .json_body = text};
-    if (client_send(c, &post, &r, &err) < 0) {
+    if (api_stage_submit(c, text, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
         goto done;
     }
@@ -427,11 +424,10 @@ static int status_mine(cli_t *cli, client_t *c, bool json)
         {"job", SI_COL_STR},      {"priority", SI_COL_INT},    {"files", SI_COL_INT},
         {"files_done", SI_COL_INT}, {"bytes", SI_COL_BYTES}, {"bytes_done", SI_COL_BYTES},
     };
-    client_request_t get = {.method = "GET", .path = "/api/v1/queue"};
     client_reply_t r;
     si_error_t err;
     int rc;
-    if (client_send(c, &get, &r, &err) < 0) {
+    if (api_queue(c, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
         goto done;
     }
@@ -469,11 +465,10 @@ static int status_all(cli_t *cli, client_t *c, bool json)
         {"files", SI_COL_INT},       {"files_done", SI_COL_INT}, {"files_failed", SI_COL_INT},
         {"bytes", SI_COL_BYTES},     {"bytes_done", SI_COL_BYTES}, {"reason", SI_COL_STR},
     };
-    client_request_t get = {.method = "GET", .path = "/api/v1/requests?all=1"};
     client_reply_t r;
     si_error_t err;
     int rc;
-    if (client_send(c, &get, &r, &err) < 0) {
+    if (api_requests_all(c, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
     } else if (!json_is_array(json_object_get(r.json, "requests"))) {
         rc = cli_fail(cli, "stageind's answer has no 'requests' array: %.200s", r.body);
@@ -512,11 +507,8 @@ int cmd_status(cli_t *cli, int argc, char **argv)
         client_free(c);
         return rc;
     }
-    char path[128];
-    snprintf(path, sizeof(path), "/api/v1/stage/%s", argv[optind]);
-    client_request_t get = {.method = "GET", .path = path};
     client_reply_t r;
-    if (client_send(c, &get, &r, &err) < 0) {
+    if (api_stage_status(c, argv[optind], &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
     } else if (co.json) {
         client_cmd_print_answer(&r);
@@ -553,8 +545,7 @@ int cmd_wait(cli_t *cli, int argc, char **argv)
 }
 
 /* cancel and release: one POST, the new state in the answer. */
-static int end_request(cli_t *cli, int argc, char **argv, const char *usage,
-                       const char *path_fmt)
+static int end_request(cli_t *cli, int argc, char **argv, const char *usage, api_post_fn route)
 {
     client_cmd_conn_t co;
     int rc = simple_args(cli, argc, argv, usage, 1, false, &co, NULL);
@@ -565,11 +556,8 @@ static int end_request(cli_t *cli, int argc, char **argv, const char *usage,
     client_t *c = client_cmd_open(cli, co.endpoint, &err);
     if (!c)
         return cli_fail(cli, "%s", err.text);
-    char path[160];
-    snprintf(path, sizeof(path), path_fmt, id);
-    client_request_t post = {.method = "POST", .path = path};
     client_reply_t r;
-    if (client_send(c, &post, &r, &err) < 0) {
+    if (route(c, id, NULL, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
     } else {
         if (co.json)
@@ -587,19 +575,19 @@ static int end_request(cli_t *cli, int argc, char **argv, const char *usage,
 int cmd_cancel(cli_t *cli, int argc, char **argv)
 {
     return end_request(cli, argc, argv, "cancel ID [--endpoint URL|unix:PATH] [--json]",
-                       "/api/v1/stage/%s/cancel");
+                       api_stage_cancel);
 }
 
 int cmd_release(cli_t *cli, int argc, char **argv)
 {
     return end_request(cli, argc, argv, "release ID [--endpoint URL|unix:PATH] [--json]",
-                       "/api/v1/release/%s");
+                       api_release);
 }
 
-/* POSTs body (decref'd here) to path at co's endpoint: 0 with *r, or an exit
- * status after saying why; free *r either way. */
-static int post_json(cli_t *cli, const client_cmd_conn_t *co, const char *path, json_t *body,
-                     client_reply_t *r)
+/* POSTs body (decref'd here) by route (to request id) at co's endpoint: 0
+ * with *r, or an exit status after saying why; free *r either way. */
+static int post_json(cli_t *cli, const client_cmd_conn_t *co, api_post_fn route, const char *id,
+                     json_t *body, client_reply_t *r)
 {
     si_error_t err;
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
@@ -612,8 +600,7 @@ static int post_json(cli_t *cli, const client_cmd_conn_t *co, const char *path, 
         free(text);
         return cli_fail(cli, "%s", err.text);
     }
-    client_request_t post = {.method = "POST", .path = path, .json_body = text};
-    int rc = client_send(c, &post, r, &err) < 0 ? cli_fail(cli, "%s", err.text) : 0;
+    int rc = route(c, id, text, r, &err) < 0 ? cli_fail(cli, "%s", err.text) : 0;
     client_free(c);
     free(text);
     return rc;
@@ -662,16 +649,21 @@ int cmd_bind(cli_t *cli, int argc, char **argv)
     json_t *body = json_pack("{s:s, s:b}", "job", job, "started", !pending);
     if (body && array)
         json_object_set_new(body, "array", json_string(array));
-    char path[160];
-    snprintf(path, sizeof(path), "/api/v1/stage/%s/job", argv[optind]);
     client_reply_t r;
-    int rc = post_json(cli, &co, path, body, &r);
+    int rc = post_json(cli, &co, api_stage_bind, argv[optind], body, &r);
     if (rc == 0 && co.json)
         client_cmd_print_answer(&r);
     else if (rc == 0)
         printf("request %s: held by job %s\n", argv[optind], job);
     client_reply_free(&r);
     return rc;
+}
+
+static int token_route(client_t *c, const char *id, const char *body, client_reply_t *r,
+                       si_error_t *err)
+{
+    (void)id;
+    return api_token(c, body, r, err);
 }
 
 /* stagein token [--lifetime D] [--scope S]: a bearer token stageind signs
@@ -721,7 +713,7 @@ int cmd_token(cli_t *cli, int argc, char **argv)
     if (body && scope)
         json_object_set_new(body, "scope", json_string(scope));
     client_reply_t r;
-    int rc = post_json(cli, &co, "/api/v1/token", body, &r);
+    int rc = post_json(cli, &co, token_route, NULL, body, &r);
     if (rc == 0 && co.json)
         client_cmd_print_answer(&r);
     else if (rc == 0)
@@ -749,9 +741,8 @@ int cmd_queue(cli_t *cli, int argc, char **argv)
     client_t *c = client_cmd_open(cli, co.endpoint, &err);
     if (!c)
         return cli_fail(cli, "%s", err.text);
-    client_request_t get = {.method = "GET", .path = "/api/v1/queue"};
     client_reply_t r;
-    if (client_send(c, &get, &r, &err) < 0) {
+    if (api_queue(c, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
     } else if (co.json) {
         client_cmd_print_answer(&r);
@@ -781,10 +772,9 @@ int cmd_ui(cli_t *cli, int argc, char **argv)
     client_t *c = client_cmd_open(cli, co.endpoint, &err);
     if (!c)
         return cli_fail(cli, "%s", err.text);
-    client_request_t post = {.method = "POST", .path = "/api/v1/ui/login", .json_body = "{}"};
     client_reply_t r;
     const char *url = NULL;
-    if (client_send(c, &post, &r, &err) < 0) {
+    if (api_ui_login(c, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
     } else if (co.json) {
         client_cmd_print_answer(&r);
@@ -813,10 +803,9 @@ int cmd_drives(cli_t *cli, int argc, char **argv)
     client_t *c = client_cmd_open(cli, co.endpoint, &err);
     if (!c)
         return cli_fail(cli, "%s", err.text);
-    client_request_t get = {.method = "GET", .path = "/metrics", .anonymous = true};
     client_reply_t r;
     si_table_t *t = NULL;
-    if (client_send(c, &get, &r, &err) < 0 || !(t = drives_table(r.body, &err))) {
+    if (api_metrics(c, &r, &err) < 0 || !(t = drives_table(r.body, &err))) {
         rc = cli_fail(cli, "%s", err.text);
     } else if (si_table_rows(t) == 0 && !co.json) {
         printf("stageind reports no drives (no metric with a drive label in /metrics)\n");

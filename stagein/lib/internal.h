@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "common/sigv4.h"
+#include "common/aws/sigv4.h"
 #include "stagein/stagein.h"
 
 #define LIB_DEFAULT_PARALLEL 8

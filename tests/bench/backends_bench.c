@@ -37,7 +37,7 @@
 #include "catalog/catalog.h"
 #include "common/checksum.h"
 #include "common/fileio.h"
-#include "common/s3client.h"
+#include "common/aws/s3client.h"
 #include "common/table.h"
 #include "tests/bench/bench_opts.h"
 #include "tests/bench/bench_request.h"

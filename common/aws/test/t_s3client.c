@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/s3client.h"
+#include "common/aws/s3client.h"
 #include "common/tap.h"
 
 static si_s3_response_t answer(long status, int cc, const char *code)

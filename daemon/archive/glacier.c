@@ -1,4 +1,5 @@
-/* The `s3` archive backend: a tape gateway speaking S3 with Glacier
+/* The `s3` archive backend (its settings: the archive.s3 group): the client
+ * of a Glacier-style S3 archive, a tape gateway speaking S3 with Glacier
  * semantics (Versity Gateway in glacier mode, AWS S3 Glacier, stageind's
  * own archive mode), over libcurl, signed with the project's SigV4.
  *
@@ -25,7 +26,7 @@
  * Locks: mu guards the tables, the ready queue and the counters; nothing
  * talks to the upstream or calls a callback with it held. */
 #include "config.h"
-#include "daemon/archive/s3.h"
+#include "daemon/archive/glacier.h"
 
 #include <curl/curl.h>
 #include <errno.h>

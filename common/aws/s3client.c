@@ -1,6 +1,6 @@
 /* The S3 client; see s3client.h. */
 #include "config.h"
-#include "common/s3client.h"
+#include "common/aws/s3client.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* A small S3 client over libcurl, signed with the project's own SigV4
- * (common/sigv4.h; never CURLOPT_AWS_SIGV4, which Debian's libcurl 7.88
+ * (common/aws/sigv4.h; never CURLOPT_AWS_SIGV4, which Debian's libcurl 7.88
  * gets wrong for ?restore, unsorted queries and encoded keys). Path-style
  * requests to one endpoint; one transfer handle per thread (its libcurl
  * handle keeps connections alive), usable alone or in a curl multi handle.
@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "common/sigv4.h"
+#include "common/aws/sigv4.h"
 
 #define SI_S3_BODY_MAX (8u << 20)   /* bytes of a response body kept in memory */
 #define SI_S3_ETAG_MAX 128
