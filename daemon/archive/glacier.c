@@ -181,7 +181,7 @@ int archive_s3_conf_from(const si_conf_t *conf, archive_s3_conf_t *c, si_error_t
 si_s3_t *archive_s3_client(const archive_s3_conf_t *c, si_error_t *err)
 {
     si_s3_conf_t sc = {c->endpoint, c->region, c->credentials.access_key, c->credentials.secret,
-                       c->connect_timeout, c->timeout, 0};
+                       c->connect_timeout, c->timeout, 0, NULL};
     return si_s3_new(&sc, err);
 }
 
@@ -1260,11 +1260,15 @@ static int put_multipart(s3b_t *b, si_s3_xfer_t *x, put_ctx_t *p, const char *wh
                   (uint64_t)(uintptr_t)p ^ (uint64_t)(mono_now() * 1e6)};
     if (window_run(&w, b->conf.parts, "UploadPart", where, err) < 0)
         goto abort;
-    si_strbuf_puts(&xml, "<CompleteMultipartUpload>");
+    const char **etags = malloc(n * sizeof(*etags));
+    if (!etags) {
+        si_errprintf(err, "out of memory");
+        goto abort;
+    }
     for (size_t j = 0; j < n; j++)
-        si_strbuf_printf(&xml, "<Part><PartNumber>%zu</PartNumber><ETag>\"%s\"</ETag></Part>",
-                         j + 1, jobs[j].etag);
-    si_strbuf_puts(&xml, "</CompleteMultipartUpload>");
+        etags[j] = jobs[j].etag;
+    si_s3_complete_xml(&xml, etags, n);
+    free(etags);
     char query[700];
     snprintf(query, sizeof(query), "uploadId=%s", p->upload_id);
     si_http_header_t ct[] = {{"Content-Type", "application/xml"}};
