@@ -325,19 +325,22 @@ done:
 /* ---- status, wait, cancel, release ---------------------------------------------- */
 
 static int status_args(cli_t *cli, int argc, char **argv, const char *usage, int npos,
-                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s, bool *all);
+                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s, bool *all,
+                       client_t **c);
 
 /* Parses [--json] [--endpoint E] [--timeout D] and `npos` positional
- * arguments (npos < 0: 0 or 1). Returns -1 to go on, else an exit status. */
+ * arguments (npos < 0: 0 or 1), then opens the client (*c, to free).
+ * Returns -1 to go on, else an exit status. */
 static int simple_args(cli_t *cli, int argc, char **argv, const char *usage, int npos,
-                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s)
+                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s, client_t **c)
 {
-    return status_args(cli, argc, argv, usage, npos, timeout_ok, co, timeout_s, NULL);
+    return status_args(cli, argc, argv, usage, npos, timeout_ok, co, timeout_s, NULL, c);
 }
 
 /* simple_args, and --all where all is not NULL. */
 static int status_args(cli_t *cli, int argc, char **argv, const char *usage, int npos,
-                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s, bool *all)
+                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s, bool *all,
+                       client_t **c)
 {
     static const struct option options[] = {
         {"all", no_argument, NULL, 'a'},
@@ -372,6 +375,8 @@ static int status_args(cli_t *cli, int argc, char **argv, const char *usage, int
     }
     si_error_t err;
     if (n == 1 && npos != 0 && client_cmd_check_id(argv[optind], &err) < 0)
+        return cli_fail(cli, "%s", err.text);
+    if (!(*c = client_cmd_open(cli, co->endpoint, &err)))
         return cli_fail(cli, "%s", err.text);
     return -1;
 }
@@ -493,15 +498,13 @@ int cmd_status(cli_t *cli, int argc, char **argv)
     };
     client_cmd_conn_t co;
     bool all = false;
+    client_t *c = NULL;
     int rc = status_args(cli, argc, argv,
                          "status [ID | --all] [--endpoint URL|unix:PATH] [--json]", -1, false,
-                         &co, NULL, &all);
+                         &co, NULL, &all, &c);
     if (rc >= 0)
         return rc;
     si_error_t err;
-    client_t *c = client_cmd_open(cli, co.endpoint, &err);
-    if (!c)
-        return cli_fail(cli, "%s", err.text);
     if (optind == argc) {
         rc = all ? status_all(cli, c, co.json) : status_mine(cli, c, co.json);
         client_free(c);
@@ -530,15 +533,12 @@ int cmd_wait(cli_t *cli, int argc, char **argv)
 {
     client_cmd_conn_t co;
     double timeout_s = 0;
+    client_t *c = NULL;
     int rc = simple_args(cli, argc, argv,
                          "wait ID [--timeout DURATION] [--endpoint URL|unix:PATH] [--json]", 1,
-                         true, &co, &timeout_s);
+                         true, &co, &timeout_s, &c);
     if (rc >= 0)
         return rc;
-    si_error_t err;
-    client_t *c = client_cmd_open(cli, co.endpoint, &err);
-    if (!c)
-        return cli_fail(cli, "%s", err.text);
     rc = wait_request(cli, c, argv[optind], timeout_s, co.json);
     client_free(c);
     return rc;
@@ -548,14 +548,12 @@ int cmd_wait(cli_t *cli, int argc, char **argv)
 static int end_request(cli_t *cli, int argc, char **argv, const char *usage, api_post_fn route)
 {
     client_cmd_conn_t co;
-    int rc = simple_args(cli, argc, argv, usage, 1, false, &co, NULL);
+    client_t *c = NULL;
+    int rc = simple_args(cli, argc, argv, usage, 1, false, &co, NULL, &c);
     if (rc >= 0)
         return rc;
     const char *id = argv[optind];
     si_error_t err;
-    client_t *c = client_cmd_open(cli, co.endpoint, &err);
-    if (!c)
-        return cli_fail(cli, "%s", err.text);
     client_reply_t r;
     if (route(c, id, NULL, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
@@ -733,14 +731,12 @@ int cmd_queue(cli_t *cli, int argc, char **argv)
         {"bytes_done", SI_COL_BYTES},
     };
     client_cmd_conn_t co;
+    client_t *c = NULL;
     int rc = simple_args(cli, argc, argv, "queue [--endpoint URL|unix:PATH] [--json]", 0, false,
-                         &co, NULL);
+                         &co, NULL, &c);
     if (rc >= 0)
         return rc;
     si_error_t err;
-    client_t *c = client_cmd_open(cli, co.endpoint, &err);
-    if (!c)
-        return cli_fail(cli, "%s", err.text);
     client_reply_t r;
     if (api_queue(c, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
@@ -764,14 +760,12 @@ int cmd_queue(cli_t *cli, int argc, char **argv)
 int cmd_ui(cli_t *cli, int argc, char **argv)
 {
     client_cmd_conn_t co;
+    client_t *c = NULL;
     int rc = simple_args(cli, argc, argv, "ui [--endpoint URL|unix:PATH] [--json]", 0, false,
-                         &co, NULL);
+                         &co, NULL, &c);
     if (rc >= 0)
         return rc;
     si_error_t err;
-    client_t *c = client_cmd_open(cli, co.endpoint, &err);
-    if (!c)
-        return cli_fail(cli, "%s", err.text);
     client_reply_t r;
     const char *url = NULL;
     if (api_ui_login(c, &r, &err) < 0) {
@@ -795,14 +789,12 @@ int cmd_ui(cli_t *cli, int argc, char **argv)
 int cmd_drives(cli_t *cli, int argc, char **argv)
 {
     client_cmd_conn_t co;
+    client_t *c = NULL;
     int rc = simple_args(cli, argc, argv, "drives [--endpoint URL|unix:PATH] [--json]", 0, false,
-                         &co, NULL);
+                         &co, NULL, &c);
     if (rc >= 0)
         return rc;
     si_error_t err;
-    client_t *c = client_cmd_open(cli, co.endpoint, &err);
-    if (!c)
-        return cli_fail(cli, "%s", err.text);
     client_reply_t r;
     si_table_t *t = NULL;
     if (api_metrics(c, &r, &err) < 0 || !(t = drives_table(r.body, &err))) {

@@ -120,7 +120,9 @@ done:
     return rc;
 }
 
-static stagein_err_t get_status(stagein_t *h, const char *id, json_t **json)
+/* GET the request's status, or (release) POST its release; the answer's
+ * JSON in *json (NULL: not wanted). */
+static stagein_err_t request_call(stagein_t *h, const char *id, bool release, json_t **json)
 {
     if (!h)
         return STAGEIN_ERR_ARGUMENT;
@@ -129,9 +131,18 @@ static stagein_err_t get_status(stagein_t *h, const char *id, json_t **json)
         return lib_fail(h, STAGEIN_ERR_ARGUMENT, "'%s' is not a request id", id ? id : "(null)");
     stagein_err_t code = STAGEIN_SUCCESS;
     client_t *c = control(h, &code);
+    if (!c)
+        return code;
     client_reply_t reply;
     si_error_t err;
-    return c ? outcome(h, api_stage_status(c, id, &reply, &err), &reply, &err, json) : code;
+    int rc = release ? api_release(c, id, "{}", &reply, &err)
+                     : api_stage_status(c, id, &reply, &err);
+    return outcome(h, rc, &reply, &err, json);
+}
+
+static stagein_err_t get_status(stagein_t *h, const char *id, json_t **json)
+{
+    return request_call(h, id, false, json);
 }
 
 static stagein_err_t status_of(stagein_t *h, const json_t *j, stagein_status_t *out)
@@ -200,16 +211,7 @@ stagein_err_t stagein_wait(stagein_t *h, const char *id, double timeout_s,
 
 stagein_err_t stagein_release(stagein_t *h, const char *id)
 {
-    if (!h)
-        return STAGEIN_ERR_ARGUMENT;
-    h->error[0] = '\0';
-    if (!valid_id(id))
-        return lib_fail(h, STAGEIN_ERR_ARGUMENT, "'%s' is not a request id", id ? id : "(null)");
-    stagein_err_t code = STAGEIN_SUCCESS;
-    client_t *c = control(h, &code);
-    client_reply_t reply;
-    si_error_t err;
-    return c ? outcome(h, api_release(c, id, "{}", &reply, &err), &reply, &err, NULL) : code;
+    return request_call(h, id, true, NULL);
 }
 
 void stagein_objects_free(stagein_object_t *objects, size_t count)
