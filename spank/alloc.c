@@ -18,48 +18,7 @@
 
 #include "spank/plugin.h"
 #include "spank/run.h"
-#include "stagein/stage_args.h"
-
-static json_t *request_body(const plugin_t *p, const spank_stage_in_t *in, char **manifest,
-                            bool with_submission, si_error_t *err)
-{
-    stage_opts_t o = {
-        .datasets = (const char **)in->datasets,
-        .ndatasets = in->ndatasets,
-        .has_priority = true,
-        .priority = p->conf.priority,
-    };
-    if (in->manifest_path) {
-        if (!(*manifest = stage_read_manifest(in->manifest_path, err)))
-            return NULL;
-        o.manifest = *manifest;
-    }
-    json_t *body = stage_request_body(&o, err);
-    if (!body || !with_submission)
-        return body;
-    char host[64] = "", submission[96];
-    gethostname(host, sizeof(host) - 1);
-    host[strcspn(host, ":")] = '\0';
-    snprintf(submission, sizeof(submission), "%.60s:%ld", host[0] ? host : "unknown",
-             (long)getsid(0));
-    if (json_object_set_new(body, "submission", json_string(submission)) < 0) {
-        json_decref(body);
-        si_errprintf(err, "out of memory");
-        return NULL;
-    }
-    return body;
-}
-
-json_t *alloc_request_body(const plugin_t *p, const char *stage_in, char **manifest,
-                           bool with_submission, si_error_t *err)
-{
-    spank_stage_in_t in = {0};
-    if (spank_stage_in_parse(stage_in, &in, err) < 0)
-        return NULL;
-    json_t *body = request_body(p, &in, manifest, with_submission, err);
-    spank_stage_in_free(&in);
-    return body;
-}
+#include "stagein/api.h"
 
 /* srun with SLURM_JOB_ID set runs a step of an existing job. */
 static bool inside_allocation(void)
@@ -86,7 +45,6 @@ int alloc_submit(spank_t sp, plugin_t *p)
     if (!p->opts.stage_in)
         return 0;
     p->submitted_at = time(NULL);
-    spank_stage_in_t in = {0};
     char *manifest = NULL;
     json_t *body = NULL;
     char *text = NULL;
@@ -94,15 +52,14 @@ int alloc_submit(spank_t sp, plugin_t *p)
     client_reply_t r = {0};
     si_error_t err;
     int rc = -1;
-    if (spank_stage_in_parse(p->opts.stage_in, &in, &err) < 0 ||
-        !(body = request_body(p, &in, &manifest, true, &err)) || !(c = plugin_client(p, &err)))
+    if (!(body = plugin_request_body(p, p->opts.stage_in, &manifest, true, &err)) ||
+        !(c = plugin_client(p, &err)))
         goto done;
     if (!(text = json_dumps(body, JSON_COMPACT))) {
         si_errprintf(&err, "out of memory");
         goto done;
     }
-    client_request_t rq = {.method = "POST", .path = "/api/v1/stage", .json_body = text};
-    if (client_send(c, &rq, &r, &err) < 0)
+    if (api_stage_submit(c, text, &r, &err) < 0)
         goto done;
     const char *id = json_string_value(json_object_get(r.json, "requestId"));
     if (!id) {
@@ -113,12 +70,9 @@ int alloc_submit(spank_t sp, plugin_t *p)
     if (src != ESPANK_SUCCESS) {
         /* Nothing on the node could find this request: give it back. */
         si_errprintf(&err, "cannot pass request %s to the job: %s", id, spank_strerror(src));
-        char path[128];
-        snprintf(path, sizeof(path), "/api/v1/release/%s", id);
-        client_request_t rel = {.method = "POST", .path = path};
-        client_reply_t rr = {0};
+        client_reply_t rr;
         si_error_t ignored;
-        client_send(c, &rel, &rr, &ignored);
+        api_release(c, id, NULL, &rr, &ignored);
         client_reply_free(&rr);
         goto done;
     }
@@ -138,7 +92,6 @@ done:
     free(text);
     json_decref(body);
     free(manifest);
-    spank_stage_in_free(&in);
     return rc;
 }
 

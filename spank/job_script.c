@@ -25,6 +25,7 @@
 #include "spank/jobrec.h"
 #include "spank/plugin.h"
 #include "spank/run.h"
+#include "stagein/api.h"
 #include "stagein/progress.h"
 #include "common/clock.h"
 
@@ -40,26 +41,14 @@ static void record(const plugin_t *p, const char *job, const char *key, const ch
         slurm_error("%s: job %s: %s", PLUGIN_NAME, job, err.text);
 }
 
-/* ---- stageind ----------------------------------------------------------------- */
+/* ---- stageind (stagein/api.h; a reply's status 0: it could not be reached) ------- */
 
-/* One call; *answered false when stageind could not be reached at all. */
-static int call(client_t *c, const char *method, const char *path, const char *body,
-                client_reply_t *r, bool *answered, si_error_t *err)
-{
-    client_request_t rq = {.method = method, .path = path, .json_body = body};
-    memset(r, 0, sizeof(*r));
-    int rc = client_send(c, &rq, r, err);
-    *answered = r->status != 0;
-    return rc;
-}
-
-static int fetch_status(client_t *c, const char *request, progress_status_t *s, bool *answered,
+static int fetch_status(client_t *c, const char *request, progress_status_t *s, bool *reached,
                         si_error_t *err)
 {
-    char path[128];
-    snprintf(path, sizeof(path), "/api/v1/stage/%s", request);
     client_reply_t r;
-    int rc = call(c, "GET", path, NULL, &r, answered, err);
+    int rc = api_stage_status(c, request, &r, err);
+    *reached = r.status != 0;
     if (rc == 0)
         rc = progress_status_from_json(r.json, s, err);
     client_reply_free(&r);
@@ -73,20 +62,18 @@ typedef enum { BIND_OK, BIND_UNREACHABLE, BIND_ENDED, BIND_ERROR } bind_t;
 static bind_t bind_job(client_t *c, const char *job, const char *array, const char *request,
                        si_error_t *err)
 {
-    char path[128], body[160];
-    snprintf(path, sizeof(path), "/api/v1/stage/%s/job", request);
+    char body[160];
     if (array)
         snprintf(body, sizeof(body), "{\"job\": \"%s\", \"array\": \"%s\"}", job, array);
     else
         snprintf(body, sizeof(body), "{\"job\": \"%s\"}", job);
     client_reply_t r;
-    bool answered;
-    int rc = call(c, "POST", path, body, &r, &answered, err);
+    int rc = api_stage_bind(c, request, body, &r, err);
     long status = r.status;
     client_reply_free(&r);
     if (rc == 0)
         return BIND_OK;
-    return !answered ? BIND_UNREACHABLE : status == 409 ? BIND_ENDED : BIND_ERROR;
+    return status == 0 ? BIND_UNREACHABLE : status == 409 ? BIND_ENDED : BIND_ERROR;
 }
 
 /* The job's --stage-in, asked again as root for the user (its pins expired
@@ -99,7 +86,7 @@ static int restage(spank_t sp, const plugin_t *p, client_t *c, const char *job, 
     if (spank_option_getopt(sp, &opt, &value) != ESPANK_SUCCESS || !value)
         return si_errprintf(err, "the job's --stage-in is not known here");
     char *manifest = NULL, *text = NULL;
-    json_t *body = alloc_request_body(p, value, &manifest, false, err);
+    json_t *body = plugin_request_body(p, value, &manifest, false, err);
     int rc = -1;
     if (!body)
         goto out;
@@ -111,8 +98,7 @@ static int restage(spank_t sp, const plugin_t *p, client_t *c, const char *job, 
         goto out;
     }
     client_reply_t r;
-    bool answered;
-    if (call(c, "POST", "/api/v1/stage", text, &r, &answered, err) == 0) {
+    if (api_stage_submit(c, text, &r, err) == 0) {
         const char *id = json_string_value(json_object_get(r.json, "requestId"));
         if (id && strlen(id) < size) {
             snprintf(request, size, "%s", id);
@@ -340,13 +326,11 @@ static void release_request(const plugin_t *p, const char *job, const char *requ
 {
     si_error_t err;
     client_t *c = plugin_client(p, &err);
-    char path[128], body[64];
-    snprintf(path, sizeof(path), "/api/v1/release/%s", request);
+    char body[64];
     snprintf(body, sizeof(body), "{\"job\": \"%s\"}", job);
     for (int i = 0; c && i < RELEASE_TRIES; i++) {
         client_reply_t r;
-        bool answered;
-        int rc = call(c, "POST", path, body, &r, &answered, &err);
+        int rc = api_release(c, request, body, &r, &err);
         bool released = json_is_true(json_object_get(r.json, "released"));
         long status = r.status;
         client_reply_free(&r);
@@ -356,7 +340,7 @@ static void release_request(const plugin_t *p, const char *job, const char *requ
             client_free(c);
             return;
         }
-        if (answered) {
+        if (status != 0) {
             /* 404: not held by this job any more (stageind saw it end); 409: released */
             if (status != 404 && status != 409)
                 slurm_error("%s: job %s: cannot release request %s: %s", PLUGIN_NAME, job,

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spank/plugin.h"
+#include "spank/shared.h"
 #include "spank/run.h"
 
 #define COMMENT_MAX 200

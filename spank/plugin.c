@@ -158,39 +158,3 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
     memset(&plugin_state.opts, 0, sizeof(plugin_state.opts));
     return 0;
 }
-
-client_t *plugin_client(const plugin_t *p, si_error_t *err)
-{
-    client_opts_t o = {
-        .endpoint = p->conf.endpoint,
-        .source = "the endpoint= argument in plugstack.conf",
-        .munge_socket = p->conf.munge_socket,
-        .timeout_s = CLIENT_DEFAULT_TIMEOUT,
-    };
-    return client_new(&o, err);
-}
-
-int plugin_stagein_argv(const plugin_t *p, char **argv)
-{
-    int n = 0;
-    argv[n++] = (char *)p->conf.stagein;
-    if (p->conf.config[0]) {
-        argv[n++] = "--config";
-        argv[n++] = (char *)p->conf.config;
-    }
-    return n;
-}
-
-int plugin_job_ids(spank_t sp, char job[32], uid_t *uid, gid_t *gid, si_error_t *err)
-{
-    uint32_t id;
-    spank_err_t rc;
-    if ((rc = spank_get_item(sp, S_JOB_ID, &id)) != ESPANK_SUCCESS)
-        return si_errprintf(err, "no job id from Slurm: %s", spank_strerror(rc));
-    if ((rc = spank_get_item(sp, S_JOB_UID, uid)) != ESPANK_SUCCESS)
-        return si_errprintf(err, "no job uid from Slurm: %s", spank_strerror(rc));
-    if ((rc = spank_get_item(sp, S_JOB_GID, gid)) != ESPANK_SUCCESS)
-        return si_errprintf(err, "no job gid from Slurm: %s", spank_strerror(rc));
-    snprintf(job, 32, "%u", id);
-    return 0;
-}

@@ -21,6 +21,7 @@
 
 #include "spank/jobrec.h"
 #include "spank/plugin.h"
+#include "stagein/api.h"
 #include "stagein/progress.h"
 
 static int fetch_status(const plugin_t *p, const char *request, progress_status_t *s,
@@ -29,11 +30,8 @@ static int fetch_status(const plugin_t *p, const char *request, progress_status_
     client_t *c = plugin_client(p, err);
     if (!c)
         return -1;
-    char path[128];
-    snprintf(path, sizeof(path), "/api/v1/stage/%s", request);
-    client_request_t rq = {.method = "GET", .path = path};
-    client_reply_t r = {0};
-    int rc = client_send(c, &rq, &r, err);
+    client_reply_t r;
+    int rc = api_stage_status(c, request, &r, err);
     if (rc == 0)
         rc = progress_status_from_json(r.json, s, err);
     client_reply_free(&r);

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "spank/plugin.h"
+#include "spank/shared.h"
 #include "spank/run.h"
 
 /* `stagein push --wait` as the user: returns once every file is durable. */

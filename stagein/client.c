@@ -250,6 +250,7 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
     si_strbuf_t answer;
     si_strbuf_init(&answer, CLIENT_ANSWER_LIMIT);
     memset(reply, 0, sizeof(*reply));
+    snprintf(reply->request, sizeof(reply->request), "%s %s", rq->method, rq->path);
     int rc = -1;
 
     if (!rq->anonymous) {

@@ -66,6 +66,7 @@ typedef struct {
     char *body;                /* as received, NUL-terminated ("" when empty) */
     size_t len;
     json_t *json;              /* the body parsed, when it is JSON */
+    char request[160];         /* "METHOD PATH" of the call, for messages */
 } client_reply_t;
 
 /* 0 when the daemon answered 2xx. -1 otherwise, with err holding the

@@ -14,6 +14,7 @@
 #include "common/array.h"
 #include "common/checksum.h"
 #include "common/text.h"
+#include "stagein/api.h"
 #include "stagein/client_cmd.h"
 
 #define POLL_S 1.0
@@ -145,8 +146,6 @@ static int push_one(client_t *c, const char *dataset, const char *mode, const pu
         return si_errprintf(err, "%s: %s", e->path, strerror(errno));
     struct stat st;
     char checksum[SI_CHECKSUM_TEXT_MAX];
-    char *ds = client_escape(dataset), *key = client_escape(e->key), *url = NULL;
-    char *sum_header = NULL, *mtime_header = NULL;
     int rc = -1;
     if (fstat(fileno(f), &st) < 0) {
         si_errprintf(err, "%s: %s", e->path, strerror(errno));
@@ -154,42 +153,26 @@ static int push_one(client_t *c, const char *dataset, const char *mode, const pu
     }
     if (file_checksum(f, e->path, checksum, err) < 0)
         goto done;
-    if (!ds || !key ||
-        asprintf(&url, "/api/v1/push?dataset=%s&key=%s%s%s%s%s", ds, key,
-                 *push_id ? "&push=" : "", push_id, mode ? "&mode=" : "", mode ? mode : "") < 0 ||
-        asprintf(&sum_header, "X-Stagein-Checksum: %s", checksum) < 0 ||
-        asprintf(&mtime_header, "X-Stagein-Mtime: %lld", (long long)st.st_mtime) < 0) {
-        si_errprintf(err, "out of memory");
-        goto done;
-    }
-    const char *headers[] = {sum_header, mtime_header, NULL};
-    client_request_t post = {.method = "POST", .path = url, .upload = f,
-                             .upload_size = (int64_t)st.st_size, .headers = headers};
-    rc = client_send(c, &post, r, err);
+    api_push_file_t file = {.dataset = dataset, .key = e->key, .push = push_id, .mode = mode,
+                            .body = f, .size = (int64_t)st.st_size, .checksum = checksum,
+                            .mtime = (int64_t)st.st_mtime};
+    rc = api_push_file(c, &file, r, err);
     if (rc < 0)
         si_errprefix(err, "%s", e->path);
 done:
     fclose(f);
-    free(ds);
-    free(key);
-    free(url);
-    free(sum_header);
-    free(mtime_header);
     return rc;
 }
 
 /* Follows the push until every file is DURABLE or one FAILED. */
 static int wait_push(cli_t *cli, client_t *c, const char *id, double timeout_s, bool json)
 {
-    char path[128];
-    snprintf(path, sizeof(path), "/api/v1/push/%s", id);
-    client_request_t get = {.method = "GET", .path = path};
     double start = client_cmd_clock();
     char last[64] = "";
     for (;;) {
         client_reply_t r;
         si_error_t err;
-        if (client_send(c, &get, &r, &err) < 0) {
+        if (api_push_status(c, id, &r, &err) < 0) {
             client_reply_free(&r);
             return cli_fail(cli, "%s", err.text);
         }

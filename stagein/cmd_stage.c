@@ -15,6 +15,7 @@
 
 #include "common/table.h"
 #include "common/text.h"
+#include "stagein/api.h"
 #include "stagein/cli.h"
 #include "stagein/client.h"
 #include "stagein/client_cmd.h"
@@ -93,9 +94,6 @@ static int outcome(cli_t *cli, const progress_status_t *s, const json_t *status)
 static int wait_request(cli_t *cli, client_t *c, const char *id, double timeout_s, bool json)
 {
     bool tty = !json && isatty(STDOUT_FILENO);
-    char path[128];
-    snprintf(path, sizeof(path), "/api/v1/stage/%s", id);
-    client_request_t get = {.method = "GET", .path = path};
     progress_rate_t rate;
     progress_rate_init(&rate);
     double start = client_cmd_clock(), last_line = -1e9;
@@ -108,7 +106,7 @@ static int wait_request(cli_t *cli, client_t *c, const char *id, double timeout_
         client_reply_t r;
         si_error_t err;
         progress_status_t s;
-        if (client_send(c, &get, &r, &err) < 0 ||
+        if (api_stage_status(c, id, &r, &err) < 0 ||
             progress_status_from_json(r.json, &s, &err) < 0) {
             if (bar_drawn)
                 putchar('\n');
@@ -294,8 +292,7 @@ int cmd_request(cli_t *cli, int argc, char **argv)
         rc = cli_fail(cli, "%s", err.text);
         goto done;
     }
-    client_request_t post = {.method = "POST", .path = "/api/v1/stage", .json_body = text};
-    if (client_send(c, &post, &r, &err) < 0) {
+    if (api_stage_submit(c, text, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
         goto done;
     }
@@ -328,19 +325,22 @@ done:
 /* ---- status, wait, cancel, release ---------------------------------------------- */
 
 static int status_args(cli_t *cli, int argc, char **argv, const char *usage, int npos,
-                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s, bool *all);
+                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s, bool *all,
+                       client_t **c);
 
 /* Parses [--json] [--endpoint E] [--timeout D] and `npos` positional
- * arguments (npos < 0: 0 or 1). Returns -1 to go on, else an exit status. */
+ * arguments (npos < 0: 0 or 1), then opens the client (*c, to free).
+ * Returns -1 to go on, else an exit status. */
 static int simple_args(cli_t *cli, int argc, char **argv, const char *usage, int npos,
-                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s)
+                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s, client_t **c)
 {
-    return status_args(cli, argc, argv, usage, npos, timeout_ok, co, timeout_s, NULL);
+    return status_args(cli, argc, argv, usage, npos, timeout_ok, co, timeout_s, NULL, c);
 }
 
 /* simple_args, and --all where all is not NULL. */
 static int status_args(cli_t *cli, int argc, char **argv, const char *usage, int npos,
-                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s, bool *all)
+                       bool timeout_ok, client_cmd_conn_t *co, double *timeout_s, bool *all,
+                       client_t **c)
 {
     static const struct option options[] = {
         {"all", no_argument, NULL, 'a'},
@@ -375,6 +375,8 @@ static int status_args(cli_t *cli, int argc, char **argv, const char *usage, int
     }
     si_error_t err;
     if (n == 1 && npos != 0 && client_cmd_check_id(argv[optind], &err) < 0)
+        return cli_fail(cli, "%s", err.text);
+    if (!(*c = client_cmd_open(cli, co->endpoint, &err)))
         return cli_fail(cli, "%s", err.text);
     return -1;
 }
@@ -427,11 +429,10 @@ static int status_mine(cli_t *cli, client_t *c, bool json)
         {"job", SI_COL_STR},      {"priority", SI_COL_INT},    {"files", SI_COL_INT},
         {"files_done", SI_COL_INT}, {"bytes", SI_COL_BYTES}, {"bytes_done", SI_COL_BYTES},
     };
-    client_request_t get = {.method = "GET", .path = "/api/v1/queue"};
     client_reply_t r;
     si_error_t err;
     int rc;
-    if (client_send(c, &get, &r, &err) < 0) {
+    if (api_queue(c, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
         goto done;
     }
@@ -469,11 +470,10 @@ static int status_all(cli_t *cli, client_t *c, bool json)
         {"files", SI_COL_INT},       {"files_done", SI_COL_INT}, {"files_failed", SI_COL_INT},
         {"bytes", SI_COL_BYTES},     {"bytes_done", SI_COL_BYTES}, {"reason", SI_COL_STR},
     };
-    client_request_t get = {.method = "GET", .path = "/api/v1/requests?all=1"};
     client_reply_t r;
     si_error_t err;
     int rc;
-    if (client_send(c, &get, &r, &err) < 0) {
+    if (api_requests_all(c, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
     } else if (!json_is_array(json_object_get(r.json, "requests"))) {
         rc = cli_fail(cli, "stageind's answer has no 'requests' array: %.200s", r.body);
@@ -498,25 +498,20 @@ int cmd_status(cli_t *cli, int argc, char **argv)
     };
     client_cmd_conn_t co;
     bool all = false;
+    client_t *c = NULL;
     int rc = status_args(cli, argc, argv,
                          "status [ID | --all] [--endpoint URL|unix:PATH] [--json]", -1, false,
-                         &co, NULL, &all);
+                         &co, NULL, &all, &c);
     if (rc >= 0)
         return rc;
     si_error_t err;
-    client_t *c = client_cmd_open(cli, co.endpoint, &err);
-    if (!c)
-        return cli_fail(cli, "%s", err.text);
     if (optind == argc) {
         rc = all ? status_all(cli, c, co.json) : status_mine(cli, c, co.json);
         client_free(c);
         return rc;
     }
-    char path[128];
-    snprintf(path, sizeof(path), "/api/v1/stage/%s", argv[optind]);
-    client_request_t get = {.method = "GET", .path = path};
     client_reply_t r;
-    if (client_send(c, &get, &r, &err) < 0) {
+    if (api_stage_status(c, argv[optind], &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
     } else if (co.json) {
         client_cmd_print_answer(&r);
@@ -538,38 +533,29 @@ int cmd_wait(cli_t *cli, int argc, char **argv)
 {
     client_cmd_conn_t co;
     double timeout_s = 0;
+    client_t *c = NULL;
     int rc = simple_args(cli, argc, argv,
                          "wait ID [--timeout DURATION] [--endpoint URL|unix:PATH] [--json]", 1,
-                         true, &co, &timeout_s);
+                         true, &co, &timeout_s, &c);
     if (rc >= 0)
         return rc;
-    si_error_t err;
-    client_t *c = client_cmd_open(cli, co.endpoint, &err);
-    if (!c)
-        return cli_fail(cli, "%s", err.text);
     rc = wait_request(cli, c, argv[optind], timeout_s, co.json);
     client_free(c);
     return rc;
 }
 
 /* cancel and release: one POST, the new state in the answer. */
-static int end_request(cli_t *cli, int argc, char **argv, const char *usage,
-                       const char *path_fmt)
+static int end_request(cli_t *cli, int argc, char **argv, const char *usage, api_post_fn route)
 {
     client_cmd_conn_t co;
-    int rc = simple_args(cli, argc, argv, usage, 1, false, &co, NULL);
+    client_t *c = NULL;
+    int rc = simple_args(cli, argc, argv, usage, 1, false, &co, NULL, &c);
     if (rc >= 0)
         return rc;
     const char *id = argv[optind];
     si_error_t err;
-    client_t *c = client_cmd_open(cli, co.endpoint, &err);
-    if (!c)
-        return cli_fail(cli, "%s", err.text);
-    char path[160];
-    snprintf(path, sizeof(path), path_fmt, id);
-    client_request_t post = {.method = "POST", .path = path};
     client_reply_t r;
-    if (client_send(c, &post, &r, &err) < 0) {
+    if (route(c, id, NULL, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
     } else {
         if (co.json)
@@ -587,19 +573,19 @@ static int end_request(cli_t *cli, int argc, char **argv, const char *usage,
 int cmd_cancel(cli_t *cli, int argc, char **argv)
 {
     return end_request(cli, argc, argv, "cancel ID [--endpoint URL|unix:PATH] [--json]",
-                       "/api/v1/stage/%s/cancel");
+                       api_stage_cancel);
 }
 
 int cmd_release(cli_t *cli, int argc, char **argv)
 {
     return end_request(cli, argc, argv, "release ID [--endpoint URL|unix:PATH] [--json]",
-                       "/api/v1/release/%s");
+                       api_release);
 }
 
-/* POSTs body (decref'd here) to path at co's endpoint: 0 with *r, or an exit
- * status after saying why; free *r either way. */
-static int post_json(cli_t *cli, const client_cmd_conn_t *co, const char *path, json_t *body,
-                     client_reply_t *r)
+/* POSTs body (decref'd here) by route (to request id) at co's endpoint: 0
+ * with *r, or an exit status after saying why; free *r either way. */
+static int post_json(cli_t *cli, const client_cmd_conn_t *co, api_post_fn route, const char *id,
+                     json_t *body, client_reply_t *r)
 {
     si_error_t err;
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
@@ -612,8 +598,7 @@ static int post_json(cli_t *cli, const client_cmd_conn_t *co, const char *path, 
         free(text);
         return cli_fail(cli, "%s", err.text);
     }
-    client_request_t post = {.method = "POST", .path = path, .json_body = text};
-    int rc = client_send(c, &post, r, &err) < 0 ? cli_fail(cli, "%s", err.text) : 0;
+    int rc = route(c, id, text, r, &err) < 0 ? cli_fail(cli, "%s", err.text) : 0;
     client_free(c);
     free(text);
     return rc;
@@ -662,16 +647,21 @@ int cmd_bind(cli_t *cli, int argc, char **argv)
     json_t *body = json_pack("{s:s, s:b}", "job", job, "started", !pending);
     if (body && array)
         json_object_set_new(body, "array", json_string(array));
-    char path[160];
-    snprintf(path, sizeof(path), "/api/v1/stage/%s/job", argv[optind]);
     client_reply_t r;
-    int rc = post_json(cli, &co, path, body, &r);
+    int rc = post_json(cli, &co, api_stage_bind, argv[optind], body, &r);
     if (rc == 0 && co.json)
         client_cmd_print_answer(&r);
     else if (rc == 0)
         printf("request %s: held by job %s\n", argv[optind], job);
     client_reply_free(&r);
     return rc;
+}
+
+static int token_route(client_t *c, const char *id, const char *body, client_reply_t *r,
+                       si_error_t *err)
+{
+    (void)id;
+    return api_token(c, body, r, err);
 }
 
 /* stagein token [--lifetime D] [--scope S]: a bearer token stageind signs
@@ -721,7 +711,7 @@ int cmd_token(cli_t *cli, int argc, char **argv)
     if (body && scope)
         json_object_set_new(body, "scope", json_string(scope));
     client_reply_t r;
-    int rc = post_json(cli, &co, "/api/v1/token", body, &r);
+    int rc = post_json(cli, &co, token_route, NULL, body, &r);
     if (rc == 0 && co.json)
         client_cmd_print_answer(&r);
     else if (rc == 0)
@@ -741,17 +731,14 @@ int cmd_queue(cli_t *cli, int argc, char **argv)
         {"bytes_done", SI_COL_BYTES},
     };
     client_cmd_conn_t co;
+    client_t *c = NULL;
     int rc = simple_args(cli, argc, argv, "queue [--endpoint URL|unix:PATH] [--json]", 0, false,
-                         &co, NULL);
+                         &co, NULL, &c);
     if (rc >= 0)
         return rc;
     si_error_t err;
-    client_t *c = client_cmd_open(cli, co.endpoint, &err);
-    if (!c)
-        return cli_fail(cli, "%s", err.text);
-    client_request_t get = {.method = "GET", .path = "/api/v1/queue"};
     client_reply_t r;
-    if (client_send(c, &get, &r, &err) < 0) {
+    if (api_queue(c, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
     } else if (co.json) {
         client_cmd_print_answer(&r);
@@ -773,18 +760,15 @@ int cmd_queue(cli_t *cli, int argc, char **argv)
 int cmd_ui(cli_t *cli, int argc, char **argv)
 {
     client_cmd_conn_t co;
+    client_t *c = NULL;
     int rc = simple_args(cli, argc, argv, "ui [--endpoint URL|unix:PATH] [--json]", 0, false,
-                         &co, NULL);
+                         &co, NULL, &c);
     if (rc >= 0)
         return rc;
     si_error_t err;
-    client_t *c = client_cmd_open(cli, co.endpoint, &err);
-    if (!c)
-        return cli_fail(cli, "%s", err.text);
-    client_request_t post = {.method = "POST", .path = "/api/v1/ui/login", .json_body = "{}"};
     client_reply_t r;
     const char *url = NULL;
-    if (client_send(c, &post, &r, &err) < 0) {
+    if (api_ui_login(c, &r, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
     } else if (co.json) {
         client_cmd_print_answer(&r);
@@ -805,18 +789,15 @@ int cmd_ui(cli_t *cli, int argc, char **argv)
 int cmd_drives(cli_t *cli, int argc, char **argv)
 {
     client_cmd_conn_t co;
+    client_t *c = NULL;
     int rc = simple_args(cli, argc, argv, "drives [--endpoint URL|unix:PATH] [--json]", 0, false,
-                         &co, NULL);
+                         &co, NULL, &c);
     if (rc >= 0)
         return rc;
     si_error_t err;
-    client_t *c = client_cmd_open(cli, co.endpoint, &err);
-    if (!c)
-        return cli_fail(cli, "%s", err.text);
-    client_request_t get = {.method = "GET", .path = "/metrics", .anonymous = true};
     client_reply_t r;
     si_table_t *t = NULL;
-    if (client_send(c, &get, &r, &err) < 0 || !(t = drives_table(r.body, &err))) {
+    if (api_metrics(c, &r, &err) < 0 || !(t = drives_table(r.body, &err))) {
         rc = cli_fail(cli, "%s", err.text);
     } else if (si_table_rows(t) == 0 && !co.json) {
         printf("stageind reports no drives (no metric with a drive label in /metrics)\n");

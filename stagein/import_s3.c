@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/s3client.h"
-#include "daemon/archive/s3.h"
+#include "common/aws/s3client.h"
+#include "daemon/archive/glacier.h"
 
 typedef struct {
     const archive_s3_conf_t *conf;

@@ -39,7 +39,7 @@
 #include "common/table.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "common/s3secrets.h"
+#include "common/aws/s3secrets.h"
 #include "daemon/control/token.h"
 #include "daemon/http/server.h"
 

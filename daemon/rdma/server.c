@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/rdma/transport.h"
+#include "common/rdma/transport.h"
 #include "daemon/rdma/rdma.h"
 #include "common/clock.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/sigv4.h"
+#include "common/aws/sigv4.h"
 
 const si_conf_key_t s3_conf_keys[] = {
     {"s3", SI_CONF_GROUP, 0, 0, NULL},

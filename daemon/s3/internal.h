@@ -15,8 +15,8 @@
 
 #include <microhttpd.h>
 
-#include "common/s3secrets.h"
-#include "common/sigv4.h"
+#include "common/aws/s3secrets.h"
+#include "common/aws/sigv4.h"
 #include "common/strbuf.h"
 #include "daemon/http/listener.h"
 #include "daemon/push/push.h"

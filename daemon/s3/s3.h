@@ -24,7 +24,7 @@
 #include "common/conf.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "common/s3secrets.h"
+#include "common/aws/s3secrets.h"
 #include "common/text.h"
 #include "daemon/rdma/rdma.h"
 

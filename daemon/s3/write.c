@@ -19,8 +19,8 @@
 #include <openssl/evp.h>
 #include <sqlite3.h>
 
-#include "common/amzchecksum.h"
-#include "common/awschunked.h"
+#include "common/aws/amzchecksum.h"
+#include "common/aws/awschunked.h"
 #include "common/checksum.h"
 #include "common/uri.h"
 #include "daemon/cache/cache.h"

@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "stagein/api.h"
 #include "stagein/client.h"
 #include "stagein/progress.h"
 #include "common/clock.h"
@@ -38,25 +39,19 @@ static client_t *control(stagein_t *h, stagein_err_t *code)
     return h->control;
 }
 
-/* One call; the reply's JSON in *json (caller's reference) on success. */
-static stagein_err_t call(stagein_t *h, const char *method, const char *path, const char *body,
-                          json_t **json)
+/* The outcome of one call (stagein/api.h) with control()'s client; the
+ * reply's JSON in *json (caller's reference) on success. */
+static stagein_err_t outcome(stagein_t *h, int rc, client_reply_t *reply, const si_error_t *err,
+                             json_t **json)
 {
     stagein_err_t code = STAGEIN_SUCCESS;
-    client_t *c = control(h, &code);
-    if (!c)
-        return code;
-    client_request_t rq = {.method = method, .path = path, .json_body = body};
-    client_reply_t reply;
-    si_error_t err;
-    if (client_send(c, &rq, &reply, &err) < 0) {
-        code = lib_fail_err(h, lib_code_of_http(reply.status), &err);
-    } else if (!reply.json) {
-        code = lib_fail(h, STAGEIN_ERR_PROTOCOL, "%s %s: the answer is not JSON", method, path);
-    } else if (json) {
-        *json = json_incref(reply.json);
-    }
-    client_reply_free(&reply);
+    if (rc < 0)
+        code = lib_fail_err(h, lib_code_of_http(reply->status), err);
+    else if (!reply->json)
+        code = lib_fail(h, STAGEIN_ERR_PROTOCOL, "%s: the answer is not JSON", reply->request);
+    else if (json)
+        *json = json_incref(reply->json);
+    client_reply_free(reply);
     return code;
 }
 
@@ -107,7 +102,11 @@ stagein_err_t stagein_request(stagein_t *h, const char *const *datasets,
         rc = lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if ((rc = call(h, "POST", "/api/v1/stage", text, &answer)) != STAGEIN_SUCCESS)
+    client_t *c = control(h, &rc);
+    client_reply_t reply;
+    si_error_t err;
+    if (!c || (rc = outcome(h, api_stage_submit(c, text, &reply, &err), &reply, &err,
+                            &answer)) != STAGEIN_SUCCESS)
         goto done;
     const char *got = json_string_value(json_object_get(answer, "requestId"));
     if (!valid_id(got)) {
@@ -122,16 +121,29 @@ done:
     return rc;
 }
 
-static stagein_err_t get_status(stagein_t *h, const char *id, json_t **answer)
+/* GET the request's status, or (release) POST its release; the answer's
+ * JSON in *json (NULL: not wanted). */
+static stagein_err_t request_call(stagein_t *h, const char *id, bool release, json_t **json)
 {
     if (!h)
         return STAGEIN_ERR_ARGUMENT;
     h->error[0] = '\0';
     if (!valid_id(id))
         return lib_fail(h, STAGEIN_ERR_ARGUMENT, "'%s' is not a request id", id ? id : "(null)");
-    char path[128];
-    snprintf(path, sizeof(path), "/api/v1/stage/%s", id);
-    return call(h, "GET", path, NULL, answer);
+    stagein_err_t code = STAGEIN_SUCCESS;
+    client_t *c = control(h, &code);
+    if (!c)
+        return code;
+    client_reply_t reply;
+    si_error_t err;
+    int rc = release ? api_release(c, id, "{}", &reply, &err)
+                     : api_stage_status(c, id, &reply, &err);
+    return outcome(h, rc, &reply, &err, json);
+}
+
+static stagein_err_t get_status(stagein_t *h, const char *id, json_t **json)
+{
+    return request_call(h, id, false, json);
 }
 
 static stagein_err_t status_of(stagein_t *h, const json_t *j, stagein_status_t *out)
@@ -193,14 +205,7 @@ stagein_err_t stagein_wait(stagein_t *h, const char *id, double timeout_s,
 
 stagein_err_t stagein_release(stagein_t *h, const char *id)
 {
-    if (!h)
-        return STAGEIN_ERR_ARGUMENT;
-    h->error[0] = '\0';
-    if (!valid_id(id))
-        return lib_fail(h, STAGEIN_ERR_ARGUMENT, "'%s' is not a request id", id ? id : "(null)");
-    char path[128];
-    snprintf(path, sizeof(path), "/api/v1/release/%s", id);
-    return call(h, "POST", path, "{}", NULL);
+    return request_call(h, id, true, NULL);
 }
 
 void stagein_objects_free(stagein_object_t *objects, size_t count)
@@ -264,8 +269,12 @@ error:
 stagein_err_t lib_session_credentials(stagein_t *h)
 {
     json_t *j = NULL;
-    stagein_err_t code = call(h, "POST", "/api/v1/credentials", "{}", &j);
-    if (code != STAGEIN_SUCCESS)
+    stagein_err_t code = STAGEIN_SUCCESS;
+    client_t *c = control(h, &code);
+    client_reply_t reply;
+    si_error_t err;
+    if (!c || (code = outcome(h, api_credentials(c, &reply, &err), &reply, &err, &j)) !=
+                  STAGEIN_SUCCESS)
         return code;
     const char *key = json_string_value(json_object_get(j, "accessKeyId"));
     const char *secret = json_string_value(json_object_get(j, "secretAccessKey"));

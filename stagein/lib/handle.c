@@ -173,6 +173,8 @@ stagein_err_t stagein_set_option(stagein_t *h, stagein_option_t option, const ch
         size_t n = strlen(h->s3_endpoint);
         while (n > scheme && h->s3_endpoint[n - 1] == '/')
             h->s3_endpoint[--n] = '\0';
+        si_s3_free(h->s3);   /* made again, for this endpoint, on next use */
+        h->s3 = NULL;
         return STAGEIN_SUCCESS;
     }
     case STAGEIN_OPT_S3_CA_FILE:
@@ -185,6 +187,8 @@ stagein_err_t stagein_set_option(stagein_t *h, stagein_option_t option, const ch
         h->s3_ca_file = value ? strdup(value) : NULL;
         if (value && !h->s3_ca_file)
             return lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
+        si_s3_free(h->s3);
+        h->s3 = NULL;
         return STAGEIN_SUCCESS;
     case STAGEIN_OPT_S3_ACCESS_KEY:
     case STAGEIN_OPT_S3_SECRET:
@@ -247,8 +251,8 @@ stagein_err_t stagein_set_option(stagein_t *h, stagein_option_t option, const ch
     if (replace(slot, value) < 0)
         return lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
     /* Credentials changed: sign with the new ones. */
-    si_sigv4_signer_free(h->signer);
-    h->signer = NULL;
+    si_s3_free(h->s3);
+    h->s3 = NULL;
     return STAGEIN_SUCCESS;
 }
 
@@ -314,7 +318,7 @@ void stagein_close(stagein_t *h)
     lib_rdma_close(h);
     free(h->rdma_provider);
     free(h->rdma_domain);
-    si_sigv4_signer_free(h->signer);
+    si_s3_free(h->s3);
     free(h->endpoint);
     free(h->munge_socket);
     free(h->s3_endpoint);

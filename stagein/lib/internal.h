@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "common/sigv4.h"
+#include "common/aws/s3client.h"
 #include "stagein/stagein.h"
 
 #define LIB_DEFAULT_PARALLEL 8
@@ -40,7 +40,8 @@ struct stagein {
     lib_transport_t transport;
     int parallel;                /* 0: the default of the transport */
     uint64_t chunk;              /* 0: the default of the transport */
-    si_sigv4_signer_t *signer;   /* made on first S3 use */
+    si_s3_t *s3;                 /* the S3 client, made on first S3 use and
+                                  * dropped when what it was made with changes */
     int64_t session_expires;     /* credentials from the control API: when they
                                   * expire (0: configured ones, never renewed) */
     void *control;               /* client_t, made on first control call */

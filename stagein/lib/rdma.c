@@ -1,5 +1,5 @@
 /* The RDMA transport of stagein_read (internal.h, doc/rdma.md): the
- * handle's libfabric client (daemon/rdma/client.h), registrations of the
+ * handle's libfabric client (common/rdma/client.h), registrations of the
  * destination memory, tokens for the ranges the reader threads GET, and
  * the progress the provider needs while the server writes. */
 #include "config.h"
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/rdma/client.h"
+#include "common/rdma/client.h"
 
 /* Without a wait fd (shm) the provider moves only when called, but it
  * needs little from this side: with CMA the server writes straight into

@@ -37,7 +37,7 @@
 #include "catalog/catalog.h"
 #include "common/checksum.h"
 #include "common/fileio.h"
-#include "common/s3client.h"
+#include "common/aws/s3client.h"
 #include "common/table.h"
 #include "tests/bench/bench_opts.h"
 #include "tests/bench/bench_request.h"
@@ -501,7 +501,7 @@ static void run_s3(const char *base, const char *root, set_t *sets, result_t *re
     fclose(f);
     char endpoint[64];
     snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", port);
-    si_s3_conf_t sc = {endpoint, "us-east-1", S3_KEY, S3_SECRET, 10, 120, 0};
+    si_s3_conf_t sc = {endpoint, "us-east-1", S3_KEY, S3_SECRET, 10, 120, 0, NULL};
     si_s3_t *s3 = si_s3_new(&sc, &err);
     if (!s3)
         die("s3 client", &err);

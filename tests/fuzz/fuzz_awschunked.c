@@ -1,4 +1,4 @@
-/* aws-chunked bodies and their trailers (common/awschunked.c), fed to the
+/* aws-chunked bodies and their trailers (common/aws/awschunked.c), fed to the
  * decoder in slices as a socket would deliver them, in each streaming mode,
  * with the chain keyed like the unit tests (AWS's S3 example request).
  *
@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "common/awschunked.h"
+#include "common/aws/awschunked.h"
 #include "tests/fuzz/fuzz.h"
 
 #define SECRET "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

@@ -1,9 +1,9 @@
 /* Request headers the S3 server interprets (daemon/s3/proto.c): Range,
  * HTTP dates, If-Match / If-None-Match lists and the conditions together;
- * and SigV4's x-amz-date (common/sigv4.c). */
+ * and SigV4's x-amz-date (common/aws/sigv4.c). */
 #include "config.h"
 
-#include "common/sigv4.h"
+#include "common/aws/sigv4.h"
 #include "daemon/s3/proto.h"
 #include "tests/fuzz/fuzz.h"
 

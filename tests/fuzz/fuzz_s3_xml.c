@@ -1,12 +1,12 @@
 /* S3's XML bodies (common/xml.c): the requests the S3 server reads
  * (daemon/s3/proto.c: RestoreRequest, Delete, CompleteMultipartUpload), the
- * answers the s3 archive backend reads (common/s3client.c: ListObjectsV2,
+ * answers the s3 archive backend reads (common/aws/s3client.c: ListObjectsV2,
  * which catalog imports from an archive's listing, and single elements
  * such as an UploadId), and the bounded element reader itself. The first
  * byte chooses the parser. */
 #include "config.h"
 
-#include "common/s3client.h"
+#include "common/aws/s3client.h"
 #include "common/xml.h"
 #include "daemon/s3/proto.h"
 #include "tests/fuzz/fuzz.h"

@@ -1,11 +1,11 @@
-/* The S3 credentials file (common/s3secrets.c), loaded both as the
+/* The S3 credentials file (common/aws/s3secrets.c), loaded both as the
  * server's table and as a client's key pair from a 0600 file. */
 #include "config.h"
 
 #include <stdio.h>
 #include <unistd.h>
 
-#include "common/s3secrets.h"
+#include "common/aws/s3secrets.h"
 #include "tests/fuzz/fuzz.h"
 
 static char path[64];

@@ -1,7 +1,7 @@
-/* SigV4 verification (common/sigv4.c) of a request as it arrives: the
+/* SigV4 verification (common/aws/sigv4.c) of a request as it arrives: the
  * Authorization header or the presigned query, the canonical request and
  * the string to sign, against the unit tests' access key and the session
- * credentials (common/s3secrets.c: STAGEIN... keys that carry uid, gid and
+ * credentials (common/aws/s3secrets.c: STAGEIN... keys that carry uid, gid and
  * expiry under a MAC) of a fixed master key.
  *
  * Input: "METHOD\nPATH\nQUERY\n" then one "Name: value" header per line.
@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <strings.h>
 
-#include "common/s3secrets.h"
-#include "common/sigv4.h"
+#include "common/aws/s3secrets.h"
+#include "common/aws/sigv4.h"
 #include "common/uri.h"
 #include "tests/fuzz/fuzz.h"
 

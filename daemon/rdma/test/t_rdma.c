@@ -25,7 +25,7 @@
 #include "common/checksum.h"
 #include "common/rdma_token.h"
 #include "common/tap.h"
-#include "daemon/rdma/client.h"
+#include "common/rdma/client.h"
 #include "daemon/rdma/rdma.h"
 
 #define FILE_SIZE ((8u << 20) + 123u)

@@ -1,5 +1,5 @@
 #include "config.h"
-#include "common/s3secrets.h"
+#include "common/aws/s3secrets.h"
 
 #include <errno.h>
 #include <fcntl.h>

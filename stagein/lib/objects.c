@@ -1,34 +1,37 @@
-/* Objects of stageind's S3 endpoint to and from caller memory. Reading: a
- * HEAD for the size and ETag, then SigV4-signed range GETs run by a few
- * threads, each landing its ranges straight at their offsets (host memory)
- * or through a pinned bounce buffer into GPU memory. Writing: one signed
- * PUT, its body read by the server from registered memory over RDMA or
- * sent in the request. */
+/* Objects of stageind's S3 endpoint to and from caller memory, over the
+ * project's S3 client (common/aws/s3client.h). Reading: a HEAD for the size
+ * and ETag, then SigV4-signed range GETs run by a few threads, each landing
+ * its ranges straight at their offsets (host memory) or through a pinned
+ * bounce buffer into GPU memory. Writing: one signed PUT, or a multipart
+ * upload by a few threads, the body read by the server from registered
+ * memory over RDMA or sent in the request. */
 #include "config.h"
 #include "stagein/lib/internal.h"
 
-#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <curl/curl.h>
 
+#include "common/aws/s3client.h"
 #include "common/checksum.h"
 #include "common/rdma_token.h"
 #include "common/strbuf.h"
 #include "stagein/lib/gpu.h"
 
-#define S3_ERROR_BODY_MAX 4096
 #define S3_TIMEOUT_S 600L
 
 /* Session credentials are renewed this long before they expire, so that a
  * read started with them does not outlive them. */
 #define SESSION_RENEW_S 600
 
-static stagein_err_t signer(stagein_t *h, si_sigv4_signer_t **out)
+/* The S3 client of the handle's endpoint and credentials, made on first use
+ * (and again after they changed: handle.c drops it). */
+static stagein_err_t client(stagein_t *h, si_s3_t **out)
 {
     bool configured = h->access_key && h->secret && !h->session_expires;
     bool stale = h->session_expires && (int64_t)time(NULL) > h->session_expires - SESSION_RENEW_S;
@@ -45,39 +48,24 @@ static stagein_err_t signer(stagein_t *h, si_sigv4_signer_t **out)
         return lib_fail(h, STAGEIN_ERR_CONFIG,
                         "no S3 credentials: set $STAGEIN_S3_ACCESS_KEY and $STAGEIN_S3_SECRET,"
                         " or $STAGEIN_S3_CREDENTIALS, or a control endpoint to ask for them");
-    if (!h->signer) {
+    if (!h->s3) {
         si_error_t err;
-        h->signer = si_sigv4_signer_new(h->access_key, h->secret, h->region, "s3", &err);
-        if (!h->signer)
+        /* one request may take S3_TIMEOUT_S, however slowly its bytes come
+         * (an RDMA answer sends none until the server's writes are done) */
+        si_s3_conf_t conf = {.endpoint = h->s3_endpoint, .region = h->region,
+                             .access_key = h->access_key, .secret = h->secret,
+                             .connect_timeout_s = S3_TIMEOUT_S, .stall_timeout_s = S3_TIMEOUT_S,
+                             .request_timeout_s = S3_TIMEOUT_S, .ca_file = h->s3_ca_file};
+        if (!(h->s3 = si_s3_new(&conf, &err)))
             return lib_fail_err(h, STAGEIN_ERR_CONFIG, &err);
     }
-    *out = h->signer;
+    *out = h->s3;
     return STAGEIN_SUCCESS;
-}
-
-/* "/bucket/key" with every key byte but unreserved ones and '/' escaped. */
-static char *object_path(const char *bucket, const char *key)
-{
-    size_t n = strlen(bucket), k = strlen(key);
-    char *p = malloc(n + 3 * k + 3), *o = p;
-    if (!p)
-        return NULL;
-    o += sprintf(o, "/%s/", bucket);
-    for (const unsigned char *c = (const unsigned char *)key; *c; c++) {
-        if (isalnum(*c) || strchr("-._~/", *c))
-            *o++ = (char)*c;
-        else
-            o += sprintf(o, "%%%02X", *c);
-    }
-    *o = '\0';
-    return p;
 }
 
 typedef struct {
     stagein_t *h;
-    si_sigv4_signer_t *signer;
-    const char *host;        /* "host:port" of the endpoint */
-    char *path;              /* "/bucket/key", escaped */
+    si_s3_t *s3;
     char bucket[64];
     const char *key;
 } target_t;
@@ -87,31 +75,24 @@ static stagein_err_t target_init(stagein_t *h, const char *objpath, target_t *t)
     si_error_t err;
     memset(t, 0, sizeof(*t));
     t->h = h;
-    stagein_err_t rc = signer(h, &t->signer);
+    stagein_err_t rc = client(h, &t->s3);
     if (rc != STAGEIN_SUCCESS)
         return rc;
     if (lib_split_path(objpath, t->bucket, sizeof(t->bucket), &t->key, &err) < 0)
         return lib_fail_err(h, STAGEIN_ERR_ARGUMENT, &err);
-    t->host = strstr(h->s3_endpoint, "://") + 3;
-    if (!(t->path = object_path(t->bucket, t->key)))
-        return lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
     return STAGEIN_SUCCESS;
 }
 
-/* Where one GET's body goes. */
+/* One request's answer: the client's response, where a GET's body went and
+ * the RDMA extension's headers. */
 typedef struct {
+    si_s3_response_t rs;
     unsigned char *dst;      /* host memory for [0, len) */
     uint64_t len, got;
     /* the first range of an object of unknown size: fewer bytes than len
      * are the whole object; total: its size (Content-Range, or what came) */
     bool first;
     uint64_t total;
-    char error_body[S3_ERROR_BODY_MAX];
-    size_t error_len;
-    long status;
-    uint64_t content_length;
-    char etag[STAGEIN_CHECKSUM_MAX];
-    char storage_class[32];
     /* the RDMA answer: x-amz-rdma-reply (0: none), -bytes-transferred,
      * -reason of a 501; HEAD: the server's x-amz-rdma-provider */
     int rdma_reply;
@@ -119,83 +100,96 @@ typedef struct {
     char rdma_reason[160];
     char rdma_provider[SI_RDMA_PROVIDER_MAX + 1];
     _Atomic uint64_t *landed;
-    const _Atomic int *stop;
 } transfer_t;
 
-static size_t on_body(char *data, size_t size, size_t n, void *arg)
+static int on_body(void *arg, const void *data, size_t len)
 {
     transfer_t *t = arg;
-    size_t len = size * n;
-    if (t->stop && *t->stop)
-        return 0;
-    if (t->status >= 300 || !t->dst) {
-        size_t room = sizeof(t->error_body) - 1 - t->error_len;
-        size_t take = len < room ? len : room;
-        memcpy(t->error_body + t->error_len, data, take);
-        t->error_len += take;
-        t->error_body[t->error_len] = '\0';
-        return len;
-    }
-    if (t->got + len > t->len)   /* more than asked for: refuse it */
-        return 0;
+    if (!t->dst || t->got + len > t->len)   /* more than asked for: refuse it */
+        return -1;
     memcpy(t->dst + t->got, data, len);
     t->got += len;
     if (t->landed)
         atomic_fetch_add(t->landed, len);
-    return len;
+    return 0;
 }
 
-static size_t on_header(char *line, size_t size, size_t n, void *arg)
+static void copy_header(const char *v, char *out, size_t size)
+{
+    snprintf(out, size, "%s", v + strspn(v, " \t"));
+}
+
+static void on_header(void *arg, const char *line)
 {
     transfer_t *t = arg;
-    size_t len = size * n;
-    char text[256];
-    if (len >= sizeof(text))
-        return len;
-    memcpy(text, line, len);
-    text[len] = '\0';
-    text[strcspn(text, "\r\n")] = '\0';
-    if (strncmp(text, "HTTP/", 5) == 0) {
-        t->status = strtol(strchr(text, ' ') ? strchr(text, ' ') + 1 : "0", NULL, 10);
-    } else if (strncasecmp(text, "content-range:", 14) == 0) {
-        const char *slash = strchr(text + 14, '/');
-        if (slash && slash[1] != '*')
-            t->total = strtoull(slash + 1, NULL, 10);
-    } else if (strncasecmp(text, "content-length:", 15) == 0) {
-        t->content_length = strtoull(text + 15, NULL, 10);
-    } else if (strncasecmp(text, "etag:", 5) == 0) {
-        const char *v = text + 5 + strspn(text + 5, " \t\"");
-        snprintf(t->etag, sizeof(t->etag), "%.*s", (int)strcspn(v, "\""), v);
-    } else if (strncasecmp(text, "x-amz-storage-class:", 20) == 0) {
-        const char *v = text + 20 + strspn(text + 20, " \t");
-        snprintf(t->storage_class, sizeof(t->storage_class), "%s", v);
-    } else if (strncasecmp(text, "x-amz-rdma-reply:", 17) == 0) {
-        t->rdma_reply = (int)strtol(text + 17, NULL, 10);
-    } else if (strncasecmp(text, "x-amz-rdma-bytes-transferred:", 29) == 0) {
-        t->rdma_bytes = strtoull(text + 29, NULL, 10);
-    } else if (strncasecmp(text, "x-amz-rdma-reason:", 18) == 0) {
-        const char *v = text + 18 + strspn(text + 18, " \t");
-        snprintf(t->rdma_reason, sizeof(t->rdma_reason), "%s", v);
-    } else if (strncasecmp(text, "x-amz-rdma-provider:", 20) == 0) {
-        const char *v = text + 20 + strspn(text + 20, " \t");
-        snprintf(t->rdma_provider, sizeof(t->rdma_provider), "%s", v);
+    if (strncmp(line, "HTTP/", 5) == 0) {
+        t->rdma_reply = 0;
+        t->rdma_bytes = 0;
+        t->rdma_reason[0] = t->rdma_provider[0] = '\0';
+    } else if (strncasecmp(line, "x-amz-rdma-reply:", 17) == 0) {
+        t->rdma_reply = (int)strtol(line + 17, NULL, 10);
+    } else if (strncasecmp(line, "x-amz-rdma-bytes-transferred:", 29) == 0) {
+        t->rdma_bytes = strtoull(line + 29, NULL, 10);
+    } else if (strncasecmp(line, "x-amz-rdma-reason:", 18) == 0) {
+        copy_header(line + 18, t->rdma_reason, sizeof(t->rdma_reason));
+    } else if (strncasecmp(line, "x-amz-rdma-provider:", 20) == 0) {
+        copy_header(line + 20, t->rdma_provider, sizeof(t->rdma_provider));
     }
-    return len;
 }
 
-/* Runs the request. With an RDMA token out, the provider is driven while
- * the answer is awaited: the server's writes complete only as this side
- * progresses (multi interface, so that the wait is interruptible). */
-static CURLcode perform(CURL *curl, CURLM *multi, stagein_t *h)
+/* How one request goes: plain, or with an RDMA token (and the multi handle
+ * that lets the caller drive the provider meanwhile). */
+typedef struct {
+    si_s3_xfer_t *x;
+    CURLM *multi;            /* NULL: no RDMA */
+    const char *token;       /* x-amz-rdma-token, or NULL */
+    const atomic_bool *stop; /* the transfer ends once it is true; NULL: never */
+} call_t;
+
+/* A call's transfer handle, told to end when stop becomes true. */
+static int call_open(call_t *c, const target_t *tg, bool rdma, const atomic_bool *stop,
+                     si_error_t *err)
 {
-    if (!multi)
-        return curl_easy_perform(curl);
-    if (curl_multi_add_handle(multi, curl) != CURLM_OK)
-        return CURLE_OUT_OF_MEMORY;
+    memset(c, 0, sizeof(*c));
+    c->stop = stop;
+    if (!(c->x = si_s3_xfer_new(tg->s3, err)) || (rdma && !(c->multi = curl_multi_init())))
+        return si_errprintf(err, "cannot make a libcurl handle");
+    if (stop)
+        si_s3_xfer_stop_on(c->x, stop);
+    return 0;
+}
+
+static void call_close(call_t *c)
+{
+    if (c->multi)
+        curl_multi_cleanup(c->multi);
+    si_s3_xfer_free(c->x);
+    c->multi = NULL;
+    c->x = NULL;
+}
+
+/* Runs the request (t gets the answer; its header and body callbacks are
+ * set here). With an RDMA token out, the provider is driven while the
+ * answer is awaited: the server's writes complete only as this side
+ * progresses (multi interface, so that the wait is interruptible). */
+static int perform(const call_t *c, stagein_t *h, si_s3_request_t *rq, transfer_t *t,
+                   si_error_t *err)
+{
+    rq->on_header = on_header;
+    rq->arg = t;
+    if (!c->token || !c->multi)
+        return si_s3_xfer_perform(c->x, rq, &t->rs, err);
+    if (si_s3_xfer_prepare(c->x, rq, &t->rs, err) < 0)
+        return -1;
+    CURL *curl = si_s3_xfer_curl(c->x);
+    if (curl_multi_add_handle(c->multi, curl) != CURLM_OK) {
+        si_s3_xfer_done(c->x, CURLE_OUT_OF_MEMORY);
+        return 0;
+    }
     CURLcode cc = CURLE_OK;
     int running = 1;
     while (running) {
-        if (curl_multi_perform(multi, &running) != CURLM_OK) {
+        if (curl_multi_perform(c->multi, &running) != CURLM_OK) {
             cc = CURLE_RECV_ERROR;
             break;
         }
@@ -204,113 +198,42 @@ static CURLcode perform(CURL *curl, CURLM *multi, stagein_t *h)
         int fd, ms;
         lib_rdma_progress(h, &fd, &ms);
         struct curl_waitfd extra = {.fd = fd, .events = CURL_WAIT_POLLIN};
-        curl_multi_poll(multi, fd >= 0 ? &extra : NULL, fd >= 0 ? 1 : 0, ms, NULL);
+        curl_multi_poll(c->multi, fd >= 0 ? &extra : NULL, fd >= 0 ? 1 : 0, ms, NULL);
     }
     CURLMsg *m;
     int left;
-    while ((m = curl_multi_info_read(multi, &left)))
+    while ((m = curl_multi_info_read(c->multi, &left)))
         if (m->msg == CURLMSG_DONE && m->easy_handle == curl)
             cc = m->data.result;
-    curl_multi_remove_handle(multi, curl);
-    return cc;
-}
-
-/* How one GET goes: plain, or with an RDMA token (and the multi handle
- * that lets the caller drive the provider meanwhile). */
-typedef struct {
-    CURL *curl;
-    CURLM *multi;            /* NULL: no RDMA */
-    const char *token;       /* x-amz-rdma-token, or NULL */
-} call_t;
-
-/* The headers of one signed request to path: Host, the signer's, and
- * extra (signed; an x-amz-rdma-token among them like every x-amz-*
- * header, so only this client could have sent it), into *out, with its
- * URL (query: as on the wire, or NULL). payload_hash: the body's hex
- * sha256, NULL: UNSIGNED-PAYLOAD. */
-static int signed_headers(const target_t *tg, const char *method, const char *path,
-                          const char *query, const si_http_header_t *extra, size_t nextra,
-                          const char *payload_hash, struct curl_slist **out, char *url,
-                          size_t url_size, si_error_t *err)
-{
-    si_http_header_t hs[4] = {{"Host", tg->host}};
-    size_t nh = 1;
-    for (size_t i = 0; i < nextra && nh < sizeof(hs) / sizeof(hs[0]); i++)
-        hs[nh++] = extra[i];
-    si_sigv4_request_t rq = {.method = method, .path = path, .query = query, .headers = hs,
-                             .nheaders = nh, .payload_hash = payload_hash};
-    si_sigv4_signed_t sig;
-    if (si_sigv4_sign(tg->signer, &rq, (int64_t)time(NULL), &sig, err) < 0)
-        return -1;
-    if ((size_t)snprintf(url, url_size, "%s%s%s%s", tg->h->s3_endpoint, path,
-                         query ? "?" : "", query ? query : "") >= url_size)
-        return si_errprintf(err, "object path too long");
-    struct curl_slist *list = NULL, *l;
-    char line[SI_SIGV4_AUTHORIZATION_MAX + SI_RDMA_TOKEN_MAX + 64];
-    for (size_t i = 0; i < nh + 3; i++) {
-        if (i < nh)
-            snprintf(line, sizeof(line), "%s: %s", hs[i].name, hs[i].value);
-        else
-            snprintf(line, sizeof(line), "%s: %s",
-                     i == nh ? "x-amz-date" : i == nh + 1 ? "x-amz-content-sha256" : "Authorization",
-                     i == nh ? sig.amz_date : i == nh + 1 ? sig.content_sha256 : sig.authorization);
-        if (!(l = curl_slist_append(list, line))) {
-            curl_slist_free_all(list);
-            return si_errprintf(err, "out of memory");
-        }
-        list = l;
-    }
-    *out = list;
+    curl_multi_remove_handle(c->multi, curl);
+    si_s3_xfer_done(c->x, (int)cc);
     return 0;
 }
 
-/* The common options of a request, run; the outcome in t. */
-static CURLcode run_request(const call_t *c, stagein_t *h, const char *url,
-                            struct curl_slist *list, transfer_t *t, char *curl_error)
-{
-    CURL *curl = c->curl;
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, S3_TIMEOUT_S);
-    if (h->s3_ca_file)
-        curl_easy_setopt(curl, CURLOPT_CAINFO, h->s3_ca_file);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_error);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, t);
-    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(curl, CURLOPT_HEADERDATA, t);
-    CURLcode cc = perform(curl, c->token ? c->multi : NULL, h);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, NULL);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
-    curl_slist_free_all(list);
-    return cc;
-}
-
 /* Whether the request failed (stopped, no answer, an error status), saying so. */
-static bool failed(const target_t *tg, const char *method, const transfer_t *t, CURLcode cc,
-                   const char *curl_error, si_error_t *err)
+static bool failed(const call_t *c, const target_t *tg, const char *method, const transfer_t *t,
+                   si_error_t *err)
 {
-    if (t->stop && *t->stop)
+    const si_s3_response_t *rs = &t->rs;
+    if (c->stop && atomic_load(c->stop))
         return si_errprintf(err, "stopped"), true;
-    if (cc != CURLE_OK && t->status < 300)
-        return si_errprintf(err, "S3 %s %s%s: %s", method, tg->h->s3_endpoint, tg->path,
-                            curl_error[0] ? curl_error : curl_easy_strerror(cc)), true;
-    if (t->status >= 300) {
-        const char *code = strstr(t->error_body, "<Code>");
-        si_errprintf(err, "S3 %s %s/%s: HTTP %ld%s%.*s", method, tg->bucket, tg->key,
-                     t->status, code ? " " : "", code ? (int)strcspn(code + 6, "<") : 0,
-                     code ? code + 6 : "");
+    if (rs->curl_code != CURLE_OK && rs->status < 300)
+        return si_errprintf(err, "S3 %s %s/%s/%s: %s", method, si_s3_endpoint(tg->s3),
+                            tg->bucket, tg->key, rs->curl_error), true;
+    if (rs->status >= 300) {
+        si_errprintf(err, "S3 %s %s/%s: HTTP %ld%s%s", method, tg->bucket, tg->key, rs->status,
+                     rs->code[0] ? " " : "", rs->code);
         return true;
     }
     return false;
 }
 
-/* One signed request: HEAD (dst NULL, len 0) or GET of [offset, offset+len). */
-static int s3_call(const call_t *c, const target_t *tg, bool head, uint64_t offset, uint64_t len,
-                   uint64_t object_size, transfer_t *t, si_error_t *err)
+/* One signed request: HEAD (dst NULL, len 0) or GET of [offset, offset+len);
+ * key NULL: of the bucket. */
+static int s3_call(const call_t *c, const target_t *tg, const char *key, bool head,
+                   uint64_t offset, uint64_t len, uint64_t object_size, transfer_t *t,
+                   si_error_t *err)
 {
-    CURL *curl = c->curl;
     char range[80] = "";
     si_http_header_t hs[2];
     size_t nh = 0;
@@ -322,16 +245,12 @@ static int s3_call(const call_t *c, const target_t *tg, bool head, uint64_t offs
     }
     if (c->token)
         hs[nh++] = (si_http_header_t){"x-amz-rdma-token", c->token};
-    struct curl_slist *list = NULL;
-    char url[4096 + 600];
-    if (signed_headers(tg, head ? "HEAD" : "GET", tg->path, NULL, hs, nh, NULL, &list, url,
-                       sizeof(url), err) < 0)
+    si_s3_request_t rq = {.method = head ? "HEAD" : "GET", .bucket = tg->bucket, .key = key,
+                          .headers = hs, .nheaders = nh, .payload_sha256 = SI_SIGV4_UNSIGNED_PAYLOAD,
+                          .on_data = on_body};
+    if (perform(c, tg->h, &rq, t, err) < 0)
         return -1;
-    char curl_error[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(curl, CURLOPT_NOBODY, head ? 1L : 0L);
-    curl_easy_setopt(curl, CURLOPT_HTTPGET, head ? 0L : 1L);
-    CURLcode cc = run_request(c, tg->h, url, list, t, curl_error);
-    if (failed(tg, head ? "HEAD" : "GET", t, cc, curl_error, err))
+    if (failed(c, tg, head ? "HEAD" : "GET", t, err))
         return -1;
     if (!head && t->rdma_reply == 200) {
         if ((t->rdma_bytes != len && !(t->first && t->rdma_bytes < len)) || t->got != 0)
@@ -339,12 +258,10 @@ static int s3_call(const call_t *c, const target_t *tg, bool head, uint64_t offs
                                 " in the body) of the %llu asked for", tg->bucket, tg->key,
                                 (unsigned long long)t->rdma_bytes, (unsigned long long)t->got,
                                 (unsigned long long)len);
-        if (!t->total)
-            t->total = t->rdma_bytes;
+        t->total = t->rs.range_total ? t->rs.range_total : t->rdma_bytes;
         return 0;
     }
-    if (!t->total)
-        t->total = t->got;
+    t->total = t->rs.range_total ? t->rs.range_total : t->got;
     if (!head && t->got != len && !(t->first && t->got < len))
         return si_errprintf(err, "S3 GET %s/%s: %llu bytes at %llu came short (%llu)", tg->bucket,
                             tg->key, (unsigned long long)len, (unsigned long long)offset,
@@ -354,33 +271,34 @@ static int s3_call(const call_t *c, const target_t *tg, bool head, uint64_t offs
 
 static stagein_err_t code_of(const transfer_t *t)
 {
-    if (t->status == 403 && strstr(t->error_body, "InvalidObjectState"))
+    if (t->rs.status == 403 && strcmp(t->rs.code, "InvalidObjectState") == 0)
         return STAGEIN_ERR_NOT_CACHED;
-    return lib_code_of_http(t->status);
+    return lib_code_of_http(t->rs.status);
 }
 
 /* provider (may be NULL) receives the server's RDMA provider, "" for none. */
 static stagein_err_t head(stagein_t *h, const target_t *tg, uint64_t *size, char *etag,
                           bool *cached, char provider[SI_RDMA_PROVIDER_MAX + 1])
 {
-    call_t c = {.curl = curl_easy_init()};
-    if (!c.curl)
-        return lib_fail(h, STAGEIN_ERR_NOMEM, "cannot make a libcurl handle");
+    call_t c;
     transfer_t t = {0};
     si_error_t err;
     stagein_err_t rc = STAGEIN_SUCCESS;
-    if (s3_call(&c, tg, true, 0, 0, 0, &t, &err) < 0) {
+    if (call_open(&c, tg, false, NULL, &err) < 0) {
+        rc = lib_fail_err(h, STAGEIN_ERR_NOMEM, &err);
+    } else if (s3_call(&c, tg, tg->key, true, 0, 0, 0, &t, &err) < 0) {
         rc = lib_fail_err(h, code_of(&t), &err);
     } else {
-        *size = t.content_length;
+        *size = t.rs.content_length;
         if (etag)
-            snprintf(etag, STAGEIN_CHECKSUM_MAX, "%s", t.etag);
+            snprintf(etag, STAGEIN_CHECKSUM_MAX, "%s", t.rs.etag);
         /* GLACIER without a restore copy is not readable (see doc/s3.md) */
-        *cached = strcmp(t.storage_class, "GLACIER") != 0;
+        *cached = strcmp(t.rs.storage_class, "GLACIER") != 0;
         if (provider)
             strcpy(provider, t.rdma_provider);
     }
-    curl_easy_cleanup(c.curl);
+    si_s3_response_free(&t.rs);
+    call_close(&c);
     return rc;
 }
 
@@ -397,7 +315,6 @@ stagein_err_t stagein_stat(stagein_t *h, const char *path, uint64_t *size,
     stagein_err_t rc = target_init(h, path, &tg);
     if (rc == STAGEIN_SUCCESS)
         rc = head(h, &tg, size, etag, &cached, NULL);
-    free(tg.path);
     return rc;
 }
 
@@ -409,7 +326,7 @@ typedef struct {
     pthread_mutex_t lock;
     stagein_err_t code;
     si_error_t err;
-    _Atomic int stop;
+    atomic_bool stop;
 } outcome_t;
 
 static void outcome_fail(outcome_t *o, stagein_err_t code, const si_error_t *err)
@@ -420,7 +337,7 @@ static void outcome_fail(outcome_t *o, stagein_err_t code, const si_error_t *err
         o->err = *err;
     }
     pthread_mutex_unlock(&o->lock);
-    atomic_store(&o->stop, 1);
+    atomic_store(&o->stop, true);
 }
 
 typedef struct {
@@ -476,9 +393,8 @@ static void *worker(void *arg)
     void *bounce = NULL;
     lib_rdma_region_t *bounce_region = NULL;
     char token[SI_RDMA_TOKEN_MAX + 1];
-    call_t c = {.curl = curl_easy_init(), .multi = j->rdma ? curl_multi_init() : NULL};
-    if (!c.curl || (j->rdma && !c.multi)) {
-        si_errprintf(&err, "cannot make a libcurl handle");
+    call_t c;
+    if (call_open(&c, j->tg, j->rdma, &j->out.stop, &err) < 0) {
         outcome_fail(&j->out, STAGEIN_ERR_NOMEM, &err);
         goto done;
     }
@@ -496,11 +412,13 @@ static void *worker(void *arg)
         uint64_t off = i * j->chunk;
         uint64_t len = j->size - off < j->chunk ? j->size - off : j->chunk;
         transfer_t t = {.dst = j->dst ? j->dst + off : bounce, .len = len,
-                        .landed = j->dst ? &j->tg->h->landed : NULL, .stop = &j->out.stop};
+                        .landed = j->dst ? &j->tg->h->landed : NULL};
         c.token = range_token(j, bounce_region, off, len, token, sizeof(token));
-        if (s3_call(&c, j->tg, false, off, len, j->size, &t, &err) < 0) {
+        int got = s3_call(&c, j->tg, j->tg->key, false, off, len, j->size, &t, &err);
+        si_s3_response_free(&t.rs);
+        if (got < 0) {
             if (!atomic_load(&j->out.stop))
-                outcome_fail(&j->out, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+                outcome_fail(&j->out, t.rs.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
             break;
         }
         account(j, &t, c.token != NULL, len);
@@ -517,10 +435,7 @@ done:
         lib_rdma_unregister(j->tg->h, bounce_region);
     if (bounce)
         lib_cuda_bounce_free(j->cuda, bounce);
-    if (c.multi)
-        curl_multi_cleanup(c.multi);
-    if (c.curl)
-        curl_easy_cleanup(c.curl);
+    call_close(&c);
     return NULL;
 }
 
@@ -592,29 +507,27 @@ static int read_first(stagein_t *h, job_t *j, uint64_t first, uint64_t *object_s
 {
     si_error_t err;
     char token[SI_RDMA_TOKEN_MAX + 1];
-    call_t c = {.curl = curl_easy_init(), .multi = j->rdma ? curl_multi_init() : NULL};
+    call_t c;
     transfer_t t = {.dst = j->dst, .len = first, .landed = &h->landed, .first = true};
     *rc = STAGEIN_SUCCESS;
-    if (!c.curl || (j->rdma && !c.multi)) {
-        *rc = lib_fail(h, STAGEIN_ERR_NOMEM, "cannot make a libcurl handle");
+    if (call_open(&c, j->tg, j->rdma, NULL, &err) < 0) {
+        *rc = lib_fail_err(h, STAGEIN_ERR_NOMEM, &err);
     } else {
         c.token = range_token(j, NULL, 0, first, token, sizeof(token));
-        if (s3_call(&c, j->tg, false, 0, first, 0, &t, &err) == 0) {
+        if (s3_call(&c, j->tg, j->tg->key, false, 0, first, 0, &t, &err) == 0) {
             account(j, &t, c.token != NULL, t.rdma_reply == 200 ? t.rdma_bytes : t.got);
             *object_size = t.total;
-        } else if (t.status != 416) {
-            stagein_err_t code = t.status ? code_of(&t) : STAGEIN_ERR_CONNECT;
+        } else if (t.rs.status != 416) {
+            stagein_err_t code = t.rs.status ? code_of(&t) : STAGEIN_ERR_CONNECT;
             *rc = code == STAGEIN_ERR_NOT_CACHED
                       ? lib_fail(h, code, "%s/%s is on tape only: stage it first", j->tg->bucket,
                                  j->tg->key)
                       : lib_fail_err(h, code, &err);
         }
     }
-    if (c.multi)
-        curl_multi_cleanup(c.multi);
-    if (c.curl)
-        curl_easy_cleanup(c.curl);
-    return *rc == STAGEIN_SUCCESS && t.status == 416 ? 1 : 0;
+    call_close(&c);
+    si_s3_response_free(&t.rs);
+    return *rc == STAGEIN_SUCCESS && t.rs.status == 416 ? 1 : 0;
 }
 
 stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t capacity, int gpu,
@@ -694,66 +607,28 @@ done:
     if (j.region)
         lib_rdma_unregister(h, j.region);
     lib_cuda_close(j.cuda);
-    free(tg.path);
     return rc;
 }
 
 /* --- write ------------------------------------------------------------- */
 
-typedef struct {
-    const unsigned char *src;
-    uint64_t len, sent;
-} upload_t;
-
-static size_t on_read(char *out, size_t size, size_t n, void *arg)
-{
-    upload_t *u = arg;
-    uint64_t left = u->len - u->sent;
-    size_t take = size * n < left ? size * n : (size_t)left;
-    memcpy(out, u->src + u->sent, take);
-    u->sent += take;
-    return take;
-}
-
 /* A request with a body: PUT of [body, body+len) (an object; a part, by
  * its query), or with c->token of the memory the token grants (the server
  * reads it; the request body is empty); POST with the body (multipart
- * create and complete); DELETE (abort). sha256_hex signs the bytes. */
+ * create and complete); DELETE (abort). sha256_hex signs the bytes (NULL:
+ * the client hashes the body). 2xx bodies are kept in t->rs.body. */
 static int send_call(const call_t *c, const target_t *tg, const char *method,
                      const char *query, const void *body, uint64_t len,
                      const char *sha256_hex, transfer_t *t, si_error_t *err)
 {
-    si_http_header_t hs[1];
-    size_t nh = 0;
+    si_http_header_t hs[2] = {{"Content-Type", "application/octet-stream"}};
+    size_t nh = strcmp(method, "DELETE") != 0 ? 1 : 0;
     if (c->token)
         hs[nh++] = (si_http_header_t){"x-amz-rdma-token", c->token};
-    struct curl_slist *list = NULL, *l;
-    char url[4096 + 600];
-    if (signed_headers(tg, method, tg->path, query, hs, nh, sha256_hex, &list, url, sizeof(url),
-                       err) < 0)
-        return -1;
-    /* no 100-continue round trip: the request is signed, the answer quick */
-    if (!(l = curl_slist_append(list, "Expect:")) ||
-        !(l = curl_slist_append(l, "Content-Type: application/octet-stream"))) {
-        curl_slist_free_all(list);
-        return si_errprintf(err, "out of memory");
-    }
-    list = l;
-    upload_t u = {.src = body, .len = c->token ? 0 : len};
-    char curl_error[CURL_ERROR_SIZE] = "";
-    if (strcmp(method, "PUT") == 0) {
-        curl_easy_setopt(c->curl, CURLOPT_UPLOAD, 1L);
-        curl_easy_setopt(c->curl, CURLOPT_READFUNCTION, on_read);
-        curl_easy_setopt(c->curl, CURLOPT_READDATA, &u);
-        curl_easy_setopt(c->curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)u.len);
-    } else if (strcmp(method, "POST") == 0) {
-        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body ? body : "");
-        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    } else {
-        curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
-    }
-    CURLcode cc = run_request(c, tg->h, url, list, t, curl_error);
-    if (failed(tg, method, t, cc, curl_error, err))
+    si_s3_request_t rq = {.method = method, .bucket = tg->bucket, .key = tg->key, .query = query,
+                          .headers = hs, .nheaders = nh, .body = body,
+                          .body_len = c->token ? 0 : (size_t)len, .payload_sha256 = sha256_hex};
+    if (perform(c, tg->h, &rq, t, err) < 0 || failed(c, tg, method, t, err))
         return -1;
     if (c->token && (t->rdma_reply != 200 || t->rdma_bytes != len))
         return si_errprintf(err, "S3 PUT %s/%s: the server read %llu bytes by RDMA of %llu",
@@ -776,17 +651,18 @@ static int sha256_hex(const void *p, uint64_t len, char *hex, si_error_t *err)
     return 0;
 }
 
-/* One PUT (object or part), by RDMA when a token is given, and over HTTP
+/* One PUT (object or part), by RDMA when c->token is given, and over HTTP
  * when the server declines it (501: nothing was stored). */
-static int put_bytes(stagein_t *h, CURL *curl, CURLM *multi, const target_t *tg,
-                     const char *query, const void *buf, uint64_t len, const char *token,
-                     transfer_t *t, si_error_t *err)
+static int put_bytes(stagein_t *h, call_t *c, const target_t *tg, const char *query,
+                     const void *buf, uint64_t len, transfer_t *t, si_error_t *err)
 {
     char sha[65];
     if (sha256_hex(buf, len, sha, err) < 0)
         return -1;
-    call_t c = {.curl = curl, .multi = multi, .token = token};
-    if (send_call(&c, tg, "PUT", query, buf, len, sha, t, err) == 0) {
+    const char *token = c->token;
+    int rc = send_call(c, tg, "PUT", query, buf, len, sha, t, err);
+    si_s3_response_free(&t->rs);
+    if (rc == 0) {
         atomic_fetch_add(token ? &h->bytes_rdma : &h->bytes_http, len);
         return 0;
     }
@@ -795,9 +671,11 @@ static int put_bytes(stagein_t *h, CURL *curl, CURLM *multi, const target_t *tg,
     lib_rdma_note(h, "the server answered over HTTP: %s",
                   t->rdma_reason[0] ? t->rdma_reason : "declined (501)");
     memset(t, 0, sizeof(*t));
-    curl_easy_reset(curl);
-    c.token = NULL;
-    if (send_call(&c, tg, "PUT", query, buf, len, sha, t, err) < 0)
+    c->token = NULL;
+    rc = send_call(c, tg, "PUT", query, buf, len, sha, t, err);
+    c->token = token;
+    si_s3_response_free(&t->rs);
+    if (rc < 0)
         return -1;
     atomic_fetch_add(&h->bytes_http, len);
     return 0;
@@ -806,18 +684,15 @@ static int put_bytes(stagein_t *h, CURL *curl, CURLM *multi, const target_t *tg,
 /* The server's RDMA provider, from a HEAD of the bucket ("" for none). */
 static void bucket_provider(const target_t *tg, char provider[SI_RDMA_PROVIDER_MAX + 1])
 {
-    target_t bucket = *tg;
-    char path[80];
-    snprintf(path, sizeof(path), "/%s", tg->bucket);
-    bucket.path = path;
-    call_t c = {.curl = curl_easy_init()};
+    call_t c;
     transfer_t t = {0};
     si_error_t err;
     provider[0] = '\0';
-    if (c.curl && s3_call(&c, &bucket, true, 0, 0, 0, &t, &err) == 0)
+    if (call_open(&c, tg, false, NULL, &err) == 0 && s3_call(&c, tg, NULL, true, 0, 0, 0, &t,
+                                                             &err) == 0)
         strcpy(provider, t.rdma_provider);
-    if (c.curl)
-        curl_easy_cleanup(c.curl);
+    si_s3_response_free(&t.rs);
+    call_close(&c);
 }
 
 /* Readies RDMA for a write of [buf, buf+size): a registration the server
@@ -869,65 +744,48 @@ typedef struct {
     outcome_t out;
 } parts_t;
 
-/* The text of the first <NAME>...</NAME> in xml (quotes, &quot; dropped). */
-static bool xml_value(const char *xml, const char *name, char *out, size_t size)
+/* The text at path of an XML answer, without the quotes an ETag has. */
+static int xml_text(const transfer_t *t, const char *path, char *out, size_t size,
+                    si_error_t *err)
 {
-    char open[40];
-    snprintf(open, sizeof(open), "<%s>", name);
-    const char *v = strstr(xml, open);
-    if (!v)
-        return false;
-    v += strlen(open);
-    size_t n = 0;
-    while (*v && *v != '<' && n + 1 < size) {
-        if (strncmp(v, "&quot;", 6) == 0)
-            v += 6;
-        else if (*v == '"')
-            v++;
-        else
-            out[n++] = *v++;
-    }
-    out[n] = '\0';
-    return n > 0;
+    char v[STAGEIN_CHECKSUM_MAX + 8];
+    if (si_s3_xml_text(t->rs.body, t->rs.body_len, path, v, sizeof(v), err) < 0)
+        return -1;
+    const char *p = v + (v[0] == '"');
+    snprintf(out, size, "%.*s", (int)strcspn(p, "\""), p);
+    return out[0] ? 0 : si_errprintf(err, "<%s> is empty", path);
 }
-
 
 static void *part_worker(void *arg)
 {
     parts_t *m = arg;
     si_error_t err;
     char token[SI_RDMA_TOKEN_MAX + 1], query[300];
-    CURL *curl = curl_easy_init();
-    CURLM *multi = m->region ? curl_multi_init() : NULL;
-    if (!curl || (m->region && !multi)) {
-        si_errprintf(&err, "cannot make a libcurl handle");
+    call_t c;
+    bool ready = call_open(&c, m->tg, m->region != NULL, NULL, &err) == 0;
+    if (!ready)
         outcome_fail(&m->out, STAGEIN_ERR_NOMEM, &err);
-    }
-    while (curl && !atomic_load(&m->out.stop)) {
+    while (ready && !atomic_load(&m->out.stop)) {
         uint64_t i = atomic_fetch_add(&m->next, 1);
         if (i >= m->nparts)
             break;
         uint64_t off = i * m->part_size;
         uint64_t len = m->size - off < m->part_size ? m->size - off : m->part_size;
-        const char *tok = NULL;
+        c.token = NULL;
         if (m->region && lib_rdma_token(m->h, m->region, off, len, token, sizeof(token),
                                         &err) == 0)
-            tok = token;
+            c.token = token;
         snprintf(query, sizeof(query), "partNumber=%llu&uploadId=%s",
                  (unsigned long long)i + 1, m->upload_id);
         transfer_t t = {0};
-        curl_easy_reset(curl);
-        if (put_bytes(m->h, curl, multi, m->tg, query, m->src + off, len, tok, &t, &err) < 0) {
-            outcome_fail(&m->out, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+        if (put_bytes(m->h, &c, m->tg, query, m->src + off, len, &t, &err) < 0) {
+            outcome_fail(&m->out, t.rs.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
             break;
         }
-        snprintf(m->etags[i], STAGEIN_CHECKSUM_MAX, "%s", t.etag);
+        snprintf(m->etags[i], STAGEIN_CHECKSUM_MAX, "%s", t.rs.etag);
         atomic_fetch_add(&m->h->landed, len);
     }
-    if (multi)
-        curl_multi_cleanup(multi);
-    if (curl)
-        curl_easy_cleanup(curl);
+    call_close(&c);
     return NULL;
 }
 
@@ -943,25 +801,30 @@ static stagein_err_t write_parts(stagein_t *h, const target_t *tg, const void *b
                  .out.code = STAGEIN_SUCCESS};
     char query[300];
     transfer_t t = {0};
-    call_t c = {.curl = curl_easy_init()};
+    call_t c;
+    const char **etags = NULL;
     stagein_err_t rc = STAGEIN_SUCCESS;
     si_strbuf_t xml;
     si_strbuf_init(&xml, 1u << 20);
-    if (!c.curl || !(m.etags = calloc(m.nparts, sizeof(*m.etags)))) {
+    if (call_open(&c, tg, false, NULL, &err) < 0 ||
+        !(m.etags = calloc(m.nparts, sizeof(*m.etags))) ||
+        !(etags = calloc(m.nparts, sizeof(*etags)))) {
         rc = lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
         goto done;
     }
     if (send_call(&c, tg, "POST", "uploads", NULL, 0, NULL, &t, &err) < 0) {
-        rc = lib_fail_err(h, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+        rc = lib_fail_err(h, t.rs.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
         goto done;
     }
-    if (!xml_value(t.error_body, "UploadId", m.upload_id, sizeof(m.upload_id)) ||
+    if (xml_text(&t, "InitiateMultipartUploadResult/UploadId", m.upload_id, sizeof(m.upload_id),
+                 &err) < 0 ||
         strspn(m.upload_id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~") !=
             strlen(m.upload_id)) {
         rc = lib_fail(h, STAGEIN_ERR_PROTOCOL, "S3 POST %s/%s?uploads: no usable UploadId in the"
                       " answer", tg->bucket, tg->key);
         goto done;
     }
+    si_s3_response_free(&t.rs);
     pthread_t threads[LIB_MAX_PARALLEL];
     int parallel = h->parallel ? h->parallel : region ? LIB_RDMA_PARALLEL : 4;
     int n = (int)(m.nparts < (uint64_t)parallel ? m.nparts : (uint64_t)parallel), started = 0;
@@ -977,38 +840,38 @@ static stagein_err_t write_parts(stagein_t *h, const target_t *tg, const void *b
         si_errprintf(&m.out.err, "cannot start a writer thread");
     }
     snprintf(query, sizeof(query), "uploadId=%s", m.upload_id);
-    curl_easy_reset(c.curl);
     if (m.out.code != STAGEIN_SUCCESS) {
         rc = lib_fail_err(h, m.out.code, &m.out.err);
         transfer_t ignored = {0};
         send_call(&c, tg, "DELETE", query, NULL, 0, NULL, &ignored, &err);
+        si_s3_response_free(&ignored.rs);
         goto done;
     }
-    si_strbuf_puts(&xml, "<CompleteMultipartUpload>");
     for (uint64_t i = 0; i < m.nparts; i++)
-        si_strbuf_printf(&xml, "<Part><PartNumber>%llu</PartNumber><ETag>\"%s\"</ETag></Part>",
-                         (unsigned long long)i + 1, m.etags[i]);
-    si_strbuf_puts(&xml, "</CompleteMultipartUpload>");
+        etags[i] = m.etags[i];
+    si_s3_complete_xml(&xml, etags, m.nparts);
     char sha[65];
     memset(&t, 0, sizeof(t));
     if (xml.failed || sha256_hex(si_strbuf_str(&xml), xml.len, sha, &err) < 0) {
         rc = lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
     } else if (send_call(&c, tg, "POST", query, si_strbuf_str(&xml), xml.len, sha, &t,
                          &err) < 0) {
-        rc = lib_fail_err(h, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
-    } else if (strstr(t.error_body, "<Error>") ||
-               !xml_value(t.error_body, "ETag", etag, STAGEIN_CHECKSUM_MAX)) {
+        rc = lib_fail_err(h, t.rs.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+    } else if ((t.rs.body && strstr(t.rs.body, "<Error>")) ||
+               xml_text(&t, "CompleteMultipartUploadResult/ETag", etag, STAGEIN_CHECKSUM_MAX,
+                        &err) < 0) {
         /* S3 may answer 200 and an error in the body */
         char code[64] = "";
-        xml_value(t.error_body, "Code", code, sizeof(code));
+        si_s3_xml_text(t.rs.body, t.rs.body_len, "Error/Code", code, sizeof(code), &err);
         rc = lib_fail(h, STAGEIN_ERR_SERVER, "S3 POST %s/%s?uploadId=%s: %s", tg->bucket,
                       tg->key, m.upload_id, code[0] ? code : "no ETag in the answer");
     }
 done:
+    si_s3_response_free(&t.rs);
     si_strbuf_free(&xml);
     free(m.etags);
-    if (c.curl)
-        curl_easy_cleanup(c.curl);
+    free(etags);
+    call_close(&c);
     return rc;
 }
 
@@ -1036,8 +899,7 @@ stagein_err_t stagein_write(stagein_t *h, const char *path, const void *buf, uin
     si_error_t err;
     char token[SI_RDMA_TOKEN_MAX + 1], got_etag[STAGEIN_CHECKSUM_MAX] = "";
     lib_rdma_region_t *region = NULL;
-    CURL *curl = NULL;
-    CURLM *multi = NULL;
+    call_t c = {0};
     if ((rc = target_init(h, path, &tg)) != STAGEIN_SUCCESS)
         goto done;
     if (h->transport == LIB_TRANSPORT_RDMA && size > 0)
@@ -1048,23 +910,19 @@ stagein_err_t stagein_write(stagein_t *h, const char *path, const void *buf, uin
         goto done;
     }
     transfer_t t = {0};
-    if (!(curl = curl_easy_init()) || (region && !(multi = curl_multi_init()))) {
+    if (call_open(&c, &tg, region != NULL, NULL, &err) < 0) {
         rc = lib_fail(h, STAGEIN_ERR_NOMEM, "cannot make a libcurl handle");
         goto done;
     }
-    if (put_bytes(h, curl, multi, &tg, NULL, size ? buf : "", size, region ? token : NULL, &t,
-                  &err) < 0)
-        rc = lib_fail_err(h, t.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
-    snprintf(got_etag, sizeof(got_etag), "%s", t.etag);
+    c.token = region ? token : NULL;
+    if (put_bytes(h, &c, &tg, NULL, size ? buf : "", size, &t, &err) < 0)
+        rc = lib_fail_err(h, t.rs.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+    snprintf(got_etag, sizeof(got_etag), "%s", t.rs.etag);
 done:
     if (rc == STAGEIN_SUCCESS && etag)
         snprintf(etag, STAGEIN_CHECKSUM_MAX, "%s", got_etag);
-    if (multi)
-        curl_multi_cleanup(multi);
-    if (curl)
-        curl_easy_cleanup(curl);
+    call_close(&c);
     lib_rdma_unregister(h, region);
-    free(tg.path);
     return rc;
 }
 

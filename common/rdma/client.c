@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/rdma/client.h"
-#include "daemon/rdma/transport.h"
+#include "common/rdma/client.h"
+#include "common/rdma/transport.h"
 
 #ifdef HAVE_CUDA
 #include <rdma/fi_ext.h>

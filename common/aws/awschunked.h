@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "common/sigv4.h"
+#include "common/aws/sigv4.h"
 #include "common/strbuf.h"
 
 #define SI_AWSCHUNKED_LINE_MAX 256                      /* a chunk header or trailer line */

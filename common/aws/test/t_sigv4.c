@@ -10,7 +10,7 @@
 
 #include <openssl/evp.h>
 
-#include "common/sigv4.h"
+#include "common/aws/sigv4.h"
 #include "common/tap.h"
 #include "common/text.h"
 

@@ -1,12 +1,12 @@
 #include "config.h"
-#include "common/amzchecksum.h"
+#include "common/aws/amzchecksum.h"
 
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "common/crc_tables.h"
+#include "common/aws/crc_tables.h"
 
 static uint32_t crc_slice8(const uint32_t t[8][256], uint32_t crc, const unsigned char *p,
                            size_t len)

@@ -1,4 +1,5 @@
-/* The `s3` archive backend: a tape gateway speaking S3 with Glacier
+/* The `s3` archive backend (its settings: the archive.s3 group): the client
+ * of a Glacier-style S3 archive, a tape gateway speaking S3 with Glacier
  * semantics (Versity Gateway in glacier mode, AWS S3 Glacier, stageind's
  * own archive mode), over libcurl, signed with the project's SigV4.
  *
@@ -25,7 +26,7 @@
  * Locks: mu guards the tables, the ready queue and the counters; nothing
  * talks to the upstream or calls a callback with it held. */
 #include "config.h"
-#include "daemon/archive/s3.h"
+#include "daemon/archive/glacier.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -42,6 +43,7 @@
 #include <unistd.h>
 
 #include "common/array.h"
+#include "common/aws/s3window.h"
 #include "common/checksum.h"
 #include "common/clock.h"
 #include "common/fileio.h"
@@ -181,7 +183,7 @@ int archive_s3_conf_from(const si_conf_t *conf, archive_s3_conf_t *c, si_error_t
 si_s3_t *archive_s3_client(const archive_s3_conf_t *c, si_error_t *err)
 {
     si_s3_conf_t sc = {c->endpoint, c->region, c->credentials.access_key, c->credentials.secret,
-                       c->connect_timeout, c->timeout, 0};
+                       c->connect_timeout, c->timeout, 0, NULL};
     return si_s3_new(&sc, err);
 }
 
@@ -432,26 +434,6 @@ static int judge_head(s3b_t *b, s3_recall_t *r, const si_s3_response_t *rs, char
     return CHECK_RESTORE;
 }
 
-/* The next transfer of slots[0..n) that ended: its handle taken off the
- * multi handle and its answer completed; its index, or -1 when none did. */
-static int multi_finished(CURLM *multi, si_s3_xfer_t **slots, int n)
-{
-    CURLMsg *m;
-    int left;
-    while ((m = curl_multi_info_read(multi, &left))) {
-        if (m->msg != CURLMSG_DONE)
-            continue;
-        for (int k = 0; k < n; k++)
-            if (si_s3_xfer_curl(slots[k]) == m->easy_handle) {
-                CURLcode cc = m->data.result;
-                curl_multi_remove_handle(multi, m->easy_handle);
-                si_s3_xfer_done(slots[k], (int)cc);
-                return k;
-            }
-    }
-    return -1;
-}
-
 /* HEADs of due[0..n), up to nslots at once (the upstream answers them in
  * parallel; the restores that follow go out one by one, in order). */
 static void head_all(s3b_t *b, CURLM *multi, si_s3_xfer_t **slots, int nslots,
@@ -480,7 +462,7 @@ static void head_all(s3b_t *b, CURLM *multi, si_s3_xfer_t **slots, int nslots,
         }
         int still, k;
         curl_multi_perform(multi, &still);
-        while ((k = multi_finished(multi, slots, nslots)) >= 0) {
+        while ((k = si_s3_multi_finished(multi, slots, nslots)) >= 0) {
             slot_of[k] = -1;
             running--;
         }
@@ -647,151 +629,24 @@ out:
     return NULL;
 }
 
-/* ---- ranged transfers through a curl multi handle ------------------------------ */
+/* ---- ranged transfers (common/aws/s3window.h) ------------------------------------ */
 
-/* One request of a window of parallel ones (a GET range, a PUT part). */
-typedef struct {
-    uint64_t off, len;
-    unsigned char *buf;            /* GET: len bytes landing; PUT: the part's bytes */
-    size_t got;
-    int attempts;
-    double retry_at;
-    enum { JOB_WAITING, JOB_RUNNING, JOB_DONE, JOB_FLUSHED } state;
-    si_s3_response_t rs;
-    si_s3_request_t rq;
-    si_http_header_t hdr[2];
-    char range[64], query[SI_S3_ETAG_MAX + 64], hash[SI_SIGV4_HEX_LEN + 1];
-    char etag[SI_S3_ETAG_MAX];
-    void *slot;
-} job_t;
-
-typedef struct window window_t;
-/* Sets job j's request up (before each attempt); -1 fails the window. */
-typedef int (*job_setup_fn)(window_t *w, size_t j, si_error_t *err);
-/* After job j succeeded; may hand done jobs on in order; -1 fails the window. */
-typedef int (*job_done_fn)(window_t *w, size_t j, si_error_t *err);
-
-struct window {
-    s3b_t *b;
-    job_t *jobs;
-    size_t njobs;
-    size_t flushed;                /* jobs before this one are JOB_FLUSHED */
-    job_setup_fn setup;
-    job_done_fn done;
-    void *arg;
-    uint64_t rng;
-};
-
-static int window_run(window_t *w, int concurrency, const char *what, const char *where,
-                      si_error_t *err)
+static void count_retry(void *arg)
 {
-    s3b_t *b = w->b;
-    CURLM *multi = curl_multi_init();
-    si_s3_xfer_t **slots = calloc((size_t)concurrency, sizeof(*slots));
-    bool *busy = calloc((size_t)concurrency, sizeof(*busy));
-    int rc = -1;
-    if (!multi || !slots || !busy) {
-        si_errprintf(err, "out of memory");
-        goto out;
-    }
-    for (int i = 0; i < concurrency; i++)
-        if (!(slots[i] = xfer_new(b, err)))
-            goto out;
-    size_t next = 0, running = 0;
-    while (w->flushed < w->njobs) {
-        if (atomic_load(&b->stop)) {
-            si_errprintf(err, "stopping");
-            goto out;
-        }
-        double now = si_mono_now();
-        /* start what may start: a free slot, no further ahead than the window */
-        for (size_t j = w->flushed; j < w->njobs && j < w->flushed + (size_t)concurrency; j++) {
-            job_t *jb = &w->jobs[j];
-            if (jb->state != JOB_WAITING || jb->retry_at > now)
-                continue;
-            int s;
-            for (s = 0; s < concurrency && busy[s]; s++)
-                ;
-            if (s == concurrency)
-                break;
-            if (w->setup(w, j, err) < 0 ||
-                si_s3_xfer_prepare(slots[s], &jb->rq, &jb->rs, err) < 0)
-                goto out;
-            curl_multi_add_handle(multi, si_s3_xfer_curl(slots[s]));
-            busy[s] = true;
-            jb->slot = slots[s];
-            jb->state = JOB_RUNNING;
-            running++;
-            if (j >= next)
-                next = j + 1;
-        }
-        int still, s;
-        curl_multi_perform(multi, &still);
-        while ((s = multi_finished(multi, slots, concurrency)) >= 0) {
-            size_t j;
-            for (j = w->flushed; j < w->njobs && w->jobs[j].slot != slots[s]; j++)
-                ;
-            busy[s] = false;
-            running--;
-            job_t *jb = &w->jobs[j];
-            jb->slot = NULL;
-            CURLcode cc = (CURLcode)jb->rs.curl_code;
-            bool good = cc == CURLE_OK && jb->rs.status >= 200 && jb->rs.status < 300 &&
-                        (strcmp(jb->rq.method, "GET") != 0 || jb->got == jb->len);
-            if (good) {
-                jb->state = JOB_DONE;
-                snprintf(jb->etag, sizeof(jb->etag), "%s", jb->rs.etag);
-                si_s3_response_free(&jb->rs);
-                if (w->done(w, j, err) < 0)
-                    goto out;
-                continue;
-            }
-            char text[400];
-            if (cc == CURLE_OK && jb->rs.status < 300)
-                snprintf(text, sizeof(text), "%zu of %" PRIu64 " bytes came", jb->got, jb->len);
-            else
-                si_s3_describe(&jb->rs, text, sizeof(text));
-            /* a short body, or more than the range asked for, is the
-             * connection's fault: read the range again */
-            bool damaged = jb->rs.status >= 200 && jb->rs.status < 300 &&
-                           (cc == CURLE_OK || jb->rs.sink_failed);
-            bool retry = (si_s3_retryable(&jb->rs) || damaged) && jb->attempts < b->conf.retries;
-            if (!retry) {
-                si_errnoprintf(err, jb->rs.status == 403 ? EACCES : EIO,
-                               "%s %s (bytes %" PRIu64 "-%" PRIu64 "): %s%s", what, where,
-                               jb->off, jb->off + jb->len - 1, text,
-                               si_s3_retryable(&jb->rs) ? " (gave up after retries)" : "");
-                si_s3_response_free(&jb->rs);
-                goto out;
-            }
-            jb->attempts++;
-            jb->state = JOB_WAITING;
-            jb->retry_at = si_mono_now() + si_s3_backoff(jb->attempts, b->conf.retry_base,
-                                                      b->conf.retry_max, &w->rng);
-            si_s3_response_free(&jb->rs);
-            pthread_mutex_lock(&b->mu);
-            b->retries_done++;
-            pthread_mutex_unlock(&b->mu);
-        }
-        if (running > 0)
-            curl_multi_poll(multi, NULL, 0, 50, NULL);
-        else if (w->flushed < w->njobs)
-            usleep(10000); /* only jobs waiting for their retry time */
-    }
-    rc = 0;
-out:
-    for (int i = 0; i < concurrency && slots; i++) {
-        if (slots[i] && busy[i])
-            curl_multi_remove_handle(multi, si_s3_xfer_curl(slots[i]));
-        si_s3_xfer_free(slots[i]);
-    }
-    for (size_t j = 0; j < w->njobs; j++)
-        si_s3_response_free(&w->jobs[j].rs);
-    free(slots);
-    free(busy);
-    if (multi)
-        curl_multi_cleanup(multi);
-    return rc;
+    s3b_t *b = arg;
+    pthread_mutex_lock(&b->mu);
+    b->retries_done++;
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* A window of the backend's: its client, retry policy and counters. */
+static si_s3_window_t window_of(s3b_t *b, si_s3_job_t *jobs, size_t n, si_s3_job_fn setup,
+                                si_s3_job_fn done, void *arg, uint64_t seed)
+{
+    return (si_s3_window_t){.client = b->client, .stop = &b->stop, .retries = b->conf.retries,
+                            .retry_base = b->conf.retry_base, .retry_max = b->conf.retry_max,
+                            .on_retry = count_retry, .retry_arg = b, .jobs = jobs, .njobs = n,
+                            .setup = setup, .done = done, .arg = arg, .rng = seed};
 }
 
 /* ---- GET (worker threads) ---------------------------------------------------------- */
@@ -826,9 +681,9 @@ static int on_whole(void *arg, const void *data, size_t len)
     return deliver(arg, data, len);
 }
 
-static size_t range_body(window_t *w, size_t j, const void *data, size_t len)
+static size_t range_body(si_s3_window_t *w, size_t j, const void *data, size_t len)
 {
-    job_t *jb = &w->jobs[j];
+    si_s3_job_t *jb = &w->jobs[j];
     if (jb->got + len > jb->len)
         return 0; /* more than the range: refused (and retried) */
     memcpy(jb->buf + jb->got, data, len);
@@ -837,7 +692,7 @@ static size_t range_body(window_t *w, size_t j, const void *data, size_t len)
 }
 
 typedef struct {
-    window_t *w;
+    si_s3_window_t *w;
     size_t j;
 } range_ctx_t;
 
@@ -852,11 +707,11 @@ typedef struct {
     range_ctx_t *ctx;
 } ranged_t;
 
-static int range_setup(window_t *w, size_t j, si_error_t *err)
+static int range_setup(si_s3_window_t *w, size_t j, si_error_t *err)
 {
     ranged_t *rg = w->arg;
     s3_recall_t *r = rg->g->r;
-    job_t *jb = &w->jobs[j];
+    si_s3_job_t *jb = &w->jobs[j];
     if (!jb->buf && !(jb->buf = malloc(jb->len)))
         return si_errprintf(err, "out of memory for a %" PRIu64 " byte range", jb->len);
     jb->got = 0;
@@ -871,18 +726,18 @@ static int range_setup(window_t *w, size_t j, si_error_t *err)
 }
 
 /* Hands finished ranges to the sink in order. */
-static int range_done(window_t *w, size_t j, si_error_t *err)
+static int range_done(si_s3_window_t *w, size_t j, si_error_t *err)
 {
     ranged_t *rg = w->arg;
     (void)j;
     (void)err;
-    while (w->flushed < w->njobs && w->jobs[w->flushed].state == JOB_DONE) {
-        job_t *jb = &w->jobs[w->flushed];
+    while (w->flushed < w->njobs && w->jobs[w->flushed].state == SI_S3_JOB_DONE) {
+        si_s3_job_t *jb = &w->jobs[w->flushed];
         if (deliver(rg->g, jb->buf, jb->len) < 0)
             return -1;
         free(jb->buf);
         jb->buf = NULL;
-        jb->state = JOB_FLUSHED;
+        jb->state = SI_S3_JOB_FLUSHED;
         w->flushed++;
     }
     return 0;
@@ -893,7 +748,7 @@ static int get_ranged(get_t *g, si_error_t *err)
     s3b_t *b = g->b;
     uint64_t size = g->r->item->size, ps = b->conf.part_size;
     size_t n = (size_t)((size + ps - 1) / ps);
-    job_t *jobs = calloc(n, sizeof(*jobs));
+    si_s3_job_t *jobs = calloc(n, sizeof(*jobs));
     range_ctx_t *ctx = calloc(n, sizeof(*ctx));
     int rc = -1;
     if (!jobs || !ctx) {
@@ -905,9 +760,9 @@ static int get_ranged(get_t *g, si_error_t *err)
         jobs[j].len = size - jobs[j].off < ps ? size - jobs[j].off : ps;
     }
     ranged_t rg = {g, ctx};
-    window_t w = {b, jobs, n, 0, range_setup, range_done, &rg,
-                  (uint64_t)(uintptr_t)g ^ (uint64_t)(si_mono_now() * 1e6)};
-    rc = window_run(&w, b->conf.parts, "GET", g->r->where, err);
+    si_s3_window_t w = window_of(b, jobs, n, range_setup, range_done, &rg,
+                                 (uint64_t)(uintptr_t)g ^ (uint64_t)(si_mono_now() * 1e6));
+    rc = si_s3_window_run(&w, b->conf.parts, "GET", g->r->where, err);
 out:
     if (jobs)
         for (size_t j = 0; j < n; j++)
@@ -1140,10 +995,10 @@ typedef struct {
     char *sclass_header;
 } put_ctx_t;
 
-static int part_setup(window_t *w, size_t j, si_error_t *err)
+static int part_setup(si_s3_window_t *w, size_t j, si_error_t *err)
 {
     put_ctx_t *p = w->arg;
-    job_t *jb = &w->jobs[j];
+    si_s3_job_t *jb = &w->jobs[j];
     if (!jb->buf) {
         if (!(jb->buf = malloc(jb->len)))
             return si_errprintf(err, "out of memory for a %" PRIu64 " byte part", jb->len);
@@ -1173,15 +1028,15 @@ static int part_setup(window_t *w, size_t j, si_error_t *err)
     return 0;
 }
 
-static int part_done(window_t *w, size_t j, si_error_t *err)
+static int part_done(si_s3_window_t *w, size_t j, si_error_t *err)
 {
-    job_t *jb = &w->jobs[j];
+    si_s3_job_t *jb = &w->jobs[j];
     if (!jb->etag[0])
         return si_errprintf(err, "part %zu: the upstream answered without an ETag", j + 1);
     free(jb->buf);
     jb->buf = NULL;
-    while (w->flushed < w->njobs && w->jobs[w->flushed].state == JOB_DONE)
-        w->jobs[w->flushed++].state = JOB_FLUSHED;
+    while (w->flushed < w->njobs && w->jobs[w->flushed].state == SI_S3_JOB_DONE)
+        w->jobs[w->flushed++].state = SI_S3_JOB_FLUSHED;
     return 0;
 }
 
@@ -1236,7 +1091,7 @@ static int put_multipart(s3b_t *b, si_s3_xfer_t *x, put_ctx_t *p, const char *wh
     p->upload_id = si_strbuf_str(&enc);
     uint64_t size = p->m->size, ps = b->conf.part_size;
     size_t n = (size_t)((size + ps - 1) / ps);
-    job_t *jobs = calloc(n, sizeof(*jobs));
+    si_s3_job_t *jobs = calloc(n, sizeof(*jobs));
     si_strbuf_t xml;
     si_strbuf_init(&xml, 64u << 20);
     rc = -1;
@@ -1249,15 +1104,19 @@ static int put_multipart(s3b_t *b, si_s3_xfer_t *x, put_ctx_t *p, const char *wh
         jobs[j].off = (uint64_t)j * ps;
         jobs[j].len = size - jobs[j].off < ps ? size - jobs[j].off : ps;
     }
-    window_t w = {b, jobs, n, 0, part_setup, part_done, p,
-                  (uint64_t)(uintptr_t)p ^ (uint64_t)(si_mono_now() * 1e6)};
-    if (window_run(&w, b->conf.parts, "UploadPart", where, err) < 0)
+    si_s3_window_t w = window_of(b, jobs, n, part_setup, part_done, p,
+                                 (uint64_t)(uintptr_t)p ^ (uint64_t)(mono_now() * 1e6));
+    if (si_s3_window_run(&w, b->conf.parts, "UploadPart", where, err) < 0)
         goto abort;
-    si_strbuf_puts(&xml, "<CompleteMultipartUpload>");
+    const char **etags = malloc(n * sizeof(*etags));
+    if (!etags) {
+        si_errprintf(err, "out of memory");
+        goto abort;
+    }
     for (size_t j = 0; j < n; j++)
-        si_strbuf_printf(&xml, "<Part><PartNumber>%zu</PartNumber><ETag>\"%s\"</ETag></Part>",
-                         j + 1, jobs[j].etag);
-    si_strbuf_puts(&xml, "</CompleteMultipartUpload>");
+        etags[j] = jobs[j].etag;
+    si_s3_complete_xml(&xml, etags, n);
+    free(etags);
     char query[700];
     snprintf(query, sizeof(query), "uploadId=%s", p->upload_id);
     si_http_header_t ct[] = {{"Content-Type", "application/xml"}};

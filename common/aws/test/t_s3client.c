@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/s3client.h"
+#include "common/aws/s3client.h"
 #include "common/tap.h"
 
 static si_s3_response_t answer(long status, int cc, const char *code)
@@ -105,7 +105,18 @@ int main(void)
     ok(si_s3_xml_text(init, strlen(init), "InitiateMultipartUploadResult/Key", id, sizeof(id),
                       &err) < 0, "a missing element: %s", err.text);
 
-    si_s3_conf_t c = {"ftp://x", "us-east-1", "K", "S", 0, 0, 0};
+    si_strbuf_t xml;
+    si_strbuf_init(&xml, 4096);
+    const char *etags[] = {"e1", "e2"};
+    si_s3_complete_xml(&xml, etags, 2);
+    ok(!xml.failed && strcmp(si_strbuf_str(&xml),
+                             "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"e1"
+                             "\"</ETag></Part><Part><PartNumber>2</PartNumber><ETag>\"e2\"</ETag>"
+                             "</Part></CompleteMultipartUpload>") == 0,
+       "CompleteMultipartUpload body: parts numbered from 1, ETags quoted");
+    si_strbuf_free(&xml);
+
+    si_s3_conf_t c = {"ftp://x", "us-east-1", "K", "S", 0, 0, 0, NULL};
     ok(!si_s3_new(&c, &err) && strstr(err.text, "expected http://"), "bad scheme: %s", err.text);
     c.endpoint = "http://h:1/path";
     ok(!si_s3_new(&c, &err) && strstr(err.text, "no path"), "a path: %s", err.text);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/rdma/transport.h"
+#include "common/rdma/transport.h"
 
 #define RDMA_FI_VERSION FI_VERSION(1, 11)
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/amzchecksum.h"
-#include "common/awschunked.h"
+#include "common/aws/amzchecksum.h"
+#include "common/aws/awschunked.h"
 #include "common/strbuf.h"
 #include "common/tap.h"
 

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "common/sigv4.h"
+#include "common/aws/sigv4.h"
 
 #define SI_SECRETS_LINE_MAX 1024
 

@@ -1,7 +1,7 @@
 /* The `s3` backend's configuration (the "archive.s3" group), shared with
  * `stagein catalog import --from-s3`, which lists the same upstream. */
-#ifndef STAGEIN_ARCHIVE_S3_H
-#define STAGEIN_ARCHIVE_S3_H
+#ifndef STAGEIN_ARCHIVE_GLACIER_H
+#define STAGEIN_ARCHIVE_GLACIER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -9,8 +9,8 @@
 
 #include "common/conf.h"
 #include "common/error.h"
-#include "common/s3client.h"
-#include "common/s3secrets.h"
+#include "common/aws/s3client.h"
+#include "common/aws/s3secrets.h"
 #include "common/text.h"
 #include "daemon/archive/backend.h"
 

@@ -1,5 +1,5 @@
 #include "config.h"
-#include "common/awschunked.h"
+#include "common/aws/awschunked.h"
 
 #include <inttypes.h>
 #include <openssl/crypto.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "common/amzchecksum.h"
+#include "common/aws/amzchecksum.h"
 #include "common/text.h"
 
 #define TRAILER_SIGNATURE "x-amz-trailer-signature"

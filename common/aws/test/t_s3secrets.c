@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/s3secrets.h"
+#include "common/aws/s3secrets.h"
 #include "common/tap.h"
 
 static char path[64];

@@ -1,9 +1,10 @@
 /* A small S3 client over libcurl, signed with the project's own SigV4
- * (common/sigv4.h; never CURLOPT_AWS_SIGV4, which Debian's libcurl 7.88
+ * (common/aws/sigv4.h; never CURLOPT_AWS_SIGV4, which Debian's libcurl 7.88
  * gets wrong for ?restore, unsorted queries and encoded keys). Path-style
  * requests to one endpoint; one transfer handle per thread (its libcurl
  * handle keeps connections alive), usable alone or in a curl multi handle.
- * Used by the s3 archive backend and `stagein catalog import --from-s3`. */
+ * Used by the s3 archive backend (daemon/archive/glacier.c), `stagein catalog
+ * import --from-s3` and libstagein (stagein/lib/objects.c). */
 #ifndef SI_S3CLIENT_H
 #define SI_S3CLIENT_H
 
@@ -13,7 +14,8 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "common/sigv4.h"
+#include "common/strbuf.h"
+#include "common/aws/sigv4.h"
 
 #define SI_S3_BODY_MAX (8u << 20)   /* bytes of a response body kept in memory */
 #define SI_S3_ETAG_MAX 128
@@ -25,6 +27,7 @@ typedef struct {
     long connect_timeout_s;        /* 0: 10 s */
     long stall_timeout_s;          /* a transfer that moves no byte this long ends; 0: 60 s */
     long request_timeout_s;        /* a whole request at most; 0: no limit */
+    const char *ca_file;           /* CAs for https; NULL: the system's */
 } si_s3_conf_t;
 
 typedef struct si_s3 si_s3_t;
@@ -55,6 +58,9 @@ typedef struct {
      * response. Returning -1 ends the transfer (response.sink_failed). */
     int (*on_data)(void *arg, const void *data, size_t len);
     void *arg;
+    /* NULL, or called with each header line of the answer (status lines
+     * too, "\r\n" cut): for headers of an extension (x-amz-rdma-*). */
+    void (*on_header)(void *arg, const char *line);
 } si_s3_request_t;
 
 typedef struct {
@@ -66,6 +72,7 @@ typedef struct {
     char etag[SI_S3_ETAG_MAX];     /* without quotes */
     bool has_length;
     uint64_t content_length;
+    uint64_t range_total;          /* the object's size in Content-Range; 0: none or '*' */
     char storage_class[32];        /* x-amz-storage-class ("" = STANDARD) */
     char restore[200];             /* x-amz-restore */
     uint64_t received;             /* body bytes delivered or kept */
@@ -110,6 +117,10 @@ void si_s3_xfer_done(si_s3_xfer_t *x, int cc);
  * status: see out), -1 when the request could not be made (err). */
 int si_s3_xfer_perform(si_s3_xfer_t *x, const si_s3_request_t *rq, si_s3_response_t *out,
                        si_error_t *err);
+
+/* The CompleteMultipartUpload body for parts 1..n with these ETags
+ * (without quotes), appended to xml (check xml->failed). */
+void si_s3_complete_xml(si_strbuf_t *xml, const char *const *etags, size_t n);
 
 /* ---- bodies ------------------------------------------------------------------ */
 

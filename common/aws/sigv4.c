@@ -1,5 +1,5 @@
 #include "config.h"
-#include "common/sigv4.h"
+#include "common/aws/sigv4.h"
 
 #include <ctype.h>
 #include <openssl/crypto.h>

@@ -1,6 +1,6 @@
 /* The S3 client; see s3client.h. */
 #include "config.h"
-#include "common/s3client.h"
+#include "common/aws/s3client.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -27,6 +27,7 @@ struct si_s3 {
     const char *host;              /* into endpoint: "HOST[:PORT]" */
     si_sigv4_signer_t *signer;
     long connect_timeout_s, stall_timeout_s, request_timeout_s;
+    char *ca_file;                 /* NULL: the system's */
 };
 
 struct si_s3_xfer {
@@ -72,6 +73,10 @@ si_s3_t *si_s3_new(const si_s3_conf_t *conf, si_error_t *err)
     s->connect_timeout_s = conf->connect_timeout_s > 0 ? conf->connect_timeout_s : 10;
     s->stall_timeout_s = conf->stall_timeout_s > 0 ? conf->stall_timeout_s : 60;
     s->request_timeout_s = conf->request_timeout_s;
+    if (conf->ca_file && !(s->ca_file = strdup(conf->ca_file))) {
+        si_s3_free(s);
+        return si_errprintf(err, "out of memory"), NULL;
+    }
     return s;
 }
 
@@ -81,6 +86,7 @@ void si_s3_free(si_s3_t *s)
         return;
     si_sigv4_signer_free(s->signer);
     free(s->endpoint);
+    free(s->ca_file);
     free(s);
 }
 
@@ -216,15 +222,25 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
         return len;
     memcpy(text, line, len);
     text[len] = '\0';
+    if (x->rq->on_header) {
+        char cut[HEADER_LINE_MAX];
+        snprintf(cut, sizeof(cut), "%.*s", (int)strcspn(text, "\r\n"), text);
+        x->rq->on_header(x->rq->arg, cut);
+    }
     if (strncmp(text, "HTTP/", 5) == 0) {
         /* a new answer (after 100 Continue, or a redirect): start over */
         const char *sp = strchr(text, ' ');
         o->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         o->has_length = false;
+        o->range_total = 0;
         o->etag[0] = o->storage_class[0] = o->restore[0] = '\0';
     } else if (strncasecmp(text, "content-length:", 15) == 0) {
         o->content_length = strtoull(text + 15, NULL, 10);
         o->has_length = true;
+    } else if (strncasecmp(text, "content-range:", 14) == 0) {
+        const char *slash = strchr(text + 14, '/');
+        if (slash && slash[1] != '*')
+            o->range_total = strtoull(slash + 1, NULL, 10);
     } else if (strncasecmp(text, "etag:", 5) == 0) {
         char v[SI_S3_ETAG_MAX + 4];
         copy_value(v, sizeof(v), text + 5);
@@ -402,6 +418,8 @@ int si_s3_xfer_prepare(si_s3_xfer_t *x, const si_s3_request_t *rq, si_s3_respons
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(c, CURLOPT_PRIVATE, x);
+    if (x->s->ca_file)
+        curl_easy_setopt(c, CURLOPT_CAINFO, x->s->ca_file);
     if (x->stop) {
         curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
@@ -478,6 +496,15 @@ int si_s3_xfer_perform(si_s3_xfer_t *x, const si_s3_request_t *rq, si_s3_respons
         return -1;
     si_s3_xfer_done(x, (int)curl_easy_perform(x->curl));
     return 0;
+}
+
+void si_s3_complete_xml(si_strbuf_t *xml, const char *const *etags, size_t n)
+{
+    si_strbuf_puts(xml, "<CompleteMultipartUpload>");
+    for (size_t i = 0; i < n; i++)
+        si_strbuf_printf(xml, "<Part><PartNumber>%zu</PartNumber><ETag>\"%s\"</ETag></Part>",
+                         i + 1, etags[i]);
+    si_strbuf_puts(xml, "</CompleteMultipartUpload>");
 }
 
 /* ---- bodies ----------------------------------------------------------------- */

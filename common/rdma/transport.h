@@ -1,7 +1,7 @@
 /* The libfabric layer shared by the RDMA server and client: one FI_EP_RDM
  * endpoint with its CQ and AV, opened for a configured provider and domain,
  * and memory registration that honours the provider's FI_MR_* mode bits.
- * Internal to daemon/rdma (server.c, client.c). */
+ * Internal to the RDMA code (daemon/rdma/server.c, common/rdma/client.c). */
 #ifndef SI_RDMA_TRANSPORT_H
 #define SI_RDMA_TRANSPORT_H
 
