@@ -1105,7 +1105,7 @@ static int put_multipart(s3b_t *b, si_s3_xfer_t *x, put_ctx_t *p, const char *wh
         jobs[j].len = size - jobs[j].off < ps ? size - jobs[j].off : ps;
     }
     si_s3_window_t w = window_of(b, jobs, n, part_setup, part_done, p,
-                                 (uint64_t)(uintptr_t)p ^ (uint64_t)(mono_now() * 1e6));
+                                 (uint64_t)(uintptr_t)p ^ (uint64_t)(si_mono_now() * 1e6));
     if (si_s3_window_run(&w, b->conf.parts, "UploadPart", where, err) < 0)
         goto abort;
     const char **etags = malloc(n * sizeof(*etags));
