@@ -121,7 +121,8 @@ static const char *const sql_text[SQL_COUNT] = {
         " created, updated, coalesce(finished, 0), expired, end_reason"
         " FROM requests WHERE uuid = :uuid",
     [SQL_REQUEST_ITEMS] =
-        "SELECT i.object_id, o.bucket, o.key, o.size, i.bytes_done, i.state, i.error"
+        "SELECT i.object_id, o.bucket, o.key, o.size, i.bytes_done, i.state, i.error,"
+        " coalesce(i.started, 0), coalesce(i.finished, 0)"
         " FROM request_items i JOIN objects o ON o.id = i.object_id"
         " WHERE i.request_id = :request ORDER BY o.bucket, o.key",
     [SQL_QUEUE_AHEAD] =
@@ -833,6 +834,8 @@ int requests_get(requests_t *r, const char *uuid, uid_t caller_uid, requests_sta
         it->bytes_done = (uint64_t)sqlite3_column_int64(s, 4);
         snprintf(it->state, sizeof(it->state), "%s", (const char *)sqlite3_column_text(s, 5));
         it->error = dup_column(s, 6);
+        it->started = sqlite3_column_double(s, 7);
+        it->finished = sqlite3_column_double(s, 8);
         if (!it->bucket || !it->key) {
             si_errnoprintf(err, ENOMEM, "out of memory");
             goto error;

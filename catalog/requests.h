@@ -82,6 +82,7 @@ typedef struct {
     uint64_t bytes_done;
     char state[12];
     char *error;                   /* NULL unless FAILED */
+    double started, finished;      /* unix seconds; 0: not (yet) */
 } requests_item_t;
 
 typedef struct {

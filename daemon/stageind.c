@@ -261,6 +261,7 @@ int main(int argc, char **argv)
     s3_server_t *s3 = NULL;
     metrics_sources_t metrics_sources = {0};
     si_session_keys_t *sessions = NULL;
+    token_gate_t *tokens = NULL;  /* the bearer token verifier: control API and S3 reads */
     control_t *ctl = NULL;
     http_server_t *http = NULL;
     ui_t *ui = NULL;
@@ -321,7 +322,11 @@ int main(int argc, char **argv)
     snprintf(session_key, sizeof(session_key), "%s/s3-session.key", s.state_dir);
     if (!(sessions = si_session_keys_open(session_key, &err)))
         goto error;
-    s3_opts_t so = {.catalog_path = s.catalog, .state_dir = s.state_dir, .cache = cache,
+    if (!(tokens = token_gate_new())) {
+        si_errprintf(&err, "out of memory");
+        goto error;
+    }
+    s3_opts_t so = {.tokens = tokens, .catalog_path = s.catalog, .state_dir = s.state_dir, .cache = cache,
                     .push = push, .push_bucket = pushc.bucket, .sessions = sessions,
                     .pin_lifetime_max = s.pin_lifetime_max,
                     .sitename = s.sitename, .control_port = s.port > 0 ? s.port : 0,
@@ -341,6 +346,7 @@ int main(int argc, char **argv)
     if (cache_usage(cache, &cu, &err) < 0)
         goto error;
     control_opts_t co = control_opts(&s, cat, log);
+    co.token_gate = tokens;
     co.cache_capacity = cu.capacity;
     co.max_user_pinned_bytes = s.max_user_pinned_bytes < 0 ? cu.capacity
                                                            : (uint64_t)s.max_user_pinned_bytes;
@@ -410,6 +416,7 @@ error:
     eta_free(eta);            /* before the backend it asks */
     s3_server_stop(s3);       /* before the push and the cache it uses */
     control_free(ctl);
+    token_gate_free(tokens);  /* after the S3 server and the control that check with it */
     jobs_service_stop(jobs);
     si_session_keys_free(sessions);
     push_close(push);           /* an archive write in flight is redone at start */

@@ -2,6 +2,7 @@
 #include "daemon/control/control.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,11 @@ struct control {
     void *holder_arg;
     control_eta_fn eta_hook;
     void *eta_arg;
-    token_verifier_t *tokens;      /* bearer token issuers and mapping */
+    /* the settings callers are identified by, under their own lock (held
+     * briefly) so that identification happens outside the catalog's lock */
+    pthread_mutex_t settings;
+    token_gate_t *gate;            /* bearer token issuers and mapping */
+    bool own_gate;                 /* made here (no control_opts_t.token_gate) */
     char *sitename;
     EVP_PKEY *token_key;           /* stageind's own; NULL: it signs no tokens */
     char *token_pub;               /* its public half, PEM */
@@ -357,13 +362,14 @@ static int apply_opts(control_t *c, const control_opts_t *opts, si_error_t *err)
         token_verifier_free(tokens);
         return si_errprintf(err, "out of memory");
     }
+    pthread_mutex_lock(&c->settings);
     free(c->munge_socket);
     c->munge_socket = sock;
+    c->peercred = opts->peercred;
+    pthread_mutex_unlock(&c->settings);
+    token_gate_set(c->gate, tokens);
     free(c->sitename);
     c->sitename = sitename;
-    token_verifier_free(c->tokens);
-    c->tokens = tokens;
-    c->peercred = opts->peercred;
     c->pin_default = opts->pin_lifetime_default;
     c->pin_max = opts->pin_lifetime_max;
     c->cache_capacity = opts->cache_capacity;
@@ -392,14 +398,20 @@ control_t *control_new(const control_opts_t *opts, si_error_t *err)
         free(c);
         return NULL;
     }
-    if (apply_opts(c, opts, err) < 0 || !(c->groups = si_groups_new(GROUPS_TTL_S)) ||
+    pthread_mutex_init(&c->settings, NULL);
+    c->gate = opts->token_gate;
+    if (!c->gate && (c->own_gate = true) && !(c->gate = token_gate_new()))
+        si_errprintf(err, "out of memory");
+    if (!c->gate || apply_opts(c, opts, err) < 0 || !(c->groups = si_groups_new(GROUPS_TTL_S)) ||
         !(c->requests = requests_open(opts->cat, err))) {
-        if (!c->groups)
+        if (c->gate && !c->groups)
             si_errprintf(err, "out of memory");
         si_groups_free(c->groups);
         free(c->munge_socket);
         free(c->sitename);
-        token_verifier_free(c->tokens);
+        if (c->own_gate)
+            token_gate_free(c->gate);
+        pthread_mutex_destroy(&c->settings);
         EVP_PKEY_free(c->token_key);
         free(c->token_pub);
         free(c);
@@ -476,11 +488,13 @@ void control_free(control_t *c)
     requests_close(c->requests);
     si_groups_free(c->groups);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->settings);
     free(c->munge_socket);
     free(c->s3_url);
     free(c->s3_region);
     free(c->sitename);
-    token_verifier_free(c->tokens);
+    if (c->own_gate)
+        token_gate_free(c->gate);
     EVP_PKEY_free(c->token_key);
     free(c->token_pub);
     free(c);
@@ -489,11 +503,16 @@ void control_free(control_t *c)
 /* ---- handlers ------------------------------------------------------------------- */
 
 /* Resolves the caller or answers 401/503; true when the handler may go on.
- * Called with the lock held (it reads the munge settings). */
+ * Called without the catalog lock: MUNGE decoding and token signatures
+ * proceed in parallel with other callers' catalog work. */
 static bool authenticate(control_t *c, http_request_t *req, identity_t *who)
 {
-    identity_opts_t io = {.munge_socket = c->munge_socket, .peercred = c->peercred,
-                          .tokens = c->tokens};
+    char sock[PATH_MAX];
+    pthread_mutex_lock(&c->settings);
+    snprintf(sock, sizeof(sock), "%s", c->munge_socket ? c->munge_socket : "");
+    identity_opts_t io = {.munge_socket = c->munge_socket ? sock : NULL,
+                          .peercred = c->peercred, .tokens = c->gate};
+    pthread_mutex_unlock(&c->settings);
     return identity_authenticate(&io, req, who);
 }
 
@@ -534,9 +553,9 @@ static void on_stage(http_request_t *req, void *arg)
     size_t len;
     const char *body = http_request_body(req, &len);
 
-    pthread_mutex_lock(&c->lock);
     if (!authenticate(c, req, &who))
-        goto out;
+        return;
+    pthread_mutex_lock(&c->lock);
     if (control_parse_stage(body, len, c->pin_max, c->sitename, &st, &err) < 0) {
         http_respond_error(req, 400, "%s", err.text);
         goto out;
@@ -591,6 +610,7 @@ out:
 json_t *control_status_json(const requests_status_t *st, double eta_s)
 {
     json_t *files = json_array();
+    double started = 0;            /* the request's: when its first file started */
     for (size_t i = 0; i < st->nitems; i++) {
         const requests_item_t *it = &st->items[i];
         /* onDisk: recalled and still pinned for this request */
@@ -600,6 +620,13 @@ json_t *control_status_json(const requests_status_t *st, double eta_s)
                               (json_int_t)it->size, "bytesDone", (json_int_t)it->bytes_done);
         if (it->error)
             json_object_set_new(f, "error", json_string(it->error));
+        /* the Tape REST API's per-file times, unix seconds */
+        if (it->started > 0)
+            json_object_set_new(f, "startedAt", json_integer((json_int_t)it->started));
+        if (it->finished > 0)
+            json_object_set_new(f, "finishedAt", json_integer((json_int_t)it->finished));
+        if (it->started > 0 && (started == 0 || it->started < started))
+            started = it->started;
         json_array_append_new(files, f);
     }
     json_t *j = json_pack(
@@ -621,6 +648,8 @@ json_t *control_status_json(const requests_status_t *st, double eta_s)
     /* the Tape REST API's completedAt: when every file finished (unix seconds) */
     if (st->finished > 0)
         json_object_set_new(j, "completedAt", json_integer((json_int_t)st->finished));
+    if (started > 0)
+        json_object_set_new(j, "startedAt", json_integer((json_int_t)started));
     if (st->end_reason)
         json_object_set_new(j, "endReason", json_string(st->end_reason));
     json_object_set_new(j, "deadline", st->deadline ? json_integer(st->deadline) : json_null());
@@ -636,8 +665,10 @@ static void on_status(http_request_t *req, void *arg)
     identity_t who;
     si_error_t err;
     requests_status_t *st = NULL;
+    if (!authenticate(c, req, &who))
+        return;
     pthread_mutex_lock(&c->lock);
-    if (authenticate(c, req, &who)) {
+    {
         double eta = -1;
         if (requests_get(c->requests, http_request_param(req, "id"), who.uid, &st, &err) < 0) {
             respond_failure(req, errno, &err);
@@ -737,9 +768,9 @@ static void end_request(http_request_t *req, control_t *c, bool release)
     json_t *root = NULL;
     char buf[32];
     const char *job = NULL;
-    pthread_mutex_lock(&c->lock);
     if (!authenticate(c, req, &who))
-        goto out;
+        return;
+    pthread_mutex_lock(&c->lock);
     if (len > 0) {
         json_error_t jerr;
         root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -785,9 +816,9 @@ static void on_bind_job(http_request_t *req, void *arg)
     const char *body = http_request_body(req, &len);
     const char *id = http_request_param(req, "id");
     json_t *root = NULL;
-    pthread_mutex_lock(&c->lock);
     if (!authenticate(c, req, &who))
-        goto out;
+        return;
+    pthread_mutex_lock(&c->lock);
     json_error_t jerr;
     char buf[32], abuf[32];
     const char *job = NULL, *array = NULL;
@@ -856,9 +887,9 @@ static void on_archiveinfo(http_request_t *req, void *arg)
     const char *body = http_request_body(req, &len);
     json_error_t jerr;
     json_t *root = NULL;
-    pthread_mutex_lock(&c->lock);
     if (!authenticate(c, req, &who))
-        goto out;
+        return;
+    pthread_mutex_lock(&c->lock);
     root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         http_respond_error(req, 400, "malformed JSON at line %d, column %d: %s", jerr.line,
@@ -977,11 +1008,9 @@ static void on_requests(http_request_t *req, void *arg)
         http_respond_error(req, 400, "limit=%.20s: expected 1 to 100000 requests", limit_text);
         return;
     }
-    pthread_mutex_lock(&c->lock);
-    if (!authenticate(c, req, &who)) {
-        pthread_mutex_unlock(&c->lock);
+    if (!authenticate(c, req, &who))
         return;
-    }
+    pthread_mutex_lock(&c->lock);
     si_table_t *t = requests_list(c->requests, who.uid == 0 ? (uid_t)-1 : who.uid,
                                   !(all && strcmp(all, "0") != 0), (size_t)limit, &err);
     pthread_mutex_unlock(&c->lock);
@@ -998,11 +1027,9 @@ static void on_queue(http_request_t *req, void *arg)
     control_t *c = arg;
     identity_t who;
     si_error_t err;
-    pthread_mutex_lock(&c->lock);
-    if (!authenticate(c, req, &who)) {
-        pthread_mutex_unlock(&c->lock);
+    if (!authenticate(c, req, &who))
         return;
-    }
+    pthread_mutex_lock(&c->lock);
     si_table_t *t = requests_queue(c->requests, &err);
     pthread_mutex_unlock(&c->lock);
     if (!t) {
@@ -1131,9 +1158,9 @@ static void on_credentials(http_request_t *req, void *arg)
     identity_t who;
     json_t *root = NULL;
     si_error_t err;
-    pthread_mutex_lock(&c->lock);
     if (!authenticate(c, req, &who))
-        goto out;
+        return;
+    pthread_mutex_lock(&c->lock);
     if (!c->sessions) {
         http_respond_error(req, 404, "this stageind serves no S3 endpoint (s3.enabled), so it "
                                      "hands out no S3 credentials");
@@ -1222,9 +1249,9 @@ static void on_token(http_request_t *req, void *arg)
     identity_t who;
     json_t *root = NULL;
     si_error_t err;
-    pthread_mutex_lock(&c->lock);
     if (!authenticate(c, req, &who))
-        goto out;
+        return;
+    pthread_mutex_lock(&c->lock);
     if (!c->token_key) {
         http_respond_error(req, 404, "this stageind signs no tokens");
         goto out;
