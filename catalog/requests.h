@@ -83,6 +83,7 @@ typedef struct {
     char state[12];
     char *error;                   /* NULL unless FAILED */
     double started, finished;      /* unix seconds; 0: not (yet) */
+    bool pinned;                   /* in the cache, pinned for this request */
 } requests_item_t;
 
 typedef struct {
@@ -130,6 +131,14 @@ int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const c
 int requests_release(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err);
 int requests_release_why(requests_t *r, const char *uuid, uid_t caller_uid, const char *why,
                          si_error_t *err);
+
+/* Part of a request (the Tape REST API's cancel or release with "paths"):
+ * the items of objects not yet finished are cancelled; a release also
+ * gives back their pins. The request then follows its items (COMPLETED or
+ * FAILED once nothing waits), and becomes RELEASED once a release leaves
+ * it nothing pinned or waiting. Owner or root; EBUSY as for the whole. */
+int requests_end_items(requests_t *r, const char *uuid, uid_t caller_uid, bool release,
+                       const int64_t *objects, size_t n, si_error_t *err);
 
 /* ---- holders: a request lives while something holds it -------------------- */
 

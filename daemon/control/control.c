@@ -614,7 +614,8 @@ json_t *control_status_json(const requests_status_t *st, double eta_s)
     for (size_t i = 0; i < st->nitems; i++) {
         const requests_item_t *it = &st->items[i];
         /* onDisk: recalled and still pinned for this request */
-        bool on_disk = strcmp(it->state, "COMPLETED") == 0 && strcmp(st->state, "RELEASED") != 0;
+        bool on_disk = strcmp(it->state, "COMPLETED") == 0 && it->pinned &&
+                       strcmp(st->state, "RELEASED") != 0;
         json_t *f = json_pack("{s:s+++, s:s, s:b, s:I, s:I}", "path", "/", it->bucket, "/",
                               it->key, "state", it->state, "onDisk", on_disk, "size",
                               (json_int_t)it->size, "bytesDone", (json_int_t)it->bytes_done);
@@ -708,21 +709,24 @@ static void release_job_holder(http_request_t *req, control_t *c, const identity
 }
 
 /* The Tape REST API's {"paths": [...]} of a cancel or release: every path
- * must be a file of the request, and together they must name all of them
- * (stagein cancels and releases whole requests). Answers 400 and returns
- * false otherwise. */
-static bool paths_cover_request(http_request_t *req, control_t *c, const identity_t *who,
-                                const char *id, json_t *paths)
+ * must be a file of the request (else 400 and false). *objects (malloc'd)
+ * the named files' objects, *whole whether they are all of the request's. */
+static bool paths_of_request(http_request_t *req, control_t *c, const identity_t *who,
+                             const char *id, json_t *paths, int64_t **objects, size_t *n,
+                             bool *whole)
 {
     si_error_t err;
     requests_status_t *st = NULL;
+    *objects = NULL;
+    *n = 0;
     if (requests_get(c->requests, id, who->uid, &st, &err) < 0) {
         respond_failure(req, errno, &err);
         return false;
     }
     bool *named = calloc(st->nitems + 1, sizeof(*named));
-    bool ok = named != NULL;
-    size_t i, count = 0;
+    int64_t *ids = calloc(st->nitems + 1, sizeof(*ids));
+    bool ok = named && ids;
+    size_t i;
     json_t *v;
     json_array_foreach(paths, i, v) {
         const char *p = json_string_value(v);
@@ -742,19 +746,19 @@ static bool paths_cover_request(http_request_t *req, control_t *c, const identit
             ok = false;
             break;
         }
-        count += !named[k];
+        if (!named[k])
+            ids[(*n)++] = st->items[k].object_id;
         named[k] = true;
     }
-    if (!named)
+    if (!named || !ids)
         http_respond_error(req, 500, "out of memory");
-    else if (ok && count != st->nitems) {
-        http_respond_error(req, 400, "the paths name %zu of the request's %zu files; stagein"
-                                     " cancels and releases whole requests: name them all, or"
-                                     " send no body", count, st->nitems);
-        ok = false;
-    }
+    *whole = ok && *n == st->nitems;
     free(named);
     requests_status_free(st);
+    if (ok)
+        *objects = ids;
+    else
+        free(ids);
     return ok;
 }
 
@@ -768,6 +772,8 @@ static void end_request(http_request_t *req, control_t *c, bool release)
     json_t *root = NULL;
     char buf[32];
     const char *job = NULL;
+    int64_t *objects = NULL;
+    size_t nobjects = 0;
     if (!authenticate(c, req, &who))
         return;
     pthread_mutex_lock(&c->lock);
@@ -783,11 +789,32 @@ static void end_request(http_request_t *req, control_t *c, bool release)
                                          " ...]}", release ? ", {\"job\": ID}" : "");
             goto out;
         }
-        if (paths && !paths_cover_request(req, c, &who, id, paths))
+        bool whole = true;
+        if (paths && !paths_of_request(req, c, &who, id, paths, &objects, &nobjects, &whole))
             goto out;
+        if (whole) {
+            free(objects); /* all of them: the request as a whole */
+            objects = NULL;
+        }
     }
     if (job) {
         release_job_holder(req, c, &who, id, job);
+        goto out;
+    }
+    if (objects) {
+        if (requests_end_items(c->requests, id, who.uid, release, objects, nobjects, &err) < 0) {
+            respond_failure(req, errno, &err);
+            goto out;
+        }
+        si_log(c->log, SI_LOG_NOTICE, "request %s: %zu files %s by uid %u", id, nobjects,
+               release ? "released" : "cancelled", (unsigned)who.uid);
+        requests_status_t *st = NULL;
+        const char *state = requests_get(c->requests, id, who.uid, &st, &err) == 0 ? st->state
+                                                                                  : "?";
+        http_respond_json(req, 200, json_pack("{s:s, s:s, s:I}", "requestId", id, "state", state,
+                                              release ? "filesReleased" : "filesCancelled",
+                                              (json_int_t)nobjects));
+        requests_status_free(st);
         goto out;
     }
     int rc = release ? requests_release(c->requests, id, who.uid, &err)
@@ -803,6 +830,7 @@ static void end_request(http_request_t *req, control_t *c, bool release)
 out:
     pthread_mutex_unlock(&c->lock);
     json_decref(root);
+    free(objects);
 }
 
 /* POST /api/v1/stage/{id}/job {"job": ID}: the job a request made at
