@@ -905,6 +905,16 @@ static void status_clear(requests_status_t *st)
     st->job_id = st->error = st->end_reason = NULL;
 }
 
+int requests_id_of(requests_t *r, const char *uuid, int64_t *id, si_error_t *err)
+{
+    requests_status_t st = {0};
+    if (find_request(r, uuid, (uid_t)-1, &st, err) < 0)
+        return -1;
+    *id = st.id;
+    status_clear(&st);
+    return 0;
+}
+
 /* The failure exit of a change to one request: rolled back, errno kept. */
 static int abandon(requests_t *r, requests_status_t *st)
 {

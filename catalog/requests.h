@@ -112,6 +112,9 @@ typedef struct {
 int requests_get(requests_t *r, const char *uuid, uid_t caller_uid, requests_status_t **out,
                  si_error_t *err);
 void requests_status_free(requests_status_t *st);
+/* The catalog's id of a request (what the ETA forecast goes by), without
+ * loading its files; ENOENT for an unknown uuid. */
+int requests_id_of(requests_t *r, const char *uuid, int64_t *id, si_error_t *err);
 
 /* Cancels the items not yet finished; the request becomes CANCELLED.
  * Owner or root; EBUSY when it already finished. */

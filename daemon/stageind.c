@@ -153,14 +153,15 @@ static control_opts_t control_opts(const stageind_settings_t *s, catalog_t *cat,
 
 /* HUP: reread the configuration; a bad file keeps the running settings. */
 static void reload(const options_t *o, stageind_settings_t *cur, si_log_t *log, control_t *ctl,
-                   catalog_t *cat, push_t *push)
+                   catalog_t *cat, push_t *push, ui_t *ui)
 {
     si_error_t err;
     stageind_settings_t next;
     push_conf_t pc;
+    ui_conf_t uic;
     si_conf_t *conf = load_conf(o->config_path, &err);
     if (!conf || stageind_settings(conf, &o->over, &next, &err) < 0 ||
-        push_conf_from(conf, &pc, &err) < 0) {
+        push_conf_from(conf, &pc, &err) < 0 || ui_conf_from(conf, &uic, &err) < 0) {
         si_log(log, SI_LOG_ERROR, "reload: %s; keeping the running configuration", err.text);
         si_conf_free(conf);
         return;
@@ -168,7 +169,9 @@ static void reload(const options_t *o, stageind_settings_t *cur, si_log_t *log, 
     si_conf_free(conf);
     si_log_opts_t lo = log_opts(&next, o->foreground);
     control_opts_t co = control_opts(&next, cat, log);
-    if (si_log_reopen(log, &lo, &err) < 0 || control_reconfigure(ctl, &co, &err) < 0) {
+    if (si_log_reopen(log, &lo, &err) < 0 || control_reconfigure(ctl, &co, &err) < 0 ||
+        ui_reconfigure(ui, &uic, next.munge_socket[0] ? next.munge_socket : NULL, next.peercred,
+                       &err) < 0) {
         si_log(log, SI_LOG_ERROR, "reload: %s; keeping the running configuration", err.text);
         return;
     }
@@ -398,7 +401,7 @@ int main(int argc, char **argv)
     while (!stop_requested) {
         if (reload_requested) {
             reload_requested = 0;
-            reload(&o, &s, log, ctl, cat, push);
+            reload(&o, &s, log, ctl, cat, push, ui);
             continue;
         }
         sigsuspend(&waiting);

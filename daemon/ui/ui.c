@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ const si_conf_key_t ui_conf_keys[] = {
     {"ui.token_lifetime", SI_CONF_FLOAT, 1.0, 3600.0, NULL},
     {"ui.session_lifetime", SI_CONF_FLOAT, 60.0, 30 * 86400.0, NULL},
     {"ui.url", SI_CONF_STRING, 0, 0, NULL},
+    {"ui.sessions_per_user", SI_CONF_INT, 1, 1000, NULL},
     SI_CONF_KEYS_END,
 };
 
@@ -43,7 +45,8 @@ const si_conf_key_t ui_conf_keys[] = {
 int ui_conf_from(const si_conf_t *conf, ui_conf_t *out, si_error_t *err)
 {
     ui_conf_t c = {.enabled = true, .sample_interval = 10.0, .history_hours = 6.0,
-                   .token_lifetime = 60.0, .session_lifetime = 8 * 3600.0};
+                   .token_lifetime = 60.0, .session_lifetime = 8 * 3600.0,
+                   .sessions_per_user = 16};
     c.enabled = si_conf_bool(conf, "ui.enabled", c.enabled);
     snprintf(c.admin_group, sizeof(c.admin_group), "%s",
              si_conf_string(conf, "ui.admin_group", ""));
@@ -51,6 +54,8 @@ int ui_conf_from(const si_conf_t *conf, ui_conf_t *out, si_error_t *err)
     c.history_hours = si_conf_float(conf, "ui.history_hours", c.history_hours);
     c.token_lifetime = si_conf_float(conf, "ui.token_lifetime", c.token_lifetime);
     c.session_lifetime = si_conf_float(conf, "ui.session_lifetime", c.session_lifetime);
+    c.sessions_per_user =
+        (unsigned)si_conf_int(conf, "ui.sessions_per_user", (int64_t)c.sessions_per_user);
     const char *url = si_conf_string(conf, "ui.url", "");
     if (strlen(url) >= sizeof(c.url))
         return si_errprintf(err, "ui.url: at most %zu characters", sizeof(c.url) - 1);
@@ -65,16 +70,24 @@ int ui_conf_from(const si_conf_t *conf, ui_conf_t *out, si_error_t *err)
     return 0;
 }
 
-struct ui {
+/* What a reload (SIGHUP) may change, read by handlers as a copy. */
+typedef struct {
     ui_conf_t conf;
-    si_log_t *log;
-    char *munge_socket;
+    char munge_socket[PATH_MAX];   /* "": libmunge's default */
     bool peercred;
+    bool admin_group_set;
+    gid_t admin_gid;
+} ui_settings_t;
+
+struct ui {
+    pthread_mutex_t settings_lock;
+    ui_settings_t settings;
+    bool enabled;                  /* these three change only at restart */
+    double sample_interval, history_hours;
+    si_log_t *log;
     char bind[64];
     uint64_t cache_capacity;
     double high_watermark, low_watermark;
-    bool admin_group_set;
-    gid_t admin_gid;
     control_metrics_fn metrics;
     void *metrics_arg;
     control_eta_fn eta;
@@ -103,6 +116,56 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static ui_settings_t settings_of(ui_t *ui)
+{
+    pthread_mutex_lock(&ui->settings_lock);
+    ui_settings_t copy = ui->settings;
+    pthread_mutex_unlock(&ui->settings_lock);
+    return copy;
+}
+
+/* conf's settings (the admin group looked up), or -1 with err. */
+static int settings_from(const ui_conf_t *conf, const char *munge_socket, bool peercred,
+                         ui_settings_t *out, si_error_t *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->conf = *conf;
+    out->peercred = peercred;
+    if (munge_socket && strlen(munge_socket) >= sizeof(out->munge_socket))
+        return si_errprintf(err, "the munge socket path is too long");
+    snprintf(out->munge_socket, sizeof(out->munge_socket), "%s", munge_socket ? munge_socket : "");
+    if (conf->admin_group[0]) {
+        struct group *g = getgrnam(conf->admin_group);
+        if (!g)
+            return si_errprintf(err, "ui.admin_group '%s': no such group", conf->admin_group);
+        out->admin_group_set = true;
+        out->admin_gid = g->gr_gid;
+    }
+    return 0;
+}
+
+int ui_reconfigure(ui_t *ui, const ui_conf_t *conf, const char *munge_socket, bool peercred,
+                   si_error_t *err)
+{
+    if (!ui->enabled)
+        return 0;
+    ui_settings_t next;
+    if (settings_from(conf, munge_socket, peercred, &next, err) < 0) {
+        si_errprefix(err, "ui");
+        return -1;
+    }
+    if (conf->enabled != ui->enabled || conf->sample_interval != ui->sample_interval ||
+        conf->history_hours != ui->history_hours)
+        si_log(ui->log, SI_LOG_WARNING, "ui: reload: ui.enabled, ui.sample_interval and"
+                                        " ui.history_hours change only at restart");
+    pthread_mutex_lock(&ui->settings_lock);
+    ui->settings = next;
+    pthread_mutex_unlock(&ui->settings_lock);
+    ui_sessions_set_limits(ui->sessions, conf->token_lifetime, conf->session_lifetime,
+                           conf->sessions_per_user);
+    return 0;
 }
 
 /* ---- the engine's figures ------------------------------------------------------ */
@@ -241,7 +304,7 @@ static void *sampler_main(void *arg)
         pthread_mutex_lock(&ui->stop_lock);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        double wake = (double)until.tv_sec + until.tv_nsec / 1e9 + ui->conf.sample_interval;
+        double wake = (double)until.tv_sec + until.tv_nsec / 1e9 + ui->sample_interval;
         until.tv_sec = (time_t)wake;
         until.tv_nsec = (long)((wake - floor(wake)) * 1e9);
         while (!ui->stopping &&
@@ -262,14 +325,17 @@ ui_t *ui_start(const ui_conf_t *conf, const ui_opts_t *opts, si_error_t *err)
         return NULL;
     }
     pthread_mutex_init(&ui->lock, NULL);
+    pthread_mutex_init(&ui->settings_lock, NULL);
     pthread_mutex_init(&ui->stop_lock, NULL);
     pthread_cond_init(&ui->stop_cv, NULL);
-    ui->conf = *conf;
-    if (!ui->conf.enabled)
+    ui->enabled = conf->enabled;
+    ui->sample_interval = conf->sample_interval;
+    ui->history_hours = conf->history_hours;
+    if (!ui->enabled)
         return ui;
     ui->log = opts->log;
-    ui->munge_socket = opts->munge_socket ? strdup(opts->munge_socket) : NULL;
-    ui->peercred = opts->peercred;
+    if (settings_from(conf, opts->munge_socket, opts->peercred, &ui->settings, err) < 0)
+        goto fail;
     snprintf(ui->bind, sizeof(ui->bind), "%s", opts->bind ? opts->bind : "127.0.0.1");
     ui->cache_capacity = opts->cache_capacity;
     ui->high_watermark = opts->high_watermark;
@@ -279,23 +345,14 @@ ui_t *ui_start(const ui_conf_t *conf, const ui_opts_t *opts, si_error_t *err)
     ui->eta = opts->eta;
     ui->eta_arg = opts->eta_arg;
     ui->push = opts->push;
-    if (ui->conf.admin_group[0]) {
-        struct group *g = getgrnam(ui->conf.admin_group);
-        if (!g) {
-            si_errprintf(err, "ui.admin_group '%s': no such group", ui->conf.admin_group);
-            goto fail;
-        }
-        ui->admin_group_set = true;
-        ui->admin_gid = g->gr_gid;
-    }
     char path[4096];
     snprintf(path, sizeof(path), "%s/ui-history.json", opts->state_dir);
-    size_t samples = (size_t)ceil(ui->conf.history_hours * 3600.0 / ui->conf.sample_interval);
+    size_t samples = (size_t)ceil(ui->history_hours * 3600.0 / ui->sample_interval);
     if (!(ui->cat = catalog_open(opts->catalog_path, 0, err)) ||
         !(ui->requests = requests_open(ui->cat, err)) ||
         !(ui->history = ui_history_new(samples ? samples : 1, path, err)) ||
-        !(ui->sessions = ui_sessions_new(ui->conf.token_lifetime, ui->conf.session_lifetime,
-                                         SESSIONS_MAX, err)) ||
+        !(ui->sessions = ui_sessions_new(conf->token_lifetime, conf->session_lifetime,
+                                         SESSIONS_MAX, conf->sessions_per_user, err)) ||
         !(ui->groups = si_groups_new(60.0))) {
         if (!ui->groups)
             si_errprintf(err, "out of memory");
@@ -335,7 +392,7 @@ void ui_stop(ui_t *ui)
     si_groups_free(ui->groups);
     requests_close(ui->requests);
     catalog_close(ui->cat);
-    free(ui->munge_socket);
+    pthread_mutex_destroy(&ui->settings_lock);
     pthread_cond_destroy(&ui->stop_cv);
     pthread_mutex_destroy(&ui->stop_lock);
     pthread_mutex_destroy(&ui->lock);
@@ -353,13 +410,14 @@ static bool is_admin(ui_t *ui, const ui_user_t *u)
 {
     if (u->uid == 0)
         return true;
-    if (!ui->admin_group_set)
+    ui_settings_t set = settings_of(ui);
+    if (!set.admin_group_set)
         return false;
     gid_t list[SI_GROUPS_MAX];
     size_t n = 0;
     si_groups_of(ui->groups, u->uid, u->gid, list, &n);
     for (size_t i = 0; i < n; i++)
-        if (list[i] == ui->admin_gid)
+        if (list[i] == set.admin_gid)
             return true;
     return false;
 }
@@ -421,7 +479,9 @@ static bool viewer_of(ui_t *ui, http_request_t *req, bool page, viewer_t *v)
 static void on_new_login(http_request_t *req, void *arg)
 {
     ui_t *ui = arg;
-    identity_opts_t io = {.munge_socket = ui->munge_socket, .peercred = ui->peercred};
+    ui_settings_t set = settings_of(ui);
+    identity_opts_t io = {.munge_socket = set.munge_socket[0] ? set.munge_socket : NULL,
+                          .peercred = set.peercred};
     identity_t who;
     if (!identity_authenticate(&io, req, &who))
         return;
@@ -433,8 +493,8 @@ static void on_new_login(http_request_t *req, void *arg)
         return;
     }
     char base[300];
-    if (ui->conf.url[0])
-        snprintf(base, sizeof(base), "%s", ui->conf.url);
+    if (set.conf.url[0])
+        snprintf(base, sizeof(base), "%s", set.conf.url);
     else
         snprintf(base, sizeof(base), strchr(ui->bind, ':') ? "http://[%s]:%u" : "http://%s:%u",
                  ui->bind, (unsigned)http_server_port(ui->server));
@@ -446,7 +506,31 @@ static void on_new_login(http_request_t *req, void *arg)
     si_log(ui->log, SI_LOG_INFO, "ui: login link for uid %u", (unsigned)who.uid);
     http_add_header(req, "Cache-Control", "no-store");
     http_respond_json(req, 201, json_pack("{s:s, s:s, s:f}", "url", url, "token", token,
-                                          "expiresIn", ui->conf.token_lifetime));
+                                          "expiresIn", set.conf.token_lifetime));
+}
+
+/* Whether a login link was opened by the user (typed, pasted, from a
+ * terminal or another application: Sec-Fetch-Site "none") or from this
+ * origin, and not followed from another site's page (login CSRF). Browsers
+ * that send no Sec-Fetch-Site (and curl) are judged by Origin or Referer
+ * when present. */
+bool ui_login_navigation_ok(http_request_t *req)
+{
+    const char *site = http_request_header(req, "Sec-Fetch-Site");
+    if (site)
+        return strcmp(site, "none") == 0 || strcmp(site, "same-origin") == 0;
+    const char *from = http_request_header(req, "Origin");
+    if (!from)
+        from = http_request_header(req, "Referer");
+    const char *host = http_request_header(req, "Host");
+    if (!from || strcmp(from, "null") == 0)
+        return !from;
+    const char *authority = strstr(from, "://");
+    if (!authority || !host)
+        return false;
+    authority += 3;
+    size_t len = strcspn(authority, "/");
+    return strlen(host) == len && strncmp(authority, host, len) == 0;
 }
 
 static void on_login(http_request_t *req, void *arg)
@@ -460,6 +544,21 @@ static void on_login(http_request_t *req, void *arg)
         respond_401_page(req, "The link has no login token.");
         return;
     }
+    if (!ui_login_navigation_ok(req)) {
+        /* login CSRF: another site's page must not log this browser in (as
+         * whoever handed out the link); the token stays unused */
+        static const char page[] =
+            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>stagein:"
+            " log in</title></head><body><h1>Open the link yourself</h1><p>This login link was"
+            " followed from another site. Paste the link <code>stagein ui</code> printed into"
+            " the address bar instead.</p></body></html>\n";
+        si_log(ui->log, SI_LOG_WARNING, "ui: a login link followed from another site (%s)"
+               " refused", http_request_header(req, "Sec-Fetch-Site"));
+        http_add_header(req, "Cache-Control", "no-store");
+        http_respond(req, 403, "text/html; charset=utf-8", page, sizeof(page) - 1);
+        return;
+    }
+    ui_settings_t set = settings_of(ui);
     if (ui_sessions_redeem(ui->sessions, token, now_s(), sid, &user, &err) < 0) {
         respond_401_page(req, "That login link is unknown, was already used, or expired.");
         return;
@@ -467,8 +566,8 @@ static void on_login(http_request_t *req, void *arg)
     char cookie[256];
     /* Secure only where the browser reached us over TLS: a ui.url of https */
     snprintf(cookie, sizeof(cookie), COOKIE_NAME "=%s; Path=/ui; HttpOnly; SameSite=Strict;"
-             " Max-Age=%.0f%s", sid, ui->conf.session_lifetime,
-             strncmp(ui->conf.url, "https://", 8) == 0 ? "; Secure" : "");
+             " Max-Age=%.0f%s", sid, set.conf.session_lifetime,
+             strncmp(set.conf.url, "https://", 8) == 0 ? "; Secure" : "");
     http_add_header(req, "Set-Cookie", cookie);
     http_add_header(req, "Location", "/ui");
     http_add_header(req, "Cache-Control", "no-store");
@@ -527,14 +626,14 @@ static json_t *visible_rows(ui_t *ui, const viewer_t *v, json_t *rows, bool with
         if (!row_visible(v, row))
             continue;
         const char *uuid = json_string_value(json_object_get(row, "request"));
-        requests_status_t *st = NULL;
         si_error_t err;
+        int64_t id;
         double eta;
+        /* the request's id only: its files are not loaded for the ETA */
         if (with_eta && ui->eta && uuid && etas++ < QUEUE_ETA_ROWS &&
-            requests_get(ui->requests, uuid, (uid_t)-1, &st, &err) == 0 &&
-            ui->eta(ui->eta_arg, st->id, &eta) == 1)
+            requests_id_of(ui->requests, uuid, &id, &err) == 0 &&
+            ui->eta(ui->eta_arg, id, &eta) == 1)
             json_object_set_new(row, "eta", json_real(eta));
-        requests_status_free(st);
         json_array_append(out, row);
     }
     return out;
@@ -569,14 +668,14 @@ static void on_status(http_request_t *req, void *arg)
     }
     engine_figures_t f;
     engine_figures(ui, &f, true);
-    json_t *last = ui_history_json(ui->history, now_s() - 3 * ui->conf.sample_interval);
+    json_t *last = ui_history_json(ui->history, now_s() - 3 * ui->sample_interval);
     json_t *rates = json_object_get(json_object_get(last, "series"), "read_bytes_per_s");
     json_t *read_rate = json_array_get(rates, json_array_size(rates) - 1);
     json_t *status = json_pack(
         "{s:f, s:{s:I, s:b}, s:f, s:{s:o, s:f, s:f, s:O?, s:f}, s:I, s:o, s:o,"
         " s:{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}}",
         "now", now_s(), "viewer", "uid", (json_int_t)v.user.uid, "admin", v.admin,
-        "sampleInterval", ui->conf.sample_interval,
+        "sampleInterval", ui->sample_interval,
         "library", "drives", f.drives, "mountsTotal", f.mounts, "bytesReadTotal", f.bytes_read,
         "readBytesPerSec", json_is_null(read_rate) ? NULL : read_rate, "drivesFailed",
         f.drives_failed,
@@ -637,7 +736,7 @@ static void on_history(http_request_t *req, void *arg)
     if (!viewer_of(ui, req, false, &v))
         return;
     const char *hours_text = http_request_query(req, "hours");
-    double hours = ui->conf.history_hours;
+    double hours = ui->history_hours;
     char *end = NULL;
     if (hours_text) {
         errno = 0;
@@ -649,14 +748,14 @@ static void on_history(http_request_t *req, void *arg)
         }
     }
     json_t *j = ui_history_json(ui->history, now_s() - hours * 3600.0);
-    json_object_set_new(j, "interval", json_real(ui->conf.sample_interval));
+    json_object_set_new(j, "interval", json_real(ui->sample_interval));
     http_add_header(req, "Cache-Control", "no-store");
     http_respond_json(req, 200, j);
 }
 
 int ui_routes(ui_t *ui, http_server_t *server, si_error_t *err)
 {
-    if (!ui->conf.enabled)
+    if (!ui->enabled)
         return 0;
     static const struct {
         const char *method, *pattern;

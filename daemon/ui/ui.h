@@ -32,6 +32,7 @@ typedef struct {
     double history_hours;          /* what the ring holds */
     double token_lifetime;         /* seconds; a login link */
     double session_lifetime;       /* seconds; a browser session */
+    unsigned sessions_per_user;    /* login links and sessions one uid holds at once */
     char url[256];                 /* base URL in login links; "": http://bind:port */
 } ui_conf_t;
 
@@ -59,6 +60,14 @@ typedef struct ui ui_t;
  * and samples nothing. */
 ui_t *ui_start(const ui_conf_t *conf, const ui_opts_t *opts, si_error_t *err);
 int ui_routes(ui_t *ui, http_server_t *server, si_error_t *err);
+/* Applies reloaded settings (admin group, lifetimes, per-user sessions, url,
+ * munge socket, peercred); on error the running ones stay. ui.enabled,
+ * ui.sample_interval and ui.history_hours change only at restart. */
+int ui_reconfigure(ui_t *ui, const ui_conf_t *conf, const char *munge_socket, bool peercred,
+                   si_error_t *err);
+/* Whether a GET of a login link comes from the user, not from another
+ * site's page (login CSRF): Sec-Fetch-Site, else Origin or Referer. */
+bool ui_login_navigation_ok(http_request_t *req);
 /* Stops the sampler and saves the history. */
 void ui_stop(ui_t *ui);
 
