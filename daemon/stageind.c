@@ -373,7 +373,7 @@ int main(int argc, char **argv)
                     .peercred = s.peercred, .bind = s.bind, .cache_capacity = cu.capacity,
                     .high_watermark = cc.high_watermark, .low_watermark = cc.low_watermark,
                     .metrics = metrics, .metrics_arg = &metrics_sources, .eta = request_eta,
-                    .eta_arg = eta, .push = push};
+                    .eta_arg = eta, .push = push, .cache = cache};
     if (!(ui = ui_start(&uic, &uo, &err)) || ui_routes(ui, http, &err) < 0)
         goto error;
     if (s3) {

@@ -11,7 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "catalog/catalog.h"
 #include "catalog/requests.h"
+#include "daemon/cache/cache.h"
 #include "common/groups.h"
 #include "common/prom.h"
 #include "common/text.h"
@@ -93,6 +95,7 @@ struct ui {
     control_eta_fn eta;
     void *eta_arg;
     push_t *push;
+    cache_t *cache;
     http_server_t *server;
 
     pthread_mutex_t lock;          /* the catalog connection: one thread at a time */
@@ -108,6 +111,8 @@ struct ui {
     pthread_cond_t stop_cv;
     /* the last sample's counters, for rates */
     double last_t, last_bytes_read, last_mounts, last_completed, last_failures;
+    double last_evicted_bytes, last_robot_moves;
+    json_t *last_drive_bytes;      /* {"drive": bytes read}: the sampler's own */
     bool have_last;
 };
 
@@ -172,7 +177,9 @@ int ui_reconfigure(ui_t *ui, const ui_conf_t *conf, const char *munge_socket, bo
 
 typedef struct {
     double bytes_read, mounts, failures, drives_failed;
+    double robots, robot_moves;    /* -1: the backend does not say */
     json_t *drives;                /* [{"drive", "state", "volume"}] */
+    json_t *drive_bytes;           /* {"drive": bytes read}, where the backend counts */
 } engine_figures_t;
 
 static int on_metric(const si_prom_sample_t *m, void *arg, si_error_t *err)
@@ -187,6 +194,13 @@ static int on_metric(const si_prom_sample_t *m, void *arg, si_error_t *err)
         f->failures = m->value;
     else if (strcmp(m->name, "stagein_drives_failed") == 0)
         f->drives_failed = m->value;
+    else if (strcmp(m->name, "stagein_robots") == 0)
+        f->robots = m->value;
+    else if (strcmp(m->name, "stagein_robot_moves_total") == 0)
+        f->robot_moves = m->value;
+    else if (strcmp(m->name, "stagein_drive_bytes_read_total") == 0 && f->drive_bytes &&
+             si_prom_label(m, "drive"))
+        json_object_set_new(f->drive_bytes, si_prom_label(m, "drive"), json_real(m->value));
     else if (strcmp(m->name, "stagein_drive_state") == 0 && f->drives)
         json_array_append_new(f->drives,
                               json_pack("{s:s, s:s, s:s}", "drive", si_prom_label(m, "drive"),
@@ -198,7 +212,9 @@ static int on_metric(const si_prom_sample_t *m, void *arg, si_error_t *err)
 static void engine_figures(ui_t *ui, engine_figures_t *f, bool with_drives)
 {
     memset(f, 0, sizeof(*f));
+    f->robots = f->robot_moves = -1;
     f->drives = with_drives ? json_array() : NULL;
+    f->drive_bytes = json_object();
     if (!ui->metrics)
         return;
     char *text = NULL;
@@ -268,15 +284,39 @@ static void sample(ui_t *ui)
         }
     }
     PUT("drives_busy", busy);
+    cache_usage_t cu = {0};
+    bool have_cache = ui->cache && cache_usage(ui->cache, &cu, &err) == 0;
+    char rate_names[UI_HISTORY_SERIES_MAX][UI_HISTORY_NAME_MAX];
     if (ui->have_last) {
         double dt = t - ui->last_t;
         PUT("read_bytes_per_s", rate(f.bytes_read, ui->last_bytes_read, dt));
         PUT("mounts_per_min", 60 * rate(f.mounts, ui->last_mounts, dt));
         PUT("completed_per_min", 60 * rate(completed, ui->last_completed, dt));
         PUT("recall_failures_per_min", 60 * rate(f.failures, ui->last_failures, dt));
+        if (have_cache)
+            PUT("evicted_bytes_per_min",
+                60 * rate((double)cu.evicted_bytes, ui->last_evicted_bytes, dt));
+        if (f.robot_moves >= 0)
+            PUT("robot_moves_per_min", 60 * rate(f.robot_moves, ui->last_robot_moves, dt));
+        /* each drive's read rate, where the backend counts by drive */
+        const char *drive;
+        json_t *v;
+        size_t k = 0;
+        json_object_foreach(f.drive_bytes, drive, v) {
+            json_t *was = json_object_get(ui->last_drive_bytes, drive);
+            if (!was || n + 4 >= UI_HISTORY_SERIES_MAX || k >= UI_HISTORY_SERIES_MAX)
+                continue;
+            snprintf(rate_names[k], UI_HISTORY_NAME_MAX, "drive_read_bytes_per_s.%s", drive);
+            PUT(rate_names[k], rate(json_number_value(v), json_number_value(was), dt));
+            k++;
+        }
     }
 #undef PUT
     json_decref(f.drives);
+    json_decref(ui->last_drive_bytes);
+    ui->last_drive_bytes = f.drive_bytes;
+    ui->last_evicted_bytes = (double)cu.evicted_bytes;
+    ui->last_robot_moves = f.robot_moves;
     ui->have_last = true;
     ui->last_t = t;
     ui->last_bytes_read = f.bytes_read;
@@ -345,6 +385,7 @@ ui_t *ui_start(const ui_conf_t *conf, const ui_opts_t *opts, si_error_t *err)
     ui->eta = opts->eta;
     ui->eta_arg = opts->eta_arg;
     ui->push = opts->push;
+    ui->cache = opts->cache;
     char path[4096];
     snprintf(path, sizeof(path), "%s/ui-history.json", opts->state_dir);
     size_t samples = (size_t)ceil(ui->history_hours * 3600.0 / ui->sample_interval);
@@ -388,6 +429,7 @@ void ui_stop(ui_t *ui)
             si_log(ui->log, SI_LOG_WARNING, "ui: saving the history: %s", err.text);
     }
     ui_history_free(ui->history);
+    json_decref(ui->last_drive_bytes);
     ui_sessions_free(ui->sessions);
     si_groups_free(ui->groups);
     requests_close(ui->requests);
@@ -639,6 +681,72 @@ static json_t *visible_rows(ui_t *ui, const viewer_t *v, json_t *rows, bool with
     return out;
 }
 
+/* Each drive's bytes read and its read rate in the last sample, where the
+ * backend counts by drive. */
+static void annotate_drives(json_t *drives, json_t *drive_bytes, json_t *series)
+{
+    size_t i;
+    json_t *d;
+    json_array_foreach(drives, i, d) {
+        const char *name = json_string_value(json_object_get(d, "drive"));
+        json_t *b = name ? json_object_get(drive_bytes, name) : NULL;
+        if (!b)
+            continue;
+        json_object_set(d, "bytesRead", b);
+        char key[UI_HISTORY_NAME_MAX];
+        snprintf(key, sizeof(key), "drive_read_bytes_per_s.%s", name);
+        json_t *r = json_object_get(series, key);
+        json_t *now = json_array_get(r, json_array_size(r) - 1);
+        if (now && !json_is_null(now))
+            json_object_set(d, "readBytesPerSec", now);
+    }
+}
+
+/* Why each queued request waits, from its state, its place and the drives. */
+const char *ui_wait_reason(const char *state, int64_t position, size_t drives, size_t failed,
+                           size_t busy, char *buf, size_t size)
+{
+    size_t working = drives > failed ? drives - failed : 0;
+    if (strcmp(state, "STARTED") == 0)
+        return "recalling";
+    if (drives > 0 && working == 0)
+        return "no working drive (every drive failed)";
+    if (position > 1 && busy >= working) {
+        snprintf(buf, size, "behind %lld earlier requests; all %zu drives busy",
+                 (long long)position - 1, working);
+        return buf;
+    }
+    if (busy >= working && working > 0) {
+        snprintf(buf, size, "next; all %zu drives busy", working);
+        return buf;
+    }
+    if (position > 1) {
+        snprintf(buf, size, "behind %lld earlier requests", (long long)position - 1);
+        return buf;
+    }
+    return "next; waiting for a mount";
+}
+
+static void annotate_waits(json_t *queue, json_t *drives)
+{
+    size_t i, failed = 0, busy = 0;
+    json_t *d;
+    json_array_foreach(drives, i, d) {
+        const char *st = json_string_value(json_object_get(d, "state"));
+        failed += st && strcmp(st, "failed") == 0;
+        busy += st && drive_busy(st);
+    }
+    json_array_foreach(queue, i, d) {
+        char buf[96];
+        const char *state = json_string_value(json_object_get(d, "state"));
+        json_int_t pos = json_integer_value(json_object_get(d, "position"));
+        json_object_set_new(d, "waitReason",
+                            json_string(ui_wait_reason(state ? state : "", pos,
+                                                       json_array_size(drives), failed, busy,
+                                                       buf, sizeof(buf))));
+    }
+}
+
 static void on_status(http_request_t *req, void *arg)
 {
     ui_t *ui = arg;
@@ -656,21 +764,38 @@ static void on_status(http_request_t *req, void *arg)
     json_t *queue_rows = queue ? control_table_json(queue) : NULL;
     json_t *list_rows = list ? control_table_json(list) : NULL;
     json_t *queue_shown = queue_rows ? visible_rows(ui, &v, queue_rows, true) : NULL;
+    /* what the library has queued, and the recent pushes (a user's own) */
+    char uid_text[16];
+    snprintf(uid_text, sizeof(uid_text), "%u", (unsigned)v.user.uid);
+    si_error_t verr;
+    si_table_t *volumes = mrc == 0 ? catalog_view_volume_queue(ui->cat, &verr) : NULL;
+    si_table_t *pushes = mrc == 0 ? catalog_view_recent_pushes(ui->cat, v.admin ? NULL : uid_text,
+                                                               &verr)
+                                  : NULL;
     pthread_mutex_unlock(&ui->lock);
     si_table_free(queue);
     si_table_free(list);
+    json_t *volume_rows = volumes ? control_table_json(volumes) : json_array();
+    json_t *push_rows = pushes ? control_table_json(pushes) : json_array();
+    si_table_free(volumes);
+    si_table_free(pushes);
     if (mrc < 0 || !queue_shown || !list_rows) {
         json_decref(queue_rows);
         json_decref(list_rows);
         json_decref(queue_shown);
+        json_decref(volume_rows);
+        json_decref(push_rows);
         http_respond_error(req, 500, "%s", mrc < 0 ? err.text : "cannot render the queue");
         return;
     }
     engine_figures_t f;
     engine_figures(ui, &f, true);
     json_t *last = ui_history_json(ui->history, now_s() - 3 * ui->sample_interval);
-    json_t *rates = json_object_get(json_object_get(last, "series"), "read_bytes_per_s");
+    json_t *series = json_object_get(last, "series");
+    json_t *rates = json_object_get(series, "read_bytes_per_s");
     json_t *read_rate = json_array_get(rates, json_array_size(rates) - 1);
+    annotate_drives(f.drives, f.drive_bytes, series);
+    annotate_waits(queue_shown, f.drives);
     json_t *status = json_pack(
         "{s:f, s:{s:I, s:b}, s:f, s:{s:o, s:f, s:f, s:O?, s:f}, s:I, s:o, s:o,"
         " s:{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}}",
@@ -688,6 +813,20 @@ static void on_status(http_request_t *req, void *arg)
         ui->low_watermark);
     json_decref(last);
     json_decref(queue_rows);
+    json_decref(f.drive_bytes);
+    json_t *lib = json_object_get(status, "library");
+    if (f.robots >= 0)
+        json_object_set_new(lib, "robots", json_real(f.robots));
+    if (f.robot_moves >= 0)
+        json_object_set_new(lib, "robotMovesTotal", json_real(f.robot_moves));
+    json_object_set_new(lib, "volumes", volume_rows);
+    json_object_set_new(status, "recentPushes", push_rows);
+    cache_usage_t cu;
+    if (ui->cache && cache_usage(ui->cache, &cu, &err) == 0) {
+        json_t *c = json_object_get(status, "cache");
+        json_object_set_new(c, "evictedObjects", json_integer((json_int_t)cu.evicted_objects));
+        json_object_set_new(c, "evictedBytes", json_integer((json_int_t)cu.evicted_bytes));
+    }
     push_metrics_t pm;
     if (ui->push && push_metrics(ui->push, &pm, &err) == 0)
         json_object_set_new(status, "pushes",

@@ -52,6 +52,7 @@ typedef struct {
     control_eta_fn eta;
     void *eta_arg;
     push_t *push;                  /* stage-out, for its counts; may be NULL */
+    struct cache *cache;           /* for its evictions; may be NULL */
 } ui_opts_t;
 
 typedef struct ui ui_t;
@@ -68,6 +69,11 @@ int ui_reconfigure(ui_t *ui, const ui_conf_t *conf, const char *munge_socket, bo
 /* Whether a GET of a login link comes from the user, not from another
  * site's page (login CSRF): Sec-Fetch-Site, else Origin or Referer. */
 bool ui_login_navigation_ok(http_request_t *req);
+/* Why a queued request waits ("recalling", "behind N earlier requests; all
+ * D drives busy", ...): its state and queue position, and the library's
+ * drives (how many, failed, busy); buf holds the text where one is made. */
+const char *ui_wait_reason(const char *state, int64_t position, size_t drives, size_t failed,
+                           size_t busy, char *buf, size_t size);
 /* Stops the sampler and saves the history. */
 void ui_stop(ui_t *ui);
 
