@@ -94,7 +94,7 @@ function drawStatus(s) {
   $('viewer').textContent = 'uid ' + s.viewer.uid + (s.viewer.admin ? ' (admin: everyone\'s requests)' : ' (your requests)');
   const lib = s.library;
   $('library-summary').textContent = lib.drives.length + ' drives' +
-    (lib.robots === undefined ? '' : ', ' + lib.robots + ' robots (' + lib.robotMovesTotal + ' moves)') + ', ' +
+    (lib.robots === undefined ? '' : ', ' + lib.robots + (lib.robots === 1 ? ' robot (' : ' robots (') + lib.robotMovesTotal + ' moves)') + ', ' +
     lib.drives.filter((d) => d.state === 'reading').length + ' reading; ' +
     (lib.readBytesPerSec === undefined ? '-' : bytes(lib.readBytesPerSec) + '/s') + ' now; ' +
     lib.mountsTotal + ' mounts, ' + bytes(lib.bytesReadTotal) + ' read since start' +
