@@ -212,8 +212,8 @@ typedef struct {
 si_table_t *catalog_view_requests(catalog_t *cat, const catalog_request_filter_t *f,
                                   si_error_t *err);
 si_table_t *catalog_view_cache(catalog_t *cat, si_error_t *err);
-/* Volumes holding files that active requests wait for (each file counted on
- * its first copy's volume), most files first; the status page's. */
+/* Volumes holding files that active requests wait for (a file counted on
+ * each volume holding a copy), most files first; the status page's. */
 si_table_t *catalog_view_volume_queue(catalog_t *cat, si_error_t *err);
 /* The 20 newest pushes (stage-out) with their files' progress; uid (decimal
  * text) only that user's, NULL everyone's. */

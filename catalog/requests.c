@@ -953,6 +953,20 @@ static int end_found(requests_t *r, requests_status_t *st, bool release, const c
     return 0;
 }
 
+/* The request a cancel or release (of it or of some of its files) acts on,
+ * inside the caller's transaction: EBUSY once it can no longer be. */
+static int find_to_end(requests_t *r, const char *uuid, uid_t caller, bool release,
+                       requests_status_t *st, si_error_t *err)
+{
+    if (find_request(r, uuid, caller, st, err) < 0)
+        return -1;
+    if (release ? strcmp(st->state, "RELEASED") == 0 : !is_active(st->state))
+        return si_errnoprintf(err, EBUSY, "request %s is already %s%s%s", uuid,
+                              st->expired ? "EXPIRED" : st->state, st->end_reason ? ": " : "",
+                              st->end_reason ? st->end_reason : "");
+    return 0;
+}
+
 static int end_request(requests_t *r, const char *uuid, uid_t caller, bool release,
                        const char *why, si_error_t *err)
 {
@@ -962,14 +976,8 @@ static int end_request(requests_t *r, const char *uuid, uid_t caller, bool relea
              (unsigned)caller);
     if (begin(r, err) < 0)
         return -1;
-    if (find_request(r, uuid, caller, &st, err) < 0)
+    if (find_to_end(r, uuid, caller, release, &st, err) < 0)
         goto error;
-    if (release ? strcmp(st.state, "RELEASED") == 0 : !is_active(st.state)) {
-        si_errnoprintf(err, EBUSY, "request %s is already %s%s%s", uuid,
-                       st.expired ? "EXPIRED" : st.state, st.end_reason ? ": " : "",
-                       st.end_reason ? st.end_reason : "");
-        goto error;
-    }
     if (end_found(r, &st, release, why ? why : by, false, err) < 0)
         goto error;
     status_clear(&st);
@@ -986,14 +994,8 @@ int requests_end_items(requests_t *r, const char *uuid, uid_t caller, bool relea
     requests_status_t st = {0};
     if (begin(r, err) < 0)
         return -1;
-    if (find_request(r, uuid, caller, &st, err) < 0)
+    if (find_to_end(r, uuid, caller, release, &st, err) < 0)
         goto error;
-    if (release ? strcmp(st.state, "RELEASED") == 0 : !is_active(st.state)) {
-        si_errnoprintf(err, EBUSY, "request %s is already %s%s%s", uuid,
-                       st.expired ? "EXPIRED" : st.state, st.end_reason ? ": " : "",
-                       st.end_reason ? st.end_reason : "");
-        goto error;
-    }
     double now = now_seconds();
     for (size_t i = 0; i < n; i++) {
         sqlite3_stmt *s = stmt(r, SQL_ITEM_CANCEL);

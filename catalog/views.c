@@ -362,14 +362,13 @@ si_table_t *catalog_view_volume_queue(catalog_t *cat, si_error_t *err)
         {"volume", SI_COL_STR}, {"state", SI_COL_STR},  {"requests", SI_COL_INT},
         {"files", SI_COL_INT},  {"bytes", SI_COL_BYTES}, {"recalling", SI_COL_INT},
     };
-    /* each waiting file on the volume of its first copy */
+    /* a waiting file counts on each volume holding a copy of it */
     static const char sql[] =
         "SELECT v.label, v.state, COUNT(DISTINCT i.request_id), COUNT(*),"
         " COALESCE(SUM(o.size), 0), COALESCE(SUM(i.state = 'STARTED'), 0)"
         " FROM requests r JOIN request_items i ON i.request_id = r.id"
         " JOIN objects o ON o.id = i.object_id"
-        " JOIN tape_copies c ON c.object_id = i.object_id AND c.copy ="
-        "  (SELECT MIN(c2.copy) FROM tape_copies c2 WHERE c2.object_id = i.object_id)"
+        " JOIN tape_copies c ON c.object_id = i.object_id"
         " JOIN volumes v ON v.id = c.volume_id"
         " WHERE r.state IN ('SUBMITTED', 'STARTED') AND i.state IN ('SUBMITTED', 'STARTED')"
         " GROUP BY v.id ORDER BY COUNT(*) DESC, v.label LIMIT 100";

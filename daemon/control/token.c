@@ -595,21 +595,10 @@ static char *b64url_encode(const unsigned char *in, size_t len)
     return out;
 }
 
-char *token_sign(EVP_PKEY *key, const char *issuer, uid_t uid, gid_t gid, const char *scope,
-                 int64_t lifetime_s, time_t now, si_error_t *err)
+char *token_sign_es256(EVP_PKEY *key, const char *header, const char *claims, si_error_t *err)
 {
-    static const char header[] = "{\"alg\":\"ES256\",\"typ\":\"JWT\"}";
-    char sub[48];
-    snprintf(sub, sizeof(sub), "%u:%u", (unsigned)uid, (unsigned)gid);
-    json_t *claims = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "iss", issuer, "sub", sub,
-                               "aud", TOKEN_AUD_ANY, "iat", (json_int_t)now, "nbf",
-                               (json_int_t)now, "exp", (json_int_t)(now + lifetime_s), "scope",
-                               scope);
-    char *payload = claims ? json_dumps(claims, JSON_COMPACT) : NULL;
-    json_decref(claims);
     char *h = b64url_encode((const unsigned char *)header, strlen(header));
-    char *c = payload ? b64url_encode((const unsigned char *)payload, strlen(payload)) : NULL;
-    free(payload);
+    char *c = b64url_encode((const unsigned char *)claims, strlen(claims));
     char *signing = NULL, *sig64 = NULL, *jwt = NULL;
     unsigned char der[128], raw[64];
     size_t derlen = sizeof(der);
@@ -640,6 +629,26 @@ out:
     free(c);
     free(signing);
     free(sig64);
+    return jwt;
+}
+
+char *token_sign(EVP_PKEY *key, const char *issuer, uid_t uid, gid_t gid, const char *scope,
+                 int64_t lifetime_s, time_t now, si_error_t *err)
+{
+    char sub[48];
+    snprintf(sub, sizeof(sub), "%u:%u", (unsigned)uid, (unsigned)gid);
+    json_t *claims = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "iss", issuer, "sub", sub,
+                               "aud", TOKEN_AUD_ANY, "iat", (json_int_t)now, "nbf",
+                               (json_int_t)now, "exp", (json_int_t)(now + lifetime_s), "scope",
+                               scope);
+    char *payload = claims ? json_dumps(claims, JSON_COMPACT) : NULL;
+    json_decref(claims);
+    if (!payload) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    char *jwt = token_sign_es256(key, "{\"alg\":\"ES256\",\"typ\":\"JWT\"}", payload, err);
+    free(payload);
     return jwt;
 }
 
