@@ -113,6 +113,11 @@ struct ui {
     double last_t, last_bytes_read, last_mounts, last_completed, last_failures;
     double last_evicted_bytes, last_robot_moves;
     json_t *last_drive_bytes;      /* {"drive": bytes read}: the sampler's own */
+    /* the volumes with queued work as of the last sample (under settings_lock):
+     * one catalog scan per sample, however many pages poll */
+    json_t *volume_rows;
+    bool have_evictions;           /* the cache's eviction counters, same sample */
+    uint64_t evicted_objects, evicted_bytes;
     bool have_last;
 };
 
@@ -250,11 +255,21 @@ static void sample(ui_t *ui)
     si_error_t err;
     pthread_mutex_lock(&ui->lock);
     int rc = requests_metrics(ui->requests, &m, &err);
+    si_error_t verr;
+    si_table_t *volumes = rc == 0 ? catalog_view_volume_queue(ui->cat, &verr) : NULL;
     pthread_mutex_unlock(&ui->lock);
     if (rc < 0) {
         si_log(ui->log, SI_LOG_WARNING, "ui: history sample: %s", err.text);
         return;
     }
+    json_t *volume_rows = volumes ? control_table_json(volumes) : NULL;
+    si_table_free(volumes);
+    if (!volume_rows)
+        si_log(ui->log, SI_LOG_WARNING, "ui: the queued volumes: %s", verr.text);
+    pthread_mutex_lock(&ui->settings_lock);
+    json_decref(ui->volume_rows);
+    ui->volume_rows = volume_rows;
+    pthread_mutex_unlock(&ui->settings_lock);
     engine_figures_t f;
     engine_figures(ui, &f, true);
     double t = now_s(), completed = 0;
@@ -286,6 +301,11 @@ static void sample(ui_t *ui)
     PUT("drives_busy", busy);
     cache_usage_t cu = {0};
     bool have_cache = ui->cache && cache_usage(ui->cache, &cu, &err) == 0;
+    pthread_mutex_lock(&ui->settings_lock);
+    ui->have_evictions = have_cache;
+    ui->evicted_objects = cu.evicted_objects;
+    ui->evicted_bytes = cu.evicted_bytes;
+    pthread_mutex_unlock(&ui->settings_lock);
     char rate_names[UI_HISTORY_SERIES_MAX][UI_HISTORY_NAME_MAX];
     if (ui->have_last) {
         double dt = t - ui->last_t;
@@ -430,6 +450,7 @@ void ui_stop(ui_t *ui)
     }
     ui_history_free(ui->history);
     json_decref(ui->last_drive_bytes);
+    json_decref(ui->volume_rows);
     ui_sessions_free(ui->sessions);
     si_groups_free(ui->groups);
     requests_close(ui->requests);
@@ -768,16 +789,18 @@ static void on_status(http_request_t *req, void *arg)
     char uid_text[16];
     snprintf(uid_text, sizeof(uid_text), "%u", (unsigned)v.user.uid);
     si_error_t verr;
-    si_table_t *volumes = mrc == 0 ? catalog_view_volume_queue(ui->cat, &verr) : NULL;
     si_table_t *pushes = mrc == 0 ? catalog_view_recent_pushes(ui->cat, v.admin ? NULL : uid_text,
                                                                &verr)
                                   : NULL;
     pthread_mutex_unlock(&ui->lock);
     si_table_free(queue);
     si_table_free(list);
-    json_t *volume_rows = volumes ? control_table_json(volumes) : json_array();
+    pthread_mutex_lock(&ui->settings_lock);
+    json_t *volume_rows = ui->volume_rows ? json_deep_copy(ui->volume_rows) : json_array();
+    bool have_evictions = ui->have_evictions;
+    uint64_t evicted_objects = ui->evicted_objects, evicted_bytes = ui->evicted_bytes;
+    pthread_mutex_unlock(&ui->settings_lock);
     json_t *push_rows = pushes ? control_table_json(pushes) : json_array();
-    si_table_free(volumes);
     si_table_free(pushes);
     if (mrc < 0 || !queue_shown || !list_rows) {
         json_decref(queue_rows);
@@ -821,11 +844,10 @@ static void on_status(http_request_t *req, void *arg)
         json_object_set_new(lib, "robotMovesTotal", json_real(f.robot_moves));
     json_object_set_new(lib, "volumes", volume_rows);
     json_object_set_new(status, "recentPushes", push_rows);
-    cache_usage_t cu;
-    if (ui->cache && cache_usage(ui->cache, &cu, &err) == 0) {
+    if (have_evictions) { /* as of the last sample: counting pins is the cache's work */
         json_t *c = json_object_get(status, "cache");
-        json_object_set_new(c, "evictedObjects", json_integer((json_int_t)cu.evicted_objects));
-        json_object_set_new(c, "evictedBytes", json_integer((json_int_t)cu.evicted_bytes));
+        json_object_set_new(c, "evictedObjects", json_integer((json_int_t)evicted_objects));
+        json_object_set_new(c, "evictedBytes", json_integer((json_int_t)evicted_bytes));
     }
     push_metrics_t pm;
     if (ui->push && push_metrics(ui->push, &pm, &err) == 0)
