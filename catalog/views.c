@@ -392,3 +392,20 @@ si_table_t *catalog_view_recent_pushes(catalog_t *cat, const char *uid, si_error
         " GROUP BY p.id ORDER BY p.created DESC, p.id DESC LIMIT 20";
     return view(cat, sql, cols, NCOLS(cols), uid, NULL, err);
 }
+
+si_table_t *catalog_view_queue_datasets(catalog_t *cat, si_error_t *err)
+{
+    static const si_column_t cols[] = {
+        {"request", SI_COL_STR}, {"datasets", SI_COL_STR}, {"count", SI_COL_INT},
+    };
+    /* the datasets (by name) holding the files of each active request */
+    static const char sql[] =
+        "SELECT u.uuid, group_concat(u.name, ' '), COUNT(*) FROM"
+        " (SELECT DISTINCT r.id, r.uuid, d.name FROM requests r"
+        "  JOIN request_items i ON i.request_id = r.id"
+        "  JOIN dataset_members m ON m.object_id = i.object_id"
+        "  JOIN datasets d ON d.id = m.dataset_id"
+        "  WHERE r.state IN ('SUBMITTED', 'STARTED') ORDER BY r.id, d.name) u"
+        " GROUP BY u.id";
+    return view(cat, sql, cols, NCOLS(cols), NULL, NULL, err);
+}

@@ -117,8 +117,10 @@ is "$(dom "$TEST_DIR/root1.html" 'all(r[3].endswith("/s") for r in rows("drives"
     "each drive shows its read rate now (the backend's per-drive counters)"
 is "$(dom "$TEST_DIR/root1.html" 'sorted(r[0] for r in rows("volumes"))[0] in ("V00001", "V00002") and all(int(r[3]) > 0 for r in rows("volumes"))')" True \
     "the volumes with queued work are listed with their waiting files"
-is "$(dom "$TEST_DIR/root1.html" 'all(r[8] for r in rows("queue-table")) and len(rows("queue-table")) > 0')" True \
+is "$(dom "$TEST_DIR/root1.html" 'all(r[9] for r in rows("queue-table")) and len(rows("queue-table")) > 0')" True \
     "each queued request says why it waits"
+is "$(dom "$TEST_DIR/root1.html" "[r[4] for r in rows('queue-table') if '$RA'[:8] in r[1]]")" "['alpha']" \
+    "the queue names the datasets of A's request's files"
 grep -q '1 robot (\|3 robots (' "$TEST_DIR/root1.html"; ok $? "the library view shows its robots"
 grep -q 'evicted since start' "$TEST_DIR/root1.html"; ok $? "the cache view shows evictions"
 # the screenshot at 1280x800 while the recalls run

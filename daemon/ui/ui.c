@@ -116,6 +116,7 @@ struct ui {
     /* the volumes with queued work as of the last sample (under settings_lock):
      * one catalog scan per sample, however many pages poll */
     json_t *volume_rows;
+    json_t *queue_datasets;        /* {"request uuid": "names of its files' datasets"} */
     bool have_evictions;           /* the cache's eviction counters, same sample */
     uint64_t evicted_objects, evicted_bytes;
     bool have_last;
@@ -257,18 +258,32 @@ static void sample(ui_t *ui)
     int rc = requests_metrics(ui->requests, &m, &err);
     si_error_t verr;
     si_table_t *volumes = rc == 0 ? catalog_view_volume_queue(ui->cat, &verr) : NULL;
+    si_table_t *datasets = volumes ? catalog_view_queue_datasets(ui->cat, &verr) : NULL;
     pthread_mutex_unlock(&ui->lock);
     if (rc < 0) {
         si_log(ui->log, SI_LOG_WARNING, "ui: history sample: %s", err.text);
         return;
     }
     json_t *volume_rows = volumes ? control_table_json(volumes) : NULL;
+    json_t *dataset_rows = datasets ? control_table_json(datasets) : NULL;
     si_table_free(volumes);
-    if (!volume_rows)
-        si_log(ui->log, SI_LOG_WARNING, "ui: the queued volumes: %s", verr.text);
+    si_table_free(datasets);
+    if (!volume_rows || !dataset_rows)
+        si_log(ui->log, SI_LOG_WARNING, "ui: the queued volumes and datasets: %s", verr.text);
+    json_t *by_request = json_object();
+    size_t di;
+    json_t *drow;
+    json_array_foreach(dataset_rows, di, drow) {
+        const char *uuid = json_string_value(json_object_get(drow, "request"));
+        if (uuid)
+            json_object_set(by_request, uuid, json_object_get(drow, "datasets"));
+    }
+    json_decref(dataset_rows);
     pthread_mutex_lock(&ui->settings_lock);
     json_decref(ui->volume_rows);
     ui->volume_rows = volume_rows;
+    json_decref(ui->queue_datasets);
+    ui->queue_datasets = by_request;
     pthread_mutex_unlock(&ui->settings_lock);
     engine_figures_t f;
     engine_figures(ui, &f, true);
@@ -451,6 +466,7 @@ void ui_stop(ui_t *ui)
     ui_history_free(ui->history);
     json_decref(ui->last_drive_bytes);
     json_decref(ui->volume_rows);
+    json_decref(ui->queue_datasets);
     ui_sessions_free(ui->sessions);
     si_groups_free(ui->groups);
     requests_close(ui->requests);
@@ -797,6 +813,14 @@ static void on_status(http_request_t *req, void *arg)
     si_table_free(list);
     pthread_mutex_lock(&ui->settings_lock);
     json_t *volume_rows = ui->volume_rows ? json_deep_copy(ui->volume_rows) : json_array();
+    size_t qi;
+    json_t *qrow;
+    json_array_foreach(queue_shown, qi, qrow) {
+        json_t *names = json_object_get(ui->queue_datasets,
+                                        json_string_value(json_object_get(qrow, "request")));
+        if (names)
+            json_object_set_new(qrow, "datasets", json_deep_copy(names));
+    }
     bool have_evictions = ui->have_evictions;
     uint64_t evicted_objects = ui->evicted_objects, evicted_bytes = ui->evicted_bytes;
     pthread_mutex_unlock(&ui->settings_lock);

@@ -123,6 +123,7 @@ function drawStatus(s) {
     requestLink(tr, q.request);
     cell(tr, q.uid);
     cell(tr, q.job);
+    cell(tr, q.datasets || '-', 'datasets');
     cell(tr, q.state, 'state-' + q.state);
     cell(tr, q.files_done + ' / ' + q.files, 'num');
     progressCell(tr, q.bytes_done, q.bytes, bytes(q.bytes_done) + ' / ' + bytes(q.bytes));
