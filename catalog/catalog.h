@@ -217,6 +217,15 @@ typedef struct {
 si_table_t *catalog_view_requests(catalog_t *cat, const catalog_request_filter_t *f,
                                   si_error_t *err);
 si_table_t *catalog_view_cache(catalog_t *cat, si_error_t *err);
+/* Volumes holding files that active requests wait for (a file counted on
+ * each volume holding a copy), most files first; the status page's. */
+si_table_t *catalog_view_volume_queue(catalog_t *cat, si_error_t *err);
+/* The 20 newest pushes (stage-out) with their files' progress; uid (decimal
+ * text) only that user's, NULL everyone's. */
+si_table_t *catalog_view_recent_pushes(catalog_t *cat, const char *uid, si_error_t *err);
+/* For each active request, the names of the datasets its files belong to
+ * (space separated, by name) and how many. */
+si_table_t *catalog_view_queue_datasets(catalog_t *cat, si_error_t *err);
 si_table_t *catalog_view_plan(catalog_t *cat, const char *dataset, bool summary_only,
                               si_error_t *err);
 /* Read-only ad-hoc query; the catalog must be opened CATALOG_READONLY. */

@@ -47,6 +47,8 @@ typedef enum {
     SQL_QUEUE_AHEAD,
     SQL_REQUEST_SET_STATE,
     SQL_ITEMS_CANCEL,
+    SQL_ITEM_CANCEL,
+    SQL_REQUEST_HELD,
     SQL_UNPIN_REQUEST,
     SQL_BIND_JOB,
     SQL_ITEM_START,
@@ -121,7 +123,10 @@ static const char *const sql_text[SQL_COUNT] = {
         " created, updated, coalesce(finished, 0), expired, end_reason"
         " FROM requests WHERE uuid = :uuid",
     [SQL_REQUEST_ITEMS] =
-        "SELECT i.object_id, o.bucket, o.key, o.size, i.bytes_done, i.state, i.error"
+        "SELECT i.object_id, o.bucket, o.key, o.size, i.bytes_done, i.state, i.error,"
+        " coalesce(i.started, 0), coalesce(i.finished, 0),"
+        " EXISTS (SELECT 1 FROM cache_pins p WHERE p.request_id = i.request_id"
+        " AND p.object_id = i.object_id)"
         " FROM request_items i JOIN objects o ON o.id = i.object_id"
         " WHERE i.request_id = :request ORDER BY o.bucket, o.key",
     [SQL_QUEUE_AHEAD] =
@@ -136,6 +141,15 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_ITEMS_CANCEL] =
         "UPDATE request_items SET state = 'CANCELLED', finished = :now"
         " WHERE request_id = :request AND state IN ('SUBMITTED', 'STARTED')",
+    [SQL_ITEM_CANCEL] =
+        "UPDATE request_items SET state = 'CANCELLED', finished = :now"
+        " WHERE request_id = :request AND object_id = :object"
+        " AND state IN ('SUBMITTED', 'STARTED')",
+    /* what the request still holds or waits for */
+    [SQL_REQUEST_HELD] =
+        "SELECT (SELECT count(*) FROM cache_pins WHERE request_id = :request) +"
+        " (SELECT count(*) FROM request_items WHERE request_id = :request"
+        " AND state IN ('SUBMITTED', 'STARTED'))",
     /* Pins are rows of cache_pins (schema 1.3); its triggers keep cache.pins. */
     [SQL_UNPIN_REQUEST] = "DELETE FROM cache_pins WHERE request_id = :request",
     [SQL_BIND_JOB] = "UPDATE requests SET job_id = :job, updated = :now WHERE id = :request",
@@ -826,6 +840,9 @@ int requests_get(requests_t *r, const char *uuid, uid_t caller_uid, requests_sta
         it->bytes_done = (uint64_t)sqlite3_column_int64(s, 4);
         snprintf(it->state, sizeof(it->state), "%s", (const char *)sqlite3_column_text(s, 5));
         it->error = dup_column(s, 6);
+        it->started = sqlite3_column_double(s, 7);
+        it->finished = sqlite3_column_double(s, 8);
+        it->pinned = sqlite3_column_int(s, 9) != 0;
         if (!it->bucket || !it->key) {
             si_errnoprintf(err, ENOMEM, "out of memory");
             goto error;
@@ -881,6 +898,16 @@ static void status_clear(requests_status_t *st)
     st->job_id = st->error = st->end_reason = NULL;
 }
 
+int requests_id_of(requests_t *r, const char *uuid, int64_t *id, si_error_t *err)
+{
+    requests_status_t st = {0};
+    if (find_request(r, uuid, (uid_t)-1, &st, err) < 0)
+        return -1;
+    *id = st.id;
+    status_clear(&st);
+    return 0;
+}
+
 /* The failure exit of a change to one request: rolled back, errno kept. */
 static int abandon(requests_t *r, requests_status_t *st)
 {
@@ -919,6 +946,20 @@ static int end_found(requests_t *r, requests_status_t *st, bool release, const c
     return 0;
 }
 
+/* The request a cancel or release (of it or of some of its files) acts on,
+ * inside the caller's transaction: EBUSY once it can no longer be. */
+static int find_to_end(requests_t *r, const char *uuid, uid_t caller, bool release,
+                       requests_status_t *st, si_error_t *err)
+{
+    if (find_request(r, uuid, caller, st, err) < 0)
+        return -1;
+    if (release ? strcmp(st->state, "RELEASED") == 0 : !is_active(st->state))
+        return si_errnoprintf(err, EBUSY, "request %s is already %s%s%s", uuid,
+                              st->expired ? "EXPIRED" : st->state, st->end_reason ? ": " : "",
+                              st->end_reason ? st->end_reason : "");
+    return 0;
+}
+
 static int end_request(requests_t *r, const char *uuid, uid_t caller, bool release,
                        const char *why, si_error_t *err)
 {
@@ -928,16 +969,71 @@ static int end_request(requests_t *r, const char *uuid, uid_t caller, bool relea
              (unsigned)caller);
     if (begin(r, err) < 0)
         return -1;
-    if (find_request(r, uuid, caller, &st, err) < 0)
+    if (find_to_end(r, uuid, caller, release, &st, err) < 0)
         goto error;
-    if (release ? strcmp(st.state, "RELEASED") == 0 : !is_active(st.state)) {
-        si_errnoprintf(err, EBUSY, "request %s is already %s%s%s", uuid,
-                       st.expired ? "EXPIRED" : st.state, st.end_reason ? ": " : "",
-                       st.end_reason ? st.end_reason : "");
-        goto error;
-    }
     if (end_found(r, &st, release, why ? why : by, false, err) < 0)
         goto error;
+    status_clear(&st);
+    return commit(r, err);
+error:
+    return abandon(r, &st);
+}
+
+static int update_request_from_items(requests_t *r, int64_t request, si_error_t *err);
+
+int requests_end_items(requests_t *r, const char *uuid, uid_t caller, bool release,
+                       const int64_t *objects, size_t n, si_error_t *err)
+{
+    requests_status_t st = {0};
+    if (begin(r, err) < 0)
+        return -1;
+    if (find_to_end(r, uuid, caller, release, &st, err) < 0)
+        goto error;
+    double now = now_seconds();
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_stmt *s = stmt(r, SQL_ITEM_CANCEL);
+        bind_int(s, ":request", st.id);
+        bind_int(s, ":object", objects[i]);
+        bind_real(s, ":now", now);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            db_fail(r, err, "cancelling an item");
+            goto error;
+        }
+        if (!release)
+            continue;
+        s = stmt(r, SQL_UNPIN);
+        bind_int(s, ":object", objects[i]);
+        bind_int(s, ":request", st.id);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            db_fail(r, err, "unpinning an item");
+            goto error;
+        }
+    }
+    sqlite3_stmt *s = stmt(r, SQL_REQUEST_HELD);
+    bind_int(s, ":request", st.id);
+    if (sqlite3_step(s) != SQLITE_ROW) {
+        db_fail(r, err, "counting what the request holds");
+        goto error;
+    }
+    int64_t held = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    char why[64];
+    snprintf(why, sizeof(why), "%s file by file by uid %u", release ? "released" : "cancelled",
+             (unsigned)caller);
+    /* nothing left pinned or waiting: a release ends the request as a whole
+     * release does; otherwise it follows its items (a cancel of its last
+     * waiting files completes it) */
+    if (release && held == 0) {
+        if (end_found(r, &st, true, why, false, err) < 0)
+            goto error;
+    } else if (update_request_from_items(r, st.id, err) < 0) {
+        goto error;
+    }
+    if (catalog_event(r->cat, release ? "request.items_released" : "request.items_cancelled",
+                      st.uuid, why) < 0) {
+        db_fail(r, err, "recording the change");
+        goto error;
+    }
     status_clear(&st);
     return commit(r, err);
 error:

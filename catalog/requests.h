@@ -82,6 +82,8 @@ typedef struct {
     uint64_t bytes_done;
     char state[12];
     char *error;                   /* NULL unless FAILED */
+    double started, finished;      /* unix seconds; 0: not (yet) */
+    bool pinned;                   /* in the cache, pinned for this request */
 } requests_item_t;
 
 typedef struct {
@@ -110,6 +112,9 @@ typedef struct {
 int requests_get(requests_t *r, const char *uuid, uid_t caller_uid, requests_status_t **out,
                  si_error_t *err);
 void requests_status_free(requests_status_t *st);
+/* The catalog's id of a request (what the ETA forecast goes by), without
+ * loading its files; ENOENT for an unknown uuid. */
+int requests_id_of(requests_t *r, const char *uuid, int64_t *id, si_error_t *err);
 
 /* Cancels the items not yet finished; the request becomes CANCELLED.
  * Owner or root; EBUSY when it already finished. */
@@ -129,6 +134,14 @@ int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const c
 int requests_release(requests_t *r, const char *uuid, uid_t caller_uid, si_error_t *err);
 int requests_release_why(requests_t *r, const char *uuid, uid_t caller_uid, const char *why,
                          si_error_t *err);
+
+/* Part of a request (the Tape REST API's cancel or release with "paths"):
+ * the items of objects not yet finished are cancelled; a release also
+ * gives back their pins. The request then follows its items (COMPLETED or
+ * FAILED once nothing waits), and becomes RELEASED once a release leaves
+ * it nothing pinned or waiting. Owner or root; EBUSY as for the whole. */
+int requests_end_items(requests_t *r, const char *uuid, uid_t caller_uid, bool release,
+                       const int64_t *objects, size_t n, si_error_t *err);
 
 /* ---- holders: a request lives while something holds it -------------------- */
 

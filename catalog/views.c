@@ -355,3 +355,57 @@ si_table_t *catalog_view_sql(catalog_t *cat, const char *sql, si_error_t *err)
     sqlite3_finalize(s);
     return t;
 }
+
+si_table_t *catalog_view_volume_queue(catalog_t *cat, si_error_t *err)
+{
+    static const si_column_t cols[] = {
+        {"volume", SI_COL_STR}, {"state", SI_COL_STR},  {"requests", SI_COL_INT},
+        {"files", SI_COL_INT},  {"bytes", SI_COL_BYTES}, {"recalling", SI_COL_INT},
+    };
+    /* a waiting file counts on each volume holding a copy of it */
+    static const char sql[] =
+        "SELECT v.label, v.state, COUNT(DISTINCT i.request_id), COUNT(*),"
+        " COALESCE(SUM(o.size), 0), COALESCE(SUM(i.state = 'STARTED'), 0)"
+        " FROM requests r JOIN request_items i ON i.request_id = r.id"
+        " JOIN objects o ON o.id = i.object_id"
+        " JOIN tape_copies c ON c.object_id = i.object_id"
+        " JOIN volumes v ON v.id = c.volume_id"
+        " WHERE r.state IN ('SUBMITTED', 'STARTED') AND i.state IN ('SUBMITTED', 'STARTED')"
+        " GROUP BY v.id ORDER BY COUNT(*) DESC, v.label LIMIT 100";
+    return view(cat, sql, cols, NCOLS(cols), NULL, NULL, err);
+}
+
+si_table_t *catalog_view_recent_pushes(catalog_t *cat, const char *uid, si_error_t *err)
+{
+    static const si_column_t cols[] = {
+        {"push", SI_COL_STR},    {"uid", SI_COL_INT},     {"dataset", SI_COL_STR},
+        {"files", SI_COL_INT},   {"durable", SI_COL_INT}, {"failed", SI_COL_INT},
+        {"bytes", SI_COL_BYTES}, {"created", SI_COL_REAL}, {"updated", SI_COL_REAL},
+    };
+    static const char sql[] =
+        "SELECT p.uuid, p.uid, d.name, COUNT(pi.object_id),"
+        " COALESCE(SUM(pi.state = 'DURABLE'), 0), COALESCE(SUM(pi.state = 'FAILED'), 0),"
+        " COALESCE(SUM(o.size), 0), p.created, p.updated"
+        " FROM pushes p JOIN datasets d ON d.id = p.dataset_id"
+        " LEFT JOIN push_items pi ON pi.push_id = p.id LEFT JOIN objects o ON o.id = pi.object_id"
+        " WHERE ?1 IS NULL OR p.uid = CAST(?1 AS INTEGER)"
+        " GROUP BY p.id ORDER BY p.created DESC, p.id DESC LIMIT 20";
+    return view(cat, sql, cols, NCOLS(cols), uid, NULL, err);
+}
+
+si_table_t *catalog_view_queue_datasets(catalog_t *cat, si_error_t *err)
+{
+    static const si_column_t cols[] = {
+        {"request", SI_COL_STR}, {"datasets", SI_COL_STR}, {"count", SI_COL_INT},
+    };
+    /* the datasets (by name) holding the files of each active request */
+    static const char sql[] =
+        "SELECT u.uuid, group_concat(u.name, ' '), COUNT(*) FROM"
+        " (SELECT DISTINCT r.id, r.uuid, d.name FROM requests r"
+        "  JOIN request_items i ON i.request_id = r.id"
+        "  JOIN dataset_members m ON m.object_id = i.object_id"
+        "  JOIN datasets d ON d.id = m.dataset_id"
+        "  WHERE r.state IN ('SUBMITTED', 'STARTED') ORDER BY r.id, d.name) u"
+        " GROUP BY u.id";
+    return view(cat, sql, cols, NCOLS(cols), NULL, NULL, err);
+}

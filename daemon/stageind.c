@@ -153,14 +153,15 @@ static control_opts_t control_opts(const stageind_settings_t *s, catalog_t *cat,
 
 /* HUP: reread the configuration; a bad file keeps the running settings. */
 static void reload(const options_t *o, stageind_settings_t *cur, si_log_t *log, control_t *ctl,
-                   catalog_t *cat, push_t *push)
+                   catalog_t *cat, push_t *push, ui_t *ui)
 {
     si_error_t err;
     stageind_settings_t next;
     push_conf_t pc;
+    ui_conf_t uic;
     si_conf_t *conf = load_conf(o->config_path, &err);
     if (!conf || stageind_settings(conf, &o->over, &next, &err) < 0 ||
-        push_conf_from(conf, &pc, &err) < 0) {
+        push_conf_from(conf, &pc, &err) < 0 || ui_conf_from(conf, &uic, &err) < 0) {
         si_log(log, SI_LOG_ERROR, "reload: %s; keeping the running configuration", err.text);
         si_conf_free(conf);
         return;
@@ -168,7 +169,9 @@ static void reload(const options_t *o, stageind_settings_t *cur, si_log_t *log, 
     si_conf_free(conf);
     si_log_opts_t lo = log_opts(&next, o->foreground);
     control_opts_t co = control_opts(&next, cat, log);
-    if (si_log_reopen(log, &lo, &err) < 0 || control_reconfigure(ctl, &co, &err) < 0) {
+    if (si_log_reopen(log, &lo, &err) < 0 || control_reconfigure(ctl, &co, &err) < 0 ||
+        ui_reconfigure(ui, &uic, next.munge_socket[0] ? next.munge_socket : NULL, next.peercred,
+                       &err) < 0) {
         si_log(log, SI_LOG_ERROR, "reload: %s; keeping the running configuration", err.text);
         return;
     }
@@ -261,6 +264,7 @@ int main(int argc, char **argv)
     s3_server_t *s3 = NULL;
     metrics_sources_t metrics_sources = {0};
     si_session_keys_t *sessions = NULL;
+    token_gate_t *tokens = NULL;  /* the bearer token verifier: control API and S3 reads */
     control_t *ctl = NULL;
     http_server_t *http = NULL;
     ui_t *ui = NULL;
@@ -321,7 +325,11 @@ int main(int argc, char **argv)
     snprintf(session_key, sizeof(session_key), "%s/s3-session.key", s.state_dir);
     if (!(sessions = si_session_keys_open(session_key, &err)))
         goto error;
-    s3_opts_t so = {.catalog_path = s.catalog, .state_dir = s.state_dir, .cache = cache,
+    if (!(tokens = token_gate_new())) {
+        si_errprintf(&err, "out of memory");
+        goto error;
+    }
+    s3_opts_t so = {.tokens = tokens, .catalog_path = s.catalog, .state_dir = s.state_dir, .cache = cache,
                     .push = push, .push_bucket = pushc.bucket, .sessions = sessions,
                     .pin_lifetime_max = s.pin_lifetime_max,
                     .sitename = s.sitename, .control_port = s.port > 0 ? s.port : 0,
@@ -341,6 +349,7 @@ int main(int argc, char **argv)
     if (cache_usage(cache, &cu, &err) < 0)
         goto error;
     control_opts_t co = control_opts(&s, cat, log);
+    co.token_gate = tokens;
     co.cache_capacity = cu.capacity;
     co.max_user_pinned_bytes = s.max_user_pinned_bytes < 0 ? cu.capacity
                                                            : (uint64_t)s.max_user_pinned_bytes;
@@ -364,7 +373,7 @@ int main(int argc, char **argv)
                     .peercred = s.peercred, .bind = s.bind, .cache_capacity = cu.capacity,
                     .high_watermark = cc.high_watermark, .low_watermark = cc.low_watermark,
                     .metrics = metrics, .metrics_arg = &metrics_sources, .eta = request_eta,
-                    .eta_arg = eta, .push = push};
+                    .eta_arg = eta, .push = push, .cache = cache};
     if (!(ui = ui_start(&uic, &uo, &err)) || ui_routes(ui, http, &err) < 0)
         goto error;
     if (s3) {
@@ -392,7 +401,7 @@ int main(int argc, char **argv)
     while (!stop_requested) {
         if (reload_requested) {
             reload_requested = 0;
-            reload(&o, &s, log, ctl, cat, push);
+            reload(&o, &s, log, ctl, cat, push, ui);
             continue;
         }
         sigsuspend(&waiting);
@@ -410,6 +419,7 @@ error:
     eta_free(eta);            /* before the backend it asks */
     s3_server_stop(s3);       /* before the push and the cache it uses */
     control_free(ctl);
+    token_gate_free(tokens);  /* after the S3 server and the control that check with it */
     jobs_service_stop(jobs);
     si_session_keys_free(sessions);
     push_close(push);           /* an archive write in flight is redone at start */

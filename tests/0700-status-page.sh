@@ -22,8 +22,9 @@ for i in 1 2 3 4 5 6 7 8; do make_file "a$i" 3000000; done
 make_file b1 200000
 use_state A
 STAGEIND_CONF_EXTRA='peercred = true;'
+UI_CONF='sample_interval = 0.5; admin_group = "bin"; sessions_per_user = 3;'
 write_conf "library: { drives = 3; time_scale = 0.3; };
-ui: { sample_interval = 0.5; admin_group = \"bin\"; };"
+ui: { $UI_CONF };"
 "$STAGEIN" catalog init >/dev/null
 for v in V00001 V00002 V00003; do tape create "$v" --capacity 20000000000 >/dev/null; done
 write_volume V00001 1 a1 a2 a3 a4
@@ -107,8 +108,21 @@ grep -q 'files (0 B) waiting to be archived, 0 being written to tape' "$TEST_DIR
 ok $? "the stage-out view shows the push counts"
 is "$(dom "$TEST_DIR/root1.html" 'int(attr("updated", "data-updates")) >= 2')" True \
     "the page updated itself without a reload (polling)"
-is "$(dom "$TEST_DIR/root1.html" 'len(svgs)')" 8 "eight plots"
-is "$(dom "$TEST_DIR/root1.html" 'min(int(n) for n, _ in svgs) >= 2')" True "every plot has data points"
+is "$(dom "$TEST_DIR/root1.html" 'sorted(s for _, s in svgs if s.startswith("Drive "))')" \
+    "['Drive 0 reads', 'Drive 1 reads', 'Drive 2 reads']" "a read rate plot per drive"
+is "$(dom "$TEST_DIR/root1.html" 'len(svgs)')" 13 "thirteen plots (9 library-wide, 3 drives, completion times)"
+is "$(dom "$TEST_DIR/root1.html" 'min(int(n) for n, s in svgs if s != "Request completion time") >= 2')" True \
+    "every plot over the history has data points"
+is "$(dom "$TEST_DIR/root1.html" 'all(r[3].endswith("/s") for r in rows("drives"))')" True \
+    "each drive shows its read rate now (the backend's per-drive counters)"
+is "$(dom "$TEST_DIR/root1.html" 'sorted(r[0] for r in rows("volumes"))[0] in ("V00001", "V00002") and all(int(r[3]) > 0 for r in rows("volumes"))')" True \
+    "the volumes with queued work are listed with their waiting files"
+is "$(dom "$TEST_DIR/root1.html" 'all(r[9] for r in rows("queue-table")) and len(rows("queue-table")) > 0')" True \
+    "each queued request says why it waits"
+is "$(dom "$TEST_DIR/root1.html" "[r[4] for r in rows('queue-table') if '$RA'[:8] in r[1]]")" "['alpha']" \
+    "the queue names the datasets of A's request's files"
+grep -q '1 robot (\|3 robots (' "$TEST_DIR/root1.html"; ok $? "the library view shows its robots"
+grep -q 'evicted since start' "$TEST_DIR/root1.html"; ok $? "the cache view shows evictions"
 # the screenshot at 1280x800 while the recalls run
 shot "$(link_root)" "$ART/status-1280x800.png" 1280,800
 done1=$(dom "$TEST_DIR/root1.html" "[r for r in rows('requests-table') if '$RA'[:8] in r[0]][0][4].split(' / ')[0]")
@@ -167,6 +181,41 @@ is "$(wc -l < "$TEST_DIR/urls")" 0 "the page's files name no other host"
 curl -sD - -o /dev/null -b "$JAR" "$URL/ui" | grep -qi "^Content-Security-Policy: default-src 'self'"
 ok $? "a Content-Security-Policy keeps the browser on stageind"
 
+# --- login CSRF: a link followed from another site's page logs nobody in
+LINK=$(link_as "$USER_A")
+is "$(curl -s -o "$BODY" -w '%{http_code}' -H 'Sec-Fetch-Site: cross-site' "$LINK")" 403 \
+    "a login link followed from another site (Sec-Fetch-Site: cross-site) is refused"
+grep -q 'followed from another site' "$BODY"; ok $? "... saying so"
+is "$(curl -s -o /dev/null -w '%{http_code}' -H 'Referer: http://evil.example/page' "$LINK")" 403 \
+    "a browser without Sec-Fetch-Site: another site's Referer is refused"
+is "$(curl -s -o /dev/null -w '%{http_code}' -H 'Sec-Fetch-Site: none' "$LINK")" 303 \
+    "the same link, opened by the user (Sec-Fetch-Site: none), still logs in"
+
+# --- a user's sessions are bounded (ui.sessions_per_user = 3): their own oldest go
+JAR_B=$TEST_DIR/jar-b
+curl -s -c "$JAR_B" -o /dev/null "$(link_as "$USER_B")"
+JAR1=$TEST_DIR/jar1
+curl -s -c "$JAR1" -o /dev/null "$(link_as "$USER_A")"
+is "$(curl -s -o /dev/null -w '%{http_code}' -b "$JAR1" "$URL/ui/api/status")" 200 "A's session works"
+for i in 1 2 3; do curl -s -o /dev/null "$(link_as "$USER_A")"; done
+is "$(curl -s -o /dev/null -w '%{http_code}' -b "$JAR1" "$URL/ui/api/status")" 401 \
+    "after three more logins of A, A's oldest session is gone"
+is "$(curl -s -o /dev/null -w '%{http_code}' -b "$JAR_B" "$URL/ui/api/status")" 200 \
+    "... and B's session is untouched"
+
+# --- SIGHUP rereads the ui settings
+curl -sD "$TEST_DIR/h1" -o /dev/null "$(link_as "$USER_A")"
+write_conf "library: { drives = 3; time_scale = 0.3; };
+ui: { $UI_CONF session_lifetime = 120; };"
+kill -HUP "$(daemon_pid)"
+for _ in $(seq 50); do grep -q 'reload: configuration reread' "$LOG" && break; sleep 0.1; done
+curl -sD "$TEST_DIR/h2" -o /dev/null "$(link_as "$USER_A")"
+is "$(grep -io 'Max-Age=[0-9]*' "$TEST_DIR/h1") $(grep -io 'Max-Age=[0-9]*' "$TEST_DIR/h2")" "Max-Age=28800 Max-Age=120" \
+    "after SIGHUP a new session gets the reloaded ui.session_lifetime"
+curl -s -c "$JAR" -o /dev/null "$(link_root)"
+is "$(curl -s -b "$JAR" "$URL/ui/api/status" | python3 -c 'import json, sys; j = json.load(sys.stdin); print(type(j["recentPushes"]).__name__, type(j["library"]["volumes"]).__name__, "evictedBytes" in j["cache"])')" \
+    "list list True" "the status JSON has the recent pushes, queued volumes and evictions"
+
 # --- a narrow window
 shot "$(link_as "$USER_A")" "$ART/status-narrow-420.png" 420,900
 ok $([ -s "$ART/status-1280x800.png" ] && [ -s "$ART/status-narrow-420.png" ]; echo $?) "screenshots taken ($ART)"
@@ -176,6 +225,10 @@ is "$(dom "$TEST_DIR/narrow.html" 'len(rows("drives")) == 3 and not errors.strip
 
 # --- the history survives a restart
 wait_done "$RA" 120 >/dev/null
+wait_done "$RB" 120 >/dev/null
+BUDGET=3000 browse "$(link_root)" "$TEST_DIR/done.html"
+is "$(dom "$TEST_DIR/done.html" '[int(n) >= 2 for n, s in svgs if s == "Request completion time"]')" "[True]" \
+    "the completion time plot shows the finished requests"
 n_before=$(json "$TEST_DIR/hist.json" 'len(j["t"])')
 stop
 run_ok "stageind restarts" -- start

@@ -2,8 +2,10 @@
 """Mints a compact JWT for the bearer-token tests, signed with the openssl
 command (no Python crypto library needed).
 
-  jwt-mint.py KEY.pem ALG CLAIMS-JSON      ALG: RS256, ES256, none, or
-                                           RS256-badsig (a flipped signature byte)
+  jwt-mint.py KEY.pem ALG CLAIMS-JSON [KID]  ALG: RS256, ES256, none, or
+                                           RS256-badsig (a flipped signature byte);
+                                           KID: the header's "kid"
+  jwt-mint.py --jwks KID PUBLIC.pem ...    a JWKS of RSA public keys (kid KID, KID-2...)
 A claim value "now+N" / "now-N" becomes unix time now +/- N seconds."""
 import base64
 import json
@@ -28,14 +30,41 @@ def der_to_raw(der):
     return r.to_bytes(32, "big") + s.to_bytes(32, "big")
 
 
+def rsa_jwk(pem, kid):
+    """An RSA public key's JWK, its modulus read from openssl's text form."""
+    text = subprocess.run(["openssl", "pkey", "-pubin", "-in", pem, "-text", "-noout"],
+                          capture_output=True, check=True, text=True).stdout
+    lines = text.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("Modulus"))
+    hexdigits = ""
+    for line in lines[start + 1:]:
+        if not line.startswith(" "):
+            break
+        hexdigits += line.strip().replace(":", "")
+    n = int(hexdigits, 16)
+    e = int(next(l for l in lines if l.startswith("Exponent")).split()[1])
+    return {"kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256",
+            "n": b64url(n.to_bytes((n.bit_length() + 7) // 8, "big")),
+            "e": b64url(e.to_bytes((e.bit_length() + 7) // 8, "big"))}
+
+
 def main():
+    if sys.argv[1] == "--jwks":
+        kid = sys.argv[2]
+        keys = [rsa_jwk(pem, kid if i == 0 else f"{kid}-{i + 1}")
+                for i, pem in enumerate(sys.argv[3:])]
+        print(json.dumps({"keys": keys}))
+        return
     key, alg, claims = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     now = int(time.time())
     for k, v in claims.items():
         if isinstance(v, str) and v.startswith("now"):
             claims[k] = now + int(v[3:] or 0)
     base_alg = alg.split("-")[0]
-    header = b64url(json.dumps({"alg": base_alg, "typ": "JWT"}).encode())
+    head = {"alg": base_alg, "typ": "JWT"}
+    if len(sys.argv) > 4:
+        head["kid"] = sys.argv[4]
+    header = b64url(json.dumps(head).encode())
     payload = b64url(json.dumps(claims).encode())
     signing = f"{header}.{payload}".encode()
     sig = b""

@@ -533,6 +533,50 @@ int main(void)
         is_int(count("SELECT pins FROM cache"), pins_before, "every pin given back");
     }
 
+    /* part of a request (the Tape REST API's paths): per-item cancel and release */
+    {
+        requests_created_t p;
+        requests_status_t *ps = NULL;
+        int64_t pins_before = count("SELECT pins FROM cache");
+        ok(stage(2000, 300, "public", NULL, &p, &err) == 0, "a two-file request");
+        ok(requests_end_items(rq, p.uuid, 1000, false, &a2, 1, &err) == -1 && errno == EACCES,
+           "another user cannot cancel its files: %s", err.text);
+        ok(requests_end_items(rq, p.uuid, 2000, false, &a2, 1, &err) == 0, "one file cancelled");
+        ok(requests_get(rq, p.uuid, 0, &ps, &err) == 0 && strcmp(ps->state, "SUBMITTED") == 0 &&
+               strcmp(ps->items[1].state, "CANCELLED") == 0 && ps->items[1].finished > 0 &&
+               strcmp(ps->items[0].state, "SUBMITTED") == 0,
+           "that file CANCELLED (with its finish time), the other still waits");
+        requests_status_free(ps);
+        ok(requests_item_started(rq, p.id, a2, &err) == -1, "a cancelled file is not recalled");
+        requests_item_started(rq, p.id, a1, &err);
+        ok(requests_item_completed(rq, p.id, a1, &err) == 0 &&
+               requests_get(rq, p.uuid, 0, &ps, &err) == 0 &&
+               strcmp(ps->state, "COMPLETED") == 0 && ps->items[0].pinned &&
+               ps->items[0].started > 0 && ps->items[0].finished >= ps->items[0].started,
+           "the other completes: the request COMPLETED, the file pinned, with its times");
+        requests_status_free(ps);
+        is_int(count("SELECT pins FROM cache"), pins_before + 1, "its pin taken");
+        ok(requests_end_items(rq, p.uuid, 2000, true, &a1, 1, &err) == 0 &&
+               requests_get(rq, p.uuid, 0, &ps, &err) == 0 &&
+               strcmp(ps->state, "RELEASED") == 0 && !ps->items[0].pinned,
+           "releasing its last pinned file releases the request");
+        requests_status_free(ps);
+        is_int(count("SELECT pins FROM cache"), pins_before, "the pin given back");
+        ok(requests_end_items(rq, p.uuid, 2000, true, &a1, 1, &err) == -1 && errno == EBUSY,
+           "released twice: %s", err.text);
+        ok(stage(2000, 300, "public", NULL, &p, &err) == 0, "another two-file request");
+        requests_item_started(rq, p.id, a1, &err);
+        requests_item_completed(rq, p.id, a1, &err);
+        ok(requests_end_items(rq, p.uuid, 2000, true, &a1, 1, &err) == 0 &&
+               requests_get(rq, p.uuid, 0, &ps, &err) == 0 &&
+               strcmp(ps->state, "STARTED") == 0 && !ps->items[0].pinned,
+           "a completed file released: its pin goes, the request waits for the other");
+        requests_status_free(ps);
+        is_int(count("SELECT pins FROM cache"), pins_before, "... its pin given back");
+        is_int(count("SELECT count(*) FROM events WHERE kind = 'request.items_released'"), 2,
+               "request.items_released logged");
+    }
+
     requests_close(rq);
     catalog_close(cat);
     char cmd[300];

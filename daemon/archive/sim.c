@@ -55,6 +55,9 @@ typedef struct {
     uint64_t capacity, used;
 } sim_volume_t;
 
+/* library.drives' bound: every drive has its byte counter */
+#define SIM_DRIVE_COUNTERS 1024
+
 typedef struct {
     pthread_mutex_t engine_mu;
     pthread_mutex_t write_mu;  /* one archive write at a time */
@@ -87,6 +90,7 @@ typedef struct {
     uint64_t next_write;
     uint64_t bytes_written, archive_files;
     uint64_t fetch_bytes;      /* bytes delivered to sinks */
+    uint64_t drive_bytes[SIM_DRIVE_COUNTERS]; /* ... by drive (the status page's MB/s) */
     uint64_t old_mounts, old_reads, old_failures; /* of engines replaced */
 } sim_t;
 
@@ -133,10 +137,11 @@ static int sink_bytes(void *arg, const simlib_read_t *r, uint64_t at, const void
         return -1;
     pthread_mutex_lock(&s->mu);
     s->fetch_bytes += len;
+    if (r->drive >= 0 && r->drive < SIM_DRIVE_COUNTERS)
+        s->drive_bytes[r->drive] += len;
     pthread_mutex_unlock(&s->mu);
     if (s->cb.progress)
         s->cb.progress(s->cb.arg, f->object_id, at + len);
-    (void)r;
     return 0;
 }
 
@@ -830,8 +835,23 @@ static void sim_metrics(archive_backend_t *b, FILE *out)
                 simlib_drive_state_name(info.state),
                 info.volume >= 0 && info.volume < s->nvols ? s->vols[info.volume].label : "");
     }
+    simlib_stats_t ls = {0};
+    if (s->lib)
+        simlib_stats(s->lib, &ls);
     pthread_mutex_unlock(&s->engine_mu);
     archive_metrics_library(out, &st);
+    fprintf(out, "# HELP stagein_robots Robots (accessors) of the library.\n"
+                 "# TYPE stagein_robots gauge\nstagein_robots %d\n"
+                 "# HELP stagein_robot_moves_total Cartridge moves by the robots (this engine).\n"
+                 "# TYPE stagein_robot_moves_total counter\nstagein_robot_moves_total %" PRIu64
+                 "\n", s->base.robots, ls.robot_moves);
+    fprintf(out, "# HELP stagein_drive_bytes_read_total Bytes each drive recalled.\n"
+                 "# TYPE stagein_drive_bytes_read_total counter\n");
+    pthread_mutex_lock(&s->mu);
+    for (int d = 0; d < s->base.drives && d < SIM_DRIVE_COUNTERS; d++)
+        fprintf(out, "stagein_drive_bytes_read_total{drive=\"%d\"} %" PRIu64 "\n", d,
+                s->drive_bytes[d]);
+    pthread_mutex_unlock(&s->mu);
     fprintf(out,
             "# HELP stagein_library_clock_seconds The simulated library's clock.\n"
             "# TYPE stagein_library_clock_seconds gauge\n"

@@ -2,6 +2,7 @@
 #include "daemon/control/control.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,11 @@ struct control {
     void *holder_arg;
     control_eta_fn eta_hook;
     void *eta_arg;
-    token_verifier_t *tokens;      /* bearer token issuers and mapping */
+    /* the settings callers are identified by, under their own lock (held
+     * briefly) so that identification happens outside the catalog's lock */
+    pthread_mutex_t settings;
+    token_gate_t *gate;            /* bearer token issuers and mapping */
+    bool own_gate;                 /* made here (no control_opts_t.token_gate) */
     char *sitename;
     EVP_PKEY *token_key;           /* stageind's own; NULL: it signs no tokens */
     char *token_pub;               /* its public half, PEM */
@@ -357,13 +362,14 @@ static int apply_opts(control_t *c, const control_opts_t *opts, si_error_t *err)
         token_verifier_free(tokens);
         return si_errprintf(err, "out of memory");
     }
+    pthread_mutex_lock(&c->settings);
     free(c->munge_socket);
     c->munge_socket = sock;
+    c->peercred = opts->peercred;
+    pthread_mutex_unlock(&c->settings);
+    token_gate_set(c->gate, tokens);
     free(c->sitename);
     c->sitename = sitename;
-    token_verifier_free(c->tokens);
-    c->tokens = tokens;
-    c->peercred = opts->peercred;
     c->pin_default = opts->pin_lifetime_default;
     c->pin_max = opts->pin_lifetime_max;
     c->cache_capacity = opts->cache_capacity;
@@ -392,14 +398,20 @@ control_t *control_new(const control_opts_t *opts, si_error_t *err)
         free(c);
         return NULL;
     }
-    if (apply_opts(c, opts, err) < 0 || !(c->groups = si_groups_new(GROUPS_TTL_S)) ||
+    pthread_mutex_init(&c->settings, NULL);
+    c->gate = opts->token_gate;
+    if (!c->gate && (c->own_gate = true) && !(c->gate = token_gate_new()))
+        si_errprintf(err, "out of memory");
+    if (!c->gate || apply_opts(c, opts, err) < 0 || !(c->groups = si_groups_new(GROUPS_TTL_S)) ||
         !(c->requests = requests_open(opts->cat, err))) {
-        if (!c->groups)
+        if (c->gate && !c->groups)
             si_errprintf(err, "out of memory");
         si_groups_free(c->groups);
         free(c->munge_socket);
         free(c->sitename);
-        token_verifier_free(c->tokens);
+        if (c->own_gate)
+            token_gate_free(c->gate);
+        pthread_mutex_destroy(&c->settings);
         EVP_PKEY_free(c->token_key);
         free(c->token_pub);
         free(c);
@@ -476,11 +488,13 @@ void control_free(control_t *c)
     requests_close(c->requests);
     si_groups_free(c->groups);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->settings);
     free(c->munge_socket);
     free(c->s3_url);
     free(c->s3_region);
     free(c->sitename);
-    token_verifier_free(c->tokens);
+    if (c->own_gate)
+        token_gate_free(c->gate);
     EVP_PKEY_free(c->token_key);
     free(c->token_pub);
     free(c);
@@ -489,11 +503,16 @@ void control_free(control_t *c)
 /* ---- handlers ------------------------------------------------------------------- */
 
 /* Resolves the caller or answers 401/503; true when the handler may go on.
- * Called with the lock held (it reads the munge settings). */
+ * Called without the catalog lock: MUNGE decoding and token signatures
+ * proceed in parallel with other callers' catalog work. */
 static bool authenticate(control_t *c, http_request_t *req, identity_t *who)
 {
-    identity_opts_t io = {.munge_socket = c->munge_socket, .peercred = c->peercred,
-                          .tokens = c->tokens};
+    char sock[PATH_MAX];
+    pthread_mutex_lock(&c->settings);
+    snprintf(sock, sizeof(sock), "%s", c->munge_socket ? c->munge_socket : "");
+    identity_opts_t io = {.munge_socket = c->munge_socket ? sock : NULL,
+                          .peercred = c->peercred, .tokens = c->gate};
+    pthread_mutex_unlock(&c->settings);
     return identity_authenticate(&io, req, who);
 }
 
@@ -534,9 +553,9 @@ static void on_stage(http_request_t *req, void *arg)
     size_t len;
     const char *body = http_request_body(req, &len);
 
-    pthread_mutex_lock(&c->lock);
     if (!authenticate(c, req, &who))
-        goto out;
+        return;
+    pthread_mutex_lock(&c->lock);
     if (control_parse_stage(body, len, c->pin_max, c->sitename, &st, &err) < 0) {
         http_respond_error(req, 400, "%s", err.text);
         goto out;
@@ -591,15 +610,24 @@ out:
 json_t *control_status_json(const requests_status_t *st, double eta_s)
 {
     json_t *files = json_array();
+    double started = 0;            /* the request's: when its first file started */
     for (size_t i = 0; i < st->nitems; i++) {
         const requests_item_t *it = &st->items[i];
         /* onDisk: recalled and still pinned for this request */
-        bool on_disk = strcmp(it->state, "COMPLETED") == 0 && strcmp(st->state, "RELEASED") != 0;
+        bool on_disk = strcmp(it->state, "COMPLETED") == 0 && it->pinned &&
+                       strcmp(st->state, "RELEASED") != 0;
         json_t *f = json_pack("{s:s+++, s:s, s:b, s:I, s:I}", "path", "/", it->bucket, "/",
                               it->key, "state", it->state, "onDisk", on_disk, "size",
                               (json_int_t)it->size, "bytesDone", (json_int_t)it->bytes_done);
         if (it->error)
             json_object_set_new(f, "error", json_string(it->error));
+        /* the Tape REST API's per-file times, unix seconds */
+        if (it->started > 0)
+            json_object_set_new(f, "startedAt", json_integer((json_int_t)it->started));
+        if (it->finished > 0)
+            json_object_set_new(f, "finishedAt", json_integer((json_int_t)it->finished));
+        if (it->started > 0 && (started == 0 || it->started < started))
+            started = it->started;
         json_array_append_new(files, f);
     }
     json_t *j = json_pack(
@@ -621,6 +649,8 @@ json_t *control_status_json(const requests_status_t *st, double eta_s)
     /* the Tape REST API's completedAt: when every file finished (unix seconds) */
     if (st->finished > 0)
         json_object_set_new(j, "completedAt", json_integer((json_int_t)st->finished));
+    if (started > 0)
+        json_object_set_new(j, "startedAt", json_integer((json_int_t)started));
     if (st->end_reason)
         json_object_set_new(j, "endReason", json_string(st->end_reason));
     json_object_set_new(j, "deadline", st->deadline ? json_integer(st->deadline) : json_null());
@@ -636,8 +666,10 @@ static void on_status(http_request_t *req, void *arg)
     identity_t who;
     si_error_t err;
     requests_status_t *st = NULL;
+    if (!authenticate(c, req, &who))
+        return;
     pthread_mutex_lock(&c->lock);
-    if (authenticate(c, req, &who)) {
+    {
         double eta = -1;
         if (requests_get(c->requests, http_request_param(req, "id"), who.uid, &st, &err) < 0) {
             respond_failure(req, errno, &err);
@@ -677,21 +709,24 @@ static void release_job_holder(http_request_t *req, control_t *c, const identity
 }
 
 /* The Tape REST API's {"paths": [...]} of a cancel or release: every path
- * must be a file of the request, and together they must name all of them
- * (stagein cancels and releases whole requests). Answers 400 and returns
- * false otherwise. */
-static bool paths_cover_request(http_request_t *req, control_t *c, const identity_t *who,
-                                const char *id, json_t *paths)
+ * must be a file of the request (else 400 and false). *objects (malloc'd)
+ * the named files' objects, *whole whether they are all of the request's. */
+static bool paths_of_request(http_request_t *req, control_t *c, const identity_t *who,
+                             const char *id, json_t *paths, int64_t **objects, size_t *n,
+                             bool *whole)
 {
     si_error_t err;
     requests_status_t *st = NULL;
+    *objects = NULL;
+    *n = 0;
     if (requests_get(c->requests, id, who->uid, &st, &err) < 0) {
         respond_failure(req, errno, &err);
         return false;
     }
     bool *named = calloc(st->nitems + 1, sizeof(*named));
-    bool ok = named != NULL;
-    size_t i, count = 0;
+    int64_t *ids = calloc(st->nitems + 1, sizeof(*ids));
+    bool ok = named && ids;
+    size_t i;
     json_t *v;
     json_array_foreach(paths, i, v) {
         const char *p = json_string_value(v);
@@ -711,19 +746,19 @@ static bool paths_cover_request(http_request_t *req, control_t *c, const identit
             ok = false;
             break;
         }
-        count += !named[k];
+        if (!named[k])
+            ids[(*n)++] = st->items[k].object_id;
         named[k] = true;
     }
-    if (!named)
+    if (!named || !ids)
         http_respond_error(req, 500, "out of memory");
-    else if (ok && count != st->nitems) {
-        http_respond_error(req, 400, "the paths name %zu of the request's %zu files; stagein"
-                                     " cancels and releases whole requests: name them all, or"
-                                     " send no body", count, st->nitems);
-        ok = false;
-    }
+    *whole = ok && *n == st->nitems;
     free(named);
     requests_status_free(st);
+    if (ok)
+        *objects = ids;
+    else
+        free(ids);
     return ok;
 }
 
@@ -737,9 +772,11 @@ static void end_request(http_request_t *req, control_t *c, bool release)
     json_t *root = NULL;
     char buf[32];
     const char *job = NULL;
-    pthread_mutex_lock(&c->lock);
+    int64_t *objects = NULL;
+    size_t nobjects = 0;
     if (!authenticate(c, req, &who))
-        goto out;
+        return;
+    pthread_mutex_lock(&c->lock);
     if (len > 0) {
         json_error_t jerr;
         root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -752,11 +789,32 @@ static void end_request(http_request_t *req, control_t *c, bool release)
                                          " ...]}", release ? ", {\"job\": ID}" : "");
             goto out;
         }
-        if (paths && !paths_cover_request(req, c, &who, id, paths))
+        bool whole = true;
+        if (paths && !paths_of_request(req, c, &who, id, paths, &objects, &nobjects, &whole))
             goto out;
+        if (whole) {
+            free(objects); /* all of them: the request as a whole */
+            objects = NULL;
+        }
     }
     if (job) {
         release_job_holder(req, c, &who, id, job);
+        goto out;
+    }
+    if (objects) {
+        if (requests_end_items(c->requests, id, who.uid, release, objects, nobjects, &err) < 0) {
+            respond_failure(req, errno, &err);
+            goto out;
+        }
+        si_log(c->log, SI_LOG_NOTICE, "request %s: %zu files %s by uid %u", id, nobjects,
+               release ? "released" : "cancelled", (unsigned)who.uid);
+        requests_status_t *st = NULL;
+        const char *state = requests_get(c->requests, id, who.uid, &st, &err) == 0 ? st->state
+                                                                                  : "?";
+        http_respond_json(req, 200, json_pack("{s:s, s:s, s:I}", "requestId", id, "state", state,
+                                              release ? "filesReleased" : "filesCancelled",
+                                              (json_int_t)nobjects));
+        requests_status_free(st);
         goto out;
     }
     int rc = release ? requests_release(c->requests, id, who.uid, &err)
@@ -772,6 +830,7 @@ static void end_request(http_request_t *req, control_t *c, bool release)
 out:
     pthread_mutex_unlock(&c->lock);
     json_decref(root);
+    free(objects);
 }
 
 /* POST /api/v1/stage/{id}/job {"job": ID}: the job a request made at
@@ -785,9 +844,9 @@ static void on_bind_job(http_request_t *req, void *arg)
     const char *body = http_request_body(req, &len);
     const char *id = http_request_param(req, "id");
     json_t *root = NULL;
-    pthread_mutex_lock(&c->lock);
     if (!authenticate(c, req, &who))
-        goto out;
+        return;
+    pthread_mutex_lock(&c->lock);
     json_error_t jerr;
     char buf[32], abuf[32];
     const char *job = NULL, *array = NULL;
@@ -856,9 +915,9 @@ static void on_archiveinfo(http_request_t *req, void *arg)
     const char *body = http_request_body(req, &len);
     json_error_t jerr;
     json_t *root = NULL;
-    pthread_mutex_lock(&c->lock);
     if (!authenticate(c, req, &who))
-        goto out;
+        return;
+    pthread_mutex_lock(&c->lock);
     root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         http_respond_error(req, 400, "malformed JSON at line %d, column %d: %s", jerr.line,
@@ -977,11 +1036,9 @@ static void on_requests(http_request_t *req, void *arg)
         http_respond_error(req, 400, "limit=%.20s: expected 1 to 100000 requests", limit_text);
         return;
     }
-    pthread_mutex_lock(&c->lock);
-    if (!authenticate(c, req, &who)) {
-        pthread_mutex_unlock(&c->lock);
+    if (!authenticate(c, req, &who))
         return;
-    }
+    pthread_mutex_lock(&c->lock);
     si_table_t *t = requests_list(c->requests, who.uid == 0 ? (uid_t)-1 : who.uid,
                                   !(all && strcmp(all, "0") != 0), (size_t)limit, &err);
     pthread_mutex_unlock(&c->lock);
@@ -998,11 +1055,9 @@ static void on_queue(http_request_t *req, void *arg)
     control_t *c = arg;
     identity_t who;
     si_error_t err;
-    pthread_mutex_lock(&c->lock);
-    if (!authenticate(c, req, &who)) {
-        pthread_mutex_unlock(&c->lock);
+    if (!authenticate(c, req, &who))
         return;
-    }
+    pthread_mutex_lock(&c->lock);
     si_table_t *t = requests_queue(c->requests, &err);
     pthread_mutex_unlock(&c->lock);
     if (!t) {
@@ -1131,9 +1186,9 @@ static void on_credentials(http_request_t *req, void *arg)
     identity_t who;
     json_t *root = NULL;
     si_error_t err;
-    pthread_mutex_lock(&c->lock);
     if (!authenticate(c, req, &who))
-        goto out;
+        return;
+    pthread_mutex_lock(&c->lock);
     if (!c->sessions) {
         http_respond_error(req, 404, "this stageind serves no S3 endpoint (s3.enabled), so it "
                                      "hands out no S3 credentials");
@@ -1222,9 +1277,9 @@ static void on_token(http_request_t *req, void *arg)
     identity_t who;
     json_t *root = NULL;
     si_error_t err;
-    pthread_mutex_lock(&c->lock);
     if (!authenticate(c, req, &who))
-        goto out;
+        return;
+    pthread_mutex_lock(&c->lock);
     if (!c->token_key) {
         http_respond_error(req, 404, "this stageind signs no tokens");
         goto out;

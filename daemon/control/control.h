@@ -59,6 +59,8 @@ typedef struct {
     const char *sitename;          /* the Tape REST API's sitename (targetedMetadata key);
                                       NULL: "stagein" */
     token_opts_t tokens;           /* bearer token issuers, mapping, audience, skew */
+    token_gate_t *token_gate;      /* where the verifier made of them goes, shared with
+                                      the S3 endpoint; NULL: the control's own */
     const char *token_key_path;    /* stageind's own signing key (made if missing), for
                                       POST /api/v1/token; NULL: no tokens of its own */
 } control_opts_t;

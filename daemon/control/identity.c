@@ -3,7 +3,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "common/munge_auth.h"
@@ -94,22 +93,11 @@ bool identity_allows(const identity_t *who, const char *op, const char *path)
     return strcmp(who->method, "bearer") != 0 || token_scope_allows(who->scope, op, path);
 }
 
-/* "Bearer <token>" -> the token; NULL for other schemes. */
-static const char *bearer_of(const char *authorization)
-{
-    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
-        return NULL;
-    authorization += 7;
-    while (*authorization == ' ')
-        authorization++;
-    return authorization;
-}
-
 static int resolve_bearer(const identity_opts_t *opts, const char *token, identity_t *who,
                           unsigned *status, si_error_t *err)
 {
     token_claims_t claims;
-    if (token_verify(opts->tokens, token, time(NULL), &claims, status, err) < 0)
+    if (token_gate_verify(opts->tokens, token, time(NULL), &claims, status, err) < 0)
         return -1;
     who->uid = claims.uid;
     who->gid = claims.gid;
@@ -123,7 +111,7 @@ bool identity_authenticate(const identity_opts_t *opts, http_request_t *req, ide
     unsigned status;
     si_error_t err;
     const char *munge = http_request_header(req, IDENTITY_HEADER);
-    const char *bearer = munge ? NULL : bearer_of(http_request_header(req, "Authorization"));
+    const char *bearer = munge ? NULL : token_bearer_of(http_request_header(req, "Authorization"));
     int rc = bearer ? resolve_bearer(opts, bearer, who, &status, &err)
                     : identity_resolve(opts, munge, http_request_peer(req), who, &status, &err);
     if (rc < 0) {

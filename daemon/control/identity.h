@@ -26,7 +26,7 @@ typedef struct {
 typedef struct {
     const char *munge_socket;  /* NULL: libmunge's default socket */
     bool peercred;             /* accept SO_PEERCRED on the Unix socket */
-    const token_verifier_t *tokens; /* NULL: no "Authorization: Bearer" */
+    token_gate_t *tokens;      /* NULL: no "Authorization: Bearer" */
 } identity_opts_t;
 
 /* 0 with *who filled, or -1 with *status (401: no or bad credential; 503:

@@ -4,6 +4,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -12,22 +14,28 @@
 
 #include <jansson.h>
 #include <openssl/bn.h>
+#include <openssl/core_names.h>
 #include <openssl/ec.h>
 #include <openssl/ecdsa.h>
 #include <openssl/evp.h>
+#include <openssl/param_build.h>
 #include <openssl/pem.h>
 
 #define FIELD_MAX 256
 
+/* One key of an issuer (a JWKS gives several, told apart by "kid"). */
 typedef struct {
     char issuer[FIELD_MAX];
+    char kid[FIELD_MAX];           /* "": any token of the issuer may try it */
     EVP_PKEY *key;
     bool self;                     /* stageind's own: "sub" is "UID:GID" */
 } issuer_t;
 
+#define GROUP_PREFIX "group:"
+
 typedef struct {
     char issuer[FIELD_MAX];
-    char subject[FIELD_MAX];
+    char subject[FIELD_MAX];       /* or GROUP_PREFIX and a wlcg.groups entry */
     uid_t uid;
     gid_t gid;
 } mapping_t;
@@ -78,8 +86,8 @@ static int each_line(const char *path, size_t nfields, int (*fn)(void *, char **
 }
 
 /* Takes key. */
-static int add_key(token_verifier_t *v, const char *issuer, EVP_PKEY *key, bool self,
-                   si_error_t *err)
+static int add_key(token_verifier_t *v, const char *issuer, const char *kid, EVP_PKEY *key,
+                   bool self, si_error_t *err)
 {
     issuer_t *grown = realloc(v->issuers, (v->nissuers + 1) * sizeof(*grown));
     if (!grown) {
@@ -88,6 +96,7 @@ static int add_key(token_verifier_t *v, const char *issuer, EVP_PKEY *key, bool 
     }
     v->issuers = grown;
     snprintf(grown[v->nissuers].issuer, FIELD_MAX, "%s", issuer);
+    snprintf(grown[v->nissuers].kid, FIELD_MAX, "%s", kid ? kid : "");
     grown[v->nissuers].self = self;
     grown[v->nissuers++].key = key;
     return 0;
@@ -100,9 +109,121 @@ int token_verifier_trust_self(token_verifier_t *v, const char *issuer, EVP_PKEY 
         return si_errprintf(err, "issuer longer than %d characters", FIELD_MAX - 1);
     if (EVP_PKEY_up_ref(key) != 1)
         return si_errprintf(err, "cannot reference the signing key");
-    return add_key(v, issuer, key, true, err);
+    return add_key(v, issuer, NULL, key, true, err);
 }
 
+static int b64url_decode(const char *in, size_t len, unsigned char **out, size_t *outlen);
+
+/* A JWK's base64url member as a BIGNUM (NULL when missing or bad). */
+static BIGNUM *jwk_bn(json_t *jwk, const char *name, size_t *len)
+{
+    const char *text = json_string_value(json_object_get(jwk, name));
+    unsigned char *bytes;
+    size_t n;
+    if (!text || b64url_decode(text, strlen(text), &bytes, &n) < 0)
+        return NULL;
+    BIGNUM *bn = n ? BN_bin2bn(bytes, (int)n, NULL) : NULL;
+    free(bytes);
+    if (len)
+        *len = n;
+    return bn;
+}
+
+/* An RSA or EC P-256 public key from a JWK (RFC 7517, 7518); NULL with err. */
+static EVP_PKEY *jwk_key(json_t *jwk, si_error_t *err)
+{
+    const char *kty = json_string_value(json_object_get(jwk, "kty"));
+    const char *crv = json_string_value(json_object_get(jwk, "crv"));
+    OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
+    OSSL_PARAM *params = NULL;
+    BIGNUM *a = NULL, *b = NULL;
+    EVP_PKEY *key = NULL;
+    unsigned char point[65];
+    size_t alen = 0, blen = 0;
+    const char *type = NULL;
+    if (!bld) {
+        si_errprintf(err, "out of memory");
+        goto out;
+    }
+    if (kty && strcmp(kty, "RSA") == 0) {
+        type = "RSA";
+        if (!(a = jwk_bn(jwk, "n", NULL)) || !(b = jwk_bn(jwk, "e", NULL))) {
+            si_errprintf(err, "an RSA key needs base64url \"n\" and \"e\"");
+            goto out;
+        }
+        OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_N, a);
+        OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_E, b);
+    } else if (kty && strcmp(kty, "EC") == 0 && crv && strcmp(crv, "P-256") == 0) {
+        type = "EC";
+        if (!(a = jwk_bn(jwk, "x", &alen)) || !(b = jwk_bn(jwk, "y", &blen)) || alen != 32 ||
+            blen != 32) {
+            si_errprintf(err, "a P-256 key needs \"x\" and \"y\" of 32 bytes each");
+            goto out;
+        }
+        point[0] = 0x04; /* uncompressed: x then y */
+        BN_bn2binpad(a, point + 1, 32);
+        BN_bn2binpad(b, point + 33, 32);
+        OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME, "P-256", 0);
+        OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, point, sizeof(point));
+    } else {
+        si_errprintf(err, "key type %.16s%s%.16s: only RSA (RS256) and EC P-256 (ES256)",
+                     kty ? kty : "(none)", crv ? " " : "", crv ? crv : "");
+        goto out;
+    }
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, type, NULL);
+    if (!(params = OSSL_PARAM_BLD_to_param(bld)) || !ctx || EVP_PKEY_fromdata_init(ctx) != 1 ||
+        EVP_PKEY_fromdata(ctx, &key, EVP_PKEY_PUBLIC_KEY, params) != 1) {
+        key = NULL;
+        si_errprintf(err, "not a valid %s public key", type);
+    }
+    EVP_PKEY_CTX_free(ctx);
+out:
+    OSSL_PARAM_free(params);
+    OSSL_PARAM_BLD_free(bld);
+    BN_free(a);
+    BN_free(b);
+    return key;
+}
+
+/* A JWKS document ({"keys": [JWK, ...]}): every signing key of it, each
+ * with its "kid"; keys marked for encryption ("use": "enc") are left out. */
+static int add_jwks(token_verifier_t *v, const char *issuer, const char *path, si_error_t *err)
+{
+    json_error_t jerr;
+    json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *keys = json_object_get(doc, "keys");
+    if (!json_is_array(keys)) {
+        json_decref(doc);
+        return si_errprintf(err, "%s is neither a PEM public key nor a JWKS ({\"keys\": [...]}):"
+                                 " %s", path, doc ? "no \"keys\" array" : jerr.text);
+    }
+    size_t i, added = 0;
+    json_t *jwk;
+    int rc = 0;
+    json_array_foreach(keys, i, jwk) {
+        const char *use = json_string_value(json_object_get(jwk, "use"));
+        const char *kid = json_string_value(json_object_get(jwk, "kid"));
+        if (use && strcmp(use, "sig") != 0)
+            continue;
+        si_error_t why;
+        EVP_PKEY *key = jwk_key(jwk, &why);
+        if (!key || (kid && strlen(kid) >= FIELD_MAX)) {
+            EVP_PKEY_free(key);
+            rc = si_errprintf(err, "%s: keys[%zu]: %s", path, i,
+                              key ? "kid longer than 255 characters" : why.text);
+            break;
+        }
+        if ((rc = add_key(v, issuer, kid, key, false, err)) < 0)
+            break;
+        added++;
+    }
+    json_decref(doc);
+    if (rc == 0 && added == 0)
+        rc = si_errprintf(err, "%s: the JWKS holds no signing key", path);
+    return rc;
+}
+
+/* "ISSUER KEYFILE": the file a PEM public key or a JWKS. */
 static int add_issuer(void *arg, char **fields, si_error_t *err)
 {
     token_verifier_t *v = arg;
@@ -111,6 +232,14 @@ static int add_issuer(void *arg, char **fields, si_error_t *err)
     FILE *f = fopen(fields[1], "r");
     if (!f)
         return si_errprintf(err, "cannot open the key %s: %s", fields[1], strerror(errno));
+    int first = fgetc(f);
+    while (first == ' ' || first == '\t' || first == '\n' || first == '\r')
+        first = fgetc(f);
+    if (first == '{') {
+        fclose(f);
+        return add_jwks(v, fields[0], fields[1], err);
+    }
+    rewind(f);
     EVP_PKEY *key = PEM_read_PUBKEY(f, NULL, NULL, NULL);
     fclose(f);
     if (!key)
@@ -120,7 +249,7 @@ static int add_issuer(void *arg, char **fields, si_error_t *err)
         EVP_PKEY_free(key);
         return si_errprintf(err, "%s: only RSA (RS256) and EC P-256 (ES256) keys", fields[1]);
     }
-    return add_key(v, fields[0], key, false, err);
+    return add_key(v, fields[0], NULL, key, false, err);
 }
 
 static int add_mapping(void *arg, char **fields, si_error_t *err)
@@ -322,19 +451,27 @@ int token_verify(const token_verifier_t *v, const char *jwt, time_t now, token_c
         goto out;
     }
     const char *iss = json_string_value(json_object_get(claims, "iss"));
+    const char *kid = json_string_value(json_object_get(header, "kid"));
     const issuer_t *issuer = NULL;
-    for (size_t i = 0; iss && i < v->nissuers && !issuer; i++)
-        if (strcmp(v->issuers[i].issuer, iss) == 0)
-            issuer = &v->issuers[i];
-    if (!issuer) {
+    bool known = false, decoded = b64url_decode(dot2 + 1, strlen(dot2 + 1), &sig, &siglen) == 0;
+    /* the issuer's keys whose kid matches the token's (a key without one, any) */
+    for (size_t i = 0; iss && i < v->nissuers && !issuer; i++) {
+        const issuer_t *k = &v->issuers[i];
+        if (strcmp(k->issuer, iss) != 0)
+            continue;
+        known = true;
+        if ((!kid || !k->kid[0] || strcmp(k->kid, kid) == 0) && decoded &&
+            signature_ok(k->key, alg, jwt, (size_t)(dot2 - jwt), sig, siglen))
+            issuer = k;
+    }
+    if (!known) {
         si_errprintf(err, "bearer token issuer '%.128s' is not trusted here",
                      iss ? iss : "(none)");
         goto out;
     }
-    if (b64url_decode(dot2 + 1, strlen(dot2 + 1), &sig, &siglen) < 0 ||
-        !signature_ok(issuer->key, alg, jwt, (size_t)(dot2 - jwt), sig, siglen)) {
+    if (!issuer) {
         si_errprintf(err, "the bearer token's signature does not verify with issuer %.128s's"
-                          " key", iss);
+                          " key%s%.64s", iss, kid ? "s of kid " : "s", kid ? kid : "");
         goto out;
     }
     json_t *exp = json_object_get(claims, "exp"), *nbf = json_object_get(claims, "nbf");
@@ -383,13 +520,31 @@ int token_verify(const token_verifier_t *v, const char *jwt, time_t now, token_c
         self.gid = (gid_t)sg;
         m = &self;
     }
+    /* a subject's own line (never a "group:" line, whatever the subject) */
+    size_t plen = strlen(GROUP_PREFIX);
     for (size_t i = 0; i < v->nmap && !m; i++)
-        if (strcmp(v->map[i].issuer, iss) == 0 && strcmp(v->map[i].subject, sub) == 0)
+        if (strcmp(v->map[i].issuer, iss) == 0 && strcmp(v->map[i].subject, sub) == 0 &&
+            strncmp(v->map[i].subject, GROUP_PREFIX, plen) != 0)
             m = &v->map[i];
+    /* no line for the subject: the first "group:" line of one of its wlcg.groups */
+    json_t *groups = json_object_get(claims, "wlcg.groups");
+    for (size_t i = 0; i < v->nmap && !m && json_is_array(groups); i++) {
+        const mapping_t *g = &v->map[i];
+        size_t k;
+        json_t *one;
+        if (strcmp(g->issuer, iss) != 0 || strncmp(g->subject, GROUP_PREFIX, plen) != 0)
+            continue;
+        json_array_foreach(groups, k, one) {
+            if (json_is_string(one) && strcmp(json_string_value(one), g->subject + plen) == 0) {
+                m = g;
+                break;
+            }
+        }
+    }
     if (!m) {
         *status = 403;
-        si_errprintf(err, "bearer token subject '%.64s' of issuer %.128s maps to no local user"
-                          " (stageind.token_map)", sub, iss);
+        si_errprintf(err, "bearer token subject '%.64s' of issuer %.128s maps to no local user,"
+                          " nor do its wlcg.groups (stageind.token_map)", sub, iss);
         goto out;
     }
     out->uid = m->uid;
@@ -440,21 +595,10 @@ static char *b64url_encode(const unsigned char *in, size_t len)
     return out;
 }
 
-char *token_sign(EVP_PKEY *key, const char *issuer, uid_t uid, gid_t gid, const char *scope,
-                 int64_t lifetime_s, time_t now, si_error_t *err)
+char *token_sign_es256(EVP_PKEY *key, const char *header, const char *claims, si_error_t *err)
 {
-    static const char header[] = "{\"alg\":\"ES256\",\"typ\":\"JWT\"}";
-    char sub[48];
-    snprintf(sub, sizeof(sub), "%u:%u", (unsigned)uid, (unsigned)gid);
-    json_t *claims = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "iss", issuer, "sub", sub,
-                               "aud", TOKEN_AUD_ANY, "iat", (json_int_t)now, "nbf",
-                               (json_int_t)now, "exp", (json_int_t)(now + lifetime_s), "scope",
-                               scope);
-    char *payload = claims ? json_dumps(claims, JSON_COMPACT) : NULL;
-    json_decref(claims);
     char *h = b64url_encode((const unsigned char *)header, strlen(header));
-    char *c = payload ? b64url_encode((const unsigned char *)payload, strlen(payload)) : NULL;
-    free(payload);
+    char *c = b64url_encode((const unsigned char *)claims, strlen(claims));
     char *signing = NULL, *sig64 = NULL, *jwt = NULL;
     unsigned char der[128], raw[64];
     size_t derlen = sizeof(der);
@@ -485,6 +629,26 @@ out:
     free(c);
     free(signing);
     free(sig64);
+    return jwt;
+}
+
+char *token_sign(EVP_PKEY *key, const char *issuer, uid_t uid, gid_t gid, const char *scope,
+                 int64_t lifetime_s, time_t now, si_error_t *err)
+{
+    char sub[48];
+    snprintf(sub, sizeof(sub), "%u:%u", (unsigned)uid, (unsigned)gid);
+    json_t *claims = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "iss", issuer, "sub", sub,
+                               "aud", TOKEN_AUD_ANY, "iat", (json_int_t)now, "nbf",
+                               (json_int_t)now, "exp", (json_int_t)(now + lifetime_s), "scope",
+                               scope);
+    char *payload = claims ? json_dumps(claims, JSON_COMPACT) : NULL;
+    json_decref(claims);
+    if (!payload) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    char *jwt = token_sign_es256(key, "{\"alg\":\"ES256\",\"typ\":\"JWT\"}", payload, err);
+    free(payload);
     return jwt;
 }
 
@@ -548,4 +712,76 @@ char *token_key_public_pem(EVP_PKEY *key, si_error_t *err)
         return NULL;
     }
     return text;
+}
+
+/* ---- the gate ------------------------------------------------------------------- */
+
+struct token_gate {
+    pthread_rwlock_t lock;
+    token_verifier_t *v;
+};
+
+token_gate_t *token_gate_new(void)
+{
+    token_gate_t *g = calloc(1, sizeof(*g));
+    if (g && pthread_rwlock_init(&g->lock, NULL) != 0) {
+        free(g);
+        g = NULL;
+    }
+    return g;
+}
+
+void token_gate_free(token_gate_t *g)
+{
+    if (!g)
+        return;
+    token_verifier_free(g->v);
+    pthread_rwlock_destroy(&g->lock);
+    free(g);
+}
+
+void token_gate_set(token_gate_t *g, token_verifier_t *v)
+{
+    pthread_rwlock_wrlock(&g->lock);
+    token_verifier_t *old = g->v;
+    g->v = v;
+    pthread_rwlock_unlock(&g->lock);
+    token_verifier_free(old);
+}
+
+int token_gate_verify(token_gate_t *g, const char *jwt, time_t now, token_claims_t *out,
+                      unsigned *status, si_error_t *err)
+{
+    if (!g)
+        return token_verify(NULL, jwt, now, out, status, err);
+    pthread_rwlock_rdlock(&g->lock);
+    int rc = token_verify(g->v, jwt, now, out, status, err);
+    pthread_rwlock_unlock(&g->lock);
+    return rc;
+}
+
+const char *token_bearer_of(const char *authorization)
+{
+    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
+        return NULL;
+    authorization += 7;
+    while (*authorization == ' ')
+        authorization++;
+    return authorization;
+}
+
+int token_gate_read(token_gate_t *g, const char *jwt, const char *method, const char *path,
+                    time_t now, token_claims_t *out, si_error_t *err)
+{
+    unsigned status;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return si_errprintf(err, "a bearer token may only read (GET or HEAD) on the S3"
+                                 " endpoint, not %.16s; sign other requests (AWS Signature"
+                                 " Version 4)", method);
+    if (token_gate_verify(g, jwt, now, out, &status, err) < 0)
+        return -1;
+    if (!token_scope_allows(out->scope, "storage.read", path))
+        return si_errprintf(err, "the token's scope does not allow reading %.1100s (it needs"
+                                 " storage.read:%.1100s or a directory above)", path, path);
+    return 0;
 }

@@ -44,6 +44,7 @@ struct s3_server {
     int64_t pin_lifetime_max;        /* seconds; 0: no bound */
     char sitename[65];               /* Tape REST API discovery; control_port 0: none */
     int control_port;
+    struct token_gate *tokens;       /* bearer-token reads; NULL: none */
     si_secrets_t *secrets;
     si_session_keys_t *sessions;     /* borrowed; NULL: no session credentials */
     si_sigv4_verifier_conf_t verifier;

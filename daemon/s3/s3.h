@@ -100,6 +100,8 @@ typedef struct {
     const char *sitename;        /* the WLCG Tape REST API's discovery document, served */
     int control_port;            /* here for file URLs on this port, names the control
                                     API on this port (0: no discovery document) */
+    struct token_gate *tokens;   /* "Authorization: Bearer" reads (WLCG storage.read
+                                    scopes; daemon/control/token.h); NULL: none */
 } s3_opts_t;
 
 /* Loads the secrets (mode 0600 or refused), opens the catalog connections

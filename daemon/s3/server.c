@@ -343,6 +343,35 @@ static int authenticate(s3_req_t *r)
     return -1;
 }
 
+/* "Authorization: Bearer": a WLCG token reading what its storage.read scope
+ * covers (daemon/control/token.h); the catalog's permissions then apply to
+ * the uid it maps to, as for a signed request. */
+static int authenticate_bearer(s3_req_t *r, const char *jwt)
+{
+    char path[SI_BUCKET_MAX + SI_KEY_MAX + 4];
+    snprintf(path, sizeof(path), "/%s%s%s", r->bucket, r->key ? "/" : "", r->key ? r->key : "");
+    token_claims_t claims;
+    si_error_t err = {{0}};
+    if (!r->srv->tokens) {
+        s3_respond_error(r, "AccessDenied", "this endpoint accepts no bearer tokens"
+                         " (stageind.token_issuers)");
+        return -1;
+    }
+    if (token_gate_read(r->srv->tokens, jwt, r->method, path, time(NULL), &claims, &err) < 0) {
+        s3_respond_error(r, "AccessDenied", "%s", err.text);
+        return -1;
+    }
+    r->who = (s3_who_t){.uid = claims.uid, .gid = claims.gid, .all = claims.uid == 0};
+    gid_t groups[SI_GROUPS_MAX];
+    size_t n = 0;
+    si_groups_of(r->srv->groups, r->who.uid, r->who.gid, groups, &n);
+    r->who.ngroups = n < S3_WHO_GROUPS_MAX ? n : S3_WHO_GROUPS_MAX;
+    memcpy(r->who.groups, groups, r->who.ngroups * sizeof(gid_t));
+    snprintf(r->note, sizeof(r->note), "bearer sub=%.64s uid=%u", claims.subject,
+             (unsigned)claims.uid);
+    return 0;
+}
+
 /* What libmicrohttpd lets through and RFC 9112 6.3 does not: Content-Length
  * headers that disagree (a request smuggler's framing; libmicrohttpd reads
  * the body by the first); and more query parameters than any S3 request has. */
@@ -424,9 +453,12 @@ static void dispatch(s3_req_t *r)
     if (check_framing(r) < 0 || tape_rest_discovery(r))
         return;
 
-    if (authenticate(r) < 0 || split_path(r) < 0)
+    const char *bearer =
+        token_bearer_of(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization"));
+    if (bearer ? split_path(r) < 0 || authenticate_bearer(r, bearer) < 0
+               : authenticate(r) < 0 || split_path(r) < 0)
         return;
-    if (!r->anonymous)
+    if (!r->anonymous && !bearer)
         snprintf(r->note, sizeof(r->note), "key=%s uid=%u", r->auth.access_key,
                  (unsigned)r->auth.uid);
     const char *unknown = unknown_parameter(r);
@@ -625,6 +657,7 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     s->pin_lifetime_max = opts->pin_lifetime_max;
     snprintf(s->sitename, sizeof(s->sitename), "%s", opts->sitename ? opts->sitename : "");
     s->control_port = opts->sitename ? opts->control_port : 0;
+    s->tokens = opts->tokens;
     s->cache = opts->cache;
     s->staged = opts->staged;
     s->staged_arg = opts->staged_arg;

@@ -20,12 +20,12 @@ typedef struct {
 struct ui_sessions {
     pthread_mutex_t lock;
     double token_ttl, session_ttl;
-    size_t max, count;
+    size_t max, count, per_user;
     entry_t *entries;
 };
 
 ui_sessions_t *ui_sessions_new(double token_ttl_s, double session_ttl_s, size_t max,
-                               si_error_t *err)
+                               size_t per_user, si_error_t *err)
 {
     ui_sessions_t *s = calloc(1, sizeof(*s));
     if (!s || max == 0 || !(s->entries = calloc(max, sizeof(*s->entries)))) {
@@ -35,7 +35,7 @@ ui_sessions_t *ui_sessions_new(double token_ttl_s, double session_ttl_s, size_t 
     }
     pthread_mutex_init(&s->lock, NULL);
     s->max = max;
-    ui_sessions_set_ttl(s, token_ttl_s, session_ttl_s);
+    ui_sessions_set_limits(s, token_ttl_s, session_ttl_s, per_user);
     return s;
 }
 
@@ -49,11 +49,13 @@ void ui_sessions_free(ui_sessions_t *s)
     free(s);
 }
 
-void ui_sessions_set_ttl(ui_sessions_t *s, double token_ttl_s, double session_ttl_s)
+void ui_sessions_set_limits(ui_sessions_t *s, double token_ttl_s, double session_ttl_s,
+                            size_t per_user)
 {
     pthread_mutex_lock(&s->lock);
     s->token_ttl = token_ttl_s;
     s->session_ttl = session_ttl_s;
+    s->per_user = per_user && per_user < s->max ? per_user : s->max;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -72,18 +74,44 @@ static void drop_expired(ui_sessions_t *s, double now)
             i++;
 }
 
-/* A slot for a new entry: a free one, else the one that expires first. */
-static entry_t *make_room(ui_sessions_t *s, double now)
+/* The entry that expires first (of uid, or of anyone when !of_uid); -1 if none. */
+static ssize_t first_to_expire(const ui_sessions_t *s, bool of_uid, uid_t uid)
+{
+    ssize_t first = -1;
+    for (size_t i = 0; i < s->count; i++)
+        if ((!of_uid || s->entries[i].user.uid == uid) &&
+            (first < 0 || s->entries[i].expires < s->entries[first].expires))
+            first = (ssize_t)i;
+    return first;
+}
+
+static size_t count_of(const ui_sessions_t *s, uid_t uid)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->count; i++)
+        n += s->entries[i].user.uid == uid;
+    return n;
+}
+
+/* A slot for uid's new entry: past its bound, its own entry that expires
+ * first goes; else a free one, else anyone's that expires first. */
+static entry_t *make_room(ui_sessions_t *s, uid_t uid, double now)
 {
     drop_expired(s, now);
-    if (s->count == s->max) {
-        size_t first = 0;
-        for (size_t i = 1; i < s->count; i++)
-            if (s->entries[i].expires < s->entries[first].expires)
-                first = i;
-        drop(s, first);
-    }
+    while (count_of(s, uid) >= s->per_user)
+        drop(s, (size_t)first_to_expire(s, true, uid));
+    if (s->count == s->max)
+        drop(s, (size_t)first_to_expire(s, false, 0));
     return &s->entries[s->count++];
+}
+
+size_t ui_sessions_count(ui_sessions_t *s, uid_t uid, double now)
+{
+    pthread_mutex_lock(&s->lock);
+    drop_expired(s, now);
+    size_t n = count_of(s, uid);
+    pthread_mutex_unlock(&s->lock);
+    return n;
 }
 
 static int add(ui_sessions_t *s, bool is_token, const ui_user_t *user, double now,
@@ -95,7 +123,7 @@ static int add(ui_sessions_t *s, bool is_token, const ui_user_t *user, double no
     si_hex(raw, sizeof(raw), out);
     OPENSSL_cleanse(raw, sizeof(raw));
     pthread_mutex_lock(&s->lock);
-    entry_t *e = make_room(s, now);
+    entry_t *e = make_room(s, user->uid, now);
     memcpy(e->secret, out, UI_SECRET_LEN + 1);
     e->is_token = is_token;
     e->expires = now + (is_token ? s->token_ttl : s->session_ttl);

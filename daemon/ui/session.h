@@ -23,11 +23,17 @@ typedef struct {
 } ui_user_t;
 
 /* max: tokens plus sessions held at once; beyond it the one that expires
- * first makes room. */
+ * first makes room. per_user: what one uid may hold at once (0: max); a
+ * user past it loses their own entry that expires first, never another
+ * user's, so one user cannot log everyone else out. */
 ui_sessions_t *ui_sessions_new(double token_ttl_s, double session_ttl_s, size_t max,
-                               si_error_t *err);
+                               size_t per_user, si_error_t *err);
 void ui_sessions_free(ui_sessions_t *s);
-void ui_sessions_set_ttl(ui_sessions_t *s, double token_ttl_s, double session_ttl_s);
+/* New lifetimes and per-user bound (a reload); live entries keep theirs. */
+void ui_sessions_set_limits(ui_sessions_t *s, double token_ttl_s, double session_ttl_s,
+                            size_t per_user);
+/* Entries (tokens and sessions) uid holds now. */
+size_t ui_sessions_count(ui_sessions_t *s, uid_t uid, double now);
 
 /* A fresh one-time token for user, valid until now + token_ttl. */
 int ui_sessions_token(ui_sessions_t *s, const ui_user_t *user, double now,

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,8 +11,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "catalog/catalog.h"
 #include "catalog/requests.h"
 #include "common/clock.h"
+#include "daemon/cache/cache.h"
 #include "common/groups.h"
 #include "common/prom.h"
 #include "common/text.h"
@@ -35,6 +38,7 @@ const si_conf_key_t ui_conf_keys[] = {
     {"ui.token_lifetime", SI_CONF_FLOAT, 1.0, 3600.0, NULL},
     {"ui.session_lifetime", SI_CONF_FLOAT, 60.0, 30 * 86400.0, NULL},
     {"ui.url", SI_CONF_STRING, 0, 0, NULL},
+    {"ui.sessions_per_user", SI_CONF_INT, 1, 1000, NULL},
     SI_CONF_KEYS_END,
 };
 
@@ -44,7 +48,8 @@ const si_conf_key_t ui_conf_keys[] = {
 int ui_conf_from(const si_conf_t *conf, ui_conf_t *out, si_error_t *err)
 {
     ui_conf_t c = {.enabled = true, .sample_interval = 10.0, .history_hours = 6.0,
-                   .token_lifetime = 60.0, .session_lifetime = 8 * 3600.0};
+                   .token_lifetime = 60.0, .session_lifetime = 8 * 3600.0,
+                   .sessions_per_user = 16};
     c.enabled = si_conf_bool(conf, "ui.enabled", c.enabled);
     snprintf(c.admin_group, sizeof(c.admin_group), "%s",
              si_conf_string(conf, "ui.admin_group", ""));
@@ -52,6 +57,8 @@ int ui_conf_from(const si_conf_t *conf, ui_conf_t *out, si_error_t *err)
     c.history_hours = si_conf_float(conf, "ui.history_hours", c.history_hours);
     c.token_lifetime = si_conf_float(conf, "ui.token_lifetime", c.token_lifetime);
     c.session_lifetime = si_conf_float(conf, "ui.session_lifetime", c.session_lifetime);
+    c.sessions_per_user =
+        (unsigned)si_conf_int(conf, "ui.sessions_per_user", (int64_t)c.sessions_per_user);
     const char *url = si_conf_string(conf, "ui.url", "");
     if (strlen(url) >= sizeof(c.url))
         return si_errprintf(err, "ui.url: at most %zu characters", sizeof(c.url) - 1);
@@ -66,21 +73,30 @@ int ui_conf_from(const si_conf_t *conf, ui_conf_t *out, si_error_t *err)
     return 0;
 }
 
-struct ui {
+/* What a reload (SIGHUP) may change, read by handlers as a copy. */
+typedef struct {
     ui_conf_t conf;
-    si_log_t *log;
-    char *munge_socket;
+    char munge_socket[PATH_MAX];   /* "": libmunge's default */
     bool peercred;
+    bool admin_group_set;
+    gid_t admin_gid;
+} ui_settings_t;
+
+struct ui {
+    pthread_mutex_t settings_lock;
+    ui_settings_t settings;
+    bool enabled;                  /* these three change only at restart */
+    double sample_interval, history_hours;
+    si_log_t *log;
     char bind[64];
     uint64_t cache_capacity;
     double high_watermark, low_watermark;
-    bool admin_group_set;
-    gid_t admin_gid;
     control_metrics_fn metrics;
     void *metrics_arg;
     control_eta_fn eta;
     void *eta_arg;
     push_t *push;
+    cache_t *cache;
     http_server_t *server;
 
     pthread_mutex_t lock;          /* the catalog connection: one thread at a time */
@@ -96,14 +112,74 @@ struct ui {
     pthread_cond_t stop_cv;
     /* the last sample's counters, for rates */
     double last_t, last_bytes_read, last_mounts, last_completed, last_failures;
+    double last_evicted_bytes, last_robot_moves;
+    json_t *last_drive_bytes;      /* {"drive": bytes read}: the sampler's own */
+    /* the volumes with queued work as of the last sample (under settings_lock):
+     * one catalog scan per sample, however many pages poll */
+    json_t *volume_rows;
+    json_t *queue_datasets;        /* {"request uuid": "names of its files' datasets"} */
+    bool have_evictions;           /* the cache's eviction counters, same sample */
+    uint64_t evicted_objects, evicted_bytes;
     bool have_last;
 };
+
+static ui_settings_t settings_of(ui_t *ui)
+{
+    pthread_mutex_lock(&ui->settings_lock);
+    ui_settings_t copy = ui->settings;
+    pthread_mutex_unlock(&ui->settings_lock);
+    return copy;
+}
+
+/* conf's settings (the admin group looked up), or -1 with err. */
+static int settings_from(const ui_conf_t *conf, const char *munge_socket, bool peercred,
+                         ui_settings_t *out, si_error_t *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->conf = *conf;
+    out->peercred = peercred;
+    if (munge_socket && strlen(munge_socket) >= sizeof(out->munge_socket))
+        return si_errprintf(err, "the munge socket path is too long");
+    snprintf(out->munge_socket, sizeof(out->munge_socket), "%s", munge_socket ? munge_socket : "");
+    if (conf->admin_group[0]) {
+        struct group *g = getgrnam(conf->admin_group);
+        if (!g)
+            return si_errprintf(err, "ui.admin_group '%s': no such group", conf->admin_group);
+        out->admin_group_set = true;
+        out->admin_gid = g->gr_gid;
+    }
+    return 0;
+}
+
+int ui_reconfigure(ui_t *ui, const ui_conf_t *conf, const char *munge_socket, bool peercred,
+                   si_error_t *err)
+{
+    if (!ui->enabled)
+        return 0;
+    ui_settings_t next;
+    if (settings_from(conf, munge_socket, peercred, &next, err) < 0) {
+        si_errprefix(err, "ui");
+        return -1;
+    }
+    if (conf->enabled != ui->enabled || conf->sample_interval != ui->sample_interval ||
+        conf->history_hours != ui->history_hours)
+        si_log(ui->log, SI_LOG_WARNING, "ui: reload: ui.enabled, ui.sample_interval and"
+                                        " ui.history_hours change only at restart");
+    pthread_mutex_lock(&ui->settings_lock);
+    ui->settings = next;
+    pthread_mutex_unlock(&ui->settings_lock);
+    ui_sessions_set_limits(ui->sessions, conf->token_lifetime, conf->session_lifetime,
+                           conf->sessions_per_user);
+    return 0;
+}
 
 /* ---- the engine's figures ------------------------------------------------------ */
 
 typedef struct {
     double bytes_read, mounts, failures, drives_failed;
+    double robots, robot_moves;    /* -1: the backend does not say */
     json_t *drives;                /* [{"drive", "state", "volume"}] */
+    json_t *drive_bytes;           /* {"drive": bytes read}, where the backend counts */
 } engine_figures_t;
 
 static int on_metric(const si_prom_sample_t *m, void *arg, si_error_t *err)
@@ -118,6 +194,13 @@ static int on_metric(const si_prom_sample_t *m, void *arg, si_error_t *err)
         f->failures = m->value;
     else if (strcmp(m->name, "stagein_drives_failed") == 0)
         f->drives_failed = m->value;
+    else if (strcmp(m->name, "stagein_robots") == 0)
+        f->robots = m->value;
+    else if (strcmp(m->name, "stagein_robot_moves_total") == 0)
+        f->robot_moves = m->value;
+    else if (strcmp(m->name, "stagein_drive_bytes_read_total") == 0 && f->drive_bytes &&
+             si_prom_label(m, "drive"))
+        json_object_set_new(f->drive_bytes, si_prom_label(m, "drive"), json_real(m->value));
     else if (strcmp(m->name, "stagein_drive_state") == 0 && f->drives)
         json_array_append_new(f->drives,
                               json_pack("{s:s, s:s, s:s}", "drive", si_prom_label(m, "drive"),
@@ -129,7 +212,9 @@ static int on_metric(const si_prom_sample_t *m, void *arg, si_error_t *err)
 static void engine_figures(ui_t *ui, engine_figures_t *f, bool with_drives)
 {
     memset(f, 0, sizeof(*f));
+    f->robots = f->robot_moves = -1;
     f->drives = with_drives ? json_array() : NULL;
+    f->drive_bytes = json_object();
     if (!ui->metrics)
         return;
     char *text = NULL;
@@ -165,11 +250,35 @@ static void sample(ui_t *ui)
     si_error_t err;
     pthread_mutex_lock(&ui->lock);
     int rc = requests_metrics(ui->requests, &m, &err);
+    si_error_t verr;
+    si_table_t *volumes = rc == 0 ? catalog_view_volume_queue(ui->cat, &verr) : NULL;
+    si_table_t *datasets = volumes ? catalog_view_queue_datasets(ui->cat, &verr) : NULL;
     pthread_mutex_unlock(&ui->lock);
     if (rc < 0) {
         si_log(ui->log, SI_LOG_WARNING, "ui: history sample: %s", err.text);
         return;
     }
+    json_t *volume_rows = volumes ? control_table_json(volumes) : NULL;
+    json_t *dataset_rows = datasets ? control_table_json(datasets) : NULL;
+    si_table_free(volumes);
+    si_table_free(datasets);
+    if (!volume_rows || !dataset_rows)
+        si_log(ui->log, SI_LOG_WARNING, "ui: the queued volumes and datasets: %s", verr.text);
+    json_t *by_request = json_object();
+    size_t di;
+    json_t *drow;
+    json_array_foreach(dataset_rows, di, drow) {
+        const char *uuid = json_string_value(json_object_get(drow, "request"));
+        if (uuid)
+            json_object_set(by_request, uuid, json_object_get(drow, "datasets"));
+    }
+    json_decref(dataset_rows);
+    pthread_mutex_lock(&ui->settings_lock);
+    json_decref(ui->volume_rows);
+    ui->volume_rows = volume_rows;
+    json_decref(ui->queue_datasets);
+    ui->queue_datasets = by_request;
+    pthread_mutex_unlock(&ui->settings_lock);
     engine_figures_t f;
     engine_figures(ui, &f, true);
     double t = si_wall_now(), completed = 0;
@@ -199,15 +308,44 @@ static void sample(ui_t *ui)
         }
     }
     PUT("drives_busy", busy);
+    cache_usage_t cu = {0};
+    bool have_cache = ui->cache && cache_usage(ui->cache, &cu, &err) == 0;
+    pthread_mutex_lock(&ui->settings_lock);
+    ui->have_evictions = have_cache;
+    ui->evicted_objects = cu.evicted_objects;
+    ui->evicted_bytes = cu.evicted_bytes;
+    pthread_mutex_unlock(&ui->settings_lock);
+    char rate_names[UI_HISTORY_SERIES_MAX][UI_HISTORY_NAME_MAX];
     if (ui->have_last) {
         double dt = t - ui->last_t;
         PUT("read_bytes_per_s", rate(f.bytes_read, ui->last_bytes_read, dt));
         PUT("mounts_per_min", 60 * rate(f.mounts, ui->last_mounts, dt));
         PUT("completed_per_min", 60 * rate(completed, ui->last_completed, dt));
         PUT("recall_failures_per_min", 60 * rate(f.failures, ui->last_failures, dt));
+        if (have_cache)
+            PUT("evicted_bytes_per_min",
+                60 * rate((double)cu.evicted_bytes, ui->last_evicted_bytes, dt));
+        if (f.robot_moves >= 0)
+            PUT("robot_moves_per_min", 60 * rate(f.robot_moves, ui->last_robot_moves, dt));
+        /* each drive's read rate, where the backend counts by drive */
+        const char *drive;
+        json_t *v;
+        size_t k = 0;
+        json_object_foreach(f.drive_bytes, drive, v) {
+            json_t *was = json_object_get(ui->last_drive_bytes, drive);
+            if (!was || n + 4 >= UI_HISTORY_SERIES_MAX || k >= UI_HISTORY_SERIES_MAX)
+                continue;
+            snprintf(rate_names[k], UI_HISTORY_NAME_MAX, "drive_read_bytes_per_s.%s", drive);
+            PUT(rate_names[k], rate(json_number_value(v), json_number_value(was), dt));
+            k++;
+        }
     }
 #undef PUT
     json_decref(f.drives);
+    json_decref(ui->last_drive_bytes);
+    ui->last_drive_bytes = f.drive_bytes;
+    ui->last_evicted_bytes = (double)cu.evicted_bytes;
+    ui->last_robot_moves = f.robot_moves;
     ui->have_last = true;
     ui->last_t = t;
     ui->last_bytes_read = f.bytes_read;
@@ -235,7 +373,7 @@ static void *sampler_main(void *arg)
         pthread_mutex_lock(&ui->stop_lock);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        double wake = (double)until.tv_sec + until.tv_nsec / 1e9 + ui->conf.sample_interval;
+        double wake = (double)until.tv_sec + until.tv_nsec / 1e9 + ui->sample_interval;
         until.tv_sec = (time_t)wake;
         until.tv_nsec = (long)((wake - floor(wake)) * 1e9);
         while (!ui->stopping &&
@@ -256,14 +394,17 @@ ui_t *ui_start(const ui_conf_t *conf, const ui_opts_t *opts, si_error_t *err)
         return NULL;
     }
     pthread_mutex_init(&ui->lock, NULL);
+    pthread_mutex_init(&ui->settings_lock, NULL);
     pthread_mutex_init(&ui->stop_lock, NULL);
     pthread_cond_init(&ui->stop_cv, NULL);
-    ui->conf = *conf;
-    if (!ui->conf.enabled)
+    ui->enabled = conf->enabled;
+    ui->sample_interval = conf->sample_interval;
+    ui->history_hours = conf->history_hours;
+    if (!ui->enabled)
         return ui;
     ui->log = opts->log;
-    ui->munge_socket = opts->munge_socket ? strdup(opts->munge_socket) : NULL;
-    ui->peercred = opts->peercred;
+    if (settings_from(conf, opts->munge_socket, opts->peercred, &ui->settings, err) < 0)
+        goto fail;
     snprintf(ui->bind, sizeof(ui->bind), "%s", opts->bind ? opts->bind : "127.0.0.1");
     ui->cache_capacity = opts->cache_capacity;
     ui->high_watermark = opts->high_watermark;
@@ -273,23 +414,15 @@ ui_t *ui_start(const ui_conf_t *conf, const ui_opts_t *opts, si_error_t *err)
     ui->eta = opts->eta;
     ui->eta_arg = opts->eta_arg;
     ui->push = opts->push;
-    if (ui->conf.admin_group[0]) {
-        struct group *g = getgrnam(ui->conf.admin_group);
-        if (!g) {
-            si_errprintf(err, "ui.admin_group '%s': no such group", ui->conf.admin_group);
-            goto fail;
-        }
-        ui->admin_group_set = true;
-        ui->admin_gid = g->gr_gid;
-    }
+    ui->cache = opts->cache;
     char path[4096];
     snprintf(path, sizeof(path), "%s/ui-history.json", opts->state_dir);
-    size_t samples = (size_t)ceil(ui->conf.history_hours * 3600.0 / ui->conf.sample_interval);
+    size_t samples = (size_t)ceil(ui->history_hours * 3600.0 / ui->sample_interval);
     if (!(ui->cat = catalog_open(opts->catalog_path, 0, err)) ||
         !(ui->requests = requests_open(ui->cat, err)) ||
         !(ui->history = ui_history_new(samples ? samples : 1, path, err)) ||
-        !(ui->sessions = ui_sessions_new(ui->conf.token_lifetime, ui->conf.session_lifetime,
-                                         SESSIONS_MAX, err)) ||
+        !(ui->sessions = ui_sessions_new(conf->token_lifetime, conf->session_lifetime,
+                                         SESSIONS_MAX, conf->sessions_per_user, err)) ||
         !(ui->groups = si_groups_new(60.0))) {
         if (!ui->groups)
             si_errprintf(err, "out of memory");
@@ -325,11 +458,14 @@ void ui_stop(ui_t *ui)
             si_log(ui->log, SI_LOG_WARNING, "ui: saving the history: %s", err.text);
     }
     ui_history_free(ui->history);
+    json_decref(ui->last_drive_bytes);
+    json_decref(ui->volume_rows);
+    json_decref(ui->queue_datasets);
     ui_sessions_free(ui->sessions);
     si_groups_free(ui->groups);
     requests_close(ui->requests);
     catalog_close(ui->cat);
-    free(ui->munge_socket);
+    pthread_mutex_destroy(&ui->settings_lock);
     pthread_cond_destroy(&ui->stop_cv);
     pthread_mutex_destroy(&ui->stop_lock);
     pthread_mutex_destroy(&ui->lock);
@@ -347,13 +483,14 @@ static bool is_admin(ui_t *ui, const ui_user_t *u)
 {
     if (u->uid == 0)
         return true;
-    if (!ui->admin_group_set)
+    ui_settings_t set = settings_of(ui);
+    if (!set.admin_group_set)
         return false;
     gid_t list[SI_GROUPS_MAX];
     size_t n = 0;
     si_groups_of(ui->groups, u->uid, u->gid, list, &n);
     for (size_t i = 0; i < n; i++)
-        if (list[i] == ui->admin_gid)
+        if (list[i] == set.admin_gid)
             return true;
     return false;
 }
@@ -415,7 +552,9 @@ static bool viewer_of(ui_t *ui, http_request_t *req, bool page, viewer_t *v)
 static void on_new_login(http_request_t *req, void *arg)
 {
     ui_t *ui = arg;
-    identity_opts_t io = {.munge_socket = ui->munge_socket, .peercred = ui->peercred};
+    ui_settings_t set = settings_of(ui);
+    identity_opts_t io = {.munge_socket = set.munge_socket[0] ? set.munge_socket : NULL,
+                          .peercred = set.peercred};
     identity_t who;
     if (!identity_authenticate(&io, req, &who))
         return;
@@ -427,8 +566,8 @@ static void on_new_login(http_request_t *req, void *arg)
         return;
     }
     char base[300];
-    if (ui->conf.url[0])
-        snprintf(base, sizeof(base), "%s", ui->conf.url);
+    if (set.conf.url[0])
+        snprintf(base, sizeof(base), "%s", set.conf.url);
     else
         snprintf(base, sizeof(base), strchr(ui->bind, ':') ? "http://[%s]:%u" : "http://%s:%u",
                  ui->bind, (unsigned)http_server_port(ui->server));
@@ -440,7 +579,31 @@ static void on_new_login(http_request_t *req, void *arg)
     si_log(ui->log, SI_LOG_INFO, "ui: login link for uid %u", (unsigned)who.uid);
     http_add_header(req, "Cache-Control", "no-store");
     http_respond_json(req, 201, json_pack("{s:s, s:s, s:f}", "url", url, "token", token,
-                                          "expiresIn", ui->conf.token_lifetime));
+                                          "expiresIn", set.conf.token_lifetime));
+}
+
+/* Whether a login link was opened by the user (typed, pasted, from a
+ * terminal or another application: Sec-Fetch-Site "none") or from this
+ * origin, and not followed from another site's page (login CSRF). Browsers
+ * that send no Sec-Fetch-Site (and curl) are judged by Origin or Referer
+ * when present. */
+bool ui_login_navigation_ok(http_request_t *req)
+{
+    const char *site = http_request_header(req, "Sec-Fetch-Site");
+    if (site)
+        return strcmp(site, "none") == 0 || strcmp(site, "same-origin") == 0;
+    const char *from = http_request_header(req, "Origin");
+    if (!from)
+        from = http_request_header(req, "Referer");
+    const char *host = http_request_header(req, "Host");
+    if (!from || strcmp(from, "null") == 0)
+        return !from;
+    const char *authority = strstr(from, "://");
+    if (!authority || !host)
+        return false;
+    authority += 3;
+    size_t len = strcspn(authority, "/");
+    return strlen(host) == len && strncmp(authority, host, len) == 0;
 }
 
 static void on_login(http_request_t *req, void *arg)
@@ -454,6 +617,21 @@ static void on_login(http_request_t *req, void *arg)
         respond_401_page(req, "The link has no login token.");
         return;
     }
+    if (!ui_login_navigation_ok(req)) {
+        /* login CSRF: another site's page must not log this browser in (as
+         * whoever handed out the link); the token stays unused */
+        static const char page[] =
+            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>stagein:"
+            " log in</title></head><body><h1>Open the link yourself</h1><p>This login link was"
+            " followed from another site. Paste the link <code>stagein ui</code> printed into"
+            " the address bar instead.</p></body></html>\n";
+        si_log(ui->log, SI_LOG_WARNING, "ui: a login link followed from another site (%s)"
+               " refused", http_request_header(req, "Sec-Fetch-Site"));
+        http_add_header(req, "Cache-Control", "no-store");
+        http_respond(req, 403, "text/html; charset=utf-8", page, sizeof(page) - 1);
+        return;
+    }
+    ui_settings_t set = settings_of(ui);
     if (ui_sessions_redeem(ui->sessions, token, si_wall_now(), sid, &user, &err) < 0) {
         respond_401_page(req, "That login link is unknown, was already used, or expired.");
         return;
@@ -461,8 +639,8 @@ static void on_login(http_request_t *req, void *arg)
     char cookie[256];
     /* Secure only where the browser reached us over TLS: a ui.url of https */
     snprintf(cookie, sizeof(cookie), COOKIE_NAME "=%s; Path=/ui; HttpOnly; SameSite=Strict;"
-             " Max-Age=%.0f%s", sid, ui->conf.session_lifetime,
-             strncmp(ui->conf.url, "https://", 8) == 0 ? "; Secure" : "");
+             " Max-Age=%.0f%s", sid, set.conf.session_lifetime,
+             strncmp(set.conf.url, "https://", 8) == 0 ? "; Secure" : "");
     http_add_header(req, "Set-Cookie", cookie);
     http_add_header(req, "Location", "/ui");
     http_add_header(req, "Cache-Control", "no-store");
@@ -521,17 +699,83 @@ static json_t *visible_rows(ui_t *ui, const viewer_t *v, json_t *rows, bool with
         if (!row_visible(v, row))
             continue;
         const char *uuid = json_string_value(json_object_get(row, "request"));
-        requests_status_t *st = NULL;
         si_error_t err;
+        int64_t id;
         double eta;
+        /* the request's id only: its files are not loaded for the ETA */
         if (with_eta && ui->eta && uuid && etas++ < QUEUE_ETA_ROWS &&
-            requests_get(ui->requests, uuid, (uid_t)-1, &st, &err) == 0 &&
-            ui->eta(ui->eta_arg, st->id, &eta) == 1)
+            requests_id_of(ui->requests, uuid, &id, &err) == 0 &&
+            ui->eta(ui->eta_arg, id, &eta) == 1)
             json_object_set_new(row, "eta", json_real(eta));
-        requests_status_free(st);
         json_array_append(out, row);
     }
     return out;
+}
+
+/* Each drive's bytes read and its read rate in the last sample, where the
+ * backend counts by drive. */
+static void annotate_drives(json_t *drives, json_t *drive_bytes, json_t *series)
+{
+    size_t i;
+    json_t *d;
+    json_array_foreach(drives, i, d) {
+        const char *name = json_string_value(json_object_get(d, "drive"));
+        json_t *b = name ? json_object_get(drive_bytes, name) : NULL;
+        if (!b)
+            continue;
+        json_object_set(d, "bytesRead", b);
+        char key[UI_HISTORY_NAME_MAX];
+        snprintf(key, sizeof(key), "drive_read_bytes_per_s.%s", name);
+        json_t *r = json_object_get(series, key);
+        json_t *now = json_array_get(r, json_array_size(r) - 1);
+        if (now && !json_is_null(now))
+            json_object_set(d, "readBytesPerSec", now);
+    }
+}
+
+/* Why each queued request waits, from its state, its place and the drives. */
+const char *ui_wait_reason(const char *state, int64_t position, size_t drives, size_t failed,
+                           size_t busy, char *buf, size_t size)
+{
+    size_t working = drives > failed ? drives - failed : 0;
+    if (strcmp(state, "STARTED") == 0)
+        return "recalling";
+    if (drives > 0 && working == 0)
+        return "no working drive (every drive failed)";
+    if (position > 1 && busy >= working) {
+        snprintf(buf, size, "behind %lld earlier requests; all %zu drives busy",
+                 (long long)position - 1, working);
+        return buf;
+    }
+    if (busy >= working && working > 0) {
+        snprintf(buf, size, "next; all %zu drives busy", working);
+        return buf;
+    }
+    if (position > 1) {
+        snprintf(buf, size, "behind %lld earlier requests", (long long)position - 1);
+        return buf;
+    }
+    return "next; waiting for a mount";
+}
+
+static void annotate_waits(json_t *queue, json_t *drives)
+{
+    size_t i, failed = 0, busy = 0;
+    json_t *d;
+    json_array_foreach(drives, i, d) {
+        const char *st = json_string_value(json_object_get(d, "state"));
+        failed += st && strcmp(st, "failed") == 0;
+        busy += st && drive_busy(st);
+    }
+    json_array_foreach(queue, i, d) {
+        char buf[96];
+        const char *state = json_string_value(json_object_get(d, "state"));
+        json_int_t pos = json_integer_value(json_object_get(d, "position"));
+        json_object_set_new(d, "waitReason",
+                            json_string(ui_wait_reason(state ? state : "", pos,
+                                                       json_array_size(drives), failed, busy,
+                                                       buf, sizeof(buf))));
+    }
 }
 
 static void on_status(http_request_t *req, void *arg)
@@ -551,26 +795,53 @@ static void on_status(http_request_t *req, void *arg)
     json_t *queue_rows = queue ? control_table_json(queue) : NULL;
     json_t *list_rows = list ? control_table_json(list) : NULL;
     json_t *queue_shown = queue_rows ? visible_rows(ui, &v, queue_rows, true) : NULL;
+    /* what the library has queued, and the recent pushes (a user's own) */
+    char uid_text[16];
+    snprintf(uid_text, sizeof(uid_text), "%u", (unsigned)v.user.uid);
+    si_error_t verr;
+    si_table_t *pushes = mrc == 0 ? catalog_view_recent_pushes(ui->cat, v.admin ? NULL : uid_text,
+                                                               &verr)
+                                  : NULL;
     pthread_mutex_unlock(&ui->lock);
     si_table_free(queue);
     si_table_free(list);
+    pthread_mutex_lock(&ui->settings_lock);
+    json_t *volume_rows = ui->volume_rows ? json_deep_copy(ui->volume_rows) : json_array();
+    size_t qi;
+    json_t *qrow;
+    json_array_foreach(queue_shown, qi, qrow) {
+        json_t *names = json_object_get(ui->queue_datasets,
+                                        json_string_value(json_object_get(qrow, "request")));
+        if (names)
+            json_object_set_new(qrow, "datasets", json_deep_copy(names));
+    }
+    bool have_evictions = ui->have_evictions;
+    uint64_t evicted_objects = ui->evicted_objects, evicted_bytes = ui->evicted_bytes;
+    pthread_mutex_unlock(&ui->settings_lock);
+    json_t *push_rows = pushes ? control_table_json(pushes) : json_array();
+    si_table_free(pushes);
     if (mrc < 0 || !queue_shown || !list_rows) {
         json_decref(queue_rows);
         json_decref(list_rows);
         json_decref(queue_shown);
+        json_decref(volume_rows);
+        json_decref(push_rows);
         http_respond_error(req, 500, "%s", mrc < 0 ? err.text : "cannot render the queue");
         return;
     }
     engine_figures_t f;
     engine_figures(ui, &f, true);
-    json_t *last = ui_history_json(ui->history, si_wall_now() - 3 * ui->conf.sample_interval);
-    json_t *rates = json_object_get(json_object_get(last, "series"), "read_bytes_per_s");
+    json_t *last = ui_history_json(ui->history, si_wall_now() - 3 * ui->sample_interval);
+    json_t *series = json_object_get(last, "series");
+    json_t *rates = json_object_get(series, "read_bytes_per_s");
     json_t *read_rate = json_array_get(rates, json_array_size(rates) - 1);
+    annotate_drives(f.drives, f.drive_bytes, series);
+    annotate_waits(queue_shown, f.drives);
     json_t *status = json_pack(
         "{s:f, s:{s:I, s:b}, s:f, s:{s:o, s:f, s:f, s:O?, s:f}, s:I, s:o, s:o,"
         " s:{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}}",
         "now", si_wall_now(), "viewer", "uid", (json_int_t)v.user.uid, "admin", v.admin,
-        "sampleInterval", ui->conf.sample_interval,
+        "sampleInterval", ui->sample_interval,
         "library", "drives", f.drives, "mountsTotal", f.mounts, "bytesReadTotal", f.bytes_read,
         "readBytesPerSec", json_is_null(read_rate) ? NULL : read_rate, "drivesFailed",
         f.drives_failed,
@@ -583,6 +854,19 @@ static void on_status(http_request_t *req, void *arg)
         ui->low_watermark);
     json_decref(last);
     json_decref(queue_rows);
+    json_decref(f.drive_bytes);
+    json_t *lib = json_object_get(status, "library");
+    if (f.robots >= 0)
+        json_object_set_new(lib, "robots", json_real(f.robots));
+    if (f.robot_moves >= 0)
+        json_object_set_new(lib, "robotMovesTotal", json_real(f.robot_moves));
+    json_object_set_new(lib, "volumes", volume_rows);
+    json_object_set_new(status, "recentPushes", push_rows);
+    if (have_evictions) { /* as of the last sample: counting pins is the cache's work */
+        json_t *c = json_object_get(status, "cache");
+        json_object_set_new(c, "evictedObjects", json_integer((json_int_t)evicted_objects));
+        json_object_set_new(c, "evictedBytes", json_integer((json_int_t)evicted_bytes));
+    }
     push_metrics_t pm;
     if (ui->push && push_metrics(ui->push, &pm, &err) == 0)
         json_object_set_new(status, "pushes",
@@ -631,7 +915,7 @@ static void on_history(http_request_t *req, void *arg)
     if (!viewer_of(ui, req, false, &v))
         return;
     const char *hours_text = http_request_query(req, "hours");
-    double hours = ui->conf.history_hours;
+    double hours = ui->history_hours;
     char *end = NULL;
     if (hours_text) {
         errno = 0;
@@ -643,14 +927,14 @@ static void on_history(http_request_t *req, void *arg)
         }
     }
     json_t *j = ui_history_json(ui->history, si_wall_now() - hours * 3600.0);
-    json_object_set_new(j, "interval", json_real(ui->conf.sample_interval));
+    json_object_set_new(j, "interval", json_real(ui->sample_interval));
     http_add_header(req, "Cache-Control", "no-store");
     http_respond_json(req, 200, j);
 }
 
 int ui_routes(ui_t *ui, http_server_t *server, si_error_t *err)
 {
-    if (!ui->conf.enabled)
+    if (!ui->enabled)
         return 0;
     static const struct {
         const char *method, *pattern;

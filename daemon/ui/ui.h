@@ -32,6 +32,7 @@ typedef struct {
     double history_hours;          /* what the ring holds */
     double token_lifetime;         /* seconds; a login link */
     double session_lifetime;       /* seconds; a browser session */
+    unsigned sessions_per_user;    /* login links and sessions one uid holds at once */
     char url[256];                 /* base URL in login links; "": http://bind:port */
 } ui_conf_t;
 
@@ -51,6 +52,7 @@ typedef struct {
     control_eta_fn eta;
     void *eta_arg;
     push_t *push;                  /* stage-out, for its counts; may be NULL */
+    struct cache *cache;           /* for its evictions; may be NULL */
 } ui_opts_t;
 
 typedef struct ui ui_t;
@@ -59,6 +61,19 @@ typedef struct ui ui_t;
  * and samples nothing. */
 ui_t *ui_start(const ui_conf_t *conf, const ui_opts_t *opts, si_error_t *err);
 int ui_routes(ui_t *ui, http_server_t *server, si_error_t *err);
+/* Applies reloaded settings (admin group, lifetimes, per-user sessions, url,
+ * munge socket, peercred); on error the running ones stay. ui.enabled,
+ * ui.sample_interval and ui.history_hours change only at restart. */
+int ui_reconfigure(ui_t *ui, const ui_conf_t *conf, const char *munge_socket, bool peercred,
+                   si_error_t *err);
+/* Whether a GET of a login link comes from the user, not from another
+ * site's page (login CSRF): Sec-Fetch-Site, else Origin or Referer. */
+bool ui_login_navigation_ok(http_request_t *req);
+/* Why a queued request waits ("recalling", "behind N earlier requests; all
+ * D drives busy", ...): its state and queue position, and the library's
+ * drives (how many, failed, busy); buf holds the text where one is made. */
+const char *ui_wait_reason(const char *state, int64_t position, size_t drives, size_t failed,
+                           size_t busy, char *buf, size_t size);
 /* Stops the sampler and saves the history. */
 void ui_stop(ui_t *ui);
 

@@ -119,6 +119,25 @@ write("s3secrets", [
     "dup s 1 1\ndup s 2 2\n", "k s 4294967296 1\n",
 ])
 
+# 'S': header and claims the harness signs; 'J': a JWKS; else a compact token
+jwt_claims = ('{"iss": "https://idp.test", "sub": "alice", "aud": "https://s.test",'
+              ' "exp": 1800000600, "nbf": 1799999990, "scope": "storage.stage:/data storage.read:/"}')
+write("jwt", [
+    'S{"alg": "ES256", "typ": "JWT"}\n' + jwt_claims,
+    'S{"alg": "ES256", "kid": "1"}\n{"iss": "https://idp.test", "sub": "bob", "aud":'
+    ' ["x", "https://wlcg.cern.ch/jwt/v1/any"], "exp": 1800000000.5, "wlcg.groups": ["/cms", "/atlas"]}',
+    'S{"alg": "ES256"}\n{"iss": "https://idp.test", "sub": "alice", "aud": "https://s.test",'
+    ' "exp": 1799999000, "scope": 7}',
+    'S{"alg": "RS256"}\n' + jwt_claims,
+    'J{"keys": [{"kty": "EC", "crv": "P-256", "kid": "k", "use": "sig",'
+    ' "x": "axfR8uEsQkf4vOblY6RA8ncDfYEt6zOg9KE5RdiYwpY", "y": "T-NC4v4af5uO5-tKfA-eFivOM1drMV7Oy7ZAaDe_UfU"},'
+    ' {"kty": "RSA", "n": "AQAB", "e": "AQAB"}, {"kty": "RSA", "use": "enc", "n": "", "e": ""}]}',
+    'J{"keys": [{"kty": "oct", "k": "AAAA"}]}',
+    "eyJhbGciOiJub25lIn0.eyJpc3MiOiJodHRwczovL2lkcC50ZXN0In0.",
+    "eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJodHRwczovL2lkcC50ZXN0Iiwic3ViIjoiYWxpY2UifQ.AAAA",
+    "a.b.c.d", "....", "e30.e30.",
+])
+
 with open(os.path.join(here, "..", "..", "doc", "stagein.conf.example"), "rb") as f:
     example = f.read()
 write("conf", [example, b'state_dir = "/var/lib/stagein"\ncache = { capacity = 1099511627776 }\n',

@@ -101,6 +101,26 @@ int main(void)
             control_stage_free(&st);
     }
 
+    /* the Tape REST API's times: per file, and the request's first start */
+    requests_item_t items[2] = {
+        {.bucket = "b", .key = "k1", .state = "COMPLETED", .started = 1700000010.5,
+         .finished = 1700000020.2},
+        {.bucket = "b", .key = "k2", .state = "SUBMITTED"},
+    };
+    requests_status_t rs = {.uuid = "u", .state = "STARTED", .created = 1700000000,
+                            .nitems = 2, .items = items};
+    json_t *j = control_status_json(&rs, -1);
+    json_t *f0 = json_array_get(json_object_get(j, "files"), 0);
+    json_t *f1 = json_array_get(json_object_get(j, "files"), 1);
+    is_int(json_integer_value(json_object_get(f0, "startedAt")), 1700000010, "file startedAt");
+    is_int(json_integer_value(json_object_get(f0, "finishedAt")), 1700000020, "file finishedAt");
+    ok(!json_object_get(f1, "startedAt") && !json_object_get(f1, "finishedAt"),
+       "a waiting file has neither time");
+    is_int(json_integer_value(json_object_get(j, "startedAt")), 1700000010,
+           "the request's startedAt: its first file's start");
+    is_str(json_string_value(json_object_get(f0, "path")), "/b/k1", "spec path /bucket/key");
+    json_decref(j);
+
     is_int(control_status_for_errno(EINVAL), 400, "EINVAL -> 400");
     is_int(control_status_for_errno(EACCES), 403, "EACCES -> 403");
     is_int(control_status_for_errno(ENOENT), 404, "ENOENT -> 404");

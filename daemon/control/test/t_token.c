@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
 #include <openssl/ecdsa.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -29,11 +31,13 @@ static char *b64url(const unsigned char *in, size_t len)
     return out;
 }
 
-/* A compact JWT of header and claims signed with key (NULL: no signature). */
-static char *sign(EVP_PKEY *key, const char *alg, const char *claims)
+/* A compact JWT of header (kid NULL: none) and claims signed with key
+ * (NULL: no signature). */
+static char *sign_kid(EVP_PKEY *key, const char *alg, const char *kid, const char *claims)
 {
-    char header[64];
-    snprintf(header, sizeof(header), "{\"alg\":\"%s\",\"typ\":\"JWT\"}", alg);
+    char header[160];
+    snprintf(header, sizeof(header), "{\"alg\":\"%s\",\"typ\":\"JWT\"%s%s%s}", alg,
+             kid ? ",\"kid\":\"" : "", kid ? kid : "", kid ? "\"" : "");
     char *h = b64url((const unsigned char *)header, strlen(header));
     char *c = b64url((const unsigned char *)claims, strlen(claims));
     size_t len = strlen(h) + strlen(c) + 1;
@@ -66,6 +70,40 @@ static char *sign(EVP_PKEY *key, const char *alg, const char *claims)
     free(signing);
     free(s);
     return jwt;
+}
+
+static char *sign(EVP_PKEY *key, const char *alg, const char *claims)
+{
+    return sign_kid(key, alg, NULL, claims);
+}
+
+/* A BIGNUM parameter of key, base64url (padded to width bytes when width). */
+static char *param64(EVP_PKEY *key, const char *name, int width)
+{
+    BIGNUM *bn = NULL;
+    unsigned char buf[512];
+    EVP_PKEY_get_bn_param(key, name, &bn);
+    int n = width ? BN_bn2binpad(bn, buf, width) : BN_bn2bin(bn, buf);
+    BN_free(bn);
+    return b64url(buf, (size_t)n);
+}
+
+/* A JWKS of an RSA key (kid "r1"), an EC key (kid "e1") and an encryption
+ * key that must be left out. */
+static void write_jwks(EVP_PKEY *rsa, EVP_PKEY *ec, const char *path)
+{
+    char *n = param64(rsa, OSSL_PKEY_PARAM_RSA_N, 0), *e = param64(rsa, OSSL_PKEY_PARAM_RSA_E, 0);
+    char *x = param64(ec, OSSL_PKEY_PARAM_EC_PUB_X, 32), *y = param64(ec, OSSL_PKEY_PARAM_EC_PUB_Y, 32);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"keys\": [{\"kty\":\"RSA\",\"kid\":\"r1\",\"use\":\"sig\",\"n\":\"%s\","
+               "\"e\":\"%s\"}, {\"kty\":\"EC\",\"crv\":\"P-256\",\"kid\":\"e1\",\"x\":\"%s\","
+               "\"y\":\"%s\"}, {\"kty\":\"RSA\",\"use\":\"enc\",\"n\":\"AQAB\",\"e\":\"AQAB\"}]}\n",
+            n, e, x, y);
+    fclose(f);
+    free(n);
+    free(e);
+    free(x);
+    free(y);
 }
 
 static void write_pub(EVP_PKEY *key, const char *path)
@@ -241,6 +279,120 @@ int main(void)
     ok(pem && strstr(pem, "BEGIN PUBLIC KEY"), "public key as PEM");
     free(pem);
     token_verifier_free(own);
+
+    /* a JWKS for an issuer: keys told apart by kid */
+    char jwks[160];
+    snprintf(jwks, sizeof(jwks), "%s/jwks.json", dir);
+    write_jwks(rsa, ec, jwks);
+    f = fopen(issuers, "w");
+    fprintf(f, "https://jwks.test %s\n", jwks);
+    fclose(f);
+    f = fopen(map, "w");
+    fprintf(f, "https://jwks.test carol 1002 100\n"
+               "https://jwks.test group:/atlas/production 2000 200\n"
+               "https://jwks.test group:/atlas 2001 201\n");
+    fclose(f);
+    token_verifier_t *jv = token_verifier_new(&o, &err);
+    ok(jv != NULL, "a JWKS issuer loads: %s", jv ? "" : err.text);
+    cl = claims("https://jwks.test", "carol", TOKEN_AUD_ANY, now + 600, now, "storage.read:/");
+    t = sign_kid(rsa, "RS256", "r1", cl);
+    ok(jv && token_verify(jv, t, now, &c, &status, &err) == 0 && c.uid == 1002,
+       "RS256 token of the JWKS's kid r1 verifies");
+    free(t);
+    t = sign_kid(ec, "ES256", "e1", cl);
+    ok(jv && token_verify(jv, t, now, &c, &status, &err) == 0 && c.uid == 1002,
+       "ES256 token of the JWKS's kid e1 verifies");
+    free(t);
+    t = sign(ec, "ES256", cl);
+    ok(jv && token_verify(jv, t, now, &c, &status, &err) == 0, "a token without kid tries"
+       " every key of its issuer");
+    free(t);
+    t = sign_kid(rsa, "RS256", "e1", cl);
+    ok(jv && token_verify(jv, t, now, &c, &status, &err) < 0 && status == 401 &&
+       strstr(err.text, "kid e1"), "a token signed by another kid's key: %s", err.text);
+    free(t);
+    t = sign(other, "RS256", cl);
+    ok(jv && token_verify(jv, t, now, &c, &status, &err) < 0 && status == 401,
+       "a key not in the JWKS: %s", err.text);
+    free(t);
+    free(cl);
+    /* wlcg.groups: a subject without its own line maps by its first listed group line */
+    const char *grouped[][3] = {
+        {"dave", "[\"/cms\", \"/atlas\", \"/atlas/production\"]", "2000"},
+        {"erin", "[\"/atlas\"]", "2001"},
+        {"carol", "[\"/atlas\"]", "1002"},
+        {"frank", "[\"/cms\"]", "403"},
+        {"group:/atlas", "[]", "403"},
+        {"gina", "\"/atlas\"", "403"},
+    };
+    for (size_t i = 0; i < sizeof(grouped) / sizeof(grouped[0]); i++) {
+        char buf[512];
+        snprintf(buf, sizeof(buf), "{\"iss\":\"https://jwks.test\",\"sub\":\"%s\",\"aud\":\"%s\","
+                 "\"exp\":%ld,\"wlcg.groups\":%s}", grouped[i][0], TOKEN_AUD_ANY,
+                 (long)now + 600, grouped[i][1]);
+        t = sign_kid(rsa, "RS256", "r1", buf);
+        int rc = jv ? token_verify(jv, t, now, &c, &status, &err) : -1;
+        char got[16];
+        snprintf(got, sizeof(got), "%u", rc == 0 ? (unsigned)c.uid : status);
+        is_str(got, grouped[i][2], "sub %s with wlcg.groups %s", grouped[i][0], grouped[i][1]);
+        free(t);
+    }
+    token_verifier_free(jv);
+    static const char *bad_jwks[][2] = {
+        {"{\"keys\": []}", "no signing key"},
+        {"{\"keys\": [{\"kty\":\"oct\",\"k\":\"AAAA\"}]}", "only RSA"},
+        {"{\"keys\": [{\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"AAAA\",\"y\":\"AAAA\"}]}",
+         "32 bytes"},
+        {"{\"keys\": [{\"kty\":\"RSA\",\"n\":\"!!\"}]}", "\"n\" and \"e\""},
+        {"{\"nokeys\": 1}", "no \"keys\" array"},
+        {"{broken", "neither a PEM"},
+    };
+    for (size_t i = 0; i < sizeof(bad_jwks) / sizeof(bad_jwks[0]); i++) {
+        f = fopen(jwks, "w");
+        fputs(bad_jwks[i][0], f);
+        fclose(f);
+        token_verifier_t *refused = token_verifier_new(&o, &err);
+        ok(!refused && strstr(err.text, bad_jwks[i][1]) && strstr(err.text, "line 1"),
+           "bad JWKS %s refused: %s", bad_jwks[i][0], err.text);
+        token_verifier_free(refused);
+    }
+    unlink(jwks);
+
+    /* the gate: what the S3 endpoint checks a bearer read with */
+    token_gate_t *gate = token_gate_new();
+    cl = claims("https://idp.test", "alice", "stagein-test", now + 600, now, "storage.read:/real");
+    t = sign(rsa, "RS256", cl);
+    ok(token_gate_read(gate, t, "GET", "/real/x", now, &c, &err) < 0 &&
+       strstr(err.text, "no bearer tokens"), "a gate without a verifier refuses: %s", err.text);
+    f = fopen(issuers, "w");
+    fprintf(f, "https://idp.test %s\n", rsa_pub);
+    fclose(f);
+    f = fopen(map, "w");
+    fprintf(f, "https://idp.test alice 1000 100\n");
+    fclose(f);
+    token_gate_set(gate, token_verifier_new(&o, &err));
+    ok(token_gate_read(gate, t, "GET", "/real/x", now, &c, &err) == 0 && c.uid == 1000,
+       "GET under the storage.read scope");
+    ok(token_gate_read(gate, t, "HEAD", "/real", now, &c, &err) == 0, "HEAD of the scope's"
+       " directory");
+    ok(token_gate_read(gate, t, "GET", "/realm/x", now, &c, &err) < 0 &&
+       strstr(err.text, "storage.read:/realm/x"), "a path beside the scope: %s", err.text);
+    ok(token_gate_read(gate, t, "PUT", "/real/x", now, &c, &err) < 0 &&
+       strstr(err.text, "only read"), "a write: %s", err.text);
+    ok(token_gate_read(gate, t, "GET", "/real/x", now + 3600, &c, &err) < 0 &&
+       strstr(err.text, "expired"), "an expired token: %s", err.text);
+    free(t);
+    free(cl);
+    cl = claims("https://idp.test", "alice", "stagein-test", now + 600, now, "storage.stage:/");
+    t = sign(rsa, "RS256", cl);
+    ok(token_gate_read(gate, t, "GET", "/real/x", now, &c, &err) < 0, "a stage scope does not"
+       " read: %s", err.text);
+    free(t);
+    free(cl);
+    ok(strcmp(token_bearer_of("Bearer  abc") ?: "", "abc") == 0 && token_bearer_of("bearer x") &&
+       !token_bearer_of("AWS4-HMAC-SHA256 Credential=x") && !token_bearer_of(NULL),
+       "Bearer scheme told from others");
+    token_gate_free(gate);
     EVP_PKEY_free(self);
     unlink(keyfile);
     token_verifier_free(v);

@@ -6,6 +6,7 @@ const STATUS_EVERY_MS = 2000;
 const HISTORY_EVERY_MS = 5000;
 let updates = 0;
 let detailId = null;
+let recentRequests = [];  // the latest status's, for the completion time plot
 
 function $(id) { return document.getElementById(id); }
 
@@ -92,7 +93,8 @@ async function getJSON(path) {
 function drawStatus(s) {
   $('viewer').textContent = 'uid ' + s.viewer.uid + (s.viewer.admin ? ' (admin: everyone\'s requests)' : ' (your requests)');
   const lib = s.library;
-  $('library-summary').textContent = lib.drives.length + ' drives, ' +
+  $('library-summary').textContent = lib.drives.length + ' drives' +
+    (lib.robots === undefined ? '' : ', ' + lib.robots + (lib.robots === 1 ? ' robot (' : ' robots (') + lib.robotMovesTotal + ' moves)') + ', ' +
     lib.drives.filter((d) => d.state === 'reading').length + ' reading; ' +
     (lib.readBytesPerSec === undefined ? '-' : bytes(lib.readBytesPerSec) + '/s') + ' now; ' +
     lib.mountsTotal + ' mounts, ' + bytes(lib.bytesReadTotal) + ' read since start' +
@@ -102,6 +104,16 @@ function drawStatus(s) {
     cell(tr, d.drive);
     cell(tr, d.state, 'state-' + d.state);
     cell(tr, d.volume || '-');
+    cell(tr, d.readBytesPerSec === undefined ? '-' : bytes(d.readBytesPerSec) + '/s', 'num drive-rate');
+  });
+  fill($('volumes').tBodies[0], lib.volumes || [], (tr, v) => {
+    tr.className = 'volume';
+    cell(tr, v.volume);
+    cell(tr, v.state, 'state-' + v.state);
+    cell(tr, v.requests, 'num');
+    cell(tr, v.files, 'num');
+    cell(tr, bytes(v.bytes), 'num');
+    cell(tr, v.recalling, 'num');
   });
   $('queue-length').textContent = s.queueLength + ' active in all' +
     (s.viewer.admin ? '' : ', ' + s.queue.length + ' yours');
@@ -111,10 +123,12 @@ function drawStatus(s) {
     requestLink(tr, q.request);
     cell(tr, q.uid);
     cell(tr, q.job);
+    cell(tr, q.datasets || '-', 'datasets');
     cell(tr, q.state, 'state-' + q.state);
     cell(tr, q.files_done + ' / ' + q.files, 'num');
     progressCell(tr, q.bytes_done, q.bytes, bytes(q.bytes_done) + ' / ' + bytes(q.bytes));
     cell(tr, duration(q.eta), 'num');
+    cell(tr, q.waitReason, 'wait');
   });
   fill($('requests-table').tBodies[0], s.requests, (tr, r) => {
     tr.className = 'request';
@@ -133,9 +147,23 @@ function drawStatus(s) {
   $('cache-summary').textContent = bytes(c.bytes) + ' of ' + (c.capacity ? bytes(c.capacity) : '-') +
     ' in ' + c.objects + ' objects; ' + bytes(c.pinnedBytes) + ' pinned (' + c.pinnedObjects +
     ' objects); ' + bytes(c.queuedBytes) + ' queued for recall; evicts above ' +
-    (100 * c.highWatermark).toFixed(0) + '% down to ' + (100 * c.lowWatermark).toFixed(0) + '%';
+    (100 * c.highWatermark).toFixed(0) + '% down to ' + (100 * c.lowWatermark).toFixed(0) + '%' +
+    (c.evictedObjects === undefined ? '' : '; ' + c.evictedObjects + ' objects (' +
+      bytes(c.evictedBytes) + ') evicted since start');
   $('cache-high').style.left = (100 * c.highWatermark).toFixed(1) + '%';
   $('cache-low').style.left = (100 * c.lowWatermark).toFixed(1) + '%';
+  recentRequests = s.requests;
+  fill($('pushes-table').tBodies[0], s.recentPushes || [], (tr, r) => {
+    tr.className = 'push';
+    cell(tr, String(r.push).slice(0, 8));
+    cell(tr, r.uid);
+    cell(tr, r.dataset);
+    cell(tr, r.files, 'num');
+    cell(tr, r.durable, 'num');
+    cell(tr, r.failed, 'num');
+    cell(tr, bytes(r.bytes), 'num');
+    cell(tr, when(r.created));
+  });
   const p = s.pushes;
   $('pushes').hidden = !p;
   if (p) {
@@ -179,6 +207,7 @@ const PLOTS = [
   ['completed_per_min', 'Requests completed per minute', (v) => v.toFixed(1)],
   ['cache_bytes', 'Cache usage (bytes)', bytes],
   ['cache_pinned_bytes', 'Pinned in the cache (bytes)', bytes],
+  ['evicted_bytes_per_min', 'Evicted per minute', bytes],
 ];
 const SVG = 'http://www.w3.org/2000/svg';
 
@@ -221,6 +250,15 @@ async function drawHistory() {
     const values = h.series[name] || [];
     grid.appendChild(plot(h.t, values, label, format));
   });
+  // each drive's read rate, where the backend counts by drive
+  Object.keys(h.series).filter((k) => k.startsWith('drive_read_bytes_per_s.')).sort().forEach((k) => {
+    grid.appendChild(plot(h.t, h.series[k], 'Drive ' + k.split('.')[1] + ' reads', (v) => bytes(v) + '/s'));
+  });
+  // how long the recent requests took, by when they finished
+  const done = recentRequests.filter((r) => r.finished && r.created)
+    .sort((a, b) => a.finished - b.finished);
+  grid.appendChild(plot(done.map((r) => r.finished), done.map((r) => r.finished - r.created),
+    'Request completion time', duration));
   $('plot-grid').replaceWith(grid);
   $('history-span').textContent = h.t.length ? h.t.length + ' samples since ' + when(h.t[0]) +
     ', every ' + h.interval + ' s' : 'no samples yet';

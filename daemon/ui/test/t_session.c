@@ -8,7 +8,7 @@
 int main(void)
 {
     si_error_t err;
-    ui_sessions_t *s = ui_sessions_new(60, 3600, 4, &err);
+    ui_sessions_t *s = ui_sessions_new(60, 3600, 4, 0, &err);
     ui_user_t alice = {.uid = 1001, .gid = 100}, got;
     char token[UI_SECRET_LEN + 1], token2[UI_SECRET_LEN + 1], sid[UI_SECRET_LEN + 1];
 
@@ -41,6 +41,32 @@ int main(void)
     }
     ok(!ui_sessions_lookup(s, sids[0], 5010, &got), "the oldest session made room");
     ok(ui_sessions_lookup(s, sids[5], 5010, &got) && got.uid == 2005, "the newest is there");
+    ui_sessions_free(s);
+
+    /* a per-user bound: one user's logins push out only their own sessions */
+    s = ui_sessions_new(60, 3600, 8, 2, &err);
+    ui_user_t bob = {.uid = 3000, .gid = 100};
+    char bob_sid[UI_SECRET_LEN + 1], mine[5][UI_SECRET_LEN + 1];
+    ui_sessions_token(s, &bob, 100, token, &err);
+    ui_sessions_redeem(s, token, 100, bob_sid, &got, &err);
+    for (int i = 0; i < 5; i++) {
+        ui_sessions_token(s, &alice, 200 + i, token, &err);
+        ok(ui_sessions_redeem(s, token, 200 + i, mine[i], &got, &err) == 0, "alice's login %d", i);
+    }
+    is_int(ui_sessions_count(s, alice.uid, 300), 2, "alice holds her bound of 2");
+    ok(!ui_sessions_lookup(s, mine[2], 300, &got) && ui_sessions_lookup(s, mine[3], 300, &got) &&
+           ui_sessions_lookup(s, mine[4], 300, &got),
+       "her newest two sessions live, the older went");
+    ok(ui_sessions_lookup(s, bob_sid, 300, &got) && got.uid == 3000, "bob's session untouched");
+    for (int i = 0; i < 20; i++)
+        ui_sessions_token(s, &alice, 400 + i, token, &err);
+    ok(ui_sessions_lookup(s, bob_sid, 425, &got), "... even after 20 of her login links");
+    is_int(ui_sessions_count(s, alice.uid, 425), 2, "her links count against her bound");
+    ok(ui_sessions_redeem(s, token, 425, sid, &got, &err) == 0, "her latest link still works");
+    ui_sessions_set_limits(s, 60, 3600, 1);
+    ui_sessions_token(s, &alice, 600, token, &err);
+    is_int(ui_sessions_count(s, alice.uid, 600), 1, "a lower bound, reloaded, applies to the"
+           " next login");
     ui_sessions_free(s);
     return done_testing();
 }
