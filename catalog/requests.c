@@ -989,7 +989,7 @@ int requests_end_items(requests_t *r, const char *uuid, uid_t caller, bool relea
         return -1;
     if (find_to_end(r, uuid, caller, release, &st, err) < 0)
         goto error;
-    double now = now_seconds();
+    double now = si_wall_now();
     for (size_t i = 0; i < n; i++) {
         sqlite3_stmt *s = stmt(r, SQL_ITEM_CANCEL);
         bind_int(s, ":request", st.id);
