@@ -72,15 +72,15 @@ int import_begin(import_t *im, catalog_t *cat, const char *name,
         free(im->buf);
         return -1;
     }
-    sqlite3_stmt *s = catalog_prepare(cat, "SELECT COALESCE(MAX(id), 0) FROM objects", err);
-    if (!s || sqlite3_step(s) != SQLITE_ROW) {
-        sqlite3_finalize(s);
+    db_stmt_t *s = catalog_prepare(cat, "SELECT COALESCE(MAX(id), 0) FROM objects", err);
+    if (!s || db_step(s) != DB_ROW) {
+        db_finalize(s);
         catalog_rollback(cat);
         free(im->buf);
         return -1;
     }
-    im->first_new_object = sqlite3_column_int64(s, 0) + 1;
-    sqlite3_finalize(s);
+    im->first_new_object = db_column_int64(s, 0) + 1;
+    db_finalize(s);
     return 0;
 }
 
@@ -419,14 +419,14 @@ int catalog_import_positions(catalog_t *cat, const char *name, FILE *in,
 static int define_dataset(import_t *im, const catalog_dataset_attrs_t *a, int64_t *id,
                           si_error_t *err)
 {
-    sqlite3_stmt *s = catalog_prepare(im->cat, "SELECT id FROM datasets WHERE name = ?1", err);
+    db_stmt_t *s = catalog_prepare(im->cat, "SELECT id FROM datasets WHERE name = ?1", err);
     if (!s)
         return -1;
-    sqlite3_bind_text(s, 1, a->name, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    int64_t existing = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-    sqlite3_finalize(s);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    db_bind_text(s, 1, a->name, -1);
+    int rc = db_step(s);
+    int64_t existing = rc == DB_ROW ? db_column_int64(s, 0) : 0;
+    db_finalize(s);
+    if (rc != DB_ROW && rc != DB_DONE)
         return catalog_sqlerr(im->cat, err, "looking up dataset");
     if (existing && !a->replace)
         return si_errprintf(err, "dataset '%s' already exists (use --replace to redefine it)",
@@ -440,44 +440,44 @@ static int define_dataset(import_t *im, const catalog_dataset_attrs_t *a, int64_
     s = catalog_prepare(im->cat, sql, err);
     if (!s)
         return -1;
-    sqlite3_bind_text(s, 1, a->name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, a->owner_uid);
-    sqlite3_bind_int64(s, 3, a->owner_gid);
-    sqlite3_bind_int(s, 4, (int)(a->mode & 0777));
+    db_bind_text(s, 1, a->name, -1);
+    db_bind_int64(s, 2, a->owner_uid);
+    db_bind_int64(s, 3, a->owner_gid);
+    db_bind_int(s, 4, (int)(a->mode & 0777));
     if (a->description)
-        sqlite3_bind_text(s, 5, a->description, -1, SQLITE_STATIC);
+        db_bind_text(s, 5, a->description, -1);
     if (!existing)
-        sqlite3_bind_int64(s, 6, (sqlite3_int64)time(NULL));
-    rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE)
+        db_bind_int64(s, 6, time(NULL));
+    rc = db_step(s);
+    db_finalize(s);
+    if (rc != DB_DONE)
         return catalog_sqlerr(im->cat, err, "defining dataset");
-    *id = existing ? existing : sqlite3_last_insert_rowid(catalog_db(im->cat));
+    *id = existing ? existing : db_last_insert_id(im->cat->db);
     if (existing) {
         s = catalog_prepare(im->cat, "DELETE FROM dataset_members WHERE dataset_id = ?1", err);
         if (!s)
             return -1;
-        sqlite3_bind_int64(s, 1, existing);
-        rc = sqlite3_step(s);
-        sqlite3_finalize(s);
-        if (rc != SQLITE_DONE)
+        db_bind_int64(s, 1, existing);
+        rc = db_step(s);
+        db_finalize(s);
+        if (rc != DB_DONE)
             return catalog_sqlerr(im->cat, err, "clearing dataset members");
     }
     return 0;
 }
 
 typedef struct {
-    sqlite3_stmt *seen_insert, *seen_find, *add_key, *add_prefix, *add_bucket, *count_prefix;
+    db_stmt_t *seen_insert, *seen_find, *add_key, *add_prefix, *add_bucket, *count_prefix;
 } manifest_stmts_t;
 
 static void manifest_stmts_free(manifest_stmts_t *m)
 {
-    sqlite3_finalize(m->seen_insert);
-    sqlite3_finalize(m->seen_find);
-    sqlite3_finalize(m->add_key);
-    sqlite3_finalize(m->add_prefix);
-    sqlite3_finalize(m->add_bucket);
-    sqlite3_finalize(m->count_prefix);
+    db_finalize(m->seen_insert);
+    db_finalize(m->seen_find);
+    db_finalize(m->add_key);
+    db_finalize(m->add_prefix);
+    db_finalize(m->add_bucket);
+    db_finalize(m->count_prefix);
 }
 
 static int manifest_stmts_init(catalog_t *cat, manifest_stmts_t *m, si_error_t *err)
@@ -509,11 +509,11 @@ static int manifest_stmts_init(catalog_t *cat, manifest_stmts_t *m, si_error_t *
     return 0;
 }
 
-static int step_done(catalog_t *cat, sqlite3_stmt *s, si_error_t *err)
+static int step_done(catalog_t *cat, db_stmt_t *s, si_error_t *err)
 {
-    int rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    return rc == SQLITE_DONE ? 0 : catalog_sqlerr(cat, err, "adding dataset members");
+    int rc = db_step(s);
+    db_reset(s);
+    return rc == DB_DONE ? 0 : catalog_sqlerr(cat, err, "adding dataset members");
 }
 
 static int manifest_line(import_t *im, manifest_stmts_t *m, int64_t dataset_id, char *entry,
@@ -521,15 +521,15 @@ static int manifest_line(import_t *im, manifest_stmts_t *m, int64_t dataset_id, 
 {
     si_error_t why;
     /* A repeated line is a mistake in the manifest, not a no-op. */
-    sqlite3_bind_text(m->seen_insert, 1, entry, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(m->seen_insert, 2, (sqlite3_int64)im->line);
+    db_bind_text(m->seen_insert, 1, entry, -1);
+    db_bind_int64(m->seen_insert, 2, im->line);
     if (step_done(im->cat, m->seen_insert, err) < 0)
         return -1;
-    if (sqlite3_changes(catalog_db(im->cat)) == 0) {
-        sqlite3_bind_text(m->seen_find, 1, entry, -1, SQLITE_STATIC);
-        long long first = sqlite3_step(m->seen_find) == SQLITE_ROW
-                              ? sqlite3_column_int64(m->seen_find, 0) : 0;
-        sqlite3_reset(m->seen_find);
+    if (db_changes(im->cat->db) == 0) {
+        db_bind_text(m->seen_find, 1, entry, -1);
+        long long first = db_step(m->seen_find) == DB_ROW
+                              ? db_column_int64(m->seen_find, 0) : 0;
+        db_reset(m->seen_find);
         return import_fail(im, err, "'%s' repeats line %lld", entry, first);
     }
     char *slash = strchr(entry, '/');
@@ -540,25 +540,25 @@ static int manifest_line(import_t *im, manifest_stmts_t *m, int64_t dataset_id, 
     size_t keylen = strlen(key);
     if (si_bucket_check(bucket, strlen(bucket), &why) < 0)
         return import_fail(im, err, "%s", why.text);
-    sqlite3 *db = catalog_db(im->cat);
+    db_t *db = im->cat->db;
     if (keylen == 0) { /* "bucket/": the whole bucket */
-        sqlite3_bind_int64(m->add_bucket, 1, dataset_id);
-        sqlite3_bind_text(m->add_bucket, 2, bucket, -1, SQLITE_STATIC);
+        db_bind_int64(m->add_bucket, 1, dataset_id);
+        db_bind_text(m->add_bucket, 2, bucket, -1);
         if (step_done(im->cat, m->add_bucket, err) < 0)
             return -1;
-        if (sqlite3_changes(db) == 0)
+        if (db_changes(db) == 0)
             return import_fail(im, err, "bucket '%s' has no catalogued objects", bucket);
         return 0;
     }
     if (si_key_check(key, keylen, &why) < 0)
         return import_fail(im, err, "%s", why.text);
     if (key[keylen - 1] != '/') {
-        sqlite3_bind_int64(m->add_key, 1, dataset_id);
-        sqlite3_bind_text(m->add_key, 2, bucket, -1, SQLITE_STATIC);
-        sqlite3_bind_text(m->add_key, 3, key, -1, SQLITE_STATIC);
+        db_bind_int64(m->add_key, 1, dataset_id);
+        db_bind_text(m->add_key, 2, bucket, -1);
+        db_bind_text(m->add_key, 3, key, -1);
         if (step_done(im->cat, m->add_key, err) < 0)
             return -1;
-        if (sqlite3_changes(db) == 0) {
+        if (db_changes(db) == 0) {
             int64_t id;
             if (catalog_object_lookup(im->cat, bucket, key, &id, &why) < 0)
                 return import_fail(im, err, "%s", why.text);
@@ -570,18 +570,18 @@ static int manifest_line(import_t *im, manifest_stmts_t *m, int64_t dataset_id, 
     if (!upper)
         return si_errprintf(err, "out of memory");
     upper[keylen - 1]++;
-    sqlite3_bind_int64(m->add_prefix, 1, dataset_id);
-    sqlite3_bind_text(m->add_prefix, 2, bucket, -1, SQLITE_STATIC);
-    sqlite3_bind_text(m->add_prefix, 3, key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(m->add_prefix, 4, upper, -1, SQLITE_STATIC);
+    db_bind_int64(m->add_prefix, 1, dataset_id);
+    db_bind_text(m->add_prefix, 2, bucket, -1);
+    db_bind_text(m->add_prefix, 3, key, -1);
+    db_bind_text(m->add_prefix, 4, upper, -1);
     int rc = step_done(im->cat, m->add_prefix, err);
-    if (rc == 0 && sqlite3_changes(db) == 0) {
-        sqlite3_bind_text(m->count_prefix, 1, bucket, -1, SQLITE_STATIC);
-        sqlite3_bind_text(m->count_prefix, 2, key, -1, SQLITE_STATIC);
-        sqlite3_bind_text(m->count_prefix, 3, upper, -1, SQLITE_STATIC);
-        bool any = sqlite3_step(m->count_prefix) == SQLITE_ROW &&
-                   sqlite3_column_int(m->count_prefix, 0);
-        sqlite3_reset(m->count_prefix);
+    if (rc == 0 && db_changes(db) == 0) {
+        db_bind_text(m->count_prefix, 1, bucket, -1);
+        db_bind_text(m->count_prefix, 2, key, -1);
+        db_bind_text(m->count_prefix, 3, upper, -1);
+        bool any = db_step(m->count_prefix) == DB_ROW &&
+                   db_column_int(m->count_prefix, 0);
+        db_reset(m->count_prefix);
         if (!any)
             rc = import_fail(im, err, "prefix %s/%s matches no catalogued object", bucket, key);
     }
@@ -622,14 +622,14 @@ int catalog_import_manifest(catalog_t *cat, const catalog_dataset_attrs_t *attrs
     }
     if (len != -1)
         goto done;
-    sqlite3_stmt *s = catalog_prepare(cat, "SELECT COUNT(*) FROM dataset_members"
+    db_stmt_t *s = catalog_prepare(cat, "SELECT COUNT(*) FROM dataset_members"
                                            " WHERE dataset_id = ?1", err);
     if (!s)
         goto done;
-    sqlite3_bind_int64(s, 1, dataset_id);
-    if (sqlite3_step(s) == SQLITE_ROW)
-        im.stats->members = (uint64_t)sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
+    db_bind_int64(s, 1, dataset_id);
+    if (db_step(s) == DB_ROW)
+        im.stats->members = (uint64_t)db_column_int64(s, 0);
+    db_finalize(s);
     if (im.stats->members == 0) {
         si_errprintf(err, "%s: manifest names no objects", name);
         goto done;
