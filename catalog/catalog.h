@@ -59,6 +59,16 @@ int catalog_begin(catalog_t *cat, si_error_t *err);
 int catalog_commit(catalog_t *cat, si_error_t *err);
 void catalog_rollback(catalog_t *cat);
 
+/* The dataset read-permission rule, one SQL boolean over a dataset row d for
+ * the user bound as :uid, :gid and :groups (supplementary groups as
+ * ",g1,g2,"): the user's class alone (owner, else group, else other) decides,
+ * as for a file. Every query that checks read access uses it. */
+#define CATALOG_DATASET_READABLE_SQL                                            \
+    "(CASE WHEN d.owner_uid = :uid THEN (d.mode & 256) <> 0"                    \
+    " WHEN d.owner_gid = :gid OR instr(:groups, ',' || d.owner_gid || ',') > 0" \
+    "  THEN (d.mode & 32) <> 0"                                                 \
+    " ELSE (d.mode & 4) <> 0 END)"
+
 /* ---- records ---------------------------------------------------------- */
 
 typedef struct {

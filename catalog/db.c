@@ -714,35 +714,24 @@ char *db_translate_to_pg(const char *sql, int *nparams, char ***names_out)
         } else if (*p == '?' || ((*p == ':' || *p == '@') &&
                                  (isalpha((unsigned char)p[1]) || p[1] == '_'))) {
             int n;
+            const char *name = NULL, *name_end = NULL;
             if (*p == '?') {
                 p++;
-                if (isdigit((unsigned char)*p)) {
+                if (isdigit((unsigned char)*p))
                     n = (int)strtol(p, (char **)&p, 10);
-                } else {
+                else
                     n = max + 1;
-                }
             } else {
-                const char *e = p + 1;
-                while (isalnum((unsigned char)*e) || *e == '_')
-                    e++;
-                n = 0;
+                name = p;
+                name_end = p + 1;
+                while (isalnum((unsigned char)*name_end) || *name_end == '_')
+                    name_end++;
+                size_t len = (size_t)(name_end - name);
+                n = max + 1;
                 for (int i = 0; i < max; i++)
-                    if (names && names[i] && strlen(names[i]) == (size_t)(e - p) &&
-                        strncmp(names[i], p, (size_t)(e - p)) == 0)
+                    if (names[i] && strlen(names[i]) == len && strncmp(names[i], name, len) == 0)
                         n = i + 1;
-                if (!n) {
-                    n = max + 1;
-                    char **nn = realloc(names, sizeof(*names) * (size_t)n);
-                    if (!nn) {
-                        b.failed = true;
-                        break;
-                    }
-                    names = nn;
-                    for (int i = max; i < n; i++)
-                        names[i] = NULL;
-                    names[n - 1] = strndup(p, (size_t)(e - p));
-                }
-                p = e;
+                p = name_end;
             }
             if (n > max) {
                 char **nn = realloc(names, sizeof(*names) * (size_t)n);
@@ -755,6 +744,11 @@ char *db_translate_to_pg(const char *sql, int *nparams, char ***names_out)
                     names[i] = NULL;
                 max = n;
             }
+            if (name && !names[n - 1] &&
+                !(names[n - 1] = strndup(name, (size_t)(name_end - name)))) {
+                b.failed = true;
+                break;
+            }
             char num[16];
             snprintf(num, sizeof(num), "$%d", n);
             sb_str(&b, num);
@@ -762,6 +756,16 @@ char *db_translate_to_pg(const char *sql, int *nparams, char ***names_out)
             sb_str(&b, "INSERT");
             p += 16;
             or_ignore = true;
+        } else if (word_at(p, sql, "IS NOT") && p[6] == ' ' &&
+                   (p[7] == '?' || p[7] == ':' || p[7] == '@')) {
+            /* SQLite's "x IS NOT ?" compares NULLs as values */
+            sb_str(&b, "IS DISTINCT FROM ");
+            p += 7;
+        } else if (word_at(p, sql, "CROSS JOIN")) {
+            /* SQLite's "CROSS JOIN ... ON" fixes its join order; PostgreSQL
+             * plans the order itself and takes no ON after CROSS JOIN. */
+            sb_str(&b, "JOIN");
+            p += 10;
         } else if (word_at(p, sql, "temp") && p[4] == '.') {
             sb_str(&b, "pg_temp.");
             p += 5;

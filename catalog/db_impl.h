@@ -47,6 +47,7 @@ struct db_stmt {
     char (*numbers)[32];
     char **copies;
     PGresult *result;
+    PGresult *description; /* the columns, asked before the first step */
     int row, nrows;
     bool executed;
 #endif

@@ -20,6 +20,7 @@
 #define PG_FLOAT4 700
 #define PG_FLOAT8 701
 #define PG_NUMERIC 1700
+#define PG_TEXT 25
 
 static void note_result_error(db_t *db, const PGresult *res)
 {
@@ -181,6 +182,7 @@ void db_pg_finalize(db_stmt_t *s)
         if (s->param_names)
             free(s->param_names[i]);
     }
+    PQclear(s->description);
     free(s->param_names);
     free(s->copies);
     free(s->numbers);
@@ -266,19 +268,39 @@ static int ensure_prepared(db_stmt_t *s)
         if (same)
             return 0;
         deallocate(s);
+        PQclear(s->description);
+        s->description = NULL;
     }
     snprintf(s->name, sizeof(s->name), "si%u", ++db->pg_next_name);
     for (int i = 0; i < s->nparams; i++)
         s->prepared_types[i] = s->types[i];
-    PGresult *res = PQprepare(db->pg, s->name, s->pg_sql, s->nparams, s->prepared_types);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+    /* A parameter left NULL in "?1 IS NULL OR col = ?1" has no type the
+     * server can settle on: guess an integer, and text if that fails. */
+    int guessed = -1;
+    for (int tries = 0; tries <= 2 * s->nparams; tries++) {
+        PGresult *res = PQprepare(db->pg, s->name, s->pg_sql, s->nparams, s->prepared_types);
+        if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+            PQclear(res);
+            return 0;
+        }
         note_result_error(db, res);
+        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        bool untyped = state && (strcmp(state, "42P08") == 0 || strcmp(state, "42P18") == 0);
         PQclear(res);
-        s->name[0] = '\0';
-        return -1;
+        const char *at = strstr(db->errmsg, "parameter $");
+        int n = at ? atoi(at + 11) : 0;
+        if (untyped && n >= 1 && n <= s->nparams && s->prepared_types[n - 1] == 0) {
+            s->prepared_types[n - 1] = PG_INT8;
+            guessed = n - 1;
+        } else if (guessed >= 0 && s->prepared_types[guessed] == PG_INT8) {
+            s->prepared_types[guessed] = PG_TEXT;
+            guessed = -1;
+        } else {
+            break;
+        }
     }
-    PQclear(res);
-    return 0;
+    s->name[0] = '\0';
+    return -1;
 }
 
 int db_pg_prepare_now(db_stmt_t *s, si_error_t *err)
@@ -327,21 +349,32 @@ static bool has_value(db_stmt_t *s, int i)
            !PQgetisnull(s->result, s->row, i);
 }
 
+/* The result's columns, or before a step (as SQLite answers) the prepared
+ * statement's. */
+static const PGresult *columns_of(db_stmt_t *s)
+{
+    if (s->result)
+        return s->result;
+    if (!s->description && ensure_prepared(s) == 0) {
+        s->description = PQdescribePrepared(s->db->pg, s->name);
+        if (PQresultStatus(s->description) != PGRES_COMMAND_OK) {
+            PQclear(s->description);
+            s->description = NULL;
+        }
+    }
+    return s->description;
+}
+
 int db_pg_column_count(db_stmt_t *s)
 {
-    if (!s->result && ensure_prepared(s) == 0) {
-        /* Before a step, as SQLite answers: from the prepared statement. */
-        PGresult *d = PQdescribePrepared(s->db->pg, s->name);
-        int n = PQresultStatus(d) == PGRES_COMMAND_OK ? PQnfields(d) : 0;
-        PQclear(d);
-        return n;
-    }
-    return s->result ? PQnfields(s->result) : 0;
+    const PGresult *r = columns_of(s);
+    return r ? PQnfields(r) : 0;
 }
 
 const char *db_pg_column_name(db_stmt_t *s, int i)
 {
-    return s->result && i < PQnfields(s->result) ? PQfname(s->result, i) : NULL;
+    const PGresult *r = columns_of(s);
+    return r && i >= 0 && i < PQnfields(r) ? PQfname(r, i) : NULL;
 }
 
 db_type_t db_pg_column_type(db_stmt_t *s, int i)

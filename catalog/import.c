@@ -485,11 +485,11 @@ static int manifest_stmts_init(catalog_t *cat, manifest_stmts_t *m, si_error_t *
     memset(m, 0, sizeof(*m));
     if (catalog_exec(cat, "CREATE TEMP TABLE IF NOT EXISTS manifest_lines"
                           "(entry TEXT PRIMARY KEY, line INTEGER NOT NULL);"
-                          "DELETE FROM temp.manifest_lines", err) < 0)
+                          "DELETE FROM manifest_lines", err) < 0)
         return -1;
-    if (!(m->seen_insert = catalog_prepare(cat, "INSERT OR IGNORE INTO temp.manifest_lines"
+    if (!(m->seen_insert = catalog_prepare(cat, "INSERT OR IGNORE INTO manifest_lines"
                                                 "(entry, line) VALUES (?1, ?2)", err)) ||
-        !(m->seen_find = catalog_prepare(cat, "SELECT line FROM temp.manifest_lines"
+        !(m->seen_find = catalog_prepare(cat, "SELECT line FROM manifest_lines"
                                               " WHERE entry = ?1", err)) ||
         !(m->add_key = catalog_prepare(cat, "INSERT OR IGNORE INTO dataset_members"
                                             " SELECT ?1, id FROM objects"

@@ -20,15 +20,9 @@ const char *const requests_state_names[REQUESTS_NSTATES] = {
     "SUBMITTED", "STARTED", "COMPLETED", "FAILED", "CANCELLED", "RELEASED",
 };
 
-/* Read permission of a dataset d for the user (:uid, :gid, and the
- * supplementary groups in :groups as ",g1,g2,"), decided by the user's class
- * alone, as for a file. */
-#define READABLE_SQL                                                     \
-    "CASE WHEN :uid = 0 THEN 1"                                          \
-    " WHEN d.owner_uid = :uid THEN (d.mode & 256) != 0"                  \
-    " WHEN d.owner_gid = :gid OR instr(:groups, ',' || d.owner_gid || ',') > 0" \
-    "  THEN (d.mode & 32) != 0"                                          \
-    " ELSE (d.mode & 4) != 0 END"
+/* Read permission of a dataset d: root reads everything, others as the
+ * catalog's one rule says. */
+#define READABLE_SQL "(:uid = 0 OR " CATALOG_DATASET_READABLE_SQL ")"
 
 #define REQUEST_FINAL_SQL "('COMPLETED', 'FAILED', 'CANCELLED', 'RELEASED')"
 
@@ -130,7 +124,7 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_REQUEST_SET_STATE] =
         "UPDATE requests SET state = :state, error = :error, updated = :now,"
         " finished = CASE WHEN :state IN " REQUEST_FINAL_SQL " THEN coalesce(finished, :now)"
-        " END, end_reason = coalesce(:reason, end_reason), expired = expired OR :expired"
+        " END, end_reason = coalesce(:reason, end_reason), expired = max(expired, :expired)"
         " WHERE id = :request",
     [SQL_ITEMS_CANCEL] =
         "UPDATE request_items SET state = 'CANCELLED', finished = :now"
@@ -183,7 +177,7 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_HOLDER_ADD] =
         "INSERT INTO request_holders(request_id, kind, holder, running, since)"
         " VALUES (:request, :kind, :holder, :running, :now)"
-        " ON CONFLICT (request_id, kind, holder) DO UPDATE SET running = running OR :running",
+        " ON CONFLICT (request_id, kind, holder) DO UPDATE SET running = max(request_holders.running, :running)",
     [SQL_HOLDER_DEL] =
         "DELETE FROM request_holders WHERE request_id = :request AND kind = :kind"
         " AND holder = :holder",
@@ -210,7 +204,7 @@ static const char *const sql_text[SQL_COUNT] = {
         " WHERE state IN ('COMPLETED', 'FAILED', 'CANCELLED')"
         " AND finished + pin_lifetime <= :now"
         " AND NOT EXISTS (SELECT 1 FROM request_holders h"
-        "  WHERE h.request_id = r.id AND h.running)"
+        "  WHERE h.request_id = r.id AND h.running <> 0)"
         " ORDER BY finished",
     [SQL_RECENT_JOBS] =
         "SELECT DISTINCT job_id FROM requests WHERE job_id IS NOT NULL AND created >= :since",
@@ -1273,20 +1267,20 @@ si_table_t *requests_list(requests_t *r, uid_t owner, bool active_only, size_t l
     };
     static const char sql[] =
         "SELECT r.uuid, r.uid, r.job_id,"
-        " CASE WHEN r.expired THEN 'EXPIRED' ELSE r.state END, count(i.object_id),"
+        " CASE WHEN r.expired <> 0 THEN 'EXPIRED' ELSE r.state END, count(i.object_id),"
         " coalesce(sum(i.state = 'COMPLETED'), 0), coalesce(sum(i.state = 'FAILED'), 0),"
         " coalesce(sum(o.size), 0), coalesce(sum(i.bytes_done), 0), r.created, r.finished,"
         " coalesce(r.end_reason, r.error)"
         " FROM requests r LEFT JOIN request_items i ON i.request_id = r.id"
         " LEFT JOIN objects o ON o.id = i.object_id"
-        " WHERE (?1 < 0 OR r.uid = ?1) AND (NOT ?2 OR r.state IN ('SUBMITTED', 'STARTED'))"
+        " WHERE (?1 < 0 OR r.uid = ?1) AND (?2 = 0 OR r.state IN ('SUBMITTED', 'STARTED'))"
         " GROUP BY r.id ORDER BY r.created DESC, r.id DESC LIMIT ?3";
     db_stmt_t *s = catalog_prepare(r->cat, sql, err);
     if (!s)
         return NULL;
     db_bind_int64(s, 1, owner == (uid_t)-1 ? -1 : (int64_t)owner);
     db_bind_int(s, 2, active_only);
-    db_bind_int64(s, 3, limit ? (int64_t)limit : -1);
+    db_bind_int64(s, 3, limit ? (int64_t)limit : INT64_MAX); /* no limit */
     si_table_t *t = catalog_table_from_stmt(r->cat, s, columns,
                                             sizeof(columns) / sizeof(columns[0]), err);
     db_finalize(s);

@@ -100,7 +100,33 @@ static const char schema_1000_sqlite[] =
     "  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;"
     "CREATE TRIGGER events_no_delete BEFORE DELETE ON events"
     "  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;";
+/* PostgreSQL: SQLite's functions that the catalog's statements use
+ * (two-argument max and min, instr, datetime(t, 'unixepoch'), printf of a
+ * mode as '%04o', sum of conditions), so that each statement is written once. */
 static const char schema_1000_postgres[] =
+    "CREATE FUNCTION sum_true(n BIGINT, c BOOLEAN) RETURNS BIGINT LANGUAGE sql IMMUTABLE"
+    "  AS 'SELECT n + CASE WHEN c THEN 1 ELSE 0 END';"
+    "CREATE AGGREGATE sum(BOOLEAN) (SFUNC = sum_true, STYPE = BIGINT, INITCOND = '0');"
+    "CREATE FUNCTION printf(fmt TEXT, v BIGINT) RETURNS TEXT LANGUAGE plpgsql IMMUTABLE AS $$"
+    " BEGIN"
+    "  IF fmt <> '%04o' OR v < 0 OR v > 4095 THEN"
+    "   RAISE EXCEPTION 'printf(%, %): only a mode as %%04o is supported', fmt, v;"
+    "  END IF;"
+    "  RETURN ((v >> 9) & 7)::text || ((v >> 6) & 7)::text || ((v >> 3) & 7)::text"
+    "   || (v & 7)::text;"
+    " END $$;"
+    "CREATE FUNCTION max(a BIGINT, b BIGINT) RETURNS BIGINT LANGUAGE sql IMMUTABLE"
+    "  AS 'SELECT greatest(a, b)';"
+    "CREATE FUNCTION min(a BIGINT, b BIGINT) RETURNS BIGINT LANGUAGE sql IMMUTABLE"
+    "  AS 'SELECT least(a, b)';"
+    "CREATE FUNCTION max(a DOUBLE PRECISION, b DOUBLE PRECISION) RETURNS DOUBLE PRECISION"
+    "  LANGUAGE sql IMMUTABLE AS 'SELECT greatest(a, b)';"
+    "CREATE FUNCTION min(a DOUBLE PRECISION, b DOUBLE PRECISION) RETURNS DOUBLE PRECISION"
+    "  LANGUAGE sql IMMUTABLE AS 'SELECT least(a, b)';"
+    "CREATE FUNCTION instr(s TEXT, sub TEXT) RETURNS INTEGER LANGUAGE sql IMMUTABLE"
+    "  AS 'SELECT strpos(s, sub)';"
+    "CREATE FUNCTION datetime(t DOUBLE PRECISION, unit TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE"
+    "  AS $$SELECT to_char(to_timestamp(t) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')$$;"
     "CREATE FUNCTION events_append_only() RETURNS trigger LANGUAGE plpgsql AS"
     "  $$ BEGIN RAISE EXCEPTION 'the event log is append-only'; END $$;"
     "CREATE TRIGGER events_no_update BEFORE UPDATE ON events"

@@ -158,7 +158,7 @@ si_table_t *catalog_view_dataset_volumes(catalog_t *cat, const char *dataset, si
         " MAX(c.position)"
         " FROM datasets d JOIN dataset_members m ON m.dataset_id = d.id"
         " JOIN tape_copies c ON c.object_id = m.object_id JOIN volumes v ON v.id = c.volume_id"
-        " WHERE d.name = ?1 GROUP BY c.volume_id, c.copy ORDER BY c.copy, v.label";
+        " WHERE d.name = ?1 GROUP BY v.id, c.copy ORDER BY c.copy, v.label";
     if (dataset_exists(cat, dataset, err) < 0)
         return NULL;
     return view(cat, sql, cols, NCOLS(cols), dataset, NULL, err);
@@ -214,7 +214,7 @@ si_table_t *catalog_view_object(catalog_t *cat, const char *bucket_key, si_error
     };
     static const char sql[] =
         "SELECT o.bucket, o.key, o.size, o.checksum, c.copy, v.label, c.file_seq, c.position,"
-        " CASE WHEN ca.object_id IS NULL THEN 'no' WHEN ca.verified THEN 'verified'"
+        " CASE WHEN ca.object_id IS NULL THEN 'no' WHEN ca.verified <> 0 THEN 'verified'"
         "  ELSE 'yes' END, ca.pins"
         " FROM objects o LEFT JOIN tape_copies c ON c.object_id = o.id"
         " LEFT JOIN volumes v ON v.id = c.volume_id LEFT JOIN cache ca ON ca.object_id = o.id"
@@ -250,7 +250,7 @@ si_table_t *catalog_view_requests(catalog_t *cat, const catalog_request_filter_t
     };
     /* state EXPIRED: released because its pins outlived their lifetime */
     static const char sql[] =
-        "SELECT r.uuid, r.uid, r.job_id, CASE WHEN r.expired THEN 'EXPIRED' ELSE r.state END,"
+        "SELECT r.uuid, r.uid, r.job_id, CASE WHEN r.expired <> 0 THEN 'EXPIRED' ELSE r.state END,"
         " r.priority, COUNT(i.object_id),"
         " SUM(i.state = 'COMPLETED'), SUM(i.state = 'FAILED'), COALESCE(SUM(o.size), 0),"
         " COALESCE(SUM(i.bytes_done), 0), datetime(r.created, 'unixepoch'),"
@@ -258,7 +258,7 @@ si_table_t *catalog_view_requests(catalog_t *cat, const catalog_request_filter_t
         " FROM requests r LEFT JOIN request_items i ON i.request_id = r.id"
         " LEFT JOIN objects o ON o.id = i.object_id"
         " WHERE (?1 IS NULL OR r.uid = ?1) AND (?2 IS NULL OR r.job_id = ?2)"
-        " AND (?3 IS NULL OR (CASE WHEN r.expired THEN 'EXPIRED' ELSE r.state END) = ?3)"
+        " AND (?3 IS NULL OR (CASE WHEN r.expired <> 0 THEN 'EXPIRED' ELSE r.state END) = ?3)"
         " GROUP BY r.id ORDER BY r.created, r.id";
     db_stmt_t *s = catalog_prepare(cat, sql, err);
     if (!s)
@@ -295,7 +295,7 @@ si_table_t *catalog_view_cache(catalog_t *cat, si_error_t *err)
     static const char sql[] =
         "SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(SUM(pins > 0), 0),"
         " COALESCE(SUM(CASE WHEN pins > 0 THEN size ELSE 0 END), 0),"
-        " COALESCE(SUM(verified != 0), 0), datetime(MIN(last_access), 'unixepoch')"
+        " COALESCE(SUM(CASE WHEN verified <> 0 THEN 1 ELSE 0 END), 0), datetime(MIN(last_access), 'unixepoch')"
         " FROM cache";
     return view(cat, sql, cols, NCOLS(cols), NULL, NULL, err);
 }

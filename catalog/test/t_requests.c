@@ -509,7 +509,8 @@ static void run(void)
         si_table_t *all = requests_list(rq, 2000, false, 0, &err);
         si_table_t *active = requests_list(rq, 2000, true, 0, &err);
         ok(all && active && si_table_rows(all) > si_table_rows(active),
-           "the list of all requests includes finished ones");
+           "the list of all requests includes finished ones%s%s", all ? "" : ": ",
+           all ? "" : err.text);
         is_int(count("SELECT count(*) FROM requests WHERE uid = 2000"),
                all ? (int64_t)si_table_rows(all) : -1, "every request of the user listed");
         si_table_free(all);

@@ -7,6 +7,8 @@
 #include "catalog/test/testutil.h"
 #include "common/tap.h"
 
+static si_error_t err; /* the last view's error, shown when it fails */
+
 static char *json_of(si_table_t *t)
 {
     char *buf = NULL;
@@ -14,6 +16,8 @@ static char *json_of(si_table_t *t)
     FILE *f = open_memstream(&buf, &len);
     if (t)
         si_table_print(t, f, true);
+    else
+        fprintf(f, "(error: %s)", err.text);
     fclose(f);
     si_table_free(t);
     return buf;
@@ -30,7 +34,6 @@ static void has(char *json, const char *want, const char *what)
 static void run(void)
 {
     char path[512];
-    si_error_t err;
     catalog_import_stats_t st;
     test_db_path(path, sizeof(path), "views");
     test_db_remove(path);

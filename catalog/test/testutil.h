@@ -81,10 +81,13 @@ static inline char *test_db_path(char *buf, size_t size, const char *tag)
 static inline void test_db_remove(const char *path)
 {
     if (test_engine.pg) {
-        const char *slash = strrchr(path, '/');
         const char *q = strchr(path, '?');
-        if (!slash || !q || q < slash)
+        const char *slash = q;
+        while (slash && slash > path && slash[-1] != '/')
+            slash--;
+        if (!q || !slash || slash == path)
             return;
+        slash--;
         char sql[300];
         snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %.*s WITH (FORCE)",
                  (int)(q - slash - 1), slash + 1);
