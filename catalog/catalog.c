@@ -380,7 +380,7 @@ int catalog_volume_set_used(catalog_t *cat, const char *label, uint64_t used_byt
     return 0;
 }
 
-int catalog_object_put(catalog_t *cat, const catalog_object_t *o, int64_t *id, si_error_t *err)
+int catalog_object_check(const catalog_object_t *o, si_error_t *err)
 {
     if (si_bucket_check(o->bucket, strlen(o->bucket), err) < 0 ||
         si_key_check(o->key, strlen(o->key), err) < 0)
@@ -390,6 +390,22 @@ int catalog_object_put(catalog_t *cat, const catalog_object_t *o, int64_t *id, s
                             o->checksum);
     if (o->size > (uint64_t)INT64_MAX)
         return si_errprintf(err, "size %llu is too large", (unsigned long long)o->size);
+    return 0;
+}
+
+int catalog_copy_check(const catalog_copy_t *c, si_error_t *err)
+{
+    if (c->copy < 1)
+        return si_errprintf(err, "copy number %d must be 1 or more", c->copy);
+    if (c->position > (uint64_t)INT64_MAX || c->length > (uint64_t)INT64_MAX)
+        return si_errprintf(err, "position or length too large");
+    return 0;
+}
+
+int catalog_object_put(catalog_t *cat, const catalog_object_t *o, int64_t *id, si_error_t *err)
+{
+    if (catalog_object_check(o, err) < 0)
+        return -1;
     db_stmt_t *s = catalog_stmt(cat, STMT_OBJECT_INSERT, err);
     if (!s)
         return -1;
@@ -479,10 +495,8 @@ static int mark_datasets_stale(catalog_t *cat, int64_t object_id, si_error_t *er
 int catalog_copy_put_on(catalog_t *cat, const catalog_copy_t *c, int64_t volume_id,
                         bool maybe_member, si_error_t *err)
 {
-    if (c->copy < 1)
-        return si_errprintf(err, "copy number %d must be 1 or more", c->copy);
-    if (c->position > (uint64_t)INT64_MAX || c->length > (uint64_t)INT64_MAX)
-        return si_errprintf(err, "position or length too large");
+    if (catalog_copy_check(c, err) < 0)
+        return -1;
     db_stmt_t *s = catalog_stmt(cat, STMT_COPY_INSERT, err);
     if (!s)
         return -1;

@@ -626,6 +626,13 @@ int db_lock_schema(db_t *db, si_error_t *err)
     return IS_PG(db) ? db_exec(db, "SELECT pg_advisory_xact_lock(7384100018)", err) : 0;
 }
 
+int db_analyze(db_t *db, si_error_t *err)
+{
+    return IS_PG(db) ? db_exec(db, "ANALYZE objects, tape_copies, volumes, dataset_members,"
+                                   " datasets", err)
+                     : 0;
+}
+
 char *db_ddl(db_t *db, const char *ddl)
 {
     return IS_PG(db) ? db_translate_ddl_to_pg(ddl) : strdup(ddl);
@@ -828,6 +835,11 @@ char *db_translate_ddl_to_pg(const char *ddl)
         } else if (word_at(p, ddl, "INTEGER")) {
             sb_str(&b, "BIGINT");
             p += 7;
+        } else if (word_at(p, ddl, "TEXT")) {
+            /* byte order, as SQLite compares (S3 lists keys in it), and
+             * whatever the server's default collation */
+            sb_str(&b, "TEXT COLLATE \"C\"");
+            p += 4;
         } else if (word_at(p, ddl, "REAL")) {
             sb_str(&b, "DOUBLE PRECISION");
             p += 4;

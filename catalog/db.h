@@ -129,6 +129,9 @@ int db_set_schema_version(db_t *db, int version, si_error_t *err);
 /* Inside a transaction: waits until no other connection upgrades the schema
  * (SQLite's write lock does it already; PostgreSQL: an advisory lock). */
 int db_lock_schema(db_t *db, si_error_t *err);
+/* After a bulk change: refreshes the planner's statistics where the engine
+ * needs them to choose indexes (PostgreSQL's ANALYZE); nothing on SQLite. */
+int db_analyze(db_t *db, si_error_t *err);
 /* The schema's DDL (SQLite's spelling) for this engine; malloc'd. */
 char *db_ddl(db_t *db, const char *ddl);
 
@@ -144,8 +147,8 @@ static inline const char *db_sql(const db_t *db, const char *sqlite_sql, const c
  * :name of each. malloc'd; NULL if out of memory. Exposed for the tests. */
 char *db_translate_to_pg(const char *sql, int *nparams, char ***names);
 /* PostgreSQL's spelling of the schema's DDL: INTEGER as BIGINT, REAL as
- * DOUBLE PRECISION, "id INTEGER PRIMARY KEY" as an identity column, no
- * WITHOUT ROWID. malloc'd. */
+ * DOUBLE PRECISION, TEXT in byte order (COLLATE "C"), "id INTEGER PRIMARY
+ * KEY" as an identity column, no WITHOUT ROWID. malloc'd. */
 char *db_translate_ddl_to_pg(const char *ddl);
 
 #endif

@@ -41,6 +41,10 @@ si_table_t *catalog_table_from_stmt(catalog_t *cat, db_stmt_t *stmt,
 
 double catalog_now(void);
 
+/* The checks catalog_object_put and catalog_copy_put make before writing. */
+int catalog_object_check(const catalog_object_t *o, si_error_t *err);
+int catalog_copy_check(const catalog_copy_t *c, si_error_t *err);
+
 /* catalog_copy_put with the volume already resolved (c->volume unused).
  * maybe_member false: the caller knows the object is in no dataset yet (it
  * was created in this transaction), so no dataset totals can go stale. */

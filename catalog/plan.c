@@ -7,15 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The copy choice, shared by the plan and its view. */
-#define PLAN_FROM                                                                        \
-    " FROM datasets d JOIN dataset_members m ON m.dataset_id = d.id"                     \
-    " JOIN objects o ON o.id = m.object_id"                                              \
-    " JOIN tape_copies c ON c.object_id = m.object_id AND c.copy = ("                    \
-    "   SELECT MIN(c2.copy) FROM tape_copies c2 JOIN volumes v2 ON v2.id = c2.volume_id" \
-    "   WHERE c2.object_id = m.object_id AND v2.state IN ('online', 'full'))"            \
-    " JOIN volumes v ON v.id = c.volume_id"                                              \
-    " WHERE d.name = ?1"
+/* The copy choice, shared by the plan and its view: a copy on a readable
+ * volume with no lower-numbered one on a readable volume (NOT EXISTS, which
+ * PostgreSQL plans as one anti-join and SQLite as an index probe; a
+ * correlated MIN() made PostgreSQL rescan the volumes per member). */
+#define PLAN_FROM                                                                         \
+    " FROM datasets d JOIN dataset_members m ON m.dataset_id = d.id"                      \
+    " JOIN objects o ON o.id = m.object_id"                                               \
+    " JOIN tape_copies c ON c.object_id = m.object_id"                                    \
+    " JOIN volumes v ON v.id = c.volume_id AND v.state IN ('online', 'full')"             \
+    " WHERE d.name = ?1 AND NOT EXISTS (SELECT 1 FROM tape_copies c2"                     \
+    "   JOIN volumes v2 ON v2.id = c2.volume_id WHERE c2.object_id = c.object_id"         \
+    "   AND c2.copy < c.copy AND v2.state IN ('online', 'full'))"
 
 static const char plan_sql[] =
     "SELECT m.object_id, c.volume_id, v.label, c.copy, c.file_seq, c.position, c.length, o.size"
