@@ -245,6 +245,11 @@ catalog_t *catalog_open_opts(const catalog_open_opts_t *opts, si_error_t *err)
     return open_db(opts, err);
 }
 
+bool catalog_target_is_url(const char *target)
+{
+    return db_target_is_url(target);
+}
+
 catalog_t *catalog_open(const char *path, int flags, si_error_t *err)
 {
     catalog_open_opts_t o = {.target = path, .flags = flags};

@@ -37,6 +37,8 @@ typedef struct {
 } catalog_open_opts_t;
 
 catalog_t *catalog_open_opts(const catalog_open_opts_t *opts, si_error_t *err);
+/* True for a PostgreSQL URL (postgresql:// or postgres://), false for a path. */
+bool catalog_target_is_url(const char *target);
 /* catalog_open_opts with only a target (a path or a URL) and flags. */
 catalog_t *catalog_open(const char *path, int flags, si_error_t *err);
 /* Tests only: migrate a fresh database no further than target_version. */
