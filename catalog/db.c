@@ -587,14 +587,14 @@ bool db_in_transaction(db_t *db)
 
 /* ---- schema version ---------------------------------------------------- */
 
-static int query_int(db_t *db, const char *sql)
+int64_t db_query_int64(db_t *db, const char *sql)
 {
     db_stmt_t *s = db_prepare(db, sql, NULL);
-    int v = -1;
+    int64_t v = -1;
     if (!s)
         return -1;
     if (db_step(s) == DB_ROW)
-        v = db_column_int(s, 0);
+        v = db_column_int64(s, 0);
     db_finalize(s);
     return v;
 }
@@ -602,11 +602,11 @@ static int query_int(db_t *db, const char *sql)
 int db_schema_version(db_t *db)
 {
     if (!IS_PG(db))
-        return query_int(db, "PRAGMA user_version");
-    int exists = query_int(db, "SELECT to_regclass('stagein_schema') IS NOT NULL");
+        return (int)db_query_int64(db, "PRAGMA user_version");
+    int exists = (int)db_query_int64(db, "SELECT to_regclass('stagein_schema') IS NOT NULL");
     if (exists <= 0)
         return exists;
-    return query_int(db, "SELECT coalesce(max(version), 0) FROM stagein_schema");
+    return (int)db_query_int64(db, "SELECT coalesce(max(version), 0) FROM stagein_schema");
 }
 
 int db_set_schema_version(db_t *db, int version, si_error_t *err)

@@ -106,6 +106,8 @@ int64_t db_changes(db_t *db);
  * column: SQLite's rowid, PostgreSQL's identity sequence). */
 int64_t db_last_insert_id(db_t *db);
 
+/* The first column of the first row of a query; -1 on error or no row. */
+int64_t db_query_int64(db_t *db, const char *sql);
 /* Runs SQL (several statements allowed) with no result rows. */
 int db_exec(db_t *db, const char *sql, si_error_t *err);
 const char *db_errmsg(db_t *db);

@@ -107,14 +107,7 @@ static inline void test_db_remove(const char *path)
 /* One integer from a query, -1 on error. */
 static inline long long test_query_int(catalog_t *cat, const char *sql)
 {
-    db_stmt_t *s = db_prepare(catalog_driver(cat), sql, NULL);
-    long long v = -1;
-    if (!s)
-        return -1;
-    if (db_step(s) == DB_ROW)
-        v = db_column_int64(s, 0);
-    db_finalize(s);
-    return v;
+    return db_query_int64(catalog_driver(cat), sql);
 }
 
 /* Runs SQL with no rows; 0, or -1 when the engine refused it. */
