@@ -102,11 +102,9 @@ db_t *db_pg_open(db_t *db, const char *url, int flags, const char *password_file
     }
     if (password_file && read_password_file(password_file, password, sizeof(password), err) < 0)
         goto error;
+    /* libpq skips a NULL value: no password file, libpq's own sources */
     const char *keys[] = {"dbname", "password", "application_name", "connect_timeout", NULL};
     const char *values[] = {url, password_file ? password : NULL, "stagein", "10", NULL};
-    if (!password_file)
-        keys[1] = "application_name", values[1] = "stagein", keys[2] = "connect_timeout",
-        values[2] = "10", keys[3] = NULL;
     db->pg = PQconnectdbParams(keys, values, 1);
     explicit_bzero(password, sizeof(password));
     if (!db->pg || PQstatus(db->pg) != CONNECTION_OK) {
