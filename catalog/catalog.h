@@ -1,4 +1,4 @@
-/* libstagein-catalog: the SQLite catalog of objects, datasets, tape volumes,
+/* libstagein-catalog: the catalog (SQLite file or PostgreSQL database) of objects, datasets, tape volumes,
  * tape copies and positions, requests, cache residency and events. */
 #ifndef STAGEIN_CATALOG_H
 #define STAGEIN_CATALOG_H
@@ -23,6 +23,23 @@ enum {
     CATALOG_READONLY = 1 << 1, /* SQLITE_OPEN_READONLY; nothing is migrated */
 };
 
+/* The schema version that records the catalog's site. */
+#define CATALOG_SITE_VERSION 1007
+
+typedef struct {
+    const char *target;        /* a SQLite path or a postgresql:// URL (no password in it) */
+    const char *password_file; /* PostgreSQL: the password, in a file of mode 0600;
+                                * NULL: libpq's ~/.pgpass, PGPASSFILE or service file */
+    const char *site;          /* the site this catalog belongs to: recorded by the first
+                                * writer, refused when another; NULL: not checked */
+    int flags;                 /* CATALOG_CREATE, CATALOG_READONLY */
+    int target_version;        /* tests only: migrate no further (0: latest) */
+} catalog_open_opts_t;
+
+catalog_t *catalog_open_opts(const catalog_open_opts_t *opts, si_error_t *err);
+/* True for a PostgreSQL URL (postgresql:// or postgres://), false for a path. */
+bool catalog_target_is_url(const char *target);
+/* catalog_open_opts with only a target (a path or a URL) and flags. */
 catalog_t *catalog_open(const char *path, int flags, si_error_t *err);
 /* Tests only: migrate a fresh database no further than target_version. */
 catalog_t *catalog_open_at_version(const char *path, int target_version, si_error_t *err);
@@ -30,8 +47,12 @@ void catalog_close(catalog_t *cat);
 int catalog_schema_version(catalog_t *cat);
 int catalog_latest_version(void);
 const char *catalog_path(const catalog_t *cat);
-/* The connection, for the catalog's own modules and the daemon's queries. */
+/* The SQLite connection, for the daemon's modules that still query SQLite
+ * directly; NULL on PostgreSQL. */
 sqlite3 *catalog_db(catalog_t *cat);
+/* The driver connection (catalog/db.h), either engine. */
+struct db;
+struct db *catalog_driver(catalog_t *cat);
 /* Maps the connection's last error into err with a context; returns -1. */
 int catalog_sqlerr(catalog_t *cat, si_error_t *err, const char *context);
 
@@ -39,6 +60,16 @@ int catalog_sqlerr(catalog_t *cat, si_error_t *err, const char *context);
 int catalog_begin(catalog_t *cat, si_error_t *err);
 int catalog_commit(catalog_t *cat, si_error_t *err);
 void catalog_rollback(catalog_t *cat);
+
+/* The dataset read-permission rule, one SQL boolean over a dataset row d for
+ * the user bound as :uid, :gid and :groups (supplementary groups as
+ * ",g1,g2,"): the user's class alone (owner, else group, else other) decides,
+ * as for a file. Every query that checks read access uses it. */
+#define CATALOG_DATASET_READABLE_SQL                                            \
+    "(CASE WHEN d.owner_uid = :uid THEN (d.mode & 256) <> 0"                    \
+    " WHEN d.owner_gid = :gid OR instr(:groups, ',' || d.owner_gid || ',') > 0" \
+    "  THEN (d.mode & 32) <> 0"                                                 \
+    " ELSE (d.mode & 4) <> 0 END)"
 
 /* ---- records ---------------------------------------------------------- */
 

@@ -1,13 +1,21 @@
-/* The catalog's configuration keys and where the catalog file lives. */
+/* The catalog's configuration keys and where the catalog lives. */
 #ifndef STAGEIN_CATALOG_CONF_H
 #define STAGEIN_CATALOG_CONF_H
 
+#include "catalog/catalog.h"
 #include "common/conf.h"
 
 extern const si_conf_key_t catalog_conf_keys[];
 
-/* catalog.path, else <state_dir>/catalog.db, else
- * LOCALSTATEDIR/lib/stagein/catalog.db; written into buf, which is returned. */
+/* The catalog: catalog.url (PostgreSQL), else catalog.path (SQLite), else
+ * <state_dir>/catalog.db, else LOCALSTATEDIR/lib/stagein/catalog.db;
+ * written into buf, which is returned. */
 const char *catalog_conf_path(const si_conf_t *conf, char *buf, size_t size);
+
+/* Opens target (catalog_conf_path's, or one given instead) with the
+ * configuration's catalog.password_file (PostgreSQL only) and catalog.site;
+ * refuses catalog.path and catalog.url set together. */
+catalog_t *catalog_conf_open(const si_conf_t *conf, const char *target, int flags,
+                             si_error_t *err);
 
 #endif

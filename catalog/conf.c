@@ -2,20 +2,53 @@
 #include "catalog/catalog_conf.h"
 
 #include <stdio.h>
+#include <string.h>
 
 const si_conf_key_t catalog_conf_keys[] = {
     {"catalog", SI_CONF_GROUP, 0, 0, NULL},
     {"catalog.path", SI_CONF_STRING, 0, 0, NULL},
+    {"catalog.url", SI_CONF_STRING, 0, 0, NULL},
+    {"catalog.password_file", SI_CONF_STRING, 0, 0, NULL},
+    {"catalog.site", SI_CONF_STRING, 0, 0, NULL},
     SI_CONF_KEYS_END,
 };
 
 const char *catalog_conf_path(const si_conf_t *conf, char *buf, size_t size)
 {
+    const char *url = si_conf_string(conf, "catalog.url", NULL);
     const char *path = si_conf_string(conf, "catalog.path", NULL);
     const char *state_dir = si_conf_string(conf, "state_dir", LOCALSTATEDIR "/lib/stagein");
-    if (path)
+    if (url)
+        snprintf(buf, size, "%s", url);
+    else if (path)
         snprintf(buf, size, "%s", path);
     else
         snprintf(buf, size, "%s/catalog.db", state_dir);
     return buf;
+}
+
+catalog_t *catalog_conf_open(const si_conf_t *conf, const char *target, int flags,
+                             si_error_t *err)
+{
+    const char *url = si_conf_string(conf, "catalog.url", NULL);
+    if (url && si_conf_string(conf, "catalog.path", NULL)) {
+        si_errprintf(err, "catalog.path (a SQLite file) and catalog.url (PostgreSQL) are both "
+                     "set: keep one");
+        return NULL;
+    }
+    if (url && !catalog_target_is_url(url)) {
+        si_errprintf(err, "catalog.url '%.200s' is not a postgresql:// URL (a SQLite file is "
+                     "catalog.path)", url);
+        return NULL;
+    }
+    catalog_open_opts_t o = {
+        .target = target,
+        .flags = flags,
+        .site = si_conf_string(conf, "catalog.site", NULL),
+        /* the password file goes with the configured server only */
+        .password_file = catalog_target_is_url(target)
+                             ? si_conf_string(conf, "catalog.password_file", NULL)
+                             : NULL,
+    };
+    return catalog_open_opts(&o, err);
 }

@@ -16,6 +16,29 @@
 
 #define COPY_MAX 255
 
+/* PostgreSQL: a batch as arrays; objects and copies inserted in one
+ * statement that reports what it did. The batch stands when every object
+ * and every copy was new (an import of new tape positions); otherwise it is
+ * undone and its records go one at a time, which decide each case (same
+ * object again, a different one, a duplicate copy) and name the line. */
+static const char batch_sql_pg[] =
+    "WITH r AS (SELECT * FROM unnest(?1::text[], ?2::text[], ?3::bigint[], ?4::text[],"
+    "   ?5::bigint[], ?6::text[], ?7::bigint[], ?8::bigint[], ?9::bigint[], ?10::bigint[])"
+    "   AS r(bucket, key, size, checksum, mtime, etag, volume_id, copy, file_seq, position)),"
+    " o AS (INSERT INTO objects(bucket, key, size, checksum, mtime, etag)"
+    "   SELECT bucket, key, size, checksum, mtime, etag FROM r"
+    "   ON CONFLICT DO NOTHING RETURNING id, bucket, key),"
+    " c AS (INSERT INTO tape_copies(object_id, copy, volume_id, file_seq, position, length)"
+    "   SELECT o.id, r.copy, r.volume_id, r.file_seq, r.position, r.size"
+    "   FROM r JOIN o ON o.bucket = r.bucket AND o.key = r.key"
+    "   ON CONFLICT DO NOTHING RETURNING 1)"
+    " SELECT (SELECT count(*) FROM o), (SELECT count(DISTINCT (bucket, key)) FROM r),"
+    "  (SELECT count(*) FROM c),"
+    "  (SELECT count(DISTINCT (bucket, key, size, coalesce(checksum, ''))) FROM r)";
+
+static int batch_flush(import_t *im, si_error_t *err);
+static void batch_free(import_t *im);
+
 int import_fail(import_t *im, si_error_t *err, const char *fmt, ...)
 {
     char reason[sizeof(err->text)];
@@ -72,20 +95,34 @@ int import_begin(import_t *im, catalog_t *cat, const char *name,
         free(im->buf);
         return -1;
     }
-    sqlite3_stmt *s = catalog_prepare(cat, "SELECT COALESCE(MAX(id), 0) FROM objects", err);
-    if (!s || sqlite3_step(s) != SQLITE_ROW) {
-        sqlite3_finalize(s);
+    db_stmt_t *s = catalog_prepare(cat, "SELECT COALESCE(MAX(id), 0) FROM objects", err);
+    if (!s || db_step(s) != DB_ROW) {
+        db_finalize(s);
         catalog_rollback(cat);
         free(im->buf);
         return -1;
     }
-    im->first_new_object = sqlite3_column_int64(s, 0) + 1;
-    sqlite3_finalize(s);
+    im->first_new_object = db_column_int64(s, 0) + 1;
+    db_finalize(s);
+    im->batch_sql = db_sql(cat->db, NULL, batch_sql_pg);
     return 0;
 }
 
 int import_end(import_t *im, int rc, const char *kind, si_error_t *err)
 {
+    if (rc == 0) {
+        rc = batch_flush(im, err);
+    } else if (im->nbatch) {
+        /* Records before the failing line come first: their error, if any,
+         * is the one to report, as when records go one at a time. */
+        si_error_t earlier;
+        uint64_t line = im->line;
+        if (batch_flush(im, &earlier) < 0)
+            *err = earlier;
+        im->line = line;
+    }
+    batch_free(im);
+    free(im->batch);
     free(im->buf);
     free(im->volumes);
     if (rc < 0) {
@@ -104,7 +141,8 @@ int import_end(import_t *im, int rc, const char *kind, si_error_t *err)
         "UPDATE volumes SET used_bytes = MAX(used_bytes, COALESCE((SELECT position + length"
         " FROM tape_copies c WHERE c.volume_id = volumes.id ORDER BY position DESC LIMIT 1), 0))";
     if ((im->stats->copies && catalog_exec(im->cat, used_sql, err) < 0) ||
-        catalog_refresh_dataset_stats(im->cat, err) < 0) {
+        catalog_refresh_dataset_stats(im->cat, err) < 0 ||
+        ((im->stats->objects || im->stats->members) && db_analyze(im->cat->db, err) < 0)) {
         catalog_rollback(im->cat);
         memset(im->stats, 0, sizeof(*im->stats));
         return -1;
@@ -159,7 +197,7 @@ static int import_volume_id(import_t *im, const char *label, int64_t *id, si_err
     return 0;
 }
 
-int put_position(import_t *im, const position_rec_t *r, si_error_t *err)
+static int put_position_now(import_t *im, const position_rec_t *r, si_error_t *err)
 {
     si_error_t why;
     int64_t object_id;
@@ -184,6 +222,189 @@ int put_position(import_t *im, const position_rec_t *r, si_error_t *err)
                            r->copy);
     im->stats->copies += (uint64_t)new_copy;
     return 0;
+}
+
+/* ---- batches ------------------------------------------------------------ */
+
+typedef struct import_row {
+    char *bucket, *key, *checksum, *etag;
+    uint64_t size, position, line;
+    int copy;
+    int64_t file_seq, mtime, volume_id;
+    char volume[40];
+} import_row_t;
+
+#define BATCH_ROWS 5000
+
+static void batch_free(import_t *im)
+{
+    for (size_t i = 0; i < im->nbatch; i++) {
+        free(im->batch[i].bucket);
+        free(im->batch[i].key);
+        free(im->batch[i].checksum);
+        free(im->batch[i].etag);
+    }
+    im->nbatch = 0;
+}
+
+/* Appends one array element: NULL, a number, or a quoted string. */
+static void array_text(FILE *f, size_t i, const char *v)
+{
+    fputc(i ? ',' : '{', f);
+    if (!v) {
+        fputs("NULL", f);
+        return;
+    }
+    fputc('"', f);
+    for (; *v; v++) {
+        if (*v == '"' || *v == '\\')
+            fputc('\\', f);
+        fputc(*v, f);
+    }
+    fputc('"', f);
+}
+
+static void array_int(FILE *f, size_t i, bool null, int64_t v)
+{
+    fputc(i ? ',' : '{', f);
+    if (null)
+        fputs("NULL", f);
+    else
+        fprintf(f, "%lld", (long long)v);
+}
+
+#define BATCH_COLUMNS 10
+
+/* Runs the batch as one statement: 1 when it stands, 0 when it was undone
+ * (some record is not a new object with new copies), -1 on error. */
+static int batch_try(import_t *im, si_error_t *err)
+{
+    char *text[BATCH_COLUMNS] = {0};
+    size_t len[BATCH_COLUMNS];
+    int rc = -1;
+    for (int c = 0; c < BATCH_COLUMNS; c++) {
+        FILE *f = open_memstream(&text[c], &len[c]);
+        if (!f) {
+            si_errprintf(err, "out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < im->nbatch; i++) {
+            const import_row_t *r = &im->batch[i];
+            switch (c) {
+            case 0: array_text(f, i, r->bucket); break;
+            case 1: array_text(f, i, r->key); break;
+            case 2: array_int(f, i, false, (int64_t)r->size); break;
+            case 3: array_text(f, i, r->checksum); break;
+            case 4: array_int(f, i, r->mtime == 0, r->mtime); break;
+            case 5: array_text(f, i, r->etag); break;
+            case 6: array_int(f, i, false, r->volume_id); break;
+            case 7: array_int(f, i, false, r->copy); break;
+            case 8: array_int(f, i, r->file_seq < 0, r->file_seq); break;
+            default: array_int(f, i, false, (int64_t)r->position); break;
+            }
+        }
+        fputc('}', f);
+        if (fclose(f) != 0) {
+            si_errprintf(err, "out of memory");
+            goto done;
+        }
+    }
+    if (catalog_exec(im->cat, "SAVEPOINT import_batch", err) < 0)
+        goto done;
+    db_stmt_t *s = db_cached(im->cat->db, im->batch_sql, err);
+    if (!s)
+        goto done;
+    for (int c = 0; c < BATCH_COLUMNS; c++)
+        db_bind_text(s, c + 1, text[c], (int)len[c]);
+    if (db_step(s) != DB_ROW) {
+        catalog_sqlerr(im->cat, err, "importing a batch of positions");
+        db_reset(s);
+        goto done;
+    }
+    int64_t objects = db_column_int64(s, 0), keys = db_column_int64(s, 1),
+            copies = db_column_int64(s, 2), variants = db_column_int64(s, 3);
+    db_reset(s);
+    if (objects == keys && variants == keys && copies == (int64_t)im->nbatch) {
+        im->stats->objects += (uint64_t)objects;
+        im->stats->copies += (uint64_t)copies;
+        rc = catalog_exec(im->cat, "RELEASE SAVEPOINT import_batch", err) < 0 ? -1 : 1;
+    } else {
+        rc = catalog_exec(im->cat, "ROLLBACK TO SAVEPOINT import_batch;"
+                                   "RELEASE SAVEPOINT import_batch", err) < 0 ? -1 : 0;
+    }
+done:
+    for (int c = 0; c < BATCH_COLUMNS; c++)
+        free(text[c]);
+    return rc;
+}
+
+static int batch_flush(import_t *im, si_error_t *err)
+{
+    if (!im->nbatch)
+        return 0;
+    int rc = batch_try(im, err);
+    uint64_t line = im->line;
+    for (size_t i = 0; rc == 0 && i < im->nbatch; i++) {
+        const import_row_t *r = &im->batch[i];
+        position_rec_t rec = {.bucket = r->bucket, .key = r->key, .volume = r->volume,
+                              .checksum = r->checksum, .etag = r->etag, .size = r->size,
+                              .position = r->position, .copy = r->copy,
+                              .file_seq = r->file_seq, .mtime = r->mtime};
+        im->line = r->line;
+        if (put_position_now(im, &rec, err) < 0)
+            rc = -1;
+    }
+    if (rc >= 0)
+        im->line = line;
+    batch_free(im);
+    return rc < 0 ? -1 : 0;
+}
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+    char *d = s ? strdup(s) : NULL;
+    if (s && !d)
+        *oom = true;
+    return d;
+}
+
+int put_position(import_t *im, const position_rec_t *r, si_error_t *err)
+{
+    if (!im->batch_sql)
+        return put_position_now(im, r, err);
+    si_error_t why;
+    catalog_object_t o = {.bucket = r->bucket, .key = r->key, .size = r->size,
+                          .checksum = r->checksum, .mtime = r->mtime, .etag = r->etag};
+    catalog_copy_t c = {.copy = r->copy, .position = r->position, .length = r->size};
+    int64_t volume_id;
+    if (catalog_object_check(&o, &why) < 0 || catalog_copy_check(&c, &why) < 0 ||
+        strlen(r->volume) >= sizeof(im->batch[0].volume)) {
+        /* the records before it first, then this one alone */
+        if (batch_flush(im, err) < 0)
+            return -1;
+        return put_position_now(im, r, err);
+    }
+    if (import_volume_id(im, r->volume, &volume_id, err) < 0) {
+        si_error_t mine = *err;
+        if (batch_flush(im, err) < 0)
+            return -1;
+        *err = mine;
+        return -1;
+    }
+    if (!im->batch && !(im->batch = calloc(BATCH_ROWS, sizeof(*im->batch))))
+        return si_errprintf(err, "out of memory");
+    import_row_t *row = &im->batch[im->nbatch];
+    bool oom = false;
+    *row = (import_row_t){.bucket = dup_or_null(r->bucket, &oom), .key = dup_or_null(r->key, &oom),
+                          .checksum = dup_or_null(r->checksum, &oom),
+                          .etag = dup_or_null(r->etag, &oom), .size = r->size,
+                          .position = r->position, .line = im->line, .copy = r->copy,
+                          .file_seq = r->file_seq, .mtime = r->mtime, .volume_id = volume_id};
+    snprintf(row->volume, sizeof(row->volume), "%s", r->volume);
+    im->nbatch++;
+    if (oom)
+        return si_errprintf(err, "out of memory");
+    return im->nbatch == BATCH_ROWS ? batch_flush(im, err) : 0;
 }
 
 /* ---- CSV: bucket,key,size,volume,position,copy,checksum ---------------- */
@@ -419,14 +640,14 @@ int catalog_import_positions(catalog_t *cat, const char *name, FILE *in,
 static int define_dataset(import_t *im, const catalog_dataset_attrs_t *a, int64_t *id,
                           si_error_t *err)
 {
-    sqlite3_stmt *s = catalog_prepare(im->cat, "SELECT id FROM datasets WHERE name = ?1", err);
+    db_stmt_t *s = catalog_prepare(im->cat, "SELECT id FROM datasets WHERE name = ?1", err);
     if (!s)
         return -1;
-    sqlite3_bind_text(s, 1, a->name, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    int64_t existing = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-    sqlite3_finalize(s);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    db_bind_text(s, 1, a->name, -1);
+    int rc = db_step(s);
+    int64_t existing = rc == DB_ROW ? db_column_int64(s, 0) : 0;
+    db_finalize(s);
+    if (rc != DB_ROW && rc != DB_DONE)
         return catalog_sqlerr(im->cat, err, "looking up dataset");
     if (existing && !a->replace)
         return si_errprintf(err, "dataset '%s' already exists (use --replace to redefine it)",
@@ -440,44 +661,44 @@ static int define_dataset(import_t *im, const catalog_dataset_attrs_t *a, int64_
     s = catalog_prepare(im->cat, sql, err);
     if (!s)
         return -1;
-    sqlite3_bind_text(s, 1, a->name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, a->owner_uid);
-    sqlite3_bind_int64(s, 3, a->owner_gid);
-    sqlite3_bind_int(s, 4, (int)(a->mode & 0777));
+    db_bind_text(s, 1, a->name, -1);
+    db_bind_int64(s, 2, a->owner_uid);
+    db_bind_int64(s, 3, a->owner_gid);
+    db_bind_int(s, 4, (int)(a->mode & 0777));
     if (a->description)
-        sqlite3_bind_text(s, 5, a->description, -1, SQLITE_STATIC);
+        db_bind_text(s, 5, a->description, -1);
     if (!existing)
-        sqlite3_bind_int64(s, 6, (sqlite3_int64)time(NULL));
-    rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE)
+        db_bind_int64(s, 6, time(NULL));
+    rc = db_step(s);
+    db_finalize(s);
+    if (rc != DB_DONE)
         return catalog_sqlerr(im->cat, err, "defining dataset");
-    *id = existing ? existing : sqlite3_last_insert_rowid(catalog_db(im->cat));
+    *id = existing ? existing : db_last_insert_id(im->cat->db);
     if (existing) {
         s = catalog_prepare(im->cat, "DELETE FROM dataset_members WHERE dataset_id = ?1", err);
         if (!s)
             return -1;
-        sqlite3_bind_int64(s, 1, existing);
-        rc = sqlite3_step(s);
-        sqlite3_finalize(s);
-        if (rc != SQLITE_DONE)
+        db_bind_int64(s, 1, existing);
+        rc = db_step(s);
+        db_finalize(s);
+        if (rc != DB_DONE)
             return catalog_sqlerr(im->cat, err, "clearing dataset members");
     }
     return 0;
 }
 
 typedef struct {
-    sqlite3_stmt *seen_insert, *seen_find, *add_key, *add_prefix, *add_bucket, *count_prefix;
+    db_stmt_t *seen_insert, *seen_find, *add_key, *add_prefix, *add_bucket, *count_prefix;
 } manifest_stmts_t;
 
 static void manifest_stmts_free(manifest_stmts_t *m)
 {
-    sqlite3_finalize(m->seen_insert);
-    sqlite3_finalize(m->seen_find);
-    sqlite3_finalize(m->add_key);
-    sqlite3_finalize(m->add_prefix);
-    sqlite3_finalize(m->add_bucket);
-    sqlite3_finalize(m->count_prefix);
+    db_finalize(m->seen_insert);
+    db_finalize(m->seen_find);
+    db_finalize(m->add_key);
+    db_finalize(m->add_prefix);
+    db_finalize(m->add_bucket);
+    db_finalize(m->count_prefix);
 }
 
 static int manifest_stmts_init(catalog_t *cat, manifest_stmts_t *m, si_error_t *err)
@@ -485,11 +706,11 @@ static int manifest_stmts_init(catalog_t *cat, manifest_stmts_t *m, si_error_t *
     memset(m, 0, sizeof(*m));
     if (catalog_exec(cat, "CREATE TEMP TABLE IF NOT EXISTS manifest_lines"
                           "(entry TEXT PRIMARY KEY, line INTEGER NOT NULL);"
-                          "DELETE FROM temp.manifest_lines", err) < 0)
+                          "DELETE FROM manifest_lines", err) < 0)
         return -1;
-    if (!(m->seen_insert = catalog_prepare(cat, "INSERT OR IGNORE INTO temp.manifest_lines"
+    if (!(m->seen_insert = catalog_prepare(cat, "INSERT OR IGNORE INTO manifest_lines"
                                                 "(entry, line) VALUES (?1, ?2)", err)) ||
-        !(m->seen_find = catalog_prepare(cat, "SELECT line FROM temp.manifest_lines"
+        !(m->seen_find = catalog_prepare(cat, "SELECT line FROM manifest_lines"
                                               " WHERE entry = ?1", err)) ||
         !(m->add_key = catalog_prepare(cat, "INSERT OR IGNORE INTO dataset_members"
                                             " SELECT ?1, id FROM objects"
@@ -509,11 +730,11 @@ static int manifest_stmts_init(catalog_t *cat, manifest_stmts_t *m, si_error_t *
     return 0;
 }
 
-static int step_done(catalog_t *cat, sqlite3_stmt *s, si_error_t *err)
+static int step_done(catalog_t *cat, db_stmt_t *s, si_error_t *err)
 {
-    int rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    return rc == SQLITE_DONE ? 0 : catalog_sqlerr(cat, err, "adding dataset members");
+    int rc = db_step(s);
+    db_reset(s);
+    return rc == DB_DONE ? 0 : catalog_sqlerr(cat, err, "adding dataset members");
 }
 
 static int manifest_line(import_t *im, manifest_stmts_t *m, int64_t dataset_id, char *entry,
@@ -521,15 +742,15 @@ static int manifest_line(import_t *im, manifest_stmts_t *m, int64_t dataset_id, 
 {
     si_error_t why;
     /* A repeated line is a mistake in the manifest, not a no-op. */
-    sqlite3_bind_text(m->seen_insert, 1, entry, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(m->seen_insert, 2, (sqlite3_int64)im->line);
+    db_bind_text(m->seen_insert, 1, entry, -1);
+    db_bind_int64(m->seen_insert, 2, im->line);
     if (step_done(im->cat, m->seen_insert, err) < 0)
         return -1;
-    if (sqlite3_changes(catalog_db(im->cat)) == 0) {
-        sqlite3_bind_text(m->seen_find, 1, entry, -1, SQLITE_STATIC);
-        long long first = sqlite3_step(m->seen_find) == SQLITE_ROW
-                              ? sqlite3_column_int64(m->seen_find, 0) : 0;
-        sqlite3_reset(m->seen_find);
+    if (db_changes(im->cat->db) == 0) {
+        db_bind_text(m->seen_find, 1, entry, -1);
+        long long first = db_step(m->seen_find) == DB_ROW
+                              ? db_column_int64(m->seen_find, 0) : 0;
+        db_reset(m->seen_find);
         return import_fail(im, err, "'%s' repeats line %lld", entry, first);
     }
     char *slash = strchr(entry, '/');
@@ -540,25 +761,25 @@ static int manifest_line(import_t *im, manifest_stmts_t *m, int64_t dataset_id, 
     size_t keylen = strlen(key);
     if (si_bucket_check(bucket, strlen(bucket), &why) < 0)
         return import_fail(im, err, "%s", why.text);
-    sqlite3 *db = catalog_db(im->cat);
+    db_t *db = im->cat->db;
     if (keylen == 0) { /* "bucket/": the whole bucket */
-        sqlite3_bind_int64(m->add_bucket, 1, dataset_id);
-        sqlite3_bind_text(m->add_bucket, 2, bucket, -1, SQLITE_STATIC);
+        db_bind_int64(m->add_bucket, 1, dataset_id);
+        db_bind_text(m->add_bucket, 2, bucket, -1);
         if (step_done(im->cat, m->add_bucket, err) < 0)
             return -1;
-        if (sqlite3_changes(db) == 0)
+        if (db_changes(db) == 0)
             return import_fail(im, err, "bucket '%s' has no catalogued objects", bucket);
         return 0;
     }
     if (si_key_check(key, keylen, &why) < 0)
         return import_fail(im, err, "%s", why.text);
     if (key[keylen - 1] != '/') {
-        sqlite3_bind_int64(m->add_key, 1, dataset_id);
-        sqlite3_bind_text(m->add_key, 2, bucket, -1, SQLITE_STATIC);
-        sqlite3_bind_text(m->add_key, 3, key, -1, SQLITE_STATIC);
+        db_bind_int64(m->add_key, 1, dataset_id);
+        db_bind_text(m->add_key, 2, bucket, -1);
+        db_bind_text(m->add_key, 3, key, -1);
         if (step_done(im->cat, m->add_key, err) < 0)
             return -1;
-        if (sqlite3_changes(db) == 0) {
+        if (db_changes(db) == 0) {
             int64_t id;
             if (catalog_object_lookup(im->cat, bucket, key, &id, &why) < 0)
                 return import_fail(im, err, "%s", why.text);
@@ -570,18 +791,18 @@ static int manifest_line(import_t *im, manifest_stmts_t *m, int64_t dataset_id, 
     if (!upper)
         return si_errprintf(err, "out of memory");
     upper[keylen - 1]++;
-    sqlite3_bind_int64(m->add_prefix, 1, dataset_id);
-    sqlite3_bind_text(m->add_prefix, 2, bucket, -1, SQLITE_STATIC);
-    sqlite3_bind_text(m->add_prefix, 3, key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(m->add_prefix, 4, upper, -1, SQLITE_STATIC);
+    db_bind_int64(m->add_prefix, 1, dataset_id);
+    db_bind_text(m->add_prefix, 2, bucket, -1);
+    db_bind_text(m->add_prefix, 3, key, -1);
+    db_bind_text(m->add_prefix, 4, upper, -1);
     int rc = step_done(im->cat, m->add_prefix, err);
-    if (rc == 0 && sqlite3_changes(db) == 0) {
-        sqlite3_bind_text(m->count_prefix, 1, bucket, -1, SQLITE_STATIC);
-        sqlite3_bind_text(m->count_prefix, 2, key, -1, SQLITE_STATIC);
-        sqlite3_bind_text(m->count_prefix, 3, upper, -1, SQLITE_STATIC);
-        bool any = sqlite3_step(m->count_prefix) == SQLITE_ROW &&
-                   sqlite3_column_int(m->count_prefix, 0);
-        sqlite3_reset(m->count_prefix);
+    if (rc == 0 && db_changes(db) == 0) {
+        db_bind_text(m->count_prefix, 1, bucket, -1);
+        db_bind_text(m->count_prefix, 2, key, -1);
+        db_bind_text(m->count_prefix, 3, upper, -1);
+        bool any = db_step(m->count_prefix) == DB_ROW &&
+                   db_column_int(m->count_prefix, 0);
+        db_reset(m->count_prefix);
         if (!any)
             rc = import_fail(im, err, "prefix %s/%s matches no catalogued object", bucket, key);
     }
@@ -622,14 +843,14 @@ int catalog_import_manifest(catalog_t *cat, const catalog_dataset_attrs_t *attrs
     }
     if (len != -1)
         goto done;
-    sqlite3_stmt *s = catalog_prepare(cat, "SELECT COUNT(*) FROM dataset_members"
+    db_stmt_t *s = catalog_prepare(cat, "SELECT COUNT(*) FROM dataset_members"
                                            " WHERE dataset_id = ?1", err);
     if (!s)
         goto done;
-    sqlite3_bind_int64(s, 1, dataset_id);
-    if (sqlite3_step(s) == SQLITE_ROW)
-        im.stats->members = (uint64_t)sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
+    db_bind_int64(s, 1, dataset_id);
+    if (db_step(s) == DB_ROW)
+        im.stats->members = (uint64_t)db_column_int64(s, 0);
+    db_finalize(s);
     if (im.stats->members == 0) {
         si_errprintf(err, "%s: manifest names no objects", name);
         goto done;

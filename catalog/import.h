@@ -20,6 +20,11 @@ typedef struct {
     } *volumes;
     size_t volumes_cap, volumes_used;
     char *buf;                /* the current line */
+    /* Engines that pay a round trip per statement take position records in
+     * batches (import_row_t, in import.c): one statement per batch. */
+    const char *batch_sql;    /* NULL: one record at a time */
+    struct import_row *batch;
+    size_t nbatch;
 } import_t;
 
 /* One tape position record, whatever format it came in. */

@@ -2,9 +2,8 @@
 #ifndef STAGEIN_CATALOG_INTERNAL_H
 #define STAGEIN_CATALOG_INTERNAL_H
 
-#include <sqlite3.h>
-
 #include "catalog/catalog.h"
+#include "catalog/db.h"
 
 /* Hot statements, prepared once per connection (bind -> step -> reset). */
 typedef enum {
@@ -22,26 +21,28 @@ typedef enum {
 } catalog_stmt_id_t;
 
 struct catalog {
-    sqlite3 *db;
-    char *path;
+    db_t *db;
+    char *path; /* the SQLite path or the PostgreSQL URL, for messages */
     bool readonly;
-    int in_transaction;
-    sqlite3_stmt *stmt[STMT_COUNT];
 };
 
 /* The prepared statement, reset and with bindings cleared; NULL on error. */
-sqlite3_stmt *catalog_stmt(catalog_t *cat, catalog_stmt_id_t id, si_error_t *err);
+db_stmt_t *catalog_stmt(catalog_t *cat, catalog_stmt_id_t id, si_error_t *err);
 
 /* Runs SQL with no result rows. */
 int catalog_exec(catalog_t *cat, const char *sql, si_error_t *err);
 
-/* Prepares a one-off statement, or fails with the SQLite message. */
-sqlite3_stmt *catalog_prepare(catalog_t *cat, const char *sql, si_error_t *err);
+/* Prepares a one-off statement, or fails with the engine's message. */
+db_stmt_t *catalog_prepare(catalog_t *cat, const char *sql, si_error_t *err);
 
 /* A table from any statement: one column per result column, values typed. */
-si_table_t *catalog_table_from_stmt(catalog_t *cat, sqlite3_stmt *stmt,
+si_table_t *catalog_table_from_stmt(catalog_t *cat, db_stmt_t *stmt,
                                     const si_column_t *columns, size_t ncolumns,
                                     si_error_t *err);
+
+/* The checks catalog_object_put and catalog_copy_put make before writing. */
+int catalog_object_check(const catalog_object_t *o, si_error_t *err);
+int catalog_copy_check(const catalog_copy_t *c, si_error_t *err);
 
 /* catalog_copy_put with the volume already resolved (c->volume unused).
  * maybe_member false: the caller knows the object is in no dataset yet (it

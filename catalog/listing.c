@@ -12,7 +12,7 @@ int catalog_import_listing(catalog_t *cat, const char *name, catalog_listing_nex
     import_t im;
     if (import_begin(&im, cat, name, stats, err) < 0)
         return -1;
-    sqlite3_stmt *cls = catalog_prepare(cat, "UPDATE objects SET storage_class = ?2"
+    db_stmt_t *cls = catalog_prepare(cat, "UPDATE objects SET storage_class = ?2"
                                              " WHERE id = ?1 AND storage_class IS NOT ?2", err);
     int rc = cls ? 0 : -1;
     for (;;) {
@@ -39,13 +39,12 @@ int catalog_import_listing(catalog_t *cat, const char *name, catalog_listing_nex
             break;
         }
         im.stats->objects += (uint64_t)created;
-        sqlite3_reset(cls);
-        sqlite3_bind_int64(cls, 1, id);
-        sqlite3_bind_text(cls, 2, l.storage_class ? l.storage_class : "GLACIER", -1,
-                          SQLITE_TRANSIENT);
-        if (sqlite3_step(cls) != SQLITE_DONE)
+        db_reset(cls);
+        db_bind_int64(cls, 1, id);
+        db_bind_text_copy(cls, 2, l.storage_class ? l.storage_class : "GLACIER");
+        if (db_step(cls) != DB_DONE)
             rc = catalog_sqlerr(cat, err, "recording a storage class");
     }
-    sqlite3_finalize(cls);
+    db_finalize(cls);
     return import_end(&im, rc, "catalog.import_listing", err);
 }

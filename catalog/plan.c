@@ -7,15 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The copy choice, shared by the plan and its view. */
-#define PLAN_FROM                                                                        \
-    " FROM datasets d JOIN dataset_members m ON m.dataset_id = d.id"                     \
-    " JOIN objects o ON o.id = m.object_id"                                              \
-    " JOIN tape_copies c ON c.object_id = m.object_id AND c.copy = ("                    \
-    "   SELECT MIN(c2.copy) FROM tape_copies c2 JOIN volumes v2 ON v2.id = c2.volume_id" \
-    "   WHERE c2.object_id = m.object_id AND v2.state IN ('online', 'full'))"            \
-    " JOIN volumes v ON v.id = c.volume_id"                                              \
-    " WHERE d.name = ?1"
+/* The copy choice, shared by the plan and its view: a copy on a readable
+ * volume with no lower-numbered one on a readable volume (NOT EXISTS, which
+ * PostgreSQL plans as one anti-join and SQLite as an index probe; a
+ * correlated MIN() made PostgreSQL rescan the volumes per member). */
+#define PLAN_FROM                                                                         \
+    " FROM datasets d JOIN dataset_members m ON m.dataset_id = d.id"                      \
+    " JOIN objects o ON o.id = m.object_id"                                               \
+    " JOIN tape_copies c ON c.object_id = m.object_id"                                    \
+    " JOIN volumes v ON v.id = c.volume_id AND v.state IN ('online', 'full')"             \
+    " WHERE d.name = ?1 AND NOT EXISTS (SELECT 1 FROM tape_copies c2"                     \
+    "   JOIN volumes v2 ON v2.id = c2.volume_id WHERE c2.object_id = c.object_id"         \
+    "   AND c2.copy < c.copy AND v2.state IN ('online', 'full'))"
 
 static const char plan_sql[] =
     "SELECT m.object_id, c.volume_id, v.label, c.copy, c.file_seq, c.position, c.length, o.size"
@@ -23,17 +26,17 @@ static const char plan_sql[] =
 
 static int count_members(catalog_t *cat, const char *dataset, size_t *n, si_error_t *err)
 {
-    sqlite3_stmt *s = catalog_prepare(cat, "SELECT d.id, (SELECT COUNT(*) FROM dataset_members m"
+    db_stmt_t *s = catalog_prepare(cat, "SELECT d.id, (SELECT COUNT(*) FROM dataset_members m"
                                            " WHERE m.dataset_id = d.id) FROM datasets d"
                                            " WHERE d.name = ?1", err);
     if (!s)
         return -1;
-    sqlite3_bind_text(s, 1, dataset, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW)
-        *n = (size_t)sqlite3_column_int64(s, 1);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_ROW)
+    db_bind_text(s, 1, dataset, -1);
+    int rc = db_step(s);
+    if (rc == DB_ROW)
+        *n = (size_t)db_column_int64(s, 1);
+    db_finalize(s);
+    if (rc != DB_ROW)
         return si_errprintf(err, "no dataset '%s' in the catalog", dataset);
     return 0;
 }
@@ -59,24 +62,24 @@ int catalog_plan_dataset(catalog_t *cat, const char *dataset, catalog_plan_t **o
         return si_errprintf(err, "out of memory");
     }
     size_t cap_volumes = 0;
-    sqlite3_stmt *s = catalog_prepare(cat, plan_sql, err);
+    db_stmt_t *s = catalog_prepare(cat, plan_sql, err);
     if (!s)
         goto error;
-    sqlite3_bind_text(s, 1, dataset, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, dataset, -1);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         if (plan->nreads == members) {
             si_errprintf(err, "dataset '%s' changed while planning", dataset);
             goto error;
         }
         catalog_read_t *r = &plan->reads[plan->nreads];
-        r->object_id = sqlite3_column_int64(s, 0);
-        r->volume_id = sqlite3_column_int64(s, 1);
-        r->copy = sqlite3_column_int(s, 3);
-        r->file_seq = sqlite3_column_type(s, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 4);
-        r->position = (uint64_t)sqlite3_column_int64(s, 5);
-        r->length = (uint64_t)sqlite3_column_int64(s, 6);
-        r->size = (uint64_t)sqlite3_column_int64(s, 7);
+        r->object_id = db_column_int64(s, 0);
+        r->volume_id = db_column_int64(s, 1);
+        r->copy = db_column_int(s, 3);
+        r->file_seq = db_column_type(s, 4) == DB_NULL ? -1 : db_column_int64(s, 4);
+        r->position = (uint64_t)db_column_int64(s, 5);
+        r->length = (uint64_t)db_column_int64(s, 6);
+        r->size = (uint64_t)db_column_int64(s, 7);
         struct catalog_plan_volume *v =
             plan->nvolumes ? &plan->volumes[plan->nvolumes - 1] : NULL;
         if (!v || v->volume_id != r->volume_id) {
@@ -93,23 +96,23 @@ int catalog_plan_dataset(catalog_t *cat, const char *dataset, catalog_plan_t **o
             v = &plan->volumes[plan->nvolumes++];
             memset(v, 0, sizeof(*v));
             v->volume_id = r->volume_id;
-            snprintf(v->label, sizeof(v->label), "%s", (const char *)sqlite3_column_text(s, 2));
+            snprintf(v->label, sizeof(v->label), "%s", db_column_text(s, 2));
             v->first = plan->nreads;
         }
         v->count++;
         v->bytes += r->length;
         plan->nreads++;
     }
-    if (rc != SQLITE_DONE) {
+    if (rc != DB_DONE) {
         catalog_sqlerr(cat, err, "planning recall");
         goto error;
     }
-    sqlite3_finalize(s);
+    db_finalize(s);
     plan->missing = members - plan->nreads;
     *out = plan;
     return 0;
 error:
-    sqlite3_finalize(s);
+    db_finalize(s);
     catalog_plan_free(plan);
     return -1;
 }
@@ -136,13 +139,13 @@ si_table_t *catalog_view_plan(catalog_t *cat, const char *dataset, bool summary_
     size_t members;
     if (count_members(cat, dataset, &members, err) < 0)
         return NULL;
-    sqlite3_stmt *s = catalog_prepare(cat, summary_only ? summary_sql : read_sql, err);
+    db_stmt_t *s = catalog_prepare(cat, summary_only ? summary_sql : read_sql, err);
     if (!s)
         return NULL;
-    sqlite3_bind_text(s, 1, dataset, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, dataset, -1);
     si_table_t *t = summary_only
         ? catalog_table_from_stmt(cat, s, summary_cols, 5, err)
         : catalog_table_from_stmt(cat, s, read_cols, 8, err);
-    sqlite3_finalize(s);
+    db_finalize(s);
     return t;
 }

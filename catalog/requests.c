@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include <sqlite3.h>
 
 #include "common/array.h"
 #include "common/clock.h"
@@ -21,15 +20,9 @@ const char *const requests_state_names[REQUESTS_NSTATES] = {
     "SUBMITTED", "STARTED", "COMPLETED", "FAILED", "CANCELLED", "RELEASED",
 };
 
-/* Read permission of a dataset d for the user (:uid, :gid, and the
- * supplementary groups in :groups as ",g1,g2,"), decided by the user's class
- * alone, as for a file. */
-#define READABLE_SQL                                                     \
-    "CASE WHEN :uid = 0 THEN 1"                                          \
-    " WHEN d.owner_uid = :uid THEN (d.mode & 256) != 0"                  \
-    " WHEN d.owner_gid = :gid OR instr(:groups, ',' || d.owner_gid || ',') > 0" \
-    "  THEN (d.mode & 32) != 0"                                          \
-    " ELSE (d.mode & 4) != 0 END"
+/* Read permission of a dataset d: root reads everything, others as the
+ * catalog's one rule says. */
+#define READABLE_SQL "(:uid = 0 OR " CATALOG_DATASET_READABLE_SQL ")"
 
 #define REQUEST_FINAL_SQL "('COMPLETED', 'FAILED', 'CANCELLED', 'RELEASED')"
 
@@ -136,7 +129,7 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_REQUEST_SET_STATE] =
         "UPDATE requests SET state = :state, error = :error, updated = :now,"
         " finished = CASE WHEN :state IN " REQUEST_FINAL_SQL " THEN coalesce(finished, :now)"
-        " END, end_reason = coalesce(:reason, end_reason), expired = expired OR :expired"
+        " END, end_reason = coalesce(:reason, end_reason), expired = max(expired, :expired)"
         " WHERE id = :request",
     [SQL_ITEMS_CANCEL] =
         "UPDATE request_items SET state = 'CANCELLED', finished = :now"
@@ -198,7 +191,7 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_HOLDER_ADD] =
         "INSERT INTO request_holders(request_id, kind, holder, running, since)"
         " VALUES (:request, :kind, :holder, :running, :now)"
-        " ON CONFLICT (request_id, kind, holder) DO UPDATE SET running = running OR :running",
+        " ON CONFLICT (request_id, kind, holder) DO UPDATE SET running = max(request_holders.running, :running)",
     [SQL_HOLDER_DEL] =
         "DELETE FROM request_holders WHERE request_id = :request AND kind = :kind"
         " AND holder = :holder",
@@ -225,7 +218,7 @@ static const char *const sql_text[SQL_COUNT] = {
         " WHERE state IN ('COMPLETED', 'FAILED', 'CANCELLED')"
         " AND finished + pin_lifetime <= :now"
         " AND NOT EXISTS (SELECT 1 FROM request_holders h"
-        "  WHERE h.request_id = r.id AND h.running)"
+        "  WHERE h.request_id = r.id AND h.running <> 0)"
         " ORDER BY finished",
     [SQL_RECENT_JOBS] =
         "SELECT DISTINCT job_id FROM requests WHERE job_id IS NOT NULL AND created >= :since",
@@ -233,8 +226,8 @@ static const char *const sql_text[SQL_COUNT] = {
 
 struct requests {
     catalog_t *cat;
-    sqlite3 *db;
-    sqlite3_stmt *stmt[SQL_COUNT];
+    db_t *db;
+    db_stmt_t *stmt[SQL_COUNT];
     char *groups;                  /* ",g1,g2," of the request being created */
 };
 
@@ -243,48 +236,48 @@ struct requests {
 static int db_fail(requests_t *r, si_error_t *err, const char *what)
 {
     return si_errnoprintf(err, EIO, "catalog %s: %s: %s", catalog_path(r->cat), what,
-                          sqlite3_errmsg(r->db));
+                          db_errmsg(r->db));
 }
 
-static sqlite3_stmt *stmt(requests_t *r, sql_id_t id)
+static db_stmt_t *stmt(requests_t *r, sql_id_t id)
 {
-    sqlite3_stmt *s = r->stmt[id];
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
+    db_stmt_t *s = r->stmt[id];
+    db_reset(s);
+    db_clear_bindings(s);
     return s;
 }
 
-static void bind_text(sqlite3_stmt *s, const char *name, const char *v)
+static void bind_text(db_stmt_t *s, const char *name, const char *v)
 {
-    int i = sqlite3_bind_parameter_index(s, name);
+    int i = db_bind_index(s, name);
     if (i > 0)
-        v ? sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(s, i);
+        v ? db_bind_text_copy(s, i, v) : db_bind_null(s, i);
 }
 
-static void bind_int(sqlite3_stmt *s, const char *name, int64_t v)
+static void bind_int(db_stmt_t *s, const char *name, int64_t v)
 {
-    int i = sqlite3_bind_parameter_index(s, name);
+    int i = db_bind_index(s, name);
     if (i > 0)
-        sqlite3_bind_int64(s, i, v);
+        db_bind_int64(s, i, v);
 }
 
-static void bind_real(sqlite3_stmt *s, const char *name, double v)
+static void bind_real(db_stmt_t *s, const char *name, double v)
 {
-    int i = sqlite3_bind_parameter_index(s, name);
+    int i = db_bind_index(s, name);
     if (i > 0)
-        sqlite3_bind_double(s, i, v);
+        db_bind_double(s, i, v);
 }
 
-static char *dup_column(sqlite3_stmt *s, int col)
+static char *dup_column(db_stmt_t *s, int col)
 {
-    const unsigned char *t = sqlite3_column_text(s, col);
-    return t ? strdup((const char *)t) : NULL;
+    const char *t = db_column_text(s, col);
+    return t ? strdup(t) : NULL;
 }
 
 static void reset_all(requests_t *r)
 {
     for (int i = 0; i < SQL_COUNT; i++)
-        sqlite3_reset(r->stmt[i]);
+        db_reset(r->stmt[i]);
 }
 
 static int begin(requests_t *r, si_error_t *err)
@@ -332,12 +325,11 @@ requests_t *requests_open(catalog_t *cat, si_error_t *err)
         return NULL;
     }
     r->cat = cat;
-    r->db = catalog_db(cat);
+    r->db = catalog_driver(cat);
     for (int i = 0; i < SQL_COUNT; i++) {
-        if (sqlite3_prepare_v3(r->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT, &r->stmt[i],
-                               NULL) != SQLITE_OK) {
+        if (!(r->stmt[i] = db_prepare(r->db, sql_text[i], NULL))) {
             si_errprintf(err, "catalog %s: preparing request statements: %s", catalog_path(cat),
-                         sqlite3_errmsg(r->db));
+                         db_errmsg(r->db));
             requests_close(r);
             return NULL;
         }
@@ -350,7 +342,7 @@ void requests_close(requests_t *r)
     if (!r)
         return;
     for (int i = 0; i < SQL_COUNT; i++)
-        sqlite3_finalize(r->stmt[i]);
+        db_finalize(r->stmt[i]);
     free(r);
 }
 
@@ -395,17 +387,17 @@ static int check_object_access(requests_t *r, const requests_spec_t *spec, int64
 {
     if (spec->uid == 0)
         return 0;
-    sqlite3_stmt *s = stmt(r, SQL_OBJECT_ACCESS);
+    db_stmt_t *s = stmt(r, SQL_OBJECT_ACCESS);
     bind_int(s, ":object", object);
     bind_int(s, ":uid", spec->uid);
     bind_int(s, ":gid", spec->gid);
     bind_text(s, ":groups", r->groups);
-    if (sqlite3_step(s) != SQLITE_ROW)
+    if (db_step(s) != DB_ROW)
         return db_fail(r, err, "checking object permissions");
-    int64_t holders = sqlite3_column_int64(s, 0), readable = sqlite3_column_int64(s, 1);
-    int64_t pushing = sqlite3_column_int64(s, 2);
-    bool wrote = sqlite3_column_int(s, 3) != 0;
-    sqlite3_reset(s);
+    int64_t holders = db_column_int64(s, 0), readable = db_column_int64(s, 1);
+    int64_t pushing = db_column_int64(s, 2);
+    bool wrote = db_column_int(s, 3) != 0;
+    db_reset(s);
     if (pushing > 0)
         return si_errnoprintf(err, EACCES, "%s is a pushed file not yet archived", name);
     if (holders > 0 && readable == 0 && !wrote)
@@ -417,10 +409,10 @@ static int check_object_access(requests_t *r, const requests_spec_t *spec, int64
 
 static int insert_item(requests_t *r, int64_t request, int64_t object, si_error_t *err)
 {
-    sqlite3_stmt *s = stmt(r, SQL_ITEM_INSERT);
+    db_stmt_t *s = stmt(r, SQL_ITEM_INSERT);
     bind_int(s, ":request", request);
     bind_int(s, ":object", object);
-    if (sqlite3_step(s) != SQLITE_DONE)
+    if (db_step(s) != DB_DONE)
         return db_fail(r, err, "adding a request item");
     return 0;
 }
@@ -431,22 +423,22 @@ static int add_dataset(requests_t *r, const requests_spec_t *spec, int64_t reque
     si_error_t nerr;
     if (si_dataset_check(name, &nerr) < 0)
         return si_errnoprintf(err, EINVAL, "%s", nerr.text);
-    sqlite3_stmt *s = stmt(r, SQL_DATASET_FIND);
+    db_stmt_t *s = stmt(r, SQL_DATASET_FIND);
     bind_text(s, ":name", name);
     bind_int(s, ":uid", spec->uid);
     bind_int(s, ":gid", spec->gid);
     bind_text(s, ":groups", r->groups);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return si_errnoprintf(err, ENOENT, "unknown dataset '%s'", name);
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return db_fail(r, err, "looking up a dataset");
-    int64_t id = sqlite3_column_int64(s, 0);
-    unsigned owner = (unsigned)sqlite3_column_int64(s, 1);
-    unsigned group = (unsigned)sqlite3_column_int64(s, 2);
-    unsigned mode = (unsigned)sqlite3_column_int64(s, 3);
-    bool readable = sqlite3_column_int(s, 4) != 0;
-    sqlite3_reset(s);
+    int64_t id = db_column_int64(s, 0);
+    unsigned owner = (unsigned)db_column_int64(s, 1);
+    unsigned group = (unsigned)db_column_int64(s, 2);
+    unsigned mode = (unsigned)db_column_int64(s, 3);
+    bool readable = db_column_int(s, 4) != 0;
+    db_reset(s);
     if (!readable) {
         bool member = group == spec->gid;
         for (size_t i = 0; i < spec->ngroups; i++)
@@ -460,7 +452,7 @@ static int add_dataset(requests_t *r, const requests_spec_t *spec, int64_t reque
     s = stmt(r, SQL_DATASET_ITEMS);
     bind_int(s, ":request", request);
     bind_int(s, ":dataset", id);
-    if (sqlite3_step(s) != SQLITE_DONE)
+    if (db_step(s) != DB_DONE)
         return db_fail(r, err, "adding a dataset's objects");
     return 0;
 }
@@ -473,28 +465,28 @@ static int add_file(requests_t *r, const requests_spec_t *spec, int64_t request,
     if (split_file(file, bucket, sizeof(bucket), &key, err) < 0)
         return -1;
     if (key[strlen(key) - 1] != '/') {
-        sqlite3_stmt *s = stmt(r, SQL_OBJECT_FIND);
+        db_stmt_t *s = stmt(r, SQL_OBJECT_FIND);
         bind_text(s, ":bucket", bucket);
         bind_text(s, ":key", key);
-        int rc = sqlite3_step(s);
-        if (rc == SQLITE_DONE)
+        int rc = db_step(s);
+        if (rc == DB_DONE)
             return si_errnoprintf(err, ENOENT, "no object %.300s in the catalog", file);
-        if (rc != SQLITE_ROW)
+        if (rc != DB_ROW)
             return db_fail(r, err, "looking up an object");
-        int64_t object = sqlite3_column_int64(s, 0);
-        sqlite3_reset(s);
+        int64_t object = db_column_int64(s, 0);
+        db_reset(s);
         if (check_object_access(r, spec, object, file, err) < 0)
             return -1;
         return insert_item(r, request, object, err);
     }
     /* A prefix: collect first, then check and insert (one statement at a time). */
-    sqlite3_stmt *s = stmt(r, SQL_PREFIX_OBJECTS);
+    db_stmt_t *s = stmt(r, SQL_PREFIX_OBJECTS);
     bind_text(s, ":bucket", bucket);
     bind_text(s, ":prefix", key);
     int64_t *ids = NULL;
     size_t n = 0, cap = 0;
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             int64_t *grown = realloc(ids, cap * sizeof(*ids));
@@ -504,10 +496,10 @@ static int add_file(requests_t *r, const requests_spec_t *spec, int64_t request,
             }
             ids = grown;
         }
-        ids[n++] = sqlite3_column_int64(s, 0);
+        ids[n++] = db_column_int64(s, 0);
     }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE) {
+    db_reset(s);
+    if (rc != DB_DONE) {
         free(ids);
         return db_fail(r, err, "listing a prefix");
     }
@@ -553,13 +545,13 @@ static int check_spec(const requests_spec_t *spec, si_error_t *err)
 static int add_holder(requests_t *r, int64_t request, requests_holder_kind_t kind,
                       const char *holder, bool running, si_error_t *err)
 {
-    sqlite3_stmt *s = stmt(r, SQL_HOLDER_ADD);
+    db_stmt_t *s = stmt(r, SQL_HOLDER_ADD);
     bind_int(s, ":request", request);
     bind_text(s, ":kind", requests_holder_kind_name(kind));
     bind_text(s, ":holder", holder);
     bind_int(s, ":running", running);
     bind_real(s, ":now", si_wall_now());
-    if (sqlite3_step(s) != SQLITE_DONE)
+    if (db_step(s) != DB_DONE)
         return db_fail(r, err, "recording who holds a request");
     return 0;
 }
@@ -590,7 +582,7 @@ static int create_in_transaction(requests_t *r, const requests_spec_t *spec,
         return -1;
     si_uuid4(made.uuid);
     double now = si_wall_now();
-    sqlite3_stmt *s = stmt(r, SQL_REQUEST_INSERT);
+    db_stmt_t *s = stmt(r, SQL_REQUEST_INSERT);
     bind_text(s, ":uuid", made.uuid);
     bind_int(s, ":uid", spec->uid);
     bind_int(s, ":gid", spec->gid);
@@ -600,11 +592,11 @@ static int create_in_transaction(requests_t *r, const requests_spec_t *spec,
         bind_int(s, ":deadline", spec->deadline);
     bind_int(s, ":pin", spec->pin_lifetime);
     bind_real(s, ":now", now);
-    if (sqlite3_step(s) != SQLITE_DONE) {
+    if (db_step(s) != DB_DONE) {
         db_fail(r, err, "recording a request");
         goto error;
     }
-    made.id = sqlite3_last_insert_rowid(r->db);
+    made.id = db_last_insert_id(r->db);
     for (size_t i = 0; i < spec->ndatasets; i++)
         if (add_dataset(r, spec, made.id, spec->datasets[i], err) < 0)
             goto error;
@@ -613,13 +605,13 @@ static int create_in_transaction(requests_t *r, const requests_spec_t *spec,
             goto error;
     s = stmt(r, SQL_REQUEST_TOTALS);
     bind_int(s, ":request", made.id);
-    if (sqlite3_step(s) != SQLITE_ROW) {
+    if (db_step(s) != DB_ROW) {
         db_fail(r, err, "counting a request's items");
         goto error;
     }
-    made.files = (uint64_t)sqlite3_column_int64(s, 0);
-    made.bytes = (uint64_t)sqlite3_column_int64(s, 1);
-    sqlite3_reset(s);
+    made.files = (uint64_t)db_column_int64(s, 0);
+    made.bytes = (uint64_t)db_column_int64(s, 1);
+    db_reset(s);
     if (made.files == 0) {
         si_errnoprintf(err, EINVAL, "the request names no objects (its datasets are empty)");
         goto error;
@@ -635,12 +627,12 @@ static int create_in_transaction(requests_t *r, const requests_spec_t *spec,
     if (spec->max_user_bytes && spec->uid != 0) {
         s = stmt(r, SQL_USER_STAGED);
         bind_int(s, ":uid", spec->uid);
-        if (sqlite3_step(s) != SQLITE_ROW) {
+        if (db_step(s) != DB_ROW) {
             db_fail(r, err, "counting a user's staged bytes");
             goto error;
         }
-        uint64_t staged = (uint64_t)sqlite3_column_int64(s, 0);
-        sqlite3_reset(s);
+        uint64_t staged = (uint64_t)db_column_int64(s, 0);
+        db_reset(s);
         if (staged > spec->max_user_bytes) {
             si_errnoprintf(err, EDQUOT, "uid %u would have %llu bytes staged or waiting in the"
                            " cache with this request (%llu bytes), more than the %llu one user"
@@ -753,29 +745,29 @@ static int find_request(requests_t *r, const char *uuid, uid_t caller, requests_
     if (!uuid || strlen(uuid) != REQUESTS_UUID_LEN)
         return si_errnoprintf(err, ENOENT, "no request '%.64s' (a request id is a 36-character uuid)",
                     uuid ? uuid : "");
-    sqlite3_stmt *s = stmt(r, SQL_REQUEST_FIND);
+    db_stmt_t *s = stmt(r, SQL_REQUEST_FIND);
     bind_text(s, ":uuid", uuid);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return si_errnoprintf(err, ENOENT, "no request %s", uuid);
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return db_fail(r, err, "looking up a request");
-    st->id = sqlite3_column_int64(s, 0);
-    snprintf(st->uuid, sizeof(st->uuid), "%s", (const char *)sqlite3_column_text(s, 1));
-    st->uid = (uid_t)sqlite3_column_int64(s, 2);
-    st->gid = (gid_t)sqlite3_column_int64(s, 3);
+    st->id = db_column_int64(s, 0);
+    snprintf(st->uuid, sizeof(st->uuid), "%s", db_column_text(s, 1));
+    st->uid = (uid_t)db_column_int64(s, 2);
+    st->gid = (gid_t)db_column_int64(s, 3);
     st->job_id = dup_column(s, 4);
-    st->priority = sqlite3_column_int(s, 5);
-    st->deadline = sqlite3_column_int64(s, 6);
-    st->pin_lifetime = sqlite3_column_int64(s, 7);
-    snprintf(st->state, sizeof(st->state), "%s", (const char *)sqlite3_column_text(s, 8));
+    st->priority = db_column_int(s, 5);
+    st->deadline = db_column_int64(s, 6);
+    st->pin_lifetime = db_column_int64(s, 7);
+    snprintf(st->state, sizeof(st->state), "%s", db_column_text(s, 8));
     st->error = dup_column(s, 9);
-    st->created = sqlite3_column_double(s, 10);
-    st->updated = sqlite3_column_double(s, 11);
-    st->finished = sqlite3_column_double(s, 12);
-    st->expired = sqlite3_column_int(s, 13) != 0;
+    st->created = db_column_double(s, 10);
+    st->updated = db_column_double(s, 11);
+    st->finished = db_column_double(s, 12);
+    st->expired = db_column_int(s, 13) != 0;
     st->end_reason = dup_column(s, 14);
-    sqlite3_reset(s);
+    db_reset(s);
     if (caller != (uid_t)-1 && caller != 0 && caller != st->uid) {
         free(st->job_id);
         free(st->error);
@@ -804,24 +796,24 @@ int requests_get(requests_t *r, const char *uuid, uid_t caller_uid, requests_sta
         errno = saved;
         return -1;
     }
-    sqlite3_stmt *s;
+    db_stmt_t *s;
     if (is_active(st->state)) {
         s = stmt(r, SQL_QUEUE_AHEAD);
         bind_int(s, ":priority", st->priority);
         bind_real(s, ":created", st->created);
         bind_int(s, ":id", st->id);
-        if (sqlite3_step(s) != SQLITE_ROW) {
+        if (db_step(s) != DB_ROW) {
             db_fail(r, err, "computing the queue position");
             goto error;
         }
-        st->queue_position = (size_t)sqlite3_column_int64(s, 0) + 1;
-        sqlite3_reset(s);
+        st->queue_position = (size_t)db_column_int64(s, 0) + 1;
+        db_reset(s);
     }
     s = stmt(r, SQL_REQUEST_ITEMS);
     bind_int(s, ":request", st->id);
     size_t cap = 0;
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         if (st->nitems == cap) {
             cap = cap ? 2 * cap : 16;
             requests_item_t *grown = realloc(st->items, cap * sizeof(*grown));
@@ -833,16 +825,16 @@ int requests_get(requests_t *r, const char *uuid, uid_t caller_uid, requests_sta
         }
         requests_item_t *it = &st->items[st->nitems++];
         memset(it, 0, sizeof(*it));
-        it->object_id = sqlite3_column_int64(s, 0);
+        it->object_id = db_column_int64(s, 0);
         it->bucket = dup_column(s, 1);
         it->key = dup_column(s, 2);
-        it->size = (uint64_t)sqlite3_column_int64(s, 3);
-        it->bytes_done = (uint64_t)sqlite3_column_int64(s, 4);
-        snprintf(it->state, sizeof(it->state), "%s", (const char *)sqlite3_column_text(s, 5));
+        it->size = (uint64_t)db_column_int64(s, 3);
+        it->bytes_done = (uint64_t)db_column_int64(s, 4);
+        snprintf(it->state, sizeof(it->state), "%s", db_column_text(s, 5));
         it->error = dup_column(s, 6);
-        it->started = sqlite3_column_double(s, 7);
-        it->finished = sqlite3_column_double(s, 8);
-        it->pinned = sqlite3_column_int(s, 9) != 0;
+        it->started = db_column_double(s, 7);
+        it->finished = db_column_double(s, 8);
+        it->pinned = db_column_int(s, 9) != 0;
         if (!it->bucket || !it->key) {
             si_errnoprintf(err, ENOMEM, "out of memory");
             goto error;
@@ -857,8 +849,8 @@ int requests_get(requests_t *r, const char *uuid, uid_t caller_uid, requests_sta
         else if (strcmp(it->state, "CANCELLED") == 0)
             st->files_cancelled++;
     }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE) {
+    db_reset(s);
+    if (rc != DB_DONE) {
         db_fail(r, err, "listing a request's items");
         goto error;
     }
@@ -878,14 +870,14 @@ error:;
 static int set_request_state(requests_t *r, int64_t id, const char *state, const char *error,
                              const char *reason, bool expired, si_error_t *err)
 {
-    sqlite3_stmt *s = stmt(r, SQL_REQUEST_SET_STATE);
+    db_stmt_t *s = stmt(r, SQL_REQUEST_SET_STATE);
     bind_text(s, ":state", state);
     bind_text(s, ":error", error);
     bind_text(s, ":reason", reason);
     bind_int(s, ":expired", expired);
     bind_real(s, ":now", si_wall_now());
     bind_int(s, ":request", id);
-    if (sqlite3_step(s) != SQLITE_DONE)
+    if (db_step(s) != DB_DONE)
         return db_fail(r, err, "updating a request");
     return 0;
 }
@@ -923,15 +915,15 @@ static int abandon(requests_t *r, requests_status_t *st)
 static int end_found(requests_t *r, requests_status_t *st, bool release, const char *why,
                      bool expired, si_error_t *err)
 {
-    sqlite3_stmt *s = stmt(r, SQL_ITEMS_CANCEL);
+    db_stmt_t *s = stmt(r, SQL_ITEMS_CANCEL);
     bind_real(s, ":now", si_wall_now());
     bind_int(s, ":request", st->id);
-    if (sqlite3_step(s) != SQLITE_DONE)
+    if (db_step(s) != DB_DONE)
         return db_fail(r, err, "cancelling items");
     if (release) {
         s = stmt(r, SQL_UNPIN_REQUEST);
         bind_int(s, ":request", st->id);
-        if (sqlite3_step(s) != SQLITE_DONE)
+        if (db_step(s) != DB_DONE)
             return db_fail(r, err, "unpinning");
     }
     const char *state = release ? "RELEASED" : "CANCELLED";
@@ -991,11 +983,11 @@ int requests_end_items(requests_t *r, const char *uuid, uid_t caller, bool relea
         goto error;
     double now = si_wall_now();
     for (size_t i = 0; i < n; i++) {
-        sqlite3_stmt *s = stmt(r, SQL_ITEM_CANCEL);
+        db_stmt_t *s = stmt(r, SQL_ITEM_CANCEL);
         bind_int(s, ":request", st.id);
         bind_int(s, ":object", objects[i]);
         bind_real(s, ":now", now);
-        if (sqlite3_step(s) != SQLITE_DONE) {
+        if (db_step(s) != DB_DONE) {
             db_fail(r, err, "cancelling an item");
             goto error;
         }
@@ -1004,19 +996,19 @@ int requests_end_items(requests_t *r, const char *uuid, uid_t caller, bool relea
         s = stmt(r, SQL_UNPIN);
         bind_int(s, ":object", objects[i]);
         bind_int(s, ":request", st.id);
-        if (sqlite3_step(s) != SQLITE_DONE) {
+        if (db_step(s) != DB_DONE) {
             db_fail(r, err, "unpinning an item");
             goto error;
         }
     }
-    sqlite3_stmt *s = stmt(r, SQL_REQUEST_HELD);
+    db_stmt_t *s = stmt(r, SQL_REQUEST_HELD);
     bind_int(s, ":request", st.id);
-    if (sqlite3_step(s) != SQLITE_ROW) {
+    if (db_step(s) != DB_ROW) {
         db_fail(r, err, "counting what the request holds");
         goto error;
     }
-    int64_t held = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
+    int64_t held = db_column_int64(s, 0);
+    db_reset(s);
     char why[64];
     snprintf(why, sizeof(why), "%s file by file by uid %u", release ? "released" : "cancelled",
              (unsigned)caller);
@@ -1064,26 +1056,26 @@ typedef struct {
 static int holder_counts(requests_t *r, int64_t request, const char *job, const char *array,
                          holder_counts_t *out, si_error_t *err)
 {
-    sqlite3_stmt *s = stmt(r, SQL_HOLDER_COUNTS);
+    db_stmt_t *s = stmt(r, SQL_HOLDER_COUNTS);
     bind_int(s, ":request", request);
     bind_text(s, ":holder", job ? job : "");
     bind_text(s, ":array", array ? array : "");
-    if (sqlite3_step(s) != SQLITE_ROW)
+    if (db_step(s) != DB_ROW)
         return db_fail(r, err, "counting a request's holders");
-    out->all = sqlite3_column_int64(s, 0);
-    out->arrays = sqlite3_column_int64(s, 1);
-    out->this_array = sqlite3_column_int64(s, 2);
-    out->other_jobs = sqlite3_column_int64(s, 3);
-    out->running = sqlite3_column_int64(s, 4);
-    sqlite3_reset(s);
+    out->all = db_column_int64(s, 0);
+    out->arrays = db_column_int64(s, 1);
+    out->this_array = db_column_int64(s, 2);
+    out->other_jobs = db_column_int64(s, 3);
+    out->running = db_column_int64(s, 4);
+    db_reset(s);
     return 0;
 }
 
 static int drop_submission_holders(requests_t *r, int64_t request, si_error_t *err)
 {
-    sqlite3_stmt *s = stmt(r, SQL_HOLDER_DROP_SUBMISSIONS);
+    db_stmt_t *s = stmt(r, SQL_HOLDER_DROP_SUBMISSIONS);
     bind_int(s, ":request", request);
-    if (sqlite3_step(s) != SQLITE_DONE)
+    if (db_step(s) != DB_DONE)
         return db_fail(r, err, "resolving the submission holder");
     return 0;
 }
@@ -1113,9 +1105,9 @@ int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const c
     bool same_job = st.job_id && strcmp(st.job_id, job) == 0;
     bool same_array = array && ((st.job_id && strcmp(st.job_id, array) == 0) || n.this_array);
     if (st.job_id && !same_job && !same_array && !running && n.running == 0) {
-        sqlite3_stmt *s = stmt(r, SQL_HOLDERS_DROP_JOBS);
+        db_stmt_t *s = stmt(r, SQL_HOLDERS_DROP_JOBS);
         bind_int(s, ":request", st.id);
-        if (sqlite3_step(s) != SQLITE_DONE) {
+        if (db_step(s) != DB_DONE) {
             db_fail(r, err, "naming the request's job");
             goto error;
         }
@@ -1127,11 +1119,11 @@ int requests_bind_job(requests_t *r, const char *uuid, uid_t caller_uid, const c
         goto error;
     }
     if (!st.job_id) {
-        sqlite3_stmt *s = stmt(r, SQL_BIND_JOB);
+        db_stmt_t *s = stmt(r, SQL_BIND_JOB);
         bind_text(s, ":job", array ? array : job);
         bind_real(s, ":now", si_wall_now());
         bind_int(s, ":request", st.id);
-        if (sqlite3_step(s) != SQLITE_DONE) {
+        if (db_step(s) != DB_DONE) {
             db_fail(r, err, "binding the request to its job");
             goto error;
         }
@@ -1163,15 +1155,15 @@ int requests_unhold(requests_t *r, const char *uuid, uid_t caller_uid,
         return -1;
     if (find_request(r, uuid, caller_uid, &st, err) < 0)
         goto error;
-    sqlite3_stmt *s = stmt(r, SQL_HOLDER_DEL);
+    db_stmt_t *s = stmt(r, SQL_HOLDER_DEL);
     bind_int(s, ":request", st.id);
     bind_text(s, ":kind", requests_holder_kind_name(kind));
     bind_text(s, ":holder", holder);
-    if (sqlite3_step(s) != SQLITE_DONE) {
+    if (db_step(s) != DB_DONE) {
         db_fail(r, err, "removing a holder");
         goto error;
     }
-    if (sqlite3_changes(r->db) == 0) {
+    if (db_changes(r->db) == 0) {
         si_errnoprintf(err, ENOENT, "request %s is not held by %s %s", uuid,
                        requests_holder_kind_name(kind), holder);
         goto error;
@@ -1197,16 +1189,16 @@ int requests_resolve_submission(requests_t *r, int64_t request_id, const char *s
 {
     if (begin(r, err) < 0)
         return -1;
-    sqlite3_stmt *s = stmt(r, SQL_HOLDER_RESOLVE);
+    db_stmt_t *s = stmt(r, SQL_HOLDER_RESOLVE);
     bind_int(s, ":request", request_id);
     bind_text(s, ":submission", submission);
     bind_text(s, ":kind", requests_holder_kind_name(kind));
     bind_text(s, ":holder", holder);
-    if (sqlite3_step(s) != SQLITE_DONE) {
+    if (db_step(s) != DB_DONE) {
         db_fail(r, err, "naming a submission's job");
         return rollback_fail(r);
     }
-    if (sqlite3_changes(r->db) == 1) {
+    if (db_changes(r->db) == 1) {
         s = stmt(r, SQL_BIND_JOB);
         bind_text(s, ":job", holder);
         bind_real(s, ":now", si_wall_now());
@@ -1215,7 +1207,7 @@ int requests_resolve_submission(requests_t *r, int64_t request_id, const char *s
         snprintf(id, sizeof(id), "%lld", (long long)request_id);
         snprintf(detail, sizeof(detail), "submission %s is %s %s", submission,
                  requests_holder_kind_name(kind), holder);
-        if (sqlite3_step(s) != SQLITE_DONE ||
+        if (db_step(s) != DB_DONE ||
             catalog_event(r->cat, "request.bound", id, detail) < 0) {
             db_fail(r, err, "naming a submission's job");
             return rollback_fail(r);
@@ -1226,29 +1218,29 @@ int requests_resolve_submission(requests_t *r, int64_t request_id, const char *s
 
 int requests_holders(requests_t *r, requests_holder_t **out, size_t *count, si_error_t *err)
 {
-    sqlite3_stmt *s = stmt(r, SQL_HOLDERS_ALL);
+    db_stmt_t *s = stmt(r, SQL_HOLDERS_ALL);
     requests_holder_t *list = NULL;
     size_t n = 0, cap = 0;
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         if (si_array_grow((void **)&list, &cap, n + 1, sizeof(*list)) < 0) {
             free(list);
-            sqlite3_reset(s);
+            db_reset(s);
             return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         requests_holder_t *h = &list[n++];
         memset(h, 0, sizeof(*h));
-        h->request_id = sqlite3_column_int64(s, 0);
-        snprintf(h->uuid, sizeof(h->uuid), "%s", (const char *)sqlite3_column_text(s, 1));
-        h->uid = (uid_t)sqlite3_column_int64(s, 2);
-        h->created = sqlite3_column_double(s, 3);
-        h->kind = holder_kind_of((const char *)sqlite3_column_text(s, 4));
-        snprintf(h->holder, sizeof(h->holder), "%s", (const char *)sqlite3_column_text(s, 5));
-        h->running = sqlite3_column_int(s, 6) != 0;
-        h->since = sqlite3_column_double(s, 7);
+        h->request_id = db_column_int64(s, 0);
+        snprintf(h->uuid, sizeof(h->uuid), "%s", db_column_text(s, 1));
+        h->uid = (uid_t)db_column_int64(s, 2);
+        h->created = db_column_double(s, 3);
+        h->kind = holder_kind_of(db_column_text(s, 4));
+        snprintf(h->holder, sizeof(h->holder), "%s", db_column_text(s, 5));
+        h->running = db_column_int(s, 6) != 0;
+        h->since = db_column_double(s, 7);
     }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE) {
+    db_reset(s);
+    if (rc != DB_DONE) {
         free(list);
         return db_fail(r, err, "listing holders");
     }
@@ -1260,21 +1252,21 @@ int requests_holders(requests_t *r, requests_holder_t **out, size_t *count, si_e
 int requests_recent_jobs(requests_t *r, double since, requests_job_id_t **out, size_t *count,
                          si_error_t *err)
 {
-    sqlite3_stmt *s = stmt(r, SQL_RECENT_JOBS);
+    db_stmt_t *s = stmt(r, SQL_RECENT_JOBS);
     bind_real(s, ":since", since);
     requests_job_id_t *list = NULL;
     size_t n = 0, cap = 0;
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         if (si_array_grow((void **)&list, &cap, n + 1, sizeof(*list)) < 0) {
             free(list);
-            sqlite3_reset(s);
+            db_reset(s);
             return si_errnoprintf(err, ENOMEM, "out of memory");
         }
-        snprintf(list[n++], sizeof(list[0]), "%s", (const char *)sqlite3_column_text(s, 0));
+        snprintf(list[n++], sizeof(list[0]), "%s", db_column_text(s, 0));
     }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE) {
+    db_reset(s);
+    if (rc != DB_DONE) {
         free(list);
         return db_fail(r, err, "listing recent jobs");
     }
@@ -1293,21 +1285,21 @@ int requests_expire(requests_t *r, double now, requests_expired_fn fn, void *arg
     } due_t;
     due_t *due = NULL;
     size_t n = 0, cap = 0;
-    sqlite3_stmt *s = stmt(r, SQL_EXPIRED);
+    db_stmt_t *s = stmt(r, SQL_EXPIRED);
     bind_real(s, ":now", now);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         if (si_array_grow((void **)&due, &cap, n + 1, sizeof(*due)) < 0) {
             free(due);
-            sqlite3_reset(s);
+            db_reset(s);
             return si_errnoprintf(err, ENOMEM, "out of memory");
         }
-        snprintf(due[n].uuid, sizeof(due[n].uuid), "%s", (const char *)sqlite3_column_text(s, 0));
-        due[n].lifetime = sqlite3_column_int64(s, 1);
+        snprintf(due[n].uuid, sizeof(due[n].uuid), "%s", db_column_text(s, 0));
+        due[n].lifetime = db_column_int64(s, 1);
         n++;
     }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE) {
+    db_reset(s);
+    if (rc != DB_DONE) {
         free(due);
         return db_fail(r, err, "finding expired pins");
     }
@@ -1364,23 +1356,23 @@ si_table_t *requests_list(requests_t *r, uid_t owner, bool active_only, size_t l
     };
     static const char sql[] =
         "SELECT r.uuid, r.uid, r.job_id,"
-        " CASE WHEN r.expired THEN 'EXPIRED' ELSE r.state END, count(i.object_id),"
+        " CASE WHEN r.expired <> 0 THEN 'EXPIRED' ELSE r.state END, count(i.object_id),"
         " coalesce(sum(i.state = 'COMPLETED'), 0), coalesce(sum(i.state = 'FAILED'), 0),"
         " coalesce(sum(o.size), 0), coalesce(sum(i.bytes_done), 0), r.created, r.finished,"
         " coalesce(r.end_reason, r.error)"
         " FROM requests r LEFT JOIN request_items i ON i.request_id = r.id"
         " LEFT JOIN objects o ON o.id = i.object_id"
-        " WHERE (?1 < 0 OR r.uid = ?1) AND (NOT ?2 OR r.state IN ('SUBMITTED', 'STARTED'))"
+        " WHERE (?1 < 0 OR r.uid = ?1) AND (?2 = 0 OR r.state IN ('SUBMITTED', 'STARTED'))"
         " GROUP BY r.id ORDER BY r.created DESC, r.id DESC LIMIT ?3";
-    sqlite3_stmt *s = catalog_prepare(r->cat, sql, err);
+    db_stmt_t *s = catalog_prepare(r->cat, sql, err);
     if (!s)
         return NULL;
-    sqlite3_bind_int64(s, 1, owner == (uid_t)-1 ? -1 : (int64_t)owner);
-    sqlite3_bind_int(s, 2, active_only);
-    sqlite3_bind_int64(s, 3, limit ? (int64_t)limit : -1);
+    db_bind_int64(s, 1, owner == (uid_t)-1 ? -1 : (int64_t)owner);
+    db_bind_int(s, 2, active_only);
+    db_bind_int64(s, 3, limit ? (int64_t)limit : INT64_MAX); /* no limit */
     si_table_t *t = catalog_table_from_stmt(r->cat, s, columns,
                                             sizeof(columns) / sizeof(columns[0]), err);
-    sqlite3_finalize(s);
+    db_finalize(s);
     return t;
 }
 
@@ -1402,57 +1394,57 @@ si_table_t *requests_queue(requests_t *r, si_error_t *err)
         " LEFT JOIN objects o ON o.id = i.object_id"
         " WHERE r.state IN ('SUBMITTED', 'STARTED') GROUP BY r.id"
         " ORDER BY r.priority DESC, r.created, r.id";
-    sqlite3_stmt *s = NULL;
+    db_stmt_t *s = NULL;
     si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
     if (!t) {
         si_errprintf(err, "out of memory");
         return NULL;
     }
-    if (sqlite3_prepare_v2(r->db, sql, -1, &s, NULL) != SQLITE_OK) {
+    if (!(s = db_prepare(r->db, sql, NULL))) {
         db_fail(r, err, "listing the queue");
         si_table_free(t);
         return NULL;
     }
     int rc;
     int64_t position = 0;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         si_table_row(t);
         si_table_int(t, ++position);
-        si_table_str(t, (const char *)sqlite3_column_text(s, 0));
-        si_table_int(t, sqlite3_column_int64(s, 1));
-        si_table_str(t, (const char *)sqlite3_column_text(s, 2));
-        si_table_int(t, sqlite3_column_int64(s, 3));
-        if (sqlite3_column_type(s, 4) == SQLITE_NULL)
+        si_table_str(t, db_column_text(s, 0));
+        si_table_int(t, db_column_int64(s, 1));
+        si_table_str(t, db_column_text(s, 2));
+        si_table_int(t, db_column_int64(s, 3));
+        if (db_column_type(s, 4) == DB_NULL)
             si_table_null(t);
         else
-            si_table_int(t, sqlite3_column_int64(s, 4));
-        si_table_str(t, (const char *)sqlite3_column_text(s, 5));
+            si_table_int(t, db_column_int64(s, 4));
+        si_table_str(t, db_column_text(s, 5));
         for (int c = 6; c <= 9; c++)
-            si_table_int(t, sqlite3_column_int64(s, c));
-        si_table_real(t, sqlite3_column_double(s, 10));
+            si_table_int(t, db_column_int64(s, c));
+        si_table_real(t, db_column_double(s, 10));
     }
-    if (rc != SQLITE_DONE) {
+    if (rc != DB_DONE) {
         db_fail(r, err, "listing the queue");
         si_table_free(t);
         t = NULL;
     }
-    sqlite3_finalize(s);
+    db_finalize(s);
     return t;
 }
 
 int requests_pending(requests_t *r, requests_pending_fn fn, void *arg, si_error_t *err)
 {
-    sqlite3_stmt *s = stmt(r, SQL_PENDING);
+    db_stmt_t *s = stmt(r, SQL_PENDING);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (fn(sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1), sqlite3_column_int(s, 2),
-               sqlite3_column_int64(s, 3), arg) != 0) {
-            rc = SQLITE_DONE;
+    while ((rc = db_step(s)) == DB_ROW) {
+        if (fn(db_column_int64(s, 0), db_column_int64(s, 1), db_column_int(s, 2),
+               db_column_int64(s, 3), arg) != 0) {
+            rc = DB_DONE;
             break;
         }
     }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE)
+    db_reset(s);
+    if (rc != DB_DONE)
         return db_fail(r, err, "listing pending items");
     return 0;
 }
@@ -1462,22 +1454,22 @@ int requests_pending(requests_t *r, requests_pending_fn fn, void *arg, si_error_
 /* After an item changed: the request follows its items while it is active. */
 static int update_request_from_items(requests_t *r, int64_t request, si_error_t *err)
 {
-    sqlite3_stmt *s = stmt(r, SQL_REQUEST_STATE_BY_ID);
+    db_stmt_t *s = stmt(r, SQL_REQUEST_STATE_BY_ID);
     bind_int(s, ":request", request);
-    if (sqlite3_step(s) != SQLITE_ROW)
+    if (db_step(s) != DB_ROW)
         return si_errnoprintf(err, ENOENT, "no request with id %lld", (long long)request);
     char state[12];
-    snprintf(state, sizeof(state), "%s", (const char *)sqlite3_column_text(s, 0));
-    sqlite3_reset(s);
+    snprintf(state, sizeof(state), "%s", db_column_text(s, 0));
+    db_reset(s);
     if (!is_active(state))
         return 0;
     s = stmt(r, SQL_ITEM_COUNTS);
     bind_int(s, ":request", request);
-    if (sqlite3_step(s) != SQLITE_ROW)
+    if (db_step(s) != DB_ROW)
         return db_fail(r, err, "counting items");
-    int64_t pending = sqlite3_column_int64(s, 0), touched = sqlite3_column_int64(s, 1),
-            failed = sqlite3_column_int64(s, 2);
-    sqlite3_reset(s);
+    int64_t pending = db_column_int64(s, 0), touched = db_column_int64(s, 1),
+            failed = db_column_int64(s, 2);
+    db_reset(s);
     const char *next = pending == 0 ? (failed ? "FAILED" : "COMPLETED")
                                     : touched ? "STARTED" : "SUBMITTED";
     if (strcmp(next, state) == 0)
@@ -1500,17 +1492,17 @@ static int update_request_from_items(requests_t *r, int64_t request, si_error_t 
 static int item_state(requests_t *r, int64_t request, int64_t object, char *state, size_t size,
                       si_error_t *err)
 {
-    sqlite3_stmt *s = stmt(r, SQL_ITEM_STATE);
+    db_stmt_t *s = stmt(r, SQL_ITEM_STATE);
     bind_int(s, ":request", request);
     bind_int(s, ":object", object);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return si_errnoprintf(err, ENOENT, "request %lld has no item for object %lld", (long long)request,
                     (long long)object);
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return db_fail(r, err, "reading an item");
-    snprintf(state, size, "%s", (const char *)sqlite3_column_text(s, 0));
-    sqlite3_reset(s);
+    snprintf(state, size, "%s", db_column_text(s, 0));
+    db_reset(s);
     return 0;
 }
 
@@ -1525,18 +1517,18 @@ static int item_transition(requests_t *r, sql_id_t id, int64_t request, int64_t 
     if (item_state(r, request, object, was, sizeof(was), err) < 0)
         goto error;
     bool was_completed = strcmp(was, "COMPLETED") == 0;
-    sqlite3_stmt *s = stmt(r, id);
+    db_stmt_t *s = stmt(r, id);
     bind_int(s, ":request", request);
     bind_int(s, ":object", object);
     bind_real(s, ":now", si_wall_now());
     bind_text(s, ":state", state);
     bind_text(s, ":error", error);
     bind_int(s, ":bytes", (int64_t)bytes);
-    if (sqlite3_step(s) != SQLITE_DONE) {
+    if (db_step(s) != DB_DONE) {
         db_fail(r, err, what);
         goto error;
     }
-    if (sqlite3_changes(r->db) == 0) {
+    if (db_changes(r->db) == 0) {
         si_errnoprintf(err, EBUSY, "request %lld, object %lld: cannot %s an item that is %s",
              (long long)request, (long long)object, what, was);
         goto error;
@@ -1550,7 +1542,7 @@ static int item_transition(requests_t *r, sql_id_t id, int64_t request, int64_t 
         bind_int(s, ":object", object);
         bind_int(s, ":request", request);
         bind_real(s, ":now", si_wall_now());
-        if (sqlite3_step(s) != SQLITE_DONE) {
+        if (db_step(s) != DB_DONE) {
             db_fail(r, err, "updating the cache pin");
             goto error;
         }
@@ -1602,25 +1594,21 @@ int requests_recover(requests_t *r, requests_recovery_t *out, si_error_t *err)
     requests_recovery_t rec = {0};
     if (begin(r, err) < 0)
         return -1;
-    if (sqlite3_exec(r->db,
-                     "UPDATE request_items SET state = 'SUBMITTED', bytes_done = 0, started = NULL"
+    if (db_exec(r->db, "UPDATE request_items SET state = 'SUBMITTED', bytes_done = 0, started = NULL"
                      " WHERE state = 'STARTED' AND request_id IN"
-                     " (SELECT id FROM requests WHERE state IN ('SUBMITTED', 'STARTED'))",
-                     NULL, NULL, NULL) != SQLITE_OK) {
+                     " (SELECT id FROM requests WHERE state IN ('SUBMITTED', 'STARTED'))", NULL) < 0) {
         db_fail(r, err, "re-queueing interrupted items");
         goto error;
     }
-    rec.requeued_items = (uint64_t)sqlite3_changes(r->db);
-    sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(r->db,
-                           "SELECT count(*) FROM requests WHERE state IN ('SUBMITTED', 'STARTED')",
-                           -1, &s, NULL) != SQLITE_OK || sqlite3_step(s) != SQLITE_ROW) {
-        sqlite3_finalize(s);
+    rec.requeued_items = (uint64_t)db_changes(r->db);
+    db_stmt_t *s = NULL;
+    if (!(s = db_prepare(r->db, "SELECT count(*) FROM requests WHERE state IN ('SUBMITTED', 'STARTED')", NULL)) || db_step(s) != DB_ROW) {
+        db_finalize(s);
         db_fail(r, err, "counting active requests");
         goto error;
     }
-    rec.active_requests = (uint64_t)sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
+    rec.active_requests = (uint64_t)db_column_int64(s, 0);
+    db_finalize(s);
     char detail[96];
     snprintf(detail, sizeof(detail), "%llu items queued again, %llu active requests",
              (unsigned long long)rec.requeued_items, (unsigned long long)rec.active_requests);
@@ -1640,39 +1628,37 @@ error:
 int requests_completed_items(requests_t *r, requests_item_ref_t **refs, size_t *count,
                              si_error_t *err)
 {
-    sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(r->db,
-                           "SELECT i.request_id, i.object_id FROM request_items i"
+    db_stmt_t *s = NULL;
+    if (!(s = db_prepare(r->db, "SELECT i.request_id, i.object_id FROM request_items i"
                            " JOIN requests q ON q.id = i.request_id"
                            " WHERE i.state = 'COMPLETED' AND q.state != 'RELEASED'"
-                           " ORDER BY i.object_id, i.request_id",
-                           -1, &s, NULL) != SQLITE_OK)
+                           " ORDER BY i.object_id, i.request_id", NULL)))
         return db_fail(r, err, "listing completed items");
     requests_item_ref_t *out = NULL;
     size_t n = 0, cap = 0;
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             requests_item_ref_t *grown = realloc(out, cap * sizeof(*grown));
             if (!grown) {
                 free(out);
-                sqlite3_finalize(s);
+                db_finalize(s);
                 return si_errnoprintf(err, ENOMEM, "out of memory");
             }
             out = grown;
         }
-        out[n].request_id = sqlite3_column_int64(s, 0);
-        out[n].object_id = sqlite3_column_int64(s, 1);
+        out[n].request_id = db_column_int64(s, 0);
+        out[n].object_id = db_column_int64(s, 1);
         n++;
     }
-    if (rc != SQLITE_DONE) {
+    if (rc != DB_DONE) {
         db_fail(r, err, "listing completed items");
-        sqlite3_finalize(s);
+        db_finalize(s);
         free(out);
         return -1;
     }
-    sqlite3_finalize(s);
+    db_finalize(s);
     *refs = out;
     *count = n;
     return 0;
@@ -1697,15 +1683,15 @@ int requests_locality(requests_t *r, const requests_caller_t *caller, const char
                       si_error_t *err)
 {
     int64_t object;
-    sqlite3_stmt *s = stmt(r, SQL_OBJECT_FIND);
+    db_stmt_t *s = stmt(r, SQL_OBJECT_FIND);
     bind_text(s, ":bucket", bucket);
     bind_text(s, ":key", key);
-    int found = sqlite3_step(s);
-    object = found == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-    sqlite3_reset(s);
-    if (found == SQLITE_DONE)
+    int found = db_step(s);
+    object = found == DB_ROW ? db_column_int64(s, 0) : 0;
+    db_reset(s);
+    if (found == DB_DONE)
         return si_errnoprintf(err, ENOENT, "no object %.64s/%.300s in the catalog", bucket, key);
-    if (found != SQLITE_ROW)
+    if (found != DB_ROW)
         return db_fail(r, err, "looking up an object");
     requests_spec_t who = {.uid = caller->uid, .gid = caller->gid};
     char name[400];
@@ -1720,16 +1706,16 @@ int requests_locality(requests_t *r, const requests_caller_t *caller, const char
     s = stmt(r, SQL_LOCALITY);
     bind_text(s, ":bucket", bucket);
     bind_text(s, ":key", key);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return si_errnoprintf(err, ENOENT, "no object %.64s/%.300s in the catalog", bucket, key);
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return db_fail(r, err, "looking up an object's locality");
     if (size)
-        *size = (uint64_t)sqlite3_column_int64(s, 0);
-    bool disk = sqlite3_column_int(s, 1), tape = sqlite3_column_int(s, 2);
-    bool disabled = sqlite3_column_int(s, 3), failed = sqlite3_column_int(s, 4);
-    sqlite3_reset(s);
+        *size = (uint64_t)db_column_int64(s, 0);
+    bool disk = db_column_int(s, 1), tape = db_column_int(s, 2);
+    bool disabled = db_column_int(s, 3), failed = db_column_int(s, 4);
+    db_reset(s);
     *out = disk && tape ? REQUESTS_LOCALITY_DISK_AND_TAPE
            : disk       ? REQUESTS_LOCALITY_DISK
            : tape       ? REQUESTS_LOCALITY_TAPE
@@ -1753,15 +1739,15 @@ int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err)
         " UNION ALL SELECT 'pinned', '', count(*), coalesce(sum(size), 0) FROM cache"
         "  WHERE pins > 0";
     requests_metrics_t m = {0};
-    sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(r->db, sql, -1, &s, NULL) != SQLITE_OK)
+    db_stmt_t *s = NULL;
+    if (!(s = db_prepare(r->db, sql, NULL)))
         return db_fail(r, err, "reading metrics");
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        const char *kind = (const char *)sqlite3_column_text(s, 0);
-        const char *state = (const char *)sqlite3_column_text(s, 1);
-        uint64_t count = (uint64_t)sqlite3_column_int64(s, 2);
-        uint64_t bytes = (uint64_t)sqlite3_column_int64(s, 3);
+    while ((rc = db_step(s)) == DB_ROW) {
+        const char *kind = db_column_text(s, 0);
+        const char *state = db_column_text(s, 1);
+        uint64_t count = (uint64_t)db_column_int64(s, 2);
+        uint64_t bytes = (uint64_t)db_column_int64(s, 3);
         if (strcmp(kind, "state") == 0) {
             for (int i = 0; i < REQUESTS_NSTATES; i++)
                 if (strcmp(state, requests_state_names[i]) == 0)
@@ -1781,8 +1767,8 @@ int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err)
             m.cache_pinned_bytes = bytes;
         }
     }
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE)
+    db_finalize(s);
+    if (rc != DB_DONE)
         return db_fail(r, err, "reading metrics");
     *out = m;
     return 0;
@@ -1795,10 +1781,9 @@ int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err)
 static int items_transition_in(requests_t *r, sql_id_t id, requests_item_outcome_t *items,
                                size_t n, si_error_t *err)
 {
-    sqlite3_stmt *cached = NULL;
+    db_stmt_t *cached = NULL;
     if (id == SQL_ITEM_FINISH &&
-        sqlite3_prepare_v2(r->db, "SELECT 1 FROM cache WHERE object_id = ?1", -1, &cached,
-                           NULL) != SQLITE_OK)
+        !(cached = db_prepare(r->db, "SELECT 1 FROM cache WHERE object_id = ?1", NULL)))
         return db_fail(r, err, "preparing a batch of items");
     double now = si_wall_now();
     int rc = 0;
@@ -1806,42 +1791,42 @@ static int items_transition_in(requests_t *r, sql_id_t id, requests_item_outcome
         requests_item_outcome_t *it = &items[i];
         if (cached) {
             /* completed only while its object is cached: the pin follows */
-            sqlite3_bind_int64(cached, 1, it->object_id);
-            int step = sqlite3_step(cached);
-            sqlite3_reset(cached);
-            if (step != SQLITE_ROW && step != SQLITE_DONE) {
+            db_bind_int64(cached, 1, it->object_id);
+            int step = db_step(cached);
+            db_reset(cached);
+            if (step != DB_ROW && step != DB_DONE) {
                 rc = db_fail(r, err, "checking a cached object");
                 break;
             }
-            if (step == SQLITE_DONE) {
+            if (step == DB_DONE) {
                 it->outcome = REQUESTS_ITEM_NOT_CACHED;
                 continue;
             }
         }
-        sqlite3_stmt *s = stmt(r, id);
+        db_stmt_t *s = stmt(r, id);
         bind_int(s, ":request", it->request_id);
         bind_int(s, ":object", it->object_id);
         bind_real(s, ":now", now);
         bind_text(s, ":state", id == SQL_ITEM_FINISH ? "COMPLETED" : NULL);
         bind_text(s, ":error", NULL);
         bind_int(s, ":bytes", 0);
-        if (sqlite3_step(s) != SQLITE_DONE) {
+        if (db_step(s) != DB_DONE) {
             rc = db_fail(r, err, "updating a batch of items");
             break;
         }
-        it->outcome = sqlite3_changes(r->db) ? REQUESTS_ITEM_DONE : REQUESTS_ITEM_BUSY;
-        sqlite3_reset(s);
+        it->outcome = db_changes(r->db) ? REQUESTS_ITEM_DONE : REQUESTS_ITEM_BUSY;
+        db_reset(s);
         if (it->outcome != REQUESTS_ITEM_DONE || id != SQL_ITEM_FINISH)
             continue;
         s = stmt(r, SQL_PIN);
         bind_int(s, ":object", it->object_id);
         bind_int(s, ":request", it->request_id);
         bind_real(s, ":now", now);
-        if (sqlite3_step(s) != SQLITE_DONE)
+        if (db_step(s) != DB_DONE)
             rc = db_fail(r, err, "updating the cache pin");
-        sqlite3_reset(s);
+        db_reset(s);
     }
-    sqlite3_finalize(cached);
+    db_finalize(cached);
     /* each request once (items come grouped by request, mostly) */
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (items[i].outcome != REQUESTS_ITEM_DONE)

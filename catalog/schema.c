@@ -1,6 +1,7 @@
-/* The catalog schema as a table of upgrade steps (PRAGMA user_version). */
+/* The catalog schema as a table of upgrade steps, one list for both engines. */
 #include "config.h"
 #include "catalog/schema.h"
+#include "catalog/catalog.h"
 
 #include <stddef.h>
 
@@ -93,11 +94,45 @@ static const char schema_1000[] =
     "  kind TEXT NOT NULL,"
     "  subject TEXT,"
     "  detail TEXT"
-    ");"
+    ");";
+static const char schema_1000_sqlite[] =
     "CREATE TRIGGER events_no_update BEFORE UPDATE ON events"
     "  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;"
     "CREATE TRIGGER events_no_delete BEFORE DELETE ON events"
     "  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;";
+/* PostgreSQL: SQLite's functions that the catalog's statements use
+ * (two-argument max and min, instr, datetime(t, 'unixepoch'), printf of a
+ * mode as '%04o', sum of conditions), so that each statement is written once. */
+static const char schema_1000_postgres[] =
+    "CREATE FUNCTION sum_true(n BIGINT, c BOOLEAN) RETURNS BIGINT LANGUAGE sql IMMUTABLE"
+    "  AS 'SELECT n + CASE WHEN c THEN 1 ELSE 0 END';"
+    "CREATE AGGREGATE sum(BOOLEAN) (SFUNC = sum_true, STYPE = BIGINT, INITCOND = '0');"
+    "CREATE FUNCTION printf(fmt TEXT, v BIGINT) RETURNS TEXT LANGUAGE plpgsql IMMUTABLE AS $$"
+    " BEGIN"
+    "  IF fmt <> '%04o' OR v < 0 OR v > 4095 THEN"
+    "   RAISE EXCEPTION 'printf(%, %): only a mode as %%04o is supported', fmt, v;"
+    "  END IF;"
+    "  RETURN ((v >> 9) & 7)::text || ((v >> 6) & 7)::text || ((v >> 3) & 7)::text"
+    "   || (v & 7)::text;"
+    " END $$;"
+    "CREATE FUNCTION max(a BIGINT, b BIGINT) RETURNS BIGINT LANGUAGE sql IMMUTABLE"
+    "  AS 'SELECT greatest(a, b)';"
+    "CREATE FUNCTION min(a BIGINT, b BIGINT) RETURNS BIGINT LANGUAGE sql IMMUTABLE"
+    "  AS 'SELECT least(a, b)';"
+    "CREATE FUNCTION max(a DOUBLE PRECISION, b DOUBLE PRECISION) RETURNS DOUBLE PRECISION"
+    "  LANGUAGE sql IMMUTABLE AS 'SELECT greatest(a, b)';"
+    "CREATE FUNCTION min(a DOUBLE PRECISION, b DOUBLE PRECISION) RETURNS DOUBLE PRECISION"
+    "  LANGUAGE sql IMMUTABLE AS 'SELECT least(a, b)';"
+    "CREATE FUNCTION instr(s TEXT, sub TEXT) RETURNS INTEGER LANGUAGE sql IMMUTABLE"
+    "  AS 'SELECT strpos(s, sub)';"
+    "CREATE FUNCTION datetime(t DOUBLE PRECISION, unit TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE"
+    "  AS $$SELECT to_char(to_timestamp(t) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')$$;"
+    "CREATE FUNCTION events_append_only() RETURNS trigger LANGUAGE plpgsql AS"
+    "  $$ BEGIN RAISE EXCEPTION 'the event log is append-only'; END $$;"
+    "CREATE TRIGGER events_no_update BEFORE UPDATE ON events"
+    "  FOR EACH ROW EXECUTE FUNCTION events_append_only();"
+    "CREATE TRIGGER events_no_delete BEFORE DELETE ON events"
+    "  FOR EACH ROW EXECUTE FUNCTION events_append_only();";
 
 /* Version 1.1: S3 storage classes (Glacier semantics) and event lookups by time. */
 static const char schema_1001[] =
@@ -113,7 +148,8 @@ static const char schema_1001[] =
 static const char schema_1002[] =
     "ALTER TABLE datasets ADD COLUMN stat_objects INTEGER;"
     "ALTER TABLE datasets ADD COLUMN stat_bytes INTEGER;"
-    "ALTER TABLE datasets ADD COLUMN stat_volumes INTEGER;"
+    "ALTER TABLE datasets ADD COLUMN stat_volumes INTEGER;";
+static const char schema_1002_sqlite[] =
     "CREATE TRIGGER tape_copies_delete_stale AFTER DELETE ON tape_copies BEGIN"
     "  UPDATE datasets SET stat_volumes = NULL WHERE id IN"
     "   (SELECT dataset_id FROM dataset_members WHERE object_id = OLD.object_id);"
@@ -126,6 +162,25 @@ static const char schema_1002[] =
     "  UPDATE datasets SET stat_volumes = NULL, stat_objects = NULL, stat_bytes = NULL"
     "   WHERE id = OLD.dataset_id AND stat_objects IS NOT NULL;"
     " END;";
+static const char schema_1002_postgres[] =
+    "CREATE FUNCTION tape_copies_delete_stale() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    "  UPDATE datasets SET stat_volumes = NULL WHERE id IN"
+    "   (SELECT dataset_id FROM dataset_members WHERE object_id = OLD.object_id);"
+    "  RETURN NULL; END $$;"
+    "CREATE TRIGGER tape_copies_delete_stale AFTER DELETE ON tape_copies"
+    "  FOR EACH ROW EXECUTE FUNCTION tape_copies_delete_stale();"
+    "CREATE FUNCTION tape_copies_update_stale() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    "  UPDATE datasets SET stat_volumes = NULL WHERE id IN"
+    "   (SELECT dataset_id FROM dataset_members WHERE object_id = NEW.object_id);"
+    "  RETURN NULL; END $$;"
+    "CREATE TRIGGER tape_copies_update_stale AFTER UPDATE OF volume_id ON tape_copies"
+    "  FOR EACH ROW EXECUTE FUNCTION tape_copies_update_stale();"
+    "CREATE FUNCTION dataset_members_delete_stale() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    "  UPDATE datasets SET stat_volumes = NULL, stat_objects = NULL, stat_bytes = NULL"
+    "   WHERE id = OLD.dataset_id AND stat_objects IS NOT NULL;"
+    "  RETURN NULL; END $$;"
+    "CREATE TRIGGER dataset_members_delete_stale AFTER DELETE ON dataset_members"
+    "  FOR EACH ROW EXECUTE FUNCTION dataset_members_delete_stale();";
 
 /* Version 1.3: which requests pin which cached object, so a restart knows
  * (cache.pins stays the count, kept by triggers, so readers of the count and
@@ -140,20 +195,42 @@ static const char schema_1003[] =
     "  PRIMARY KEY (object_id, request_id)"
     ") WITHOUT ROWID;"
     "CREATE INDEX cache_pins_by_request ON cache_pins(request_id);"
-    "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
-    "  SELECT i.object_id, i.request_id, coalesce(i.finished, r.updated)"
-    "  FROM request_items i JOIN requests r ON r.id = i.request_id"
-    "  JOIN cache c ON c.object_id = i.object_id"
-    "  WHERE i.state = 'COMPLETED' AND r.state <> 'RELEASED';"
-    "UPDATE cache SET pins ="
+    "CREATE INDEX cache_by_access ON cache(pins, last_access);";
+#define SCHEMA_1003_REBUILD                                                  \
+    "  SELECT i.object_id, i.request_id, coalesce(i.finished, r.updated)"    \
+    "  FROM request_items i JOIN requests r ON r.id = i.request_id"          \
+    "  JOIN cache c ON c.object_id = i.object_id"                            \
+    "  WHERE i.state = 'COMPLETED' AND r.state <> 'RELEASED'"
+#define SCHEMA_1003_RECOUNT                                                  \
+    "UPDATE cache SET pins ="                                                \
     "  (SELECT count(*) FROM cache_pins p WHERE p.object_id = cache.object_id);"
+static const char schema_1003_sqlite[] =
+    "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)" SCHEMA_1003_REBUILD ";"
+    SCHEMA_1003_RECOUNT
     "CREATE TRIGGER cache_pins_insert AFTER INSERT ON cache_pins BEGIN"
     "  UPDATE cache SET pins = pins + 1 WHERE object_id = NEW.object_id;"
     " END;"
     "CREATE TRIGGER cache_pins_delete AFTER DELETE ON cache_pins BEGIN"
     "  UPDATE cache SET pins = pins - 1 WHERE object_id = OLD.object_id AND pins > 0;"
-    " END;"
-    "CREATE INDEX cache_by_access ON cache(pins, last_access);";
+    " END;";
+/* cache_pin_new/cache_unpin_new/cache_unpin_old serve 1.4's triggers too. */
+static const char schema_1003_postgres[] =
+    "INSERT INTO cache_pins(object_id, request_id, since)" SCHEMA_1003_REBUILD
+    "  ON CONFLICT DO NOTHING;"
+    SCHEMA_1003_RECOUNT
+    "CREATE FUNCTION cache_pin_new() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    "  UPDATE cache SET pins = pins + 1 WHERE object_id = NEW.object_id;"
+    "  RETURN NULL; END $$;"
+    "CREATE FUNCTION cache_unpin_new() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    "  UPDATE cache SET pins = pins - 1 WHERE object_id = NEW.object_id AND pins > 0;"
+    "  RETURN NULL; END $$;"
+    "CREATE FUNCTION cache_unpin_old() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    "  UPDATE cache SET pins = pins - 1 WHERE object_id = OLD.object_id AND pins > 0;"
+    "  RETURN NULL; END $$;"
+    "CREATE TRIGGER cache_pins_insert AFTER INSERT ON cache_pins"
+    "  FOR EACH ROW EXECUTE FUNCTION cache_pin_new();"
+    "CREATE TRIGGER cache_pins_delete AFTER DELETE ON cache_pins"
+    "  FOR EACH ROW EXECUTE FUNCTION cache_unpin_old();";
 
 /* Version 1.4: pushes (stage-out). A push groups files one user sent into a
  * dataset; each file is an object in the push bucket and one push item.
@@ -185,7 +262,25 @@ static const char schema_1004[] =
     "  finished REAL"
     ");"
     "CREATE INDEX push_items_by_push ON push_items(push_id);"
-    "CREATE INDEX push_items_by_state ON push_items(state, received);"
+    "CREATE INDEX push_items_by_state ON push_items(state, received);";
+#define PUSH_PINNED "('RECEIVING','RECEIVED','ARCHIVING')"
+static const char schema_1004_postgres[] =
+    "CREATE FUNCTION push_items_pin_new_cache_row() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    "  IF EXISTS (SELECT 1 FROM push_items WHERE object_id = NEW.object_id"
+    "             AND state IN " PUSH_PINNED ") THEN"
+    "   UPDATE cache SET pins = pins + 1 WHERE object_id = NEW.object_id;"
+    "  END IF; RETURN NULL; END $$;"
+    "CREATE TRIGGER push_items_pin_new_cache_row AFTER INSERT ON cache"
+    "  FOR EACH ROW EXECUTE FUNCTION push_items_pin_new_cache_row();"
+    "CREATE TRIGGER push_items_unpin_on_state AFTER UPDATE OF state ON push_items FOR EACH ROW"
+    "  WHEN (OLD.state IN " PUSH_PINNED " AND NEW.state NOT IN " PUSH_PINNED ")"
+    "  EXECUTE FUNCTION cache_unpin_new();"
+    "CREATE TRIGGER push_items_pin_on_state AFTER UPDATE OF state ON push_items FOR EACH ROW"
+    "  WHEN (OLD.state NOT IN " PUSH_PINNED " AND NEW.state IN " PUSH_PINNED ")"
+    "  EXECUTE FUNCTION cache_pin_new();"
+    "CREATE TRIGGER push_items_unpin_on_delete AFTER DELETE ON push_items FOR EACH ROW"
+    "  WHEN (OLD.state IN " PUSH_PINNED ") EXECUTE FUNCTION cache_unpin_old();";
+static const char schema_1004_sqlite[] =
     "CREATE TRIGGER push_items_pin_new_cache_row AFTER INSERT ON cache"
     "  WHEN EXISTS (SELECT 1 FROM push_items WHERE object_id = NEW.object_id"
     "               AND state IN ('RECEIVING','RECEIVED','ARCHIVING')) BEGIN"
@@ -247,14 +342,23 @@ static const char schema_1006[] =
     "  part_sizes TEXT"
     ");";
 
+/* Version 1.7: the site the catalog belongs to (one row, written by the
+ * first stagein of the site that opens it), so that one site's stagein
+ * refuses another's database. */
+static const char schema_1007[] =
+    "CREATE TABLE site ("
+    "  name TEXT NOT NULL PRIMARY KEY"
+    ");";
+
 static const catalog_schema_step_t steps[] = {
-    {1000, schema_1000},
-    {1001, schema_1001},
-    {1002, schema_1002},
-    {1003, schema_1003},
-    {1004, schema_1004},
-    {1005, schema_1005},
-    {1006, schema_1006},
+    {1000, schema_1000, schema_1000_sqlite, schema_1000_postgres},
+    {1001, schema_1001, NULL, NULL},
+    {1002, schema_1002, schema_1002_sqlite, schema_1002_postgres},
+    {1003, schema_1003, schema_1003_sqlite, schema_1003_postgres},
+    {1004, schema_1004, schema_1004_sqlite, schema_1004_postgres},
+    {1005, schema_1005, NULL, NULL},
+    {1006, schema_1006, NULL, NULL},
+    {CATALOG_SITE_VERSION, schema_1007, NULL, NULL},
 };
 
 const catalog_schema_step_t *catalog_schema_steps(size_t *count)

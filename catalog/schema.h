@@ -3,11 +3,15 @@
 
 #include <stddef.h>
 
-/* One upgrade step: applied in its own transaction, which also sets
- * PRAGMA user_version = version. */
+/* One upgrade step: applied in its own transaction, which also records the
+ * version. sql is written once in SQLite's spelling (the PostgreSQL engine
+ * translates its types); sqlite and postgres (or NULL) follow it where the
+ * dialects differ (triggers). */
 typedef struct {
     int version;
     const char *sql;
+    const char *sqlite;
+    const char *postgres;
 } catalog_schema_step_t;
 
 /* The steps in ascending version order. */

@@ -8,20 +8,20 @@
 
 #include "common/text.h"
 
-si_table_t *catalog_table_from_stmt(catalog_t *cat, sqlite3_stmt *stmt,
+si_table_t *catalog_table_from_stmt(catalog_t *cat, db_stmt_t *stmt,
                                     const si_column_t *columns, size_t ncolumns,
                                     si_error_t *err)
 {
     si_column_t *generic = NULL;
     if (!columns) { /* ad-hoc SQL: columns as the query names them */
-        ncolumns = (size_t)sqlite3_column_count(stmt);
+        ncolumns = (size_t)db_column_count(stmt);
         generic = calloc(ncolumns ? ncolumns : 1, sizeof(*generic));
         if (!generic) {
             si_errprintf(err, "out of memory");
             return NULL;
         }
         for (size_t k = 0; k < ncolumns; k++) {
-            generic[k].name = sqlite3_column_name(stmt, (int)k);
+            generic[k].name = db_column_name(stmt, (int)k);
             generic[k].kind = SI_COL_STR;
         }
         columns = generic;
@@ -33,30 +33,30 @@ si_table_t *catalog_table_from_stmt(catalog_t *cat, sqlite3_stmt *stmt,
         return NULL;
     }
     int rc;
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    while ((rc = db_step(stmt)) == DB_ROW) {
         if (si_table_row(t) < 0)
             goto nomem;
         for (size_t k = 0; k < ncolumns; k++) {
             int r;
-            switch (sqlite3_column_type(stmt, (int)k)) {
-            case SQLITE_INTEGER:
-                r = si_table_int(t, sqlite3_column_int64(stmt, (int)k));
+            switch (db_column_type(stmt, (int)k)) {
+            case DB_INTEGER:
+                r = si_table_int(t, db_column_int64(stmt, (int)k));
                 break;
-            case SQLITE_FLOAT:
-                r = si_table_real(t, sqlite3_column_double(stmt, (int)k));
+            case DB_FLOAT:
+                r = si_table_real(t, db_column_double(stmt, (int)k));
                 break;
-            case SQLITE_NULL:
+            case DB_NULL:
                 r = si_table_null(t);
                 break;
             default:
-                r = si_table_str(t, (const char *)sqlite3_column_text(stmt, (int)k));
+                r = si_table_str(t, db_column_text(stmt, (int)k));
                 break;
             }
             if (r < 0)
                 goto nomem;
         }
     }
-    if (rc != SQLITE_DONE) {
+    if (rc != DB_DONE) {
         catalog_sqlerr(cat, err, "catalog query");
         si_table_free(t);
         return NULL;
@@ -72,15 +72,15 @@ nomem:
 static si_table_t *view(catalog_t *cat, const char *sql, const si_column_t *cols, size_t n,
                         const char *p1, const char *p2, si_error_t *err)
 {
-    sqlite3_stmt *s = catalog_prepare(cat, sql, err);
+    db_stmt_t *s = catalog_prepare(cat, sql, err);
     if (!s)
         return NULL;
     if (p1)
-        sqlite3_bind_text(s, 1, p1, -1, SQLITE_STATIC);
+        db_bind_text(s, 1, p1, -1);
     if (p2)
-        sqlite3_bind_text(s, 2, p2, -1, SQLITE_STATIC);
+        db_bind_text(s, 2, p2, -1);
     si_table_t *t = catalog_table_from_stmt(cat, s, cols, n, err);
-    sqlite3_finalize(s);
+    db_finalize(s);
     return t;
 }
 
@@ -112,13 +112,13 @@ int catalog_refresh_dataset_stats(catalog_t *cat, si_error_t *err)
 
 static int dataset_exists(catalog_t *cat, const char *name, si_error_t *err)
 {
-    sqlite3_stmt *s = catalog_prepare(cat, "SELECT 1 FROM datasets WHERE name = ?1", err);
+    db_stmt_t *s = catalog_prepare(cat, "SELECT 1 FROM datasets WHERE name = ?1", err);
     if (!s)
         return -1;
-    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc == SQLITE_ROW)
+    db_bind_text(s, 1, name, -1);
+    int rc = db_step(s);
+    db_finalize(s);
+    if (rc == DB_ROW)
         return 0;
     return si_errprintf(err, "no dataset '%s' in the catalog", name);
 }
@@ -158,7 +158,7 @@ si_table_t *catalog_view_dataset_volumes(catalog_t *cat, const char *dataset, si
         " MAX(c.position)"
         " FROM datasets d JOIN dataset_members m ON m.dataset_id = d.id"
         " JOIN tape_copies c ON c.object_id = m.object_id JOIN volumes v ON v.id = c.volume_id"
-        " WHERE d.name = ?1 GROUP BY c.volume_id, c.copy ORDER BY c.copy, v.label";
+        " WHERE d.name = ?1 GROUP BY v.id, c.copy ORDER BY c.copy, v.label";
     if (dataset_exists(cat, dataset, err) < 0)
         return NULL;
     return view(cat, sql, cols, NCOLS(cols), dataset, NULL, err);
@@ -176,13 +176,13 @@ si_table_t *catalog_view_volume_datasets(catalog_t *cat, const char *label, si_e
         " JOIN dataset_members m ON m.object_id = c.object_id"
         " JOIN datasets d ON d.id = m.dataset_id"
         " WHERE v.label = ?1 GROUP BY d.id ORDER BY d.name";
-    sqlite3_stmt *s = catalog_prepare(cat, "SELECT 1 FROM volumes WHERE label = ?1", err);
+    db_stmt_t *s = catalog_prepare(cat, "SELECT 1 FROM volumes WHERE label = ?1", err);
     if (!s)
         return NULL;
-    sqlite3_bind_text(s, 1, label, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_ROW) {
+    db_bind_text(s, 1, label, -1);
+    int rc = db_step(s);
+    db_finalize(s);
+    if (rc != DB_ROW) {
         si_errprintf(err, "no volume '%s' in the catalog", label);
         return NULL;
     }
@@ -214,7 +214,7 @@ si_table_t *catalog_view_object(catalog_t *cat, const char *bucket_key, si_error
     };
     static const char sql[] =
         "SELECT o.bucket, o.key, o.size, o.checksum, c.copy, v.label, c.file_seq, c.position,"
-        " CASE WHEN ca.object_id IS NULL THEN 'no' WHEN ca.verified THEN 'verified'"
+        " CASE WHEN ca.object_id IS NULL THEN 'no' WHEN ca.verified <> 0 THEN 'verified'"
         "  ELSE 'yes' END, ca.pins"
         " FROM objects o LEFT JOIN tape_copies c ON c.object_id = o.id"
         " LEFT JOIN volumes v ON v.id = c.volume_id LEFT JOIN cache ca ON ca.object_id = o.id"
@@ -250,7 +250,7 @@ si_table_t *catalog_view_requests(catalog_t *cat, const catalog_request_filter_t
     };
     /* state EXPIRED: released because its pins outlived their lifetime */
     static const char sql[] =
-        "SELECT r.uuid, r.uid, r.job_id, CASE WHEN r.expired THEN 'EXPIRED' ELSE r.state END,"
+        "SELECT r.uuid, r.uid, r.job_id, CASE WHEN r.expired <> 0 THEN 'EXPIRED' ELSE r.state END,"
         " r.priority, COUNT(i.object_id),"
         " SUM(i.state = 'COMPLETED'), SUM(i.state = 'FAILED'), COALESCE(SUM(o.size), 0),"
         " COALESCE(SUM(i.bytes_done), 0), datetime(r.created, 'unixepoch'),"
@@ -258,9 +258,9 @@ si_table_t *catalog_view_requests(catalog_t *cat, const catalog_request_filter_t
         " FROM requests r LEFT JOIN request_items i ON i.request_id = r.id"
         " LEFT JOIN objects o ON o.id = i.object_id"
         " WHERE (?1 IS NULL OR r.uid = ?1) AND (?2 IS NULL OR r.job_id = ?2)"
-        " AND (?3 IS NULL OR (CASE WHEN r.expired THEN 'EXPIRED' ELSE r.state END) = ?3)"
+        " AND (?3 IS NULL OR (CASE WHEN r.expired <> 0 THEN 'EXPIRED' ELSE r.state END) = ?3)"
         " GROUP BY r.id ORDER BY r.created, r.id";
-    sqlite3_stmt *s = catalog_prepare(cat, sql, err);
+    db_stmt_t *s = catalog_prepare(cat, sql, err);
     if (!s)
         return NULL;
     if (f && f->user) {
@@ -268,20 +268,20 @@ si_table_t *catalog_view_requests(catalog_t *cat, const catalog_request_filter_t
         if (si_parse_i64(f->user, &uid) < 0) {
             struct passwd *pw = getpwnam(f->user);
             if (!pw) {
-                sqlite3_finalize(s);
+                db_finalize(s);
                 si_errprintf(err, "no user '%s'", f->user);
                 return NULL;
             }
             uid = pw->pw_uid;
         }
-        sqlite3_bind_int64(s, 1, uid);
+        db_bind_int64(s, 1, uid);
     }
     if (f && f->job)
-        sqlite3_bind_text(s, 2, f->job, -1, SQLITE_STATIC);
+        db_bind_text(s, 2, f->job, -1);
     if (f && f->state)
-        sqlite3_bind_text(s, 3, f->state, -1, SQLITE_STATIC);
+        db_bind_text(s, 3, f->state, -1);
     si_table_t *t = catalog_table_from_stmt(cat, s, cols, NCOLS(cols), err);
-    sqlite3_finalize(s);
+    db_finalize(s);
     return t;
 }
 
@@ -295,26 +295,9 @@ si_table_t *catalog_view_cache(catalog_t *cat, si_error_t *err)
     static const char sql[] =
         "SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(SUM(pins > 0), 0),"
         " COALESCE(SUM(CASE WHEN pins > 0 THEN size ELSE 0 END), 0),"
-        " COALESCE(SUM(verified != 0), 0), datetime(MIN(last_access), 'unixepoch')"
+        " COALESCE(SUM(CASE WHEN verified <> 0 THEN 1 ELSE 0 END), 0), datetime(MIN(last_access), 'unixepoch')"
         " FROM cache";
     return view(cat, sql, cols, NCOLS(cols), NULL, NULL, err);
-}
-
-/* Ad-hoc SQL may only read: ATTACH (which sqlite3_stmt_readonly lets
- * through), PRAGMA and everything else that is not a plain query is denied. */
-static int sql_authorizer(void *unused, int action, const char *a, const char *b,
-                          const char *db, const char *trigger)
-{
-    (void)unused, (void)a, (void)b, (void)db, (void)trigger;
-    switch (action) {
-    case SQLITE_SELECT:
-    case SQLITE_READ:
-    case SQLITE_FUNCTION:
-    case SQLITE_RECURSIVE:
-        return SQLITE_OK;
-    default:
-        return SQLITE_DENY;
-    }
 }
 
 si_table_t *catalog_view_sql(catalog_t *cat, const char *sql, si_error_t *err)
@@ -323,36 +306,11 @@ si_table_t *catalog_view_sql(catalog_t *cat, const char *sql, si_error_t *err)
         si_errprintf(err, "ad-hoc SQL needs a catalog opened read-only");
         return NULL;
     }
-    sqlite3_stmt *s = NULL;
-    const char *tail = NULL;
-    sqlite3_set_authorizer(cat->db, sql_authorizer, NULL);
-    int rc = sqlite3_prepare_v2(cat->db, sql, -1, &s, &tail);
-    sqlite3_set_authorizer(cat->db, NULL, NULL);
-    if (rc == SQLITE_AUTH) {
-        si_errprintf(err, "SQL: only read-only statements are allowed (SELECT, WITH): %s",
-                     sqlite3_errmsg(cat->db));
+    db_stmt_t *s = db_prepare_readonly(cat->db, sql, err);
+    if (!s)
         return NULL;
-    }
-    if (rc != SQLITE_OK) {
-        catalog_sqlerr(cat, err, "SQL");
-        return NULL;
-    }
-    if (!s) {
-        si_errprintf(err, "SQL: empty statement");
-        return NULL;
-    }
-    if (tail && tail[strspn(tail, " \t\r\n;")] != '\0') {
-        sqlite3_finalize(s);
-        si_errprintf(err, "SQL: give one statement (text after the first: '%.40s')", tail);
-        return NULL;
-    }
-    if (!sqlite3_stmt_readonly(s)) {
-        sqlite3_finalize(s);
-        si_errprintf(err, "SQL: only read-only statements are allowed");
-        return NULL;
-    }
     si_table_t *t = catalog_table_from_stmt(cat, s, NULL, 0, err);
-    sqlite3_finalize(s);
+    db_finalize(s);
     return t;
 }
 

@@ -39,7 +39,7 @@ catalog_t *cli_open_catalog(cli_t *cli, int flags, si_error_t *err)
     const char *path = cli_catalog_path(cli, err);
     if (!path)
         return NULL;
-    return catalog_open(path, flags, err);
+    return catalog_conf_open(cli_conf(cli, err), path, flags, err);
 }
 
 int cli_fail(const cli_t *cli, const char *fmt, ...)

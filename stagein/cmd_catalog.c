@@ -211,7 +211,7 @@ static int cmd_init(cli_t *cli, int argc, char **argv)
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s", path);
     char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
+    if (slash && slash != dir && !catalog_target_is_url(path)) {
         *slash = '\0';
         if (access(dir, F_OK) != 0) {
             if (process_mkdirs(dir, 0700, &err) < 0)

@@ -67,7 +67,7 @@ static char *repeat(char c, size_t n)
     return s;
 }
 
-int main(void)
+static void run(void)
 {
     char path[512];
     si_error_t err;
@@ -272,5 +272,9 @@ int main(void)
 
     catalog_close(cat);
     test_db_remove(path);
-    return done_testing();
+}
+
+int main(void)
+{
+    return test_run_engines(run);
 }

@@ -6,10 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
-
 #include "catalog/catalog.h"
 #include "catalog/requests.h"
+#include "catalog/test/testutil.h"
 #include "common/tap.h"
 
 static catalog_t *cat;
@@ -17,13 +16,7 @@ static requests_t *rq;
 
 static int64_t count(const char *sql)
 {
-    sqlite3_stmt *s;
-    int64_t n = -1;
-    if (sqlite3_prepare_v2(catalog_db(cat), sql, -1, &s, NULL) == SQLITE_OK &&
-        sqlite3_step(s) == SQLITE_ROW)
-        n = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return n;
+    return test_query_int(cat, sql);
 }
 
 static int64_t rows(void)
@@ -81,17 +74,16 @@ static int count_pending(int64_t request, int64_t obj, int prio, int64_t deadlin
     return 0;
 }
 
-int main(void)
+static void run(void)
 {
     si_error_t err;
-    char dir[] = "/tmp/t_requests.XXXXXX", path[256];
-    if (!mkdtemp(dir))
-        return 1;
-    snprintf(path, sizeof(path), "%s/catalog.db", dir);
+    char path[700];
+    test_db_path(path, sizeof(path), "requests");
+    test_db_remove(path);
     cat = catalog_open(path, CATALOG_CREATE, &err);
-    ok(cat != NULL, "catalog created");
+    ok(cat != NULL, "catalog created (%s)", test_engine_name());
     if (!cat)
-        return done_testing();
+        return;
     catalog_volume_t v = {.label = "L00001", .media = "LTO-9", .library = "sim", .state = "online"};
     int64_t vol;
     catalog_volume_ensure(cat, &v, &vol, &err);
@@ -106,7 +98,7 @@ int main(void)
     snprintf(sql, sizeof(sql),
              "INSERT INTO cache(object_id, path, size, pins, last_access) VALUES (%lld, 'x', 100, 0, 0)",
              (long long)a1);
-    sqlite3_exec(catalog_db(cat), sql, NULL, NULL, NULL);
+    test_exec(cat, sql);
 
     rq = requests_open(cat, &err);
     ok(rq != NULL, "requests opened: %s", rq ? "" : err.text);
@@ -171,10 +163,8 @@ int main(void)
                  " VALUES ('p-1', 1000, 100, (SELECT MIN(id) FROM datasets), 1, 1);"
                  "INSERT INTO push_items(object_id, push_id, state) VALUES (%lld, 1, 'RECEIVED')",
                  (long long)pushed);
-        char *msg = NULL;
-        if (sqlite3_exec(catalog_db(cat), push_sql, NULL, NULL, &msg) != SQLITE_OK)
-            diag("push rows: %s", msg);
-        sqlite3_free(msg);
+        if (test_exec(cat, push_sql) < 0)
+            diag("push rows: %s", db_errmsg(catalog_driver(cat)));
         int64_t rows_before = rows();
         ok(stage(2000, 300, NULL, "bk1/pushed/ckpt.bin", &tmp, &err) == -1 && errno == EACCES &&
                strstr(err.text, "not yet archived") && rows() == rows_before,
@@ -519,7 +509,8 @@ int main(void)
         si_table_t *all = requests_list(rq, 2000, false, 0, &err);
         si_table_t *active = requests_list(rq, 2000, true, 0, &err);
         ok(all && active && si_table_rows(all) > si_table_rows(active),
-           "the list of all requests includes finished ones");
+           "the list of all requests includes finished ones%s%s", all ? "" : ": ",
+           all ? "" : err.text);
         is_int(count("SELECT count(*) FROM requests WHERE uid = 2000"),
                all ? (int64_t)si_table_rows(all) : -1, "every request of the user listed");
         si_table_free(all);
@@ -579,9 +570,10 @@ int main(void)
 
     requests_close(rq);
     catalog_close(cat);
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        diag("cleanup failed");
-    return done_testing();
+    test_db_remove(path);
+}
+
+int main(void)
+{
+    return test_run_engines(run);
 }

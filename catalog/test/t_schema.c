@@ -1,38 +1,107 @@
 #include "config.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 #include "catalog/catalog.h"
 #include "catalog/test/testutil.h"
 #include "common/tap.h"
 
-int main(void)
+/* The engine's spelling of "set the schema version" for the tests. */
+static int set_version(catalog_t *cat, int version)
 {
-    char path[512];
+    char sql[128];
+    if (test_engine_is_pg())
+        snprintf(sql, sizeof(sql), "UPDATE stagein_schema SET version = %d", version);
+    else
+        snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", version);
+    return test_exec(cat, sql);
+}
+
+static void refusals_pg(const char *path)
+{
     si_error_t err;
+    /* A database that does not exist: the message names the setting. */
+    char wrong[700];
+    snprintf(wrong, sizeof(wrong), "postgresql://stagein@/no_such_db?host=%s/pg", test_engine.dir);
+    catalog_t *cat = catalog_open(wrong, CATALOG_CREATE, &err);
+    ok(cat == NULL && strstr(err.text, "catalog.url") && strstr(err.text, "no_such_db"),
+       "wrong URL refused: %s", err.text);
+    /* A wrong password (from the password file): refused by the server. */
+    char bad_pw[400];
+    snprintf(bad_pw, sizeof(bad_pw), "%s/bad-password", test_engine.dir);
+    FILE *f = fopen(bad_pw, "w");
+    fputs("not-the-password\n", f);
+    fclose(f);
+    chmod(bad_pw, 0600);
+    char *saved = getenv("PGPASSFILE") ? strdup(getenv("PGPASSFILE")) : NULL;
+    unsetenv("PGPASSFILE");
+    catalog_open_opts_t o = {.target = path, .password_file = bad_pw};
+    cat = catalog_open_opts(&o, &err);
+    ok(cat == NULL && strstr(err.text, "catalog.url") && strstr(err.text, "password authentication"),
+       "wrong password refused: %s", err.text);
+    /* The right password from a 0600 file; a file others can read is refused. */
+    o.password_file = test_engine.password_file;
+    cat = catalog_open_opts(&o, &err);
+    ok(cat != NULL, "password from catalog.password_file accepted");
+    catalog_close(cat);
+    chmod(bad_pw, 0644);
+    o.password_file = bad_pw;
+    cat = catalog_open_opts(&o, &err);
+    ok(cat == NULL && strstr(err.text, "chmod 600"), "readable password file refused: %s", err.text);
+    /* No password anywhere: refused. */
+    o.password_file = NULL;
+    cat = catalog_open_opts(&o, &err);
+    ok(cat == NULL && strstr(err.text, "password"), "no password refused: %s", err.text);
+    if (saved)
+        setenv("PGPASSFILE", saved, 1);
+    free(saved);
+    /* A password inside the URL is refused before connecting. */
+    char with_pw[700];
+    snprintf(with_pw, sizeof(with_pw), "postgresql://stagein:secret@/x?host=%s/pg", test_engine.dir);
+    cat = catalog_open(with_pw, 0, &err);
+    ok(cat == NULL && strstr(err.text, "holds a password") && !strstr(err.text, "cannot connect"),
+       "password in the URL refused: %s", err.text);
+}
+
+static void run(void)
+{
+    char path[700];
+    si_error_t err;
+    bool pg = test_engine_is_pg();
     test_db_path(path, sizeof(path), "schema");
     test_db_remove(path);
 
-    catalog_t *cat = catalog_open(path, 0, &err);
-    ok(cat == NULL && strstr(err.text, "No such file"), "missing file without CREATE: %s", err.text);
+    catalog_t *cat;
+    if (!pg) {
+        cat = catalog_open(path, 0, &err);
+        ok(cat == NULL && strstr(err.text, "No such file"), "missing file without CREATE: %s",
+           err.text);
+    } else {
+        refusals_pg(path);
+    }
 
     cat = catalog_open(path, CATALOG_CREATE, &err);
-    ok(cat != NULL, "fresh catalog created");
+    ok(cat != NULL, "fresh catalog created (%s)", test_engine_name());
     is_int(catalog_schema_version(cat), catalog_latest_version(), "fresh catalog at latest version");
-    is_int(test_query_int(cat, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'"
-                               " AND name IN ('volumes','objects','tape_copies','datasets',"
-                               "'dataset_members','requests','request_items','cache','events')"),
+    is_int(test_query_int(cat, pg ? "SELECT COUNT(*) FROM information_schema.tables WHERE"
+                                    " table_schema = 'public' AND table_name IN"
+                                    " ('volumes','objects','tape_copies','datasets',"
+                                    "'dataset_members','requests','request_items','cache','events')"
+                                  : "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'"
+                                    " AND name IN ('volumes','objects','tape_copies','datasets',"
+                                    "'dataset_members','requests','request_items','cache','events')"),
            9, "all tables exist");
-    is_int(test_query_int(cat, "PRAGMA foreign_keys"), 1, "foreign keys on");
-    ok(test_query_int(cat, "SELECT COUNT(*) FROM pragma_journal_mode WHERE journal_mode = 'wal'") == 1,
-       "WAL mode");
+    if (!pg) {
+        is_int(test_query_int(cat, "PRAGMA foreign_keys"), 1, "foreign keys on");
+        ok(test_query_int(cat, "SELECT COUNT(*) FROM pragma_journal_mode WHERE journal_mode = 'wal'")
+               == 1, "WAL mode");
+    }
     ok(catalog_event(cat, "test", "subject", "detail") == 0, "event appended");
-    ok(sqlite3_exec(catalog_db(cat), "UPDATE events SET kind = 'x'", NULL, NULL, NULL) != SQLITE_OK,
-       "events cannot be updated");
-    ok(sqlite3_exec(catalog_db(cat), "DELETE FROM events", NULL, NULL, NULL) != SQLITE_OK,
-       "events cannot be deleted");
-    ok(sqlite3_exec(catalog_db(cat), "INSERT INTO tape_copies VALUES (999, 1, 999, 0, 0, 0)",
-                    NULL, NULL, NULL) != SQLITE_OK, "foreign keys enforced");
+    ok(test_exec(cat, "UPDATE events SET kind = 'x'") < 0, "events cannot be updated");
+    ok(test_exec(cat, "DELETE FROM events") < 0, "events cannot be deleted");
+    ok(test_exec(cat, "INSERT INTO tape_copies VALUES (999, 1, 999, 0, 0, 0)") < 0,
+       "foreign keys enforced");
     catalog_close(cat);
 
     /* reopen: nothing to migrate, data kept */
@@ -45,21 +114,41 @@ int main(void)
     cat = catalog_open_at_version(path, 1000, &err);
     ok(cat != NULL, "catalog created at 1.0");
     is_int(catalog_schema_version(cat), 1000, "stopped at 1.0");
-    ok(test_query_int(cat, "SELECT COUNT(*) FROM pragma_table_info('objects')"
-                           " WHERE name = 'storage_class'") == 0, "1.0 has no storage_class");
-    sqlite3_exec(catalog_db(cat), "INSERT INTO objects(bucket, key, size) VALUES ('bkt', 'k', 5)",
-                 NULL, NULL, NULL);
+    ok(test_query_int(cat, pg ? "SELECT COUNT(*) FROM information_schema.columns WHERE"
+                                " table_name = 'objects' AND column_name = 'storage_class'"
+                              : "SELECT COUNT(*) FROM pragma_table_info('objects')"
+                                " WHERE name = 'storage_class'") == 0,
+       "1.0 has no storage_class");
+    test_exec(cat, "INSERT INTO objects(bucket, key, size) VALUES ('bkt', 'k', 5)");
     catalog_close(cat);
     cat = catalog_open(path, 0, &err);
     ok(cat != NULL, "1.0 catalog opened by current code");
     is_int(catalog_schema_version(cat), catalog_latest_version(), "upgraded to latest");
     is_int(test_query_int(cat, "SELECT COUNT(*) FROM objects WHERE storage_class = 'GLACIER'"), 1,
            "row kept and new column defaulted");
+    ok(catalog_object_put(cat, &(catalog_object_t){.bucket = "bkt", .key = "k2", .size = 1},
+                          &(int64_t){0}, &err) == 1, "ids continue after the upgraded rows");
     catalog_close(cat);
+
+    /* the site: recorded by the first opener that names one, another refused */
+    catalog_open_opts_t so = {.target = path, .site = "site-a"};
+    cat = catalog_open_opts(&so, &err);
+    ok(cat != NULL, "site recorded");
+    catalog_close(cat);
+    cat = catalog_open_opts(&so, &err);
+    ok(cat != NULL, "same site opens again");
+    catalog_close(cat);
+    so.site = "site-b";
+    cat = catalog_open_opts(&so, &err);
+    ok(cat == NULL && strstr(err.text, "belongs to site 'site-a'") && strstr(err.text, "catalog.site"),
+       "another site's catalog refused: %s", err.text);
+    so.flags = CATALOG_READONLY;
+    cat = catalog_open_opts(&so, &err);
+    ok(cat == NULL && strstr(err.text, "site-a"), "refused read-only too: %s", err.text);
 
     /* a newer major version is refused, read-only too */
     cat = catalog_open(path, 0, &err);
-    sqlite3_exec(catalog_db(cat), "PRAGMA user_version = 2000", NULL, NULL, NULL);
+    set_version(cat, 2000);
     catalog_close(cat);
     cat = catalog_open(path, 0, &err);
     ok(cat == NULL && strstr(err.text, "newer than this stagein supports"),
@@ -68,25 +157,36 @@ int main(void)
     ok(cat == NULL && strstr(err.text, "2.0"), "newer major refused read-only: %s", err.text);
 
     /* a newer minor of our major opens (it only added) */
-    sqlite3 *db;
-    sqlite3_open(path, &db);
-    sqlite3_exec(db, "PRAGMA user_version = 1999", NULL, NULL, NULL);
-    sqlite3_close(db);
+    db_t *raw = db_open(path, 0, NULL, &err);
+    ok(raw && db_set_schema_version(raw, 1999, &err) == 0, "schema version set to 1.999");
+    db_close(raw);
     cat = catalog_open(path, 0, &err);
     ok(cat != NULL, "newer minor accepted");
     catalog_close(cat);
 
     /* read-only opens never write */
     test_db_remove(path);
-    cat = catalog_open(path, CATALOG_READONLY | CATALOG_CREATE, &err);
-    ok(cat == NULL, "read-only never creates: %s", err.text);
+    if (!pg) {
+        cat = catalog_open(path, CATALOG_READONLY | CATALOG_CREATE, &err);
+        ok(cat == NULL, "read-only never creates: %s", err.text);
+    } else {
+        cat = catalog_open(path, CATALOG_READONLY, &err);
+        ok(cat == NULL && strstr(err.text, "empty (no schema)"),
+           "read-only never creates the schema: %s", err.text);
+    }
     cat = catalog_open(path, CATALOG_CREATE, &err);
     catalog_close(cat);
     cat = catalog_open(path, CATALOG_READONLY, &err);
     ok(cat != NULL, "read-only open of a real catalog");
-    ok(sqlite3_exec(catalog_db(cat), "INSERT INTO volumes(label) VALUES ('X')", NULL, NULL, NULL)
-           != SQLITE_OK, "read-only connection refuses writes");
+    ok(test_exec(cat, "INSERT INTO volumes(label) VALUES ('X')") < 0,
+       "read-only connection refuses writes");
+    ok(db_errclass(catalog_driver(cat)) == DB_ERR_READONLY, "refused as read-only: %s",
+       db_errmsg(catalog_driver(cat)));
     catalog_close(cat);
     test_db_remove(path);
-    return done_testing();
+}
+
+int main(void)
+{
+    return test_run_engines(run);
 }

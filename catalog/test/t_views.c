@@ -7,6 +7,8 @@
 #include "catalog/test/testutil.h"
 #include "common/tap.h"
 
+static si_error_t err; /* the last view's error, shown when it fails */
+
 static char *json_of(si_table_t *t)
 {
     char *buf = NULL;
@@ -14,6 +16,8 @@ static char *json_of(si_table_t *t)
     FILE *f = open_memstream(&buf, &len);
     if (t)
         si_table_print(t, f, true);
+    else
+        fprintf(f, "(error: %s)", err.text);
     fclose(f);
     si_table_free(t);
     return buf;
@@ -27,10 +31,9 @@ static void has(char *json, const char *want, const char *what)
     free(json);
 }
 
-int main(void)
+static void run(void)
 {
     char path[512];
-    si_error_t err;
     catalog_import_stats_t st;
     test_db_path(path, sizeof(path), "views");
     test_db_remove(path);
@@ -56,15 +59,13 @@ int main(void)
     f = text_file("dsb/y/1\n");
     catalog_import_manifest(cat, &a, "m", f, &st, &err);
     fclose(f);
-    sqlite3_exec(catalog_db(cat),
-                 "INSERT INTO cache(object_id, path, size, pins, last_access, verified)"
+    test_exec(cat, "INSERT INTO cache(object_id, path, size, pins, last_access, verified)"
                  " SELECT id, 'p/' || id, size, 1, 1700000000, 1 FROM objects WHERE key = 'x/3';"
                  "INSERT INTO requests(uuid, uid, gid, job_id, priority, pin_lifetime, state, created, updated)"
                  " VALUES ('r-1', 1001, 100, '42', 5, 3600, 'STARTED', 1700000000, 1700000000);"
                  "INSERT INTO request_items(request_id, object_id, state, bytes_done)"
                  " SELECT 1, id, CASE WHEN key = 'x/3' THEN 'COMPLETED' ELSE 'SUBMITTED' END,"
-                 " CASE WHEN key = 'x/3' THEN 300 ELSE 0 END FROM objects WHERE key LIKE 'x/%';",
-                 NULL, NULL, NULL);
+                 " CASE WHEN key = 'x/3' THEN 300 ELSE 0 END FROM objects WHERE key LIKE 'x/%';");
 
     has(json_of(catalog_view_datasets(cat, &err)),
         "{\"dataset\":\"dsx\",\"owner_uid\":1001,\"owner_gid\":100,\"mode\":\"0640\",\"objects\":3,"
@@ -109,17 +110,15 @@ int main(void)
     has(json_of(catalog_view_datasets(cat, &err)), "\"dataset\":\"dsx\",\"owner_uid\":1001,"
         "\"owner_gid\":100,\"mode\":\"0640\",\"objects\":3,\"bytes\":600,\"volumes\":4",
         "datasets: volumes spanned updated after the import");
-    sqlite3_exec(catalog_db(cat), "UPDATE datasets SET stat_volumes = 99 WHERE name = 'dsy';"
-                 "DELETE FROM tape_copies WHERE volume_id = (SELECT id FROM volumes WHERE label = 'V4')",
-                 NULL, NULL, NULL);
+    test_exec(cat, "UPDATE datasets SET stat_volumes = 99 WHERE name = 'dsy';"
+                 "DELETE FROM tape_copies WHERE volume_id = (SELECT id FROM volumes WHERE label = 'V4')");
     has(json_of(catalog_view_datasets(cat, &err)), "\"dataset\":\"dsx\",\"owner_uid\":1001,"
         "\"owner_gid\":100,\"mode\":\"0640\",\"objects\":3,\"bytes\":600,\"volumes\":3",
         "datasets: stale totals computed on the fly after a delete");
     has(json_of(catalog_view_datasets(cat, &err)), "\"dataset\":\"dsy\",\"owner_uid\":1001,"
         "\"owner_gid\":100,\"mode\":\"0640\",\"objects\":1,\"bytes\":400,\"volumes\":99",
         "datasets: kept totals are what is shown (so they must be maintained)");
-    sqlite3_exec(catalog_db(cat), "UPDATE datasets SET stat_volumes = NULL WHERE name = 'dsy'",
-                 NULL, NULL, NULL);
+    test_exec(cat, "UPDATE datasets SET stat_volumes = NULL WHERE name = 'dsy'");
 
     /* The plan: copy 1 unless its volume is unreadable, then by position. */
     has(json_of(catalog_view_plan(cat, "dsx", true, &err)),
@@ -159,7 +158,16 @@ int main(void)
        strstr(err.text, "one statement"), "sql: one statement only: %s", err.text);
     ok(catalog_view_sql(cat, "SELEKT", &err) == NULL && strstr(err.text, "syntax error"),
        "sql: syntax error reported: %s", err.text);
-    {
+    if (test_engine_is_pg()) {
+        si_table_t *t = catalog_view_sql(cat, "SELECT tablename FROM pg_tables LIMIT 1", &err);
+        ok(t != NULL, "sql: the schema can be read");
+        si_table_free(t);
+        ok(catalog_view_sql(cat, "SET TRANSACTION READ WRITE", &err) == NULL,
+           "sql: the read-only transaction cannot be lifted: %s", err.text);
+        ok(catalog_view_sql(cat, "WITH d AS (DELETE FROM objects RETURNING 1) SELECT * FROM d",
+                            &err) == NULL && strstr(err.text, "read-only"),
+           "sql: a write inside a query refused: %s", err.text);
+    } else {
         /* an existing database file, so only the policy can refuse it */
         char other[600];
         snprintf(other, sizeof(other), "%s-other.db", path);
@@ -178,5 +186,9 @@ int main(void)
     is_int(test_query_int(cat, "SELECT COUNT(*) FROM objects"), 4, "catalog unchanged");
     catalog_close(cat);
     test_db_remove(path);
-    return done_testing();
+}
+
+int main(void)
+{
+    return test_run_engines(run);
 }

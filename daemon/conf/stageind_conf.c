@@ -52,6 +52,8 @@ int stageind_settings(const si_conf_t *conf, const stageind_overrides_t *o,
     if (set_path(s.state_dir, sizeof(s.state_dir), "state directory", state_dir, err) < 0)
         return -1;
     const char *catalog = si_conf_string(conf, "catalog.path", NULL);
+    if (si_conf_string(conf, "catalog.url", NULL)) /* the daemon's own queries are SQLite's */
+        return si_errprintf(err, "catalog.url: stageind runs on a SQLite catalog (catalog.path)");
     char buf[PATH_MAX + 32];
     if (!catalog) {
         snprintf(buf, sizeof(buf), "%s/catalog.db", s.state_dir);

@@ -26,11 +26,8 @@
 #define READABLE_SQL                                                                     \
     "(CASE WHEN :all THEN 1"                                                             \
     " WHEN EXISTS (SELECT 1 FROM dataset_members m JOIN datasets d"                      \
-    "   ON d.id = m.dataset_id WHERE m.object_id = o.id AND CASE"                        \
-    "   WHEN d.owner_uid = :uid THEN (d.mode & 256) != 0"                                \
-    "   WHEN d.owner_gid = :gid OR instr(:groups, ',' || d.owner_gid || ',') > 0"        \
-    "    THEN (d.mode & 32) != 0"                                                        \
-    "   ELSE (d.mode & 4) != 0 END) THEN 1"                                              \
+    "   ON d.id = m.dataset_id WHERE m.object_id = o.id AND "                            \
+    CATALOG_DATASET_READABLE_SQL ") THEN 1"                                              \
     " WHEN EXISTS (SELECT 1 FROM push_items pi JOIN pushes p ON p.id = pi.push_id"       \
     "   WHERE pi.object_id = o.id AND p.uid = :uid) THEN 1"                              \
     " WHEN EXISTS (SELECT 1 FROM dataset_members m WHERE m.object_id = o.id) THEN 0"     \

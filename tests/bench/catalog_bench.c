@@ -1,5 +1,8 @@
 /* Catalog benchmark: import rate, recall-plan time, dataset-summary time and
- * database size on a generated archive (1,000,000 objects over 200 volumes). */
+ * database size on a generated archive (1,000,000 objects over 200 volumes),
+ * on SQLite, and on PostgreSQL beside it when STAGEIN_BENCH_PG_URL names an
+ * empty database (STAGEIN_BENCH_PG_PASSWORD_FILE: its password file), as
+ * tests/bench/scale_out does. */
 #include "config.h"
 
 #include <stdint.h>
@@ -39,6 +42,80 @@ static uint64_t file_size(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+typedef struct {
+    double import_s, import_cpu_s, import_rate, import_per_cpu, define_s, plan_s, summary_s;
+    size_t plan_reads, plan_volumes, summary_rows;
+    uint64_t db_bytes;
+} result_t;
+
+/* Import, define the datasets, plan one, summarize all, on one catalog. */
+static int run_engine(const char *target, const char *password_file, const char *csv,
+                      const char *manifest, result_t *out)
+{
+    si_error_t err;
+    memset(out, 0, sizeof(*out));
+    if (!strstr(target, "://"))
+        unlink(target);
+    catalog_open_opts_t oo = {.target = target, .password_file = password_file,
+                              .flags = CATALOG_CREATE};
+    catalog_t *cat = catalog_open_opts(&oo, &err);
+    if (!cat) {
+        fprintf(stderr, "%s\n", err.text);
+        return -1;
+    }
+    catalog_import_stats_t st;
+    FILE *f = fopen(csv, "r");
+    double t0 = now();
+    double c0 = cpu_seconds();
+    catalog_positions_opts_t o = {.format = CATALOG_FORMAT_CSV};
+    if (catalog_import_positions(cat, csv, f, &o, &st, &err) < 0) {
+        fprintf(stderr, "%s\n", err.text);
+        return -1;
+    }
+    out->import_s = now() - t0;
+    out->import_cpu_s = cpu_seconds() - c0;
+    out->import_rate = (double)st.objects / out->import_s;
+    out->import_per_cpu = (double)st.objects / out->import_cpu_s;
+    fclose(f);
+
+    for (int d = 0; d < DATASETS; d++) {
+        char m[4200], name[32];
+        if (d == 0)
+            snprintf(m, sizeof(m), "%s", manifest);
+        else
+            snprintf(m, sizeof(m), "%s.%d", manifest, d);
+        snprintf(name, sizeof(name), "set-%02d", d);
+        catalog_dataset_attrs_t a = {.name = name, .owner_uid = 0, .owner_gid = 0, .mode = 0644};
+        f = fopen(m, "r");
+        t0 = now();
+        if (catalog_import_manifest(cat, &a, m, f, &st, &err) < 0) {
+            fprintf(stderr, "%s\n", err.text);
+            return -1;
+        }
+        out->define_s += now() - t0;
+        fclose(f);
+    }
+
+    catalog_plan_t *plan;
+    t0 = now();
+    if (catalog_plan_dataset(cat, "set-00", &plan, &err) < 0) {
+        fprintf(stderr, "%s\n", err.text);
+        return -1;
+    }
+    out->plan_s = now() - t0;
+    out->plan_reads = plan->nreads;
+    out->plan_volumes = plan->nvolumes;
+    catalog_plan_free(plan);
+
+    t0 = now();
+    si_table_t *summary = catalog_view_datasets(cat, &err);
+    out->summary_s = now() - t0;
+    out->summary_rows = summary ? si_table_rows(summary) : 0;
+    si_table_free(summary);
+    catalog_close(cat);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -86,95 +163,73 @@ int main(int argc, char **argv)
         fclose(f);
     }
 
-    si_error_t err;
-    unlink(db);
-    catalog_t *cat = catalog_open(db, CATALOG_CREATE, &err);
-    if (!cat) {
-        fprintf(stderr, "%s\n", err.text);
+    result_t res[2];
+    int nres = 0;
+    if (run_engine(db, NULL, csv, manifest, &res[nres++]) < 0)
         return 1;
-    }
-    catalog_import_stats_t st;
-    f = fopen(csv, "r");
-    double t0 = si_mono_now();
-    double c0 = cpu_seconds();
-    catalog_positions_opts_t o = {.format = CATALOG_FORMAT_CSV};
-    if (catalog_import_positions(cat, csv, f, &o, &st, &err) < 0) {
-        fprintf(stderr, "%s\n", err.text);
-        return 1;
-    }
-    double import_s = si_mono_now() - t0;
-    double import_cpu_s = cpu_seconds() - c0;
-    fclose(f);
-
-    double define_s = 0;
-    for (int d = 0; d < DATASETS; d++) {
-        char m[4200], name[32];
-        if (d == 0)
-            snprintf(m, sizeof(m), "%s", manifest);
-        else
-            snprintf(m, sizeof(m), "%s.%d", manifest, d);
-        snprintf(name, sizeof(name), "set-%02d", d);
-        catalog_dataset_attrs_t a = {.name = name, .owner_uid = 0, .owner_gid = 0, .mode = 0644};
-        f = fopen(m, "r");
-        t0 = si_mono_now();
-        if (catalog_import_manifest(cat, &a, m, f, &st, &err) < 0) {
-            fprintf(stderr, "%s\n", err.text);
-            return 1;
-        }
-        define_s += si_mono_now() - t0;
-        fclose(f);
-        unlink(m);
-    }
-
-    catalog_plan_t *plan;
-    t0 = si_mono_now();
-    if (catalog_plan_dataset(cat, "set-00", &plan, &err) < 0) {
-        fprintf(stderr, "%s\n", err.text);
-        return 1;
-    }
-    double plan_s = si_mono_now() - t0;
-    size_t plan_reads = plan->nreads, plan_volumes = plan->nvolumes;
-    catalog_plan_free(plan);
-
-    t0 = si_mono_now();
-    si_table_t *summary = catalog_view_datasets(cat, &err);
-    double summary_s = si_mono_now() - t0;
-    size_t summary_rows = summary ? si_table_rows(summary) : 0;
-    si_table_free(summary);
-    catalog_close(cat);
-
-    uint64_t db_bytes = file_size(db);
     char side[4200];
+    res[0].db_bytes = file_size(db);
     snprintf(side, sizeof(side), "%s-wal", db);
-    db_bytes += file_size(side);
+    res[0].db_bytes += file_size(side);
+    /* PostgreSQL beside SQLite in the same run (tests/bench/scale_out starts
+     * a private server and names its empty database here). */
+    const char *pg_url = getenv("STAGEIN_BENCH_PG_URL");
+    if (pg_url && *pg_url &&
+        run_engine(pg_url, getenv("STAGEIN_BENCH_PG_PASSWORD_FILE"), csv, manifest,
+                   &res[nres++]) < 0)
+        return 1;
 
-    double rate = (double)objects / import_s;
     if (json) {
-        printf("{\"objects\": %llu, \"volumes\": %d, \"import_seconds\": %.3f,"
-               " \"import_objects_per_s\": %.0f, \"import_cpu_seconds\": %.3f,"
-               " \"define_seconds\": %.3f,"
-               " \"plan_objects\": %zu, \"plan_volumes\": %zu, \"plan_seconds\": %.4f,"
-               " \"summary_datasets\": %zu, \"summary_seconds\": %.4f, \"db_bytes\": %llu}\n",
-               (unsigned long long)objects, VOLUMES, import_s, rate, import_cpu_s, define_s,
-               plan_reads,
-               plan_volumes, plan_s, summary_rows, summary_s, (unsigned long long)db_bytes);
+        printf("{\"objects\": %llu, \"volumes\": %d", (unsigned long long)objects, VOLUMES);
+        for (int i = 0; i < nres; i++) {
+            const result_t *r = &res[i];
+            const char *pre = i == 0 ? "" : "pg_";
+            printf(", \"%simport_seconds\": %.3f, \"%simport_objects_per_s\": %.0f,"
+                   " \"%simport_cpu_seconds\": %.3f, \"%sdefine_seconds\": %.3f,"
+                   " \"%splan_objects\": %zu, \"%splan_volumes\": %zu, \"%splan_seconds\": %.4f,"
+                   " \"%ssummary_datasets\": %zu, \"%ssummary_seconds\": %.4f",
+                   pre, r->import_s, pre, (double)objects / r->import_s, pre, r->import_cpu_s,
+                   pre, r->define_s, pre, r->plan_reads, pre, r->plan_volumes, pre, r->plan_s,
+                   pre, r->summary_rows, pre, r->summary_s);
+            if (i == 0)
+                printf(", \"db_bytes\": %llu", (unsigned long long)r->db_bytes);
+        }
+        if (nres == 2)
+            printf(", \"pg_import_ratio\": %.3f", res[0].import_s / res[1].import_s);
+        printf("}\n");
     } else {
         printf("catalog benchmark: %llu objects over %d volumes, %d datasets of %llu\n\n",
                (unsigned long long)objects, VOLUMES, DATASETS, (unsigned long long)per_dataset);
-        printf("%-34s %14s  %s\n", "measure", "value", "target");
-        printf("%-34s %14.0f  %s\n", "import (objects/s)", rate, ">= 200000");
-        printf("%-34s %14.3f\n", "import (s)", import_s);
-        printf("%-34s %14.0f\n", "import (objects per CPU second)",
-               (double)objects / import_cpu_s);
-        printf("%-34s %14.3f\n", "define 10 datasets (s)", define_s);
-        printf("%-34s %14.4f  %s\n", "recall plan, one dataset (s)", plan_s, "< 0.5");
-        printf("%-34s %14zu\n", "  reads planned", plan_reads);
-        printf("%-34s %14.4f  %s\n", "dataset summary, all datasets (s)", summary_s, "< 0.2");
-        printf("%-34s %14.1f\n", "database size (MB)", (double)db_bytes / 1e6);
+        printf("%-34s %14s", "measure", "sqlite");
+        if (nres == 2)
+            printf(" %14s %8s", "postgresql", "pg/sqlite");
+        printf("  %s\n", "target");
+#define ROW(label, fmt, field, target)                                            \
+    do {                                                                          \
+        printf("%-34s " fmt, label, res[0].field);                               \
+        if (nres == 2)                                                            \
+            printf(" " fmt " %8.2f", res[1].field, (double)res[1].field / res[0].field); \
+        printf("  %s\n", target);                                                 \
+    } while (0)
+        ROW("import (objects/s)", "%14.0f", import_rate, ">= 200000 (pg >= 0.5 x sqlite)");
+        ROW("import (s)", "%14.3f", import_s, "");
+        ROW("import (objects per CPU second)", "%14.0f", import_per_cpu, "");
+        ROW("define 10 datasets (s)", "%14.3f", define_s, "");
+        ROW("recall plan, one dataset (s)", "%14.4f", plan_s, "< 0.5");
+        ROW("dataset summary, all datasets (s)", "%14.4f", summary_s, "< 0.2");
+#undef ROW
+        printf("%-34s %14zu\n", "  reads planned", res[0].plan_reads);
+        printf("%-34s %14.1f\n", "database size, sqlite (MB)", (double)res[0].db_bytes / 1e6);
     }
     unlink(csv);
     unlink(manifest);
+    for (int d = 1; d < DATASETS; d++) {
+        char m[4200];
+        snprintf(m, sizeof(m), "%s.%d", manifest, d);
+        unlink(m);
+    }
     unlink(db);
+    snprintf(side, sizeof(side), "%s-wal", db);
     unlink(side);
     snprintf(side, sizeof(side), "%s-shm", db);
     unlink(side);

@@ -1,0 +1,859 @@
+/* The catalog driver: dispatch to the engine, the SQLite engine, the
+ * statement cache and the translation of SQLite's spelling for PostgreSQL. */
+#include "config.h"
+#include "catalog/db_impl.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define IS_PG(db) ((db)->engine == DB_POSTGRES)
+
+bool db_target_is_url(const char *target)
+{
+    return strncmp(target, "postgresql://", 13) == 0 || strncmp(target, "postgres://", 11) == 0;
+}
+
+static void sqlite_note_error(db_t *db)
+{
+    int ext = sqlite3_extended_errcode(db->sqlite);
+    switch (ext) {
+    case SQLITE_CONSTRAINT_UNIQUE:
+    case SQLITE_CONSTRAINT_PRIMARYKEY:
+        db->errclass = DB_ERR_UNIQUE;
+        break;
+    default:
+        switch (ext & 0xff) {
+        case SQLITE_CONSTRAINT:
+            db->errclass = DB_ERR_CONSTRAINT;
+            break;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+            db->errclass = DB_ERR_BUSY;
+            break;
+        case SQLITE_READONLY:
+            db->errclass = DB_ERR_READONLY;
+            break;
+        default:
+            db->errclass = DB_ERR_OTHER;
+        }
+    }
+    snprintf(db->errmsg, sizeof(db->errmsg), "%s", sqlite3_errmsg(db->sqlite));
+}
+
+static db_t *sqlite_open(db_t *db, const char *path, int flags, si_error_t *err)
+{
+    int oflags = db->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+    if ((flags & DB_OPEN_CREATE) && !db->readonly)
+        oflags |= SQLITE_OPEN_CREATE;
+    struct stat st;
+    if (!(oflags & SQLITE_OPEN_CREATE) && stat(path, &st) != 0) {
+        si_errprintf(err, "catalog %s: %s", path, strerror(errno));
+        goto error;
+    }
+    if (sqlite3_open_v2(path, &db->sqlite, oflags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        si_errprintf(err, "catalog %s: %s", path,
+                     db->sqlite ? sqlite3_errmsg(db->sqlite) : "cannot open");
+        goto error;
+    }
+    sqlite3_extended_result_codes(db->sqlite, 1);
+    sqlite3_busy_timeout(db->sqlite, 10000);
+    if (db_exec(db, "PRAGMA foreign_keys = ON", err) < 0)
+        goto error;
+    if (!db->readonly) {
+        /* WAL: readers (admins, the CLI) never block the daemon's writer.
+         * synchronous=NORMAL is durable across process crashes in WAL mode;
+         * callers that acknowledge work commit before answering. */
+        if (db_exec(db, "PRAGMA journal_mode = WAL", err) < 0 ||
+            db_exec(db, "PRAGMA synchronous = NORMAL", err) < 0 ||
+            db_exec(db, "PRAGMA cache_size = -131072", err) < 0 || /* 128 MiB */
+            /* statement journals (triggers) in memory, not in temp files */
+            db_exec(db, "PRAGMA temp_store = MEMORY", err) < 0)
+            goto error;
+    }
+    return db;
+error:
+    db_close(db);
+    return NULL;
+}
+
+db_t *db_open(const char *target, int flags, const char *password_file, si_error_t *err)
+{
+    db_t *db = calloc(1, sizeof(*db));
+    if (!db || !(db->target = strdup(target))) {
+        free(db);
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    db->readonly = flags & DB_OPEN_READONLY;
+    if (db_target_is_url(target)) {
+        db->engine = DB_POSTGRES;
+#ifdef HAVE_LIBPQ
+        return db_pg_open(db, target, flags, password_file, err);
+#else
+        si_errprintf(err, "catalog %s: this stagein was built without the PostgreSQL engine "
+                     "(rebuild with libpq: apt-get install libpq-dev)", target);
+        db_close(db);
+        return NULL;
+#endif
+    }
+    if (password_file) {
+        si_errprintf(err, "catalog %s: a password file applies to a postgresql:// catalog.url "
+                     "only", target);
+        db_close(db);
+        return NULL;
+    }
+    db->engine = DB_SQLITE;
+    return sqlite_open(db, target, flags, err);
+}
+
+void db_close(db_t *db)
+{
+    if (!db)
+        return;
+    for (int i = 0; i < DB_CACHE_SLOTS; i++)
+        if (db->cache[i].stmt) {
+            db->cache[i].stmt->cached = false;
+            db_finalize(db->cache[i].stmt);
+        }
+    if (db->sqlite)
+        sqlite3_close(db->sqlite);
+#ifdef HAVE_LIBPQ
+    db_pg_close(db);
+#endif
+    free(db->target);
+    free(db);
+}
+
+db_engine_t db_engine(const db_t *db)
+{
+    return db->engine;
+}
+
+const char *db_engine_name(const db_t *db)
+{
+    return IS_PG(db) ? "postgresql" : "sqlite";
+}
+
+const char *db_target(const db_t *db)
+{
+    return db->target;
+}
+
+bool db_readonly(const db_t *db)
+{
+    return db->readonly;
+}
+
+sqlite3 *db_sqlite(db_t *db)
+{
+    return db->sqlite;
+}
+
+/* ---- statements ------------------------------------------------------- */
+
+db_stmt_t *db_prepare(db_t *db, const char *sql, si_error_t *err)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(db))
+        return db_pg_prepare(db, sql, err);
+#endif
+    db_stmt_t *s = calloc(1, sizeof(*s));
+    if (!s) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    s->db = db;
+    if (sqlite3_prepare_v2(db->sqlite, sql, -1, &s->sqlite, NULL) != SQLITE_OK) {
+        sqlite_note_error(db);
+        db_error(db, err, "catalog query");
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+db_stmt_t *db_cached(db_t *db, const char *sql, si_error_t *err)
+{
+    uintptr_t h = (uintptr_t)sql;
+    h ^= h >> 17;
+    h *= 0x9e3779b97f4a7c15ULL;
+    size_t slot = (h >> 32) & (DB_CACHE_SLOTS - 1);
+    for (size_t probe = 0; probe < DB_CACHE_SLOTS; probe++) {
+        size_t i = (slot + probe) & (DB_CACHE_SLOTS - 1);
+        if (db->cache[i].key == sql) {
+            db_stmt_t *s = db->cache[i].stmt;
+            db_reset(s);
+            db_clear_bindings(s);
+            return s;
+        }
+        if (!db->cache[i].key) {
+            db_stmt_t *s = db_prepare(db, sql, err);
+            if (!s)
+                return NULL;
+            s->cached = true;
+            db->cache[i].key = sql;
+            db->cache[i].stmt = s;
+            return s;
+        }
+    }
+    /* Full: a one-off each time would leak; the set of literals is small. */
+    si_errprintf(err, "catalog: more than %d cached statements", DB_CACHE_SLOTS);
+    return NULL;
+}
+
+/* ATTACH (which sqlite3_stmt_readonly lets through), PRAGMA and everything
+ * else that is not a plain query is denied. */
+static int sql_authorizer(void *unused, int action, const char *a, const char *b,
+                          const char *dbname, const char *trigger)
+{
+    (void)unused, (void)a, (void)b, (void)dbname, (void)trigger;
+    switch (action) {
+    case SQLITE_SELECT:
+    case SQLITE_READ:
+    case SQLITE_FUNCTION:
+    case SQLITE_RECURSIVE:
+        return SQLITE_OK;
+    default:
+        return SQLITE_DENY;
+    }
+}
+
+db_stmt_t *db_prepare_readonly(db_t *db, const char *sql, si_error_t *err)
+{
+    if (!sql[strspn(sql, " \t\r\n;")]) {
+        si_errprintf(err, "SQL: empty statement");
+        return NULL;
+    }
+#ifdef HAVE_LIBPQ
+    if (IS_PG(db)) {
+        /* One statement: the server refuses several in a prepared one. */
+        if (db_begin_readonly(db, err) < 0)
+            return NULL;
+        db_stmt_t *s = db_pg_prepare(db, sql, err);
+        if (!s || db_pg_prepare_now(s, err) < 0) {
+            if (s)
+                db_pg_finalize(s);
+            db_rollback(db);
+            return NULL;
+        }
+        s->ends_transaction = true;
+        return s;
+    }
+#endif
+    db_stmt_t *s = calloc(1, sizeof(*s));
+    if (!s) {
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    s->db = db;
+    const char *tail = NULL;
+    sqlite3_set_authorizer(db->sqlite, sql_authorizer, NULL);
+    int rc = sqlite3_prepare_v2(db->sqlite, sql, -1, &s->sqlite, &tail);
+    sqlite3_set_authorizer(db->sqlite, NULL, NULL);
+    if (rc == SQLITE_AUTH) {
+        si_errprintf(err, "SQL: only read-only statements are allowed (SELECT, WITH): %s",
+                     sqlite3_errmsg(db->sqlite));
+        goto error;
+    }
+    if (rc != SQLITE_OK) {
+        si_errprintf(err, "SQL: %s", sqlite3_errmsg(db->sqlite));
+        goto error;
+    }
+    if (!s->sqlite) {
+        si_errprintf(err, "SQL: empty statement");
+        goto error;
+    }
+    if (tail && tail[strspn(tail, " \t\r\n;")] != '\0') {
+        si_errprintf(err, "SQL: give one statement (text after the first: '%.40s')", tail);
+        goto error;
+    }
+    if (!sqlite3_stmt_readonly(s->sqlite)) {
+        si_errprintf(err, "SQL: only read-only statements are allowed");
+        goto error;
+    }
+    return s;
+error:
+    sqlite3_finalize(s->sqlite);
+    free(s);
+    return NULL;
+}
+
+void db_finalize(db_stmt_t *s)
+{
+    if (!s || s->cached)
+        return;
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db)) {
+        bool end = s->ends_transaction;
+        db_t *db = s->db;
+        db_pg_finalize(s);
+        if (end)
+            db_rollback(db);
+        return;
+    }
+#endif
+    sqlite3_finalize(s->sqlite);
+    free(s);
+}
+
+void db_reset(db_stmt_t *s)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db)) {
+        db_pg_reset(s);
+        return;
+    }
+#endif
+    sqlite3_reset(s->sqlite);
+}
+
+void db_clear_bindings(db_stmt_t *s)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db)) {
+        db_pg_clear_bindings(s);
+        return;
+    }
+#endif
+    sqlite3_clear_bindings(s->sqlite);
+}
+
+int db_bind_index(db_stmt_t *s, const char *name)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db))
+        return db_pg_bind_index(s, name);
+#endif
+    return sqlite3_bind_parameter_index(s->sqlite, name);
+}
+
+/* PostgreSQL type oids the driver names (pg_type.h is a server header). */
+#define PG_INT8 20
+#define PG_FLOAT8 701
+
+void db_bind_int64(db_stmt_t *s, int i, int64_t v)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db)) {
+        db_pg_bind_number(s, i, PG_INT8, "%lld", (long long)v);
+        return;
+    }
+#endif
+    sqlite3_bind_int64(s->sqlite, i, v);
+}
+
+void db_bind_double(db_stmt_t *s, int i, double v)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db)) {
+        db_pg_bind_number(s, i, PG_FLOAT8, "%.17g", v);
+        return;
+    }
+#endif
+    sqlite3_bind_double(s->sqlite, i, v);
+}
+
+void db_bind_text(db_stmt_t *s, int i, const char *text, int len)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db)) {
+        db_pg_bind(s, i, 0, text, len);
+        return;
+    }
+#endif
+    sqlite3_bind_text(s->sqlite, i, text, len, SQLITE_STATIC);
+}
+
+void db_bind_text_copy(db_stmt_t *s, int i, const char *text)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db)) {
+        db_pg_bind(s, i, 0, text, text ? (int)strlen(text) : 0);
+        return;
+    }
+#endif
+    sqlite3_bind_text(s->sqlite, i, text, -1, SQLITE_TRANSIENT);
+}
+
+void db_bind_null(db_stmt_t *s, int i)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db)) {
+        db_pg_bind(s, i, 0, NULL, 0);
+        return;
+    }
+#endif
+    sqlite3_bind_null(s->sqlite, i);
+}
+
+int db_step(db_stmt_t *s)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db))
+        return db_pg_step(s);
+#endif
+    int rc = sqlite3_step(s->sqlite);
+    if (rc == SQLITE_ROW)
+        return DB_ROW;
+    if (rc == SQLITE_DONE)
+        return DB_DONE;
+    sqlite_note_error(s->db);
+    return DB_ERROR;
+}
+
+int db_column_count(db_stmt_t *s)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db))
+        return db_pg_column_count(s);
+#endif
+    return sqlite3_column_count(s->sqlite);
+}
+
+const char *db_column_name(db_stmt_t *s, int i)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db))
+        return db_pg_column_name(s, i);
+#endif
+    return sqlite3_column_name(s->sqlite, i);
+}
+
+db_type_t db_column_type(db_stmt_t *s, int i)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db))
+        return db_pg_column_type(s, i);
+#endif
+    switch (sqlite3_column_type(s->sqlite, i)) {
+    case SQLITE_NULL:
+        return DB_NULL;
+    case SQLITE_INTEGER:
+        return DB_INTEGER;
+    case SQLITE_FLOAT:
+        return DB_FLOAT;
+    default:
+        return DB_TEXT;
+    }
+}
+
+int64_t db_column_int64(db_stmt_t *s, int i)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db)) {
+        const char *t = db_pg_column_text(s, i);
+        if (!t)
+            return 0;
+        if (strchr(t, '.') || strchr(t, 'e')) /* numeric or float: as SQLite casts */
+            return (int64_t)strtod(t, NULL);
+        return strtoll(t, NULL, 10);
+    }
+#endif
+    return sqlite3_column_int64(s->sqlite, i);
+}
+
+double db_column_double(db_stmt_t *s, int i)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db)) {
+        const char *t = db_pg_column_text(s, i);
+        return t ? strtod(t, NULL) : 0.0;
+    }
+#endif
+    return sqlite3_column_double(s->sqlite, i);
+}
+
+const char *db_column_text(db_stmt_t *s, int i)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db))
+        return db_pg_column_text(s, i);
+#endif
+    return (const char *)sqlite3_column_text(s->sqlite, i);
+}
+
+int db_column_bytes(db_stmt_t *s, int i)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(s->db))
+        return db_pg_column_bytes(s, i);
+#endif
+    return sqlite3_column_bytes(s->sqlite, i);
+}
+
+int64_t db_changes(db_t *db)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(db))
+        return db->pg_changes;
+#endif
+    return sqlite3_changes(db->sqlite);
+}
+
+int64_t db_last_insert_id(db_t *db)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(db))
+        return db_pg_last_insert_id(db);
+#endif
+    return sqlite3_last_insert_rowid(db->sqlite);
+}
+
+int db_exec(db_t *db, const char *sql, si_error_t *err)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(db))
+        return db_pg_exec(db, sql, err);
+#endif
+    char *msg = NULL;
+    if (sqlite3_exec(db->sqlite, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        sqlite_note_error(db);
+        if (msg)
+            snprintf(db->errmsg, sizeof(db->errmsg), "%s", msg);
+        sqlite3_free(msg);
+        return si_errprintf(err, "catalog %s: %s", db->target, db->errmsg);
+    }
+    return 0;
+}
+
+const char *db_errmsg(db_t *db)
+{
+    return db->errmsg;
+}
+
+db_errclass_t db_errclass(db_t *db)
+{
+    return db->errclass;
+}
+
+int db_error(db_t *db, si_error_t *err, const char *context)
+{
+    return si_errprintf(err, "%s: %s", context, db->errmsg);
+}
+
+/* ---- transactions ----------------------------------------------------- */
+
+int db_begin(db_t *db, si_error_t *err)
+{
+    if (db_exec(db, IS_PG(db) ? "BEGIN" : "BEGIN IMMEDIATE", err) < 0)
+        return -1;
+    db->in_transaction = true;
+    return 0;
+}
+
+int db_begin_readonly(db_t *db, si_error_t *err)
+{
+    /* PostgreSQL: the snapshot taken at once, so a later SET TRANSACTION
+     * READ WRITE inside it is refused. */
+    if (db_exec(db, IS_PG(db) ? "BEGIN READ ONLY; SELECT 1" : "BEGIN", err) < 0)
+        return -1;
+    db->in_transaction = true;
+    return 0;
+}
+
+int db_commit(db_t *db, si_error_t *err)
+{
+    if (db_exec(db, "COMMIT", err) < 0) {
+        db_rollback(db);
+        return -1;
+    }
+    db->in_transaction = false;
+    return 0;
+}
+
+void db_rollback(db_t *db)
+{
+    for (int i = 0; i < DB_CACHE_SLOTS; i++)
+        if (db->cache[i].stmt)
+            db_reset(db->cache[i].stmt);
+    if (IS_PG(db)) {
+        if (db->in_transaction)
+            db_exec(db, "ROLLBACK", NULL);
+    } else if (!sqlite3_get_autocommit(db->sqlite)) {
+        sqlite3_exec(db->sqlite, "ROLLBACK", NULL, NULL, NULL);
+    }
+    db->in_transaction = false;
+}
+
+bool db_in_transaction(db_t *db)
+{
+    return db->in_transaction;
+}
+
+/* ---- schema version ---------------------------------------------------- */
+
+int64_t db_query_int64(db_t *db, const char *sql)
+{
+    db_stmt_t *s = db_prepare(db, sql, NULL);
+    int64_t v = -1;
+    if (!s)
+        return -1;
+    if (db_step(s) == DB_ROW)
+        v = db_column_int64(s, 0);
+    db_finalize(s);
+    return v;
+}
+
+int db_schema_version(db_t *db)
+{
+    if (!IS_PG(db))
+        return (int)db_query_int64(db, "PRAGMA user_version");
+    int exists = (int)db_query_int64(db, "SELECT to_regclass('stagein_schema') IS NOT NULL");
+    if (exists <= 0)
+        return exists;
+    return (int)db_query_int64(db, "SELECT coalesce(max(version), 0) FROM stagein_schema");
+}
+
+int db_set_schema_version(db_t *db, int version, si_error_t *err)
+{
+    char sql[200];
+    if (IS_PG(db))
+        snprintf(sql, sizeof(sql),
+                 "CREATE TABLE IF NOT EXISTS stagein_schema (version INTEGER NOT NULL);"
+                 "DELETE FROM stagein_schema; INSERT INTO stagein_schema VALUES (%d)", version);
+    else
+        snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", version);
+    return db_exec(db, sql, err);
+}
+
+int db_lock_schema(db_t *db, si_error_t *err)
+{
+    return IS_PG(db) ? db_exec(db, "SELECT pg_advisory_xact_lock(7384100018)", err) : 0;
+}
+
+int db_analyze(db_t *db, si_error_t *err)
+{
+    /* cache too: never analyzed, an empty table is planned as 800 rows */
+    return IS_PG(db) ? db_exec(db, "ANALYZE objects, tape_copies, volumes, dataset_members,"
+                                   " datasets, cache", err)
+                     : 0;
+}
+
+char *db_ddl(db_t *db, const char *ddl)
+{
+    return IS_PG(db) ? db_translate_ddl_to_pg(ddl) : strdup(ddl);
+}
+
+/* ---- SQLite's spelling, translated for PostgreSQL --------------------- */
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    bool failed;
+} sbuf_t;
+
+static void sb_add(sbuf_t *b, const char *p, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = (b->len + n + 1) * 2;
+        char *nb = realloc(b->buf, cap);
+        if (!nb) {
+            b->failed = true;
+            return;
+        }
+        b->buf = nb;
+        b->cap = cap;
+    }
+    memcpy(b->buf + b->len, p, n);
+    b->len += n;
+    b->buf[b->len] = '\0';
+}
+
+static void sb_str(sbuf_t *b, const char *s)
+{
+    sb_add(b, s, strlen(s));
+}
+
+static bool word_at(const char *p, const char *start, const char *word)
+{
+    size_t n = strlen(word);
+    if (strncasecmp(p, word, n) != 0)
+        return false;
+    if (p > start && (isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '.'))
+        return false;
+    return !(isalnum((unsigned char)p[n]) || p[n] == '_');
+}
+
+/* Copies a quoted literal or identifier starting at p; returns past it. */
+static const char *copy_quoted(sbuf_t *b, const char *p)
+{
+    char q = *p;
+    const char *start = p++;
+    while (*p) {
+        if (*p == q) {
+            if (p[1] == q) {
+                p += 2;
+                continue;
+            }
+            p++;
+            break;
+        }
+        p++;
+    }
+    sb_add(b, start, (size_t)(p - start));
+    return p;
+}
+
+char *db_translate_to_pg(const char *sql, int *nparams, char ***names_out)
+{
+    sbuf_t b = {0};
+    char **names = NULL;
+    int max = 0;
+    bool or_ignore = false;
+    const char *p = sql;
+    while (*p) {
+        if (*p == '\'' || *p == '"') {
+            p = copy_quoted(&b, p);
+        } else if (p[0] == '-' && p[1] == '-') {
+            const char *e = strchr(p, '\n');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            sb_add(&b, p, n);
+            p += n;
+        } else if (p[0] == ':' && p[1] == ':') {
+            sb_add(&b, p, 2); /* a PostgreSQL cast in PostgreSQL-only SQL */
+            p += 2;
+        } else if (*p == '?' || ((*p == ':' || *p == '@') &&
+                                 (isalpha((unsigned char)p[1]) || p[1] == '_'))) {
+            int n;
+            const char *name = NULL, *name_end = NULL;
+            if (*p == '?') {
+                p++;
+                if (isdigit((unsigned char)*p))
+                    n = (int)strtol(p, (char **)&p, 10);
+                else
+                    n = max + 1;
+            } else {
+                name = p;
+                name_end = p + 1;
+                while (isalnum((unsigned char)*name_end) || *name_end == '_')
+                    name_end++;
+                size_t len = (size_t)(name_end - name);
+                n = max + 1;
+                for (int i = 0; i < max; i++)
+                    if (names[i] && strlen(names[i]) == len && strncmp(names[i], name, len) == 0)
+                        n = i + 1;
+                p = name_end;
+            }
+            if (n > max) {
+                char **nn = realloc(names, sizeof(*names) * (size_t)n);
+                if (!nn) {
+                    b.failed = true;
+                    break;
+                }
+                names = nn;
+                for (int i = max; i < n; i++)
+                    names[i] = NULL;
+                max = n;
+            }
+            if (name && !names[n - 1] &&
+                !(names[n - 1] = strndup(name, (size_t)(name_end - name)))) {
+                b.failed = true;
+                break;
+            }
+            char num[16];
+            snprintf(num, sizeof(num), "$%d", n);
+            sb_str(&b, num);
+        } else if (word_at(p, sql, "INSERT") && strncasecmp(p, "INSERT OR IGNORE", 16) == 0) {
+            sb_str(&b, "INSERT");
+            p += 16;
+            or_ignore = true;
+        } else if (word_at(p, sql, "IS NOT") && p[6] == ' ' &&
+                   (p[7] == '?' || p[7] == ':' || p[7] == '@')) {
+            /* SQLite's "x IS NOT ?" compares NULLs as values */
+            sb_str(&b, "IS DISTINCT FROM ");
+            p += 7;
+        } else if (word_at(p, sql, "CROSS JOIN")) {
+            /* SQLite's "CROSS JOIN ... ON" fixes its join order; PostgreSQL
+             * plans the order itself and takes no ON after CROSS JOIN. */
+            sb_str(&b, "JOIN");
+            p += 10;
+        } else if (word_at(p, sql, "temp") && p[4] == '.') {
+            sb_str(&b, "pg_temp.");
+            p += 5;
+        } else {
+            sb_add(&b, p, 1);
+            p++;
+        }
+    }
+    if (or_ignore && !b.failed) {
+        /* ON CONFLICT goes before a RETURNING clause, else at the end. */
+        char *ret = NULL;
+        for (char *q = b.buf; (q = strcasestr(q, "RETURNING")); q++)
+            if (word_at(q, b.buf, "RETURNING"))
+                ret = q;
+        if (ret) {
+            size_t at = (size_t)(ret - b.buf);
+            char *tail = strdup(ret);
+            if (!tail) {
+                b.failed = true;
+            } else {
+                b.len = at;
+                sb_str(&b, "ON CONFLICT DO NOTHING ");
+                sb_str(&b, tail);
+                free(tail);
+            }
+        } else {
+            while (b.len && (b.buf[b.len - 1] == ';' || isspace((unsigned char)b.buf[b.len - 1])))
+                b.buf[--b.len] = '\0';
+            sb_str(&b, " ON CONFLICT DO NOTHING");
+        }
+    }
+    if (b.failed || !b.buf) {
+        free(b.buf);
+        for (int i = 0; i < max; i++)
+            free(names[i]);
+        free(names);
+        return b.failed ? NULL : strdup("");
+    }
+    *nparams = max;
+    if (names_out) {
+        *names_out = names;
+    } else {
+        for (int i = 0; i < max; i++)
+            free(names[i]);
+        free(names);
+    }
+    return b.buf;
+}
+
+char *db_translate_ddl_to_pg(const char *ddl)
+{
+    sbuf_t b = {0};
+    const char *p = ddl;
+    while (*p) {
+        if (*p == '\'' || *p == '"') {
+            p = copy_quoted(&b, p);
+        } else if (word_at(p, ddl, "id INTEGER PRIMARY KEY")) {
+            sb_str(&b, "id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY");
+            p += strlen("id INTEGER PRIMARY KEY");
+        } else if (word_at(p, ddl, "INTEGER")) {
+            sb_str(&b, "BIGINT");
+            p += 7;
+        } else if (word_at(p, ddl, "TEXT")) {
+            /* byte order, as SQLite compares (S3 lists keys in it), and
+             * whatever the server's default collation */
+            sb_str(&b, "TEXT COLLATE \"C\"");
+            p += 4;
+        } else if (word_at(p, ddl, "REAL")) {
+            sb_str(&b, "DOUBLE PRECISION");
+            p += 4;
+        } else if (word_at(p, ddl, "WITHOUT ROWID")) {
+            p += strlen("WITHOUT ROWID");
+        } else {
+            sb_add(&b, p, 1);
+            p++;
+        }
+    }
+    if (b.failed) {
+        free(b.buf);
+        return NULL;
+    }
+    return b.buf ? b.buf : strdup("");
+}

@@ -1,0 +1,156 @@
+/* The catalog's driver: one small interface over its two engines, SQLite (a
+ * file, the embedded default) and PostgreSQL (libpq, a server a site runs).
+ * Statements are written once in SQLite's spelling (?N, ?, :name markers);
+ * the PostgreSQL engine translates each statement once, when it is prepared. */
+#ifndef STAGEIN_CATALOG_DB_H
+#define STAGEIN_CATALOG_DB_H
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+typedef struct db db_t;
+typedef struct db_stmt db_stmt_t;
+
+typedef enum { DB_SQLITE, DB_POSTGRES } db_engine_t;
+
+enum {
+    DB_OPEN_CREATE = 1 << 0,   /* SQLite: create the file if missing */
+    DB_OPEN_READONLY = 1 << 1, /* nothing may be written through this connection */
+};
+
+/* db_step results. */
+enum { DB_ERROR = -1, DB_DONE = 0, DB_ROW = 1 };
+
+/* What kind of failure the last failed statement was. */
+typedef enum {
+    DB_ERR_NONE,
+    DB_ERR_UNIQUE,      /* a UNIQUE or PRIMARY KEY constraint */
+    DB_ERR_CONSTRAINT,  /* another constraint (CHECK, FOREIGN KEY, NOT NULL) */
+    DB_ERR_BUSY,        /* locked, or a serialization failure: retry */
+    DB_ERR_READONLY,    /* a write on a read-only connection or transaction */
+    DB_ERR_OTHER,
+} db_errclass_t;
+
+/* A result value's type. */
+typedef enum { DB_NULL, DB_INTEGER, DB_FLOAT, DB_TEXT } db_type_t;
+
+/* True for "postgresql://..." and "postgres://..." (the PostgreSQL engine). */
+bool db_target_is_url(const char *target);
+
+/* Opens a SQLite file or a PostgreSQL URL. password_file (NULL: none) holds
+ * the PostgreSQL password on its first line and must be mode 0600 (or
+ * stricter); otherwise libpq's own ~/.pgpass, PGPASSFILE or service files
+ * apply. A URL that carries a password itself is refused. */
+db_t *db_open(const char *target, int flags, const char *password_file, si_error_t *err);
+void db_close(db_t *db);
+db_engine_t db_engine(const db_t *db);
+const char *db_engine_name(const db_t *db);
+/* The path, or the URL (which holds no password), for messages. */
+const char *db_target(const db_t *db);
+bool db_readonly(const db_t *db);
+/* The SQLite connection, NULL on PostgreSQL: only for the daemon's modules
+ * that still call SQLite directly. */
+sqlite3 *db_sqlite(db_t *db);
+
+/* A one-off statement (db_finalize it), or NULL with the engine's message. */
+db_stmt_t *db_prepare(db_t *db, const char *sql, si_error_t *err);
+/* A statement prepared once per connection and kept: keyed by the address of
+ * sql (a string literal), returned reset with bindings cleared; never
+ * finalized by the caller. */
+db_stmt_t *db_cached(db_t *db, const char *sql, si_error_t *err);
+/* One ad-hoc statement that may only read: SQLite denies anything but
+ * queries (ATTACH and PRAGMA included) when preparing it; PostgreSQL runs it
+ * in a read-only transaction, ended by db_finalize. */
+db_stmt_t *db_prepare_readonly(db_t *db, const char *sql, si_error_t *err);
+void db_finalize(db_stmt_t *s);
+/* Ready to run again; bindings are kept. */
+void db_reset(db_stmt_t *s);
+void db_clear_bindings(db_stmt_t *s);
+
+/* Binds: index from 1; text is used, not copied, until the next step or
+ * reset (len -1: up to the NUL). */
+int db_bind_index(db_stmt_t *s, const char *name); /* ":name", 0 if absent */
+void db_bind_int64(db_stmt_t *s, int i, int64_t v);
+void db_bind_double(db_stmt_t *s, int i, double v);
+void db_bind_text(db_stmt_t *s, int i, const char *text, int len);
+/* Text copied at once, for values that do not outlive the call. */
+void db_bind_text_copy(db_stmt_t *s, int i, const char *text);
+void db_bind_null(db_stmt_t *s, int i);
+static inline void db_bind_int(db_stmt_t *s, int i, int v)
+{
+    db_bind_int64(s, i, v);
+}
+
+/* DB_ROW (a row to read), DB_DONE, or DB_ERROR (db_errmsg, db_errclass). */
+int db_step(db_stmt_t *s);
+
+int db_column_count(db_stmt_t *s);
+const char *db_column_name(db_stmt_t *s, int i);
+db_type_t db_column_type(db_stmt_t *s, int i);
+int64_t db_column_int64(db_stmt_t *s, int i);
+double db_column_double(db_stmt_t *s, int i);
+/* NULL for SQL NULL; valid until the next step or reset. */
+const char *db_column_text(db_stmt_t *s, int i);
+int db_column_bytes(db_stmt_t *s, int i);
+static inline int db_column_int(db_stmt_t *s, int i)
+{
+    return (int)db_column_int64(s, i);
+}
+
+/* Rows changed by the last INSERT, UPDATE or DELETE. */
+int64_t db_changes(db_t *db);
+/* The id given to the row the last INSERT made (an INTEGER PRIMARY KEY id
+ * column: SQLite's rowid, PostgreSQL's identity sequence). */
+int64_t db_last_insert_id(db_t *db);
+
+/* The first column of the first row of a query; -1 on error or no row. */
+int64_t db_query_int64(db_t *db, const char *sql);
+/* Runs SQL (several statements allowed) with no result rows. */
+int db_exec(db_t *db, const char *sql, si_error_t *err);
+const char *db_errmsg(db_t *db);
+db_errclass_t db_errclass(db_t *db);
+/* Sets err to "context: engine message"; returns -1. */
+int db_error(db_t *db, si_error_t *err, const char *context);
+
+/* Transactions. db_begin takes the write lock at once on SQLite (so waiting
+ * happens there, not halfway through a batch); db_begin_readonly is a
+ * read-only transaction on both engines. */
+int db_begin(db_t *db, si_error_t *err);
+int db_begin_readonly(db_t *db, si_error_t *err);
+int db_commit(db_t *db, si_error_t *err);
+void db_rollback(db_t *db);
+bool db_in_transaction(db_t *db);
+
+/* The catalog's schema version (SQLite: PRAGMA user_version; PostgreSQL: the
+ * table stagein_schema), 0 for none, -1 on error. */
+int db_schema_version(db_t *db);
+int db_set_schema_version(db_t *db, int version, si_error_t *err);
+/* Inside a transaction: waits until no other connection upgrades the schema
+ * (SQLite's write lock does it already; PostgreSQL: an advisory lock). */
+int db_lock_schema(db_t *db, si_error_t *err);
+/* After a bulk change: refreshes the planner's statistics where the engine
+ * needs them to choose indexes (PostgreSQL's ANALYZE); nothing on SQLite. */
+int db_analyze(db_t *db, si_error_t *err);
+/* The schema's DDL (SQLite's spelling) for this engine; malloc'd. */
+char *db_ddl(db_t *db, const char *ddl);
+
+/* Engine-specific SQL: the statement for this connection's engine. */
+static inline const char *db_sql(const db_t *db, const char *sqlite_sql, const char *pg_sql)
+{
+    return db_engine(db) == DB_POSTGRES ? pg_sql : sqlite_sql;
+}
+
+/* PostgreSQL's spelling of a SQLite statement (markers $N, INSERT OR IGNORE
+ * as ON CONFLICT DO NOTHING, temp. as pg_temp.); *nparams the parameter
+ * count; names[] (if not NULL, nparams entries, each malloc'd or NULL) the
+ * :name of each. malloc'd; NULL if out of memory. Exposed for the tests. */
+char *db_translate_to_pg(const char *sql, int *nparams, char ***names);
+/* PostgreSQL's spelling of the schema's DDL: INTEGER as BIGINT, REAL as
+ * DOUBLE PRECISION, TEXT in byte order (COLLATE "C"), "id INTEGER PRIMARY
+ * KEY" as an identity column, no WITHOUT ROWID. malloc'd. */
+char *db_translate_ddl_to_pg(const char *ddl);
+
+#endif

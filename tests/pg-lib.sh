@@ -1,0 +1,74 @@
+# A private PostgreSQL server for tests and benchmarks (source it, or run it:
+# sh tests/pg-lib.sh start|stop DIR). initdb + pg_ctl on DIR/pg owned by an
+# unprivileged user (PostgreSQL refuses to run as root: nobody, via runuser),
+# Unix socket in DIR/pg and no TCP listener, password (SCRAM) authentication.
+# start writes DIR/pg-url (the postgres database's URL, no password in it)
+# and DIR/pg-password (mode 0600, the caller's: catalog.password_file).
+# Packages: postgresql (server), libpq-dev (the catalog's engine).
+
+pg_lib_bin() {
+    ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
+}
+
+# 0 when a server can be started here; else says why on stderr.
+pg_lib_available() {
+    bin=$(pg_lib_bin)
+    if [ -z "$bin" ] || [ ! -x "$bin/initdb" ]; then
+        echo "PostgreSQL server not installed (apt-get install postgresql)" >&2
+        return 1
+    fi
+    if [ "$(id -u)" = 0 ] && ! command -v runuser >/dev/null 2>&1; then
+        echo "runuser not found (util-linux): cannot run PostgreSQL as nobody" >&2
+        return 1
+    fi
+    return 0
+}
+
+pg_lib_as_server() {
+    if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi
+}
+
+# pg_lib_start DIR [fsync]: fsync off unless asked (tests need no durability).
+pg_lib_start() {
+    dir=$1
+    fsync=${2:-off}
+    bin=$(pg_lib_bin)
+    pg_lib_available || return 1
+    mkdir -p "$dir/pg" || return 1
+    chmod 711 "$dir"
+    password=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+    (umask 077; printf '%s\n' "$password" >"$dir/pg-password")
+    printf '%s\n' "$password" >"$dir/pg/initpw"
+    if [ "$(id -u)" = 0 ]; then chown -R nobody: "$dir/pg"; fi
+    chmod 700 "$dir/pg"
+    if ! pg_lib_as_server "$bin/initdb" -D "$dir/pg/data" -A scram-sha-256 -U stagein \
+        --pwfile="$dir/pg/initpw" -N >"$dir/pg-initdb.log" 2>&1; then
+        echo "initdb failed: see $dir/pg-initdb.log" >&2
+        return 1
+    fi
+    rm -f "$dir/pg/initpw"
+    if ! pg_lib_as_server "$bin/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/log" -w \
+        -o "-k $dir/pg -c listen_addresses= -c fsync=$fsync -c max_connections=40" \
+        start >"$dir/pg-ctl.log" 2>&1; then
+        echo "pg_ctl start failed: see $dir/pg-ctl.log and $dir/pg/log" >&2
+        return 1
+    fi
+    echo "postgresql://stagein@/postgres?host=$dir/pg" >"$dir/pg-url"
+}
+
+pg_lib_stop() {
+    dir=$1
+    [ -d "$dir/pg/data" ] || return 0
+    pg_lib_as_server "$(pg_lib_bin)/pg_ctl" -D "$dir/pg/data" -m fast -w stop >/dev/null 2>&1
+}
+
+case "${0##*/}" in
+pg-lib.sh)
+    case "$1" in
+    start) pg_lib_start "$2" "$3" ;;
+    stop) pg_lib_stop "$2" ;;
+    available) pg_lib_available ;;
+    *) echo "usage: pg-lib.sh start|stop DIR | available" >&2; exit 2 ;;
+    esac
+    ;;
+esac
