@@ -67,14 +67,14 @@ static int run_engine(const char *target, const char *password_file, const char 
     }
     catalog_import_stats_t st;
     FILE *f = fopen(csv, "r");
-    double t0 = now();
+    double t0 = si_mono_now();
     double c0 = cpu_seconds();
     catalog_positions_opts_t o = {.format = CATALOG_FORMAT_CSV};
     if (catalog_import_positions(cat, csv, f, &o, &st, &err) < 0) {
         fprintf(stderr, "%s\n", err.text);
         return -1;
     }
-    out->import_s = now() - t0;
+    out->import_s = si_mono_now() - t0;
     out->import_cpu_s = cpu_seconds() - c0;
     out->import_rate = (double)st.objects / out->import_s;
     out->import_per_cpu = (double)st.objects / out->import_cpu_s;
@@ -89,29 +89,29 @@ static int run_engine(const char *target, const char *password_file, const char 
         snprintf(name, sizeof(name), "set-%02d", d);
         catalog_dataset_attrs_t a = {.name = name, .owner_uid = 0, .owner_gid = 0, .mode = 0644};
         f = fopen(m, "r");
-        t0 = now();
+        t0 = si_mono_now();
         if (catalog_import_manifest(cat, &a, m, f, &st, &err) < 0) {
             fprintf(stderr, "%s\n", err.text);
             return -1;
         }
-        out->define_s += now() - t0;
+        out->define_s += si_mono_now() - t0;
         fclose(f);
     }
 
     catalog_plan_t *plan;
-    t0 = now();
+    t0 = si_mono_now();
     if (catalog_plan_dataset(cat, "set-00", &plan, &err) < 0) {
         fprintf(stderr, "%s\n", err.text);
         return -1;
     }
-    out->plan_s = now() - t0;
+    out->plan_s = si_mono_now() - t0;
     out->plan_reads = plan->nreads;
     out->plan_volumes = plan->nvolumes;
     catalog_plan_free(plan);
 
-    t0 = now();
+    t0 = si_mono_now();
     si_table_t *summary = catalog_view_datasets(cat, &err);
-    out->summary_s = now() - t0;
+    out->summary_s = si_mono_now() - t0;
     out->summary_rows = summary ? si_table_rows(summary) : 0;
     si_table_free(summary);
     catalog_close(cat);
