@@ -122,8 +122,7 @@ db_t *db_pg_open(db_t *db, const char *url, int flags, const char *password_file
         goto error;
     return db;
 error:
-    db_close(db);
-    return NULL;
+    return NULL; /* db_open closes what was opened */
 }
 
 void db_pg_close(db_t *db)

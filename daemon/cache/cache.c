@@ -40,97 +40,12 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_SET_VERIFIED] = "UPDATE cache SET verified = ?2 WHERE object_id = ?1",
 };
 
-sqlite3_stmt *cache_stmt(cache_t *c, cache_sql_t id)
-{
-    sqlite3_reset(c->stmt[id]);
-    sqlite3_clear_bindings(c->stmt[id]);
-    return c->stmt[id];
-}
-
-int cache_db_error(cache_t *c, si_error_t *err, const char *what)
-{
-    return si_errnoprintf(err, EIO, "cache: %s: %s", what, sqlite3_errmsg(c->db));
-}
-
-int cache_begin(cache_t *c, si_error_t *err)
-{
-    if (catalog_begin(c->cat, err) < 0) {
-        errno = EIO;
-        return -1;
-    }
-    return 0;
-}
-
-int cache_commit(cache_t *c, si_error_t *err)
-{
-    for (int i = 0; i < SQL_COUNT; i++)
-        sqlite3_reset(c->stmt[i]);
-    if (catalog_commit(c->cat, err) < 0) {
-        errno = EIO;
-        return -1;
-    }
-    return 0;
-}
-
-void cache_rollback(cache_t *c)
-{
-    for (int i = 0; i < SQL_COUNT; i++)
-        sqlite3_reset(c->stmt[i]);
-    catalog_rollback(c->cat);
-}
-
 static double wall_clock(void *arg)
 {
     (void)arg;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-double cache_now(const cache_t *c)
-{
-    return c->conf.clock(c->conf.clock_arg);
-}
-
-void cache_object_parts(int64_t object_id, char dir0[3], char dir1[3],
-                        char name[CACHE_NAME_HEX + 1])
-{
-    snprintf(name, CACHE_NAME_HEX + 1, "%016" PRIx64, (uint64_t)object_id);
-    /* bits 16-23, then 8-15: 256 consecutive ids share a directory (few
-     * directories to create and fsync while a batch is recalled), and up to
-     * 2^24 ids no directory holds more than 256 files */
-    memcpy(dir0, name + 10, 2);
-    dir0[2] = '\0';
-    memcpy(dir1, name + 12, 2);
-    dir1[2] = '\0';
-}
-
-int cache_object_path(int64_t object_id, char *buf, size_t size, si_error_t *err)
-{
-    if (object_id < 1)
-        return si_errnoprintf(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
-                          object_id);
-    char d0[3], d1[3], name[CACHE_NAME_HEX + 1];
-    cache_object_parts(object_id, d0, d1, name);
-    if ((size_t)snprintf(buf, size, "objects/%s/%s/%s", d0, d1, name) >= size)
-        return si_errnoprintf(err, EINVAL, "object path buffer too small");
-    return 0;
-}
-
-int cache_unlink_object(cache_t *c, int64_t object_id)
-{
-    char d0[3], d1[3], name[CACHE_NAME_HEX + 1], rel[CACHE_OBJECT_PATH_MAX];
-    cache_object_parts(object_id, d0, d1, name);
-    snprintf(rel, sizeof(rel), "%s/%s/%s", d0, d1, name);
-    if (unlinkat(c->objects_fd, rel, 0) < 0 && errno != ENOENT)
-        return -1;
-    return 0;
-}
-
-void cache_changed_locked(cache_t *c)
-{
-    c->generation++;
-    pthread_cond_broadcast(&c->changed);
 }
 
 /* ---- open / close ------------------------------------------------------------ */
@@ -159,17 +74,6 @@ static int check_conf(const cache_conf_t *conf, si_error_t *err)
     if (conf->write_buffer < 4096)
         return si_errnoprintf(err, EINVAL, "cache: write buffer of %zu bytes is below 4096",
                           conf->write_buffer);
-    return 0;
-}
-
-int cache_load_totals(cache_t *c, si_error_t *err)
-{
-    sqlite3_stmt *s = cache_stmt(c, SQL_TOTALS);
-    if (sqlite3_step(s) != SQLITE_ROW)
-        return cache_db_error(c, err, "reading the cache usage");
-    c->objects = (uint64_t)sqlite3_column_int64(s, 0);
-    c->used = (uint64_t)sqlite3_column_int64(s, 1);
-    sqlite3_reset(s);
     return 0;
 }
 
@@ -274,43 +178,6 @@ void cache_close(cache_t *c)
     free(c->res);
     free(c->access);
     free(c);
-}
-
-/* ---- access times, batched ------------------------------------------------------ */
-
-static int cmp_access(const void *a, const void *b)
-{
-    const cache_access_t *x = a, *y = b;
-    if (x->object_id != y->object_id)
-        return x->object_id < y->object_id ? -1 : 1;
-    return x->when < y->when ? -1 : x->when > y->when;
-}
-
-int cache_flush_access_locked(cache_t *c, si_error_t *err)
-{
-    if (!c->naccess)
-        return 0;
-    /* one UPDATE per object, with its latest access: hot objects are read
-     * many times per batch, and each UPDATE also moves its index entry */
-    qsort(c->access, c->naccess, sizeof(*c->access), cmp_access);
-    if (cache_begin(c, err) < 0)
-        return -1;
-    for (size_t i = 0; i < c->naccess; i++) {
-        if (i + 1 < c->naccess && c->access[i + 1].object_id == c->access[i].object_id)
-            continue;
-        sqlite3_stmt *s = cache_stmt(c, SQL_TOUCH);
-        sqlite3_bind_int64(s, 1, c->access[i].object_id);
-        sqlite3_bind_double(s, 2, c->access[i].when);
-        if (sqlite3_step(s) != SQLITE_DONE) {
-            cache_db_error(c, err, "recording access times");
-            cache_rollback(c);
-            return -1;
-        }
-    }
-    if (cache_commit(c, err) < 0)
-        return -1;
-    c->naccess = 0;
-    return 0;
 }
 
 int cache_flush_access(cache_t *c, si_error_t *err)

@@ -424,3 +424,49 @@ void cache_committer_stop(cache_t *c)
     pthread_join(c->committer, NULL);
     c->committer_running = false;
 }
+
+/* cache_writer_finish waits here for its batch. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool ended;
+    int rc, errnum;
+    char why[sizeof(((si_error_t *)0)->text)];
+} finish_wait_t;
+
+static void finish_ended(void *arg, int64_t object_id, int rc, int errnum, const char *why)
+{
+    finish_wait_t *fw = arg;
+    (void)object_id;
+    pthread_mutex_lock(&fw->mu);
+    fw->rc = rc;
+    fw->errnum = errnum;
+    snprintf(fw->why, sizeof(fw->why), "%s", why ? why : "");
+    fw->ended = true;
+    pthread_cond_signal(&fw->cv);
+    pthread_mutex_unlock(&fw->mu);
+}
+
+int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
+{
+    finish_wait_t fw = {.rc = -1};
+    pthread_mutex_init(&fw.mu, NULL);
+    pthread_cond_init(&fw.cv, NULL);
+    if (cache_writer_submit(w, pin_request, finish_ended, &fw, err) < 0) {
+        int saved = errno;
+        cache_writer_abort(w);
+        pthread_cond_destroy(&fw.cv);
+        pthread_mutex_destroy(&fw.mu);
+        errno = saved;
+        return -1;
+    }
+    pthread_mutex_lock(&fw.mu);
+    while (!fw.ended)
+        pthread_cond_wait(&fw.cv, &fw.mu);
+    pthread_mutex_unlock(&fw.mu);
+    pthread_cond_destroy(&fw.cv);
+    pthread_mutex_destroy(&fw.mu);
+    if (fw.rc < 0)
+        return si_errnoprintf(err, fw.errnum, "%s", fw.why);
+    return 0;
+}

@@ -267,28 +267,6 @@ int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, 
     return 0;
 }
 
-/* Opens a directory of the layout, made (and its parent fsync'd) when new;
- * the usual case, an existing one, costs one openat. Returns its fd. */
-int cache_object_dir(cache_t *c, int parent, const char *name, si_error_t *err)
-{
-    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT) {
-        if (mkdirat(parent, name, 0750) == 0) {
-            if (fsync(parent) < 0)
-                return si_errnoprintf(err, errno, "cache: fsync of a directory in %s: %s",
-                                  c->conf.dir, strerror(errno));
-        } else if (errno != EEXIST) { /* EEXIST: another writer made it just now */
-            return si_errnoprintf(err, errno, "cache: cannot create directory %s under %s/objects: %s",
-                              name, c->conf.dir, strerror(errno));
-        }
-        fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    }
-    if (fd < 0)
-        return si_errnoprintf(err, errno, "cache: cannot open directory %s under %s/objects: %s",
-                          name, c->conf.dir, strerror(errno));
-    return fd;
-}
-
 /* Size and checksum against the catalog's; the writer fails on a mismatch. */
 static int seal(cache_writer_t *w, si_error_t *err)
 {
@@ -331,52 +309,6 @@ int cache_writer_seal(cache_writer_t *w, si_error_t *err)
 const char *cache_writer_checksum(const cache_writer_t *w)
 {
     return w->sealed ? w->actual_sum : "";
-}
-
-/* cache_writer_finish waits here for its batch. */
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool ended;
-    int rc, errnum;
-    char why[sizeof(((si_error_t *)0)->text)];
-} finish_wait_t;
-
-static void finish_ended(void *arg, int64_t object_id, int rc, int errnum, const char *why)
-{
-    finish_wait_t *fw = arg;
-    (void)object_id;
-    pthread_mutex_lock(&fw->mu);
-    fw->rc = rc;
-    fw->errnum = errnum;
-    snprintf(fw->why, sizeof(fw->why), "%s", why ? why : "");
-    fw->ended = true;
-    pthread_cond_signal(&fw->cv);
-    pthread_mutex_unlock(&fw->mu);
-}
-
-int cache_writer_finish(cache_writer_t *w, int64_t pin_request, si_error_t *err)
-{
-    finish_wait_t fw = {.rc = -1};
-    pthread_mutex_init(&fw.mu, NULL);
-    pthread_cond_init(&fw.cv, NULL);
-    if (cache_writer_submit(w, pin_request, finish_ended, &fw, err) < 0) {
-        int saved = errno;
-        cache_writer_abort(w);
-        pthread_cond_destroy(&fw.cv);
-        pthread_mutex_destroy(&fw.mu);
-        errno = saved;
-        return -1;
-    }
-    pthread_mutex_lock(&fw.mu);
-    while (!fw.ended)
-        pthread_cond_wait(&fw.cv, &fw.mu);
-    pthread_mutex_unlock(&fw.mu);
-    pthread_cond_destroy(&fw.cv);
-    pthread_mutex_destroy(&fw.mu);
-    if (fw.rc < 0)
-        return si_errnoprintf(err, fw.errnum, "%s", fw.why);
-    return 0;
 }
 
 void cache_writer_abort(cache_writer_t *w)

@@ -1,0 +1,379 @@
+/* The import machinery every reader shares (CSV, JSON lines, LTFS indexes,
+ * bucket listings): one transaction per import, the first bad line rolls it
+ * all back and is named; volumes resolved once; positions written in
+ * batches. The format readers call it; it calls none of them. */
+#include "config.h"
+#include "catalog/internal.h"
+#include "catalog/import.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/checksum.h"
+#include "common/text.h"
+
+/* PostgreSQL: a batch as arrays; objects and copies inserted in one
+ * statement that reports what it did. The batch stands when every object
+ * and every copy was new (an import of new tape positions); otherwise it is
+ * undone and its records go one at a time, which decide each case (same
+ * object again, a different one, a duplicate copy) and name the line. */
+static const char batch_sql_pg[] =
+    "WITH r AS (SELECT * FROM unnest(?1::text[], ?2::text[], ?3::bigint[], ?4::text[],"
+    "   ?5::bigint[], ?6::text[], ?7::bigint[], ?8::bigint[], ?9::bigint[], ?10::bigint[])"
+    "   AS r(bucket, key, size, checksum, mtime, etag, volume_id, copy, file_seq, position)),"
+    " o AS (INSERT INTO objects(bucket, key, size, checksum, mtime, etag)"
+    "   SELECT bucket, key, size, checksum, mtime, etag FROM r"
+    "   ON CONFLICT DO NOTHING RETURNING id, bucket, key),"
+    " c AS (INSERT INTO tape_copies(object_id, copy, volume_id, file_seq, position, length)"
+    "   SELECT o.id, r.copy, r.volume_id, r.file_seq, r.position, r.size"
+    "   FROM r JOIN o ON o.bucket = r.bucket AND o.key = r.key"
+    "   ON CONFLICT DO NOTHING RETURNING 1)"
+    " SELECT (SELECT count(*) FROM o), (SELECT count(DISTINCT (bucket, key)) FROM r),"
+    "  (SELECT count(*) FROM c),"
+    "  (SELECT count(DISTINCT (bucket, key, size, coalesce(checksum, ''))) FROM r)";
+
+static int batch_flush(import_t *im, si_error_t *err);
+static void batch_free(import_t *im);
+
+int import_fail(import_t *im, si_error_t *err, const char *fmt, ...)
+{
+    char reason[sizeof(err->text)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof(reason), fmt, ap);
+    va_end(ap);
+    return si_errprintf(err, "%s:%llu: %s", im->name, (unsigned long long)im->line, reason);
+}
+
+/* Reads one line into im->buf without its newline. Returns its length, -1 at
+ * EOF, -2 on error (err set). Lines are bounded so input cannot exhaust memory. */
+int import_begin(import_t *im, catalog_t *cat, const char *name,
+                        catalog_import_stats_t *stats, si_error_t *err)
+{
+    memset(im, 0, sizeof(*im));
+    im->cat = cat;
+    im->name = name;
+    im->stats = stats ? stats : &im->scratch; /* callers may not want the counts */
+    memset(im->stats, 0, sizeof(*im->stats));
+    im->buf = malloc(IMPORT_LINE_MAX + 2);
+    if (!im->buf)
+        return si_errprintf(err, "out of memory");
+    if (catalog_begin(cat, err) < 0) {
+        free(im->buf);
+        return -1;
+    }
+    db_stmt_t *s = catalog_prepare(cat, "SELECT COALESCE(MAX(id), 0) FROM objects", err);
+    if (!s || db_step(s) != DB_ROW) {
+        db_finalize(s);
+        catalog_rollback(cat);
+        free(im->buf);
+        return -1;
+    }
+    im->first_new_object = db_column_int64(s, 0) + 1;
+    db_finalize(s);
+    im->batch_sql = db_sql(cat->db, NULL, batch_sql_pg);
+    return 0;
+}
+
+int import_end(import_t *im, int rc, const char *kind, si_error_t *err)
+{
+    if (rc == 0) {
+        rc = batch_flush(im, err);
+    } else if (im->nbatch) {
+        /* Records before the failing line come first: their error, if any,
+         * is the one to report, as when records go one at a time. */
+        si_error_t earlier;
+        uint64_t line = im->line;
+        if (batch_flush(im, &earlier) < 0)
+            *err = earlier;
+        im->line = line;
+    }
+    batch_free(im);
+    free(im->batch);
+    free(im->buf);
+    free(im->volumes);
+    if (rc < 0) {
+        catalog_rollback(im->cat);
+        memset(im->stats, 0, sizeof(*im->stats));
+        return -1;
+    }
+    char detail[200];
+    snprintf(detail, sizeof(detail), "lines=%llu objects=%llu copies=%llu volumes=%llu members=%llu",
+             (unsigned long long)im->stats->lines, (unsigned long long)im->stats->objects,
+             (unsigned long long)im->stats->copies, (unsigned long long)im->stats->volumes,
+             (unsigned long long)im->stats->members);
+    catalog_event(im->cat, kind, im->name, detail);
+    /* a volume is used at least up to the end of its last catalogued copy */
+    static const char used_sql[] =
+        "UPDATE volumes SET used_bytes = MAX(used_bytes, COALESCE((SELECT position + length"
+        " FROM tape_copies c WHERE c.volume_id = volumes.id ORDER BY position DESC LIMIT 1), 0))";
+    if ((im->stats->copies && catalog_exec(im->cat, used_sql, err) < 0) ||
+        catalog_refresh_dataset_stats(im->cat, err) < 0 ||
+        ((im->stats->objects || im->stats->members) && db_analyze(im->cat->db, err) < 0)) {
+        catalog_rollback(im->cat);
+        memset(im->stats, 0, sizeof(*im->stats));
+        return -1;
+    }
+    return catalog_commit(im->cat, err);
+}
+
+static uint64_t label_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* Volume ids by label, remembered for the import: a positions file names a
+ * few hundred volumes over millions of lines. Past half full the table stops
+ * remembering and new labels are looked up in the catalog each time. */
+static int import_volume_id(import_t *im, const char *label, int64_t *id, si_error_t *err)
+{
+    si_error_t why;
+    catalog_volume_t v = {.label = label};
+    if (!im->volumes) {
+        im->volumes_cap = 1024;
+        im->volumes = calloc(im->volumes_cap, sizeof(*im->volumes));
+        if (!im->volumes)
+            return si_errprintf(err, "out of memory");
+    }
+    struct import_volume *slot = NULL;
+    if (strlen(label) < sizeof(im->volumes[0].label)) {
+        size_t mask = im->volumes_cap - 1;
+        for (size_t i = label_hash(label) & mask;; i = (i + 1) & mask) {
+            if (!im->volumes[i].label[0]) {
+                slot = &im->volumes[i];
+                break;
+            }
+            if (strcmp(im->volumes[i].label, label) == 0) {
+                *id = im->volumes[i].id;
+                return 0;
+            }
+        }
+    }
+    int created = catalog_volume_ensure(im->cat, &v, id, &why);
+    if (created < 0)
+        return import_fail(im, err, "%s", why.text);
+    im->stats->volumes += (uint64_t)created;
+    if (slot && im->volumes_used < im->volumes_cap / 2) {
+        snprintf(slot->label, sizeof(slot->label), "%s", label);
+        slot->id = *id;
+        im->volumes_used++;
+    }
+    return 0;
+}
+
+static int put_position_now(import_t *im, const position_rec_t *r, si_error_t *err)
+{
+    si_error_t why;
+    int64_t object_id;
+    catalog_object_t o = {.bucket = r->bucket, .key = r->key, .size = r->size,
+                          .checksum = r->checksum, .mtime = r->mtime, .etag = r->etag};
+    int created = catalog_object_put(im->cat, &o, &object_id, &why);
+    if (created < 0)
+        return import_fail(im, err, "%s", why.text);
+    im->stats->objects += (uint64_t)created;
+
+    int64_t volume_id;
+    if (import_volume_id(im, r->volume, &volume_id, err) < 0)
+        return -1;
+    catalog_copy_t c = {.object_id = object_id, .copy = r->copy, .file_seq = r->file_seq,
+                        .position = r->position, .length = r->size};
+    bool created_here = object_id >= im->first_new_object;
+    int new_copy = catalog_copy_put_on(im->cat, &c, volume_id, !created_here, &why);
+    if (new_copy < 0)
+        return import_fail(im, err, "%s/%s: %s", r->bucket, r->key, why.text);
+    if (new_copy == 0 && created_here)
+        return import_fail(im, err, "duplicate entry for %s/%s copy %d", r->bucket, r->key,
+                           r->copy);
+    im->stats->copies += (uint64_t)new_copy;
+    return 0;
+}
+
+/* ---- batches ------------------------------------------------------------ */
+
+typedef struct import_row {
+    char *bucket, *key, *checksum, *etag;
+    uint64_t size, position, line;
+    int copy;
+    int64_t file_seq, mtime, volume_id;
+    char volume[40];
+} import_row_t;
+
+#define BATCH_ROWS 5000
+
+static void batch_free(import_t *im)
+{
+    for (size_t i = 0; i < im->nbatch; i++) {
+        free(im->batch[i].bucket);
+        free(im->batch[i].key);
+        free(im->batch[i].checksum);
+        free(im->batch[i].etag);
+    }
+    im->nbatch = 0;
+}
+
+/* Appends one array element: NULL, a number, or a quoted string. */
+static void array_text(FILE *f, size_t i, const char *v)
+{
+    fputc(i ? ',' : '{', f);
+    if (!v) {
+        fputs("NULL", f);
+        return;
+    }
+    fputc('"', f);
+    for (; *v; v++) {
+        if (*v == '"' || *v == '\\')
+            fputc('\\', f);
+        fputc(*v, f);
+    }
+    fputc('"', f);
+}
+
+static void array_int(FILE *f, size_t i, bool null, int64_t v)
+{
+    fputc(i ? ',' : '{', f);
+    if (null)
+        fputs("NULL", f);
+    else
+        fprintf(f, "%lld", (long long)v);
+}
+
+#define BATCH_COLUMNS 10
+
+/* Runs the batch as one statement: 1 when it stands, 0 when it was undone
+ * (some record is not a new object with new copies), -1 on error. */
+static int batch_try(import_t *im, si_error_t *err)
+{
+    char *text[BATCH_COLUMNS] = {0};
+    size_t len[BATCH_COLUMNS];
+    int rc = -1;
+    for (int c = 0; c < BATCH_COLUMNS; c++) {
+        FILE *f = open_memstream(&text[c], &len[c]);
+        if (!f) {
+            si_errprintf(err, "out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < im->nbatch; i++) {
+            const import_row_t *r = &im->batch[i];
+            switch (c) {
+            case 0: array_text(f, i, r->bucket); break;
+            case 1: array_text(f, i, r->key); break;
+            case 2: array_int(f, i, false, (int64_t)r->size); break;
+            case 3: array_text(f, i, r->checksum); break;
+            case 4: array_int(f, i, r->mtime == 0, r->mtime); break;
+            case 5: array_text(f, i, r->etag); break;
+            case 6: array_int(f, i, false, r->volume_id); break;
+            case 7: array_int(f, i, false, r->copy); break;
+            case 8: array_int(f, i, r->file_seq < 0, r->file_seq); break;
+            default: array_int(f, i, false, (int64_t)r->position); break;
+            }
+        }
+        fputc('}', f);
+        if (fclose(f) != 0) {
+            si_errprintf(err, "out of memory");
+            goto done;
+        }
+    }
+    if (catalog_exec(im->cat, "SAVEPOINT import_batch", err) < 0)
+        goto done;
+    db_stmt_t *s = db_cached(im->cat->db, im->batch_sql, err);
+    if (!s)
+        goto done;
+    for (int c = 0; c < BATCH_COLUMNS; c++)
+        db_bind_text(s, c + 1, text[c], (int)len[c]);
+    if (db_step(s) != DB_ROW) {
+        catalog_sqlerr(im->cat, err, "importing a batch of positions");
+        db_reset(s);
+        goto done;
+    }
+    int64_t objects = db_column_int64(s, 0), keys = db_column_int64(s, 1),
+            copies = db_column_int64(s, 2), variants = db_column_int64(s, 3);
+    db_reset(s);
+    if (objects == keys && variants == keys && copies == (int64_t)im->nbatch) {
+        im->stats->objects += (uint64_t)objects;
+        im->stats->copies += (uint64_t)copies;
+        rc = catalog_exec(im->cat, "RELEASE SAVEPOINT import_batch", err) < 0 ? -1 : 1;
+    } else {
+        rc = catalog_exec(im->cat, "ROLLBACK TO SAVEPOINT import_batch;"
+                                   "RELEASE SAVEPOINT import_batch", err) < 0 ? -1 : 0;
+    }
+done:
+    for (int c = 0; c < BATCH_COLUMNS; c++)
+        free(text[c]);
+    return rc;
+}
+
+static int batch_flush(import_t *im, si_error_t *err)
+{
+    if (!im->nbatch)
+        return 0;
+    int rc = batch_try(im, err);
+    uint64_t line = im->line;
+    for (size_t i = 0; rc == 0 && i < im->nbatch; i++) {
+        const import_row_t *r = &im->batch[i];
+        position_rec_t rec = {.bucket = r->bucket, .key = r->key, .volume = r->volume,
+                              .checksum = r->checksum, .etag = r->etag, .size = r->size,
+                              .position = r->position, .copy = r->copy,
+                              .file_seq = r->file_seq, .mtime = r->mtime};
+        im->line = r->line;
+        if (put_position_now(im, &rec, err) < 0)
+            rc = -1;
+    }
+    if (rc >= 0)
+        im->line = line;
+    batch_free(im);
+    return rc < 0 ? -1 : 0;
+}
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+    char *d = s ? strdup(s) : NULL;
+    if (s && !d)
+        *oom = true;
+    return d;
+}
+
+int put_position(import_t *im, const position_rec_t *r, si_error_t *err)
+{
+    if (!im->batch_sql)
+        return put_position_now(im, r, err);
+    si_error_t why;
+    catalog_object_t o = {.bucket = r->bucket, .key = r->key, .size = r->size,
+                          .checksum = r->checksum, .mtime = r->mtime, .etag = r->etag};
+    catalog_copy_t c = {.copy = r->copy, .position = r->position, .length = r->size};
+    int64_t volume_id;
+    if (catalog_object_check(&o, &why) < 0 || catalog_copy_check(&c, &why) < 0 ||
+        strlen(r->volume) >= sizeof(im->batch[0].volume)) {
+        /* the records before it first, then this one alone */
+        if (batch_flush(im, err) < 0)
+            return -1;
+        return put_position_now(im, r, err);
+    }
+    if (import_volume_id(im, r->volume, &volume_id, err) < 0) {
+        si_error_t mine = *err;
+        if (batch_flush(im, err) < 0)
+            return -1;
+        *err = mine;
+        return -1;
+    }
+    if (!im->batch && !(im->batch = calloc(BATCH_ROWS, sizeof(*im->batch))))
+        return si_errprintf(err, "out of memory");
+    import_row_t *row = &im->batch[im->nbatch];
+    bool oom = false;
+    *row = (import_row_t){.bucket = dup_or_null(r->bucket, &oom), .key = dup_or_null(r->key, &oom),
+                          .checksum = dup_or_null(r->checksum, &oom),
+                          .etag = dup_or_null(r->etag, &oom), .size = r->size,
+                          .position = r->position, .line = im->line, .copy = r->copy,
+                          .file_seq = r->file_seq, .mtime = r->mtime, .volume_id = volume_id};
+    snprintf(row->volume, sizeof(row->volume), "%s", r->volume);
+    im->nbatch++;
+    if (oom)
+        return si_errprintf(err, "out of memory");
+    return im->nbatch == BATCH_ROWS ? batch_flush(im, err) : 0;
+}

@@ -1,0 +1,174 @@
+/* The cache's shared layer: its catalog statements and transactions, the
+ * object files' names and directories, the totals and the access times. The
+ * rest of the cache (cache.c, space.c, writer.c, commit.c, recover.c) calls
+ * it; it calls nothing of theirs. */
+#include "config.h"
+#include "daemon/cache/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "catalog/catalog.h"
+
+sqlite3_stmt *cache_stmt(cache_t *c, cache_sql_t id)
+{
+    sqlite3_reset(c->stmt[id]);
+    sqlite3_clear_bindings(c->stmt[id]);
+    return c->stmt[id];
+}
+
+int cache_db_error(cache_t *c, si_error_t *err, const char *what)
+{
+    return si_errnoprintf(err, EIO, "cache: %s: %s", what, sqlite3_errmsg(c->db));
+}
+
+int cache_begin(cache_t *c, si_error_t *err)
+{
+    if (catalog_begin(c->cat, err) < 0) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+int cache_commit(cache_t *c, si_error_t *err)
+{
+    for (int i = 0; i < SQL_COUNT; i++)
+        sqlite3_reset(c->stmt[i]);
+    if (catalog_commit(c->cat, err) < 0) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+void cache_rollback(cache_t *c)
+{
+    for (int i = 0; i < SQL_COUNT; i++)
+        sqlite3_reset(c->stmt[i]);
+    catalog_rollback(c->cat);
+}
+
+double cache_now(const cache_t *c)
+{
+    return c->conf.clock(c->conf.clock_arg);
+}
+
+void cache_object_parts(int64_t object_id, char dir0[3], char dir1[3],
+                        char name[CACHE_NAME_HEX + 1])
+{
+    snprintf(name, CACHE_NAME_HEX + 1, "%016" PRIx64, (uint64_t)object_id);
+    /* bits 16-23, then 8-15: 256 consecutive ids share a directory (few
+     * directories to create and fsync while a batch is recalled), and up to
+     * 2^24 ids no directory holds more than 256 files */
+    memcpy(dir0, name + 10, 2);
+    dir0[2] = '\0';
+    memcpy(dir1, name + 12, 2);
+    dir1[2] = '\0';
+}
+
+int cache_object_path(int64_t object_id, char *buf, size_t size, si_error_t *err)
+{
+    if (object_id < 1)
+        return si_errnoprintf(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
+                          object_id);
+    char d0[3], d1[3], name[CACHE_NAME_HEX + 1];
+    cache_object_parts(object_id, d0, d1, name);
+    if ((size_t)snprintf(buf, size, "objects/%s/%s/%s", d0, d1, name) >= size)
+        return si_errnoprintf(err, EINVAL, "object path buffer too small");
+    return 0;
+}
+
+int cache_unlink_object(cache_t *c, int64_t object_id)
+{
+    char d0[3], d1[3], name[CACHE_NAME_HEX + 1], rel[CACHE_OBJECT_PATH_MAX];
+    cache_object_parts(object_id, d0, d1, name);
+    snprintf(rel, sizeof(rel), "%s/%s/%s", d0, d1, name);
+    if (unlinkat(c->objects_fd, rel, 0) < 0 && errno != ENOENT)
+        return -1;
+    return 0;
+}
+
+void cache_changed_locked(cache_t *c)
+{
+    c->generation++;
+    pthread_cond_broadcast(&c->changed);
+}
+
+int cache_load_totals(cache_t *c, si_error_t *err)
+{
+    sqlite3_stmt *s = cache_stmt(c, SQL_TOTALS);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return cache_db_error(c, err, "reading the cache usage");
+    c->objects = (uint64_t)sqlite3_column_int64(s, 0);
+    c->used = (uint64_t)sqlite3_column_int64(s, 1);
+    sqlite3_reset(s);
+    return 0;
+}
+
+/* ---- access times, batched ------------------------------------------------------ */
+
+static int cmp_access(const void *a, const void *b)
+{
+    const cache_access_t *x = a, *y = b;
+    if (x->object_id != y->object_id)
+        return x->object_id < y->object_id ? -1 : 1;
+    return x->when < y->when ? -1 : x->when > y->when;
+}
+
+int cache_flush_access_locked(cache_t *c, si_error_t *err)
+{
+    if (!c->naccess)
+        return 0;
+    /* one UPDATE per object, with its latest access: hot objects are read
+     * many times per batch, and each UPDATE also moves its index entry */
+    qsort(c->access, c->naccess, sizeof(*c->access), cmp_access);
+    if (cache_begin(c, err) < 0)
+        return -1;
+    for (size_t i = 0; i < c->naccess; i++) {
+        if (i + 1 < c->naccess && c->access[i + 1].object_id == c->access[i].object_id)
+            continue;
+        sqlite3_stmt *s = cache_stmt(c, SQL_TOUCH);
+        sqlite3_bind_int64(s, 1, c->access[i].object_id);
+        sqlite3_bind_double(s, 2, c->access[i].when);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            cache_db_error(c, err, "recording access times");
+            cache_rollback(c);
+            return -1;
+        }
+    }
+    if (cache_commit(c, err) < 0)
+        return -1;
+    c->naccess = 0;
+    return 0;
+}
+
+/* Opens a directory of the layout, made (and its parent fsync'd) when new;
+ * the usual case, an existing one, costs one openat. Returns its fd. */
+int cache_object_dir(cache_t *c, int parent, const char *name, si_error_t *err)
+{
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        if (mkdirat(parent, name, 0750) == 0) {
+            if (fsync(parent) < 0)
+                return si_errnoprintf(err, errno, "cache: fsync of a directory in %s: %s",
+                                  c->conf.dir, strerror(errno));
+        } else if (errno != EEXIST) { /* EEXIST: another writer made it just now */
+            return si_errnoprintf(err, errno, "cache: cannot create directory %s under %s/objects: %s",
+                              name, c->conf.dir, strerror(errno));
+        }
+        fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (fd < 0)
+        return si_errnoprintf(err, errno, "cache: cannot open directory %s under %s/objects: %s",
+                          name, c->conf.dir, strerror(errno));
+    return fd;
+}
