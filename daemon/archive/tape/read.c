@@ -1,0 +1,248 @@
+/* The tape backend's reads: a mounted cartridge read in the scheduler's
+ * order, the next block read ahead by the drive's reader thread. */
+#include "config.h"
+
+#include "daemon/archive/tape/state.h"
+
+/* ---- reading ------------------------------------------------------------------------------- */
+
+void *tape_reader_main(void *arg)
+{
+    tdrive_t *d = arg;
+    pthread_mutex_lock(&d->pf_mu);
+    for (;;) {
+        while (!d->pf_stop && !(d->pf_pending && !d->pf_done))
+            pthread_cond_wait(&d->pf_cv, &d->pf_mu);
+        if (d->pf_stop)
+            break;
+        pthread_mutex_unlock(&d->pf_mu);
+        si_error_t err = {0};
+        size_t got = 0;
+        bool fm = false, eod = false;
+        int rc = d->pf_write
+                     ? tape_drive_write_block(&d->io, d->pf_buf, d->pf_write, &err)
+                     : tape_drive_read_block(&d->io, d->pf_buf, read_max(d->t), &got, &fm, &eod,
+                                             &err);
+        int e = errno;
+        pthread_mutex_lock(&d->pf_mu);
+        d->pf_got = got;
+        d->pf_fm = fm;
+        d->pf_eod = eod;
+        d->pf_rc = rc;
+        d->pf_errno = e;
+        d->pf_err = err;
+        d->pf_done = true;
+        pthread_cond_broadcast(&d->pf_cv);
+    }
+    pthread_mutex_unlock(&d->pf_mu);
+    return NULL;
+}
+
+/* Reads block `block` of tape file `file` ahead, where the head already is. */
+static void prefetch_start(tdrive_t *d, int64_t file, uint64_t block)
+{
+    if (!d->pf_started || d->pf_pending || !d->io.pos_known || d->io.file != file ||
+        d->io.block != block)
+        return;
+    pthread_mutex_lock(&d->pf_mu);
+    d->pf_file = file;
+    d->pf_block = block;
+    d->pf_write = 0;
+    d->pf_pending = true;
+    d->pf_done = false;
+    pthread_cond_broadcast(&d->pf_cv);
+    pthread_mutex_unlock(&d->pf_mu);
+}
+
+/* Waits for the read ahead, if any: 1 when it read block `block` of `file`
+ * (now in d->buf), 0 when there was none or another one (discarded), -1
+ * when it failed (err, errno). */
+static int prefetch_join(tdrive_t *d, int v, int64_t file, uint64_t block, si_error_t *err)
+{
+    if (!d->pf_pending)
+        return 0;
+    pthread_mutex_lock(&d->pf_mu);
+    while (!d->pf_done)
+        pthread_cond_wait(&d->pf_cv, &d->pf_mu);
+    d->pf_pending = false;
+    pthread_mutex_unlock(&d->pf_mu);
+    if (d->pf_file != file || d->pf_block != block)
+        return 0;
+    if (d->pf_rc < 0) {
+        if (err)
+            *err = d->pf_err;
+        errno = d->pf_errno;
+        return -1;
+    }
+    if (d->pf_fm || d->pf_eod || d->pf_got == 0) {
+        errno = EIO;
+        return si_errnoprintf(err, EIO, "archive file %" PRId64 " ends early", file);
+    }
+    unsigned char *tmp = d->buf;
+    d->buf = d->pf_buf;
+    d->pf_buf = tmp;
+    d->buf_len = d->pf_got;
+    d->buf_vol = v;
+    d->buf_file = file;
+    d->buf_block = block;
+    return 1;
+}
+
+/* The bytes of one copy into the sink, block by block; the last block read
+ * stays in d->buf for an object that starts in it. */
+static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archive_copy_t *cp,
+                     si_error_t *err)
+{
+    tape_t *t = d->t;
+    const tvol_t *vol = &t->vols[v];
+    if (cp->file_seq < 1 || cp->file_seq > vol->nfiles)
+        return si_errnoprintf(err, EIO, "volume %s has no record of archive file %" PRId64
+                              " (its index %s/tape/%s.index lacks it)", vol->label, cp->file_seq,
+                              t->state_dir, vol->label);
+    const tfile_t *f = &vol->files[cp->file_seq - 1];
+    if (cp->position < f->start || cp->position + item->size > f->end)
+        return si_errnoprintf(err, EIO, "volume %s: position %" PRIu64 " is outside archive "
+                              "file %" PRId64, vol->label, cp->position, cp->file_seq);
+    if (f->block > t->max_block)
+        return si_errnoprintf(err, EIO, "volume %s: archive file %" PRId64 " has blocks of %u "
+                              "bytes, more than this daemon reads (%u)", vol->label,
+                              cp->file_seq, f->block, t->max_block);
+    uint64_t rel = cp->position - f->start;
+    uint64_t block = rel / f->block;
+    size_t skip = (size_t)(rel % f->block);
+    uint64_t left = item->size;
+    char mismatch[sizeof(err->text)] = "checksum mismatch";
+    for (int attempt = 0; attempt <= t->checksum_retries; attempt++) {
+        void *session = NULL;
+        if (t->cb.begin(t->cb.arg, item, &session, err) < 0)
+            return -1;
+        uint64_t b = block, done = 0;
+        size_t off = skip;
+        left = item->size;
+        int rc = 0;
+        while (left > 0) {
+            int pf = prefetch_join(d, v, cp->file_seq, b, err);
+            if (pf < 0) {
+                rc = -1;
+                break;
+            }
+            if (!(d->buf_vol == v && d->buf_file == cp->file_seq && d->buf_block == b)) {
+                bool fm, eod;
+                size_t got;
+                d->buf_vol = -1;
+                if (tape_drive_to_block(&d->io, cp->file_seq, b,
+                                        tape_file_base(vol, cp->file_seq), err) < 0 ||
+                    tape_drive_read_block(&d->io, d->buf, read_max(t), &got, &fm, &eod, err) < 0) {
+                    rc = -1;
+                    break;
+                }
+                if (fm || eod || got == 0) {
+                    rc = si_errnoprintf(err, EIO, "archive file %" PRId64 " ends early",
+                                        cp->file_seq);
+                    break;
+                }
+                d->buf_len = got;
+                d->buf_vol = v;
+                d->buf_file = cp->file_seq;
+                d->buf_block = b;
+            }
+            if (off >= d->buf_len) {
+                rc = si_errnoprintf(err, EIO, "block %" PRIu64 " of archive file %" PRId64
+                                    " is %zu bytes, %u expected", b, cp->file_seq, d->buf_len,
+                                    f->block);
+                break;
+            }
+            size_t n = d->buf_len - off;
+            if (n > left)
+                n = (size_t)left;
+            else if (n < left)
+                prefetch_start(d, cp->file_seq, b + 1); /* the object goes on */
+            if (t->cb.write(t->cb.arg, session, d->buf + off, n, err) < 0) {
+                rc = -1;
+                break;
+            }
+            left -= n;
+            done += n;
+            if (t->cb.progress)
+                t->cb.progress(t->cb.arg, item->object_id, done);
+            off = 0;
+            b++;
+        }
+        if (rc < 0) {
+            int e = errno;
+            if (prefetch_join(d, v, -1, 0, NULL) == 0)
+                d->buf_vol = -1; /* the head moved past the block kept */
+            t->cb.abort(t->cb.arg, session);
+            errno = e;
+            return si_errprefix(err, "volume %s, archive file %" PRId64 ", block %" PRIu64
+                                " (position %" PRIu64 ")", vol->label, cp->file_seq, b,
+                                cp->position);
+        }
+        if (t->cb.commit(t->cb.arg, session, err) == 0) {
+            pthread_mutex_lock(&t->mu);
+            t->bytes_read += item->size;
+            pthread_mutex_unlock(&t->mu);
+            return 0;
+        }
+        if (errno != EBADMSG)
+            return -1;
+        snprintf(mismatch, sizeof(mismatch), "%s", err->text);
+        d->buf_vol = -1; /* re-read from the medium */
+    }
+    return si_errnoprintf(err, EBADMSG, "%s (read %d times from volume %s at %" PRIu64 ")",
+                          mismatch, t->checksum_retries + 1, vol->label, cp->position);
+}
+
+/* Work on volume v in the scheduler's order until its queue is empty. mu held. */
+void tape_read_volume(tdrive_t *d, int v)
+{
+    tape_t *t = d->t;
+    sched_read_t r;
+    while (!t->stop && !d->failed && sched_next_read(t->sched, v, d->head, mono(), &r) == 1) {
+        trec_t *rec = tape_rec_get(t, r.object_id);
+        if (!rec || rec->cancelled) {
+            tape_rec_report(t, r.object_id, false, "cancelled");
+            sched_read_done(t->sched, &r, mono());
+            continue;
+        }
+        archive_item_t item = rec->item;
+        const archive_copy_t *cp = NULL;
+        for (int c = 0; c < item.ncopies; c++)
+            if (strcmp(item.copies[c].volume, t->vols[v].label) == 0)
+                cp = &item.copies[c];
+        pthread_mutex_unlock(&t->mu);
+        si_error_t err = {0};
+        int rc = cp ? read_copy(d, v, &item, cp, &err)
+                    : si_errnoprintf(&err, EIO, "no copy on volume %s", t->vols[v].label);
+        int e = errno;
+        pthread_mutex_lock(&t->mu);
+        if (rc == 0) {
+            t->reads++;
+            d->head = cp->position + item.size;
+            /* reported before the scheduler hears of it: the last read of a
+             * request ends the request, whose leftovers are its failures */
+            tape_rec_report(t, r.object_id, true, NULL);
+            sched_read_done(t->sched, &r, mono());
+        } else if (tape_is_drive_fault(e)) {
+            /* the drive stopped answering: offline; the cartridge stays in it,
+             * so its queue moves to other copies */
+            d->failed = true;
+            snprintf(d->why, sizeof(d->why), "%s", err.text);
+            si_log(t->log, SI_LOG_ERROR, "tape: drive %d (%s) offline: %s", d->index, d->device,
+                   err.text);
+            sched_read_retry(t->sched, &r);
+            sched_volume_lost(t->sched, v, mono(), err.text);
+            t->vols[v].busy = true; /* stuck in the failed drive */
+            return;
+        } else {
+            t->read_failures++;
+            si_log(t->log, SI_LOG_WARNING, "tape: %s", err.text);
+            /* its own reason, not the request's: recorded first, then the
+             * scheduler queues another copy (the record stays) or gives up */
+            trec_t *fr = tape_rec_get(t, r.object_id);
+            if (fr)
+                snprintf(fr->why, sizeof(fr->why), "%s", err.text);
+            sched_read_failed(t->sched, &r, mono(), err.text);
+        }
+    }
+}

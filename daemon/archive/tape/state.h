@@ -1,0 +1,199 @@
+/* The tape backend's state (daemon/archive/tape.c), private to its files:
+ * the library, its drives and cartridges, the records of recalls and
+ * writes, and the functions its files share. Locking: see tape.c. */
+#ifndef STAGEIN_ARCHIVE_TAPE_STATE_H
+#define STAGEIN_ARCHIVE_TAPE_STATE_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/array.h"
+#include "common/text.h"
+#include "daemon/archive/backend.h"
+#include "daemon/archive/tape/drive.h"
+#include "daemon/sched/sched.h"
+#include "daemon/volume/tar.h"
+#include "daemon/volume/volume.h"
+
+#define TAPE_MAX_DRIVES 64
+#define DEFAULT_BLOCK (256u << 10)
+#define FM_BYTES TAPEVOL_RECORD      /* logical bytes of a filemark */
+
+
+typedef struct {
+    uint64_t start, end;
+    uint32_t block;
+} tfile_t;
+
+typedef struct {
+    char label[ARCHIVE_LABEL_MAX + 1];
+    uint16_t slot;             /* home storage element */
+    int drive;                 /* -1: not in a drive */
+    bool busy;                 /* being mounted, read or written */
+    bool refused, readonly, full;
+    bool scanned;              /* its index checked against the tape this run */
+    char why[300];             /* why refused */
+    uint64_t capacity;
+    int64_t nfiles;
+    tfile_t *files;            /* files[seq - 1] */
+} tvol_t;
+
+typedef struct {
+    archive_item_t item;
+    uint64_t req;
+    bool cancelled;
+    char why[300];             /* the latest failure of a copy */
+} trec_t;
+
+typedef struct {
+    uint64_t *tokens;
+    size_t n;
+} treq_t;
+
+typedef struct tape tape_t;
+
+typedef struct {
+    tape_t *t;
+    int index;
+    char device[256];
+    uint16_t element;
+    tape_drive_t io;
+    pthread_t thread;
+    bool started;
+    int vol;                   /* the cartridge in it, -1 none */
+    bool verified;             /* its label checked since it was loaded (or found) */
+    bool failed;
+    char why[300];
+    uint64_t head;             /* logical bytes, for the scheduler */
+    unsigned char *buf;        /* one block: the last one read stays for the next object */
+    size_t buf_len;
+    int buf_vol;
+    int64_t buf_file;
+    uint64_t buf_block;
+    /* Read-ahead: while the worker delivers a block, the next block of the
+     * same object is read by this drive's reader thread into pf_buf (the
+     * worker leaves the SCSI handle alone until it has joined it). */
+    pthread_t pf_thread;
+    bool pf_started, pf_stop, pf_pending, pf_done;
+    pthread_mutex_t pf_mu;
+    pthread_cond_t pf_cv;
+    unsigned char *pf_buf;
+    int64_t pf_file;
+    uint64_t pf_block;
+    size_t pf_write;           /* >0: write pf_buf[0, pf_write) instead of reading */
+    size_t pf_got;
+    bool pf_fm, pf_eod;
+    int pf_rc, pf_errno;
+    si_error_t pf_err;
+} tdrive_t;
+
+typedef struct {
+    const archive_member_t *members;
+    size_t n;
+    int copy;
+    int *chosen;               /* the aggregate's volumes, one per copy (-1 none yet) */
+    int ncopies;
+    bool taken, done;
+    uint64_t wp_drives;        /* drives that found a cartridge write protected for it */
+    int rc;
+    si_error_t err;
+    int vol;
+    uint64_t *positions;       /* per member */
+    int64_t file_seq;
+    uint64_t used;
+} twrite_t;
+
+typedef struct {
+    int64_t id;
+    bool ok;
+    char why[300];
+} treport_t;
+
+struct tape {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_mutex_t changer_mu;
+    bool stop;
+    archive_recall_cb_t cb;
+    si_log_t *log;
+    char state_dir[PATH_MAX];
+    uint32_t block;
+    uint32_t max_block;        /* the largest block of any indexed archive file, or block */
+    bool compression, label_blank, force_space;
+    char media[TAPEVOL_MEDIA_MAX + 1];
+    uint64_t capacity;
+    int checksum_retries;
+    FILE *command_log;
+    pthread_mutex_t log_mu;
+
+    tape_changer_t changer;
+    tdrive_t drives[TAPE_MAX_DRIVES];
+    int ndrives;
+    tvol_t *vols;
+    int nvols;
+    sched_t *sched;
+
+    trec_t **recs;             /* by token - 1 */
+    size_t nrecs, cap_recs;
+    treq_t *reqs;              /* by request id - 1 */
+    size_t nreqs, cap_reqs;
+    twrite_t **writes;
+    size_t nwrites;
+    treport_t *reports;        /* done, to be reported outside mu */
+    size_t nreports, cap_reports;
+    uint64_t outstanding, outstanding_bytes;
+    uint64_t mounts, reads, read_failures, bytes_read, bytes_written, files_written;
+};
+
+/* Reads ask for twice the block size: a block written with it is then
+ * shorter than asked by at least its own length, and tgt 1.0.85 sends only
+ * min(block, asked - block) bytes of a short block (its residue): a real
+ * drive sends the whole block either way. */
+static inline size_t read_max(const tape_t *t)
+{
+    return 2 * (size_t)t->max_block;
+}
+
+static inline double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* mount.c */
+bool tape_is_drive_fault(int e);
+int tape_mount(tdrive_t *d, int v, bool *write_protect, si_error_t *err);
+scsi_dev_t *tape_open_dev(tape_t *t, const char *address, si_error_t *err);
+int tape_inventory(tape_t *t, si_error_t *err);
+
+/* index.c */
+int tape_index_load(tape_t *t, tvol_t *v, si_error_t *err);
+int tape_index_append(tape_t *t, const char *label, const char *line, si_error_t *err);
+uint64_t tape_vol_used(const tvol_t *v);
+uint64_t tape_file_base(const tvol_t *v, int64_t seq);
+int tape_vol_index(const tape_t *t, const char *label);
+
+/* report.c */
+trec_t *tape_rec_get(tape_t *t, uint64_t token);
+void tape_rec_report(tape_t *t, uint64_t token, bool ok, const char *why);
+void tape_flush_reports(tape_t *t);
+void tape_on_request_done(void *arg, uint64_t request, double now, size_t failed, const char *why);
+
+/* read.c */
+void *tape_reader_main(void *arg);
+void tape_read_volume(tdrive_t *d, int v);
+
+/* write.c */
+void tape_run_write(tdrive_t *d, twrite_t *job);
+
+#endif

@@ -1,0 +1,345 @@
+/* The tape backend's writes: an aggregate written as one pax tar tape file
+ * in variable blocks (written behind by the drive's reader thread), its
+ * index line fsync'd once its filemark is on tape. */
+#include "config.h"
+
+#include "daemon/archive/tape/state.h"
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+/* Write-behind: the full block in d->buf goes to the reader thread, which
+ * writes it while the worker fills the other buffer; the previous write's
+ * outcome (errno ENOSPC at end of medium) is returned first. */
+static int write_join(tdrive_t *d, si_error_t *err)
+{
+    if (!d->pf_pending)
+        return 0;
+    pthread_mutex_lock(&d->pf_mu);
+    while (!d->pf_done)
+        pthread_cond_wait(&d->pf_cv, &d->pf_mu);
+    d->pf_pending = false;
+    pthread_mutex_unlock(&d->pf_mu);
+    if (d->pf_rc < 0) {
+        if (err)
+            *err = d->pf_err;
+        errno = d->pf_errno;
+        return -1;
+    }
+    return 0;
+}
+
+static int write_behind(tdrive_t *d, size_t len, si_error_t *err)
+{
+    if (!d->pf_started)
+        return tape_drive_write_block(&d->io, d->buf, len, err);
+    if (write_join(d, err) < 0)
+        return -1;
+    unsigned char *tmp = d->buf;
+    d->buf = d->pf_buf;
+    d->pf_buf = tmp;
+    pthread_mutex_lock(&d->pf_mu);
+    d->pf_write = len;
+    d->pf_file = -1;
+    d->pf_pending = true;
+    d->pf_done = false;
+    pthread_cond_broadcast(&d->pf_cv);
+    pthread_mutex_unlock(&d->pf_mu);
+    return 0;
+}
+
+typedef struct {
+    tdrive_t *d;
+    size_t used;
+    uint64_t logical;          /* logical offset of the next byte */
+    si_error_t *err;
+} twriter_t;
+
+static int put(twriter_t *w, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    tape_t *t = w->d->t;
+    while (len) {
+        size_t n = t->block - w->used;
+        if (n > len)
+            n = len;
+        if (p)
+            memcpy(w->d->buf + w->used, p, n);
+        else
+            memset(w->d->buf + w->used, 0, n);
+        w->used += n;
+        w->logical += n;
+        len -= n;
+        if (p)
+            p += n;
+        if (w->used == t->block) {
+            if (write_behind(w->d, w->used, w->err) < 0)
+                return -1;
+            w->used = 0;
+        }
+    }
+    return 0;
+}
+
+static int hash_file(const char *path, char out[SI_CHECKSUM_TEXT_MAX], si_error_t *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return si_errprintf(err, "%s: %s", path, strerror(errno));
+    si_checksum_t *sum = si_checksum_new("sha256", err);
+    unsigned char buf[1 << 16];
+    ssize_t n;
+    while (sum && (n = read(fd, buf, sizeof(buf))) > 0)
+        si_checksum_update(sum, buf, (size_t)n);
+    close(fd);
+    if (!sum)
+        return -1;
+    si_checksum_final(sum, out);
+    si_checksum_free(sum);
+    return 0;
+}
+
+/* One member: pax header (its checksum known before the data: the cache's
+ * record, else hashed first), ustar header, data (hashed again on the way
+ * and compared), padding: the layout of daemon/volume's writer. */
+static int put_member(twriter_t *w, const archive_member_t *m, uint64_t *position)
+{
+    si_error_t *err = w->err;
+    char sum_text[SI_CHECKSUM_TEXT_MAX];
+    if (m->checksum && si_checksum_text_valid(m->checksum) &&
+        strlen(m->checksum) == TAR_CHECKSUM_LEN)
+        snprintf(sum_text, sizeof(sum_text), "%s", m->checksum);
+    else if (hash_file(m->path, sum_text, err) < 0)
+        return -1;
+    tar_pax_member_t pm = {m->bucket, m->key, m->size, m->mtime, m->headers, m->storage_class};
+    size_t plen = tar_pax_records_len(&pm), at = 0;
+    char *pax = malloc(plen);
+    if (!pax)
+        return si_errprintf(err, "out of memory");
+    tar_pax_records(pax, plen, &pm, &at);
+    memcpy(pax + at, sum_text, TAR_CHECKSUM_LEN);
+    char name[600], xname[100];
+    snprintf(name, sizeof(name), "%s/%s", m->bucket, m->key);
+    const char *base = strrchr(m->key, '/');
+    snprintf(xname, sizeof(xname), "PaxHeaders/%.80s", base ? base + 1 : m->key);
+    unsigned char block[TAR_BLOCK];
+    tar_header(block, xname, 'x', plen, m->mtime);
+    int rc = put(w, block, TAR_BLOCK) < 0 || put(w, pax, plen) < 0 ||
+                     put(w, NULL, tar_round_up(plen) - plen) < 0 ? -1 : 0;
+    free(pax);
+    if (rc < 0)
+        return -1;
+    tar_header(block, name, '0', m->size, m->mtime);
+    if (put(w, block, TAR_BLOCK) < 0)
+        return -1;
+    *position = w->logical;
+    int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return si_errprintf(err, "member %s/%s: %s: %s", m->bucket, m->key, m->path,
+                            strerror(errno));
+    si_checksum_t *sum = si_checksum_new("sha256", err);
+    uint64_t left = m->size;
+    tape_t *t = w->d->t;
+    while (sum && left > 0) {
+        /* straight into the block buffer */
+        size_t want = t->block - w->used;
+        if (want > left)
+            want = (size_t)left;
+        ssize_t n = read(fd, w->d->buf + w->used, want);
+        if (n <= 0) {
+            si_errprintf(err, "member %s/%s: %s ended after %" PRIu64 " of %" PRIu64 " bytes",
+                         m->bucket, m->key, m->path, m->size - left, m->size);
+            break;
+        }
+        si_checksum_update(sum, w->d->buf + w->used, (size_t)n);
+        w->used += (size_t)n;
+        w->logical += (uint64_t)n;
+        left -= (uint64_t)n;
+        if (w->used == t->block) {
+            if (write_behind(w->d, w->used, err) < 0)
+                break;
+            w->used = 0;
+        }
+    }
+    close(fd);
+    if (!sum || left > 0) {
+        si_checksum_free(sum);
+        return -1;
+    }
+    char got[SI_CHECKSUM_TEXT_MAX];
+    si_checksum_final(sum, got);
+    si_checksum_free(sum);
+    if (strcmp(got, sum_text) != 0)
+        return si_errnoprintf(err, EBADMSG, "member %s/%s: data has checksum %s, expected %s",
+                              m->bucket, m->key, got, sum_text);
+    return put(w, NULL, tar_round_up(m->size) - m->size);
+}
+
+/* Labels a blank cartridge: the label record, its filemark. */
+static int write_label(tdrive_t *d, tvol_t *vol, si_error_t *err)
+{
+    tape_t *t = d->t;
+    unsigned char rec[TAPEVOL_RECORD];
+    tapevol_label_format(rec, vol->label, t->media, vol->capacity, (int64_t)time(NULL));
+    if (tape_drive_rewind(&d->io, err) < 0 ||
+        tape_drive_write_block(&d->io, rec, sizeof(rec), err) < 0 ||
+        tape_drive_write_filemark(&d->io, err) < 0)
+        return si_errprefix(err, "labelling cartridge %s", vol->label);
+    si_log(t->log, SI_LOG_INFO, "tape: cartridge %s labelled", vol->label);
+    return 0;
+}
+
+/* One copy of an aggregate onto volume v in drive d. No mu; v busy. */
+static int write_copy(tdrive_t *d, int v, twrite_t *job, si_error_t *err)
+{
+    tape_t *t = d->t;
+    tvol_t *vol = &t->vols[v];
+    bool wp = false;
+    int m = tape_mount(d, v, &wp, err);
+    if (m < 0)
+        return -1;
+    if (wp)
+        return si_errnoprintf(err, EROFS, "cartridge %s is write protected", vol->label);
+    if (m == 1) {
+        if (vol->nfiles > 0)
+            return si_errnoprintf(err, EBADF, "cartridge %s reads blank but its index has %" PRId64
+                                  " archive files: refused", vol->label, vol->nfiles);
+        if (!t->label_blank)
+            return si_errnoprintf(err, EBADF, "cartridge %s is blank (archive.tape.label_blank "
+                                  "is off)", vol->label);
+        if (write_label(d, vol, err) < 0)
+            return -1;
+        d->verified = true;
+    }
+    int64_t seq = vol->nfiles + 1;
+    uint64_t start = tape_vol_used(vol);
+    if (tape_drive_to_file(&d->io, seq, err) < 0)
+        return si_errprefix(err, "cartridge %s: to the end of archive file %" PRId64,
+                            vol->label, seq - 1);
+    d->buf_vol = -1;
+    twriter_t w = {d, 0, start, err};
+    for (size_t i = 0; i < job->n; i++)
+        if (put_member(&w, &job->members[i], &job->positions[i]) < 0)
+            goto fail;
+    if (put(&w, NULL, 2 * TAR_BLOCK) < 0 || write_join(d, err) < 0 ||
+        (w.used && tape_drive_write_block(&d->io, d->buf, w.used, err) < 0))
+        goto fail;
+    uint64_t end = w.logical;
+    if (tape_drive_write_filemark(&d->io, err) < 0)
+        goto fail;
+    char line[128];
+    snprintf(line, sizeof(line), "file %" PRId64 " %" PRIu64 " %" PRIu64 " %u\n", seq, start, end,
+             t->block);
+    if (tape_index_append(t, vol->label, line, err) < 0)
+        return -1;
+    pthread_mutex_lock(&t->mu);
+    tfile_t *grown = realloc(vol->files, (size_t)seq * sizeof(*grown));
+    if (grown) {
+        vol->files = grown;
+        vol->files[seq - 1] = (tfile_t){start, end, t->block};
+        vol->nfiles = seq;
+    }
+    t->bytes_written += end - start;
+    t->files_written++;
+    pthread_mutex_unlock(&t->mu);
+    if (!grown)
+        return si_errprintf(err, "out of memory");
+    job->file_seq = seq;
+    job->used = end + FM_BYTES;
+    d->head = end + FM_BYTES;
+    return 0;
+fail:
+    {
+        int e = errno;
+        write_join(d, NULL); /* the block in flight, if any: its outcome no longer matters */
+        errno = e;
+    }
+    si_errprefix(err, "cartridge %s, archive file %" PRId64, vol->label, seq);
+    if (errno == ENOSPC) {
+        /* end of medium: the partial archive file is never recorded (the next
+         * write would start there, but the cartridge takes none: full) */
+        tape_index_append(t, vol->label, "full\n", NULL);
+        pthread_mutex_lock(&t->mu);
+        vol->full = true;
+        pthread_mutex_unlock(&t->mu);
+        errno = ENOSPC;
+    }
+    return -1;
+}
+
+/* The volume a write job goes to: this drive's own when it fits, else the
+ * first with room not used by another copy of the aggregate. mu held. */
+static int choose_write_volume(tape_t *t, tdrive_t *d, twrite_t *job, uint64_t bytes)
+{
+    int best = -1;
+    for (int v = 0; v < t->nvols; v++) {
+        tvol_t *vol = &t->vols[v];
+        bool taken = false;
+        for (int c = 0; c < job->ncopies; c++)
+            taken |= job->chosen[c] == v;
+        if (taken || vol->busy || vol->refused || vol->readonly || vol->full ||
+            (vol->drive >= 0 && vol->drive != d->index) || tape_vol_used(vol) + bytes > vol->capacity)
+            continue;
+        if (vol->drive == d->index)
+            return v;
+        if (best < 0)
+            best = v;
+    }
+    return best;
+}
+
+void tape_run_write(tdrive_t *d, twrite_t *job)
+{
+    tape_t *t = d->t;
+    uint64_t bytes = 2 * TAR_BLOCK + FM_BYTES;
+    for (size_t i = 0; i < job->n; i++) {
+        tar_pax_member_t pm = {job->members[i].bucket, job->members[i].key, job->members[i].size,
+                               job->members[i].mtime, job->members[i].headers,
+                               job->members[i].storage_class};
+        bytes += tar_member_bytes(&pm);
+    }
+    for (;;) {
+        int v = choose_write_volume(t, d, job, bytes);
+        if (v < 0) {
+            si_errnoprintf(&job->err, ENOSPC, "copy %d: no cartridge with %" PRIu64 " bytes of "
+                           "room (not full, write protected or refused, and not holding another "
+                           "copy)", job->copy, bytes);
+            job->rc = -1;
+            return;
+        }
+        t->vols[v].busy = true;
+        job->chosen[job->copy - 1] = v;
+        pthread_mutex_unlock(&t->mu);
+        si_error_t err = {0};
+        int rc = write_copy(d, v, job, &err);
+        int e = errno;
+        pthread_mutex_lock(&t->mu);
+        t->vols[v].busy = false;
+        if (rc == 0) {
+            job->vol = v;
+            job->rc = 0;
+            return;
+        }
+        si_log(t->log, SI_LOG_WARNING, "tape: archive write, copy %d: %s", job->copy, err.text);
+        if (e == EROFS) {
+            /* this cartridge, and another drive for the copy: a drive that
+             * reports write protection on every cartridge would take them all */
+            t->vols[v].readonly = true;
+            job->chosen[job->copy - 1] = -1;
+            job->wp_drives |= UINT64_C(1) << d->index;
+            job->taken = false;
+            return;
+        } else if (e == EBADF) {
+            t->vols[v].refused = true;
+            snprintf(t->vols[v].why, sizeof(t->vols[v].why), "%s", err.text);
+        } else if (e != ENOSPC) {
+            if (tape_is_drive_fault(e)) {
+                d->failed = true;
+                snprintf(d->why, sizeof(d->why), "%s", err.text);
+            }
+            job->err = err;
+            job->rc = -1;
+            return;
+        }
+        job->chosen[job->copy - 1] = -1; /* another cartridge */
+    }
+}
