@@ -583,7 +583,7 @@ int si_sigv4_verify_region(const si_sigv4_verifier_conf_t *conf, const si_sigv4_
     /* the signature itself */
     int missing = -1;
     if (sigv4_build_canonical(&creq, req, names, count, payload_hash,
-                        pa.presigned ? "X-Amz-Signature" : NULL, &missing, err) < 0) {
+                              pa.presigned ? "X-Amz-Signature" : NULL, &missing, err) < 0) {
         *status = missing >= 0 ? malformed : SI_SIGV4_INVALID_ARGUMENT;
         goto error;
     }
