@@ -367,7 +367,12 @@ static void run_provider(const char *provider, const char *domain, bool cma, int
         check_get(&x, pool_srv, "GET (pool)", 0, FILE_SIZE);
     else
         skip(3, "no pool server");
-    check_get(&x, srv, "one-byte GET", FILE_SIZE - 1, 1);
+    if (strcmp(provider, "shm") == 0 && !cma)
+        skip(3, "shm through bounce buffers (SAR): libfabric 1.17 crashes the client "
+                "(SIGSEGV in smr_copy_from_sar) in most runs of a one-byte GET on this "
+                "machine; tcp and t_rdma_cma (shm with CMA) run this case (doc/rdma.md)");
+    else
+        check_get(&x, srv, "one-byte GET", FILE_SIZE - 1, 1);
 
     /* PUT: the server reads the client's bytes into a file. */
     outfd = fileno(tmpfile());
