@@ -28,17 +28,42 @@ ok "$(grep -q 'RDMA data path on (provider shm)' "$LOG"; echo $?)" "stageind log
 is "$(s3raw request HEAD /data/big --show-header x-amz-rdma-provider 2>&1 >/dev/null)" \
     "x-amz-rdma-provider: shm" "HEAD names the server's provider"
 
-# get_all LABEL [ENV...]: every key by RDMA, all bytes by RDMA, identical
+# body_bytes LABEL SIZE [ENV...]: the bytes a GET gets in the HTTP body. On
+# shm without CMA, stageind declines RDMA for transfers of at most 4096
+# bytes (libfabric 1.17 passes those inline and has lost them): a small
+# object, or with STAGEIN_CHUNK_SIZE the small last range of a larger one.
+body_bytes() {
+    local label=$1 size=$2 chunk=0 a tail; shift 2
+    for a in "$@"; do case $a in STAGEIN_CHUNK_SIZE=*) chunk=${a#*=} ;; esac; done
+    case $label in shm*) ;; *) echo 0; return ;; esac
+    if [ "$size" -le 4096 ]; then echo "$size"; return; fi
+    tail=0
+    [ "$chunk" -gt 0 ] && [ "$size" -gt "$chunk" ] && tail=$((size % chunk))
+    if [ "$tail" -gt 0 ] && [ "$tail" -le 4096 ]; then echo "$tail"; else echo 0; fi
+}
+
+# get_all LABEL [ENV...]: every key by RDMA (but what body_bytes says goes in
+# the body, with the reason), identical
 get_all() {
-    local label=$1 key out want bad=""; shift
+    local label=$1 key out want bad="" size http last; shift
     for key in $KEYS; do
         out=$(env "$@" "$STAGEIN" get "data/$key" --transport rdma --dest "$TEST_DIR/$label" 2>&1)
         if shm_client_crashed "$out"; then
             echo CRASH
             return
         fi
-        want="$TEST_DIR/$label/data/$key $(stat -c %s "$SRC/$key") sha256:$(sha256sum < "$SRC/$key" | cut -d' ' -f1) rdma=$(stat -c %s "$SRC/$key") http=0"
-        if [ "$out" != "$want" ] || ! same_bytes "$TEST_DIR/$label/data/$key" "$SRC/$key"; then
+        size=$(stat -c %s "$SRC/$key")
+        http=$(body_bytes "$label" "$size" "$@")
+        want="$TEST_DIR/$label/data/$key $size sha256:$(sha256sum < "$SRC/$key" | cut -d' ' -f1) rdma=$((size - http)) http=$http"
+        last=$(tail -n 1 <<<"$out")
+        if [ "$http" -gt 0 ] && ! grep -q "go in the body" <<<"$out"; then
+            bad+="$key(no-reason) "
+            diag "$key: $out"
+        elif [ "$http" -eq 0 ] && [ "$out" != "$last" ]; then
+            bad+="$key(notice) "
+            diag "$key: $out"
+        fi
+        if [ "$last" != "$want" ] || ! same_bytes "$TEST_DIR/$label/data/$key" "$SRC/$key"; then
             bad+="$key "
             diag "$key: $out"
         fi
@@ -57,13 +82,14 @@ out=$("$STAGEIN" get pub --transport rdma --dest "$TEST_DIR/ds" --endpoint "unix
 differ=""
 for key in $KEYS; do same_bytes "$TEST_DIR/ds/data/$key" "$SRC/$key" || differ+="$key "; done
 is "$differ" "" "shm: the dataset 'pub' into a directory, identical"
-is "$(grep -c ' http=0$' <<<"$out")" 6 "... its six objects (one empty) all by RDMA"
+is "$(grep -c ' http=0$' <<<"$out")/$(grep -c ' rdma=0 http=1$' <<<"$out")" 5/1 \
+    "... its six objects (one empty) by RDMA, but the one-byte object in the body"
 out=$("$STAGEIN" get data/big --transport http --dest "$TEST_DIR/http" 2>&1)
 is "$out" "$TEST_DIR/http/data/big 20971537 sha256:$(sha256sum < "$SRC/big" | cut -d' ' -f1)" \
     "--transport http: over HTTP (no rdma= on the line)"
 ok "$(same_bytes "$TEST_DIR/http/data/big" "$SRC/big"; echo $?)" "... identical"
 sent=$(metric stagein_rdma_sent_bytes_total)
-ok "$([ "${sent:-0}" -ge $((3 * (1 + 4097 + 3145735 + 20971537 + 70000))) ]; echo $?)" \
+ok "$([ "${sent:-0}" -ge $((3 * (4097 + 3145735 + 20971537 + 70000) - 7 - 17)) ]; echo $?)" \
     "metrics: stagein_rdma_sent_bytes_total counts them ($sent)"
 is "$(metric stagein_rdma_transfers)/$(metric stagein_rdma_buffers_free)" \
     "0/$(metric stagein_rdma_buffers)" "metrics: no transfer running, every pool buffer free"

@@ -35,7 +35,7 @@ const si_conf_key_t archive_tape_conf_keys[] = {
     {"archive.tape.compression", SI_CONF_BOOL, 0, 0, NULL},
     {"archive.tape.label_blank", SI_CONF_BOOL, 0, 0, NULL},
     {"archive.tape.media", SI_CONF_STRING, 0, 0, NULL},
-    {"archive.tape.capacity", SI_CONF_INT, 1 << 20, INT64_MAX, NULL},
+    {"archive.tape.capacity", SI_CONF_INT, 1 << 20, 9.2e18, NULL},
     {"archive.tape.profile", SI_CONF_STRING, 0, 0, "lto9|lto10"},
     {"archive.tape.positioning", SI_CONF_STRING, 0, 0, "auto|space"},
     {"archive.tape.retries", SI_CONF_INT, 0, 1000, NULL},

@@ -48,12 +48,18 @@ rdma_server_t *rdma_server_open(const rdma_config_t *cfg, si_error_t *err);
 void rdma_server_close(rdma_server_t *srv);
 const char *rdma_server_provider(const rdma_server_t *srv);
 
+/* The largest write shm (without CMA) would pass inline in its command
+ * queue: rdma_server_accept answers such small GETs EMSGSIZE (the body
+ * carries them). */
+#define RDMA_SHM_INLINE_MAX 4096
+
 /* Decodes the header and checks it against this server: provider, access
  * (SI_RDMA_ACCESS_WRITE for GET, _READ for PUT), the byte count the request
  * moves (the token must grant at least len; len <= max_transfer). On -1 the
  * request is answered 501 (errno EPROTONOSUPPORT: foreign token or other
  * provider; E2BIG: over max_transfer; ERANGE: buffer too small; EINVAL:
- * malformed). */
+ * malformed; EMSGSIZE: a GET of at most RDMA_SHM_INLINE_MAX bytes on shm
+ * without CMA). */
 int rdma_server_accept(rdma_server_t *srv, const char *header, unsigned access, uint64_t len,
                        si_rdma_token_t *token, si_error_t *err);
 

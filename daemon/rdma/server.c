@@ -356,6 +356,16 @@ int rdma_server_accept(rdma_server_t *srv, const char *header, unsigned access, 
                               srv->cfg.max_transfer);
     if (si_rdma_token_check_range(&t, 0, len, access, err) < 0)
         return -1;
+    /* libfabric 1.17's shm passes writes of up to 4 KiB inline in its
+     * command queue; through bounce buffers (no CMA) such a write with
+     * delivery complete has been seen never to complete, and the client to
+     * crash placing it, leaving a provider thread stuck (doc/rdma.md). A few
+     * bytes gain nothing from RDMA: they go in the HTTP body. */
+    if (access == SI_RDMA_ACCESS_WRITE && len <= RDMA_SHM_INLINE_MAX && !srv->cfg.shm_cma &&
+        strcmp(srv->cfg.provider, "shm") == 0)
+        return si_errnoprintf(err, EMSGSIZE,
+                              "rdma: %" PRIu64 " bytes go in the body (shm without CMA moves "
+                              "transfers of over %d bytes)", len, RDMA_SHM_INLINE_MAX);
     rdma_server_sweep(srv);
     *token = t;
     return 0;
