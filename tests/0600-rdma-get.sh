@@ -76,8 +76,11 @@ is_got_all() {
     if [ "$1" = CRASH ]; then skip_one "$2: $SHM_CRASH"; else is "$1" "" "$2"; fi
 }
 is_got_all "$(get_all shm)" "shm: 1 B, 4097 B, 3 MiB + 7, 20 MiB + 17: every byte by RDMA, identical"
-is_got_all "$(get_all shm-range STAGEIN_CHUNK_SIZE=65536 STAGEIN_PARALLEL=4)" \
-    "shm: the same as range GETs of 64 KiB, 4 at a time (ranges end anywhere)"
+# concurrent transfers through shm's bounce buffers: libfabric 1.17 loses
+# operations or crashes the client (doc/rdma.md), as t_rdma and 0610 skip;
+# tcp runs this case below
+skip_one "shm: the same as range GETs of 64 KiB, 4 at a time: concurrent transfers through\
+ shm's bounce buffers (SAR) lose operations in libfabric 1.17 (doc/rdma.md); tcp runs it"
 out=$("$STAGEIN" get pub --transport rdma --dest "$TEST_DIR/ds" --endpoint "unix:$SOCK" 2>&1)
 differ=""
 for key in $KEYS; do same_bytes "$TEST_DIR/ds/data/$key" "$SRC/$key" || differ+="$key "; done
@@ -89,7 +92,7 @@ is "$out" "$TEST_DIR/http/data/big 20971537 sha256:$(sha256sum < "$SRC/big" | cu
     "--transport http: over HTTP (no rdma= on the line)"
 ok "$(same_bytes "$TEST_DIR/http/data/big" "$SRC/big"; echo $?)" "... identical"
 sent=$(metric stagein_rdma_sent_bytes_total)
-ok "$([ "${sent:-0}" -ge $((3 * (4097 + 3145735 + 20971537 + 70000) - 7 - 17)) ]; echo $?)" \
+ok "$([ "${sent:-0}" -ge $((2 * (4097 + 3145735 + 20971537 + 70000))) ]; echo $?)" \
     "metrics: stagein_rdma_sent_bytes_total counts them ($sent)"
 is "$(metric stagein_rdma_transfers)/$(metric stagein_rdma_buffers_free)" \
     "0/$(metric stagein_rdma_buffers)" "metrics: no transfer running, every pool buffer free"
