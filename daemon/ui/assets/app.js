@@ -6,7 +6,6 @@ const STATUS_EVERY_MS = 2000;
 const HISTORY_EVERY_MS = 5000;
 let updates = 0;
 let detailId = null;
-let recentRequests = [];  // the latest status's, for the completion time plot
 
 function $(id) { return document.getElementById(id); }
 
@@ -152,7 +151,7 @@ function drawStatus(s) {
       bytes(c.evictedBytes) + ') evicted since start');
   $('cache-high').style.left = (100 * c.highWatermark).toFixed(1) + '%';
   $('cache-low').style.left = (100 * c.lowWatermark).toFixed(1) + '%';
-  recentRequests = s.requests;
+  drawCompletion(s.requests);
   fill($('pushes-table').tBodies[0], s.recentPushes || [], (tr, r) => {
     tr.className = 'push';
     cell(tr, String(r.push).slice(0, 8));
@@ -242,6 +241,17 @@ function plot(t, values, label, format) {
   return fig;
 }
 
+// how long the recent requests took, by when they finished: redrawn with
+// every status, so it never waits for the slower history timer
+function drawCompletion(requests) {
+  const done = requests.filter((r) => r.finished && r.created)
+    .sort((a, b) => a.finished - b.finished);
+  const fig = plot(done.map((r) => r.finished), done.map((r) => r.finished - r.created),
+    'Request completion time', duration);
+  fig.id = 'completion-plot';
+  $('completion-plot').replaceWith(fig);
+}
+
 async function drawHistory() {
   const h = await getJSON('/ui/api/history');
   const grid = document.createElement('div');
@@ -254,11 +264,6 @@ async function drawHistory() {
   Object.keys(h.series).filter((k) => k.startsWith('drive_read_bytes_per_s.')).sort().forEach((k) => {
     grid.appendChild(plot(h.t, h.series[k], 'Drive ' + k.split('.')[1] + ' reads', (v) => bytes(v) + '/s'));
   });
-  // how long the recent requests took, by when they finished
-  const done = recentRequests.filter((r) => r.finished && r.created)
-    .sort((a, b) => a.finished - b.finished);
-  grid.appendChild(plot(done.map((r) => r.finished), done.map((r) => r.finished - r.created),
-    'Request completion time', duration));
   $('plot-grid').replaceWith(grid);
   $('history-span').textContent = h.t.length ? h.t.length + ' samples since ' + when(h.t[0]) +
     ', every ' + h.interval + ' s' : 'no samples yet';
