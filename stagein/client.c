@@ -18,11 +18,11 @@
 
 struct client {
     CURL *curl;
-    client_endpoint_t ep;
-    char *endpoint;      /* as given, for messages */
+    client_endpoint_list_t eps;
+    size_t current;      /* the endpoint that last answered: tried first */
     char *source;
     char *munge_socket;  /* NULL: libmunge's default */
-    long timeout_s;
+    long timeout_s, connect_timeout_s;
     char curl_error[CURL_ERROR_SIZE];
 };
 
@@ -30,6 +30,9 @@ int client_parse_endpoint(const char *text, client_endpoint_t *out, si_error_t *
 {
     client_endpoint_t ep;
     memset(&ep, 0, sizeof(ep));
+    if (strlen(text) >= sizeof(ep.text))
+        return si_errprintf(err, "endpoint '%.60s...' is too long", text);
+    strcpy(ep.text, text);
     if (strncmp(text, "unix:", 5) == 0) {
         const char *path = text + 5;
         if (!*path)
@@ -59,6 +62,66 @@ int client_parse_endpoint(const char *text, client_endpoint_t *out, si_error_t *
     return 0;
 }
 
+int client_parse_endpoints(const char *text, client_endpoint_list_t *out, si_error_t *err)
+{
+    client_endpoint_list_t *l = calloc(1, sizeof(*l));
+    if (!l)
+        return si_errprintf(err, "out of memory");
+    size_t entries = 1;
+    for (const char *p = text; *p; p++)
+        entries += *p == ',';
+    int rc = 0;
+    if (entries > CLIENT_ENDPOINTS_MAX) {
+        rc = si_errprintf(err, "endpoint list '%.80s...' names %zu endpoints, at most %d",
+                          text, entries, CLIENT_ENDPOINTS_MAX);
+        goto done;
+    }
+    for (const char *p = text; rc == 0 && l->n < entries; l->n++) {
+        size_t len = strcspn(p, ",");
+        const char *next = p + len + (p[len] == ',');
+        while (len > 0 && isspace((unsigned char)*p))
+            p++, len--;
+        while (len > 0 && isspace((unsigned char)p[len - 1]))
+            len--;
+        char one[CLIENT_ENDPOINT_TEXT_MAX];
+        if (len == 0 && entries == 1)
+            rc = si_errprintf(err, "no endpoint given: expected http://HOST:PORT or unix:PATH"
+                                   " (several separated by ',')");
+        else if (len == 0)
+            rc = si_errprintf(err, "endpoint %zu of '%.200s' is empty", l->n + 1, text);
+        else if (len >= sizeof(one))
+            rc = si_errprintf(err, "endpoint %zu of the list is longer than %d bytes", l->n + 1,
+                              CLIENT_ENDPOINT_TEXT_MAX - 1);
+        if (rc < 0)
+            break;
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (client_parse_endpoint(one, &l->at[l->n], err) < 0) {
+            rc = entries > 1 ? si_errprefix(err, "endpoint %zu of %zu", l->n + 1, entries) : -1;
+            break;
+        }
+        for (size_t i = 0; i < l->n; i++)
+            if (strcmp(l->at[i].base_url, l->at[l->n].base_url) == 0 &&
+                strcmp(l->at[i].unix_path, l->at[l->n].unix_path) == 0)
+                rc = si_errprintf(err, "endpoint list names %s twice (endpoints %zu and %zu)",
+                                  one, i + 1, l->n + 1);
+        p = next;
+    }
+    if (rc == 0)
+        *out = *l;
+done:
+    free(l);
+    return rc;
+}
+
+int client_check_endpoints(const char *text, si_error_t *err)
+{
+    client_endpoint_list_t *l = malloc(sizeof(*l));
+    int rc = l ? client_parse_endpoints(text, l, err) : si_errprintf(err, "out of memory");
+    free(l);
+    return rc;
+}
+
 /* stageind's own address from its settings: its socket, else its TCP port
  * (a wildcard bind address is reached through loopback). */
 static int daemon_address(const si_conf_t *conf, char *buf, size_t size, si_error_t *err)
@@ -82,11 +145,56 @@ static int daemon_address(const si_conf_t *conf, char *buf, size_t size, si_erro
                  s->port);
     } else {
         rc = si_errprintf(err, "stageind is configured with no Unix socket and no fixed port:"
-                               " set client.endpoint, $STAGEIN_ENDPOINT or --endpoint");
+                               " set client.endpoints, $STAGEIN_ENDPOINT or --endpoint");
     }
 done:
     free(s);
     return rc;
+}
+
+/* client.endpoints (a list) joined with ',' into buf, each element checked
+ * alone so that a message names the one at fault; 0 when absent. */
+static int configured_list(const si_conf_t *conf, char *buf, size_t size, si_error_t *err)
+{
+    const config_setting_t *list = si_conf_setting(conf, "client.endpoints");
+    if (!list)
+        return 0;
+    int n = config_setting_length(list);
+    if (n == 0)
+        return si_conf_fail(conf, "client.endpoints", err,
+                            "is empty: name at least one endpoint, or remove it");
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        const char *one = config_setting_get_string_elem(list, i);
+        if (client_check_endpoints(one ? one : "", err) < 0)
+            return si_conf_fail(conf, "client.endpoints", err, "element %d: %s", i + 1,
+                                err->text);
+        if (strchr(one, ','))
+            return si_conf_fail(conf, "client.endpoints", err,
+                                "element %d ('%.80s') holds several endpoints: give each its"
+                                " own string", i + 1, one);
+        int wrote = snprintf(buf + used, size - used, "%s%s", i ? "," : "", one);
+        if (wrote < 0 || (size_t)wrote >= size - used)
+            return si_conf_fail(conf, "client.endpoints", err, "is longer than %zu bytes",
+                                size - 1);
+        used += (size_t)wrote;
+    }
+    return 1;
+}
+
+/* The same endpoints in the same order (white space aside). */
+static bool same_endpoints(const char *a, const char *b)
+{
+    client_endpoint_list_t *la = malloc(sizeof(*la)), *lb = malloc(sizeof(*lb));
+    bool same = la && lb && client_parse_endpoints(a, la, NULL) == 0 &&
+                client_parse_endpoints(b, lb, NULL) == 0 && la->n == lb->n;
+    for (size_t i = 0; same && i < la->n; i++)
+        same = strcmp(la->at[i].base_url, lb->at[i].base_url) == 0 &&
+               strcmp(la->at[i].unix_path, lb->at[i].unix_path) == 0;
+    free(la);
+    free(lb);
+    return same;
 }
 
 int client_resolve_endpoint(const char *option, const si_conf_t *conf, client_address_t *out,
@@ -94,29 +202,50 @@ int client_resolve_endpoint(const char *option, const si_conf_t *conf, client_ad
 {
     client_address_t a;
     const char *env = getenv("STAGEIN_ENDPOINT");
-    const char *configured = si_conf_string(conf, "client.endpoint", NULL);
+    const char *single = si_conf_string(conf, "client.endpoint", NULL);
+    char *listed = malloc(CLIENT_ENDPOINTS_TEXT_MAX);
     const char *text = NULL;
+    int rc = -1, have_list = listed ? configured_list(conf, listed, CLIENT_ENDPOINTS_TEXT_MAX, err)
+                                    : si_errprintf(err, "out of memory");
+    if (have_list < 0)
+        goto done;
+    /* both set is refused even when --endpoint wins: the file is wrong */
+    if (have_list && single && !same_endpoints(single, listed)) {
+        si_conf_fail(conf, "client.endpoints", err,
+                     "= \"%.120s\" disagrees with client.endpoint = \"%.120s\": set only one"
+                     " (client.endpoints takes them all)", listed, single);
+        goto done;
+    }
     if (option) {
         text = option;
         a.source = "--endpoint";
     } else if (env && *env) {
         text = env;
         a.source = "$STAGEIN_ENDPOINT";
-    } else if (configured) {
-        text = configured;
+    } else if (have_list) {
+        text = listed;
+        a.source = "client.endpoints";
+    } else if (single) {
+        text = single;
         a.source = "client.endpoint";
     } else {
         if (daemon_address(conf, a.text, sizeof(a.text), err) < 0)
-            return -1;
+            goto done;
         a.source = "stageind's settings";
     }
-    if (text && (size_t)snprintf(a.text, sizeof(a.text), "%s", text) >= sizeof(a.text))
-        return si_errprintf(err, "endpoint from %s is too long", a.source);
-    client_endpoint_t ep;
-    if (client_parse_endpoint(a.text, &ep, err) < 0)
-        return si_errprefix(err, "%s", a.source);
+    if (text && (size_t)snprintf(a.text, sizeof(a.text), "%s", text) >= sizeof(a.text)) {
+        si_errprintf(err, "endpoint list from %s is longer than %d bytes", a.source,
+                     CLIENT_ENDPOINTS_TEXT_MAX - 1);
+        goto done;
+    }
+    if ((rc = client_check_endpoints(a.text, err)) < 0) {
+        si_errprefix(err, "%s", a.source);
+        goto done;
+    }
     *out = a;
-    return 0;
+done:
+    free(listed);
+    return rc;
 }
 
 void client_conf_opts(const si_conf_t *conf, client_opts_t *opts)
@@ -126,6 +255,8 @@ void client_conf_opts(const si_conf_t *conf, client_opts_t *opts)
         munge = si_conf_string(conf, "stageind.munge_socket", NULL);
     opts->munge_socket = munge;
     opts->timeout_s = (long)si_conf_int(conf, "client.timeout", CLIENT_DEFAULT_TIMEOUT);
+    opts->connect_timeout_s =
+        (long)si_conf_int(conf, "client.connect_timeout", CLIENT_DEFAULT_CONNECT_TIMEOUT);
 }
 
 client_t *client_new(const client_opts_t *opts, si_error_t *err)
@@ -135,19 +266,20 @@ client_t *client_new(const client_opts_t *opts, si_error_t *err)
         si_errprintf(err, "out of memory");
         return NULL;
     }
-    if (client_parse_endpoint(opts->endpoint, &c->ep, err) < 0) {
+    if (client_parse_endpoints(opts->endpoint, &c->eps, err) < 0) {
         si_errprefix(err, "%s", opts->source ? opts->source : "endpoint");
         goto error;
     }
-    c->endpoint = strdup(opts->endpoint);
     c->source = strdup(opts->source ? opts->source : "the command line");
     if (opts->munge_socket && *opts->munge_socket)
         c->munge_socket = strdup(opts->munge_socket);
-    if (!c->endpoint || !c->source || (opts->munge_socket && *opts->munge_socket && !c->munge_socket)) {
+    if (!c->source || (opts->munge_socket && *opts->munge_socket && !c->munge_socket)) {
         si_errprintf(err, "out of memory");
         goto error;
     }
     c->timeout_s = opts->timeout_s;
+    c->connect_timeout_s =
+        opts->connect_timeout_s > 0 ? opts->connect_timeout_s : CLIENT_DEFAULT_CONNECT_TIMEOUT;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         si_errprintf(err, "cannot initialise libcurl");
         goto error;
@@ -160,7 +292,6 @@ client_t *client_new(const client_opts_t *opts, si_error_t *err)
     }
     return c;
 error:
-    free(c->endpoint);
     free(c->source);
     free(c->munge_socket);
     free(c);
@@ -173,7 +304,6 @@ void client_free(client_t *c)
         return;
     curl_easy_cleanup(c->curl);
     curl_global_cleanup();
-    free(c->endpoint);
     free(c->source);
     free(c->munge_socket);
     free(c);
@@ -215,30 +345,127 @@ static bool add_header(struct curl_slist **list, const char *line)
     return longer != NULL;
 }
 
-/* Why no answer came, in the user's terms. */
-static void transport_error(const client_t *c, CURLcode rc, si_error_t *err)
+/* Why no connection came, short, for the message that names
+ * every endpoint tried; NULL when a connection was made. */
+static const char *connect_failure(const client_t *c, CURLcode rc, char *buf, size_t size)
 {
     long os_errno = 0;
     curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &os_errno);
-    const char *why = c->curl_error[0] ? c->curl_error : curl_easy_strerror(rc);
+    /* a fast connect may take 0 us: bytes sent also tell that it connected */
+    curl_off_t connected_us = 0;
+    long sent = 0;
+    curl_easy_getinfo(c->curl, CURLINFO_CONNECT_TIME_T, &connected_us);
+    curl_easy_getinfo(c->curl, CURLINFO_REQUEST_SIZE, &sent);
     switch (rc) {
     case CURLE_COULDNT_CONNECT:
-        si_errprintf(err, "cannot connect to stageind at %s (from %s): %s; is stageind running?",
-                     c->endpoint, c->source,
-                     os_errno ? strerror((int)os_errno) : curl_easy_strerror(rc));
-        break;
+        snprintf(buf, size, "%s", os_errno ? strerror((int)os_errno) : curl_easy_strerror(rc));
+        return buf;
+    case CURLE_COULDNT_RESOLVE_HOST:
+        snprintf(buf, size, "%s", c->curl_error[0] ? c->curl_error : curl_easy_strerror(rc));
+        return buf;
     case CURLE_OPERATION_TIMEDOUT:
-        si_errprintf(err, "stageind at %s did not answer within %ld s", c->endpoint,
-                     c->timeout_s);
+        if (connected_us > 0 || sent > 0)
+            return NULL;
+        snprintf(buf, size, "no connection within %ld s", c->connect_timeout_s);
+        return buf;
+    default:
+        return NULL;
+    }
+}
+
+/* Why no answer came from endpoint ep, in the user's terms. */
+static void transport_error(const client_t *c, const client_endpoint_t *ep, CURLcode rc,
+                            si_error_t *err)
+{
+    char why[256];
+    const char *refused = connect_failure(c, rc, why, sizeof(why));
+    if (refused) {
+        si_errprintf(err, "cannot connect to stageind at %s (from %s): %s; is stageind running?",
+                     ep->text, c->source, refused);
+        return;
+    }
+    switch (rc) {
+    case CURLE_OPERATION_TIMEDOUT:
+        si_errprintf(err, "stageind at %s did not answer within %ld s", ep->text, c->timeout_s);
         break;
     case CURLE_WRITE_ERROR:
-        si_errprintf(err, "the answer of stageind at %s is larger than %u MiB", c->endpoint,
+        si_errprintf(err, "the answer of stageind at %s is larger than %u MiB", ep->text,
                      CLIENT_ANSWER_LIMIT >> 20);
         break;
     default:
-        si_errprintf(err, "stageind at %s (from %s): %s", c->endpoint, c->source, why);
+        si_errprintf(err, "stageind at %s (from %s): %s", ep->text, c->source,
+                     c->curl_error[0] ? c->curl_error : curl_easy_strerror(rc));
         break;
     }
+}
+
+/* Whether a failed try may go on to the next endpoint: when it never
+ * connected (nothing was sent), or, for a GET, which has no effect, when
+ * the connection broke before any byte of the answer. */
+static bool may_fail_over(const client_t *c, CURLcode rc, bool idempotent)
+{
+    char why[8];
+    if (connect_failure(c, rc, why, sizeof(why)))
+        return true;
+    long answer_bytes = 0;
+    curl_easy_getinfo(c->curl, CURLINFO_HEADER_SIZE, &answer_bytes);
+    return idempotent && answer_bytes == 0 &&
+           (rc == CURLE_GOT_NOTHING || rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR);
+}
+
+/* One try of rq at endpoint ep with the prepared headers. */
+static CURLcode perform(client_t *c, const client_endpoint_t *ep, const client_request_t *rq,
+                        struct curl_slist *headers, si_strbuf_t *answer, si_error_t *err)
+{
+    CURL *h = c->curl;
+    char url[sizeof(ep->base_url) + 2048];
+    if ((size_t)snprintf(url, sizeof(url), "%s%s", ep->base_url, rq->path) >= sizeof(url)) {
+        si_errprintf(err, "request path too long");
+        return CURLE_URL_MALFORMAT;
+    }
+    curl_easy_reset(h);
+    c->curl_error[0] = '\0';
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->curl_error);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    if (ep->unix_path[0])
+        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, ep->unix_path);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, c->timeout_s);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, c->connect_timeout_s);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, answer);
+    if (rq->upload) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_READDATA, rq->upload);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->upload_size);
+    } else if (rq->json_body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->json_body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(rq->json_body));
+    } else if (strcmp(rq->method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+    }
+    if (strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "POST") != 0)
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
+    CURLcode crc = curl_easy_perform(h);
+    if (crc != CURLE_OK)
+        transport_error(c, ep, crc, err);
+    return crc;
+}
+
+/* Every endpoint failed to connect: each with its reason, and what to do. */
+static void all_failed(const client_t *c, char reasons[][256], si_error_t *err)
+{
+    si_strbuf_t b;
+    si_strbuf_init(&b, sizeof(err->text) * 2);
+    si_strbuf_printf(&b, "cannot connect to stageind at any of the %zu endpoints from %s:",
+                     c->eps.n, c->source);
+    for (size_t i = 0; i < c->eps.n; i++)
+        si_strbuf_printf(&b, " %s: %s;", c->eps.at[i].text, reasons[i]);
+    si_strbuf_printf(&b, " is stageind running on one of them? (check %s)", c->source);
+    si_errprintf(err, "%s", b.data ? si_strbuf_str(&b) : "cannot connect to stageind");
+    si_strbuf_free(&b);
 }
 
 int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
@@ -247,18 +474,23 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
     CURL *h = c->curl;
     struct curl_slist *headers = NULL;
     char *credential = NULL;
+    char (*reasons)[256] = NULL;
     si_strbuf_t answer;
     si_strbuf_init(&answer, CLIENT_ANSWER_LIMIT);
     memset(reply, 0, sizeof(*reply));
     snprintf(reply->request, sizeof(reply->request), "%s %s", rq->method, rq->path);
     int rc = -1;
+    bool on_socket_only = true;
+    for (size_t i = 0; i < c->eps.n; i++)
+        on_socket_only = on_socket_only && c->eps.at[i].unix_path[0];
 
     if (!rq->anonymous) {
         si_error_t why;
         credential = si_munge_encode(c->munge_socket, &why);
         /* On the Unix socket stageind can take the caller from SO_PEERCRED. */
-        if (!credential && !c->ep.unix_path[0]) {
-            si_errprintf(err, "%s (needed for stageind at %s)", why.text, c->endpoint);
+        if (!credential && !on_socket_only) {
+            si_errprintf(err, "%s (needed for stageind at %s)", why.text,
+                         c->eps.at[c->current].text);
             goto done;
         }
     }
@@ -276,46 +508,35 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
     for (const char *const *more = rq->headers; more && *more && added; more++)
         added = add_header(&headers, *more);
     /* no 100-continue round trip: stageind reads or refuses the body at once */
-    if (!added || !add_header(&headers, "Expect:")) {
+    if (!added || !add_header(&headers, "Expect:") ||
+        (c->eps.n > 1 && !(reasons = calloc(c->eps.n, sizeof(*reasons))))) {
         si_errprintf(err, "out of memory");
         goto done;
     }
 
-    char url[sizeof(c->ep.base_url) + 2048];
-    if ((size_t)snprintf(url, sizeof(url), "%s%s", c->ep.base_url, rq->path) >= sizeof(url)) {
-        si_errprintf(err, "request path too long");
+    /* the upload starts where the caller left it, on every endpoint tried */
+    off_t upload_at = rq->upload ? ftello(rq->upload) : -1;
+    bool idempotent = strcmp(rq->method, "GET") == 0;
+    CURLcode crc = CURLE_OK;
+    size_t tried = 0, at = c->current;
+    for (; tried < c->eps.n; tried++, at = (at + 1) % c->eps.n) {
+        if (tried > 0 && rq->upload && upload_at >= 0 && fseeko(rq->upload, upload_at, SEEK_SET) < 0)
+            break;
+        si_strbuf_reset(&answer);
+        crc = perform(c, &c->eps.at[at], rq, headers, &answer, err);
+        if (crc == CURLE_OK || crc == CURLE_URL_MALFORMAT || c->eps.n == 1 ||
+            !may_fail_over(c, crc, idempotent))
+            break;
+        if (!connect_failure(c, crc, reasons[at], sizeof(reasons[at])))
+            snprintf(reasons[at], sizeof(reasons[at]), "connection lost before any answer");
+    }
+    if (tried == c->eps.n) {
+        all_failed(c, reasons, err);
         goto done;
     }
-    curl_easy_reset(h);
-    c->curl_error[0] = '\0';
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->curl_error);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    if (c->ep.unix_path[0])
-        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->ep.unix_path);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, c->timeout_s);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &answer);
-    if (rq->upload) {
-        curl_easy_setopt(h, CURLOPT_POST, 1L);
-        curl_easy_setopt(h, CURLOPT_READDATA, rq->upload);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->upload_size);
-    } else if (rq->json_body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->json_body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(rq->json_body));
-    } else if (strcmp(rq->method, "POST") == 0) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
-    }
-    if (strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "POST") != 0)
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
-
-    CURLcode crc = curl_easy_perform(h);
-    if (crc != CURLE_OK) {
-        transport_error(c, crc, err);
+    if (crc != CURLE_OK)
         goto done;
-    }
+    c->current = at;
     if (answer.failed) {
         si_errprintf(err, "out of memory reading the answer of stageind");
         goto done;
@@ -338,6 +559,7 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
 done:
     curl_slist_free_all(headers);
     free(credential);
+    free(reasons);
     si_strbuf_free(&answer);
     return rc;
 }

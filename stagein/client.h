@@ -14,21 +14,40 @@
 #include "common/error.h"
 
 #define CLIENT_DEFAULT_TIMEOUT 30   /* seconds per call */
+#define CLIENT_DEFAULT_CONNECT_TIMEOUT 5 /* seconds to connect, before the next endpoint */
 #define CLIENT_UNIX_PATH_MAX 108    /* sun_path, NUL included */
+#define CLIENT_ENDPOINT_TEXT_MAX 600 /* one endpoint as written, NUL included */
+#define CLIENT_ENDPOINTS_MAX 16     /* in one list */
+#define CLIENT_ENDPOINTS_TEXT_MAX 4096 /* a list as written, NUL included */
 
 /* Where stageind listens: a Unix socket ("unix:PATH") or a base URL. */
 typedef struct {
     char unix_path[CLIENT_UNIX_PATH_MAX]; /* "" for TCP */
     char base_url[512];                   /* "http://localhost" on the socket */
+    char text[CLIENT_ENDPOINT_TEXT_MAX];  /* as written, for messages */
 } client_endpoint_t;
 
 int client_parse_endpoint(const char *text, client_endpoint_t *out, si_error_t *err);
 
-/* The endpoint to use and where it came from, first match wins: option
- * (--endpoint), $STAGEIN_ENDPOINT, client.endpoint, then stageind's own
- * settings (its Unix socket, else its TCP address). */
+/* Several stageind instances of one site, tried in order until one
+ * connects: "E1,E2,..." (white space around each ignored), each as
+ * client_parse_endpoint() takes it; 1..CLIENT_ENDPOINTS_MAX, none twice. */
 typedef struct {
-    char text[CLIENT_UNIX_PATH_MAX + 600];
+    client_endpoint_t at[CLIENT_ENDPOINTS_MAX];
+    size_t n;
+} client_endpoint_list_t;
+
+int client_parse_endpoints(const char *text, client_endpoint_list_t *out, si_error_t *err);
+/* Whether text is such a list (the list itself not kept). */
+int client_check_endpoints(const char *text, si_error_t *err);
+
+/* The endpoints to use and where they came from, first match wins: option
+ * (--endpoint), $STAGEIN_ENDPOINT, client.endpoints or client.endpoint
+ * (both set and different: refused), then stageind's own settings (its
+ * Unix socket, else its TCP address). text is a list as
+ * client_parse_endpoints() takes it. */
+typedef struct {
+    char text[CLIENT_ENDPOINTS_TEXT_MAX];
     const char *source;   /* "--endpoint", "$STAGEIN_ENDPOINT", ... */
 } client_address_t;
 
@@ -36,14 +55,15 @@ int client_resolve_endpoint(const char *option, const si_conf_t *conf, client_ad
                             si_error_t *err);
 
 typedef struct {
-    const char *endpoint;      /* as resolved */
+    const char *endpoint;      /* as resolved: one endpoint or a list */
     const char *source;        /* where it came from, for connection errors */
     const char *munge_socket;  /* NULL or "": libmunge's default */
     long timeout_s;            /* per call, 0: none */
+    long connect_timeout_s;    /* per endpoint tried, 0: CLIENT_DEFAULT_CONNECT_TIMEOUT */
 } client_opts_t;
 
 /* The client options from the configuration: client.munge_socket (else
- * stageind.munge_socket) and client.timeout. */
+ * stageind.munge_socket), client.timeout and client.connect_timeout. */
 void client_conf_opts(const si_conf_t *conf, client_opts_t *opts);
 
 typedef struct client client_t;
@@ -71,7 +91,16 @@ typedef struct {
 
 /* 0 when the daemon answered 2xx. -1 otherwise, with err holding the
  * daemon's "error" text as is, or why no answer came (connection, timeout,
- * credential). reply is filled as far as the call got; free it either way. */
+ * credential). reply is filled as far as the call got; free it either way.
+ *
+ * With several endpoints, the one that last answered is tried first, then
+ * the others in order, on connection errors only: refused, unreachable, no
+ * socket, no connection within the connect timeout (nothing was sent, so
+ * any request may go on), and for a GET a connection that broke before any
+ * byte of the answer. A POST that reached an endpoint is never sent again:
+ * stageind may have accepted it (a stage request carries no client-made id
+ * that would let stageind see it twice). When every endpoint failed, err
+ * names each with its reason. */
 int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
                 si_error_t *err);
 void client_reply_free(client_reply_t *reply);

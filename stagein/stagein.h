@@ -10,7 +10,8 @@
  *
  * Configuration comes from the environment unless set with
  * stagein_set_option():
- *   STAGEIN_ENDPOINT           control API: unix:PATH or http://HOST:PORT
+ *   STAGEIN_ENDPOINT           control API: unix:PATH or http://HOST:PORT; several
+ *                              separated by ',' are tried in order on connection errors
  *   STAGEIN_S3_ENDPOINT        S3 endpoint, http://HOST:PORT or https://HOST:PORT
  *   STAGEIN_S3_CA_FILE         PEM CAs that sign an https endpoint's certificate
  *                              (default: the system's)
@@ -71,7 +72,7 @@ void stagein_close(stagein_t *h);
 const char *stagein_last_error(const stagein_t *h);
 
 typedef enum {
-    STAGEIN_OPT_ENDPOINT = 1,        /* control API endpoint */
+    STAGEIN_OPT_ENDPOINT = 1,        /* control API endpoint(s), ',' between */
     STAGEIN_OPT_S3_ENDPOINT,
     STAGEIN_OPT_S3_ACCESS_KEY,
     STAGEIN_OPT_S3_SECRET,

@@ -27,6 +27,9 @@ static const si_conf_key_t general_keys[] = {
 static const si_conf_key_t client_conf_keys[] = {
     {"client", SI_CONF_GROUP, 0, 0, NULL},
     {"client.endpoint", SI_CONF_STRING, 0, 0, NULL},
+    {"client.endpoints", SI_CONF_LIST, 0, -1, NULL},
+    {"client.endpoints.[]", SI_CONF_STRING, 0, 0, NULL},
+    {"client.connect_timeout", SI_CONF_INT, 1, 3600, NULL},
     {"client.munge_socket", SI_CONF_STRING, 0, 0, NULL},
     {"client.timeout", SI_CONF_INT, 1, 86400, NULL},
     SI_CONF_KEYS_END,

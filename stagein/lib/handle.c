@@ -152,9 +152,8 @@ stagein_err_t stagein_set_option(stagein_t *h, stagein_option_t option, const ch
     char **slot = NULL;
     switch (option) {
     case STAGEIN_OPT_ENDPOINT: {
-        client_endpoint_t ep;
         si_error_t err;
-        if (!value || client_parse_endpoint(value, &ep, &err) < 0)
+        if (!value || client_check_endpoints(value, &err) < 0)
             return lib_fail(h, STAGEIN_ERR_ARGUMENT, "control endpoint: %s",
                             value ? err.text : "none given");
         slot = &h->endpoint;
