@@ -534,8 +534,15 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
         all_failed(c, reasons, err);
         goto done;
     }
-    if (crc != CURLE_OK)
+    if (crc != CURLE_OK) {
+        if (c->eps.n > 1 && !idempotent && crc != CURLE_URL_MALFORMAT &&
+            !connect_failure(c, crc, reasons[at], sizeof(reasons[at]))) {
+            si_error_t was = *err;
+            si_errprintf(err, "%s; not sent to another endpoint, as this one may have accepted it"
+                              " (see `stagein status --all`)", was.text);
+        }
         goto done;
+    }
     c->current = at;
     if (answer.failed) {
         si_errprintf(err, "out of memory reading the answer of stageind");

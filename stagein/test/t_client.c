@@ -48,6 +48,45 @@ static void test_parse(void)
        "socket path over sun_path: %s", err.text);
 }
 
+static void test_parse_list(void)
+{
+    client_endpoint_list_t *l = malloc(sizeof(*l));
+    si_error_t err;
+    ok(client_parse_endpoints("unix:/a.sock, http://127.0.0.1:8470/ ,https://[::1]:1", l, &err) ==
+               0 && l->n == 3 && strcmp(l->at[0].unix_path, "/a.sock") == 0 &&
+           strcmp(l->at[1].base_url, "http://127.0.0.1:8470") == 0 &&
+           strcmp(l->at[1].text, "http://127.0.0.1:8470/") == 0 &&
+           strcmp(l->at[2].base_url, "https://[::1]:1") == 0,
+       "a list: in order, white space around each dropped, each as written");
+    ok(client_parse_endpoints("unix:/one.sock", l, &err) == 0 && l->n == 1 &&
+           strcmp(l->at[0].text, "unix:/one.sock") == 0,
+       "one endpoint is a list of one");
+    l->n = 99;
+    ok(client_parse_endpoints("unix:/a.sock,,unix:/b.sock", l, &err) < 0 &&
+           strstr(err.text, "endpoint 2 of 'unix:/a.sock,,unix:/b.sock' is empty") && l->n == 99,
+       "an empty entry refused, nothing written: %s", err.text);
+    ok(client_parse_endpoints("unix:/a.sock,", l, &err) < 0 && strstr(err.text, "endpoint 2 of"),
+       "a trailing ',': %s", err.text);
+    ok(client_parse_endpoints(" ", l, &err) < 0 && strstr(err.text, "no endpoint given"),
+       "nothing: %s", err.text);
+    ok(client_parse_endpoints("unix:/a.sock,stage02:8470", l, &err) < 0 &&
+           strstr(err.text, "endpoint 2 of 2: bad endpoint 'stage02:8470'"),
+       "a bad entry named by its place: %s", err.text);
+    ok(client_parse_endpoints("http://h:1,unix:/a.sock,http://h:1/", l, &err) < 0 &&
+           strstr(err.text, "names http://h:1/ twice (endpoints 1 and 3)"),
+       "the same endpoint twice: %s", err.text);
+    char many[40 * (CLIENT_ENDPOINTS_MAX + 1)] = "";
+    for (int i = 0; i <= CLIENT_ENDPOINTS_MAX; i++)
+        snprintf(many + strlen(many), sizeof(many) - strlen(many), "%shttp://h:%d", i ? "," : "",
+                 i + 1);
+    ok(client_parse_endpoints(many, l, &err) < 0 && strstr(err.text, "at most 16"),
+       "more than %d: %s", CLIENT_ENDPOINTS_MAX, err.text);
+    ok(client_check_endpoints("unix:/a.sock,http://h:1", &err) == 0 &&
+           client_check_endpoints("unix:/a.sock,ftp://h", &err) < 0,
+       "client_check_endpoints: the same rules");
+    free(l);
+}
+
 static si_conf_t *conf_of(const char *text)
 {
     si_error_t err;
@@ -118,6 +157,40 @@ static void test_resolve(void)
     resolve_fails("a bad client.endpoint", NULL, "client: { endpoint = \"ftp://x\"; };",
                   "client.endpoint: bad endpoint 'ftp://x'");
 
+    resolve_is("client.endpoints: a list, joined", NULL,
+               "client: { endpoints = [\"unix:/a.sock\", \"http://stage02:8470\"]; };",
+               "unix:/a.sock,http://stage02:8470", "client.endpoints");
+    resolve_is("client.endpoint may hold a ',' list", NULL,
+               "client: { endpoint = \"unix:/a.sock, http://stage02:8470\"; };",
+               "unix:/a.sock, http://stage02:8470", "client.endpoint");
+    resolve_is("both keys, the same endpoints: accepted", NULL,
+               "client: { endpoint = \"unix:/a.sock,http://s:1\";"
+               " endpoints = [\"unix:/a.sock\", \"http://s:1/\"]; };",
+               "unix:/a.sock,http://s:1/", "client.endpoints");
+    resolve_fails("both keys, different endpoints: refused", NULL,
+                  "client: { endpoint = \"unix:/a.sock\";\n"
+                  " endpoints = [\"unix:/a.sock\", \"http://s:1\"]; };",
+                  "(string):2: setting 'client.endpoints' = \"unix:/a.sock,http://s:1\" disagrees"
+                  " with client.endpoint = \"unix:/a.sock\": set only one");
+    resolve_fails("the conflict is refused even under --endpoint", "unix:/x.sock",
+                  "client: { endpoint = \"unix:/a.sock\"; endpoints = [\"unix:/b.sock\"]; };",
+                  "disagrees");
+    resolve_fails("a bad element named with its place", NULL,
+                  "client: {\n endpoints = [\"unix:/a.sock\", \"stage02\"]; };",
+                  "(string):2: setting 'client.endpoints' element 2: bad endpoint 'stage02'");
+    resolve_fails("an element holding a list", NULL,
+                  "client: { endpoints = [\"unix:/a.sock,unix:/b.sock\"]; };",
+                  "element 1 ('unix:/a.sock,unix:/b.sock') holds several endpoints");
+    resolve_fails("an empty list", NULL, "client: { endpoints = []; };",
+                  "setting 'client.endpoints' is empty");
+    resolve_is("--endpoint takes a list too", "unix:/a.sock,unix:/b.sock",
+               "client: { endpoints = [\"http://s:1\"]; };", "unix:/a.sock,unix:/b.sock",
+               "--endpoint");
+    setenv("STAGEIN_ENDPOINT", "unix:/a.sock,unix:/a.sock", 1);
+    resolve_fails("$STAGEIN_ENDPOINT's list checked", NULL, "",
+                  "$STAGEIN_ENDPOINT: endpoint list names unix:/a.sock twice");
+    unsetenv("STAGEIN_ENDPOINT");
+
     si_error_t err;
     ok(si_conf_load_string("client: { timeout = 0; };", stagein_conf_schemas(), &err) == NULL &&
            strstr(err.text, "client.timeout"),
@@ -140,6 +213,11 @@ static void test_conf_opts(void)
     client_conf_opts(conf, &o);
     is_str(o.munge_socket, "/m/client", "client.munge_socket first");
     is_int(o.timeout_s, 5, "client.timeout");
+    is_int(o.connect_timeout_s, CLIENT_DEFAULT_CONNECT_TIMEOUT, "default connect timeout");
+    si_conf_free(conf);
+    conf = conf_of("client: { connect_timeout = 2; };");
+    client_conf_opts(conf, &o);
+    is_int(o.connect_timeout_s, 2, "client.connect_timeout");
     si_conf_free(conf);
     conf = conf_of("");
     client_conf_opts(conf, &o);
@@ -222,6 +300,29 @@ static void test_connection_errors(void)
     client_reply_free(&r);
     client_free(c);
 
+    /* every endpoint failing: one message naming each with its reason */
+    char list[200];
+    snprintf(list, sizeof(list), "unix:/nonexistent/a.sock,http://127.0.0.1:%d", port);
+    o.endpoint = list;
+    o.source = "client.endpoints";
+    c = client_new(&o, &err);
+    char want_all[300];
+    snprintf(want_all, sizeof(want_all),
+             "cannot connect to stageind at any of the 2 endpoints from client.endpoints:"
+             " unix:/nonexistent/a.sock: No such file or directory;"
+             " http://127.0.0.1:%d: Connection refused;"
+             " is stageind running on one of them? (check client.endpoints)", port);
+    client_request_t post = {.method = "POST", .path = "/api/v1/stage", .json_body = "{}",
+                             .anonymous = true};
+    ok(c && client_send(c, &post, &r, &err) < 0 && strcmp(err.text, want_all) == 0 &&
+           r.status == 0,
+       "all endpoints failing: %s", err.text);
+    client_reply_free(&r);
+    ok(c && client_send(c, &get, &r, &err) < 0 && strcmp(err.text, want_all) == 0,
+       "and again on the next call (each is tried again)");
+    client_reply_free(&r);
+    client_free(c);
+
     o.endpoint = "gopher://x";
     o.source = "$STAGEIN_ENDPOINT";
     ok(client_new(&o, &err) == NULL && strstr(err.text, "$STAGEIN_ENDPOINT: bad endpoint"),
@@ -231,6 +332,7 @@ static void test_connection_errors(void)
 int main(void)
 {
     test_parse();
+    test_parse_list();
     test_resolve();
     test_conf_opts();
     test_escape();
