@@ -7,6 +7,7 @@
 
 #include "catalog/catalog.h"
 #include "common/text.h"
+#include "stagein/client.h"
 #include "stagein/stage_args.h"
 
 #define DEFAULT_WAIT_S 600
@@ -47,8 +48,12 @@ static int conf_arg(const char *arg, spank_conf_t *c, si_error_t *err)
     memcpy(key, arg, klen);
     key[klen] = '\0';
     const char *v = eq + 1;
-    if (strcmp(key, "endpoint") == 0)
-        return copy_value(c->endpoint, sizeof(c->endpoint), key, v, err);
+    if (strcmp(key, "endpoint") == 0) {
+        /* endpoint=a,b,c: stageind instances tried in order (stagein/client.h) */
+        if (copy_value(c->endpoint, sizeof(c->endpoint), key, v, err) < 0)
+            return -1;
+        return client_check_endpoints(v, err) < 0 ? si_errprefix(err, "endpoint") : 0;
+    }
     if (strcmp(key, "munge_socket") == 0)
         return copy_value(c->munge_socket, sizeof(c->munge_socket), key, v, err);
     if (strcmp(key, "stagein") == 0)

@@ -20,7 +20,7 @@ typedef enum {
 
 /* plugstack.conf: `required stagein.so key=value ...` */
 typedef struct {
-    char endpoint[SPANK_PATH_MAX + 8]; /* "unix:PATH" or URL */
+    char endpoint[SPANK_PATH_MAX + 8]; /* "unix:PATH" or URL, several: "E1,E2,..." */
     char munge_socket[SPANK_PATH_MAX]; /* "" = libmunge's default */
     char stagein[SPANK_PATH_MAX];      /* the stagein command (push, agent) */
     char config[SPANK_PATH_MAX];       /* stagein.conf for that command; "" = its default */

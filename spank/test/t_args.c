@@ -54,6 +54,19 @@ static void conf_args(void)
     char *bad6[] = {"endpoint"};
     ok(spank_conf_parse(1, bad6, &c, &err) < 0 && strstr(err.text, "key=value"),
        "an argument without '=' refused");
+    char *list[] = {"endpoint=unix:/run/a.sock,http://stage02:8470"};
+    ok(spank_conf_parse(1, list, &other, &err) == 0 &&
+           strcmp(other.endpoint, "unix:/run/a.sock,http://stage02:8470") == 0,
+       "endpoint=a,b: several stageind instances, kept for the client");
+    char *badlist[] = {"wait=5m", "endpoint=unix:/run/a.sock,stage02:8470"};
+    ok(spank_conf_parse(2, badlist, &c, &err) < 0 &&
+           strstr(err.text, "plugstack.conf argument 2: endpoint: endpoint 2 of 2: bad endpoint"
+                            " 'stage02:8470'") &&
+           memcmp(&c, &before, sizeof(c)) == 0,
+       "a bad endpoint in the list refused at load, naming it: %s", err.text);
+    char *dup[] = {"endpoint=unix:/run/a.sock,unix:/run/a.sock"};
+    ok(spank_conf_parse(1, dup, &other, &err) < 0 && strstr(err.text, "twice"),
+       "the same endpoint twice refused: %s", err.text);
     char *bad7[] = {"gpu=-1"};
     ok(spank_conf_parse(1, bad7, &c, &err) < 0, "gpu=-1 refused (gpu=none means host memory)");
 }

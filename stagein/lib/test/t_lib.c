@@ -36,6 +36,13 @@ int main(void)
            "a control endpoint of another scheme");
     ok(strstr(stagein_last_error(h), "ftp://x") != NULL, "the error names it: %s",
        stagein_last_error(h));
+    stagein_t *several = NULL;
+    stagein_open(&several);
+    is_int(stagein_set_option(several, STAGEIN_OPT_ENDPOINT, "unix:/a.sock,http://s2:8470"),
+           STAGEIN_SUCCESS, "several control endpoints, ',' between");
+    is_int(stagein_set_option(several, STAGEIN_OPT_ENDPOINT, "unix:/a.sock,,http://s2:8470"),
+           STAGEIN_ERR_ARGUMENT, "an empty one in the list: %s", stagein_last_error(several));
+    stagein_close(several);
     is_int(stagein_set_option(h, STAGEIN_OPT_S3_ENDPOINT, "ftp://x"), STAGEIN_ERR_ARGUMENT,
            "an S3 endpoint neither http:// nor https://");
     is_int(stagein_set_option(h, STAGEIN_OPT_S3_ENDPOINT, "https://x:9443/"), STAGEIN_SUCCESS,
