@@ -4,8 +4,9 @@
 # COMPLETED with a simulated volume, and a timeout on a request that cannot
 # complete), cancel, release, queue, drives, push; the daemon's error texts
 # (unknown dataset, another user's request and dataset) and a clear
-# connection error; the endpoint from --endpoint, $STAGEIN_ENDPOINT and
-# client.endpoint.
+# connection error; the endpoint from --endpoint, $STAGEIN_ENDPOINT,
+# client.endpoint and client.endpoints; several endpoints, the first dead:
+# the next one serves, one message names every endpoint when all fail.
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 
 STAGEIND="$top_builddir/daemon/stageind"
@@ -172,6 +173,34 @@ run_fails_with "no socket: a clear connection error" \
     env STAGEIN_ENDPOINT="unix:$TEST_DIR/none.sock" "$STAGEIN" queue
 run_fails_with "a bad endpoint" "^stagein: --endpoint: bad endpoint 'localhost:1': expected http://HOST:PORT or unix:PATH$" -- \
     "$STAGEIN" queue --endpoint localhost:1
+
+# several endpoints: a missing socket and a dead port before the real stageind
+DEAD=http://127.0.0.1:$(free_port)
+LIST="unix:$TEST_DIR/none.sock,$DEAD,$TCP"
+out=$("$STAGEIN" request pub --job 4243 --json --endpoint "$LIST" 2>&1)
+FAILOVER=$(json "$out" 'j["requestId"]')
+out=$("$STAGEIN" status "$FAILOVER" --json --endpoint "$LIST")
+is "$(json "$out" 'j["job"], j["filesTotal"]')" "('4243', 2)" \
+    "--endpoint a,b,c: the request reaches the third, live, endpoint, once"
+out=$("$STAGEIN" status --all --json --endpoint "$TCP")
+is "$(json "$out" 'sum(1 for r in j["requests"] if r.get("job") == "4243")')" 1 "and stageind holds it once"
+cp "$STAGEIN_CONF" conf3
+printf 'client: { endpoints = [ "%s", "unix:%s" ]; connect_timeout = 2; };\n' "$DEAD" "$SOCK" >> conf3
+run_ok "client.endpoints: the dead one, then the Unix socket" -- \
+    env STAGEIN_CONF=conf3 "$STAGEIN" release "$FAILOVER"
+out=$(STAGEIN_CONF=conf3 "$STAGEIN" status "$FAILOVER" --json)
+is "$(json "$out" 'j["state"]')" RELEASED "released through client.endpoints"
+cp "$STAGEIN_CONF" conf4
+printf 'client: {\n endpoint = "%s";\n endpoints = [ "%s", "%s" ]; };\n' "$TCP" "$DEAD" "$TCP" >> conf4
+run_fails_with "client.endpoint and client.endpoints disagreeing: refused, naming both" \
+    "conf4:[0-9]+: setting 'client.endpoints' = \"$DEAD,$TCP\" disagrees with client.endpoint = \"$TCP\": set only one" -- \
+    env STAGEIN_CONF=conf4 "$STAGEIN" queue
+run_fails_with "every endpoint dead: one message naming each and why" \
+    "^stagein: cannot connect to stageind at any of the 2 endpoints from \\\$STAGEIN_ENDPOINT: unix:$TEST_DIR/none.sock: No such file or directory; $DEAD: Connection refused; is stageind running on one of them\? \(check \\\$STAGEIN_ENDPOINT\)$" -- \
+    env STAGEIN_ENDPOINT="unix:$TEST_DIR/none.sock,$DEAD" "$STAGEIN" queue
+run_fails_with "a bad entry in a list names its place" \
+    "^stagein: --endpoint: endpoint 2 of 2: bad endpoint 'stage02'" -- \
+    "$STAGEIN" queue --endpoint "$TCP,stage02"
 
 # --- push ---------------------------------------------------------------------------------
 mkdir -p out/step1
