@@ -146,10 +146,22 @@ R5=$(job_out "$J5" | sed -n 's/^uid=65534 request=//p')
 is "$(sql "SELECT uid || ' ' || state FROM requests WHERE uuid = '$R5'")" "65534 RELEASED" \
     "the request was submitted under nobody's MUNGE identity, and released"
 
-# ---- slurmd restart between jobs ---------------------------------------------------------
+# ---- slurmd restart between jobs, with endpoint=dead,dead,live ----------------------------
+# (the stage-out below goes through the same list)
+PLUGSTACK_ENDPOINT="unix:$TEST_DIR/dead.sock,http://127.0.0.1:$(free_port),http://127.0.0.1:$PORT"
+plugstack wait=30
 restart_slurmd
 wait_idle 20
 is "$(node_state)" idle "slurmd restarted: the node is idle again"
+JF=$(submit --stage-in=beta "$TEST_DIR/verify.sh")
+is "$(wait_job "$JF" 60)" COMPLETED "plugstack endpoint=dead,dead,live: sbatch --stage-in=beta COMPLETED"
+RF=$(request_of "$JF")
+is "$(job_out "$JF" | grep -cx "$(verified 2)")" 1 \
+    "inside the job: beta's objects attached from the node agent (started with the list)"
+is "$(job_out "$JF" | grep -c "endpoint=$PLUGSTACK_ENDPOINT uid=0")" 1 \
+    "the job's STAGEIN_ENDPOINT is the whole list"
+is "$(sql "SELECT count(*) || ' ' || max(state) FROM requests WHERE job_id = '$JF'")" "1 RELEASED" \
+    "one request for the job, bound by the prolog and released by the epilog through the list"
 
 # ---- --stage-out, then staged back ------------------------------------------------------
 CK=$TEST_DIR/ckpt
@@ -185,6 +197,7 @@ job_out "$J7" | sed 's/^/# /' | head -8
 is "$(node_state)" idle "the node is idle"
 
 # ---- staging that cannot finish within the prolog's limit --------------------------------
+unset PLUGSTACK_ENDPOINT
 stop
 write_conf "client: { munge_socket = \"$M/sock\"; }; library: { time_scale = 1.0; };
 $S3_GROUP"

@@ -17,9 +17,10 @@ S=$TEST_DIR/slurm
 slurm_node_init "$S" "$M/sock"
 mkdir -p "$S/rundir"
 
-# plugstack ARGS...: the plugin with site arguments (slurmd reads it at start)
+# plugstack ARGS...: the plugin with site arguments (slurmd reads it at start);
+# $PLUGSTACK_ENDPOINT: another endpoint= than the test's stageind
 plugstack() {
-    echo "required $PLUGIN endpoint=http://127.0.0.1:$PORT munge_socket=$M/sock" \
+    echo "required $PLUGIN endpoint=${PLUGSTACK_ENDPOINT:-http://127.0.0.1:$PORT} munge_socket=$M/sock" \
         "stagein=$STAGEIN config=$STAGEIN_CONF run_dir=$S/rundir $*" > "$S/etc/plugstack.conf"
 }
 
