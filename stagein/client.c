@@ -62,6 +62,12 @@ int client_parse_endpoint(const char *text, client_endpoint_t *out, si_error_t *
     return 0;
 }
 
+/* Whether a and b reach the same place, however written. */
+static bool same_endpoint(const client_endpoint_t *a, const client_endpoint_t *b)
+{
+    return strcmp(a->base_url, b->base_url) == 0 && strcmp(a->unix_path, b->unix_path) == 0;
+}
+
 int client_parse_endpoints(const char *text, client_endpoint_list_t *out, si_error_t *err)
 {
     client_endpoint_list_t *l = calloc(1, sizeof(*l));
@@ -101,8 +107,7 @@ int client_parse_endpoints(const char *text, client_endpoint_list_t *out, si_err
             break;
         }
         for (size_t i = 0; i < l->n; i++)
-            if (strcmp(l->at[i].base_url, l->at[l->n].base_url) == 0 &&
-                strcmp(l->at[i].unix_path, l->at[l->n].unix_path) == 0)
+            if (same_endpoint(&l->at[i], &l->at[l->n]))
                 rc = si_errprintf(err, "endpoint list names %s twice (endpoints %zu and %zu)",
                                   one, i + 1, l->n + 1);
         p = next;
@@ -190,8 +195,7 @@ static bool same_endpoints(const char *a, const char *b)
     bool same = la && lb && client_parse_endpoints(a, la, NULL) == 0 &&
                 client_parse_endpoints(b, lb, NULL) == 0 && la->n == lb->n;
     for (size_t i = 0; same && i < la->n; i++)
-        same = strcmp(la->at[i].base_url, lb->at[i].base_url) == 0 &&
-               strcmp(la->at[i].unix_path, lb->at[i].unix_path) == 0;
+        same = same_endpoint(&la->at[i], &lb->at[i]);
     free(la);
     free(lb);
     return same;
