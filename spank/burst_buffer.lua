@@ -30,7 +30,7 @@ Tested by tests/0410-slurm-burst-buffer.sh; see doc/admin-slurm.md.
 -- Site settings.
 local STAGEIN = "/usr/bin/stagein"   -- the stagein command
 local CONFIG = ""                    -- its stagein.conf ("": its default)
-local ENDPOINT = ""                  -- stageind's control API ("": from CONFIG)
+local ENDPOINT = ""                  -- stageind's control API ("": from CONFIG; several: "E1,E2")
 local RUN_DIR = "/run/stagein-bb"    -- where request ids are kept, per job
 local WAIT = "1d"                    -- the longest data_in waits
 local SQUEUE = "/usr/bin/squeue"     -- tells the job's uid and gid
