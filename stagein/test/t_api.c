@@ -169,6 +169,7 @@ static void test_fail_over(const char *dir, fake_t *live, const char *live_sock)
        "a GET whose connection broke before any answer goes to the next endpoint");
     client_reply_free(&r);
     rc = c ? api_queue(c, &r, &err) : -1;
+    client_reply_free(&r);
     int rc2 = c ? api_stage_submit(c, "{\"datasets\":[\"d\"]}", &r, &err) : -1;
     ok(rc == 0 && rc2 == 0 && requests_of(&closer) == 2 && requests_of(live) == before + 3,
        "the endpoint that answered is used first from then on");
