@@ -259,8 +259,11 @@ static int mark_received(push_t *p, push_upload_t *u, si_error_t *err)
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
         db_stmt_t *s = push_stmt(p, steps[i]);
         db_bind_int64(s, 1, u->object_id);
-        db_bind_text(s, 2, u->info.checksum, -1);
-        db_bind_double(s, 3, si_wall_now());
+        /* each binds what it uses: PostgreSQL types every parameter */
+        if (steps[i] == PUSH_SQL_RECEIVED_CHECKSUM)
+            db_bind_text(s, 2, u->info.checksum, -1);
+        else
+            db_bind_double(s, 2, si_wall_now());
         int rc = db_step(s);
         db_reset(s);
         if (rc != DB_DONE) {

@@ -235,7 +235,7 @@ static void run(void)
            "every item DURABLE");
     is_int(count(cat, "SELECT count(*) FROM tape_copies"), 6, "two tape copies each");
     is_int(count(cat, "SELECT count(*) FROM (SELECT object_id FROM tape_copies"
-                      " GROUP BY object_id HAVING count(DISTINCT volume_id) = 2)"), 3,
+                      " GROUP BY object_id HAVING count(DISTINCT volume_id) = 2) AS two"), 3,
            "each file's copies are on two distinct volumes");
     is_int(count(cat, "SELECT count(*) FROM dataset_members m JOIN datasets d"
                       " ON d.id = m.dataset_id WHERE d.name = 'ckpt-1'"), 2,
