@@ -86,6 +86,11 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
                           " WHERE object_id = ?1 AND state = 'ARCHIVING'",
 };
 
+const char *push_sql(int which)
+{
+    return sql_text[which];
+}
+
 int push_db_open(push_t *p, si_error_t *err)
 {
     p->db = catalog_driver(p->cat);

@@ -54,6 +54,9 @@ void push_note_received(push_t *p, uint64_t size);
 /* Prepares every statement on p->cat; push_db_close finalizes them. */
 int push_db_open(push_t *p, si_error_t *err);
 void push_db_close(push_t *p);
+/* The text of statement `which`: for db_cached on another connection (the
+ * cache's, whose batch transaction records received files). */
+const char *push_sql(int which);
 /* Statement `which` (PUSH_SQL_*), reset and unbound: the caller binds,
  * steps and resets it, and never finalizes it. */
 db_stmt_t *push_stmt(push_t *p, int which);

@@ -248,45 +248,42 @@ int push_upload_write(push_upload_t *u, const void *data, size_t len, si_error_t
     return cache_writer_write(u->writer, data, len, err);
 }
 
-/* RECEIVED, with the checksum we computed when the client sent none. */
-static int mark_received(push_t *p, push_upload_t *u, si_error_t *err)
+/* RECEIVED, with the checksum we computed when the client sent none: run
+ * by the cache in its batch's transaction (cat: the cache's connection, its
+ * lock held), so that the file's state and its cache row become durable
+ * together and an acknowledgement costs no transaction of its own. */
+static int record_received(void *arg, catalog_t *cat, int64_t object_id, si_error_t *err)
 {
     static const int steps[] = {PUSH_SQL_RECEIVED_CHECKSUM, PUSH_SQL_MARK_RECEIVED,
                                 PUSH_SQL_RECEIVED_TOUCH};
-    pthread_mutex_lock(&p->lock);
-    if (catalog_begin(p->cat, err) < 0)
-        goto error;
+    push_upload_t *u = arg;
+    db_t *db = catalog_driver(cat);
+    double now = si_wall_now();
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
-        db_stmt_t *s = push_stmt(p, steps[i]);
-        db_bind_int64(s, 1, u->object_id);
+        db_stmt_t *s = db_cached(db, push_sql(steps[i]), err);
+        if (!s)
+            return errno = EIO, -1;
+        db_bind_int64(s, 1, object_id);
         /* each binds what it uses: PostgreSQL types every parameter */
         if (steps[i] == PUSH_SQL_RECEIVED_CHECKSUM)
             db_bind_text(s, 2, u->info.checksum, -1);
         else
-            db_bind_double(s, 2, si_wall_now());
+            db_bind_double(s, 2, now);
         int rc = db_step(s);
         db_reset(s);
         if (rc != DB_DONE) {
-            push_db_error(p, err, "recording a received file");
-            goto error;
+            db_error(db, err, "catalog: recording a received file");
+            return errno = EIO, -1;
         }
     }
     char detail[SI_KEY_MAX + 128];
     snprintf(detail, sizeof(detail), "%s/%s %" PRIu64 " bytes", u->info.bucket,
              u->info.object_key, u->info.size);
-    if (catalog_event(p->cat, "push.received", u->info.uuid, detail) < 0) {
-        push_db_error(p, err, "logging a received file");
-        goto error;
+    if (catalog_event(cat, "push.received", u->info.uuid, detail) < 0) {
+        db_error(db, err, "catalog: logging a received file");
+        return errno = EIO, -1;
     }
-    if (catalog_commit(p->cat, err) < 0)
-        goto error;
-    pthread_mutex_unlock(&p->lock);
     return 0;
-error:
-    catalog_rollback(p->cat);
-    pthread_mutex_unlock(&p->lock);
-    errno = EIO;
-    return -1;
 }
 
 int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err)
@@ -301,7 +298,8 @@ int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err)
     }
     cache_writer_t *w = u->writer;
     u->writer = NULL; /* freed by finish either way */
-    if (cache_writer_finish(w, 0, err) < 0 || mark_received(p, u, err) < 0)
+    cache_writer_on_record(w, record_received, u);
+    if (cache_writer_finish(w, 0, err) < 0)
         goto error;
     if (out)
         *out = u->info;
