@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define IS_PG(db) ((db)->engine == DB_POSTGRES)
 
@@ -45,6 +46,28 @@ static void sqlite_note_error(db_t *db)
     snprintf(db->errmsg, sizeof(db->errmsg), "%s", sqlite3_errmsg(db->sqlite));
 }
 
+/* How long a connection waits for another's write lock, in all. */
+#define SQLITE_BUSY_WAIT_US 10000000L
+
+/* Waits for the write lock in short steps (50 us doubling to 1 ms): SQLite's
+ * own busy_timeout sleeps 1, 2, 5, 10 ms... and a daemon's connections
+ * (cache group commit, push, recall) hold the lock for well under a
+ * millisecond each, so most of its sleep was spent with the lock free
+ * (measured on a push of 64 KiB files: the committer slept 6 ms a wait). */
+static int sqlite_busy_wait(void *arg, int count)
+{
+    long *waited_us = arg;
+    if (count == 0)
+        *waited_us = 0;
+    if (*waited_us >= SQLITE_BUSY_WAIT_US)
+        return 0;
+    long step = count < 5 ? 50L << count : 1000L;
+    struct timespec ts = {0, step * 1000L};
+    nanosleep(&ts, NULL);
+    *waited_us += step;
+    return 1;
+}
+
 static db_t *sqlite_open(db_t *db, const char *path, int flags, si_error_t *err)
 {
     int oflags = db->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
@@ -61,7 +84,7 @@ static db_t *sqlite_open(db_t *db, const char *path, int flags, si_error_t *err)
         goto error;
     }
     sqlite3_extended_result_codes(db->sqlite, 1);
-    sqlite3_busy_timeout(db->sqlite, 10000);
+    sqlite3_busy_handler(db->sqlite, sqlite_busy_wait, &db->busy_waited_us);
     if (db_exec(db, "PRAGMA foreign_keys = ON", err) < 0)
         goto error;
     if (!db->readonly) {

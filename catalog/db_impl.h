@@ -17,6 +17,7 @@ struct db {
     bool readonly;
     bool in_transaction;
     sqlite3 *sqlite;
+    long busy_waited_us;        /* the current wait for the write lock, so far */
 #ifdef HAVE_LIBPQ
     PGconn *pg;
     int64_t pg_changes;

@@ -196,6 +196,13 @@ typedef void (*cache_committed_fn)(void *arg, int64_t object_id, int rc, int err
  * successful submit on, the writer belongs to the cache. */
 int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_fn done,
                         void *done_arg, si_error_t *err);
+/* Rows the writer's owner records with the object, in its batch's own
+ * catalog transaction (on cat, the cache's connection; the cache's lock is
+ * held: fn must not call the cache): what it writes is durable exactly when
+ * the object is. -1 (err set) fails the whole batch. Before finish/submit. */
+typedef int (*cache_record_fn)(void *arg, catalog_t *cat, int64_t object_id,
+                               si_error_t *err);
+void cache_writer_on_record(cache_writer_t *w, cache_record_fn fn, void *arg);
 /* Waits until a batch commit ended after generation (from
  * cache_commit_generation), or timeout_ms passed; true when one did. For
  * readers waiting for an object to arrive. */

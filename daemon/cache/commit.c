@@ -86,6 +86,12 @@ int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_
     return 0;
 }
 
+void cache_writer_on_record(cache_writer_t *w, cache_record_fn fn, void *arg)
+{
+    w->record = fn;
+    w->record_arg = arg;
+}
+
 uint64_t cache_commit_generation(cache_t *c)
 {
     pthread_mutex_lock(&c->lock);
@@ -266,6 +272,10 @@ static int record_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err
                 goto error;
             fail(w, ENOENT, "object %" PRId64 " is not in the catalog", w->object_id);
             continue;
+        }
+        if (w->record && w->record(w->record_arg, c->cat, w->object_id, err) < 0) {
+            cache_rollback(c);
+            return -1;
         }
         if (!w->pin_request)
             continue;

@@ -66,6 +66,8 @@ struct cache_writer {
     int64_t pin_request;
     cache_committed_fn done;
     void *done_arg;
+    cache_record_fn record; /* rows of the owner's, in the batch's transaction */
+    void *record_arg;
     bool submitted;
     bool placed;           /* renamed into objects/ */
     int rc, errnum;        /* the commit's outcome */

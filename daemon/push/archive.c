@@ -22,6 +22,9 @@
  * the length of one catalog transaction. */
 #define AGGREGATE_MAX_MEMBERS 20000
 
+/* pick_batch's step result when an allocation failed */
+enum { NO_MEMORY = -2 };
+
 typedef struct {
     int64_t object_id;
     int64_t dataset_id;
@@ -56,11 +59,11 @@ static void batch_free(batch_t *b)
  * ARCHIVING; lock held. 0 with b->n == 0 when nothing is due. */
 static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
 {
-    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_RECEIVED_OLDEST_FIRST);
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_RECEIVED_OLDEST_FIRST);
     double oldest = 0;
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        uint64_t size = (uint64_t)sqlite3_column_int64(s, 4);
+    while ((rc = db_step(s)) == DB_ROW) {
+        uint64_t size = (uint64_t)db_column_int64(s, 4);
         if (b->n > 0 && (b->bytes + size > p->conf.aggregate_bytes ||
                          b->n == AGGREGATE_MAX_MEMBERS))
             break; /* the aggregate is full: it is due whatever its age */
@@ -68,32 +71,32 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
             b->cap = b->cap ? b->cap * 2 : 64;
             batch_item_t *grown = realloc(b->items, b->cap * sizeof(*grown));
             if (!grown) {
-                rc = SQLITE_NOMEM;
+                rc = NO_MEMORY;
                 break;
             }
             b->items = grown;
         }
         batch_item_t *it = &b->items[b->n++];
         memset(it, 0, sizeof(*it));
-        it->object_id = sqlite3_column_int64(s, 0);
-        it->dataset_id = sqlite3_column_int64(s, 1);
-        it->bucket = strdup((const char *)sqlite3_column_text(s, 2));
-        it->key = strdup((const char *)sqlite3_column_text(s, 3));
+        it->object_id = db_column_int64(s, 0);
+        it->dataset_id = db_column_int64(s, 1);
+        it->bucket = strdup(db_column_text(s, 2));
+        it->key = strdup(db_column_text(s, 3));
         it->size = size;
-        if (sqlite3_column_text(s, 5))
-            snprintf(it->checksum, sizeof(it->checksum), "%s", sqlite3_column_text(s, 5));
-        it->mtime = sqlite3_column_int64(s, 6);
-        it->attempts = sqlite3_column_int(s, 8);
+        if (db_column_text(s, 5))
+            snprintf(it->checksum, sizeof(it->checksum), "%s", db_column_text(s, 5));
+        it->mtime = db_column_int64(s, 6);
+        it->attempts = db_column_int(s, 8);
         for (int c = 9; c <= 10; c++) {
-            const char *v = (const char *)sqlite3_column_text(s, c);
+            const char *v = db_column_text(s, c);
             char **dst = c == 9 ? &it->headers : &it->storage_class;
             if (v && *v && !(*dst = strdup(v)))
-                rc = SQLITE_NOMEM;
+                rc = NO_MEMORY;
         }
-        if (rc == SQLITE_NOMEM)
+        if (rc == NO_MEMORY)
             break;
         if (b->n == 1)
-            oldest = sqlite3_column_double(s, 7);
+            oldest = db_column_double(s, 7);
         b->bytes += size;
         char rel[64];
         cache_object_path(it->object_id, rel, sizeof(rel), NULL);
@@ -101,15 +104,15 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
         if ((it->path = malloc(len)))
             snprintf(it->path, len, "%s/%s", p->cache_dir, rel);
         if (!it->bucket || !it->key || !it->path) {
-            rc = SQLITE_NOMEM;
+            rc = NO_MEMORY;
             break;
         }
     }
-    bool full = rc == SQLITE_ROW; /* stopped early: more waits than one aggregate */
-    sqlite3_reset(s);
-    if (rc == SQLITE_NOMEM)
+    bool full = rc == DB_ROW; /* stopped early: more waits than one aggregate */
+    db_reset(s);
+    if (rc == NO_MEMORY)
         return si_errnoprintf(err, ENOMEM, "out of memory");
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    if (rc != DB_ROW && rc != DB_DONE)
         return push_db_error(p, err, "listing received files");
     bool due = b->n > 0 && (force || full || b->bytes >= p->conf.aggregate_bytes ||
                             si_wall_now() - oldest >= p->conf.aggregate_window);
@@ -121,16 +124,16 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
         goto error;
     s = push_stmt(p, PUSH_SQL_MARK_ARCHIVING);
     for (size_t i = 0; i < b->n; i++) {
-        sqlite3_reset(s);
-        sqlite3_bind_int64(s, 1, b->items[i].object_id);
-        if (sqlite3_step(s) != SQLITE_DONE) {
-            sqlite3_reset(s);
+        db_reset(s);
+        db_bind_int64(s, 1, b->items[i].object_id);
+        if (db_step(s) != DB_DONE) {
+            db_reset(s);
             push_db_error(p, err, "marking files ARCHIVING");
             goto error;
         }
         b->items[i].attempts++;
     }
-    sqlite3_reset(s);
+    db_reset(s);
     if (catalog_commit(p->cat, err) < 0)
         goto error;
     return 0;
@@ -143,18 +146,18 @@ error:
 
 static int mark_dataset_stale(push_t *p, int64_t dataset_id, si_error_t *err)
 {
-    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_DATASET_STALE);
-    sqlite3_bind_int64(s, 1, dataset_id);
-    int rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    return rc == SQLITE_DONE ? 0 : push_db_error(p, err, "marking dataset totals stale");
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_DATASET_STALE);
+    db_bind_int64(s, 1, dataset_id);
+    int rc = db_step(s);
+    db_reset(s);
+    return rc == DB_DONE ? 0 : push_db_error(p, err, "marking dataset totals stale");
 }
 
 /* The one transaction that makes an aggregate DURABLE; lock held. */
 static int commit_durable(push_t *p, const batch_t *b, int ncopies,
                           const archive_placement_t *pl, si_error_t *err)
 {
-    sqlite3_stmt *member = NULL, *item = NULL, *touch = NULL;
+    db_stmt_t *member = NULL, *item = NULL, *touch = NULL;
     if (catalog_begin(p->cat, err) < 0)
         return errno = EIO, -1;
     /* volumes first: each copy's volume with its end of data after the write */
@@ -180,19 +183,19 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
             if (catalog_copy_put(p->cat, &copy, err) < 0)
                 goto error;
         }
-        sqlite3_stmt *each[] = {member, item, touch};
+        db_stmt_t *each[] = {member, item, touch};
         for (size_t k = 0; k < 3; k++) {
-            sqlite3_reset(each[k]);
-            sqlite3_bind_int64(each[k], 1, k == 0 ? it->dataset_id : it->object_id);
+            db_reset(each[k]);
+            db_bind_int64(each[k], 1, k == 0 ? it->dataset_id : it->object_id);
             if (k == 0)
-                sqlite3_bind_int64(each[k], 2, it->object_id);
+                db_bind_int64(each[k], 2, it->object_id);
             else
-                sqlite3_bind_double(each[k], 2, now);
-            if (sqlite3_step(each[k]) != SQLITE_DONE) {
+                db_bind_double(each[k], 2, now);
+            if (db_step(each[k]) != DB_DONE) {
                 push_db_error(p, err, "recording a durable file");
                 goto error;
             }
-            if (k == 1 && sqlite3_changes(catalog_db(p->cat)) != 1) {
+            if (k == 1 && db_changes(p->db) != 1) {
                 si_errnoprintf(err, EIO, "object %" PRId64 " is no longer being archived",
                           it->object_id);
                 goto error;
@@ -212,17 +215,17 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
         push_db_error(p, err, "logging an archive write");
         goto error;
     }
-    sqlite3_reset(member);
-    sqlite3_reset(item);
-    sqlite3_reset(touch);
+    db_reset(member);
+    db_reset(item);
+    db_reset(touch);
     member = item = touch = NULL;
     if (catalog_commit(p->cat, err) < 0)
         return errno = EIO, -1;
     return 0;
 error:
-    sqlite3_reset(member);
-    sqlite3_reset(item);
-    sqlite3_reset(touch);
+    db_reset(member);
+    db_reset(item);
+    db_reset(touch);
     catalog_rollback(p->cat);
     errno = EIO;
     return -1;
@@ -233,9 +236,9 @@ static size_t put_back(push_t *p, const batch_t *b, const char *why)
 {
     size_t failed = 0;
     si_error_t err;
-    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_PUT_BACK);
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_PUT_BACK);
     if (catalog_begin(p->cat, &err) < 0) {
-        sqlite3_reset(s);
+        db_reset(s);
         si_log(p->log, SI_LOG_ERROR, "push: %s (the files are retried at the next start)",
                err.text);
         return 0;
@@ -245,16 +248,16 @@ static size_t put_back(push_t *p, const batch_t *b, const char *why)
         char text[700];
         snprintf(text, sizeof(text), "archive write failed%s (attempt %d of %d): %s",
                  give_up ? ", giving up" : "", b->items[i].attempts, p->conf.max_attempts, why);
-        sqlite3_reset(s);
-        sqlite3_bind_int64(s, 1, b->items[i].object_id);
-        sqlite3_bind_int(s, 2, give_up);
-        sqlite3_bind_text(s, 3, text, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_double(s, 4, si_wall_now());
-        if (sqlite3_step(s) != SQLITE_DONE)
+        db_reset(s);
+        db_bind_int64(s, 1, b->items[i].object_id);
+        db_bind_int(s, 2, give_up);
+        db_bind_text_copy(s, 3, text);
+        db_bind_double(s, 4, si_wall_now());
+        if (db_step(s) != DB_DONE)
             break;
         failed += give_up;
     }
-    sqlite3_reset(s);
+    db_reset(s);
     if (catalog_commit(p->cat, &err) < 0)
         si_log(p->log, SI_LOG_ERROR, "push: %s (the files are retried at the next start)",
                err.text);

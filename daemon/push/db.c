@@ -22,8 +22,8 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
                              " VALUES (?1, ?2, 'RECEIVING', ?3)",
     [PUSH_SQL_RECEIVED_CHECKSUM] = "UPDATE objects SET checksum = ?2 WHERE id = ?1",
     [PUSH_SQL_MARK_RECEIVED] =
-        "UPDATE push_items SET state = 'RECEIVED', received = ?3 WHERE object_id = ?1",
-    [PUSH_SQL_RECEIVED_TOUCH] = "UPDATE pushes SET updated = ?3"
+        "UPDATE push_items SET state = 'RECEIVED', received = ?2 WHERE object_id = ?1",
+    [PUSH_SQL_RECEIVED_TOUCH] = "UPDATE pushes SET updated = ?2"
                                 " WHERE id = (SELECT push_id FROM push_items WHERE object_id = ?1)",
     /* an upload never acknowledged, and recovery (push.c) */
     [PUSH_SQL_DISCARD_MARK] = "UPDATE push_items SET state = 'DISCARDED'"
@@ -81,47 +81,50 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
     [PUSH_SQL_PUSH_TOUCH] = "UPDATE pushes SET updated = ?2 WHERE id ="
                             " (SELECT push_id FROM push_items WHERE object_id = ?1)",
     [PUSH_SQL_PUT_BACK] = "UPDATE push_items SET"
-                          " state = CASE WHEN ?2 THEN 'FAILED' ELSE 'RECEIVED' END,"
-                          " error = ?3, finished = CASE WHEN ?2 THEN ?4 END"
+                          " state = CASE WHEN ?2 <> 0 THEN 'FAILED' ELSE 'RECEIVED' END,"
+                          " error = ?3, finished = CASE WHEN ?2 <> 0 THEN ?4 END"
                           " WHERE object_id = ?1 AND state = 'ARCHIVING'",
 };
 
+const char *push_sql(int which)
+{
+    return sql_text[which];
+}
+
 int push_db_open(push_t *p, si_error_t *err)
 {
+    p->db = catalog_driver(p->cat);
     for (int i = 0; i < PUSH_SQL_COUNT; i++)
-        if (sqlite3_prepare_v3(catalog_db(p->cat), sql_text[i], -1, SQLITE_PREPARE_PERSISTENT,
-                               &p->stmt[i], NULL) != SQLITE_OK)
-            return push_db_error(p, err, "preparing a statement");
+        if (!(p->stmt[i] = db_cached(p->db, sql_text[i], err)))
+            return -1;
     return 0;
 }
 
 void push_db_close(push_t *p)
 {
-    for (int i = 0; i < PUSH_SQL_COUNT; i++) {
-        sqlite3_finalize(p->stmt[i]);
+    /* the statements are the connection's (db_cached): closing it ends them */
+    for (int i = 0; i < PUSH_SQL_COUNT; i++)
         p->stmt[i] = NULL;
-    }
 }
 
-sqlite3_stmt *push_stmt(push_t *p, int which)
+db_stmt_t *push_stmt(push_t *p, int which)
 {
-    sqlite3_stmt *s = p->stmt[which];
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
+    db_stmt_t *s = p->stmt[which];
+    db_reset(s);
+    db_clear_bindings(s);
     return s;
 }
 
 int push_db_error(push_t *p, si_error_t *err, const char *what)
 {
-    return si_errnoprintf(err, EIO, "catalog: %s: %s", what, sqlite3_errmsg(catalog_db(p->cat)));
+    return si_errnoprintf(err, EIO, "catalog: %s: %s", what, db_errmsg(p->db));
 }
 
 int push_exec(push_t *p, const char *sql, si_error_t *err)
 {
-    char *msg = NULL;
-    if (sqlite3_exec(catalog_db(p->cat), sql, NULL, NULL, &msg) != SQLITE_OK) {
-        si_errnoprintf(err, EIO, "catalog: %s", msg ? msg : "failed");
-        sqlite3_free(msg);
+    if (db_exec(p->db, sql, err) < 0) {
+        si_errprefix(err, "catalog");
+        errno = EIO;
         return -1;
     }
     return 0;

@@ -3,9 +3,8 @@
 #define STAGEIN_PUSH_INTERNAL_H
 
 #include <pthread.h>
-#include <sqlite3.h>
-
 #include "catalog/catalog.h"
+#include "catalog/db.h"
 #include "daemon/push/push.h"
 
 /* The catalog statements (db.c: their text). */
@@ -31,7 +30,8 @@ struct push {
     pthread_cond_t wake;            /* the aggregator's */
     push_conf_t conf;
     catalog_t *cat;                 /* the push's own connection */
-    sqlite3_stmt *stmt[PUSH_SQL_COUNT]; /* on cat, prepared once (db.c) */
+    db_t *db;                       /* cat's driver */
+    db_stmt_t *stmt[PUSH_SQL_COUNT]; /* on db, prepared once (db_cached, db.c) */
     cache_t *cache;
     char cache_dir[4096];
     archive_backend_t *backend;
@@ -54,9 +54,12 @@ void push_note_received(push_t *p, uint64_t size);
 /* Prepares every statement on p->cat; push_db_close finalizes them. */
 int push_db_open(push_t *p, si_error_t *err);
 void push_db_close(push_t *p);
+/* The text of statement `which`: for db_cached on another connection (the
+ * cache's, whose batch transaction records received files). */
+const char *push_sql(int which);
 /* Statement `which` (PUSH_SQL_*), reset and unbound: the caller binds,
  * steps and resets it, and never finalizes it. */
-sqlite3_stmt *push_stmt(push_t *p, int which);
+db_stmt_t *push_stmt(push_t *p, int which);
 /* Maps the connection's error into err (errno EIO); returns -1. */
 int push_db_error(push_t *p, si_error_t *err, const char *what);
 /* A statement run once to completion (no rows expected). */

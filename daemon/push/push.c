@@ -100,10 +100,10 @@ int push_discard_object(push_t *p, int64_t object_id, si_error_t *err)
 {
     /* 1. the item lets go of its cache pin (trigger), so the cache may drop it */
     pthread_mutex_lock(&p->lock);
-    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_DISCARD_MARK);
-    sqlite3_bind_int64(s, 1, object_id);
-    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : push_db_error(p, err, "discarding an upload");
-    sqlite3_reset(s);
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_DISCARD_MARK);
+    db_bind_int64(s, 1, object_id);
+    int rc = db_step(s) == DB_DONE ? 0 : push_db_error(p, err, "discarding an upload");
+    db_reset(s);
     pthread_mutex_unlock(&p->lock);
     if (rc < 0)
         return -1;
@@ -117,44 +117,44 @@ int push_discard_object(push_t *p, int64_t object_id, si_error_t *err)
     static const int steps[] = {PUSH_SQL_DISCARD_ITEM, PUSH_SQL_DISCARD_OBJECT,
                                 PUSH_SQL_DISCARD_PUSH, PUSH_SQL_DISCARD_DATASET};
     pthread_mutex_lock(&p->lock);
-    sqlite3_stmt *q = NULL;
+    db_stmt_t *q = NULL;
     if (catalog_begin(p->cat, err) < 0)
         goto error;
     q = push_stmt(p, PUSH_SQL_DISCARD_FIND_PUSH);
-    sqlite3_bind_int64(q, 1, object_id);
-    int step = sqlite3_step(q);
-    if (step != SQLITE_ROW) {
-        if (step != SQLITE_DONE) {
+    db_bind_int64(q, 1, object_id);
+    int step = db_step(q);
+    if (step != DB_ROW) {
+        if (step != DB_DONE) {
             push_db_error(p, err, "finding an upload's push");
             goto error;
         }
-        sqlite3_reset(q);
+        db_reset(q);
         q = NULL;
         catalog_rollback(p->cat);
         pthread_mutex_unlock(&p->lock);
         return 0; /* already gone */
     }
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
-        sqlite3_stmt *d = push_stmt(p, steps[i]);
-        sqlite3_bind_int64(d, 1, object_id);
-        sqlite3_bind_int64(d, 2, sqlite3_column_int64(q, 0));
-        sqlite3_bind_int64(d, 3, sqlite3_column_int64(q, 1));
-        sqlite3_bind_text(d, 4, (const char *)sqlite3_column_text(q, 2), -1, SQLITE_TRANSIENT);
-        int drc = sqlite3_step(d);
-        sqlite3_reset(d);
-        if (drc != SQLITE_DONE) {
+        db_stmt_t *d = push_stmt(p, steps[i]);
+        db_bind_int64(d, 1, object_id);
+        db_bind_int64(d, 2, db_column_int64(q, 0));
+        db_bind_int64(d, 3, db_column_int64(q, 1));
+        db_bind_text_copy(d, 4, db_column_text(q, 2));
+        int drc = db_step(d);
+        db_reset(d);
+        if (drc != DB_DONE) {
             push_db_error(p, err, "removing an upload");
             goto error;
         }
     }
-    sqlite3_reset(q);
+    db_reset(q);
     q = NULL;
     if (catalog_commit(p->cat, err) < 0)
         goto error;
     pthread_mutex_unlock(&p->lock);
     return 0;
 error:
-    sqlite3_reset(q);
+    db_reset(q);
     catalog_rollback(p->cat);
     pthread_mutex_unlock(&p->lock);
     errno = EIO;
@@ -166,25 +166,25 @@ error:
 /* Object ids of the items that statement `which` lists (lock held). */
 static int ids_in_state(push_t *p, int which, int64_t **ids, size_t *n, si_error_t *err)
 {
-    sqlite3_stmt *s = push_stmt(p, which);
+    db_stmt_t *s = push_stmt(p, which);
     *ids = NULL;
     *n = 0;
     size_t cap = 0;
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         if (*n == cap) {
             cap = cap ? cap * 2 : 64;
             int64_t *grown = realloc(*ids, cap * sizeof(*grown));
             if (!grown) {
-                sqlite3_reset(s);
+                db_reset(s);
                 return si_errnoprintf(err, ENOMEM, "out of memory");
             }
             *ids = grown;
         }
-        (*ids)[(*n)++] = sqlite3_column_int64(s, 0);
+        (*ids)[(*n)++] = db_column_int64(s, 0);
     }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE) {
+    db_reset(s);
+    if (rc != DB_DONE) {
         free(*ids);
         *ids = NULL;
         return push_db_error(p, err, "listing push items");
@@ -194,13 +194,13 @@ static int ids_in_state(push_t *p, int which, int64_t **ids, size_t *n, si_error
 
 static int set_item_failed(push_t *p, int64_t object_id, const char *why, si_error_t *err)
 {
-    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_ITEM_FAILED);
-    sqlite3_bind_int64(s, 1, object_id);
-    sqlite3_bind_text(s, 2, why, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_double(s, 3, si_wall_now());
-    int rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE)
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_ITEM_FAILED);
+    db_bind_int64(s, 1, object_id);
+    db_bind_text_copy(s, 2, why);
+    db_bind_double(s, 3, si_wall_now());
+    int rc = db_step(s);
+    db_reset(s);
+    if (rc != DB_DONE)
         return push_db_error(p, err, "failing a push item");
     catalog_event(p->cat, "push.failed", NULL, why);
     return 0;
@@ -211,18 +211,18 @@ static int set_item_failed(push_t *p, int64_t object_id, const char *why, si_err
 static int verify_cached(push_t *p, int64_t object_id, char *why, size_t why_size,
                          si_error_t *err)
 {
-    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_OBJECT);
-    sqlite3_bind_int64(s, 1, object_id);
-    if (sqlite3_step(s) != SQLITE_ROW) {
-        sqlite3_reset(s);
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_OBJECT);
+    db_bind_int64(s, 1, object_id);
+    if (db_step(s) != DB_ROW) {
+        db_reset(s);
         return push_db_error(p, err, "reading a pushed object");
     }
     char name[SI_KEY_MAX + SI_BUCKET_MAX + 2], expected[SI_CHECKSUM_TEXT_MAX] = "";
-    snprintf(name, sizeof(name), "%s/%s", sqlite3_column_text(s, 0), sqlite3_column_text(s, 1));
-    uint64_t size = (uint64_t)sqlite3_column_int64(s, 2);
-    if (sqlite3_column_text(s, 3))
-        snprintf(expected, sizeof(expected), "%s", sqlite3_column_text(s, 3));
-    sqlite3_reset(s);
+    snprintf(name, sizeof(name), "%s/%s", db_column_text(s, 0), db_column_text(s, 1));
+    uint64_t size = (uint64_t)db_column_int64(s, 2);
+    if (db_column_text(s, 3))
+        snprintf(expected, sizeof(expected), "%s", db_column_text(s, 3));
+    db_reset(s);
 
     int fd;
     uint64_t have;
@@ -299,7 +299,7 @@ int push_recover(push_t *p, push_recovery_t *out, si_error_t *err)
      * again; whatever it left on a volume is referenced by nothing */
     if (push_exec(p, "UPDATE push_items SET state = 'RECEIVED' WHERE state = 'ARCHIVING'", err) < 0)
         goto error;
-    rec.requeued = (uint64_t)sqlite3_changes(catalog_db(p->cat));
+    rec.requeued = (uint64_t)db_changes(p->db);
     if (ids_in_state(p, PUSH_SQL_IDS_RECEIVED, &ids, &n, err) < 0)
         goto error;
     for (size_t i = 0; i < n; i++) {
@@ -349,32 +349,32 @@ void push_status_free(push_status_t *st)
     free(st);
 }
 
-static char *column_dup(sqlite3_stmt *s, int col)
+static char *column_dup(db_stmt_t *s, int col)
 {
-    const unsigned char *t = sqlite3_column_text(s, col);
-    return strdup(t ? (const char *)t : "");
+    const char *t = db_column_text(s, col);
+    return strdup(t ? t : "");
 }
 
 static int load_copies(push_t *p, push_item_t *it, si_error_t *err)
 {
-    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_COPIES);
-    sqlite3_bind_int64(s, 1, it->object_id);
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_COPIES);
+    db_bind_int64(s, 1, it->object_id);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         push_copy_t *grown = realloc(it->copies, (it->ncopies + 1) * sizeof(*grown));
         if (!grown) {
-            sqlite3_reset(s);
+            db_reset(s);
             return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         it->copies = grown;
         push_copy_t *c = &it->copies[it->ncopies++];
-        c->copy = sqlite3_column_int(s, 0);
-        snprintf(c->volume, sizeof(c->volume), "%s", sqlite3_column_text(s, 1));
-        c->file_seq = sqlite3_column_int64(s, 2);
-        c->position = (uint64_t)sqlite3_column_int64(s, 3);
+        c->copy = db_column_int(s, 0);
+        snprintf(c->volume, sizeof(c->volume), "%s", db_column_text(s, 1));
+        c->file_seq = db_column_int64(s, 2);
+        c->position = (uint64_t)db_column_int64(s, 3);
     }
-    sqlite3_reset(s);
-    return rc == SQLITE_DONE ? 0 : push_db_error(p, err, "reading tape copies");
+    db_reset(s);
+    return rc == DB_DONE ? 0 : push_db_error(p, err, "reading tape copies");
 }
 
 static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t *st,
@@ -383,22 +383,22 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
     if (!uuid || strlen(uuid) != PUSH_UUID_LEN)
         return si_errnoprintf(err, ENOENT, "no push '%.64s' (a push id is a 36-character uuid)",
                          uuid ? uuid : "");
-    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_PUSH_BY_UUID);
-    sqlite3_bind_text(s, 1, uuid, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW) {
-        sqlite3_reset(s);
-        return rc == SQLITE_DONE ? si_errnoprintf(err, ENOENT, "no push %s", uuid)
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_PUSH_BY_UUID);
+    db_bind_text(s, 1, uuid, -1);
+    int rc = db_step(s);
+    if (rc != DB_ROW) {
+        db_reset(s);
+        return rc == DB_DONE ? si_errnoprintf(err, ENOENT, "no push %s", uuid)
                                  : push_db_error(p, err, "reading a push");
     }
-    int64_t id = sqlite3_column_int64(s, 0);
+    int64_t id = db_column_int64(s, 0);
     snprintf(st->uuid, sizeof(st->uuid), "%s", uuid);
-    st->uid = (uid_t)sqlite3_column_int64(s, 1);
-    st->gid = (gid_t)sqlite3_column_int64(s, 2);
+    st->uid = (uid_t)db_column_int64(s, 1);
+    st->gid = (gid_t)db_column_int64(s, 2);
     st->dataset = column_dup(s, 3);
-    st->created = sqlite3_column_double(s, 4);
-    st->updated = sqlite3_column_double(s, 5);
-    sqlite3_reset(s);
+    st->created = db_column_double(s, 4);
+    st->updated = db_column_double(s, 5);
+    db_reset(s);
     if (!st->dataset)
         return si_errnoprintf(err, ENOMEM, "out of memory");
     if (caller != (uid_t)-1 && caller != 0 && caller != st->uid)
@@ -407,32 +407,32 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
 
     /* uploads still arriving are not part of the push until acknowledged */
     s = push_stmt(p, PUSH_SQL_PUSH_ITEMS);
-    sqlite3_bind_int64(s, 1, id);
+    db_bind_int64(s, 1, id);
     size_t cap = 0;
     bool pending = false, archiving = false;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         if (st->nitems == cap) {
             cap = cap ? cap * 2 : 16;
             push_item_t *grown = realloc(st->items, cap * sizeof(*grown));
             if (!grown) {
-                sqlite3_reset(s);
+                db_reset(s);
                 return si_errnoprintf(err, ENOMEM, "out of memory");
             }
             st->items = grown;
         }
         push_item_t *it = &st->items[st->nitems++];
         memset(it, 0, sizeof(*it));
-        it->object_id = sqlite3_column_int64(s, 0);
+        it->object_id = db_column_int64(s, 0);
         it->bucket = column_dup(s, 1);
         it->object_key = column_dup(s, 2);
-        it->size = (uint64_t)sqlite3_column_int64(s, 3);
-        if (sqlite3_column_text(s, 4))
-            snprintf(it->checksum, sizeof(it->checksum), "%s", sqlite3_column_text(s, 4));
-        snprintf(it->state, sizeof(it->state), "%s", sqlite3_column_text(s, 5));
-        if (sqlite3_column_text(s, 6))
+        it->size = (uint64_t)db_column_int64(s, 3);
+        if (db_column_text(s, 4))
+            snprintf(it->checksum, sizeof(it->checksum), "%s", db_column_text(s, 4));
+        snprintf(it->state, sizeof(it->state), "%s", db_column_text(s, 5));
+        if (db_column_text(s, 6))
             it->error = column_dup(s, 6);
         if (!it->bucket || !it->object_key) {
-            sqlite3_reset(s);
+            db_reset(s);
             return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         size_t dlen = strlen(st->dataset);
@@ -448,8 +448,8 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
             pending = true;
         archiving = archiving || strcmp(it->state, "ARCHIVING") == 0;
     }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE)
+    db_reset(s);
+    if (rc != DB_DONE)
         return push_db_error(p, err, "reading push items");
     if (st->nitems == 0)
         return si_errnoprintf(err, ENOENT, "no push %s (nothing of it was received yet)", uuid);
@@ -487,14 +487,14 @@ int push_metrics(push_t *p, push_metrics_t *out, si_error_t *err)
 {
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&p->lock);
-    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_COUNT_BY_STATE);
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_COUNT_BY_STATE);
     int step;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        const char *state = (const char *)sqlite3_column_text(s, 0);
-        uint64_t files = (uint64_t)sqlite3_column_int64(s, 1);
+    while ((step = db_step(s)) == DB_ROW) {
+        const char *state = db_column_text(s, 0);
+        uint64_t files = (uint64_t)db_column_int64(s, 1);
         if (strcmp(state, "RECEIVED") == 0) {
             out->received_files = files;
-            out->received_bytes = (uint64_t)sqlite3_column_int64(s, 2);
+            out->received_bytes = (uint64_t)db_column_int64(s, 2);
         } else if (strcmp(state, "ARCHIVING") == 0) {
             out->archiving_files = files;
         } else if (strcmp(state, "DURABLE") == 0) {
@@ -503,8 +503,8 @@ int push_metrics(push_t *p, push_metrics_t *out, si_error_t *err)
             out->failed_files = files;
         }
     }
-    sqlite3_reset(s);
-    int rc = step == SQLITE_DONE ? 0 : push_db_error(p, err, "counting push items");
+    db_reset(s);
+    int rc = step == DB_DONE ? 0 : push_db_error(p, err, "counting push items");
     out->archive_files_written = p->archive_files_written;
     pthread_mutex_unlock(&p->lock);
     return rc;

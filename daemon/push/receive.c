@@ -67,34 +67,34 @@ static int check_file(const push_conf_t *conf, const push_file_t *f, char *objec
 static int dataset_for(push_t *p, const push_file_t *f, const char *push_uuid, int64_t *id,
                        si_error_t *err)
 {
-    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_DATASET_BY_NAME);
-    sqlite3_bind_text(s, 1, f->dataset, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-        *id = sqlite3_column_int64(s, 0);
-        uid_t owner = (uid_t)sqlite3_column_int64(s, 1);
-        sqlite3_reset(s);
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_DATASET_BY_NAME);
+    db_bind_text(s, 1, f->dataset, -1);
+    int rc = db_step(s);
+    if (rc == DB_ROW) {
+        *id = db_column_int64(s, 0);
+        uid_t owner = (uid_t)db_column_int64(s, 1);
+        db_reset(s);
         if (f->uid != 0 && owner != f->uid && !f->shared)
             return si_errnoprintf(err, EACCES, "dataset '%s' belongs to uid %u: only its owner may"
                                           " push into it (caller uid %u)",
                              f->dataset, (unsigned)owner, (unsigned)f->uid);
         return 0;
     }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE)
+    db_reset(s);
+    if (rc != DB_DONE)
         return push_db_error(p, err, "looking up a dataset");
     s = push_stmt(p, PUSH_SQL_DATASET_INSERT);
-    sqlite3_bind_text(s, 1, f->dataset, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, f->uid);
-    sqlite3_bind_int64(s, 3, f->gid);
-    sqlite3_bind_int(s, 4, f->mode >= 0 ? f->mode : (int)p->conf.dataset_mode);
-    sqlite3_bind_text(s, 5, push_uuid, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 6, (int64_t)time(NULL));
-    rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE)
+    db_bind_text(s, 1, f->dataset, -1);
+    db_bind_int64(s, 2, f->uid);
+    db_bind_int64(s, 3, f->gid);
+    db_bind_int(s, 4, f->mode >= 0 ? f->mode : (int)p->conf.dataset_mode);
+    db_bind_text(s, 5, push_uuid, -1);
+    db_bind_int64(s, 6, (int64_t)time(NULL));
+    rc = db_step(s);
+    db_reset(s);
+    if (rc != DB_DONE)
         return push_db_error(p, err, "creating a dataset");
-    *id = sqlite3_last_insert_rowid(catalog_db(p->cat));
+    *id = db_last_insert_id(p->db);
     return 0;
 }
 
@@ -102,22 +102,22 @@ static int dataset_for(push_t *p, const push_file_t *f, const char *push_uuid, i
 static int push_for(push_t *p, const push_file_t *f, int64_t dataset_id, char *uuid,
                     int64_t *id, si_error_t *err)
 {
-    sqlite3_stmt *s;
+    db_stmt_t *s;
     if (f->push_uuid) {
         s = push_stmt(p, PUSH_SQL_PUSH_FOR_UPLOAD);
-        sqlite3_bind_text(s, 1, f->push_uuid, -1, SQLITE_STATIC);
-        int rc = sqlite3_step(s);
-        if (rc != SQLITE_ROW) {
-            sqlite3_reset(s);
-            return rc == SQLITE_DONE ? si_errnoprintf(err, ENOENT, "no push '%.64s'", f->push_uuid)
+        db_bind_text(s, 1, f->push_uuid, -1);
+        int rc = db_step(s);
+        if (rc != DB_ROW) {
+            db_reset(s);
+            return rc == DB_DONE ? si_errnoprintf(err, ENOENT, "no push '%.64s'", f->push_uuid)
                                      : push_db_error(p, err, "looking up a push");
         }
-        *id = sqlite3_column_int64(s, 0);
-        uid_t owner = (uid_t)sqlite3_column_int64(s, 1);
-        int64_t ds = sqlite3_column_int64(s, 2);
+        *id = db_column_int64(s, 0);
+        uid_t owner = (uid_t)db_column_int64(s, 1);
+        int64_t ds = db_column_int64(s, 2);
         char name[160];
-        snprintf(name, sizeof(name), "%s", sqlite3_column_text(s, 3));
-        sqlite3_reset(s);
+        snprintf(name, sizeof(name), "%s", db_column_text(s, 3));
+        db_reset(s);
         if (f->uid != 0 && owner != f->uid)
             return si_errnoprintf(err, EACCES, "push %s belongs to uid %u, not to uid %u",
                              f->push_uuid, (unsigned)owner, (unsigned)f->uid);
@@ -128,16 +128,16 @@ static int push_for(push_t *p, const push_file_t *f, int64_t dataset_id, char *u
         return 0;
     }
     s = push_stmt(p, PUSH_SQL_PUSH_INSERT);
-    sqlite3_bind_text(s, 1, uuid, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, f->uid);
-    sqlite3_bind_int64(s, 3, f->gid);
-    sqlite3_bind_int64(s, 4, dataset_id);
-    sqlite3_bind_double(s, 5, si_wall_now());
-    int rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE)
+    db_bind_text(s, 1, uuid, -1);
+    db_bind_int64(s, 2, f->uid);
+    db_bind_int64(s, 3, f->gid);
+    db_bind_int64(s, 4, dataset_id);
+    db_bind_double(s, 5, si_wall_now());
+    int rc = db_step(s);
+    db_reset(s);
+    if (rc != DB_DONE)
         return push_db_error(p, err, "creating a push");
-    *id = sqlite3_last_insert_rowid(catalog_db(p->cat));
+    *id = db_last_insert_id(p->db);
     return 0;
 }
 
@@ -164,17 +164,17 @@ static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_e
     if (dataset_for(p, f, f->push_uuid ? f->push_uuid : u->info.uuid, &dataset_id, err) < 0 ||
         push_for(p, f, dataset_id, u->info.uuid, &push_id, err) < 0)
         goto error;
-    sqlite3_stmt *s = push_stmt(p, PUSH_SQL_OBJECT_INSERT);
-    sqlite3_bind_text(s, 1, u->info.bucket, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, u->info.object_key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, (int64_t)f->size);
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_OBJECT_INSERT);
+    db_bind_text(s, 1, u->info.bucket, -1);
+    db_bind_text(s, 2, u->info.object_key, -1);
+    db_bind_int64(s, 3, (int64_t)f->size);
     if (f->checksum)
-        sqlite3_bind_text(s, 4, f->checksum, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 5, f->mtime >= 0 ? f->mtime : received_mtime());
-    int rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE) {
-        if (sqlite3_extended_errcode(catalog_db(p->cat)) == SQLITE_CONSTRAINT_UNIQUE)
+        db_bind_text(s, 4, f->checksum, -1);
+    db_bind_int64(s, 5, f->mtime >= 0 ? f->mtime : received_mtime());
+    int rc = db_step(s);
+    db_reset(s);
+    if (rc != DB_DONE) {
+        if (db_errclass(p->db) == DB_ERR_UNIQUE)
             si_errnoprintf(err, EEXIST, "object %s/%s exists already (pushed files are immutable:"
                                    " push under another key)", u->info.bucket,
                       u->info.object_key);
@@ -182,14 +182,14 @@ static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_e
             push_db_error(p, err, "recording a pushed object");
         goto error;
     }
-    u->object_id = sqlite3_last_insert_rowid(catalog_db(p->cat));
+    u->object_id = db_last_insert_id(p->db);
     s = push_stmt(p, PUSH_SQL_ITEM_INSERT);
-    sqlite3_bind_int64(s, 1, u->object_id);
-    sqlite3_bind_int64(s, 2, push_id);
-    sqlite3_bind_double(s, 3, si_wall_now());
-    rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE) {
+    db_bind_int64(s, 1, u->object_id);
+    db_bind_int64(s, 2, push_id);
+    db_bind_double(s, 3, si_wall_now());
+    rc = db_step(s);
+    db_reset(s);
+    if (rc != DB_DONE) {
         push_db_error(p, err, "recording a push item");
         goto error;
     }
@@ -248,42 +248,42 @@ int push_upload_write(push_upload_t *u, const void *data, size_t len, si_error_t
     return cache_writer_write(u->writer, data, len, err);
 }
 
-/* RECEIVED, with the checksum we computed when the client sent none. */
-static int mark_received(push_t *p, push_upload_t *u, si_error_t *err)
+/* RECEIVED, with the checksum we computed when the client sent none: run
+ * by the cache in its batch's transaction (cat: the cache's connection, its
+ * lock held), so that the file's state and its cache row become durable
+ * together and an acknowledgement costs no transaction of its own. */
+static int record_received(void *arg, catalog_t *cat, int64_t object_id, si_error_t *err)
 {
     static const int steps[] = {PUSH_SQL_RECEIVED_CHECKSUM, PUSH_SQL_MARK_RECEIVED,
                                 PUSH_SQL_RECEIVED_TOUCH};
-    pthread_mutex_lock(&p->lock);
-    if (catalog_begin(p->cat, err) < 0)
-        goto error;
+    push_upload_t *u = arg;
+    db_t *db = catalog_driver(cat);
+    double now = si_wall_now();
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
-        sqlite3_stmt *s = push_stmt(p, steps[i]);
-        sqlite3_bind_int64(s, 1, u->object_id);
-        sqlite3_bind_text(s, 2, u->info.checksum, -1, SQLITE_STATIC);
-        sqlite3_bind_double(s, 3, si_wall_now());
-        int rc = sqlite3_step(s);
-        sqlite3_reset(s);
-        if (rc != SQLITE_DONE) {
-            push_db_error(p, err, "recording a received file");
-            goto error;
+        db_stmt_t *s = db_cached(db, push_sql(steps[i]), err);
+        if (!s)
+            return errno = EIO, -1;
+        db_bind_int64(s, 1, object_id);
+        /* each binds what it uses: PostgreSQL types every parameter */
+        if (steps[i] == PUSH_SQL_RECEIVED_CHECKSUM)
+            db_bind_text(s, 2, u->info.checksum, -1);
+        else
+            db_bind_double(s, 2, now);
+        int rc = db_step(s);
+        db_reset(s);
+        if (rc != DB_DONE) {
+            db_error(db, err, "catalog: recording a received file");
+            return errno = EIO, -1;
         }
     }
     char detail[SI_KEY_MAX + 128];
     snprintf(detail, sizeof(detail), "%s/%s %" PRIu64 " bytes", u->info.bucket,
              u->info.object_key, u->info.size);
-    if (catalog_event(p->cat, "push.received", u->info.uuid, detail) < 0) {
-        push_db_error(p, err, "logging a received file");
-        goto error;
+    if (catalog_event(cat, "push.received", u->info.uuid, detail) < 0) {
+        db_error(db, err, "catalog: logging a received file");
+        return errno = EIO, -1;
     }
-    if (catalog_commit(p->cat, err) < 0)
-        goto error;
-    pthread_mutex_unlock(&p->lock);
     return 0;
-error:
-    catalog_rollback(p->cat);
-    pthread_mutex_unlock(&p->lock);
-    errno = EIO;
-    return -1;
 }
 
 int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err)
@@ -298,7 +298,8 @@ int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err)
     }
     cache_writer_t *w = u->writer;
     u->writer = NULL; /* freed by finish either way */
-    if (cache_writer_finish(w, 0, err) < 0 || mark_received(p, u, err) < 0)
+    cache_writer_on_record(w, record_received, u);
+    if (cache_writer_finish(w, 0, err) < 0)
         goto error;
     if (out)
         *out = u->info;

@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
-
 #include "catalog/catalog.h"
+#include "catalog/db.h"
+#include "catalog/test/testutil.h"
 #include "common/checksum.h"
 #include "common/conf.h"
 #include "common/tap.h"
@@ -23,17 +23,11 @@
 #include "daemon/tape/model.h"
 #include "daemon/volume/volume.h"
 
-static char dir[256], dbpath[300], voldir[300];
+static char dir[256], dbpath[700], voldir[300];
 
 static long long count(catalog_t *cat, const char *sql)
 {
-    sqlite3_stmt *s;
-    long long n = -1;
-    if (sqlite3_prepare_v2(catalog_db(cat), sql, -1, &s, NULL) == SQLITE_OK &&
-        sqlite3_step(s) == SQLITE_ROW)
-        n = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return n;
+    return test_query_int(cat, sql);
 }
 
 /* Rows of every table a push writes, as one number per table. */
@@ -89,11 +83,14 @@ static int push_bytes(push_t *p, push_file_t f, const unsigned char *data, size_
     return push_upload_finish(u, r, err);
 }
 
-int main(void)
+static void run(void)
 {
     si_error_t err;
-    snprintf(dir, sizeof(dir), "/tmp/t_push.%ld", (long)getpid());
-    snprintf(dbpath, sizeof(dbpath), "%s/catalog.db", dir);
+    snprintf(dir, sizeof(dir), "/tmp/t_push.%ld.%s", (long)getpid(), test_engine_name());
+    if (test_engine_is_pg())
+        test_db_path(dbpath, sizeof(dbpath), "push");
+    else
+        snprintf(dbpath, sizeof(dbpath), "%s/catalog.db", dir);
     snprintf(voldir, sizeof(voldir), "%s/volumes", dir);
     mkdir(dir, 0700);
 
@@ -122,6 +119,16 @@ int main(void)
     cc.capacity = 64u << 20;
     catalog_t *cache_cat = catalog_open(dbpath, 0, &err);
     cache_t *cache = cache_open(&cc, cache_cat, &err);
+    if (test_engine_is_pg() && cat && !cache) {
+        /* the cache reaches the catalog through the driver only once
+         * daemon/cache is converted (issue 18): until then, no push here */
+        diag("cache_open: %s", err.text);
+        skip(1, "the cache cannot open on PostgreSQL yet (daemon/cache is not on the driver)");
+        catalog_close(cache_cat);
+        catalog_close(cat);
+        si_conf_free(conf);
+        return;
+    }
     ok(cat && cache, "catalog and cache open: %s", err.text);
     const char *labels[] = {"P00001", "P00002", "P00003"};
     for (int i = 0; i < 3; i++)
@@ -133,7 +140,7 @@ int main(void)
     push_opts_t po = {.conf = pc, .catalog_path = dbpath, .cache = cache, .cache_dir = cc.dir,
                       .backend = backend};
     push_t *p = push_open(&po, &err);
-    ok(p != NULL, "push opened");
+    ok(p != NULL, "push opened: %s", p ? "yes" : err.text);
     push_recovery_t rec;
     ok(push_recover(p, &rec, &err) == 0 && rec.discarded == 0 && rec.pending == 0,
        "recovery of an empty catalog does nothing");
@@ -228,7 +235,7 @@ int main(void)
            "every item DURABLE");
     is_int(count(cat, "SELECT count(*) FROM tape_copies"), 6, "two tape copies each");
     is_int(count(cat, "SELECT count(*) FROM (SELECT object_id FROM tape_copies"
-                      " GROUP BY object_id HAVING count(DISTINCT volume_id) = 2)"), 3,
+                      " GROUP BY object_id HAVING count(DISTINCT volume_id) = 2) AS two"), 3,
            "each file's copies are on two distinct volumes");
     is_int(count(cat, "SELECT count(*) FROM dataset_members m JOIN datasets d"
                       " ON d.id = m.dataset_id WHERE d.name = 'ckpt-1'"), 2,
@@ -238,22 +245,22 @@ int main(void)
     ok(cache_stat(cache, r2.object_id, &ce, &err) == 1 && ce.pins == 0,
        "a durable file is no longer pinned");
     /* the bytes on both volumes */
-    sqlite3_stmt *s;
-    sqlite3_prepare_v2(catalog_db(cat), "SELECT v.label, t.position FROM tape_copies t"
-                       " JOIN volumes v ON v.id = t.volume_id WHERE t.object_id = ?1",
-                       -1, &s, NULL);
-    sqlite3_bind_int64(s, 1, r2.object_id);
+    db_stmt_t *s = db_prepare(catalog_driver(cat), "SELECT v.label, t.position FROM tape_copies t"
+                              " JOIN volumes v ON v.id = t.volume_id WHERE t.object_id = ?1",
+                              &err);
     int copies_ok = 0;
     unsigned char *back = malloc(BIG);
-    while (sqlite3_step(s) == SQLITE_ROW) {
-        tapevol_t *v = tapevol_open(voldir, (const char *)sqlite3_column_text(s, 0),
-                                    TAPEVOL_RDONLY, &err);
-        if (v && tapevol_read(v, (uint64_t)sqlite3_column_int64(s, 1), back, BIG, &err) == 0 &&
-            memcmp(back, big, BIG) == 0)
-            copies_ok++;
-        tapevol_close(v);
+    if (s) {
+        db_bind_int64(s, 1, r2.object_id);
+        while (db_step(s) == DB_ROW) {
+            tapevol_t *v = tapevol_open(voldir, db_column_text(s, 0), TAPEVOL_RDONLY, &err);
+            if (v && tapevol_read(v, (uint64_t)db_column_int64(s, 1), back, BIG, &err) == 0 &&
+                memcmp(back, big, BIG) == 0)
+                copies_ok++;
+            tapevol_close(v);
+        }
+        db_finalize(s);
     }
-    sqlite3_finalize(s);
     is_int(copies_ok, 2, "both copies read back identical from their volumes");
     st = NULL;
     ok(push_get(p, r1.uuid, 0, &st, &err) == 0 && strcmp(st->state, "DURABLE") == 0 &&
@@ -280,7 +287,7 @@ int main(void)
     char sql[200];
     snprintf(sql, sizeof(sql), "UPDATE push_items SET state = 'ARCHIVING' WHERE object_id = %lld",
              (long long)rc1.object_id);
-    sqlite3_exec(catalog_db(cat), sql, NULL, NULL, NULL);
+    test_exec(cat, sql);
     char rel[64], path[512];
     cache_object_path(rc2.object_id, rel, sizeof(rel), NULL);
     snprintf(path, sizeof(path), "%s/%s", cc.dir, rel);
@@ -329,5 +336,9 @@ int main(void)
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0)
         diag("could not remove %s", dir);
-    return done_testing();
+}
+
+int main(void)
+{
+    return test_run_engines(run);
 }
