@@ -497,7 +497,7 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
     pthread_cond_init(&rs->cv, NULL);
     pthread_cond_init(&rs->commit_cv, NULL);
     cache_recovery_t rep = {0};
-    if (!(rs->cat = catalog_open(opts->catalog_path, 0, err))) {
+    if (!(rs->cat = catalog_open_opts(opts->catalog, err))) {
         si_errprefix(err, "recall: catalog");
         goto error;
     }
