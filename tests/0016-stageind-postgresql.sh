@@ -1,48 +1,58 @@
 #!/bin/bash
-# stageind on a PostgreSQL catalog (catalog.url): a private server
-# (tests/pg-lib.sh), the fixture volumes imported into it, a dataset staged
-# (recalled through the sim backend, each object once) and read over S3 with
-# awscli and curl, a checkpoint pushed and read back, then a restart that
-# finds every request, cached object and push as it left them. Skips while
-# stageind refuses catalog.url (daemon/conf/stageind_conf.c).
+# stageind's catalog settings, as the CLI's: catalog.site checked at start
+# (on SQLite), then stageind on a PostgreSQL catalog (catalog.url): a
+# private server (tests/pg-lib.sh), the fixture volumes imported into it, a
+# dataset staged (recalled through the sim backend, each object once) and
+# read over S3 with awscli and curl, a checkpoint pushed and read back, then
+# a restart that finds every request, cached object and push as it left
+# them. The PostgreSQL part is skipped while stageind refuses catalog.url
+# (daemon/conf/stageind_conf.c), or without a server or libpq.
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/pg-lib.sh"
-
-if ! why=$(pg_lib_available 2>&1); then
-    echo "1..0 # SKIP $why"
-    exit 0
-fi
-if ! grep -q 'HAVE_LIBPQ 1' "$top_builddir/config.h"; then
-    echo "1..0 # SKIP stagein built without the PostgreSQL engine (apt-get install libpq-dev)"
-    exit 0
-fi
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients aws curl
-pg_lib_start "$TEST_DIR" || { echo "1..0 # SKIP the PostgreSQL server did not start"; exit 0; }
 trap 'stop; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
 unset PGPASSFILE
 
+# ---- SQLite: the site a catalog belongs to ---------------------------------------------
+use_state S
+CATALOG_CONF='catalog: { site = "site-a"; };'
+write_conf ""
+"$STAGEIN" catalog init >/dev/null
+CATALOG_CONF='catalog: { site = "site-b"; };'
+write_conf ""
+run_fails_with "stageind refuses another site's catalog, naming catalog.site" \
+    "belongs to site 'site-a', not 'site-b' \(catalog.site\)" -- start
+CATALOG_CONF='catalog: { site = "site-a"; };'
+write_conf ""
+run_ok "and starts on its own site's" -- start
+track_pid "$(daemon_pid)"
+stop
+
+# ---- PostgreSQL ------------------------------------------------------------------------
+skip_rest() { ok 0 "stageind on PostgreSQL # SKIP $1"; finish; exit; }
+why=$(pg_lib_available 2>&1) || skip_rest "$why"
+grep -q 'HAVE_LIBPQ 1' "$top_builddir/config.h" ||
+    skip_rest "stagein built without the PostgreSQL engine (apt-get install libpq-dev)"
+pg_lib_start "$TEST_DIR" || skip_rest "the PostgreSQL server did not start"
 CATALOG_CONF="catalog: { url = \"$(cat "$TEST_DIR/pg-url")\";
     password_file = \"$TEST_DIR/pg-password\"; site = \"t0016\"; };"
 # the catalog through the CLI (read-only SQL): no sqlite3 file to open here
 sql() { "$STAGEIN" catalog sql "$1" | tail -n +2 | sed 's/ *$//'; }
 
 s3_setup A
-# started before the first TAP line: a refusal skips the whole test
+is "$(sql "SELECT count(*) FROM objects WHERE bucket = 'data'")" 7 \
+    "the fixture volumes are imported into the PostgreSQL catalog"
+ok $([ ! -e "$STATE/catalog.db" ]; echo $?) "no SQLite catalog was made"
 if ! s3_start 2>"$TEST_DIR/start.err"; then
-    if grep -q "stageind runs on a SQLite catalog" "$TEST_DIR/start.err" "$LOG" 2>/dev/null; then
-        echo "1..0 # SKIP stageind refuses catalog.url until S3 and push run on the catalog driver ($(head -1 "$TEST_DIR/start.err"))"
-        exit 0
-    fi
+    grep -q "stageind runs on a SQLite catalog" "$TEST_DIR/start.err" &&
+        skip_rest "stageind refuses catalog.url until S3 and push run on the catalog driver"
     ok 1 "stageind starts on catalog.url"
     sed 's/^/# /' "$TEST_DIR/start.err"
     tail -20 "$LOG" 2>/dev/null | sed 's/^/# /'
     echo "Bail out! stageind did not start on PostgreSQL"
     exit 1
 fi
-is "$(sql "SELECT count(*) FROM objects WHERE bucket = 'data'")" 7 \
-    "the fixture volumes are imported into the PostgreSQL catalog"
-ok $([ ! -e "$STATE/catalog.db" ]; echo $?) "no SQLite catalog was made"
 ok 0 "stageind starts on catalog.url"
 grep -q "catalog postgresql://" "$LOG"
 ok $? "its log names the PostgreSQL catalog"
