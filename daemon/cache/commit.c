@@ -261,9 +261,11 @@ static int record_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err
         db_bind_int64(s, 3, (int64_t)w->expected_size);
         db_bind_double(s, 4, now);
         db_bind_int(s, 5, w->expected_sum[0] != '\0');
-        if (db_step(s) != DB_DONE)
+        /* no row: a foreign-key error (SQLite) or no change (cache.c) */
+        int step = db_step(s);
+        if (step != DB_DONE && db_errclass(c->db) != DB_ERR_CONSTRAINT)
             goto error;
-        if (db_changes(c->db) == 0) {
+        if (step != DB_DONE || db_changes(c->db) == 0) {
             fail(w, ENOENT, "object %" PRId64 " is not in the catalog", w->object_id);
             continue;
         }
@@ -275,7 +277,7 @@ static int record_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err
         db_bind_int64(s, 1, w->object_id);
         db_bind_int64(s, 2, w->pin_request);
         db_bind_double(s, 3, now);
-        if (db_step(s) != DB_DONE)
+        if (db_step(s) != DB_DONE && db_errclass(c->db) != DB_ERR_CONSTRAINT)
             goto error;
     }
     return cache_commit(c, err);
