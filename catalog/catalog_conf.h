@@ -12,6 +12,12 @@ extern const si_conf_key_t catalog_conf_keys[];
  * written into buf, which is returned. */
 const char *catalog_conf_path(const si_conf_t *conf, char *buf, size_t size);
 
+/* The options catalog_conf_open opens target with (strings owned by conf);
+ * 0, or -1 when catalog.path and catalog.url are both set or the URL is
+ * not one. */
+int catalog_conf_opts(const si_conf_t *conf, const char *target, int flags,
+                      catalog_open_opts_t *o, si_error_t *err);
+
 /* Opens target (catalog_conf_path's, or one given instead) with the
  * configuration's catalog.password_file (PostgreSQL only) and catalog.site;
  * refuses catalog.path and catalog.url set together. */

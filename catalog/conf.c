@@ -27,21 +27,17 @@ const char *catalog_conf_path(const si_conf_t *conf, char *buf, size_t size)
     return buf;
 }
 
-catalog_t *catalog_conf_open(const si_conf_t *conf, const char *target, int flags,
-                             si_error_t *err)
+int catalog_conf_opts(const si_conf_t *conf, const char *target, int flags,
+                      catalog_open_opts_t *o, si_error_t *err)
 {
     const char *url = si_conf_string(conf, "catalog.url", NULL);
-    if (url && si_conf_string(conf, "catalog.path", NULL)) {
-        si_errprintf(err, "catalog.path (a SQLite file) and catalog.url (PostgreSQL) are both "
-                     "set: keep one");
-        return NULL;
-    }
-    if (url && !catalog_target_is_url(url)) {
-        si_errprintf(err, "catalog.url '%.200s' is not a postgresql:// URL (a SQLite file is "
-                     "catalog.path)", url);
-        return NULL;
-    }
-    catalog_open_opts_t o = {
+    if (url && si_conf_string(conf, "catalog.path", NULL))
+        return si_errprintf(err, "catalog.path (a SQLite file) and catalog.url (PostgreSQL) are "
+                            "both set: keep one");
+    if (url && !catalog_target_is_url(url))
+        return si_errprintf(err, "catalog.url '%.200s' is not a postgresql:// URL (a SQLite file "
+                            "is catalog.path)", url);
+    *o = (catalog_open_opts_t){
         .target = target,
         .flags = flags,
         .site = si_conf_string(conf, "catalog.site", NULL),
@@ -50,5 +46,14 @@ catalog_t *catalog_conf_open(const si_conf_t *conf, const char *target, int flag
                              ? si_conf_string(conf, "catalog.password_file", NULL)
                              : NULL,
     };
+    return 0;
+}
+
+catalog_t *catalog_conf_open(const si_conf_t *conf, const char *target, int flags,
+                             si_error_t *err)
+{
+    catalog_open_opts_t o;
+    if (catalog_conf_opts(conf, target, flags, &o, err) < 0)
+        return NULL;
     return catalog_open_opts(&o, err);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "catalog/catalog.h"
+#include "catalog/catalog_conf.h"
 #include "catalog/requests.h"
 #include "common/conf.h"
 #include "common/log.h"
@@ -270,10 +271,12 @@ int main(int argc, char **argv)
     ui_t *ui = NULL;
     bool pid_written = false;
     stageind_settings_t s;
+    catalog_open_opts_t catalog_opts; /* how stageind and each module open the catalog */
     sigset_t blocked, waiting;
     int status = 1;
 
-    if (!(conf = load_conf(o.config_path, &err)) || stageind_settings(conf, &o.over, &s, &err) < 0)
+    if (!(conf = load_conf(o.config_path, &err)) || stageind_settings(conf, &o.over, &s, &err) < 0 ||
+        catalog_conf_opts(conf, s.catalog, 0, &catalog_opts, &err) < 0)
         goto early_error;
     si_log_opts_t lo = log_opts(&s, o.foreground);
     if (!(log = si_log_open(&lo, &err)))
@@ -287,7 +290,9 @@ int main(int argc, char **argv)
         process_private_state(s.state_dir, s.catalog, &err) < 0 ||
         process_lock(s.lock_file, &lock_fd, NULL, &err) < 0)
         goto error;
-    if (!(cat = catalog_open(s.catalog, CATALOG_CREATE, &err))) {
+    catalog_open_opts_t create = catalog_opts;
+    create.flags |= CATALOG_CREATE;
+    if (!(cat = catalog_open_opts(&create, &err))) {
         si_errprefix(&err, "catalog");
         goto error;
     }
@@ -305,10 +310,10 @@ int main(int argc, char **argv)
     /* The cache has a catalog connection of its own (cache.h). */
     cache_conf_t cc;
     if (cache_conf_from(conf, s.state_dir, &cc, &err) < 0 ||
-        !(cache_cat = catalog_open(s.catalog, 0, &err)) ||
+        !(cache_cat = catalog_open_opts(&catalog_opts, &err)) ||
         !(cache = cache_open(&cc, cache_cat, &err)))
         goto error;
-    recall_opts_t ro = {.conf = conf, .state_dir = s.state_dir, .catalog_path = s.catalog,
+    recall_opts_t ro = {.conf = conf, .state_dir = s.state_dir, .catalog = &catalog_opts,
                         .cache = cache, .log = log};
     if (!(recall = recall_service_start(&ro, &err)))
         goto error;
@@ -336,14 +341,13 @@ int main(int argc, char **argv)
                     .log = log, .staged = recall_service_kick, .staged_arg = recall};
     if (!(s3 = s3_service_start(conf, &so, &err)) && err.text[0])
         goto error;
-    jobs_opts_t jo = {.catalog_path = s.catalog, .log = log};
+    jobs_opts_t jo = {.catalog = &catalog_opts, .log = log};
     if (jobs_conf_from(conf, &jo.conf, &err) < 0 || !(jobs = jobs_service_start(&jo, &err)))
         goto error;
     ui_conf_t uic;
     if (ui_conf_from(conf, &uic, &err) < 0)
         goto error;
-    si_conf_free(conf); /* read again on HUP */
-    conf = NULL;
+    /* conf is kept: catalog_opts' strings are its own (it is read again on HUP) */
 
     cache_usage_t cu;
     if (cache_usage(cache, &cu, &err) < 0)
@@ -368,7 +372,7 @@ int main(int argc, char **argv)
     }
     control_set_eta_hook(ctl, request_eta, eta);
     control_set_stage_hook(ctl, recall_service_kick, recall);
-    ui_opts_t uo = {.catalog_path = s.catalog, .state_dir = s.state_dir, .log = log,
+    ui_opts_t uo = {.catalog = &catalog_opts, .state_dir = s.state_dir, .log = log,
                     .munge_socket = s.munge_socket[0] ? s.munge_socket : NULL,
                     .peercred = s.peercred, .bind = s.bind, .cache_capacity = cu.capacity,
                     .high_watermark = cc.high_watermark, .low_watermark = cc.low_watermark,

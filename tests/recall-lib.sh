@@ -21,10 +21,12 @@ use_state() {
 }
 
 # write_conf EXTRA: stagein.conf for the current state (EXTRA: more groups;
-# STAGEIND_CONF_EXTRA: more settings of the stageind group)
+# STAGEIND_CONF_EXTRA: more settings of the stageind group; CATALOG_CONF:
+# a catalog group, e.g. a PostgreSQL catalog.url)
 write_conf() {
     cat > "$STAGEIN_CONF" <<CONF
 state_dir = "$STATE";
+${CATALOG_CONF:-}
 stageind: { munge_socket = "$M/sock"; log_level = "info"; ${STAGEIND_CONF_EXTRA:-} };
 $1
 CONF

@@ -32,12 +32,28 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_PIN_REQUESTS] = "SELECT count(DISTINCT request_id) FROM cache_pins",
     [SQL_PIN] = "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
                 " VALUES (?1, ?2, ?3)",
+    [SQL_PIN_IF_REQUEST] = "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
+                           " VALUES (?1, ?2, ?3)",
     [SQL_UNPIN] = "DELETE FROM cache_pins WHERE object_id = ?1 AND request_id = ?2",
     [SQL_UNPIN_REQUEST] = "DELETE FROM cache_pins WHERE request_id = ?1",
     [SQL_LIST] = "SELECT object_id, size, pins, last_access, verified FROM cache"
                  " ORDER BY object_id",
     [SQL_CHECKSUM] = "SELECT checksum FROM objects WHERE id = ?1",
     [SQL_SET_VERIFIED] = "UPDATE cache SET verified = ?2 WHERE object_id = ?1",
+};
+/* Where PostgreSQL's spelling differs. Its max() is only the aggregate.
+ * A failed statement aborts its whole transaction, so inside a batch an
+ * object or request deleted meanwhile makes no row (db_changes 0) instead
+ * of a foreign-key error; SQLite goes on after the error, and its INSERT ...
+ * SELECT would fill a temporary table per row (+55 % instructions per
+ * committed object, measured). */
+static const char *const sql_pg[SQL_COUNT] = {
+    [SQL_TOUCH] = "UPDATE cache SET last_access = greatest(last_access, ?2) WHERE object_id = ?1",
+    [SQL_ROW_INSERT] = "INSERT INTO cache(object_id, path, size, pins, last_access, verified)"
+                       " SELECT ?1, ?2, ?3, 0, ?4, ?5 WHERE EXISTS"
+                       " (SELECT 1 FROM objects WHERE id = ?1)",
+    [SQL_PIN_IF_REQUEST] = "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
+                           " SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM requests WHERE id = ?2)",
 };
 
 static double wall_clock(void *arg)
@@ -90,7 +106,7 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
     if (!c->conf.clock)
         c->conf.clock = wall_clock;
     c->cat = cat;
-    c->db = catalog_db(cat);
+    c->db = catalog_driver(cat);
     c->dir_fd = c->objects_fd = c->tmp_fd = c->lock_fd = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_condattr_t ca;
@@ -142,12 +158,13 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
     c->high_bytes = (uint64_t)((double)c->capacity * conf->high_watermark);
     c->low_bytes = (uint64_t)((double)c->capacity * conf->low_watermark);
 
-    for (int i = 0; i < SQL_COUNT; i++)
-        if (sqlite3_prepare_v3(c->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT, &c->stmt[i],
-                               NULL) != SQLITE_OK) {
+    for (int i = 0; i < SQL_COUNT; i++) {
+        const char *sql = sql_pg[i] ? db_sql(c->db, sql_text[i], sql_pg[i]) : sql_text[i];
+        if (!(c->stmt[i] = db_prepare(c->db, sql, NULL))) {
             cache_db_error(c, err, "preparing statements");
             goto error;
         }
+    }
     if (cache_load_totals(c, err) < 0 || cache_committer_start(c, err) < 0)
         goto error;
     return c;
@@ -166,7 +183,7 @@ void cache_close(cache_t *c)
     if (c->stmt[SQL_TOUCH])
         cache_flush_access(c, NULL);
     for (int i = 0; i < SQL_COUNT; i++)
-        sqlite3_finalize(c->stmt[i]);
+        db_finalize(c->stmt[i]);
     int fds[] = {c->tmp_fd, c->objects_fd, c->lock_fd, c->dir_fd};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (fds[i] >= 0)
@@ -213,19 +230,19 @@ static void note_access(cache_t *c, int64_t object_id)
 /* 1 and *out when the object has a row, 0 when not; lock held. */
 static int row_get(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err)
 {
-    sqlite3_stmt *s = cache_stmt(c, SQL_ROW_GET);
-    sqlite3_bind_int64(s, 1, object_id);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    db_stmt_t *s = cache_stmt(c, SQL_ROW_GET);
+    db_bind_int64(s, 1, object_id);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return 0;
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return cache_db_error(c, err, "looking up a cached object");
     out->object_id = object_id;
-    out->size = (uint64_t)sqlite3_column_int64(s, 0);
-    out->pins = (uint64_t)sqlite3_column_int64(s, 1);
-    out->last_access = sqlite3_column_double(s, 2);
-    out->verified = sqlite3_column_int(s, 3) != 0;
-    sqlite3_reset(s);
+    out->size = (uint64_t)db_column_int64(s, 0);
+    out->pins = (uint64_t)db_column_int64(s, 1);
+    out->last_access = db_column_double(s, 2);
+    out->verified = db_column_int(s, 3) != 0;
+    db_reset(s);
     return 1;
 }
 
@@ -265,26 +282,26 @@ int cache_list(cache_t *c, cache_list_fn fn, void *arg, si_error_t *err)
 {
     pthread_mutex_lock(&c->lock);
     int rc = cache_flush_access_locked(c, err);
-    sqlite3_stmt *s = cache_stmt(c, SQL_LIST);
+    db_stmt_t *s = cache_stmt(c, SQL_LIST);
     while (rc == 0) {
-        int step = sqlite3_step(s);
-        if (step == SQLITE_DONE)
+        int step = db_step(s);
+        if (step == DB_DONE)
             break;
-        if (step != SQLITE_ROW) {
+        if (step != DB_ROW) {
             rc = cache_db_error(c, err, "listing the cache");
             break;
         }
         cache_entry_t e = {
-            .object_id = sqlite3_column_int64(s, 0),
-            .size = (uint64_t)sqlite3_column_int64(s, 1),
-            .pins = (uint64_t)sqlite3_column_int64(s, 2),
-            .last_access = sqlite3_column_double(s, 3),
-            .verified = sqlite3_column_int(s, 4) != 0,
+            .object_id = db_column_int64(s, 0),
+            .size = (uint64_t)db_column_int64(s, 1),
+            .pins = (uint64_t)db_column_int64(s, 2),
+            .last_access = db_column_double(s, 3),
+            .verified = db_column_int(s, 4) != 0,
         };
         if (fn(&e, arg))
             break;
     }
-    sqlite3_reset(s);
+    db_reset(s);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
@@ -360,14 +377,14 @@ int cache_remove(cache_t *c, int64_t object_id, si_error_t *err)
         rc = si_errnoprintf(err, EBUSY, "object %" PRId64 " is pinned (%" PRIu64 " pins)",
                         object_id, e.pins);
     else if (rc == 1) {
-        sqlite3_stmt *s = cache_stmt(c, SQL_ROW_DELETE_UNPINNED);
-        sqlite3_bind_int64(s, 1, object_id);
-        if (sqlite3_step(s) != SQLITE_DONE)
+        db_stmt_t *s = cache_stmt(c, SQL_ROW_DELETE_UNPINNED);
+        db_bind_int64(s, 1, object_id);
+        if (db_step(s) != DB_DONE)
             rc = cache_db_error(c, err, "removing a cached object");
-        else if (sqlite3_changes(c->db) == 0)
+        else if (db_changes(c->db) == 0)
             rc = si_errnoprintf(err, EBUSY, "object %" PRId64 " was pinned meanwhile", object_id);
         else {
-            sqlite3_reset(s);
+            db_reset(s);
             /* the row is gone, so a leftover file is only space: recovery removes it */
             cache_unlink_object(c, object_id);
             c->used -= e.size;
@@ -396,19 +413,19 @@ int cache_pin(cache_t *c, int64_t object_id, int64_t request_id, si_error_t *err
         rc = si_errnoprintf(err, ENOENT, "cannot pin object %" PRId64 ": it is not in the cache",
                         object_id);
     else if (rc == 1) {
-        sqlite3_stmt *s = cache_stmt(c, SQL_PIN);
-        sqlite3_bind_int64(s, 1, object_id);
-        sqlite3_bind_int64(s, 2, request_id);
-        sqlite3_bind_double(s, 3, cache_now(c));
-        int step = sqlite3_step(s);
-        if (step == SQLITE_DONE)
-            rc = sqlite3_changes(c->db) > 0 ? 1 : 0;
-        else if (sqlite3_extended_errcode(c->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
+        db_stmt_t *s = cache_stmt(c, SQL_PIN);
+        db_bind_int64(s, 1, object_id);
+        db_bind_int64(s, 2, request_id);
+        db_bind_double(s, 3, cache_now(c));
+        int step = db_step(s);
+        if (step == DB_DONE)
+            rc = db_changes(c->db) > 0 ? 1 : 0;
+        else if (db_errclass(c->db) == DB_ERR_CONSTRAINT)
             rc = si_errnoprintf(err, ENOENT, "cannot pin object %" PRId64 ": no request %" PRId64,
                             object_id, request_id);
         else
             rc = cache_db_error(c, err, "pinning");
-        sqlite3_reset(s);
+        db_reset(s);
     }
     pthread_mutex_unlock(&c->lock);
     return rc;
@@ -419,12 +436,12 @@ int cache_unpin(cache_t *c, int64_t object_id, int64_t request_id, si_error_t *e
     if (check_id(object_id, err) < 0)
         return -1;
     pthread_mutex_lock(&c->lock);
-    sqlite3_stmt *s = cache_stmt(c, SQL_UNPIN);
-    sqlite3_bind_int64(s, 1, object_id);
-    sqlite3_bind_int64(s, 2, request_id);
-    int rc = sqlite3_step(s) == SQLITE_DONE ? (sqlite3_changes(c->db) > 0)
+    db_stmt_t *s = cache_stmt(c, SQL_UNPIN);
+    db_bind_int64(s, 1, object_id);
+    db_bind_int64(s, 2, request_id);
+    int rc = db_step(s) == DB_DONE ? (db_changes(c->db) > 0)
                                             : cache_db_error(c, err, "unpinning");
-    sqlite3_reset(s);
+    db_reset(s);
     if (rc == 1)
         cache_changed_locked(c);
     pthread_mutex_unlock(&c->lock);
@@ -434,15 +451,15 @@ int cache_unpin(cache_t *c, int64_t object_id, int64_t request_id, si_error_t *e
 int cache_unpin_request(cache_t *c, int64_t request_id, uint64_t *count, si_error_t *err)
 {
     pthread_mutex_lock(&c->lock);
-    sqlite3_stmt *s = cache_stmt(c, SQL_UNPIN_REQUEST);
-    sqlite3_bind_int64(s, 1, request_id);
+    db_stmt_t *s = cache_stmt(c, SQL_UNPIN_REQUEST);
+    db_bind_int64(s, 1, request_id);
     int rc = 0;
     uint64_t n = 0;
-    if (sqlite3_step(s) != SQLITE_DONE)
+    if (db_step(s) != DB_DONE)
         rc = cache_db_error(c, err, "unpinning a request");
     else
-        n = (uint64_t)sqlite3_changes(c->db);
-    sqlite3_reset(s);
+        n = (uint64_t)db_changes(c->db);
+    db_reset(s);
     if (n)
         cache_changed_locked(c);
     pthread_mutex_unlock(&c->lock);

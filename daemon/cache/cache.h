@@ -23,7 +23,7 @@
  * held while object data is written, hashed or read (only across metadata
  * calls: open, rename, unlink, and short catalog transactions). One writer
  * is used by one thread at a time; different writers run in parallel. The
- * catalog connection is not thread safe (SQLITE_OPEN_NOMUTEX), so give the
+ * catalog connection is not thread safe (opened without a mutex), so give the
  * cache a catalog_t of its own (catalog_open on the same file; WAL lets the
  * connections share it) unless nothing else uses that connection. */
 #ifndef STAGEIN_CACHE_H

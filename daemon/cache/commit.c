@@ -261,15 +261,17 @@ static int record_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err
             continue;
         char rel[CACHE_OBJECT_PATH_MAX];
         cache_object_path(w->object_id, rel, sizeof(rel), NULL);
-        sqlite3_stmt *s = cache_stmt(c, SQL_ROW_INSERT);
-        sqlite3_bind_int64(s, 1, w->object_id);
-        sqlite3_bind_text(s, 2, rel, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(s, 3, (int64_t)w->expected_size);
-        sqlite3_bind_double(s, 4, now);
-        sqlite3_bind_int(s, 5, w->expected_sum[0] != '\0');
-        if (sqlite3_step(s) != SQLITE_DONE) {
-            if (sqlite3_extended_errcode(c->db) != SQLITE_CONSTRAINT_FOREIGNKEY)
-                goto error;
+        db_stmt_t *s = cache_stmt(c, SQL_ROW_INSERT);
+        db_bind_int64(s, 1, w->object_id);
+        db_bind_text_copy(s, 2, rel);
+        db_bind_int64(s, 3, (int64_t)w->expected_size);
+        db_bind_double(s, 4, now);
+        db_bind_int(s, 5, w->expected_sum[0] != '\0');
+        /* no row: a foreign-key error (SQLite) or no change (cache.c) */
+        int step = db_step(s);
+        if (step != DB_DONE && db_errclass(c->db) != DB_ERR_CONSTRAINT)
+            goto error;
+        if (step != DB_DONE || db_changes(c->db) == 0) {
             fail(w, ENOENT, "object %" PRId64 " is not in the catalog", w->object_id);
             continue;
         }
@@ -279,16 +281,14 @@ static int record_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err
         }
         if (!w->pin_request)
             continue;
-        s = cache_stmt(c, SQL_PIN);
-        sqlite3_bind_int64(s, 1, w->object_id);
-        sqlite3_bind_int64(s, 2, w->pin_request);
-        sqlite3_bind_double(s, 3, now);
-        if (sqlite3_step(s) != SQLITE_DONE) {
-            if (sqlite3_extended_errcode(c->db) != SQLITE_CONSTRAINT_FOREIGNKEY)
-                goto error;
-            /* the row stays unpinned for this request: the object is cached
-             * all the same, and the request is gone */
-        }
+        /* a request gone meanwhile leaves the row unpinned for it: the
+         * object is cached all the same */
+        s = cache_stmt(c, SQL_PIN_IF_REQUEST);
+        db_bind_int64(s, 1, w->object_id);
+        db_bind_int64(s, 2, w->pin_request);
+        db_bind_double(s, 3, now);
+        if (db_step(s) != DB_DONE && db_errclass(c->db) != DB_ERR_CONSTRAINT)
+            goto error;
     }
     return cache_commit(c, err);
 error:

@@ -3,7 +3,7 @@
 #define STAGEIN_CACHE_INTERNAL_H
 
 #include <pthread.h>
-#include <sqlite3.h>
+#include "catalog/db.h"
 
 #include "common/checksum.h"
 #include "daemon/cache/cache.h"
@@ -22,6 +22,7 @@ typedef enum {
     SQL_PINNED,
     SQL_PIN_REQUESTS,
     SQL_PIN,
+    SQL_PIN_IF_REQUEST,
     SQL_UNPIN,
     SQL_UNPIN_REQUEST,
     SQL_LIST,
@@ -81,8 +82,8 @@ struct cache {
 
     cache_conf_t conf;
     catalog_t *cat;
-    sqlite3 *db;
-    sqlite3_stmt *stmt[SQL_COUNT];
+    db_t *db;
+    db_stmt_t *stmt[SQL_COUNT];
 
     int dir_fd, objects_fd, tmp_fd, lock_fd;
     uint64_t capacity, high_bytes, low_bytes;
@@ -118,7 +119,7 @@ struct cache {
 };
 
 /* Statement id reset and ready to bind; the lock is held. */
-sqlite3_stmt *cache_stmt(cache_t *c, cache_sql_t id);
+db_stmt_t *cache_stmt(cache_t *c, cache_sql_t id);
 /* Maps the connection's error into err (errno EIO); returns -1. */
 int cache_db_error(cache_t *c, si_error_t *err, const char *what);
 int cache_begin(cache_t *c, si_error_t *err);

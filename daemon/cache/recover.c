@@ -164,14 +164,14 @@ static int file_entry(int dir_fd, const char *name, void *arg)
         return stray(w, dir_fd, name);
     cache_t *c = w->c;
     pthread_mutex_lock(&c->lock);
-    sqlite3_stmt *s = cache_stmt(c, SQL_ROW_GET);
-    sqlite3_bind_int64(s, 1, (int64_t)id);
-    int step = sqlite3_step(s);
-    sqlite3_reset(s);
+    db_stmt_t *s = cache_stmt(c, SQL_ROW_GET);
+    db_bind_int64(s, 1, (int64_t)id);
+    int step = db_step(s);
+    db_reset(s);
     pthread_mutex_unlock(&c->lock);
-    if (step == SQLITE_ROW)
+    if (step == DB_ROW)
         return 0;
-    if (step != SQLITE_DONE)
+    if (step != DB_DONE)
         return cache_db_error(c, w->err, "looking up a cached object");
     if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
         return si_errnoprintf(w->err, errno, "cache: cannot remove objects/%s/%s/%s: %s", w->d0,
@@ -220,25 +220,25 @@ static int level0_entry(int dir_fd, const char *name, void *arg)
 
 static int load_rows(cache_t *c, rows_t *rows, si_error_t *err)
 {
-    sqlite3_stmt *s = cache_stmt(c, SQL_LIST);
+    db_stmt_t *s = cache_stmt(c, SQL_LIST);
     int step;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((step = db_step(s)) == DB_ROW) {
         if (rows->n == rows->cap) {
             size_t cap = rows->cap ? rows->cap * 2 : 256;
             row_t *more = realloc(rows->rows, cap * sizeof(*more));
             if (!more) {
-                sqlite3_reset(s);
+                db_reset(s);
                 return si_errnoprintf(err, ENOMEM, "cache: out of memory listing the cache");
             }
             rows->rows = more;
             rows->cap = cap;
         }
-        rows->rows[rows->n++] = (row_t){sqlite3_column_int64(s, 0),
-                                        (uint64_t)sqlite3_column_int64(s, 1),
-                                        sqlite3_column_int(s, 4) != 0, false};
+        rows->rows[rows->n++] = (row_t){db_column_int64(s, 0),
+                                        (uint64_t)db_column_int64(s, 1),
+                                        db_column_int(s, 4) != 0, false};
     }
-    sqlite3_reset(s);
-    if (step != SQLITE_DONE)
+    db_reset(s);
+    if (step != DB_DONE)
         return cache_db_error(c, err, "listing the cache");
     return 0;
 }
@@ -261,9 +261,9 @@ static int drop_rows(cache_t *c, rows_t *rows, size_t from, si_error_t *err)
     for (size_t i = from; i < rows->n; i++) {
         if (!rows->rows[i].dropped)
             continue;
-        sqlite3_stmt *s = cache_stmt(c, SQL_ROW_DELETE);
-        sqlite3_bind_int64(s, 1, rows->rows[i].object_id);
-        if (sqlite3_step(s) != SQLITE_DONE) {
+        db_stmt_t *s = cache_stmt(c, SQL_ROW_DELETE);
+        db_bind_int64(s, 1, rows->rows[i].object_id);
+        if (db_step(s) != DB_DONE) {
             cache_db_error(c, err, "dropping a cache row");
             cache_rollback(c);
             return -1;
@@ -351,14 +351,14 @@ static int hash_file(cache_t *c, int64_t object_id, const char *algorithm,
 static int catalog_checksum(cache_t *c, int64_t object_id, char out[SI_CHECKSUM_TEXT_MAX],
                             si_error_t *err)
 {
-    sqlite3_stmt *s = cache_stmt(c, SQL_CHECKSUM);
-    sqlite3_bind_int64(s, 1, object_id);
-    int step = sqlite3_step(s);
+    db_stmt_t *s = cache_stmt(c, SQL_CHECKSUM);
+    db_bind_int64(s, 1, object_id);
+    int step = db_step(s);
     out[0] = '\0';
-    if (step == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_TEXT)
-        snprintf(out, SI_CHECKSUM_TEXT_MAX, "%s", (const char *)sqlite3_column_text(s, 0));
-    sqlite3_reset(s);
-    if (step != SQLITE_ROW && step != SQLITE_DONE)
+    if (step == DB_ROW && db_column_type(s, 0) == DB_TEXT)
+        snprintf(out, SI_CHECKSUM_TEXT_MAX, "%s", db_column_text(s, 0));
+    db_reset(s);
+    if (step != DB_ROW && step != DB_DONE)
         return cache_db_error(c, err, "reading an object's checksum");
     return 0;
 }
@@ -392,12 +392,12 @@ static int verify(cache_t *c, rows_t *rows, cache_recovery_t *r, si_error_t *err
         if (strcmp(actual, expected) == 0) {
             r->verified++;
             if (!row->verified) {
-                sqlite3_stmt *s = cache_stmt(c, SQL_SET_VERIFIED);
-                sqlite3_bind_int64(s, 1, row->object_id);
-                sqlite3_bind_int(s, 2, 1);
-                if (sqlite3_step(s) != SQLITE_DONE)
+                db_stmt_t *s = cache_stmt(c, SQL_SET_VERIFIED);
+                db_bind_int64(s, 1, row->object_id);
+                db_bind_int(s, 2, 1);
+                if (db_step(s) != DB_DONE)
                     rc = cache_db_error(c, err, "marking an object verified");
-                sqlite3_reset(s);
+                db_reset(s);
             }
             continue;
         }

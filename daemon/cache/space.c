@@ -80,15 +80,15 @@ static int evict_locked(cache_t *c, uint64_t extra, si_error_t *err)
         return -1;
     while (c->used + extra > c->low_bytes) {
         size_t n = 0, ngone = 0;
-        sqlite3_stmt *s = cache_stmt(c, SQL_LRU);
-        sqlite3_bind_int(s, 1, BATCH);
+        db_stmt_t *s = cache_stmt(c, SQL_LRU);
+        db_bind_int(s, 1, BATCH);
         int step;
-        while (n < BATCH && (step = sqlite3_step(s)) == SQLITE_ROW)
-            cand[n++] = (victim_t){sqlite3_column_int64(s, 0),
-                                   (uint64_t)sqlite3_column_int64(s, 1)};
-        if (n < BATCH && step != SQLITE_DONE)
+        while (n < BATCH && (step = db_step(s)) == DB_ROW)
+            cand[n++] = (victim_t){db_column_int64(s, 0),
+                                   (uint64_t)db_column_int64(s, 1)};
+        if (n < BATCH && step != DB_DONE)
             return cache_db_error(c, err, "choosing objects to evict");
-        sqlite3_reset(s);
+        db_reset(s);
         if (!n)
             break;
         if (cache_begin(c, err) < 0)
@@ -96,13 +96,13 @@ static int evict_locked(cache_t *c, uint64_t extra, si_error_t *err)
         uint64_t freed = 0;
         for (size_t i = 0; i < n && c->used - freed + extra > c->low_bytes; i++) {
             s = cache_stmt(c, SQL_ROW_DELETE_UNPINNED);
-            sqlite3_bind_int64(s, 1, cand[i].object_id);
-            if (sqlite3_step(s) != SQLITE_DONE) {
+            db_bind_int64(s, 1, cand[i].object_id);
+            if (db_step(s) != DB_DONE) {
                 cache_db_error(c, err, "evicting");
                 cache_rollback(c);
                 return -1;
             }
-            if (sqlite3_changes(c->db) > 0) { /* not pinned meanwhile */
+            if (db_changes(c->db) > 0) { /* not pinned meanwhile */
                 gone[ngone++] = cand[i];
                 freed += cand[i].size;
             }
@@ -127,17 +127,17 @@ static int evict_locked(cache_t *c, uint64_t extra, si_error_t *err)
 static int pinned_totals(cache_t *c, uint64_t *objects, uint64_t *bytes, uint64_t *requests,
                          si_error_t *err)
 {
-    sqlite3_stmt *s = cache_stmt(c, SQL_PINNED);
-    if (sqlite3_step(s) != SQLITE_ROW)
+    db_stmt_t *s = cache_stmt(c, SQL_PINNED);
+    if (db_step(s) != DB_ROW)
         return cache_db_error(c, err, "summing pinned objects");
-    *objects = (uint64_t)sqlite3_column_int64(s, 0);
-    *bytes = (uint64_t)sqlite3_column_int64(s, 1);
-    sqlite3_reset(s);
+    *objects = (uint64_t)db_column_int64(s, 0);
+    *bytes = (uint64_t)db_column_int64(s, 1);
+    db_reset(s);
     s = cache_stmt(c, SQL_PIN_REQUESTS);
-    if (sqlite3_step(s) != SQLITE_ROW)
+    if (db_step(s) != DB_ROW)
         return cache_db_error(c, err, "counting pinning requests");
-    *requests = (uint64_t)sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
+    *requests = (uint64_t)db_column_int64(s, 0);
+    db_reset(s);
     return 0;
 }
 
@@ -176,13 +176,13 @@ int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_blo
                               " bytes, not %" PRIu64, object_id, r->size, size);
         return CACHE_RESERVED;
     }
-    sqlite3_stmt *s = cache_stmt(c, SQL_ROW_GET);
-    sqlite3_bind_int64(s, 1, object_id);
-    int step = sqlite3_step(s);
-    sqlite3_reset(s);
-    if (step == SQLITE_ROW)
+    db_stmt_t *s = cache_stmt(c, SQL_ROW_GET);
+    db_bind_int64(s, 1, object_id);
+    int step = db_step(s);
+    db_reset(s);
+    if (step == DB_ROW)
         return CACHE_PRESENT;
-    if (step != SQLITE_DONE)
+    if (step != DB_DONE)
         return cache_db_error(c, err, "looking up a cached object");
     if (size > c->capacity) {
         char b[2][32];

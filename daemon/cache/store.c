@@ -18,16 +18,16 @@
 
 #include "catalog/catalog.h"
 
-sqlite3_stmt *cache_stmt(cache_t *c, cache_sql_t id)
+db_stmt_t *cache_stmt(cache_t *c, cache_sql_t id)
 {
-    sqlite3_reset(c->stmt[id]);
-    sqlite3_clear_bindings(c->stmt[id]);
+    db_reset(c->stmt[id]);
+    db_clear_bindings(c->stmt[id]);
     return c->stmt[id];
 }
 
 int cache_db_error(cache_t *c, si_error_t *err, const char *what)
 {
-    return si_errnoprintf(err, EIO, "cache: %s: %s", what, sqlite3_errmsg(c->db));
+    return si_errnoprintf(err, EIO, "cache: %s: %s", what, db_errmsg(c->db));
 }
 
 int cache_begin(cache_t *c, si_error_t *err)
@@ -42,7 +42,7 @@ int cache_begin(cache_t *c, si_error_t *err)
 int cache_commit(cache_t *c, si_error_t *err)
 {
     for (int i = 0; i < SQL_COUNT; i++)
-        sqlite3_reset(c->stmt[i]);
+        db_reset(c->stmt[i]);
     if (catalog_commit(c->cat, err) < 0) {
         errno = EIO;
         return -1;
@@ -53,7 +53,7 @@ int cache_commit(cache_t *c, si_error_t *err)
 void cache_rollback(cache_t *c)
 {
     for (int i = 0; i < SQL_COUNT; i++)
-        sqlite3_reset(c->stmt[i]);
+        db_reset(c->stmt[i]);
     catalog_rollback(c->cat);
 }
 
@@ -105,12 +105,12 @@ void cache_changed_locked(cache_t *c)
 
 int cache_load_totals(cache_t *c, si_error_t *err)
 {
-    sqlite3_stmt *s = cache_stmt(c, SQL_TOTALS);
-    if (sqlite3_step(s) != SQLITE_ROW)
+    db_stmt_t *s = cache_stmt(c, SQL_TOTALS);
+    if (db_step(s) != DB_ROW)
         return cache_db_error(c, err, "reading the cache usage");
-    c->objects = (uint64_t)sqlite3_column_int64(s, 0);
-    c->used = (uint64_t)sqlite3_column_int64(s, 1);
-    sqlite3_reset(s);
+    c->objects = (uint64_t)db_column_int64(s, 0);
+    c->used = (uint64_t)db_column_int64(s, 1);
+    db_reset(s);
     return 0;
 }
 
@@ -136,10 +136,10 @@ int cache_flush_access_locked(cache_t *c, si_error_t *err)
     for (size_t i = 0; i < c->naccess; i++) {
         if (i + 1 < c->naccess && c->access[i + 1].object_id == c->access[i].object_id)
             continue;
-        sqlite3_stmt *s = cache_stmt(c, SQL_TOUCH);
-        sqlite3_bind_int64(s, 1, c->access[i].object_id);
-        sqlite3_bind_double(s, 2, c->access[i].when);
-        if (sqlite3_step(s) != SQLITE_DONE) {
+        db_stmt_t *s = cache_stmt(c, SQL_TOUCH);
+        db_bind_int64(s, 1, c->access[i].object_id);
+        db_bind_double(s, 2, c->access[i].when);
+        if (db_step(s) != DB_DONE) {
             cache_db_error(c, err, "recording access times");
             cache_rollback(c);
             return -1;

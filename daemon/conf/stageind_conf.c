@@ -51,9 +51,12 @@ int stageind_settings(const si_conf_t *conf, const stageind_overrides_t *o,
         return si_errprintf(err, "the state directory must not be empty");
     if (set_path(s.state_dir, sizeof(s.state_dir), "state directory", state_dir, err) < 0)
         return -1;
-    const char *catalog = si_conf_string(conf, "catalog.path", NULL);
-    if (si_conf_string(conf, "catalog.url", NULL)) /* the daemon's own queries are SQLite's */
+    /* catalog.url, else catalog.path, else in the state directory (the
+     * password file and the site: catalog_conf_opts, when it is opened) */
+    const char *url = si_conf_string(conf, "catalog.url", NULL);
+    if (url) /* until S3 and push run on the catalog driver */
         return si_errprintf(err, "catalog.url: stageind runs on a SQLite catalog (catalog.path)");
+    const char *catalog = url ? url : si_conf_string(conf, "catalog.path", NULL);
     char buf[PATH_MAX + 32];
     if (!catalog) {
         snprintf(buf, sizeof(buf), "%s/catalog.db", s.state_dir);

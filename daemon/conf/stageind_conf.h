@@ -19,7 +19,7 @@ extern const si_conf_key_t stageind_conf_keys[];
 
 typedef struct {
     char state_dir[PATH_MAX];
-    char catalog[PATH_MAX];
+    char catalog[PATH_MAX];      /* catalog.url, else catalog.path, else <state_dir>/catalog.db */
     char bind[64];
     int port;                    /* 0: a free port, -1: no TCP listener */
     char socket[PATH_MAX];       /* "" : no Unix socket */

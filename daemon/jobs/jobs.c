@@ -187,7 +187,7 @@ jobs_service_t *jobs_service_start(const jobs_opts_t *opts, si_error_t *err)
     }
     j->conf = opts->conf;
     j->log = opts->log;
-    if (!(j->cat = catalog_open(opts->catalog_path, 0, err)) ||
+    if (!(j->cat = catalog_open_opts(opts->catalog, err)) ||
         !(j->requests = requests_open(j->cat, err))) {
         catalog_close(j->cat);
         free(j);

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdbool.h>
 
+#include "catalog/catalog.h"
 #include "common/conf.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -30,7 +31,7 @@ int jobs_conf_from(const si_conf_t *conf, jobs_conf_t *out, si_error_t *err);
 typedef struct jobs_service jobs_service_t;
 
 typedef struct {
-    const char *catalog_path;  /* the service opens a connection of its own */
+    const catalog_open_opts_t *catalog; /* the service opens a connection of its own */
     jobs_conf_t conf;
     si_log_t *log;
 } jobs_opts_t;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "catalog/catalog.h"
+#include "catalog/db.h"
 #include "catalog/requests.h"
 #include "common/text.h"
 #include "daemon/archive/backend.h"
@@ -86,7 +87,7 @@ struct recall_service {
     cache_t *cache;
     catalog_t *cat;
     requests_t *rq;
-    sqlite3_stmt *stmt[SQL_COUNT];
+    db_stmt_t *stmt[SQL_COUNT];
     archive_backend_t *backend;
     double progress_interval, poll_interval;
 
@@ -135,7 +136,7 @@ archive_recall_cb_t recall_backend_callbacks(recall_service_t *rs);
 int recall_statements_prepare(recall_service_t *rs, si_error_t *err);
 void recall_statements_finalize(recall_service_t *rs);
 /* A prepared statement, reset and unbound. */
-sqlite3_stmt *recall_stmt(recall_service_t *rs, int id);
+db_stmt_t *recall_stmt(recall_service_t *rs, int id);
 /* Size, checksum and readable copies of an object (0 copies is possible);
  * its bucket and key land in rs->names (recall_item_names copies them). */
 int recall_load_item(recall_service_t *rs, int64_t object_id, archive_item_t *item,

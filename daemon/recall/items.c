@@ -35,8 +35,7 @@ static const char *const sql_text[SQL_COUNT] = {
 int recall_statements_prepare(recall_service_t *rs, si_error_t *err)
 {
     for (int i = 0; i < SQL_COUNT; i++)
-        if (sqlite3_prepare_v3(catalog_db(rs->cat), sql_text[i], -1, SQLITE_PREPARE_PERSISTENT,
-                               &rs->stmt[i], NULL) != SQLITE_OK)
+        if (!(rs->stmt[i] = db_prepare(catalog_driver(rs->cat), sql_text[i], NULL)))
             return catalog_sqlerr(rs->cat, err, "recall: preparing statements");
     return 0;
 }
@@ -44,13 +43,13 @@ int recall_statements_prepare(recall_service_t *rs, si_error_t *err)
 void recall_statements_finalize(recall_service_t *rs)
 {
     for (int i = 0; i < SQL_COUNT; i++)
-        sqlite3_finalize(rs->stmt[i]);
+        db_finalize(rs->stmt[i]);
 }
 
-sqlite3_stmt *recall_stmt(recall_service_t *rs, int id)
+db_stmt_t *recall_stmt(recall_service_t *rs, int id)
 {
-    sqlite3_reset(rs->stmt[id]);
-    sqlite3_clear_bindings(rs->stmt[id]);
+    db_reset(rs->stmt[id]);
+    db_clear_bindings(rs->stmt[id]);
     return rs->stmt[id];
 }
 
@@ -59,28 +58,28 @@ int recall_load_item(recall_service_t *rs, int64_t object_id, archive_item_t *it
 {
     memset(item, 0, sizeof(*item));
     item->object_id = object_id;
-    sqlite3_stmt *s = recall_stmt(rs, SQL_OBJECT);
-    sqlite3_bind_int64(s, 1, object_id);
-    if (sqlite3_step(s) != SQLITE_ROW) {
-        sqlite3_reset(s);
+    db_stmt_t *s = recall_stmt(rs, SQL_OBJECT);
+    db_bind_int64(s, 1, object_id);
+    if (db_step(s) != DB_ROW) {
+        db_reset(s);
         return si_errprintf(err, "object %" PRId64 " is not in the catalog", object_id);
     }
-    item->size = (uint64_t)sqlite3_column_int64(s, 0);
-    snprintf(item->checksum, sizeof(item->checksum), "%s", sqlite3_column_text(s, 1));
-    int blen = snprintf(rs->names, SI_BUCKET_MAX + 1, "%s", sqlite3_column_text(s, 2));
-    snprintf(rs->names + blen + 1, SI_KEY_MAX + 1, "%s", sqlite3_column_text(s, 3));
-    sqlite3_reset(s);
+    item->size = (uint64_t)db_column_int64(s, 0);
+    snprintf(item->checksum, sizeof(item->checksum), "%s", db_column_text(s, 1));
+    int blen = snprintf(rs->names, SI_BUCKET_MAX + 1, "%s", db_column_text(s, 2));
+    snprintf(rs->names + blen + 1, SI_KEY_MAX + 1, "%s", db_column_text(s, 3));
+    db_reset(s);
     s = recall_stmt(rs, SQL_COPIES);
-    sqlite3_bind_int64(s, 1, object_id);
-    while (sqlite3_step(s) == SQLITE_ROW && item->ncopies < ARCHIVE_MAX_COPIES) {
+    db_bind_int64(s, 1, object_id);
+    while (db_step(s) == DB_ROW && item->ncopies < ARCHIVE_MAX_COPIES) {
         archive_copy_t *c = &item->copies[item->ncopies++];
-        c->copy = sqlite3_column_int(s, 0);
-        snprintf(c->volume, sizeof(c->volume), "%s", sqlite3_column_text(s, 1));
-        c->file_seq = sqlite3_column_int64(s, 2);
-        c->position = (uint64_t)sqlite3_column_int64(s, 3);
-        c->length = (uint64_t)sqlite3_column_int64(s, 4);
+        c->copy = db_column_int(s, 0);
+        snprintf(c->volume, sizeof(c->volume), "%s", db_column_text(s, 1));
+        c->file_seq = db_column_int64(s, 2);
+        c->position = (uint64_t)db_column_int64(s, 3);
+        c->length = (uint64_t)db_column_int64(s, 4);
     }
-    sqlite3_reset(s);
+    db_reset(s);
     return 0;
 }
 
@@ -98,14 +97,14 @@ int recall_item_names(recall_service_t *rs, archive_item_t *item)
 
 bool recall_request_active(recall_service_t *rs, int64_t request)
 {
-    sqlite3_stmt *s = recall_stmt(rs, SQL_REQUEST_STATE);
-    sqlite3_bind_int64(s, 1, request);
+    db_stmt_t *s = recall_stmt(rs, SQL_REQUEST_STATE);
+    db_bind_int64(s, 1, request);
     bool active = false;
-    if (sqlite3_step(s) == SQLITE_ROW) {
-        const char *state = (const char *)sqlite3_column_text(s, 0);
+    if (db_step(s) == DB_ROW) {
+        const char *state = db_column_text(s, 0);
         active = strcmp(state, "SUBMITTED") == 0 || strcmp(state, "STARTED") == 0;
     }
-    sqlite3_reset(s);
+    db_reset(s);
     return active;
 }
 
@@ -119,14 +118,14 @@ void recall_note(recall_service_t *rs, int64_t request, const char *text)
         return;
     if (had && strcmp(rs->notes[i].text, text) == 0)
         return;
-    sqlite3_stmt *s = recall_stmt(rs, *text ? SQL_NOTE_SET : SQL_NOTE_CLEAR);
-    sqlite3_bind_int64(s, 1, request);
+    db_stmt_t *s = recall_stmt(rs, *text ? SQL_NOTE_SET : SQL_NOTE_CLEAR);
+    db_bind_int64(s, 1, request);
     if (*text)
-        sqlite3_bind_text(s, 2, text, -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(s) != SQLITE_DONE)
+        db_bind_text_copy(s, 2, text);
+    if (db_step(s) != DB_DONE)
         si_log(rs->log, SI_LOG_WARNING, "recall: noting request %" PRId64 ": %s", request,
-               sqlite3_errmsg(catalog_db(rs->cat)));
-    sqlite3_reset(s);
+               db_errmsg(catalog_driver(rs->cat)));
+    db_reset(s);
     if (!*text) {
         rs->notes[i] = rs->notes[--rs->nnotes];
         return;

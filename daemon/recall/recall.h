@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "catalog/catalog.h"
 #include "common/conf.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -28,7 +29,7 @@ typedef struct recall_service recall_service_t;
 typedef struct {
     const si_conf_t *conf;        /* archive.*, library.*, tape.* */
     const char *state_dir;
-    const char *catalog_path;     /* the service opens its own connection */
+    const catalog_open_opts_t *catalog; /* the service opens its own connection */
     cache_t *cache;               /* opened by the caller, not yet recovered */
     si_log_t *log;
 } recall_opts_t;

@@ -153,10 +153,10 @@ static void unpin_released(recall_service_t *rs)
 {
     int64_t ids[64];
     size_t n = 0;
-    sqlite3_stmt *s = recall_stmt(rs, SQL_RELEASED_PINS);
-    while (n < 64 && sqlite3_step(s) == SQLITE_ROW)
-        ids[n++] = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
+    db_stmt_t *s = recall_stmt(rs, SQL_RELEASED_PINS);
+    while (n < 64 && db_step(s) == DB_ROW)
+        ids[n++] = db_column_int64(s, 0);
+    db_reset(s);
     for (size_t i = 0; i < n; i++) {
         si_error_t err;
         if (cache_unpin_request(rs->cache, ids[i], NULL, &err) < 0)
@@ -497,7 +497,7 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
     pthread_cond_init(&rs->cv, NULL);
     pthread_cond_init(&rs->commit_cv, NULL);
     cache_recovery_t rep = {0};
-    if (!(rs->cat = catalog_open(opts->catalog_path, 0, err))) {
+    if (!(rs->cat = catalog_open_opts(opts->catalog, err))) {
         si_errprefix(err, "recall: catalog");
         goto error;
     }

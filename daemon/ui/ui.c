@@ -418,7 +418,7 @@ ui_t *ui_start(const ui_conf_t *conf, const ui_opts_t *opts, si_error_t *err)
     char path[4096];
     snprintf(path, sizeof(path), "%s/ui-history.json", opts->state_dir);
     size_t samples = (size_t)ceil(ui->history_hours * 3600.0 / ui->sample_interval);
-    if (!(ui->cat = catalog_open(opts->catalog_path, 0, err)) ||
+    if (!(ui->cat = catalog_open_opts(opts->catalog, err)) ||
         !(ui->requests = requests_open(ui->cat, err)) ||
         !(ui->history = ui_history_new(samples ? samples : 1, path, err)) ||
         !(ui->sessions = ui_sessions_new(conf->token_lifetime, conf->session_lifetime,

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "catalog/catalog.h"
 #include "common/conf.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -39,7 +40,7 @@ typedef struct {
 int ui_conf_from(const si_conf_t *conf, ui_conf_t *out, si_error_t *err);
 
 typedef struct {
-    const char *catalog_path;
+    const catalog_open_opts_t *catalog; /* the UI opens its own connection */
     const char *state_dir;         /* the history is saved there */
     si_log_t *log;
     const char *munge_socket;      /* NULL: libmunge's default */

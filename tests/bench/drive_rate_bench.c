@@ -25,7 +25,6 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +33,7 @@
 #include <unistd.h>
 
 #include "catalog/catalog.h"
+#include "catalog/db.h"
 #include "common/table.h"
 #include "daemon/volume/volume.h"
 #include "tests/bench/bench_opts.h"
@@ -344,40 +344,43 @@ static void make_volumes(const run_t *run, const daemon_t *d, int drives, uint64
 /* Waits for the request to end; the items' finish times into *t. */
 static size_t wait_items(const daemon_t *d, const char *uuid, double limit_s, double **t)
 {
-    sqlite3 *db = NULL;
-    sqlite3_open_v2(d->db, &db, SQLITE_OPEN_READONLY, NULL);
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt *q = NULL;
-    sqlite3_prepare_v2(db, "SELECT state FROM requests WHERE uuid = ?1", -1, &q, NULL);
-    sqlite3_bind_text(q, 1, uuid, -1, SQLITE_STATIC);
+    si_error_t err;
+    db_t *db = db_open(d->db, DB_OPEN_READONLY, NULL, &err);
+    db_stmt_t *q = db ? db_prepare(db, "SELECT state FROM requests WHERE uuid = ?1", &err) : NULL;
+    *t = NULL;
+    if (!q) {
+        fprintf(stderr, "drive_rate: %s\n", err.text);
+        db_close(db);
+        return 0;
+    }
+    db_bind_text(q, 1, uuid, -1);
     char state[16] = "";
     double t0 = bench_mono_s();
     while (bench_mono_s() - t0 < limit_s) {
-        if (sqlite3_step(q) == SQLITE_ROW)
-            snprintf(state, sizeof(state), "%s", sqlite3_column_text(q, 0));
-        sqlite3_reset(q);
+        if (db_step(q) == DB_ROW)
+            snprintf(state, sizeof(state), "%s", db_column_text(q, 0));
+        db_reset(q);
         if (strcmp(state, "COMPLETED") == 0 || strcmp(state, "FAILED") == 0)
             break;
         usleep(100000); /* seldom: the daemon has the CPUs */
     }
-    sqlite3_finalize(q);
-    if (strcmp(state, "COMPLETED") != 0) {
-        sqlite3_close(db);
-        *t = NULL;
+    db_finalize(q);
+    if (strcmp(state, "COMPLETED") != 0 ||
+        !(q = db_prepare(db, "SELECT i.finished FROM request_items i JOIN requests r"
+                             " ON r.id = i.request_id WHERE r.uuid = ?1", &err))) {
+        db_close(db);
         return 0;
     }
-    sqlite3_prepare_v2(db, "SELECT i.finished FROM request_items i JOIN requests r"
-                           " ON r.id = i.request_id WHERE r.uuid = ?1", -1, &q, NULL);
-    sqlite3_bind_text(q, 1, uuid, -1, SQLITE_STATIC);
+    db_bind_text(q, 1, uuid, -1);
     size_t n = 0, cap = 1024;
     *t = malloc(cap * sizeof(**t));
-    while (sqlite3_step(q) == SQLITE_ROW) {
+    while (db_step(q) == DB_ROW) {
         if (n == cap)
             *t = realloc(*t, (cap *= 2) * sizeof(**t));
-        (*t)[n++] = sqlite3_column_double(q, 0);
+        (*t)[n++] = db_column_double(q, 0);
     }
-    sqlite3_finalize(q);
-    sqlite3_close(db);
+    db_finalize(q);
+    db_close(db);
     return n;
 }
 

@@ -1,43 +1,44 @@
 /* Catalog imports (catalog/import.c, catalog/ltfs.c): tape positions as
  * CSV, JSON lines or an LTFS index, and dataset manifests, each into a
- * catalog reset to the same state before every input (a copy of one
- * prepared at start, which already knows the objects of
- * tests/data/sample-positions.csv' first lines).
+ * catalog in the same state before every input: one prepared at start,
+ * which already knows the objects of tests/data/sample-positions.csv' first
+ * lines, its file copied back and reopened after an input that imported
+ * (a refused import changes nothing: checked).
  *
  * Input: byte 0 chooses the import (bits 0-2: CSV, JSON lines, LTFS, by
  * content, manifest) and for LTFS the label and bucket options (bits 3-4);
  * the rest is the file. FUZZ_VERBOSE=1 prints each input's outcome. */
 #include "config.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include "catalog/catalog.h"
+#include "catalog/db.h"
 #include "tests/fuzz/fuzz.h"
 
 static catalog_t *cat;
 static unsigned char *template_db;
-static sqlite3_int64 template_len;
+static size_t template_len;
 static char path[64];
 static int64_t template_rows;
+static bool changed; /* the last input was imported: reset before the next */
 
 /* Rows of the tables an import writes: a refused import leaves them as
  * they were (all or nothing). */
 static int64_t catalog_rows(void)
 {
-    sqlite3_stmt *s;
-    int64_t n = -1;
-    if (sqlite3_prepare_v2(catalog_db(cat),
-                           "SELECT (SELECT COUNT(*) FROM objects) + (SELECT COUNT(*) FROM tape_copies)"
-                           " + (SELECT COUNT(*) FROM volumes) + (SELECT COUNT(*) FROM datasets)"
-                           " + (SELECT COUNT(*) FROM dataset_members)"
-                           " + (SELECT COUNT(*) FROM events)", -1, &s, NULL) != SQLITE_OK) {
-        fprintf(stderr, "catalog rows: %s\n", sqlite3_errmsg(catalog_db(cat)));
+    int64_t n = db_query_int64(
+        catalog_driver(cat),
+        "SELECT (SELECT COUNT(*) FROM objects) + (SELECT COUNT(*) FROM tape_copies)"
+        " + (SELECT COUNT(*) FROM volumes) + (SELECT COUNT(*) FROM datasets)"
+        " + (SELECT COUNT(*) FROM dataset_members)"
+        " + (SELECT COUNT(*) FROM events)");
+    if (n < 0) {
+        fprintf(stderr, "catalog rows: %s\n", db_errmsg(catalog_driver(cat)));
         abort();
     }
-    if (sqlite3_step(s) == SQLITE_ROW)
-        n = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
     return n;
 }
 
@@ -48,7 +49,7 @@ static const char known_positions[] =
     "climate-era5,t2m/1990.nc,1000,L90002,8192,1,"
     "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n";
 
-/* The prepared catalog's files (the work happens on copies in memory). */
+/* The catalog's files (each input works on a fresh copy of the template). */
 static void remove_files(void)
 {
     char side[80];
@@ -80,26 +81,37 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     }
     fclose(in);
     template_rows = catalog_rows();
-    template_db = sqlite3_serialize(catalog_db(cat), "main", &template_len, 0);
-    if (!template_db || template_len < 100)
+    catalog_close(cat); /* the last connection: its WAL is checkpointed into the file */
+    cat = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f || fseek(f, 0, SEEK_END) != 0 || (long)(template_len = (size_t)ftell(f)) < 100)
         abort();
-    /* The catalog runs in WAL mode, which a database in memory cannot: mark
-     * the copy's header (file format bytes 18, 19) as a rollback journal's. */
-    template_db[18] = template_db[19] = 1;
+    rewind(f);
+    if (!(template_db = malloc(template_len)) ||
+        fread(template_db, 1, template_len, f) != template_len)
+        abort();
+    fclose(f);
+    changed = true;
     return 0;
 }
 
 /* The catalog as it was after LLVMFuzzerInitialize. */
 static void reset_catalog(void)
 {
-    unsigned char *copy = sqlite3_malloc64((sqlite3_uint64)template_len);
-    if (!copy)
+    if (!changed)
+        return;
+    changed = false;
+    catalog_close(cat);
+    remove_files();
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, template_db, template_len) != (ssize_t)template_len)
         abort();
-    memcpy(copy, template_db, (size_t)template_len);
-    if (sqlite3_deserialize(catalog_db(cat), "main", copy, template_len, template_len,
-                            SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE) !=
-        SQLITE_OK)
+    close(fd);
+    si_error_t err;
+    if (!(cat = catalog_open(path, 0, &err))) {
+        fprintf(stderr, "catalog: %s\n", err.text);
         abort();
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -134,6 +146,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "import: %s\n", rc == 0 ? "OK" : err.text);
     if (rc < 0 && catalog_rows() != template_rows)
         abort(); /* a refused import changed the catalog */
+    changed = rc == 0;
     fclose(in);
     return 0;
 }

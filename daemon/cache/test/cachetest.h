@@ -1,4 +1,5 @@
-/* Fixtures for the cache tests: a scratch directory with a catalog, objects
+/* Fixtures for the cache tests: a scratch directory with a catalog (of the
+ * engine test_run_engines runs the body on), objects
  * with known content and checksums, requests to pin with, a virtual clock. */
 #ifndef STAGEIN_CACHE_TEST_H
 #define STAGEIN_CACHE_TEST_H
@@ -15,11 +16,13 @@
 
 #include "catalog/catalog.h"
 #include "catalog/requests.h"
+#include "catalog/test/testutil.h"
 #include "common/checksum.h"
 #include "daemon/cache/cache.h"
 
 typedef struct {
     char root[256];      /* scratch directory */
+    char db[600];        /* the catalog: a file in root, or a PostgreSQL URL */
     char cache_dir[300];
     catalog_t *cat;
     requests_t *req;
@@ -53,9 +56,11 @@ static inline int ct_setup(ct_t *t, const char *tag)
     if (!mkdtemp(t->root))
         return -1;
     snprintf(t->cache_dir, sizeof(t->cache_dir), "%s/cache", t->root);
-    char db[300];
-    snprintf(db, sizeof(db), "%s/catalog.db", t->root);
-    if (!(t->cat = catalog_open(db, CATALOG_CREATE, &err)) || !(t->req = requests_open(t->cat, &err))) {
+    if (test_engine_is_pg())
+        test_db_path(t->db, sizeof(t->db), tag);
+    else
+        snprintf(t->db, sizeof(t->db), "%s/catalog.db", t->root);
+    if (!(t->cat = catalog_open(t->db, CATALOG_CREATE, &err)) || !(t->req = requests_open(t->cat, &err))) {
         fprintf(stderr, "setup: %s\n", err.text);
         return -1;
     }
@@ -67,6 +72,8 @@ static inline void ct_teardown(ct_t *t)
 {
     requests_close(t->req);
     catalog_close(t->cat);
+    if (test_engine_is_pg())
+        test_db_remove(t->db);
     ct_rm_tree(t->root);
 }
 
@@ -170,14 +177,7 @@ static inline int ct_count_entries(const char *dir)
 
 static inline long long ct_query_int(ct_t *t, const char *sql)
 {
-    sqlite3_stmt *s;
-    long long v = -1;
-    if (sqlite3_prepare_v2(catalog_db(t->cat), sql, -1, &s, NULL) != SQLITE_OK)
-        return -1;
-    if (sqlite3_step(s) == SQLITE_ROW)
-        v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return v;
+    return test_query_int(t->cat, sql);
 }
 
 #endif

@@ -361,11 +361,14 @@ static void test_threads(cache_t *c)
            "32 rows recorded");
 }
 
-int main(void)
+/* Runs on each engine. */
+static void body(void)
 {
     si_error_t err;
-    if (ct_setup(&t, "t_cache") < 0)
-        return 1;
+    if (ct_setup(&t, "t_cache") < 0) {
+        ok(0, "setting up on %s", test_engine_name());
+        return;
+    }
     cache_conf_t conf = ct_conf(&t, 1ull << 30);
     cache_t *c = cache_open(&conf, t.cat, &err);
     ok(c != NULL, "cache opened: %s", c ? "" : err.text);
@@ -423,5 +426,9 @@ int main(void)
     si_conf_free(sc);
 
     ct_teardown(&t);
-    return done_testing();
+}
+
+int main(void)
+{
+    return test_run_engines(body);
 }

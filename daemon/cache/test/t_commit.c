@@ -86,11 +86,14 @@ static void *wait_commit(void *arg)
     return NULL;
 }
 
-int main(void)
+/* Runs on each engine. */
+static void body(void)
 {
     si_error_t err;
-    if (ct_setup(&t, "t_commit") < 0)
-        return 1;
+    if (ct_setup(&t, "t_commit") < 0) {
+        ok(0, "setting up on %s", test_engine_name());
+        return;
+    }
     cache_conf_t conf = ct_conf(&t, 1ull << 30);
     cache_t *c = cache_open(&conf, t.cat, &err);
     ok(c != NULL, "cache opened: %s", c ? "" : err.text);
@@ -181,5 +184,9 @@ int main(void)
        "all committed, in %llu batches", (unsigned long long)(u1.commit_batches - u0.commit_batches));
     cache_close(c);
     ct_teardown(&t);
-    return done_testing();
+}
+
+int main(void)
+{
+    return test_run_engines(body);
 }

@@ -49,12 +49,15 @@ static bool dropped(const cache_recovery_t *r, int64_t id)
     return false;
 }
 
-int main(void)
+/* Runs on each engine. */
+static void body(void)
 {
     si_error_t err;
     char path[600], other[600];
-    if (ct_setup(&t, "t_recover") < 0)
-        return 1;
+    if (ct_setup(&t, "t_recover") < 0) {
+        ok(0, "setting up on %s", test_engine_name());
+        return;
+    }
     for (unsigned n = 1; n < 10; n++)
         ids[n] = ct_object(&t, n, OBJ, sums[n]);
     cache_conf_t conf = ct_conf(&t, 1u << 20);
@@ -86,9 +89,8 @@ int main(void)
     four[10] ^= 0xff;
     write_file(path, four, OBJ); /* same size, wrong content, verified row */
     free(four);
-    sqlite3_exec(catalog_db(t.cat), "UPDATE cache SET verified = 0", NULL, NULL, NULL);
-    sqlite3_exec(catalog_db(t.cat), "UPDATE cache SET verified = 1 WHERE object_id = 4", NULL,
-                 NULL, NULL); /* so only "all" finds it */
+    test_exec(t.cat, "UPDATE cache SET verified = 0");
+    test_exec(t.cat, "UPDATE cache SET verified = 1 WHERE object_id = 4"); /* so only "all" finds it */
     object_file(ids[7], path, sizeof(path)); /* file without row (crash before commit) */
     mkdirs_for(path);
     write_file(path, data, OBJ);
@@ -178,5 +180,9 @@ int main(void)
 
     cache_close(c);
     ct_teardown(&t);
-    return done_testing();
+}
+
+int main(void)
+{
+    return test_run_engines(body);
 }

@@ -230,11 +230,14 @@ static void test_restart(ct_t *tt, cache_conf_t *conf, cache_t **cp)
     is_int(u.used_bytes, ct_query_int(tt, "SELECT sum(size) FROM cache"), "usage reloaded");
 }
 
-int main(void)
+/* Runs on each engine. */
+static void body(void)
 {
     si_error_t err;
-    if (ct_setup(&t, "t_space") < 0)
-        return 1;
+    if (ct_setup(&t, "t_space") < 0) {
+        ok(0, "setting up on %s", test_engine_name());
+        return;
+    }
     for (unsigned n = 1; n < 40; n++)
         ids[n] = ct_object(&t, n, n == 17 ? 5000 : OBJ, sums[n]);
     cache_conf_t conf = ct_conf(&t, 1000);
@@ -251,5 +254,9 @@ int main(void)
 
     cache_close(c);
     ct_teardown(&t);
-    return done_testing();
+}
+
+int main(void)
+{
+    return test_run_engines(body);
 }

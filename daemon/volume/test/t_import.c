@@ -7,9 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
-
 #include "catalog/catalog.h"
+#include "catalog/db.h"
 #include "common/tap.h"
 #include "daemon/volume/volume.h"
 
@@ -135,7 +134,7 @@ static void test_meta(void)
     char sql[256];
     snprintf(sql, sizeof(sql), "INSERT INTO object_meta(object_id, headers) VALUES (%lld,"
              " 'content-type: image/png\n')", (long long)id);
-    ok(cat && sqlite3_exec(catalog_db(cat), sql, NULL, NULL, NULL) == SQLITE_OK,
+    ok(cat && db_exec(catalog_driver(cat), sql, &err) == 0,
        "its headers catalogued");
     ok(cat && tapevol_import(vol, cat, 1, 0, NULL, &err) == 0, "import: %s", err.text);
     catalog_close(cat);
