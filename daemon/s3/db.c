@@ -50,17 +50,23 @@ static const char sql_object[] =
     "  WHERE pi.object_id = o.id)"
     " FROM objects o LEFT JOIN object_meta m ON m.object_id = o.id WHERE o.bucket = :bucket AND o.key = :key AND " VISIBLE_SQL;
 
+/* Rows per run of a listing statement: PostgreSQL's engine fetches a
+ * statement's whole result at once, so a listing of a large bucket goes in
+ * batches, each run again from the last key. */
+#define LIST_BATCH 1000
+#define LIST_BATCH_TEXT "1000"
+
 static const char sql_list_from[] =
     "SELECT o.key, o.size, o.mtime, o.etag, o.checksum, o.storage_class, o.id, " CACHED_SQL
     ", (SELECT m.storage_class FROM object_meta m WHERE m.object_id = o.id)"
     " FROM objects o WHERE o.bucket = :bucket AND o.key >= :from AND " VISIBLE_SQL
-    " AND " READABLE_SQL " <> 0 ORDER BY o.key";
+    " AND " READABLE_SQL " <> 0 ORDER BY o.key LIMIT " LIST_BATCH_TEXT;
 
 static const char sql_list_after[] =
     "SELECT o.key, o.size, o.mtime, o.etag, o.checksum, o.storage_class, o.id, " CACHED_SQL
     ", (SELECT m.storage_class FROM object_meta m WHERE m.object_id = o.id)"
     " FROM objects o WHERE o.bucket = :bucket AND o.key > :from AND " VISIBLE_SQL
-    " AND " READABLE_SQL " <> 0 ORDER BY o.key";
+    " AND " READABLE_SQL " <> 0 ORDER BY o.key LIMIT " LIST_BATCH_TEXT;
 
 static const char sql_bucket_has_objects[] =
     "SELECT 1 FROM objects WHERE bucket = ?1 LIMIT 1";
@@ -362,34 +368,44 @@ int s3_db_list_next(void *cursor, const char *from, bool inclusive, s3_list_entr
     s3_db_t *db = c->db;
     size_t plen = strlen(c->key_prefix);
     /* the running statement already stands just past `from`: step on */
-    if (!(c->stmt && !inclusive && strcmp(from, c->last) == 0)) {
+    bool step_on = c->stmt && !inclusive && strcmp(from, c->last) == 0;
+    for (;;) {
+        if (!step_on) {
+            s3_db_cursor_end(c);
+            db_stmt_t *s = stmt(db, inclusive ? sql_list_from : sql_list_after, err,
+                                "listing objects");
+            if (!s)
+                return -1;
+            size_t n = plen + strlen(from) + 1;
+            char *full = malloc(n);
+            if (!full)
+                return si_errprintf(err, "out of memory");
+            snprintf(full, n, "%s%s", c->key_prefix, from);
+            bind_named_text(s, ":bucket", c->bucket);
+            db_bind_text_copy(s, db_bind_index(s, ":from"), full);
+            free(full);
+            bind_who(s, &c->who);
+            c->stmt = s;
+            c->rows = 0;
+        }
+        int rc = db_step(c->stmt);
+        if (rc == DB_ROW)
+            break;
+        bool batch_full = rc == DB_DONE && c->rows == LIST_BATCH;
+        if (rc != DB_DONE)
+            fail(db, err, "listing objects");
         s3_db_cursor_end(c);
-        db_stmt_t *s = stmt(db, inclusive ? sql_list_from : sql_list_after, err,
-                            "listing objects");
-        if (!s)
+        if (rc != DB_DONE)
             return -1;
-        char *full = malloc(plen + strlen(from) + 1);
-        if (!full)
-            return si_errprintf(err, "out of memory");
-        memcpy(full, c->key_prefix, plen);
-        strcpy(full + plen, from);
-        bind_named_text(s, ":bucket", c->bucket);
-        db_bind_text_copy(s, db_bind_index(s, ":from"), full);
-        free(full);
-        bind_who(s, &c->who);
-        c->stmt = s;
+        if (!batch_full)
+            return 0;
+        /* the batch ran out, the bucket may not have: the next from the last key */
+        from = c->last;
+        inclusive = false;
+        step_on = false;
     }
     db_stmt_t *s = c->stmt;
-    int rc = db_step(s);
-    if (rc == DB_DONE) {
-        s3_db_cursor_end(c);
-        return 0;
-    }
-    if (rc != DB_ROW) {
-        fail(db, err, "listing objects");
-        s3_db_cursor_end(c);
-        return -1;
-    }
+    c->rows++;
     const char *key = db_column_text(s, 0);
     if (strncmp(key, c->key_prefix, plen) != 0) { /* past the archive bucket's keys */
         s3_db_cursor_end(c);

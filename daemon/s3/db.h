@@ -84,6 +84,7 @@ typedef struct {
     s3_who_t who;
     /* internal: the running statement (NULL: none) and where it stands */
     struct db_stmt *stmt;
+    unsigned rows;                    /* rows the running statement returned */
     char last[SI_KEY_MAX + 1];
 } s3_db_cursor_t;
 
