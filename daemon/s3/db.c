@@ -659,6 +659,7 @@ int s3_db_delete_object_begin(s3_db_t *db, const char *bucket, const char *key,
                            strcmp(state, "ARCHIVING") == 0 ? "being written to tape"
                                                            : "still arriving");
             db_reset(s);
+            errno = EBUSY; /* the caller tells a busy object by it */
             goto error;
         }
         found = 1;
