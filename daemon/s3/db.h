@@ -1,5 +1,5 @@
 /* The S3 server's catalog access: a pool of connections (one per worker at
- * a time; SQLite connections here are not thread safe), each with its hot
+ * a time; a catalog connection serves one thread at a time), each with its hot
  * statements prepared once. Reads only, except stage requests (restores,
  * transparent recalls) and archive bucket creation. */
 #ifndef STAGEIN_S3_DB_H
@@ -82,8 +82,9 @@ typedef struct {
     const char *bucket;
     const char *key_prefix;
     s3_who_t who;
-    /* internal: where the running statement stands */
-    bool running;
+    /* internal: the running statement (NULL: none) and where it stands */
+    struct db_stmt *stmt;
+    unsigned rows;                    /* rows the running statement returned */
     char last[SI_KEY_MAX + 1];
 } s3_db_cursor_t;
 

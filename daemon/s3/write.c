@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
-#include <sqlite3.h>
 
 #include "common/aws/amzchecksum.h"
 #include "common/aws/awschunked.h"
