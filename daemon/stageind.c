@@ -317,7 +317,7 @@ int main(int argc, char **argv)
                         .cache = cache, .log = log};
     if (!(recall = recall_service_start(&ro, &err)))
         goto error;
-    push_opts_t po = {.catalog_path = s.catalog, .cache = cache, .cache_dir = cc.dir,
+    push_opts_t po = {.catalog = &catalog_opts, .cache = cache, .cache_dir = cc.dir,
                       .backend = recall_service_backend(recall), .log = log,
                       .munge_socket = s.munge_socket[0] ? s.munge_socket : NULL,
                       .peercred = s.peercred};
@@ -334,7 +334,7 @@ int main(int argc, char **argv)
         si_errprintf(&err, "out of memory");
         goto error;
     }
-    s3_opts_t so = {.tokens = tokens, .catalog_path = s.catalog, .state_dir = s.state_dir, .cache = cache,
+    s3_opts_t so = {.tokens = tokens, .catalog = &catalog_opts, .state_dir = s.state_dir, .cache = cache,
                     .push = push, .push_bucket = pushc.bucket, .sessions = sessions,
                     .pin_lifetime_max = s.pin_lifetime_max,
                     .sitename = s.sitename, .control_port = s.port > 0 ? s.port : 0,

@@ -54,8 +54,6 @@ int stageind_settings(const si_conf_t *conf, const stageind_overrides_t *o,
     /* catalog.url, else catalog.path, else in the state directory (the
      * password file and the site: catalog_conf_opts, when it is opened) */
     const char *url = si_conf_string(conf, "catalog.url", NULL);
-    if (url) /* until S3 and push run on the catalog driver */
-        return si_errprintf(err, "catalog.url: stageind runs on a SQLite catalog (catalog.path)");
     const char *catalog = url ? url : si_conf_string(conf, "catalog.path", NULL);
     char buf[PATH_MAX + 32];
     if (!catalog) {

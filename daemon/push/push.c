@@ -26,7 +26,7 @@ static void set_identity(push_t *p, const char *munge_socket, bool peercred)
 
 push_t *push_open(const push_opts_t *opts, si_error_t *err)
 {
-    if (!opts->cache || !opts->cache_dir || !opts->catalog_path) {
+    if (!opts->cache || !opts->cache_dir || !opts->catalog) {
         si_errnoprintf(err, EINVAL, "push: a catalog, a cache and its directory are needed");
         return NULL;
     }
@@ -39,7 +39,7 @@ push_t *push_open(const push_opts_t *opts, si_error_t *err)
         si_errnoprintf(err, ENOMEM, "out of memory");
         return NULL;
     }
-    if (!(p->cat = catalog_open(opts->catalog_path, 0, err)) || push_db_open(p, err) < 0) {
+    if (!(p->cat = catalog_open_opts(opts->catalog, err)) || push_db_open(p, err) < 0) {
         si_errprefix(err, "push: catalog");
         push_db_close(p);
         catalog_close(p->cat);

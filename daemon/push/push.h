@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "catalog/catalog.h"
 #include "common/checksum.h"
 #include "common/conf.h"
 #include "common/error.h"
@@ -63,7 +64,7 @@ int push_conf_from(const si_conf_t *conf, push_conf_t *out, si_error_t *err);
 
 typedef struct {
     push_conf_t conf;
-    const char *catalog_path;       /* the push opens its own connection */
+    const catalog_open_opts_t *catalog; /* the push opens its own connection */
     cache_t *cache;                 /* shared with the recall path */
     const char *cache_dir;          /* the cache's directory (member paths) */
     archive_backend_t *backend;     /* where aggregates are written */

@@ -174,13 +174,13 @@ static void conn_close(s3_db_t *db)
     catalog_close(db->cat);
 }
 
-static int conn_open(s3_db_t *db, const char *target, si_error_t *err)
+static int conn_open(s3_db_t *db, const catalog_open_opts_t *catalog, si_error_t *err)
 {
     /* the hot statements, prepared now: a catalog they do not fit fails here */
     static const char *const hot[] = {sql_object, sql_list_from, sql_list_after,
                                       sql_bucket_has_objects, sql_ongoing, sql_pinned_until};
     memset(db, 0, sizeof(*db));
-    if (!(db->cat = catalog_open(target, 0, err)))
+    if (!(db->cat = catalog_open_opts(catalog, err)))
         return -1;
     db->conn = catalog_driver(db->cat);
     if (!(db->requests = requests_open(db->cat, err)))
@@ -194,7 +194,7 @@ error:
     return -1;
 }
 
-s3_dbpool_t *s3_dbpool_open(const char *catalog_path, size_t connections, si_error_t *err)
+s3_dbpool_t *s3_dbpool_open(const catalog_open_opts_t *catalog, size_t connections, si_error_t *err)
 {
     s3_dbpool_t *p = calloc(1, sizeof(*p));
     if (!p || !(p->all = calloc(connections, sizeof(*p->all)))) {
@@ -205,8 +205,8 @@ s3_dbpool_t *s3_dbpool_open(const char *catalog_path, size_t connections, si_err
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     for (size_t i = 0; i < connections; i++) {
-        if (conn_open(&p->all[i], catalog_path, err) < 0) {
-            si_errprefix(err, "s3: catalog %s", catalog_path);
+        if (conn_open(&p->all[i], catalog, err) < 0) {
+            si_errprefix(err, "s3: catalog %s", catalog->target);
             s3_dbpool_close(p);
             return NULL;
         }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "catalog/catalog.h"
 #include "common/checksum.h"
 #include "common/error.h"
 #include "common/text.h"
@@ -19,7 +20,7 @@
 typedef struct s3_db s3_db_t;
 typedef struct s3_dbpool s3_dbpool_t;
 
-s3_dbpool_t *s3_dbpool_open(const char *catalog_path, size_t connections, si_error_t *err);
+s3_dbpool_t *s3_dbpool_open(const catalog_open_opts_t *catalog, size_t connections, si_error_t *err);
 /* Waits for a free connection. */
 s3_db_t *s3_dbpool_get(s3_dbpool_t *p);
 void s3_dbpool_put(s3_dbpool_t *p, s3_db_t *db);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "catalog/catalog.h"
 #include "common/conf.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -84,7 +85,7 @@ bool s3_bucket_list_has(const s3_bucket_list_t *l, const char *bucket);
 
 typedef struct {
     s3_conf_t conf;
-    const char *catalog_path;    /* the server opens connections of its own */
+    const catalog_open_opts_t *catalog; /* the server opens connections of its own */
     const char *state_dir;       /* s3.port is written there */
     cache_t *cache;              /* shared with the recall and push services */
     push_t *push;                /* archive buckets; NULL: none */

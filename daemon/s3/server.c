@@ -696,7 +696,7 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     s->verifier = (si_sigv4_verifier_conf_t){
         .region = s->conf.region, .service = "s3", .max_skew_s = s->conf.clock_skew,
         .lookup = lookup_credential, .lookup_arg = s, .key_cache = s->keys};
-    if (!(s->pool = s3_dbpool_open(opts->catalog_path, s->conf.threads + 2, err)))
+    if (!(s->pool = s3_dbpool_open(opts->catalog, s->conf.threads + 2, err)))
         goto error;
     if (s3_rdma_open(s, &opts->rdma, err) < 0)
         goto error;

@@ -136,7 +136,7 @@ static void run(void)
     int64_t id[5];
     fill(cat, id);
 
-    s3_dbpool_t *pool = s3_dbpool_open(path, 2, &err);
+    s3_dbpool_t *pool = s3_dbpool_open(&(catalog_open_opts_t){.target = path}, 2, &err);
     ok(pool != NULL, "%s: the pool opens", test_engine_name());
     if (!pool) {
         diag("%s", err.text);
