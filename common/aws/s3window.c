@@ -33,6 +33,17 @@ int si_s3_multi_finished(void *multi, si_s3_xfer_t **slots, int n)
     return -1;
 }
 
+si_s3_job_t *si_s3_jobs_split(uint64_t from, uint64_t to, uint64_t len, size_t *n)
+{
+    *n = to > from ? (size_t)((to - from + len - 1) / len) : 1;
+    si_s3_job_t *jobs = calloc(*n, sizeof(*jobs));
+    for (size_t j = 0; jobs && j < *n; j++) {
+        jobs[j].off = from + (uint64_t)j * len;
+        jobs[j].len = to - jobs[j].off < len ? to - jobs[j].off : len;
+    }
+    return jobs;
+}
+
 int si_s3_job_land(void *arg, const void *data, size_t len)
 {
     si_s3_job_t *jb = arg;

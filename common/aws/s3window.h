@@ -82,6 +82,10 @@ struct si_s3_window {
     char failed_code[64];
 };
 
+/* Jobs of len bytes each over [from, to), the last shorter (one empty job
+ * for an empty span), their count in *n; NULL: out of memory. */
+si_s3_job_t *si_s3_jobs_split(uint64_t from, uint64_t to, uint64_t len, size_t *n);
+
 /* An on_data for GET jobs (the request's arg: the job): the bytes land at
  * buf + got; more than len is refused (and the range read again). */
 int si_s3_job_land(void *arg, const void *data, size_t len);

@@ -160,19 +160,15 @@ typedef struct {
 static stagein_err_t lib_window_init(lib_window_t *lw, stagein_t *h, const target_t *tg,
                                      uint64_t off, uint64_t end, uint64_t len, int parallel)
 {
-    size_t n = end > off ? (size_t)((end - off + len - 1) / len) : 1;
-    *lw = (lib_window_t){.h = h, .tg = tg, .njobs = n,
+    size_t n;
+    si_s3_job_t *jobs = si_s3_jobs_split(off, end, len, &n);
+    *lw = (lib_window_t){.h = h, .tg = tg, .jobs = jobs, .njobs = n,
                          .nslots = (size_t)parallel < n ? parallel : (int)n};
-    lw->jobs = calloc(n, sizeof(*lw->jobs));
     lw->answers = calloc((size_t)lw->nslots, sizeof(*lw->answers));
     lw->tokens = calloc((size_t)lw->nslots, sizeof(*lw->tokens));
     lw->sent_token = calloc((size_t)lw->nslots, sizeof(*lw->sent_token));
     if (!lw->jobs || !lw->answers || !lw->tokens || !lw->sent_token)
         return lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory for %zu requests", n);
-    for (size_t j = 0; j < n; j++) {
-        lw->jobs[j].off = off + (uint64_t)j * len;
-        lw->jobs[j].len = end - lw->jobs[j].off < len ? end - lw->jobs[j].off : len;
-    }
     return STAGEIN_SUCCESS;
 }
 
