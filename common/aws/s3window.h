@@ -75,7 +75,8 @@ struct si_s3_window {
      * wait on (an RDMA provider); sets *fd (-1: none) to wait on too and
      * *ms, the longest wait (50 ms when not called). */
     void (*progress)(void *arg, int *fd, int *ms);
-    _Atomic uint64_t *landed;      /* NULL, or counts the bytes si_s3_job_land lands (a range read again, again) */
+    _Atomic uint64_t *landed;      /* NULL, or counts what si_s3_job_land lands (all again
+                                    * for a range read again) */
     /* After a failure: the HTTP status of the answer that failed it (0:
      * none came, or the window failed otherwise) and its S3 error code. */
     long failed_status;
