@@ -1,10 +1,11 @@
 /* Objects of stageind's S3 endpoint to and from caller memory, over the
- * project's S3 client (common/aws/s3client.h). Reading: a HEAD for the size
- * and ETag, then SigV4-signed range GETs run by a few threads, each landing
- * its ranges straight at their offsets (host memory) or through a pinned
- * bounce buffer into GPU memory. Writing: one signed PUT, or a multipart
- * upload by a few threads, the body read by the server from registered
- * memory over RDMA or sent in the request. */
+ * project's S3 client and its window of parallel requests
+ * (common/aws/s3client.h, s3window.h). Reading: the first range (or a HEAD)
+ * for the size, then SigV4-signed range GETs a few at a time, landing
+ * straight at their offsets (host memory) or through a pinned bounce
+ * buffer per range in flight into GPU memory. Writing: one signed PUT, or
+ * a multipart upload's parts a few at a time, the body read by the server
+ * from registered memory over RDMA or sent in the request. */
 #include "config.h"
 #include "stagein/lib/internal.h"
 
