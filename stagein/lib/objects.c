@@ -339,6 +339,8 @@ static int range_setup(si_s3_window_t *w, size_t j, si_error_t *err)
     return 0;
 }
 
+/* A range came whole (the first range of an object of unknown size: up to
+ * the object's end), by RDMA (nothing in the body) or in the body. */
 static si_s3_answer_t range_check(si_s3_window_t *w, size_t j, si_error_t *err)
 {
     reader_t *r = w->arg;
@@ -347,23 +349,19 @@ static si_s3_answer_t range_check(si_s3_window_t *w, size_t j, si_error_t *err)
     const rdma_answer_t *a = &r->lw.answers[slot_of(&r->lw, j)];
     if (failed(tg, "GET", &jb->rs, err))
         return SI_S3_ANSWER_FAILED;
-    if (a->reply == 200) {
-        if ((a->bytes != jb->len && !(r->first && a->bytes < jb->len)) || jb->got != 0) {
-            si_errprintf(err, "S3 GET %s/%s: the server wrote %llu bytes by RDMA (and %zu"
-                         " in the body) of the %llu asked for", tg->bucket, tg->key,
-                         (unsigned long long)a->bytes, jb->got, (unsigned long long)jb->len);
-            return SI_S3_ANSWER_FAILED;
-        }
-        r->total = jb->rs.range_total ? jb->rs.range_total : a->bytes;
+    bool by_rdma = a->reply == 200;
+    uint64_t came = by_rdma ? a->bytes : jb->got;
+    r->total = jb->rs.range_total ? jb->rs.range_total : came;
+    if ((came == jb->len || (r->first && came < jb->len)) && (!by_rdma || jb->got == 0))
         return SI_S3_ANSWER_GOOD;
-    }
-    r->total = jb->rs.range_total ? jb->rs.range_total : jb->got;
-    if (jb->got != jb->len && !(r->first && jb->got < jb->len)) {
+    if (by_rdma)
+        si_errprintf(err, "S3 GET %s/%s: the server wrote %llu bytes by RDMA (and %zu in the"
+                     " body) of the %llu asked for", tg->bucket, tg->key,
+                     (unsigned long long)a->bytes, jb->got, (unsigned long long)jb->len);
+    else
         si_errprintf(err, "S3 GET %s/%s: %llu bytes at %llu came short (%zu)", tg->bucket,
                      tg->key, (unsigned long long)jb->len, (unsigned long long)jb->off, jb->got);
-        return SI_S3_ANSWER_FAILED;
-    }
-    return SI_S3_ANSWER_GOOD;
+    return SI_S3_ANSWER_FAILED;
 }
 
 /* Counts where a range's bytes came from; a GPU destination gets them
