@@ -85,6 +85,7 @@ out=$("$STAGEIN" get pub --transport rdma --dest "$TEST_DIR/ds" --endpoint "unix
 differ=""
 for key in $KEYS; do same_bytes "$TEST_DIR/ds/data/$key" "$SRC/$key" || differ+="$key "; done
 is "$differ" "" "shm: the dataset 'pub' into a directory, identical"
+printf "%s\n" "$out" >&2   # in the log: which object came over HTTP, and why
 is "$(grep -c ' http=0$' <<<"$out")/$(grep -c ' rdma=0 http=1$' <<<"$out")" 5/1 \
     "... its six objects (one empty) by RDMA, but the one-byte object in the body"
 out=$("$STAGEIN" get data/big --transport http --dest "$TEST_DIR/http" 2>&1)
