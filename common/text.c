@@ -234,6 +234,16 @@ int si_hex_digit(char c)
     return -1;
 }
 
+unsigned si_digits(uint64_t v, unsigned base)
+{
+    unsigned n = 1;
+    while (v >= base) {
+        v /= base;
+        n++;
+    }
+    return n;
+}
+
 bool si_is_lower_hex(const char *s, size_t len)
 {
     for (size_t i = 0; i < len; i++)

@@ -46,5 +46,7 @@ void si_hex(const unsigned char *bytes, size_t len, char *out);
 int si_hex_digit(char c);
 /* Whether the len bytes at s are all lower-case hex digits. */
 bool si_is_lower_hex(const char *s, size_t len);
+/* How many digits v has in base (2..36): 1 for 0. */
+unsigned si_digits(uint64_t v, unsigned base);
 
 #endif

@@ -75,7 +75,8 @@ get_all() {
 is_got_all() {
     if [ "$1" = CRASH ]; then skip_one "$2: $SHM_CRASH"; else is "$1" "" "$2"; fi
 }
-is_got_all "$(get_all shm)" "shm: 1 B, 4097 B, 3 MiB + 7, 20 MiB + 17: every byte by RDMA, identical"
+shm_gets=$(get_all shm)
+is_got_all "$shm_gets" "shm: 1 B, 4097 B, 3 MiB + 7, 20 MiB + 17: every byte by RDMA, identical"
 # concurrent transfers through shm's bounce buffers: libfabric 1.17 loses
 # operations or crashes the client (doc/rdma.md), as t_rdma and 0610 skip;
 # tcp runs this case below
@@ -85,6 +86,7 @@ out=$("$STAGEIN" get pub --transport rdma --dest "$TEST_DIR/ds" --endpoint "unix
 differ=""
 for key in $KEYS; do same_bytes "$TEST_DIR/ds/data/$key" "$SRC/$key" || differ+="$key "; done
 is "$differ" "" "shm: the dataset 'pub' into a directory, identical"
+printf "%s\n" "$out" >&2   # in the log: which object came over HTTP, and why
 is "$(grep -c ' http=0$' <<<"$out")/$(grep -c ' rdma=0 http=1$' <<<"$out")" 5/1 \
     "... its six objects (one empty) by RDMA, but the one-byte object in the body"
 out=$("$STAGEIN" get data/big --transport http --dest "$TEST_DIR/http" 2>&1)
@@ -92,8 +94,12 @@ is "$out" "$TEST_DIR/http/data/big 20971537 sha256:$(sha256sum < "$SRC/big" | cu
     "--transport http: over HTTP (no rdma= on the line)"
 ok "$(same_bytes "$TEST_DIR/http/data/big" "$SRC/big"; echo $?)" "... identical"
 sent=$(metric stagein_rdma_sent_bytes_total)
-ok "$([ "${sent:-0}" -ge $((2 * (4097 + 3145735 + 20971537 + 70000))) ]; echo $?)" \
-    "metrics: stagein_rdma_sent_bytes_total counts them ($sent)"
+# the objects went by RDMA twice (get_all, the dataset), once when get_all's
+# client crashed inside libfabric (skipped above)
+passes=2
+[ "$shm_gets" = CRASH ] && passes=1
+ok "$([ "${sent:-0}" -ge $((passes * (4097 + 3145735 + 20971537 + 70000))) ]; echo $?)" \
+    "metrics: stagein_rdma_sent_bytes_total counts them ($sent, $passes passes)"
 is "$(metric stagein_rdma_transfers)/$(metric stagein_rdma_buffers_free)" \
     "0/$(metric stagein_rdma_buffers)" "metrics: no transfer running, every pool buffer free"
 

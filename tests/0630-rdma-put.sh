@@ -57,10 +57,16 @@ if [ "$shm_puts" = CRASH ]; then
 else
     is "${recv:-0}" $((1 + 4097 + 3145735 + 20971537)) "metrics: stagein_rdma_received_bytes_total counts them"
 fi
-is "$(rdma_settled)" "$(metric stagein_rdma_registrations) $(metric stagein_rdma_buffers)/$(metric stagein_rdma_buffers) transfers=0 retired=0" \
-    "no transfer running, every pool buffer free"
+# a client that crashed inside libfabric leaves its transfer to time out
+# and its endpoint to be replaced (doc/rdma.md): nothing to check then
+if [ "$shm_puts" = CRASH ]; then
+    skip_one "no transfer running, every pool buffer free: $SHM_CRASH"
+else
+    is "$(rdma_settled)" "$(metric stagein_rdma_registrations) $(metric stagein_rdma_buffers)/$(metric stagein_rdma_buffers) transfers=0 retired=0" \
+        "no transfer running, every pool buffer free"
+fi
 out=$("$STAGEIN" put "$OUT/f4097" upl/shm/f4097 --transport rdma 2>&1)
-if shm_client_crashed "$out"; then
+if [ "$shm_puts" = CRASH ] || shm_client_crashed "$out"; then
     skip_one "a second PUT of the same key: $SHM_CRASH"
 else
     ok "$(grep -q " rdma=4097 http=0$" <<<"$out"; echo $?)" "a second PUT of the same key replaces it, by RDMA"

@@ -546,25 +546,15 @@ int si_awschunked_enc_finish(si_awschunked_enc_t *e, si_strbuf_t *out, si_error_
     return out->failed ? si_errprintf(err, "encoded body does not fit its buffer") : 0;
 }
 
-static uint64_t hex_digits(uint64_t v)
-{
-    uint64_t n = 1;
-    while (v >= 16) {
-        v /= 16;
-        n++;
-    }
-    return n;
-}
-
 uint64_t si_awschunked_encoded_length(si_sigv4_payload_t payload, const char *trailer,
                                       uint64_t payload_len, uint64_t chunk_size)
 {
     uint64_t sig = signed_mode(payload) ? strlen(CHUNK_SIGNATURE) + SI_SIGV4_HEX_LEN : 0;
     uint64_t full = chunk_size ? payload_len / chunk_size : 0;
     uint64_t rest = chunk_size ? payload_len % chunk_size : payload_len;
-    uint64_t total = full * (hex_digits(chunk_size) + sig + 2 + chunk_size + 2);
+    uint64_t total = full * (si_digits(chunk_size, 16) + sig + 2 + chunk_size + 2);
     if (rest)
-        total += hex_digits(rest) + sig + 2 + rest + 2;
+        total += si_digits(rest, 16) + sig + 2 + rest + 2;
     total += 1 + sig + 2; /* the final empty chunk */
     si_amz_checksum_alg_t alg;
     if (trailer && *trailer && si_amz_checksum_alg_parse(trailer, &alg) == 0) {

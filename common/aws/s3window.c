@@ -33,9 +33,42 @@ int si_s3_multi_finished(void *multi, si_s3_xfer_t **slots, int n)
     return -1;
 }
 
+si_s3_job_t *si_s3_jobs_split(uint64_t from, uint64_t to, uint64_t len, size_t *n)
+{
+    *n = to > from ? (size_t)((to - from + len - 1) / len) : 1;
+    si_s3_job_t *jobs = calloc(*n, sizeof(*jobs));
+    for (size_t j = 0; jobs && j < *n; j++) {
+        jobs[j].off = from + (uint64_t)j * len;
+        jobs[j].len = to - jobs[j].off < len ? to - jobs[j].off : len;
+    }
+    return jobs;
+}
+
+int si_s3_job_land(void *arg, const void *data, size_t len)
+{
+    si_s3_job_t *jb = arg;
+    if (jb->got + len > jb->len)
+        return -1;
+    memcpy(jb->buf + jb->got, data, len);
+    jb->got += len;
+    if (jb->window->landed)
+        atomic_fetch_add(jb->window->landed, len);
+    return 0;
+}
+
+/* The window fails on this answer: what the caller may want of it kept. */
+static void fail_with(si_s3_window_t *w, si_s3_response_t *rs)
+{
+    w->failed_status = rs->status;
+    snprintf(w->failed_code, sizeof(w->failed_code), "%s", rs->code);
+    si_s3_response_free(rs);
+}
+
 int si_s3_window_run(si_s3_window_t *w, int concurrency, const char *what, const char *where,
                      si_error_t *err)
 {
+    w->failed_status = 0;
+    w->failed_code[0] = '\0';
     CURLM *multi = curl_multi_init();
     si_s3_xfer_t **slots = calloc((size_t)concurrency, sizeof(*slots));
     bool *busy = calloc((size_t)concurrency, sizeof(*busy));
@@ -67,6 +100,8 @@ int si_s3_window_run(si_s3_window_t *w, int concurrency, const char *what, const
                 ;
             if (s == concurrency)
                 break;
+            jb->window = w;
+            jb->got = 0;
             if (w->setup(w, j, err) < 0 ||
                 si_s3_xfer_prepare(slots[s], &jb->rq, &jb->rs, err) < 0)
                 goto out;
@@ -89,8 +124,20 @@ int si_s3_window_run(si_s3_window_t *w, int concurrency, const char *what, const
             si_s3_job_t *jb = &w->jobs[j];
             jb->slot = NULL;
             CURLcode cc = (CURLcode)jb->rs.curl_code;
-            bool good = cc == CURLE_OK && jb->rs.status >= 200 && jb->rs.status < 300 &&
-                        (strcmp(jb->rq.method, "GET") != 0 || jb->got == jb->len);
+            si_s3_answer_t verdict = w->check ? w->check(w, j, err) : SI_S3_ANSWER_DEFAULT;
+            if (verdict == SI_S3_ANSWER_FAILED) {
+                fail_with(w, &jb->rs);
+                goto out;
+            }
+            if (verdict == SI_S3_ANSWER_AGAIN) {
+                jb->state = SI_S3_JOB_WAITING;
+                jb->retry_at = 0;
+                si_s3_response_free(&jb->rs);
+                continue;
+            }
+            bool good = verdict == SI_S3_ANSWER_GOOD ||
+                        (cc == CURLE_OK && jb->rs.status >= 200 && jb->rs.status < 300 &&
+                         (strcmp(jb->rq.method, "GET") != 0 || jb->got == jb->len));
             if (good) {
                 jb->state = SI_S3_JOB_DONE;
                 snprintf(jb->etag, sizeof(jb->etag), "%s", jb->rs.etag);
@@ -114,7 +161,7 @@ int si_s3_window_run(si_s3_window_t *w, int concurrency, const char *what, const
                                "%s %s (bytes %" PRIu64 "-%" PRIu64 "): %s%s", what, where,
                                jb->off, jb->off + jb->len - 1, text,
                                si_s3_retryable(&jb->rs) ? " (gave up after retries)" : "");
-                si_s3_response_free(&jb->rs);
+                fail_with(w, &jb->rs);
                 goto out;
             }
             jb->attempts++;
@@ -125,8 +172,13 @@ int si_s3_window_run(si_s3_window_t *w, int concurrency, const char *what, const
             if (w->on_retry)
                 w->on_retry(w->retry_arg);
         }
-        if (running > 0)
-            curl_multi_poll(multi, NULL, 0, 50, NULL);
+        if (running > 0) {
+            int fd = -1, ms = 50;
+            if (w->progress)
+                w->progress(w->arg, &fd, &ms);
+            struct curl_waitfd extra = {.fd = fd, .events = CURL_WAIT_POLLIN};
+            curl_multi_poll(multi, fd >= 0 ? &extra : NULL, fd >= 0 ? 1 : 0, ms, NULL);
+        }
         else if (w->flushed < w->njobs)
             usleep(10000); /* only jobs waiting for their retry time */
     }

@@ -5,20 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
 #include "common/log.h"
 #include "common/tap.h"
-
-static char *slurp(const char *path)
-{
-    static char buf[8192];
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
 
 int main(void)
 {
@@ -41,7 +30,8 @@ int main(void)
     si_log(log, SI_LOG_DEBUG, "too detailed");
     ok(si_log_enabled(log, SI_LOG_ERROR) && !si_log_enabled(log, SI_LOG_DEBUG),
        "enabled follows the level");
-    char *text = slurp(path);
+    size_t len;
+    char *text = si_read_file(path, 8192, false, &len, &err);
     ok(text && strstr(text, "t_log[") && strstr(text, "info: hello 42\n"),
        "line has ident, level and message: %s", text ? text : "(none)");
     ok(text && !strstr(text, "too detailed"), "debug dropped at level info");
@@ -51,7 +41,8 @@ int main(void)
     opts.level = SI_LOG_DEBUG;
     ok(si_log_reopen(log, &opts, &err) == 0, "reopened");
     si_log(log, SI_LOG_DEBUG, "after rotation");
-    text = slurp(path);
+    free(text);
+    text = si_read_file(path, 8192, false, &len, &err);
     ok(text && strstr(text, "debug: after rotation") && !strstr(text, "hello"),
        "new file holds only new lines, at the new level");
 
@@ -59,8 +50,10 @@ int main(void)
     ok(si_log_reopen(log, &bad, &err) == -1 && strstr(err.text, "/nonexistent/dir/x.log"),
        "reopen failure names the file: %s", err.text);
     si_log(log, SI_LOG_INFO, "still here");
-    text = slurp(path);
+    free(text);
+    text = si_read_file(path, 8192, false, &len, &err);
     ok(text && strstr(text, "still here"), "old destination kept after a failed reopen");
+    free(text);
     si_log_close(log);
 
     ok(si_log_open(&bad, &err) == NULL && strstr(err.text, "cannot open log file"),

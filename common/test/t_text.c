@@ -83,6 +83,10 @@ int main(void)
        "si_hex_digit refuses what is not a digit");
     ok(si_is_lower_hex("01abff10", 8), "si_is_lower_hex: lower-case digits");
     ok(!si_is_lower_hex("01ABff10", 8), "si_is_lower_hex: upper case refused");
+    ok(si_digits(0, 10) == 1 && si_digits(9, 10) == 1 && si_digits(10, 10) == 2 &&
+       si_digits(UINT64_MAX, 10) == 20, "si_digits: decimal, 0 has one digit, 2^64-1 has 20");
+    ok(si_digits(0xfff, 16) == 3 && si_digits(0x1000, 16) == 4 && si_digits(5, 2) == 3,
+       "si_digits: hex and binary");
     ok(si_is_lower_hex("abz", 2) && !si_is_lower_hex("abz", 3),
        "si_is_lower_hex reads len bytes, no more");
     return done_testing();

@@ -57,59 +57,31 @@ static int on_whole(void *arg, const void *data, size_t len)
     return deliver(arg, data, len);
 }
 
-static size_t range_body(si_s3_window_t *w, size_t j, const void *data, size_t len)
-{
-    si_s3_job_t *jb = &w->jobs[j];
-    if (jb->got + len > jb->len)
-        return 0; /* more than the range: refused (and retried) */
-    memcpy(jb->buf + jb->got, data, len);
-    jb->got += len;
-    return len;
-}
-
-typedef struct {
-    si_s3_window_t *w;
-    size_t j;
-} range_ctx_t;
-
-static int on_range(void *arg, const void *data, size_t len)
-{
-    range_ctx_t *c = arg;
-    return range_body(c->w, c->j, data, len) == len ? 0 : -1;
-}
-
-typedef struct {
-    get_t *g;
-    range_ctx_t *ctx;
-} ranged_t;
-
 static int range_setup(si_s3_window_t *w, size_t j, si_error_t *err)
 {
-    ranged_t *rg = w->arg;
-    s3_recall_t *r = rg->g->r;
+    get_t *g = w->arg;
+    s3_recall_t *r = g->r;
     si_s3_job_t *jb = &w->jobs[j];
     if (!jb->buf && !(jb->buf = malloc(jb->len)))
         return si_errprintf(err, "out of memory for a %" PRIu64 " byte range", jb->len);
-    jb->got = 0;
     snprintf(jb->range, sizeof(jb->range), "bytes=%" PRIu64 "-%" PRIu64, jb->off,
              jb->off + jb->len - 1);
     jb->hdr[0] = (si_http_header_t){"Range", jb->range};
-    rg->ctx[j] = (range_ctx_t){w, j};
     jb->rq = (si_s3_request_t){.method = "GET", .bucket = r->ubucket, .key = r->ukey,
-                               .headers = jb->hdr, .nheaders = 1, .on_data = on_range,
-                               .arg = &rg->ctx[j]};
+                               .headers = jb->hdr, .nheaders = 1, .on_data = si_s3_job_land,
+                               .arg = jb};
     return 0;
 }
 
 /* Hands finished ranges to the sink in order. */
 static int range_done(si_s3_window_t *w, size_t j, si_error_t *err)
 {
-    ranged_t *rg = w->arg;
+    get_t *g = w->arg;
     (void)j;
     (void)err;
     while (w->flushed < w->njobs && w->jobs[w->flushed].state == SI_S3_JOB_DONE) {
         si_s3_job_t *jb = &w->jobs[w->flushed];
-        if (deliver(rg->g, jb->buf, jb->len) < 0)
+        if (deliver(g, jb->buf, jb->len) < 0)
             return -1;
         free(jb->buf);
         jb->buf = NULL;
@@ -123,20 +95,14 @@ static int get_ranged(get_t *g, si_error_t *err)
 {
     s3b_t *b = g->b;
     uint64_t size = g->r->item->size, ps = b->conf.part_size;
-    size_t n = (size_t)((size + ps - 1) / ps);
-    si_s3_job_t *jobs = calloc(n, sizeof(*jobs));
-    range_ctx_t *ctx = calloc(n, sizeof(*ctx));
+    size_t n;
+    si_s3_job_t *jobs = si_s3_jobs_split(0, size, ps, &n);
     int rc = -1;
-    if (!jobs || !ctx) {
+    if (!jobs) {
         si_errprintf(err, "out of memory");
         goto out;
     }
-    for (size_t j = 0; j < n; j++) {
-        jobs[j].off = (uint64_t)j * ps;
-        jobs[j].len = size - jobs[j].off < ps ? size - jobs[j].off : ps;
-    }
-    ranged_t rg = {g, ctx};
-    si_s3_window_t w = window_of(b, jobs, n, range_setup, range_done, &rg,
+    si_s3_window_t w = window_of(b, jobs, n, range_setup, range_done, g,
                                  (uint64_t)(uintptr_t)g ^ (uint64_t)(si_mono_now() * 1e6));
     rc = si_s3_window_run(&w, b->conf.parts, "GET", g->r->where, err);
 out:
@@ -144,7 +110,6 @@ out:
         for (size_t j = 0; j < n; j++)
             free(jobs[j].buf);
     free(jobs);
-    free(ctx);
     return rc;
 }
 
@@ -378,19 +343,15 @@ static int put_multipart(s3b_t *b, si_s3_xfer_t *x, put_ctx_t *p, const char *wh
     si_uri_encode(&enc, upload_id, strlen(upload_id), false);
     p->upload_id = si_strbuf_str(&enc);
     uint64_t size = p->m->size, ps = b->conf.part_size;
-    size_t n = (size_t)((size + ps - 1) / ps);
-    si_s3_job_t *jobs = calloc(n, sizeof(*jobs));
+    size_t n;
+    si_s3_job_t *jobs = si_s3_jobs_split(0, size, ps, &n);
     si_strbuf_t xml;
     si_strbuf_init(&xml, 64u << 20);
     rc = -1;
     if (!jobs || n > 10000) {
-        si_errprintf(err, n > 10000 ? "%s: %zu parts of %" PRIu64 " bytes, more than S3's 10000 "
+        si_errprintf(err, jobs ? "%s: %zu parts of %" PRIu64 " bytes, more than S3's 10000 "
                      "(raise archive.s3.part_size)" : "out of memory", where, n, ps);
         goto abort;
-    }
-    for (size_t j = 0; j < n; j++) {
-        jobs[j].off = (uint64_t)j * ps;
-        jobs[j].len = size - jobs[j].off < ps ? size - jobs[j].off : ps;
     }
     si_s3_window_t w = window_of(b, jobs, n, part_setup, part_done, p,
                                  (uint64_t)(uintptr_t)p ^ (uint64_t)(si_mono_now() * 1e6));

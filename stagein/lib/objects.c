@@ -1,14 +1,15 @@
 /* Objects of stageind's S3 endpoint to and from caller memory, over the
- * project's S3 client (common/aws/s3client.h). Reading: a HEAD for the size
- * and ETag, then SigV4-signed range GETs run by a few threads, each landing
- * its ranges straight at their offsets (host memory) or through a pinned
- * bounce buffer into GPU memory. Writing: one signed PUT, or a multipart
- * upload by a few threads, the body read by the server from registered
- * memory over RDMA or sent in the request. */
+ * project's S3 client and its window of parallel requests
+ * (common/aws/s3client.h, s3window.h). Reading: the first range (or a HEAD)
+ * for the size, then SigV4-signed range GETs a few at a time, landing
+ * straight at their offsets (host memory) or through a pinned bounce
+ * buffer per range in flight into GPU memory. Writing: one signed PUT, or
+ * a multipart upload's parts a few at a time, the body read by the server
+ * from registered memory over RDMA or sent in the request. */
 #include "config.h"
 #include "stagein/lib/internal.h"
 
-#include <pthread.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include <curl/curl.h>
 
 #include "common/aws/s3client.h"
+#include "common/aws/s3window.h"
 #include "common/checksum.h"
 #include "common/rdma_token.h"
 #include "common/strbuf.h"
@@ -83,140 +85,40 @@ static stagein_err_t target_init(stagein_t *h, const char *objpath, target_t *t)
     return STAGEIN_SUCCESS;
 }
 
-/* One request's answer: the client's response, where a GET's body went and
- * the RDMA extension's headers. */
+/* The RDMA extension's headers of one answer: x-amz-rdma-reply (0: none),
+ * -bytes-transferred, -reason of a 501; HEAD: the server's
+ * x-amz-rdma-provider. */
 typedef struct {
-    si_s3_response_t rs;
-    unsigned char *dst;      /* host memory for [0, len) */
-    uint64_t len, got;
-    /* the first range of an object of unknown size: fewer bytes than len
-     * are the whole object; total: its size (Content-Range, or what came) */
-    bool first;
-    uint64_t total;
-    /* the RDMA answer: x-amz-rdma-reply (0: none), -bytes-transferred,
-     * -reason of a 501; HEAD: the server's x-amz-rdma-provider */
-    int rdma_reply;
-    uint64_t rdma_bytes;
-    char rdma_reason[160];
-    char rdma_provider[SI_RDMA_PROVIDER_MAX + 1];
-    _Atomic uint64_t *landed;
-} transfer_t;
-
-static int on_body(void *arg, const void *data, size_t len)
-{
-    transfer_t *t = arg;
-    if (!t->dst || t->got + len > t->len)   /* more than asked for: refuse it */
-        return -1;
-    memcpy(t->dst + t->got, data, len);
-    t->got += len;
-    if (t->landed)
-        atomic_fetch_add(t->landed, len);
-    return 0;
-}
+    int reply;
+    uint64_t bytes;
+    char reason[160];
+    char provider[SI_RDMA_PROVIDER_MAX + 1];
+} rdma_answer_t;
 
 static void copy_header(const char *v, char *out, size_t size)
 {
     snprintf(out, size, "%s", v + strspn(v, " \t"));
 }
 
-static void on_header(void *arg, const char *line)
+static void rdma_header(rdma_answer_t *a, const char *line)
 {
-    transfer_t *t = arg;
     if (strncmp(line, "HTTP/", 5) == 0) {
-        t->rdma_reply = 0;
-        t->rdma_bytes = 0;
-        t->rdma_reason[0] = t->rdma_provider[0] = '\0';
+        memset(a, 0, sizeof(*a));
     } else if (strncasecmp(line, "x-amz-rdma-reply:", 17) == 0) {
-        t->rdma_reply = (int)strtol(line + 17, NULL, 10);
+        a->reply = (int)strtol(line + 17, NULL, 10);
     } else if (strncasecmp(line, "x-amz-rdma-bytes-transferred:", 29) == 0) {
-        t->rdma_bytes = strtoull(line + 29, NULL, 10);
+        a->bytes = strtoull(line + 29, NULL, 10);
     } else if (strncasecmp(line, "x-amz-rdma-reason:", 18) == 0) {
-        copy_header(line + 18, t->rdma_reason, sizeof(t->rdma_reason));
+        copy_header(line + 18, a->reason, sizeof(a->reason));
     } else if (strncasecmp(line, "x-amz-rdma-provider:", 20) == 0) {
-        copy_header(line + 20, t->rdma_provider, sizeof(t->rdma_provider));
+        copy_header(line + 20, a->provider, sizeof(a->provider));
     }
 }
 
-/* How one request goes: plain, or with an RDMA token (and the multi handle
- * that lets the caller drive the provider meanwhile). */
-typedef struct {
-    si_s3_xfer_t *x;
-    CURLM *multi;            /* NULL: no RDMA */
-    const char *token;       /* x-amz-rdma-token, or NULL */
-    const atomic_bool *stop; /* the transfer ends once it is true; NULL: never */
-} call_t;
-
-/* A call's transfer handle, told to end when stop becomes true. */
-static int call_open(call_t *c, const target_t *tg, bool rdma, const atomic_bool *stop,
-                     si_error_t *err)
-{
-    memset(c, 0, sizeof(*c));
-    c->stop = stop;
-    if (!(c->x = si_s3_xfer_new(tg->s3, err)) || (rdma && !(c->multi = curl_multi_init())))
-        return si_errprintf(err, "cannot make a libcurl handle");
-    if (stop)
-        si_s3_xfer_stop_on(c->x, stop);
-    return 0;
-}
-
-static void call_close(call_t *c)
-{
-    if (c->multi)
-        curl_multi_cleanup(c->multi);
-    si_s3_xfer_free(c->x);
-    c->multi = NULL;
-    c->x = NULL;
-}
-
-/* Runs the request (t gets the answer; its header and body callbacks are
- * set here). With an RDMA token out, the provider is driven while the
- * answer is awaited: the server's writes complete only as this side
- * progresses (multi interface, so that the wait is interruptible). */
-static int perform(const call_t *c, stagein_t *h, si_s3_request_t *rq, transfer_t *t,
+/* Whether an answer failed (no answer, an error status), saying so. */
+static bool failed(const target_t *tg, const char *method, const si_s3_response_t *rs,
                    si_error_t *err)
 {
-    rq->on_header = on_header;
-    rq->arg = t;
-    if (!c->token || !c->multi)
-        return si_s3_xfer_perform(c->x, rq, &t->rs, err);
-    if (si_s3_xfer_prepare(c->x, rq, &t->rs, err) < 0)
-        return -1;
-    CURL *curl = si_s3_xfer_curl(c->x);
-    if (curl_multi_add_handle(c->multi, curl) != CURLM_OK) {
-        si_s3_xfer_done(c->x, CURLE_OUT_OF_MEMORY);
-        return 0;
-    }
-    CURLcode cc = CURLE_OK;
-    int running = 1;
-    while (running) {
-        if (curl_multi_perform(c->multi, &running) != CURLM_OK) {
-            cc = CURLE_RECV_ERROR;
-            break;
-        }
-        if (!running)
-            break;
-        int fd, ms;
-        lib_rdma_progress(h, &fd, &ms);
-        struct curl_waitfd extra = {.fd = fd, .events = CURL_WAIT_POLLIN};
-        curl_multi_poll(c->multi, fd >= 0 ? &extra : NULL, fd >= 0 ? 1 : 0, ms, NULL);
-    }
-    CURLMsg *m;
-    int left;
-    while ((m = curl_multi_info_read(c->multi, &left)))
-        if (m->msg == CURLMSG_DONE && m->easy_handle == curl)
-            cc = m->data.result;
-    curl_multi_remove_handle(c->multi, curl);
-    si_s3_xfer_done(c->x, (int)cc);
-    return 0;
-}
-
-/* Whether the request failed (stopped, no answer, an error status), saying so. */
-static bool failed(const call_t *c, const target_t *tg, const char *method, const transfer_t *t,
-                   si_error_t *err)
-{
-    const si_s3_response_t *rs = &t->rs;
-    if (c->stop && atomic_load(c->stop))
-        return si_errprintf(err, "stopped"), true;
     if (rs->curl_code != CURLE_OK && rs->status < 300)
         return si_errprintf(err, "S3 %s %s/%s/%s: %s", method, si_s3_endpoint(tg->s3),
                             tg->bucket, tg->key, rs->curl_error), true;
@@ -228,77 +130,139 @@ static bool failed(const call_t *c, const target_t *tg, const char *method, cons
     return false;
 }
 
-/* One signed request: HEAD (dst NULL, len 0) or GET of [offset, offset+len);
- * key NULL: of the bucket. */
-static int s3_call(const call_t *c, const target_t *tg, const char *key, bool head,
-                   uint64_t offset, uint64_t len, uint64_t object_size, transfer_t *t,
-                   si_error_t *err)
+static stagein_err_t code_of(long status, const char *s3_code)
 {
-    char range[80] = "";
-    si_http_header_t hs[2];
-    size_t nh = 0;
-    bool ranged = !head && !(offset == 0 && len == object_size);
-    if (ranged) {
-        snprintf(range, sizeof(range), "bytes=%llu-%llu", (unsigned long long)offset,
-                 (unsigned long long)(offset + len - 1));
-        hs[nh++] = (si_http_header_t){"Range", range};
-    }
-    if (c->token)
-        hs[nh++] = (si_http_header_t){"x-amz-rdma-token", c->token};
-    si_s3_request_t rq = {.method = head ? "HEAD" : "GET", .bucket = tg->bucket, .key = key,
-                          .headers = hs, .nheaders = nh, .payload_sha256 = SI_SIGV4_UNSIGNED_PAYLOAD,
-                          .on_data = on_body};
-    if (perform(c, tg->h, &rq, t, err) < 0)
-        return -1;
-    if (failed(c, tg, head ? "HEAD" : "GET", t, err))
-        return -1;
-    if (!head && t->rdma_reply == 200) {
-        if ((t->rdma_bytes != len && !(t->first && t->rdma_bytes < len)) || t->got != 0)
-            return si_errprintf(err, "S3 GET %s/%s: the server wrote %llu bytes by RDMA (and %llu"
-                                " in the body) of the %llu asked for", tg->bucket, tg->key,
-                                (unsigned long long)t->rdma_bytes, (unsigned long long)t->got,
-                                (unsigned long long)len);
-        t->total = t->rs.range_total ? t->rs.range_total : t->rdma_bytes;
-        return 0;
-    }
-    t->total = t->rs.range_total ? t->rs.range_total : t->got;
-    if (!head && t->got != len && !(t->first && t->got < len))
-        return si_errprintf(err, "S3 GET %s/%s: %llu bytes at %llu came short (%llu)", tg->bucket,
-                            tg->key, (unsigned long long)len, (unsigned long long)offset,
-                            (unsigned long long)t->got);
-    return 0;
-}
-
-static stagein_err_t code_of(const transfer_t *t)
-{
-    if (t->rs.status == 403 && strcmp(t->rs.code, "InvalidObjectState") == 0)
+    if (status == 403 && strcmp(s3_code, "InvalidObjectState") == 0)
         return STAGEIN_ERR_NOT_CACHED;
-    return lib_code_of_http(t->rs.status);
+    return lib_code_of_http(status);
 }
 
-/* provider (may be NULL) receives the server's RDMA provider, "" for none. */
-static stagein_err_t head(stagein_t *h, const target_t *tg, uint64_t *size, char *etag,
-                          bool *cached, char provider[SI_RDMA_PROVIDER_MAX + 1])
+/* --- windows of requests (common/aws/s3window.h) -------------------------- */
+
+/* A window of the library's requests: one object's ranges or parts (or its
+ * one request), with per-slot RDMA state (job j uses slot j % nslots: the
+ * window starts job j + nslots only once job j is handed on). The first
+ * member of the reader's and the writer's state, the window's arg. */
+typedef struct {
+    stagein_t *h;
+    const target_t *tg;
+    si_s3_job_t *jobs;
+    size_t njobs;
+    int nslots;
+    rdma_answer_t *answers;
+    char (*tokens)[SI_RDMA_TOKEN_MAX + 1];
+    bool *sent_token;
+    stagein_err_t code;            /* of a failure that is not an answer's */
+    long failed_status;            /* of the answer that failed the window */
+} lib_window_t;
+
+/* Jobs of len bytes each over [off, end) (one for an empty range), at most
+ * parallel at a time. */
+static stagein_err_t lib_window_init(lib_window_t *lw, stagein_t *h, const target_t *tg,
+                                     uint64_t off, uint64_t end, uint64_t len, int parallel)
 {
-    call_t c;
-    transfer_t t = {0};
+    size_t n;
+    si_s3_job_t *jobs = si_s3_jobs_split(off, end, len, &n);
+    *lw = (lib_window_t){.h = h, .tg = tg, .jobs = jobs, .njobs = n,
+                         .nslots = (size_t)parallel < n ? parallel : (int)n};
+    lw->answers = calloc((size_t)lw->nslots, sizeof(*lw->answers));
+    lw->tokens = calloc((size_t)lw->nslots, sizeof(*lw->tokens));
+    lw->sent_token = calloc((size_t)lw->nslots, sizeof(*lw->sent_token));
+    if (!lw->jobs || !lw->answers || !lw->tokens || !lw->sent_token)
+        return lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory for %zu requests", n);
+    return STAGEIN_SUCCESS;
+}
+
+static void lib_window_free(lib_window_t *lw)
+{
+    free(lw->jobs);
+    free(lw->answers);
+    free(lw->tokens);
+    free(lw->sent_token);
+}
+
+static size_t slot_of(const lib_window_t *lw, size_t j)
+{
+    return j % (size_t)lw->nslots;
+}
+
+static void job_header(void *arg, const char *line)
+{
+    si_s3_job_t *jb = arg;
+    lib_window_t *lw = jb->window->arg;
+    rdma_header(&lw->answers[slot_of(lw, (size_t)(jb - jb->window->jobs))], line);
+}
+
+static void lib_progress(void *arg, int *fd, int *ms)
+{
+    lib_rdma_progress(((lib_window_t *)arg)->h, fd, ms);
+}
+
+/* Hands the done jobs on in order. */
+static void flush_done(si_s3_window_t *w)
+{
+    while (w->flushed < w->njobs && w->jobs[w->flushed].state == SI_S3_JOB_DONE)
+        w->jobs[w->flushed++].state = SI_S3_JOB_FLUSHED;
+}
+
+/* Runs the window, the RDMA provider driven meanwhile when rdma; landed
+ * (NULL: none) counts the bytes GETs land. The failure on the handle. */
+static stagein_err_t lib_window_run(lib_window_t *lw, bool rdma, si_s3_job_fn setup,
+                                    si_s3_check_fn check, si_s3_job_fn done,
+                                    _Atomic uint64_t *landed, const char *method)
+{
+    si_s3_window_t w = {.client = lw->tg->s3, .jobs = lw->jobs, .njobs = lw->njobs,
+                        .setup = setup, .check = check, .done = done, .arg = lw,
+                        .progress = rdma ? lib_progress : NULL, .landed = landed};
+    char what[16], where[400];
+    snprintf(what, sizeof(what), "S3 %s", method);
+    snprintf(where, sizeof(where), "%s/%s", lw->tg->bucket, lw->tg->key);
     si_error_t err;
+    lw->code = STAGEIN_SUCCESS;
+    if (si_s3_window_run(&w, lw->nslots, what, where, &err) == 0)
+        return STAGEIN_SUCCESS;
+    lw->failed_status = w.failed_status;
+    stagein_err_t code = lw->code != STAGEIN_SUCCESS ? lw->code
+                         : w.failed_status ? code_of(w.failed_status, w.failed_code)
+                                           : STAGEIN_ERR_CONNECT;
+    return lib_fail_err(lw->h, code, &err);
+}
+
+static void head_header(void *arg, const char *line)
+{
+    rdma_header(arg, line);
+}
+
+/* provider (may be NULL) receives the server's RDMA provider, "" for none;
+ * key NULL: of the bucket. */
+static stagein_err_t head(stagein_t *h, const target_t *tg, const char *key, uint64_t *size,
+                          char *etag, bool *cached, char provider[SI_RDMA_PROVIDER_MAX + 1])
+{
+    si_error_t err;
+    rdma_answer_t a = {0};
+    si_s3_response_t rs = {0};
     stagein_err_t rc = STAGEIN_SUCCESS;
-    if (call_open(&c, tg, false, NULL, &err) < 0) {
+    si_s3_xfer_t *x = si_s3_xfer_new(tg->s3, &err);
+    si_s3_request_t rq = {.method = "HEAD", .bucket = tg->bucket, .key = key,
+                          .payload_sha256 = SI_SIGV4_UNSIGNED_PAYLOAD,
+                          .on_header = head_header, .arg = &a};
+    if (!x) {
         rc = lib_fail_err(h, STAGEIN_ERR_NOMEM, &err);
-    } else if (s3_call(&c, tg, tg->key, true, 0, 0, 0, &t, &err) < 0) {
-        rc = lib_fail_err(h, code_of(&t), &err);
+    } else if (si_s3_xfer_perform(x, &rq, &rs, &err) < 0 || failed(tg, "HEAD", &rs, &err)) {
+        rc = lib_fail_err(h, rs.status ? code_of(rs.status, rs.code) : STAGEIN_ERR_CONNECT, &err);
     } else {
-        *size = t.rs.content_length;
+        if (size)
+            *size = rs.content_length;
         if (etag)
-            snprintf(etag, STAGEIN_CHECKSUM_MAX, "%s", t.rs.etag);
+            snprintf(etag, STAGEIN_CHECKSUM_MAX, "%s", rs.etag);
         /* GLACIER without a restore copy is not readable (see doc/s3.md) */
-        *cached = strcmp(t.rs.storage_class, "GLACIER") != 0;
+        if (cached)
+            *cached = strcmp(rs.storage_class, "GLACIER") != 0;
         if (provider)
-            strcpy(provider, t.rdma_provider);
+            strcpy(provider, a.provider);
     }
-    si_s3_response_free(&t.rs);
-    call_close(&c);
+    si_s3_response_free(&rs);
+    si_s3_xfer_free(x);
     return rc;
 }
 
@@ -311,138 +275,132 @@ stagein_err_t stagein_stat(stagein_t *h, const char *path, uint64_t *size,
     if (!size)
         return lib_fail(h, STAGEIN_ERR_ARGUMENT, "nowhere to put the size");
     target_t tg;
-    bool cached;
     stagein_err_t rc = target_init(h, path, &tg);
     if (rc == STAGEIN_SUCCESS)
-        rc = head(h, &tg, size, etag, &cached, NULL);
+        rc = head(h, &tg, tg.key, size, etag, NULL, NULL);
     return rc;
 }
 
 /* --- parallel read ------------------------------------------------------ */
 
-/* The first failure among threads working on one transfer; the others
- * see stop and end. */
 typedef struct {
-    pthread_mutex_t lock;
-    stagein_err_t code;
-    si_error_t err;
-    atomic_bool stop;
-} outcome_t;
-
-static void outcome_fail(outcome_t *o, stagein_err_t code, const si_error_t *err)
-{
-    pthread_mutex_lock(&o->lock);
-    if (o->code == STAGEIN_SUCCESS) {
-        o->code = code;
-        o->err = *err;
-    }
-    pthread_mutex_unlock(&o->lock);
-    atomic_store(&o->stop, true);
-}
-
-typedef struct {
-    const target_t *tg;
-    unsigned char *dst;      /* host destination, or NULL for the GPU */
-    lib_cuda_t *cuda;        /* GPU destination */
+    lib_window_t lw;               /* first: the window's arg */
+    unsigned char *dst;            /* host destination, or NULL for the GPU */
+    lib_cuda_t *cuda;              /* GPU destination */
     uint64_t device_ptr;
-    uint64_t size, chunk, nchunks;
-    bool rdma;               /* send tokens (the handle's client is open) */
-    lib_rdma_region_t *region; /* dst registered (host destination) */
-    _Atomic uint64_t next;
-    outcome_t out;
-} job_t;
-
+    uint64_t size, chunk;
+    bool rdma;                     /* send tokens (the handle's client is open) */
+    lib_rdma_region_t *region;     /* dst registered (host destination) */
+    void **bounce;                 /* GPU: a pinned buffer of chunk bytes per slot */
+    lib_rdma_region_t **bounce_region; /* each registered (RDMA), or NULL */
+    /* the first range of an object of unknown size: fewer bytes than asked
+     * are the whole object; total: its size (Content-Range, or what came) */
+    bool first;
+    uint64_t total;
+} reader_t;
 
 /* The token for one range: of the registered destination, or of the
- * worker's registered bounce buffer (GPU destination). NULL: send none. */
-static const char *range_token(job_t *j, lib_rdma_region_t *bounce_region, uint64_t off,
-                               uint64_t len, char *out, size_t size)
+ * slot's registered bounce buffer (GPU destination). NULL: send none. */
+static const char *range_token(reader_t *r, size_t slot, uint64_t off, uint64_t len)
 {
     si_error_t err;
-    lib_rdma_region_t *region = j->dst ? j->region : bounce_region;
-    if (!j->rdma || !region)
+    lib_rdma_region_t *region = r->dst ? r->region : r->bounce_region[slot];
+    if (!r->rdma || !region)
         return NULL;
-    if (lib_rdma_token(j->tg->h, region, j->dst ? off : 0, len, out, size, &err) < 0) {
-        lib_rdma_note(j->tg->h, "no token: %s", err.text);
+    if (lib_rdma_token(r->lw.h, region, r->dst ? off : 0, len, r->lw.tokens[slot],
+                       sizeof(r->lw.tokens[slot]), &err) < 0) {
+        lib_rdma_note(r->lw.h, "no token: %s", err.text);
         return NULL;
     }
-    return out;
+    return r->lw.tokens[slot];
 }
 
-/* Counts where a range's bytes came from. */
-static void account(job_t *j, const transfer_t *t, bool token, uint64_t len)
+static int range_setup(si_s3_window_t *w, size_t j, si_error_t *err)
 {
-    stagein_t *h = j->tg->h;
-    if (t->rdma_reply == 200) {
-        atomic_fetch_add(&h->bytes_rdma, len);
-        if (j->dst)
-            atomic_fetch_add(&h->landed, len);
-        return;
+    reader_t *r = w->arg;
+    si_s3_job_t *jb = &w->jobs[j];
+    size_t slot = slot_of(&r->lw, j);
+    (void)err;
+    jb->buf = r->dst ? r->dst + jb->off : r->bounce[slot];
+    size_t nh = 0;
+    if (r->first || !(jb->off == 0 && jb->len == r->size)) {
+        snprintf(jb->range, sizeof(jb->range), "bytes=%" PRIu64 "-%" PRIu64, jb->off,
+                 jb->off + jb->len - 1);
+        jb->hdr[nh++] = (si_http_header_t){"Range", jb->range};
     }
-    atomic_fetch_add(&h->bytes_http, len);
+    const char *token = range_token(r, slot, jb->off, jb->len);
+    r->lw.sent_token[slot] = token != NULL;
     if (token)
-        lib_rdma_note(h, "the server answered over HTTP: %s", t->rdma_reply == 501
-                      ? (t->rdma_reason[0] ? t->rdma_reason : "declined (501)")
-                      : "it does not speak RDMA (no x-amz-rdma-reply)");
+        jb->hdr[nh++] = (si_http_header_t){"x-amz-rdma-token", token};
+    jb->rq = (si_s3_request_t){.method = "GET", .bucket = r->lw.tg->bucket, .key = r->lw.tg->key,
+                               .headers = jb->hdr, .nheaders = nh,
+                               .payload_sha256 = SI_SIGV4_UNSIGNED_PAYLOAD,
+                               .on_data = si_s3_job_land, .on_header = job_header, .arg = jb};
+    return 0;
 }
 
-static void *worker(void *arg)
+/* A range came whole (the first range of an object of unknown size: up to
+ * the object's end), by RDMA (nothing in the body) or in the body. */
+static si_s3_answer_t range_check(si_s3_window_t *w, size_t j, si_error_t *err)
 {
-    job_t *j = arg;
-    si_error_t err;
-    void *bounce = NULL;
-    lib_rdma_region_t *bounce_region = NULL;
-    char token[SI_RDMA_TOKEN_MAX + 1];
-    call_t c;
-    if (call_open(&c, j->tg, j->rdma, &j->out.stop, &err) < 0) {
-        outcome_fail(&j->out, STAGEIN_ERR_NOMEM, &err);
-        goto done;
+    reader_t *r = w->arg;
+    const target_t *tg = r->lw.tg;
+    si_s3_job_t *jb = &w->jobs[j];
+    const rdma_answer_t *a = &r->lw.answers[slot_of(&r->lw, j)];
+    if (failed(tg, "GET", &jb->rs, err))
+        return SI_S3_ANSWER_FAILED;
+    bool by_rdma = a->reply == 200;
+    uint64_t came = by_rdma ? a->bytes : jb->got;
+    r->total = jb->rs.range_total ? jb->rs.range_total : came;
+    if ((came == jb->len || (r->first && came < jb->len)) && (!by_rdma || jb->got == 0))
+        return SI_S3_ANSWER_GOOD;
+    if (by_rdma)
+        si_errprintf(err, "S3 GET %s/%s: the server wrote %llu bytes by RDMA (and %zu in the"
+                     " body) of the %llu asked for", tg->bucket, tg->key,
+                     (unsigned long long)a->bytes, jb->got, (unsigned long long)jb->len);
+    else
+        si_errprintf(err, "S3 GET %s/%s: %llu bytes at %llu came short (%zu)", tg->bucket,
+                     tg->key, (unsigned long long)jb->len, (unsigned long long)jb->off, jb->got);
+    return SI_S3_ANSWER_FAILED;
+}
+
+/* Counts where a range's bytes came from; a GPU destination gets them
+ * from the slot's bounce buffer. */
+static int range_done(si_s3_window_t *w, size_t j, si_error_t *err)
+{
+    reader_t *r = w->arg;
+    stagein_t *h = r->lw.h;
+    si_s3_job_t *jb = &w->jobs[j];
+    size_t slot = slot_of(&r->lw, j);
+    const rdma_answer_t *a = &r->lw.answers[slot];
+    uint64_t len = a->reply == 200 ? a->bytes : jb->got;
+    if (a->reply == 200) {
+        atomic_fetch_add(&h->bytes_rdma, len);
+        if (r->dst)
+            atomic_fetch_add(&h->landed, len);
+    } else {
+        atomic_fetch_add(&h->bytes_http, len);
+        if (r->lw.sent_token[slot])
+            lib_rdma_note(h, "the server answered over HTTP: %s", a->reply == 501
+                          ? (a->reason[0] ? a->reason : "declined (501)")
+                          : "it does not speak RDMA (no x-amz-rdma-reply)");
     }
-    if (!j->dst && lib_cuda_bounce_alloc(j->cuda, j->chunk, &bounce, &err) < 0) {
-        outcome_fail(&j->out, STAGEIN_ERR_NO_DEVICE, &err);
-        goto done;
-    }
-    if (!j->dst && j->rdma && !(bounce_region = lib_rdma_register(j->tg->h, bounce, j->chunk,
-                                                                  true, &err)))
-        lib_rdma_note(j->tg->h, "cannot register the bounce buffer: %s", err.text);
-    for (;;) {
-        uint64_t i = atomic_fetch_add(&j->next, 1);
-        if (i >= j->nchunks || atomic_load(&j->out.stop))
-            break;
-        uint64_t off = i * j->chunk;
-        uint64_t len = j->size - off < j->chunk ? j->size - off : j->chunk;
-        transfer_t t = {.dst = j->dst ? j->dst + off : bounce, .len = len,
-                        .landed = j->dst ? &j->tg->h->landed : NULL};
-        c.token = range_token(j, bounce_region, off, len, token, sizeof(token));
-        int got = s3_call(&c, j->tg, j->tg->key, false, off, len, j->size, &t, &err);
-        si_s3_response_free(&t.rs);
-        if (got < 0) {
-            if (!atomic_load(&j->out.stop))
-                outcome_fail(&j->out, t.rs.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
-            break;
+    if (!r->dst) {
+        if (lib_cuda_copy_to_device(r->cuda, r->device_ptr + jb->off, r->bounce[slot], len,
+                                    err) < 0) {
+            r->lw.code = STAGEIN_ERR_NO_DEVICE;
+            return -1;
         }
-        account(j, &t, c.token != NULL, len);
-        if (!j->dst) {
-            if (lib_cuda_copy_to_device(j->cuda, j->device_ptr + off, bounce, len, &err) < 0) {
-                outcome_fail(&j->out, STAGEIN_ERR_NO_DEVICE, &err);
-                break;
-            }
-            atomic_fetch_add(&j->tg->h->landed, len);
-        }
+        atomic_fetch_add(&h->landed, len);
     }
-done:
-    if (bounce_region)
-        lib_rdma_unregister(j->tg->h, bounce_region);
-    if (bounce)
-        lib_cuda_bounce_free(j->cuda, bounce);
-    call_close(&c);
-    return NULL;
+    flush_done(w);
+    return 0;
 }
 
 /* Readies RDMA for a read: the provider asked for, else the server's;
  * the destination registered. Anything missing leaves the read to HTTP
  * and says why (stagein_read_info). */
-static void rdma_begin(stagein_t *h, job_t *j, const char *server_provider)
+static void rdma_begin(stagein_t *h, reader_t *r, const char *server_provider)
 {
     si_error_t err;
     const char *provider = h->rdma_provider ? h->rdma_provider : server_provider;
@@ -454,30 +412,61 @@ static void rdma_begin(stagein_t *h, job_t *j, const char *server_provider)
         lib_rdma_note(h, "%s", err.text);
         return;
     }
-    if (j->dst && !(j->region = lib_rdma_register(h, j->dst, j->size, true, &err))) {
+    if (r->dst && !(r->region = lib_rdma_register(h, r->dst, r->size, true, &err))) {
         lib_rdma_note(h, "%s", err.text);
         return;
     }
     snprintf(h->rdma_used, sizeof(h->rdma_used), "%s", provider);
-    j->rdma = true;
+    r->rdma = true;
 }
 
-static stagein_err_t run_job(stagein_t *h, job_t *j)
+/* The GPU destination's pinned bounce buffers, one a slot (registered for
+ * RDMA when the read uses it). */
+static stagein_err_t bounce_alloc(reader_t *r)
 {
-    pthread_t threads[LIB_MAX_PARALLEL];
-    int parallel = h->parallel ? h->parallel : j->rdma ? LIB_RDMA_PARALLEL : LIB_DEFAULT_PARALLEL;
-    int n = (int)(j->nchunks < (uint64_t)parallel ? j->nchunks : (uint64_t)parallel);
-    int started = 0;
-    for (; started < n; started++)
-        if (pthread_create(&threads[started], NULL, worker, j) != 0)
-            break;
-    if (started == 0)
-        return lib_fail(h, STAGEIN_ERR_SYSTEM, "cannot start a reader thread");
-    for (int i = 0; i < started; i++)
-        pthread_join(threads[i], NULL);
-    if (j->out.code != STAGEIN_SUCCESS)
-        return lib_fail_err(h, j->out.code, &j->out.err);
+    stagein_t *h = r->lw.h;
+    si_error_t err;
+    size_t n = (size_t)r->lw.nslots;
+    if (!(r->bounce = calloc(n, sizeof(*r->bounce))) ||
+        !(r->bounce_region = calloc(n, sizeof(*r->bounce_region))))
+        return lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
+    for (size_t s = 0; s < n; s++) {
+        if (lib_cuda_bounce_alloc(r->cuda, r->chunk, &r->bounce[s], &err) < 0)
+            return lib_fail_err(h, STAGEIN_ERR_NO_DEVICE, &err);
+        if (r->rdma && !(r->bounce_region[s] = lib_rdma_register(h, r->bounce[s], r->chunk,
+                                                                 true, &err)))
+            lib_rdma_note(h, "cannot register the bounce buffer: %s", err.text);
+    }
     return STAGEIN_SUCCESS;
+}
+
+static void bounce_free(reader_t *r)
+{
+    for (int s = 0; r->bounce && s < r->lw.nslots; s++) {
+        if (r->bounce_region && r->bounce_region[s])
+            lib_rdma_unregister(r->lw.h, r->bounce_region[s]);
+        if (r->bounce[s])
+            lib_cuda_bounce_free(r->cuda, r->bounce[s]);
+    }
+    free(r->bounce);
+    free(r->bounce_region);
+    r->bounce = NULL;
+    r->bounce_region = NULL;
+}
+
+/* Reads [from, r->size) in ranges of r->chunk. */
+static stagein_err_t read_ranges(stagein_t *h, reader_t *r, uint64_t from)
+{
+    int parallel = h->parallel ? h->parallel : r->rdma ? LIB_RDMA_PARALLEL : LIB_DEFAULT_PARALLEL;
+    stagein_err_t rc = lib_window_init(&r->lw, h, r->lw.tg, from, r->size, r->chunk, parallel);
+    if (rc == STAGEIN_SUCCESS && !r->dst)
+        rc = bounce_alloc(r);
+    if (rc == STAGEIN_SUCCESS)
+        rc = lib_window_run(&r->lw, r->rdma, range_setup, range_check, range_done,
+                            r->dst ? &h->landed : NULL, "GET");
+    bounce_free(r);
+    lib_window_free(&r->lw);
+    return rc;
 }
 
 /* A read or write starts: its buffer checked, the counters of
@@ -502,32 +491,29 @@ static stagein_err_t transfer_begin(stagein_t *h, const void *buf, uint64_t size
  * GET of [0, first) says how big the object is (Content-Range) and, for an
  * object of at most first bytes, is the whole read: no HEAD before it.
  * 1: the server has no range of it (an empty object): read it the other way. */
-static int read_first(stagein_t *h, job_t *j, uint64_t first, uint64_t *object_size,
+static int read_first(stagein_t *h, reader_t *r, uint64_t first, uint64_t *object_size,
                       stagein_err_t *rc)
 {
-    si_error_t err;
-    char token[SI_RDMA_TOKEN_MAX + 1];
-    call_t c;
-    transfer_t t = {.dst = j->dst, .len = first, .landed = &h->landed, .first = true};
-    *rc = STAGEIN_SUCCESS;
-    if (call_open(&c, j->tg, j->rdma, NULL, &err) < 0) {
-        *rc = lib_fail_err(h, STAGEIN_ERR_NOMEM, &err);
-    } else {
-        c.token = range_token(j, NULL, 0, first, token, sizeof(token));
-        if (s3_call(&c, j->tg, j->tg->key, false, 0, first, 0, &t, &err) == 0) {
-            account(j, &t, c.token != NULL, t.rdma_reply == 200 ? t.rdma_bytes : t.got);
-            *object_size = t.total;
-        } else if (t.rs.status != 416) {
-            stagein_err_t code = t.rs.status ? code_of(&t) : STAGEIN_ERR_CONNECT;
-            *rc = code == STAGEIN_ERR_NOT_CACHED
-                      ? lib_fail(h, code, "%s/%s is on tape only: stage it first", j->tg->bucket,
-                                 j->tg->key)
-                      : lib_fail_err(h, code, &err);
-        }
+    r->first = true;
+    *rc = lib_window_init(&r->lw, h, r->lw.tg, 0, first, first, 1);
+    if (*rc == STAGEIN_SUCCESS)
+        *rc = lib_window_run(&r->lw, r->rdma, range_setup, range_check, range_done, &h->landed,
+                             "GET");
+    r->first = false;
+    lib_window_free(&r->lw);
+    if (*rc == STAGEIN_SUCCESS) {
+        *object_size = r->total;
+        return 0;
     }
-    call_close(&c);
-    si_s3_response_free(&t.rs);
-    return *rc == STAGEIN_SUCCESS && t.rs.status == 416 ? 1 : 0;
+    if (r->lw.failed_status == 416) {
+        h->error[0] = '\0';
+        *rc = STAGEIN_SUCCESS;
+        return 1;
+    }
+    if (*rc == STAGEIN_ERR_NOT_CACHED)
+        *rc = lib_fail(h, *rc, "%s/%s is on tape only: stage it first", r->lw.tg->bucket,
+                       r->lw.tg->key);
+    return 0;
 }
 
 stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t capacity, int gpu,
@@ -537,34 +523,35 @@ stagein_err_t stagein_read(stagein_t *h, const char *path, void *buf, uint64_t c
     if (rc != STAGEIN_SUCCESS)
         return rc;
     target_t tg;
-    job_t j = {.out.code = STAGEIN_SUCCESS};
+    reader_t r = {0};
     bool cached = true, rdma = h->transport == LIB_TRANSPORT_RDMA;
     uint64_t object_size = 0, done = 0;
     char server_provider[SI_RDMA_PROVIDER_MAX + 1] = "";
     if ((rc = target_init(h, path, &tg)) != STAGEIN_SUCCESS)
         goto done;
-    j.tg = &tg;
+    r.lw.tg = &tg;
     /* Host memory, and the server's provider known when it matters: the
      * first GET tells the size. Else a HEAD first (and the provider kept). */
     if (gpu < 0 && capacity > 0 && (!rdma || h->rdma_provider || h->server_provider_known)) {
-        j.dst = buf;
-        j.size = capacity;
+        r.dst = buf;
+        r.size = capacity;
         if (rdma)
-            rdma_begin(h, &j, h->server_provider);
-        j.chunk = h->chunk ? h->chunk : j.rdma ? LIB_RDMA_CHUNK : LIB_DEFAULT_CHUNK;
-        uint64_t first = capacity < j.chunk ? capacity : j.chunk;
-        if (read_first(h, &j, first, &object_size, &rc) == 0) {
+            rdma_begin(h, &r, h->server_provider);
+        r.chunk = h->chunk ? h->chunk : r.rdma ? LIB_RDMA_CHUNK : LIB_DEFAULT_CHUNK;
+        uint64_t first = capacity < r.chunk ? capacity : r.chunk;
+        if (read_first(h, &r, first, &object_size, &rc) == 0) {
             if (rc != STAGEIN_SUCCESS)
                 goto done;
             done = first;
             goto sized;
         }
-        if (j.region)
-            lib_rdma_unregister(h, j.region);
-        j.region = NULL;
-        j.rdma = false;
+        if (r.region)
+            lib_rdma_unregister(h, r.region);
+        r.region = NULL;
+        r.rdma = false;
     }
-    if ((rc = head(h, &tg, &object_size, NULL, &cached, server_provider)) != STAGEIN_SUCCESS)
+    if ((rc = head(h, &tg, tg.key, &object_size, NULL, &cached, server_provider)) !=
+        STAGEIN_SUCCESS)
         goto done;
     snprintf(h->server_provider, sizeof(h->server_provider), "%s", server_provider);
     h->server_provider_known = true;
@@ -584,56 +571,43 @@ sized:
         goto done;
     if (gpu >= 0) {
         si_error_t err;
-        if (lib_cuda_open(gpu, &j.cuda, &err) < 0) {
+        if (lib_cuda_open(gpu, &r.cuda, &err) < 0) {
             rc = lib_fail_err(h, lib_cuda_built() ? STAGEIN_ERR_NO_DEVICE
                                                   : STAGEIN_ERR_UNSUPPORTED, &err);
             goto done;
         }
-        j.device_ptr = (uint64_t)(uintptr_t)buf;
+        r.device_ptr = (uint64_t)(uintptr_t)buf;
     } else {
-        j.dst = buf;
+        r.dst = buf;
     }
-    j.size = object_size;
-    if (rdma && !j.rdma && !done)
-        rdma_begin(h, &j, server_provider);
+    r.size = object_size;
+    if (rdma && !r.rdma && !done)
+        rdma_begin(h, &r, server_provider);
     if (!done)
-        j.chunk = h->chunk ? h->chunk : j.rdma && j.dst ? LIB_RDMA_CHUNK : LIB_DEFAULT_CHUNK;
-    j.nchunks = (object_size + j.chunk - 1) / j.chunk;
-    atomic_store(&j.next, done ? 1 : 0); /* the first GET brought a whole chunk */
-    pthread_mutex_init(&j.out.lock, NULL);
-    rc = run_job(h, &j);
-    pthread_mutex_destroy(&j.out.lock);
+        r.chunk = h->chunk ? h->chunk : r.rdma && r.dst ? LIB_RDMA_CHUNK : LIB_DEFAULT_CHUNK;
+    rc = read_ranges(h, &r, done);
 done:
-    if (j.region)
-        lib_rdma_unregister(h, j.region);
-    lib_cuda_close(j.cuda);
+    if (r.region)
+        lib_rdma_unregister(h, r.region);
+    lib_cuda_close(r.cuda);
     return rc;
 }
 
 /* --- write ------------------------------------------------------------- */
 
-/* A request with a body: PUT of [body, body+len) (an object; a part, by
- * its query), or with c->token of the memory the token grants (the server
- * reads it; the request body is empty); POST with the body (multipart
- * create and complete); DELETE (abort). sha256_hex signs the bytes (NULL:
- * the client hashes the body). 2xx bodies are kept in t->rs.body. */
-static int send_call(const call_t *c, const target_t *tg, const char *method,
-                     const char *query, const void *body, uint64_t len,
-                     const char *sha256_hex, transfer_t *t, si_error_t *err)
+/* One request with a body and no token (multipart create and complete:
+ * POST; abort: DELETE); 2xx bodies kept in rs->body. sha256_hex signs the
+ * bytes (NULL: the client hashes the body). */
+static int send_call(si_s3_xfer_t *x, const target_t *tg, const char *method, const char *query,
+                     const void *body, uint64_t len, const char *sha256_hex,
+                     si_s3_response_t *rs, si_error_t *err)
 {
-    si_http_header_t hs[2] = {{"Content-Type", "application/octet-stream"}};
-    size_t nh = strcmp(method, "DELETE") != 0 ? 1 : 0;
-    if (c->token)
-        hs[nh++] = (si_http_header_t){"x-amz-rdma-token", c->token};
+    si_http_header_t hs[1] = {{"Content-Type", "application/octet-stream"}};
     si_s3_request_t rq = {.method = method, .bucket = tg->bucket, .key = tg->key, .query = query,
-                          .headers = hs, .nheaders = nh, .body = body,
-                          .body_len = c->token ? 0 : (size_t)len, .payload_sha256 = sha256_hex};
-    if (perform(c, tg->h, &rq, t, err) < 0 || failed(c, tg, method, t, err))
+                          .headers = hs, .nheaders = strcmp(method, "DELETE") != 0 ? 1 : 0,
+                          .body = body, .body_len = (size_t)len, .payload_sha256 = sha256_hex};
+    if (si_s3_xfer_perform(x, &rq, rs, err) < 0 || failed(tg, method, rs, err))
         return -1;
-    if (c->token && (t->rdma_reply != 200 || t->rdma_bytes != len))
-        return si_errprintf(err, "S3 PUT %s/%s: the server read %llu bytes by RDMA of %llu",
-                            tg->bucket, tg->key, (unsigned long long)t->rdma_bytes,
-                            (unsigned long long)len);
     return 0;
 }
 
@@ -651,60 +625,17 @@ static int sha256_hex(const void *p, uint64_t len, char *hex, si_error_t *err)
     return 0;
 }
 
-/* One PUT (object or part), by RDMA when c->token is given, and over HTTP
- * when the server declines it (501: nothing was stored). */
-static int put_bytes(stagein_t *h, call_t *c, const target_t *tg, const char *query,
-                     const void *buf, uint64_t len, transfer_t *t, si_error_t *err)
-{
-    char sha[65];
-    if (sha256_hex(buf, len, sha, err) < 0)
-        return -1;
-    const char *token = c->token;
-    int rc = send_call(c, tg, "PUT", query, buf, len, sha, t, err);
-    si_s3_response_free(&t->rs);
-    if (rc == 0) {
-        atomic_fetch_add(token ? &h->bytes_rdma : &h->bytes_http, len);
-        return 0;
-    }
-    if (!token || t->rdma_reply != 501)
-        return -1;
-    lib_rdma_note(h, "the server answered over HTTP: %s",
-                  t->rdma_reason[0] ? t->rdma_reason : "declined (501)");
-    memset(t, 0, sizeof(*t));
-    c->token = NULL;
-    rc = send_call(c, tg, "PUT", query, buf, len, sha, t, err);
-    c->token = token;
-    si_s3_response_free(&t->rs);
-    if (rc < 0)
-        return -1;
-    atomic_fetch_add(&h->bytes_http, len);
-    return 0;
-}
-
-/* The server's RDMA provider, from a HEAD of the bucket ("" for none). */
-static void bucket_provider(const target_t *tg, char provider[SI_RDMA_PROVIDER_MAX + 1])
-{
-    call_t c;
-    transfer_t t = {0};
-    si_error_t err;
-    provider[0] = '\0';
-    if (call_open(&c, tg, false, NULL, &err) == 0 && s3_call(&c, tg, NULL, true, 0, 0, 0, &t,
-                                                             &err) == 0)
-        strcpy(provider, t.rdma_provider);
-    si_s3_response_free(&t.rs);
-    call_close(&c);
-}
-
 /* Readies RDMA for a write of [buf, buf+size): a registration the server
- * may read and its token; NULL (with the note) leaves it to HTTP. */
+ * may read; NULL (with the note) leaves it to HTTP. */
 static lib_rdma_region_t *rdma_write_begin(stagein_t *h, const target_t *tg, const void *buf,
-                                           uint64_t size, char *token, size_t token_size)
+                                           uint64_t size)
 {
     si_error_t err;
-    char server_provider[SI_RDMA_PROVIDER_MAX + 1];
+    char server_provider[SI_RDMA_PROVIDER_MAX + 1] = "";
     const char *provider = h->rdma_provider;
     if (!provider) {
-        bucket_provider(tg, server_provider);
+        if (head(h, tg, NULL, NULL, NULL, NULL, server_provider) != STAGEIN_SUCCESS)
+            h->error[0] = '\0';   /* no provider known: HTTP */
         provider = server_provider;
     }
     if (!*provider) {
@@ -713,8 +644,7 @@ static lib_rdma_region_t *rdma_write_begin(stagein_t *h, const target_t *tg, con
     }
     lib_rdma_region_t *region = NULL;
     if (lib_rdma_open(h, provider, &err) < 0 ||
-        !(region = lib_rdma_register(h, (void *)buf, size, false, &err)) ||
-        lib_rdma_token(h, region, 0, size, token, token_size, &err) < 0) {
+        !(region = lib_rdma_register(h, (void *)buf, size, false, &err))) {
         lib_rdma_note(h, "%s", err.text);
         lib_rdma_unregister(h, region);
         return NULL;
@@ -723,8 +653,6 @@ static lib_rdma_region_t *rdma_write_begin(stagein_t *h, const target_t *tg, con
     return region;
 }
 
-/* --- multipart write ------------------------------------------------------ */
-
 /* S3's bounds: parts of at least 5 MiB (but the last), at most 10,000 of
  * them, and no single PUT above 5 GiB. */
 #define PART_MIN (5ull << 20)
@@ -732,146 +660,186 @@ static lib_rdma_region_t *rdma_write_begin(stagein_t *h, const target_t *tg, con
 #define PUT_MAX (5ull << 30)
 #define PART_DEFAULT (64ull << 20)
 
+/* The PUTs of one write: the object's one PUT (no upload id) or its parts,
+ * each by RDMA (a token of the registered source) or, when the server
+ * declines it (501: nothing was stored), over HTTP. */
 typedef struct {
-    stagein_t *h;
-    const target_t *tg;
+    lib_window_t lw;               /* first: the window's arg */
     const unsigned char *src;
-    uint64_t size, part_size, nparts;
-    lib_rdma_region_t *region;   /* src registered for the server to read */
-    char upload_id[200];
-    char (*etags)[STAGEIN_CHECKSUM_MAX];
-    _Atomic uint64_t next;
-    outcome_t out;
-} parts_t;
+    lib_rdma_region_t *region;     /* src registered for the server to read */
+    const char *upload_id;         /* NULL: one PUT of the object */
+    bool *http_only;               /* per job: the server declined RDMA for it */
+} writer_t;
+
+static int put_setup(si_s3_window_t *w, size_t j, si_error_t *err)
+{
+    writer_t *wr = w->arg;
+    si_s3_job_t *jb = &w->jobs[j];
+    size_t slot = slot_of(&wr->lw, j);
+    if (!jb->hash[0] && sha256_hex(wr->src + jb->off, jb->len, jb->hash, err) < 0)
+        return -1;
+    jb->buf = (unsigned char *)wr->src + jb->off;
+    const char *token = NULL;
+    si_error_t ignored;
+    if (wr->region && !wr->http_only[j] &&
+        lib_rdma_token(wr->lw.h, wr->region, jb->off, jb->len, wr->lw.tokens[slot],
+                       sizeof(wr->lw.tokens[slot]), &ignored) == 0)
+        token = wr->lw.tokens[slot];
+    wr->lw.sent_token[slot] = token != NULL;
+    size_t nh = 0;
+    jb->hdr[nh++] = (si_http_header_t){"Content-Type", "application/octet-stream"};
+    if (token)
+        jb->hdr[nh++] = (si_http_header_t){"x-amz-rdma-token", token};
+    if (wr->upload_id)
+        snprintf(jb->query, sizeof(jb->query), "partNumber=%zu&uploadId=%s", j + 1,
+                 wr->upload_id);
+    /* with a token the server reads the bytes (the body is empty); the
+     * signature covers them all the same */
+    jb->rq = (si_s3_request_t){.method = "PUT", .bucket = wr->lw.tg->bucket,
+                               .key = wr->lw.tg->key, .query = wr->upload_id ? jb->query : NULL,
+                               .headers = jb->hdr, .nheaders = nh,
+                               .body = jb->len ? (const void *)jb->buf : "",
+                               .body_len = token ? 0 : (size_t)jb->len,
+                               .payload_sha256 = jb->hash, .on_header = job_header, .arg = jb};
+    return 0;
+}
+
+static si_s3_answer_t put_check(si_s3_window_t *w, size_t j, si_error_t *err)
+{
+    writer_t *wr = w->arg;
+    const target_t *tg = wr->lw.tg;
+    si_s3_job_t *jb = &w->jobs[j];
+    size_t slot = slot_of(&wr->lw, j);
+    const rdma_answer_t *a = &wr->lw.answers[slot];
+    bool token = wr->lw.sent_token[slot];
+    if (token && a->reply == 501) {
+        lib_rdma_note(wr->lw.h, "the server answered over HTTP: %s",
+                      a->reason[0] ? a->reason : "declined (501)");
+        wr->http_only[j] = true;
+        return SI_S3_ANSWER_AGAIN;
+    }
+    if (failed(tg, "PUT", &jb->rs, err))
+        return SI_S3_ANSWER_FAILED;
+    if (token && (a->reply != 200 || a->bytes != jb->len)) {
+        si_errprintf(err, "S3 PUT %s/%s: the server read %llu bytes by RDMA of %llu",
+                     tg->bucket, tg->key, (unsigned long long)a->bytes,
+                     (unsigned long long)jb->len);
+        return SI_S3_ANSWER_FAILED;
+    }
+    return SI_S3_ANSWER_GOOD;
+}
+
+static int put_done(si_s3_window_t *w, size_t j, si_error_t *err)
+{
+    writer_t *wr = w->arg;
+    stagein_t *h = wr->lw.h;
+    si_s3_job_t *jb = &w->jobs[j];
+    (void)err;
+    atomic_fetch_add(wr->lw.sent_token[slot_of(&wr->lw, j)] ? &h->bytes_rdma : &h->bytes_http,
+                     jb->len);
+    atomic_fetch_add(&h->landed, jb->len);
+    flush_done(w);
+    return 0;
+}
+
+/* The PUTs of [buf, buf+size): one (part_size 0) or parts of part_size. */
+static stagein_err_t put_window(stagein_t *h, const target_t *tg, const void *buf,
+                                uint64_t size, uint64_t part_size, lib_rdma_region_t *region,
+                                const char *upload_id, char (*etags)[STAGEIN_CHECKSUM_MAX])
+{
+    writer_t wr = {.src = buf, .region = region, .upload_id = upload_id};
+    int parallel = h->parallel ? h->parallel : region ? LIB_RDMA_PARALLEL : 4;
+    stagein_err_t rc = lib_window_init(&wr.lw, h, tg, 0, size, part_size ? part_size : size,
+                                       part_size ? parallel : 1);
+    if (rc == STAGEIN_SUCCESS && !(wr.http_only = calloc(wr.lw.njobs, sizeof(bool))))
+        rc = lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
+    if (rc == STAGEIN_SUCCESS)
+        rc = lib_window_run(&wr.lw, region != NULL, put_setup, put_check, put_done, NULL, "PUT");
+    for (size_t j = 0; rc == STAGEIN_SUCCESS && j < wr.lw.njobs; j++)
+        snprintf(etags[j], STAGEIN_CHECKSUM_MAX, "%s", wr.lw.jobs[j].etag);
+    free(wr.http_only);
+    lib_window_free(&wr.lw);
+    return rc;
+}
 
 /* The text at path of an XML answer, without the quotes an ETag has. */
-static int xml_text(const transfer_t *t, const char *path, char *out, size_t size,
+static int xml_text(const si_s3_response_t *rs, const char *path, char *out, size_t size,
                     si_error_t *err)
 {
     char v[STAGEIN_CHECKSUM_MAX + 8];
-    if (si_s3_xml_text(t->rs.body, t->rs.body_len, path, v, sizeof(v), err) < 0)
+    if (si_s3_xml_text(rs->body, rs->body_len, path, v, sizeof(v), err) < 0)
         return -1;
     const char *p = v + (v[0] == '"');
     snprintf(out, size, "%.*s", (int)strcspn(p, "\""), p);
     return out[0] ? 0 : si_errprintf(err, "<%s> is empty", path);
 }
 
-static void *part_worker(void *arg)
-{
-    parts_t *m = arg;
-    si_error_t err;
-    char token[SI_RDMA_TOKEN_MAX + 1], query[300];
-    call_t c;
-    bool ready = call_open(&c, m->tg, m->region != NULL, NULL, &err) == 0;
-    if (!ready)
-        outcome_fail(&m->out, STAGEIN_ERR_NOMEM, &err);
-    while (ready && !atomic_load(&m->out.stop)) {
-        uint64_t i = atomic_fetch_add(&m->next, 1);
-        if (i >= m->nparts)
-            break;
-        uint64_t off = i * m->part_size;
-        uint64_t len = m->size - off < m->part_size ? m->size - off : m->part_size;
-        c.token = NULL;
-        if (m->region && lib_rdma_token(m->h, m->region, off, len, token, sizeof(token),
-                                        &err) == 0)
-            c.token = token;
-        snprintf(query, sizeof(query), "partNumber=%llu&uploadId=%s",
-                 (unsigned long long)i + 1, m->upload_id);
-        transfer_t t = {0};
-        if (put_bytes(m->h, &c, m->tg, query, m->src + off, len, &t, &err) < 0) {
-            outcome_fail(&m->out, t.rs.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
-            break;
-        }
-        snprintf(m->etags[i], STAGEIN_CHECKSUM_MAX, "%s", t.rs.etag);
-        atomic_fetch_add(&m->h->landed, len);
-    }
-    call_close(&c);
-    return NULL;
-}
-
-/* POST ?uploads, the parts by a few threads, POST ?uploadId (or, after a
- * failure, DELETE ?uploadId so that the server drops the parts). */
+/* POST ?uploads, the parts, POST ?uploadId (or, after a failure, DELETE
+ * ?uploadId so that the server drops the parts). */
 static stagein_err_t write_parts(stagein_t *h, const target_t *tg, const void *buf,
                                  uint64_t size, uint64_t part_size, lib_rdma_region_t *region,
                                  char *etag)
 {
     si_error_t err;
-    parts_t m = {.h = h, .tg = tg, .src = buf, .size = size, .part_size = part_size,
-                 .nparts = (size + part_size - 1) / part_size, .region = region,
-                 .out.code = STAGEIN_SUCCESS};
-    char query[300];
-    transfer_t t = {0};
-    call_t c;
-    const char **etags = NULL;
+    uint64_t nparts = (size + part_size - 1) / part_size;
+    char upload_id[200], query[300];
+    si_s3_response_t rs = {0};
+    char (*part_etags)[STAGEIN_CHECKSUM_MAX] = calloc(nparts, sizeof(*part_etags));
+    const char **etags = calloc(nparts, sizeof(*etags));
+    si_s3_xfer_t *x = si_s3_xfer_new(tg->s3, &err);
     stagein_err_t rc = STAGEIN_SUCCESS;
     si_strbuf_t xml;
     si_strbuf_init(&xml, 1u << 20);
-    if (call_open(&c, tg, false, NULL, &err) < 0 ||
-        !(m.etags = calloc(m.nparts, sizeof(*m.etags))) ||
-        !(etags = calloc(m.nparts, sizeof(*etags)))) {
+    if (!x || !part_etags || !etags) {
         rc = lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if (send_call(&c, tg, "POST", "uploads", NULL, 0, NULL, &t, &err) < 0) {
-        rc = lib_fail_err(h, t.rs.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
+    if (send_call(x, tg, "POST", "uploads", NULL, 0, NULL, &rs, &err) < 0) {
+        rc = lib_fail_err(h, rs.status ? code_of(rs.status, rs.code) : STAGEIN_ERR_CONNECT, &err);
         goto done;
     }
-    if (xml_text(&t, "InitiateMultipartUploadResult/UploadId", m.upload_id, sizeof(m.upload_id),
+    if (xml_text(&rs, "InitiateMultipartUploadResult/UploadId", upload_id, sizeof(upload_id),
                  &err) < 0 ||
-        strspn(m.upload_id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~") !=
-            strlen(m.upload_id)) {
+        strspn(upload_id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~") !=
+            strlen(upload_id)) {
         rc = lib_fail(h, STAGEIN_ERR_PROTOCOL, "S3 POST %s/%s?uploads: no usable UploadId in the"
                       " answer", tg->bucket, tg->key);
         goto done;
     }
-    si_s3_response_free(&t.rs);
-    pthread_t threads[LIB_MAX_PARALLEL];
-    int parallel = h->parallel ? h->parallel : region ? LIB_RDMA_PARALLEL : 4;
-    int n = (int)(m.nparts < (uint64_t)parallel ? m.nparts : (uint64_t)parallel), started = 0;
-    pthread_mutex_init(&m.out.lock, NULL);
-    for (; started < n; started++)
-        if (pthread_create(&threads[started], NULL, part_worker, &m) != 0)
-            break;
-    for (int i = 0; i < started; i++)
-        pthread_join(threads[i], NULL);
-    pthread_mutex_destroy(&m.out.lock);
-    if (started == 0 && m.out.code == STAGEIN_SUCCESS) {
-        m.out.code = STAGEIN_ERR_SYSTEM;
-        si_errprintf(&m.out.err, "cannot start a writer thread");
-    }
-    snprintf(query, sizeof(query), "uploadId=%s", m.upload_id);
-    if (m.out.code != STAGEIN_SUCCESS) {
-        rc = lib_fail_err(h, m.out.code, &m.out.err);
-        transfer_t ignored = {0};
-        send_call(&c, tg, "DELETE", query, NULL, 0, NULL, &ignored, &err);
-        si_s3_response_free(&ignored.rs);
+    si_s3_response_free(&rs);
+    snprintf(query, sizeof(query), "uploadId=%s", upload_id);
+    if ((rc = put_window(h, tg, buf, size, part_size, region, upload_id, part_etags)) !=
+        STAGEIN_SUCCESS) {
+        si_s3_response_t ignored = {0};
+        send_call(x, tg, "DELETE", query, NULL, 0, NULL, &ignored, &err);
+        si_s3_response_free(&ignored);
         goto done;
     }
-    for (uint64_t i = 0; i < m.nparts; i++)
-        etags[i] = m.etags[i];
-    si_s3_complete_xml(&xml, etags, m.nparts);
+    for (uint64_t i = 0; i < nparts; i++)
+        etags[i] = part_etags[i];
+    si_s3_complete_xml(&xml, etags, nparts);
     char sha[65];
-    memset(&t, 0, sizeof(t));
+    memset(&rs, 0, sizeof(rs));
     if (xml.failed || sha256_hex(si_strbuf_str(&xml), xml.len, sha, &err) < 0) {
         rc = lib_fail(h, STAGEIN_ERR_NOMEM, "out of memory");
-    } else if (send_call(&c, tg, "POST", query, si_strbuf_str(&xml), xml.len, sha, &t,
+    } else if (send_call(x, tg, "POST", query, si_strbuf_str(&xml), xml.len, sha, &rs,
                          &err) < 0) {
-        rc = lib_fail_err(h, t.rs.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
-    } else if ((t.rs.body && strstr(t.rs.body, "<Error>")) ||
-               xml_text(&t, "CompleteMultipartUploadResult/ETag", etag, STAGEIN_CHECKSUM_MAX,
+        rc = lib_fail_err(h, rs.status ? code_of(rs.status, rs.code) : STAGEIN_ERR_CONNECT, &err);
+    } else if ((rs.body && strstr(rs.body, "<Error>")) ||
+               xml_text(&rs, "CompleteMultipartUploadResult/ETag", etag, STAGEIN_CHECKSUM_MAX,
                         &err) < 0) {
         /* S3 may answer 200 and an error in the body */
         char code[64] = "";
-        si_s3_xml_text(t.rs.body, t.rs.body_len, "Error/Code", code, sizeof(code), &err);
+        si_s3_xml_text(rs.body, rs.body_len, "Error/Code", code, sizeof(code), &err);
         rc = lib_fail(h, STAGEIN_ERR_SERVER, "S3 POST %s/%s?uploadId=%s: %s", tg->bucket,
-                      tg->key, m.upload_id, code[0] ? code : "no ETag in the answer");
+                      tg->key, upload_id, code[0] ? code : "no ETag in the answer");
     }
 done:
-    si_s3_response_free(&t.rs);
+    si_s3_response_free(&rs);
     si_strbuf_free(&xml);
-    free(m.etags);
+    free(part_etags);
     free(etags);
-    call_close(&c);
+    si_s3_xfer_free(x);
     return rc;
 }
 
@@ -896,32 +864,20 @@ stagein_err_t stagein_write(stagein_t *h, const char *path, const void *buf, uin
     if (rc != STAGEIN_SUCCESS)
         return rc;
     target_t tg;
-    si_error_t err;
-    char token[SI_RDMA_TOKEN_MAX + 1], got_etag[STAGEIN_CHECKSUM_MAX] = "";
+    char got_etag[1][STAGEIN_CHECKSUM_MAX] = {""};
     lib_rdma_region_t *region = NULL;
-    call_t c = {0};
     if ((rc = target_init(h, path, &tg)) != STAGEIN_SUCCESS)
         goto done;
     if (h->transport == LIB_TRANSPORT_RDMA && size > 0)
-        region = rdma_write_begin(h, &tg, buf, size, token, sizeof(token));
+        region = rdma_write_begin(h, &tg, buf, size);
     uint64_t part = part_size_of(h, size);
-    if (part) {
-        rc = write_parts(h, &tg, buf, size, part, region, got_etag);
-        goto done;
-    }
-    transfer_t t = {0};
-    if (call_open(&c, &tg, region != NULL, NULL, &err) < 0) {
-        rc = lib_fail(h, STAGEIN_ERR_NOMEM, "cannot make a libcurl handle");
-        goto done;
-    }
-    c.token = region ? token : NULL;
-    if (put_bytes(h, &c, &tg, NULL, size ? buf : "", size, &t, &err) < 0)
-        rc = lib_fail_err(h, t.rs.status ? code_of(&t) : STAGEIN_ERR_CONNECT, &err);
-    snprintf(got_etag, sizeof(got_etag), "%s", t.rs.etag);
+    if (part)
+        rc = write_parts(h, &tg, buf, size, part, region, got_etag[0]);
+    else
+        rc = put_window(h, &tg, size ? buf : "", size, 0, region, NULL, got_etag);
 done:
     if (rc == STAGEIN_SUCCESS && etag)
-        snprintf(etag, STAGEIN_CHECKSUM_MAX, "%s", got_etag);
-    call_close(&c);
+        snprintf(etag, STAGEIN_CHECKSUM_MAX, "%s", got_etag[0]);
     lib_rdma_unregister(h, region);
     return rc;
 }
