@@ -39,6 +39,7 @@ const si_conf_key_t archive_tape_conf_keys[] = {
     {"archive.tape.profile", SI_CONF_STRING, 0, 0, "lto9|lto10"},
     {"archive.tape.positioning", SI_CONF_STRING, 0, 0, "auto|space"},
     {"archive.tape.retries", SI_CONF_INT, 0, 1000, NULL},
+    {"archive.tape.queue_depth", SI_CONF_INT, 1, SCSI_QUEUE_MAX, NULL},
     {"archive.tape.retry_interval", SI_CONF_FLOAT, 0.001, 60, NULL},
     {"archive.tape.command_log", SI_CONF_STRING, 0, 0, NULL},
     SI_CONF_KEYS_END,
@@ -380,6 +381,8 @@ static void tape_free(archive_backend_t *b)
         scsi_close(dr->io.dev);
         free(dr->buf);
         free(dr->pf_buf);
+        for (size_t i = 0; i < dr->rd_nfree; i++)
+            free(dr->rd_free[i]);
     }
     scsi_close(t->changer.dev);
     free(t->changer.els);
@@ -471,6 +474,7 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
         goto fail;
     }
     int retries = (int)si_conf_int(conf, "archive.tape.retries", 30);
+    int queue_depth = (int)si_conf_int(conf, "archive.tape.queue_depth", 4);
     unsigned retry_ms = (unsigned)(si_conf_float(conf, "archive.tape.retry_interval", 1.0) * 1000);
     if (!(t->changer.dev = tape_open_dev(t, changer, err))) {
         si_errprefix(err, "archive.tape.changer");
@@ -495,6 +499,7 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
         snprintf(d->device, sizeof(d->device), "%s", dev);
         d->io.retries = retries;
         d->io.retry_ms = retry_ms;
+        d->io.queue_depth = queue_depth;
         if (!(d->io.dev = tape_open_dev(t, dev, err)) ||
             tape_drive_identify(&d->io, err) < 0) {
             si_errprefix(err, "archive.tape.drives[%d]", i);
@@ -505,9 +510,15 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
                          "%d)", i, dev, d->io.inquiry.type);
             goto fail;
         }
-        si_log(t->log, SI_LOG_INFO, "tape: drive %d: %s %s %s serial %s at element %d", i,
-               d->io.inquiry.vendor, d->io.inquiry.product, d->io.inquiry.revision,
-               d->io.serial[0] ? d->io.serial : "-", element);
+        d->rd_depth = tape_drive_depth(&d->io);
+        si_log(t->log, SI_LOG_INFO, "tape: drive %d: %s %s %s serial %s at element %d, %d "
+               "READ%s in flight%s", i, d->io.inquiry.vendor, d->io.inquiry.product,
+               d->io.inquiry.revision, d->io.serial[0] ? d->io.serial : "-", element,
+               d->rd_depth, d->rd_depth > 1 ? "s" : "",
+               d->rd_depth < queue_depth
+                   ? (d->io.inquiry.cmdque ? " (the transport sends one at a time)"
+                                           : " (the drive does not queue commands: CmdQue 0)")
+                   : "");
     }
     if (tape_inventory(t, err) < 0)
         goto fail;
@@ -522,12 +533,17 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
             si_errprintf(err, "out of memory");
             goto fail;
         }
+        for (; dr->rd_nfree < (size_t)dr->rd_depth; dr->rd_nfree++)
+            if (!(dr->rd_free[dr->rd_nfree] = malloc(read_max(t)))) {
+                si_errprintf(err, "out of memory");
+                goto fail;
+            }
         pthread_mutex_init(&dr->pf_mu, NULL);
         pthread_cond_init(&dr->pf_cv, NULL);
-        if (pthread_create(&dr->pf_thread, NULL, tape_reader_main, dr) != 0) {
+        if (pthread_create(&dr->pf_thread, NULL, tape_writer_main, dr) != 0) {
             pthread_mutex_destroy(&dr->pf_mu);
             pthread_cond_destroy(&dr->pf_cv);
-            si_errprintf(err, "cannot start a drive reader thread");
+            si_errprintf(err, "cannot start a drive writer thread");
             goto fail;
         }
         dr->pf_started = true;

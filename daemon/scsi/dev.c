@@ -9,6 +9,18 @@
 
 #include "daemon/scsi/scsi.h"
 
+/* A started command: a copy of it, and its outcome once the transport
+ * reports it (reaped oldest first, whatever order the transport ends them). */
+typedef struct {
+    scsi_cmd_t cmd;
+    void *tag;
+    double t0;
+    bool done;
+    int rc, err_no;
+    scsi_result_t res;
+    si_error_t err;
+} started_t;
+
 struct scsi_dev {
     char *name;
     const scsi_transport_t *t;
@@ -16,6 +28,8 @@ struct scsi_dev {
     scsi_trace_fn trace;
     void *trace_arg;
     uint64_t commands;
+    started_t q[SCSI_QUEUE_MAX]; /* a ring: q[head] is the oldest */
+    size_t head, n;
 };
 
 scsi_dev_t *scsi_dev_new(const char *name, const scsi_transport_t *t, void *impl,
@@ -99,24 +113,14 @@ static double mono(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-int scsi_run(scsi_dev_t *d, const scsi_cmd_t *cmd, scsi_result_t *res, scsi_sense_t *sense,
-             si_error_t *err)
+/* A command's outcome, as scsi_run returns it: rc is the transport's. */
+static int finish(scsi_dev_t *d, const scsi_cmd_t *cmd, int rc, int transport_errno,
+                  scsi_result_t *res, scsi_sense_t *sense, si_error_t *err, double seconds)
 {
-    scsi_result_t local;
-    scsi_sense_t lsense;
-    if (!res)
-        res = &local;
-    if (!sense)
-        sense = &lsense;
-    memset(res, 0, sizeof(*res));
-    memset(sense, 0, sizeof(*sense));
-    double t0 = mono();
-    d->commands++;
-    int rc = d->t->submit(d->impl, cmd, res, err);
     if (d->trace)
-        d->trace(d->trace_arg, d->name, cmd, rc < 0 ? NULL : res, mono() - t0);
+        d->trace(d->trace_arg, d->name, cmd, rc < 0 ? NULL : res, seconds);
     if (rc < 0) {
-        int e = errno == ETIMEDOUT ? ETIMEDOUT : EHOSTDOWN;
+        int e = transport_errno == ETIMEDOUT ? ETIMEDOUT : EHOSTDOWN;
         si_errprefix(err, "%s: %s", d->name, cmd->name);
         errno = e;
         return -1;
@@ -137,4 +141,90 @@ int scsi_run(scsi_dev_t *d, const scsi_cmd_t *cmd, scsi_result_t *res, scsi_sens
     if (cond == SCSI_COND_OK)
         errno = 0; /* a stream condition: the caller looks at *sense */
     return -1;
+}
+
+int scsi_run(scsi_dev_t *d, const scsi_cmd_t *cmd, scsi_result_t *res, scsi_sense_t *sense,
+             si_error_t *err)
+{
+    scsi_result_t local;
+    scsi_sense_t lsense;
+    if (!res)
+        res = &local;
+    if (!sense)
+        sense = &lsense;
+    memset(res, 0, sizeof(*res));
+    memset(sense, 0, sizeof(*sense));
+    double t0 = mono();
+    d->commands++;
+    int rc = d->t->submit(d->impl, cmd, res, err);
+    return finish(d, cmd, rc, errno, res, sense, err, mono() - t0);
+}
+
+int scsi_queue_depth(const scsi_dev_t *d)
+{
+    return d->t->start && d->t->reap ? SCSI_QUEUE_MAX : 1;
+}
+
+size_t scsi_in_flight(const scsi_dev_t *d)
+{
+    return d->n;
+}
+
+int scsi_start(scsi_dev_t *d, const scsi_cmd_t *cmd, void *tag, si_error_t *err)
+{
+    if (d->n == SCSI_QUEUE_MAX)
+        return si_errnoprintf(err, EBUSY, "%s: %s: %d commands in flight already", d->name,
+                              cmd->name, SCSI_QUEUE_MAX);
+    started_t *s = &d->q[(d->head + d->n) % SCSI_QUEUE_MAX];
+    memset(s, 0, sizeof(*s));
+    s->cmd = *cmd;
+    s->tag = tag;
+    s->t0 = mono();
+    if (scsi_queue_depth(d) == 1) {
+        /* one at a time: it runs now, its outcome waits for scsi_reap */
+        s->rc = d->t->submit(d->impl, &s->cmd, &s->res, &s->err);
+        s->err_no = errno;
+        s->done = true;
+    } else if (d->t->start(d->impl, &s->cmd, &s->res, s, err) < 0) {
+        return si_errprefix(err, "%s: %s", d->name, cmd->name);
+    }
+    d->commands++;
+    d->n++;
+    return 0;
+}
+
+int scsi_reap(scsi_dev_t *d, void **tag, scsi_result_t *res, scsi_sense_t *sense,
+              si_error_t *err)
+{
+    scsi_result_t local;
+    scsi_sense_t lsense;
+    if (!res)
+        res = &local;
+    if (!sense)
+        sense = &lsense;
+    memset(sense, 0, sizeof(*sense));
+    *tag = NULL;
+    if (d->n == 0)
+        return si_errnoprintf(err, EINVAL, "%s: no command in flight", d->name);
+    started_t *oldest = &d->q[d->head];
+    while (!oldest->done) {
+        void *t = NULL;
+        si_error_t e = {0};
+        int rc = d->t->reap(d->impl, &t, &e);
+        started_t *s = t;
+        if (!s)
+            return si_errnoprintf(err, EHOSTDOWN, "%s: %s", d->name, e.text);
+        s->rc = rc;
+        s->err_no = errno;
+        s->err = e;
+        s->done = true;
+    }
+    d->head = (d->head + 1) % SCSI_QUEUE_MAX;
+    d->n--;
+    *tag = oldest->tag;
+    *res = oldest->res;
+    if (err)
+        *err = oldest->err;
+    return finish(d, &oldest->cmd, oldest->rc, oldest->err_no, res, sense, err,
+                  mono() - oldest->t0);
 }

@@ -99,7 +99,7 @@ static void sg_close(void *impl)
     free(s);
 }
 
-const scsi_transport_t scsi_sg_transport = {sg_submit, sg_close};
+const scsi_transport_t scsi_sg_transport = {sg_submit, sg_close, NULL, NULL};
 
 /* One line of a sysfs attribute, trailing blanks cut. */
 static void sysfs_read(const char *dir, const char *name, char *out, size_t size)

@@ -163,47 +163,86 @@ int tape_drive_to_block(tape_drive_t *d, int64_t file, uint64_t block, uint64_t 
     return 0;
 }
 
+/* A READ(6)'s outcome (rc from scsi_run or scsi_reap) into the position. */
+static int read_outcome(tape_drive_t *d, int rc, const scsi_result_t *res,
+                        const scsi_sense_t *sense, size_t max, size_t *got, bool *filemark,
+                        bool *eod, si_error_t *err)
+{
+    *got = 0;
+    *filemark = *eod = false;
+    if (rc == 0) {
+        *got = res->transferred;
+        d->block++;
+        return 0;
+    }
+    if (errno == ENODATA || (sense->valid && sense->key == SCSI_KEY_BLANK_CHECK)) {
+        *eod = true;
+        return 0;
+    }
+    if (errno != 0)
+        return -1; /* a real error: err says which */
+    if (sense->filemark) {
+        *filemark = true;
+        d->file++;
+        d->block = 0;
+        return 0;
+    }
+    if (sense->ili && sense->info_valid && sense->info >= 0 && (size_t)sense->info <= max) {
+        *got = max - (size_t)sense->info;
+        d->block++;
+        return 0;
+    }
+    if (sense->ili && sense->info < 0)
+        return si_errnoprintf(err, EOVERFLOW, "%s: READ(6): a block of %lld bytes is larger "
+                              "than %zu (archive.tape.block_size)", scsi_dev_name(d->dev),
+                              (long long)((long long)max - sense->info), max);
+    if (sense->eom) {
+        *eod = true;
+        return 0;
+    }
+    return si_errnoprintf(err, EIO, "%s: READ(6): unexpected condition", scsi_dev_name(d->dev));
+}
+
 int tape_drive_read_block(tape_drive_t *d, void *buf, size_t max, size_t *got, bool *filemark,
                           bool *eod, si_error_t *err)
 {
     scsi_cmd_t c;
     scsi_result_t res;
     scsi_sense_t sense;
-    *got = 0;
-    *filemark = *eod = false;
     scsi_cdb_read6(&c, buf, (uint32_t)max);
     int rc = scsi_run(d->dev, &c, &res, &sense, err);
-    if (rc == 0) {
-        *got = res.transferred;
-        d->block++;
-        return 0;
+    return read_outcome(d, rc, &res, &sense, max, got, filemark, eod, err);
+}
+
+int tape_drive_depth(const tape_drive_t *d)
+{
+    int depth = d->queue_depth > 0 ? d->queue_depth : 1;
+    if (!d->inquiry.cmdque)
+        return 1; /* commands one at a time: the drive queues none */
+    if (depth > scsi_queue_depth(d->dev))
+        depth = scsi_queue_depth(d->dev);
+    return depth;
+}
+
+int tape_drive_read_start(tape_drive_t *d, void *buf, size_t max, si_error_t *err)
+{
+    scsi_cmd_t c;
+    scsi_cdb_read6(&c, buf, (uint32_t)max);
+    d->read_len = max;
+    return scsi_start(d->dev, &c, buf, err);
+}
+
+int tape_drive_read_reap(tape_drive_t *d, void **buf, size_t *got, bool *filemark, bool *eod,
+                         si_error_t *err)
+{
+    scsi_result_t res;
+    scsi_sense_t sense;
+    int rc = scsi_reap(d->dev, buf, &res, &sense, err);
+    if (!*buf) {
+        d->pos_known = false;
+        return -1; /* nothing was in flight */
     }
-    if (errno == ENODATA || (sense.valid && sense.key == SCSI_KEY_BLANK_CHECK)) {
-        *eod = true;
-        return 0;
-    }
-    if (errno != 0)
-        return -1; /* a real error: err says which */
-    if (sense.filemark) {
-        *filemark = true;
-        d->file++;
-        d->block = 0;
-        return 0;
-    }
-    if (sense.ili && sense.info_valid && sense.info >= 0 && (size_t)sense.info <= max) {
-        *got = max - (size_t)sense.info;
-        d->block++;
-        return 0;
-    }
-    if (sense.ili && sense.info < 0)
-        return si_errnoprintf(err, EOVERFLOW, "%s: READ(6): a block of %lld bytes is larger "
-                              "than %zu (archive.tape.block_size)", scsi_dev_name(d->dev),
-                              (long long)((long long)max - sense.info), max);
-    if (sense.eom) {
-        *eod = true;
-        return 0;
-    }
-    return si_errnoprintf(err, EIO, "%s: READ(6): unexpected condition", scsi_dev_name(d->dev));
+    return read_outcome(d, rc, &res, &sense, d->read_len, got, filemark, eod, err);
 }
 
 int tape_drive_write_block(tape_drive_t *d, const void *buf, size_t len, si_error_t *err)

@@ -21,6 +21,8 @@ typedef struct {
     uint64_t block;            /* blocks of it before the head */
     int retries;               /* bounded retries of UNIT ATTENTION / becoming ready */
     unsigned retry_ms;
+    int queue_depth;           /* READs kept in flight where the drive queues (configured) */
+    size_t read_len;           /* what the READs in flight ask for */
 } tape_drive_t;
 
 /* INQUIRY (and serial number); no medium needed. */
@@ -48,6 +50,17 @@ int tape_drive_to_block(tape_drive_t *d, int64_t file, uint64_t block, uint64_t 
  * read instead (the head is then at the next file); *eod at end of data. */
 int tape_drive_read_block(tape_drive_t *d, void *buf, size_t max, size_t *got, bool *filemark,
                           bool *eod, si_error_t *err);
+/* READs in flight at once: queue_depth where the drive queues commands
+ * (INQUIRY CmdQue) and the transport sends several (iSCSI), else 1. */
+int tape_drive_depth(const tape_drive_t *d);
+/* Starts the READ(6) of the next block into buf (size max, the same for
+ * every READ in flight) without waiting; the head position moves as they
+ * are reaped, oldest first, so nothing else may run on the drive between. */
+int tape_drive_read_start(tape_drive_t *d, void *buf, size_t max, si_error_t *err);
+/* The oldest READ started: *buf is its buffer, the rest as
+ * tape_drive_read_block. *buf NULL (and -1) when none was in flight. */
+int tape_drive_read_reap(tape_drive_t *d, void **buf, size_t *got, bool *filemark, bool *eod,
+                         si_error_t *err);
 /* errno ENOSPC at end of medium (the block may be written: early warning). */
 int tape_drive_write_block(tape_drive_t *d, const void *buf, size_t len, si_error_t *err);
 int tape_drive_write_filemark(tape_drive_t *d, si_error_t *err);

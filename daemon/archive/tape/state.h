@@ -79,19 +79,24 @@ typedef struct {
     int buf_vol;
     int64_t buf_file;
     uint64_t buf_block;
-    /* Read-ahead: while the worker delivers a block, the next block of the
-     * same object is read by this drive's reader thread into pf_buf (the
+    /* Read-ahead: READs in flight (rd_n, at most rd_depth) while the worker
+     * delivers the block in buf; they read blocks rd_next - rd_n .. rd_next
+     * - 1 of tape file rd_file, each into a buffer taken from rd_free. */
+    int rd_depth;
+    size_t rd_n, rd_nfree;
+    unsigned char *rd_free[SCSI_QUEUE_MAX];
+    int rd_vol;
+    int64_t rd_file;
+    uint64_t rd_next;
+    /* Write-behind: while the worker fills the next block, the block just
+     * filled is written by this drive's writer thread from pf_buf (the
      * worker leaves the SCSI handle alone until it has joined it). */
     pthread_t pf_thread;
     bool pf_started, pf_stop, pf_pending, pf_done;
     pthread_mutex_t pf_mu;
     pthread_cond_t pf_cv;
     unsigned char *pf_buf;
-    int64_t pf_file;
-    uint64_t pf_block;
-    size_t pf_write;           /* >0: write pf_buf[0, pf_write) instead of reading */
-    size_t pf_got;
-    bool pf_fm, pf_eod;
+    size_t pf_write;           /* the bytes of pf_buf to write */
     int pf_rc, pf_errno;
     si_error_t pf_err;
 } tdrive_t;
@@ -190,10 +195,11 @@ void tape_flush_reports(tape_t *t);
 void tape_on_request_done(void *arg, uint64_t request, double now, size_t failed, const char *why);
 
 /* read.c */
-void *tape_reader_main(void *arg);
+void tape_stream_stop(tdrive_t *d);
 void tape_read_volume(tdrive_t *d, int v);
 
 /* write.c */
+void *tape_writer_main(void *arg);
 void tape_run_write(tdrive_t *d, twrite_t *job);
 
 #endif

@@ -1,13 +1,38 @@
 /* The tape backend's writes: an aggregate written as one pax tar tape file
- * in variable blocks (written behind by the drive's reader thread), its
+ * in variable blocks (written behind by the drive's writer thread), its
  * index line fsync'd once its filemark is on tape. */
 #include "config.h"
 
 #include "daemon/archive/tape/state.h"
 
+/* The drive's writer thread: writes the block the worker just filled. */
+void *tape_writer_main(void *arg)
+{
+    tdrive_t *d = arg;
+    pthread_mutex_lock(&d->pf_mu);
+    for (;;) {
+        while (!d->pf_stop && !(d->pf_pending && !d->pf_done))
+            pthread_cond_wait(&d->pf_cv, &d->pf_mu);
+        if (d->pf_stop)
+            break;
+        pthread_mutex_unlock(&d->pf_mu);
+        si_error_t err = {0};
+        int rc = tape_drive_write_block(&d->io, d->pf_buf, d->pf_write, &err);
+        int e = errno;
+        pthread_mutex_lock(&d->pf_mu);
+        d->pf_rc = rc;
+        d->pf_errno = e;
+        d->pf_err = err;
+        d->pf_done = true;
+        pthread_cond_broadcast(&d->pf_cv);
+    }
+    pthread_mutex_unlock(&d->pf_mu);
+    return NULL;
+}
+
 /* ---- writing ------------------------------------------------------------------------------ */
 
-/* Write-behind: the full block in d->buf goes to the reader thread, which
+/* Write-behind: the full block in d->buf goes to the writer thread, which
  * writes it while the worker fills the other buffer; the previous write's
  * outcome (errno ENOSPC at end of medium) is returned first. */
 static int write_join(tdrive_t *d, si_error_t *err)
@@ -39,7 +64,6 @@ static int write_behind(tdrive_t *d, size_t len, si_error_t *err)
     d->pf_buf = tmp;
     pthread_mutex_lock(&d->pf_mu);
     d->pf_write = len;
-    d->pf_file = -1;
     d->pf_pending = true;
     d->pf_done = false;
     pthread_cond_broadcast(&d->pf_cv);
