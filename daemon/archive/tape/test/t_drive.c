@@ -166,6 +166,29 @@ int main(void)
     s.sense_once = true;
     ok(tape_drive_write_block(&d, buf, 512, &err) < 0 && errno == ENOSPC,
        "end of medium early warning on write: ENOSPC");
+
+    /* READs in flight: how many, and the position as they are reaped */
+    d.queue_depth = 4;
+    is_int(tape_drive_depth(&d), 1, "CmdQue 0: one READ in flight whatever is configured");
+    d.inquiry.cmdque = true;
+    is_int(tape_drive_depth(&d), 1, "CmdQue 1 over a transport that sends one at a time: 1");
+    tape_drive_to_block(&d, 2, 0, 0, &err);
+    uint8_t bufs[2][4096];
+    void *which;
+    ok(tape_drive_read_start(&d, bufs[0], sizeof(bufs[0]), &err) == 0 &&
+           tape_drive_read_start(&d, bufs[1], sizeof(bufs[1]), &err) == 0,
+       "two READs started");
+    ok(tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) == 0 && which == bufs[0] &&
+           got == 1024 && d.file == 2 && d.block == 1, "the first: its buffer, block 0 read");
+    memcpy(s.sense, fmsense, sizeof(fmsense));
+    s.sense_once = true;
+    ok(tape_drive_read_start(&d, bufs[0], sizeof(bufs[0]), &err) == 0 &&
+           tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) == 0 && which == bufs[1] &&
+           !fm && d.block == 2, "the second: block 1");
+    ok(tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) == 0 && which == bufs[0] && fm &&
+           d.file == 3 && d.block == 0, "the third met a filemark: the head is in the next file");
+    ok(tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) < 0 && which == NULL &&
+           !d.pos_known, "a reap with none in flight fails, the position no longer trusted");
     scsi_close(d.dev);
 
     /* a drive with LOCATE(16) and RAO */
