@@ -369,20 +369,10 @@ static void tape_free(archive_backend_t *b)
         tdrive_t *dr = &t->drives[d];
         if (dr->started)
             pthread_join(dr->thread, NULL);
-        if (dr->pf_started) {
-            pthread_mutex_lock(&dr->pf_mu);
-            dr->pf_stop = true;
-            pthread_cond_broadcast(&dr->pf_cv);
-            pthread_mutex_unlock(&dr->pf_mu);
-            pthread_join(dr->pf_thread, NULL);
-            pthread_mutex_destroy(&dr->pf_mu);
-            pthread_cond_destroy(&dr->pf_cv);
-        }
         scsi_close(dr->io.dev);
         free(dr->buf);
-        free(dr->pf_buf);
-        for (size_t i = 0; i < dr->rd_nfree; i++)
-            free(dr->rd_free[i]);
+        for (size_t i = 0; i < dr->io_nfree; i++)
+            free(dr->io_free[i]);
     }
     scsi_close(t->changer.dev);
     free(t->changer.els);
@@ -510,12 +500,12 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
                          "%d)", i, dev, d->io.inquiry.type);
             goto fail;
         }
-        d->rd_depth = tape_drive_depth(&d->io);
+        d->io_depth = tape_drive_depth(&d->io);
         si_log(t->log, SI_LOG_INFO, "tape: drive %d: %s %s %s serial %s at element %d, %d "
-               "READ%s in flight%s", i, d->io.inquiry.vendor, d->io.inquiry.product,
+               "READ/WRITE%s in flight%s", i, d->io.inquiry.vendor, d->io.inquiry.product,
                d->io.inquiry.revision, d->io.serial[0] ? d->io.serial : "-", element,
-               d->rd_depth, d->rd_depth > 1 ? "s" : "",
-               d->rd_depth < queue_depth
+               d->io_depth, d->io_depth > 1 ? "s" : "",
+               d->io_depth < queue_depth
                    ? (d->io.inquiry.cmdque ? " (the transport sends one at a time)"
                                            : " (the drive does not queue commands: CmdQue 0)")
                    : "");
@@ -529,24 +519,15 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
                 t->max_block = t->vols[v].files[f].block;
     for (int d = 0; d < t->ndrives; d++) {
         tdrive_t *dr = &t->drives[d];
-        if (!(dr->buf = malloc(read_max(t))) || !(dr->pf_buf = malloc(read_max(t)))) {
+        if (!(dr->buf = malloc(read_max(t)))) {
             si_errprintf(err, "out of memory");
             goto fail;
         }
-        for (; dr->rd_nfree < (size_t)dr->rd_depth; dr->rd_nfree++)
-            if (!(dr->rd_free[dr->rd_nfree] = malloc(read_max(t)))) {
+        for (; dr->io_nfree < (size_t)dr->io_depth; dr->io_nfree++)
+            if (!(dr->io_free[dr->io_nfree] = malloc(read_max(t)))) {
                 si_errprintf(err, "out of memory");
                 goto fail;
             }
-        pthread_mutex_init(&dr->pf_mu, NULL);
-        pthread_cond_init(&dr->pf_cv, NULL);
-        if (pthread_create(&dr->pf_thread, NULL, tape_writer_main, dr) != 0) {
-            pthread_mutex_destroy(&dr->pf_mu);
-            pthread_cond_destroy(&dr->pf_cv);
-            si_errprintf(err, "cannot start a drive writer thread");
-            goto fail;
-        }
-        dr->pf_started = true;
     }
     sched_options_t so;
     sched_options_default(&so);

@@ -132,7 +132,8 @@ int scsi_run(scsi_dev_t *d, const scsi_cmd_t *cmd, scsi_result_t *res, scsi_sens
 #define SCSI_QUEUE_MAX 16
 
 /* How many commands scsi_start keeps in flight on this device: 1 where the
- * transport runs one at a time (the command then runs inside scsi_start). */
+ * transport runs one at a time (the started commands then run in order on
+ * the device's own thread, while the caller goes on). */
 int scsi_queue_depth(const scsi_dev_t *d);
 /* Commands started and not yet reaped. */
 size_t scsi_in_flight(const scsi_dev_t *d);
@@ -140,7 +141,8 @@ size_t scsi_in_flight(const scsi_dev_t *d);
  * for it; tag comes back from scsi_reap. -1 (err) when it could not be
  * sent or SCSI_QUEUE_MAX are in flight already. The device runs the
  * commands in the order started (a tape drive has one head); the caller
- * that started several handles their outcomes in that order. */
+ * that started several handles their outcomes in that order. scsi_run
+ * refuses (EBUSY) while started commands are not reaped. */
 int scsi_start(scsi_dev_t *d, const scsi_cmd_t *cmd, void *tag, si_error_t *err);
 /* Waits for the oldest started command: *tag, and its outcome as scsi_run
  * gives it (res, sense, err, errno). */

@@ -345,6 +345,41 @@ static double iscsi_read_loop(const char *url, int depth, uint64_t *bytes)
     return t;
 }
 
+/* The same for writing: `bytes` from BOT in WRITE(6)s of --block bytes,
+ * `depth` in flight, then a synchronous filemark (the data on the medium). */
+static double iscsi_write_loop(const char *url, int depth, uint64_t bytes)
+{
+    si_error_t err = {0};
+    tape_drive_t d = {.retries = 30, .retry_ms = 100};
+    if (!(d.dev = scsi_open(url, &err)) || tape_drive_ready(&d, &err) < 0 ||
+        tape_drive_rewind(&d, &err) < 0)
+        die("iSCSI write loop", err.text);
+    unsigned char *buf = calloc(1, BLOCK);
+    if (!buf)
+        die("memory", NULL);
+    size_t blocks = (size_t)(bytes / BLOCK), started = 0, reaped = 0;
+    double t0 = bench_mono_s();
+    while (reaped < blocks) {
+        while (started < blocks && started - reaped < (size_t)depth) {
+            scsi_cmd_t c;
+            scsi_cdb_write6(&c, buf, BLOCK);
+            if (scsi_start(d.dev, &c, NULL, &err) < 0)
+                die("iSCSI write loop", err.text);
+            started++;
+        }
+        void *tag;
+        if (scsi_reap(d.dev, &tag, NULL, NULL, &err) < 0)
+            die("iSCSI write loop", err.text);
+        reaped++;
+    }
+    if (tape_drive_write_filemark(&d, &err) < 0)
+        die("iSCSI write loop", err.text);
+    double t = bench_mono_s() - t0;
+    free(buf);
+    scsi_close(d.dev);
+    return t;
+}
+
 #define REPS 3
 
 static int cmp_double(const void *a, const void *b)
@@ -509,15 +544,21 @@ int main(int argc, char **argv)
     char drive_url[128];
     snprintf(drive_url, sizeof(drive_url), "iscsi://127.0.0.1:%d/iqn.2026-12.org.stagein.bench:"
              "vtl/1", port);
-    uint64_t loop_bytes[2], cart_bytes;
-    double loop_s[2][REPS], cart_s[REPS];
+    uint64_t loop_bytes[2], cart_bytes, wbytes = sets[1].size * sets[1].n;
+    double loop_s[2][REPS], cart_s[REPS], wloop_s[2][REPS];
     for (int rep = 0; rep < REPS; rep++) {
         cart_s[rep] = direct_read(cart, true, &cart_bytes);
         loop_s[0][rep] = iscsi_read_loop(drive_url, 1, &loop_bytes[0]);
         loop_s[1][rep] = iscsi_read_loop(drive_url, 4, &loop_bytes[1]);
     }
+    /* last: these write over the cartridge from BOT */
+    for (int rep = 0; rep < REPS; rep++) {
+        wloop_s[0][rep] = iscsi_write_loop(drive_url, 1, wbytes);
+        wloop_s[1][rep] = iscsi_write_loop(drive_url, 4, wbytes);
+    }
     double loop_mbps[2] = {loop_bytes[0] / 1e6 / median(loop_s[0]),
                            loop_bytes[1] / 1e6 / median(loop_s[1])};
+    double wloop_mbps[2] = {wbytes / 1e6 / median(wloop_s[0]), wbytes / 1e6 / median(wloop_s[1])};
     double cart_mbps = cart_bytes / 1e6 / median(cart_s);
     cleanup();
     if (o.json) {
@@ -540,7 +581,9 @@ int main(int argc, char **argv)
                    sets[si].n / r->recall_s, r->recall_cmds);
         }
         printf(", \"iscsi_read_qd1_mbps\": %.1f, \"iscsi_read_qd4_mbps\": %.1f, "
-               "\"cartridge_read_hash_mbps\": %.1f}\n", loop_mbps[0], loop_mbps[1], cart_mbps);
+               "\"iscsi_write_qd1_mbps\": %.1f, \"iscsi_write_qd4_mbps\": %.1f, "
+               "\"cartridge_read_hash_mbps\": %.1f}\n", loop_mbps[0], loop_mbps[1],
+               wloop_mbps[0], wloop_mbps[1], cart_mbps);
         return 0;
     }
     printf("tape backend vs the cartridge's backing file (tgt over iSCSI, %u KiB blocks)\n",
@@ -558,8 +601,10 @@ int main(int argc, char **argv)
                mb / r->recall_s, rd, r->raw_bytes / 1e6 / r->read_raw_s, (mb / r->recall_s) / rd,
                sets[si].n / r->recall_s, r->recall_cmds);
     }
-    printf("emulator alone: the whole cartridge (%.0f MB) in bare READ(6)s over iSCSI, no hashing:"
-           " %.1f MB/s 1 in flight, %.1f MB/s 4 in flight; its file read+hash %.1f MB/s\n",
-           loop_bytes[0] / 1e6, loop_mbps[0], loop_mbps[1], cart_mbps);
+    printf("emulator alone, bare commands over iSCSI (no hashing), 1 | 4 in flight:\n"
+           "  READ(6) of the whole cartridge (%.0f MB): %.1f | %.1f MB/s (its file read+hash "
+           "%.1f MB/s)\n  WRITE(6) of %.0f MB from BOT and a filemark: %.1f | %.1f MB/s\n",
+           loop_bytes[0] / 1e6, loop_mbps[0], loop_mbps[1], cart_mbps, wbytes / 1e6,
+           wloop_mbps[0], wloop_mbps[1]);
     return 0;
 }

@@ -245,17 +245,14 @@ int tape_drive_read_reap(tape_drive_t *d, void **buf, size_t *got, bool *filemar
     return read_outcome(d, rc, &res, &sense, d->read_len, got, filemark, eod, err);
 }
 
-int tape_drive_write_block(tape_drive_t *d, const void *buf, size_t len, si_error_t *err)
+/* A WRITE(6)'s outcome (rc from scsi_run or scsi_reap) into the position. */
+static int write_outcome(tape_drive_t *d, int rc, const scsi_sense_t *sense)
 {
-    scsi_cmd_t c;
-    scsi_sense_t sense;
-    scsi_cdb_write6(&c, buf, (uint32_t)len);
-    int rc = scsi_run(d->dev, &c, NULL, &sense, err);
     if (rc == 0) {
         d->block++;
         return 0;
     }
-    if (errno == 0 && sense.eom) {
+    if (errno == 0 && sense->eom) {
         /* early warning: the block is written, the medium is nearly full */
         d->block++;
         errno = ENOSPC;
@@ -263,6 +260,32 @@ int tape_drive_write_block(tape_drive_t *d, const void *buf, size_t len, si_erro
     }
     d->pos_known = false;
     return -1;
+}
+
+int tape_drive_write_block(tape_drive_t *d, const void *buf, size_t len, si_error_t *err)
+{
+    scsi_cmd_t c;
+    scsi_sense_t sense;
+    scsi_cdb_write6(&c, buf, (uint32_t)len);
+    return write_outcome(d, scsi_run(d->dev, &c, NULL, &sense, err), &sense);
+}
+
+int tape_drive_write_start(tape_drive_t *d, const void *buf, size_t len, si_error_t *err)
+{
+    scsi_cmd_t c;
+    scsi_cdb_write6(&c, buf, (uint32_t)len);
+    return scsi_start(d->dev, &c, (void *)buf, err);
+}
+
+int tape_drive_write_reap(tape_drive_t *d, void **buf, si_error_t *err)
+{
+    scsi_sense_t sense;
+    int rc = scsi_reap(d->dev, buf, NULL, &sense, err);
+    if (!*buf) {
+        d->pos_known = false;
+        return -1;
+    }
+    return write_outcome(d, rc, &sense);
 }
 
 int tape_drive_write_filemark(tape_drive_t *d, si_error_t *err)

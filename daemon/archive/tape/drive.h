@@ -63,6 +63,11 @@ int tape_drive_read_reap(tape_drive_t *d, void **buf, size_t *got, bool *filemar
                          si_error_t *err);
 /* errno ENOSPC at end of medium (the block may be written: early warning). */
 int tape_drive_write_block(tape_drive_t *d, const void *buf, size_t len, si_error_t *err);
+/* WRITE(6)s in flight, as the READs above: started without waiting, their
+ * outcomes (ENOSPC at the early warning) reaped oldest first, *buf the
+ * block's buffer (NULL, and -1, when none was in flight). */
+int tape_drive_write_start(tape_drive_t *d, const void *buf, size_t len, si_error_t *err);
+int tape_drive_write_reap(tape_drive_t *d, void **buf, si_error_t *err);
 int tape_drive_write_filemark(tape_drive_t *d, si_error_t *err);
 /* RAO of n segments (GENERATE then RECEIVE): out gets the drive's order. */
 int tape_drive_rao(tape_drive_t *d, const scsi_uds_t *uds, size_t n, scsi_uds_t **out,

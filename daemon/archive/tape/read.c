@@ -11,14 +11,14 @@
  * the last one). Before any other command on the drive. */
 void tape_stream_stop(tdrive_t *d)
 {
-    while (d->rd_n > 0) {
+    while (d->io_n > 0) {
         void *buf = NULL;
         size_t got;
         bool fm, eod;
         tape_drive_read_reap(&d->io, &buf, &got, &fm, &eod, NULL);
-        d->rd_n--;
+        d->io_n--;
         if (buf)
-            d->rd_free[d->rd_nfree++] = buf;
+            d->io_free[d->io_nfree++] = buf;
     }
 }
 
@@ -27,7 +27,7 @@ void tape_stream_stop(tdrive_t *d)
  * delivered, and on into the next objects of the archive file. */
 static void stream_fill(tdrive_t *d, int v, int64_t file, uint64_t nblocks)
 {
-    if (d->rd_n == 0) {
+    if (d->io_n == 0) {
         if (!d->io.pos_known || d->io.file != file)
             return;
         d->rd_vol = v;
@@ -36,12 +36,12 @@ static void stream_fill(tdrive_t *d, int v, int64_t file, uint64_t nblocks)
     } else if (d->rd_vol != v || d->rd_file != file) {
         return;
     }
-    while (d->rd_n < (size_t)d->rd_depth && d->rd_nfree > 0 && d->rd_next < nblocks) {
-        unsigned char *buf = d->rd_free[d->rd_nfree - 1];
+    while (d->io_n < (size_t)d->io_depth && d->io_nfree > 0 && d->rd_next < nblocks) {
+        unsigned char *buf = d->io_free[d->io_nfree - 1];
         if (tape_drive_read_start(&d->io, buf, read_max(d->t), NULL) < 0)
             return; /* read when needed instead, where a failure is reported */
-        d->rd_nfree--;
-        d->rd_n++;
+        d->io_nfree--;
+        d->io_n++;
         d->rd_next++;
     }
 }
@@ -52,24 +52,24 @@ static void stream_fill(tdrive_t *d, int v, int64_t file, uint64_t nblocks)
  * before it failed (err, errno; the stream stopped). */
 static int stream_get(tdrive_t *d, int v, int64_t file, uint64_t block, si_error_t *err)
 {
-    if (d->rd_n == 0 || d->rd_vol != v || d->rd_file != file || block >= d->rd_next ||
-        block < d->rd_next - d->rd_n) {
+    if (d->io_n == 0 || d->rd_vol != v || d->rd_file != file || block >= d->rd_next ||
+        block < d->rd_next - d->io_n) {
         tape_stream_stop(d);
         return 0;
     }
     for (;;) {
-        uint64_t b = d->rd_next - d->rd_n;
+        uint64_t b = d->rd_next - d->io_n;
         void *buf = NULL;
         size_t got;
         bool fm, eod;
         int rc = tape_drive_read_reap(&d->io, &buf, &got, &fm, &eod, err);
-        d->rd_n--;
+        d->io_n--;
         if (!buf) {
             tape_stream_stop(d);
             return -1;
         }
         if (rc == 0 && b == block && !(fm || eod || got == 0)) {
-            d->rd_free[d->rd_nfree++] = d->buf;
+            d->io_free[d->io_nfree++] = d->buf;
             d->buf = buf;
             d->buf_len = got;
             d->buf_vol = v;
@@ -77,7 +77,7 @@ static int stream_get(tdrive_t *d, int v, int64_t file, uint64_t block, si_error
             d->buf_block = block;
             return 1;
         }
-        d->rd_free[d->rd_nfree++] = buf;
+        d->io_free[d->io_nfree++] = buf;
         if (rc < 0 || fm || eod || got == 0) {
             int e = rc < 0 ? errno : EIO;
             tape_stream_stop(d);
@@ -248,7 +248,7 @@ void tape_read_volume(tdrive_t *d, int v)
             sched_read_failed(t->sched, &r, mono(), err.text);
         }
     }
-    if (d->rd_n > 0) {
+    if (d->io_n > 0) {
         /* the READs read ahead end before the drive does anything else */
         pthread_mutex_unlock(&t->mu);
         tape_stream_stop(d);

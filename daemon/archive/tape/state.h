@@ -79,26 +79,16 @@ typedef struct {
     int buf_vol;
     int64_t buf_file;
     uint64_t buf_block;
-    /* Read-ahead: READs in flight (rd_n, at most rd_depth) while the worker
-     * delivers the block in buf; they read blocks rd_next - rd_n .. rd_next
-     * - 1 of tape file rd_file, each into a buffer taken from rd_free. */
-    int rd_depth;
-    size_t rd_n, rd_nfree;
-    unsigned char *rd_free[SCSI_QUEUE_MAX];
+    /* Commands in flight (io_n, at most io_depth), each with a block buffer
+     * taken from io_free. Reading, they read ahead of the block in buf that
+     * the worker delivers: blocks rd_next - io_n .. rd_next - 1 of tape file
+     * rd_file; writing, they write the blocks filled before the one in buf. */
+    int io_depth;
+    size_t io_n, io_nfree;
+    unsigned char *io_free[SCSI_QUEUE_MAX];
     int rd_vol;
     int64_t rd_file;
     uint64_t rd_next;
-    /* Write-behind: while the worker fills the next block, the block just
-     * filled is written by this drive's writer thread from pf_buf (the
-     * worker leaves the SCSI handle alone until it has joined it). */
-    pthread_t pf_thread;
-    bool pf_started, pf_stop, pf_pending, pf_done;
-    pthread_mutex_t pf_mu;
-    pthread_cond_t pf_cv;
-    unsigned char *pf_buf;
-    size_t pf_write;           /* the bytes of pf_buf to write */
-    int pf_rc, pf_errno;
-    si_error_t pf_err;
 } tdrive_t;
 
 typedef struct {
@@ -199,7 +189,6 @@ void tape_stream_stop(tdrive_t *d);
 void tape_read_volume(tdrive_t *d, int v);
 
 /* write.c */
-void *tape_writer_main(void *arg);
 void tape_run_write(tdrive_t *d, twrite_t *job);
 
 #endif

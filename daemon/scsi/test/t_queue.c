@@ -1,7 +1,7 @@
 /* Several commands in flight (scsi_start / scsi_reap): outcomes come back
  * oldest first whatever order the transport ends them in, each with its
- * own result; a transport that runs one at a time runs the command inside
- * scsi_start; the limit and the failures. */
+ * own result; a transport that runs one at a time runs them in order on
+ * the device's thread; the limit and the failures. */
 #include "config.h"
 
 #include <errno.h>
@@ -136,19 +136,26 @@ int main(void)
        "a start the transport cannot send fails, nothing in flight: %s", err.text);
     scsi_close(d);
 
-    /* one at a time: the command runs inside scsi_start */
+    /* one at a time: the commands run in order on the device's thread */
     lifo_t s = {0};
     d = scsi_dev_new("drive1", &sync_transport, &s, NULL);
     is_int(scsi_queue_depth(d), 1, "a transport without start: queue depth 1");
     scsi_cdb_read6(&c, buf, 10);
-    scsi_start(d, &c, &tags[0], &err);
-    ok(s.submits == 1 && scsi_in_flight(d) == 1, "the command ran at once, its outcome held");
+    ok(scsi_start(d, &c, &tags[0], &err) == 0 && scsi_in_flight(d) == 1, "started");
     scsi_cdb_read6(&c, buf, 7);
     scsi_start(d, &c, &tags[1], &err);
+    scsi_cdb_test_unit_ready(&c);
+    errno = 0;
+    ok(scsi_run(d, &c, &res, &sense, &err) < 0 && errno == EBUSY,
+       "scsi_run while started commands are not reaped: refused (%s)", err.text);
     ok(scsi_reap(d, &tag, &res, &sense, &err) == 0 && tag == &tags[0] && res.transferred == 9,
        "first outcome");
     ok(scsi_reap(d, &tag, &res, &sense, &err) < 0 && tag == &tags[1] &&
            sense.key == SCSI_KEY_MEDIUM_ERROR, "second outcome: its medium error");
-    scsi_close(d);
+    ok(s.submits == 2 && scsi_run(d, &c, &res, &sense, &err) == 0, "both ran; scsi_run again");
+    scsi_cdb_read6(&c, buf, 10);
+    scsi_start(d, &c, &tags[0], &err);
+    scsi_close(d); /* with one in flight: the thread ends it first */
+    ok(s.submits == 4, "closed with a command in flight: it ran, the thread ended");
     return done_testing();
 }

@@ -180,12 +180,12 @@ int main(void)
        "two READs started");
     ok(tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) == 0 && which == bufs[0] &&
            got == 1024 && d.file == 2 && d.block == 1, "the first: its buffer, block 0 read");
+    ok(tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) == 0 && which == bufs[1] &&
+           !fm && d.block == 2, "the second: block 1");
     memcpy(s.sense, fmsense, sizeof(fmsense));
     s.sense_once = true;
     ok(tape_drive_read_start(&d, bufs[0], sizeof(bufs[0]), &err) == 0 &&
-           tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) == 0 && which == bufs[1] &&
-           !fm && d.block == 2, "the second: block 1");
-    ok(tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) == 0 && which == bufs[0] && fm &&
+           tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) == 0 && which == bufs[0] && fm &&
            d.file == 3 && d.block == 0, "the third met a filemark: the head is in the next file");
     ok(tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) < 0 && which == NULL &&
            !d.pos_known, "a reap with none in flight fails, the position no longer trusted");
