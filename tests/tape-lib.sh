@@ -65,11 +65,16 @@ tgt_stop() {
     TGT_PID=
 }
 
-# tape_conf DRIVES [EXTRA]: the archive group for the library started by tgt_start
+# tape_conf DRIVES [EXTRA]: the archive group for the library started by tgt_start;
+# drive $TAPE_BY_SERIAL (a number) is given without its element (found by serial)
 tape_conf() {
     local i list=""
     for i in $(seq "$1"); do
-        list+="${list:+, }{ device = \"$TGT_URL/$i\"; element = $i; }"
+        if [ "$i" = "${TAPE_BY_SERIAL:-}" ]; then
+            list+="${list:+, }{ device = \"$TGT_URL/$i\"; }"
+        else
+            list+="${list:+, }{ device = \"$TGT_URL/$i\"; element = $i; }"
+        fi
     done
     cat <<CONF
 archive: { backend = "tape";

@@ -403,6 +403,56 @@ static const archive_backend_ops_t tape_ops = {
     NULL,
 };
 
+/* Drives configured without an element get the drive element whose
+ * identifier (READ ELEMENT STATUS, DVCID) names their serial number (INQUIRY
+ * VPD 80h); a configured element whose identifier names another serial is
+ * logged. elements[d] is -1 where none was configured. */
+static int map_drive_elements(tape_t *t, const int *elements, si_error_t *err)
+{
+    if (tape_changer_inventory(&t->changer, err) < 0)
+        return -1;
+    for (int i = 0; i < t->ndrives; i++) {
+        tdrive_t *d = &t->drives[i];
+        if (elements[i] >= 0) {
+            const scsi_element_t *e = tape_changer_element(&t->changer, d->element);
+            if (e && e->type == SCSI_ELEM_DRIVE && e->ident[0] && d->io.serial[0] &&
+                !tape_ident_names_serial(e->ident, d->io.serial))
+                si_log(t->log, SI_LOG_WARNING, "tape: archive.tape.drives[%d]: element %u "
+                       "reports drive '%s', but %s has serial %s: check the element", i,
+                       d->element, e->ident, d->device, d->io.serial);
+            continue;
+        }
+        uint16_t address = 0;
+        int n = d->io.serial[0] ? tape_changer_match_serial(&t->changer, d->io.serial, &address)
+                                : 0;
+        if (n != 1) {
+            char known[1024] = "";
+            size_t at = 0;
+            for (size_t k = 0; k < t->changer.nels && at < sizeof(known) - 1; k++)
+                if (t->changer.els[k].type == SCSI_ELEM_DRIVE)
+                    at += (size_t)snprintf(known + at, sizeof(known) - at, "%s%u '%s'",
+                                           at ? ", " : "", t->changer.els[k].address,
+                                           t->changer.els[k].ident);
+            if (at >= sizeof(known))
+                at = sizeof(known) - 1;
+            return si_errprintf(err, "archive.tape.drives[%d]: %s (serial '%s') %s; give its "
+                                "element (the changer's drive elements and identifiers: %s)",
+                                i, d->device, d->io.serial,
+                                n ? "matches more than one drive element"
+                                  : "matches no drive element's identifier", known);
+        }
+        for (int j = 0; j < t->ndrives; j++)
+            if (j != i && (elements[j] >= 0 || j < i) && t->drives[j].element == address)
+                return si_errprintf(err, "archive.tape.drives[%d]: %s (serial %s) is drive "
+                                    "element %u, which archive.tape.drives[%d] has as well", i,
+                                    d->device, d->io.serial, address, j);
+        d->element = address;
+        si_log(t->log, SI_LOG_INFO, "tape: drive %d: serial %s is drive element %u (its "
+               "identifier in READ ELEMENT STATUS)", i, d->io.serial, address);
+    }
+    return 0;
+}
+
 archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error_t *err)
 {
     const si_conf_t *conf = opts->conf;
@@ -458,6 +508,7 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
         goto fail;
     }
     int nd = config_setting_length(drives);
+    int elements[TAPE_MAX_DRIVES];
     if (nd > TAPE_MAX_DRIVES) {
         si_conf_fail(conf, "archive.tape.drives", err, "%d drives (at most %d)", nd,
                      TAPE_MAX_DRIVES);
@@ -474,18 +525,21 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
         const config_setting_t *e = config_setting_get_elem(drives, (unsigned)i);
         const char *dev = NULL;
         int element = -1;
+        bool has_element = config_setting_lookup_int(e, "element", &element);
         if (!config_setting_lookup_string(e, "device", &dev) ||
-            !config_setting_lookup_int(e, "element", &element) || element < 0 || element > 0xffff) {
+            (has_element && (element < 0 || element > 0xffff))) {
             si_errprintf(err, "archive.tape.drives[%d]: needs device (a /dev/sgN or iscsi:// "
-                         "URL) and element (the drive's element address, 0..65535)", i);
+                         "URL), and element (the drive's element address, 0..65535) where the "
+                         "changer does not report drive serial numbers", i);
             goto fail;
         }
+        elements[i] = has_element ? element : -1;
         tdrive_t *d = &t->drives[t->ndrives++];
         d->t = t;
         d->index = i;
         d->vol = -1;
         d->buf_vol = -1;
-        d->element = (uint16_t)element;
+        d->element = has_element ? (uint16_t)element : 0;
         snprintf(d->device, sizeof(d->device), "%s", dev);
         d->io.retries = retries;
         d->io.retry_ms = retry_ms;
@@ -501,16 +555,19 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
             goto fail;
         }
         d->io_depth = tape_drive_depth(&d->io);
-        si_log(t->log, SI_LOG_INFO, "tape: drive %d: %s %s %s serial %s at element %d, %d "
+        char at[32] = "element: by serial";
+        if (has_element)
+            snprintf(at, sizeof(at), "at element %d", element);
+        si_log(t->log, SI_LOG_INFO, "tape: drive %d: %s %s %s serial %s %s, %d "
                "READ/WRITE%s in flight%s", i, d->io.inquiry.vendor, d->io.inquiry.product,
-               d->io.inquiry.revision, d->io.serial[0] ? d->io.serial : "-", element,
+               d->io.inquiry.revision, d->io.serial[0] ? d->io.serial : "-", at,
                d->io_depth, d->io_depth > 1 ? "s" : "",
                d->io_depth < queue_depth
                    ? (d->io.inquiry.cmdque ? " (the transport sends one at a time)"
                                            : " (the drive does not queue commands: CmdQue 0)")
                    : "");
     }
-    if (tape_inventory(t, err) < 0)
+    if (map_drive_elements(t, elements, err) < 0 || tape_inventory(t, err) < 0)
         goto fail;
     t->max_block = t->block;
     for (int v = 0; v < t->nvols; v++)

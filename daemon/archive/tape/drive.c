@@ -326,6 +326,9 @@ int tape_drive_rao(tape_drive_t *d, const scsi_uds_t *uds, size_t n, scsi_uds_t 
 
 /* ---- changer ---------------------------------------------------------------------------- */
 
+/* Drive elements are asked for their identifiers (DVCID) as well: the
+ * device serial numbers the configured drives are matched with. */
+
 int tape_changer_inventory(tape_changer_t *c, si_error_t *err)
 {
     size_t len = 1 << 16;
@@ -340,7 +343,7 @@ int tape_changer_inventory(tape_changer_t *c, si_error_t *err)
         scsi_cmd_t cmd;
         scsi_result_t res;
         scsi_cdb_read_element_status(&cmd, types[t], 0, 0xffff, types[t] != SCSI_ELEM_TRANSPORT,
-                                     false, buf, (uint32_t)len);
+                                     types[t] == SCSI_ELEM_DRIVE, buf, (uint32_t)len);
         if (scsi_run(c->dev, &cmd, &res, NULL, err) < 0) {
             if (types[t] == SCSI_ELEM_PORT || types[t] == SCSI_ELEM_TRANSPORT)
                 continue; /* a library without import/export ports, or silent about its robot */
@@ -373,6 +376,28 @@ const scsi_element_t *tape_changer_find(const tape_changer_t *c, const char *bar
         if (c->els[i].full && strcmp(c->els[i].barcode, barcode) == 0)
             return &c->els[i];
     return NULL;
+}
+
+bool tape_ident_names_serial(const char *ident, const char *serial)
+{
+    size_t il = strlen(ident), sl = strlen(serial);
+    while (il > 0 && ident[il - 1] == ' ')
+        il--;
+    if (sl == 0 || il < sl || strncmp(ident + il - sl, serial, sl) != 0)
+        return false;
+    /* the whole last word: serial 123 does not name ...0123 */
+    return il == sl || ident[il - sl - 1] == ' ';
+}
+
+int tape_changer_match_serial(const tape_changer_t *c, const char *serial, uint16_t *address)
+{
+    int found = 0;
+    for (size_t i = 0; i < c->nels; i++)
+        if (c->els[i].type == SCSI_ELEM_DRIVE && tape_ident_names_serial(c->els[i].ident, serial)) {
+            *address = c->els[i].address;
+            found++;
+        }
+    return found;
 }
 
 const scsi_element_t *tape_changer_element(const tape_changer_t *c, uint16_t address)

@@ -87,6 +87,13 @@ int tape_changer_inventory(tape_changer_t *c, si_error_t *err);
 /* The element holding barcode, or NULL. */
 const scsi_element_t *tape_changer_find(const tape_changer_t *c, const char *barcode);
 const scsi_element_t *tape_changer_element(const tape_changer_t *c, uint16_t address);
+/* Does a drive element's identifier (DVCID: vendor, product, serial, as
+ * INQUIRY gives them) end in this serial number, as a whole word? */
+bool tape_ident_names_serial(const char *ident, const char *serial);
+/* The drive elements whose identifier names serial: how many (0 none, 1 the
+ * one in *address, more: ambiguous). An identifier a report cut short is
+ * left empty, never matched (tgt sends its last descriptor 8 bytes short). */
+int tape_changer_match_serial(const tape_changer_t *c, const char *serial, uint16_t *address);
 /* MOVE MEDIUM; a move that fails re-reads the inventory (never guessed). */
 int tape_changer_move(tape_changer_t *c, uint16_t src, uint16_t dst, si_error_t *err);
 

@@ -58,14 +58,17 @@ static int inventory(const char *changer, bool rescan)
         scsi_close(c.dev);
         return 1;
     }
-    printf("%-9s %7s %-5s %-32s %s\n", "type", "element", "full", "barcode", "source");
+    printf("%-9s %7s %-5s %-32s %-6s %s\n", "type", "element", "full", "barcode", "source",
+           "identifier");
     for (size_t i = 0; i < c.nels; i++) {
         const scsi_element_t *x = &c.els[i];
         char src[16] = "-";
         if (x->source_valid)
             snprintf(src, sizeof(src), "%u", x->source);
-        printf("%-9s %7u %-5s %-32s %s\n", type_name(x->type), x->address, x->full ? "yes" : "no",
-               x->barcode[0] ? x->barcode : "-", src);
+        printf("%-9s %7u %-5s %-32s %-6s %s\n", type_name(x->type), x->address,
+               x->full ? "yes" : "no", x->barcode[0] ? x->barcode : "-", src,
+               x->ident[0] ? x->ident : "-");
+
     }
     free(c.els);
     scsi_close(c.dev);
