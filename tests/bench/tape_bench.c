@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -380,6 +381,34 @@ static double iscsi_write_loop(const char *url, int depth, uint64_t bytes)
     return t;
 }
 
+/* CPU seconds (user + system) of this process, and of tgtd from /proc:
+ * unlike wall time, hardly moved by the other load on a shared machine. */
+static double cpu_self(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
+static double cpu_tgtd(void)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)g_tgtd);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(line, 1, sizeof(line) - 1, f);
+    fclose(f);
+    line[n] = '\0';
+    /* after the command name's ')': state is field 3; utime, stime are 14, 15 */
+    const char *p = strrchr(line, ')');
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 #define REPS 3
 
 static int cmp_double(const void *a, const void *b)
@@ -398,6 +427,7 @@ typedef struct {
     double push_s, push_direct_s, recall_s, read_s, read_raw_s;
     uint64_t bytes, read_bytes, raw_bytes;
     double push_cmds, recall_cmds;
+    double read_cpu, recall_cpu, recall_tgtd_cpu; /* CPU seconds per GB */
 } result_t;
 
 int main(int argc, char **argv)
@@ -486,7 +516,8 @@ int main(int argc, char **argv)
         char out[PATH_MAX];
         snprintf(out, sizeof(out), "%s/direct.bin", g_dir);
         /* REPS rounds, each direct then backend back to back; medians */
-        double pt[REPS], dt[REPS], rt[REPS], ht[REPS], wt[REPS];
+        double pt[REPS], dt[REPS], rt[REPS], ht[REPS], wt[REPS], hc[REPS], rc_self[REPS],
+            rc_tgtd[REPS];
         uint64_t c0 = 0, c1 = 0;
         for (int rep = 0; rep < REPS; rep++) {
             dt[rep] = direct_write(s, src, out);
@@ -516,9 +547,13 @@ int main(int argc, char **argv)
             k.done = 0;
             pthread_mutex_unlock(&k.mu);
             /* the direct rate: the whole cartridge file, read just before */
+            double u0 = cpu_self();
             ht[rep] = direct_read(cart, true, &r->read_bytes);
+            hc[rep] = (cpu_self() - u0) / (r->read_bytes / 1e9);
             wt[rep] = direct_read(cart, false, &r->raw_bytes);
             c1 = scsi_commands(b);
+            u0 = cpu_self();
+            double g0 = cpu_tgtd();
             double t0 = bench_mono_s();
             if (archive_recall(b, &batch, items, s->n, &err) < 0)
                 die("recall", err.text);
@@ -527,6 +562,8 @@ int main(int argc, char **argv)
                 pthread_cond_wait(&k.cv, &k.mu);
             pthread_mutex_unlock(&k.mu);
             rt[rep] = bench_mono_s() - t0;
+            rc_self[rep] = (cpu_self() - u0) / (s->size * s->n / 1e9);
+            rc_tgtd[rep] = (cpu_tgtd() - g0) / (s->size * s->n / 1e9);
             r->recall_cmds = (double)(scsi_commands(b) - c1) / (double)s->n;
             if (k.failed)
                 die("recall", "objects failed");
@@ -534,6 +571,9 @@ int main(int argc, char **argv)
         r->recall_s = median(rt);
         r->read_s = median(ht);
         r->read_raw_s = median(wt);
+        r->read_cpu = median(hc);
+        r->recall_cpu = median(rc_self);
+        r->recall_tgtd_cpu = median(rc_tgtd);
         for (size_t i = 0; i < s->n; i++)
             unlink(paths[i]);
         free(sums), free(m), free(p), free(items), free(keys), free(paths);
@@ -571,14 +611,17 @@ int main(int argc, char **argv)
                    "\"push_ratio\": %.3f, \"push_objects_per_s\": %.1f, \"push_scsi_per_object\": "
                    "%.2f, \"recall_mbps\": %.1f, \"read_direct_mbps\": %.1f, \"read_raw_mbps\": "
                    "%.1f, \"recall_ratio\": %.3f, \"recall_ratio_raw\": %.3f, "
-                   "\"recall_objects_per_s\": %.1f, \"recall_scsi_per_object\": %.2f}",
+                   "\"recall_objects_per_s\": %.1f, \"recall_scsi_per_object\": %.2f, "
+                   "\"read_hash_cpu_s_per_gb\": %.3f, \"recall_cpu_s_per_gb\": %.3f, "
+                   "\"recall_tgtd_cpu_s_per_gb\": %.3f}",
                    si ? ", " : "", n, sets[si].n, mb / r->push_s, mb / r->push_direct_s,
                    r->push_direct_s / r->push_s, sets[si].n / r->push_s, r->push_cmds,
                    mb / r->recall_s, r->read_bytes / 1e6 / r->read_s,
                    r->raw_bytes / 1e6 / r->read_raw_s,
                    (mb / r->recall_s) / (r->read_bytes / 1e6 / r->read_s),
                    (mb / r->recall_s) / (r->raw_bytes / 1e6 / r->read_raw_s),
-                   sets[si].n / r->recall_s, r->recall_cmds);
+                   sets[si].n / r->recall_s, r->recall_cmds, r->read_cpu, r->recall_cpu,
+                   r->recall_tgtd_cpu);
         }
         printf(", \"iscsi_read_qd1_mbps\": %.1f, \"iscsi_read_qd4_mbps\": %.1f, "
                "\"iscsi_write_qd1_mbps\": %.1f, \"iscsi_write_qd4_mbps\": %.1f, "
@@ -601,6 +644,11 @@ int main(int argc, char **argv)
                mb / r->recall_s, rd, r->raw_bytes / 1e6 / r->read_raw_s, (mb / r->recall_s) / rd,
                sets[si].n / r->recall_s, r->recall_cmds);
     }
+    printf("recall CPU seconds per GB (wall-clock rates move with the machine's load; "
+           "these hardly do):\n%-6s %12s %12s %12s\n", "size", "read+hash", "backend", "tgtd");
+    for (size_t si = 0; si < nsets; si++)
+        printf("%-6s %12.3f %12.3f %12.3f\n", sets[si].name, res[si].read_cpu, res[si].recall_cpu,
+               res[si].recall_tgtd_cpu);
     printf("emulator alone, bare commands over iSCSI (no hashing), 1 | 4 in flight:\n"
            "  READ(6) of the whole cartridge (%.0f MB): %.1f | %.1f MB/s (its file read+hash "
            "%.1f MB/s)\n  WRITE(6) of %.0f MB from BOT and a filemark: %.1f | %.1f MB/s\n",
