@@ -183,6 +183,15 @@ int scsi_run(scsi_dev_t *d, const scsi_cmd_t *cmd, scsi_result_t *res, scsi_sens
     return finish(d, cmd, rc, errno, res, sense, err, mono() - t0);
 }
 
+int scsi_reset(scsi_dev_t *d, si_error_t *err)
+{
+    if (!d->t->reset)
+        return si_errnoprintf(err, ENOTSUP, "%s: this transport has no LUN reset", d->name);
+    if (d->t->reset(d->impl, err) < 0)
+        return si_errprefix(err, "%s: LOGICAL UNIT RESET", d->name);
+    return 0;
+}
+
 int scsi_queue_depth(const scsi_dev_t *d)
 {
     return d->t->start && d->t->reap ? SCSI_QUEUE_MAX : 1;

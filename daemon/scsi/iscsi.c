@@ -230,6 +230,14 @@ static int iscsi_reap(void *impl, void **tag, si_error_t *err)
     }
 }
 
+static int iscsi_reset(void *impl, si_error_t *err)
+{
+    iscsi_dev_t *s = impl;
+    if (iscsi_task_mgmt_lun_reset_sync(s->ctx, s->lun) != 0)
+        return si_errnoprintf(err, EHOSTDOWN, "iSCSI: %s", iscsi_get_error(s->ctx));
+    return 0;
+}
+
 static void iscsi_close(void *impl)
 {
     iscsi_dev_t *s = impl;
@@ -266,8 +274,9 @@ static void iscsi_close(void *impl)
 
 #define iscsi_start NULL
 #define iscsi_reap NULL
+#define iscsi_reset NULL
 
 #endif
 
 const scsi_transport_t scsi_iscsi_transport = {iscsi_submit, iscsi_close, iscsi_start,
-                                               iscsi_reap};
+                                               iscsi_reap, iscsi_reset};

@@ -101,6 +101,8 @@ typedef struct {
     int (*start)(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, void *tag,
                  si_error_t *err);
     int (*reap)(void *impl, void **tag, si_error_t *err);
+    /* Optional: LOGICAL UNIT RESET (task management), NULL where none. */
+    int (*reset)(void *impl, si_error_t *err);
 } scsi_transport_t;
 
 typedef struct scsi_dev scsi_dev_t;
@@ -148,6 +150,10 @@ int scsi_start(scsi_dev_t *d, const scsi_cmd_t *cmd, void *tag, si_error_t *err)
  * gives it (res, sense, err, errno). */
 int scsi_reap(scsi_dev_t *d, void **tag, scsi_result_t *res, scsi_sense_t *sense,
               si_error_t *err);
+
+/* LOGICAL UNIT RESET of a unit that hangs (stagein-tape reset): every
+ * initiator's next command then reports UNIT ATTENTION (29h). */
+int scsi_reset(scsi_dev_t *d, si_error_t *err);
 
 bool scsi_have_iscsi(void);
 

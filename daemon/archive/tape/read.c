@@ -114,6 +114,7 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
     uint64_t left = item->size;
     uint64_t nblocks = (f->end - f->start + f->block - 1) / f->block;
     char mismatch[sizeof(err->text)] = "checksum mismatch";
+    int attentions = 0;
     for (int attempt = 0; attempt <= t->checksum_retries; attempt++) {
         void *session = NULL;
         if (t->cb.begin(t->cb.arg, item, &session, err) < 0)
@@ -175,6 +176,19 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
             tape_stream_stop(d);
             d->buf_vol = -1;
             t->cb.abort(t->cb.arg, session);
+            if (e == EAGAIN && attentions++ < d->io.retries) {
+                /* UNIT ATTENTION (a reset, a medium change), becoming ready: the
+                 * head may have moved; positioned again from BOT, read again */
+                si_log(t->log, SI_LOG_WARNING, "tape: drive %d: %s; reading object %" PRId64
+                       " again from a known position (%d of %d)", d->index, err->text,
+                       item->object_id, attentions, d->io.retries);
+                d->io.pos_known = false;
+                struct timespec ts = {d->io.retry_ms / 1000,
+                                      (long)(d->io.retry_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+                attempt--;
+                continue;
+            }
             errno = e;
             return si_errprefix(err, "volume %s, archive file %" PRId64 ", block %" PRIu64
                                 " (position %" PRIu64 ")", vol->label, cp->file_seq, b,

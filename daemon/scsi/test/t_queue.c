@@ -74,8 +74,9 @@ static void lifo_close(void *impl)
     (void)impl;
 }
 
-static const scsi_transport_t async_transport = {lifo_submit, lifo_close, lifo_start, lifo_reap};
-static const scsi_transport_t sync_transport = {lifo_submit, lifo_close, NULL, NULL};
+static const scsi_transport_t async_transport = {lifo_submit, lifo_close, lifo_start, lifo_reap,
+                                                 NULL};
+static const scsi_transport_t sync_transport = {lifo_submit, lifo_close, NULL, NULL, NULL};
 
 int main(void)
 {

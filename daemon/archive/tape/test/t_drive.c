@@ -104,7 +104,7 @@ static void sim_close(void *impl)
     (void)impl;
 }
 
-static const scsi_transport_t sim_transport = {sim_submit, sim_close, NULL, NULL};
+static const scsi_transport_t sim_transport = {sim_submit, sim_close, NULL, NULL, NULL};
 
 static tape_drive_t drive(drive_sim_t *s)
 {
