@@ -381,7 +381,7 @@ static double iscsi_write_loop(const char *url, int depth, uint64_t bytes)
     return t;
 }
 
-/* CPU seconds (user + system) of this process, and of tgtd from /proc:
+/* CPU seconds (user + system) of this process (tgtd's: bench_cpu_seconds):
  * unlike wall time, hardly moved by the other load on a shared machine. */
 static double cpu_self(void)
 {
@@ -389,24 +389,6 @@ static double cpu_self(void)
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
            ru.ru_stime.tv_usec / 1e6;
-}
-
-static double cpu_tgtd(void)
-{
-    char path[64], line[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)g_tgtd);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(line, 1, sizeof(line) - 1, f);
-    fclose(f);
-    line[n] = '\0';
-    /* after the command name's ')': state is field 3; utime, stime are 14, 15 */
-    const char *p = strrchr(line, ')');
-    unsigned long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return 0;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 #define REPS 3
@@ -553,7 +535,7 @@ int main(int argc, char **argv)
             wt[rep] = direct_read(cart, false, &r->raw_bytes);
             c1 = scsi_commands(b);
             u0 = cpu_self();
-            double g0 = cpu_tgtd();
+            double g0 = bench_cpu_seconds((int)g_tgtd);
             double t0 = bench_mono_s();
             if (archive_recall(b, &batch, items, s->n, &err) < 0)
                 die("recall", err.text);
@@ -563,7 +545,7 @@ int main(int argc, char **argv)
             pthread_mutex_unlock(&k.mu);
             rt[rep] = bench_mono_s() - t0;
             rc_self[rep] = (cpu_self() - u0) / (s->size * s->n / 1e9);
-            rc_tgtd[rep] = (cpu_tgtd() - g0) / (s->size * s->n / 1e9);
+            rc_tgtd[rep] = (bench_cpu_seconds((int)g_tgtd) - g0) / (s->size * s->n / 1e9);
             r->recall_cmds = (double)(scsi_commands(b) - c1) / (double)s->n;
             if (k.failed)
                 die("recall", "objects failed");
