@@ -17,15 +17,21 @@ ok $? "tgtd serves a library of 2 drives and 6 cartridges on 127.0.0.1:$TGT_PORT
 inv=$("$TAPE_TOOL" inventory "$CHANGER_URL")
 is "$(grep -c '^slot .* yes *T00000' <<<"$inv"):$(grep -c '^drive' <<<"$inv")" "6:2" \
     "stagein-tape inventory: 6 full slots with barcodes, 2 drives"
+# tgt reports drive identifiers (DVCID) but sends its last descriptor 8 bytes
+# short: drive element 1's is whole, element 2's is lost
+grep -q '^drive  *1 .* IET  *VIRTUAL-TAPE  *[^ ]' <<<"$inv"
+ok $? "stagein-tape inventory: drive element 1's identifier (vendor, product, serial)"
 
 use_state A
 write_conf "push: { copies = 2; aggregate_window = 0.3; };
-$(TAPE_CAPACITY=5000000 tape_conf 2)"
+$(TAPE_CAPACITY=5000000 TAPE_BY_SERIAL=1 tape_conf 2)"
 "$STAGEIN" catalog init >/dev/null
 run_ok "stageind starts on the tape backend" -- start
 track_pid "$(daemon_pid)"
 grep -q 'tape: library .*2 drives, 6 cartridges' "$LOG"
 ok $? "the library's inventory is logged"
+grep -q 'tape: drive 0: serial [^ ]* is drive element 1 (its identifier in READ ELEMENT STATUS)' "$LOG"
+ok $? "drive 0, configured without an element, is found by its serial number at element 1"
 
 # ---- push: two aggregates, two copies each -------------------------------------------
 for f in a:1000 b:70000 c:3000000 d:1500000 e:2500 f:2200000; do make_file "${f%%:*}" "${f##*:}"; done

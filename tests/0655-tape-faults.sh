@@ -12,7 +12,7 @@
 . "$top_srcdir/tests/tape-lib.sh"
 trap 'stop; tgt_stop; cleanup' EXIT
 
-tgt_start 2 8
+TGT_SPARE_SLOTS=2 tgt_start 2 8
 ok $? "tgtd serves a library of 2 drives and 8 cartridges"
 # T0000006 holds 1 MB only: it reaches its end of medium long before 8 MB
 rm -f "$VTL/T0000006"
@@ -114,6 +114,36 @@ grep -q '^stagein_drives_failed 1' "$BODY"
 ok $? "the metrics count one failed drive"
 stop
 $TGTADM --mode logicalunit --op update --tid 1 --lun 1 --params online=1
+
+# ---- UNIT ATTENTION, and cartridges moved by hand, while stageind runs --------------------
+evict stageout
+# the cartridges left in the drives back to their slots, so that a's are in slots
+while read -r el src; do
+    "$TAPE_TOOL" move "$CHANGER_URL" "$el" "$src" || echo "# moving $el back to $src failed"
+done < <(awk '$1 == "drive" && $3 == "yes" { print $2, $5 }' <<<"$("$TAPE_TOOL" inventory "$CHANGER_URL")")
+run_ok "stageind restarts" -- start
+track_pid "$(daemon_pid)"
+read -r a1 a2 <<<"$(vols_of a | tr '\n' ' ')"
+spare=$((100 + 8))
+for v in $a1 $a2; do
+    from=$(awk -v b="$v" '$1 == "slot" && $4 == b { print $2 }' <<<"$("$TAPE_TOOL" inventory "$CHANGER_URL")")
+    "$TAPE_TOOL" move "$CHANGER_URL" "$from" "$spare" || echo "# moving $v from $from failed"
+    spare=$((spare + 1))
+done
+is "$("$TAPE_TOOL" inventory "$CHANGER_URL" | awk '$1 == "slot" && $2 >= 108 { print $4 }' | tr '\n' ' ')" \
+    "$a1 $a2 " "a's cartridges $a1 and $a2 moved by hand to the spare slots 108, 109"
+"$TAPE_TOOL" reset "$TGT_URL/1" && "$TAPE_TOOL" reset "$TGT_URL/2"
+ok $? "LOGICAL UNIT RESET of both drives (stagein-tape reset): stageind's next commands report UNIT ATTENTION"
+: > "$TEST_DIR/scsi.log"
+REQ=$(stage '{"datasets":["ckpt"]}')
+is "$(wait_done "$REQ" 90)" COMPLETED "recalled after the resets and the moves: COMPLETED"
+is "$(mismatched a b c d e)" "" "every recalled file equals what was pushed"
+ua=$(grep -c 'status=check(UNIT ATTENTION 29h/00h)' "$TEST_DIR/scsi.log")
+[ "$ua" -ge 1 ] && [ "$ua" -le 4 ]
+ok $? "the UNIT ATTENTION after the reset is reported ($ua commands) and retried, a bounded number of times"
+grep -Eq "tape: cartridge ($a1|$a2) is in slot 10[89], not [0-9]+ as recorded" "$LOG"
+ok $? "a moved cartridge is found again where the re-read inventory has it, not guessed"
+stop
 
 # ---- kill -9 mid-write ------------------------------------------------------------------
 head -c 20000000 /dev/urandom > "$SRC/big"

@@ -18,7 +18,8 @@ IQN=iqn.2026-12.org.stagein.test:vtl
 
 # tgt_start DRIVES CARTRIDGES [SIZE_MB]: drives at LUNs 1..DRIVES (element
 # addresses 1..DRIVES), the changer at LUN DRIVES+1, cartridges T0000001...
-# in slots 100... Sets TGT_PORT, TGT_URL, CHANGER_URL, TGTADM.
+# in slots 100... ($TGT_SPARE_SLOTS empty slots after them). Sets TGT_PORT,
+# TGT_URL, CHANGER_URL, TGTADM.
 tgt_start() {
     local drives=$1 carts=$2 size=${3:-200} i changer=$(($1 + 1))
     mkdir -p "$VTL"
@@ -46,7 +47,7 @@ tgt_start() {
     $lu "element_type=4,start_address=1,quantity=$drives"
     for i in $(seq "$drives"); do $lu "element_type=4,address=$i,tid=1,lun=$i"; done
     $lu "element_type=1,start_address=90,quantity=1"
-    $lu "element_type=2,start_address=100,quantity=$carts"
+    $lu "element_type=2,start_address=100,quantity=$((carts + ${TGT_SPARE_SLOTS:-0}))"
     for i in $(seq "$carts"); do
         $lu "element_type=2,address=$((99 + i)),barcode=$(printf 'T%07d' "$i"),sides=1"
     done
@@ -65,11 +66,16 @@ tgt_stop() {
     TGT_PID=
 }
 
-# tape_conf DRIVES [EXTRA]: the archive group for the library started by tgt_start
+# tape_conf DRIVES [EXTRA]: the archive group for the library started by tgt_start;
+# drive $TAPE_BY_SERIAL (a number) is given without its element (found by serial)
 tape_conf() {
     local i list=""
     for i in $(seq "$1"); do
-        list+="${list:+, }{ device = \"$TGT_URL/$i\"; element = $i; }"
+        if [ "$i" = "${TAPE_BY_SERIAL:-}" ]; then
+            list+="${list:+, }{ device = \"$TGT_URL/$i\"; }"
+        else
+            list+="${list:+, }{ device = \"$TGT_URL/$i\"; element = $i; }"
+        fi
     done
     cat <<CONF
 archive: { backend = "tape";

@@ -39,6 +39,7 @@ const si_conf_key_t archive_tape_conf_keys[] = {
     {"archive.tape.profile", SI_CONF_STRING, 0, 0, "lto9|lto10"},
     {"archive.tape.positioning", SI_CONF_STRING, 0, 0, "auto|space"},
     {"archive.tape.retries", SI_CONF_INT, 0, 1000, NULL},
+    {"archive.tape.queue_depth", SI_CONF_INT, 1, SCSI_QUEUE_MAX, NULL},
     {"archive.tape.retry_interval", SI_CONF_FLOAT, 0.001, 60, NULL},
     {"archive.tape.command_log", SI_CONF_STRING, 0, 0, NULL},
     SI_CONF_KEYS_END,
@@ -368,18 +369,10 @@ static void tape_free(archive_backend_t *b)
         tdrive_t *dr = &t->drives[d];
         if (dr->started)
             pthread_join(dr->thread, NULL);
-        if (dr->pf_started) {
-            pthread_mutex_lock(&dr->pf_mu);
-            dr->pf_stop = true;
-            pthread_cond_broadcast(&dr->pf_cv);
-            pthread_mutex_unlock(&dr->pf_mu);
-            pthread_join(dr->pf_thread, NULL);
-            pthread_mutex_destroy(&dr->pf_mu);
-            pthread_cond_destroy(&dr->pf_cv);
-        }
         scsi_close(dr->io.dev);
         free(dr->buf);
-        free(dr->pf_buf);
+        for (size_t i = 0; i < dr->io_nfree; i++)
+            free(dr->io_free[i]);
     }
     scsi_close(t->changer.dev);
     free(t->changer.els);
@@ -409,6 +402,56 @@ static const archive_backend_ops_t tape_ops = {
     "tape", tape_recall, tape_cancel, tape_archive, tape_status, tape_metrics, tape_free, false,
     NULL,
 };
+
+/* Drives configured without an element get the drive element whose
+ * identifier (READ ELEMENT STATUS, DVCID) names their serial number (INQUIRY
+ * VPD 80h); a configured element whose identifier names another serial is
+ * logged. elements[d] is -1 where none was configured. */
+static int map_drive_elements(tape_t *t, const int *elements, si_error_t *err)
+{
+    if (tape_changer_inventory(&t->changer, err) < 0)
+        return -1;
+    for (int i = 0; i < t->ndrives; i++) {
+        tdrive_t *d = &t->drives[i];
+        if (elements[i] >= 0) {
+            const scsi_element_t *e = tape_changer_element(&t->changer, d->element);
+            if (e && e->type == SCSI_ELEM_DRIVE && e->ident[0] && d->io.serial[0] &&
+                !tape_ident_names_serial(e->ident, d->io.serial))
+                si_log(t->log, SI_LOG_WARNING, "tape: archive.tape.drives[%d]: element %u "
+                       "reports drive '%s', but %s has serial %s: check the element", i,
+                       d->element, e->ident, d->device, d->io.serial);
+            continue;
+        }
+        uint16_t address = 0;
+        int n = d->io.serial[0] ? tape_changer_match_serial(&t->changer, d->io.serial, &address)
+                                : 0;
+        if (n != 1) {
+            char known[1024] = "";
+            size_t at = 0;
+            for (size_t k = 0; k < t->changer.nels && at < sizeof(known) - 1; k++)
+                if (t->changer.els[k].type == SCSI_ELEM_DRIVE)
+                    at += (size_t)snprintf(known + at, sizeof(known) - at, "%s%u '%s'",
+                                           at ? ", " : "", t->changer.els[k].address,
+                                           t->changer.els[k].ident);
+            if (at >= sizeof(known))
+                at = sizeof(known) - 1;
+            return si_errprintf(err, "archive.tape.drives[%d]: %s (serial '%s') %s; give its "
+                                "element (the changer's drive elements and identifiers: %s)",
+                                i, d->device, d->io.serial,
+                                n ? "matches more than one drive element"
+                                  : "matches no drive element's identifier", known);
+        }
+        for (int j = 0; j < t->ndrives; j++)
+            if (j != i && (elements[j] >= 0 || j < i) && t->drives[j].element == address)
+                return si_errprintf(err, "archive.tape.drives[%d]: %s (serial %s) is drive "
+                                    "element %u, which archive.tape.drives[%d] has as well", i,
+                                    d->device, d->io.serial, address, j);
+        d->element = address;
+        si_log(t->log, SI_LOG_INFO, "tape: drive %d: serial %s is drive element %u (its "
+               "identifier in READ ELEMENT STATUS)", i, d->io.serial, address);
+    }
+    return 0;
+}
 
 archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error_t *err)
 {
@@ -465,12 +508,14 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
         goto fail;
     }
     int nd = config_setting_length(drives);
+    int elements[TAPE_MAX_DRIVES];
     if (nd > TAPE_MAX_DRIVES) {
         si_conf_fail(conf, "archive.tape.drives", err, "%d drives (at most %d)", nd,
                      TAPE_MAX_DRIVES);
         goto fail;
     }
     int retries = (int)si_conf_int(conf, "archive.tape.retries", 30);
+    int queue_depth = (int)si_conf_int(conf, "archive.tape.queue_depth", 4);
     unsigned retry_ms = (unsigned)(si_conf_float(conf, "archive.tape.retry_interval", 1.0) * 1000);
     if (!(t->changer.dev = tape_open_dev(t, changer, err))) {
         si_errprefix(err, "archive.tape.changer");
@@ -480,21 +525,25 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
         const config_setting_t *e = config_setting_get_elem(drives, (unsigned)i);
         const char *dev = NULL;
         int element = -1;
+        bool has_element = config_setting_lookup_int(e, "element", &element);
         if (!config_setting_lookup_string(e, "device", &dev) ||
-            !config_setting_lookup_int(e, "element", &element) || element < 0 || element > 0xffff) {
+            (has_element && (element < 0 || element > 0xffff))) {
             si_errprintf(err, "archive.tape.drives[%d]: needs device (a /dev/sgN or iscsi:// "
-                         "URL) and element (the drive's element address, 0..65535)", i);
+                         "URL), and element (the drive's element address, 0..65535) where the "
+                         "changer does not report drive serial numbers", i);
             goto fail;
         }
+        elements[i] = has_element ? element : -1;
         tdrive_t *d = &t->drives[t->ndrives++];
         d->t = t;
         d->index = i;
         d->vol = -1;
         d->buf_vol = -1;
-        d->element = (uint16_t)element;
+        d->element = has_element ? (uint16_t)element : 0;
         snprintf(d->device, sizeof(d->device), "%s", dev);
         d->io.retries = retries;
         d->io.retry_ms = retry_ms;
+        d->io.queue_depth = queue_depth;
         if (!(d->io.dev = tape_open_dev(t, dev, err)) ||
             tape_drive_identify(&d->io, err) < 0) {
             si_errprefix(err, "archive.tape.drives[%d]", i);
@@ -505,11 +554,20 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
                          "%d)", i, dev, d->io.inquiry.type);
             goto fail;
         }
-        si_log(t->log, SI_LOG_INFO, "tape: drive %d: %s %s %s serial %s at element %d", i,
-               d->io.inquiry.vendor, d->io.inquiry.product, d->io.inquiry.revision,
-               d->io.serial[0] ? d->io.serial : "-", element);
+        d->io_depth = tape_drive_depth(&d->io);
+        char at[32] = "element: by serial";
+        if (has_element)
+            snprintf(at, sizeof(at), "at element %d", element);
+        si_log(t->log, SI_LOG_INFO, "tape: drive %d: %s %s %s serial %s %s, %d "
+               "READ/WRITE%s in flight%s", i, d->io.inquiry.vendor, d->io.inquiry.product,
+               d->io.inquiry.revision, d->io.serial[0] ? d->io.serial : "-", at,
+               d->io_depth, d->io_depth > 1 ? "s" : "",
+               d->io_depth < queue_depth
+                   ? (d->io.inquiry.cmdque ? " (the transport sends one at a time)"
+                                           : " (the drive does not queue commands: CmdQue 0)")
+                   : "");
     }
-    if (tape_inventory(t, err) < 0)
+    if (map_drive_elements(t, elements, err) < 0 || tape_inventory(t, err) < 0)
         goto fail;
     t->max_block = t->block;
     for (int v = 0; v < t->nvols; v++)
@@ -518,19 +576,15 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
                 t->max_block = t->vols[v].files[f].block;
     for (int d = 0; d < t->ndrives; d++) {
         tdrive_t *dr = &t->drives[d];
-        if (!(dr->buf = malloc(read_max(t))) || !(dr->pf_buf = malloc(read_max(t)))) {
+        if (!(dr->buf = malloc(read_max(t)))) {
             si_errprintf(err, "out of memory");
             goto fail;
         }
-        pthread_mutex_init(&dr->pf_mu, NULL);
-        pthread_cond_init(&dr->pf_cv, NULL);
-        if (pthread_create(&dr->pf_thread, NULL, tape_reader_main, dr) != 0) {
-            pthread_mutex_destroy(&dr->pf_mu);
-            pthread_cond_destroy(&dr->pf_cv);
-            si_errprintf(err, "cannot start a drive reader thread");
-            goto fail;
-        }
-        dr->pf_started = true;
+        for (; dr->io_nfree < (size_t)dr->io_depth; dr->io_nfree++)
+            if (!(dr->io_free[dr->io_nfree] = malloc(read_max(t)))) {
+                si_errprintf(err, "out of memory");
+                goto fail;
+            }
     }
     sched_options_t so;
     sched_options_default(&so);

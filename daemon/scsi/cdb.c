@@ -97,6 +97,7 @@ int scsi_parse_inquiry(const uint8_t *d, size_t len, scsi_inquiry_t *out, si_err
         return si_errprintf(err, "INQUIRY data of %zu bytes (at least 36 expected)", len);
     out->type = d[0] & 0x1f;
     out->removable = d[1] & 0x80;
+    out->cmdque = d[7] & 0x02;
     ascii_field(out->vendor, sizeof(out->vendor), d + 8, 8);
     ascii_field(out->product, sizeof(out->product), d + 16, 16);
     ascii_field(out->revision, sizeof(out->revision), d + 32, 4);

@@ -23,6 +23,7 @@ void scsi_cdb_inquiry(scsi_cmd_t *c, bool evpd, uint8_t page, void *buf, uint16_
 typedef struct {
     int type;                  /* peripheral device type (1 tape, 8 changer) */
     bool removable;
+    bool cmdque;               /* queues commands (byte 7 CmdQue) */
     char vendor[9], product[17], revision[5]; /* trailing blanks cut */
 } scsi_inquiry_t;
 int scsi_parse_inquiry(const uint8_t *d, size_t len, scsi_inquiry_t *out, si_error_t *err);

@@ -3,8 +3,10 @@
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "daemon/scsi/scsi.h"
 
@@ -13,10 +15,28 @@
 #include <iscsi/scsi-lowlevel.h>
 
 #define INITIATOR_IQN "iqn.2026-12.org.stagein:stageind"
+#define QUEUE_MAX 32
 
+/* A command started without waiting (scsi_start): its task, where its
+ * outcome goes, and whether libiscsi has called back. */
 typedef struct {
+    struct iscsi_dev *s;
+    struct scsi_task *task;
+    const scsi_cmd_t *cmd;
+    scsi_result_t *res;
+    void *tag;
+    struct scsi_iovec iov;
+    struct iscsi_data out;
+    bool used, done;
+    int status;                /* libiscsi's, from the callback */
+    double deadline;
+} iscsi_slot_t;
+
+typedef struct iscsi_dev {
     struct iscsi_context *ctx;
     int lun;
+    iscsi_slot_t slots[QUEUE_MAX];
+    size_t started;            /* slots in use */
 } iscsi_dev_t;
 
 void *scsi_iscsi_open(const char *url, si_error_t *err)
@@ -51,36 +71,37 @@ fail:
     return NULL;
 }
 
-static int iscsi_submit(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, si_error_t *err)
+static struct scsi_task *new_task(const scsi_cmd_t *cmd, struct scsi_iovec *iov,
+                                  struct iscsi_data *out, si_error_t *err)
 {
-    iscsi_dev_t *s = impl;
     int dir = cmd->dir == SCSI_DIR_IN    ? SCSI_XFER_READ
               : cmd->dir == SCSI_DIR_OUT ? SCSI_XFER_WRITE
                                          : SCSI_XFER_NONE;
     struct scsi_task *task = scsi_create_task((int)cmd->cdb_len, (unsigned char *)cmd->cdb, dir,
                                               (int)cmd->len);
-    if (!task)
-        return si_errprintf(err, "out of memory");
-    /* data in lands in the caller's buffer: no copy */
-    struct scsi_iovec iov = {cmd->buf, cmd->len};
-    if (cmd->dir == SCSI_DIR_IN)
-        scsi_task_set_iov_in(task, &iov, 1);
-    struct iscsi_data out = {cmd->len, cmd->buf};
-    iscsi_set_timeout(s->ctx, (int)((cmd->timeout_ms + 999) / 1000));
-    struct scsi_task *done = iscsi_scsi_command_sync(s->ctx, s->lun, task,
-                                                     cmd->dir == SCSI_DIR_OUT ? &out : NULL);
-    if (!done) {
-        const char *why = iscsi_get_error(s->ctx);
-        int e = why && strstr(why, "imed out") ? ETIMEDOUT : EHOSTDOWN;
-        scsi_free_scsi_task(task);
-        return si_errnoprintf(err, e, "iSCSI: %s", why ? why : "command failed");
+    if (!task) {
+        si_errprintf(err, "out of memory");
+        return NULL;
     }
+    /* data in lands in the caller's buffer: no copy */
+    *iov = (struct scsi_iovec){cmd->buf, cmd->len};
+    if (cmd->dir == SCSI_DIR_IN)
+        scsi_task_set_iov_in(task, iov, 1);
+    *out = (struct iscsi_data){cmd->len, cmd->buf};
+    return task;
+}
+
+/* A finished task into res (0), or -1 when it did not complete (err). */
+static int task_result(iscsi_dev_t *s, struct scsi_task *task, const scsi_cmd_t *cmd,
+                       scsi_result_t *res, si_error_t *err)
+{
     if (task->status == SCSI_STATUS_TIMEOUT || task->status == SCSI_STATUS_CANCELLED ||
         task->status == SCSI_STATUS_ERROR) {
         int e = task->status == SCSI_STATUS_TIMEOUT ? ETIMEDOUT : EHOSTDOWN;
-        si_errnoprintf(err, e, "iSCSI: %s", iscsi_get_error(s->ctx));
-        scsi_free_scsi_task(task);
-        return -1;
+        const char *why = iscsi_get_error(s->ctx);
+        return si_errnoprintf(err, e, "iSCSI: %s", why && *why ? why
+                              : task->status == SCSI_STATUS_TIMEOUT ? "timed out"
+                                                                     : "command failed");
     }
     res->status = task->status & 0xff;
     res->transferred = cmd->len;
@@ -98,7 +119,122 @@ static int iscsi_submit(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, s
         memcpy(res->sense, task->datain.data + 2, n);
         res->sense_len = n;
     }
+    return 0;
+}
+
+static int iscsi_submit(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, si_error_t *err)
+{
+    iscsi_dev_t *s = impl;
+    struct scsi_iovec iov;
+    struct iscsi_data out;
+    struct scsi_task *task = new_task(cmd, &iov, &out, err);
+    if (!task)
+        return -1;
+    iscsi_set_timeout(s->ctx, (int)((cmd->timeout_ms + 999) / 1000));
+    struct scsi_task *done = iscsi_scsi_command_sync(s->ctx, s->lun, task,
+                                                     cmd->dir == SCSI_DIR_OUT ? &out : NULL);
+    if (!done) {
+        const char *why = iscsi_get_error(s->ctx);
+        int e = why && strstr(why, "imed out") ? ETIMEDOUT : EHOSTDOWN;
+        scsi_free_scsi_task(task);
+        return si_errnoprintf(err, e, "iSCSI: %s", why ? why : "command failed");
+    }
+    int rc = task_result(s, task, cmd, res, err);
     scsi_free_scsi_task(task);
+    return rc;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void started_cb(struct iscsi_context *ctx, int status, void *data, void *private_data)
+{
+    (void)ctx, (void)data;
+    iscsi_slot_t *slot = private_data;
+    slot->status = status;
+    slot->done = true;
+}
+
+static int iscsi_start(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, void *tag,
+                       si_error_t *err)
+{
+    iscsi_dev_t *s = impl;
+    iscsi_slot_t *slot = NULL;
+    for (size_t i = 0; i < QUEUE_MAX && !slot; i++)
+        if (!s->slots[i].used)
+            slot = &s->slots[i];
+    if (!slot)
+        return si_errnoprintf(err, EBUSY, "iSCSI: %d commands in flight already", QUEUE_MAX);
+    *slot = (iscsi_slot_t){.s = s, .cmd = cmd, .res = res, .tag = tag};
+    if (!(slot->task = new_task(cmd, &slot->iov, &slot->out, err)))
+        return -1;
+    iscsi_set_timeout(s->ctx, (int)((cmd->timeout_ms + 999) / 1000));
+    if (iscsi_scsi_command_async(s->ctx, s->lun, slot->task, started_cb,
+                                 cmd->dir == SCSI_DIR_OUT ? &slot->out : NULL, slot) != 0) {
+        si_errnoprintf(err, EHOSTDOWN, "iSCSI: %s", iscsi_get_error(s->ctx));
+        scsi_free_scsi_task(slot->task);
+        return -1;
+    }
+    /* libiscsi's own timeout ends it; ours is the backstop should the
+     * connection hang where libiscsi does not look */
+    slot->deadline = now_s() + cmd->timeout_ms / 1000.0 + 5;
+    slot->used = true;
+    s->started++;
+    return 0;
+}
+
+/* Waits until a started command is done: its outcome into its result, its
+ * tag into *tag; 0, or -1 when it did not complete (err). */
+static int iscsi_reap(void *impl, void **tag, si_error_t *err)
+{
+    iscsi_dev_t *s = impl;
+    if (s->started == 0)
+        return si_errnoprintf(err, EINVAL, "iSCSI: no command in flight");
+    for (;;) {
+        iscsi_slot_t *slot = NULL;
+        double deadline = 0;
+        for (size_t i = 0; i < QUEUE_MAX; i++) {
+            iscsi_slot_t *x = &s->slots[i];
+            if (x->used && x->done && !slot)
+                slot = x;
+            if (x->used && (deadline == 0 || x->deadline < deadline))
+                deadline = x->deadline;
+        }
+        if (slot) {
+            if (slot->status == SCSI_STATUS_TIMEOUT || slot->status == SCSI_STATUS_CANCELLED ||
+                slot->status == SCSI_STATUS_ERROR)
+                slot->task->status = slot->status;
+            int rc = task_result(s, slot->task, slot->cmd, slot->res, err);
+            scsi_free_scsi_task(slot->task);
+            *tag = slot->tag;
+            slot->used = false;
+            s->started--;
+            return rc;
+        }
+        if (now_s() > deadline) {
+            /* every callback runs now, with SCSI_STATUS_CANCELLED */
+            iscsi_scsi_cancel_all_tasks(s->ctx);
+            continue;
+        }
+        /* once a second at least: libiscsi's timeouts are checked in iscsi_service */
+        struct pollfd pfd = {iscsi_get_fd(s->ctx), (short)iscsi_which_events(s->ctx), 0};
+        int n = pfd.events ? poll(&pfd, 1, 1000) : poll(NULL, 0, 100);
+        if (n < 0 && errno != EINTR)
+            iscsi_scsi_cancel_all_tasks(s->ctx);
+        else if (iscsi_service(s->ctx, n > 0 ? pfd.revents : 0) < 0)
+            iscsi_scsi_cancel_all_tasks(s->ctx);
+    }
+}
+
+static int iscsi_reset(void *impl, si_error_t *err)
+{
+    iscsi_dev_t *s = impl;
+    if (iscsi_task_mgmt_lun_reset_sync(s->ctx, s->lun) != 0)
+        return si_errnoprintf(err, EHOSTDOWN, "iSCSI: %s", iscsi_get_error(s->ctx));
     return 0;
 }
 
@@ -107,6 +243,11 @@ static void iscsi_close(void *impl)
     iscsi_dev_t *s = impl;
     if (!s)
         return;
+    si_error_t ignored;
+    while (s->started > 0) {
+        void *tag;
+        iscsi_reap(s, &tag, &ignored);
+    }
     iscsi_logout_sync(s->ctx);
     iscsi_destroy_context(s->ctx);
     free(s);
@@ -131,6 +272,11 @@ static void iscsi_close(void *impl)
     (void)impl;
 }
 
+#define iscsi_start NULL
+#define iscsi_reap NULL
+#define iscsi_reset NULL
+
 #endif
 
-const scsi_transport_t scsi_iscsi_transport = {iscsi_submit, iscsi_close};
+const scsi_transport_t scsi_iscsi_transport = {iscsi_submit, iscsi_close, iscsi_start,
+                                               iscsi_reap, iscsi_reset};

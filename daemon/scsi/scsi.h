@@ -94,6 +94,15 @@ typedef struct {
      * complete (transport failure, timeout: errno ETIMEDOUT), err says why. */
     int (*submit)(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, si_error_t *err);
     void (*close)(void *impl);
+    /* Optional (NULL: one command at a time, as SG_IO here): start sends cmd
+     * without waiting (0, or -1 when it could not be sent); reap waits for
+     * one started command to end, puts its outcome into the res given to
+     * start and its tag into *tag, and returns what submit would have. */
+    int (*start)(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, void *tag,
+                 si_error_t *err);
+    int (*reap)(void *impl, void **tag, si_error_t *err);
+    /* Optional: LOGICAL UNIT RESET (task management), NULL where none. */
+    int (*reset)(void *impl, si_error_t *err);
 } scsi_transport_t;
 
 typedef struct scsi_dev scsi_dev_t;
@@ -119,6 +128,32 @@ uint64_t scsi_dev_commands(const scsi_dev_t *d);
  * the decoded sense also on failure (filemark, ILI residue), *res too. */
 int scsi_run(scsi_dev_t *d, const scsi_cmd_t *cmd, scsi_result_t *res, scsi_sense_t *sense,
              si_error_t *err);
+
+/* ---- several commands in flight (queue depth) -------------------------------------- */
+
+#define SCSI_QUEUE_MAX 16
+
+/* How many commands scsi_start keeps in flight on this device: 1 where the
+ * transport runs one at a time (the started commands then run in order on
+ * the device's own thread, while the caller goes on). */
+int scsi_queue_depth(const scsi_dev_t *d);
+/* Commands started and not yet reaped. */
+size_t scsi_in_flight(const scsi_dev_t *d);
+/* Sends cmd (copied; its buffer must stay until reaped) without waiting
+ * for it; tag comes back from scsi_reap. -1 (err) when it could not be
+ * sent or SCSI_QUEUE_MAX are in flight already. The device runs the
+ * commands in the order started (a tape drive has one head); the caller
+ * that started several handles their outcomes in that order. scsi_run
+ * refuses (EBUSY) while started commands are not reaped. */
+int scsi_start(scsi_dev_t *d, const scsi_cmd_t *cmd, void *tag, si_error_t *err);
+/* Waits for the oldest started command: *tag, and its outcome as scsi_run
+ * gives it (res, sense, err, errno). */
+int scsi_reap(scsi_dev_t *d, void **tag, scsi_result_t *res, scsi_sense_t *sense,
+              si_error_t *err);
+
+/* LOGICAL UNIT RESET of a unit that hangs (stagein-tape reset): every
+ * initiator's next command then reports UNIT ATTENTION (29h). */
+int scsi_reset(scsi_dev_t *d, si_error_t *err);
 
 bool scsi_have_iscsi(void);
 

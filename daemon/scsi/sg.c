@@ -99,7 +99,21 @@ static void sg_close(void *impl)
     free(s);
 }
 
-const scsi_transport_t scsi_sg_transport = {sg_submit, sg_close};
+static int sg_reset(void *impl, si_error_t *err)
+{
+#ifdef __linux__
+    sg_t *s = impl;
+    int what = SG_SCSI_RESET_DEVICE;
+    if (ioctl(s->fd, SG_SCSI_RESET, &what) < 0)
+        return si_errprintf(err, "%s: SG_SCSI_RESET: %s", s->path, strerror(errno));
+    return 0;
+#else
+    (void)impl;
+    return si_errnoprintf(err, ENOTSUP, "SG_IO needs Linux");
+#endif
+}
+
+const scsi_transport_t scsi_sg_transport = {sg_submit, sg_close, NULL, NULL, sg_reset};
 
 /* One line of a sysfs attribute, trailing blanks cut. */
 static void sysfs_read(const char *dir, const char *name, char *out, size_t size)

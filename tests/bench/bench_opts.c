@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int bench_parse_options(int argc, char **argv, bench_opts_t *o)
 {
@@ -63,4 +64,21 @@ void bench_die(const char *prog, const char *what, const char *why)
 {
     fprintf(stderr, "%s: %s: %s\n", prog, what, why ? why : strerror(errno));
     exit(1);
+}
+
+double bench_cpu_seconds(int pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(line, 1, sizeof(line) - 1, f);
+    fclose(f);
+    line[n] = 0;
+    const char *p = strrchr(line, ')'); /* the name may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    if (p)
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st);
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }

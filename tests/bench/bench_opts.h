@@ -18,6 +18,9 @@ int bench_parse_options(int argc, char **argv, bench_opts_t *o);
  * compare with times the catalog records). */
 double bench_mono_s(void);
 double bench_wall_s(void);
+/* CPU seconds (user + system) process pid has used so far (/proc; 0 when
+ * it cannot be read). */
+double bench_cpu_seconds(int pid);
 /* "PROG: WHAT: WHY" on stderr (WHY NULL: errno's text), then exit 1. */
 void bench_die(const char *prog, const char *what, const char *why)
     __attribute__((noreturn));

@@ -111,24 +111,6 @@ static double reference_of(double before, double after)
     return before > 0 && after > 0 ? 2 * before * after / (before + after) : 0;
 }
 
-/* CPU seconds (user + system) a process has used so far. */
-static double cpu_seconds(pid_t pid)
-{
-    char path[64], line[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(line, 1, sizeof(line) - 1, f);
-    fclose(f);
-    line[n] = 0;
-    const char *p = strrchr(line, ')'); /* the name may hold spaces */
-    unsigned long long ut = 0, st = 0;
-    if (p)
-        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st);
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -404,11 +386,11 @@ static void recall_case(const run_t *run, int drives, uint64_t size, double ref0
     double ref_before = durable_write_rate(run->dir, bytes < REF_CAP ? bytes : REF_CAP);
     daemon_start(run, &d, drives, bytes * 2 + (1ull << 30));
     char uuid[64];
-    double cpu0 = cpu_seconds(d.pid);
+    double cpu0 = bench_cpu_seconds(d.pid);
     stage_dataset(&d, uuid);
     double *t = NULL;
     size_t got = wait_items(&d, uuid, 120 + 20.0 * (double)bytes / fmin(model, ref_before), &t);
-    double cpu = cpu_seconds(d.pid) - cpu0;
+    double cpu = bench_cpu_seconds(d.pid) - cpu0;
     daemon_stop(&d);
     double ref = reference_of(ref_before,
                               durable_write_rate(run->dir, bytes < REF_CAP ? bytes : REF_CAP));
@@ -549,9 +531,9 @@ static void push_case(const run_t *run, uint64_t size, double ref0, result_t *r)
     catalog_close(cat);
     daemon_start(run, &d, 1, bytes * 2 + (1ull << 30));
     double *t = malloc(n * sizeof(*t));
-    double cpu0 = cpu_seconds(d.pid);
+    double cpu0 = bench_cpu_seconds(d.pid);
     push_files(&d, size, n, t);
-    double cpu = cpu_seconds(d.pid) - cpu0;
+    double cpu = bench_cpu_seconds(d.pid) - cpu0;
     daemon_stop(&d);
     double ref = reference_of(ref_before,
                               durable_write_rate(run->dir, bytes < REF_CAP ? bytes : REF_CAP));

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@
 #include "common/checksum.h"
 #include "common/conf.h"
 #include "daemon/archive/backend.h"
+#include "daemon/archive/tape/drive.h"
 #include "daemon/conf/schema.h"
 
 #define PROG "tape"
@@ -303,6 +305,92 @@ static double direct_read(const char *path, bool hash, uint64_t *bytes)
     return t;
 }
 
+/* The emulator's own limit over iSCSI: the cartridge read from BOT to end
+ * of data with bare READ(6)s, `depth` of them in flight, nothing hashed or
+ * delivered (the backend is closed by then). */
+static double iscsi_read_loop(const char *url, int depth, uint64_t *bytes)
+{
+    si_error_t err = {0};
+    tape_drive_t d = {.retries = 30, .retry_ms = 100};
+    if (!(d.dev = scsi_open(url, &err)) || tape_drive_ready(&d, &err) < 0 ||
+        tape_drive_rewind(&d, &err) < 0)
+        die("iSCSI read loop", err.text);
+    size_t max = 2 * (size_t)BLOCK;
+    unsigned char *bufs[SCSI_QUEUE_MAX];
+    for (int i = 0; i < depth; i++)
+        if (!(bufs[i] = malloc(max)))
+            die("memory", NULL);
+    size_t started = 0, reaped = 0;
+    bool end = false;
+    *bytes = 0;
+    double t0 = bench_mono_s();
+    while (!end || reaped < started) {
+        while (!end && started - reaped < (size_t)depth) {
+            if (tape_drive_read_start(&d, bufs[started % (size_t)depth], max, &err) < 0)
+                die("iSCSI read loop", err.text);
+            started++;
+        }
+        void *buf;
+        size_t got;
+        bool fm, eod;
+        if (tape_drive_read_reap(&d, &buf, &got, &fm, &eod, &err) < 0)
+            die("iSCSI read loop", err.text);
+        reaped++;
+        *bytes += got;
+        end = end || eod;
+    }
+    double t = bench_mono_s() - t0;
+    for (int i = 0; i < depth; i++)
+        free(bufs[i]);
+    scsi_close(d.dev);
+    return t;
+}
+
+/* The same for writing: `bytes` from BOT in WRITE(6)s of --block bytes,
+ * `depth` in flight, then a synchronous filemark (the data on the medium). */
+static double iscsi_write_loop(const char *url, int depth, uint64_t bytes)
+{
+    si_error_t err = {0};
+    tape_drive_t d = {.retries = 30, .retry_ms = 100};
+    if (!(d.dev = scsi_open(url, &err)) || tape_drive_ready(&d, &err) < 0 ||
+        tape_drive_rewind(&d, &err) < 0)
+        die("iSCSI write loop", err.text);
+    unsigned char *buf = calloc(1, BLOCK);
+    if (!buf)
+        die("memory", NULL);
+    size_t blocks = (size_t)(bytes / BLOCK), started = 0, reaped = 0;
+    double t0 = bench_mono_s();
+    while (reaped < blocks) {
+        while (started < blocks && started - reaped < (size_t)depth) {
+            scsi_cmd_t c;
+            scsi_cdb_write6(&c, buf, BLOCK);
+            if (scsi_start(d.dev, &c, NULL, &err) < 0)
+                die("iSCSI write loop", err.text);
+            started++;
+        }
+        void *tag;
+        if (scsi_reap(d.dev, &tag, NULL, NULL, &err) < 0)
+            die("iSCSI write loop", err.text);
+        reaped++;
+    }
+    if (tape_drive_write_filemark(&d, &err) < 0)
+        die("iSCSI write loop", err.text);
+    double t = bench_mono_s() - t0;
+    free(buf);
+    scsi_close(d.dev);
+    return t;
+}
+
+/* CPU seconds (user + system) of this process (tgtd's: bench_cpu_seconds):
+ * unlike wall time, hardly moved by the other load on a shared machine. */
+static double cpu_self(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
 #define REPS 3
 
 static int cmp_double(const void *a, const void *b)
@@ -321,6 +409,7 @@ typedef struct {
     double push_s, push_direct_s, recall_s, read_s, read_raw_s;
     uint64_t bytes, read_bytes, raw_bytes;
     double push_cmds, recall_cmds;
+    double read_cpu, recall_cpu, recall_tgtd_cpu; /* CPU seconds per GB */
 } result_t;
 
 int main(int argc, char **argv)
@@ -409,7 +498,8 @@ int main(int argc, char **argv)
         char out[PATH_MAX];
         snprintf(out, sizeof(out), "%s/direct.bin", g_dir);
         /* REPS rounds, each direct then backend back to back; medians */
-        double pt[REPS], dt[REPS], rt[REPS], ht[REPS], wt[REPS];
+        double pt[REPS], dt[REPS], rt[REPS], ht[REPS], wt[REPS], hc[REPS], rc_self[REPS],
+            rc_tgtd[REPS];
         uint64_t c0 = 0, c1 = 0;
         for (int rep = 0; rep < REPS; rep++) {
             dt[rep] = direct_write(s, src, out);
@@ -439,9 +529,13 @@ int main(int argc, char **argv)
             k.done = 0;
             pthread_mutex_unlock(&k.mu);
             /* the direct rate: the whole cartridge file, read just before */
+            double u0 = cpu_self();
             ht[rep] = direct_read(cart, true, &r->read_bytes);
+            hc[rep] = (cpu_self() - u0) / (r->read_bytes / 1e9);
             wt[rep] = direct_read(cart, false, &r->raw_bytes);
             c1 = scsi_commands(b);
+            u0 = cpu_self();
+            double g0 = bench_cpu_seconds((int)g_tgtd);
             double t0 = bench_mono_s();
             if (archive_recall(b, &batch, items, s->n, &err) < 0)
                 die("recall", err.text);
@@ -450,6 +544,8 @@ int main(int argc, char **argv)
                 pthread_cond_wait(&k.cv, &k.mu);
             pthread_mutex_unlock(&k.mu);
             rt[rep] = bench_mono_s() - t0;
+            rc_self[rep] = (cpu_self() - u0) / (s->size * s->n / 1e9);
+            rc_tgtd[rep] = (bench_cpu_seconds((int)g_tgtd) - g0) / (s->size * s->n / 1e9);
             r->recall_cmds = (double)(scsi_commands(b) - c1) / (double)s->n;
             if (k.failed)
                 die("recall", "objects failed");
@@ -457,12 +553,35 @@ int main(int argc, char **argv)
         r->recall_s = median(rt);
         r->read_s = median(ht);
         r->read_raw_s = median(wt);
+        r->read_cpu = median(hc);
+        r->recall_cpu = median(rc_self);
+        r->recall_tgtd_cpu = median(rc_tgtd);
         for (size_t i = 0; i < s->n; i++)
             unlink(paths[i]);
         free(sums), free(m), free(p), free(items), free(keys), free(paths);
     }
     archive_backend_free(b);
     si_conf_free(conf);
+    /* the emulator alone, at queue depth 1 and 4 (the cartridge holds every round's push) */
+    char drive_url[128];
+    snprintf(drive_url, sizeof(drive_url), "iscsi://127.0.0.1:%d/iqn.2026-12.org.stagein.bench:"
+             "vtl/1", port);
+    uint64_t loop_bytes[2], cart_bytes, wbytes = sets[1].size * sets[1].n;
+    double loop_s[2][REPS], cart_s[REPS], wloop_s[2][REPS];
+    for (int rep = 0; rep < REPS; rep++) {
+        cart_s[rep] = direct_read(cart, true, &cart_bytes);
+        loop_s[0][rep] = iscsi_read_loop(drive_url, 1, &loop_bytes[0]);
+        loop_s[1][rep] = iscsi_read_loop(drive_url, 4, &loop_bytes[1]);
+    }
+    /* last: these write over the cartridge from BOT */
+    for (int rep = 0; rep < REPS; rep++) {
+        wloop_s[0][rep] = iscsi_write_loop(drive_url, 1, wbytes);
+        wloop_s[1][rep] = iscsi_write_loop(drive_url, 4, wbytes);
+    }
+    double loop_mbps[2] = {loop_bytes[0] / 1e6 / median(loop_s[0]),
+                           loop_bytes[1] / 1e6 / median(loop_s[1])};
+    double wloop_mbps[2] = {wbytes / 1e6 / median(wloop_s[0]), wbytes / 1e6 / median(wloop_s[1])};
+    double cart_mbps = cart_bytes / 1e6 / median(cart_s);
     cleanup();
     if (o.json) {
         printf("{");
@@ -474,16 +593,22 @@ int main(int argc, char **argv)
                    "\"push_ratio\": %.3f, \"push_objects_per_s\": %.1f, \"push_scsi_per_object\": "
                    "%.2f, \"recall_mbps\": %.1f, \"read_direct_mbps\": %.1f, \"read_raw_mbps\": "
                    "%.1f, \"recall_ratio\": %.3f, \"recall_ratio_raw\": %.3f, "
-                   "\"recall_objects_per_s\": %.1f, \"recall_scsi_per_object\": %.2f}",
+                   "\"recall_objects_per_s\": %.1f, \"recall_scsi_per_object\": %.2f, "
+                   "\"read_hash_cpu_s_per_gb\": %.3f, \"recall_cpu_s_per_gb\": %.3f, "
+                   "\"recall_tgtd_cpu_s_per_gb\": %.3f}",
                    si ? ", " : "", n, sets[si].n, mb / r->push_s, mb / r->push_direct_s,
                    r->push_direct_s / r->push_s, sets[si].n / r->push_s, r->push_cmds,
                    mb / r->recall_s, r->read_bytes / 1e6 / r->read_s,
                    r->raw_bytes / 1e6 / r->read_raw_s,
                    (mb / r->recall_s) / (r->read_bytes / 1e6 / r->read_s),
                    (mb / r->recall_s) / (r->raw_bytes / 1e6 / r->read_raw_s),
-                   sets[si].n / r->recall_s, r->recall_cmds);
+                   sets[si].n / r->recall_s, r->recall_cmds, r->read_cpu, r->recall_cpu,
+                   r->recall_tgtd_cpu);
         }
-        printf("}\n");
+        printf(", \"iscsi_read_qd1_mbps\": %.1f, \"iscsi_read_qd4_mbps\": %.1f, "
+               "\"iscsi_write_qd1_mbps\": %.1f, \"iscsi_write_qd4_mbps\": %.1f, "
+               "\"cartridge_read_hash_mbps\": %.1f}\n", loop_mbps[0], loop_mbps[1],
+               wloop_mbps[0], wloop_mbps[1], cart_mbps);
         return 0;
     }
     printf("tape backend vs the cartridge's backing file (tgt over iSCSI, %u KiB blocks)\n",
@@ -501,5 +626,15 @@ int main(int argc, char **argv)
                mb / r->recall_s, rd, r->raw_bytes / 1e6 / r->read_raw_s, (mb / r->recall_s) / rd,
                sets[si].n / r->recall_s, r->recall_cmds);
     }
+    printf("recall CPU seconds per GB (wall-clock rates move with the machine's load; "
+           "these hardly do):\n%-6s %12s %12s %12s\n", "size", "read+hash", "backend", "tgtd");
+    for (size_t si = 0; si < nsets; si++)
+        printf("%-6s %12.3f %12.3f %12.3f\n", sets[si].name, res[si].read_cpu, res[si].recall_cpu,
+               res[si].recall_tgtd_cpu);
+    printf("emulator alone, bare commands over iSCSI (no hashing), 1 | 4 in flight:\n"
+           "  READ(6) of the whole cartridge (%.0f MB): %.1f | %.1f MB/s (its file read+hash "
+           "%.1f MB/s)\n  WRITE(6) of %.0f MB from BOT and a filemark: %.1f | %.1f MB/s\n",
+           loop_bytes[0] / 1e6, loop_mbps[0], loop_mbps[1], cart_mbps, wbytes / 1e6,
+           wloop_mbps[0], wloop_mbps[1]);
     return 0;
 }

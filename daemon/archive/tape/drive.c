@@ -163,60 +163,96 @@ int tape_drive_to_block(tape_drive_t *d, int64_t file, uint64_t block, uint64_t 
     return 0;
 }
 
-int tape_drive_read_block(tape_drive_t *d, void *buf, size_t max, size_t *got, bool *filemark,
-                          bool *eod, si_error_t *err)
+/* A READ(6)'s outcome (rc from scsi_run or scsi_reap) into the position. */
+static int read_outcome(tape_drive_t *d, int rc, const scsi_result_t *res,
+                        const scsi_sense_t *sense, size_t max, size_t *got, bool *filemark,
+                        bool *eod, si_error_t *err)
 {
-    scsi_cmd_t c;
-    scsi_result_t res;
-    scsi_sense_t sense;
     *got = 0;
     *filemark = *eod = false;
-    scsi_cdb_read6(&c, buf, (uint32_t)max);
-    int rc = scsi_run(d->dev, &c, &res, &sense, err);
     if (rc == 0) {
-        *got = res.transferred;
+        *got = res->transferred;
         d->block++;
         return 0;
     }
-    if (errno == ENODATA || (sense.valid && sense.key == SCSI_KEY_BLANK_CHECK)) {
+    if (errno == ENODATA || (sense->valid && sense->key == SCSI_KEY_BLANK_CHECK)) {
         *eod = true;
         return 0;
     }
     if (errno != 0)
         return -1; /* a real error: err says which */
-    if (sense.filemark) {
+    if (sense->filemark) {
         *filemark = true;
         d->file++;
         d->block = 0;
         return 0;
     }
-    if (sense.ili && sense.info_valid && sense.info >= 0 && (size_t)sense.info <= max) {
-        *got = max - (size_t)sense.info;
+    if (sense->ili && sense->info_valid && sense->info >= 0 && (size_t)sense->info <= max) {
+        *got = max - (size_t)sense->info;
         d->block++;
         return 0;
     }
-    if (sense.ili && sense.info < 0)
+    if (sense->ili && sense->info < 0)
         return si_errnoprintf(err, EOVERFLOW, "%s: READ(6): a block of %lld bytes is larger "
                               "than %zu (archive.tape.block_size)", scsi_dev_name(d->dev),
-                              (long long)((long long)max - sense.info), max);
-    if (sense.eom) {
+                              (long long)((long long)max - sense->info), max);
+    if (sense->eom) {
         *eod = true;
         return 0;
     }
     return si_errnoprintf(err, EIO, "%s: READ(6): unexpected condition", scsi_dev_name(d->dev));
 }
 
-int tape_drive_write_block(tape_drive_t *d, const void *buf, size_t len, si_error_t *err)
+int tape_drive_read_block(tape_drive_t *d, void *buf, size_t max, size_t *got, bool *filemark,
+                          bool *eod, si_error_t *err)
 {
     scsi_cmd_t c;
+    scsi_result_t res;
     scsi_sense_t sense;
-    scsi_cdb_write6(&c, buf, (uint32_t)len);
-    int rc = scsi_run(d->dev, &c, NULL, &sense, err);
+    scsi_cdb_read6(&c, buf, (uint32_t)max);
+    int rc = scsi_run(d->dev, &c, &res, &sense, err);
+    return read_outcome(d, rc, &res, &sense, max, got, filemark, eod, err);
+}
+
+int tape_drive_depth(const tape_drive_t *d)
+{
+    int depth = d->queue_depth > 0 ? d->queue_depth : 1;
+    if (!d->inquiry.cmdque)
+        return 1; /* commands one at a time: the drive queues none */
+    if (depth > scsi_queue_depth(d->dev))
+        depth = scsi_queue_depth(d->dev);
+    return depth;
+}
+
+int tape_drive_read_start(tape_drive_t *d, void *buf, size_t max, si_error_t *err)
+{
+    scsi_cmd_t c;
+    scsi_cdb_read6(&c, buf, (uint32_t)max);
+    d->read_len = max;
+    return scsi_start(d->dev, &c, buf, err);
+}
+
+int tape_drive_read_reap(tape_drive_t *d, void **buf, size_t *got, bool *filemark, bool *eod,
+                         si_error_t *err)
+{
+    scsi_result_t res;
+    scsi_sense_t sense;
+    int rc = scsi_reap(d->dev, buf, &res, &sense, err);
+    if (!*buf) {
+        d->pos_known = false;
+        return -1; /* nothing was in flight */
+    }
+    return read_outcome(d, rc, &res, &sense, d->read_len, got, filemark, eod, err);
+}
+
+/* A WRITE(6)'s outcome (rc from scsi_run or scsi_reap) into the position. */
+static int write_outcome(tape_drive_t *d, int rc, const scsi_sense_t *sense)
+{
     if (rc == 0) {
         d->block++;
         return 0;
     }
-    if (errno == 0 && sense.eom) {
+    if (errno == 0 && sense->eom) {
         /* early warning: the block is written, the medium is nearly full */
         d->block++;
         errno = ENOSPC;
@@ -224,6 +260,32 @@ int tape_drive_write_block(tape_drive_t *d, const void *buf, size_t len, si_erro
     }
     d->pos_known = false;
     return -1;
+}
+
+int tape_drive_write_block(tape_drive_t *d, const void *buf, size_t len, si_error_t *err)
+{
+    scsi_cmd_t c;
+    scsi_sense_t sense;
+    scsi_cdb_write6(&c, buf, (uint32_t)len);
+    return write_outcome(d, scsi_run(d->dev, &c, NULL, &sense, err), &sense);
+}
+
+int tape_drive_write_start(tape_drive_t *d, const void *buf, size_t len, si_error_t *err)
+{
+    scsi_cmd_t c;
+    scsi_cdb_write6(&c, buf, (uint32_t)len);
+    return scsi_start(d->dev, &c, (void *)buf, err);
+}
+
+int tape_drive_write_reap(tape_drive_t *d, void **buf, si_error_t *err)
+{
+    scsi_sense_t sense;
+    int rc = scsi_reap(d->dev, buf, NULL, &sense, err);
+    if (!*buf) {
+        d->pos_known = false;
+        return -1;
+    }
+    return write_outcome(d, rc, &sense);
 }
 
 int tape_drive_write_filemark(tape_drive_t *d, si_error_t *err)
@@ -264,6 +326,9 @@ int tape_drive_rao(tape_drive_t *d, const scsi_uds_t *uds, size_t n, scsi_uds_t 
 
 /* ---- changer ---------------------------------------------------------------------------- */
 
+/* Drive elements are asked for their identifiers (DVCID) as well: the
+ * device serial numbers the configured drives are matched with. */
+
 int tape_changer_inventory(tape_changer_t *c, si_error_t *err)
 {
     size_t len = 1 << 16;
@@ -278,7 +343,7 @@ int tape_changer_inventory(tape_changer_t *c, si_error_t *err)
         scsi_cmd_t cmd;
         scsi_result_t res;
         scsi_cdb_read_element_status(&cmd, types[t], 0, 0xffff, types[t] != SCSI_ELEM_TRANSPORT,
-                                     false, buf, (uint32_t)len);
+                                     types[t] == SCSI_ELEM_DRIVE, buf, (uint32_t)len);
         if (scsi_run(c->dev, &cmd, &res, NULL, err) < 0) {
             if (types[t] == SCSI_ELEM_PORT || types[t] == SCSI_ELEM_TRANSPORT)
                 continue; /* a library without import/export ports, or silent about its robot */
@@ -311,6 +376,28 @@ const scsi_element_t *tape_changer_find(const tape_changer_t *c, const char *bar
         if (c->els[i].full && strcmp(c->els[i].barcode, barcode) == 0)
             return &c->els[i];
     return NULL;
+}
+
+bool tape_ident_names_serial(const char *ident, const char *serial)
+{
+    size_t il = strlen(ident), sl = strlen(serial);
+    while (il > 0 && ident[il - 1] == ' ')
+        il--;
+    if (sl == 0 || il < sl || strncmp(ident + il - sl, serial, sl) != 0)
+        return false;
+    /* the whole last word: serial 123 does not name ...0123 */
+    return il == sl || ident[il - sl - 1] == ' ';
+}
+
+int tape_changer_match_serial(const tape_changer_t *c, const char *serial, uint16_t *address)
+{
+    int found = 0;
+    for (size_t i = 0; i < c->nels; i++)
+        if (c->els[i].type == SCSI_ELEM_DRIVE && tape_ident_names_serial(c->els[i].ident, serial)) {
+            *address = c->els[i].address;
+            found++;
+        }
+    return found;
 }
 
 const scsi_element_t *tape_changer_element(const tape_changer_t *c, uint16_t address)

@@ -21,6 +21,8 @@ typedef struct {
     uint64_t block;            /* blocks of it before the head */
     int retries;               /* bounded retries of UNIT ATTENTION / becoming ready */
     unsigned retry_ms;
+    int queue_depth;           /* READs kept in flight where the drive queues (configured) */
+    size_t read_len;           /* what the READs in flight ask for */
 } tape_drive_t;
 
 /* INQUIRY (and serial number); no medium needed. */
@@ -48,8 +50,24 @@ int tape_drive_to_block(tape_drive_t *d, int64_t file, uint64_t block, uint64_t 
  * read instead (the head is then at the next file); *eod at end of data. */
 int tape_drive_read_block(tape_drive_t *d, void *buf, size_t max, size_t *got, bool *filemark,
                           bool *eod, si_error_t *err);
+/* READs in flight at once: queue_depth where the drive queues commands
+ * (INQUIRY CmdQue) and the transport sends several (iSCSI), else 1. */
+int tape_drive_depth(const tape_drive_t *d);
+/* Starts the READ(6) of the next block into buf (size max, the same for
+ * every READ in flight) without waiting; the head position moves as they
+ * are reaped, oldest first, so nothing else may run on the drive between. */
+int tape_drive_read_start(tape_drive_t *d, void *buf, size_t max, si_error_t *err);
+/* The oldest READ started: *buf is its buffer, the rest as
+ * tape_drive_read_block. *buf NULL (and -1) when none was in flight. */
+int tape_drive_read_reap(tape_drive_t *d, void **buf, size_t *got, bool *filemark, bool *eod,
+                         si_error_t *err);
 /* errno ENOSPC at end of medium (the block may be written: early warning). */
 int tape_drive_write_block(tape_drive_t *d, const void *buf, size_t len, si_error_t *err);
+/* WRITE(6)s in flight, as the READs above: started without waiting, their
+ * outcomes (ENOSPC at the early warning) reaped oldest first, *buf the
+ * block's buffer (NULL, and -1, when none was in flight). */
+int tape_drive_write_start(tape_drive_t *d, const void *buf, size_t len, si_error_t *err);
+int tape_drive_write_reap(tape_drive_t *d, void **buf, si_error_t *err);
 int tape_drive_write_filemark(tape_drive_t *d, si_error_t *err);
 /* RAO of n segments (GENERATE then RECEIVE): out gets the drive's order. */
 int tape_drive_rao(tape_drive_t *d, const scsi_uds_t *uds, size_t n, scsi_uds_t **out,
@@ -69,6 +87,13 @@ int tape_changer_inventory(tape_changer_t *c, si_error_t *err);
 /* The element holding barcode, or NULL. */
 const scsi_element_t *tape_changer_find(const tape_changer_t *c, const char *barcode);
 const scsi_element_t *tape_changer_element(const tape_changer_t *c, uint16_t address);
+/* Does a drive element's identifier (DVCID: vendor, product, serial, as
+ * INQUIRY gives them) end in this serial number, as a whole word? */
+bool tape_ident_names_serial(const char *ident, const char *serial);
+/* The drive elements whose identifier names serial: how many (0 none, 1 the
+ * one in *address, more: ambiguous). An identifier a report cut short is
+ * left empty, never matched (tgt sends its last descriptor 8 bytes short). */
+int tape_changer_match_serial(const tape_changer_t *c, const char *serial, uint16_t *address);
 /* MOVE MEDIUM; a move that fails re-reads the inventory (never guessed). */
 int tape_changer_move(tape_changer_t *c, uint16_t src, uint16_t dst, si_error_t *err);
 

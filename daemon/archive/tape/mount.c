@@ -29,9 +29,21 @@ static void trace(void *arg, const char *device, const scsi_cmd_t *cmd, const sc
         snprintf(args, sizeof(args), " object=%" PRIu64, id);
     } else if (c[0] == 0x08 || c[0] == 0x0a)
         snprintf(args, sizeof(args), " len=%zu", cmd->len);
+    char status[64] = "good";
+    if (!res) {
+        snprintf(status, sizeof(status), "transport-failure");
+    } else if (res->status != SCSI_GOOD) {
+        /* the condition: key and additional sense code (UNIT ATTENTION 29h/00h) */
+        scsi_sense_t sense;
+        if (scsi_sense_parse(res->sense, res->sense_len, &sense) == 0 && sense.valid)
+            snprintf(status, sizeof(status), "check(%s %02Xh/%02Xh)",
+                     scsi_sense_key_name(sense.key), sense.asc, sense.ascq);
+        else
+            snprintf(status, sizeof(status), "check(status %02Xh)", res->status);
+    }
     pthread_mutex_lock(&t->log_mu);
     fprintf(t->command_log, "%.6f %s %s%s status=%s %.6f\n", mono(), device, cmd->name, args,
-            !res ? "transport-failure" : res->status == 0 ? "good" : "check", seconds);
+            status, seconds);
     fflush(t->command_log);
     pthread_mutex_unlock(&t->log_mu);
 }
@@ -120,6 +132,37 @@ bool tape_is_drive_fault(int e)
     return e == EHOSTDOWN || e == ETIMEDOUT || e == ENOMEDIUM;
 }
 
+/* A move from the cartridge's recorded slot failed, and the changer's
+ * inventory has been read again: where the inventory now has the cartridge
+ * (moved by hand, or by another application), it is moved from there, the
+ * slot recorded; not found, the mount fails saying so. changer_mu held. */
+static int move_from_where_found(tdrive_t *d, tvol_t *vol, si_error_t *err)
+{
+    tape_t *t = d->t;
+    int e = errno;
+    const scsi_element_t *at = tape_changer_find(&t->changer, vol->label);
+    if (!at) {
+        errno = e;
+        return si_errprefix(err, "cartridge %s is nowhere in the library's inventory (read "
+                            "again after the move failed)", vol->label);
+    }
+    if (at->address == vol->slot || at->type == SCSI_ELEM_DRIVE) {
+        errno = e;
+        return si_errprefix(err, "cartridge %s is in %s element %u", vol->label,
+                            at->type == SCSI_ELEM_DRIVE ? "drive" : "slot", at->address);
+    }
+    uint16_t from = at->address;
+    si_log(t->log, SI_LOG_WARNING, "tape: cartridge %s is in slot %u, not %u as recorded "
+           "(the inventory read again after the move failed: moved by hand?); moving it "
+           "from there", vol->label, from, vol->slot);
+    if (tape_changer_move(&t->changer, from, d->element, err) < 0)
+        return -1;
+    pthread_mutex_lock(&t->mu);
+    vol->slot = from; /* its home from now on: where it was put */
+    pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
 /* Volume v into drive d, ready, its label checked: 1 when the cartridge is
  * blank (no label yet), 0 labelled and matching, -1 error (errno EBADF: the
  * label does not match; the cartridge is refused). No mu; v is busy. */
@@ -132,6 +175,8 @@ int tape_mount(tdrive_t *d, int v, bool *write_protect, si_error_t *err)
             return -1;
         pthread_mutex_lock(&t->changer_mu);
         int rc = tape_changer_move(&t->changer, vol->slot, d->element, err);
+        if (rc < 0 && errno != EHOSTDOWN && errno != ETIMEDOUT)
+            rc = move_from_where_found(d, vol, err);
         pthread_mutex_unlock(&t->changer_mu);
         if (rc < 0)
             return si_errprefix(err, "tape_mount %s", vol->label);

@@ -1,91 +1,92 @@
 /* The tape backend's reads: a mounted cartridge read in the scheduler's
- * order, the next block read ahead by the drive's reader thread. */
+ * order, with up to tape_drive_depth READs in flight ahead of the block
+ * being delivered, on through the archive file (its next objects). */
 #include "config.h"
 
 #include "daemon/archive/tape/state.h"
 
-/* ---- reading ------------------------------------------------------------------------------- */
+/* ---- the blocks read ahead: several READs in flight ------------------------------------ */
 
-void *tape_reader_main(void *arg)
+/* Reaps every READ in flight, their blocks dropped (the head ends after
+ * the last one). Before any other command on the drive. */
+void tape_stream_stop(tdrive_t *d)
 {
-    tdrive_t *d = arg;
-    pthread_mutex_lock(&d->pf_mu);
-    for (;;) {
-        while (!d->pf_stop && !(d->pf_pending && !d->pf_done))
-            pthread_cond_wait(&d->pf_cv, &d->pf_mu);
-        if (d->pf_stop)
-            break;
-        pthread_mutex_unlock(&d->pf_mu);
-        si_error_t err = {0};
-        size_t got = 0;
-        bool fm = false, eod = false;
-        int rc = d->pf_write
-                     ? tape_drive_write_block(&d->io, d->pf_buf, d->pf_write, &err)
-                     : tape_drive_read_block(&d->io, d->pf_buf, read_max(d->t), &got, &fm, &eod,
-                                             &err);
-        int e = errno;
-        pthread_mutex_lock(&d->pf_mu);
-        d->pf_got = got;
-        d->pf_fm = fm;
-        d->pf_eod = eod;
-        d->pf_rc = rc;
-        d->pf_errno = e;
-        d->pf_err = err;
-        d->pf_done = true;
-        pthread_cond_broadcast(&d->pf_cv);
+    while (d->io_n > 0) {
+        void *buf = NULL;
+        size_t got;
+        bool fm, eod;
+        tape_drive_read_reap(&d->io, &buf, &got, &fm, &eod, NULL);
+        d->io_n--;
+        if (buf)
+            d->io_free[d->io_nfree++] = buf;
     }
-    pthread_mutex_unlock(&d->pf_mu);
-    return NULL;
 }
 
-/* Reads block `block` of tape file `file` ahead, where the head already is. */
-static void prefetch_start(tdrive_t *d, int64_t file, uint64_t block)
+/* Keeps READs in flight from where the head is, through the blocks of tape
+ * file `file` (nblocks): they read on while the block in d->buf is
+ * delivered, and on into the next objects of the archive file. */
+static void stream_fill(tdrive_t *d, int v, int64_t file, uint64_t nblocks)
 {
-    if (!d->pf_started || d->pf_pending || !d->io.pos_known || d->io.file != file ||
-        d->io.block != block)
+    if (d->io_n == 0) {
+        if (!d->io.pos_known || d->io.file != file)
+            return;
+        d->rd_vol = v;
+        d->rd_file = file;
+        d->rd_next = d->io.block;
+    } else if (d->rd_vol != v || d->rd_file != file) {
         return;
-    pthread_mutex_lock(&d->pf_mu);
-    d->pf_file = file;
-    d->pf_block = block;
-    d->pf_write = 0;
-    d->pf_pending = true;
-    d->pf_done = false;
-    pthread_cond_broadcast(&d->pf_cv);
-    pthread_mutex_unlock(&d->pf_mu);
+    }
+    while (d->io_n < (size_t)d->io_depth && d->io_nfree > 0 && d->rd_next < nblocks) {
+        unsigned char *buf = d->io_free[d->io_nfree - 1];
+        if (tape_drive_read_start(&d->io, buf, read_max(d->t), NULL) < 0)
+            return; /* read when needed instead, where a failure is reported */
+        d->io_nfree--;
+        d->io_n++;
+        d->rd_next++;
+    }
 }
 
-/* Waits for the read ahead, if any: 1 when it read block `block` of `file`
- * (now in d->buf), 0 when there was none or another one (discarded), -1
- * when it failed (err, errno). */
-static int prefetch_join(tdrive_t *d, int v, int64_t file, uint64_t block, si_error_t *err)
+/* Block `block` of tape file `file` into d->buf from the READs in flight:
+ * 1 when it was among them (those before it dropped), 0 when not (the
+ * stream stopped: the caller positions and reads), -1 when its READ or one
+ * before it failed (err, errno; the stream stopped). */
+static int stream_get(tdrive_t *d, int v, int64_t file, uint64_t block, si_error_t *err)
 {
-    if (!d->pf_pending)
+    if (d->io_n == 0 || d->rd_vol != v || d->rd_file != file || block >= d->rd_next ||
+        block < d->rd_next - d->io_n) {
+        tape_stream_stop(d);
         return 0;
-    pthread_mutex_lock(&d->pf_mu);
-    while (!d->pf_done)
-        pthread_cond_wait(&d->pf_cv, &d->pf_mu);
-    d->pf_pending = false;
-    pthread_mutex_unlock(&d->pf_mu);
-    if (d->pf_file != file || d->pf_block != block)
-        return 0;
-    if (d->pf_rc < 0) {
-        if (err)
-            *err = d->pf_err;
-        errno = d->pf_errno;
-        return -1;
     }
-    if (d->pf_fm || d->pf_eod || d->pf_got == 0) {
-        errno = EIO;
-        return si_errnoprintf(err, EIO, "archive file %" PRId64 " ends early", file);
+    for (;;) {
+        uint64_t b = d->rd_next - d->io_n;
+        void *buf = NULL;
+        size_t got;
+        bool fm, eod;
+        int rc = tape_drive_read_reap(&d->io, &buf, &got, &fm, &eod, err);
+        d->io_n--;
+        if (!buf) {
+            tape_stream_stop(d);
+            return -1;
+        }
+        if (rc == 0 && b == block && !(fm || eod || got == 0)) {
+            d->io_free[d->io_nfree++] = d->buf;
+            d->buf = buf;
+            d->buf_len = got;
+            d->buf_vol = v;
+            d->buf_file = file;
+            d->buf_block = block;
+            return 1;
+        }
+        d->io_free[d->io_nfree++] = buf;
+        if (rc < 0 || fm || eod || got == 0) {
+            int e = rc < 0 ? errno : EIO;
+            tape_stream_stop(d);
+            if (rc == 0)
+                si_errnoprintf(err, EIO, "archive file %" PRId64 " ends early", file);
+            errno = e;
+            return -1;
+        }
     }
-    unsigned char *tmp = d->buf;
-    d->buf = d->pf_buf;
-    d->pf_buf = tmp;
-    d->buf_len = d->pf_got;
-    d->buf_vol = v;
-    d->buf_file = file;
-    d->buf_block = block;
-    return 1;
 }
 
 /* The bytes of one copy into the sink, block by block; the last block read
@@ -111,7 +112,9 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
     uint64_t block = rel / f->block;
     size_t skip = (size_t)(rel % f->block);
     uint64_t left = item->size;
+    uint64_t nblocks = (f->end - f->start + f->block - 1) / f->block;
     char mismatch[sizeof(err->text)] = "checksum mismatch";
+    int attentions = 0;
     for (int attempt = 0; attempt <= t->checksum_retries; attempt++) {
         void *session = NULL;
         if (t->cb.begin(t->cb.arg, item, &session, err) < 0)
@@ -121,12 +124,13 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
         left = item->size;
         int rc = 0;
         while (left > 0) {
-            int pf = prefetch_join(d, v, cp->file_seq, b, err);
-            if (pf < 0) {
+            bool have = d->buf_vol == v && d->buf_file == cp->file_seq && d->buf_block == b;
+            int streamed = have ? 1 : stream_get(d, v, cp->file_seq, b, err);
+            if (streamed < 0) {
                 rc = -1;
                 break;
             }
-            if (!(d->buf_vol == v && d->buf_file == cp->file_seq && d->buf_block == b)) {
+            if (streamed == 0) {
                 bool fm, eod;
                 size_t got;
                 d->buf_vol = -1;
@@ -152,11 +156,10 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
                                     f->block);
                 break;
             }
+            stream_fill(d, v, cp->file_seq, nblocks);
             size_t n = d->buf_len - off;
             if (n > left)
                 n = (size_t)left;
-            else if (n < left)
-                prefetch_start(d, cp->file_seq, b + 1); /* the object goes on */
             if (t->cb.write(t->cb.arg, session, d->buf + off, n, err) < 0) {
                 rc = -1;
                 break;
@@ -170,9 +173,22 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
         }
         if (rc < 0) {
             int e = errno;
-            if (prefetch_join(d, v, -1, 0, NULL) == 0)
-                d->buf_vol = -1; /* the head moved past the block kept */
+            tape_stream_stop(d);
+            d->buf_vol = -1;
             t->cb.abort(t->cb.arg, session);
+            if (e == EAGAIN && attentions++ < d->io.retries) {
+                /* UNIT ATTENTION (a reset, a medium change), becoming ready: the
+                 * head may have moved; positioned again from BOT, read again */
+                si_log(t->log, SI_LOG_WARNING, "tape: drive %d: %s; reading object %" PRId64
+                       " again from a known position (%d of %d)", d->index, err->text,
+                       item->object_id, attentions, d->io.retries);
+                d->io.pos_known = false;
+                struct timespec ts = {d->io.retry_ms / 1000,
+                                      (long)(d->io.retry_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+                attempt--;
+                continue;
+            }
             errno = e;
             return si_errprefix(err, "volume %s, archive file %" PRId64 ", block %" PRIu64
                                 " (position %" PRIu64 ")", vol->label, cp->file_seq, b,
@@ -187,6 +203,7 @@ static int read_copy(tdrive_t *d, int v, const archive_item_t *item, const archi
         if (errno != EBADMSG)
             return -1;
         snprintf(mismatch, sizeof(mismatch), "%s", err->text);
+        tape_stream_stop(d);
         d->buf_vol = -1; /* re-read from the medium */
     }
     return si_errnoprintf(err, EBADMSG, "%s (read %d times from volume %s at %" PRIu64 ")",
@@ -244,5 +261,11 @@ void tape_read_volume(tdrive_t *d, int v)
                 snprintf(fr->why, sizeof(fr->why), "%s", err.text);
             sched_read_failed(t->sched, &r, mono(), err.text);
         }
+    }
+    if (d->io_n > 0) {
+        /* the READs read ahead end before the drive does anything else */
+        pthread_mutex_unlock(&t->mu);
+        tape_stream_stop(d);
+        pthread_mutex_lock(&t->mu);
     }
 }

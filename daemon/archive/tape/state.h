@@ -79,21 +79,16 @@ typedef struct {
     int buf_vol;
     int64_t buf_file;
     uint64_t buf_block;
-    /* Read-ahead: while the worker delivers a block, the next block of the
-     * same object is read by this drive's reader thread into pf_buf (the
-     * worker leaves the SCSI handle alone until it has joined it). */
-    pthread_t pf_thread;
-    bool pf_started, pf_stop, pf_pending, pf_done;
-    pthread_mutex_t pf_mu;
-    pthread_cond_t pf_cv;
-    unsigned char *pf_buf;
-    int64_t pf_file;
-    uint64_t pf_block;
-    size_t pf_write;           /* >0: write pf_buf[0, pf_write) instead of reading */
-    size_t pf_got;
-    bool pf_fm, pf_eod;
-    int pf_rc, pf_errno;
-    si_error_t pf_err;
+    /* Commands in flight (io_n, at most io_depth), each with a block buffer
+     * taken from io_free. Reading, they read ahead of the block in buf that
+     * the worker delivers: blocks rd_next - io_n .. rd_next - 1 of tape file
+     * rd_file; writing, they write the blocks filled before the one in buf. */
+    int io_depth;
+    size_t io_n, io_nfree;
+    unsigned char *io_free[SCSI_QUEUE_MAX];
+    int rd_vol;
+    int64_t rd_file;
+    uint64_t rd_next;
 } tdrive_t;
 
 typedef struct {
@@ -190,7 +185,7 @@ void tape_flush_reports(tape_t *t);
 void tape_on_request_done(void *arg, uint64_t request, double now, size_t failed, const char *why);
 
 /* read.c */
-void *tape_reader_main(void *arg);
+void tape_stream_stop(tdrive_t *d);
 void tape_read_volume(tdrive_t *d, int v);
 
 /* write.c */

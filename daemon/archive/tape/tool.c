@@ -16,6 +16,8 @@ static int usage(void)
             "usage: stagein-tape devices [SYSFS_ROOT]\n"
             "       stagein-tape inventory [--rescan] CHANGER\n"
             "       stagein-tape image CHANGER DRIVE ELEMENT BARCODE DIR [BLOCK_SIZE]\n"
+            "       stagein-tape move CHANGER SOURCE DESTINATION\n"
+            "       stagein-tape reset DEVICE\n"
             "CHANGER, DRIVE: /dev/sgN or iscsi://HOST:PORT/IQN/LUN\n");
     return 2;
 }
@@ -58,14 +60,17 @@ static int inventory(const char *changer, bool rescan)
         scsi_close(c.dev);
         return 1;
     }
-    printf("%-9s %7s %-5s %-32s %s\n", "type", "element", "full", "barcode", "source");
+    printf("%-9s %7s %-5s %-32s %-6s %s\n", "type", "element", "full", "barcode", "source",
+           "identifier");
     for (size_t i = 0; i < c.nels; i++) {
         const scsi_element_t *x = &c.els[i];
         char src[16] = "-";
         if (x->source_valid)
             snprintf(src, sizeof(src), "%u", x->source);
-        printf("%-9s %7u %-5s %-32s %s\n", type_name(x->type), x->address, x->full ? "yes" : "no",
-               x->barcode[0] ? x->barcode : "-", src);
+        printf("%-9s %7u %-5s %-32s %-6s %s\n", type_name(x->type), x->address,
+               x->full ? "yes" : "no", x->barcode[0] ? x->barcode : "-", src,
+               x->ident[0] ? x->ident : "-");
+
     }
     free(c.els);
     scsi_close(c.dev);
@@ -117,6 +122,48 @@ out:
     return rc;
 }
 
+static int parse_element(const char *text, uint16_t *out)
+{
+    char *end;
+    long el = strtol(text, &end, 10);
+    if (!*text || *end || el < 0 || el > 0xffff) {
+        fprintf(stderr, "stagein-tape: '%s' is not an element address (0..65535)\n", text);
+        return -1;
+    }
+    *out = (uint16_t)el;
+    return 0;
+}
+
+/* MOVE MEDIUM by hand (stageind re-reads the inventory when a move of its
+ * own then fails: the cartridge is found where it now is). */
+static int move(const char *changer, const char *src, const char *dst)
+{
+    si_error_t err = {0};
+    tape_changer_t c = {0};
+    uint16_t from, to;
+    if (parse_element(src, &from) < 0 || parse_element(dst, &to) < 0)
+        return 2;
+    int rc = !(c.dev = scsi_open(changer, &err)) || tape_changer_inventory(&c, &err) < 0 ||
+             tape_changer_move(&c, from, to, &err) < 0;
+    if (rc)
+        fprintf(stderr, "stagein-tape: %s\n", err.text);
+    free(c.els);
+    scsi_close(c.dev);
+    return rc;
+}
+
+/* LOGICAL UNIT RESET of a drive or changer that hangs. */
+static int reset(const char *device)
+{
+    si_error_t err = {0};
+    scsi_dev_t *d = scsi_open(device, &err);
+    int rc = !d || scsi_reset(d, &err) < 0;
+    if (rc)
+        fprintf(stderr, "stagein-tape: %s\n", err.text);
+    scsi_close(d);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "devices") == 0 && argc <= 3)
@@ -128,5 +175,9 @@ int main(int argc, char **argv)
     if ((argc == 7 || argc == 8) && strcmp(argv[1], "image") == 0)
         return image(argv[2], argv[3], argv[4], argv[5], argv[6],
                      argc == 8 ? strtoul(argv[7], NULL, 10) : (8u << 20));
+    if (argc == 5 && strcmp(argv[1], "move") == 0)
+        return move(argv[2], argv[3], argv[4]);
+    if (argc == 3 && strcmp(argv[1], "reset") == 0)
+        return reset(argv[2]);
     return usage();
 }

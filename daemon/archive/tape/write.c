@@ -1,5 +1,5 @@
 /* The tape backend's writes: an aggregate written as one pax tar tape file
- * in variable blocks (written behind by the drive's reader thread), its
+ * in variable blocks (several WRITE(6)s in flight behind the one filled), its
  * index line fsync'd once its filemark is on tape. */
 #include "config.h"
 
@@ -7,43 +7,53 @@
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
-/* Write-behind: the full block in d->buf goes to the reader thread, which
- * writes it while the worker fills the other buffer; the previous write's
- * outcome (errno ENOSPC at end of medium) is returned first. */
-static int write_join(tdrive_t *d, si_error_t *err)
+/* The outcome of the oldest WRITE(6) in flight; its buffer back to the pool. */
+static int write_reap_one(tdrive_t *d, si_error_t *err)
 {
-    if (!d->pf_pending)
-        return 0;
-    pthread_mutex_lock(&d->pf_mu);
-    while (!d->pf_done)
-        pthread_cond_wait(&d->pf_cv, &d->pf_mu);
-    d->pf_pending = false;
-    pthread_mutex_unlock(&d->pf_mu);
-    if (d->pf_rc < 0) {
-        if (err)
-            *err = d->pf_err;
-        errno = d->pf_errno;
-        return -1;
-    }
-    return 0;
+    void *buf = NULL;
+    int rc = tape_drive_write_reap(&d->io, &buf, err);
+    d->io_n--;
+    if (buf)
+        d->io_free[d->io_nfree++] = buf;
+    return rc;
 }
 
+/* Every WRITE(6) in flight reaped; the first failure returned (errno
+ * ENOSPC at end of medium). */
+static int write_join(tdrive_t *d, si_error_t *err)
+{
+    int rc = 0, first = 0;
+    while (d->io_n > 0) {
+        si_error_t e = {0};
+        if (write_reap_one(d, &e) < 0 && rc == 0) {
+            rc = -1;
+            first = errno;
+            if (err)
+                *err = e;
+        }
+    }
+    errno = first;
+    return rc;
+}
+
+/* Write-behind: the full block in d->buf is sent (up to io_depth WRITE(6)s
+ * in flight) while the worker fills a buffer from the pool; with none free,
+ * the oldest write's outcome is taken first. */
 static int write_behind(tdrive_t *d, size_t len, si_error_t *err)
 {
-    if (!d->pf_started)
-        return tape_drive_write_block(&d->io, d->buf, len, err);
-    if (write_join(d, err) < 0)
+    if (d->io_nfree == 0 && write_reap_one(d, err) < 0) {
+        int e = errno;
+        write_join(d, NULL);
+        errno = e;
         return -1;
-    unsigned char *tmp = d->buf;
-    d->buf = d->pf_buf;
-    d->pf_buf = tmp;
-    pthread_mutex_lock(&d->pf_mu);
-    d->pf_write = len;
-    d->pf_file = -1;
-    d->pf_pending = true;
-    d->pf_done = false;
-    pthread_cond_broadcast(&d->pf_cv);
-    pthread_mutex_unlock(&d->pf_mu);
+    }
+    unsigned char *next = d->io_free[--d->io_nfree];
+    if (tape_drive_write_start(&d->io, d->buf, len, err) < 0) {
+        d->io_free[d->io_nfree++] = next;
+        return -1;
+    }
+    d->io_n++;
+    d->buf = next;
     return 0;
 }
 
@@ -250,7 +260,7 @@ static int write_copy(tdrive_t *d, int v, twrite_t *job, si_error_t *err)
 fail:
     {
         int e = errno;
-        write_join(d, NULL); /* the block in flight, if any: its outcome no longer matters */
+        write_join(d, NULL); /* the blocks in flight: their outcomes no longer matter */
         errno = e;
     }
     si_errprefix(err, "cartridge %s, archive file %" PRId64, vol->label, seq);

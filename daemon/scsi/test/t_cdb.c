@@ -90,6 +90,10 @@ static void test_inquiry(void)
     scsi_inquiry_t q;
     ok(scsi_parse_inquiry(d, sizeof(d), &q, NULL) == 0, "INQUIRY parsed");
     ok(q.type == 1 && q.removable, "sequential-access, removable");
+    ok(!q.cmdque, "CmdQue 0: commands one at a time");
+    d[7] = 0x02;
+    scsi_parse_inquiry(d, sizeof(d), &q, NULL);
+    ok(q.cmdque, "CmdQue 1 (byte 7 bit 1, as tgt sets it): the drive queues commands");
     is_str(q.vendor, "IBM", "vendor, blanks cut");
     is_str(q.product, "ULT3580-TD9", "product");
     is_str(q.revision, "0001", "revision");

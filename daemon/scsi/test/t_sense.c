@@ -37,7 +37,7 @@ static void script_close(void *impl)
     (void)impl;
 }
 
-static const scsi_transport_t script_transport = {script_submit, script_close};
+static const scsi_transport_t script_transport = {script_submit, script_close, NULL, NULL, NULL};
 
 static int traced;
 

@@ -104,7 +104,7 @@ static void sim_close(void *impl)
     (void)impl;
 }
 
-static const scsi_transport_t sim_transport = {sim_submit, sim_close};
+static const scsi_transport_t sim_transport = {sim_submit, sim_close, NULL, NULL, NULL};
 
 static tape_drive_t drive(drive_sim_t *s)
 {
@@ -113,8 +113,68 @@ static tape_drive_t drive(drive_sim_t *s)
     return d;
 }
 
+/* A drive element descriptor as tgt 1.0.85 sends it with VOLTAG and DVCID:
+ * 12 bytes, an empty primary volume tag (36), the identifier (4 + 34:
+ * vendor, product, serial). */
+static size_t tgt_drive_descriptor(uint8_t *e, uint16_t address, const char *serial)
+{
+    memset(e, 0, 86);
+    e[0] = (uint8_t)(address >> 8), e[1] = (uint8_t)address;
+    memset(e + 12, ' ', 32);
+    e[48] = 0x02, e[49] = 0x01, e[51] = 34;
+    char id[35];
+    snprintf(id, sizeof(id), "IET     VIRTUAL-TAPE    %-10s", serial);
+    memcpy(e + 52, id, 34);
+    return 86;
+}
+
+static void test_serial_mapping(void)
+{
+    ok(tape_ident_names_serial("IET     VIRTUAL-TAPE    beaf11    ", "beaf11"),
+       "an identifier ending in the serial (trailing blanks) names it");
+    ok(tape_ident_names_serial("IBM     ULT3580-TD9     1068001234", "1068001234"),
+       "an LTO drive's identifier");
+    ok(!tape_ident_names_serial("IET     VIRTUAL-TAPE    beaf11", "af11"),
+       "a serial that is only the tail of another does not match");
+    ok(!tape_ident_names_serial("IET     VIRTUAL-TAPE    beaf11", "") &&
+           !tape_ident_names_serial("", "beaf11"), "an empty serial or identifier never matches");
+
+    /* a recorded-format report of 2 drives at elements 1 and 2, cut 8 bytes
+     * short as tgt sends it: the second identifier is lost */
+    uint8_t r[8 + 8 + 2 * 86];
+    memset(r, 0, sizeof(r));
+    r[1] = 1, r[3] = 2, r[7] = (uint8_t)(8 + 2 * 86);
+    r[8] = SCSI_ELEM_DRIVE, r[9] = 0x80, r[11] = 86, r[15] = 2 * 86;
+    tgt_drive_descriptor(r + 16, 1, "beaf11");
+    tgt_drive_descriptor(r + 16 + 86, 2, "beaf21");
+    tape_changer_t c = {0};
+    si_error_t err = {0};
+    ok(scsi_parse_element_status(r, sizeof(r) - 8, &c.els, &c.nels, &err) == 0 && c.nels == 2,
+       "tgt's report of 2 drives parsed");
+    is_str(c.els[0].ident, "IET     VIRTUAL-TAPE    beaf11", "the first drive's identifier");
+    is_str(c.els[1].ident, "", "the last one, cut short, has none (never a partial one)");
+    uint16_t address = 0;
+    ok(tape_changer_match_serial(&c, "beaf11", &address) == 1 && address == 1,
+       "serial beaf11 is drive element 1");
+    ok(tape_changer_match_serial(&c, "beaf21", &address) == 0,
+       "serial beaf21: no element (its identifier was cut): the element must be configured");
+    free(c.els);
+    c.els = NULL, c.nels = 0;
+    ok(scsi_parse_element_status(r, sizeof(r), &c.els, &c.nels, &err) == 0 &&
+           tape_changer_match_serial(&c, "beaf21", &address) == 1 && address == 2,
+       "the whole report: serial beaf21 is drive element 2");
+    tgt_drive_descriptor(r + 16 + 86, 2, "beaf11");
+    free(c.els);
+    c.els = NULL, c.nels = 0;
+    scsi_parse_element_status(r, sizeof(r), &c.els, &c.nels, &err);
+    is_int(tape_changer_match_serial(&c, "beaf11", &address), 2,
+           "two elements naming one serial: ambiguous");
+    free(c.els);
+}
+
 int main(void)
 {
+    test_serial_mapping();
     uint8_t buf[4096];
     size_t got;
     bool fm, eod;
@@ -166,6 +226,29 @@ int main(void)
     s.sense_once = true;
     ok(tape_drive_write_block(&d, buf, 512, &err) < 0 && errno == ENOSPC,
        "end of medium early warning on write: ENOSPC");
+
+    /* READs in flight: how many, and the position as they are reaped */
+    d.queue_depth = 4;
+    is_int(tape_drive_depth(&d), 1, "CmdQue 0: one READ in flight whatever is configured");
+    d.inquiry.cmdque = true;
+    is_int(tape_drive_depth(&d), 1, "CmdQue 1 over a transport that sends one at a time: 1");
+    tape_drive_to_block(&d, 2, 0, 0, &err);
+    uint8_t bufs[2][4096];
+    void *which;
+    ok(tape_drive_read_start(&d, bufs[0], sizeof(bufs[0]), &err) == 0 &&
+           tape_drive_read_start(&d, bufs[1], sizeof(bufs[1]), &err) == 0,
+       "two READs started");
+    ok(tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) == 0 && which == bufs[0] &&
+           got == 1024 && d.file == 2 && d.block == 1, "the first: its buffer, block 0 read");
+    ok(tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) == 0 && which == bufs[1] &&
+           !fm && d.block == 2, "the second: block 1");
+    memcpy(s.sense, fmsense, sizeof(fmsense));
+    s.sense_once = true;
+    ok(tape_drive_read_start(&d, bufs[0], sizeof(bufs[0]), &err) == 0 &&
+           tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) == 0 && which == bufs[0] && fm &&
+           d.file == 3 && d.block == 0, "the third met a filemark: the head is in the next file");
+    ok(tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) < 0 && which == NULL &&
+           !d.pos_known, "a reap with none in flight fails, the position no longer trusted");
     scsi_close(d.dev);
 
     /* a drive with LOCATE(16) and RAO */
