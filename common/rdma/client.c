@@ -127,7 +127,7 @@ rdma_region_t *rdma_client_register_cuda(rdma_client_t *c, void *dev_ptr, size_t
     if (rc != 0) {
         free(r);
         si_errprintf(err, "rdma: registering %zu bytes of GPU %d memory: %s", len, device,
-                     fi_strerror(-rc));
+                     c->fab->fi->strerror(-rc));
         return NULL;
     }
     r->mr.mr = mr;

@@ -7,8 +7,6 @@
 
 #include "common/rdma/transport.h"
 
-#define RDMA_FI_VERSION FI_VERSION(1, 11)
-
 /* The registration modes this code implements; a provider that needs any
  * other (FI_MR_RAW keys, FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT) is not offered. */
 #define RDMA_MR_MODES \
@@ -57,12 +55,17 @@ rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, bool d
     int rc;
 
     fab = calloc(1, sizeof *fab);
-    hints = fi_allocinfo();
-    if (!fab || !hints) {
+    if (!fab) {
+        si_errnoprintf(err, ENOMEM, "rdma: out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&fab->lock, NULL);
+    if (!(fab->fi = rdma_fi_get(err)))
+        goto error;
+    if (!(hints = rdma_fi_allocinfo(fab->fi))) {
         si_errnoprintf(err, ENOMEM, "rdma: out of memory");
         goto error;
     }
-    pthread_mutex_init(&fab->lock, NULL);
     hints->ep_attr->type = FI_EP_RDM;
     hints->caps = FI_RMA;
     hints->domain_attr->mr_mode = RDMA_MR_MODES;
@@ -84,17 +87,17 @@ rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, bool d
     hints->fabric_attr->prov_name = strdup(provider);
     if (domain && *domain)
         hints->domain_attr->name = strdup(domain);
-    rc = fi_getinfo(RDMA_FI_VERSION, NULL, NULL, 0, hints, &list);
+    rc = fab->fi->getinfo(RDMA_FI_VERSION, NULL, NULL, 0, hints, &list);
 #ifdef HAVE_CUDA
     if (rc != 0) { /* device memory is optional: host memory only */
         hints->caps &= ~(uint64_t)FI_HMEM;
         hints->domain_attr->mr_mode &= ~FI_MR_HMEM;
-        rc = fi_getinfo(RDMA_FI_VERSION, NULL, NULL, 0, hints, &list);
+        rc = fab->fi->getinfo(RDMA_FI_VERSION, NULL, NULL, 0, hints, &list);
     }
 #endif
     if (rc != 0) {
         si_errnoprintf(err, ENODEV, "rdma: provider '%s' is not available: fi_getinfo: %s",
-                       provider, fi_strerror(-rc));
+                       provider, fab->fi->strerror(-rc));
         goto error;
     }
     chosen = pick_domain(list, domain);
@@ -102,7 +105,7 @@ rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, bool d
         si_errnoprintf(err, ENODEV, "rdma: provider '%s' has no domain '%s'", provider, domain);
         goto error;
     }
-    fab->info = fi_dupinfo(chosen);
+    fab->info = fab->fi->dupinfo(chosen);
     fab->mr_mode = (uint64_t)fab->info->domain_attr->mr_mode;
     fab->max_msg_size = fab->info->ep_attr->max_msg_size;
     fab->next_key = 1;
@@ -117,33 +120,33 @@ rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, bool d
      * write is done by the time it is posted: shm with CMA, server.c). */
     fab->write_flags = FI_DELIVERY_COMPLETE;
 
-    if ((rc = fi_fabric(fab->info->fabric_attr, &fab->fabric, NULL)) != 0 ||
+    if ((rc = fab->fi->fabric(fab->info->fabric_attr, &fab->fabric, NULL)) != 0 ||
         (rc = fi_domain(fab->fabric, fab->info, &fab->domain, NULL)) != 0) {
-        si_errprintf(err, "rdma: opening %s fabric/domain: %s", provider, fi_strerror(-rc));
+        si_errprintf(err, "rdma: opening %s fabric/domain: %s", provider, fab->fi->strerror(-rc));
         goto error;
     }
     memset(&av_attr, 0, sizeof av_attr);
     av_attr.type = FI_AV_TABLE;
     if ((rc = open_cq(fab)) != 0 ||
         (rc = fi_av_open(fab->domain, &av_attr, &fab->av, NULL)) != 0) {
-        si_errprintf(err, "rdma: opening a %s endpoint: %s", provider, fi_strerror(-rc));
+        si_errprintf(err, "rdma: opening a %s endpoint: %s", provider, fab->fi->strerror(-rc));
         goto error;
     }
     if ((rc = fi_endpoint(fab->domain, fab->info, &fab->ep, NULL)) != 0 ||
         (rc = fi_ep_bind(fab->ep, &fab->cq->fid, FI_TRANSMIT | FI_RECV)) != 0 ||
         (rc = fi_ep_bind(fab->ep, &fab->av->fid, 0)) != 0 ||
         (rc = fi_enable(fab->ep)) != 0) {
-        si_errprintf(err, "rdma: opening a %s endpoint: %s", provider, fi_strerror(-rc));
+        si_errprintf(err, "rdma: opening a %s endpoint: %s", provider, fab->fi->strerror(-rc));
         goto error;
     }
-    fi_freeinfo(list);
-    fi_freeinfo(hints);
+    fab->fi->freeinfo(list);
+    fab->fi->freeinfo(hints);
     return fab;
 error:
     if (list)
-        fi_freeinfo(list);
+        fab->fi->freeinfo(list);
     if (hints)
-        fi_freeinfo(hints);
+        fab->fi->freeinfo(hints);
     rdma_fabric_close(fab);
     return NULL;
 }
@@ -163,7 +166,7 @@ void rdma_fabric_close(rdma_fabric_t *fab)
     if (fab->fabric)
         fi_close(&fab->fabric->fid);
     if (fab->info)
-        fi_freeinfo(fab->info);
+        fab->fi->freeinfo(fab->info);
     pthread_mutex_destroy(&fab->lock);
     free(fab);
 }
@@ -179,7 +182,7 @@ int rdma_fabric_name(rdma_fabric_t *fab, unsigned char *addr, size_t *len, si_er
     int rc = fi_getname(&fab->ep->fid, addr, &size);
 
     if (rc != 0)
-        return si_errprintf(err, "rdma: fi_getname: %s", fi_strerror(-rc));
+        return si_errprintf(err, "rdma: fi_getname: %s", fab->fi->strerror(-rc));
     *len = size;
     return 0;
 }
@@ -208,12 +211,12 @@ int rdma_fabric_mr_reg(rdma_fabric_t *fab, const void *buf, size_t len, uint64_t
         requested_key = fab->next_key++;
     rc = fi_mr_reg(fab->domain, buf, len, access, 0, requested_key, 0, &mr, NULL);
     if (rc != 0)
-        return si_errprintf(err, "rdma: registering %zu bytes: %s", len, fi_strerror(-rc));
+        return si_errprintf(err, "rdma: registering %zu bytes: %s", len, fab->fi->strerror(-rc));
     if (fab->mr_mode & FI_MR_ENDPOINT) {
         if ((rc = fi_mr_bind(mr, &fab->ep->fid, 0)) != 0 || (rc = fi_mr_enable(mr)) != 0) {
             fi_close(&mr->fid);
             return si_errprintf(err, "rdma: binding a registration to the endpoint: %s",
-                                fi_strerror(-rc));
+                                fab->fi->strerror(-rc));
         }
     }
     out->mr = mr;
@@ -250,6 +253,6 @@ int rdma_fabric_cq_error(rdma_fabric_t *fab, void **context, si_error_t *err)
     }
     *context = entry.op_context;
     detail = fi_cq_strerror(fab->cq, entry.prov_errno, entry.err_data, text, sizeof text);
-    return si_errnoprintf(err, entry.err, "rdma: transfer failed: %s (%s)", fi_strerror(entry.err),
-                          detail ? detail : "no detail");
+    return si_errnoprintf(err, entry.err, "rdma: transfer failed: %s (%s)",
+                          fab->fi->strerror(entry.err), detail ? detail : "no detail");
 }

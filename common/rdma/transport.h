@@ -18,9 +18,16 @@
 #include <rdma/fi_rma.h>
 
 #include "common/error.h"
+#include "common/rdma/loader.h"
 #include "common/rdma_token.h"
 
+/* libfabric's exported functions come from the loaded library's table
+ * (loader.h), never from the link: a direct call would bring the link back
+ * and is refused here. */
+#pragma GCC poison fi_getinfo fi_freeinfo fi_dupinfo fi_fabric fi_strerror fi_allocinfo
+
 typedef struct {
+    const rdma_fi_t *fi; /* libfabric's functions (loader.h) */
     struct fi_info *info;
     struct fid_fabric *fabric;
     struct fid_domain *domain;
@@ -55,7 +62,8 @@ typedef struct {
  * "efa"); domain: NULL/"" for the first, else the domain or interface name
  * ("lo", "mlx5_0"); device_memory: ask for FI_HMEM where the build has CUDA
  * (optional: without it the endpoint registers host memory only). Fails
- * with errno ENODEV when fi_getinfo finds nothing. */
+ * with errno ENODEV when libfabric is not installed (loader.h) or
+ * fi_getinfo finds nothing. */
 rdma_fabric_t *rdma_fabric_open(const char *provider, const char *domain, bool device_memory,
                                 si_error_t *err);
 void rdma_fabric_close(rdma_fabric_t *fab);

@@ -825,7 +825,7 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
                 break;
             if (posted != 0) {
                 si_errprintf(&fail, "rdma: posting an RMA %s: %s", get ? "write" : "read",
-                             fi_strerror(-posted));
+                             gen->fab->fi->strerror(-posted));
                 failed = true;
                 break;
             }
