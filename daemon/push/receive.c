@@ -206,6 +206,15 @@ error:;
     return -1;
 }
 
+/* Everything of a failed upload removed, errno kept: -1. */
+static int upload_failed(push_upload_t *u)
+{
+    int saved = errno;
+    push_upload_abort(u);
+    errno = saved;
+    return -1;
+}
+
 int push_upload_begin(push_t *p, const push_file_t *file, push_upload_t **out,
                       si_error_t *err)
 {
@@ -238,11 +247,8 @@ int push_upload_begin(push_t *p, const push_file_t *file, push_upload_t **out,
     }
     *out = u;
     return 0;
-error:;
-    int saved = errno;
-    push_upload_abort(u);
-    errno = saved;
-    return -1;
+error:
+    return upload_failed(u);
 }
 
 int push_upload_write(push_upload_t *u, const void *data, size_t len, si_error_t *err)
@@ -323,11 +329,8 @@ int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err)
     upload_received(u);
     free(u);
     return 0;
-error:;
-    int saved = errno;
-    push_upload_abort(u);
-    errno = saved;
-    return -1;
+error:
+    return upload_failed(u);
 }
 
 /* The batch holding u's file ended: on the cache's committer thread. A
@@ -368,11 +371,8 @@ int push_upload_submit(push_upload_t *u, push_upload_done_fn done, void *done_ar
         goto error;
     }
     return 0;
-error:;
-    int saved = errno;
-    push_upload_abort(u);
-    errno = saved;
-    return -1;
+error:
+    return upload_failed(u);
 }
 
 void push_upload_abort(push_upload_t *u)
