@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@
 #include "stagein/client_cmd.h"
 
 #define POLL_S 1.0
+#define PARALLEL_DEFAULT 4
+#define PARALLEL_MAX 64
 
 typedef struct {
     char *path;   /* on this machine */
@@ -164,6 +167,108 @@ done:
     return rc;
 }
 
+/* Files sent several at a time (--parallel), each worker on its own
+ * connection, so that their acknowledgements share the daemon's group
+ * commits; every file is tried, and each failure is named. */
+typedef struct {
+    cli_t *cli;
+    const push_list_t *files;
+    const char *dataset, *mode;
+    const char *push_id;        /* the push the first file made */
+    bool json;
+    pthread_mutex_t mu;         /* guards what follows, and stdout/stderr */
+    size_t next;
+    size_t failed;
+    uint64_t bytes;
+    json_t **answers;           /* per file, NULL when it failed */
+} push_batch_t;
+
+/* Prints (or keeps, for --json) one file's answer; -1 when the answer is
+ * not one (then named). Lock held. */
+static int note_answer(push_batch_t *b, size_t i, client_reply_t *r)
+{
+    const char *id = json_string_value(json_object_get(r->json, "pushId"));
+    si_error_t err;
+    if (!id || client_cmd_check_id(id, &err) < 0) {
+        cli_fail(b->cli, "%s: stageind's answer names no push id: %.200s", b->files->v[i].path,
+                 r->body);
+        return -1;
+    }
+    json_int_t size = json_integer_value(json_object_get(r->json, "size"));
+    b->bytes += (uint64_t)size;
+    b->answers[i] = json_incref(r->json);
+    if (!b->json) {
+        char text[32];
+        printf("%s -> %s (%s, %s)\n", b->files->v[i].path,
+               json_string_value(json_object_get(r->json, "path")) ?: b->files->v[i].key,
+               si_format_bytes((uint64_t)size, text, sizeof(text)),
+               json_string_value(json_object_get(r->json, "state")) ?: "?");
+    }
+    return 0;
+}
+
+static void push_indexed(push_batch_t *b, client_t *c, size_t i)
+{
+    client_reply_t r;
+    si_error_t err;
+    int rc = push_one(c, b->dataset, b->mode, &b->files->v[i], b->push_id, &r, &err);
+    pthread_mutex_lock(&b->mu);
+    if (rc < 0)
+        cli_fail(b->cli, "%s", err.text);
+    if (rc < 0 || note_answer(b, i, &r) < 0)
+        b->failed++;
+    pthread_mutex_unlock(&b->mu);
+    client_reply_free(&r);
+}
+
+typedef struct {
+    push_batch_t *batch;
+    client_t *client;
+    pthread_t thread;
+} push_worker_t;
+
+static void *push_worker(void *arg)
+{
+    push_worker_t *w = arg;
+    push_batch_t *b = w->batch;
+    for (;;) {
+        pthread_mutex_lock(&b->mu);
+        size_t i = b->next < b->files->n ? b->next++ : SIZE_MAX;
+        pthread_mutex_unlock(&b->mu);
+        if (i == SIZE_MAX)
+            return NULL;
+        push_indexed(b, w->client, i);
+    }
+}
+
+/* Files [b->next, n) on up to parallel connections (the first is c). */
+static void push_rest(push_batch_t *b, client_t *c, const char *endpoint, unsigned parallel)
+{
+    size_t left = b->files->n - b->next;
+    unsigned n = parallel < left ? parallel : (unsigned)left;
+    push_worker_t *w = calloc(n ? n : 1, sizeof(*w));
+    unsigned started = 0;
+    for (unsigned k = 0; w && k < n; k++) {
+        si_error_t err;
+        w[k].batch = b;
+        w[k].client = k == 0 ? c : client_cmd_open(b->cli, endpoint, &err);
+        if (!w[k].client || pthread_create(&w[k].thread, NULL, push_worker, &w[k]) != 0) {
+            if (k > 0)
+                client_free(w[k].client);
+            break; /* fewer workers: the ones started take every file */
+        }
+        started++;
+    }
+    if (started == 0)
+        push_worker(&(push_worker_t){.batch = b, .client = c});
+    for (unsigned k = 0; k < started; k++) {
+        pthread_join(w[k].thread, NULL);
+        if (k > 0)
+            client_free(w[k].client);
+    }
+    free(w);
+}
+
 /* Follows the push until every file is DURABLE or one FAILED. */
 static int wait_push(cli_t *cli, client_t *c, const char *id, double timeout_s, bool json)
 {
@@ -226,8 +331,8 @@ static int wait_push(cli_t *cli, client_t *c, const char *id, double timeout_s, 
 }
 
 static const char push_usage[] =
-    "usage: stagein push PATH... --dataset NAME [--mode MODE] [--wait [--timeout DURATION]]\n"
-    "                    [--endpoint URL|unix:PATH] [--json]\n";
+    "usage: stagein push PATH... --dataset NAME [--mode MODE] [--parallel N]\n"
+    "                    [--wait [--timeout DURATION]] [--endpoint URL|unix:PATH] [--json]\n";
 
 int cmd_push(cli_t *cli, int argc, char **argv)
 {
@@ -235,6 +340,7 @@ int cmd_push(cli_t *cli, int argc, char **argv)
         {"dataset", required_argument, NULL, 'D'},
         {"mode", required_argument, NULL, 'M'},
         {"wait", no_argument, NULL, 'w'},
+        {"parallel", required_argument, NULL, 'P'},
         {"timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
         CLIENT_CMD_OPTIONS,
@@ -244,9 +350,10 @@ int cmd_push(cli_t *cli, int argc, char **argv)
     const char *dataset = NULL, *mode = NULL;
     bool wait = false;
     double timeout_s = 0;
+    unsigned parallel = PARALLEL_DEFAULT;
     int opt;
     optind = 0; /* GNU getopt: 0 re-initialises its state */
-    while ((opt = getopt_long(argc, argv, "D:M:wt:he:j", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "D:M:wP:t:he:j", options, NULL)) != -1) {
         if (client_cmd_conn_option(opt, &co))
             continue;
         if (opt == 'D') {
@@ -255,6 +362,12 @@ int cmd_push(cli_t *cli, int argc, char **argv)
             mode = optarg;
         } else if (opt == 'w') {
             wait = true;
+        } else if (opt == 'P') {
+            uint64_t n;
+            if (si_parse_u64(optarg, &n) < 0 || n < 1 || n > PARALLEL_MAX)
+                return cli_fail(cli, "--parallel '%s' is not a number of files from 1 to %d",
+                                optarg, PARALLEL_MAX), 2;
+            parallel = (unsigned)n;
         } else if (opt == 't') {
             if (client_cmd_timeout(cli, optarg, &timeout_s) != 0)
                 return 2;
@@ -293,34 +406,46 @@ int cmd_push(cli_t *cli, int argc, char **argv)
         cli_fail(cli, "%s", err.text);
         goto done;
     }
-    for (size_t i = 0; i < files.n; i++) {
-        client_reply_t r;
-        if (push_one(c, dataset, mode, &files.v[i], push_id, &r, &err) < 0) {
-            client_reply_free(&r);
-            cli_fail(cli, "%s", err.text);
-            if (push_id[0])
-                cli_fail(cli, "%zu of %zu files were pushed (push %s)", i, files.n, push_id);
-            goto done;
-        }
-        const char *id = json_string_value(json_object_get(r.json, "pushId"));
-        if (!id || client_cmd_check_id(id, &err) < 0) {
-            cli_fail(cli, "stageind's answer names no push id: %.200s", r.body);
-            client_reply_free(&r);
-            goto done;
-        }
+    push_batch_t batch = {.cli = cli, .files = &files, .dataset = dataset, .mode = mode,
+                          .push_id = push_id, .json = co.json,
+                          .answers = calloc(files.n, sizeof(json_t *))};
+    if (!batch.answers) {
+        cli_fail(cli, "out of memory");
+        goto done;
+    }
+    pthread_mutex_init(&batch.mu, NULL);
+    /* one file alone, until one is taken: its answer names the push the
+     * others join */
+    const char *id = NULL;
+    while (!id && batch.next < files.n) {
+        size_t i = batch.next++;
+        push_indexed(&batch, c, i);
+        if (batch.answers[i])
+            id = json_string_value(json_object_get(batch.answers[i], "pushId"));
+    }
+    if (id) {
         snprintf(push_id, sizeof(push_id), "%s", id);
-        json_int_t size = json_integer_value(json_object_get(r.json, "size"));
-        bytes += (uint64_t)size;
+        push_rest(&batch, c, co.endpoint, parallel);
+    }
+    for (size_t i = 0; i < files.n; i++) {
+        if (batch.answers[i])
+            json_array_append(answers, batch.answers[i]);
+        json_decref(batch.answers[i]);
+    }
+    free(batch.answers);
+    pthread_mutex_destroy(&batch.mu);
+    bytes = batch.bytes;
+    if (batch.failed) {
         if (co.json) {
-            json_array_append(answers, r.json);
-        } else {
-            char b[32];
-            printf("%s -> %s (%s, %s)\n", files.v[i].path,
-                   json_string_value(json_object_get(r.json, "path")) ?: files.v[i].key,
-                   si_format_bytes((uint64_t)size, b, sizeof(b)),
-                   json_string_value(json_object_get(r.json, "state")) ?: "?");
+            json_dumpf(answers, stdout, JSON_COMPACT);
+            putchar('\n');
         }
-        client_reply_free(&r);
+        if (push_id[0])
+            cli_fail(cli, "%zu of %zu files were not pushed (push %s)", batch.failed, files.n,
+                     push_id);
+        else
+            cli_fail(cli, "no file was pushed (%zu refused)", files.n);
+        goto done;
     }
     if (!co.json) {
         char b[32];

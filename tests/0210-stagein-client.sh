@@ -225,6 +225,15 @@ else
     is "$(json "$out" 'len(set(a["pushId"] for a in j))')" 1 "one push for all files"
     run_fails_with "pushing an existing key: the daemon's 409 as is" "out/step1/rank0.pt: .*" -- \
         si push out --dataset ckpt1
+    for i in $(seq 2 9); do printf 'checkpoint %s\n' "$i" > "out/step1/rank$i.pt"; done
+    rc=0; err=$(si push out --dataset ckpt1 --parallel 3 --json 2>&1 >"$TEST_DIR/par.json") || rc=$?
+    is "$rc:$(grep -c ': .*exists already' <<<"$err"):$(grep -c '2 of 10 files were not pushed' <<<"$err")" \
+        "1:2:1" "--parallel 3: the two existing keys named, the exit status says so"
+    is "$(json "$(cat "$TEST_DIR/par.json")" 'sorted(a["path"].rsplit("/", 1)[1] for a in j)')" \
+        "$(python3 -c 'print(sorted("rank%d.pt" % i for i in range(2, 10)))')" \
+        "... every other file received, one push"
+    run_fails_with "--parallel 0 is refused" "--parallel '0' is not a number of files from 1 to 64" -- \
+        si push out --dataset ckpt1 --parallel 0
 fi
 run_fails_with "push of a missing file" "^stagein: nothere: No such file or directory$" -- \
     si push nothere --dataset ckpt1

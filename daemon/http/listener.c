@@ -272,6 +272,8 @@ http_listener_t *http_listener_start(const http_listener_opts_t *opts, si_error_
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO;
     if (opts->thread_per_connection)
         flags |= MHD_USE_THREAD_PER_CONNECTION;
+    else if (opts->allow_suspend)
+        flags |= MHD_ALLOW_SUSPEND_RESUME;
     struct MHD_OptionItem o[20];
     size_t n = 0;
     if (opts->tls_cert) {

@@ -34,6 +34,7 @@ typedef struct {
      * connection only; file bodies go in large sendfile calls), else an
      * internal polling thread, or a pool of threads (threads > 1) */
     bool thread_per_connection;
+    bool allow_suspend;              /* MHD_ALLOW_SUSPEND_RESUME (not per connection) */
     unsigned threads;
     unsigned timeout_s;              /* idle connections and request headers; 0: none */
     unsigned max_connections;        /* at once; 0: libmicrohttpd's default */

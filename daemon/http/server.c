@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -48,6 +49,10 @@ struct http_server {
     listener_t listeners[MAX_LISTENERS];
     size_t nlisteners;
     bool started;
+    /* suspended connections: libmicrohttpd must not stop with any */
+    pthread_mutex_t suspend_mu;
+    pthread_cond_t suspend_cv;
+    unsigned suspended;
     atomic_uint_fast64_t requests, s2xx, s3xx, s4xx, s5xx, too_large;
 };
 
@@ -61,6 +66,7 @@ struct http_request {
     http_route_result_t route;
     void *stream_state;         /* a streaming route's, from its begin */
     bool stream_begun;
+    bool suspending;            /* end called http_request_suspend */
     char allow[64];
     char *body;
     size_t body_len, body_cap;
@@ -99,6 +105,8 @@ http_server_t *http_server_new(const http_server_opts_t *opts, si_error_t *err)
     s->opts.name = s->name;
     for (size_t i = 0; i < MAX_LISTENERS; i++)
         s->listeners[i].fd = -1;
+    pthread_mutex_init(&s->suspend_mu, NULL);
+    pthread_cond_init(&s->suspend_cv, NULL);
     return s;
 }
 
@@ -569,6 +577,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     if (stream_of(req)) {
         req->handler->stream->end(req, req->stream_state);
+        if (req->suspending) {
+            req->suspending = false;
+            return MHD_YES;
+        }
         if (!req->responded)
             http_respond_error(req, 500, "internal error: the handler for %s %s gave no answer",
                                req->method, req->path);
@@ -620,7 +632,7 @@ int http_server_start(http_server_t *s, si_error_t *err)
             .name = s->name, .log = s->opts.log, .listen_fd = l->fd, .threads = s->opts.threads,
             .timeout_s = s->opts.timeout_s, .max_connections = s->opts.max_connections,
             .on_request = on_request, .request_arg = l, .on_completed = on_completed,
-            .completed_arg = l};
+            .completed_arg = l, .allow_suspend = true};
         l->fd = -1; /* the listener's now (closed by it, also when it fails) */
         if (!(l->http = http_listener_start(&o, err))) {
             if (l->is_unix)
@@ -655,8 +667,33 @@ void http_server_stats(const http_server_t *s, http_stats_t *out)
     out->body_too_large = atomic_load(&m->too_large);
 }
 
+void http_request_suspend(http_request_t *req)
+{
+    http_server_t *s = req->listener->server;
+    pthread_mutex_lock(&s->suspend_mu);
+    s->suspended++;
+    pthread_mutex_unlock(&s->suspend_mu);
+    req->suspending = true;
+    MHD_suspend_connection(req->conn);
+}
+
+void http_request_resume(http_request_t *req)
+{
+    http_server_t *s = req->listener->server;
+    MHD_resume_connection(req->conn);
+    pthread_mutex_lock(&s->suspend_mu);
+    s->suspended--;
+    pthread_cond_broadcast(&s->suspend_cv);
+    pthread_mutex_unlock(&s->suspend_mu);
+}
+
 void http_server_stop(http_server_t *s)
 {
+    /* a suspended answer is due soon (its owner resumes it): wait for it */
+    pthread_mutex_lock(&s->suspend_mu);
+    while (s->suspended)
+        pthread_cond_wait(&s->suspend_cv, &s->suspend_mu);
+    pthread_mutex_unlock(&s->suspend_mu);
     for (size_t i = s->nlisteners; i-- > 0;) {
         listener_t *l = &s->listeners[i];
         http_listener_stop(l->http);
@@ -680,5 +717,7 @@ void http_server_free(http_server_t *s)
     http_server_stop(s);
     http_router_free(s->router);
     free(s->handlers);
+    pthread_cond_destroy(&s->suspend_cv);
+    pthread_mutex_destroy(&s->suspend_mu);
     free(s);
 }

@@ -70,6 +70,13 @@ typedef struct {
     void (*cleanup)(void *state, bool completed);
 } http_stream_ops_t;
 
+/* Inside a streaming route's end: the answer comes later, from another
+ * thread, without holding a server thread meanwhile. The connection waits
+ * until http_request_resume; end then runs again on it and answers. */
+void http_request_suspend(http_request_t *req);
+/* Once per suspend, from any thread. */
+void http_request_resume(http_request_t *req);
+
 int http_server_route_stream(http_server_t *s, const char *method, const char *pattern,
                              const http_stream_ops_t *ops, void *arg, si_error_t *err);
 /* bind_addr: numeric IPv4 or IPv6 address; port 0 picks a free port. */

@@ -134,6 +134,17 @@ int push_upload_write(push_upload_t *u, const void *data, size_t len, si_error_t
 /* Checks size and checksum, makes the cache file durable and marks the file
  * RECEIVED: from then on it is acknowledged. Frees u either way. */
 int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err);
+/* How a submitted upload ended: rc 0 (durable and RECEIVED: acknowledge
+ * it), or -1 with errnum and why (nothing of it kept). Runs on the cache's
+ * committer thread: it must not block. */
+typedef void (*push_upload_done_fn)(void *arg, int rc, int errnum,
+                                    const push_received_t *file, const char *why);
+/* As push_upload_finish, without waiting: the file goes with the next
+ * batch commit and done is called once that batch is durable or failed
+ * (possibly before this returns). -1 (err set, done not called) when it
+ * failed at once. Frees u either way. */
+int push_upload_submit(push_upload_t *u, push_upload_done_fn done, void *done_arg,
+                       si_error_t *err);
 /* Removes everything the upload recorded; frees u. */
 void push_upload_abort(push_upload_t *u);
 uint64_t push_upload_received(const push_upload_t *u);

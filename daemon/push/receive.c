@@ -22,6 +22,8 @@ struct push_upload {
     int64_t object_id;
     cache_writer_t *writer;
     push_received_t info;
+    push_upload_done_fn done;   /* push_upload_submit's */
+    void *done_arg;
 };
 
 uint64_t push_upload_received(const push_upload_t *u)
@@ -204,6 +206,15 @@ error:;
     return -1;
 }
 
+/* Everything of a failed upload removed, errno kept: -1. */
+static int upload_failed(push_upload_t *u)
+{
+    int saved = errno;
+    push_upload_abort(u);
+    errno = saved;
+    return -1;
+}
+
 int push_upload_begin(push_t *p, const push_file_t *file, push_upload_t **out,
                       si_error_t *err)
 {
@@ -236,11 +247,8 @@ int push_upload_begin(push_t *p, const push_file_t *file, push_upload_t **out,
     }
     *out = u;
     return 0;
-error:;
-    int saved = errno;
-    push_upload_abort(u);
-    errno = saved;
-    return -1;
+error:
+    return upload_failed(u);
 }
 
 int push_upload_write(push_upload_t *u, const void *data, size_t len, si_error_t *err)
@@ -286,34 +294,85 @@ static int record_received(void *arg, catalog_t *cat, int64_t object_id, si_erro
     return 0;
 }
 
-int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err)
+/* The checksum to record, and RECEIVED in the batch's transaction. */
+static int upload_prepare(push_upload_t *u, si_error_t *err)
 {
-    push_t *p = u->p;
     /* no checksum from the client: the one the cache writer computed */
     if (!u->info.checksum[0]) {
         if (cache_writer_seal(u->writer, err) < 0)
-            goto error;
+            return -1;
         snprintf(u->info.checksum, sizeof(u->info.checksum), "%s",
                  cache_writer_checksum(u->writer));
     }
+    cache_writer_on_record(u->writer, record_received, u);
+    return 0;
+}
+
+/* The file is durable and RECEIVED: logged, counted for the archiver. */
+static void upload_received(push_upload_t *u)
+{
+    si_log(u->p->log, SI_LOG_INFO, "push %s: received %s/%s, %" PRIu64 " bytes, %s",
+           u->info.uuid, u->info.bucket, u->info.object_key, u->info.size, u->info.checksum);
+    push_note_received(u->p, u->info.size);
+}
+
+int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err)
+{
+    if (upload_prepare(u, err) < 0)
+        goto error;
     cache_writer_t *w = u->writer;
     u->writer = NULL; /* freed by finish either way */
-    cache_writer_on_record(w, record_received, u);
     if (cache_writer_finish(w, 0, err) < 0)
         goto error;
     if (out)
         *out = u->info;
-    si_log(p->log, SI_LOG_INFO, "push %s: received %s/%s, %" PRIu64 " bytes, %s", u->info.uuid,
-           u->info.bucket, u->info.object_key, u->info.size, u->info.checksum);
-    uint64_t size = u->info.size;
+    upload_received(u);
     free(u);
-    push_note_received(p, size);
     return 0;
-error:;
-    int saved = errno;
+error:
+    return upload_failed(u);
+}
+
+/* The batch holding u's file ended: on the cache's committer thread. A
+ * failed file is discarded before its submitter hears, so that a retry
+ * under the same key is not refused as a duplicate. */
+static void upload_committed(void *arg, int64_t object_id, int rc, int errnum, const char *why)
+{
+    push_upload_t *u = arg;
+    (void)object_id;
+    push_upload_done_fn done = u->done;
+    void *done_arg = u->done_arg;
+    push_received_t info = u->info;
+    if (rc == 0) {
+        upload_received(u);
+        free(u);
+        done(done_arg, 0, 0, &info, NULL);
+        return;
+    }
+    char reason[sizeof(((si_error_t *)0)->text)];
+    snprintf(reason, sizeof(reason), "%s", why ? why : "the cache commit failed");
     push_upload_abort(u);
-    errno = saved;
-    return -1;
+    done(done_arg, -1, errnum, &info, reason);
+}
+
+int push_upload_submit(push_upload_t *u, push_upload_done_fn done, void *done_arg,
+                       si_error_t *err)
+{
+    u->done = done;
+    u->done_arg = done_arg;
+    if (upload_prepare(u, err) < 0)
+        goto error;
+    cache_writer_t *w = u->writer;
+    u->writer = NULL; /* the cache's from a successful submit on, u upload_committed's */
+    if (cache_writer_submit(w, 0, upload_committed, u, err) < 0) {
+        int saved = errno;
+        cache_writer_abort(w);
+        errno = saved;
+        goto error;
+    }
+    return 0;
+error:
+    return upload_failed(u);
 }
 
 void push_upload_abort(push_upload_t *u)

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,8 @@
 #define CHECKSUM_HEADER "X-Stagein-Checksum"
 #define MTIME_HEADER "X-Stagein-Mtime"
 
+/* One upload's state: the connection's, and from submit on also the
+ * commit callback's (refs), since either may end first. */
 typedef struct {
     push_t *p;
     push_upload_t *upload;
@@ -25,7 +28,26 @@ typedef struct {
     bool failed;
     int failed_errno;
     si_error_t err;
+    pthread_mutex_t mu;         /* guards what follows */
+    unsigned refs;
+    http_request_t *req;        /* NULL once the connection is gone */
+    bool suspended, committed;
+    int commit_rc, commit_errno;
+    push_received_t file;
+    si_error_t commit_err;
 } upload_state_t;
+
+static void upload_state_unref(upload_state_t *st)
+{
+    pthread_mutex_lock(&st->mu);
+    bool last = --st->refs == 0;
+    pthread_mutex_unlock(&st->mu);
+    if (!last)
+        return;
+    push_upload_abort(st->upload);
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+}
 
 static unsigned status_for_errno(int errnum)
 {
@@ -127,9 +149,11 @@ static int on_push_begin(http_request_t *req, void *arg, void **state)
     }
     st->p = p;
     st->size = f.size;
+    st->refs = 1;
+    pthread_mutex_init(&st->mu, NULL);
     if (push_upload_begin(p, &f, &st->upload, &err) < 0) {
         respond_errno(req, errno, &err);
-        free(st);
+        upload_state_unref(st);
         return -1;
     }
     *state = st;
@@ -153,9 +177,55 @@ static void on_push_data(http_request_t *req, void *state, const char *data, siz
     }
 }
 
+/* The 202 once the file is durable, or why it is not. */
+static void answer_committed(http_request_t *req, upload_state_t *st)
+{
+    if (st->commit_rc < 0) {
+        respond_errno(req, st->commit_errno, &st->commit_err);
+        return;
+    }
+    const push_received_t *r = &st->file;
+    char location[80];
+    snprintf(location, sizeof(location), "/api/v1/push/%s", r->uuid);
+    http_add_header(req, "Location", location);
+    const char *dataset = http_request_query(req, "dataset");
+    http_respond_json(req, 202, json_pack("{s:s, s:s, s:s++, s:I, s:s, s:s}", "pushId", r->uuid,
+                                          "dataset", dataset, "path", r->bucket, "/",
+                                          r->object_key, "size", (json_int_t)r->size, "checksum",
+                                          r->checksum, "state", "RECEIVED"));
+}
+
+/* On the cache's committer thread: the answer is due; the connection,
+ * if it waits, is woken to send it (on_push_end runs again). */
+static void on_committed(void *arg, int rc, int errnum, const push_received_t *file,
+                         const char *why)
+{
+    upload_state_t *st = arg;
+    pthread_mutex_lock(&st->mu);
+    st->commit_rc = rc;
+    st->commit_errno = errnum;
+    st->file = *file;
+    if (rc < 0)
+        si_errprintf(&st->commit_err, "%s", why);
+    st->committed = true;
+    if (st->suspended && st->req) {
+        st->suspended = false;
+        http_request_resume(st->req);
+    }
+    pthread_mutex_unlock(&st->mu);
+    upload_state_unref(st);
+}
+
 static void on_push_end(http_request_t *req, void *state)
 {
     upload_state_t *st = state;
+    pthread_mutex_lock(&st->mu);
+    bool committed = st->committed;
+    pthread_mutex_unlock(&st->mu);
+    if (committed) { /* resumed */
+        answer_committed(req, st);
+        return;
+    }
     if (st->failed) {
         respond_errno(req, st->failed_errno, &st->err);
         return;
@@ -168,22 +238,28 @@ static void on_push_end(http_request_t *req, void *state)
                                      " was given as %" PRIu64 " bytes", got, st->size);
         return;
     }
-    push_received_t r;
     si_error_t err;
     push_upload_t *u = st->upload;
-    st->upload = NULL; /* finish frees it either way */
-    if (push_upload_finish(u, &r, &err) < 0) {
+    st->upload = NULL; /* submit frees it either way */
+    /* the lock keeps the callback from resuming before the suspend */
+    pthread_mutex_lock(&st->mu);
+    st->req = req;
+    st->refs++;
+    if (push_upload_submit(u, on_committed, st, &err) < 0) {
+        st->refs--;
+        pthread_mutex_unlock(&st->mu);
         respond_errno(req, errno, &err);
         return;
     }
-    char location[80];
-    snprintf(location, sizeof(location), "/api/v1/push/%s", r.uuid);
-    http_add_header(req, "Location", location);
-    const char *dataset = http_request_query(req, "dataset");
-    http_respond_json(req, 202, json_pack("{s:s, s:s, s:s++, s:I, s:s, s:s}", "pushId", r.uuid,
-                                          "dataset", dataset, "path", r.bucket, "/",
-                                          r.object_key, "size", (json_int_t)r.size, "checksum",
-                                          r.checksum, "state", "RECEIVED"));
+    if (st->committed) {
+        pthread_mutex_unlock(&st->mu);
+        answer_committed(req, st);
+        return;
+    }
+    /* no thread waits for the batch: many uploads share one */
+    st->suspended = true;
+    http_request_suspend(req);
+    pthread_mutex_unlock(&st->mu);
 }
 
 static void on_push_cleanup(void *state, bool completed)
@@ -192,9 +268,14 @@ static void on_push_cleanup(void *state, bool completed)
     upload_state_t *st = state;
     if (!st)
         return;
-    /* the client went away before the end of the body: nothing is kept */
+    pthread_mutex_lock(&st->mu);
+    st->req = NULL;
+    pthread_mutex_unlock(&st->mu);
+    /* the client went away before the end of the body: nothing is kept
+     * (an upload already submitted is the commit's to end) */
     push_upload_abort(st->upload);
-    free(st);
+    st->upload = NULL;
+    upload_state_unref(st);
 }
 
 static json_t *status_json(const push_status_t *st)

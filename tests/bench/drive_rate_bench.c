@@ -40,7 +40,7 @@
 
 #define PROG "drive_rate"
 #define DRIVE_RATE 400e6   /* tape.rate of the lto9 profile, bytes/s */
-#define PUSH_PARALLEL 8    /* uploads in flight at once */
+#define PUSH_PARALLEL 32   /* uploads in flight at once: enough to fill a batch */
 #define REF_CAP (512ull << 20)
 #define CHUNK (4u << 20)
 

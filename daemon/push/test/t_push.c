@@ -63,6 +63,21 @@ static void sha256_of(const void *data, size_t n, char out[SI_CHECKSUM_TEXT_MAX]
     si_checksum_free(c);
 }
 
+typedef struct {
+    int rc;
+    push_received_t file;
+} submitted_t;
+
+static void on_submitted(void *arg, int rc, int errnum, const push_received_t *file,
+                         const char *why)
+{
+    submitted_t *s = arg;
+    (void)errnum;
+    (void)why;
+    s->file = *file;
+    s->rc = rc;
+}
+
 /* One whole upload in pieces; returns finish's result. */
 static int push_bytes(push_t *p, push_file_t f, const unsigned char *data, size_t n,
                       push_received_t *r, si_error_t *err)
@@ -312,6 +327,29 @@ static void run(void)
            st->files_durable == 1 && st->files_failed == 1,
        "its push: one DURABLE, one FAILED, so FAILED");
     push_status_free(st);
+
+    /* ---- submit: the answer from the commit, no thread waiting ---- */
+    push_file_t sub = c;
+    sub.dataset = "ckpt-5";
+    sub.key = "async.bin";
+    sub.checksum = NULL;
+    submitted_t got = {.rc = 1};
+    ok(push_upload_begin(p, &sub, &u, &err) == 0 && push_upload_write(u, small, SMALL, &err) == 0 &&
+           push_upload_submit(u, on_submitted, &got, &err) == 0,
+       "an upload submitted");
+    cache_commit_drain(cache);
+    ok(got.rc == 0 && strncmp(got.file.checksum, "sha256:", 7) == 0,
+       "its callback says durable, with the checksum computed (rc %d)", got.rc);
+    is_int(count(cat, "SELECT count(*) FROM push_items i JOIN objects o ON o.id = i.object_id"
+                      " WHERE o.key = 'ckpt-5/async.bin' AND i.state = 'RECEIVED'"),
+           1, "... and it is RECEIVED in the catalog");
+    sub.key = "short.bin";
+    got.rc = 1;
+    ok(push_upload_begin(p, &sub, &u, &err) == 0 && push_upload_write(u, small, 10, &err) == 0 &&
+           push_upload_submit(u, on_submitted, &got, &err) < 0 && got.rc == 1,
+       "a short upload refused at submit, no callback: %s", err.text);
+    is_int(count(cat, "SELECT count(*) FROM objects WHERE key = 'ckpt-5/short.bin'"), 0,
+           "... and nothing of it kept");
 
     push_close(p);
     archive_backend_free(backend);
