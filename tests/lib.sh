@@ -13,7 +13,13 @@ _cleanup_pids=()
 cleanup() {
     local pid
     for pid in "${_cleanup_pids[@]:-}"; do
-        [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+        [ -n "$pid" ] && kill "$pid" 2>/dev/null || continue
+        wait "$pid" 2>/dev/null
+        # not always our child (wait returns at once): the directory goes
+        # only after the process, which may still write into it as it stops
+        local i
+        for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
     done
     # STAGEIN_TEST_KEEP=1 keeps the directory (logs, state) for a post-mortem
     if [ -n "${STAGEIN_TEST_KEEP:-}" ]; then echo "# kept $TEST_DIR"; else rm -rf "$TEST_DIR"; fi

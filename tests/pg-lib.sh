@@ -54,6 +54,19 @@ pg_lib_start() {
         return 1
     fi
     echo "postgresql://stagein@/postgres?host=$dir/pg" >"$dir/pg-url"
+    pg_lib_watch "$dir" "${PG_LIB_OWNER:-$$}"
+}
+
+# A server must not outlive its test, even one killed before its own stop
+# ran: a watcher in a session of its own (so a kill of the test's process
+# group spares it) stops the server once the owner process is gone.
+pg_lib_watch() {
+    setsid sh -c '
+        while kill -0 "$1" 2>/dev/null && [ -d "$2/pg/data" ]; do sleep 1; done
+        [ -d "$2/pg/data" ] || exit 0
+        if [ "$(id -u)" = 0 ]; then set -- runuser -u nobody -- "$3/pg_ctl" -D "$2/pg/data"
+        else set -- "$3/pg_ctl" -D "$2/pg/data"; fi
+        "$@" -m fast -w stop' pg-lib-watch "$2" "$1" "$(pg_lib_bin)" </dev/null >/dev/null 2>&1 &
 }
 
 pg_lib_stop() {

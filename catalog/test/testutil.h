@@ -153,8 +153,9 @@ static inline bool test_pg_start(char *why, size_t size)
         return false;
     }
     char cmd[800];
-    snprintf(cmd, sizeof(cmd), "sh '%s/tests/pg-lib.sh' start '%s' 2>'%s/why'", src,
-             test_engine.dir, test_engine.dir);
+    /* the server is stopped when this process is gone, even when killed */
+    snprintf(cmd, sizeof(cmd), "PG_LIB_OWNER=%ld sh '%s/tests/pg-lib.sh' start '%s' 2>'%s/why'",
+             (long)getpid(), src, test_engine.dir, test_engine.dir);
     if (system(cmd) != 0) {
         char file[400];
         snprintf(file, sizeof(file), "%s/why", test_engine.dir);
