@@ -181,6 +181,7 @@ typedef struct {
     size_t failed;
     uint64_t bytes;
     json_t **answers;           /* per file, NULL when it failed */
+    char first_error[sizeof(((si_error_t *)0)->text)]; /* for the summary */
 } push_batch_t;
 
 /* Prints (or keeps, for --json) one file's answer; -1 when the answer is
@@ -213,8 +214,11 @@ static void push_indexed(push_batch_t *b, client_t *c, size_t i)
     si_error_t err;
     int rc = push_one(c, b->dataset, b->mode, &b->files->v[i], b->push_id, &r, &err);
     pthread_mutex_lock(&b->mu);
-    if (rc < 0)
+    if (rc < 0) {
         cli_fail(b->cli, "%s", err.text);
+        if (!b->first_error[0])
+            snprintf(b->first_error, sizeof(b->first_error), "%s", err.text);
+    }
     if (rc < 0 || note_answer(b, i, &r) < 0)
         b->failed++;
     pthread_mutex_unlock(&b->mu);
@@ -443,8 +447,9 @@ int cmd_push(cli_t *cli, int argc, char **argv)
         if (push_id[0])
             cli_fail(cli, "%zu of %zu files were not pushed (push %s)", batch.failed, files.n,
                      push_id);
-        else
-            cli_fail(cli, "no file was pushed (%zu refused)", files.n);
+        else if (files.n > 1) /* one file: its own error is the last line */
+            cli_fail(cli, "no file was pushed (%zu refused; the first: %s)", files.n,
+                     batch.first_error[0] ? batch.first_error : "see above");
         goto done;
     }
     if (!co.json) {

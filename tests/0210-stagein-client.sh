@@ -232,6 +232,13 @@ else
     is "$(json "$(cat "$TEST_DIR/par.json")" 'sorted(a["path"].rsplit("/", 1)[1] for a in j)')" \
         "$(python3 -c 'print(sorted("rank%d.pt" % i for i in range(2, 10)))')" \
         "... every other file received, one push"
+    si push out/step1/rank0.pt out/step1/rank1.pt --dataset ckpt1 >/dev/null # keys rank0.pt, rank1.pt
+    rc=0; err=$(si push out/step1/rank0.pt out/step1/rank1.pt --dataset ckpt1 2>&1) || rc=$?
+    is "$rc:$(tail -n 1 <<<"$err" | grep -c '^stagein: no file was pushed (2 refused; the first: .*rank0.pt: .*exists already')" \
+        "1:1" "every file refused: the last line counts them and names the first cause"
+    rc=0; err=$(si push out/step1/rank0.pt --dataset ckpt1 2>&1) || rc=$?
+    is "$rc:$(wc -l <<<"$err"):$(grep -c 'rank0.pt: .*exists already' <<<"$err")" "1:1:1" \
+        "one file refused: its own error is the only line"
     run_fails_with "--parallel 0 is refused" "--parallel '0' is not a number of files from 1 to 64" -- \
         si push out --dataset ckpt1 --parallel 0
 fi

@@ -25,8 +25,7 @@ use_state() {
 # a catalog group, e.g. a PostgreSQL catalog.url)
 write_conf() {
     cat > "$STAGEIN_CONF" <<CONF
-state_dir = "$STATE";
-${CATALOG_CONF:-}
+state_dir = "$STATE"; ${CATALOG_CONF:-}
 stageind: { munge_socket = "$M/sock"; log_level = "info"; ${STAGEIND_CONF_EXTRA:-} };
 $1
 CONF
