@@ -25,6 +25,8 @@ enum {
 
 /* The schema version that records the catalog's site. */
 #define CATALOG_SITE_VERSION 1007
+/* The version that added instances and leases (catalog/instances.h). */
+#define CATALOG_INSTANCES_VERSION 1008
 
 typedef struct {
     const char *target;        /* a SQLite path or a postgresql:// URL (no password in it) */

@@ -350,6 +350,27 @@ static const char schema_1007[] =
     "  name TEXT NOT NULL PRIMARY KEY"
     ");";
 
+/* Version 1.8: several stageind instances on one catalog. Each instance
+ * registers by name and beats (heartbeat, wall-clock seconds); a lease is
+ * (kind, name) held by one instance until expires, renewed with its
+ * heartbeat (catalog/instances.c). */
+static const char schema_1008[] =
+    "CREATE TABLE instances ("
+    "  name TEXT NOT NULL PRIMARY KEY,"
+    "  host TEXT NOT NULL,"
+    "  pid INTEGER NOT NULL,"
+    "  started REAL NOT NULL,"
+    "  heartbeat REAL NOT NULL"
+    ");"
+    "CREATE TABLE leases ("
+    "  kind TEXT NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  instance TEXT NOT NULL,"
+    "  expires REAL NOT NULL,"
+    "  PRIMARY KEY (kind, name)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX leases_by_instance ON leases(instance);";
+
 static const catalog_schema_step_t steps[] = {
     {1000, schema_1000, schema_1000_sqlite, schema_1000_postgres},
     {1001, schema_1001, NULL, NULL},
@@ -359,6 +380,7 @@ static const catalog_schema_step_t steps[] = {
     {1005, schema_1005, NULL, NULL},
     {1006, schema_1006, NULL, NULL},
     {CATALOG_SITE_VERSION, schema_1007, NULL, NULL},
+    {CATALOG_INSTANCES_VERSION, schema_1008, NULL, NULL},
 };
 
 const catalog_schema_step_t *catalog_schema_steps(size_t *count)

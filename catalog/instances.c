@@ -1,0 +1,377 @@
+/* The instance registry and leases; see instances.h. */
+#include "config.h"
+#include "catalog/instances.h"
+#include "catalog/internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char SQL_INSTANCE_INSERT[] =
+    "INSERT INTO instances(name, host, pid, started, heartbeat) VALUES (?1, ?2, ?3, ?4, ?4)"
+    " ON CONFLICT(name) DO NOTHING";
+static const char SQL_INSTANCE_FIND_SQLITE[] =
+    "SELECT host, pid, heartbeat FROM instances WHERE name = ?1";
+static const char SQL_INSTANCE_FIND_PG[] =
+    "SELECT host, pid, heartbeat FROM instances WHERE name = ?1 FOR UPDATE";
+static const char SQL_INSTANCE_TAKE[] =
+    "UPDATE instances SET host = ?2, pid = ?3, started = ?4, heartbeat = ?4 WHERE name = ?1";
+static const char SQL_INSTANCE_BEAT[] =
+    "UPDATE instances SET heartbeat = ?4 WHERE name = ?1 AND host = ?2 AND pid = ?3";
+static const char SQL_INSTANCE_DELETE[] = "DELETE FROM instances WHERE name = ?1";
+static const char SQL_INSTANCE_LIST[] =
+    "SELECT name, host, pid, started, heartbeat FROM instances"
+    " WHERE ?1 = 0 OR heartbeat < ?2 ORDER BY name";
+
+/* One statement: a new lease, or the take-over of an expired one, or the
+ * extension of the instance's own; a lease another instance holds is left
+ * (no row changed). */
+static const char SQL_LEASE_CLAIM[] =
+    "INSERT INTO leases(kind, name, instance, expires) VALUES (?1, ?2, ?3, ?4)"
+    " ON CONFLICT(kind, name) DO UPDATE SET instance = excluded.instance,"
+    " expires = excluded.expires"
+    " WHERE leases.instance = excluded.instance OR leases.expires < ?5";
+static const char SQL_LEASE_HOLDER[] =
+    "SELECT instance FROM leases WHERE kind = ?1 AND name = ?2 AND expires >= ?3";
+static const char SQL_LEASE_RELEASE[] =
+    "DELETE FROM leases WHERE kind = ?1 AND name = ?2 AND instance = ?3";
+/* Only leases not yet expired: one that lapsed may have been taken. */
+static const char SQL_LEASE_RENEW_ALL[] =
+    "UPDATE leases SET expires = ?3 WHERE instance = ?1 AND expires >= ?2";
+static const char SQL_LEASE_RELEASE_ALL[] = "DELETE FROM leases WHERE instance = ?1";
+static const char SQL_LEASE_EACH[] =
+    "SELECT name, instance FROM leases WHERE kind = ?1 AND expires >= ?2 AND instance <> ?3";
+
+static const char SQL_REQUEUE_ORPHANS[] =
+    "UPDATE request_items SET state = 'SUBMITTED', bytes_done = 0, started = NULL"
+    " WHERE state = 'STARTED' AND request_id IN"
+    "  (SELECT id FROM requests WHERE state IN ('SUBMITTED', 'STARTED'))"
+    " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.kind = 'object'"
+    "  AND l.name = CAST(request_items.object_id AS TEXT) AND l.expires >= ?1)";
+
+static db_stmt_t *stmt(catalog_t *cat, const char *sql, si_error_t *err)
+{
+    db_stmt_t *s = db_cached(catalog_driver(cat), sql, err);
+    if (!s)
+        si_errprefix(err, "catalog");
+    return s;
+}
+
+static int fail(catalog_t *cat, si_error_t *err, const char *what)
+{
+    return db_error(catalog_driver(cat), err, what);
+}
+
+int instance_name_check(const char *name, si_error_t *err)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > INSTANCE_NAME_MAX)
+        return si_errnoprintf(err, EINVAL, "stageind.instance '%s': 1 to %d characters",
+                              name ? name : "", INSTANCE_NAME_MAX);
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return si_errnoprintf(err, EINVAL, "stageind.instance '%s': character %zu ('%c') "
+                                  "is not a letter, digit, '.', '_' or '-'", name, i + 1, c);
+    }
+    return 0;
+}
+
+/* The caller reads errno (EEXIST, ESTALE) after a failure. */
+static void rollback_keep_errno(db_t *db)
+{
+    int saved = errno;
+    db_rollback(db);
+    errno = saved;
+}
+
+static bool pid_gone(long pid)
+{
+    return pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno == ESRCH);
+}
+
+int instance_register(catalog_t *cat, const char *name, const char *host, long pid, double now,
+                      double lease_s, si_error_t *err)
+{
+    db_t *db = catalog_driver(cat);
+    if (instance_name_check(name, err) < 0)
+        return -1;
+    if (db_begin(db, err) < 0)
+        return -1;
+    db_stmt_t *s = stmt(cat, SQL_INSTANCE_INSERT, err);
+    if (!s)
+        goto error;
+    db_bind_text(s, 1, name, -1);
+    db_bind_text(s, 2, host, -1);
+    db_bind_int64(s, 3, pid);
+    db_bind_double(s, 4, now);
+    if (db_step(s) != DB_DONE) {
+        fail(cat, err, "registering the instance");
+        goto error;
+    }
+    if (db_changes(db) == 0) {
+        /* the name is known: take it over unless another live process has it */
+        if (!(s = stmt(cat, db_sql(db, SQL_INSTANCE_FIND_SQLITE, SQL_INSTANCE_FIND_PG), err)))
+            goto error;
+        db_bind_text(s, 1, name, -1);
+        if (db_step(s) != DB_ROW) {
+            fail(cat, err, "reading the instance");
+            goto error;
+        }
+        char other_host[256];
+        snprintf(other_host, sizeof(other_host), "%s", db_column_text(s, 0) ? db_column_text(s, 0) : "");
+        long other_pid = (long)db_column_int64(s, 1);
+        double beat = db_column_double(s, 2);
+        db_reset(s);
+        bool same_host = strcmp(other_host, host) == 0;
+        bool live = beat >= now - lease_s && !(same_host && (other_pid == pid || pid_gone(other_pid)));
+        if (live) {
+            si_errnoprintf(err, EEXIST, "stageind.instance '%s' is in use by pid %ld on %s "
+                           "(heartbeat %.1f s ago): give each instance its own name, or wait "
+                           "%.0f s (the lease time) after it stopped", name, other_pid, other_host,
+                           now - beat, lease_s);
+            goto error;
+        }
+        if (!(s = stmt(cat, SQL_INSTANCE_TAKE, err)))
+            goto error;
+        db_bind_text(s, 1, name, -1);
+        db_bind_text(s, 2, host, -1);
+        db_bind_int64(s, 3, pid);
+        db_bind_double(s, 4, now);
+        if (db_step(s) != DB_DONE) {
+            fail(cat, err, "taking the instance's name");
+            goto error;
+        }
+    }
+    if (lease_release_all(cat, name, err) < 0)
+        goto error;
+    char detail[400];
+    snprintf(detail, sizeof(detail), "pid %ld on %s", pid, host);
+    if (catalog_event(cat, "instance.started", name, detail) < 0) {
+        fail(cat, err, "logging the instance's start");
+        goto error;
+    }
+    return db_commit(db, err);
+error:
+    rollback_keep_errno(db);
+    return -1;
+}
+
+int instance_heartbeat(catalog_t *cat, const char *name, const char *host, long pid, double now,
+                       double lease_s, si_error_t *err)
+{
+    db_t *db = catalog_driver(cat);
+    if (db_begin(db, err) < 0)
+        return -1;
+    db_stmt_t *s = stmt(cat, SQL_INSTANCE_BEAT, err);
+    if (!s)
+        goto error;
+    db_bind_text(s, 1, name, -1);
+    db_bind_text(s, 2, host, -1);
+    db_bind_int64(s, 3, pid);
+    db_bind_double(s, 4, now);
+    if (db_step(s) != DB_DONE) {
+        fail(cat, err, "the instance's heartbeat");
+        goto error;
+    }
+    if (db_changes(db) != 1) {
+        si_errnoprintf(err, ESTALE, "stageind.instance '%s' is no longer this process's "
+                       "(another took the name, or its row was removed)", name);
+        goto error;
+    }
+    if (lease_renew_all(cat, name, now, lease_s, err) < 0)
+        goto error;
+    return db_commit(db, err);
+error:
+    rollback_keep_errno(db);
+    return -1;
+}
+
+int instance_unregister(catalog_t *cat, const char *name, si_error_t *err)
+{
+    db_t *db = catalog_driver(cat);
+    if (db_begin(db, err) < 0)
+        return -1;
+    db_stmt_t *s = stmt(cat, SQL_INSTANCE_DELETE, err);
+    if (!s)
+        goto error;
+    db_bind_text(s, 1, name, -1);
+    if (db_step(s) != DB_DONE) {
+        fail(cat, err, "removing the instance");
+        goto error;
+    }
+    if (lease_release_all(cat, name, err) < 0 ||
+        catalog_event(cat, "instance.stopped", name, NULL) < 0)
+        goto error;
+    return db_commit(db, err);
+error:
+    rollback_keep_errno(db);
+    return -1;
+}
+
+int instance_list(catalog_t *cat, double now, double lease_s, bool dead_only,
+                  instance_info_t **out, size_t *count, si_error_t *err)
+{
+    *out = NULL;
+    *count = 0;
+    db_stmt_t *s = stmt(cat, SQL_INSTANCE_LIST, err);
+    if (!s)
+        return -1;
+    db_bind_int(s, 1, dead_only);
+    db_bind_double(s, 2, now - lease_s);
+    size_t cap = 0;
+    int rc;
+    while ((rc = db_step(s)) == DB_ROW) {
+        if (*count == cap) {
+            cap = cap ? 2 * cap : 8;
+            instance_info_t *v = realloc(*out, cap * sizeof(*v));
+            if (!v) {
+                db_reset(s);
+                free(*out);
+                *out = NULL;
+                return si_errprintf(err, "out of memory");
+            }
+            *out = v;
+        }
+        instance_info_t *i = &(*out)[(*count)++];
+        memset(i, 0, sizeof(*i));
+        snprintf(i->name, sizeof(i->name), "%s", db_column_text(s, 0));
+        snprintf(i->host, sizeof(i->host), "%s", db_column_text(s, 1) ? db_column_text(s, 1) : "");
+        i->pid = (long)db_column_int64(s, 2);
+        i->started = db_column_double(s, 3);
+        i->heartbeat = db_column_double(s, 4);
+    }
+    db_reset(s);
+    if (rc != DB_DONE) {
+        free(*out);
+        *out = NULL;
+        *count = 0;
+        return fail(cat, err, "listing the instances");
+    }
+    return 0;
+}
+
+static int lease_check(const char *kind, const char *name, si_error_t *err)
+{
+    if (!kind || !*kind || strlen(kind) > LEASE_KIND_MAX || !name || !*name ||
+        strlen(name) > LEASE_NAME_MAX)
+        return si_errnoprintf(err, EINVAL, "lease '%s' '%s': kind 1 to %d, name 1 to %d "
+                              "characters", kind ? kind : "", name ? name : "", LEASE_KIND_MAX,
+                              LEASE_NAME_MAX);
+    return 0;
+}
+
+int lease_claim(catalog_t *cat, const char *kind, const char *name, const char *instance,
+                double now, double lease_s, si_error_t *err)
+{
+    if (lease_check(kind, name, err) < 0)
+        return -1;
+    db_stmt_t *s = stmt(cat, SQL_LEASE_CLAIM, err);
+    if (!s)
+        return -1;
+    db_bind_text(s, 1, kind, -1);
+    db_bind_text(s, 2, name, -1);
+    db_bind_text(s, 3, instance, -1);
+    db_bind_double(s, 4, now + lease_s);
+    db_bind_double(s, 5, now);
+    if (db_step(s) != DB_DONE)
+        return fail(cat, err, "claiming a lease");
+    return db_changes(catalog_driver(cat)) > 0 ? 1 : 0;
+}
+
+int lease_holder(catalog_t *cat, const char *kind, const char *name, double now, char *holder,
+                 size_t size, si_error_t *err)
+{
+    db_stmt_t *s = stmt(cat, SQL_LEASE_HOLDER, err);
+    if (!s)
+        return -1;
+    db_bind_text(s, 1, kind, -1);
+    db_bind_text(s, 2, name, -1);
+    db_bind_double(s, 3, now);
+    int rc = db_step(s);
+    if (rc == DB_ROW && holder)
+        snprintf(holder, size, "%s", db_column_text(s, 0));
+    db_reset(s);
+    if (rc == DB_ERROR)
+        return fail(cat, err, "reading a lease");
+    return rc == DB_ROW;
+}
+
+int lease_release(catalog_t *cat, const char *kind, const char *name, const char *instance,
+                  si_error_t *err)
+{
+    db_stmt_t *s = stmt(cat, SQL_LEASE_RELEASE, err);
+    if (!s)
+        return -1;
+    db_bind_text(s, 1, kind, -1);
+    db_bind_text(s, 2, name, -1);
+    db_bind_text(s, 3, instance, -1);
+    if (db_step(s) != DB_DONE)
+        return fail(cat, err, "releasing a lease");
+    return db_changes(catalog_driver(cat)) > 0;
+}
+
+int64_t lease_renew_all(catalog_t *cat, const char *instance, double now, double lease_s,
+                        si_error_t *err)
+{
+    db_stmt_t *s = stmt(cat, SQL_LEASE_RENEW_ALL, err);
+    if (!s)
+        return -1;
+    db_bind_text(s, 1, instance, -1);
+    db_bind_double(s, 2, now);
+    db_bind_double(s, 3, now + lease_s);
+    if (db_step(s) != DB_DONE)
+        return fail(cat, err, "renewing the instance's leases");
+    return db_changes(catalog_driver(cat));
+}
+
+int64_t lease_release_all(catalog_t *cat, const char *instance, si_error_t *err)
+{
+    db_stmt_t *s = stmt(cat, SQL_LEASE_RELEASE_ALL, err);
+    if (!s)
+        return -1;
+    db_bind_text(s, 1, instance, -1);
+    if (db_step(s) != DB_DONE)
+        return fail(cat, err, "dropping the instance's leases");
+    return db_changes(catalog_driver(cat));
+}
+
+int lease_each_held(catalog_t *cat, const char *kind, const char *instance, double now,
+                    int (*fn)(const char *name, const char *holder, void *arg), void *arg,
+                    si_error_t *err)
+{
+    db_stmt_t *s = stmt(cat, SQL_LEASE_EACH, err);
+    if (!s)
+        return -1;
+    db_bind_text(s, 1, kind, -1);
+    db_bind_double(s, 2, now);
+    db_bind_text(s, 3, instance ? instance : "", -1);
+    int rc;
+    while ((rc = db_step(s)) == DB_ROW)
+        if (fn(db_column_text(s, 0), db_column_text(s, 1), arg) != 0)
+            break;
+    db_reset(s);
+    if (rc == DB_ERROR)
+        return fail(cat, err, "listing leases");
+    return 0;
+}
+
+int64_t instance_requeue_orphans(catalog_t *cat, double now, si_error_t *err)
+{
+    db_stmt_t *s = stmt(cat, SQL_REQUEUE_ORPHANS, err);
+    if (!s)
+        return -1;
+    db_bind_double(s, 1, now);
+    if (db_step(s) != DB_DONE)
+        return fail(cat, err, "re-queueing items no live instance recalls");
+    int64_t n = db_changes(catalog_driver(cat));
+    if (n > 0) {
+        char detail[64];
+        snprintf(detail, sizeof(detail), "%lld items queued again", (long long)n);
+        catalog_event(cat, "requests.orphans_requeued", NULL, detail);
+    }
+    return n;
+}
