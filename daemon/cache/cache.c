@@ -82,6 +82,9 @@ static int check_conf(const cache_conf_t *conf, si_error_t *err)
 {
     if (!conf->dir[0])
         return si_errnoprintf(err, EINVAL, "cache: no directory configured");
+    if (conf->instance[0] && (strchr(conf->instance, '/') || conf->instance[0] == '.'))
+        return si_errnoprintf(err, EINVAL, "cache: instance name '%s' cannot name a directory",
+                              conf->instance);
     if (!(conf->low_watermark >= 0 && conf->low_watermark < conf->high_watermark &&
           conf->high_watermark <= 1.0))
         return si_errnoprintf(err, EINVAL,
@@ -107,7 +110,7 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
         c->conf.clock = wall_clock;
     c->cat = cat;
     c->db = catalog_driver(cat);
-    c->dir_fd = c->objects_fd = c->tmp_fd = c->lock_fd = -1;
+    c->dir_fd = c->objects_fd = c->tmp_fd = c->tmp_root_fd = c->lock_fd = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -131,13 +134,31 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
         si_errnoprintf(err, errno, "cache: cannot open %s/lock: %s", conf->dir, strerror(errno));
         goto error;
     }
-    if (flock(c->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-        si_errnoprintf(err, EBUSY, "cache: %s is in use by another process (%s/lock is locked)",
-                   conf->dir, conf->dir);
+    /* alone: exclusive; instances of a site: shared, so that a process
+     * without an instance name cannot join them (nor they it) */
+    if (flock(c->lock_fd, (cache_shared(c) ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
+        si_errnoprintf(err, EBUSY, cache_shared(c)
+                           ? "cache: %s is in use by a stageind without an instance name"
+                             " (%s/lock is locked)"
+                           : "cache: %s is in use by another process (%s/lock is locked)",
+                       conf->dir, conf->dir);
         goto error;
     }
-    if ((c->objects_fd = subdir(c, "objects", err)) < 0 || (c->tmp_fd = subdir(c, "tmp", err)) < 0)
+    if ((c->objects_fd = subdir(c, "objects", err)) < 0 ||
+        (c->tmp_root_fd = subdir(c, "tmp", err)) < 0)
         goto error;
+    if (!cache_shared(c)) {
+        c->tmp_fd = dup(c->tmp_root_fd);
+    } else {
+        char own[80];
+        snprintf(own, sizeof(own), "tmp/%s", conf->instance);
+        c->tmp_fd = subdir(c, own, err);
+    }
+    if (c->tmp_fd < 0) {
+        if (!cache_shared(c))
+            si_errnoprintf(err, errno, "cache: dup: %s", strerror(errno));
+        goto error;
+    }
     struct stat so, st;
     if (fstat(c->objects_fd, &so) < 0 || fstat(c->tmp_fd, &st) < 0 || so.st_dev != st.st_dev) {
         si_errnoprintf(err, EXDEV, "cache: %s/objects and %s/tmp must be on one file system"
@@ -184,7 +205,7 @@ void cache_close(cache_t *c)
         cache_flush_access(c, NULL);
     for (int i = 0; i < SQL_COUNT; i++)
         db_finalize(c->stmt[i]);
-    int fds[] = {c->tmp_fd, c->objects_fd, c->lock_fd, c->dir_fd};
+    int fds[] = {c->tmp_fd, c->tmp_root_fd, c->objects_fd, c->lock_fd, c->dir_fd};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (fds[i] >= 0)
             close(fds[i]); /* closing lock_fd releases the flock */

@@ -8,7 +8,19 @@
  * so no key can name a path outside it):
  *   objects/<b2>/<b1>/<id as 16 hex digits>   b2, b1: bits 16-23 and 8-15
  *   tmp/<id>.<pid>.<n>                        objects being written
- *   lock                                      flock: one process per cache
+ *   tmp/<instance>/<id>.<pid>.<n>             ... by one of several instances
+ *   lock                                      flock: one process per cache, or
+ *                                             (shared) the instances of a site
+ *
+ * Several instances (cache_conf_t.instance set) share one directory on a
+ * file system they all see: pins, residency and eviction are the catalog's
+ * rows (an object pinned through one instance is never evicted by another),
+ * the usage is re-read from the catalog before space decisions, each writes
+ * its temp files under its own tmp/<instance>/, and start-up recovery removes
+ * only its own temp files and those of instances the catalog's registry
+ * (catalog/instances.h) calls dead; an object file without its row is left
+ * alone while it is young and another instance lives (it may be in the
+ * window between its rename and its batch's commit).
  *
  * Errors return -1 with the reason in err and errno saying what kind:
  * EINVAL bad input, ENOENT not cached (or unknown request), EEXIST already
@@ -72,6 +84,11 @@ typedef struct {
     double commit_delay;          /* seconds */
     cache_clock_fn clock;         /* NULL: wall clock (tests pass their own) */
     void *clock_arg;
+    /* the instance's name when several share the directory ("": this
+     * process alone), and the lease time after which the registry calls a
+     * silent instance dead */
+    char instance[65];
+    double lease_s;
 } cache_conf_t;
 
 /* Defaults: dir <state_dir>/cache, capacity 0, watermarks 0.90/0.80,

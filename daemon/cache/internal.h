@@ -86,6 +86,8 @@ struct cache {
     db_stmt_t *stmt[SQL_COUNT];
 
     int dir_fd, objects_fd, tmp_fd, lock_fd;
+    int tmp_root_fd;              /* tmp/ (tmp_fd is tmp/<instance>/ when shared) */
+    double totals_loaded;         /* monotonic seconds of the last cache_load_totals */
     uint64_t capacity, high_bytes, low_bytes;
 
     /* accounting, under lock */
@@ -143,6 +145,14 @@ int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_blo
 void cache_changed_locked(cache_t *c);
 /* Re-reads objects and used bytes from the catalog; lock held. */
 int cache_load_totals(cache_t *c, si_error_t *err);
+/* Several instances share the directory (conf.instance set). */
+bool cache_shared(const cache_t *c);
+/* Shared: re-reads the totals when the last read is older than max_age
+ * seconds (other instances' writes and evictions); lock held. */
+int cache_refresh_totals(cache_t *c, double max_age, si_error_t *err);
+/* Shared: the names of the live instances other than this one, from the
+ * catalog's registry (*names malloc'd, one block; free(*names)). */
+int cache_live_others(cache_t *c, char (**names)[65], size_t *n, si_error_t *err);
 int cache_flush_access_locked(cache_t *c, si_error_t *err);
 
 /* Opens objects/<d0>/<d1>, made (and its parent fsync'd) when new. */

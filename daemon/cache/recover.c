@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/checksum.h"
+#include "common/clock.h"
 #include "common/text.h"
 
 #define TREE_DEPTH_MAX 16
@@ -121,13 +122,28 @@ static bool is_hex_name(const char *name, size_t len)
     return strlen(name) == len && si_is_lower_hex(name, len);
 }
 
+/* An object file without its row younger than this (ctime: its rename) is
+ * left alone while another instance lives: its batch may be committing. */
+#define SHARED_RENAME_GRACE 120.0
+
 typedef struct {
     cache_t *c;
     cache_recovery_t *report;
     si_error_t *err;
     const char *d0; /* while walking objects/<d0>/<d1> */
     const char *d1;
+    char (*live)[65]; /* shared: the other instances alive now */
+    size_t nlive;
+    double now;       /* wall clock, for the grace above */
 } walk_t;
+
+static bool is_live_other(const walk_t *w, const char *name)
+{
+    for (size_t i = 0; i < w->nlive; i++)
+        if (strcmp(w->live[i], name) == 0)
+            return true;
+    return false;
+}
 
 static int temp_entry(int dir_fd, const char *name, void *arg)
 {
@@ -137,6 +153,21 @@ static int temp_entry(int dir_fd, const char *name, void *arg)
         return si_errnoprintf(w->err, errno, "cache: cannot remove %s/tmp/%s: %s", w->c->conf.dir,
                           name, strerror(errno));
     return 0;
+}
+
+/* tmp/ of a shared directory: this instance's own folder was emptied
+ * already; a live instance's folder is its writes in progress; anything
+ * else (a dead or gone instance's folder, a file from a time alone) goes. */
+static int shared_temp_entry(int dir_fd, const char *name, void *arg)
+{
+    walk_t *w = arg;
+    struct stat st;
+    if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return 0;
+    if (S_ISDIR(st.st_mode) &&
+        (strcmp(name, w->c->conf.instance) == 0 || is_live_other(w, name)))
+        return 0;
+    return temp_entry(dir_fd, name, arg);
 }
 
 static int stray(walk_t *w, int dir_fd, const char *name)
@@ -173,6 +204,8 @@ static int file_entry(int dir_fd, const char *name, void *arg)
         return 0;
     if (step != DB_DONE)
         return cache_db_error(c, w->err, "looking up a cached object");
+    if (w->nlive && (double)st.st_ctime > w->now - SHARED_RENAME_GRACE)
+        return 0; /* perhaps another instance's batch, between rename and commit */
     if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
         return si_errnoprintf(w->err, errno, "cache: cannot remove objects/%s/%s/%s: %s", w->d0,
                           w->d1, name, strerror(errno));
@@ -387,8 +420,13 @@ static int verify(cache_t *c, rows_t *rows, cache_recovery_t *r, si_error_t *err
         size_t alen = (size_t)(strchr(expected, ':') - expected);
         memcpy(algorithm, expected, alen);
         algorithm[alen] = '\0';
-        if ((rc = hash_file(c, row->object_id, algorithm, actual, buf, err)) < 0)
+        if ((rc = hash_file(c, row->object_id, algorithm, actual, buf, err)) < 0) {
+            if (cache_shared(c) && errno == ENOENT) {
+                rc = 0; /* evicted by another instance meanwhile */
+                continue;
+            }
             break;
+        }
         if (strcmp(actual, expected) == 0) {
             r->verified++;
             if (!row->verified) {
@@ -418,7 +456,7 @@ int cache_recover(cache_t *c, cache_recovery_t *report, si_error_t *err)
     cache_recovery_t r;
     memset(&r, 0, sizeof(r));
     rows_t rows = {0};
-    walk_t w = {c, &r, err, NULL, NULL};
+    walk_t w = {.c = c, .report = &r, .err = err};
     if (err)
         err->text[0] = '\0'; /* so a failure without text is told apart below */
     pthread_mutex_lock(&c->lock);
@@ -432,7 +470,11 @@ int cache_recover(cache_t *c, cache_recovery_t *report, si_error_t *err)
         return -1;
     /* the context is used by this thread alone now (see cache.h), so the
      * steps below take no lock while they read files */
-    if (each_entry(c->tmp_fd, temp_entry, &w) < 0) {
+    w.now = si_wall_now();
+    if (cache_shared(c) && cache_live_others(c, &w.live, &w.nlive, err) < 0)
+        goto error;
+    if (each_entry(c->tmp_fd, temp_entry, &w) < 0 ||
+        (cache_shared(c) && each_entry(c->tmp_root_fd, shared_temp_entry, &w) < 0)) {
         if (!err || !err->text[0] || errno == ENOMEM)
             si_errnoprintf(err, errno, "cache: cleaning %s/tmp: %s", c->conf.dir, strerror(errno));
         goto error;
@@ -457,11 +499,13 @@ int cache_recover(cache_t *c, cache_recovery_t *report, si_error_t *err)
     if (rc < 0)
         goto error;
     free(rows.rows);
+    free(w.live);
     *report = r;
     return 0;
 error:;
     int saved = errno;
     free(rows.rows);
+    free(w.live);
     free(r.dropped);
     errno = saved;
     return -1;

@@ -76,7 +76,7 @@ static int evict_locked(cache_t *c, uint64_t extra, si_error_t *err)
 {
     enum { BATCH = 64 };
     victim_t cand[BATCH], gone[BATCH];
-    if (cache_flush_access_locked(c, err) < 0)
+    if (cache_flush_access_locked(c, err) < 0 || cache_refresh_totals(c, 0, err) < 0)
         return -1;
     while (c->used + extra > c->low_bytes) {
         size_t n = 0, ngone = 0;
@@ -111,8 +111,9 @@ static int evict_locked(cache_t *c, uint64_t extra, si_error_t *err)
             return -1;
         for (size_t i = 0; i < ngone; i++) {
             cache_unlink_object(c, gone[i].object_id);
-            c->used -= gone[i].size;
-            c->objects--;
+            /* shared: the totals were read a moment ago, others move them too */
+            c->used -= gone[i].size < c->used ? gone[i].size : c->used;
+            c->objects -= c->objects > 0;
             c->counters.evicted_objects++;
             c->counters.evicted_bytes += gone[i].size;
         }
@@ -184,6 +185,10 @@ int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_blo
         return CACHE_PRESENT;
     if (step != DB_DONE)
         return cache_db_error(c, err, "looking up a cached object");
+    /* shared: what the other instances wrote or evicted counts too; read
+     * at most once a second, and again before any eviction */
+    if (cache_refresh_totals(c, 1.0, err) < 0)
+        return -1;
     if (size > c->capacity) {
         char b[2][32];
         return si_errnoprintf(err, EFBIG, "object %" PRId64 " (%s) is larger than the cache (%s)",
@@ -253,8 +258,8 @@ int cache_trim(cache_t *c, uint64_t *evicted_objects, uint64_t *evicted_bytes, s
 {
     pthread_mutex_lock(&c->lock);
     uint64_t objects = c->counters.evicted_objects, bytes = c->counters.evicted_bytes;
-    int rc = 0;
-    if (c->used + c->reserved > c->high_bytes)
+    int rc = cache_refresh_totals(c, 0, err);
+    if (rc == 0 && c->used + c->reserved > c->high_bytes)
         rc = evict_locked(c, c->reserved, err);
     if (evicted_objects)
         *evicted_objects = c->counters.evicted_objects - objects;
@@ -268,7 +273,9 @@ int cache_usage(cache_t *c, cache_usage_t *out, si_error_t *err)
 {
     pthread_mutex_lock(&c->lock);
     cache_usage_t u = c->counters;
-    int rc = pinned_totals(c, &u.pinned_objects, &u.pinned_bytes, &u.pinning_requests, err);
+    int rc = cache_refresh_totals(c, 1.0, err);
+    if (rc == 0)
+        rc = pinned_totals(c, &u.pinned_objects, &u.pinned_bytes, &u.pinning_requests, err);
     u.capacity = c->capacity;
     u.high_bytes = c->high_bytes;
     u.low_bytes = c->low_bytes;

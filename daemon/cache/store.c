@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "catalog/catalog.h"
+#include "catalog/instances.h"
+#include "common/clock.h"
 
 db_stmt_t *cache_stmt(cache_t *c, cache_sql_t id)
 {
@@ -111,6 +113,50 @@ int cache_load_totals(cache_t *c, si_error_t *err)
     c->objects = (uint64_t)db_column_int64(s, 0);
     c->used = (uint64_t)db_column_int64(s, 1);
     db_reset(s);
+    c->totals_loaded = si_mono_now();
+    return 0;
+}
+
+bool cache_shared(const cache_t *c)
+{
+    return c->conf.instance[0] != '\0';
+}
+
+int cache_refresh_totals(cache_t *c, double max_age, si_error_t *err)
+{
+    if (!cache_shared(c) || si_mono_now() - c->totals_loaded < max_age)
+        return 0;
+    return cache_load_totals(c, err);
+}
+
+int cache_live_others(cache_t *c, char (**names)[65], size_t *n, si_error_t *err)
+{
+    instance_info_t *all = NULL, *dead = NULL;
+    size_t nall = 0, ndead = 0;
+    double now = si_wall_now();
+    *names = NULL;
+    *n = 0;
+    if (instance_list(c->cat, now, c->conf.lease_s, false, &all, &nall, err) < 0 ||
+        instance_list(c->cat, now, c->conf.lease_s, true, &dead, &ndead, err) < 0) {
+        free(all);
+        return -1;
+    }
+    char (*live)[65] = calloc(nall ? nall : 1, sizeof(*live));
+    if (!live) {
+        free(all);
+        free(dead);
+        return si_errnoprintf(err, ENOMEM, "cache: out of memory");
+    }
+    for (size_t i = 0; i < nall; i++) {
+        bool is_dead = strcmp(all[i].name, c->conf.instance) == 0;
+        for (size_t j = 0; j < ndead && !is_dead; j++)
+            is_dead = strcmp(all[i].name, dead[j].name) == 0;
+        if (!is_dead)
+            snprintf(live[(*n)++], sizeof(live[0]), "%s", all[i].name);
+    }
+    free(all);
+    free(dead);
+    *names = live;
     return 0;
 }
 

@@ -28,6 +28,8 @@ enum { NO_MEMORY = -2 };
 typedef struct {
     int64_t object_id;
     int64_t dataset_id;
+    int64_t push_id;
+    char uuid[PUSH_UUID_LEN + 1];   /* the push's: its lease's name */
     char *bucket, *key, *path;
     char *headers, *storage_class; /* object_meta: kept on tape for an import */
     char checksum[SI_CHECKSUM_TEXT_MAX];
@@ -67,6 +69,15 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
         if (b->n > 0 && (b->bytes + size > p->conf.aggregate_bytes ||
                          b->n == AGGREGATE_MAX_MEMBERS))
             break; /* the aggregate is full: it is due whatever its age */
+        /* several instances: only the files of pushes this one holds */
+        int mine = push_claim(p, db_column_int64(s, 12), db_column_text(s, 11), err);
+        if (mine < 0) {
+            db_reset(s);
+            batch_free(b);
+            return -1;
+        }
+        if (!mine)
+            continue;
         if (b->n == b->cap) {
             b->cap = b->cap ? b->cap * 2 : 64;
             batch_item_t *grown = realloc(b->items, b->cap * sizeof(*grown));
@@ -80,6 +91,8 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
         memset(it, 0, sizeof(*it));
         it->object_id = db_column_int64(s, 0);
         it->dataset_id = db_column_int64(s, 1);
+        it->push_id = db_column_int64(s, 12);
+        snprintf(it->uuid, sizeof(it->uuid), "%s", db_column_text(s, 11));
         it->bucket = strdup(db_column_text(s, 2));
         it->key = strdup(db_column_text(s, 3));
         it->size = size;
@@ -123,6 +136,7 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
     if (catalog_begin(p->cat, err) < 0)
         goto error;
     s = push_stmt(p, PUSH_SQL_MARK_ARCHIVING);
+    size_t kept = 0;
     for (size_t i = 0; i < b->n; i++) {
         db_reset(s);
         db_bind_int64(s, 1, b->items[i].object_id);
@@ -131,11 +145,24 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
             push_db_error(p, err, "marking files ARCHIVING");
             goto error;
         }
+        if (db_changes(p->db) != 1) { /* no longer RECEIVED: not this aggregate's */
+            b->bytes -= b->items[i].size;
+            free(b->items[i].bucket);
+            free(b->items[i].key);
+            free(b->items[i].path);
+            free(b->items[i].headers);
+            free(b->items[i].storage_class);
+            continue;
+        }
         b->items[i].attempts++;
+        b->items[kept++] = b->items[i];
     }
+    b->n = kept;
     db_reset(s);
     if (catalog_commit(p->cat, err) < 0)
         goto error;
+    if (b->n == 0)
+        batch_free(b);
     return 0;
 error:
     catalog_rollback(p->cat);
@@ -160,6 +187,21 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
     db_stmt_t *member = NULL, *item = NULL, *touch = NULL;
     if (catalog_begin(p->cat, err) < 0)
         return errno = EIO, -1;
+    /* first, so that a take-over of any of its pushes waits for this commit
+     * or has already made it fail */
+    for (size_t i = 0; i < b->n; i++) {
+        if (i > 0 && b->items[i].push_id == b->items[i - 1].push_id)
+            continue;
+        int mine = push_fence(p, b->items[i].push_id, b->items[i].uuid, err);
+        if (mine < 0)
+            goto error;
+        if (!mine) {
+            p->commits_fenced++;
+            si_errnoprintf(err, ESTALE, "push %s was taken over by another instance during"
+                           " the archive write: this write is dropped", b->items[i].uuid);
+            goto error;
+        }
+    }
     /* volumes first: each copy's volume with its end of data after the write */
     for (int c = 0; c < ncopies; c++) {
         const archive_placement_t *last = &pl[(b->n - 1) * (size_t)ncopies + (size_t)c];
@@ -184,6 +226,7 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
                 goto error;
         }
         db_stmt_t *each[] = {member, item, touch};
+        /* the fences above ran statements of their own: bind afresh */
         for (size_t k = 0; k < 3; k++) {
             db_reset(each[k]);
             db_bind_int64(each[k], 1, k == 0 ? it->dataset_id : it->object_id);
@@ -243,7 +286,15 @@ static size_t put_back(push_t *p, const batch_t *b, const char *why)
                err.text);
         return 0;
     }
+    int mine = 1;
     for (size_t i = 0; i < b->n; i++) {
+        /* a push taken over meanwhile is its new instance's to put back */
+        if (i == 0 || b->items[i].push_id != b->items[i - 1].push_id)
+            mine = push_fence(p, b->items[i].push_id, b->items[i].uuid, &err);
+        if (mine < 0)
+            break;
+        if (!mine)
+            continue;
         bool give_up = b->items[i].attempts >= p->conf.max_attempts;
         char text[700];
         snprintf(text, sizeof(text), "archive write failed%s (attempt %d of %d): %s",
@@ -274,7 +325,9 @@ int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *e
         return si_errnoprintf(err, EINVAL, "push: no archive backend to write to");
     pthread_mutex_lock(&p->lock);
     int ncopies = p->conf.copies;
-    int rc = pick_batch(p, force, &b, err);
+    int rc = push_sweep(p, err);
+    if (rc == 0)
+        rc = pick_batch(p, force, &b, err);
     pthread_mutex_unlock(&p->lock);
     if (rc < 0)
         return -1;
@@ -300,8 +353,12 @@ int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *e
     }
     pthread_mutex_lock(&p->lock);
     rc = commit_durable(p, &b, ncopies, pl, err);
-    if (rc == 0)
+    if (rc == 0) {
         p->archive_files_written += (uint64_t)ncopies;
+        for (size_t i = 0; i < b.n; i++)
+            if (i == 0 || b.items[i].push_id != b.items[i - 1].push_id)
+                push_release_if_done(p, b.items[i].push_id, b.items[i].uuid);
+    }
     pthread_mutex_unlock(&p->lock);
     if (rc < 0)
         goto put_back;

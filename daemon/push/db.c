@@ -65,7 +65,8 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
     /* aggregates written to the archive (archive.c) */
     [PUSH_SQL_RECEIVED_OLDEST_FIRST] = "SELECT i.object_id, pu.dataset_id, o.bucket, o.key,"
                                        " o.size, o.checksum, coalesce(o.mtime, 0), i.received,"
-                                       " i.attempts, m.headers, m.storage_class FROM push_items i"
+                                       " i.attempts, m.headers, m.storage_class, pu.uuid,"
+                                       " i.push_id FROM push_items i"
                                        " JOIN objects o ON o.id = i.object_id"
                                        " LEFT JOIN object_meta m ON m.object_id = i.object_id"
                                        " JOIN pushes pu ON pu.id = i.push_id"
@@ -84,6 +85,14 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
                           " state = CASE WHEN ?2 <> 0 THEN 'FAILED' ELSE 'RECEIVED' END,"
                           " error = ?3, finished = CASE WHEN ?2 <> 0 THEN ?4 END"
                           " WHERE object_id = ?1 AND state = 'ARCHIVING'",
+    /* pushes claimed by one of several instances (claims.c) */
+    [PUSH_SQL_REQUEUE_PUSH] = "UPDATE push_items SET state = 'RECEIVED'"
+                              " WHERE push_id = ?1 AND state = 'ARCHIVING'",
+    [PUSH_SQL_PUSH_PENDING] = "SELECT count(*) FROM push_items WHERE push_id = ?1"
+                              " AND state IN ('RECEIVED', 'ARCHIVING')",
+    [PUSH_SQL_ARCHIVING_PUSHES] = "SELECT DISTINCT p.id, p.uuid FROM push_items i"
+                                  " JOIN pushes p ON p.id = i.push_id"
+                                  " WHERE i.state = 'ARCHIVING' ORDER BY p.id",
 };
 
 const char *push_sql(int which)

@@ -22,8 +22,21 @@ enum {
     /* aggregates written to the archive (archive.c) */
     PUSH_SQL_RECEIVED_OLDEST_FIRST, PUSH_SQL_MARK_ARCHIVING, PUSH_SQL_DATASET_STALE,
     PUSH_SQL_DATASET_MEMBER, PUSH_SQL_MARK_DURABLE, PUSH_SQL_PUSH_TOUCH, PUSH_SQL_PUT_BACK,
+    /* pushes claimed by one of several instances (claims.c) */
+    PUSH_SQL_REQUEUE_PUSH, PUSH_SQL_PUSH_PENDING, PUSH_SQL_ARCHIVING_PUSHES,
     PUSH_SQL_COUNT
 };
+
+/* The lease kind of a push's archiving (name: the push's uuid). */
+#define PUSH_LEASE "push"
+
+/* What the aggregator knows of a push's lease: its own (until released),
+ * or another live instance's (asked again after `until`). */
+typedef struct {
+    int64_t push_id;
+    bool mine;
+    double until;
+} push_claim_t;
 
 struct push {
     pthread_mutex_t lock;           /* guards cat, conf and the counters */
@@ -43,6 +56,14 @@ struct push {
     bool running, stopping, kicked;
     uint64_t received_since_pass;   /* bytes acknowledged since the aggregator's last look */
     uint64_t archive_files_written;
+
+    /* several instances (claims.c; the aggregator thread's alone) */
+    char instance[65];              /* "" : alone, no leases */
+    double lease_s;
+    push_claim_t *claims;
+    size_t nclaims, claims_cap;
+    double next_sweep;              /* monotonic */
+    uint64_t pushes_taken_over, commits_fenced;
 };
 
 /* An acknowledged upload of size bytes: wakes the aggregator once enough
@@ -64,6 +85,28 @@ db_stmt_t *push_stmt(push_t *p, int which);
 int push_db_error(push_t *p, si_error_t *err, const char *what);
 /* A statement run once to completion (no rows expected). */
 int push_exec(push_t *p, const char *sql, si_error_t *err);
+
+/* ---- several instances (claims.c; lock held) ---- */
+bool push_shared(const push_t *p);
+/* Whether this instance archives push_id's files: 1 (its lease: new, still
+ * its own, or taken over from a dead instance, whose interrupted archive
+ * write is then queued again), 0 (another live instance's), -1 error. */
+int push_claim(push_t *p, int64_t push_id, const char *uuid, si_error_t *err);
+/* Inside the transaction that commits (or puts back) an aggregate: 1 while
+ * the push is still this instance's (extending its lease; the lease row
+ * stays locked until the commit, so a take-over waits for it), 0 when
+ * another instance took it over (the aggregate must not be committed). */
+int push_fence(push_t *p, int64_t push_id, const char *uuid, si_error_t *err);
+/* After an aggregate: gives back the lease of a push with nothing left to
+ * archive. */
+void push_release_if_done(push_t *p, int64_t push_id, const char *uuid);
+/* Every lease_s/2: the pushes with files ARCHIVING that no live instance
+ * is writing (their instance died, or an aggregate was dropped) are
+ * claimed and their files queued again. Between aggregates only. */
+int push_sweep(push_t *p, si_error_t *err);
+/* Whether another instance is alive (recovery leaves its uploads alone). */
+int push_others_alive(push_t *p, si_error_t *err);
+void push_claims_free(push_t *p);
 
 /* Removes an upload never acknowledged (RECEIVING or DISCARDED): its item,
  * cache file, object, and its push and dataset when they were made for it

@@ -30,6 +30,12 @@ push_t *push_open(const push_opts_t *opts, si_error_t *err)
         si_errnoprintf(err, EINVAL, "push: a catalog, a cache and its directory are needed");
         return NULL;
     }
+    if (opts->instance && opts->instance[0] &&
+        (strlen(opts->instance) >= sizeof(((push_t *)0)->instance) || !(opts->lease_s > 0))) {
+        si_errnoprintf(err, EINVAL, "push: instance '%.80s' needs a name of at most 64"
+                       " characters and a lease time above 0 s", opts->instance);
+        return NULL;
+    }
     if (opts->conf.copies < 1 || opts->conf.copies > 4) {
         si_errnoprintf(err, EINVAL, "push.copies must be 1 to 4, not %d", opts->conf.copies);
         return NULL;
@@ -59,6 +65,9 @@ push_t *push_open(const push_opts_t *opts, si_error_t *err)
     p->backend = opts->backend;
     p->log = opts->log;
     set_identity(p, opts->munge_socket, opts->peercred);
+    if (opts->instance)
+        snprintf(p->instance, sizeof(p->instance), "%s", opts->instance);
+    p->lease_s = opts->lease_s;
     return p;
 }
 
@@ -89,6 +98,7 @@ void push_close(push_t *p)
         pthread_join(p->thread, NULL);
     push_db_close(p);
     catalog_close(p->cat);
+    push_claims_free(p);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -278,9 +288,11 @@ int push_recover(push_t *p, push_recovery_t *out, si_error_t *err)
     int64_t *ids = NULL;
     size_t n = 0;
 
-    /* uploads that were never acknowledged */
+    /* uploads that were never acknowledged; with several instances, only
+     * when no other lives (the upload may be another's, in progress) */
     pthread_mutex_lock(&p->lock);
-    int rc = ids_in_state(p, PUSH_SQL_IDS_UNACKNOWLEDGED, &ids, &n, err);
+    int others = push_shared(p) ? push_others_alive(p, err) : 0;
+    int rc = others < 0 ? -1 : others ? 0 : ids_in_state(p, PUSH_SQL_IDS_UNACKNOWLEDGED, &ids, &n, err);
     pthread_mutex_unlock(&p->lock);
     if (rc < 0)
         return -1;
@@ -296,10 +308,18 @@ int push_recover(push_t *p, push_recovery_t *out, si_error_t *err)
 
     pthread_mutex_lock(&p->lock);
     /* an archive write that a crash interrupted: its files are archived
-     * again; whatever it left on a volume is referenced by nothing */
-    if (push_exec(p, "UPDATE push_items SET state = 'RECEIVED' WHERE state = 'ARCHIVING'", err) < 0)
+     * again; whatever it left on a volume is referenced by nothing. With
+     * several instances the aggregator's sweep does it, push by push, for
+     * the pushes no live instance holds (this one's earlier life's leases
+     * went when it registered again). */
+    if (push_shared(p)) {
+        rec.requeued = 0;
+    } else if (push_exec(p, "UPDATE push_items SET state = 'RECEIVED' WHERE state = 'ARCHIVING'",
+                         err) < 0) {
         goto error;
-    rec.requeued = (uint64_t)db_changes(p->db);
+    } else {
+        rec.requeued = (uint64_t)db_changes(p->db);
+    }
     if (ids_in_state(p, PUSH_SQL_IDS_RECEIVED, &ids, &n, err) < 0)
         goto error;
     for (size_t i = 0; i < n; i++) {
@@ -506,6 +526,8 @@ int push_metrics(push_t *p, push_metrics_t *out, si_error_t *err)
     db_reset(s);
     int rc = step == DB_DONE ? 0 : push_db_error(p, err, "counting push items");
     out->archive_files_written = p->archive_files_written;
+    out->pushes_taken_over = p->pushes_taken_over;
+    out->commits_fenced = p->commits_fenced;
     pthread_mutex_unlock(&p->lock);
     return rc;
 }

@@ -71,6 +71,15 @@ typedef struct {
     si_log_t *log;                  /* may be NULL */
     const char *munge_socket;       /* identity for the routes (NULL: default) */
     bool peercred;
+    /* several instances sharing the catalog and the cache directory: this
+     * one's registered name (NULL or "": alone) and the lease time. Each
+     * push's files are then archived by the instance holding the push's
+     * lease (kind "push", name its uuid), renewed by the instance's
+     * heartbeat; a push whose holder died is taken over once its lease
+     * expired, its interrupted archive write redone, and an aggregate is
+     * committed only while its instance still holds every push in it. */
+    const char *instance;
+    double lease_s;
 } push_opts_t;
 
 push_t *push_open(const push_opts_t *opts, si_error_t *err);
@@ -208,6 +217,9 @@ typedef struct {
     uint64_t archiving_files;
     uint64_t durable_files, failed_files;
     uint64_t archive_files_written;            /* since open */
+    uint64_t pushes_taken_over;                /* from dead instances, since open */
+    uint64_t commits_fenced;                   /* aggregates dropped: a push was
+                                                * taken over meanwhile */
 } push_metrics_t;
 
 int push_metrics(push_t *p, push_metrics_t *out, si_error_t *err);

@@ -1,0 +1,212 @@
+/* Several instances sharing one catalog and one cache directory: a push's
+ * files are aggregated and written to the archive by the instance holding
+ * the push's lease (catalog/instances.h: kind "push", name its uuid),
+ * which the instance's heartbeat renews. Any instance receives files for any
+ * push; the first aggregator that finds a push's files due claims it. When
+ * an instance dies its leases expire, another claims the push, queues the
+ * files of the interrupted write again (ARCHIVING -> RECEIVED) and archives
+ * them. The dead (or only stalled) instance cannot commit afterwards: an
+ * aggregate is committed in a transaction that first re-claims every push
+ * in it, and a push taken over meanwhile aborts it. What a dropped write
+ * left on a volume is referenced by nothing, as after a crash alone. */
+#include "config.h"
+#include "daemon/push/internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog/instances.h"
+#include "common/clock.h"
+
+bool push_shared(const push_t *p)
+{
+    return p->instance[0] != '\0';
+}
+
+static push_claim_t *claim_find(push_t *p, int64_t push_id)
+{
+    for (size_t i = 0; i < p->nclaims; i++)
+        if (p->claims[i].push_id == push_id)
+            return &p->claims[i];
+    return NULL;
+}
+
+static void claim_forget(push_t *p, int64_t push_id)
+{
+    push_claim_t *c = claim_find(p, push_id);
+    if (c)
+        *c = p->claims[--p->nclaims];
+}
+
+static int claim_note(push_t *p, int64_t push_id, bool mine, double until, si_error_t *err)
+{
+    push_claim_t *c = claim_find(p, push_id);
+    if (!c) {
+        if (p->nclaims == p->claims_cap) {
+            size_t cap = p->claims_cap ? p->claims_cap * 2 : 32;
+            push_claim_t *grown = realloc(p->claims, cap * sizeof(*grown));
+            if (!grown)
+                return si_errnoprintf(err, ENOMEM, "out of memory");
+            p->claims = grown;
+            p->claims_cap = cap;
+        }
+        c = &p->claims[p->nclaims++];
+    }
+    *c = (push_claim_t){push_id, mine, until};
+    return 0;
+}
+
+void push_claims_free(push_t *p)
+{
+    free(p->claims);
+    p->claims = NULL;
+    p->nclaims = p->claims_cap = 0;
+}
+
+/* The push's files of a write nobody will commit go back to the queue. */
+static int requeue_push(push_t *p, int64_t push_id, const char *uuid, si_error_t *err)
+{
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_REQUEUE_PUSH);
+    db_bind_int64(s, 1, push_id);
+    int rc = db_step(s);
+    db_reset(s);
+    if (rc != DB_DONE)
+        return push_db_error(p, err, "queueing a taken-over push again");
+    int64_t n = db_changes(p->db);
+    if (n > 0) {
+        char detail[160];
+        snprintf(detail, sizeof(detail), "%" PRId64 " files of an interrupted archive write"
+                                         " queued again by instance %s", n, p->instance);
+        catalog_event(p->cat, "push.taken_over", uuid, detail);
+        si_log(p->log, SI_LOG_NOTICE, "push %s: %s", uuid, detail);
+        p->pushes_taken_over++;
+    }
+    return 0;
+}
+
+int push_claim(push_t *p, int64_t push_id, const char *uuid, si_error_t *err)
+{
+    if (!push_shared(p))
+        return 1;
+    double now = si_wall_now();
+    push_claim_t *known = claim_find(p, push_id);
+    if (known && (known->mine || known->until > now))
+        return known->mine;
+    int rc = lease_claim(p->cat, PUSH_LEASE, uuid, p->instance, now, p->lease_s, err);
+    if (rc < 0)
+        return -1;
+    /* newly ours: any of its files still ARCHIVING are a write no live
+     * instance will commit (this aggregator is between aggregates) */
+    if (rc == 1 && requeue_push(p, push_id, uuid, err) < 0)
+        return -1;
+    if (claim_note(p, push_id, rc == 1, now + p->lease_s / 4, err) < 0)
+        return -1;
+    return rc;
+}
+
+int push_fence(push_t *p, int64_t push_id, const char *uuid, si_error_t *err)
+{
+    if (!push_shared(p))
+        return 1;
+    int rc = lease_claim(p->cat, PUSH_LEASE, uuid, p->instance, si_wall_now(), p->lease_s, err);
+    if (rc == 0)
+        claim_forget(p, push_id);
+    return rc;
+}
+
+void push_release_if_done(push_t *p, int64_t push_id, const char *uuid)
+{
+    if (!push_shared(p))
+        return;
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_PUSH_PENDING);
+    db_bind_int64(s, 1, push_id);
+    bool done = db_step(s) == DB_ROW && db_column_int64(s, 0) == 0;
+    db_reset(s);
+    if (!done)
+        return;
+    si_error_t err;
+    if (lease_release(p->cat, PUSH_LEASE, uuid, p->instance, &err) < 0)
+        si_log(p->log, SI_LOG_WARNING, "push %s: giving its lease back: %s", uuid, err.text);
+    claim_forget(p, push_id);
+}
+
+typedef struct {
+    int64_t id;
+    char uuid[PUSH_UUID_LEN + 1];
+} push_ref_t;
+
+int push_sweep(push_t *p, si_error_t *err)
+{
+    if (!push_shared(p) || si_mono_now() < p->next_sweep)
+        return 0;
+    double every = p->lease_s / 2;
+    p->next_sweep = si_mono_now() + (every < 1 ? 1 : every);
+    push_ref_t *refs = NULL;
+    size_t n = 0, cap = 0;
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_ARCHIVING_PUSHES);
+    int rc;
+    while ((rc = db_step(s)) == DB_ROW) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            push_ref_t *grown = realloc(refs, cap * sizeof(*grown));
+            if (!grown) {
+                db_reset(s);
+                free(refs);
+                return si_errnoprintf(err, ENOMEM, "out of memory");
+            }
+            refs = grown;
+        }
+        refs[n].id = db_column_int64(s, 0);
+        snprintf(refs[n].uuid, sizeof(refs[n].uuid), "%s", db_column_text(s, 1));
+        n++;
+    }
+    db_reset(s);
+    if (rc != DB_DONE) {
+        free(refs);
+        return push_db_error(p, err, "listing pushes being archived");
+    }
+    for (size_t i = 0; i < n; i++) {
+        push_claim_t *known = claim_find(p, refs[i].id);
+        if (known && known->mine) {
+            /* ours, yet ARCHIVING between aggregates: a write that was put
+             * back in vain (catalog error) */
+            if (requeue_push(p, refs[i].id, refs[i].uuid, err) < 0)
+                goto error;
+            continue;
+        }
+        if (known)
+            claim_forget(p, refs[i].id); /* ask the catalog afresh */
+        if (push_claim(p, refs[i].id, refs[i].uuid, err) < 0)
+            goto error;
+    }
+    free(refs);
+    return 0;
+error:
+    free(refs);
+    return -1;
+}
+
+int push_others_alive(push_t *p, si_error_t *err)
+{
+    instance_info_t *all = NULL, *dead = NULL;
+    size_t nall = 0, ndead = 0;
+    double now = si_wall_now();
+    if (instance_list(p->cat, now, p->lease_s, false, &all, &nall, err) < 0 ||
+        instance_list(p->cat, now, p->lease_s, true, &dead, &ndead, err) < 0) {
+        free(all);
+        return -1;
+    }
+    int alive = 0;
+    for (size_t i = 0; i < nall && !alive; i++) {
+        bool gone = strcmp(all[i].name, p->instance) == 0;
+        for (size_t j = 0; j < ndead && !gone; j++)
+            gone = strcmp(all[i].name, dead[j].name) == 0;
+        alive = !gone;
+    }
+    free(all);
+    free(dead);
+    return alive;
+}
