@@ -196,7 +196,6 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
         if (mine < 0)
             goto error;
         if (!mine) {
-            p->commits_fenced++;
             si_errnoprintf(err, ESTALE, "push %s was taken over by another instance during"
                            " the archive write: this write is dropped", b->items[i].uuid);
             goto error;
@@ -217,16 +216,7 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
     int64_t last_dataset = 0;
     for (size_t i = 0; i < b->n; i++) {
         const batch_item_t *it = &b->items[i];
-        for (int c = 0; c < ncopies; c++) {
-            const archive_placement_t *where = &pl[i * (size_t)ncopies + (size_t)c];
-            catalog_copy_t copy = {.object_id = it->object_id, .copy = where->copy,
-                                   .volume = where->volume, .file_seq = where->file_seq,
-                                   .position = where->position, .length = where->length};
-            if (catalog_copy_put(p->cat, &copy, err) < 0)
-                goto error;
-        }
         db_stmt_t *each[] = {member, item, touch};
-        /* the fences above ran statements of their own: bind afresh */
         for (size_t k = 0; k < 3; k++) {
             db_reset(each[k]);
             db_bind_int64(each[k], 1, k == 0 ? it->dataset_id : it->object_id);
@@ -239,10 +229,20 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
                 goto error;
             }
             if (k == 1 && db_changes(p->db) != 1) {
-                si_errnoprintf(err, EIO, "object %" PRId64 " is no longer being archived",
-                          it->object_id);
+                /* another instance took its push over and finished it */
+                si_errnoprintf(err, ESTALE, "object %" PRId64 " is no longer being archived"
+                               " by this instance: this write is dropped", it->object_id);
                 goto error;
             }
+        }
+        /* after its DURABLE state, which tells a take-over first */
+        for (int c = 0; c < ncopies; c++) {
+            const archive_placement_t *where = &pl[i * (size_t)ncopies + (size_t)c];
+            catalog_copy_t copy = {.object_id = it->object_id, .copy = where->copy,
+                                   .volume = where->volume, .file_seq = where->file_seq,
+                                   .position = where->position, .length = where->length};
+            if (catalog_copy_put(p->cat, &copy, err) < 0)
+                goto error;
         }
         if (it->dataset_id != last_dataset && mark_dataset_stale(p, it->dataset_id, err) < 0)
             goto error;
@@ -265,12 +265,15 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
     if (catalog_commit(p->cat, err) < 0)
         return errno = EIO, -1;
     return 0;
-error:
+error:;
+    int saved = errno == ESTALE ? ESTALE : EIO;
     db_reset(member);
     db_reset(item);
     db_reset(touch);
     catalog_rollback(p->cat);
-    errno = EIO;
+    if (saved == ESTALE)
+        p->commits_fenced++;
+    errno = saved;
     return -1;
 }
 
@@ -315,6 +318,14 @@ static size_t put_back(push_t *p, const batch_t *b, const char *why)
     return failed;
 }
 
+/* The leases of the aggregate's pushes with nothing left to archive. */
+static void release_done_pushes(push_t *p, const batch_t *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (i == 0 || b->items[i].push_id != b->items[i - 1].push_id)
+            push_release_if_done(p, b->items[i].push_id, b->items[i].uuid);
+}
+
 int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *err)
 {
     push_archived_t done = {0};
@@ -325,7 +336,7 @@ int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *e
         return si_errnoprintf(err, EINVAL, "push: no archive backend to write to");
     pthread_mutex_lock(&p->lock);
     int ncopies = p->conf.copies;
-    int rc = push_sweep(p, err);
+    int rc = push_sweep(p, force, err);
     if (rc == 0)
         rc = pick_batch(p, force, &b, err);
     pthread_mutex_unlock(&p->lock);
@@ -355,9 +366,7 @@ int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *e
     rc = commit_durable(p, &b, ncopies, pl, err);
     if (rc == 0) {
         p->archive_files_written += (uint64_t)ncopies;
-        for (size_t i = 0; i < b.n; i++)
-            if (i == 0 || b.items[i].push_id != b.items[i - 1].push_id)
-                push_release_if_done(p, b.items[i].push_id, b.items[i].uuid);
+        release_done_pushes(p, &b);
     }
     pthread_mutex_unlock(&p->lock);
     if (rc < 0)
@@ -380,6 +389,7 @@ put_back:;
            b.n, b.bytes, err->text);
     pthread_mutex_lock(&p->lock);
     done.failed = put_back(p, &b, err->text);
+    release_done_pushes(p, &b);
     pthread_mutex_unlock(&p->lock);
     free(members);
     free(pl);

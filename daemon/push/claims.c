@@ -138,9 +138,9 @@ typedef struct {
     char uuid[PUSH_UUID_LEN + 1];
 } push_ref_t;
 
-int push_sweep(push_t *p, si_error_t *err)
+int push_sweep(push_t *p, bool now, si_error_t *err)
 {
-    if (!push_shared(p) || si_mono_now() < p->next_sweep)
+    if (!push_shared(p) || (!now && si_mono_now() < p->next_sweep))
         return 0;
     double every = p->lease_s / 2;
     p->next_sweep = si_mono_now() + (every < 1 ? 1 : every);

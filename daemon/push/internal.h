@@ -100,10 +100,11 @@ int push_fence(push_t *p, int64_t push_id, const char *uuid, si_error_t *err);
 /* After an aggregate: gives back the lease of a push with nothing left to
  * archive. */
 void push_release_if_done(push_t *p, int64_t push_id, const char *uuid);
-/* Every lease_s/2: the pushes with files ARCHIVING that no live instance
- * is writing (their instance died, or an aggregate was dropped) are
- * claimed and their files queued again. Between aggregates only. */
-int push_sweep(push_t *p, si_error_t *err);
+/* Every lease_s/2 (now: at once): the pushes with files ARCHIVING that no
+ * live instance is writing (their instance died, or an aggregate was
+ * dropped) are claimed and their files queued again. Between aggregates
+ * only. */
+int push_sweep(push_t *p, bool now, si_error_t *err);
 /* Whether another instance is alive (recovery leaves its uploads alone). */
 int push_others_alive(push_t *p, si_error_t *err);
 void push_claims_free(push_t *p);
