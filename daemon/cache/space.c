@@ -273,7 +273,7 @@ int cache_usage(cache_t *c, cache_usage_t *out, si_error_t *err)
 {
     pthread_mutex_lock(&c->lock);
     cache_usage_t u = c->counters;
-    int rc = cache_refresh_totals(c, 1.0, err);
+    int rc = cache_refresh_totals(c, 0, err); /* shared: the site's usage now */
     if (rc == 0)
         rc = pinned_totals(c, &u.pinned_objects, &u.pinned_bytes, &u.pinning_requests, err);
     u.capacity = c->capacity;

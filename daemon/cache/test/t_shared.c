@@ -1,0 +1,183 @@
+/* One cache directory shared by two instances (a and b) on one catalog:
+ * a process without an instance name is kept out, each sees the other's
+ * objects in its usage, b's eviction spares what a pinned, a's open object
+ * stays readable when b drops it, and b's start-up recovery removes only
+ * its own and dead instances' temp files (and a young file without its row
+ * only once no other instance lives). Both engines. */
+#include "config.h"
+
+#include <inttypes.h>
+
+#include "catalog/instances.h"
+#include "common/clock.h"
+#include "common/tap.h"
+#include "daemon/cache/test/cachetest.h"
+
+#define OBJ 100 /* bytes per object; the cache holds 1000 */
+#define LEASE_S 30.0
+
+static ct_t t;
+static int64_t ids[24];
+static char sums[24][SI_CHECKSUM_TEXT_MAX];
+
+static cache_t *open_instance(const char *name, catalog_t **cat)
+{
+    si_error_t err;
+    cache_conf_t conf = ct_conf(&t, 1000);
+    conf.high_watermark = 0.9;
+    conf.low_watermark = 0.5;
+    snprintf(conf.instance, sizeof(conf.instance), "%s", name);
+    conf.lease_s = LEASE_S;
+    *cat = catalog_open(t.db, 0, &err);
+    cache_t *c = *cat ? cache_open(&conf, *cat, &err) : NULL;
+    if (!c)
+        diag("instance %s: %s", name, err.text);
+    return c;
+}
+
+static int store(cache_t *c, unsigned n, int64_t pin)
+{
+    si_error_t err;
+    t.now += 1;
+    int rc = ct_store(c, ids[n], n, OBJ, sums[n], OBJ, pin, &err);
+    if (rc < 0)
+        diag("store %u: %s", n, err.text);
+    return rc;
+}
+
+static bool cached(cache_t *c, unsigned n)
+{
+    si_error_t err;
+    return cache_stat(c, ids[n], NULL, &err) == 1;
+}
+
+static const char *resident(cache_t *c, unsigned last)
+{
+    static char buf[200];
+    buf[0] = '\0';
+    for (unsigned n = 1; n <= last; n++)
+        if (cached(c, n))
+            snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%u", buf[0] ? "," : "", n);
+    return buf;
+}
+
+static void make_file(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs("partial", f);
+        fclose(f);
+    }
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+static void body(void)
+{
+    si_error_t err;
+    if (ct_setup(&t, "t_shared") < 0) {
+        ok(0, "setting up on %s", test_engine_name());
+        return;
+    }
+    for (unsigned n = 1; n < 24; n++)
+        ids[n] = ct_object(&t, n, OBJ, sums[n]);
+    double now = si_wall_now();
+    ok(instance_register(t.cat, "a", "h", 1, now, LEASE_S, &err) == 0 &&
+           instance_register(t.cat, "b", "h", 2, now, LEASE_S, &err) == 0 &&
+           instance_register(t.cat, "c", "h", 3, now - 10 * LEASE_S, LEASE_S, &err) == 0,
+       "instances a, b (alive) and c (silent for ten lease times) registered: %s", err.text);
+
+    catalog_t *cat_a, *cat_b;
+    cache_t *a = open_instance("a", &cat_a), *b = open_instance("b", &cat_b);
+    ok(a && b, "instances a and b open one cache directory");
+    cache_conf_t alone = ct_conf(&t, 1000);
+    cache_t *x = cache_open(&alone, t.cat, &err);
+    ok(!x && errno == EBUSY && strstr(err.text, "in use"),
+       "a stageind without an instance name is kept out: %s", err.text);
+    cache_close(x);
+
+    /* ---- usage: each counts the other's objects ---- */
+    int64_t req = ct_request(&t, 1);
+    ok(store(a, 1, req) == 0, "a stores object 1 pinned by a request");
+    for (unsigned n = 2; n <= 5; n++)
+        store(a, n, 0);
+    for (unsigned n = 6; n <= 9; n++)
+        store(b, n, 0);
+    cache_usage_t u;
+    ok(cache_usage(b, &u, &err) == 0 && u.used_bytes == 9 * OBJ && u.objects == 9,
+       "b's usage counts a's objects too: %" PRIu64 " bytes, %" PRIu64 " objects",
+       u.used_bytes, u.objects);
+    ok(cache_usage(a, &u, &err) == 0 && u.pinned_objects == 1, "the pin is seen by both");
+
+    /* a reads object 6 (b's) while b drops it */
+    int fd = -1;
+    uint64_t size = 0;
+    ok(cache_open_object(a, ids[6], &fd, &size, &err) == 0 && size == OBJ,
+       "a opens object 6, written by b");
+
+    /* ---- b's eviction: 1000 bytes would pass the high watermark (900) ---- */
+    ok(store(b, 10, 0) == 0, "b stores object 10");
+    is_str(resident(b, 10), "1,7,8,9,10",
+           "b evicted the least recently used down to the low watermark, not a's pinned 1");
+    ok(exists(t.cache_dir) && cached(a, 1), "a still has its pinned object");
+    unsigned char buf[OBJ];
+    unsigned char *want = ct_content(6, OBJ);
+    ok(fd >= 0 && pread(fd, buf, OBJ, 0) == OBJ && memcmp(buf, want, OBJ) == 0,
+       "a's open object 6 reads back whole after b evicted it");
+    free(want);
+    if (fd >= 0)
+        close(fd);
+    ok(cache_unpin_request(a, req, NULL, &err) == 0, "a releases its request");
+
+    /* ---- recovery: only its own and dead instances' leftovers ---- */
+    char p_a[400], p_b[400], p_c[400], p_loose[400], p_rowless[500], rel[64];
+    snprintf(p_a, sizeof(p_a), "%s/tmp/a/0000000000000014.1.1", t.cache_dir);
+    snprintf(p_b, sizeof(p_b), "%s/tmp/b/0000000000000015.2.1", t.cache_dir);
+    char c_dir[400];
+    snprintf(c_dir, sizeof(c_dir), "%s/tmp/c", t.cache_dir);
+    mkdir(c_dir, 0700);
+    snprintf(p_c, sizeof(p_c), "%s/0000000000000016.3.1", c_dir);
+    snprintf(p_loose, sizeof(p_loose), "%s/tmp/0000000000000017.9.1", t.cache_dir);
+    cache_object_path(ids[20], rel, sizeof(rel), NULL);
+    snprintf(p_rowless, sizeof(p_rowless), "%s/%s", t.cache_dir, rel);
+    char d0[500];
+    snprintf(d0, sizeof(d0), "%s", p_rowless);
+    *strrchr(d0, '/') = '\0';
+    make_file(p_a);
+    make_file(p_b);
+    make_file(p_c);
+    make_file(p_loose);
+    mkdir(d0, 0700);
+    make_file(p_rowless); /* as if a had just renamed it, its batch not committed yet */
+    cache_recovery_t rep = {0};
+    ok(cache_recover(b, &rep, &err) == 0, "b's recovery: %s", err.text);
+    ok(exists(p_a), "a's temp file is kept: a lives");
+    ok(!exists(p_b), "b's own temp file is removed");
+    ok(!exists(c_dir), "dead c's temp folder is removed");
+    ok(!exists(p_loose), "a temp file from a time alone is removed");
+    is_int(rep.temp_files_removed, 3, "3 temp files removed");
+    ok(exists(p_rowless), "a young object file without its row is kept while a lives");
+    ok(cached(b, 1) && cached(b, 10), "the cached objects are kept");
+    cache_recovery_free(&rep);
+
+    test_exec(t.cat, "UPDATE instances SET heartbeat = 1 WHERE name = 'a'");
+    ok(cache_recover(b, &rep, &err) == 0, "b's recovery once a is dead: %s", err.text);
+    ok(!exists(p_a), "dead a's temp file is removed");
+    ok(!exists(p_rowless), "the object file without its row is removed");
+    cache_recovery_free(&rep);
+
+    cache_close(a);
+    cache_close(b);
+    catalog_close(cat_a);
+    catalog_close(cat_b);
+    ct_teardown(&t);
+}
+
+int main(void)
+{
+    return test_run_engines(body);
+}
