@@ -64,22 +64,6 @@ static int fail(catalog_t *cat, si_error_t *err, const char *what)
     return db_error(catalog_driver(cat), err, what);
 }
 
-int instance_name_check(const char *name, si_error_t *err)
-{
-    size_t n = name ? strlen(name) : 0;
-    if (n == 0 || n > INSTANCE_NAME_MAX)
-        return si_errnoprintf(err, EINVAL, "stageind.instance '%s': 1 to %d characters",
-                              name ? name : "", INSTANCE_NAME_MAX);
-    for (size_t i = 0; i < n; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return si_errnoprintf(err, EINVAL, "stageind.instance '%s': character %zu ('%c') "
-                                  "is not a letter, digit, '.', '_' or '-'", name, i + 1, c);
-    }
-    return 0;
-}
-
 /* The caller reads errno (EEXIST, ESTALE) after a failure. */
 static void rollback_keep_errno(db_t *db)
 {
@@ -97,8 +81,9 @@ int instance_register(catalog_t *cat, const char *name, const char *host, long p
                       double lease_s, si_error_t *err)
 {
     db_t *db = catalog_driver(cat);
-    if (instance_name_check(name, err) < 0)
-        return -1;
+    if (!name || !*name || strlen(name) > INSTANCE_NAME_MAX)
+        return si_errnoprintf(err, EINVAL, "instance name '%s': 1 to %d characters",
+                              name ? name : "", INSTANCE_NAME_MAX);
     if (db_begin(db, err) < 0)
         return -1;
     db_stmt_t *s = stmt(cat, SQL_INSTANCE_INSERT, err);

@@ -19,7 +19,8 @@
 #include "catalog/catalog.h"
 #include "common/error.h"
 
-/* The longest instance name, lease kind and lease name. */
+/* The longest instance name (stageind.instance, checked by the daemon's
+ * settings), lease kind and lease name. */
 #define INSTANCE_NAME_MAX 64
 #define LEASE_KIND_MAX 32
 #define LEASE_NAME_MAX 256
@@ -34,10 +35,6 @@ typedef struct {
     long pid;
     double started, heartbeat;
 } instance_info_t;
-
-/* Letters, digits, '.', '_' and '-', 1 to INSTANCE_NAME_MAX; else an error
- * naming the setting. */
-int instance_name_check(const char *name, si_error_t *err);
 
 /* Registers (or re-registers) the instance. Refused (EEXIST) while another
  * process holds the name: its heartbeat is younger than lease_s and it is

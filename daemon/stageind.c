@@ -15,7 +15,9 @@
 
 #include "catalog/catalog.h"
 #include "catalog/catalog_conf.h"
+#include "catalog/instances.h"
 #include "catalog/requests.h"
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "daemon/recall/eta.h"
@@ -270,6 +272,7 @@ int main(int argc, char **argv)
     http_server_t *http = NULL;
     ui_t *ui = NULL;
     bool pid_written = false;
+    bool registered = false;  /* this instance is in the catalog's registry */
     stageind_settings_t s;
     catalog_open_opts_t catalog_opts; /* how stageind and each module open the catalog */
     sigset_t blocked, waiting;
@@ -296,16 +299,22 @@ int main(int argc, char **argv)
         si_errprefix(&err, "catalog");
         goto error;
     }
-    requests_t *rq = requests_open(cat, &err);
-    requests_recovery_t rec;
-    if (!rq || requests_recover(rq, &rec, &err) < 0) {
-        requests_close(rq);
+    /* This instance among those sharing the catalog: its leases from an
+     * earlier life dropped, then the items no live instance recalls
+     * (its own interrupted ones, a dead one's) queued again. */
+    recall_instance_t inst = {.lease_s = s.lease_time, .heartbeat_s = s.heartbeat_interval,
+                              .volumes_per_drive = s.volumes_per_drive};
+    snprintf(inst.name, sizeof(inst.name), "%s", s.instance);
+    snprintf(inst.host, sizeof(inst.host), "%s", s.host);
+    if (instance_register(cat, inst.name, inst.host, (long)getpid(), si_wall_now(), inst.lease_s,
+                          &err) < 0)
         goto error;
-    }
-    requests_close(rq);
-    si_log(log, SI_LOG_NOTICE, "catalog %s: %llu active requests, %llu interrupted items queued"
-                               " again", s.catalog, (unsigned long long)rec.active_requests,
-           (unsigned long long)rec.requeued_items);
+    registered = true;
+    int64_t requeued = instance_requeue_orphans(cat, si_wall_now(), &err);
+    if (requeued < 0)
+        goto error;
+    si_log(log, SI_LOG_NOTICE, "catalog %s: instance %s, %lld interrupted items queued again",
+           s.catalog, inst.name, (long long)requeued);
 
     /* The cache has a catalog connection of its own (cache.h). */
     cache_conf_t cc;
@@ -313,7 +322,8 @@ int main(int argc, char **argv)
         !(cache_cat = catalog_open_opts(&catalog_opts, &err)) ||
         !(cache = cache_open(&cc, cache_cat, &err)))
         goto error;
-    recall_opts_t ro = {.conf = conf, .state_dir = s.state_dir, .catalog = &catalog_opts,
+    recall_opts_t ro = {.conf = conf, .instance = &inst, .state_dir = s.state_dir,
+                        .catalog = &catalog_opts,
                         .cache = cache, .log = log};
     if (!(recall = recall_service_start(&ro, &err)))
         goto error;
@@ -430,6 +440,9 @@ error:
     recall_service_stop(recall); /* in-flight items stay STARTED: requeued at start */
     cache_close(cache);
     catalog_close(cache_cat);
+    /* a clean stop: the others need not wait for the leases to lapse */
+    if (registered && instance_unregister(cat, s.instance, &err) < 0)
+        si_log(log, SI_LOG_WARNING, "instance %s: %s", s.instance, err.text);
     catalog_close(cat);
     si_conf_free(conf);
     if (pid_written)

@@ -66,6 +66,11 @@ int archive_status(archive_backend_t *b, archive_status_t *out, si_error_t *err)
     return b->ops->status(b, out, err);
 }
 
+int archive_volume_loaded(archive_backend_t *b, const char *label)
+{
+    return b->volume_loaded ? b->volume_loaded(b, label) : -1;
+}
+
 void archive_metrics(archive_backend_t *b, FILE *out)
 {
     b->ops->metrics(b, out);

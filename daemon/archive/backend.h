@@ -199,6 +199,11 @@ typedef struct {
 struct archive_backend {
     const archive_backend_ops_t *ops;
     void *impl;
+    /* Optional (set by the backend after allocating; NULL: it does not
+     * say): 1 while the volume is in one of its drives or on its way there,
+     * 0 when not. The recall service keeps its volume lease while it is 1,
+     * so that no other instance of the site mounts the volume meanwhile. */
+    int (*volume_loaded)(archive_backend_t *b, const char *label);
 };
 
 typedef struct {
@@ -222,6 +227,8 @@ int archive_write(archive_backend_t *b, const archive_member_t *members, size_t 
                   archive_placement_t *placements, si_error_t *err);
 int archive_status(archive_backend_t *b, archive_status_t *out, si_error_t *err);
 void archive_metrics(archive_backend_t *b, FILE *out);
+/* 1 loaded, 0 not, -1 the backend cannot say (ops->volume_loaded NULL). */
+int archive_volume_loaded(archive_backend_t *b, const char *label);
 /* The Prometheus counters of a backend with drives (sim, tape) from its status. */
 void archive_metrics_library(FILE *out, const archive_status_t *st);
 void archive_backend_free(archive_backend_t *b);

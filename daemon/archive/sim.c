@@ -881,6 +881,22 @@ static void sim_free(archive_backend_t *b)
     free(b);
 }
 
+/* In a drive, or being moved into one (its lease must outlive the mount). */
+static int sim_volume_loaded(archive_backend_t *b, const char *label)
+{
+    sim_t *s = b->impl;
+    int loaded = 0;
+    pthread_mutex_lock(&s->engine_mu);
+    for (int i = 0; s->lib && i < s->nvols; i++)
+        if (strcmp(s->vols[i].label, label) == 0) {
+            int slot, drive;
+            loaded = simlib_volume_where(s->lib, i, &slot, &drive) == 0 && slot < 0;
+            break;
+        }
+    pthread_mutex_unlock(&s->engine_mu);
+    return loaded;
+}
+
 static const archive_backend_ops_t sim_ops = {
     "sim", sim_recall, sim_cancel, sim_archive, sim_status, sim_metrics, sim_free, false,
     sim_forecast,
@@ -941,6 +957,7 @@ archive_backend_t *archive_sim_new(const archive_backend_opts_t *opts, si_error_
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->write_cv, NULL);
     b->ops = &sim_ops;
+    b->volume_loaded = sim_volume_loaded;
     b->impl = s;
     /* Built now when there are volumes, so that a bad fault configuration
      * is reported at start-up, then put away: the library starts on first

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 const si_conf_key_t stageind_conf_keys[] = {
     {"stageind", SI_CONF_GROUP, 0, 0, NULL},
@@ -29,8 +30,28 @@ const si_conf_key_t stageind_conf_keys[] = {
     {"stageind.log_file", SI_CONF_STRING, 0, 0, NULL},
     {"stageind.log_level", SI_CONF_STRING, 0, 0, "error|warning|notice|info|debug"},
     {"stageind.syslog", SI_CONF_BOOL, 0, 0, NULL},
+    {"stageind.instance", SI_CONF_STRING, 0, 0, NULL},
+    {"stageind.lease_time", SI_CONF_FLOAT, 0.5, 3600, NULL},
+    {"stageind.heartbeat_interval", SI_CONF_FLOAT, 0.1, 1200, NULL},
+    {"stageind.volumes_per_drive", SI_CONF_INT, 1, 64, NULL},
     SI_CONF_KEYS_END,
 };
+
+int stageind_instance_check(const char *name, si_error_t *err)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > STAGEIND_INSTANCE_MAX)
+        return si_errprintf(err, "stageind.instance '%s': 1 to %d characters", name,
+                            STAGEIND_INSTANCE_MAX);
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return si_errprintf(err, "stageind.instance '%s': character %zu ('%c') is not a "
+                                "letter, digit, '.', '_' or '-'", name, i + 1, c);
+    }
+    return 0;
+}
 
 static int set_path(char *dst, size_t size, const char *what, const char *value, si_error_t *err)
 {
@@ -127,6 +148,24 @@ int stageind_settings(const si_conf_t *conf, const stageind_overrides_t *o,
     const char *log_file = o->log_file ? o->log_file : si_conf_string(conf, "stageind.log_file", "");
     if (set_path(s.log_file, sizeof(s.log_file), "log file", log_file, err) < 0)
         return -1;
+    /* this instance among those sharing the catalog (catalog/instances.h) */
+    char host[256] = "localhost";
+    if (gethostname(host, sizeof(host)) < 0 || !host[0])
+        snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    snprintf(s.host, sizeof(s.host), "%s", host);
+    host[strcspn(host, ".")] = '\0'; /* the short name: a valid instance name */
+    if (set_path(s.instance, sizeof(s.instance), "stageind.instance",
+                 si_conf_string(conf, "stageind.instance", host), err) < 0 ||
+        stageind_instance_check(s.instance, err) < 0)
+        return -1;
+    s.lease_time = si_conf_float(conf, "stageind.lease_time", 30.0);
+    s.heartbeat_interval = si_conf_float(conf, "stageind.heartbeat_interval", s.lease_time / 3);
+    if (s.heartbeat_interval * 2 > s.lease_time)
+        return si_errprintf(err, "stageind.heartbeat_interval (%g s) must be at most half of "
+                            "stageind.lease_time (%g s): one late heartbeat must not lose the "
+                            "instance's leases", s.heartbeat_interval, s.lease_time);
+    s.volumes_per_drive = (int)si_conf_int(conf, "stageind.volumes_per_drive", 2);
     s.syslog = o->syslog || si_conf_bool(conf, "stageind.syslog", false);
     int level = si_log_level_parse(si_conf_string(conf, "stageind.log_level", "notice"));
     level += o->verbose;

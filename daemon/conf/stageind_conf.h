@@ -16,6 +16,8 @@
 extern const si_conf_key_t stageind_conf_keys[];
 
 #define STAGEIND_DEFAULT_PORT 8470
+/* stageind.instance's longest name (catalog/instances.h: INSTANCE_NAME_MAX) */
+#define STAGEIND_INSTANCE_MAX 64
 
 typedef struct {
     char state_dir[PATH_MAX];
@@ -44,6 +46,12 @@ typedef struct {
     char log_file[PATH_MAX];     /* "": stderr (or syslog) */
     bool syslog;
     si_log_level_t log_level;
+    /* several instances on one catalog (doc/admin-scale-out.md) */
+    char instance[65];           /* stageind.instance; default: the short host name */
+    char host[256];              /* this host's name, as registered */
+    double lease_time;           /* seconds a lease lasts without a heartbeat */
+    double heartbeat_interval;   /* seconds between heartbeats */
+    int volumes_per_drive;       /* volume leases held at most, per drive */
 } stageind_settings_t;
 
 /* Command-line values; NULL / -1 / 0 leave the configuration's. */
@@ -56,6 +64,10 @@ typedef struct {
     bool syslog;
     int verbose;                 /* each -v raises the log level by one */
 } stageind_overrides_t;
+
+/* Letters, digits, '.', '_' and '-', 1 to STAGEIND_INSTANCE_MAX; else an
+ * error naming the setting. */
+int stageind_instance_check(const char *name, si_error_t *err);
 
 int stageind_settings(const si_conf_t *conf, const stageind_overrides_t *o,
                       stageind_settings_t *out, si_error_t *err);

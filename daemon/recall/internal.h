@@ -14,6 +14,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/db.h"
+#include "catalog/instances.h"
 #include "catalog/requests.h"
 #include "common/text.h"
 #include "daemon/archive/backend.h"
@@ -56,7 +57,19 @@ typedef struct flight {
     bool committed;            /* its bytes are in the cache, verified */
     struct done *deferred;     /* a done that arrived while committing */
     char *commit_error;        /* a failed commit: the done reports it */
+    /* the volumes of its copies handed to the backend (their leases held) */
+    char vols[ARCHIVE_MAX_COPIES][ARCHIVE_LABEL_MAX + 1];
+    int nvols;
 } flight_t;
+
+/* A volume lease this instance holds (service thread only). */
+typedef struct {
+    char label[ARCHIVE_LABEL_MAX + 1];
+    size_t flights;            /* its objects queued for this instance */
+    double idle_since;         /* monotonic seconds since flights went to 0 */
+} held_volume_t;
+
+typedef struct recall_site recall_site_t;
 
 typedef struct done {
     struct done *next;
@@ -90,6 +103,12 @@ struct recall_service {
     db_stmt_t *stmt[SQL_COUNT];
     archive_backend_t *backend;
     double progress_interval, poll_interval;
+
+    recall_instance_t inst;
+    recall_site_t *site;       /* the heartbeat */
+    bool volume_leases;        /* a backend with volumes: one drive of the site per volume */
+    held_volume_t *held;       /* service thread only */
+    size_t nheld, cap_held;
 
     pthread_t thread;
     bool running;
@@ -157,5 +176,27 @@ int recall_items_commit(recall_service_t *rs, item_list_t *l, bool complete,
  * queued again (and a scan is due). Returns how many completed. */
 size_t recall_complete_items(recall_service_t *rs, item_list_t *l, flight_t **recalled,
                              size_t nrecalled);
+
+/* ---- the site: instances sharing the catalog (site.c) ---- */
+recall_site_t *recall_site_start(const recall_instance_t *inst, const catalog_open_opts_t *copts,
+                                 si_log_t *log, void (*kick)(void *), void *kick_arg,
+                                 si_error_t *err);
+void recall_site_stop(recall_site_t *site);
+/* false while the heartbeat fails: no new work is taken */
+bool recall_site_healthy(recall_site_t *site);
+void recall_site_metrics(recall_site_t *site, FILE *out);
+/* Object leases for the objects, in one transaction: claimed[i] true when
+ * this instance recalls objects[i]; -1 (none claimed) on a catalog error. */
+int recall_claim_objects(recall_service_t *rs, const int64_t *objects, size_t n, bool *claimed);
+/* Gives them back (inside the caller's transaction when one is open). */
+int recall_release_objects(recall_service_t *rs, const int64_t *objects, size_t n);
+/* Keeps the item's copies on volumes this instance holds or could claim
+ * (within stageind.volumes_per_drive per drive), recorded in f; 1 when one
+ * is left, 0 when the object is another instance's to recall. */
+int recall_claim_volumes(recall_service_t *rs, archive_item_t *item, flight_t *f);
+/* The flight left the backend: its volumes are one object less busy. */
+void recall_flight_volumes_done(recall_service_t *rs, flight_t *f);
+/* Volume leases with nothing queued and not loaded in a drive go back. */
+void recall_release_idle_volumes(recall_service_t *rs);
 
 #endif

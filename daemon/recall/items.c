@@ -193,10 +193,18 @@ int recall_items_commit(recall_service_t *rs, item_list_t *l, bool complete,
         catalog_rollback(rs->cat);
         goto error;
     }
+    /* the recalled objects' leases go with their items' completion */
+    for (size_t i = 0; i < nrecalled; i++)
+        if (recall_release_objects(rs, &recalled[i]->object_id, 1) < 0) {
+            catalog_rollback(rs->cat);
+            goto error;
+        }
     if (catalog_commit(rs->cat, &err) < 0)
         goto error;
     return 0;
 error:
+    for (size_t i = 0; i < nrecalled; i++) /* outside the failed transaction */
+        recall_release_objects(rs, &recalled[i]->object_id, 1);
     for (size_t i = 0; i < l->n; i++)
         l->v[i].outcome = 0;
     si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);

@@ -26,8 +26,19 @@
 
 typedef struct recall_service recall_service_t;
 
+/* This instance among those sharing the catalog (stageind.instance, ...;
+ * catalog/instances.h), registered by the caller before the start. */
+typedef struct {
+    char name[65];
+    char host[256];
+    double lease_s;               /* a lease's life without a heartbeat */
+    double heartbeat_s;
+    int volumes_per_drive;        /* volume leases held at most, per drive */
+} recall_instance_t;
+
 typedef struct {
     const si_conf_t *conf;        /* archive.*, library.*, tape.* */
+    const recall_instance_t *instance;
     const char *state_dir;
     const catalog_open_opts_t *catalog; /* the service opens its own connection */
     cache_t *cache;               /* opened by the caller, not yet recovered */
@@ -45,6 +56,8 @@ typedef struct {
     uint64_t waiting_for_space;   /* 1 while the cache refuses reservations */
     uint64_t cache_dropped;       /* cached copies dropped by start-up recovery */
     uint64_t requeued_at_start;   /* completed items requeued: their object was gone */
+    uint64_t left_to_others;      /* objects another instance recalls (its lease) */
+    uint64_t volumes_held;        /* volume leases held now */
 } recall_stats_t;
 
 /* Recovers the cache (its report's dropped objects: their completed items

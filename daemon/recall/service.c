@@ -68,8 +68,11 @@ static void drain_done(recall_service_t *rs)
         else
             rs->st.objects_failed++;
         pthread_mutex_unlock(&rs->mu);
+        if (f)
+            recall_flight_volumes_done(rs, f);
         if (f && !d->ok) {
             recall_failed(rs, f, d->why);
+            recall_release_objects(rs, &f->object_id, 1);
             recall_flight_free(f);
         } else if (f) {
             if (si_array_grow((void **)&recalled, &cap, nrecalled + 1, sizeof(*recalled)) < 0) {
@@ -241,9 +244,13 @@ static void submit_batch(recall_service_t *rs, new_batch_t *nb, item_list_t *sta
         si_log(rs->log, SI_LOG_WARNING, "recall: request %" PRId64 ": %s", request, err.text);
         for (size_t i = 0; i < nb->n; i++) {
             pthread_mutex_lock(&rs->mu);
-            recall_flight_free(recall_flight_remove(rs, nb->items[i].object_id));
+            flight_t *f = recall_flight_remove(rs, nb->items[i].object_id);
             pthread_mutex_unlock(&rs->mu);
+            if (f)
+                recall_flight_volumes_done(rs, f);
+            recall_flight_free(f);
             cache_unreserve(rs->cache, nb->items[i].object_id);
+            recall_release_objects(rs, &nb->items[i].object_id, 1);
         }
         rs->retry_after = si_mono_now() + BACKEND_RETRY_S;
     } else {
@@ -255,6 +262,13 @@ static void submit_batch(recall_service_t *rs, new_batch_t *nb, item_list_t *sta
     nb->n = 0;
 }
 
+/* A claimed object lease goes back at the end of the scan. */
+#define UNCLAIM(object)                                                              \
+    do {                                                                             \
+        if (si_array_grow((void **)&unclaim, &capu, nunclaim + 1, sizeof(*unclaim)) == 0) \
+            unclaim[nunclaim++] = (object);                                          \
+    } while (0)
+
 static void scan_pending(recall_service_t *rs)
 {
     pending_list_t l = {0};
@@ -265,6 +279,30 @@ static void scan_pending(recall_service_t *rs)
         return;
     }
     bool backend_ok = si_mono_now() >= rs->retry_after;
+    bool taking = recall_site_healthy(rs->site);
+    /* Object leases first, in one transaction: the objects not in flight
+     * here and not cached are this instance's to recall only when it gets
+     * their lease (another instance may be recalling them). */
+    int64_t *want = calloc(l.n ? l.n : 1, sizeof(*want));
+    bool *claimed = calloc(l.n ? l.n : 1, sizeof(*claimed));
+    int64_t *unclaim = NULL;   /* claimed, then not handed to the backend */
+    size_t nwant = 0, nunclaim = 0, capu = 0;
+    if (!want || !claimed) {
+        free(want);
+        free(claimed);
+        free(l.v);
+        return;
+    }
+    for (size_t i = 0; i < l.n && taking && backend_ok; i++) {
+        pthread_mutex_lock(&rs->mu);
+        bool flying = recall_flight_get(rs, l.v[i].object_id) != NULL;
+        pthread_mutex_unlock(&rs->mu);
+        cache_entry_t ce;
+        if (!flying && cache_stat(rs->cache, l.v[i].object_id, &ce, NULL) != 1)
+            want[nwant++] = l.v[i].object_id;
+    }
+    recall_claim_objects(rs, want, nwant, claimed);
+    size_t next_want = 0;
     char blocked[300] = "";
     new_batch_t nb = {0};
     int64_t *waiting = NULL;   /* requests with an item held back this round */
@@ -287,10 +325,23 @@ static void scan_pending(recall_service_t *rs)
         }
         if (f)
             continue; /* being withdrawn; queued again once it is done */
+        bool mine = false;
+        if (next_want < nwant && want[next_want] == p->object_id)
+            mine = claimed[next_want++];
         cache_entry_t ce;
         if (cache_stat(rs->cache, p->object_id, &ce, NULL) == 1) {
             recall_item_list_add(&cached, p->request_id, p->object_id);
+            if (mine)
+                UNCLAIM(p->object_id);
             continue;
+        }
+        if (!taking)
+            continue; /* the heartbeat fails: others may take it */
+        if (!mine && backend_ok) {
+            pthread_mutex_lock(&rs->mu);
+            rs->st.left_to_others++;
+            pthread_mutex_unlock(&rs->mu);
+            continue; /* another instance recalls it */
         }
         if (*blocked || !backend_ok) {
             int64_t *w = realloc(waiting, (nwaiting + 1) * sizeof(*w));
@@ -308,10 +359,28 @@ static void scan_pending(recall_service_t *rs)
                                   p->object_id);
         if (loaded < 0) {
             fail_item(rs, p->request_id, p->object_id, err.text);
+            UNCLAIM(p->object_id);
+            continue;
+        }
+        flight_t *nf = calloc(1, sizeof(*nf));
+        if (!nf)
+            break;
+        if (recall_claim_volumes(rs, &item, nf) == 0) {
+            /* its volumes are other instances' (or this one holds enough) */
+            recall_flight_free(nf);
+            UNCLAIM(p->object_id);
+            pthread_mutex_lock(&rs->mu);
+            rs->st.left_to_others++;
+            pthread_mutex_unlock(&rs->mu);
             continue;
         }
         cache_block_t block;
         int rc = cache_reserve(rs->cache, p->object_id, item.size, &block, &err);
+        if (rc != CACHE_RESERVED) {
+            recall_flight_volumes_done(rs, nf);
+            recall_flight_free(nf);
+            UNCLAIM(p->object_id);
+        }
         if (rc < 0) {
             /* EFBIG: larger than the whole cache; nothing will change that */
             fail_item(rs, p->request_id, p->object_id, err.text);
@@ -330,14 +399,15 @@ static void scan_pending(recall_service_t *rs)
             }
             continue;
         }
-        flight_t *nf = calloc(1, sizeof(*nf));
-        if (!nf || recall_flight_add_waiter(nf, p->request_id) < 0 || recall_item_names(rs, &item) < 0 ||
+        if (recall_flight_add_waiter(nf, p->request_id) < 0 || recall_item_names(rs, &item) < 0 ||
             (nb.n == nb.cap && !(nb.items = realloc(nb.items,
                                                     (nb.cap = nb.cap ? 2 * nb.cap : 64) *
                                                         sizeof(*nb.items))))) {
+            recall_flight_volumes_done(rs, nf);
             recall_flight_free(nf);
             free((char *)item.bucket);
             cache_unreserve(rs->cache, p->object_id);
+            UNCLAIM(p->object_id);
             break;
         }
         nf->object_id = p->object_id;
@@ -353,6 +423,14 @@ static void scan_pending(recall_service_t *rs)
     }
     submit_batch(rs, &nb, &started);
     recall_items_commit(rs, &started, false, NULL, 0);
+    /* leases claimed for objects found cached meanwhile, or held back */
+    for (size_t i = next_want; i < nwant; i++)
+        if (claimed[i])
+            UNCLAIM(want[i]);
+    recall_release_objects(rs, unclaim, nunclaim);
+    free(unclaim);
+    free(want);
+    free(claimed);
     size_t from_cache = recall_complete_items(rs, &cached, NULL, 0);
     pthread_mutex_lock(&rs->mu);
     rs->st.items_from_cache += from_cache;
@@ -411,6 +489,7 @@ static void *service_main(void *arg)
             rs->last_housekeeping = now;
             drop_inactive(rs);
             unpin_released(rs);
+            recall_release_idle_volumes(rs);
         }
         if (now - rs->last_progress >= rs->progress_interval) {
             rs->last_progress = now;
@@ -491,6 +570,12 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
     rs->log = opts->log;
     rs->cache = opts->cache;
     rs->done_tail = &rs->done_head;
+    if (opts->instance) {
+        rs->inst = *opts->instance;
+    } else { /* one instance alone (tests, tools) */
+        rs->inst = (recall_instance_t){.name = "local", .host = "localhost", .lease_s = 30,
+                                       .heartbeat_s = 10, .volumes_per_drive = 2};
+    }
     rs->progress_interval = si_conf_float(opts->conf, "archive.progress_interval", 1.0);
     rs->poll_interval = si_conf_float(opts->conf, "archive.poll_interval", 1.0);
     pthread_mutex_init(&rs->mu, NULL);
@@ -529,6 +614,10 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
                " commits objects in batches (cache.commit_bytes, commit_objects, commit_delay)");
     if (!(rs->backend = archive_backend_new(&bo, err)))
         goto error;
+    rs->volume_leases = !rs->backend->ops->copies_optional;
+    if (!(rs->site = recall_site_start(&rs->inst, opts->catalog, rs->log, recall_service_kick, rs,
+                                       err)))
+        goto error;
     if (pthread_create(&rs->thread, NULL, service_main, rs) != 0) {
         si_errprintf(err, "recall: cannot start its thread");
         goto error;
@@ -551,6 +640,7 @@ void recall_service_stop(recall_service_t *rs)
         pthread_mutex_unlock(&rs->mu);
         pthread_join(rs->thread, NULL);
     }
+    recall_site_stop(rs->site); /* the leases lapse unless the caller unregisters */
     /* the backend first: no callback runs after it is gone */
     archive_backend_free(rs->backend);
     /* objects still queued in the cache are committed (their items stay
@@ -573,6 +663,7 @@ void recall_service_stop(recall_service_t *rs)
     recall_statements_finalize(rs);
     catalog_close(rs->cat);
     free(rs->notes);
+    free(rs->held);
     pthread_mutex_destroy(&rs->mu);
     pthread_cond_destroy(&rs->cv);
     pthread_cond_destroy(&rs->commit_cv);
@@ -589,6 +680,7 @@ void recall_service_stats(recall_service_t *rs, recall_stats_t *out)
     pthread_mutex_lock(&rs->mu);
     *out = rs->st;
     pthread_mutex_unlock(&rs->mu);
+    out->volumes_held = 0; /* the service thread's own table: not read here */
 }
 
 void recall_service_metrics(FILE *out, void *arg)
@@ -614,5 +706,9 @@ void recall_service_metrics(FILE *out, void *arg)
             "# TYPE stagein_cache_backpressure gauge\nstagein_cache_backpressure %" PRIu64 "\n",
             st.objects_recalled, st.objects_failed, st.items_shared, st.items_from_cache,
             st.in_flight, st.waiting_for_space);
+    fprintf(out, "# HELP stagein_recalls_left_to_others_total Objects left to the instance "
+            "holding their lease or volume.\n# TYPE stagein_recalls_left_to_others_total counter\n"
+            "stagein_recalls_left_to_others_total %" PRIu64 "\n", st.left_to_others);
+    recall_site_metrics(rs->site, out);
     archive_metrics(rs->backend, out);
 }

@@ -64,6 +64,24 @@ int main(void)
     si_conf_free(c);
     c = si_conf_load_string("stageind: { body_limit = 5; };\n", schemas, &err);
     ok(!c && strstr(err.text, "body_limit"), "tiny body limit refused by the schema: %s", err.text);
+    /* instances */
+    c = si_conf_load_string("stageind: { instance = \"stage-02\"; lease_time = 6.0; };\n",
+                            schemas, &err);
+    ok(c && stageind_settings(c, &none, &s, &err) == 0, "instance settings: %s",
+       c ? "" : err.text);
+    is_str(s.instance, "stage-02", "stageind.instance");
+    ok(s.lease_time == 6.0 && s.heartbeat_interval == 2.0 && s.volumes_per_drive == 2,
+       "lease 6 s, heartbeat a third of it, 2 volumes per drive");
+    si_conf_free(c);
+    c = si_conf_load_string("stageind: { instance = \"stage 02\"; };\n", schemas, &err);
+    ok(c && stageind_settings(c, &none, &s, &err) == -1 && strstr(err.text, "stageind.instance") &&
+           strstr(err.text, "character 6"), "a space in the name refused: %s", err.text);
+    si_conf_free(c);
+    c = si_conf_load_string("stageind: { lease_time = 4.0; heartbeat_interval = 3.0; };\n",
+                            schemas, &err);
+    ok(c && stageind_settings(c, &none, &s, &err) == -1 && strstr(err.text, "heartbeat_interval"),
+       "a heartbeat slower than half the lease refused: %s", err.text);
+    si_conf_free(c);
     c = si_conf_load_string("stageind: { colour = 5; };\n", schemas, &err);
     ok(!c && strstr(err.text, "stageind.colour"), "unknown key refused: %s", err.text);
     return done_testing();
