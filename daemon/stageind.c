@@ -318,7 +318,13 @@ int main(int argc, char **argv)
 
     /* The cache has a catalog connection of its own (cache.h). */
     cache_conf_t cc;
-    if (cache_conf_from(conf, s.state_dir, &cc, &err) < 0 ||
+    if (cache_conf_from(conf, s.state_dir, &cc, &err) < 0)
+        goto error;
+    if (s.shared) {
+        snprintf(cc.instance, sizeof(cc.instance), "%s", s.instance);
+        cc.lease_s = s.lease_time;
+    }
+    if (
         !(cache_cat = catalog_open_opts(&catalog_opts, &err)) ||
         !(cache = cache_open(&cc, cache_cat, &err)))
         goto error;
@@ -330,7 +336,8 @@ int main(int argc, char **argv)
     push_opts_t po = {.catalog = &catalog_opts, .cache = cache, .cache_dir = cc.dir,
                       .backend = recall_service_backend(recall), .log = log,
                       .munge_socket = s.munge_socket[0] ? s.munge_socket : NULL,
-                      .peercred = s.peercred};
+                      .peercred = s.peercred,
+                      .instance = s.shared ? s.instance : NULL, .lease_s = s.lease_time};
     if (!(push = push_service_start(conf, &po, &err)))
         goto error;
     push_conf_t pushc;

@@ -159,6 +159,7 @@ int stageind_settings(const si_conf_t *conf, const stageind_overrides_t *o,
                  si_conf_string(conf, "stageind.instance", host), err) < 0 ||
         stageind_instance_check(s.instance, err) < 0)
         return -1;
+    s.shared = si_conf_setting(conf, "stageind.instance") != NULL;
     s.lease_time = si_conf_float(conf, "stageind.lease_time", 30.0);
     s.heartbeat_interval = si_conf_float(conf, "stageind.heartbeat_interval", s.lease_time / 3);
     if (s.heartbeat_interval * 2 > s.lease_time)

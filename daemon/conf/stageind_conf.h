@@ -48,6 +48,8 @@ typedef struct {
     si_log_level_t log_level;
     /* several instances on one catalog (doc/admin-scale-out.md) */
     char instance[65];           /* stageind.instance; default: the short host name */
+    bool shared;                 /* stageind.instance set: the cache directory and the
+                                  * pushes are shared with the site's other instances */
     char host[256];              /* this host's name, as registered */
     double lease_time;           /* seconds a lease lasts without a heartbeat */
     double heartbeat_interval;   /* seconds between heartbeats */

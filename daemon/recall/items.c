@@ -181,10 +181,10 @@ int recall_items_commit(recall_service_t *rs, item_list_t *l, bool complete,
     if (catalog_begin(rs->cat, &err) < 0)
         goto error;
     for (size_t i = 0; i < nrecalled; i++) {
-        char subject[32], detail[64];
+        char subject[32], detail[160];
         snprintf(subject, sizeof(subject), "%" PRId64, recalled[i]->object_id);
-        snprintf(detail, sizeof(detail), "%" PRIu64 " bytes for %zu requests",
-                 recalled[i]->size, recalled[i]->nwaiters);
+        snprintf(detail, sizeof(detail), "%" PRIu64 " bytes for %zu requests by instance %s",
+                 recalled[i]->size, recalled[i]->nwaiters, rs->inst.name);
         catalog_event(rs->cat, "object.recalled", subject, detail);
     }
     int rc = complete ? requests_items_completed_in(rs->rq, l->v, l->n, &err)

@@ -28,6 +28,7 @@ int main(void)
     is_str(s.socket, LOCALSTATEDIR "/lib/stagein/stageind.sock", "socket in the state directory");
     is_str(s.lock_file, LOCALSTATEDIR "/lib/stagein/stageind.lock", "lock file");
     is_int(s.log_level, SI_LOG_NOTICE, "notice level");
+    ok(!s.shared && s.instance[0], "an instance named after the host, alone on its cache");
     ok(s.peercred && s.pin_lifetime == 86400, "peercred on, one-day pins");
     ok(strcmp(s.sitename, "stagein") == 0 && !s.token_issuers[0] && s.token_skew == 60,
        "sitename stagein, no token issuers, 60 s token skew");
@@ -70,6 +71,7 @@ int main(void)
     ok(c && stageind_settings(c, &none, &s, &err) == 0, "instance settings: %s",
        c ? "" : err.text);
     is_str(s.instance, "stage-02", "stageind.instance");
+    ok(s.shared, "a named instance shares its cache directory");
     ok(s.lease_time == 6.0 && s.heartbeat_interval == 2.0 && s.volumes_per_drive == 2,
        "lease 6 s, heartbeat a third of it, 2 volumes per drive");
     si_conf_free(c);
