@@ -16,6 +16,7 @@ unset PGPASSFILE
 
 N=3
 LEASE=1.5
+TIME_SCALE=0.004   # simulated seconds per second: mounts of a few ms
 stop_instance() {  # stop_instance I: TERM, as stop does
     local pid
     pid=$(cat "$TEST_DIR/i$1/stageind.pid" 2>/dev/null)
@@ -59,7 +60,7 @@ state_dir = "$TEST_DIR/i$i"; $CATALOG_CONF
 stageind: { munge_socket = "$M/sock"; log_level = "info"; port = $port;
     instance = "i$i"; lease_time = $LEASE; heartbeat_interval = 0.25; };
 cache: { dir = "$TEST_DIR/cache"; };
-library: { volume_dir = "$TEST_DIR/volumes"; drives = 2; time_scale = 0.004; };
+library: { volume_dir = "$TEST_DIR/volumes"; drives = 2; time_scale = $TIME_SCALE; };
 archive: { poll_interval = 0.3; };
 s3: { enabled = true; port = $s3port; bind = "127.0.0.1"; secrets_file = "$S3_SECRETS";
     region = "$S3_REGION"; };
@@ -98,6 +99,7 @@ write_volume() {
 }
 
 # ---- the site: volumes, catalog, datasets -----------------------------------------------
+diag "$(date +%T) setup"
 export STAGEIN_CONF=$TEST_DIR/i1.conf
 instance_conf 1
 "$STAGEIN" catalog init >/dev/null
@@ -117,12 +119,15 @@ done
 # the kill rounds' objects: two fresh ones per round, on volumes K1..K3
 ROUNDS=22
 for v in 1 2 3; do tape create "K0000$v" --capacity 4000000000 >/dev/null; done
+declare -A on_volume
 for r in $(seq $ROUNDS); do
     make_file "k$r-a" $((60000 + 1000 * r))
     make_file "k$r-b" $((61000 + 1000 * r))
-    write_volume "K0000$((r % 3 + 1))" 1 "k$r-a"
-    write_volume "K0000$(((r + 1) % 3 + 1))" 1 "k$r-b"
+    on_volume[$((r % 3 + 1))]+=" k$r-a"
+    on_volume[$(((r + 1) % 3 + 1))]+=" k$r-b"
 done
+# shellcheck disable=SC2086
+for v in 1 2 3; do write_volume "K0000$v" 1 ${on_volume[$v]}; done
 for v in 1 2 3; do "$STAGEIN" tape import "K0000$v" >/dev/null; done
 for r in $(seq $ROUNDS); do define "k$r" "k$r-a" "k$r-b"; done
 define dA v1-f1 v1-f2 v1-f3 v1-f4 v1-f5 v2-f1 v2-f2 v3-f1
@@ -131,6 +136,7 @@ define dC v5-f1 v5-f2 v5-f3 v5-f4 v5-f5 v6-f1 v6-f2 v6-f3 v6-f4 v6-f5 v2-f3
 define all "${keys[@]}"
 is "$(sql "SELECT count(*) FROM objects")" $((30 + 2 * ROUNDS)) "$((30 + 2 * ROUNDS)) objects on 9 volumes in the shared catalog"
 
+diag "$(date +%T) starting"
 for i in $(seq $N); do
     start_instance "$i" 2>"$TEST_DIR/start.err"
     rc=$?
@@ -148,6 +154,7 @@ run_fails_with "a second process under a live instance's name is refused, naming
 export STAGEIN_CONF=$TEST_DIR/i1.conf
 
 # ---- datasets through different instances ---------------------------------------------
+diag "$(date +%T) staging"
 ids=()
 ids+=("$(stage_at 1 '{"datasets":["dA"]}')")
 ids+=("$(stage_at 2 '{"datasets":["dB"]}')")
@@ -193,14 +200,19 @@ is "$bad" "" "awscli GETs from each instance an object another instance recalled
 # Round r: the instance killed at round r-2 restarts, a request goes to a
 # live instance, then instance r mod 3 dies: each is down for two rounds,
 # longer than the lease (1.5 s), so its items are others' to finish.
+diag "$(date +%T) kill rounds"
+# slower drives from here on (each restart reads it): kills land mid-recall
+TIME_SCALE=0.1
 accepted=()
 kills=0
 declare -A killed_at
 for r in $(seq $ROUNDS); do
     back=$(((r + 1) % N + 1))
     if [ -n "${killed_at[$back]:-}" ]; then
+        t0=$(date +%s.%N)
         start_instance "$back" || diag "restart of i$back failed: $(tail -2 "$TEST_DIR/i$back.log")"
         unset "killed_at[$back]"
+        [ "$r" -le 4 ] && diag "round $r: i$back restarted in $(echo "$(date +%s.%N) - $t0" | bc) s"
     fi
     victim=$((r % N + 1))
     for to in $victim $back $(((r + 2) % N + 1)); do
@@ -208,17 +220,28 @@ for r in $(seq $ROUNDS); do
         id=$(stage_at "$to" "{\"datasets\":[\"k$r\"]}")
         [ -n "$id" ] && { accepted+=("$id"); break; }
     done
-    sleep "0.$((3 + RANDOM % 5))"
+    # the kill lands once the recall has begun (or after 2 s)
+    for _ in $(seq 20); do
+        [ "$(sql "SELECT count(*) FROM request_items i JOIN requests r ON r.id = i.request_id
+                  WHERE r.uuid = '$id' AND i.state = 'STARTED'")" != 0 ] && break
+        sleep 0.1
+    done
+    sleep "0.$((RANDOM % 3))"
     pid=$(pid_of "$victim")
     if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
         kills=$((kills + 1))
         killed_at[$victim]=$r
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        # gone, or a zombie its reaper has not collected yet
+        for _ in $(seq 50); do
+            grep -qs '^[0-9]* ([^)]*) [^Z]' "/proc/$pid/stat" || break
+            sleep 0.05
+        done
     fi
 done
 for i in $(seq $N); do
     kill -0 "$(pid_of "$i")" 2>/dev/null && [ -z "${killed_at[$i]:-}" ] || start_instance "$i"
 done
+diag "$(date +%T) waiting for the accepted requests"
 ok $([ "$kills" -ge 20 ]; echo $?) "$kills kills -9 across the three instances"
 is "${#accepted[@]}" "$ROUNDS" "a request accepted in each of the $ROUNDS rounds"
 is "$(wait_all 120 "${accepted[@]}")" "COMPLETED $ROUNDS" "every accepted request completes"
