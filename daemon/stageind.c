@@ -303,7 +303,7 @@ int main(int argc, char **argv)
      * earlier life dropped, then the items no live instance recalls
      * (its own interrupted ones, a dead one's) queued again. */
     recall_instance_t inst = {.lease_s = s.lease_time, .heartbeat_s = s.heartbeat_interval,
-                              .volumes_per_drive = s.volumes_per_drive};
+                              .volumes_per_drive = s.shared ? s.volumes_per_drive : 0};
     snprintf(inst.name, sizeof(inst.name), "%s", s.instance);
     snprintf(inst.host, sizeof(inst.host), "%s", s.host);
     if (instance_register(cat, inst.name, inst.host, (long)getpid(), si_wall_now(), inst.lease_s,

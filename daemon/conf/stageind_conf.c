@@ -166,7 +166,7 @@ int stageind_settings(const si_conf_t *conf, const stageind_overrides_t *o,
         return si_errprintf(err, "stageind.heartbeat_interval (%g s) must be at most half of "
                             "stageind.lease_time (%g s): one late heartbeat must not lose the "
                             "instance's leases", s.heartbeat_interval, s.lease_time);
-    s.volumes_per_drive = (int)si_conf_int(conf, "stageind.volumes_per_drive", 2);
+    s.volumes_per_drive = (int)si_conf_int(conf, "stageind.volumes_per_drive", 1);
     s.syslog = o->syslog || si_conf_bool(conf, "stageind.syslog", false);
     int level = si_log_level_parse(si_conf_string(conf, "stageind.log_level", "notice"));
     level += o->verbose;

@@ -53,7 +53,7 @@ typedef struct {
     char host[256];              /* this host's name, as registered */
     double lease_time;           /* seconds a lease lasts without a heartbeat */
     double heartbeat_interval;   /* seconds between heartbeats */
-    int volumes_per_drive;       /* volume leases held at most, per drive */
+    int volumes_per_drive;       /* shared: volumes with work queued at most, per drive */
 } stageind_settings_t;
 
 /* Command-line values; NULL / -1 / 0 leave the configuration's. */

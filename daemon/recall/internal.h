@@ -191,7 +191,7 @@ int recall_claim_objects(recall_service_t *rs, const int64_t *objects, size_t n,
 /* Gives them back (inside the caller's transaction when one is open). */
 int recall_release_objects(recall_service_t *rs, const int64_t *objects, size_t n);
 /* Keeps the item's copies on volumes this instance holds or could claim
- * (within stageind.volumes_per_drive per drive), recorded in f; 1 when one
+ * (within stageind.volumes_per_drive busy volumes per drive), recorded in f; 1 when one
  * is left, 0 when the object is another instance's to recall. */
 int recall_claim_volumes(recall_service_t *rs, archive_item_t *item, flight_t *f);
 /* The flight left the backend: its volumes are one object less busy. */

@@ -33,7 +33,7 @@ typedef struct {
     char host[256];
     double lease_s;               /* a lease's life without a heartbeat */
     double heartbeat_s;
-    int volumes_per_drive;        /* volume leases held at most, per drive */
+    int volumes_per_drive;        /* volumes with work queued at most, per drive; 0: any */
 } recall_instance_t;
 
 typedef struct {

@@ -574,7 +574,7 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
         rs->inst = *opts->instance;
     } else { /* one instance alone (tests, tools) */
         rs->inst = (recall_instance_t){.name = "local", .host = "localhost", .lease_s = 30,
-                                       .heartbeat_s = 10, .volumes_per_drive = 2};
+                                       .heartbeat_s = 10, .volumes_per_drive = 0};
     }
     rs->progress_interval = si_conf_float(opts->conf, "archive.progress_interval", 1.0);
     rs->poll_interval = si_conf_float(opts->conf, "archive.poll_interval", 1.0);

@@ -263,15 +263,23 @@ static held_volume_t *held_find(recall_service_t *rs, const char *label)
     return NULL;
 }
 
-/* The most volumes this instance holds at once: per drive, the mounted one
- * and the next; 0 while the backend does not say how many drives it has. */
-static size_t volume_limit(recall_service_t *rs)
+/* May this instance take one more volume? Only volumes with objects queued
+ * count (one left loaded in an idle drive does not: the next mount unloads
+ * it); at most volumes_per_drive per drive, so that the volumes of a site's
+ * queue go to the instances with free drives (0: no bound, an instance
+ * alone, whose backend then sees the whole queue to plan its mounts). */
+static bool volume_room(recall_service_t *rs)
 {
+    if (rs->inst.volumes_per_drive <= 0)
+        return true;
+    size_t busy = 0;
+    for (size_t i = 0; i < rs->nheld; i++)
+        busy += rs->held[i].flights > 0;
     archive_status_t st;
     si_error_t err;
-    if (archive_status(rs->backend, &st, &err) < 0 || st.drives <= 0)
-        return (size_t)rs->inst.volumes_per_drive;
-    return (size_t)st.drives * (size_t)rs->inst.volumes_per_drive;
+    size_t drives = archive_status(rs->backend, &st, &err) == 0 && st.drives > 0
+                        ? (size_t)st.drives : 1;
+    return busy < drives * (size_t)rs->inst.volumes_per_drive;
 }
 
 int recall_claim_volumes(recall_service_t *rs, archive_item_t *item, flight_t *f)
@@ -286,7 +294,7 @@ int recall_claim_volumes(recall_service_t *rs, archive_item_t *item, flight_t *f
         held_volume_t *h = held_find(rs, label);
         if (!h) {
             si_error_t err;
-            if (rs->nheld >= volume_limit(rs))
+            if (!volume_room(rs))
                 continue;
             int rc = lease_claim(rs->cat, LEASE_VOLUME, label, rs->inst.name, now,
                                  rs->inst.lease_s, &err);
@@ -316,8 +324,13 @@ void recall_flight_volumes_done(recall_service_t *rs, flight_t *f)
     double now = si_mono_now();
     for (int i = 0; i < f->nvols; i++) {
         held_volume_t *h = held_find(rs, f->vols[i]);
-        if (h && h->flights > 0 && --h->flights == 0)
+        if (h && h->flights > 0 && --h->flights == 0) {
             h->idle_since = now;
+            /* room for another volume: the queue is looked at again now */
+            pthread_mutex_lock(&rs->mu);
+            rs->kicked = rs->inst.volumes_per_drive > 0;
+            pthread_mutex_unlock(&rs->mu);
+        }
     }
     f->nvols = 0;
 }

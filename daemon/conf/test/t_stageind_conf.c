@@ -72,8 +72,8 @@ int main(void)
        c ? "" : err.text);
     is_str(s.instance, "stage-02", "stageind.instance");
     ok(s.shared, "a named instance shares its cache directory");
-    ok(s.lease_time == 6.0 && s.heartbeat_interval == 2.0 && s.volumes_per_drive == 2,
-       "lease 6 s, heartbeat a third of it, 2 volumes per drive");
+    ok(s.lease_time == 6.0 && s.heartbeat_interval == 2.0 && s.volumes_per_drive == 1,
+       "lease 6 s, heartbeat a third of it, 1 busy volume per drive");
     si_conf_free(c);
     c = si_conf_load_string("stageind: { instance = \"stage 02\"; };\n", schemas, &err);
     ok(c && stageind_settings(c, &none, &s, &err) == -1 && strstr(err.text, "stageind.instance") &&
