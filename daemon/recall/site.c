@@ -327,9 +327,11 @@ void recall_flight_volumes_done(recall_service_t *rs, flight_t *f)
         if (h && h->flights > 0 && --h->flights == 0) {
             h->idle_since = now;
             /* room for another volume: the queue is looked at again now */
-            pthread_mutex_lock(&rs->mu);
-            rs->kicked = rs->inst.volumes_per_drive > 0;
-            pthread_mutex_unlock(&rs->mu);
+            if (rs->inst.volumes_per_drive > 0) {
+                pthread_mutex_lock(&rs->mu);
+                rs->kicked = true;
+                pthread_mutex_unlock(&rs->mu);
+            }
         }
     }
     f->nvols = 0;
