@@ -194,6 +194,21 @@ int recall_release_objects(recall_service_t *rs, const int64_t *objects, size_t 
  * (within stageind.volumes_per_drive busy volumes per drive), recorded in f; 1 when one
  * is left, 0 when the object is another instance's to recall. */
 int recall_claim_volumes(recall_service_t *rs, archive_item_t *item, flight_t *f);
+/* The volumes out of reach for one scan: those other live instances hold,
+ * and whether this instance has room for another volume. */
+typedef struct {
+    char (*others)[ARCHIVE_LABEL_MAX + 1];
+    size_t nothers, cap;
+    char (*planned)[ARCHIVE_LABEL_MAX + 1]; /* volumes this scan means to claim */
+    size_t nplanned, cap_planned;
+    size_t room;               /* more volumes this instance may take (SIZE_MAX: any) */
+} recall_volume_view_t;
+void recall_volume_view(recall_service_t *rs, recall_volume_view_t *view);
+void recall_volume_view_free(recall_volume_view_t *view);
+/* true when one of the object's copies is on a volume this instance holds
+ * or could claim (always, for a backend without volumes) */
+bool recall_volumes_in_reach(recall_service_t *rs, recall_volume_view_t *view,
+                             int64_t object_id);
 /* The flight left the backend: its volumes are one object less busy. */
 void recall_flight_volumes_done(recall_service_t *rs, flight_t *f);
 /* Volume leases with nothing queued and not loaded in a drive go back. */

@@ -293,14 +293,34 @@ static void scan_pending(recall_service_t *rs)
         free(l.v);
         return;
     }
-    for (size_t i = 0; i < l.n && taking && backend_ok; i++) {
+    /* what the first pass learnt of each item's object: -1 not asked, 0 not
+     * cached, 1 cached (the main loop does not ask the cache again) */
+    signed char *cached_now = malloc(l.n ? l.n : 1);
+    if (!cached_now) {
+        free(want);
+        free(claimed);
+        free(l.v);
+        return;
+    }
+    recall_volume_view_t view;
+    recall_volume_view(rs, &view);
+    for (size_t i = 0; i < l.n; i++) {
+        cached_now[i] = -1;
+        if (!taking || !backend_ok)
+            continue;
         pthread_mutex_lock(&rs->mu);
         bool flying = recall_flight_get(rs, l.v[i].object_id) != NULL;
         pthread_mutex_unlock(&rs->mu);
         cache_entry_t ce;
-        if (!flying && cache_stat(rs->cache, l.v[i].object_id, &ce, NULL) != 1)
+        if (flying)
+            continue;
+        cached_now[i] = cache_stat(rs->cache, l.v[i].object_id, &ce, NULL) == 1;
+        /* an object whose volumes are all out of reach is not claimed (it
+         * would be given back at the end of the scan, at each scan) */
+        if (!cached_now[i] && recall_volumes_in_reach(rs, &view, l.v[i].object_id))
             want[nwant++] = l.v[i].object_id;
     }
+    recall_volume_view_free(&view);
     recall_claim_objects(rs, want, nwant, claimed);
     size_t next_want = 0;
     char blocked[300] = "";
@@ -329,7 +349,8 @@ static void scan_pending(recall_service_t *rs)
         if (next_want < nwant && want[next_want] == p->object_id)
             mine = claimed[next_want++];
         cache_entry_t ce;
-        if (cache_stat(rs->cache, p->object_id, &ce, NULL) == 1) {
+        if (cached_now[i] == 1 ||
+            (cached_now[i] < 0 && cache_stat(rs->cache, p->object_id, &ce, NULL) == 1)) {
             recall_item_list_add(&cached, p->request_id, p->object_id);
             if (mine)
                 UNCLAIM(p->object_id);
@@ -431,6 +452,7 @@ static void scan_pending(recall_service_t *rs)
     free(unclaim);
     free(want);
     free(claimed);
+    free(cached_now);
     size_t from_cache = recall_complete_items(rs, &cached, NULL, 0);
     pthread_mutex_lock(&rs->mu);
     rs->st.items_from_cache += from_cache;

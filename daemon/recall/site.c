@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -263,15 +264,16 @@ static held_volume_t *held_find(recall_service_t *rs, const char *label)
     return NULL;
 }
 
-/* May this instance take one more volume? Only volumes with objects queued
- * count (one left loaded in an idle drive does not: the next mount unloads
- * it); at most volumes_per_drive per drive, so that the volumes of a site's
- * queue go to the instances with free drives (0: no bound, an instance
- * alone, whose backend then sees the whole queue to plan its mounts). */
-static bool volume_room(recall_service_t *rs)
+/* How many more volumes this instance may take. Only volumes with objects
+ * queued count (one left loaded in an idle drive does not: the next mount
+ * unloads it); at most volumes_per_drive per drive, so that the volumes of a
+ * site's queue go to the instances with free drives (0: no bound, an
+ * instance alone, whose backend then sees the whole queue to plan its
+ * mounts). */
+static size_t volume_room(recall_service_t *rs)
 {
     if (rs->inst.volumes_per_drive <= 0)
-        return true;
+        return SIZE_MAX;
     size_t busy = 0;
     for (size_t i = 0; i < rs->nheld; i++)
         busy += rs->held[i].flights > 0;
@@ -279,7 +281,75 @@ static bool volume_room(recall_service_t *rs)
     si_error_t err;
     size_t drives = archive_status(rs->backend, &st, &err) == 0 && st.drives > 0
                         ? (size_t)st.drives : 1;
-    return busy < drives * (size_t)rs->inst.volumes_per_drive;
+    size_t most = drives * (size_t)rs->inst.volumes_per_drive;
+    return busy < most ? most - busy : 0;
+}
+
+static int view_add(const char *name, const char *holder, void *arg)
+{
+    (void)holder;
+    recall_volume_view_t *v = arg;
+    if (si_array_grow((void **)&v->others, &v->cap, v->nothers + 1, sizeof(*v->others)) < 0)
+        return 1;
+    snprintf(v->others[v->nothers++], sizeof(v->others[0]), "%s", name);
+    return 0;
+}
+
+void recall_volume_view(recall_service_t *rs, recall_volume_view_t *view)
+{
+    memset(view, 0, sizeof(*view));
+    view->room = SIZE_MAX;
+    if (!rs->volume_leases)
+        return;
+    si_error_t err;
+    if (lease_each_held(rs->cat, LEASE_VOLUME, rs->inst.name, si_wall_now(), view_add, view,
+                        &err) < 0)
+        si_log(rs->log, SI_LOG_WARNING, "recall: %s", err.text);
+    view->room = volume_room(rs);
+}
+
+void recall_volume_view_free(recall_volume_view_t *view)
+{
+    free(view->others);
+    free(view->planned);
+    view->others = NULL;
+    view->planned = NULL;
+}
+
+static bool view_has(char (*labels)[ARCHIVE_LABEL_MAX + 1], size_t n, const char *label)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(labels[i], label) == 0)
+            return true;
+    return false;
+}
+
+bool recall_volumes_in_reach(recall_service_t *rs, recall_volume_view_t *view,
+                             int64_t object_id)
+{
+    if (!rs->volume_leases)
+        return true;
+    bool reach = false;
+    db_stmt_t *s = recall_stmt(rs, SQL_COPIES);
+    db_bind_int64(s, 1, object_id);
+    int rows = 0;
+    while (!reach && db_step(s) == DB_ROW) {
+        const char *label = db_column_text(s, 1);
+        rows++;
+        if (held_find(rs, label) || view_has(view->planned, view->nplanned, label)) {
+            reach = true;
+        } else if (view->room > 0 && !view_has(view->others, view->nothers, label) &&
+                   si_array_grow((void **)&view->planned, &view->cap_planned,
+                                 view->nplanned + 1, sizeof(*view->planned)) == 0) {
+            snprintf(view->planned[view->nplanned++], sizeof(view->planned[0]), "%s", label);
+            if (view->room != SIZE_MAX)
+                view->room--;
+            reach = true;
+        }
+    }
+    db_reset(s);
+    /* no usable copy: the main loop fails its items with the reason */
+    return reach || rows == 0;
 }
 
 int recall_claim_volumes(recall_service_t *rs, archive_item_t *item, flight_t *f)
@@ -294,7 +364,7 @@ int recall_claim_volumes(recall_service_t *rs, archive_item_t *item, flight_t *f
         held_volume_t *h = held_find(rs, label);
         if (!h) {
             si_error_t err;
-            if (!volume_room(rs))
+            if (volume_room(rs) == 0)
                 continue;
             int rc = lease_claim(rs->cat, LEASE_VOLUME, label, rs->inst.name, now,
                                  rs->inst.lease_s, &err);
