@@ -9,6 +9,7 @@
 #define STAGEIN_RECALL_INTERNAL_H
 
 #include <pthread.h>
+#include <time.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -176,6 +177,10 @@ int recall_items_commit(recall_service_t *rs, item_list_t *l, bool complete,
  * queued again (and a scan is due). Returns how many completed. */
 size_t recall_complete_items(recall_service_t *rs, item_list_t *l, flight_t **recalled,
                              size_t nrecalled);
+
+/* seconds from now as an absolute CLOCK_REALTIME time, for
+ * pthread_cond_timedwait on a default condition variable (service.c) */
+struct timespec recall_realtime_in(double seconds);
 
 /* ---- the site: instances sharing the catalog (site.c) ---- */
 recall_site_t *recall_site_start(const recall_instance_t *inst, const catalog_open_opts_t *copts,

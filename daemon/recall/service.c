@@ -481,7 +481,7 @@ static void scan_pending(recall_service_t *rs)
 
 /* Seconds from now until t on the monotonic clock, as an absolute
  * CLOCK_REALTIME deadline for pthread_cond_timedwait (cv uses the default clock). */
-static struct timespec realtime_in(double seconds)
+struct timespec recall_realtime_in(double seconds)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -535,7 +535,7 @@ static void *service_main(void *arg)
                 next = rs->last_housekeeping + HOUSEKEEPING_S;
             if (rs->last_progress + rs->progress_interval < next)
                 next = rs->last_progress + rs->progress_interval;
-            struct timespec until = realtime_in(next - si_mono_now());
+            struct timespec until = recall_realtime_in(next - si_mono_now());
             pthread_cond_timedwait(&rs->cv, &rs->mu, &until);
         }
         pthread_mutex_unlock(&rs->mu);

@@ -46,16 +46,6 @@ struct recall_site {
     uint64_t beats, beat_failures, orphans_requeued;
 };
 
-static struct timespec realtime_after(double seconds)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    double at = t.tv_sec + t.tv_nsec / 1e9 + seconds;
-    t.tv_sec = (time_t)at;
-    t.tv_nsec = (long)((at - (double)t.tv_sec) * 1e9);
-    return t;
-}
-
 static void beat(recall_site_t *site)
 {
     si_error_t err;
@@ -108,7 +98,7 @@ static void *site_main(void *arg)
         pthread_mutex_unlock(&site->mu);
         beat(site);
         pthread_mutex_lock(&site->mu);
-        struct timespec until = realtime_after(site->inst.heartbeat_s);
+        struct timespec until = recall_realtime_in(site->inst.heartbeat_s);
         while (!site->stop && pthread_cond_timedwait(&site->cv, &site->mu, &until) != ETIMEDOUT)
             ;
     }
