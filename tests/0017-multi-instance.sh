@@ -15,30 +15,19 @@ s3_need_clients aws curl
 unset PGPASSFILE
 
 N=3
+P=i               # the instances' names and directories: i1, i2, i3
 LEASE=1.5
 TIME_SCALE=0.004   # simulated seconds per second: mounts of a few ms
 stop_instance() {  # stop_instance I: TERM, as stop does
     local pid
-    pid=$(cat "$TEST_DIR/i$1/stageind.pid" 2>/dev/null)
+    pid=$(cat "$TEST_DIR/$P$1/stageind.pid" 2>/dev/null)
     [ -n "$pid" ] || return 0
     kill -TERM "$pid" 2>/dev/null
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 }
 stop_all() { local i; for i in $(seq $N); do stop_instance "$i"; done; }
 trap 'stop_all; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
-
-skip_all() { echo "1..0 # SKIP $1"; exit 0; }
-why=$(pg_lib_available 2>&1) || skip_all "$why"
-grep -q 'HAVE_LIBPQ 1' "$top_builddir/config.h" ||
-    skip_all "stagein built without the PostgreSQL engine (apt-get install libpq-dev)"
-pg_lib_start "$TEST_DIR" || skip_all "the PostgreSQL server (package postgresql) did not start"
-# each instance keeps a connection per module (about 15): more than
-# pg-lib.sh's 40 for three instances and the CLI
-pg_lib_as_server "$(pg_lib_bin)/pg_ctl" -D "$TEST_DIR/pg/data" -w -m fast -o \
-    "-k $TEST_DIR/pg -c listen_addresses= -c fsync=off -c max_connections=120" \
-    restart >"$TEST_DIR/pg-restart.log" 2>&1 || skip_all "the PostgreSQL server did not restart"
-CATALOG_CONF="catalog: { url = \"$(cat "$TEST_DIR/pg-url")\";
-    password_file = \"$TEST_DIR/pg-password\"; site = \"t0017\"; };"
+# the catalog through the CLI (read-only SQL), on either engine
 sql() { "$STAGEIN" catalog sql "$1" | tail -n +2 | sed 's/ *$//'; }
 
 S3_SECRETS=$TEST_DIR/secrets
@@ -54,13 +43,13 @@ instance_conf() {
     eval "PORT_$i=$(free_port) S3PORT_$i=$(free_port)"
     local port s3port
     eval "port=\$PORT_$i s3port=\$S3PORT_$i"
-    mkdir -p "$TEST_DIR/i$i"
-    cat >"$TEST_DIR/i$i.conf" <<CONF
-state_dir = "$TEST_DIR/i$i"; $CATALOG_CONF
+    mkdir -p "$TEST_DIR/$P$i"
+    cat >"$TEST_DIR/$P$i.conf" <<CONF
+state_dir = "$TEST_DIR/$P$i"; $CATALOG_CONF
 stageind: { munge_socket = "$M/sock"; log_level = "info"; port = $port;
-    instance = "i$i"; lease_time = $LEASE; heartbeat_interval = 0.25; };
-cache: { dir = "$TEST_DIR/cache"; };
-library: { volume_dir = "$TEST_DIR/volumes"; drives = 2; time_scale = $TIME_SCALE; };
+    instance = "$P$i"; lease_time = $LEASE; heartbeat_interval = 0.25; };
+cache: { dir = "$TEST_DIR/${P}cache"; };
+library: { volume_dir = "$TEST_DIR/${P}volumes"; drives = 2; time_scale = $TIME_SCALE; };
 archive: { poll_interval = 0.3; };
 s3: { enabled = true; port = $s3port; bind = "127.0.0.1"; secrets_file = "$S3_SECRETS";
     region = "$S3_REGION"; };
@@ -69,11 +58,11 @@ CONF
 start_instance() {  # start_instance I
     local i=$1
     instance_conf "$i"
-    STAGEIN_CONF=$TEST_DIR/i$i.conf "$STAGEIND" -d "$TEST_DIR/i$i" -S "$TEST_DIR/i$i.sock" \
-        -l "$TEST_DIR/i$i.log" || return 1
-    track_pid "$(cat "$TEST_DIR/i$i/stageind.pid")"
+    STAGEIN_CONF=$TEST_DIR/$P$i.conf "$STAGEIND" -d "$TEST_DIR/$P$i" -S "$TEST_DIR/$P$i.sock" \
+        -l "$TEST_DIR/$P$i.log" || return 1
+    track_pid "$(cat "$TEST_DIR/$P$i/stageind.pid")"
 }
-pid_of() { cat "$TEST_DIR/i$1/stageind.pid" 2>/dev/null; }
+pid_of() { cat "$TEST_DIR/$P$1/stageind.pid" 2>/dev/null; }
 # stage_at I JSON: a stage request through instance I; prints its id
 stage_at() { eval "PORT=\$PORT_$1"; stage "$2"; }
 wait_all() {  # wait_all SECONDS ID...: the states of the requests, once none is active
@@ -89,6 +78,53 @@ wait_all() {  # wait_all SECONDS ID...: the states of the requests, once none is
     sql "SELECT state, count(*) FROM requests WHERE uuid IN (${list%,}) GROUP BY state ORDER BY state" |
         tr -s ' \n' ' ' | sed 's/ $//'
 }
+
+# ---- SQLite: two instances on one catalog file, on one machine ---------------------------
+P=s
+CATALOG_CONF="catalog: { path = \"$TEST_DIR/lite.db\"; };"
+export STAGEIN_CONF=$TEST_DIR/s1.conf
+instance_conf 1
+"$STAGEIN" catalog init >/dev/null
+STATE=$TEST_DIR/s1
+lite=()
+for v in 1 2 3; do
+    files=()
+    for f in 1 2 3 4; do make_file "s$v-f$f" $((50000 + 9000 * f + 1000 * v)); files+=("s$v-f$f"); done
+    tape create "S0000$v" --capacity 4000000000 >/dev/null
+    (cd "$SRC" && "$STAGEIN" tape write "S0000$v" --bucket data "${files[@]}" >/dev/null)
+    lite+=("${files[@]}")
+done
+define lite "${lite[@]}"
+for i in 1 2; do
+    start_instance "$i" 2>"$TEST_DIR/start.err"
+    rc=$?
+    ok $rc "SQLite: instance s$i starts on the shared catalog file"
+    [ $rc = 0 ] || sed 's/^/# /' "$TEST_DIR/start.err"
+done
+ids=("$(stage_at 1 '{"datasets":["lite"]}')" "$(stage_at 2 '{"datasets":["lite"]}')")
+is "$(wait_all 60 "${ids[@]}")" "COMPLETED 2" "SQLite: the dataset staged through both instances completes"
+is "$(sql "SELECT count(*) || '/' || count(DISTINCT subject) FROM events WHERE kind = 'object.recalled'")" \
+    "12/12" "SQLite: each of its 12 objects recalled once"
+k=${lite[0]}
+curl -s -o "$TEST_DIR/got" --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_KEY:$S3_SECRET" \
+    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "http://127.0.0.1:$S3PORT_2/data/$k"
+ok $(cmp -s "$TEST_DIR/got" "$SRC/$k"; echo $?) "SQLite: the second instance's S3 endpoint serves it"
+N=2 stop_all
+P=i
+
+# ---- PostgreSQL ----------------------------------------------------------------------------
+skip_all() { ok 0 "three instances on PostgreSQL # SKIP $1"; finish; exit 0; }
+why=$(pg_lib_available 2>&1) || skip_all "$why"
+grep -q 'HAVE_LIBPQ 1' "$top_builddir/config.h" ||
+    skip_all "stagein built without the PostgreSQL engine (apt-get install libpq-dev)"
+pg_lib_start "$TEST_DIR" || skip_all "the PostgreSQL server (package postgresql) did not start"
+# each instance keeps a connection per module (about 15): more than
+# pg-lib.sh's 40 for three instances and the CLI
+pg_lib_as_server "$(pg_lib_bin)/pg_ctl" -D "$TEST_DIR/pg/data" -w -m fast -o \
+    "-k $TEST_DIR/pg -c listen_addresses= -c fsync=off -c max_connections=120" \
+    restart >"$TEST_DIR/pg-restart.log" 2>&1 || skip_all "the PostgreSQL server did not restart"
+CATALOG_CONF="catalog: { url = \"$(cat "$TEST_DIR/pg-url")\";
+    password_file = \"$TEST_DIR/pg-password\"; site = \"t0017\"; };"
 
 # write_volume LABEL COPY FILE...: as recall-lib's, catalogued afterwards from
 # the volumes (tape import), as 0016 does on PostgreSQL; errors shown
