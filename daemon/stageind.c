@@ -318,8 +318,17 @@ int main(int argc, char **argv)
 
     /* The cache has a catalog connection of its own (cache.h). */
     cache_conf_t cc;
-    if (cache_conf_from(conf, s.state_dir, &cc, &err) < 0 ||
-        !(cache_cat = catalog_open_opts(&catalog_opts, &err)) ||
+    /* a server catalog may be shared: the cache directory and the pushes
+     * are then shared with the site's other instances (with SQLite, one
+     * stageind per cache directory, as ever) */
+    bool site_shared = catalog_target_is_url(catalog_opts.target);
+    if (cache_conf_from(conf, s.state_dir, &cc, &err) < 0)
+        goto error;
+    if (site_shared) {
+        snprintf(cc.instance, sizeof(cc.instance), "%s", inst.name);
+        cc.lease_s = inst.lease_s;
+    }
+    if (!(cache_cat = catalog_open_opts(&catalog_opts, &err)) ||
         !(cache = cache_open(&cc, cache_cat, &err)))
         goto error;
     recall_opts_t ro = {.conf = conf, .instance = &inst, .state_dir = s.state_dir,
@@ -330,7 +339,8 @@ int main(int argc, char **argv)
     push_opts_t po = {.catalog = &catalog_opts, .cache = cache, .cache_dir = cc.dir,
                       .backend = recall_service_backend(recall), .log = log,
                       .munge_socket = s.munge_socket[0] ? s.munge_socket : NULL,
-                      .peercred = s.peercred};
+                      .peercred = s.peercred,
+                      .instance = site_shared ? inst.name : NULL, .lease_s = inst.lease_s};
     if (!(push = push_service_start(conf, &po, &err)))
         goto error;
     push_conf_t pushc;
