@@ -93,6 +93,9 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
     [PUSH_SQL_ARCHIVING_PUSHES] = "SELECT DISTINCT p.id, p.uuid FROM push_items i"
                                   " JOIN pushes p ON p.id = i.push_id"
                                   " WHERE i.state = 'ARCHIVING' ORDER BY p.id",
+    [PUSH_SQL_UNACKNOWLEDGED_BEFORE] =
+        "SELECT object_id FROM push_items WHERE state IN ('RECEIVING', 'DISCARDED')"
+        " AND received < ?1 ORDER BY object_id",
 };
 
 const char *push_sql(int which)

@@ -288,11 +288,14 @@ int push_recover(push_t *p, push_recovery_t *out, si_error_t *err)
     int64_t *ids = NULL;
     size_t n = 0;
 
-    /* uploads that were never acknowledged; with several instances, only
-     * when no other lives (the upload may be another's, in progress) */
+    /* uploads that were never acknowledged; with several instances, those
+     * no live instance writes (another's may be in progress) */
+    if (push_shared(p)) {
+        if (push_sweep_uploads(p, true, &rec.discarded, err) < 0)
+            return -1;
+    }
     pthread_mutex_lock(&p->lock);
-    int others = push_shared(p) ? push_others_alive(p, err) : 0;
-    int rc = others < 0 ? -1 : others ? 0 : ids_in_state(p, PUSH_SQL_IDS_UNACKNOWLEDGED, &ids, &n, err);
+    int rc = push_shared(p) ? 0 : ids_in_state(p, PUSH_SQL_IDS_UNACKNOWLEDGED, &ids, &n, err);
     pthread_mutex_unlock(&p->lock);
     if (rc < 0)
         return -1;
@@ -544,6 +547,12 @@ static void *aggregator(void *arg)
         pthread_mutex_unlock(&p->lock);
         push_archived_t done;
         si_error_t err;
+        uint64_t removed;
+        if (push_sweep_uploads(p, false, &removed, &err) < 0)
+            si_log(p->log, SI_LOG_ERROR, "push: removing dead instances' uploads: %s", err.text);
+        else if (removed)
+            si_log(p->log, SI_LOG_NOTICE, "push: %" PRIu64 " uploads of dead instances, never"
+                                          " acknowledged, removed", removed);
         int rc = push_archive_once(p, false, &done, &err);
         if (rc < 0)
             si_log(p->log, SI_LOG_ERROR, "push: archiving: %s", err.text);
