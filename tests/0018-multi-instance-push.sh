@@ -207,8 +207,9 @@ missing=$(awk 'NR == FNR { s[$1 " " $2] = $3; next } s[$1 " " $2] != "DURABLE" {
 is "$missing" "" "every acknowledged push is DURABLE"
 is "$(sql "SELECT count(*) FROM push_items i WHERE state = 'DURABLE' AND (SELECT count(*) FROM tape_copies t WHERE t.object_id = i.object_id) <> 1")" \
     0 "every durable file has exactly one tape copy: none archived twice"
-is "$(sql "SELECT count(*) FROM tape_copies")" "$(sql "SELECT count(*) FROM push_items WHERE state = 'DURABLE'")" \
-    "as many tape copies as durable files"
+# one query: an upload the killed pushers left in a batch may still turn durable
+is "$(sql "SELECT (SELECT count(*) FROM tape_copies) - (SELECT count(*) FROM push_items WHERE state = 'DURABLE')")" \
+    0 "as many tape copies as durable files"
 taken=$(sql "SELECT count(*) FROM events WHERE kind = 'push.taken_over'")
 ok "$([ "$taken" -ge 1 ]; echo $?)" "pushes of killed instances were taken over ($taken times)"
 is "$(wait_state "SELECT count(*) FROM push_items WHERE state IN ('RECEIVING', 'DISCARDED')" 0 20)" 0 \
