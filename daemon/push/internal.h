@@ -107,13 +107,14 @@ void push_release_if_done(push_t *p, int64_t push_id, const char *uuid);
  * dropped) are claimed and their files queued again. Between aggregates
  * only. */
 int push_sweep(push_t *p, bool now, si_error_t *err);
-/* Every lease_s/2 (now: at once), lock NOT held: the uploads never
+void push_claims_free(push_t *p);
+
+/* Several instances (push.c), every lease_s/2 (now: at once), lock NOT held: the uploads never
  * acknowledged that no instance writes any more (begun over a lease time
  * ago, and no writer of theirs open here nor in a live instance's temp
  * folder: their instance died mid-upload) are removed as an unacknowledged
  * upload is; *removed (may be NULL) counts them. */
 int push_sweep_uploads(push_t *p, bool now, uint64_t *removed, si_error_t *err);
-void push_claims_free(push_t *p);
 
 /* Removes an upload never acknowledged (RECEIVING or DISCARDED): its item,
  * cache file, object, and its push and dataset when they were made for it
