@@ -283,6 +283,14 @@ int cache_remove(cache_t *c, int64_t object_id, si_error_t *err);
 /* Writes batched access times now (cache_close and eviction do it too). */
 int cache_flush_access(cache_t *c, si_error_t *err);
 
+/* Several instances: whether object_id is being written now, by this
+ * instance (a writer open) or by a live other one (a temp file under its
+ * tmp/<instance>/), or was placed under objects/ less than grace seconds
+ * ago without its row yet (its batch may be committing). 1 yes, 0 no (its
+ * writer is gone: a dead instance's, or none), -1 error. Alone: this
+ * process's writers only. */
+int cache_write_in_progress(cache_t *c, int64_t object_id, double grace, si_error_t *err);
+
 /* The object's path relative to the cache directory, from its id alone
  * ("objects/00/00/000000000000002a"); EINVAL for ids < 1. */
 int cache_object_path(int64_t object_id, char *buf, size_t size, si_error_t *err);

@@ -519,3 +519,55 @@ void cache_recovery_free(cache_recovery_t *report)
     report->dropped = NULL;
     report->ndropped = 0;
 }
+
+/* ---- an upload in progress, or a leftover (push recovery asks) ---------------------- */
+
+/* Whether dir (under tmp/) holds a temp file of object_id ("<id>.<pid>.<n>"). */
+static int temp_file_of(cache_t *c, const char *dir, int64_t object_id)
+{
+    int fd = openat(c->tmp_root_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    char prefix[CACHE_NAME_HEX + 2];
+    snprintf(prefix, sizeof(prefix), "%016" PRIx64 ".", (uint64_t)object_id);
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)))
+        found = strncmp(e->d_name, prefix, CACHE_NAME_HEX + 1) == 0;
+    closedir(d);
+    return found;
+}
+
+int cache_write_in_progress(cache_t *c, int64_t object_id, double grace, si_error_t *err)
+{
+    pthread_mutex_lock(&c->lock);
+    cache_reservation_t *r = cache_reservation_find(c, object_id);
+    bool own = (r && r->writing);
+    pthread_mutex_unlock(&c->lock);
+    if (own)
+        return 1;
+    if (!cache_shared(c))
+        return 0;
+    char rel[CACHE_OBJECT_PATH_MAX];
+    struct stat st;
+    cache_object_path(object_id, rel, sizeof(rel), NULL);
+    if (fstatat(c->objects_fd, rel + strlen("objects/"), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        (double)st.st_ctime > si_wall_now() - grace)
+        return 1;
+    char (*live)[65];
+    size_t n;
+    pthread_mutex_lock(&c->lock); /* the registry is read on the cache's connection */
+    int rc = cache_live_others(c, &live, &n, err);
+    pthread_mutex_unlock(&c->lock);
+    if (rc < 0)
+        return -1;
+    int found = 0;
+    for (size_t i = 0; i < n && !found; i++)
+        found = temp_file_of(c, live[i], object_id);
+    free(live);
+    return found;
+}

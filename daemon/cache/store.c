@@ -218,3 +218,4 @@ int cache_object_dir(cache_t *c, int parent, const char *name, si_error_t *err)
                           name, c->conf.dir, strerror(errno));
     return fd;
 }
+

@@ -42,6 +42,8 @@ typedef struct {
     batch_item_t *items;
     size_t n, cap;
     uint64_t bytes;
+    int64_t *pushes, *datasets;     /* distinct, ascending (batch_index) */
+    size_t npushes, ndatasets;
 } batch_t;
 
 static void batch_free(batch_t *b)
@@ -54,7 +56,41 @@ static void batch_free(batch_t *b)
         free(b->items[i].storage_class);
     }
     free(b->items);
+    free(b->pushes);
+    free(b->datasets);
     memset(b, 0, sizeof(*b));
+}
+
+static int cmp_id(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, c = *(const int64_t *)y;
+    return (a > c) - (a < c);
+}
+
+/* ids sorted and made distinct in place; returns how many are left. */
+static size_t distinct(int64_t *ids, size_t n)
+{
+    qsort(ids, n, sizeof(*ids), cmp_id);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || ids[i] != ids[k - 1])
+            ids[k++] = ids[i];
+    return k;
+}
+
+/* The aggregate's pushes and datasets, each once in id order. */
+static int batch_index(batch_t *b, si_error_t *err)
+{
+    if (!(b->pushes = malloc(b->n * sizeof(int64_t))) ||
+        !(b->datasets = malloc(b->n * sizeof(int64_t))))
+        return si_errnoprintf(err, ENOMEM, "out of memory");
+    for (size_t i = 0; i < b->n; i++) {
+        b->pushes[i] = b->items[i].push_id;
+        b->datasets[i] = b->items[i].dataset_id;
+    }
+    b->npushes = distinct(b->pushes, b->n);
+    b->ndatasets = distinct(b->datasets, b->n);
+    return 0;
 }
 
 /* Picks the files of the next aggregate, oldest first, and marks them
@@ -163,6 +199,10 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
         goto error;
     if (b->n == 0)
         batch_free(b);
+    else if (batch_index(b, err) < 0) {
+        batch_free(b); /* ARCHIVING till the sweep or the next start queues them again */
+        return -1;
+    }
     return 0;
 error:
     catalog_rollback(p->cat);
@@ -180,11 +220,29 @@ static int mark_dataset_stale(push_t *p, int64_t dataset_id, si_error_t *err)
     return rc == DB_DONE ? 0 : push_db_error(p, err, "marking dataset totals stale");
 }
 
+/* The pushes' last change, each in a statement of its own after the
+ * commit: a push's row is also locked by the batches that receive its
+ * files, and holding it across the aggregate's transaction deadlocked
+ * with them (two pushes touched in opposite orders). */
+static void touch_pushes(push_t *p, const batch_t *b, double now)
+{
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_PUSH_TOUCH);
+    for (size_t i = 0; i < b->npushes; i++) {
+        db_reset(s);
+        db_bind_int64(s, 1, b->pushes[i]);
+        db_bind_double(s, 2, now);
+        if (db_step(s) != DB_DONE)
+            si_log(p->log, SI_LOG_WARNING, "push: noting a push's last change: %s",
+                   db_errmsg(p->db));
+    }
+    db_reset(s);
+}
+
 /* The one transaction that makes an aggregate DURABLE; lock held. */
 static int commit_durable(push_t *p, const batch_t *b, int ncopies,
                           const archive_placement_t *pl, si_error_t *err)
 {
-    db_stmt_t *member = NULL, *item = NULL, *touch = NULL;
+    db_stmt_t *member = NULL, *item = NULL;
     if (catalog_begin(p->cat, err) < 0)
         return errno = EIO, -1;
     /* first, so that a take-over of any of its pushes waits for this commit
@@ -211,13 +269,11 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
     }
     member = push_stmt(p, PUSH_SQL_DATASET_MEMBER);
     item = push_stmt(p, PUSH_SQL_MARK_DURABLE);
-    touch = push_stmt(p, PUSH_SQL_PUSH_TOUCH);
     double now = si_wall_now();
-    int64_t last_dataset = 0;
     for (size_t i = 0; i < b->n; i++) {
         const batch_item_t *it = &b->items[i];
-        db_stmt_t *each[] = {member, item, touch};
-        for (size_t k = 0; k < 3; k++) {
+        db_stmt_t *each[] = {member, item};
+        for (size_t k = 0; k < 2; k++) {
             db_reset(each[k]);
             db_bind_int64(each[k], 1, k == 0 ? it->dataset_id : it->object_id);
             if (k == 0)
@@ -244,10 +300,13 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
             if (catalog_copy_put(p->cat, &copy, err) < 0)
                 goto error;
         }
-        if (it->dataset_id != last_dataset && mark_dataset_stale(p, it->dataset_id, err) < 0)
-            goto error;
-        last_dataset = it->dataset_id;
     }
+    /* each dataset's row once, in id order: other instances' aggregates
+     * and the receivers' batches lock rows too, and one order for all
+     * keeps them from deadlocking */
+    for (size_t i = 0; i < b->ndatasets; i++)
+        if (mark_dataset_stale(p, b->datasets[i], err) < 0)
+            goto error;
     if (catalog_refresh_dataset_stats(p->cat, err) < 0)
         goto error;
     char detail[160];
@@ -260,16 +319,15 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
     }
     db_reset(member);
     db_reset(item);
-    db_reset(touch);
-    member = item = touch = NULL;
+    member = item = NULL;
     if (catalog_commit(p->cat, err) < 0)
         return errno = EIO, -1;
+    touch_pushes(p, b, now);
     return 0;
 error:;
     int saved = errno == ESTALE ? ESTALE : EIO;
     db_reset(member);
     db_reset(item);
-    db_reset(touch);
     catalog_rollback(p->cat);
     if (saved == ESTALE)
         p->commits_fenced++;

@@ -188,25 +188,3 @@ error:
     free(refs);
     return -1;
 }
-
-int push_others_alive(push_t *p, si_error_t *err)
-{
-    instance_info_t *all = NULL, *dead = NULL;
-    size_t nall = 0, ndead = 0;
-    double now = si_wall_now();
-    if (instance_list(p->cat, now, p->lease_s, false, &all, &nall, err) < 0 ||
-        instance_list(p->cat, now, p->lease_s, true, &dead, &ndead, err) < 0) {
-        free(all);
-        return -1;
-    }
-    int alive = 0;
-    for (size_t i = 0; i < nall && !alive; i++) {
-        bool gone = strcmp(all[i].name, p->instance) == 0;
-        for (size_t j = 0; j < ndead && !gone; j++)
-            gone = strcmp(all[i].name, dead[j].name) == 0;
-        alive = !gone;
-    }
-    free(all);
-    free(dead);
-    return alive;
-}

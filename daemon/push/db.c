@@ -79,8 +79,7 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
                                 " VALUES (?1, ?2)",
     [PUSH_SQL_MARK_DURABLE] = "UPDATE push_items SET state = 'DURABLE', error = NULL,"
                               " finished = ?2 WHERE object_id = ?1 AND state = 'ARCHIVING'",
-    [PUSH_SQL_PUSH_TOUCH] = "UPDATE pushes SET updated = ?2 WHERE id ="
-                            " (SELECT push_id FROM push_items WHERE object_id = ?1)",
+    [PUSH_SQL_PUSH_TOUCH] = "UPDATE pushes SET updated = ?2 WHERE id = ?1",
     [PUSH_SQL_PUT_BACK] = "UPDATE push_items SET"
                           " state = CASE WHEN ?2 <> 0 THEN 'FAILED' ELSE 'RECEIVED' END,"
                           " error = ?3, finished = CASE WHEN ?2 <> 0 THEN ?4 END"
@@ -93,6 +92,9 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
     [PUSH_SQL_ARCHIVING_PUSHES] = "SELECT DISTINCT p.id, p.uuid FROM push_items i"
                                   " JOIN pushes p ON p.id = i.push_id"
                                   " WHERE i.state = 'ARCHIVING' ORDER BY p.id",
+    [PUSH_SQL_UNACKNOWLEDGED_BEFORE] =
+        "SELECT object_id FROM push_items WHERE state IN ('RECEIVING', 'DISCARDED')"
+        " AND received < ?1 ORDER BY object_id",
 };
 
 const char *push_sql(int which)

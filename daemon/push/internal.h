@@ -24,6 +24,7 @@ enum {
     PUSH_SQL_DATASET_MEMBER, PUSH_SQL_MARK_DURABLE, PUSH_SQL_PUSH_TOUCH, PUSH_SQL_PUT_BACK,
     /* pushes claimed by one of several instances (claims.c) */
     PUSH_SQL_REQUEUE_PUSH, PUSH_SQL_PUSH_PENDING, PUSH_SQL_ARCHIVING_PUSHES,
+    PUSH_SQL_UNACKNOWLEDGED_BEFORE,
     PUSH_SQL_COUNT
 };
 
@@ -63,6 +64,7 @@ struct push {
     push_claim_t *claims;
     size_t nclaims, claims_cap;
     double next_sweep;              /* monotonic */
+    double next_upload_sweep;
     uint64_t pushes_taken_over, commits_fenced;
 };
 
@@ -105,9 +107,14 @@ void push_release_if_done(push_t *p, int64_t push_id, const char *uuid);
  * dropped) are claimed and their files queued again. Between aggregates
  * only. */
 int push_sweep(push_t *p, bool now, si_error_t *err);
-/* Whether another instance is alive (recovery leaves its uploads alone). */
-int push_others_alive(push_t *p, si_error_t *err);
 void push_claims_free(push_t *p);
+
+/* Several instances (push.c), every lease_s/2 (now: at once), lock NOT held: the uploads never
+ * acknowledged that no instance writes any more (begun over a lease time
+ * ago, and no writer of theirs open here nor in a live instance's temp
+ * folder: their instance died mid-upload) are removed as an unacknowledged
+ * upload is; *removed (may be NULL) counts them. */
+int push_sweep_uploads(push_t *p, bool now, uint64_t *removed, si_error_t *err);
 
 /* Removes an upload never acknowledged (RECEIVING or DISCARDED): its item,
  * cache file, object, and its push and dataset when they were made for it

@@ -288,11 +288,14 @@ int push_recover(push_t *p, push_recovery_t *out, si_error_t *err)
     int64_t *ids = NULL;
     size_t n = 0;
 
-    /* uploads that were never acknowledged; with several instances, only
-     * when no other lives (the upload may be another's, in progress) */
+    /* uploads that were never acknowledged; with several instances, those
+     * no live instance writes (another's may be in progress) */
+    if (push_shared(p)) {
+        if (push_sweep_uploads(p, true, &rec.discarded, err) < 0)
+            return -1;
+    }
     pthread_mutex_lock(&p->lock);
-    int others = push_shared(p) ? push_others_alive(p, err) : 0;
-    int rc = others < 0 ? -1 : others ? 0 : ids_in_state(p, PUSH_SQL_IDS_UNACKNOWLEDGED, &ids, &n, err);
+    int rc = push_shared(p) ? 0 : ids_in_state(p, PUSH_SQL_IDS_UNACKNOWLEDGED, &ids, &n, err);
     pthread_mutex_unlock(&p->lock);
     if (rc < 0)
         return -1;
@@ -350,6 +353,54 @@ error:
     pthread_mutex_unlock(&p->lock);
     free(ids);
     return -1;
+}
+
+int push_sweep_uploads(push_t *p, bool now, uint64_t *removed, si_error_t *err)
+{
+    if (removed)
+        *removed = 0;
+    if (!push_shared(p) || (!now && si_mono_now() < p->next_upload_sweep))
+        return 0;
+    double every = p->lease_s / 2;
+    p->next_upload_sweep = si_mono_now() + (every < 1 ? 1 : every);
+    int64_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    pthread_mutex_lock(&p->lock);
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_UNACKNOWLEDGED_BEFORE);
+    db_bind_double(s, 1, si_wall_now() - p->lease_s);
+    int rc;
+    while ((rc = db_step(s)) == DB_ROW) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            int64_t *grown = realloc(ids, cap * sizeof(*grown));
+            if (!grown) {
+                rc = DB_ERROR;
+                break;
+            }
+            ids = grown;
+        }
+        ids[n++] = db_column_int64(s, 0);
+    }
+    db_reset(s);
+    if (rc != DB_DONE) {
+        push_db_error(p, err, "listing unacknowledged uploads");
+        pthread_mutex_unlock(&p->lock);
+        free(ids);
+        return -1;
+    }
+    pthread_mutex_unlock(&p->lock);
+    for (size_t i = 0; i < n; i++) {
+        /* a rename just before its batch's commit: at most a lease time */
+        int busy = cache_write_in_progress(p->cache, ids[i], p->lease_s, err);
+        if (busy < 0 || (!busy && push_discard_object(p, ids[i], err) < 0)) {
+            free(ids);
+            return -1;
+        }
+        if (!busy && removed)
+            (*removed)++;
+    }
+    free(ids);
+    return 0;
 }
 
 /* ---- status ------------------------------------------------------------------------------ */
@@ -544,6 +595,12 @@ static void *aggregator(void *arg)
         pthread_mutex_unlock(&p->lock);
         push_archived_t done;
         si_error_t err;
+        uint64_t removed;
+        if (push_sweep_uploads(p, false, &removed, &err) < 0)
+            si_log(p->log, SI_LOG_ERROR, "push: removing dead instances' uploads: %s", err.text);
+        else if (removed)
+            si_log(p->log, SI_LOG_NOTICE, "push: %" PRIu64 " uploads of dead instances, never"
+                                          " acknowledged, removed", removed);
         int rc = push_archive_once(p, false, &done, &err);
         if (rc < 0)
             si_log(p->log, SI_LOG_ERROR, "push: archiving: %s", err.text);

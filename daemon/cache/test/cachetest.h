@@ -180,4 +180,35 @@ static inline long long ct_query_int(ct_t *t, const char *sql)
     return test_query_int(t->cat, sql);
 }
 
+/* Object n (of ids[]) stored whole a clock second later; pinned by pin
+ * when it is not 0. */
+static inline int ct_store_next(ct_t *t, cache_t *c, const int64_t *ids,
+                                char (*sums)[SI_CHECKSUM_TEXT_MAX], unsigned n, size_t size,
+                                int64_t pin)
+{
+    si_error_t err;
+    t->now += 1;
+    int rc = ct_store(c, ids[n], n, size, sums[n], size, pin, &err);
+    if (rc < 0)
+        fprintf(stderr, "# store %u: %s\n", n, err.text);
+    return rc;
+}
+
+static inline bool ct_cached(cache_t *c, int64_t id)
+{
+    si_error_t err;
+    return cache_stat(c, id, NULL, &err) == 1;
+}
+
+/* "1,7,8": which of objects 1..last (of ids[]) are cached. */
+static inline const char *ct_resident(cache_t *c, const int64_t *ids, unsigned last)
+{
+    static char buf[200];
+    buf[0] = '\0';
+    for (unsigned n = 1; n <= last; n++)
+        if (ct_cached(c, ids[n]))
+            snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%u", buf[0] ? "," : "", n);
+    return buf;
+}
+
 #endif

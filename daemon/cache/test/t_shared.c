@@ -35,32 +35,6 @@ static cache_t *open_instance(const char *name, catalog_t **cat)
     return c;
 }
 
-static int store(cache_t *c, unsigned n, int64_t pin)
-{
-    si_error_t err;
-    t.now += 1;
-    int rc = ct_store(c, ids[n], n, OBJ, sums[n], OBJ, pin, &err);
-    if (rc < 0)
-        diag("store %u: %s", n, err.text);
-    return rc;
-}
-
-static bool cached(cache_t *c, unsigned n)
-{
-    si_error_t err;
-    return cache_stat(c, ids[n], NULL, &err) == 1;
-}
-
-static const char *resident(cache_t *c, unsigned last)
-{
-    static char buf[200];
-    buf[0] = '\0';
-    for (unsigned n = 1; n <= last; n++)
-        if (cached(c, n))
-            snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%u", buf[0] ? "," : "", n);
-    return buf;
-}
-
 static void make_file(const char *path)
 {
     FILE *f = fopen(path, "w");
@@ -102,11 +76,11 @@ static void body(void)
 
     /* ---- usage: each counts the other's objects ---- */
     int64_t req = ct_request(&t, 1);
-    ok(store(a, 1, req) == 0, "a stores object 1 pinned by a request");
+    ok(ct_store_next(&t, a, ids, sums, 1, OBJ, req) == 0, "a stores object 1 pinned by a request");
     for (unsigned n = 2; n <= 5; n++)
-        store(a, n, 0);
+        ct_store_next(&t, a, ids, sums, n, OBJ, 0);
     for (unsigned n = 6; n <= 9; n++)
-        store(b, n, 0);
+        ct_store_next(&t, b, ids, sums, n, OBJ, 0);
     cache_usage_t u;
     ok(cache_usage(b, &u, &err) == 0 && u.used_bytes == 9 * OBJ && u.objects == 9,
        "b's usage counts a's objects too: %" PRIu64 " bytes, %" PRIu64 " objects",
@@ -120,10 +94,10 @@ static void body(void)
        "a opens object 6, written by b");
 
     /* ---- b's eviction: 1000 bytes would pass the high watermark (900) ---- */
-    ok(store(b, 10, 0) == 0, "b stores object 10");
-    is_str(resident(b, 10), "1,7,8,9,10",
+    ok(ct_store_next(&t, b, ids, sums, 10, OBJ, 0) == 0, "b stores object 10");
+    is_str(ct_resident(b, ids, 10), "1,7,8,9,10",
            "b evicted the least recently used down to the low watermark, not a's pinned 1");
-    ok(exists(t.cache_dir) && cached(a, 1), "a still has its pinned object");
+    ok(exists(t.cache_dir) && ct_cached(a, ids[1]), "a still has its pinned object");
     unsigned char buf[OBJ];
     unsigned char *want = ct_content(6, OBJ);
     ok(fd >= 0 && pread(fd, buf, OBJ, 0) == OBJ && memcmp(buf, want, OBJ) == 0,
@@ -161,7 +135,7 @@ static void body(void)
     ok(!exists(p_loose), "a temp file from a time alone is removed");
     is_int(rep.temp_files_removed, 3, "3 temp files removed");
     ok(exists(p_rowless), "a young object file without its row is kept while a lives");
-    ok(cached(b, 1) && cached(b, 10), "the cached objects are kept");
+    ok(ct_cached(b, ids[1]) && ct_cached(b, ids[10]), "the cached objects are kept");
     cache_recovery_free(&rep);
 
     test_exec(t.cat, "UPDATE instances SET heartbeat = 1 WHERE name = 'a'");

@@ -14,20 +14,19 @@ static char sums[40][SI_CHECKSUM_TEXT_MAX];
 
 #define OBJ 100 /* bytes per object; the cache holds 1000 */
 
-static bool cached(cache_t *c, unsigned n)
-{
-    si_error_t err;
-    return cache_stat(c, ids[n], NULL, &err) == 1;
-}
-
 static int store(cache_t *c, unsigned n, int64_t pin)
 {
-    si_error_t err;
-    t.now += 1;
-    int rc = ct_store(c, ids[n], n, OBJ, sums[n], OBJ, pin, &err);
-    if (rc < 0)
-        diag("store %u: %s", n, err.text);
-    return rc;
+    return ct_store_next(&t, c, ids, sums, n, OBJ, pin);
+}
+
+static bool cached(cache_t *c, unsigned n)
+{
+    return ct_cached(c, ids[n]);
+}
+
+static const char *resident(cache_t *c, unsigned last)
+{
+    return ct_resident(c, ids, last);
 }
 
 static void touch(cache_t *c, unsigned n)
@@ -41,16 +40,6 @@ static void touch(cache_t *c, unsigned n)
 }
 
 /* "1,7,8" for the objects among 1..last that are cached */
-static const char *resident(cache_t *c, unsigned last)
-{
-    static char buf[200];
-    buf[0] = '\0';
-    for (unsigned n = 1; n <= last; n++)
-        if (cached(c, n))
-            snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%u", buf[0] ? "," : "", n);
-    return buf;
-}
-
 static void test_pins(cache_t *c)
 {
     si_error_t err;

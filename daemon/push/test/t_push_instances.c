@@ -282,6 +282,25 @@ static void run(void)
     ok(stat(ta, &st) == 0 && S_ISDIR(st.st_mode) && stat(tb, &st) == 0,
        "each instance writes its temp files under tmp/<instance>/");
 
+    /* ---- an upload a began: left alone while a lives, removed once dead ---- */
+    unsigned char part[1000] = {0};
+    push_file_t f = {.uid = 1000, .gid = 100, .dataset = "ck-5", .key = "half.bin", .mode = -1,
+                     .size = 5000, .mtime = 1700000000};
+    push_upload_t *u = NULL;
+    ok(push_upload_begin(a.push, &f, &u, &err) == 0 &&
+           push_upload_write(u, part, sizeof(part), &err) == 0,
+       "a begins an upload: %s", err.text);
+    test_exec(cat, "UPDATE push_items SET received = 1 WHERE state = 'RECEIVING'");
+    push_recovery_t rec;
+    ok(push_recover(b.push, &rec, &err) == 0 && rec.discarded == 0,
+       "b's recovery leaves a's upload in progress alone");
+    test_exec(cat, "UPDATE instances SET heartbeat = 1 WHERE name = 'a'");
+    ok(push_recover(b.push, &rec, &err) == 0 && rec.discarded == 1,
+       "once a is dead, b's recovery removes its unacknowledged upload");
+    is_int(test_query_int(cat, "SELECT count(*) FROM objects WHERE key = 'ck-5/half.bin'"), 0,
+           "... nothing of it is left in the catalog");
+    push_upload_abort(u);
+
     instance_stop(&a);
     instance_stop(&b);
     catalog_close(cat);

@@ -1,0 +1,229 @@
+#!/bin/bash
+# Pushes across three stageind instances sharing one PostgreSQL catalog
+# (a private server, tests/pg-lib.sh) and one cache directory, each with its
+# own simulated library. First the shared cache: objects pinned by a stage
+# request through instance 1 stay while instance 2 evicts to make room for
+# its push. Then the kill -9 loop: clients push through all three while the
+# instance holding a push in the middle of its archive write is killed (a
+# lease time of 1 s), restarted at once or only after its leases lapsed so
+# that another instance takes its push over. At the end every acknowledged
+# push is DURABLE with exactly one tape copy (none archived twice), no
+# unacknowledged upload is left, and every acknowledged file reads back
+# identical over S3 through another instance than the one it was pushed to.
+. "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
+. "$top_srcdir/tests/pg-lib.sh"
+. "$top_srcdir/tests/recall-lib.sh"
+KILLS=${KILLS:-20}
+LEASE=1.0
+
+skip_all() { echo "1..0 # SKIP $1"; exit 0; }
+why=$(pg_lib_available 2>&1) || skip_all "$why (apt-get install postgresql)"
+grep -q 'HAVE_LIBPQ 1' "$top_builddir/config.h" ||
+    skip_all "stagein built without the PostgreSQL engine (apt-get install libpq-dev)"
+stop_all() { for n in 1 2 3; do stop_instance "$n"; done; }
+trap 'stop_all; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
+unset PGPASSFILE
+pg_lib_start "$TEST_DIR" || skip_all "the PostgreSQL server did not start"
+# three instances hold more connections than pg-lib's 40
+pg_lib_as_server "$(pg_lib_bin)/pg_ctl" -D "$TEST_DIR/pg/data" -l "$TEST_DIR/pg/log" -w \
+    -o "-k $TEST_DIR/pg -c listen_addresses= -c fsync=off -c max_connections=200" restart \
+    >"$TEST_DIR/pg-restart.log" 2>&1 || skip_all "the PostgreSQL server did not restart"
+
+S3_KEY=STAGEINS3TESTKEY0018
+S3_SECRET=$(head -c 30 /dev/urandom | base64 | tr -d '/+=' | head -c 40)
+printf '# access key, secret, uid, gid\n%s %s 0 0\n' "$S3_KEY" "$S3_SECRET" > "$TEST_DIR/s3.secrets"
+chmod 600 "$TEST_DIR/s3.secrets"
+CACHE=$TEST_DIR/cache
+
+# conf_instance N CAPACITY: instance N's stagein.conf (its own state and
+# library, the shared catalog and cache directory)
+conf_instance() {
+    local n=$1
+    cat > "$TEST_DIR/i$n.conf" <<CONF
+state_dir = "$TEST_DIR/i$n";
+catalog: { url = "$(cat "$TEST_DIR/pg-url")"; password_file = "$TEST_DIR/pg-password";
+    site = "t0018"; };
+stageind: { munge_socket = "$M/sock"; log_level = "info"; instance = "i$n";
+    lease_time = $LEASE; heartbeat_interval = 0.25; };
+cache: { dir = "$CACHE"; capacity = $2; };
+push: { copies = 1; aggregate_window = 0.1; aggregate_bytes = 1500000; };
+library: { time_scale = 0.02; };
+s3: { enabled = true; port = $(cat "$TEST_DIR/s3port.$n"); bind = "127.0.0.1";
+    secrets_file = "$TEST_DIR/s3.secrets"; region = "us-east-1"; };
+CONF
+}
+as_instance() { local n=$1; shift; STAGEIN_CONF=$TEST_DIR/i$n.conf "$@"; }
+pid_of() { cat "$TEST_DIR/i$1/stageind.pid" 2>/dev/null; }
+port_of() { cat "$TEST_DIR/port.$1"; }
+start_instance() {
+    local n=$1
+    free_port > "$TEST_DIR/port.$n"  # a new port: the old one may linger in TIME_WAIT
+    as_instance "$n" "$STAGEIND" -d "$TEST_DIR/i$n" -p "$(port_of "$n")" -S "$TEST_DIR/i$n.sock" \
+        -l "$TEST_DIR/i$n.log" || return 1
+    track_pid "$(pid_of "$n")"
+}
+stop_instance() {
+    local pid
+    pid=$(pid_of "$1")
+    [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || return 0
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+}
+# the catalog through psql (a process per query costs little: the loop polls)
+printf '*:*:*:stagein:%s\n' "$(cat "$TEST_DIR/pg-password")" > "$TEST_DIR/pgpass"
+chmod 600 "$TEST_DIR/pgpass"
+PSQL=$(pg_lib_bin)/psql
+[ -x "$PSQL" ] || PSQL=psql
+sql() { PGPASSFILE=$TEST_DIR/pgpass "$PSQL" -X -A -t -q "$(cat "$TEST_DIR/pg-url")" -c "$1"; }
+# push_to N DATASET KEY FILE: status code; body in $TEST_DIR/body.N
+push_to() {
+    curl -s -o "$TEST_DIR/body.$1" -w '%{http_code}' --max-time 20 -X POST \
+        -H "X-Stagein-Munge: $(cred)" -H 'Content-Type: application/octet-stream' \
+        -H "X-Stagein-Checksum: sha256:$(sha256sum < "$4" | cut -d' ' -f1)" \
+        --data-binary "@$4" "http://127.0.0.1:$(port_of "$1")/api/v1/push?dataset=$2&key=$3" \
+        2>/dev/null
+}
+# s3_get N BUCKET/KEY OUT: GET through instance N's S3 endpoint
+s3_get() {
+    curl -s -f -o "$3" --max-time 20 --aws-sigv4 "aws:amz:us-east-1:s3" \
+        --user "$S3_KEY:$S3_SECRET" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
+        "http://127.0.0.1:$(cat "$TEST_DIR/s3port.$1")/$2"
+}
+# wait_state SQL WANT SECONDS: polls until SQL's answer is WANT; prints it
+wait_state() {
+    local got=""
+    for _ in $(seq $(($3 * 5))); do
+        got=$(sql "$1")
+        [ "$got" = "$2" ] && break
+        sleep 0.2
+    done
+    echo "$got"
+}
+
+for n in 1 2 3; do
+    free_port > "$TEST_DIR/s3port.$n"
+    mkdir -p "$TEST_DIR/i$n"
+    conf_instance "$n" 24000000
+    for v in 1 2; do
+        as_instance "$n" "$STAGEIN" tape create "$(printf 'I%d%04d' "$n" "$v")" \
+            --capacity 4000000000 >/dev/null
+    done
+done
+as_instance 1 "$STAGEIN" catalog init >/dev/null
+started=0
+for n in 1 2 3; do start_instance "$n" && started=$((started + 1)); done
+is "$started" 3 "three instances start on one catalog and one cache directory"
+is "$(sql "SELECT count(*) FROM instances")" 3 "all three are in the registry"
+
+# ---- the shared cache: instance 2's eviction spares instance 1's pins ------------------
+for f in pin-a pin-b loose-1 loose-2 loose-3 new-1; do
+    head -c 4000000 /dev/urandom > "$TEST_DIR/$f"
+done
+for f in pin-a pin-b; do push_to 1 pinned "$f" "$TEST_DIR/$f" >/dev/null; done
+for f in loose-1 loose-2 loose-3; do push_to 1 loose "$f" "$TEST_DIR/$f" >/dev/null; done
+is "$(wait_state "SELECT count(*) FROM push_items WHERE state = 'DURABLE'" 5 30)" 5 \
+    "five 4 MB files pushed through instance 1 are durable (20 of the cache's 24 MB)"
+code=$(curl -s -o "$TEST_DIR/stage.json" -w '%{http_code}' -X POST -H "X-Stagein-Munge: $(cred)" \
+    -H 'Content-Type: application/json' --data-binary '{"datasets":["pinned"]}' \
+    "http://127.0.0.1:$(port_of 1)/api/v1/stage")
+REQ=$(json "$TEST_DIR/stage.json" 'j["requestId"]')
+is "$code" 201 "a stage request for dataset pinned through instance 1"
+is "$(wait_state "SELECT state FROM requests WHERE uuid = '$REQ'" COMPLETED 30)" COMPLETED \
+    "it completes at once: the objects are cached, now pinned by the request"
+push_to 2 fresh new-1 "$TEST_DIR/new-1" >/dev/null
+is "$(wait_state "SELECT count(*) FROM push_items WHERE state = 'DURABLE'" 6 30)" 6 \
+    "a 4 MB file pushed through instance 2 is durable (room made past the high watermark)"
+is "$(sql "SELECT count(*) FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key LIKE 'pinned/%'")" \
+    2 "both objects pinned through instance 1 are still cached"
+loose=$(sql "SELECT count(*) FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key LIKE 'loose/%'")
+ok "$([ "$loose" -lt 3 ]; echo $?)" "unpinned objects were evicted instead ($loose of 3 left)"
+bad=""
+for f in pin-a pin-b; do
+    path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = 'pinned/$f'")
+    cmp -s "$CACHE/$path" "$TEST_DIR/$f" || bad+="$f "
+    s3_get 3 "stageout/pinned/$f" "$TEST_DIR/back" && cmp -s "$TEST_DIR/back" "$TEST_DIR/$f" ||
+        bad+="$f(s3) "
+done
+is "$bad" "" "the pinned files are intact, and read back through instance 3"
+used=$(sql "SELECT sum(size) FROM cache")
+ok "$([ "$used" -le 24000000 ]; echo $?)" "the shared directory holds no more than its capacity ($used bytes)"
+
+# ---- the kill -9 loop --------------------------------------------------------------------
+stop_all
+for n in 1 2 3; do conf_instance "$n" 2000000000; done
+started=0
+for n in 1 2 3; do start_instance "$n" && started=$((started + 1)); done
+is "$started" 3 "the three instances restart with a larger cache"
+ACKED=$TEST_DIR/acked   # "pushId dataset/key file instance" for every 202
+: > "$ACKED"
+pusher() {
+    local n=$1 i=0 code name
+    while :; do
+        i=$((i + 1))
+        name=k$n-$i
+        head -c $(((RANDOM * 9 + i) % 300000 + 1)) /dev/urandom > "$TEST_DIR/src.$name"
+        code=$(push_to "$n" "kill-$n" "$name" "$TEST_DIR/src.$name")
+        if [ "$code" = 202 ]; then
+            echo "$(json "$TEST_DIR/body.$n" 'j["pushId"]') kill-$n/$name $name $n" >> "$ACKED"
+        else
+            rm -f "$TEST_DIR/src.$name"
+            sleep 0.1
+        fi
+    done
+}
+for n in 1 2 3; do pusher "$n" & track_pid $!; done
+PUSHERS=$(jobs -p)
+
+kills=0 restarts=0 mid_archive=0
+for round in $(seq "$KILLS"); do
+    victim=""
+    for _ in $(seq 15); do
+        victim=$(sql "SELECT l.instance FROM leases l JOIN pushes p ON p.uuid = l.name
+            JOIN push_items i ON i.push_id = p.id WHERE l.kind = 'push' AND i.state = 'ARCHIVING'
+            LIMIT 1")
+        case $victim in i[123]) break ;; *) victim="" ;; esac
+        sleep 0.1
+    done
+    if [ -n "$victim" ]; then mid_archive=$((mid_archive + 1)); n=${victim#i}
+    else n=$((round % 3 + 1)); fi
+    pid=$(pid_of "$n")
+    if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
+        kills=$((kills + 1))
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    fi
+    # every other round the others take its pushes over before it is back
+    [ $((round % 2)) = 1 ] && sleep 1.6
+    start_instance "$n" && restarts=$((restarts + 1))
+done
+kill $PUSHERS 2>/dev/null
+wait $PUSHERS 2>/dev/null
+is "$kills/$restarts" "$KILLS/$KILLS" "$KILLS kill -9 across the three instances, each restarted"
+diag "$mid_archive of them killed the holder of a push in the middle of its archive write"
+ok "$([ "$mid_archive" -ge 1 ]; echo $?)" "at least one kill hit an archive write in progress"
+acked=$(wc -l < "$ACKED")
+ok "$([ "$acked" -ge 10 ]; echo $?)" "pushes acknowledged across the kills: $acked"
+
+is "$(wait_state "SELECT count(*) FROM push_items WHERE state IN ('RECEIVED', 'ARCHIVING')" 0 60)" 0 \
+    "nothing is left waiting to be archived"
+sql "SELECT p.uuid || ' ' || o.key || ' ' || i.state FROM push_items i JOIN objects o ON o.id = i.object_id
+     JOIN pushes p ON p.id = i.push_id" > "$TEST_DIR/states"
+missing=$(awk 'NR == FNR { s[$1 " " $2] = $3; next } s[$1 " " $2] != "DURABLE" { printf "%s:%s ", $2, s[$1 " " $2] }' \
+    "$TEST_DIR/states" "$ACKED")
+is "$missing" "" "every acknowledged push is DURABLE"
+is "$(sql "SELECT count(*) FROM push_items i WHERE state = 'DURABLE' AND (SELECT count(*) FROM tape_copies t WHERE t.object_id = i.object_id) <> 1")" \
+    0 "every durable file has exactly one tape copy: none archived twice"
+# one query: an upload the killed pushers left in a batch may still turn durable
+is "$(sql "SELECT (SELECT count(*) FROM tape_copies) - (SELECT count(*) FROM push_items WHERE state = 'DURABLE')")" \
+    0 "as many tape copies as durable files"
+taken=$(sql "SELECT count(*) FROM events WHERE kind = 'push.taken_over'")
+ok "$([ "$taken" -ge 1 ]; echo $?)" "pushes of killed instances were taken over ($taken times)"
+is "$(wait_state "SELECT count(*) FROM push_items WHERE state IN ('RECEIVING', 'DISCARDED')" 0 20)" 0 \
+    "no unacknowledged upload of a killed instance is left recorded"
+
+bad=""
+while read -r id key file n; do
+    other=$((n % 3 + 1))
+    s3_get "$other" "stageout/$key" "$TEST_DIR/back" && cmp -s "$TEST_DIR/back" "$TEST_DIR/src.$file" ||
+        bad+="$key "
+done < "$ACKED"
+is "$bad" "" "every acknowledged file reads back identical through another instance"
+finish
