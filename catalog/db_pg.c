@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PG_BOOL 16
@@ -21,6 +22,8 @@
 #define PG_FLOAT8 701
 #define PG_NUMERIC 1700
 #define PG_TEXT 25
+
+static void mark_lost(db_t *db);
 
 static void note_result_error(db_t *db, const PGresult *res)
 {
@@ -45,6 +48,131 @@ static void note_result_error(db_t *db, const PGresult *res)
         db->errclass = DB_ERR_READONLY;
     else
         db->errclass = DB_ERR_OTHER;
+    /* the server went away (a restart, a crash, a network cut): libpq says
+     * so by the connection's status, the server by 57P01-57P03 */
+    if (PQstatus(db->pg) == CONNECTION_BAD || (state && strncmp(state, "57P0", 4) == 0)) {
+        mark_lost(db);
+        char why[DB_ERRMSG_MAX - 64];
+        snprintf(why, sizeof(why), "%s", db->errmsg);
+        snprintf(db->errmsg, sizeof(db->errmsg), "catalog connection lost%s: %s",
+                 db->in_transaction ? " (its transaction was rolled back)" : "", why);
+        db->errclass = DB_ERR_UNAVAILABLE;
+    }
+}
+
+/* ---- reconnecting ------------------------------------------------------- */
+
+#define RECONNECT_FIRST_MS 100
+#define RECONNECT_MAX_MS 5000
+
+static void mark_lost(db_t *db)
+{
+    if (db->pg_lost)
+        return;
+    __atomic_store_n(&db->pg_lost, true, __ATOMIC_RELAXED); /* db_available reads it */
+    db->pg_lost_in_transaction = db->in_transaction;
+    db->pg_backoff_ms = 0; /* the first attempt at once */
+    clock_gettime(CLOCK_MONOTONIC, &db->pg_next_try);
+    char why[256];
+    snprintf(why, sizeof(why), "%s", PQerrorMessage(db->pg));
+    why[strcspn(why, "\n")] = '\0';
+    db_health_lost(db->health, why);
+}
+
+/* The statement at hand fails with DB_ERR_UNAVAILABLE and this reason. */
+static void note_unavailable(db_t *db, const char *what)
+{
+    db_health_state_t hs;
+    db_health_get(db->health, &hs);
+    char since[40] = "";
+    if (!hs.up) {
+        struct tm tm;
+        gmtime_r(&hs.down_since, &tm);
+        strftime(since, sizeof(since), " since %Y-%m-%dT%H:%M:%SZ", &tm);
+    }
+    snprintf(db->errmsg, sizeof(db->errmsg), "catalog %s unreachable%s (%s): retry later",
+             db->target, since, what);
+    db->errclass = DB_ERR_UNAVAILABLE;
+}
+
+/* What every session needs, at connect and at each reconnect. */
+static int session_setup(db_t *db, si_error_t *err)
+{
+    /* Quiet NOTICEs (IF NOT EXISTS and the like) instead of stderr. */
+    PQsetNoticeProcessor(db->pg, NULL, NULL);
+    if (db_pg_exec(db, "SET client_min_messages = warning", err) < 0)
+        return -1;
+    if (db->readonly && db_pg_exec(db, "SET default_transaction_read_only = on", err) < 0)
+        return -1;
+    return 0;
+}
+
+static bool before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* One attempt, unless the backoff says not yet: libpq's PQreset connects
+ * again with the same parameters (the password file's as read at open). */
+static bool reconnect(db_t *db)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (before(&now, &db->pg_next_try)) {
+        note_unavailable(db, "waiting to reconnect");
+        return false;
+    }
+    PQreset(db->pg);
+    si_error_t err;
+    if (PQstatus(db->pg) == CONNECTION_OK) {
+        /* before session_setup, which runs statements */
+        __atomic_store_n(&db->pg_lost, false, __ATOMIC_RELAXED);
+        db->pg_generation++;
+        if (session_setup(db, &err) == 0) {
+            db_health_reconnected(db->health);
+            return true;
+        }
+        __atomic_store_n(&db->pg_lost, true, __ATOMIC_RELAXED);
+    }
+    char why[256];
+    snprintf(why, sizeof(why), "%s", PQerrorMessage(db->pg));
+    why[strcspn(why, "\n")] = '\0';
+    db->pg_backoff_ms = db->pg_backoff_ms ? db->pg_backoff_ms * 2 : RECONNECT_FIRST_MS;
+    if (db->pg_backoff_ms > RECONNECT_MAX_MS)
+        db->pg_backoff_ms = RECONNECT_MAX_MS;
+    db->pg_next_try = now;
+    db->pg_next_try.tv_sec += db->pg_backoff_ms / 1000;
+    db->pg_next_try.tv_nsec += (db->pg_backoff_ms % 1000) * 1000000L;
+    if (db->pg_next_try.tv_nsec >= 1000000000L) {
+        db->pg_next_try.tv_sec++;
+        db->pg_next_try.tv_nsec -= 1000000000L;
+    }
+    db_health_reconnect_failed(db->health, why);
+    note_unavailable(db, why);
+    return false;
+}
+
+/* Whether a statement may be sent now. An idle connection learns of a
+ * server restart only by reading, so it reads what is pending first (a
+ * non-blocking recv): a statement outside a transaction then goes to a new
+ * connection instead of failing on the dead one. Inside a transaction a
+ * lost connection fails every statement until the caller rolls back. */
+static bool pg_ready(db_t *db)
+{
+    if (db->pg_lost_in_transaction) {
+        note_unavailable(db, "the connection was lost inside this transaction, which the "
+                             "server rolled back");
+        return false;
+    }
+    if (!db->pg_lost && !db->in_transaction &&
+        (!PQconsumeInput(db->pg) || PQstatus(db->pg) == CONNECTION_BAD))
+        mark_lost(db);
+    return !db->pg_lost || reconnect(db);
+}
+
+void db_pg_transaction_ended(db_t *db)
+{
+    db->pg_lost_in_transaction = false;
 }
 
 /* The password: the first line of a file only its owner can read. */
@@ -114,11 +242,7 @@ db_t *db_pg_open(db_t *db, const char *url, int flags, const char *password_file
         si_errprintf(err, "catalog.url %s: cannot connect: %s", url, msg);
         goto error;
     }
-    /* Quiet NOTICEs (IF NOT EXISTS and the like) instead of stderr. */
-    PQsetNoticeProcessor(db->pg, NULL, NULL);
-    if (db_pg_exec(db, "SET client_min_messages = warning", err) < 0)
-        goto error;
-    if (db->readonly && db_pg_exec(db, "SET default_transaction_read_only = on", err) < 0)
+    if (session_setup(db, err) < 0)
         goto error;
     return db;
 error:
@@ -159,8 +283,11 @@ oom:
 
 static void deallocate(db_stmt_t *s)
 {
-    if (!s->name[0] || !s->db->pg)
+    /* a statement of an earlier connection is gone with it */
+    if (!s->name[0] || !s->db->pg || s->db->pg_lost || s->generation != s->db->pg_generation) {
+        s->name[0] = '\0';
         return;
+    }
     char sql[64];
     snprintf(sql, sizeof(sql), "DEALLOCATE %s", s->name);
     PQclear(PQexec(s->db->pg, sql));
@@ -257,6 +384,13 @@ void db_pg_bind_number(db_stmt_t *s, int i, Oid type, const char *fmt, ...)
 static int ensure_prepared(db_stmt_t *s)
 {
     db_t *db = s->db;
+    if (!pg_ready(db))
+        return -1;
+    if (s->name[0] && s->generation != db->pg_generation) {
+        s->name[0] = '\0'; /* prepared on a connection that is gone */
+        PQclear(s->description);
+        s->description = NULL;
+    }
     if (s->name[0]) {
         bool same = true;
         for (int i = 0; i < s->nparams; i++)
@@ -278,6 +412,7 @@ static int ensure_prepared(db_stmt_t *s)
         PGresult *res = PQprepare(db->pg, s->name, s->pg_sql, s->nparams, s->prepared_types);
         if (PQresultStatus(res) == PGRES_COMMAND_OK) {
             PQclear(res);
+            s->generation = db->pg_generation;
             return 0;
         }
         note_result_error(db, res);
@@ -419,6 +554,8 @@ int db_pg_column_bytes(db_stmt_t *s, int i)
 
 int64_t db_pg_last_insert_id(db_t *db)
 {
+    if (db->pg_lost)
+        return 0;
     PGresult *res = PQexec(db->pg, "SELECT lastval()");
     int64_t id = 0;
     if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
@@ -429,6 +566,8 @@ int64_t db_pg_last_insert_id(db_t *db)
 
 int db_pg_exec(db_t *db, const char *sql, si_error_t *err)
 {
+    if (!pg_ready(db))
+        return si_errprintf(err, "%s", db->errmsg);
     PGresult *res = PQexec(db->pg, sql);
     ExecStatusType st = PQresultStatus(res);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {

@@ -15,6 +15,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/catalog_conf.h"
+#include "catalog/db.h"
 #include "catalog/requests.h"
 #include "common/conf.h"
 #include "common/log.h"
@@ -272,6 +273,7 @@ int main(int argc, char **argv)
     bool pid_written = false;
     stageind_settings_t s;
     catalog_open_opts_t catalog_opts; /* how stageind and each module open the catalog */
+    db_health_t *catalog_health = NULL; /* every connection's outages, for logs and metrics */
     sigset_t blocked, waiting;
     int status = 1;
 
@@ -281,6 +283,11 @@ int main(int argc, char **argv)
     si_log_opts_t lo = log_opts(&s, o.foreground);
     if (!(log = si_log_open(&lo, &err)))
         goto early_error;
+    if (!(catalog_health = db_health_new(log, s.catalog))) {
+        si_errprintf(&err, "out of memory");
+        goto error;
+    }
+    catalog_opts.health = catalog_health;
     if (!o.foreground && process_daemonize(&notify_fd, &err) < 0)
         goto error;
     if (install_signals(&blocked, &waiting, &err) < 0)
@@ -431,6 +438,7 @@ error:
     cache_close(cache);
     catalog_close(cache_cat);
     catalog_close(cat);
+    db_health_free(catalog_health); /* after every connection that reports to it */
     si_conf_free(conf);
     if (pid_written)
         unlink(s.pid_file);
