@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,23 @@ static bool reconnect(db_t *db)
     return false;
 }
 
+/* An idle session gets nothing from its server but its end (a FATAL
+ * message, then EOF, often in two reads): a poll that finds nothing to read
+ * is the common case, one system call. */
+static bool idle_connection_gone(db_t *db)
+{
+    struct pollfd p = {.fd = PQsocket(db->pg), .events = POLLIN};
+    for (int reads = 0; reads < 4; reads++) {
+        if (p.fd < 0 || PQstatus(db->pg) == CONNECTION_BAD)
+            return true;
+        if (poll(&p, 1, 0) <= 0)
+            return false;
+        if (!PQconsumeInput(db->pg))
+            return true;
+    }
+    return PQstatus(db->pg) == CONNECTION_BAD;
+}
+
 /* Whether a statement may be sent now. An idle connection learns of a
  * server restart only by reading, so it reads what is pending first (a
  * non-blocking recv): a statement outside a transaction then goes to a new
@@ -164,8 +182,7 @@ static bool pg_ready(db_t *db)
                              "server rolled back");
         return false;
     }
-    if (!db->pg_lost && !db->in_transaction &&
-        (!PQconsumeInput(db->pg) || PQstatus(db->pg) == CONNECTION_BAD))
+    if (!db->pg_lost && !db->in_transaction && idle_connection_gone(db))
         mark_lost(db);
     return !db->pg_lost || reconnect(db);
 }

@@ -47,9 +47,10 @@ pg_lib_start() {
         return 1
     fi
     rm -f "$dir/pg/initpw"
+    printf '%s\n' "-k $dir/pg -c listen_addresses= -c fsync=$fsync -c max_connections=40" \
+        >"$dir/pg-options"
     if ! pg_lib_as_server "$bin/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/log" -w \
-        -o "-k $dir/pg -c listen_addresses= -c fsync=$fsync -c max_connections=40" \
-        start >"$dir/pg-ctl.log" 2>&1; then
+        -o "$(cat "$dir/pg-options")" start >"$dir/pg-ctl.log" 2>&1; then
         echo "pg_ctl start failed: see $dir/pg-ctl.log and $dir/pg/log" >&2
         return 1
     fi
@@ -69,6 +70,24 @@ pg_lib_watch() {
         "$@" -m fast -w stop' pg-lib-watch "$2" "$1" "$(pg_lib_bin)" </dev/null >/dev/null 2>&1 &
 }
 
+# pg_lib_restart DIR [SECONDS]: cuts every session (fast shutdown) and starts
+# the server again, SECONDS later (default 0: pg_ctl restart).
+pg_lib_restart() {
+    dir=$1
+    pause=${2:-0}
+    bin=$(pg_lib_bin)
+    if [ "$pause" = 0 ]; then
+        pg_lib_as_server "$bin/pg_ctl" -D "$dir/pg/data" -m fast -w restart \
+            >>"$dir/pg-ctl.log" 2>&1
+        return
+    fi
+    pg_lib_as_server "$bin/pg_ctl" -D "$dir/pg/data" -m fast -w stop >>"$dir/pg-ctl.log" 2>&1 ||
+        return 1
+    sleep "$pause"
+    pg_lib_as_server "$bin/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/log" -w \
+        -o "$(cat "$dir/pg-options")" start >>"$dir/pg-ctl.log" 2>&1
+}
+
 pg_lib_stop() {
     dir=$1
     [ -d "$dir/pg/data" ] || return 0
@@ -80,8 +99,9 @@ pg-lib.sh)
     case "$1" in
     start) pg_lib_start "$2" "$3" ;;
     stop) pg_lib_stop "$2" ;;
+    restart) pg_lib_restart "$2" "$3" ;;
     available) pg_lib_available ;;
-    *) echo "usage: pg-lib.sh start|stop DIR | available" >&2; exit 2 ;;
+    *) echo "usage: pg-lib.sh start|stop DIR | restart DIR [SECONDS] | available" >&2; exit 2 ;;
     esac
     ;;
 esac
