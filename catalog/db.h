@@ -164,7 +164,8 @@ char *db_translate_ddl_to_pg(const char *ddl);
  * its next statement, trying at once and then at most every 0.1 s doubling
  * to 5 s, so that callers get an answer at once instead of waiting; after a
  * reconnect its statements (db_cached ones too) are prepared again on first
- * use. A db_health_t shared by a process's connections records an outage
+ * use. errno is EAGAIN after such a failure (callers that answer by errno
+ * say 503: retry). A db_health_t shared by a process's connections records an outage
  * once for all of them. SQLite connections are always up. */
 typedef struct db_health db_health_t;
 

@@ -58,6 +58,7 @@ static void note_result_error(db_t *db, const PGresult *res)
         snprintf(db->errmsg, sizeof(db->errmsg), "catalog connection lost%s: %s",
                  db->in_transaction ? " (its transaction was rolled back)" : "", why);
         db->errclass = DB_ERR_UNAVAILABLE;
+        errno = EAGAIN;
     }
 }
 
@@ -94,6 +95,7 @@ static void note_unavailable(db_t *db, const char *what)
     snprintf(db->errmsg, sizeof(db->errmsg), "catalog %s unreachable%s (%s): retry later",
              db->target, since, what);
     db->errclass = DB_ERR_UNAVAILABLE;
+    errno = EAGAIN; /* callers that answer by errno say 503: retry */
 }
 
 /* What every session needs, at connect and at each reconnect. */

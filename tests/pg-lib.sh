@@ -73,19 +73,20 @@ pg_lib_watch() {
 # pg_lib_restart DIR [SECONDS]: cuts every session (fast shutdown) and starts
 # the server again, SECONDS later (default 0: pg_ctl restart).
 pg_lib_restart() {
-    dir=$1
-    pause=${2:-0}
-    bin=$(pg_lib_bin)
-    if [ "$pause" = 0 ]; then
-        pg_lib_as_server "$bin/pg_ctl" -D "$dir/pg/data" -m fast -w restart \
-            >>"$dir/pg-ctl.log" 2>&1
+    if [ "${2:-0}" = 0 ]; then
+        pg_lib_as_server "$(pg_lib_bin)/pg_ctl" -D "$1/pg/data" -m fast -w restart \
+            >>"$1/pg-ctl.log" 2>&1
         return
     fi
-    pg_lib_as_server "$bin/pg_ctl" -D "$dir/pg/data" -m fast -w stop >>"$dir/pg-ctl.log" 2>&1 ||
-        return 1
-    sleep "$pause"
-    pg_lib_as_server "$bin/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/log" -w \
-        -o "$(cat "$dir/pg-options")" start >>"$dir/pg-ctl.log" 2>&1
+    pg_lib_stop "$1" || return 1
+    sleep "$2"
+    pg_lib_resume "$1"
+}
+
+# pg_lib_resume DIR: starts a stopped server again, as pg_lib_start did.
+pg_lib_resume() {
+    pg_lib_as_server "$(pg_lib_bin)/pg_ctl" -D "$1/pg/data" -l "$1/pg/log" -w \
+        -o "$(cat "$1/pg-options")" start >>"$1/pg-ctl.log" 2>&1
 }
 
 pg_lib_stop() {
