@@ -555,6 +555,43 @@ int db_exec(db_t *db, const char *sql, si_error_t *err)
     return 0;
 }
 
+bool db_can_copy(const db_t *db)
+{
+    return IS_PG(db);
+}
+
+int db_copy_in(db_t *db, const char *copy_sql, const char *data, size_t len, si_error_t *err)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(db))
+        return db_pg_copy_in(db, copy_sql, data, len, err);
+#endif
+    (void)copy_sql, (void)data, (void)len;
+    db->errclass = DB_ERR_OTHER;
+    snprintf(db->errmsg, sizeof(db->errmsg), "COPY is PostgreSQL's, not %s's",
+             db_engine_name(db));
+    return si_errprintf(err, "catalog %s: %s", db->target, db->errmsg);
+}
+
+void db_copy_field(FILE *row, bool first, const char *text)
+{
+    if (!first)
+        fputc('\t', row);
+    if (!text) {
+        fputs("\\N", row);
+        return;
+    }
+    for (const char *p = text; *p; p++) {
+        switch (*p) {
+        case '\\': fputs("\\\\", row); break;
+        case '\t': fputs("\\t", row); break;
+        case '\n': fputs("\\n", row); break;
+        case '\r': fputs("\\r", row); break;
+        default: fputc(*p, row);
+        }
+    }
+}
+
 const char *db_errmsg(db_t *db)
 {
     return db->errmsg;

@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "common/error.h"
@@ -127,6 +128,18 @@ int db_begin_readonly(db_t *db, si_error_t *err);
 int db_commit(db_t *db, si_error_t *err);
 void db_rollback(db_t *db);
 bool db_in_transaction(db_t *db);
+
+/* Bulk loading: PostgreSQL's COPY ... FROM STDIN (one round trip for any
+ * number of rows, and the server's multi-row insert). db_can_copy: whether
+ * the engine has it (SQLite: no, its statements cost no round trip).
+ * copy_sql is the COPY statement, data its rows in COPY's text format: a
+ * line a row, fields split by tabs, each written by db_copy_field. -1 with
+ * the engine's message (db_errclass: DB_ERR_UNIQUE for a duplicate key). */
+bool db_can_copy(const db_t *db);
+int db_copy_in(db_t *db, const char *copy_sql, const char *data, size_t len, si_error_t *err);
+/* Appends one field (NULL: SQL NULL) to a row of COPY text, escaped; first:
+ * the row's first field (no tab before it). End a row with '\n'. */
+void db_copy_field(FILE *row, bool first, const char *text);
 
 /* The catalog's schema version (SQLite: PRAGMA user_version; PostgreSQL: the
  * table stagein_schema), 0 for none, -1 on error. */

@@ -598,3 +598,36 @@ int db_pg_exec(db_t *db, const char *sql, si_error_t *err)
     PQclear(res);
     return 0;
 }
+
+int db_pg_copy_in(db_t *db, const char *sql, const char *data, size_t len, si_error_t *err)
+{
+    if (!pg_ready(db))
+        return si_errprintf(err, "%s", db->errmsg);
+    PGresult *res = PQexec(db->pg, sql);
+    if (PQresultStatus(res) != PGRES_COPY_IN) {
+        note_result_error(db, res);
+        PQclear(res);
+        return si_errprintf(err, "catalog %s: %s", db->target, db->errmsg);
+    }
+    PQclear(res);
+    int sent = 1;
+    for (size_t off = 0; off < len && sent == 1;) {
+        size_t n = len - off < (1u << 20) ? len - off : (1u << 20);
+        sent = PQputCopyData(db->pg, data + off, (int)n);
+        off += n;
+    }
+    PQputCopyEnd(db->pg, sent == 1 ? NULL : "stagein: sending the rows failed");
+    int rc = sent == 1 ? 0 : -1;
+    if (rc < 0)
+        note_result_error(db, NULL);
+    while ((res = PQgetResult(db->pg))) {
+        if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+            db->pg_changes = strtoll(PQcmdTuples(res), NULL, 10);
+        } else if (rc == 0) {
+            note_result_error(db, res);
+            rc = -1;
+        }
+        PQclear(res);
+    }
+    return rc < 0 ? si_errprintf(err, "catalog %s: %s", db->target, db->errmsg) : 0;
+}
