@@ -69,6 +69,15 @@ out=$(STAGEIN_ENDPOINT="unix:$SOCK" "$STAGEIN" status "$REQ" 2>&1)
 rc=$?
 ok $([ "$rc" != 0 ] && grep -q "unreachable since" <<<"$out"; echo $?) \
     "stagein status says the catalog is unreachable since when: $out"
+head -c 100000 /dev/urandom >"$TEST_DIR/up.bin"
+s3_put() {  # s3_put KEY: one PutObject (no client retries), the status code
+    curl -s -o "$TEST_DIR/put.out" -w '%{http_code}' -T "$TEST_DIR/up.bin" \
+        --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_KEY:$S3_SECRET" \
+        -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$S3_URL/upl/$1"
+}
+code=$(s3_put during-outage.bin)
+ok $(case $code in 500 | 503) echo 0 ;; *) echo 1 ;; esac) \
+    "an S3 upload during the outage is refused ($code): $(head -c 400 "$TEST_DIR/put.out")"
 ok $([ $(($(date +%s) - start_s)) -lt 20 ]; echo $?) "the refusals came at once, not after a hang"
 is "$(metric stagein_catalog_up)" 0 "metrics during the outage: stagein_catalog_up 0"
 since=$(metric stagein_catalog_down_since_seconds)
@@ -110,6 +119,12 @@ while read -r i code id _; do
 done <"$TEST_DIR/pushes"
 is "$notdurable" "" "every acknowledged push becomes DURABLE"
 is "$mismatch" "" "every acknowledged push reads back identical over S3"
+
+aws_s3 s3 ls s3://upl/during-outage.bin >/dev/null 2>&1
+ok $([ $? != 0 ]; echo $?) "the refused upload left no object"
+is "$(s3_put after-outage.bin)" 200 "an S3 upload after the outage is accepted"
+aws_s3 s3 cp --no-progress s3://upl/after-outage.bin "$TEST_DIR/back" >/dev/null 2>&1
+ok $(cmp -s "$TEST_DIR/back" "$TEST_DIR/up.bin"; echo $?) "and reads back identical"
 
 REQ2=$(stage '{"datasets":["pub"]}')
 ok $([ -n "$REQ2" ]; echo $?) "a stage request after the outage is accepted"
