@@ -175,7 +175,8 @@ char *db_translate_ddl_to_pg(const char *ddl);
  * DB_ERR_UNAVAILABLE (a transaction it was in is lost whole: every statement
  * fails until db_rollback; PostgreSQL rolled it back), then reconnects before
  * its next statement, trying at once and then at most every 0.1 s doubling
- * to 5 s, so that callers get an answer at once instead of waiting; after a
+ * to 5 s, each attempt given up after 3 s without an answer, so that
+ * callers get an answer instead of waiting for the server; after a
  * reconnect its statements (db_cached ones too) are prepared again on first
  * use. errno is EAGAIN after such a failure (callers that answer by errno
  * say 503: retry). A db_health_t shared by a process's connections records an outage

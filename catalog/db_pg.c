@@ -66,6 +66,7 @@ static void note_result_error(db_t *db, const PGresult *res)
 
 #define RECONNECT_FIRST_MS 100
 #define RECONNECT_MAX_MS 5000
+#define RECONNECT_WAIT_MS 3000 /* the longest one attempt holds its caller */
 
 static void mark_lost(db_t *db)
 {
@@ -115,8 +116,47 @@ static bool before(const struct timespec *a, const struct timespec *b)
     return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
-/* One attempt, unless the backoff says not yet: libpq's PQreset connects
- * again with the same parameters (the password file's as read at open). */
+static long ms_between(const struct timespec *a, const struct timespec *b)
+{
+    return (b->tv_sec - a->tv_sec) * 1000L + (b->tv_nsec - a->tv_nsec) / 1000000L;
+}
+
+/* libpq's reset (the same parameters, the password file's as read at open)
+ * without blocking longer than RECONNECT_WAIT_MS: a server host that does
+ * not answer (a network cut) would hold the caller for connect_timeout. */
+static bool reset_within(db_t *db, char *why, size_t size)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    if (!PQresetStart(db->pg)) {
+        snprintf(why, size, "%s", PQerrorMessage(db->pg));
+        return false;
+    }
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    while (st != PGRES_POLLING_OK) {
+        if (st == PGRES_POLLING_FAILED) {
+            snprintf(why, size, "%s", PQerrorMessage(db->pg));
+            return false;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = RECONNECT_WAIT_MS - ms_between(&start, &now);
+        struct pollfd p = {.fd = PQsocket(db->pg),
+                           .events = st == PGRES_POLLING_READING ? POLLIN : POLLOUT};
+        int ready = left > 0 ? poll(&p, 1, (int)left) : 0;
+        if (ready == 0) {
+            snprintf(why, size, "no answer within %d s", RECONNECT_WAIT_MS / 1000);
+            return false;
+        }
+        if (ready < 0 && errno != EINTR) {
+            snprintf(why, size, "poll: %s", strerror(errno));
+            return false;
+        }
+        st = PQresetPoll(db->pg);
+    }
+    return true;
+}
+
+/* One attempt, unless the backoff says not yet. */
 static bool reconnect(db_t *db)
 {
     struct timespec now;
@@ -125,9 +165,9 @@ static bool reconnect(db_t *db)
         note_unavailable(db, "waiting to reconnect");
         return false;
     }
-    PQreset(db->pg);
+    char why[256];
     si_error_t err;
-    if (PQstatus(db->pg) == CONNECTION_OK) {
+    if (reset_within(db, why, sizeof(why))) {
         /* before session_setup, which runs statements */
         __atomic_store_n(&db->pg_lost, false, __ATOMIC_RELAXED);
         db->pg_generation++;
@@ -136,9 +176,8 @@ static bool reconnect(db_t *db)
             return true;
         }
         __atomic_store_n(&db->pg_lost, true, __ATOMIC_RELAXED);
+        snprintf(why, sizeof(why), "%s", err.text);
     }
-    char why[256];
-    snprintf(why, sizeof(why), "%s", PQerrorMessage(db->pg));
     why[strcspn(why, "\n")] = '\0';
     db->pg_backoff_ms = db->pg_backoff_ms ? db->pg_backoff_ms * 2 : RECONNECT_FIRST_MS;
     if (db->pg_backoff_ms > RECONNECT_MAX_MS)

@@ -101,8 +101,9 @@ pg-lib.sh)
     start) pg_lib_start "$2" "$3" ;;
     stop) pg_lib_stop "$2" ;;
     restart) pg_lib_restart "$2" "$3" ;;
+    resume) pg_lib_resume "$2" ;;
     available) pg_lib_available ;;
-    *) echo "usage: pg-lib.sh start|stop DIR | restart DIR [SECONDS] | available" >&2; exit 2 ;;
+    *) echo "usage: pg-lib.sh start|stop|resume DIR | restart DIR [SECONDS] | available" >&2; exit 2 ;;
     esac
     ;;
 esac

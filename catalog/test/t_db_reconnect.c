@@ -4,6 +4,8 @@
 #include "config.h"
 
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -11,6 +13,38 @@
 
 static const char insert_sql[] = "INSERT INTO t(v) VALUES (?1)";
 static const char count_sql[] = "SELECT count(*) FROM t";
+
+/* sh tests/pg-lib.sh VERB DIR; true when it succeeded. */
+static bool pg_lib(const char *verb)
+{
+    char cmd[800];
+    snprintf(cmd, sizeof(cmd), "sh '%s/tests/pg-lib.sh' %s '%s'", getenv("top_srcdir"), verb,
+             test_engine.dir);
+    return system(cmd) == 0;
+}
+
+/* A listener at the server's socket path that never answers: a server
+ * host cut off by the network, as a connecting client sees it. */
+static int mute_server(void)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/pg/.s.PGSQL.5432", test_engine.dir);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 8) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void unmute_server(int fd)
+{
+    char path[400];
+    snprintf(path, sizeof(path), "%s/pg/.s.PGSQL.5432", test_engine.dir);
+    close(fd);
+    unlink(path);
+}
 
 /* tests/pg-lib.sh restart DIR SECONDS, in a child; its pid. */
 static pid_t restart_server(int pause)
@@ -137,6 +171,21 @@ static void on_pg(void)
     ok(hs.up && hs.down_since == 0 && hs.last_outage_end >= t0 &&
            hs.outages == 1 && hs.reconnects == 3,
        "health: up again, 1 outage, 3 reconnects (%llu)", (unsigned long long)hs.reconnects);
+    /* a server that accepts and never answers: the attempt gives up after
+     * its bound instead of holding the caller for libpq's connect_timeout */
+    ok(pg_lib("stop"), "server stopped");
+    int mute = mute_server();
+    ok(mute >= 0, "a mute listener at the server's socket");
+    ok(insert(db, "mute") == DB_ERROR && db_errclass(db) == DB_ERR_UNAVAILABLE &&
+           strstr(db_errmsg(db), "no answer within"),
+       "a statement fails once the reconnect's bound passes: %s", db_errmsg(db));
+    if (mute >= 0)
+        unmute_server(mute);
+    ok(pg_lib("resume"), "server started again");
+    tries = 0;
+    while (insert(db, "e") != DB_DONE && tries++ < 300)
+        sleep_ms(100);
+    ok(tries < 300 && count(db) == 5, "reconnected, 5 rows (%lld)", count(db));
     db_finalize(one_off);
     db_close(db);
     db_health_free(health);
