@@ -212,9 +212,9 @@ static bool idle_connection_gone(db_t *db)
 }
 
 /* Whether a statement may be sent now. An idle connection learns of a
- * server restart only by reading, so it reads what is pending first (a
- * non-blocking recv): a statement outside a transaction then goes to a new
- * connection instead of failing on the dead one. Inside a transaction a
+ * server restart only by reading, so it reads what is pending first
+ * (idle_connection_gone): a statement outside a transaction then goes to a
+ * new connection instead of failing on the dead one. Inside a transaction a
  * lost connection fails every statement until the caller rolls back. */
 static bool pg_ready(db_t *db)
 {
