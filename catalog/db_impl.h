@@ -1,4 +1,5 @@
-/* The driver's connection and statement, shared by its engines only. */
+/* The driver's connection and statement, shared by its engines and its
+ * health (db_health.c) only. */
 #ifndef STAGEIN_CATALOG_DB_IMPL_H
 #define STAGEIN_CATALOG_DB_IMPL_H
 
