@@ -212,6 +212,7 @@ static catalog_t *open_db(const catalog_open_opts_t *o, si_error_t *err)
                  ((o->flags & CATALOG_CREATE) ? DB_OPEN_CREATE : 0);
     if (!(cat->db = db_open(o->target, dflags, o->password_file, err)))
         goto error;
+    db_set_health(cat->db, o->health);
     int target = o->target_version ? o->target_version : catalog_latest_version();
     if (!cat->readonly) {
         if (migrate(cat, target, err) < 0)

@@ -36,6 +36,8 @@ typedef struct {
                                 * writer, refused when another; NULL: not checked */
     int flags;                 /* CATALOG_CREATE, CATALOG_READONLY */
     int target_version;        /* tests only: migrate no further (0: latest) */
+    struct db_health *health;  /* shared by a process's connections: outages and
+                                * reconnects recorded once (db.h); NULL: own */
 } catalog_open_opts_t;
 
 catalog_t *catalog_open_opts(const catalog_open_opts_t *opts, si_error_t *err);

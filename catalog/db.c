@@ -113,6 +113,12 @@ db_t *db_open(const char *target, int flags, const char *password_file, si_error
         return NULL;
     }
     db->readonly = flags & DB_OPEN_READONLY;
+    if (!(db->own_health = db_health_new(NULL, target))) {
+        db_close(db);
+        si_errprintf(err, "out of memory");
+        return NULL;
+    }
+    db->health = db->own_health;
     if (db_target_is_url(target)) {
         db->engine = DB_POSTGRES;
 #ifdef HAVE_LIBPQ
@@ -151,6 +157,7 @@ void db_close(db_t *db)
 #ifdef HAVE_LIBPQ
     db_pg_close(db);
 #endif
+    db_health_free(db->own_health);
     free(db->target);
     free(db);
 }
@@ -547,6 +554,43 @@ int db_exec(db_t *db, const char *sql, si_error_t *err)
     return 0;
 }
 
+bool db_can_copy(const db_t *db)
+{
+    return IS_PG(db);
+}
+
+int db_copy_in(db_t *db, const char *copy_sql, const char *data, size_t len, si_error_t *err)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(db))
+        return db_pg_copy_in(db, copy_sql, data, len, err);
+#endif
+    (void)copy_sql, (void)data, (void)len;
+    db->errclass = DB_ERR_OTHER;
+    snprintf(db->errmsg, sizeof(db->errmsg), "COPY is PostgreSQL's, not %s's",
+             db_engine_name(db));
+    return si_errprintf(err, "catalog %s: %s", db->target, db->errmsg);
+}
+
+void db_copy_field(FILE *row, bool first, const char *text)
+{
+    if (!first)
+        fputc('\t', row);
+    if (!text) {
+        fputs("\\N", row);
+        return;
+    }
+    for (const char *p = text; *p; p++) {
+        switch (*p) {
+        case '\\': fputs("\\\\", row); break;
+        case '\t': fputs("\\t", row); break;
+        case '\n': fputs("\\n", row); break;
+        case '\r': fputs("\\r", row); break;
+        default: fputc(*p, row);
+        }
+    }
+}
+
 const char *db_errmsg(db_t *db)
 {
     return db->errmsg;
@@ -598,8 +642,11 @@ void db_rollback(db_t *db)
         if (db->cache[i].stmt)
             db_reset(db->cache[i].stmt);
     if (IS_PG(db)) {
-        if (db->in_transaction)
+#ifdef HAVE_LIBPQ
+        if (db->in_transaction && !db->pg_lost)
             db_exec(db, "ROLLBACK", NULL);
+        db_pg_transaction_ended(db);
+#endif
     } else if (!sqlite3_get_autocommit(db->sqlite)) {
         sqlite3_exec(db->sqlite, "ROLLBACK", NULL, NULL, NULL);
     }
@@ -663,4 +710,26 @@ int db_analyze(db_t *db, si_error_t *err)
 char *db_ddl(db_t *db, const char *ddl)
 {
     return IS_PG(db) ? db_translate_ddl_to_pg(ddl) : strdup(ddl);
+}
+
+/* ---- the server's reachability ------------------------------------------ */
+
+void db_set_health(db_t *db, db_health_t *h)
+{
+    db->health = h ? h : db->own_health;
+}
+
+db_health_t *db_health_of(db_t *db)
+{
+    return db->health;
+}
+
+bool db_available(db_t *db)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(db)) /* from any thread (a handler's error reply) */
+        return !__atomic_load_n(&db->pg_lost, __ATOMIC_RELAXED);
+#endif
+    (void)db;
+    return true;
 }

@@ -8,8 +8,11 @@
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <time.h>
 
 #include "common/error.h"
+#include "common/log.h"
 
 typedef struct db db_t;
 typedef struct db_stmt db_stmt_t;
@@ -32,6 +35,8 @@ typedef enum {
     DB_ERR_BUSY,        /* locked, or a serialization failure: retry */
     DB_ERR_READONLY,    /* a write on a read-only connection or transaction */
     DB_ERR_OTHER,
+    DB_ERR_UNAVAILABLE, /* the server is unreachable, or the connection went away
+                         * (inside a transaction: the server rolled it back) */
 } db_errclass_t;
 
 /* A result value's type. */
@@ -124,6 +129,18 @@ int db_commit(db_t *db, si_error_t *err);
 void db_rollback(db_t *db);
 bool db_in_transaction(db_t *db);
 
+/* Bulk loading: PostgreSQL's COPY ... FROM STDIN (one round trip for any
+ * number of rows, and the server's multi-row insert). db_can_copy: whether
+ * the engine has it (SQLite: no, its statements cost no round trip).
+ * copy_sql is the COPY statement, data its rows in COPY's text format: a
+ * line a row, fields split by tabs, each written by db_copy_field. -1 with
+ * the engine's message (db_errclass: DB_ERR_UNIQUE for a duplicate key). */
+bool db_can_copy(const db_t *db);
+int db_copy_in(db_t *db, const char *copy_sql, const char *data, size_t len, si_error_t *err);
+/* Appends one field (NULL: SQL NULL) to a row of COPY text, escaped; first:
+ * the row's first field (no tab before it). End a row with '\n'. */
+void db_copy_field(FILE *row, bool first, const char *text);
+
 /* The catalog's schema version (SQLite: PRAGMA user_version; PostgreSQL: the
  * table stagein_schema), 0 for none, -1 on error. */
 int db_schema_version(db_t *db);
@@ -152,5 +169,40 @@ char *db_translate_to_pg(const char *sql, int *nparams, char ***names);
  * DOUBLE PRECISION, TEXT in byte order (COLLATE "C"), "id INTEGER PRIMARY
  * KEY" as an identity column, no WITHOUT ROWID. malloc'd. */
 char *db_translate_ddl_to_pg(const char *ddl);
+
+/* ---- the server's reachability (PostgreSQL) -----------------------------
+ * A connection that finds its server gone fails the statement at hand with
+ * DB_ERR_UNAVAILABLE (a transaction it was in is lost whole: every statement
+ * fails until db_rollback; PostgreSQL rolled it back), then reconnects before
+ * its next statement, trying at once and then at most every 0.1 s doubling
+ * to 5 s, each attempt given up after 3 s without an answer, so that
+ * callers get an answer instead of waiting for the server; after a
+ * reconnect its statements (db_cached ones too) are prepared again on first
+ * use. errno is EAGAIN after such a failure (callers that answer by errno
+ * say 503: retry). A db_health_t shared by a process's connections records an outage
+ * once for all of them. SQLite connections are always up. */
+typedef struct db_health db_health_t;
+
+typedef struct {
+    bool up;                /* false from a failed reconnect to a successful one */
+    time_t down_since;      /* when the current outage began (0: up) */
+    time_t last_outage_end; /* when the last one ended (0: none yet) */
+    uint64_t outages;       /* outages seen */
+    uint64_t lost;          /* connections found gone */
+    uint64_t reconnects;    /* successful reconnects */
+    char error[256];        /* libpq's word on the last failure */
+} db_health_state_t;
+
+/* log (NULL: none) gets one line when an outage begins and one when it
+ * ends, whichever connection saw it; target names the catalog in them. */
+db_health_t *db_health_new(si_log_t *log, const char *target);
+void db_health_free(db_health_t *h);
+void db_health_get(db_health_t *h, db_health_state_t *out);
+/* The connection reports to h (which outlives it) instead of its own. */
+void db_set_health(db_t *db, db_health_t *h);
+db_health_t *db_health_of(db_t *db);
+/* False while this connection's server is known unreachable (it has not
+ * reconnected since); a statement run now may reconnect it. */
+bool db_available(db_t *db);
 
 #endif

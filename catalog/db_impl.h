@@ -1,4 +1,5 @@
-/* The driver's connection and statement, shared by its engines only. */
+/* The driver's connection and statement, shared by its engines and its
+ * health (db_health.c) only. */
 #ifndef STAGEIN_CATALOG_DB_IMPL_H
 #define STAGEIN_CATALOG_DB_IMPL_H
 
@@ -18,10 +19,17 @@ struct db {
     bool in_transaction;
     sqlite3 *sqlite;
     long busy_waited_us;        /* the current wait for the write lock, so far */
+    db_health_t *health;        /* shared, or own_health */
+    db_health_t *own_health;
 #ifdef HAVE_LIBPQ
     PGconn *pg;
     int64_t pg_changes;
     unsigned pg_next_name;
+    bool pg_lost;               /* gone: reconnect before the next statement */
+    bool pg_lost_in_transaction; /* its transaction is gone: fail until rollback */
+    unsigned pg_generation;     /* reconnects so far: older statements prepare again */
+    long pg_backoff_ms;         /* the wait before the next attempt after this one */
+    struct timespec pg_next_try; /* no attempt before this (CLOCK_MONOTONIC) */
 #endif
     db_errclass_t errclass;
     char errmsg[DB_ERRMSG_MAX];
@@ -49,6 +57,7 @@ struct db_stmt {
     char **copies;
     PGresult *result;
     PGresult *description; /* the columns, asked before the first step */
+    unsigned generation;   /* the connection's pg_generation when prepared */
     int row, nrows;
     bool executed;
 #endif
@@ -76,6 +85,15 @@ const char *db_pg_column_text(db_stmt_t *s, int i);
 int db_pg_column_bytes(db_stmt_t *s, int i);
 int64_t db_pg_last_insert_id(db_t *db);
 int db_pg_exec(db_t *db, const char *sql, si_error_t *err);
+int db_pg_copy_in(db_t *db, const char *sql, const char *data, size_t len, si_error_t *err);
+/* The transaction ended (rollback or failed commit): a lost one is
+ * forgotten, so the connection may reconnect. */
+void db_pg_transaction_ended(db_t *db);
 #endif
+
+/* The connection reports what it saw to its health. */
+void db_health_lost(db_health_t *h, const char *why);
+void db_health_reconnect_failed(db_health_t *h, const char *why);
+void db_health_reconnected(db_health_t *h);
 
 #endif

@@ -5,11 +5,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PG_BOOL 16
@@ -21,6 +23,8 @@
 #define PG_FLOAT8 701
 #define PG_NUMERIC 1700
 #define PG_TEXT 25
+
+static void mark_lost(db_t *db);
 
 static void note_result_error(db_t *db, const PGresult *res)
 {
@@ -45,6 +49,188 @@ static void note_result_error(db_t *db, const PGresult *res)
         db->errclass = DB_ERR_READONLY;
     else
         db->errclass = DB_ERR_OTHER;
+    /* the server went away (a restart, a crash, a network cut): libpq says
+     * so by the connection's status, the server by 57P01-57P03 */
+    if (PQstatus(db->pg) == CONNECTION_BAD || (state && strncmp(state, "57P0", 4) == 0)) {
+        mark_lost(db);
+        char why[DB_ERRMSG_MAX - 64];
+        snprintf(why, sizeof(why), "%s", db->errmsg);
+        snprintf(db->errmsg, sizeof(db->errmsg), "catalog connection lost%s: %s",
+                 db->in_transaction ? " (its transaction was rolled back)" : "", why);
+        db->errclass = DB_ERR_UNAVAILABLE;
+        errno = EAGAIN;
+    }
+}
+
+/* ---- reconnecting ------------------------------------------------------- */
+
+#define RECONNECT_FIRST_MS 100
+#define RECONNECT_MAX_MS 5000
+#define RECONNECT_WAIT_MS 3000 /* the longest one attempt holds its caller */
+
+static void mark_lost(db_t *db)
+{
+    if (db->pg_lost)
+        return;
+    __atomic_store_n(&db->pg_lost, true, __ATOMIC_RELAXED); /* db_available reads it */
+    db->pg_lost_in_transaction = db->in_transaction;
+    db->pg_backoff_ms = 0; /* the first attempt at once */
+    clock_gettime(CLOCK_MONOTONIC, &db->pg_next_try);
+    char why[256];
+    snprintf(why, sizeof(why), "%s", PQerrorMessage(db->pg));
+    why[strcspn(why, "\n")] = '\0';
+    db_health_lost(db->health, why);
+}
+
+/* The statement at hand fails with DB_ERR_UNAVAILABLE and this reason. */
+static void note_unavailable(db_t *db, const char *what)
+{
+    db_health_state_t hs;
+    db_health_get(db->health, &hs);
+    char since[40] = "";
+    if (!hs.up) {
+        struct tm tm;
+        gmtime_r(&hs.down_since, &tm);
+        strftime(since, sizeof(since), " since %Y-%m-%dT%H:%M:%SZ", &tm);
+    }
+    snprintf(db->errmsg, sizeof(db->errmsg), "catalog %s unreachable%s (%s): retry later",
+             db->target, since, what);
+    db->errclass = DB_ERR_UNAVAILABLE;
+    errno = EAGAIN; /* callers that answer by errno say 503: retry */
+}
+
+/* What every session needs, at connect and at each reconnect. */
+static int session_setup(db_t *db, si_error_t *err)
+{
+    /* Quiet NOTICEs (IF NOT EXISTS and the like) instead of stderr. */
+    PQsetNoticeProcessor(db->pg, NULL, NULL);
+    if (db_pg_exec(db, "SET client_min_messages = warning", err) < 0)
+        return -1;
+    if (db->readonly && db_pg_exec(db, "SET default_transaction_read_only = on", err) < 0)
+        return -1;
+    return 0;
+}
+
+static bool before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+static long ms_between(const struct timespec *a, const struct timespec *b)
+{
+    return (b->tv_sec - a->tv_sec) * 1000L + (b->tv_nsec - a->tv_nsec) / 1000000L;
+}
+
+/* libpq's reset (the same parameters, the password file's as read at open)
+ * without blocking longer than RECONNECT_WAIT_MS: a server host that does
+ * not answer (a network cut) would hold the caller for connect_timeout. */
+static bool reset_within(db_t *db, char *why, size_t size)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    if (!PQresetStart(db->pg)) {
+        snprintf(why, size, "%s", PQerrorMessage(db->pg));
+        return false;
+    }
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    while (st != PGRES_POLLING_OK) {
+        if (st == PGRES_POLLING_FAILED) {
+            snprintf(why, size, "%s", PQerrorMessage(db->pg));
+            return false;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = RECONNECT_WAIT_MS - ms_between(&start, &now);
+        struct pollfd p = {.fd = PQsocket(db->pg),
+                           .events = st == PGRES_POLLING_READING ? POLLIN : POLLOUT};
+        int ready = left > 0 ? poll(&p, 1, (int)left) : 0;
+        if (ready == 0) {
+            snprintf(why, size, "no answer within %d s", RECONNECT_WAIT_MS / 1000);
+            return false;
+        }
+        if (ready < 0 && errno != EINTR) {
+            snprintf(why, size, "poll: %s", strerror(errno));
+            return false;
+        }
+        st = PQresetPoll(db->pg);
+    }
+    return true;
+}
+
+/* One attempt, unless the backoff says not yet. */
+static bool reconnect(db_t *db)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (before(&now, &db->pg_next_try)) {
+        note_unavailable(db, "waiting to reconnect");
+        return false;
+    }
+    char why[256];
+    si_error_t err;
+    if (reset_within(db, why, sizeof(why))) {
+        /* before session_setup, which runs statements */
+        __atomic_store_n(&db->pg_lost, false, __ATOMIC_RELAXED);
+        db->pg_generation++;
+        if (session_setup(db, &err) == 0) {
+            db_health_reconnected(db->health);
+            return true;
+        }
+        __atomic_store_n(&db->pg_lost, true, __ATOMIC_RELAXED);
+        snprintf(why, sizeof(why), "%s", err.text);
+    }
+    why[strcspn(why, "\n")] = '\0';
+    db->pg_backoff_ms = db->pg_backoff_ms ? db->pg_backoff_ms * 2 : RECONNECT_FIRST_MS;
+    if (db->pg_backoff_ms > RECONNECT_MAX_MS)
+        db->pg_backoff_ms = RECONNECT_MAX_MS;
+    db->pg_next_try = now;
+    db->pg_next_try.tv_sec += db->pg_backoff_ms / 1000;
+    db->pg_next_try.tv_nsec += (db->pg_backoff_ms % 1000) * 1000000L;
+    if (db->pg_next_try.tv_nsec >= 1000000000L) {
+        db->pg_next_try.tv_sec++;
+        db->pg_next_try.tv_nsec -= 1000000000L;
+    }
+    db_health_reconnect_failed(db->health, why);
+    note_unavailable(db, why);
+    return false;
+}
+
+/* An idle session gets nothing from its server but its end (a FATAL
+ * message, then EOF, often in two reads): a poll that finds nothing to read
+ * is the common case, one system call. */
+static bool idle_connection_gone(db_t *db)
+{
+    struct pollfd p = {.fd = PQsocket(db->pg), .events = POLLIN};
+    for (int reads = 0; reads < 4; reads++) {
+        if (p.fd < 0 || PQstatus(db->pg) == CONNECTION_BAD)
+            return true;
+        if (poll(&p, 1, 0) <= 0)
+            return false;
+        if (!PQconsumeInput(db->pg))
+            return true;
+    }
+    return PQstatus(db->pg) == CONNECTION_BAD;
+}
+
+/* Whether a statement may be sent now. An idle connection learns of a
+ * server restart only by reading, so it reads what is pending first
+ * (idle_connection_gone): a statement outside a transaction then goes to a
+ * new connection instead of failing on the dead one. Inside a transaction a
+ * lost connection fails every statement until the caller rolls back. */
+static bool pg_ready(db_t *db)
+{
+    if (db->pg_lost_in_transaction) {
+        note_unavailable(db, "the connection was lost inside this transaction, which the "
+                             "server rolled back");
+        return false;
+    }
+    if (!db->pg_lost && !db->in_transaction && idle_connection_gone(db))
+        mark_lost(db);
+    return !db->pg_lost || reconnect(db);
+}
+
+void db_pg_transaction_ended(db_t *db)
+{
+    db->pg_lost_in_transaction = false;
 }
 
 /* The password: the first line of a file only its owner can read. */
@@ -114,11 +300,7 @@ db_t *db_pg_open(db_t *db, const char *url, int flags, const char *password_file
         si_errprintf(err, "catalog.url %s: cannot connect: %s", url, msg);
         goto error;
     }
-    /* Quiet NOTICEs (IF NOT EXISTS and the like) instead of stderr. */
-    PQsetNoticeProcessor(db->pg, NULL, NULL);
-    if (db_pg_exec(db, "SET client_min_messages = warning", err) < 0)
-        goto error;
-    if (db->readonly && db_pg_exec(db, "SET default_transaction_read_only = on", err) < 0)
+    if (session_setup(db, err) < 0)
         goto error;
     return db;
 error:
@@ -159,8 +341,11 @@ oom:
 
 static void deallocate(db_stmt_t *s)
 {
-    if (!s->name[0] || !s->db->pg)
+    /* a statement of an earlier connection is gone with it */
+    if (!s->name[0] || !s->db->pg || s->db->pg_lost || s->generation != s->db->pg_generation) {
+        s->name[0] = '\0';
         return;
+    }
     char sql[64];
     snprintf(sql, sizeof(sql), "DEALLOCATE %s", s->name);
     PQclear(PQexec(s->db->pg, sql));
@@ -257,6 +442,13 @@ void db_pg_bind_number(db_stmt_t *s, int i, Oid type, const char *fmt, ...)
 static int ensure_prepared(db_stmt_t *s)
 {
     db_t *db = s->db;
+    if (!pg_ready(db))
+        return -1;
+    if (s->name[0] && s->generation != db->pg_generation) {
+        s->name[0] = '\0'; /* prepared on a connection that is gone */
+        PQclear(s->description);
+        s->description = NULL;
+    }
     if (s->name[0]) {
         bool same = true;
         for (int i = 0; i < s->nparams; i++)
@@ -278,6 +470,7 @@ static int ensure_prepared(db_stmt_t *s)
         PGresult *res = PQprepare(db->pg, s->name, s->pg_sql, s->nparams, s->prepared_types);
         if (PQresultStatus(res) == PGRES_COMMAND_OK) {
             PQclear(res);
+            s->generation = db->pg_generation;
             return 0;
         }
         note_result_error(db, res);
@@ -419,6 +612,8 @@ int db_pg_column_bytes(db_stmt_t *s, int i)
 
 int64_t db_pg_last_insert_id(db_t *db)
 {
+    if (db->pg_lost)
+        return 0;
     PGresult *res = PQexec(db->pg, "SELECT lastval()");
     int64_t id = 0;
     if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
@@ -429,6 +624,8 @@ int64_t db_pg_last_insert_id(db_t *db)
 
 int db_pg_exec(db_t *db, const char *sql, si_error_t *err)
 {
+    if (!pg_ready(db))
+        return si_errprintf(err, "%s", db->errmsg);
     PGresult *res = PQexec(db->pg, sql);
     ExecStatusType st = PQresultStatus(res);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -439,4 +636,37 @@ int db_pg_exec(db_t *db, const char *sql, si_error_t *err)
     db->pg_changes = strtoll(PQcmdTuples(res), NULL, 10);
     PQclear(res);
     return 0;
+}
+
+int db_pg_copy_in(db_t *db, const char *sql, const char *data, size_t len, si_error_t *err)
+{
+    if (!pg_ready(db))
+        return si_errprintf(err, "%s", db->errmsg);
+    PGresult *res = PQexec(db->pg, sql);
+    if (PQresultStatus(res) != PGRES_COPY_IN) {
+        note_result_error(db, res);
+        PQclear(res);
+        return si_errprintf(err, "catalog %s: %s", db->target, db->errmsg);
+    }
+    PQclear(res);
+    int sent = 1;
+    for (size_t off = 0; off < len && sent == 1;) {
+        size_t n = len - off < (1u << 20) ? len - off : (1u << 20);
+        sent = PQputCopyData(db->pg, data + off, (int)n);
+        off += n;
+    }
+    PQputCopyEnd(db->pg, sent == 1 ? NULL : "stagein: sending the rows failed");
+    int rc = sent == 1 ? 0 : -1;
+    if (rc < 0)
+        note_result_error(db, NULL);
+    while ((res = PQgetResult(db->pg))) {
+        if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+            db->pg_changes = strtoll(PQcmdTuples(res), NULL, 10);
+        } else if (rc == 0) {
+            note_result_error(db, res);
+            rc = -1;
+        }
+        PQclear(res);
+    }
+    return rc < 0 ? si_errprintf(err, "catalog %s: %s", db->target, db->errmsg) : 0;
 }

@@ -16,8 +16,9 @@
 #include "common/checksum.h"
 #include "common/text.h"
 
-/* PostgreSQL: a batch as arrays; objects and copies inserted in one
- * statement that reports what it did. The batch stands when every object
+/* PostgreSQL: a batch goes first as two COPYs (batch_copy: new objects with
+ * new copies, the common case); when some record is not new, as arrays:
+ * objects and copies inserted in one statement that reports what it did. The batch stands when every object
  * and every copy was new (an import of new tape positions); otherwise it is
  * undone and its records go one at a time, which decide each case (same
  * object again, a different one, a duplicate copy) and name the line. */
@@ -309,11 +310,173 @@ done:
     return rc;
 }
 
+/* ---- batches by COPY: new objects with new copies ---------------------- */
+
+static uint64_t key_hash(const char *bucket, const char *key)
+{
+    uint64_t h = label_hash(bucket);
+    h = (h ^ '/') * 1099511628211ULL;
+    for (const char *s = key; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static void copy_int(FILE *f, bool null, int64_t v)
+{
+    if (null)
+        fputs("\t\\N", f);
+    else
+        fprintf(f, "\t%lld", (long long)v);
+}
+
+static const char copy_objects_sql[] =
+    "COPY objects(id, bucket, key, size, checksum, mtime, etag) FROM STDIN";
+static const char copy_copies_sql[] =
+    "COPY tape_copies(object_id, copy, volume_id, file_seq, position, length) FROM STDIN";
+static const char object_ids_sql[] =
+    "SELECT nextval(pg_get_serial_sequence('objects', 'id')) FROM generate_series(1, ?1)";
+
+/* The batch's distinct objects: first[i] is the record that brings record
+ * i's object (i itself for the first one); -1 when two records of one
+ * object disagree (size, checksum): the batch is for the statement path. */
+static ssize_t batch_objects(import_t *im, size_t *first)
+{
+    size_t cap = 1;
+    while (cap < 2 * im->nbatch)
+        cap <<= 1;
+    size_t *slots = malloc(cap * sizeof(*slots));
+    if (!slots)
+        return -2;
+    for (size_t i = 0; i < cap; i++)
+        slots[i] = SIZE_MAX;
+    ssize_t distinct = 0;
+    for (size_t i = 0; i < im->nbatch; i++) {
+        const import_row_t *r = &im->batch[i];
+        for (size_t j = key_hash(r->bucket, r->key) & (cap - 1);; j = (j + 1) & (cap - 1)) {
+            if (slots[j] == SIZE_MAX) {
+                slots[j] = i;
+                first[i] = i;
+                distinct++;
+                break;
+            }
+            const import_row_t *o = &im->batch[slots[j]];
+            if (strcmp(o->bucket, r->bucket) == 0 && strcmp(o->key, r->key) == 0) {
+                if (o->size != r->size ||
+                    strcmp(o->checksum ? o->checksum : "", r->checksum ? r->checksum : "") != 0)
+                    distinct = -1;
+                first[i] = slots[j];
+                break;
+            }
+        }
+        if (distinct < 0)
+            break;
+    }
+    free(slots);
+    return distinct;
+}
+
+/* The batch as two COPYs, objects with ids taken from their sequence, then
+ * their tape copies: 1 when it stands, 0 when it was undone (an object or a
+ * copy already there: the statement path decides each record), -1 on error.
+ * COPY inserts rows in bulk, without ON CONFLICT's speculative insertion. */
+static int batch_copy(import_t *im, si_error_t *err)
+{
+    size_t *first = malloc(im->nbatch * sizeof(*first));
+    int64_t *ids = malloc(im->nbatch * sizeof(*ids));       /* from the sequence */
+    int64_t *object_id = malloc(im->nbatch * sizeof(*ids)); /* each record's */
+    char *objects = NULL, *copies = NULL;
+    size_t objects_len = 0, copies_len = 0;
+    int rc = -1;
+    if (!first || !ids || !object_id) {
+        si_errprintf(err, "out of memory");
+        goto done;
+    }
+    ssize_t distinct = batch_objects(im, first);
+    if (distinct == -2) {
+        si_errprintf(err, "out of memory");
+        goto done;
+    }
+    if (distinct < 0) {
+        rc = 0;
+        goto done;
+    }
+    db_t *db = im->cat->db;
+    if (catalog_exec(im->cat, "SAVEPOINT import_batch", err) < 0)
+        goto done;
+    db_stmt_t *s = db_cached(db, object_ids_sql, err);
+    if (!s)
+        goto done;
+    db_bind_int64(s, 1, distinct);
+    size_t got = 0;
+    int step;
+    while ((step = db_step(s)) == DB_ROW && got < im->nbatch)
+        ids[got++] = db_column_int64(s, 0);
+    db_reset(s);
+    if (step == DB_ERROR || got != (size_t)distinct) {
+        catalog_sqlerr(im->cat, err, "taking object ids");
+        goto done;
+    }
+    FILE *fo = open_memstream(&objects, &objects_len);
+    FILE *fc = fo ? open_memstream(&copies, &copies_len) : NULL;
+    if (!fo || !fc) {
+        if (fo)
+            fclose(fo);
+        si_errprintf(err, "out of memory");
+        goto done;
+    }
+    got = 0;
+    for (size_t i = 0; i < im->nbatch; i++) {
+        const import_row_t *r = &im->batch[i];
+        if (first[i] == i) {
+            object_id[i] = ids[got++];
+            fprintf(fo, "%lld", (long long)object_id[i]);
+            db_copy_field(fo, false, r->bucket);
+            db_copy_field(fo, false, r->key);
+            copy_int(fo, false, (int64_t)r->size);
+            db_copy_field(fo, false, r->checksum);
+            copy_int(fo, r->mtime == 0, r->mtime);
+            db_copy_field(fo, false, r->etag);
+            fputc('\n', fo);
+        }
+        fprintf(fc, "%lld", (long long)object_id[first[i]]);
+        copy_int(fc, false, r->copy);
+        copy_int(fc, false, r->volume_id);
+        copy_int(fc, r->file_seq < 0, r->file_seq);
+        copy_int(fc, false, (int64_t)r->position);
+        copy_int(fc, false, (int64_t)r->size);
+        fputc('\n', fc);
+    }
+    bool flushed = fclose(fo) == 0;
+    flushed = fclose(fc) == 0 && flushed;
+    if (!flushed) {
+        si_errprintf(err, "out of memory");
+        goto done;
+    }
+    if (db_copy_in(db, copy_objects_sql, objects, objects_len, err) == 0 &&
+        db_copy_in(db, copy_copies_sql, copies, copies_len, err) == 0) {
+        im->stats->objects += (uint64_t)distinct;
+        im->stats->copies += im->nbatch;
+        rc = catalog_exec(im->cat, "RELEASE SAVEPOINT import_batch", err) < 0 ? -1 : 1;
+    } else if (db_errclass(db) == DB_ERR_UNIQUE) {
+        rc = catalog_exec(im->cat, "ROLLBACK TO SAVEPOINT import_batch;"
+                                   "RELEASE SAVEPOINT import_batch", err) < 0 ? -1 : 0;
+    }
+done:
+    free(objects);
+    free(copies);
+    free(object_id);
+    free(ids);
+    free(first);
+    return rc;
+}
+
 static int batch_flush(import_t *im, si_error_t *err)
 {
     if (!im->nbatch)
         return 0;
-    int rc = batch_try(im, err);
+    int rc = db_can_copy(im->cat->db) ? batch_copy(im, err) : 0;
+    if (rc == 0)
+        rc = batch_try(im, err);
     uint64_t line = im->line;
     for (size_t i = 0; rc == 0 && i < im->nbatch; i++) {
         const import_row_t *r = &im->batch[i];

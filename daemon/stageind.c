@@ -15,6 +15,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/catalog_conf.h"
+#include "catalog/db.h"
 #include "catalog/instances.h"
 #include "catalog/requests.h"
 #include "common/clock.h"
@@ -275,6 +276,7 @@ int main(int argc, char **argv)
     bool registered = false;  /* this instance is in the catalog's registry */
     stageind_settings_t s;
     catalog_open_opts_t catalog_opts; /* how stageind and each module open the catalog */
+    db_health_t *catalog_health = NULL; /* every connection's outages, for logs and metrics */
     sigset_t blocked, waiting;
     int status = 1;
 
@@ -284,6 +286,11 @@ int main(int argc, char **argv)
     si_log_opts_t lo = log_opts(&s, o.foreground);
     if (!(log = si_log_open(&lo, &err)))
         goto early_error;
+    if (!(catalog_health = db_health_new(log, s.catalog))) {
+        si_errprintf(&err, "out of memory");
+        goto error;
+    }
+    catalog_opts.health = catalog_health;
     if (!o.foreground && process_daemonize(&notify_fd, &err) < 0)
         goto error;
     if (install_signals(&blocked, &waiting, &err) < 0)
@@ -451,6 +458,7 @@ error:
     if (registered && instance_unregister(cat, s.instance, &err) < 0)
         si_log(log, SI_LOG_WARNING, "instance %s: %s", s.instance, err.text);
     catalog_close(cat);
+    db_health_free(catalog_health); /* after every connection that reports to it */
     si_conf_free(conf);
     if (pid_written)
         unlink(s.pid_file);

@@ -47,9 +47,10 @@ pg_lib_start() {
         return 1
     fi
     rm -f "$dir/pg/initpw"
+    printf '%s\n' "-k $dir/pg -c listen_addresses= -c fsync=$fsync -c max_connections=40" \
+        >"$dir/pg-options"
     if ! pg_lib_as_server "$bin/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/log" -w \
-        -o "-k $dir/pg -c listen_addresses= -c fsync=$fsync -c max_connections=40" \
-        start >"$dir/pg-ctl.log" 2>&1; then
+        -o "$(cat "$dir/pg-options")" start >"$dir/pg-ctl.log" 2>&1; then
         echo "pg_ctl start failed: see $dir/pg-ctl.log and $dir/pg/log" >&2
         return 1
     fi
@@ -69,6 +70,25 @@ pg_lib_watch() {
         "$@" -m fast -w stop' pg-lib-watch "$2" "$1" "$(pg_lib_bin)" </dev/null >/dev/null 2>&1 &
 }
 
+# pg_lib_restart DIR [SECONDS]: cuts every session (fast shutdown) and starts
+# the server again, SECONDS later (default 0: pg_ctl restart).
+pg_lib_restart() {
+    if [ "${2:-0}" = 0 ]; then
+        pg_lib_as_server "$(pg_lib_bin)/pg_ctl" -D "$1/pg/data" -m fast -w restart \
+            >>"$1/pg-ctl.log" 2>&1
+        return
+    fi
+    pg_lib_stop "$1" || return 1
+    sleep "$2"
+    pg_lib_resume "$1"
+}
+
+# pg_lib_resume DIR: starts a stopped server again, as pg_lib_start did.
+pg_lib_resume() {
+    pg_lib_as_server "$(pg_lib_bin)/pg_ctl" -D "$1/pg/data" -l "$1/pg/log" -w \
+        -o "$(cat "$1/pg-options")" start >>"$1/pg-ctl.log" 2>&1
+}
+
 pg_lib_stop() {
     dir=$1
     [ -d "$dir/pg/data" ] || return 0
@@ -80,8 +100,10 @@ pg-lib.sh)
     case "$1" in
     start) pg_lib_start "$2" "$3" ;;
     stop) pg_lib_stop "$2" ;;
+    restart) pg_lib_restart "$2" "$3" ;;
+    resume) pg_lib_resume "$2" ;;
     available) pg_lib_available ;;
-    *) echo "usage: pg-lib.sh start|stop DIR | available" >&2; exit 2 ;;
+    *) echo "usage: pg-lib.sh start|stop|resume DIR | restart DIR [SECONDS] | available" >&2; exit 2 ;;
     esac
     ;;
 esac

@@ -94,10 +94,24 @@ static void run(void)
                                " WHERE o.key = 'a/two' AND c.copy = 2"), 10, "second copy position");
     is_int(test_query_int(cat, "SELECT size FROM objects WHERE key = 'b/with,comma'"), 300,
            "quoted key with comma");
+    /* COPY's escape character in a key, and a batch of new and known objects
+     * (the bulk path undone, each record decided alone) */
+    ok(import_text("esc.csv", "ds1,\"e/back\\slash \\N \"\"q\"\"\",7,L00001,20000,1,\n"
+                              "ds1,a/one,100,L00001,1000,1,sha256:"
+                              "0000000000000000000000000000000000000000000000000000000000000001\n"
+                              "ds1,e/new,8,L00002,30000,1,\n",
+                   CATALOG_FORMAT_CSV, &st, &err) == 0 && st.objects == 2 && st.copies == 2,
+       "new and known objects in one batch: %s (%llu objects, %llu copies)", err.text,
+       (unsigned long long)st.objects, (unsigned long long)st.copies);
+    is_int(test_query_int(cat, "SELECT size FROM objects WHERE key = 'e/back\\slash \\N \"q\"'"), 7,
+           "a key with a backslash, \\N and quotes is stored as written");
+    is_int(test_query_int(cat, "SELECT count(*) FROM objects WHERE checksum IS NULL AND mtime IS NULL"
+                               " AND etag IS NULL AND key LIKE 'e/%'"), 2,
+           "absent checksum, mtime and etag are NULL");
     long long after_first = counts();
     ok(import_text("pos.csv", csv, CATALOG_FORMAT_CSV, &st, &err) == 0 && counts() == after_first &&
        st.objects == 0 && st.copies == 0, "identical re-import is a no-op");
-    is_int(test_query_int(cat, "SELECT COUNT(*) FROM events WHERE kind = 'import-positions'"), 2,
+    is_int(test_query_int(cat, "SELECT COUNT(*) FROM events WHERE kind = 'import-positions'"), 3,
            "imports logged as events");
 
     rejects("c.csv", "ds1,x,1,L1,0,1\n", CATALOG_FORMAT_CSV, "c.csv:1: 6 fields, want 7", "6 columns");

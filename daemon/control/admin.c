@@ -11,6 +11,7 @@
 
 #include <openssl/crypto.h>
 
+#include "catalog/db.h"
 #include "catalog/requests.h"
 #include "common/groups.h"
 #include "common/text.h"
@@ -80,8 +81,10 @@ void control_on_requests(http_request_t *req, void *arg)
     pthread_mutex_unlock(&c->lock);
     json_t *rows = t ? control_table_json(t) : NULL;
     si_table_free(t);
-    if (!rows)
-        http_respond_error(req, 500, "%s", t ? "cannot render the requests" : err.text);
+    if (!t)
+        control_respond_failure(c, req, EIO, &err);
+    else if (!rows)
+        http_respond_error(req, 500, "cannot render the requests");
     else
         http_respond_json(req, 200, json_pack("{s:o}", "requests", rows));
 }
@@ -97,7 +100,7 @@ void control_on_queue(http_request_t *req, void *arg)
     si_table_t *t = requests_queue(c->requests, &err);
     pthread_mutex_unlock(&c->lock);
     if (!t) {
-        http_respond_error(req, 500, "%s", err.text);
+        control_respond_failure(c, req, EIO, &err);
         return;
     }
     /* the shared table code renders JSON; reparse to embed it */
@@ -115,17 +118,44 @@ static void gauge(FILE *out, const char *name, const char *help, uint64_t value)
             (unsigned long long)value);
 }
 
+static void counter(FILE *out, const char *name, const char *help, uint64_t value)
+{
+    fprintf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+            (unsigned long long)value);
+}
+
+/* The catalog connection's health, every connection of the process together
+ * (db_health_t), whether or not the catalog answered this scrape. */
+static void catalog_metrics(FILE *out, const db_health_state_t *hs)
+{
+    gauge(out, "stagein_catalog_up", "1 when the catalog's server answers, 0 in an outage.",
+          hs->up);
+    gauge(out, "stagein_catalog_down_since_seconds",
+          "When the current catalog outage began (unix time; 0: none).",
+          (uint64_t)hs->down_since);
+    counter(out, "stagein_catalog_outages_total", "Catalog outages (a reconnect failed).",
+            hs->outages);
+    counter(out, "stagein_catalog_connections_lost_total",
+            "Catalog connections found gone (server restart, crash, network).", hs->lost);
+    counter(out, "stagein_catalog_reconnects_total", "Catalog connections made again.",
+            hs->reconnects);
+}
+
 void control_on_metrics(http_request_t *req, void *arg)
 {
     control_t *c = arg;
     requests_metrics_t m;
     si_error_t err;
     pthread_mutex_lock(&c->lock);
+    /* the query also reconnects a connection that lost its server */
     int rc = requests_metrics(c->requests, &m, &err);
+    bool reachable = db_available(catalog_driver(c->cat));
     control_metrics_fn hook = c->metrics_hook;
     void *hook_arg = c->metrics_arg;
     pthread_mutex_unlock(&c->lock);
-    if (rc < 0) {
+    db_health_state_t health;
+    db_health_get(db_health_of(catalog_driver(c->cat)), &health);
+    if (rc < 0 && reachable) {
         http_respond_error(req, 500, "%s", err.text);
         return;
     }
@@ -136,6 +166,9 @@ void control_on_metrics(http_request_t *req, void *arg)
         http_respond_error(req, 500, "out of memory");
         return;
     }
+    catalog_metrics(out, &health);
+    if (rc < 0) /* the catalog's figures are unknown in an outage: left out */
+        goto others;
     fprintf(out, "# HELP stagein_requests Stage requests by state.\n"
                  "# TYPE stagein_requests gauge\n");
     for (int i = 0; i < REQUESTS_NSTATES; i++)
@@ -151,6 +184,7 @@ void control_on_metrics(http_request_t *req, void *arg)
           m.cache_pinned_objects);
     gauge(out, "stagein_cache_pinned_bytes", "Bytes of pinned cached objects.",
           m.cache_pinned_bytes);
+others:
     if (c->server) {
         http_stats_t hs;
         http_server_stats(c->server, &hs);

@@ -11,6 +11,7 @@
 
 #include <openssl/crypto.h>
 
+#include "catalog/db.h"
 #include "catalog/requests.h"
 #include "common/groups.h"
 #include "common/text.h"
@@ -46,9 +47,29 @@ bool control_authenticate(control_t *c, http_request_t *req, identity_t *who)
     return identity_authenticate(&io, req, who);
 }
 
-void control_respond_failure(http_request_t *req, int errnum, const si_error_t *err)
+bool control_catalog_unreachable(control_t *c, http_request_t *req)
 {
-    http_respond_error(req, control_status_for_errno(errnum), "%s", err->text);
+    db_t *db = catalog_driver(c->cat);
+    if (db_available(db))
+        return false;
+    db_health_state_t hs;
+    db_health_get(db_health_of(db), &hs);
+    char since[40] = "";
+    if (!hs.up) {
+        struct tm tm;
+        gmtime_r(&hs.down_since, &tm);
+        strftime(since, sizeof(since), " since %Y-%m-%dT%H:%M:%SZ", &tm);
+    }
+    http_add_header(req, "Retry-After", "5");
+    http_respond_error(req, 503, "the catalog is unreachable%s (%s); nothing was changed: "
+                       "retry later", since, hs.error[0] ? hs.error : "connection lost");
+    return true;
+}
+
+void control_respond_failure(control_t *c, http_request_t *req, int errnum, const si_error_t *err)
+{
+    if (!control_catalog_unreachable(c, req))
+        http_respond_error(req, control_status_for_errno(errnum), "%s", err->text);
 }
 
 /* A bearer token stages only under its storage.stage scopes; a dataset

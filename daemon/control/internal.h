@@ -62,7 +62,12 @@ struct control {
  * Called without the catalog lock: MUNGE decoding and token signatures
  * proceed in parallel with other callers' catalog work. */
 bool control_authenticate(control_t *c, http_request_t *req, identity_t *who);
-void control_respond_failure(http_request_t *req, int errnum, const si_error_t *err);
+/* Answers a failed handler: errnum's status (control_status_for_errno), or
+ * 503 with Retry-After while the catalog is unreachable (nothing was done:
+ * the client retries). */
+void control_respond_failure(control_t *c, http_request_t *req, int errnum, const si_error_t *err);
+/* 503 naming since when the catalog is unreachable, and true, if it is. */
+bool control_catalog_unreachable(control_t *c, http_request_t *req);
 /* Reads the integer field name of root into *out when present (0: absent, left
  * as is); -1 when it is not an integer in [min, max]. */
 int control_int_field(json_t *root, const char *name, int64_t min, int64_t max, int64_t *out,

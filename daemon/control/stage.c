@@ -322,7 +322,7 @@ void control_on_stage(http_request_t *req, void *arg)
     spec.groups = groups;
     requests_created_t made;
     if (requests_create(c->requests, &spec, &made, &err) < 0) {
-        control_respond_failure(req, errno, &err);
+        control_respond_failure(c, req, errno, &err);
     } else {
         char location[80];
         snprintf(location, sizeof(location), "/api/v1/stage/%s", made.uuid);
@@ -407,7 +407,7 @@ void control_on_status(http_request_t *req, void *arg)
     {
         double eta = -1;
         if (requests_get(c->requests, http_request_param(req, "id"), who.uid, &st, &err) < 0) {
-            control_respond_failure(req, errno, &err);
+            control_respond_failure(c, req, errno, &err);
         } else {
             bool active = strcmp(st->state, "SUBMITTED") == 0 || strcmp(st->state, "STARTED") == 0;
             if (active && c->eta_hook && c->eta_hook(c->eta_arg, st->id, &eta) != 1)
@@ -432,7 +432,7 @@ static void release_job_holder(http_request_t *req, control_t *c, const identity
     snprintf(why, sizeof(why), "job %s ended (its epilog released it)", job);
     if (requests_unhold(c->requests, id, who->uid, REQUESTS_HOLDER_JOB, job, why, &released,
                         &array_left, &err) < 0) {
-        control_respond_failure(req, errno, &err);
+        control_respond_failure(c, req, errno, &err);
         return;
     }
     si_log(c->log, SI_LOG_NOTICE, "request %s: job %s let go of it%s", id, job,
@@ -455,7 +455,7 @@ static bool paths_of_request(http_request_t *req, control_t *c, const identity_t
     *objects = NULL;
     *n = 0;
     if (requests_get(c->requests, id, who->uid, &st, &err) < 0) {
-        control_respond_failure(req, errno, &err);
+        control_respond_failure(c, req, errno, &err);
         return false;
     }
     bool *named = calloc(st->nitems + 1, sizeof(*named));
@@ -538,7 +538,7 @@ static void end_request(http_request_t *req, control_t *c, bool release)
     }
     if (objects) {
         if (requests_end_items(c->requests, id, who.uid, release, objects, nobjects, &err) < 0) {
-            control_respond_failure(req, errno, &err);
+            control_respond_failure(c, req, errno, &err);
             goto out;
         }
         si_log(c->log, SI_LOG_NOTICE, "request %s: %zu files %s by uid %u", id, nobjects,
@@ -555,7 +555,7 @@ static void end_request(http_request_t *req, control_t *c, bool release)
     int rc = release ? requests_release(c->requests, id, who.uid, &err)
                      : requests_cancel(c->requests, id, who.uid, &err);
     if (rc < 0) {
-        control_respond_failure(req, errno, &err);
+        control_respond_failure(c, req, errno, &err);
         goto out;
     }
     si_log(c->log, SI_LOG_NOTICE, "request %s %s by uid %u", id,
@@ -607,7 +607,7 @@ void control_on_bind_job(http_request_t *req, void *arg)
     }
     bool started = !started_v || json_is_true(started_v);
     if (requests_bind_job(c->requests, id, who.uid, job, array, started, &err) < 0) {
-        control_respond_failure(req, errno, &err);
+        control_respond_failure(c, req, errno, &err);
         goto out;
     }
     si_log(c->log, SI_LOG_INFO, "request %s is job %s%s%s (uid %u)", id, job,
