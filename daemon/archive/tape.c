@@ -38,6 +38,7 @@ const si_conf_key_t archive_tape_conf_keys[] = {
     {"archive.tape.capacity", SI_CONF_INT, 1 << 20, 9.2e18, NULL},
     {"archive.tape.profile", SI_CONF_STRING, 0, 0, "lto9|lto10"},
     {"archive.tape.positioning", SI_CONF_STRING, 0, 0, "auto|space"},
+    {"archive.tape.rao", SI_CONF_STRING, 0, 0, "off|compare|use"},
     {"archive.tape.retries", SI_CONF_INT, 0, 1000, NULL},
     {"archive.tape.queue_depth", SI_CONF_INT, 1, SCSI_QUEUE_MAX, NULL},
     {"archive.tape.retry_interval", SI_CONF_FLOAT, 0.001, 60, NULL},
@@ -348,12 +349,26 @@ static void tape_metrics(archive_backend_t *b, FILE *out)
     uint64_t cmds = scsi_dev_commands(t->changer.dev);
     for (int d = 0; d < t->ndrives; d++)
         cmds += scsi_dev_commands(t->drives[d].io.dev);
+    uint64_t rao_passes = t->rao_passes, rao_used = t->rao_used;
+    double rao_drive_s = t->rao_drive_s, rao_sched_s = t->rao_sched_s;
     pthread_mutex_unlock(&t->mu);
     archive_metrics_library(out, &st);
     fprintf(out,
             "# HELP stagein_scsi_commands_total SCSI commands sent to the library.\n"
             "# TYPE stagein_scsi_commands_total counter\n"
             "stagein_scsi_commands_total %" PRIu64 "\n", cmds);
+    fprintf(out,
+            "# HELP stagein_tape_rao_passes_total Passes over a cartridge for which the drive's "
+            "Recommended Access Order was asked, by the order read.\n"
+            "# TYPE stagein_tape_rao_passes_total counter\n"
+            "stagein_tape_rao_passes_total{order=\"drive\"} %" PRIu64 "\n"
+            "stagein_tape_rao_passes_total{order=\"scheduler\"} %" PRIu64 "\n"
+            "# HELP stagein_tape_rao_locate_seconds_total The model's estimated positioning time "
+            "of those passes in the drive's and in the scheduler's order.\n"
+            "# TYPE stagein_tape_rao_locate_seconds_total counter\n"
+            "stagein_tape_rao_locate_seconds_total{order=\"drive\"} %.3f\n"
+            "stagein_tape_rao_locate_seconds_total{order=\"scheduler\"} %.3f\n",
+            rao_used, rao_passes - rao_used, rao_drive_s, rao_sched_s);
 }
 
 static void tape_free(archive_backend_t *b)
@@ -481,6 +496,9 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
     t->compression = si_conf_bool(conf, "archive.tape.compression", false);
     t->label_blank = si_conf_bool(conf, "archive.tape.label_blank", true);
     t->force_space = strcmp(si_conf_string(conf, "archive.tape.positioning", "auto"), "space") == 0;
+    const char *rao = si_conf_string(conf, "archive.tape.rao", "compare");
+    t->rao = strcmp(rao, "off") == 0 ? TAPE_RAO_OFF
+             : strcmp(rao, "use") == 0 ? TAPE_RAO_USE : TAPE_RAO_COMPARE;
     t->checksum_retries = (int)si_conf_int(conf, "archive.checksum_retries", 1);
     snprintf(t->media, sizeof(t->media), "%s", si_conf_string(conf, "archive.tape.media", "LTO-9"));
     if (tapevol_media_check(t->media, err) < 0) {

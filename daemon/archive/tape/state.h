@@ -61,6 +61,11 @@ typedef struct {
 
 typedef struct tape tape_t;
 
+/* archive.tape.rao: whether the drive's Recommended Access Order is asked
+ * for, and whose order the pass follows. */
+typedef enum { TAPE_RAO_OFF, TAPE_RAO_COMPARE, TAPE_RAO_USE } tape_rao_mode_t;
+#define TAPE_RAO_MAX 2048      /* segments in one GENERATE RAO (drives take ~2700) */
+
 typedef struct {
     tape_t *t;
     int index;
@@ -124,6 +129,7 @@ struct tape {
     uint32_t block;
     uint32_t max_block;        /* the largest block of any indexed archive file, or block */
     bool compression, label_blank, force_space;
+    tape_rao_mode_t rao;
     char media[TAPEVOL_MEDIA_MAX + 1];
     uint64_t capacity;
     int checksum_retries;
@@ -147,6 +153,9 @@ struct tape {
     size_t nreports, cap_reports;
     uint64_t outstanding, outstanding_bytes;
     uint64_t mounts, reads, read_failures, bytes_read, bytes_written, files_written;
+    /* RAO asked for, and the model's positioning estimates of both orders */
+    uint64_t rao_passes, rao_used;
+    double rao_drive_s, rao_sched_s;
 };
 
 /* Reads ask for twice the block size: a block written with it is then
@@ -187,6 +196,9 @@ void tape_on_request_done(void *arg, uint64_t request, double now, size_t failed
 /* read.c */
 void tape_stream_stop(tdrive_t *d);
 void tape_read_volume(tdrive_t *d, int v);
+
+/* rao.c */
+void tape_rao_consult(tdrive_t *d, int v);
 
 /* write.c */
 void tape_run_write(tdrive_t *d, twrite_t *job);
