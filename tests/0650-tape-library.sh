@@ -51,6 +51,9 @@ is "$(grep -c 'cartridge .* labelled' "$LOG")" "$(wc -w <<<"$vols")" \
 files=$(sql "SELECT count(DISTINCT volume_id || '/' || file_seq) FROM tape_copies")
 is "$(grep -c 'WRITE FILEMARKS' "$TEST_DIR/scsi.log")" $(($(wc -w <<<"$vols") + files)) \
     "a filemark after each label and each of the $files archive files"
+is "$(curl -s "http://127.0.0.1:$PORT/metrics" | awk '$1 == "stagein_tape_bytes_hashed_total" { print $2 }')" \
+    $((1000 + 70000 + 3000000 + 1500000 + 2500 + 2200000)) \
+    "each member's data hashed once while written, not once per copy"
 
 # ---- evict, recall in the scheduler's order ------------------------------------------
 evict stageout

@@ -236,19 +236,25 @@ static int tape_archive(archive_backend_t *b, const archive_member_t *members, s
     twrite_t jobs[ARCHIVE_MAX_COPIES];
     int chosen[ARCHIVE_MAX_COPIES];
     uint64_t *pos = calloc(n * (size_t)ncopies + 1, sizeof(*pos));
-    if (!pos)
+    atomic_uchar *hashed = calloc(n + 1, sizeof(*hashed));
+    if (!pos || !hashed) {
+        free(pos);
+        free(hashed);
         return si_errprintf(err, "out of memory");
+    }
     pthread_mutex_lock(&t->mu);
     twrite_t **grown = realloc(t->writes, (t->nwrites + (size_t)ncopies) * sizeof(*grown));
     if (!grown) {
         pthread_mutex_unlock(&t->mu);
         free(pos);
+        free(hashed);
         return si_errprintf(err, "out of memory");
     }
     t->writes = grown;
     for (int c = 0; c < ncopies; c++) {
         chosen[c] = -1;
-        jobs[c] = (twrite_t){.members = members, .n = n, .copy = c + 1, .chosen = chosen,
+        jobs[c] = (twrite_t){.members = members, .n = n, .hashed = hashed, .copy = c + 1,
+                             .chosen = chosen,
                              .ncopies = ncopies, .vol = -1, .positions = pos + (size_t)c * n};
         t->writes[t->nwrites++] = &jobs[c];
     }
@@ -299,6 +305,7 @@ static int tape_archive(archive_backend_t *b, const archive_member_t *members, s
         }
     pthread_mutex_unlock(&t->mu);
     free(pos);
+    free(hashed);
     return rc;
 }
 
@@ -369,6 +376,13 @@ static void tape_metrics(archive_backend_t *b, FILE *out)
             "stagein_tape_rao_locate_seconds_total{order=\"drive\"} %.3f\n"
             "stagein_tape_rao_locate_seconds_total{order=\"scheduler\"} %.3f\n",
             rao_used, rao_passes - rao_used, rao_drive_s, rao_sched_s);
+    fprintf(out,
+            "# HELP stagein_tape_bytes_hashed_total Bytes of archived members hashed while "
+            "written (checked against the cache's checksum), once per aggregate whatever the "
+            "copies.\n"
+            "# TYPE stagein_tape_bytes_hashed_total counter\n"
+            "stagein_tape_bytes_hashed_total %" PRIu64 "\n",
+            (uint64_t)atomic_load(&t->bytes_hashed));
 }
 
 static void tape_free(archive_backend_t *b)

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -99,6 +100,10 @@ typedef struct {
 typedef struct {
     const archive_member_t *members;
     size_t n;
+    /* Shared by the copies of the aggregate: each member's data is hashed
+     * (checked against its checksum) by the first copy that claims it, once
+     * per aggregate however many copies are written. */
+    atomic_uchar *hashed;
     int copy;
     int *chosen;               /* the aggregate's volumes, one per copy (-1 none yet) */
     int ncopies;
@@ -153,6 +158,7 @@ struct tape {
     size_t nreports, cap_reports;
     uint64_t outstanding, outstanding_bytes;
     uint64_t mounts, reads, read_failures, bytes_read, bytes_written, files_written;
+    atomic_uint_least64_t bytes_hashed; /* member data hashed while written */
     /* RAO asked for, and the model's positioning estimates of both orders */
     uint64_t rao_passes, rao_used;
     double rao_drive_s, rao_sched_s;
