@@ -6,7 +6,8 @@
 # cartridge that fills before its capacity (end of medium: the copy goes to
 # another one), a write-protected cartridge, a drive taken offline before a
 # recall (its work goes to the other drive), kill -9 of stageind mid-write
-# (the interrupted archive file is redone and never listed).
+# (the interrupted archive file is redone and never listed), UNIT ATTENTION
+# mid-write (the archive file written again from its start, once on tape).
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/recall-lib.sh"
 . "$top_srcdir/tests/tape-lib.sh"
@@ -165,12 +166,31 @@ sleep 0.5
 run_ok "stageind restarts" -- start
 track_pid "$(daemon_pid)"
 is "$(wait_push "$BIG" 90)" DURABLE "the interrupted push is redone: DURABLE"
+
+# ---- UNIT ATTENTION mid-write: the archive file written again, not twice -------------------
+head -c 20000000 /dev/urandom > "$SRC/big2"
+: > "$TEST_DIR/scsi.log"
+push ckpt big2 "$SRC/big2" >/dev/null
+BIG2=$(json "$BODY" 'j["pushId"]')
+for _ in $(seq 300); do
+    [ "$(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log")" -gt 20 ] && break
+    sleep 0.02
+done
+"$TAPE_TOOL" reset "$TGT_URL/1" && "$TAPE_TOOL" reset "$TGT_URL/2"
+ok $? "both drives reset after $(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log") blocks of the archive write"
+is "$(wait_push "$BIG2" 90)" DURABLE "the push interrupted by UNIT ATTENTION: DURABLE"
+grep -Eq 'tape: archive write, copy 1: .*UNIT ATTENTION.*; position re-read, archive file [0-9]+ of T[0-9]+ written again from its start \(1 of 30\)' "$LOG"
+ok $? "the write met the UNIT ATTENTION, re-read its position and wrote the archive file again"
 stop
-vol=$(vols_of big)
-elem=$(awk -v b="$vol" '$1 == "drive" && $4 == b { print $2 }' <<<"$("$TAPE_TOOL" inventory "$CHANGER_URL")")
-"$TAPE_TOOL" image "$CHANGER_URL" "$TGT_URL/${elem:-1}" "${elem:-1}" "$vol" "$TEST_DIR/images" >/dev/null
-"$STAGEIN" tape dump "$vol" --volume-dir "$TEST_DIR/images" --verify > "$TEST_DIR/dump" 2>&1
-ok $? "cartridge $vol reads back whole and verified (stagein tape dump --verify)"
-is "$(grep -c 'stageout/ckpt/big' "$TEST_DIR/dump")" 1 "big is on it once: the interrupted archive file was written over"
+# each read back off its cartridge (in the drive that wrote it)
+for k in big big2; do
+    vol=$(vols_of $k)
+    elem=$(awk -v b="$vol" '$1 == "drive" && $4 == b { print $2 }' <<<"$("$TAPE_TOOL" inventory "$CHANGER_URL")")
+    "$TAPE_TOOL" image "$CHANGER_URL" "$TGT_URL/${elem:-1}" "${elem:-1}" "$vol" "$TEST_DIR/images-$k" >/dev/null
+    "$STAGEIN" tape dump "$vol" --volume-dir "$TEST_DIR/images-$k" --verify > "$TEST_DIR/dump-$k" 2>&1
+    ok $? "cartridge $vol ($k's) reads back whole and verified (stagein tape dump --verify)"
+    is "$(awk -v m="stageout/ckpt/$k" '$4 == m' "$TEST_DIR/dump-$k" | wc -l)" 1 \
+        "$k is on it once: the interrupted archive file was written over"
+done
 
 finish

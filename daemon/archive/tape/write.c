@@ -315,9 +315,35 @@ static int choose_write_volume(tape_t *t, tdrive_t *d, twrite_t *job, uint64_t b
     return best;
 }
 
+/* UNIT ATTENTION (a reset, power on, a medium change), becoming ready,
+ * ABORTED COMMAND while writing: which blocks in flight reached the tape
+ * is unknown. The position is re-read (READ POSITION where the drive has
+ * it, logged), the cartridge's label checked again, and the archive file
+ * written again from its start, which overwrites what the interrupted
+ * attempt left (tape is append only): nothing is on tape twice. No mu. */
+static void write_attention(tdrive_t *d, twrite_t *job, int v, const si_error_t *why,
+                            int attempt)
+{
+    tape_t *t = d->t;
+    char seen[96] = "";
+    scsi_position_t pos;
+    if (d->io.can_locate && tape_drive_read_position(&d->io, &pos, NULL) == 0 && pos.block_valid)
+        snprintf(seen, sizeof(seen), " (the drive reports logical object %" PRIu64 ")",
+                 pos.block);
+    d->io.pos_known = false;
+    d->verified = false;
+    d->buf_vol = -1;
+    si_log(t->log, SI_LOG_WARNING, "tape: archive write, copy %d: %s; position re-read%s, "
+           "archive file %" PRId64 " of %s written again from its start (%d of %d)", job->copy,
+           why->text, seen, t->vols[v].nfiles + 1, t->vols[v].label, attempt, d->io.retries);
+    struct timespec ts = {d->io.retry_ms / 1000, (long)(d->io.retry_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 void tape_run_write(tdrive_t *d, twrite_t *job)
 {
     tape_t *t = d->t;
+    int attentions = 0;
     uint64_t bytes = 2 * TAR_BLOCK + FM_BYTES;
     for (size_t i = 0; i < job->n; i++) {
         tar_pax_member_t pm = {job->members[i].bucket, job->members[i].key, job->members[i].size,
@@ -340,6 +366,13 @@ void tape_run_write(tdrive_t *d, twrite_t *job)
         si_error_t err = {0};
         int rc = write_copy(d, v, job, &err);
         int e = errno;
+        if (rc < 0 && e == EAGAIN && attentions < d->io.retries) {
+            write_attention(d, job, v, &err, ++attentions);
+            pthread_mutex_lock(&t->mu);
+            t->vols[v].busy = false;
+            job->chosen[job->copy - 1] = -1; /* this drive's own cartridge again */
+            continue;
+        }
         pthread_mutex_lock(&t->mu);
         t->vols[v].busy = false;
         if (rc == 0) {
