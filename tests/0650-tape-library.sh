@@ -98,4 +98,26 @@ is "$(sql "SELECT o.key || ' ' || o.checksum || ' ' || t.file_seq || ' ' || t.po
     "$before" "the imported objects, checksums and positions equal those recorded at push"
 mv "$DB.old" "$DB"
 
+# ---- drives found in sysfs: archive.tape.drives left out with a /dev/sgN changer ----------
+# a fake /sys/class/scsi_generic: a drive (sg90) with the changer (sg91) on its target
+S=$TEST_DIR/sysfs
+sysfs_dev() { # NAME H:C:T:L TYPE
+    mkdir -p "$S/class/$1" "$S/devices/$2"
+    ln -s "../../devices/$2" "$S/class/$1/device"
+    echo "$3" > "$S/devices/$2/type"; echo "IBM" > "$S/devices/$2/vendor"
+    echo "ULT3580-TD9" > "$S/devices/$2/model"; echo "Q3F2" > "$S/devices/$2/rev"
+}
+sysfs_dev sg90 0:0:1:0 1
+sysfs_dev sg91 0:0:1:1 8
+sysfs_conf() { write_conf "archive: { backend = \"tape\"; tape: { changer = \"$1\"; sysfs = \"$S/class\"; }; };"; }
+sysfs_conf /dev/sg92
+run_fails_with "a changer sysfs does not list, with no drives configured: refused, naming it" \
+    "archive.tape.drives left out, and /dev/sg92 .*is not a changer listed in $S/class" -- start
+sysfs_conf /dev/sg91
+: > "$LOG"
+run_fails_with "with changer /dev/sg91, the drive beside it in sysfs is taken (then /dev/sg91 cannot be opened here)" \
+    "archive.tape.changer: /dev/sg91" -- start
+grep -q 'tape: drive 0: /dev/sg90 (IBM ULT3580-TD9 serial -, 0:0:1:0), found in sysfs beside changer /dev/sg91' "$LOG"
+ok $? "the drive found in sysfs is logged with its H:C:T:L"
+
 finish

@@ -43,6 +43,7 @@ const si_conf_key_t archive_tape_conf_keys[] = {
     {"archive.tape.queue_depth", SI_CONF_INT, 1, SCSI_QUEUE_MAX, NULL},
     {"archive.tape.retry_interval", SI_CONF_FLOAT, 0.001, 60, NULL},
     {"archive.tape.command_log", SI_CONF_STRING, 0, 0, NULL},
+    {"archive.tape.sysfs", SI_CONF_STRING, 0, 0, NULL},
     SI_CONF_KEYS_END,
 };
 
@@ -482,6 +483,41 @@ static int map_drive_elements(tape_t *t, const int *elements, si_error_t *err)
     return 0;
 }
 
+/* archive.tape.drives left out with a /dev/sgN changer: the tape drives
+ * sysfs relates to it (scsi_sg_list: the same target, or the only changer
+ * on their host), each then given its element by serial number. A changer
+ * path that is a udev link is resolved first. */
+static int discover_drives(tape_t *t, const char *changer, const char *sysfs,
+                           char found[][32], si_error_t *err)
+{
+    char real[PATH_MAX];
+    if (!realpath(changer, real))
+        snprintf(real, sizeof(real), "%s", changer);
+    scsi_sg_entry_t *e = NULL;
+    size_t n = 0, idx[TAPE_MAX_DRIVES];
+    if (scsi_sg_list(sysfs, &e, &n, err) < 0)
+        return si_errprefix(err, "archive.tape.drives left out: finding the drives");
+    size_t c = 0;
+    while (c < n && !(e[c].type == 8 && strcmp(e[c].path, real) == 0))
+        c++;
+    size_t nd = c < n ? scsi_sg_drives_of(e, n, c, idx, TAPE_MAX_DRIVES) : 0;
+    if (nd == 0) {
+        free(e);
+        return si_errprintf(err, "archive.tape.drives left out, and %s (%s) %s %s: list "
+                            "the drives (stagein-tape devices shows what sysfs has)", changer,
+                            real, c < n ? "has no tape drive on its target or host in"
+                                        : "is not a changer listed in", sysfs);
+    }
+    for (size_t i = 0; i < nd; i++) {
+        snprintf(found[i], 32, "%s", e[idx[i]].path);
+        si_log(t->log, SI_LOG_INFO, "tape: drive %zu: %s (%s %s serial %s, %s), found in sysfs "
+               "beside changer %s", i, e[idx[i]].path, e[idx[i]].vendor, e[idx[i]].product,
+               e[idx[i]].serial[0] ? e[idx[i]].serial : "-", e[idx[i]].hctl, real);
+    }
+    free(e);
+    return (int)nd;
+}
+
 archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error_t *err)
 {
     const si_conf_t *conf = opts->conf;
@@ -533,13 +569,21 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
     }
     const char *changer = si_conf_string(conf, "archive.tape.changer", NULL);
     const config_setting_t *drives = si_conf_setting(conf, "archive.tape.drives");
-    if (!changer || !drives || config_setting_length(drives) < 1) {
+    char found[TAPE_MAX_DRIVES][32];
+    int nd = drives ? config_setting_length(drives) : 0;
+    if (changer && !drives && strncmp(changer, "/dev/", 5) == 0) {
+        nd = discover_drives(t, changer, si_conf_string(conf, "archive.tape.sysfs",
+                                                        "/sys/class/scsi_generic"), found, err);
+        if (nd < 0)
+            goto fail;
+    }
+    if (!changer || nd < 1) {
         si_errprintf(err, "archive.backend = \"tape\" needs archive.tape.changer (a /dev/sgN "
                      "or iscsi:// URL) and archive.tape.drives (a list of { device = ...; "
-                     "element = N; })");
+                     "element = N; }; left out with a /dev/sgN changer, the drives sysfs "
+                     "relates to it)");
         goto fail;
     }
-    int nd = config_setting_length(drives);
     int elements[TAPE_MAX_DRIVES];
     if (nd > TAPE_MAX_DRIVES) {
         si_conf_fail(conf, "archive.tape.drives", err, "%d drives (at most %d)", nd,
@@ -554,11 +598,11 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
         goto fail;
     }
     for (int i = 0; i < nd; i++) {
-        const config_setting_t *e = config_setting_get_elem(drives, (unsigned)i);
-        const char *dev = NULL;
+        const config_setting_t *e = drives ? config_setting_get_elem(drives, (unsigned)i) : NULL;
+        const char *dev = drives ? NULL : found[i];
         int element = -1;
-        bool has_element = config_setting_lookup_int(e, "element", &element);
-        if (!config_setting_lookup_string(e, "device", &dev) ||
+        bool has_element = e && config_setting_lookup_int(e, "element", &element);
+        if ((e && !config_setting_lookup_string(e, "device", &dev)) ||
             (has_element && (element < 0 || element > 0xffff))) {
             si_errprintf(err, "archive.tape.drives[%d]: needs device (a /dev/sgN or iscsi:// "
                          "URL), and element (the drive's element address, 0..65535) where the "
