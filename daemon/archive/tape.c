@@ -198,7 +198,7 @@ static int tape_recall(archive_backend_t *b, const archive_batch_t *batch,
         t->outstanding++;
         t->outstanding_bytes += items[i].size;
     }
-    t->reqs[t->nreqs++] = (treq_t){tokens, n};
+    t->reqs[t->nreqs++] = (treq_t){tokens, n, batch->id, batch->priority, deadline};
     tokens = NULL;
     pthread_cond_broadcast(&t->cv);
     rc = 0;
@@ -430,7 +430,7 @@ static void tape_free(archive_backend_t *b)
 
 static const archive_backend_ops_t tape_ops = {
     "tape", tape_recall, tape_cancel, tape_archive, tape_status, tape_metrics, tape_free, false,
-    NULL,
+    tape_forecast,
 };
 
 /* Drives configured without an element get the drive element whose
@@ -667,6 +667,7 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
     if (tape_profile_from_conf(conf, si_conf_string(conf, "archive.tape.profile", "lto9"),
                                &so.profile, err) < 0)
         goto fail;
+    t->profile = so.profile;
     so.nvolumes = t->nvols > 0 ? t->nvols : 1;
     so.drives = t->ndrives;
     const char *policy = si_conf_string(conf, "library.policy", SCHED_DEFAULT_POLICY);

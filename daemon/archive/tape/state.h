@@ -22,6 +22,7 @@
 #include "daemon/archive/backend.h"
 #include "daemon/archive/tape/drive.h"
 #include "daemon/sched/sched.h"
+#include "daemon/simlib/engine.h"
 #include "daemon/volume/tar.h"
 #include "daemon/volume/volume.h"
 
@@ -58,6 +59,9 @@ typedef struct {
 typedef struct {
     uint64_t *tokens;
     size_t n;
+    uint64_t batch;            /* the caller's batch id, its priority and deadline */
+    int priority;
+    double deadline;           /* on the monotonic clock; 0 none */
 } treq_t;
 
 typedef struct tape tape_t;
@@ -147,6 +151,7 @@ struct tape {
     tvol_t *vols;
     int nvols;
     sched_t *sched;
+    tape_profile_t profile;    /* the scheduler's model of the drives */
 
     trec_t **recs;             /* by token - 1 */
     size_t nrecs, cap_recs;
@@ -202,6 +207,9 @@ void tape_on_request_done(void *arg, uint64_t request, double now, size_t failed
 /* read.c */
 void tape_stream_stop(tdrive_t *d);
 void tape_read_volume(tdrive_t *d, int v);
+
+/* forecast.c */
+int tape_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *n, si_error_t *err);
 
 /* rao.c */
 void tape_rao_consult(tdrive_t *d, int v);

@@ -1,9 +1,11 @@
-/* The drive's Recommended Access Order against the scheduler's, over a
- * scripted drive that has LOCATE(16) and RAO (tgt has neither): the
- * GENERATE RAO list names each queued read's first and last logical
- * object, both orders are costed by the model and logged, and the order
- * executed (the LOCATE(16)s of the pass) is the drive's with rao = use,
- * the scheduler's with compare, and no RAO is asked for with off. */
+/* The tape backend's recall side over a scripted drive that has LOCATE(16)
+ * and RAO (tgt has neither). The drive's Recommended Access Order against
+ * the scheduler's: the GENERATE RAO list names each queued read's first
+ * and last logical object, both orders are costed by the model and logged,
+ * and the order executed (the LOCATE(16)s of the pass) is the drive's with
+ * rao = use, the scheduler's with compare, and no RAO is asked for with
+ * off. ETA forecasts: from the library as it stands (a mounted cartridge
+ * saves the mount), none once nothing is queued or no drive is left. */
 #include "config.h"
 
 #include <stdio.h>
@@ -109,15 +111,14 @@ static void sink_done(void *arg, int64_t object_id, bool ok, const char *why)
 
 /* Three objects of one block, about 1, 2 and 3 GB into archive file 1 of
  * cartridge T1, recalled in one request through tape_read_volume. */
-static void run(tape_rao_mode_t mode, rao_drive_t *s, const char *logfile, int *delivered,
-                tape_t **out)
+static tape_t *setup(tape_rao_mode_t mode, rao_drive_t *s, const char *logfile, int *delivered)
 {
     tape_t *t = calloc(1, sizeof(*t));
     pthread_mutex_init(&t->mu, NULL);
     pthread_mutex_init(&t->changer_mu, NULL);
     pthread_mutex_init(&t->log_mu, NULL);
     pthread_cond_init(&t->cv, NULL);
-    si_log_opts_t lo = {.ident = "t_rao", .level = SI_LOG_INFO, .file = logfile};
+    si_log_opts_t lo = {.ident = "t_backend", .level = SI_LOG_INFO, .file = logfile};
     t->log = si_log_open(&lo, NULL);
     t->block = t->max_block = BLOCK;
     t->rao = mode;
@@ -136,6 +137,8 @@ static void run(tape_rao_mode_t mode, rao_drive_t *s, const char *logfile, int *
     sched_options_default(&so);
     so.nvolumes = 1;
     so.drives = 1;
+    tape_profile_builtin("lto9", &so.profile, NULL);
+    t->profile = so.profile;
     sched_callbacks_t cb = {tape_on_request_done, t};
     t->sched = sched_new(sched_policy_find("job-aware", NULL), &so, &cb, NULL);
 
@@ -145,6 +148,7 @@ static void run(tape_rao_mode_t mode, rao_drive_t *s, const char *logfile, int *
     t->reqs = calloc(1, sizeof(*t->reqs));
     t->reqs[0].tokens = calloc(N, sizeof(uint64_t));
     t->reqs[0].n = N;
+    t->reqs[0].batch = 77;
     t->nreqs = t->cap_reqs = 1;
     for (int i = 0; i < N; i++) {
         trec_t *r = calloc(1, sizeof(*r));
@@ -173,11 +177,7 @@ static void run(tape_rao_mode_t mode, rao_drive_t *s, const char *logfile, int *
     d->io = (tape_drive_t){.can_locate = true, .can_rao = true, .probed = true, .retries = 1,
                            .retry_ms = 1};
     d->io.dev = scsi_dev_new("drive0", &drive_transport, s, NULL);
-    pthread_mutex_lock(&t->mu);
-    tape_read_volume(d, 0);
-    pthread_mutex_unlock(&t->mu);
-    tape_flush_reports(t);
-    *out = t;
+    return t;
 }
 
 static void done(tape_t *t)
@@ -197,6 +197,60 @@ static void done(tape_t *t)
     free(t);
 }
 
+/* A pass over the cartridge in the drive. */
+static void read_pass(tape_t *t)
+{
+    pthread_mutex_lock(&t->mu);
+    tape_read_volume(&t->drives[0], 0);
+    pthread_mutex_unlock(&t->mu);
+    tape_flush_reports(t);
+}
+
+static void run(tape_rao_mode_t mode, rao_drive_t *s, const char *logfile, int *delivered,
+                tape_t **out)
+{
+    *out = setup(mode, s, logfile, delivered);
+    read_pass(*out);
+}
+
+static void test_forecast(const char *logfile)
+{
+    rao_drive_t s = {0};
+    int delivered = 0;
+    tape_t *t = setup(TAPE_RAO_OFF, &s, logfile, &delivered);
+    archive_backend_t b = {NULL, t};
+    archive_forecast_t *f = NULL;
+    size_t n = 0;
+    si_error_t err = {0};
+    int rc = tape_forecast(&b, &f, &n, &err);
+    ok(rc == 0 && n == 1 && f[0].batch == 77 && f[0].items == 3,
+       "forecast: one batch, 3 items queued");
+    double mounted = rc == 0 && n == 1 ? f[0].eta_s : 0;
+    free(f);
+    /* the model's pass: 3 locates and reads, no mount */
+    ok(mounted > 0 && mounted < tape_mount_time(&t->profile) + 600,
+       "the cartridge in the drive: ETA %.1f s (locates and reads)", mounted);
+    t->drives[0].vol = -1;
+    t->vols[0].drive = -1;
+    rc = tape_forecast(&b, &f, &n, &err);
+    double unmounted = rc == 0 && n == 1 ? f[0].eta_s : 0;
+    free(f);
+    ok(unmounted >= mounted + tape_mount_time(&t->profile) * 0.5,
+       "not mounted: the mount is added (%.1f s, mount %.1f s)", unmounted,
+       tape_mount_time(&t->profile));
+    t->drives[0].failed = true;
+    ok(tape_forecast(&b, &f, &n, &err) == 0 && n == 0, "no drive left: no forecast");
+    free(f);
+    t->drives[0].failed = false;
+    t->drives[0].vol = 0;
+    t->vols[0].drive = 0;
+    read_pass(t);
+    is_int(delivered, 3, "the pass read everything");
+    ok(tape_forecast(&b, &f, &n, &err) == 0 && n == 0, "nothing queued: no forecast");
+    free(f);
+    done(t);
+}
+
 static bool file_has(const char *path, const char *what)
 {
     char buf[8192] = "";
@@ -211,7 +265,7 @@ static bool file_has(const char *path, const char *what)
 
 int main(void)
 {
-    char logfile[] = "/tmp/t_rao.XXXXXX";
+    char logfile[] = "/tmp/t_backend.XXXXXX";
     int fd = mkstemp(logfile);
     close(fd);
     /* logical objects: 2 before archive file 1 (label, filemark), then
@@ -261,6 +315,8 @@ int main(void)
     ok(!strstr(s.log, "RECOMMENDED") && strstr(s.log, ascending) && t->rao_passes == 0,
        "off: no RAO asked, the scheduler's order: %s", s.log);
     done(t);
+
+    test_forecast(logfile);
     unlink(logfile);
     return done_testing();
 }
