@@ -147,19 +147,25 @@ ok $? "a moved cartridge is found again where the re-read inventory has it, not 
 stop
 
 # ---- kill -9 mid-write ------------------------------------------------------------------
-head -c 20000000 /dev/urandom > "$SRC/big"
+# push_under_way KEY: 20 MB pushed as KEY (its push id in PUSH) until more
+# than 20 of its blocks have been written
+push_under_way() {
+    head -c 20000000 /dev/urandom > "$SRC/$1"
+    : > "$TEST_DIR/scsi.log"
+    push ckpt "$1" "$SRC/$1" >/dev/null
+    PUSH=$(json "$BODY" 'j["pushId"]')
+    for _ in $(seq 300); do
+        [ "$(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log")" -gt 20 ] && break
+        sleep 0.02
+    done
+}
 write_conf "push: { copies = 1; aggregate_window = 0.2; };
 library: { policy = \"linear\"; };
 $(TAPE_CAPACITY=60000000 tape_conf 2 'block_size = 65536;')"
 run_ok "stageind restarts" -- start
 track_pid "$(daemon_pid)"
-: > "$TEST_DIR/scsi.log"
-push ckpt big "$SRC/big" >/dev/null
-BIG=$(json "$BODY" 'j["pushId"]')
-for _ in $(seq 300); do
-    [ "$(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log")" -gt 20 ] && break
-    sleep 0.02
-done
+push_under_way big
+BIG=$PUSH
 kill -9 "$(daemon_pid)"
 ok $? "stageind killed with -9 after $(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log") blocks of the archive write"
 sleep 0.5
@@ -168,14 +174,8 @@ track_pid "$(daemon_pid)"
 is "$(wait_push "$BIG" 90)" DURABLE "the interrupted push is redone: DURABLE"
 
 # ---- UNIT ATTENTION mid-write: the archive file written again, not twice -------------------
-head -c 20000000 /dev/urandom > "$SRC/big2"
-: > "$TEST_DIR/scsi.log"
-push ckpt big2 "$SRC/big2" >/dev/null
-BIG2=$(json "$BODY" 'j["pushId"]')
-for _ in $(seq 300); do
-    [ "$(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log")" -gt 20 ] && break
-    sleep 0.02
-done
+push_under_way big2
+BIG2=$PUSH
 "$TAPE_TOOL" reset "$TGT_URL/1" && "$TAPE_TOOL" reset "$TGT_URL/2"
 ok $? "both drives reset after $(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log") blocks of the archive write"
 is "$(wait_push "$BIG2" 90)" DURABLE "the push interrupted by UNIT ATTENTION: DURABLE"

@@ -107,16 +107,8 @@ int tape_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *count,
         goto out;
     if (!(res = calloc(nsub + 1, sizeof(*res))))
         goto nomem_out;
-    /* a batch recalled in several requests ends with the last of them */
-    for (size_t i = 0; i < nsub; i++) {
-        size_t k = 0;
-        while (k < nres && res[k].batch != req_batch[i])
-            k++;
-        if (k == nres)
-            res[nres++] = (archive_forecast_t){.batch = req_batch[i]};
-        if (run.done_at[i] > res[k].eta_s)
-            res[k].eta_s = run.done_at[i];
-    }
+    for (size_t i = 0; i < nsub; i++)
+        archive_forecast_add(res, &nres, req_batch[i], run.done_at[i]);
     pthread_mutex_lock(&t->mu);
     for (size_t k = 0; k < nres; k++)
         for (size_t i = 0; i < t->nreqs; i++)
