@@ -12,9 +12,9 @@
 
 /* The first and last logical objects (blocks) of a read: 0 when its
  * position is not in the cartridge's index. */
-static int read_segment(const tape_t *t, int v, const sched_pending_t *p, scsi_uds_t *u)
+static int read_segment(tape_t *t, int v, const sched_pending_t *p, scsi_uds_t *u)
 {
-    const trec_t *rec = tape_rec_get((tape_t *)t, p->object_id);
+    const trec_t *rec = tape_rec_get(t, p->object_id);
     if (!rec || p->size == 0)
         return 0;
     const tvol_t *vol = &t->vols[v];
