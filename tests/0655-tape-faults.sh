@@ -147,10 +147,10 @@ ok $? "a moved cartridge is found again where the re-read inventory has it, not 
 stop
 
 # ---- kill -9 mid-write ------------------------------------------------------------------
-# push_under_way KEY: 20 MB pushed as KEY (its push id in PUSH) until more
-# than 20 of its blocks have been written
+# push_under_way KEY MB: MB megabytes pushed as KEY (its push id in PUSH)
+# until more than 20 of its blocks have been written
 push_under_way() {
-    head -c 20000000 /dev/urandom > "$SRC/$1"
+    head -c "$2"000000 /dev/urandom > "$SRC/$1"
     : > "$TEST_DIR/scsi.log"
     push ckpt "$1" "$SRC/$1" >/dev/null
     PUSH=$(json "$BODY" 'j["pushId"]')
@@ -164,7 +164,7 @@ library: { policy = \"linear\"; };
 $(TAPE_CAPACITY=60000000 tape_conf 2 'block_size = 65536;')"
 run_ok "stageind restarts" -- start
 track_pid "$(daemon_pid)"
-push_under_way big
+push_under_way big 20
 BIG=$PUSH
 kill -9 "$(daemon_pid)"
 ok $? "stageind killed with -9 after $(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log") blocks of the archive write"
@@ -174,7 +174,9 @@ track_pid "$(daemon_pid)"
 is "$(wait_push "$BIG" 90)" DURABLE "the interrupted push is redone: DURABLE"
 
 # ---- UNIT ATTENTION mid-write: the archive file written again, not twice -------------------
-push_under_way big2
+# 50 MB: the reset must find the write still under way (a cartridge of
+# 60 MB: big2 goes to another one than big's)
+push_under_way big2 50
 BIG2=$PUSH
 "$TAPE_TOOL" reset "$TGT_URL/1" && "$TAPE_TOOL" reset "$TGT_URL/2"
 ok $? "both drives reset after $(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log") blocks of the archive write"

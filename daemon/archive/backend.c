@@ -55,19 +55,6 @@ int archive_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *n,
     return b->ops->forecast(b, out, n, err);
 }
 
-archive_forecast_t *archive_forecast_add(archive_forecast_t *list, size_t *n, uint64_t batch,
-                                         double eta_s)
-{
-    size_t k = 0;
-    while (k < *n && list[k].batch != batch)
-        k++;
-    if (k == *n)
-        list[(*n)++] = (archive_forecast_t){.batch = batch};
-    if (eta_s > list[k].eta_s)
-        list[k].eta_s = eta_s;
-    return &list[k];
-}
-
 int archive_write(archive_backend_t *b, const archive_member_t *members, size_t n, int ncopies,
                   archive_placement_t *placements, si_error_t *err)
 {

@@ -36,7 +36,8 @@ static int read_segment(tape_t *t, int v, const sched_pending_t *p, scsi_uds_t *
     return 0;
 }
 
-/* mu held; released while the drive works out its order (v is busy). */
+/* At the start of a pass, no READ in flight (a mount came before). mu
+ * held; released while the drive works out its order (v is busy). */
 void tape_rao_consult(tdrive_t *d, int v)
 {
     tape_t *t = d->t;
@@ -63,7 +64,6 @@ void tape_rao_consult(tdrive_t *d, int v)
         goto out;
     pthread_mutex_unlock(&t->mu);
     si_error_t err = {0};
-    tape_stream_stop(d);
     int rc = tape_drive_rao(&d->io, uds, m, &order, &norder, &err);
     int e = errno;
     pthread_mutex_lock(&t->mu);
