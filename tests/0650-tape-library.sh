@@ -51,6 +51,9 @@ is "$(grep -c 'cartridge .* labelled' "$LOG")" "$(wc -w <<<"$vols")" \
 files=$(sql "SELECT count(DISTINCT volume_id || '/' || file_seq) FROM tape_copies")
 is "$(grep -c 'WRITE FILEMARKS' "$TEST_DIR/scsi.log")" $(($(wc -w <<<"$vols") + files)) \
     "a filemark after each label and each of the $files archive files"
+is "$(curl -s "http://127.0.0.1:$PORT/metrics" | awk '$1 == "stagein_tape_bytes_hashed_total" { print $2 }')" \
+    $((1000 + 70000 + 3000000 + 1500000 + 2500 + 2200000)) \
+    "each member's data hashed once while written, not once per copy"
 
 # ---- evict, recall in the scheduler's order ------------------------------------------
 evict stageout
@@ -94,5 +97,27 @@ ok $? "stagein tape import rebuilds the catalog from the cartridge alone"
 is "$(sql "SELECT o.key || ' ' || o.checksum || ' ' || t.file_seq || ' ' || t.position FROM objects o JOIN tape_copies t ON t.object_id = o.id JOIN volumes v ON v.id = t.volume_id WHERE v.label = '$first' ORDER BY o.key")" \
     "$before" "the imported objects, checksums and positions equal those recorded at push"
 mv "$DB.old" "$DB"
+
+# ---- drives found in sysfs: archive.tape.drives left out with a /dev/sgN changer ----------
+# a fake /sys/class/scsi_generic: a drive (sg90) with the changer (sg91) on its target
+S=$TEST_DIR/sysfs
+sysfs_dev() { # NAME H:C:T:L TYPE
+    mkdir -p "$S/class/$1" "$S/devices/$2"
+    ln -s "../../devices/$2" "$S/class/$1/device"
+    echo "$3" > "$S/devices/$2/type"; echo "IBM" > "$S/devices/$2/vendor"
+    echo "ULT3580-TD9" > "$S/devices/$2/model"; echo "Q3F2" > "$S/devices/$2/rev"
+}
+sysfs_dev sg90 0:0:1:0 1
+sysfs_dev sg91 0:0:1:1 8
+sysfs_conf() { write_conf "archive: { backend = \"tape\"; tape: { changer = \"$1\"; sysfs = \"$S/class\"; }; };"; }
+sysfs_conf /dev/sg92
+run_fails_with "a changer sysfs does not list, with no drives configured: refused, naming it" \
+    "archive.tape.drives left out, and /dev/sg92 .*is not a changer listed in $S/class" -- start
+sysfs_conf /dev/sg91
+: > "$LOG"
+run_fails_with "with changer /dev/sg91, the drive beside it in sysfs is taken (then /dev/sg91 cannot be opened here)" \
+    "archive.tape.changer: /dev/sg91" -- start
+grep -q 'tape: drive 0: /dev/sg90 (IBM ULT3580-TD9 serial -, 0:0:1:0), found in sysfs beside changer /dev/sg91' "$LOG"
+ok $? "the drive found in sysfs is logged with its H:C:T:L"
 
 finish

@@ -6,7 +6,8 @@
 # cartridge that fills before its capacity (end of medium: the copy goes to
 # another one), a write-protected cartridge, a drive taken offline before a
 # recall (its work goes to the other drive), kill -9 of stageind mid-write
-# (the interrupted archive file is redone and never listed).
+# (the interrupted archive file is redone and never listed), UNIT ATTENTION
+# mid-write (the archive file written again from its start, once on tape).
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/recall-lib.sh"
 . "$top_srcdir/tests/tape-lib.sh"
@@ -146,31 +147,52 @@ ok $? "a moved cartridge is found again where the re-read inventory has it, not 
 stop
 
 # ---- kill -9 mid-write ------------------------------------------------------------------
-head -c 20000000 /dev/urandom > "$SRC/big"
+# push_under_way KEY MB: MB megabytes pushed as KEY (its push id in PUSH)
+# until more than 20 of its blocks have been written
+push_under_way() {
+    head -c "$2"000000 /dev/urandom > "$SRC/$1"
+    : > "$TEST_DIR/scsi.log"
+    push ckpt "$1" "$SRC/$1" >/dev/null
+    PUSH=$(json "$BODY" 'j["pushId"]')
+    for _ in $(seq 300); do
+        [ "$(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log")" -gt 20 ] && break
+        sleep 0.02
+    done
+}
 write_conf "push: { copies = 1; aggregate_window = 0.2; };
 library: { policy = \"linear\"; };
 $(TAPE_CAPACITY=60000000 tape_conf 2 'block_size = 65536;')"
 run_ok "stageind restarts" -- start
 track_pid "$(daemon_pid)"
-: > "$TEST_DIR/scsi.log"
-push ckpt big "$SRC/big" >/dev/null
-BIG=$(json "$BODY" 'j["pushId"]')
-for _ in $(seq 300); do
-    [ "$(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log")" -gt 20 ] && break
-    sleep 0.02
-done
+push_under_way big 20
+BIG=$PUSH
 kill -9 "$(daemon_pid)"
 ok $? "stageind killed with -9 after $(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log") blocks of the archive write"
 sleep 0.5
 run_ok "stageind restarts" -- start
 track_pid "$(daemon_pid)"
 is "$(wait_push "$BIG" 90)" DURABLE "the interrupted push is redone: DURABLE"
+
+# ---- UNIT ATTENTION mid-write: the archive file written again, not twice -------------------
+# 50 MB: the reset must find the write still under way (a cartridge of
+# 60 MB: big2 goes to another one than big's)
+push_under_way big2 50
+BIG2=$PUSH
+"$TAPE_TOOL" reset "$TGT_URL/1" && "$TAPE_TOOL" reset "$TGT_URL/2"
+ok $? "both drives reset after $(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log") blocks of the archive write"
+is "$(wait_push "$BIG2" 90)" DURABLE "the push interrupted by UNIT ATTENTION: DURABLE"
+grep -Eq 'tape: archive write, copy 1: .*UNIT ATTENTION.*; position re-read, archive file [0-9]+ of T[0-9]+ written again from its start \(1 of 30\)' "$LOG"
+ok $? "the write met the UNIT ATTENTION, re-read its position and wrote the archive file again"
 stop
-vol=$(vols_of big)
-elem=$(awk -v b="$vol" '$1 == "drive" && $4 == b { print $2 }' <<<"$("$TAPE_TOOL" inventory "$CHANGER_URL")")
-"$TAPE_TOOL" image "$CHANGER_URL" "$TGT_URL/${elem:-1}" "${elem:-1}" "$vol" "$TEST_DIR/images" >/dev/null
-"$STAGEIN" tape dump "$vol" --volume-dir "$TEST_DIR/images" --verify > "$TEST_DIR/dump" 2>&1
-ok $? "cartridge $vol reads back whole and verified (stagein tape dump --verify)"
-is "$(grep -c 'stageout/ckpt/big' "$TEST_DIR/dump")" 1 "big is on it once: the interrupted archive file was written over"
+# each read back off its cartridge (in the drive that wrote it)
+for k in big big2; do
+    vol=$(vols_of $k)
+    elem=$(awk -v b="$vol" '$1 == "drive" && $4 == b { print $2 }' <<<"$("$TAPE_TOOL" inventory "$CHANGER_URL")")
+    "$TAPE_TOOL" image "$CHANGER_URL" "$TGT_URL/${elem:-1}" "${elem:-1}" "$vol" "$TEST_DIR/images-$k" >/dev/null
+    "$STAGEIN" tape dump "$vol" --volume-dir "$TEST_DIR/images-$k" --verify > "$TEST_DIR/dump-$k" 2>&1
+    ok $? "cartridge $vol ($k's) reads back whole and verified (stagein tape dump --verify)"
+    is "$(awk -v m="stageout/ckpt/$k" '$4 == m' "$TEST_DIR/dump-$k" | wc -l)" 1 \
+        "$k is on it once: the interrupted archive file was written over"
+done
 
 finish

@@ -223,6 +223,11 @@ int archive_cancel(archive_backend_t *b, int64_t object_id);
 /* -1 with errno ENOTSUP when the backend cannot say. */
 int archive_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *n,
                      si_error_t *err);
+/* For backends that forecast by replaying requests: the entry of batch in
+ * list[0..*n) (appended when new; list has room), its ETA the latest of
+ * its requests' (a batch ends with the last of them). */
+archive_forecast_t *archive_forecast_add(archive_forecast_t *list, size_t *n, uint64_t batch,
+                                         double eta_s);
 int archive_write(archive_backend_t *b, const archive_member_t *members, size_t n, int ncopies,
                   archive_placement_t *placements, si_error_t *err);
 int archive_status(archive_backend_t *b, archive_status_t *out, si_error_t *err);

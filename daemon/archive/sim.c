@@ -788,18 +788,9 @@ static int sim_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *
     res = calloc(nsub + 1, sizeof(*res));
     if (!res)
         goto nomem_or_err;
-    /* a request's batches end with the last of them */
-    for (size_t i = 0; i < nsub; i++) {
-        size_t k = 0;
-        while (k < nres && res[k].batch != req_batch[i])
-            k++;
-        if (k == nres)
-            res[nres++] = (archive_forecast_t){.batch = req_batch[i]};
-        double eta = run.done_at[i] * s->base.time_scale;
-        if (eta > res[k].eta_s)
-            res[k].eta_s = eta;
-        res[k].items++;
-    }
+    for (size_t i = 0; i < nsub; i++)
+        archive_forecast_add(res, &nres, req_batch[i], run.done_at[i] * s->base.time_scale)
+            ->items++;
     *out = res;
     *count = nres;
     res = NULL;

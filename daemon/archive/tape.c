@@ -38,10 +38,12 @@ const si_conf_key_t archive_tape_conf_keys[] = {
     {"archive.tape.capacity", SI_CONF_INT, 1 << 20, 9.2e18, NULL},
     {"archive.tape.profile", SI_CONF_STRING, 0, 0, "lto9|lto10"},
     {"archive.tape.positioning", SI_CONF_STRING, 0, 0, "auto|space"},
+    {"archive.tape.rao", SI_CONF_STRING, 0, 0, "off|compare|use"},
     {"archive.tape.retries", SI_CONF_INT, 0, 1000, NULL},
     {"archive.tape.queue_depth", SI_CONF_INT, 1, SCSI_QUEUE_MAX, NULL},
     {"archive.tape.retry_interval", SI_CONF_FLOAT, 0.001, 60, NULL},
     {"archive.tape.command_log", SI_CONF_STRING, 0, 0, NULL},
+    {"archive.tape.sysfs", SI_CONF_STRING, 0, 0, NULL},
     SI_CONF_KEYS_END,
 };
 
@@ -196,7 +198,7 @@ static int tape_recall(archive_backend_t *b, const archive_batch_t *batch,
         t->outstanding++;
         t->outstanding_bytes += items[i].size;
     }
-    t->reqs[t->nreqs++] = (treq_t){tokens, n};
+    t->reqs[t->nreqs++] = (treq_t){tokens, n, batch->id, batch->priority, deadline};
     tokens = NULL;
     pthread_cond_broadcast(&t->cv);
     rc = 0;
@@ -235,19 +237,25 @@ static int tape_archive(archive_backend_t *b, const archive_member_t *members, s
     twrite_t jobs[ARCHIVE_MAX_COPIES];
     int chosen[ARCHIVE_MAX_COPIES];
     uint64_t *pos = calloc(n * (size_t)ncopies + 1, sizeof(*pos));
-    if (!pos)
+    atomic_uchar *hashed = calloc(n + 1, sizeof(*hashed));
+    if (!pos || !hashed) {
+        free(pos);
+        free(hashed);
         return si_errprintf(err, "out of memory");
+    }
     pthread_mutex_lock(&t->mu);
     twrite_t **grown = realloc(t->writes, (t->nwrites + (size_t)ncopies) * sizeof(*grown));
     if (!grown) {
         pthread_mutex_unlock(&t->mu);
         free(pos);
+        free(hashed);
         return si_errprintf(err, "out of memory");
     }
     t->writes = grown;
     for (int c = 0; c < ncopies; c++) {
         chosen[c] = -1;
-        jobs[c] = (twrite_t){.members = members, .n = n, .copy = c + 1, .chosen = chosen,
+        jobs[c] = (twrite_t){.members = members, .n = n, .hashed = hashed, .copy = c + 1,
+                             .chosen = chosen,
                              .ncopies = ncopies, .vol = -1, .positions = pos + (size_t)c * n};
         t->writes[t->nwrites++] = &jobs[c];
     }
@@ -298,6 +306,7 @@ static int tape_archive(archive_backend_t *b, const archive_member_t *members, s
         }
     pthread_mutex_unlock(&t->mu);
     free(pos);
+    free(hashed);
     return rc;
 }
 
@@ -348,12 +357,33 @@ static void tape_metrics(archive_backend_t *b, FILE *out)
     uint64_t cmds = scsi_dev_commands(t->changer.dev);
     for (int d = 0; d < t->ndrives; d++)
         cmds += scsi_dev_commands(t->drives[d].io.dev);
+    uint64_t rao_passes = t->rao_passes, rao_used = t->rao_used;
+    double rao_drive_s = t->rao_drive_s, rao_sched_s = t->rao_sched_s;
     pthread_mutex_unlock(&t->mu);
     archive_metrics_library(out, &st);
     fprintf(out,
             "# HELP stagein_scsi_commands_total SCSI commands sent to the library.\n"
             "# TYPE stagein_scsi_commands_total counter\n"
             "stagein_scsi_commands_total %" PRIu64 "\n", cmds);
+    fprintf(out,
+            "# HELP stagein_tape_rao_passes_total Passes over a cartridge for which the drive's "
+            "Recommended Access Order was asked, by the order read.\n"
+            "# TYPE stagein_tape_rao_passes_total counter\n"
+            "stagein_tape_rao_passes_total{order=\"drive\"} %" PRIu64 "\n"
+            "stagein_tape_rao_passes_total{order=\"scheduler\"} %" PRIu64 "\n"
+            "# HELP stagein_tape_rao_locate_seconds_total The model's estimated positioning time "
+            "of those passes in the drive's and in the scheduler's order.\n"
+            "# TYPE stagein_tape_rao_locate_seconds_total counter\n"
+            "stagein_tape_rao_locate_seconds_total{order=\"drive\"} %.3f\n"
+            "stagein_tape_rao_locate_seconds_total{order=\"scheduler\"} %.3f\n",
+            rao_used, rao_passes - rao_used, rao_drive_s, rao_sched_s);
+    fprintf(out,
+            "# HELP stagein_tape_bytes_hashed_total Bytes of archived members hashed while "
+            "written (checked against the cache's checksum), once per aggregate whatever the "
+            "copies.\n"
+            "# TYPE stagein_tape_bytes_hashed_total counter\n"
+            "stagein_tape_bytes_hashed_total %" PRIu64 "\n",
+            (uint64_t)atomic_load(&t->bytes_hashed));
 }
 
 static void tape_free(archive_backend_t *b)
@@ -400,7 +430,7 @@ static void tape_free(archive_backend_t *b)
 
 static const archive_backend_ops_t tape_ops = {
     "tape", tape_recall, tape_cancel, tape_archive, tape_status, tape_metrics, tape_free, false,
-    NULL,
+    tape_forecast,
 };
 
 /* Drives configured without an element get the drive element whose
@@ -453,6 +483,41 @@ static int map_drive_elements(tape_t *t, const int *elements, si_error_t *err)
     return 0;
 }
 
+/* archive.tape.drives left out with a /dev/sgN changer: the tape drives
+ * sysfs relates to it (scsi_sg_list: the same target, or the only changer
+ * on their host), each then given its element by serial number. A changer
+ * path that is a udev link is resolved first. */
+static int discover_drives(tape_t *t, const char *changer, const char *sysfs,
+                           char found[][32], si_error_t *err)
+{
+    char real[PATH_MAX];
+    if (!realpath(changer, real))
+        snprintf(real, sizeof(real), "%s", changer);
+    scsi_sg_entry_t *e = NULL;
+    size_t n = 0, idx[TAPE_MAX_DRIVES];
+    if (scsi_sg_list(sysfs, &e, &n, err) < 0)
+        return si_errprefix(err, "archive.tape.drives left out: finding the drives");
+    size_t c = 0;
+    while (c < n && !(e[c].type == 8 && strcmp(e[c].path, real) == 0))
+        c++;
+    size_t nd = c < n ? scsi_sg_drives_of(e, n, c, idx, TAPE_MAX_DRIVES) : 0;
+    if (nd == 0) {
+        free(e);
+        return si_errprintf(err, "archive.tape.drives left out, and %s (%s) %s %s: list "
+                            "the drives (stagein-tape devices shows what sysfs has)", changer,
+                            real, c < n ? "has no tape drive on its target or host in"
+                                        : "is not a changer listed in", sysfs);
+    }
+    for (size_t i = 0; i < nd; i++) {
+        snprintf(found[i], 32, "%s", e[idx[i]].path);
+        si_log(t->log, SI_LOG_INFO, "tape: drive %zu: %s (%s %s serial %s, %s), found in sysfs "
+               "beside changer %s", i, e[idx[i]].path, e[idx[i]].vendor, e[idx[i]].product,
+               e[idx[i]].serial[0] ? e[idx[i]].serial : "-", e[idx[i]].hctl, real);
+    }
+    free(e);
+    return (int)nd;
+}
+
 archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error_t *err)
 {
     const si_conf_t *conf = opts->conf;
@@ -481,6 +546,9 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
     t->compression = si_conf_bool(conf, "archive.tape.compression", false);
     t->label_blank = si_conf_bool(conf, "archive.tape.label_blank", true);
     t->force_space = strcmp(si_conf_string(conf, "archive.tape.positioning", "auto"), "space") == 0;
+    const char *rao = si_conf_string(conf, "archive.tape.rao", "compare");
+    t->rao = strcmp(rao, "off") == 0 ? TAPE_RAO_OFF
+             : strcmp(rao, "use") == 0 ? TAPE_RAO_USE : TAPE_RAO_COMPARE;
     t->checksum_retries = (int)si_conf_int(conf, "archive.checksum_retries", 1);
     snprintf(t->media, sizeof(t->media), "%s", si_conf_string(conf, "archive.tape.media", "LTO-9"));
     if (tapevol_media_check(t->media, err) < 0) {
@@ -501,13 +569,21 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
     }
     const char *changer = si_conf_string(conf, "archive.tape.changer", NULL);
     const config_setting_t *drives = si_conf_setting(conf, "archive.tape.drives");
-    if (!changer || !drives || config_setting_length(drives) < 1) {
+    char found[TAPE_MAX_DRIVES][32];
+    int nd = drives ? config_setting_length(drives) : 0;
+    if (changer && !drives && strncmp(changer, "/dev/", 5) == 0) {
+        nd = discover_drives(t, changer, si_conf_string(conf, "archive.tape.sysfs",
+                                                        "/sys/class/scsi_generic"), found, err);
+        if (nd < 0)
+            goto fail;
+    }
+    if (!changer || nd < 1) {
         si_errprintf(err, "archive.backend = \"tape\" needs archive.tape.changer (a /dev/sgN "
                      "or iscsi:// URL) and archive.tape.drives (a list of { device = ...; "
-                     "element = N; })");
+                     "element = N; }; left out with a /dev/sgN changer, the drives sysfs "
+                     "relates to it)");
         goto fail;
     }
-    int nd = config_setting_length(drives);
     int elements[TAPE_MAX_DRIVES];
     if (nd > TAPE_MAX_DRIVES) {
         si_conf_fail(conf, "archive.tape.drives", err, "%d drives (at most %d)", nd,
@@ -522,11 +598,11 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
         goto fail;
     }
     for (int i = 0; i < nd; i++) {
-        const config_setting_t *e = config_setting_get_elem(drives, (unsigned)i);
-        const char *dev = NULL;
+        const config_setting_t *e = drives ? config_setting_get_elem(drives, (unsigned)i) : NULL;
+        const char *dev = drives ? NULL : found[i];
         int element = -1;
-        bool has_element = config_setting_lookup_int(e, "element", &element);
-        if (!config_setting_lookup_string(e, "device", &dev) ||
+        bool has_element = e && config_setting_lookup_int(e, "element", &element);
+        if ((e && !config_setting_lookup_string(e, "device", &dev)) ||
             (has_element && (element < 0 || element > 0xffff))) {
             si_errprintf(err, "archive.tape.drives[%d]: needs device (a /dev/sgN or iscsi:// "
                          "URL), and element (the drive's element address, 0..65535) where the "
@@ -591,6 +667,7 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
     if (tape_profile_from_conf(conf, si_conf_string(conf, "archive.tape.profile", "lto9"),
                                &so.profile, err) < 0)
         goto fail;
+    t->profile = so.profile;
     so.nvolumes = t->nvols > 0 ? t->nvols : 1;
     so.drives = t->ndrives;
     const char *policy = si_conf_string(conf, "library.policy", SCHED_DEFAULT_POLICY);

@@ -645,20 +645,93 @@ double sched_volume_pass_time(sched_t *s, int volume, uint64_t head)
     return q->prep_pass_s;
 }
 
-int sched_next_read(sched_t *s, int volume, uint64_t head, double now, sched_read_t *out)
+/* The mounted volume's pass, planned from head at its first read, with
+ * the items that arrived since merged in. */
+static int pass_update(sched_t *s, int volume, uint64_t head)
 {
-    (void)now;
     vq_t *q = &s->vq[volume];
     if (!q->planned) {
         if (plan_prepare(s, volume, head) < 0)
-            return 0;
+            return -1;
         q->planned = true;
         q->prepared = false;
         q->merged = q->n;
     } else if (q->merged < q->n) {
         if (plan_merge(s, volume, head) < 0)
-            return 0;
+            return -1;
     }
+    return 0;
+}
+
+size_t sched_volume_plan(sched_t *s, int volume, uint64_t head, sched_pending_t *out, size_t max)
+{
+    if (pass_update(s, volume, head) < 0)
+        return 0;
+    vq_t *q = &s->vq[volume];
+    size_t n = 0;
+    for (size_t k = q->plan_pos; k < q->plan_n && n < max; k++) {
+        size_t idx = q->plan[k];
+        if (!sched_entry_live(s, idx, volume))
+            continue;
+        const obj_t *o = &s->objs[idx];
+        const sched_copy_t *c = &o->copies[sched_copy_index(o, volume)];
+        out[n++] = (sched_pending_t){o->id, c->offset, c->size};
+    }
+    return n;
+}
+
+size_t sched_volume_reorder(sched_t *s, int volume, const uint64_t *ids, size_t n)
+{
+    vq_t *q = &s->vq[volume];
+    size_t left = q->plan_n - q->plan_pos;
+    size_t *order = malloc((left + 1) * sizeof(size_t));
+    if (!order)
+        return 0;
+    /* mark 1: in the rest of the pass; 2: placed by ids */
+    for (size_t k = q->plan_pos; k < q->plan_n; k++)
+        s->objs[q->plan[k]].mark = 1;
+    size_t m = 0, placed = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t idx;
+        if (idmap_get(&s->obj_ids, ids[i], &idx) && s->objs[idx].mark == 1) {
+            s->objs[idx].mark = 2;
+            order[m++] = idx;
+        }
+    }
+    placed = m;
+    for (size_t k = q->plan_pos; k < q->plan_n; k++)
+        if (s->objs[q->plan[k]].mark == 1) {
+            s->objs[q->plan[k]].mark = 2;
+            order[m++] = q->plan[k];
+        }
+    for (size_t k = 0; k < m; k++)
+        s->objs[order[k]].mark = 0;
+    memcpy(q->plan + q->plan_pos, order, m * sizeof(size_t));
+    q->plan_n = q->plan_pos + m;
+    free(order);
+    return placed;
+}
+
+double sched_order_locate_time(const sched_t *s, uint64_t head, const sched_pending_t *reads,
+                               size_t n)
+{
+    const tape_profile_t *p = &s->opt.profile;
+    tape_cost_model_t drive = tape_true_costs(p);
+    double t = 0;
+    for (size_t k = 0; k < n; k++) {
+        t += tape_cost(&drive, tape_position_estimate(p, head), head,
+                       tape_position_estimate(p, reads[k].offset), reads[k].offset);
+        head = reads[k].offset + reads[k].size;
+    }
+    return t;
+}
+
+int sched_next_read(sched_t *s, int volume, uint64_t head, double now, sched_read_t *out)
+{
+    (void)now;
+    vq_t *q = &s->vq[volume];
+    if (pass_update(s, volume, head) < 0)
+        return 0;
     while (q->plan_pos < q->plan_n) {
         size_t idx = q->plan[q->plan_pos++];
         if (!sched_entry_live(s, idx, volume))

@@ -145,6 +145,26 @@ void sched_volume_lost(sched_t *s, int volume, double now, const char *why);
  * mount. -1 when out of memory. */
 double sched_volume_pass_time(sched_t *s, int volume, uint64_t head);
 
+/* ---- the read order seen from outside (a drive's Recommended Access Order) ---- */
+
+typedef struct {
+    uint64_t object_id;
+    uint64_t offset, size;
+} sched_pending_t;
+
+/* The reads left in the mounted volume's pass from head, in the order
+ * sched_next_read will give them (the pass is planned now when it was not):
+ * up to max into out; returns how many. */
+size_t sched_volume_plan(sched_t *s, int volume, uint64_t head, sched_pending_t *out, size_t max);
+/* Reorders the rest of the volume's pass: the reads of ids[0..n) first, in
+ * that order, then the others as they were. Ids not in the pass are
+ * skipped. Returns how many reads were placed by ids. */
+size_t sched_volume_reorder(sched_t *s, int volume, const uint64_t *ids, size_t n);
+/* The model's estimated positioning time (seconds) of reading reads[0..n)
+ * in that order from head: what an order is compared by. */
+double sched_order_locate_time(const sched_t *s, uint64_t head, const sched_pending_t *reads,
+                               size_t n);
+
 /* Queued (not yet reading) objects, all volumes / one volume. */
 size_t sched_queued(const sched_t *s);
 size_t sched_volume_queued(const sched_t *s, int volume);

@@ -3,10 +3,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "daemon/scsi/scsi.h"
 
@@ -32,11 +35,23 @@ typedef struct {
     double deadline;
 } iscsi_slot_t;
 
+/* Commands started without waiting are served by a thread of the device's
+ * own (started with the first one): it polls the connection and runs
+ * libiscsi's event loop, so that data keeps arriving into the buffers of
+ * the READs in flight (and WRITE data keeps leaving) while the caller
+ * hashes a block, instead of only while it waits in reap. libiscsi is not
+ * thread safe: mu guards the context, the slots and started; every call
+ * into libiscsi is made holding it. */
 typedef struct iscsi_dev {
     struct iscsi_context *ctx;
     int lun;
     iscsi_slot_t slots[QUEUE_MAX];
     size_t started;            /* slots in use */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;         /* a slot is done, or there is work */
+    pthread_t service;
+    bool service_started, stop;
+    int wake[2];               /* a byte: the service thread polls again (new PDUs to send) */
 } iscsi_dev_t;
 
 void *scsi_iscsi_open(const char *url, si_error_t *err)
@@ -64,6 +79,13 @@ void *scsi_iscsi_open(const char *url, si_error_t *err)
         goto fail;
     }
     iscsi_destroy_url(u);
+    if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+        si_errprintf(err, "%s: pipe: %s", url, strerror(errno));
+        iscsi_logout_sync(s->ctx);
+        goto fail;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
     return s;
 fail:
     iscsi_destroy_context(s->ctx);
@@ -130,16 +152,21 @@ static int iscsi_submit(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, s
     struct scsi_task *task = new_task(cmd, &iov, &out, err);
     if (!task)
         return -1;
+    /* nothing is in flight (scsi_run refuses otherwise): the service
+     * thread, if any, waits; mu keeps it off the context meanwhile */
+    pthread_mutex_lock(&s->mu);
     iscsi_set_timeout(s->ctx, (int)((cmd->timeout_ms + 999) / 1000));
     struct scsi_task *done = iscsi_scsi_command_sync(s->ctx, s->lun, task,
                                                      cmd->dir == SCSI_DIR_OUT ? &out : NULL);
+    int rc;
     if (!done) {
         const char *why = iscsi_get_error(s->ctx);
         int e = why && strstr(why, "imed out") ? ETIMEDOUT : EHOSTDOWN;
-        scsi_free_scsi_task(task);
-        return si_errnoprintf(err, e, "iSCSI: %s", why ? why : "command failed");
+        rc = si_errnoprintf(err, e, "iSCSI: %s", why ? why : "command failed");
+    } else {
+        rc = task_result(s, task, cmd, res, err);
     }
-    int rc = task_result(s, task, cmd, res, err);
+    pthread_mutex_unlock(&s->mu);
     scsi_free_scsi_task(task);
     return rc;
 }
@@ -151,32 +178,77 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Called from iscsi_service, mu held. */
 static void started_cb(struct iscsi_context *ctx, int status, void *data, void *private_data)
 {
     (void)ctx, (void)data;
     iscsi_slot_t *slot = private_data;
     slot->status = status;
     slot->done = true;
+    pthread_cond_broadcast(&slot->s->cv);
+}
+
+/* The service thread: while commands are in flight, poll the connection
+ * (and the wake pipe) and run libiscsi's event loop; a poll of a second at
+ * most, so that libiscsi's timeouts are checked. */
+static void *service_main(void *arg)
+{
+    iscsi_dev_t *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        if (s->started == 0) {
+            pthread_cond_wait(&s->cv, &s->mu);
+            continue;
+        }
+        struct pollfd pfd[2] = {{iscsi_get_fd(s->ctx), (short)iscsi_which_events(s->ctx), 0},
+                                {s->wake[0], POLLIN, 0}};
+        pthread_mutex_unlock(&s->mu);
+        int n = poll(pfd, 2, 1000);
+        if (n > 0 && (pfd[1].revents & POLLIN)) {
+            char drain[64];
+            while (read(s->wake[0], drain, sizeof(drain)) > 0)
+                ;
+        }
+        pthread_mutex_lock(&s->mu);
+        if (s->started == 0)
+            continue; /* reaped meanwhile: a synchronous command may own the context */
+        if ((n < 0 && errno != EINTR) ||
+            iscsi_service(s->ctx, n > 0 ? pfd[0].revents : 0) < 0)
+            iscsi_scsi_cancel_all_tasks(s->ctx);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
 }
 
 static int iscsi_start(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, void *tag,
                        si_error_t *err)
 {
     iscsi_dev_t *s = impl;
+    if (!s->service_started) {
+        if (pthread_create(&s->service, NULL, service_main, s) != 0)
+            return si_errnoprintf(err, EAGAIN, "iSCSI: cannot start the service thread");
+        s->service_started = true;
+    }
+    pthread_mutex_lock(&s->mu);
     iscsi_slot_t *slot = NULL;
     for (size_t i = 0; i < QUEUE_MAX && !slot; i++)
         if (!s->slots[i].used)
             slot = &s->slots[i];
-    if (!slot)
+    if (!slot) {
+        pthread_mutex_unlock(&s->mu);
         return si_errnoprintf(err, EBUSY, "iSCSI: %d commands in flight already", QUEUE_MAX);
+    }
     *slot = (iscsi_slot_t){.s = s, .cmd = cmd, .res = res, .tag = tag};
-    if (!(slot->task = new_task(cmd, &slot->iov, &slot->out, err)))
+    if (!(slot->task = new_task(cmd, &slot->iov, &slot->out, err))) {
+        pthread_mutex_unlock(&s->mu);
         return -1;
+    }
     iscsi_set_timeout(s->ctx, (int)((cmd->timeout_ms + 999) / 1000));
     if (iscsi_scsi_command_async(s->ctx, s->lun, slot->task, started_cb,
                                  cmd->dir == SCSI_DIR_OUT ? &slot->out : NULL, slot) != 0) {
         si_errnoprintf(err, EHOSTDOWN, "iSCSI: %s", iscsi_get_error(s->ctx));
         scsi_free_scsi_task(slot->task);
+        pthread_mutex_unlock(&s->mu);
         return -1;
     }
     /* libiscsi's own timeout ends it; ours is the backstop should the
@@ -184,6 +256,12 @@ static int iscsi_start(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, vo
     slot->deadline = now_s() + cmd->timeout_ms / 1000.0 + 5;
     slot->used = true;
     s->started++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    /* the service thread may be in a poll without POLLOUT: it polls again
+     * (a full pipe says so already) */
+    ssize_t woken = write(s->wake[1], "", 1);
+    (void)woken;
     return 0;
 }
 
@@ -192,8 +270,12 @@ static int iscsi_start(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, vo
 static int iscsi_reap(void *impl, void **tag, si_error_t *err)
 {
     iscsi_dev_t *s = impl;
-    if (s->started == 0)
-        return si_errnoprintf(err, EINVAL, "iSCSI: no command in flight");
+    pthread_mutex_lock(&s->mu);
+    int rc = -1;
+    if (s->started == 0) {
+        si_errnoprintf(err, EINVAL, "iSCSI: no command in flight");
+        goto out;
+    }
     for (;;) {
         iscsi_slot_t *slot = NULL;
         double deadline = 0;
@@ -208,34 +290,40 @@ static int iscsi_reap(void *impl, void **tag, si_error_t *err)
             if (slot->status == SCSI_STATUS_TIMEOUT || slot->status == SCSI_STATUS_CANCELLED ||
                 slot->status == SCSI_STATUS_ERROR)
                 slot->task->status = slot->status;
-            int rc = task_result(s, slot->task, slot->cmd, slot->res, err);
+            rc = task_result(s, slot->task, slot->cmd, slot->res, err);
+            int e = errno;
             scsi_free_scsi_task(slot->task);
             *tag = slot->tag;
             slot->used = false;
             s->started--;
-            return rc;
+            errno = e;
+            goto out;
         }
         if (now_s() > deadline) {
             /* every callback runs now, with SCSI_STATUS_CANCELLED */
             iscsi_scsi_cancel_all_tasks(s->ctx);
             continue;
         }
-        /* once a second at least: libiscsi's timeouts are checked in iscsi_service */
-        struct pollfd pfd = {iscsi_get_fd(s->ctx), (short)iscsi_which_events(s->ctx), 0};
-        int n = pfd.events ? poll(&pfd, 1, 1000) : poll(NULL, 0, 100);
-        if (n < 0 && errno != EINTR)
-            iscsi_scsi_cancel_all_tasks(s->ctx);
-        else if (iscsi_service(s->ctx, n > 0 ? pfd.revents : 0) < 0)
-            iscsi_scsi_cancel_all_tasks(s->ctx);
+        /* the service thread moves the data; a second at most between looks */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
     }
+out:
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 static int iscsi_reset(void *impl, si_error_t *err)
 {
     iscsi_dev_t *s = impl;
-    if (iscsi_task_mgmt_lun_reset_sync(s->ctx, s->lun) != 0)
-        return si_errnoprintf(err, EHOSTDOWN, "iSCSI: %s", iscsi_get_error(s->ctx));
-    return 0;
+    pthread_mutex_lock(&s->mu);
+    int rc = iscsi_task_mgmt_lun_reset_sync(s->ctx, s->lun) != 0
+                 ? si_errnoprintf(err, EHOSTDOWN, "iSCSI: %s", iscsi_get_error(s->ctx))
+                 : 0;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 static void iscsi_close(void *impl)
@@ -248,6 +336,17 @@ static void iscsi_close(void *impl)
         void *tag;
         iscsi_reap(s, &tag, &ignored);
     }
+    if (s->service_started) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = true;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->service, NULL);
+    }
+    close(s->wake[0]);
+    close(s->wake[1]);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
     iscsi_logout_sync(s->ctx);
     iscsi_destroy_context(s->ctx);
     free(s);

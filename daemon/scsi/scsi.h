@@ -170,10 +170,24 @@ typedef struct {
     char path[32];             /* /dev/sgN */
     int type;                  /* peripheral device type: 1 tape, 8 changer */
     char vendor[9], product[17], revision[5];
+    char hctl[32];             /* host:channel:target:lun ("" unknown) */
+    char serial[65];           /* unit serial number (VPD page 80h from sysfs), "" unknown */
+    char kernel[32];           /* the upper driver's device: "nst0" (st), "sch0" (ch), "" */
+    /* For a drive: the changer it belongs to, by index into the list: the
+     * changer on the same host, channel and target (another LUN: most
+     * libraries put the changer behind a drive's target), else the only
+     * changer on the same host; -1 none (drives on targets of their own:
+     * match them by serial, READ ELEMENT STATUS). */
+    int changer;
 } scsi_sg_entry_t;
 
 /* The SCSI generic devices sysfs lists under root ("/sys/class/scsi_generic"
- * normally; tests pass a tree of their own), sorted by name. */
+ * normally; tests pass a tree of their own), sorted by name: each
+ * sgN/device/{type,vendor,model,rev,vpd_pg80}, the H:C:T:L the device link
+ * names, the st or ch device beside it, and each drive's changer. */
 int scsi_sg_list(const char *root, scsi_sg_entry_t **out, size_t *n, si_error_t *err);
+/* The drives of the list that belong to changer index c (their indices into
+ * idx, at most max): how many. */
+size_t scsi_sg_drives_of(const scsi_sg_entry_t *e, size_t n, size_t c, size_t *idx, size_t max);
 
 #endif

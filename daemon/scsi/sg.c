@@ -13,7 +13,7 @@
 #include <scsi/sg.h>
 #endif
 
-#include "daemon/scsi/scsi.h"
+#include "daemon/scsi/cdb.h"
 
 typedef struct {
     int fd;
@@ -132,6 +132,102 @@ static void sysfs_read(const char *dir, const char *name, char *out, size_t size
     fclose(f);
 }
 
+/* The unit serial number from the binary VPD page 80h sysfs keeps
+ * (vpd_pg80, kernels from 4.13); "" when absent or malformed. */
+static void sysfs_serial(const char *dir, char *out, size_t size)
+{
+    char path[512];
+    uint8_t page[255];
+    out[0] = '\0';
+    snprintf(path, sizeof(path), "%s/vpd_pg80", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return;
+    size_t len = fread(page, 1, sizeof(page), f);
+    fclose(f);
+    if (scsi_parse_serial(page, len, out, size, NULL) < 0)
+        out[0] = '\0';
+}
+
+/* The name of the one entry of dir/sub ("nst0" under scsi_tape; "sch0"
+ * under scsi_changer), preferring the non-rewinding st device. */
+static void sysfs_kernel_name(const char *dir, const char *sub, char *out, size_t size)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, sub);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.' && strlen(e->d_name) < size &&
+            (!out[0] || (strncmp(e->d_name, "nst", 3) == 0 && !strchr(e->d_name + 3, 'a') &&
+                         !strchr(e->d_name + 3, 'l') && !strchr(e->d_name + 3, 'm'))))
+            snprintf(out, size, "%s", e->d_name);
+    closedir(d);
+}
+
+/* H:C:T:L from the device link's target ("../../../0:0:2:0"). */
+static void sysfs_hctl(const char *dev, char *out, size_t size)
+{
+    char link[512];
+    out[0] = '\0';
+    ssize_t n = readlink(dev, link, sizeof(link) - 1);
+    if (n <= 0)
+        return;
+    link[n] = '\0';
+    const char *base = strrchr(link, '/');
+    base = base ? base + 1 : link;
+    unsigned h, c, t, l;
+    char end;
+    if (sscanf(base, "%u:%u:%u:%u%c", &h, &c, &t, &l, &end) == 4)
+        snprintf(out, size, "%s", base);
+}
+
+/* Do two H:C:T:Ls agree in their first `fields` fields (1: host; 3: host,
+ * channel, target)? */
+static bool hctl_prefix_equal(const char *a, const char *b, int fields)
+{
+    size_t i = 0;
+    int seen = 0;
+    while (a[i] && a[i] == b[i]) {
+        if (a[i] == ':' && ++seen == fields)
+            return true;
+        i++;
+    }
+    return false;
+}
+
+static void relate(scsi_sg_entry_t *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        e[i].changer = -1;
+        if (e[i].type != 1 || !e[i].hctl[0])
+            continue;
+        int same_target = -1, same_host = -1, on_host = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (e[k].type != 8 || !e[k].hctl[0])
+                continue;
+            if (hctl_prefix_equal(e[i].hctl, e[k].hctl, 3) && same_target < 0)
+                same_target = (int)k;
+            if (hctl_prefix_equal(e[i].hctl, e[k].hctl, 1)) {
+                same_host = (int)k;
+                on_host++;
+            }
+        }
+        e[i].changer = same_target >= 0 ? same_target : on_host == 1 ? same_host : -1;
+    }
+}
+
+size_t scsi_sg_drives_of(const scsi_sg_entry_t *e, size_t n, size_t c, size_t *idx, size_t max)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < max; i++)
+        if (e[i].type == 1 && e[i].changer == (int)c)
+            idx[k++] = i;
+    return k;
+}
+
 static int entry_cmp(const void *a, const void *b)
 {
     const scsi_sg_entry_t *x = a, *y = b;
@@ -174,8 +270,13 @@ int scsi_sg_list(const char *root, scsi_sg_entry_t **out, size_t *n, si_error_t 
         sysfs_read(dev, "vendor", x->vendor, sizeof(x->vendor));
         sysfs_read(dev, "model", x->product, sizeof(x->product));
         sysfs_read(dev, "rev", x->revision, sizeof(x->revision));
+        sysfs_serial(dev, x->serial, sizeof(x->serial));
+        sysfs_hctl(dev, x->hctl, sizeof(x->hctl));
+        sysfs_kernel_name(dev, x->type == 1 ? "scsi_tape" : "scsi_changer", x->kernel,
+                          sizeof(x->kernel));
     }
     closedir(d);
     qsort(*out, *n, sizeof(**out), entry_cmp);
+    relate(*out, *n);
     return 0;
 }

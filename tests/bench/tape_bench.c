@@ -1,9 +1,10 @@
 /* The tape backend against tgt's virtual tape library (Debian package tgt,
  * over libiscsi), side by side with the emulator's own limit: reading and
  * writing the cartridge's backing file directly.
- *   tape [--block BYTES] [--quick] [--json] [--dir DIR]
+ *   tape [--block BYTES] [--depth N] [--quick] [--json] [--dir DIR]
  * In one run, for objects of 64 KiB, 1 MiB and 16 MiB (one aggregate per
- * size, 1 copy, 256 KiB blocks unless --block):
+ * size, 1 copy, 256 KiB blocks unless --block, archive.tape.queue_depth 4
+ * unless --depth):
  *   - push: archive_write of the set (pax stream in WRITE(6) blocks, a
  *     filemark, the cartridge index fsync'd) against writing the same bytes
  *     to a file in the same directory with 256 KiB writes and one fsync;
@@ -42,6 +43,9 @@
 #define PROG "tape"
 /* the drive block size (archive.tape.block_size): --block BYTES */
 static unsigned BLOCK = 256u << 10;
+/* READ/WRITE(6)s in flight (archive.tape.queue_depth, and the bare loops'
+ * second column): --depth N */
+static int DEPTH = 4;
 
 typedef struct {
     const char *name;
@@ -415,12 +419,20 @@ typedef struct {
 int main(int argc, char **argv)
 {
     bench_opts_t o;
-    /* --block BYTES (before the common options) */
-    if (argc >= 3 && strcmp(argv[1], "--block") == 0) {
-        BLOCK = (unsigned)strtoul(argv[2], NULL, 10);
-        if (BLOCK < 512 || BLOCK % 512 || BLOCK > (8u << 20)) {
-            fprintf(stderr, "%s: --block: a multiple of 512 up to 8 MiB\n", PROG);
-            return 2;
+    /* --block BYTES, --depth N (before the common options) */
+    while (argc >= 3 && (strcmp(argv[1], "--block") == 0 || strcmp(argv[1], "--depth") == 0)) {
+        if (strcmp(argv[1], "--block") == 0) {
+            BLOCK = (unsigned)strtoul(argv[2], NULL, 10);
+            if (BLOCK < 512 || BLOCK % 512 || BLOCK > (8u << 20)) {
+                fprintf(stderr, "%s: --block: a multiple of 512 up to 8 MiB\n", PROG);
+                return 2;
+            }
+        } else {
+            DEPTH = atoi(argv[2]);
+            if (DEPTH < 1 || DEPTH > SCSI_QUEUE_MAX) {
+                fprintf(stderr, "%s: --depth: 1 to %d\n", PROG, SCSI_QUEUE_MAX);
+                return 2;
+            }
         }
         argv[2] = argv[0];
         argv += 2;
@@ -461,8 +473,8 @@ int main(int argc, char **argv)
              "archive: { backend = \"tape\"; tape: { changer = \"iscsi://127.0.0.1:%d/"
              "iqn.2026-12.org.stagein.bench:vtl/2\"; drives = ( { device = \"iscsi://127.0.0.1:%d/"
              "iqn.2026-12.org.stagein.bench:vtl/1\"; element = 1; } ); block_size = %u; "
-             "capacity = %" PRIu64 "; %s }; };\n",
-             port, port, BLOCK, total * (REPS + 1) + (64 << 20),
+             "queue_depth = %d; capacity = %" PRIu64 "; %s }; };\n",
+             port, port, BLOCK, DEPTH, total * (REPS + 1) + (64 << 20),
              getenv("STAGEIN_BENCH_SCSI_LOG") ? getenv("STAGEIN_BENCH_SCSI_LOG") : "");
     si_error_t err = {0};
     si_conf_t *conf = si_conf_load_string(conf_text, stagein_conf_schemas(), &err);
@@ -562,7 +574,7 @@ int main(int argc, char **argv)
     }
     archive_backend_free(b);
     si_conf_free(conf);
-    /* the emulator alone, at queue depth 1 and 4 (the cartridge holds every round's push) */
+    /* the emulator alone, at queue depth 1 and DEPTH (the cartridge holds every round's push) */
     char drive_url[128];
     snprintf(drive_url, sizeof(drive_url), "iscsi://127.0.0.1:%d/iqn.2026-12.org.stagein.bench:"
              "vtl/1", port);
@@ -571,12 +583,12 @@ int main(int argc, char **argv)
     for (int rep = 0; rep < REPS; rep++) {
         cart_s[rep] = direct_read(cart, true, &cart_bytes);
         loop_s[0][rep] = iscsi_read_loop(drive_url, 1, &loop_bytes[0]);
-        loop_s[1][rep] = iscsi_read_loop(drive_url, 4, &loop_bytes[1]);
+        loop_s[1][rep] = iscsi_read_loop(drive_url, DEPTH, &loop_bytes[1]);
     }
     /* last: these write over the cartridge from BOT */
     for (int rep = 0; rep < REPS; rep++) {
         wloop_s[0][rep] = iscsi_write_loop(drive_url, 1, wbytes);
-        wloop_s[1][rep] = iscsi_write_loop(drive_url, 4, wbytes);
+        wloop_s[1][rep] = iscsi_write_loop(drive_url, DEPTH, wbytes);
     }
     double loop_mbps[2] = {loop_bytes[0] / 1e6 / median(loop_s[0]),
                            loop_bytes[1] / 1e6 / median(loop_s[1])};
@@ -631,10 +643,10 @@ int main(int argc, char **argv)
     for (size_t si = 0; si < nsets; si++)
         printf("%-6s %12.3f %12.3f %12.3f\n", sets[si].name, res[si].read_cpu, res[si].recall_cpu,
                res[si].recall_tgtd_cpu);
-    printf("emulator alone, bare commands over iSCSI (no hashing), 1 | 4 in flight:\n"
+    printf("emulator alone, bare commands over iSCSI (no hashing), 1 | %d in flight:\n"
            "  READ(6) of the whole cartridge (%.0f MB): %.1f | %.1f MB/s (its file read+hash "
            "%.1f MB/s)\n  WRITE(6) of %.0f MB from BOT and a filemark: %.1f | %.1f MB/s\n",
-           loop_bytes[0] / 1e6, loop_mbps[0], loop_mbps[1], cart_mbps, wbytes / 1e6,
+           DEPTH, loop_bytes[0] / 1e6, loop_mbps[0], loop_mbps[1], cart_mbps, wbytes / 1e6,
            wloop_mbps[0], wloop_mbps[1]);
     return 0;
 }

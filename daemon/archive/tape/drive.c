@@ -50,17 +50,25 @@ int tape_drive_ready(tape_drive_t *d, si_error_t *err)
     return run_retry(d, &c, NULL, NULL, err);
 }
 
-void tape_drive_probe(tape_drive_t *d)
+int tape_drive_read_position(tape_drive_t *d, scsi_position_t *pos, si_error_t *err)
 {
-    uint8_t buf[64];
+    uint8_t buf[32];
     scsi_cmd_t c;
     scsi_result_t res;
+    scsi_cdb_read_position(&c, SCSI_RP_LONG, buf, sizeof(buf));
+    if (scsi_run(d->dev, &c, &res, NULL, err) < 0 ||
+        scsi_parse_position(SCSI_RP_LONG, buf, res.transferred, pos, err) < 0)
+        return -1;
+    return 0;
+}
+
+void tape_drive_probe(tape_drive_t *d)
+{
+    uint8_t buf[8];
+    scsi_cmd_t c;
     scsi_position_t pos;
     d->can_locate = false;
-    scsi_cdb_read_position(&c, SCSI_RP_LONG, buf, 32);
-    if (scsi_run(d->dev, &c, &res, NULL, NULL) == 0 &&
-        scsi_parse_position(SCSI_RP_LONG, buf, res.transferred, &pos, NULL) == 0 &&
-        pos.block_valid) {
+    if (tape_drive_read_position(d, &pos, NULL) == 0 && pos.block_valid) {
         scsi_cdb_locate16(&c, SCSI_LOCATE_OBJECT, (uint8_t)pos.partition, pos.block);
         d->can_locate = scsi_run(d->dev, &c, NULL, NULL, NULL) == 0;
     }

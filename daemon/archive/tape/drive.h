@@ -34,6 +34,8 @@ int tape_drive_ready(tape_drive_t *d, si_error_t *err);
  * (READ POSITION, then a LOCATE to where the head is.) Also probes RAO.
  * The head may move: the caller positions afterwards. */
 void tape_drive_probe(tape_drive_t *d);
+/* READ POSITION, long form: where the drive says its head is. */
+int tape_drive_read_position(tape_drive_t *d, scsi_position_t *pos, si_error_t *err);
 int tape_drive_rewind(tape_drive_t *d, si_error_t *err);
 int tape_drive_unload(tape_drive_t *d, si_error_t *err);
 /* Variable blocks; compression off when asked (MODE SELECT); *write_protect

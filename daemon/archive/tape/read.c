@@ -215,6 +215,7 @@ void tape_read_volume(tdrive_t *d, int v)
 {
     tape_t *t = d->t;
     sched_read_t r;
+    tape_rao_consult(d, v);
     while (!t->stop && !d->failed && sched_next_read(t->sched, v, d->head, mono(), &r) == 1) {
         trec_t *rec = tape_rec_get(t, r.object_id);
         if (!rec || rec->cancelled) {

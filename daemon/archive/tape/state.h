@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 #include "daemon/archive/backend.h"
 #include "daemon/archive/tape/drive.h"
 #include "daemon/sched/sched.h"
+#include "daemon/simlib/engine.h"
 #include "daemon/volume/tar.h"
 #include "daemon/volume/volume.h"
 
@@ -57,9 +59,17 @@ typedef struct {
 typedef struct {
     uint64_t *tokens;
     size_t n;
+    uint64_t batch;            /* the caller's batch id, its priority and deadline */
+    int priority;
+    double deadline;           /* on the monotonic clock; 0 none */
 } treq_t;
 
 typedef struct tape tape_t;
+
+/* archive.tape.rao: whether the drive's Recommended Access Order is asked
+ * for, and whose order the pass follows. */
+typedef enum { TAPE_RAO_OFF, TAPE_RAO_COMPARE, TAPE_RAO_USE } tape_rao_mode_t;
+#define TAPE_RAO_MAX 2048      /* segments in one GENERATE RAO (drives take ~2700) */
 
 typedef struct {
     tape_t *t;
@@ -94,6 +104,10 @@ typedef struct {
 typedef struct {
     const archive_member_t *members;
     size_t n;
+    /* Shared by the copies of the aggregate: each member's data is hashed
+     * (checked against its checksum) by the first copy that claims it, once
+     * per aggregate however many copies are written. */
+    atomic_uchar *hashed;
     int copy;
     int *chosen;               /* the aggregate's volumes, one per copy (-1 none yet) */
     int ncopies;
@@ -124,6 +138,7 @@ struct tape {
     uint32_t block;
     uint32_t max_block;        /* the largest block of any indexed archive file, or block */
     bool compression, label_blank, force_space;
+    tape_rao_mode_t rao;
     char media[TAPEVOL_MEDIA_MAX + 1];
     uint64_t capacity;
     int checksum_retries;
@@ -136,6 +151,7 @@ struct tape {
     tvol_t *vols;
     int nvols;
     sched_t *sched;
+    tape_profile_t profile;    /* the scheduler's model of the drives */
 
     trec_t **recs;             /* by token - 1 */
     size_t nrecs, cap_recs;
@@ -147,6 +163,10 @@ struct tape {
     size_t nreports, cap_reports;
     uint64_t outstanding, outstanding_bytes;
     uint64_t mounts, reads, read_failures, bytes_read, bytes_written, files_written;
+    atomic_uint_least64_t bytes_hashed; /* member data hashed while written */
+    /* RAO asked for, and the model's positioning estimates of both orders */
+    uint64_t rao_passes, rao_used;
+    double rao_drive_s, rao_sched_s;
 };
 
 /* Reads ask for twice the block size: a block written with it is then
@@ -187,6 +207,12 @@ void tape_on_request_done(void *arg, uint64_t request, double now, size_t failed
 /* read.c */
 void tape_stream_stop(tdrive_t *d);
 void tape_read_volume(tdrive_t *d, int v);
+
+/* forecast.c */
+int tape_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *n, si_error_t *err);
+
+/* rao.c */
+void tape_rao_consult(tdrive_t *d, int v);
 
 /* write.c */
 void tape_run_write(tdrive_t *d, twrite_t *job);

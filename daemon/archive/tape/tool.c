@@ -37,10 +37,15 @@ static int devices(const char *root)
         fprintf(stderr, "stagein-tape: %s\n", err.text);
         return 1;
     }
+    printf("%-12s %-7s %-8s %-16s %-4s %-10s %-20s %-6s %s\n", "device", "type", "vendor",
+           "product", "rev", "h:c:t:l", "serial", "kernel", "changer");
     for (size_t i = 0; i < n; i++)
         if (e[i].type == 1 || e[i].type == 8)
-            printf("%-12s %-7s %-8s %-16s %s\n", e[i].path, e[i].type == 1 ? "drive" : "changer",
-                   e[i].vendor, e[i].product, e[i].revision);
+            printf("%-12s %-7s %-8s %-16s %-4s %-10s %-20s %-6s %s\n", e[i].path,
+                   e[i].type == 1 ? "drive" : "changer", e[i].vendor, e[i].product,
+                   e[i].revision, e[i].hctl[0] ? e[i].hctl : "-",
+                   e[i].serial[0] ? e[i].serial : "-", e[i].kernel[0] ? e[i].kernel : "-",
+                   e[i].type == 8 ? "-" : e[i].changer >= 0 ? e[e[i].changer].path : "?");
     free(e);
     return 0;
 }

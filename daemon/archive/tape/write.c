@@ -59,6 +59,7 @@ static int write_behind(tdrive_t *d, size_t len, si_error_t *err)
 
 typedef struct {
     tdrive_t *d;
+    twrite_t *job;
     size_t used;
     uint64_t logical;          /* logical offset of the next byte */
     si_error_t *err;
@@ -109,17 +110,24 @@ static int hash_file(const char *path, char out[SI_CHECKSUM_TEXT_MAX], si_error_
 }
 
 /* One member: pax header (its checksum known before the data: the cache's
- * record, else hashed first), ustar header, data (hashed again on the way
- * and compared), padding: the layout of daemon/volume's writer. */
-static int put_member(twriter_t *w, const archive_member_t *m, uint64_t *position)
+ * record, else hashed first), ustar header, data, padding: the layout of
+ * daemon/volume's writer. The data is hashed on the way and compared with
+ * the cache's record by the one copy that claims the member first; a
+ * member hashed first for want of a record is not hashed again. */
+static int put_member(twriter_t *w, size_t index, uint64_t *position)
 {
     si_error_t *err = w->err;
+    const archive_member_t *m = &w->job->members[index];
     char sum_text[SI_CHECKSUM_TEXT_MAX];
-    if (m->checksum && si_checksum_text_valid(m->checksum) &&
-        strlen(m->checksum) == TAR_CHECKSUM_LEN)
+    bool known = m->checksum && si_checksum_text_valid(m->checksum) &&
+                 strlen(m->checksum) == TAR_CHECKSUM_LEN;
+    if (known)
         snprintf(sum_text, sizeof(sum_text), "%s", m->checksum);
     else if (hash_file(m->path, sum_text, err) < 0)
         return -1;
+    else
+        atomic_fetch_add(&w->d->t->bytes_hashed, m->size);
+    bool verify = known && atomic_exchange(&w->job->hashed[index], 1) == 0;
     tar_pax_member_t pm = {m->bucket, m->key, m->size, m->mtime, m->headers, m->storage_class};
     size_t plen = tar_pax_records_len(&pm), at = 0;
     char *pax = malloc(plen);
@@ -143,13 +151,16 @@ static int put_member(twriter_t *w, const archive_member_t *m, uint64_t *positio
         return -1;
     *position = w->logical;
     int fd = open(m->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0) {
+        if (verify)
+            atomic_store(&w->job->hashed[index], 0);
         return si_errprintf(err, "member %s/%s: %s: %s", m->bucket, m->key, m->path,
                             strerror(errno));
-    si_checksum_t *sum = si_checksum_new("sha256", err);
+    }
+    si_checksum_t *sum = verify ? si_checksum_new("sha256", err) : NULL;
     uint64_t left = m->size;
     tape_t *t = w->d->t;
-    while (sum && left > 0) {
+    while ((sum || !verify) && left > 0) {
         /* straight into the block buffer */
         size_t want = t->block - w->used;
         if (want > left)
@@ -160,7 +171,8 @@ static int put_member(twriter_t *w, const archive_member_t *m, uint64_t *positio
                          m->bucket, m->key, m->path, m->size - left, m->size);
             break;
         }
-        si_checksum_update(sum, w->d->buf + w->used, (size_t)n);
+        if (sum)
+            si_checksum_update(sum, w->d->buf + w->used, (size_t)n);
         w->used += (size_t)n;
         w->logical += (uint64_t)n;
         left -= (uint64_t)n;
@@ -171,14 +183,20 @@ static int put_member(twriter_t *w, const archive_member_t *m, uint64_t *positio
         }
     }
     close(fd);
-    if (!sum || left > 0) {
+    if ((verify && !sum) || left > 0) {
+        /* not hashed to the end: the next attempt at it (another cartridge) hashes it */
+        if (verify)
+            atomic_store(&w->job->hashed[index], 0);
         si_checksum_free(sum);
         return -1;
     }
     char got[SI_CHECKSUM_TEXT_MAX];
-    si_checksum_final(sum, got);
-    si_checksum_free(sum);
-    if (strcmp(got, sum_text) != 0)
+    if (sum) {
+        si_checksum_final(sum, got);
+        si_checksum_free(sum);
+        atomic_fetch_add(&t->bytes_hashed, m->size);
+    }
+    if (sum && strcmp(got, sum_text) != 0)
         return si_errnoprintf(err, EBADMSG, "member %s/%s: data has checksum %s, expected %s",
                               m->bucket, m->key, got, sum_text);
     return put(w, NULL, tar_round_up(m->size) - m->size);
@@ -226,9 +244,9 @@ static int write_copy(tdrive_t *d, int v, twrite_t *job, si_error_t *err)
         return si_errprefix(err, "cartridge %s: to the end of archive file %" PRId64,
                             vol->label, seq - 1);
     d->buf_vol = -1;
-    twriter_t w = {d, 0, start, err};
+    twriter_t w = {d, job, 0, start, err};
     for (size_t i = 0; i < job->n; i++)
-        if (put_member(&w, &job->members[i], &job->positions[i]) < 0)
+        if (put_member(&w, i, &job->positions[i]) < 0)
             goto fail;
     if (put(&w, NULL, 2 * TAR_BLOCK) < 0 || write_join(d, err) < 0 ||
         (w.used && tape_drive_write_block(&d->io, d->buf, w.used, err) < 0))
@@ -297,9 +315,35 @@ static int choose_write_volume(tape_t *t, tdrive_t *d, twrite_t *job, uint64_t b
     return best;
 }
 
+/* UNIT ATTENTION (a reset, power on, a medium change), becoming ready,
+ * ABORTED COMMAND while writing: which blocks in flight reached the tape
+ * is unknown. The position is re-read (READ POSITION where the drive has
+ * it, logged), the cartridge's label checked again, and the archive file
+ * written again from its start, which overwrites what the interrupted
+ * attempt left (tape is append only): nothing is on tape twice. No mu. */
+static void write_attention(tdrive_t *d, twrite_t *job, int v, const si_error_t *why,
+                            int attempt)
+{
+    tape_t *t = d->t;
+    char seen[96] = "";
+    scsi_position_t pos;
+    if (d->io.can_locate && tape_drive_read_position(&d->io, &pos, NULL) == 0 && pos.block_valid)
+        snprintf(seen, sizeof(seen), " (the drive reports logical object %" PRIu64 ")",
+                 pos.block);
+    d->io.pos_known = false;
+    d->verified = false;
+    d->buf_vol = -1;
+    si_log(t->log, SI_LOG_WARNING, "tape: archive write, copy %d: %s; position re-read%s, "
+           "archive file %" PRId64 " of %s written again from its start (%d of %d)", job->copy,
+           why->text, seen, t->vols[v].nfiles + 1, t->vols[v].label, attempt, d->io.retries);
+    struct timespec ts = {d->io.retry_ms / 1000, (long)(d->io.retry_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 void tape_run_write(tdrive_t *d, twrite_t *job)
 {
     tape_t *t = d->t;
+    int attentions = 0;
     uint64_t bytes = 2 * TAR_BLOCK + FM_BYTES;
     for (size_t i = 0; i < job->n; i++) {
         tar_pax_member_t pm = {job->members[i].bucket, job->members[i].key, job->members[i].size,
@@ -322,6 +366,13 @@ void tape_run_write(tdrive_t *d, twrite_t *job)
         si_error_t err = {0};
         int rc = write_copy(d, v, job, &err);
         int e = errno;
+        if (rc < 0 && e == EAGAIN && attentions < d->io.retries) {
+            write_attention(d, job, v, &err, ++attentions);
+            pthread_mutex_lock(&t->mu);
+            t->vols[v].busy = false;
+            job->chosen[job->copy - 1] = -1; /* this drive's own cartridge again */
+            continue;
+        }
         pthread_mutex_lock(&t->mu);
         t->vols[v].busy = false;
         if (rc == 0) {

@@ -40,6 +40,42 @@ static sched_file_t file1(uint64_t id, int vol, uint64_t off, uint64_t size)
     return f;
 }
 
+/* The pass as seen from outside (a drive's RAO): listed, costed, reordered. */
+static void test_plan_reorder(void)
+{
+    seen_t seen = {0};
+    sched_t *s = make("linear", 1, &seen);
+    sched_file_t f[4] = {file1(1, 0, 9000000000ULL, 1000), file1(2, 0, 1000000000ULL, 1000),
+                         file1(3, 0, 5000000000ULL, 1000), file1(4, 0, 3000000000ULL, 1000)};
+    sched_request_t rq = {1, 0, 0};
+    sched_submit(s, 0, &rq, f, 4, NULL);
+    sched_pending_t p[8];
+    size_t n = sched_volume_plan(s, 0, 0, p, 8);
+    ok(n == 4 && p[0].object_id == 2 && p[1].object_id == 4 && p[2].object_id == 3 &&
+           p[3].object_id == 1, "the pass listed in the scheduler's order (linear: by offset)");
+    is_int(sched_volume_plan(s, 0, 0, p, 2), 2, "at most max listed");
+    sched_volume_plan(s, 0, 0, p, 8);
+    sched_pending_t rev[4] = {p[3], p[2], p[1], p[0]};
+    double t_sched = sched_order_locate_time(s, 0, p, 4);
+    double t_rev = sched_order_locate_time(s, 0, rev, 4);
+    ok(t_sched > 0 && t_rev > t_sched, "the model costs the reversed order more (%.1f s > %.1f s)",
+       t_rev, t_sched);
+    uint64_t ids[3] = {3, 99, 1}; /* 99: not in the pass */
+    is_int(sched_volume_reorder(s, 0, ids, 3), 2, "two reads placed by the given order");
+    sched_read_t r;
+    uint64_t got[4] = {0};
+    for (int i = 0; i < 4 && sched_next_read(s, 0, 0, 0, &r) == 1; i++) {
+        got[i] = r.object_id;
+        sched_read_done(s, &r, 0);
+    }
+    ok(got[0] == 3 && got[1] == 1 && got[2] == 2 && got[3] == 4,
+       "the reads come in the new order, the rest after as planned (%llu %llu %llu %llu)",
+       (unsigned long long)got[0], (unsigned long long)got[1], (unsigned long long)got[2],
+       (unsigned long long)got[3]);
+    is_int(seen.done, 1, "the request completes");
+    sched_free(s);
+}
+
 int main(void)
 {
     si_error_t err = {{0}};
@@ -47,6 +83,7 @@ int main(void)
     double wake;
     sched_read_t r;
 
+    test_plan_reorder();
     ok(sched_policy_find("job-aware", &err) != NULL, "default policy exists");
     ok(sched_policy_find("nope", &err) == NULL && strstr(err.text, "fifo, linear"),
        "unknown policy lists the known ones: %s", err.text);
