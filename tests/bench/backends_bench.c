@@ -15,7 +15,8 @@
  * 4 MiB writes and one fsync into the staging daemon's directory (the
  * cache's file system), before and after each staged set; the true limit
  * of staging is the slower of the direct read and that write, so
- * ratio_durable = staged / min(direct, durable).
+ * ratio_durable = staged / min(direct, durable). Also the staging daemon's
+ * CPU seconds per GB staged.
  *   backends [--quick] [--json] [--dir DIR]
  *   BACKENDS_ONLY=hsm|s3 backends ...   (one backend)
  * Needs daemon/stageind built (or $STAGEIND). */
@@ -68,6 +69,7 @@ typedef struct {
 
 typedef struct {
     double direct_s, durable_s, staged_s;
+    double cpu_s;          /* the staging stageind's CPU seconds while it staged the set */
 } result_t;
 
 static char g_stageind[PATH_MAX];
@@ -298,12 +300,16 @@ static double stage_dataset(daemon_t *d, const char *dataset)
 }
 
 /* Stages the set; *durable_s: the time the durable reference takes for
- * its bytes, measured before and after. Returns the staging seconds. */
-static double staged_around_durable(daemon_t *d, const set_t *s, double *durable_s)
+ * its bytes, measured before and after; *cpu_s: the daemon's CPU seconds
+ * while it staged. Returns the staging seconds. */
+static double staged_around_durable(daemon_t *d, const set_t *s, double *durable_s,
+                                    double *cpu_s)
 {
     uint64_t ref = s->bytes < REF_CAP ? s->bytes : REF_CAP;
     double before = bench_durable_write_rate("backends", d->dir, ref);
+    double cpu0 = bench_cpu_seconds(d->pid);
     double took = stage_dataset(d, s->name);
+    *cpu_s = bench_cpu_seconds(d->pid) - cpu0;
     double rate = bench_rate_of(before, bench_durable_write_rate("backends", d->dir, ref));
     *durable_s = rate > 0 ? (double)s->bytes / rate : 0;
     return took;
@@ -424,7 +430,7 @@ static void run_hsm(const char *base, const char *root, set_t *sets, result_t *r
     for (int s = 0; s < 2; s++) {
         direct_cat(&sets[s], root, HSM_WORKERS); /* both runs read from the page cache */
         res[s].direct_s = direct_cat(&sets[s], root, HSM_WORKERS);
-        res[s].staged_s = staged_around_durable(&d, &sets[s], &res[s].durable_s);
+        res[s].staged_s = staged_around_durable(&d, &sets[s], &res[s].durable_s, &res[s].cpu_s);
     }
     daemon_stop(&d);
     char cmd[PATH_MAX + 16];
@@ -492,7 +498,7 @@ static void run_s3(const char *base, const char *root, set_t *sets, result_t *re
     for (int s = 0; s < 2; s++) {
         s3_all(s3, &sets[s], NULL, GETS); /* all read what the upstream's page cache holds */
         res[s].direct_s = s3_all(s3, &sets[s], NULL, GETS);
-        res[s].staged_s = staged_around_durable(&b, &sets[s], &res[s].durable_s);
+        res[s].staged_s = staged_around_durable(&b, &sets[s], &res[s].durable_s, &res[s].cpu_s);
     }
     daemon_stop(&b);
     daemon_stop(&up);
@@ -578,10 +584,11 @@ int main(int argc, char **argv)
                 const char *n = names[b], *set = sets[s].name;
                 printf(",\"%s_%s_direct_MBps\":%.1f,\"%s_%s_durable_MBps\":%.1f,"
                        "\"%s_%s_staged_MBps\":%.1f,\"%s_%s_ratio\":%.3f,"
-                       "\"%s_%s_ratio_durable\":%.3f",
+                       "\"%s_%s_ratio_durable\":%.3f,\"%s_%s_cpu_s_per_gb\":%.2f",
                        n, set, mbps(sets[s].bytes, r->direct_s), n, set,
                        mbps(sets[s].bytes, r->durable_s), n, set, mbps(sets[s].bytes, r->staged_s),
-                       n, set, r->direct_s / r->staged_s, n, set, ref_s(r, true) / r->staged_s);
+                       n, set, r->direct_s / r->staged_s, n, set, ref_s(r, true) / r->staged_s,
+                       n, set, r->cpu_s / ((double)sets[s].bytes / 1e9));
             }
             printf(",\"%s_backend_ratio\":%.3f,\"%s_backend_ratio_durable\":%.3f", names[b],
                    overall_ratio(all[b], false), names[b], overall_ratio(all[b], true));
@@ -594,8 +601,9 @@ int main(int argc, char **argv)
         {"direct", SI_COL_STR},        {"direct_MB_s", SI_COL_REAL},
         {"durable_MB_s", SI_COL_REAL}, {"staged_MB_s", SI_COL_REAL},
         {"ratio", SI_COL_REAL},        {"ratio_durable", SI_COL_REAL},
+        {"cpu_s_per_GB", SI_COL_REAL},
     };
-    si_table_t *t = si_table_new(cols, 8);
+    si_table_t *t = si_table_new(cols, 9);
     for (int b = 0; b < 2; b++) {
         if (!ran[b])
             continue;
@@ -613,6 +621,7 @@ int main(int argc, char **argv)
             si_table_real(t, mbps(sets[s].bytes, r->staged_s));
             si_table_real(t, r->direct_s / r->staged_s);
             si_table_real(t, ref_s(r, true) / r->staged_s);
+            si_table_real(t, r->cpu_s / ((double)sets[s].bytes / 1e9));
         }
         const result_t *r = all[b];
         uint64_t bytes = sets[0].bytes + sets[1].bytes;
@@ -625,6 +634,7 @@ int main(int argc, char **argv)
         si_table_real(t, mbps(bytes, r[0].staged_s + r[1].staged_s));
         si_table_real(t, overall_ratio(r, false));
         si_table_real(t, overall_ratio(r, true));
+        si_table_real(t, (r[0].cpu_s + r[1].cpu_s) / ((double)bytes / 1e9));
     }
     si_table_print(t, stdout, false);
     si_table_free(t);

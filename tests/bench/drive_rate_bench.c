@@ -7,7 +7,8 @@
  * times, or of the pushes' acknowledgements, to the last), the modelled
  * drive rate, the durable-write reference measured in the same run (the
  * same number of bytes, capped at 512 MiB, written as one stream to the same
- * file system and fsync'd, before and after the case: the disk is shared),
+ * file system and fsync'd, write-back started as it goes: bench_opts.h;
+ * before and after the case, the disk is shared),
  * stageind's CPU seconds per GB and
  * ratio = achieved / min(model, reference) (a push: achieved / reference,
  * as it is acknowledged before the drive archives it).
