@@ -1,7 +1,8 @@
 #!/bin/bash
 # The push part of the kill -9 loop: stageind is killed with SIGKILL at
 # random moments while clients push files (some mid-body, some while an
-# aggregate is being archived), at least 20 times, and restarted each time.
+# aggregate is being archived; small files of 64 KiB six at a time, whose
+# uploads share batch commits), at least 20 times, and restarted each time.
 # At the end every push that was acknowledged (202) is DURABLE, nothing that
 # was not acknowledged is left half-recorded, and every acknowledged file
 # reads back identical from each of its tape copies.
@@ -16,12 +17,13 @@ for v in Q00001 Q00002 Q00003; do tape create "$v" --capacity 4000000000 >/dev/n
 ACKED=$TEST_DIR/acked   # "pushId key file" for every 202
 : > "$ACKED"
 
-# pusher N: pushes files k<N>-<i> until killed, recording each 202
+# pusher N [SIZE]: pushes files k<N>-<i> (of SIZE bytes, else 1 B-1.5 MB)
+# until killed, recording each 202
 pusher() {
     local n=$1 i=0 size code name
     while :; do
         i=$((i + 1))
-        size=$(((RANDOM * 37 + n * 1000 + i) % 1500000 + 1))
+        size=${2:-$(((RANDOM * 37 + n * 1000 + i) % 1500000 + 1))}
         name=k$n-$i
         make_file "$name" "$size"
         code=$(curl -s -o "$TEST_DIR/body.$n" -w '%{http_code}' --max-time 20 -X POST \
@@ -39,6 +41,8 @@ pusher() {
 run_ok "stageind starts" -- start
 track_pid "$(daemon_pid)"
 for n in 1 2 3; do pusher "$n" & track_pid $!; done
+# and small files, six in flight: batch commits of several uploads
+for n in 4 5 6 7 8 9; do pusher "$n" 65536 & track_pid $!; done
 PUSHERS=$(jobs -p)
 
 restarts=0
@@ -54,6 +58,10 @@ wait $PUSHERS 2>/dev/null
 is "$restarts" "$KILLS" "$KILLS kill -9 during pushes, each followed by a restart"
 acked=$(wc -l < "$ACKED")
 ok "$([ "$acked" -ge 5 ]; echo $?)" "pushes acknowledged across the kills: $acked"
+small=$(grep -c ' kill-[4-9]/' "$ACKED")
+ok "$([ "$small" -ge 20 ]; echo $?)" "small (64 KiB) pushes acknowledged across the kills: $small"
+recovered() { grep -ho "[0-9]* $1 removed" "$LOG" | awk '{s += $1} END {print s + 0}'; }
+diag "recovery removed $(recovered 'files without a row') files without a row, $(recovered 'temp files') temp files, $(recovered 'unacknowledged uploads') unacknowledged uploads"
 
 # every acknowledged file becomes DURABLE
 pending=1

@@ -4,14 +4,18 @@
  *
  * Recall: workers take batches of up to batch_size items in the order of
  * order.h (volume by volume in position order where the catalog knows
- * positions), run the site's stage command on the batch's paths (the HSM
- * then recalls them, ordering its own drives), and copy each staged file
- * into the cache (copy_file_range), whose writer verifies size and checksum.
- * A command that fails is run again on each path alone, so that one bad
- * file fails only itself; one that outlives stage_timeout is killed and
- * fails its batch. With no stage command, files are read through (the HSM
- * recalls on open). Files are opened beneath the root (openat2
- * RESOLVE_BENEATH): no symlink leads out of it.
+ * positions) and run the site's stage command on the batch's paths (the HSM
+ * then recalls them, ordering its own drives). The staged files join a
+ * ready queue that every worker drains before it takes another batch, so
+ * one batch's copies into the cache (copy_file_range; the writer verifies
+ * size and checksum) run on all the workers at once, not one after another
+ * on the worker that staged them. A command that fails is run again on
+ * each path alone, so that one bad file fails only itself; one that
+ * outlives stage_timeout is killed and fails its batch. With no stage
+ * command, files are read through (the HSM recalls on open), one item per
+ * take, so the workers copy `concurrency` files at once in order.h's
+ * order. Files are opened beneath the root (openat2 RESOLVE_BENEATH): no
+ * symlink leads out of it.
  *
  * Push: each member is written under the root (a temp name, fsync, rename,
  * fsync of the directory), read back against its checksum, then the
@@ -64,11 +68,12 @@ const si_conf_key_t archive_hsm_conf_keys[] = {
     SI_CONF_KEYS_END,
 };
 
-typedef struct {
+typedef struct hsm_recall {
     archive_item_t *item;            /* owns bucket/key */
     char *path;                      /* <root>/<bucket>/<key>, for the command */
     const char *rel;                 /* <bucket>/<key>, beneath the root */
     archive_order_entry_t *entry;    /* while queued */
+    struct hsm_recall *next_ready;   /* staged, waiting for a worker to copy it */
     bool queued, cancelled;
 } hsm_recall_t;
 
@@ -88,7 +93,8 @@ typedef struct {
     atomic_bool stop;
 
     /* under mu */
-    archive_queue_t q;               /* queued or being staged */
+    archive_queue_t q;               /* queued, being staged, ready or being copied */
+    hsm_recall_t *ready_head, **ready_tail; /* staged, in order, not yet copied */
     uint64_t reads, read_failures, bytes_read, bytes_written, files_written;
     uint64_t commands, commands_failed;
     uint64_t write_seq;
@@ -301,14 +307,29 @@ static void stage_batch(hsm_t *h, hsm_recall_t **batch, size_t n)
             stage_batch(h, &batch[i], 1);
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (rc < 0)
+    if (rc < 0) {
+        for (size_t i = 0; i < n; i++)
             finish(h, batch[i], false, why);
-        else if (is_cancelled(h, batch[i]))
-            finish(h, batch[i], false, "cancelled");
-        else
-            copy_into_cache(h, batch[i]);
+        return;
     }
+    /* staged: every worker copies them (cancellations are seen at the copy) */
+    pthread_mutex_lock(&h->mu);
+    for (size_t i = 0; i < n; i++) {
+        batch[i]->next_ready = NULL;
+        *h->ready_tail = batch[i];
+        h->ready_tail = &batch[i]->next_ready;
+    }
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* The first staged file waiting for its copy, or NULL; mu held. */
+static hsm_recall_t *take_ready(hsm_t *h)
+{
+    hsm_recall_t *r = h->ready_head;
+    if (r && !(h->ready_head = r->next_ready))
+        h->ready_tail = &h->ready_head;
+    return r;
 }
 
 static void *worker_main(void *arg)
@@ -317,9 +338,21 @@ static void *worker_main(void *arg)
     hsm_recall_t **batch = calloc(h->batch_size, sizeof(*batch));
     if (!batch)
         return NULL;
+    /* read-through: one file per take, so that the workers share a batch */
+    size_t take = h->stage_command ? h->batch_size : 1;
     pthread_mutex_lock(&h->mu);
     while (!atomic_load(&h->stop)) {
-        size_t n = archive_order_take(h->q.order, h->batch_size, (void **)batch);
+        hsm_recall_t *ready = take_ready(h);
+        if (ready) {
+            pthread_mutex_unlock(&h->mu);
+            if (is_cancelled(h, ready))
+                finish(h, ready, false, "cancelled");
+            else
+                copy_into_cache(h, ready);
+            pthread_mutex_lock(&h->mu);
+            continue;
+        }
+        size_t n = archive_order_take(h->q.order, take, (void **)batch);
         if (n == 0) {
             pthread_cond_wait(&h->cv, &h->mu);
             continue;
@@ -692,6 +725,7 @@ archive_backend_t *archive_hsm_new(const archive_backend_opts_t *opts, si_error_
     h->root_fd = -1;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
+    h->ready_tail = &h->ready_head;
     b->ops = &hsm_ops;
     b->impl = h;
     h->cb = opts->cb;

@@ -16,9 +16,12 @@
 #include "common/checksum.h"
 #include "common/fileio.h"
 
-/* Start write-back every this many bytes, so the final fsync does not wait
- * for the whole object to reach the disk at once. */
-#define WRITEBACK_CHUNK (64u << 20)
+/* Start write-back every this many bytes, and of the rest when an object
+ * larger than this is sealed, so that the disk writes while the bytes still arrive and the
+ * batch's flush waits for little (a stream written this way made durable
+ * at 1.5-1.8 GB/s here, against 0.9-1.3 GB/s every 64 MiB and 0.4-1.1
+ * GB/s with one fsync at the end). */
+#define WRITEBACK_CHUNK (8u << 20)
 
 uint64_t cache_writer_received(const cache_writer_t *w)
 {
@@ -278,6 +281,14 @@ static int seal(cache_writer_t *w, si_error_t *err)
                               w->object_id);
     if (flush_buffer(w, err) < 0)
         return -1;
+    /* the tail of a large object; a small one is left to the batch's flush
+     * (one I/O submission per small object cost its drive 6-7 % in
+     * `perf` of the 64 KiB recall, where syncfs merges them) */
+    if (w->writeback_from > 0 && w->written > w->writeback_from) {
+        sync_file_range(w->fd, (off_t)w->writeback_from, (off_t)(w->written - w->writeback_from),
+                        SYNC_FILE_RANGE_WRITE);
+        w->writeback_from = w->written;
+    }
     if (w->received != w->expected_size) {
         pthread_mutex_lock(&c->lock);
         c->counters.size_failures++;

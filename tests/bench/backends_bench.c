@@ -1,6 +1,7 @@
 /* The archive backends in front of real archives, against reading the same
- * bytes directly: 1,000 objects of 1 MiB and 10 of 1 GiB (--quick: 200 of
- * 1 MiB, 2 of 256 MiB) staged through a real stageind
+ * bytes directly and against writing them durably: 1,000 objects of 1 MiB
+ * and 10 of 1 GiB (--quick: 200 of 1 MiB, 2 of 256 MiB) staged through a
+ * real stageind
  *   - with the s3 backend, its upstream a second stageind in archive mode on
  *     loopback holding the objects online (PUT into an archive bucket), set
  *     against S3 GETs of the same objects from that upstream with the same
@@ -9,11 +10,16 @@
  *     against `cat` of the same files, as many at a time as the backend's
  *     workers.
  * Staging time is the stage request's own (created to completed, in the
- * catalog); throughput = bytes / time; ratio = staged / direct. A second
- * reference, "durable", only makes the same bytes durable the same way
- * (S3 GET into a file + fsync; the files copied with copy_file_range +
- * fsync), without checksums or catalog: ratio_durable = staged / that.
+ * catalog); throughput = bytes / time; ratio = staged / direct. The durable
+ * reference writes the set's bytes (capped at 1 GiB) as one stream of
+ * 4 MiB writes and one fsync into the staging daemon's directory (the
+ * cache's file system), before and after each staged set; the true limit
+ * of staging is the slower of the direct read and that write, so
+ * ratio_durable = staged / min(direct, durable). Also the staging daemon's
+ * CPU seconds per GB staged.
  *   backends [--quick] [--json] [--dir DIR]
+ *   BACKENDS_ONLY=hsm|s3 backends ...   (one backend)
+ *   BACKENDS_S3_PARTS=N backends ...     (archive.s3.parts; default 1)
  * Needs daemon/stageind built (or $STAGEIND). */
 #include "config.h"
 
@@ -45,6 +51,7 @@
 #define GETS 8           /* s3: objects read at once, staged and direct */
 #define HSM_WORKERS 4    /* hsm: copies at once; cat: files at once */
 #define MIB (UINT64_C(1) << 20)
+#define REF_CAP (1024 * MIB) /* the durable reference's bytes at most */
 #define S3_KEY "BENCHKEY000000000001"
 #define S3_SECRET "benchsecret0000000000000000000000000000"
 
@@ -63,6 +70,7 @@ typedef struct {
 
 typedef struct {
     double direct_s, durable_s, staged_s;
+    double cpu_s;          /* the staging stageind's CPU seconds while it staged the set */
 } result_t;
 
 static char g_stageind[PATH_MAX];
@@ -292,6 +300,22 @@ static double stage_dataset(daemon_t *d, const char *dataset)
     return took;
 }
 
+/* Stages the set; *durable_s: the time the durable reference takes for
+ * its bytes, measured before and after; *cpu_s: the daemon's CPU seconds
+ * while it staged. Returns the staging seconds. */
+static double staged_around_durable(daemon_t *d, const set_t *s, double *durable_s,
+                                    double *cpu_s)
+{
+    uint64_t ref = s->bytes < REF_CAP ? s->bytes : REF_CAP;
+    double before = bench_durable_write_rate("backends", d->dir, ref);
+    double cpu0 = bench_cpu_seconds(d->pid);
+    double took = stage_dataset(d, s->name);
+    *cpu_s = bench_cpu_seconds(d->pid) - cpu0;
+    double rate = bench_rate_of(before, bench_durable_write_rate("backends", d->dir, ref));
+    *durable_s = rate > 0 ? (double)s->bytes / rate : 0;
+    return took;
+}
+
 /* ---- direct reads ------------------------------------------------------------------ */
 
 /* `cat` of the set's files, `workers` processes each on its share. */
@@ -326,66 +350,24 @@ static double direct_cat(const set_t *s, const char *root, int workers)
     return bench_mono_s() - t0;
 }
 
-/* The cost of only making the bytes durable: each file copied (the kernel's
- * copy_file_range, as the backend's) into `out` and fsync'd, no checksum,
- * no catalog; `workers` threads. */
-typedef struct {
-    const set_t *set;
-    const char *root, *out;
-    atomic_size_t next;
-    atomic_int failed;
-} copy_work_t;
-
-static void *copy_worker(void *arg)
-{
-    copy_work_t *w = arg;
-    for (size_t i; (i = atomic_fetch_add(&w->next, 1)) < w->set->n;) {
-        char src[PATH_MAX + 64], dst[PATH_MAX + 64];
-        snprintf(src, sizeof(src), "%s/bench/%s", w->root, w->set->v[i].key);
-        snprintf(dst, sizeof(dst), "%s/%zu", w->out, i);
-        int in = open(src, O_RDONLY), out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        si_error_t err;
-        if (in < 0 || out < 0 || si_copy_range(in, 0, out, 0, w->set->v[i].size, &err) < 0 ||
-            fsync(out) < 0)
-            atomic_store(&w->failed, 1);
-        close(in);
-        close(out);
-    }
-    return NULL;
-}
-
-static double durable_copy(const set_t *s, const char *root, const char *base, int workers)
-{
-    char out[PATH_MAX + 32], cmd[PATH_MAX + 64];
-    snprintf(out, sizeof(out), "%s/durable", base);
-    mkdir(out, 0755);
-    copy_work_t w = {s, root, out, 0, 0};
-    double took = run_threads(workers, copy_worker, &w);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", out);
-    if (atomic_load(&w.failed) || system(cmd) != 0)
-        die("durable copy", NULL);
-    return took;
-}
-
 typedef struct {
     si_s3_t *s3;
     const set_t *set;
     const char *root;      /* PUT: where the files are; NULL: GET */
-    const char *out;       /* GET: write each object into a file here and fsync it */
     atomic_size_t next;
     atomic_int failed;
 } s3_work_t;
 
 typedef struct {
     uint64_t got;
-    int fd;                /* -1: the bytes are discarded */
 } sink_t;
 
 static int discard(void *arg, const void *data, size_t len)
 {
     sink_t *k = arg;
+    (void)data;
     k->got += len;
-    return k->fd < 0 || write(k->fd, data, len) == (ssize_t)len ? 0 : -1;
+    return 0;
 }
 
 static void *s3_worker(void *arg)
@@ -396,13 +378,8 @@ static void *s3_worker(void *arg)
     for (size_t i; x && (i = atomic_fetch_add(&w->next, 1)) < w->set->n;) {
         const obj_t *o = &w->set->v[i];
         si_s3_response_t rs;
-        sink_t k = {0, -1};
+        sink_t k = {0};
         int fd = -1;
-        if (w->out) {
-            char path[PATH_MAX + 64];
-            snprintf(path, sizeof(path), "%s/%zu", w->out, i);
-            k.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        }
         si_s3_request_t rq = {.method = "GET", .bucket = "arch", .key = o->key,
                               .on_data = discard, .arg = &k};
         if (w->root) {
@@ -414,8 +391,7 @@ static void *s3_worker(void *arg)
                                    .body_len = (size_t)o->size, .payload_sha256 = o->sum + 7};
         }
         if (si_s3_xfer_perform(x, &rq, &rs, &err) < 0 || rs.status != 200 ||
-            rs.curl_code != CURLE_OK || (!w->root && k.got != o->size) ||
-            (k.fd >= 0 && fsync(k.fd) < 0)) {
+            rs.curl_code != CURLE_OK || (!w->root && k.got != o->size)) {
             char text[300];
             si_s3_describe(&rs, text, sizeof(text));
             fprintf(stderr, "backends: %s %s: %s\n", rq.method, o->key, text);
@@ -424,18 +400,15 @@ static void *s3_worker(void *arg)
         si_s3_response_free(&rs);
         if (fd >= 0)
             close(fd);
-        if (k.fd >= 0)
-            close(k.fd);
     }
     si_s3_xfer_free(x);
     return NULL;
 }
 
-/* GETs (root NULL; into fsync'd files under out when not NULL) or PUTs of
- * every object of the set, `conns` at a time. */
-static double s3_all(si_s3_t *s3, const set_t *s, const char *root, const char *out, int conns)
+/* GETs (root NULL) or PUTs of every object of the set, `conns` at a time. */
+static double s3_all(si_s3_t *s3, const set_t *s, const char *root, int conns)
 {
-    s3_work_t w = {s3, s, root, out, 0, 0};
+    s3_work_t w = {s3, s, root, 0, 0};
     double took = run_threads(conns, s3_worker, &w);
     if (atomic_load(&w.failed))
         exit(1);
@@ -458,8 +431,7 @@ static void run_hsm(const char *base, const char *root, set_t *sets, result_t *r
     for (int s = 0; s < 2; s++) {
         direct_cat(&sets[s], root, HSM_WORKERS); /* both runs read from the page cache */
         res[s].direct_s = direct_cat(&sets[s], root, HSM_WORKERS);
-        res[s].durable_s = durable_copy(&sets[s], root, base, HSM_WORKERS);
-        res[s].staged_s = stage_dataset(&d, sets[s].name);
+        res[s].staged_s = staged_around_durable(&d, &sets[s], &res[s].durable_s, &res[s].cpu_s);
     }
     daemon_stop(&d);
     char cmd[PATH_MAX + 16];
@@ -506,9 +478,14 @@ static void run_s3(const char *base, const char *root, set_t *sets, result_t *re
     if (!s3)
         die("s3 client", &err);
     for (int s = 0; s < 2; s++)
-        s3_all(s3, &sets[s], root, NULL, GETS); /* setup: the upstream holds them online */
+        s3_all(s3, &sets[s], root, GETS); /* setup: the upstream holds them online */
 
     daemon_init(&b, base, "s3");
+    /* ranged GETs at once per large object: one (the figures recorded
+     * since issue 8) unless $BACKENDS_S3_PARTS says */
+    const char *p = getenv("BACKENDS_S3_PARTS");
+    char parts[48];
+    snprintf(parts, sizeof(parts), "parts = %d;", p && atoi(p) > 0 ? atoi(p) : 1);
     char creds[PATH_MAX + 64];
     snprintf(creds, sizeof(creds), "%s/creds", b.dir);
     f = fopen(creds, "w");
@@ -519,22 +496,15 @@ static void run_s3(const char *base, const char *root, set_t *sets, result_t *re
     fprintf(f, "state_dir = \"%s\";\ncache: { capacity = %" PRIu64 "L; };\n"
                "archive: { backend = \"s3\"; s3: { endpoint = \"%s\"; credentials_file = \"%s\";"
                " buckets = ( { bucket = \"bench\"; upstream = \"arch\"; } );"
-               " gets = %d; parts = 1; timeout = 120; }; };\n",
-            b.dir, (sets[0].bytes + sets[1].bytes) * 2, endpoint, creds, GETS);
+               " gets = %d; %s timeout = 120; }; };\n",
+            b.dir, (sets[0].bytes + sets[1].bytes) * 2, endpoint, creds, GETS, parts);
     fclose(f);
     catalog_sets(b.db, sets, 2, "S3");
     daemon_start(&b, b.sock);
     for (int s = 0; s < 2; s++) {
-        s3_all(s3, &sets[s], NULL, NULL, GETS); /* all read what the upstream's page cache holds */
-        res[s].direct_s = s3_all(s3, &sets[s], NULL, NULL, GETS);
-        char out[PATH_MAX + 32], cmd[PATH_MAX + 64];
-        snprintf(out, sizeof(out), "%s/durable", base);
-        mkdir(out, 0755);
-        res[s].durable_s = s3_all(s3, &sets[s], NULL, out, GETS);
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", out);
-        if (system(cmd) != 0)
-            die(out, NULL);
-        res[s].staged_s = stage_dataset(&b, sets[s].name);
+        s3_all(s3, &sets[s], NULL, GETS); /* all read what the upstream's page cache holds */
+        res[s].direct_s = s3_all(s3, &sets[s], NULL, GETS);
+        res[s].staged_s = staged_around_durable(&b, &sets[s], &res[s].durable_s, &res[s].cpu_s);
     }
     daemon_stop(&b);
     daemon_stop(&up);
@@ -552,11 +522,17 @@ static double mbps(uint64_t bytes, double s)
     return s > 0 ? bytes / s / 1e6 : 0;
 }
 
+/* The reference time of a set: direct alone, or the slower of direct and
+ * the durable write (the true limit of staging). */
+static double ref_s(const result_t *r, bool durable)
+{
+    return durable && r->durable_s > r->direct_s ? r->durable_s : r->direct_s;
+}
+
 /* staged throughput / reference throughput over both sets (time ratio) */
 static double overall_ratio(const result_t *r, bool durable)
 {
-    double ref = durable ? r[0].durable_s + r[1].durable_s : r[0].direct_s + r[1].direct_s;
-    return ref / (r[0].staged_s + r[1].staged_s);
+    return (ref_s(&r[0], durable) + ref_s(&r[1], durable)) / (r[0].staged_s + r[1].staged_s);
 }
 
 int main(int argc, char **argv)
@@ -589,28 +565,41 @@ int main(int argc, char **argv)
     set_t sets[2] = {{.name = "small"}, {.name = "large"}};
     make_set(&sets[0], root, o.quick ? 200 : 1000, MIB);
     make_set(&sets[1], root, o.quick ? 2 : 10, o.quick ? 256 * MIB : 1024 * MIB);
-    result_t hsm[2], s3[2];
-    run_hsm(base, root, sets, hsm);
-    run_s3(base, root, sets, s3);
+    const char *only = getenv("BACKENDS_ONLY");
+    if (only && strcmp(only, "hsm") != 0 && strcmp(only, "s3") != 0) {
+        fprintf(stderr, "backends: BACKENDS_ONLY=%s: not hsm or s3\n", only);
+        return 2;
+    }
+    const char *names[] = {"s3", "hsm"}, *direct[] = {"S3 GET x8", "cat x4"};
+    result_t all[2][2];
+    bool ran[2] = {!only || strcmp(only, "s3") == 0, !only || strcmp(only, "hsm") == 0};
+    if (ran[1])
+        run_hsm(base, root, sets, all[1]);
+    if (ran[0])
+        run_s3(base, root, sets, all[0]);
 
-    double s3_ratio = overall_ratio(s3, false), hsm_ratio = overall_ratio(hsm, false);
     if (o.json) {
         printf("{\"small_objects\":%zu,\"small_object_bytes\":%" PRIu64 ",\"large_objects\":%zu,"
                "\"large_object_bytes\":%" PRIu64 ",\"s3_gets\":%d,\"hsm_workers\":%d",
                sets[0].n, sets[0].v[0].size, sets[1].n, sets[1].v[0].size, GETS, HSM_WORKERS);
-        const char *names[] = {"s3", "hsm"};
-        result_t *all[] = {s3, hsm};
-        for (int b = 0; b < 2; b++)
-            for (int s = 0; s < 2; s++)
+        for (int b = 0; b < 2; b++) {
+            if (!ran[b])
+                continue;
+            for (int s = 0; s < 2; s++) {
+                const result_t *r = &all[b][s];
+                const char *n = names[b], *set = sets[s].name;
                 printf(",\"%s_%s_direct_MBps\":%.1f,\"%s_%s_durable_MBps\":%.1f,"
-                       "\"%s_%s_staged_MBps\":%.1f,\"%s_%s_ratio\":%.3f",
-                       names[b], sets[s].name, mbps(sets[s].bytes, all[b][s].direct_s), names[b],
-                       sets[s].name, mbps(sets[s].bytes, all[b][s].durable_s), names[b],
-                       sets[s].name, mbps(sets[s].bytes, all[b][s].staged_s), names[b],
-                       sets[s].name, all[b][s].direct_s / all[b][s].staged_s);
-        printf(",\"s3_backend_ratio\":%.3f,\"hsm_backend_ratio\":%.3f,"
-               "\"s3_backend_ratio_durable\":%.3f,\"hsm_backend_ratio_durable\":%.3f}\n",
-               s3_ratio, hsm_ratio, overall_ratio(s3, true), overall_ratio(hsm, true));
+                       "\"%s_%s_staged_MBps\":%.1f,\"%s_%s_ratio\":%.3f,"
+                       "\"%s_%s_ratio_durable\":%.3f,\"%s_%s_cpu_s_per_gb\":%.2f",
+                       n, set, mbps(sets[s].bytes, r->direct_s), n, set,
+                       mbps(sets[s].bytes, r->durable_s), n, set, mbps(sets[s].bytes, r->staged_s),
+                       n, set, r->direct_s / r->staged_s, n, set, ref_s(r, true) / r->staged_s,
+                       n, set, r->cpu_s / ((double)sets[s].bytes / 1e9));
+            }
+            printf(",\"%s_backend_ratio\":%.3f,\"%s_backend_ratio_durable\":%.3f", names[b],
+                   overall_ratio(all[b], false), names[b], overall_ratio(all[b], true));
+        }
+        printf("}\n");
         return 0;
     }
     static const si_column_t cols[] = {
@@ -618,12 +607,14 @@ int main(int argc, char **argv)
         {"direct", SI_COL_STR},        {"direct_MB_s", SI_COL_REAL},
         {"durable_MB_s", SI_COL_REAL}, {"staged_MB_s", SI_COL_REAL},
         {"ratio", SI_COL_REAL},        {"ratio_durable", SI_COL_REAL},
+        {"cpu_s_per_GB", SI_COL_REAL},
     };
-    si_table_t *t = si_table_new(cols, 8);
-    const char *names[] = {"s3", "hsm"}, *direct[] = {"S3 GET x8", "cat x4"};
-    result_t *all[] = {s3, hsm};
+    si_table_t *t = si_table_new(cols, 9);
     for (int b = 0; b < 2; b++) {
+        if (!ran[b])
+            continue;
         for (int s = 0; s < 2; s++) {
+            const result_t *r = &all[b][s];
             char what[64];
             snprintf(what, sizeof(what), "%zu x %" PRIu64 " MiB", sets[s].n,
                      sets[s].v[0].size / MIB);
@@ -631,22 +622,25 @@ int main(int argc, char **argv)
             si_table_str(t, names[b]);
             si_table_str(t, what);
             si_table_str(t, direct[b]);
-            si_table_real(t, mbps(sets[s].bytes, all[b][s].direct_s));
-            si_table_real(t, mbps(sets[s].bytes, all[b][s].durable_s));
-            si_table_real(t, mbps(sets[s].bytes, all[b][s].staged_s));
-            si_table_real(t, all[b][s].direct_s / all[b][s].staged_s);
-            si_table_real(t, all[b][s].durable_s / all[b][s].staged_s);
+            si_table_real(t, mbps(sets[s].bytes, r->direct_s));
+            si_table_real(t, mbps(sets[s].bytes, r->durable_s));
+            si_table_real(t, mbps(sets[s].bytes, r->staged_s));
+            si_table_real(t, r->direct_s / r->staged_s);
+            si_table_real(t, ref_s(r, true) / r->staged_s);
+            si_table_real(t, r->cpu_s / ((double)sets[s].bytes / 1e9));
         }
+        const result_t *r = all[b];
+        uint64_t bytes = sets[0].bytes + sets[1].bytes;
         si_table_row(t);
         si_table_str(t, names[b]);
         si_table_str(t, "all");
         si_table_str(t, direct[b]);
-        uint64_t bytes = sets[0].bytes + sets[1].bytes;
-        si_table_real(t, mbps(bytes, all[b][0].direct_s + all[b][1].direct_s));
-        si_table_real(t, mbps(bytes, all[b][0].durable_s + all[b][1].durable_s));
-        si_table_real(t, mbps(bytes, all[b][0].staged_s + all[b][1].staged_s));
-        si_table_real(t, overall_ratio(all[b], false));
-        si_table_real(t, overall_ratio(all[b], true));
+        si_table_real(t, mbps(bytes, r[0].direct_s + r[1].direct_s));
+        si_table_real(t, mbps(bytes, r[0].durable_s + r[1].durable_s));
+        si_table_real(t, mbps(bytes, r[0].staged_s + r[1].staged_s));
+        si_table_real(t, overall_ratio(r, false));
+        si_table_real(t, overall_ratio(r, true));
+        si_table_real(t, (r[0].cpu_s + r[1].cpu_s) / ((double)bytes / 1e9));
     }
     si_table_print(t, stdout, false);
     si_table_free(t);

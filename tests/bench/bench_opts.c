@@ -2,6 +2,8 @@
 #include "tests/bench/bench_opts.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,4 +83,53 @@ double bench_cpu_seconds(int pid)
     if (p)
         sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st);
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+double bench_durable_write_rate(const char *prog, const char *dir, uint64_t bytes)
+{
+    enum { CHUNK = 4 << 20, WRITEBACK_EVERY = 8 << 20 };
+    sync(); /* what earlier cases left dirty is not this write's to flush */
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/durable-reference", dir);
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf)
+        bench_die(prog, "durable reference", "out of memory");
+    uint64_t x = UINT64_C(0x9e3779b97f4a7c15);
+    for (size_t i = 0; i + 8 <= CHUNK; i += 8) { /* not zeros: nothing compresses it */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(buf + i, &x, 8);
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        bench_die(prog, path, NULL);
+    double t0 = bench_mono_s();
+    for (uint64_t done = 0, from = 0; done < bytes;) {
+        size_t n = bytes - done < CHUNK ? (size_t)(bytes - done) : CHUNK;
+        if (write(fd, buf, n) != (ssize_t)n)
+            bench_die(prog, path, NULL);
+        done += n;
+        /* write-back started as the stream goes, so that the disk writes
+         * while the next bytes are copied: the fsync then waits for the
+         * last few MiB only (measured here: 1.5-1.8 GB/s for 256 MiB, where
+         * writing everything first and then fsync gave 0.4-1.1 GB/s; the
+         * reference is the disk's limit, not the page cache's order) */
+        if (done - from >= WRITEBACK_EVERY) {
+            sync_file_range(fd, (off_t)from, (off_t)(done - from), SYNC_FILE_RANGE_WRITE);
+            from = done;
+        }
+    }
+    if (fsync(fd) < 0)
+        bench_die(prog, path, NULL);
+    double took = bench_mono_s() - t0;
+    close(fd);
+    unlink(path);
+    free(buf);
+    return took > 0 ? (double)bytes / took : 0;
+}
+
+double bench_rate_of(double before, double after)
+{
+    return before > 0 && after > 0 ? 2 * before * after / (before + after) : 0;
 }

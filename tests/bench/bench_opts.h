@@ -4,6 +4,7 @@
 #define BENCH_OPTS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef struct {
     bool quick;
@@ -21,6 +22,17 @@ double bench_wall_s(void);
 /* CPU seconds (user + system) process pid has used so far (/proc; 0 when
  * it cannot be read). */
 double bench_cpu_seconds(int pid);
+/* The durable-write reference of the staging benchmarks: `bytes` written
+ * to a new file in dir as one stream of 4 MiB writes, write-back started
+ * every 8 MiB, then fsync'd (`dd bs=4M conv=fsync` that does not leave the
+ * disk idle while it copies); bytes/s including the fsync. What is dirty
+ * on the file system before it is synced first, not counted. Exits on an
+ * error (prog names the caller). */
+double bench_durable_write_rate(const char *prog, const char *dir, uint64_t bytes);
+/* Two measurements of one rate (before and after a case: the disk is
+ * shared and its speed moves) as one rate over both (harmonic mean; 0 when
+ * either is 0). */
+double bench_rate_of(double before, double after);
 /* "PROG: WHAT: WHY" on stderr (WHY NULL: errno's text), then exit 1. */
 void bench_die(const char *prog, const char *what, const char *why)
     __attribute__((noreturn));

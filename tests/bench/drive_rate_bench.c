@@ -7,7 +7,8 @@
  * times, or of the pushes' acknowledgements, to the last), the modelled
  * drive rate, the durable-write reference measured in the same run (the
  * same number of bytes, capped at 512 MiB, written as one stream to the same
- * file system and fsync'd, before and after the case: the disk is shared),
+ * file system and fsync'd, write-back started as it goes: bench_opts.h;
+ * before and after the case, the disk is shared),
  * stageind's CPU seconds per GB and
  * ratio = achieved / min(model, reference) (a push: achieved / reference,
  * as it is acknowledged before the drive archives it).
@@ -76,39 +77,10 @@ static void fill(unsigned char *buf, size_t len, uint64_t seed)
     }
 }
 
-/* The reference: bytes written as one stream in 4 MiB writes, then fsync;
- * bytes/s including the fsync. */
-static double durable_write_rate(const char *dir, uint64_t bytes)
+/* The durable-write reference for a case of `bytes` (capped at REF_CAP). */
+static double durable_ref(const char *dir, uint64_t bytes)
 {
-    sync(); /* what earlier cases left dirty is not this write's to flush */
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/reference", dir);
-    unsigned char *buf = malloc(CHUNK);
-    fill(buf, CHUNK, 7);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0)
-        die(path, NULL);
-    double t0 = bench_mono_s();
-    for (uint64_t done = 0; done < bytes;) {
-        size_t n = bytes - done < CHUNK ? (size_t)(bytes - done) : CHUNK;
-        if (write(fd, buf, n) != (ssize_t)n)
-            die(path, NULL);
-        done += n;
-    }
-    if (fsync(fd) < 0)
-        die(path, NULL);
-    double took = bench_mono_s() - t0;
-    close(fd);
-    unlink(path);
-    free(buf);
-    return (double)bytes / took;
-}
-
-/* The reference around a case: measured before and after it (the disk is
- * shared, and its speed moves), combined as one rate over both writes. */
-static double reference_of(double before, double after)
-{
-    return before > 0 && after > 0 ? 2 * before * after / (before + after) : 0;
+    return bench_durable_write_rate("drive_rate", dir, bytes < REF_CAP ? bytes : REF_CAP);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -383,7 +355,7 @@ static void recall_case(const run_t *run, int drives, uint64_t size, double ref0
     uint64_t n = case_objects(run, drives, size, fmin(model, ref0));
     make_volumes(run, &d, drives, size, n);
     uint64_t bytes = n * size;
-    double ref_before = durable_write_rate(run->dir, bytes < REF_CAP ? bytes : REF_CAP);
+    double ref_before = durable_ref(run->dir, bytes);
     daemon_start(run, &d, drives, bytes * 2 + (1ull << 30));
     char uuid[64];
     double cpu0 = bench_cpu_seconds(d.pid);
@@ -392,8 +364,8 @@ static void recall_case(const run_t *run, int drives, uint64_t size, double ref0
     size_t got = wait_items(&d, uuid, 120 + 20.0 * (double)bytes / fmin(model, ref_before), &t);
     double cpu = bench_cpu_seconds(d.pid) - cpu0;
     daemon_stop(&d);
-    double ref = reference_of(ref_before,
-                              durable_write_rate(run->dir, bytes < REF_CAP ? bytes : REF_CAP));
+    double ref = bench_rate_of(ref_before,
+                              durable_ref(run->dir, bytes));
     size_t counted;
     double ops = got ? streaming_rate(t, got, &counted) : 0;
     free(t);
@@ -523,7 +495,7 @@ static void push_case(const run_t *run, uint64_t size, double ref0, result_t *r)
     daemon_paths(run, &d);
     uint64_t n = case_objects(run, 1, size, fmin(DRIVE_RATE, ref0));
     uint64_t bytes = n * size;
-    double ref_before = durable_write_rate(run->dir, bytes < REF_CAP ? bytes : REF_CAP);
+    double ref_before = durable_ref(run->dir, bytes);
     si_error_t err;
     catalog_t *cat = catalog_open(d.db, CATALOG_CREATE, &err);
     if (!cat)
@@ -535,8 +507,8 @@ static void push_case(const run_t *run, uint64_t size, double ref0, result_t *r)
     push_files(&d, size, n, t);
     double cpu = bench_cpu_seconds(d.pid) - cpu0;
     daemon_stop(&d);
-    double ref = reference_of(ref_before,
-                              durable_write_rate(run->dir, bytes < REF_CAP ? bytes : REF_CAP));
+    double ref = bench_rate_of(ref_before,
+                              durable_ref(run->dir, bytes));
     size_t counted;
     double ops = streaming_rate(t, n, &counted);
     free(t);
@@ -642,7 +614,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     /* sizes the cases: how fast this file system takes durable bytes now */
-    double ref0 = durable_write_rate(dir, o.quick ? 256ull << 20 : 1ull << 30);
+    double ref0 = bench_durable_write_rate("drive_rate", dir, o.quick ? 256ull << 20 : 1ull << 30);
     static const uint64_t sizes[] = {64ull << 10, 1ull << 20, 16ull << 20, 1ull << 30};
     static const int drive_counts[] = {1, 4};
     result_t results[16];

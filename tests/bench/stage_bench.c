@@ -2,8 +2,9 @@
  * through a real stageind (control API on its Unix socket, recall service,
  * sim backend on the scaled real-time clock, cache writes), and the time it
  * took is set against the scheduler's own prediction for the same workload
- * on the virtual clock, scaled by time_scale: the difference is the daemon's
- * overhead. The control API's throughput comes from tests/bench/control_api,
+ * on the virtual clock, scaled by time_scale, or against the durable write
+ * of the same bytes (bench_opts.h, before and after the run) where that
+ * takes longer: the difference is the daemon's overhead. The control API's throughput comes from tests/bench/control_api,
  * run alongside and merged.
  *   stage [--quick] [--json] [--time-scale S]   (default S = 0.05)
  * Needs daemon/stageind built (or $STAGEIND). */
@@ -249,6 +250,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < 500 && access(sock, F_OK) < 0; i++)
         usleep(10000);
     char answer[8192];
+    uint64_t ref_bytes = bytes < (1ull << 30) ? bytes : (1ull << 30);
+    double ref_before = bench_durable_write_rate("stage", state, ref_bytes);
     double t0 = bench_mono_s(), t0_wall = bench_wall_s();
     int code = http_unix(sock, "POST", "/api/v1/stage", "{\"datasets\":[\"bench\"]}", answer,
                          sizeof(answer));
@@ -263,6 +266,8 @@ int main(int argc, char **argv)
     sscanf(idp + 13, "%36[0-9a-f-]", uuid);
     char final[16];
     double achieved = bench_wait_request(path, uuid, t0, t0_wall, predicted * 3 + 60, final);
+    double ref_rate =
+        bench_rate_of(ref_before, bench_durable_write_rate("stage", state, ref_bytes));
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
     if (strcmp(final, "COMPLETED") != 0) {
@@ -276,15 +281,20 @@ int main(int argc, char **argv)
 
     double rps, pps;
     control_api_figures(bindir, quick, &rps, &pps);
-    double overhead = (achieved - predicted) / predicted * 100;
+    /* the true limit: the modelled library, or the disk's durable writes
+     * of the same bytes where they take longer */
+    double durable_s = ref_rate > 0 ? (double)bytes / ref_rate : 0;
+    double limit = durable_s > predicted ? durable_s : predicted;
+    double overhead = (achieved - limit) / limit * 100;
     if (json) {
         printf("{\"files\":%d,\"bytes\":%llu,\"volumes\":%d,\"drives\":%d,\"time_scale\":%g,"
                "\"mounts\":%llu,\"predicted_virtual_s\":%.1f,\"predicted_s\":%.3f,"
+               "\"durable_ref_MBps\":%.1f,\"durable_s\":%.3f,"
                "\"achieved_s\":%.3f,\"overhead_pct\":%.2f,\"stage_requests_per_s\":%.1f,"
                "\"status_polls_per_s\":%.1f}\n",
                n, (unsigned long long)bytes, NVOLS, drives, scale,
-               (unsigned long long)st.mounts, st.makespan, predicted, achieved, overhead, rps,
-               pps);
+               (unsigned long long)st.mounts, st.makespan, predicted, ref_rate / 1e6, durable_s,
+               achieved, overhead, rps, pps);
         return 0;
     }
     static const si_column_t cols[] = {{"measure", SI_COL_STR}, {"value", SI_COL_STR}};
@@ -301,8 +311,9 @@ int main(int argc, char **argv)
     ROW("time_scale", "%g", scale);
     ROW("scheduler prediction (virtual clock)", "%.1f s simulated = %.3f s at this scale",
         st.makespan, predicted);
+    ROW("durable write of the same bytes", "%.3f s (%.1f MB/s)", durable_s, ref_rate / 1e6);
     ROW("achieved through stageind", "%.3f s", achieved);
-    ROW("daemon overhead", "%.2f %%", overhead);
+    ROW("daemon overhead (vs the longer of the two)", "%.2f %%", overhead);
     ROW("stage requests/s (control_api)", "%.1f", rps);
     ROW("status polls/s (control_api)", "%.1f", pps);
     si_table_print(t, stdout, false);

@@ -33,7 +33,7 @@ void test_sink_reset(test_sink_t *s)
         s->begins[i] = s->ok[i] = s->failed[i] = 0;
         s->why[i][0] = '\0';
     }
-    s->nbegun = s->done = s->fd_writes = 0;
+    s->nbegun = s->done = s->fd_writes = s->open = s->max_open = s->hold_open = 0;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -62,15 +62,42 @@ static int s_begin(void *arg, const archive_item_t *item, void **session, si_err
     pthread_mutex_lock(&s->mu);
     if (s->begins[ss->id]++ == 0 && s->nbegun < TEST_SINK_MAX)
         s->first_begun[s->nbegun++] = ss->id;
+    if (++s->open > s->max_open)
+        s->max_open = s->open;
+    pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     *session = ss;
     return 0;
 }
 
+/* With hold_open, a session's first bytes wait until that many sessions
+ * have been open at once (or 5 s passed): what a test of parallel copies
+ * needs. */
+static void hold(test_sink_t *s, const session_t *ss)
+{
+    if (ss->at > 0)
+        return;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    pthread_mutex_lock(&s->mu);
+    while (s->hold_open > 0 && s->max_open < s->hold_open &&
+           pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0)
+        ;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void session_ended(test_sink_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->open--;
+    pthread_mutex_unlock(&s->mu);
+}
+
 static int s_write(void *arg, void *session, const void *buf, size_t len, si_error_t *err)
 {
     session_t *ss = session;
-    (void)arg;
+    hold(arg, ss);
     if (ss->at + len > ss->size)
         return si_errnoprintf(err, EBADMSG, "more bytes than the object's %llu",
                               (unsigned long long)ss->size);
@@ -84,6 +111,7 @@ static int s_write_fd(void *arg, void *session, int fd, uint64_t off, uint64_t l
 {
     session_t *ss = session;
     test_sink_t *s = arg;
+    hold(s, ss);
     pthread_mutex_lock(&s->mu);
     s->fd_writes++;
     pthread_mutex_unlock(&s->mu);
@@ -126,15 +154,16 @@ static int s_commit(void *arg, void *session, si_error_t *err)
         free(ss->buf);
     }
     free(ss);
+    session_ended(s);
     return rc;
 }
 
 static void s_abort(void *arg, void *session)
 {
     session_t *ss = session;
-    (void)arg;
     free(ss->buf);
     free(ss);
+    session_ended(arg);
 }
 
 static void s_done(void *arg, int64_t id, bool okay, const char *why)

@@ -23,6 +23,8 @@ typedef struct {
     int nbegun;
     int done;
     int fd_writes;                             /* write_fd calls */
+    int open, max_open;                        /* sessions begun, not yet ended */
+    int hold_open;  /* > 0: a session's first bytes wait (5 s at most) until max_open reaches it */
 } test_sink_t;
 
 void test_sink_init(test_sink_t *s);

@@ -158,6 +158,31 @@ int main(void)
        st.queued_items == 0, "status: hsm, 3 reads, nothing queued");
     stop(b, conf);
 
+    /* read-through copies run on every worker at once (each waits, 5 s at
+     * most, for three sessions to be open) */
+    test_sink_reset(&s);
+    s.hold_open = 3;
+    b = start(&s, true, "concurrency = 3;", &conf, &err);
+    items[0] = item(1, "V1", 1);
+    items[1] = item(2, "V1", 2);
+    items[2] = item(3, "V1", 3);
+    ok(b && archive_recall(b, &batch, items, 3, &err) == 0 && test_sink_wait(&s, 3, 20) &&
+       s.ok[1] && s.ok[2] && s.ok[3], "read-through, 3 workers: three done");
+    ok(s.max_open == 3, "read-through: the three copies ran at once (%d at most)", s.max_open);
+    stop(b, conf);
+
+    /* a stage command's batch is copied by every worker, not only by the one that staged it */
+    test_sink_reset(&s);
+    s.hold_open = 3;
+    snprintf(extra, sizeof(extra), "stage_command = \"%s\"; batch_size = 8; concurrency = 3;",
+             script);
+    b = start(&s, true, extra, &conf, &err);
+    ok(b && archive_recall(b, &batch, items, 3, &err) == 0 && test_sink_wait(&s, 3, 20) &&
+       s.ok[1] && s.ok[2] && s.ok[3] && same(&s, 1) && same(&s, 2) && same(&s, 3),
+       "one staged batch of three: all copied");
+    ok(s.max_open == 3, "the batch's three copies ran at once (%d at most)", s.max_open);
+    stop(b, conf);
+
     /* without write_fd: read and written */
     test_sink_reset(&s);
     b = start(&s, false, "", &conf, &err);
