@@ -63,15 +63,6 @@ void client_cmd_print_answer(const client_reply_t *r)
         putchar('\n');
 }
 
-int client_cmd_print_table(cli_t *cli, si_table_t *t, bool json)
-{
-    if (!t)
-        return cli_fail(cli, "out of memory");
-    int rc = si_table_print(t, stdout, json) == 0 ? 0 : cli_fail(cli, "write error");
-    si_table_free(t);
-    return rc;
-}
-
 void client_cmd_list_failed(cli_t *cli, const json_t *files)
 {
     size_t i, failed = 0;

@@ -39,8 +39,6 @@ int client_cmd_check_id(const char *id, si_error_t *err);
 
 /* The daemon's answer as it sent it, on stdout. */
 void client_cmd_print_answer(const client_reply_t *r);
-/* Prints and frees t; returns the exit status. */
-int client_cmd_print_table(cli_t *cli, si_table_t *t, bool json);
 /* "stagein:   PATH: ERROR" for the FAILED entries of a files array. */
 void client_cmd_list_failed(cli_t *cli, const json_t *files);
 

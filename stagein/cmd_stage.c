@@ -454,7 +454,7 @@ static int status_mine(cli_t *cli, client_t *c, bool json)
         putchar('\n');
         json_decref(out);
     } else {
-        rc = client_cmd_print_table(cli, json_rows_table(queue, cols, sizeof(cols) / sizeof(cols[0]), me),
+        rc = cli_print_table(cli, json_rows_table(queue, cols, sizeof(cols) / sizeof(cols[0]), me),
                          false);
     }
 done:
@@ -481,7 +481,7 @@ static int status_all(cli_t *cli, client_t *c, bool json)
         client_cmd_print_answer(&r);
         rc = 0;
     } else {
-        rc = client_cmd_print_table(cli, json_rows_table(json_object_get(r.json, "requests"),
+        rc = cli_print_table(cli, json_rows_table(json_object_get(r.json, "requests"),
                                                          cols, sizeof(cols) / sizeof(cols[0]),
                                                          -1),
                                     false);
@@ -520,7 +520,7 @@ int cmd_status(cli_t *cli, int argc, char **argv)
         rc = cli_fail(cli, "stageind's status is not a JSON object: %.200s", r.body);
     } else {
         print_request(r.json);
-        rc = client_cmd_print_table(cli, json_rows_table(json_object_get(r.json, "files"), cols,
+        rc = cli_print_table(cli, json_rows_table(json_object_get(r.json, "files"), cols,
                                               sizeof(cols) / sizeof(cols[0]), -1),
                          false);
     }
@@ -746,7 +746,7 @@ int cmd_queue(cli_t *cli, int argc, char **argv)
     } else if (!json_is_array(json_object_get(r.json, "queue"))) {
         rc = cli_fail(cli, "stageind's queue answer has no 'queue' array: %.200s", r.body);
     } else {
-        rc = client_cmd_print_table(cli, json_rows_table(json_object_get(r.json, "queue"), cols,
+        rc = cli_print_table(cli, json_rows_table(json_object_get(r.json, "queue"), cols,
                                               sizeof(cols) / sizeof(cols[0]), -1),
                          false);
     }
@@ -803,7 +803,8 @@ int cmd_drives(cli_t *cli, int argc, char **argv)
         printf("stageind reports no drives (no metric with a drive label in /metrics)\n");
         rc = 0;
     } else {
-        rc = si_table_print(t, stdout, co.json) == 0 ? 0 : cli_fail(cli, "write error");
+        rc = cli_print_table(cli, t, co.json);
+        t = NULL;
     }
     si_table_free(t);
     client_reply_free(&r);

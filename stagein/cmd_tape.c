@@ -117,11 +117,19 @@ static const char *tape_dir(cli_t *cli, tape_opts_t *o, si_error_t *err)
     return tapevol_conf_dir(conf, o->dir_buf, sizeof(o->dir_buf));
 }
 
-static int print_table(cli_t *cli, si_table_t *t, bool json)
+/* The named volume in the volume directory (tape_dir), NULL with err set. */
+static tapevol_t *tape_open(cli_t *cli, tape_opts_t *o, const char *label, int flags,
+                            si_error_t *err)
 {
-    int rc = si_table_print(t, stdout, json) == 0 ? 0 : cli_fail(cli, "write error");
-    si_table_free(t);
-    return rc;
+    const char *dir = tape_dir(cli, o, err);
+    return dir ? tapevol_open(dir, label, flags, err) : NULL;
+}
+
+/* The configured simulated library (library.* settings). */
+static int tape_library(cli_t *cli, simlib_config_t *lib, si_error_t *err)
+{
+    si_conf_t *conf = cli_conf(cli, err);
+    return conf ? simlib_config_from_conf(conf, lib, err) : -1;
 }
 
 static char *regions_text(tapevol_t *vol, si_error_t *err)
@@ -166,7 +174,7 @@ static int tape_volumes(cli_t *cli, int argc, char **argv)
     const char *dir = tape_dir(cli, &o, &err);
     if (!dir || tapevol_list(dir, &labels, &n, &err) < 0)
         return cli_fail(cli, "%s", err.text);
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     if (!t) {
         tapevol_labels_free(labels, n);
         return cli_fail(cli, "out of memory");
@@ -200,7 +208,7 @@ static int tape_volumes(cli_t *cli, int argc, char **argv)
         tapevol_close(vol);
     }
     tapevol_labels_free(labels, n);
-    return print_table(cli, t, o.json);
+    return cli_print_table(cli, t, o.json);
 }
 
 /* ---- create --------------------------------------------------------------- */
@@ -317,7 +325,7 @@ static int tape_write(cli_t *cli, int argc, char **argv)
         rc = cli_fail(cli, "%s", err.text);
         goto out;
     }
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     for (size_t i = 0; t && i < written->nentries; i++) {
         const tapevol_entry_t *e = &written->entries[i];
         si_table_row(t);
@@ -328,7 +336,7 @@ static int tape_write(cli_t *cli, int argc, char **argv)
         si_table_int(t, (int64_t)e->position);
         si_table_str(t, e->checksum);
     }
-    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    rc = cli_print_table(cli, t, o.json);
     if (cat) {
         tapevol_info_t info;
         tapevol_import_stats_t stats;
@@ -369,13 +377,12 @@ static int tape_dump(cli_t *cli, int argc, char **argv)
                        "LABEL [--verify] [--volume-dir DIR] [--json]", &o, &pos, &npos);
     if (rc >= 0)
         return rc;
-    const char *dir = tape_dir(cli, &o, &err);
-    tapevol_t *vol = dir ? tapevol_open(dir, pos[0], TAPEVOL_RDONLY, &err) : NULL;
+    tapevol_t *vol = tape_open(cli, &o, pos[0], TAPEVOL_RDONLY, &err);
     if (!vol || tapevol_walk(vol, o.verify ? TAPEVOL_WALK_VERIFY : 0, &l, &err) < 0) {
         tapevol_close(vol);
         return cli_fail(cli, "%s", err.text);
     }
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     for (size_t f = 0; t && f < l->nfiles; f++) {
         const tapevol_file_t *file = &l->files[f];
         /* one row per member; an archive file without members still shows */
@@ -406,7 +413,7 @@ static int tape_dump(cli_t *cli, int argc, char **argv)
             }
         }
     }
-    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    rc = cli_print_table(cli, t, o.json);
     tapevol_listing_free(l);
     tapevol_close(vol);
     return rc;
@@ -430,8 +437,7 @@ static int tape_import(cli_t *cli, int argc, char **argv)
                        &npos);
     if (rc >= 0)
         return rc;
-    const char *dir = tape_dir(cli, &o, &err);
-    tapevol_t *vol = dir ? tapevol_open(dir, pos[0], TAPEVOL_RDONLY, &err) : NULL;
+    tapevol_t *vol = tape_open(cli, &o, pos[0], TAPEVOL_RDONLY, &err);
     catalog_t *cat = vol ? cli_open_catalog(cli, CATALOG_CREATE, &err) : NULL;
     if (!cat || tapevol_import(vol, cat, o.copy, o.verify ? TAPEVOL_WALK_VERIFY : 0, &stats,
                                &err) < 0) {
@@ -439,7 +445,7 @@ static int tape_import(cli_t *cli, int argc, char **argv)
         tapevol_close(vol);
         return cli_fail(cli, "%s", err.text);
     }
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     if (t) {
         si_table_row(t);
         si_table_str(t, pos[0]);
@@ -449,7 +455,7 @@ static int tape_import(cli_t *cli, int argc, char **argv)
         si_table_int(t, (int64_t)stats.new_objects);
         si_table_int(t, (int64_t)stats.new_copies);
     }
-    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    rc = cli_print_table(cli, t, o.json);
     catalog_close(cat);
     tapevol_close(vol);
     return rc;
@@ -489,8 +495,7 @@ static int tape_fault(cli_t *cli, int argc, char **argv)
     }
     if (o.unreadable && parse_region(o.unreadable, &start, &length) < 0)
         return cli_fail(cli, "--unreadable '%s' is not START:LENGTH in bytes", o.unreadable);
-    const char *dir = tape_dir(cli, &o, &err);
-    tapevol_t *vol = dir ? tapevol_open(dir, pos[0], TAPEVOL_RDONLY, &err) : NULL;
+    tapevol_t *vol = tape_open(cli, &o, pos[0], TAPEVOL_RDONLY, &err);
     tapevol_region_t *r = NULL;
     size_t n = 0;
     if (!vol || (o.unreadable && tapevol_fault_add(vol, start, length, &err) < 0) ||
@@ -499,14 +504,14 @@ static int tape_fault(cli_t *cli, int argc, char **argv)
         tapevol_close(vol);
         return cli_fail(cli, "%s", err.text);
     }
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     for (size_t i = 0; t && i < n; i++) {
         si_table_row(t);
         si_table_int(t, (int64_t)r[i].start);
         si_table_int(t, (int64_t)r[i].length);
         si_table_int(t, (int64_t)(r[i].start + r[i].length));
     }
-    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    rc = cli_print_table(cli, t, o.json);
     free(r);
     tapevol_close(vol);
     return rc;
@@ -527,11 +532,10 @@ static int tape_drives(cli_t *cli, int argc, char **argv)
     int rc = tape_args(argc, argv, "json", 0, 0, "[--json]", &o, &pos, &npos);
     if (rc >= 0)
         return rc;
-    si_conf_t *conf = cli_conf(cli, &err);
     simlib_config_t lib;
-    if (!conf || simlib_config_from_conf(conf, &lib, &err) < 0)
+    if (tape_library(cli, &lib, &err) < 0)
         return cli_fail(cli, "%s", err.text);
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     for (int d = 0; t && d < lib.drives; d++) {
         char fault[64] = "";
         for (size_t i = 0; i < lib.nfaults; i++)
@@ -543,7 +547,7 @@ static int tape_drives(cli_t *cli, int argc, char **argv)
         si_table_int(t, (int64_t)lib.profile.rate);
         si_table_str(t, *fault ? fault : NULL);
     }
-    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    rc = cli_print_table(cli, t, o.json);
     simlib_config_free(&lib);
     return rc;
 }
@@ -560,9 +564,8 @@ static int tape_slots(cli_t *cli, int argc, char **argv)
                        &pos, &npos);
     if (rc >= 0)
         return rc;
-    si_conf_t *conf = cli_conf(cli, &err);
     simlib_config_t lib;
-    if (!conf || simlib_config_from_conf(conf, &lib, &err) < 0)
+    if (tape_library(cli, &lib, &err) < 0)
         return cli_fail(cli, "%s", err.text);
     simlib_config_free(&lib);
     const char *dir = tape_dir(cli, &o, &err);
@@ -574,14 +577,14 @@ static int tape_slots(cli_t *cli, int argc, char **argv)
         return cli_fail(cli, "%zu volumes in %s do not fit in library.slots = %d", n, dir,
                         lib.slots);
     }
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     for (int s = 0; t && s < lib.slots; s++) {
         si_table_row(t);
         si_table_int(t, s);
         si_table_str(t, (size_t)s < n ? labels[s] : NULL);
     }
     tapevol_labels_free(labels, n);
-    return t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    return cli_print_table(cli, t, o.json);
 }
 
 int cmd_tape(cli_t *cli, int argc, char **argv)

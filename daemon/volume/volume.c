@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "common/text.h"
 #include "daemon/tape/model.h"
 
@@ -27,15 +28,7 @@ const si_conf_key_t volume_conf_keys[] = {
 
 const char *tapevol_conf_dir(const si_conf_t *conf, char *buf, size_t size)
 {
-    const char *dir = conf ? si_conf_string(conf, "library.volume_dir", NULL) : NULL;
-    const char *state = conf ? si_conf_string(conf, "state_dir", NULL) : NULL;
-    if (dir)
-        snprintf(buf, size, "%s", dir);
-    else if (state)
-        snprintf(buf, size, "%s/volumes", state);
-    else
-        snprintf(buf, size, "%s/lib/stagein/volumes", LOCALSTATEDIR);
-    return buf;
+    return si_conf_state_path(conf, "library.volume_dir", "volumes", buf, size);
 }
 
 int tapevol_label_check(const char *label, si_error_t *err)
@@ -449,15 +442,9 @@ int tapevol_list(const char *dir, char ***labels, size_t *count, si_error_t *err
             free(label); /* not a volume this tool could have written */
             continue;
         }
-        if (n == cap) {
-            size_t ncap = cap ? 2 * cap : 16;
-            char **grown = realloc(out, ncap * sizeof(*out));
-            if (!grown) {
-                free(label);
-                goto oom;
-            }
-            out = grown;
-            cap = ncap;
+        if (si_array_grow((void **)&out, &cap, n + 1, sizeof(*out)) < 0) {
+            free(label);
+            goto oom;
         }
         out[n++] = label;
     }
