@@ -43,7 +43,8 @@ int cli_dispatch(cli_t *cli, const char *group, const cli_command_t *table, int 
 
 int cmd_catalog(cli_t *cli, int argc, char **argv);
 int cmd_tape(cli_t *cli, int argc, char **argv);
-/* The control API client commands (cmd_stage.c). */
+/* The control API client commands (cmd_request.c, cmd_status.c, cmd_bind.c,
+ * cmd_queue.c). */
 int cmd_request(cli_t *cli, int argc, char **argv);
 int cmd_status(cli_t *cli, int argc, char **argv);
 int cmd_wait(cli_t *cli, int argc, char **argv);
