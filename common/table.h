@@ -24,8 +24,9 @@ typedef struct {
 typedef struct si_table si_table_t;
 
 si_table_t *si_table_new(const si_column_t *columns, size_t ncolumns);
-/* A table of a static column array's columns. */
-#define SI_TABLE_NEW(columns) si_table_new((columns), sizeof(columns) / sizeof((columns)[0]))
+/* The number of columns in a static column array, and a table of them. */
+#define SI_NCOLS(columns) (sizeof(columns) / sizeof((columns)[0]))
+#define SI_TABLE_NEW(columns) si_table_new((columns), SI_NCOLS(columns))
 void si_table_free(si_table_t *t);
 
 /* Starts a row; then one cell call per column, in column order. */

@@ -34,9 +34,9 @@ int cmd_queue(cli_t *cli, int argc, char **argv)
     } else if (!json_is_array(json_object_get(r.json, "queue"))) {
         rc = cli_fail(cli, "stageind's queue answer has no 'queue' array: %.200s", r.body);
     } else {
-        rc = cli_print_table(cli, client_cmd_rows_table(json_object_get(r.json, "queue"), cols,
-                                                        sizeof(cols) / sizeof(cols[0]), -1),
-                         false);
+        si_table_t *t = client_cmd_rows_table(json_object_get(r.json, "queue"), cols,
+                                              SI_NCOLS(cols), -1);
+        rc = cli_print_table(cli, t, false);
     }
     client_reply_free(&r);
     client_free(c);

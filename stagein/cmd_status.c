@@ -85,9 +85,8 @@ static int status_mine(cli_t *cli, client_t *c, bool json)
         putchar('\n');
         json_decref(out);
     } else {
-        rc = cli_print_table(cli, client_cmd_rows_table(queue, cols, sizeof(cols) / sizeof(cols[0]),
-                                                        me),
-                             false);
+        si_table_t *t = client_cmd_rows_table(queue, cols, SI_NCOLS(cols), me);
+        rc = cli_print_table(cli, t, false);
     }
 done:
     client_reply_free(&r);
@@ -113,10 +112,9 @@ static int status_all(cli_t *cli, client_t *c, bool json)
         client_cmd_print_answer(&r);
         rc = 0;
     } else {
-        rc = cli_print_table(cli, client_cmd_rows_table(json_object_get(r.json, "requests"),
-                                                        cols, sizeof(cols) / sizeof(cols[0]),
-                                                        -1),
-                                    false);
+        si_table_t *t = client_cmd_rows_table(json_object_get(r.json, "requests"), cols,
+                                              SI_NCOLS(cols), -1);
+        rc = cli_print_table(cli, t, false);
     }
     client_reply_free(&r);
     return rc;
@@ -152,9 +150,9 @@ int cmd_status(cli_t *cli, int argc, char **argv)
         rc = cli_fail(cli, "stageind's status is not a JSON object: %.200s", r.body);
     } else {
         print_request(r.json);
-        rc = cli_print_table(cli, client_cmd_rows_table(json_object_get(r.json, "files"), cols,
-                                                        sizeof(cols) / sizeof(cols[0]), -1),
-                         false);
+        si_table_t *t = client_cmd_rows_table(json_object_get(r.json, "files"), cols,
+                                              SI_NCOLS(cols), -1);
+        rc = cli_print_table(cli, t, false);
     }
     client_reply_free(&r);
     client_free(c);

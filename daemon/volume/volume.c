@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/array.h"
+#include "common/fileio.h"
 #include "common/text.h"
 #include "daemon/tape/model.h"
 
@@ -244,22 +245,6 @@ static int make_dirs(const char *dir, si_error_t *err)
     return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
 static void fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -299,7 +284,7 @@ int tapevol_create(const char *dir, const char *label, const char *media,
         si_errprintf(err, "cannot create %s: %s", tmp, strerror(errno));
         goto error;
     }
-    if (write_all(fd, rec, sizeof(rec), 0) < 0 || fsync(fd) < 0) {
+    if (si_pwrite_all(fd, rec, sizeof(rec), 0) < 0 || fsync(fd) < 0) {
         si_errprintf(err, "cannot write %s: %s", tmp, strerror(errno));
         goto error;
     }
