@@ -16,15 +16,11 @@ const si_conf_key_t catalog_conf_keys[] = {
 const char *catalog_conf_path(const si_conf_t *conf, char *buf, size_t size)
 {
     const char *url = si_conf_string(conf, "catalog.url", NULL);
-    const char *path = si_conf_string(conf, "catalog.path", NULL);
-    const char *state_dir = si_conf_string(conf, "state_dir", LOCALSTATEDIR "/lib/stagein");
-    if (url)
+    if (url) {
         snprintf(buf, size, "%s", url);
-    else if (path)
-        snprintf(buf, size, "%s", path);
-    else
-        snprintf(buf, size, "%s/catalog.db", state_dir);
-    return buf;
+        return buf;
+    }
+    return si_conf_state_path(conf, "catalog.path", "catalog.db", buf, size);
 }
 
 int catalog_conf_opts(const si_conf_t *conf, const char *target, int flags,

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <errno.h>
+#include <math.h>
 #include <time.h>
 
 #include "common/clock.h"
@@ -19,4 +21,29 @@ double si_mono_now(void)
 double si_wall_now(void)
 {
     return seconds_of(CLOCK_REALTIME);
+}
+
+struct timespec si_wall_deadline(double seconds)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double at = (double)ts.tv_nsec / 1e9 + (seconds > 0 ? seconds : 0);
+    double whole = floor(at);
+    ts.tv_sec += (time_t)whole;
+    ts.tv_nsec = (long)((at - whole) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+void si_sleep(double seconds)
+{
+    if (seconds <= 0)
+        return;
+    struct timespec ts = {.tv_sec = (time_t)seconds,
+                          .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
 }

@@ -3,9 +3,16 @@
 #ifndef SI_CLOCK_H
 #define SI_CLOCK_H
 
+#include <time.h>
+
 /* CLOCK_MONOTONIC: for intervals and deadlines within one process. */
 double si_mono_now(void);
 /* CLOCK_REALTIME: seconds since the Unix epoch, for what is stored or shown. */
 double si_wall_now(void);
+/* The wall-clock time `seconds` from now, as pthread_cond_timedwait and
+ * pthread_mutex_timedlock take it. */
+struct timespec si_wall_deadline(double seconds);
+/* Sleeps `seconds` (nothing when <= 0), resumed after signals. */
+void si_sleep(double seconds);
 
 #endif

@@ -333,6 +333,18 @@ const char *si_conf_string(const si_conf_t *conf, const char *path, const char *
     return s ? config_setting_get_string(s) : def;
 }
 
+const char *si_conf_state_path(const si_conf_t *conf, const char *path, const char *name,
+                               char *buf, size_t size)
+{
+    const char *set = conf ? si_conf_string(conf, path, NULL) : NULL;
+    const char *state = conf ? si_conf_string(conf, "state_dir", NULL) : NULL;
+    if (set)
+        snprintf(buf, size, "%s", set);
+    else
+        snprintf(buf, size, "%s/%s", state ? state : LOCALSTATEDIR "/lib/stagein", name);
+    return buf;
+}
+
 int si_conf_fail(const si_conf_t *conf, const char *path, si_error_t *err, const char *fmt, ...)
 {
     char what[400];

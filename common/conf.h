@@ -61,6 +61,12 @@ int64_t si_conf_int(const si_conf_t *conf, const char *path, int64_t def);
 double si_conf_float(const si_conf_t *conf, const char *path, double def);
 const char *si_conf_string(const si_conf_t *conf, const char *path, const char *def);
 bool si_conf_bool(const si_conf_t *conf, const char *path, bool def);
+/* A path setting that defaults into the state directory: the setting at
+ * `path` when set, else <state_dir>/<name> (state_dir defaulting to
+ * LOCALSTATEDIR/lib/stagein); conf may be NULL (no file). Written into buf,
+ * which is returned. */
+const char *si_conf_state_path(const si_conf_t *conf, const char *path, const char *name,
+                               char *buf, size_t size);
 /* For lists and groups; NULL when absent. */
 const config_setting_t *si_conf_setting(const si_conf_t *conf, const char *path);
 

@@ -151,3 +151,34 @@ out:
     close(fd);
     return buf;
 }
+
+/* off < 0: write(2) at the file's offset, else pwrite(2) at off. */
+static int write_fully(int fd, const char *p, size_t len, int64_t off)
+{
+    while (len) {
+        ssize_t n = off < 0 ? write(fd, p, len) : pwrite(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+        if (off >= 0)
+            off += n;
+    }
+    return 0;
+}
+
+int si_write_all(int fd, const void *data, size_t len)
+{
+    return write_fully(fd, data, len, -1);
+}
+
+int si_pwrite_all(int fd, const void *data, size_t len, uint64_t off)
+{
+    if (off > INT64_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    return write_fully(fd, data, len, (int64_t)off);
+}

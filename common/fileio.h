@@ -29,6 +29,12 @@ int si_checksum_fd(si_checksum_t *c, int fd, uint64_t off, uint64_t len, void *b
  * "the S3 secrets"), its mode and the fix. */
 int si_check_private(int fd, const char *path, const char *what, si_error_t *err);
 
+/* Writes all len bytes of data to fd (at off with si_pwrite_all, the file's
+ * offset unmoved), resuming after signals and short writes. 0, or -1 with
+ * errno. */
+int si_write_all(int fd, const void *data, size_t len);
+int si_pwrite_all(int fd, const void *data, size_t len, uint64_t off);
+
 /* A whole small file (at most max bytes), NUL-terminated, malloc'd; *len
  * its length. With secret, a file that group or others may read or write
  * is refused, naming the mode and the fix. err names the file. */

@@ -190,12 +190,9 @@ int si_rdma_token_decode(const char *text, si_rdma_token_t *out, si_error_t *err
         return si_errnoprintf(err, EINVAL,
                               "rdma token: addr must be 1..%d bytes as an even number of hex "
                               "digits (got %zu digits)", SI_RDMA_ADDR_MAX, vlen);
-    for (size_t i = 0; i < vlen; i++)
-        if (si_hex_digit(v[i]) < 0)
-            return si_errnoprintf(err, EINVAL, "rdma token: addr is not hexadecimal");
     t.addr_len = vlen / 2;
-    for (size_t i = 0; i < t.addr_len; i++)
-        t.addr[i] = (unsigned char)(si_hex_digit(v[2 * i]) << 4 | si_hex_digit(v[2 * i + 1]));
+    if (si_unhex(v, t.addr_len, t.addr) < 0)
+        return si_errnoprintf(err, EINVAL, "rdma token: addr is not hexadecimal");
 
     if (next_field(&p, "key", &v, &vlen, err) < 0 || parse_hex_u64("key", v, vlen, &t.key, err) < 0)
         return -1;

@@ -233,3 +233,18 @@ int si_table_print(const si_table_t *t, FILE *out, bool json)
     free(width);
     return ferror(out) ? -1 : 0;
 }
+
+char *si_table_text(const si_table_t *t, bool json)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    int rc = si_table_print(t, f, json);
+    if (fclose(f) != 0 || rc < 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}

@@ -24,6 +24,9 @@ typedef struct {
 typedef struct si_table si_table_t;
 
 si_table_t *si_table_new(const si_column_t *columns, size_t ncolumns);
+/* The number of columns in a static column array, and a table of them. */
+#define SI_NCOLS(columns) (sizeof(columns) / sizeof((columns)[0]))
+#define SI_TABLE_NEW(columns) si_table_new((columns), SI_NCOLS(columns))
 void si_table_free(si_table_t *t);
 
 /* Starts a row; then one cell call per column, in column order. */
@@ -38,5 +41,7 @@ size_t si_table_rows(const si_table_t *t);
 /* Human: header + aligned rows (numbers right-aligned).
  * JSON: one array of objects, one line. Returns 0, or -1 on write error. */
 int si_table_print(const si_table_t *t, FILE *out, bool json);
+/* The same text as si_table_print writes, malloc'd; NULL when out of memory. */
+char *si_table_text(const si_table_t *t, bool json);
 
 #endif

@@ -116,3 +116,14 @@ int done_testing(void)
     fflush(stdout);
     return (tap_failed || (tap_planned >= 0 && tap_planned != tap_run)) ? 1 : 0;
 }
+
+void tap_fill_pattern(unsigned char *buf, size_t len, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        buf[i] = (unsigned char)x;
+    }
+}

@@ -3,6 +3,7 @@
 #define SI_TAP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 void plan(int tests);
@@ -20,6 +21,9 @@ void skip(int count, const char *reason);
 void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints the plan if none was given and returns the exit status. */
 int done_testing(void);
+/* Fills buf with a reproducible pseudo-random pattern (xorshift) of seed:
+ * test data whose bytes differ from one offset to the next. */
+void tap_fill_pattern(unsigned char *buf, size_t len, unsigned seed);
 
 #define ok(cond, ...) ok_at(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 #define is_str(got, want, ...) is_str_at((got), (want), __FILE__, __LINE__, __VA_ARGS__)

@@ -234,6 +234,17 @@ int si_hex_digit(char c)
     return -1;
 }
 
+int si_unhex(const char *hex, size_t len, unsigned char *out)
+{
+    for (size_t i = 0; i < len; i++) {
+        int hi = si_hex_digit(hex[2 * i]), lo = hi >= 0 ? si_hex_digit(hex[2 * i + 1]) : -1;
+        if (lo < 0)
+            return -1;
+        out[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return 0;
+}
+
 unsigned si_digits(uint64_t v, unsigned base)
 {
     unsigned n = 1;

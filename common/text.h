@@ -44,6 +44,10 @@ char *si_format_duration(double seconds, char *buf, size_t size);
 void si_hex(const unsigned char *bytes, size_t len, char *out);
 /* The value of a hex digit (either case), or -1. */
 int si_hex_digit(char c);
+/* The bytes that the 2*len hex digits (either case) at hex stand for, into
+ * out (len bytes). Returns 0, or -1 at a character that is not a hex digit
+ * (out then partly written). */
+int si_unhex(const char *hex, size_t len, unsigned char *out);
 /* Whether the len bytes at s are all lower-case hex digits. */
 bool si_is_lower_hex(const char *s, size_t len);
 /* How many digits v has in base (2..36): 1 for 0. */

@@ -61,6 +61,15 @@ static void list_commands(FILE *out, const char *group, const cli_command_t *tab
         fprintf(out, "  %-12s %s\n", c->name, c->summary);
 }
 
+int cli_print_table(const cli_t *cli, si_table_t *t, bool json)
+{
+    if (!t)
+        return cli_fail(cli, "out of memory");
+    int rc = si_table_print(t, stdout, json) == 0 ? 0 : cli_fail(cli, "write error");
+    si_table_free(t);
+    return rc;
+}
+
 int cli_dispatch(cli_t *cli, const char *group, const cli_command_t *table, int argc,
                  char **argv)
 {

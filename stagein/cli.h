@@ -7,6 +7,7 @@
 #include "catalog/catalog.h"
 #include "common/conf.h"
 #include "common/error.h"
+#include "common/table.h"
 
 typedef struct {
     const char *prog;          /* "stagein" */
@@ -33,13 +34,17 @@ catalog_t *cli_open_catalog(cli_t *cli, int flags, si_error_t *err);
 
 /* "stagein: <text>" on stderr; returns the exit status 1. */
 int cli_fail(const cli_t *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints t on stdout (a table, or JSON) and frees it; NULL is a table that
+ * could not be made (out of memory). Returns the exit status. */
+int cli_print_table(const cli_t *cli, si_table_t *t, bool json);
 /* Runs the named subcommand of table (NULL-name terminated). */
 int cli_dispatch(cli_t *cli, const char *group, const cli_command_t *table, int argc,
                  char **argv);
 
 int cmd_catalog(cli_t *cli, int argc, char **argv);
 int cmd_tape(cli_t *cli, int argc, char **argv);
-/* The control API client commands (cmd_stage.c). */
+/* The control API client commands (cmd_request.c, cmd_status.c, cmd_bind.c,
+ * cmd_queue.c). */
 int cmd_request(cli_t *cli, int argc, char **argv);
 int cmd_status(cli_t *cli, int argc, char **argv);
 int cmd_wait(cli_t *cli, int argc, char **argv);

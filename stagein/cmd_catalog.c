@@ -56,11 +56,7 @@ static int view_args(cli_t *cli, int argc, char **argv, int want, const char *us
 
 static int show(cli_t *cli, si_table_t *t, const si_error_t *err, bool json)
 {
-    if (!t)
-        return cli_fail(cli, "%s", err->text);
-    int rc = si_table_print(t, stdout, json) == 0 ? 0 : cli_fail(cli, "write error");
-    si_table_free(t);
-    return rc;
+    return t ? cli_print_table(cli, t, json) : cli_fail(cli, "%s", err->text);
 }
 
 typedef si_table_t *(*view0_fn)(catalog_t *, si_error_t *);

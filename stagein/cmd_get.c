@@ -202,9 +202,20 @@ static int open_library(cli_t *cli, const char *transport, const char *endpoint,
     return cli_configure_library(cli, *out, endpoint);
 }
 
-int cmd_get(cli_t *cli, int argc, char **argv)
+/* The options of get and put; put takes only --transport and --endpoint. */
+typedef struct {
+    const char *dest;
+    int gpu;
+    const char *transport;
+    const char *endpoint;
+} transfer_opts_t;
+
+/* Parses get's options (put's when !get). Returns -1 to go on, else the
+ * exit status. */
+static int transfer_args(cli_t *cli, int argc, char **argv, bool get, const char *usage,
+                         transfer_opts_t *o)
 {
-    static const struct option options[] = {
+    static const struct option all[] = {
         {"dest", required_argument, NULL, 'd'},
         {"gpu", required_argument, NULL, 'g'},
         {"transport", required_argument, NULL, 't'},
@@ -212,43 +223,55 @@ int cmd_get(cli_t *cli, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *dest = ".", *transport = NULL, *endpoint = NULL;
-    int gpu = -1, opt;
+    const char *shorts = "d:g:t:e:h";
+    int opt;
+    *o = (transfer_opts_t){.dest = ".", .gpu = -1};
     optind = 0; /* GNU getopt: 0 re-initialises its state */
-    while ((opt = getopt_long(argc, argv, "d:g:t:e:h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, get ? shorts : shorts + 4, get ? all : all + 2,
+                              NULL)) != -1) {
         switch (opt) {
         case 'd':
-            dest = optarg;
+            o->dest = optarg;
             break;
         case 'g':
-            gpu = atoi(optarg);
-            if (gpu < 0 || strspn(optarg, "0123456789") != strlen(optarg))
+            o->gpu = atoi(optarg);
+            if (o->gpu < 0 || strspn(optarg, "0123456789") != strlen(optarg))
                 return cli_fail(cli, "--gpu '%s': expected a device number", optarg);
             break;
         case 't':
-            transport = optarg;
+            o->transport = optarg;
             break;
         case 'e':
-            endpoint = optarg;
+            o->endpoint = optarg;
             break;
         case 'h':
-            printf("usage: stagein get DATASET|BUCKET/KEY [--dest DIR] [--gpu N]"
-                   " [--transport rdma|http] [--endpoint URL]\n");
+            printf("usage: %s\n", usage);
             return 0;
         default:
             return 2;
         }
     }
+    return -1;
+}
+
+int cmd_get(cli_t *cli, int argc, char **argv)
+{
+    transfer_opts_t o;
+    int rc = transfer_args(cli, argc, argv, true,
+                           "stagein get DATASET|BUCKET/KEY [--dest DIR] [--gpu N]"
+                           " [--transport rdma|http] [--endpoint URL]", &o);
+    if (rc >= 0)
+        return rc;
     if (optind != argc - 1)
         return cli_fail(cli, "get: name one dataset or bucket/key");
     const char *what = argv[optind];
     stagein_t *h = NULL;
     bool rdma;
-    int rc = 1;
-    if (open_library(cli, transport, endpoint, &h, &rdma) != 0)
+    rc = 1;
+    if (open_library(cli, o.transport, o.endpoint, &h, &rdma) != 0)
         goto done;
     if (strchr(what, '/')) {
-        rc = get_one(cli, h, what, dest, gpu, rdma);
+        rc = get_one(cli, h, what, o.dest, o.gpu, rdma);
         goto done;
     }
     const char *datasets[] = {what, NULL};
@@ -263,7 +286,7 @@ int cmd_get(cli_t *cli, int argc, char **argv)
     }
     rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
-        rc = get_one(cli, h, list[i].path, dest, gpu, rdma);
+        rc = get_one(cli, h, list[i].path, o.dest, o.gpu, rdma);
     stagein_objects_free(list, n);
 done:
     stagein_close(h);
@@ -274,30 +297,12 @@ done:
  * that takes PUTs (an archive bucket), over RDMA when asked and offered. */
 int cmd_put(cli_t *cli, int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"transport", required_argument, NULL, 't'},
-        {"endpoint", required_argument, NULL, 'e'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *transport = NULL, *endpoint = NULL;
-    int opt;
-    optind = 0;
-    while ((opt = getopt_long(argc, argv, "t:e:h", options, NULL)) != -1) {
-        switch (opt) {
-        case 't':
-            transport = optarg;
-            break;
-        case 'e':
-            endpoint = optarg;
-            break;
-        case 'h':
-            printf("usage: stagein put FILE BUCKET/KEY [--transport rdma|http] [--endpoint URL]\n");
-            return 0;
-        default:
-            return 2;
-        }
-    }
+    transfer_opts_t o;
+    int rc = transfer_args(cli, argc, argv, false,
+                           "stagein put FILE BUCKET/KEY [--transport rdma|http] [--endpoint URL]",
+                           &o);
+    if (rc >= 0)
+        return rc;
     if (optind != argc - 2 || !strchr(argv[optind + 1], '/')) {
         fprintf(stderr, "stagein: put: name one FILE and one BUCKET/KEY\n");
         return 2;
@@ -305,7 +310,8 @@ int cmd_put(cli_t *cli, int argc, char **argv)
     const char *file = argv[optind], *path = argv[optind + 1];
     struct stat st;
     void *buf = NULL;
-    int fd = open(file, O_RDONLY | O_CLOEXEC), rc = 1;
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    rc = 1;
     if (fd < 0)
         return cli_fail(cli, "put: %s: %s", file, strerror(errno));
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
@@ -320,7 +326,7 @@ int cmd_put(cli_t *cli, int argc, char **argv)
     stagein_t *h = NULL;
     bool rdma;
     char etag[STAGEIN_CHECKSUM_MAX], how[64];
-    if (open_library(cli, transport, endpoint, &h, &rdma) != 0)
+    if (open_library(cli, o.transport, o.endpoint, &h, &rdma) != 0)
         goto done;
     if (stagein_write(h, path, size ? buf : "", size, etag) != STAGEIN_SUCCESS) {
         cli_fail(cli, "put %s: %s", path, stagein_last_error(h));

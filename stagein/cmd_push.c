@@ -14,6 +14,7 @@
 
 #include "common/array.h"
 #include "common/checksum.h"
+#include "common/clock.h"
 #include "common/text.h"
 #include "stagein/api.h"
 #include "stagein/client_cmd.h"
@@ -276,7 +277,7 @@ static void push_rest(push_batch_t *b, client_t *c, const char *endpoint, unsign
 /* Follows the push until every file is DURABLE or one FAILED. */
 static int wait_push(cli_t *cli, client_t *c, const char *id, double timeout_s, bool json)
 {
-    double start = client_cmd_clock();
+    double start = si_mono_now();
     char last[64] = "";
     for (;;) {
         client_reply_t r;
@@ -305,7 +306,7 @@ static int wait_push(cli_t *cli, client_t *c, const char *id, double timeout_s, 
             snprintf(last, sizeof(last), "%s", now);
         }
         bool done = strcmp(state, "DURABLE") == 0 || strcmp(state, "FAILED") == 0;
-        double t = client_cmd_clock();
+        double t = si_mono_now();
         int rc = -1;
         if (done) {
             if (json)
@@ -330,7 +331,7 @@ static int wait_push(cli_t *cli, client_t *c, const char *id, double timeout_s, 
         double pause = POLL_S;
         if (timeout_s > 0 && start + timeout_s - t < pause)
             pause = start + timeout_s - t;
-        client_cmd_sleep(pause);
+        si_sleep(pause);
     }
 }
 

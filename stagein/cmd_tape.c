@@ -28,6 +28,8 @@ typedef struct {
     const char *bucket;
     const char *unreadable;
     int copy;
+    char **pos;                    /* the positional arguments */
+    int npos;
     char dir_buf[4096];
 } tape_opts_t;
 
@@ -35,10 +37,10 @@ enum { OPT_VOLUME_DIR = 256, OPT_MEDIA, OPT_CAPACITY, OPT_BUCKET, OPT_UNREADABLE
        OPT_COPY, OPT_VERIFY, OPT_NO_CATALOG };
 
 /* Parses the options named in `accepted` (long names, space separated) and
- * expects `min`..`max` positional arguments. Returns -1 to go on, else the
- * exit status. */
+ * expects `min`..`max` positional arguments (o->pos). Returns -1 to go on,
+ * else the exit status. */
 static int tape_args(int argc, char **argv, const char *accepted, int min, int max,
-                     const char *usage, tape_opts_t *o, char ***pos, int *npos)
+                     const char *usage, tape_opts_t *o)
 {
     static const struct option all[] = {
         {"json", no_argument, NULL, 'j'},
@@ -96,9 +98,9 @@ static int tape_args(int argc, char **argv, const char *accepted, int min, int m
         }
         }
     }
-    *npos = argc - optind;
-    *pos = argv + optind;
-    if (*npos < min || *npos > max)
+    o->npos = argc - optind;
+    o->pos = argv + optind;
+    if (o->npos < min || o->npos > max)
         goto usage;
     return -1;
 usage:
@@ -117,11 +119,19 @@ static const char *tape_dir(cli_t *cli, tape_opts_t *o, si_error_t *err)
     return tapevol_conf_dir(conf, o->dir_buf, sizeof(o->dir_buf));
 }
 
-static int print_table(cli_t *cli, si_table_t *t, bool json)
+/* The volume the first argument names, in the volume directory (tape_dir);
+ * NULL with err set. */
+static tapevol_t *tape_open(cli_t *cli, tape_opts_t *o, int flags, si_error_t *err)
 {
-    int rc = si_table_print(t, stdout, json) == 0 ? 0 : cli_fail(cli, "write error");
-    si_table_free(t);
-    return rc;
+    const char *dir = tape_dir(cli, o, err);
+    return dir ? tapevol_open(dir, o->pos[0], flags, err) : NULL;
+}
+
+/* The configured simulated library (library.* settings). */
+static int tape_library(cli_t *cli, simlib_config_t *lib, si_error_t *err)
+{
+    si_conf_t *conf = cli_conf(cli, err);
+    return conf ? simlib_config_from_conf(conf, lib, err) : -1;
 }
 
 static char *regions_text(tapevol_t *vol, si_error_t *err)
@@ -155,18 +165,16 @@ static int tape_volumes(cli_t *cli, int argc, char **argv)
         {"status", SI_COL_STR},
     };
     tape_opts_t o;
-    char **pos, **labels = NULL;
-    int npos;
+    char **labels = NULL;
     size_t n = 0;
     si_error_t err;
-    int rc = tape_args(argc, argv, "json volume-dir", 0, 0, "[--volume-dir DIR] [--json]", &o,
-                       &pos, &npos);
+    int rc = tape_args(argc, argv, "json volume-dir", 0, 0, "[--volume-dir DIR] [--json]", &o);
     if (rc >= 0)
         return rc;
     const char *dir = tape_dir(cli, &o, &err);
     if (!dir || tapevol_list(dir, &labels, &n, &err) < 0)
         return cli_fail(cli, "%s", err.text);
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     if (!t) {
         tapevol_labels_free(labels, n);
         return cli_fail(cli, "out of memory");
@@ -200,7 +208,7 @@ static int tape_volumes(cli_t *cli, int argc, char **argv)
         tapevol_close(vol);
     }
     tapevol_labels_free(labels, n);
-    return print_table(cli, t, o.json);
+    return cli_print_table(cli, t, o.json);
 }
 
 /* ---- create --------------------------------------------------------------- */
@@ -208,12 +216,9 @@ static int tape_volumes(cli_t *cli, int argc, char **argv)
 static int tape_create(cli_t *cli, int argc, char **argv)
 {
     tape_opts_t o;
-    char **pos;
-    int npos;
     si_error_t err;
     int rc = tape_args(argc, argv, "volume-dir media capacity", 1, 1,
-                       "LABEL [--media LTO-9] [--capacity BYTES] [--volume-dir DIR]", &o, &pos,
-                       &npos);
+                       "LABEL [--media LTO-9] [--capacity BYTES] [--volume-dir DIR]", &o);
     if (rc >= 0)
         return rc;
     const char *media = o.media ? o.media : "LTO-9";
@@ -223,10 +228,10 @@ static int tape_create(cli_t *cli, int argc, char **argv)
     if (!capacity)
         return cli_fail(cli, "media '%s' has no default capacity: give --capacity BYTES", media);
     const char *dir = tape_dir(cli, &o, &err);
-    if (!dir || tapevol_create(dir, pos[0], media, capacity, &err) < 0)
+    if (!dir || tapevol_create(dir, o.pos[0], media, capacity, &err) < 0)
         return cli_fail(cli, "%s", err.text);
     char size[32];
-    printf("created volume %s (%s, %s) in %s\n", pos[0], media,
+    printf("created volume %s (%s, %s) in %s\n", o.pos[0], media,
            si_format_bytes(capacity, size, sizeof(size)), dir);
     return 0;
 }
@@ -256,8 +261,6 @@ static int tape_write(cli_t *cli, int argc, char **argv)
         {"size", SI_COL_INT}, {"position", SI_COL_INT}, {"checksum", SI_COL_STR},
     };
     tape_opts_t o;
-    char **pos;
-    int npos;
     si_error_t err;
     tapevol_member_t *members = NULL;
     tapevol_listing_t *written = NULL;
@@ -265,7 +268,7 @@ static int tape_write(cli_t *cli, int argc, char **argv)
     catalog_t *cat = NULL;
     int rc = tape_args(argc, argv, "json volume-dir bucket copy no-catalog", 2, 1 << 20,
                        "LABEL --bucket BUCKET FILE... [--copy N] [--no-catalog] "
-                       "[--volume-dir DIR] [--json]", &o, &pos, &npos);
+                       "[--volume-dir DIR] [--json]", &o);
     if (rc >= 0)
         return rc;
     if (!o.bucket) {
@@ -275,12 +278,12 @@ static int tape_write(cli_t *cli, int argc, char **argv)
     const char *dir = tape_dir(cli, &o, &err);
     if (!dir)
         return cli_fail(cli, "%s", err.text);
-    size_t n = (size_t)npos - 1;
+    size_t n = (size_t)o.npos - 1;
     members = calloc(n, sizeof(*members));
     if (!members)
         return cli_fail(cli, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        const char *file = pos[i + 1];
+        const char *file = o.pos[i + 1];
         struct stat st;
         if (stat(file, &st) < 0) {
             rc = cli_fail(cli, "%s: %s", file, strerror(errno));
@@ -312,12 +315,12 @@ static int tape_write(cli_t *cli, int argc, char **argv)
             goto out;
         }
     }
-    vol = tapevol_open(dir, pos[0], TAPEVOL_RDWR, &err);
+    vol = tapevol_open(dir, o.pos[0], TAPEVOL_RDWR, &err);
     if (!vol || tapevol_append(vol, members, n, &written, &err) < 0) {
         rc = cli_fail(cli, "%s", err.text);
         goto out;
     }
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     for (size_t i = 0; t && i < written->nentries; i++) {
         const tapevol_entry_t *e = &written->entries[i];
         si_table_row(t);
@@ -328,15 +331,15 @@ static int tape_write(cli_t *cli, int argc, char **argv)
         si_table_int(t, (int64_t)e->position);
         si_table_str(t, e->checksum);
     }
-    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    rc = cli_print_table(cli, t, o.json);
     if (cat) {
         tapevol_info_t info;
         tapevol_import_stats_t stats;
         if (tapevol_info(vol, &info, &err) < 0 ||
             tapevol_catalog_record(cat, &info, written, o.copy, &stats, &err) < 0) {
             rc = cli_fail(cli, "written to volume %s (archive file %" PRId64 ") but not "
-                          "catalogued: %s; 'stagein tape import %s' records it", pos[0],
-                          written->files[0].seq, err.text, pos[0]);
+                          "catalogued: %s; 'stagein tape import %s' records it", o.pos[0],
+                          written->files[0].seq, err.text, o.pos[0]);
             goto out;
         }
         fprintf(stderr, "stagein: recorded %" PRIu64 " objects (copy %d) in %s\n",
@@ -361,21 +364,18 @@ static int tape_dump(cli_t *cli, int argc, char **argv)
         {"headers", SI_COL_STR},
     };
     tape_opts_t o;
-    char **pos;
-    int npos;
     si_error_t err;
     tapevol_listing_t *l = NULL;
     int rc = tape_args(argc, argv, "json volume-dir verify", 1, 1,
-                       "LABEL [--verify] [--volume-dir DIR] [--json]", &o, &pos, &npos);
+                       "LABEL [--verify] [--volume-dir DIR] [--json]", &o);
     if (rc >= 0)
         return rc;
-    const char *dir = tape_dir(cli, &o, &err);
-    tapevol_t *vol = dir ? tapevol_open(dir, pos[0], TAPEVOL_RDONLY, &err) : NULL;
+    tapevol_t *vol = tape_open(cli, &o, TAPEVOL_RDONLY, &err);
     if (!vol || tapevol_walk(vol, o.verify ? TAPEVOL_WALK_VERIFY : 0, &l, &err) < 0) {
         tapevol_close(vol);
         return cli_fail(cli, "%s", err.text);
     }
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     for (size_t f = 0; t && f < l->nfiles; f++) {
         const tapevol_file_t *file = &l->files[f];
         /* one row per member; an archive file without members still shows */
@@ -406,7 +406,7 @@ static int tape_dump(cli_t *cli, int argc, char **argv)
             }
         }
     }
-    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    rc = cli_print_table(cli, t, o.json);
     tapevol_listing_free(l);
     tapevol_close(vol);
     return rc;
@@ -421,17 +421,13 @@ static int tape_import(cli_t *cli, int argc, char **argv)
         {"recorded", SI_COL_INT}, {"new_objects", SI_COL_INT}, {"new_copies", SI_COL_INT},
     };
     tape_opts_t o;
-    char **pos;
-    int npos;
     si_error_t err;
     tapevol_import_stats_t stats;
     int rc = tape_args(argc, argv, "json volume-dir copy verify", 1, 1,
-                       "LABEL [--copy N] [--verify] [--volume-dir DIR] [--json]", &o, &pos,
-                       &npos);
+                       "LABEL [--copy N] [--verify] [--volume-dir DIR] [--json]", &o);
     if (rc >= 0)
         return rc;
-    const char *dir = tape_dir(cli, &o, &err);
-    tapevol_t *vol = dir ? tapevol_open(dir, pos[0], TAPEVOL_RDONLY, &err) : NULL;
+    tapevol_t *vol = tape_open(cli, &o, TAPEVOL_RDONLY, &err);
     catalog_t *cat = vol ? cli_open_catalog(cli, CATALOG_CREATE, &err) : NULL;
     if (!cat || tapevol_import(vol, cat, o.copy, o.verify ? TAPEVOL_WALK_VERIFY : 0, &stats,
                                &err) < 0) {
@@ -439,17 +435,17 @@ static int tape_import(cli_t *cli, int argc, char **argv)
         tapevol_close(vol);
         return cli_fail(cli, "%s", err.text);
     }
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     if (t) {
         si_table_row(t);
-        si_table_str(t, pos[0]);
+        si_table_str(t, o.pos[0]);
         si_table_int(t, stats.files);
         si_table_int(t, (int64_t)stats.members);
         si_table_int(t, (int64_t)stats.recorded);
         si_table_int(t, (int64_t)stats.new_objects);
         si_table_int(t, (int64_t)stats.new_copies);
     }
-    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    rc = cli_print_table(cli, t, o.json);
     catalog_close(cat);
     tapevol_close(vol);
     return rc;
@@ -474,13 +470,11 @@ static int tape_fault(cli_t *cli, int argc, char **argv)
         {"start", SI_COL_INT}, {"length", SI_COL_INT}, {"end", SI_COL_INT},
     };
     tape_opts_t o;
-    char **pos;
-    int npos;
     si_error_t err;
     uint64_t start = 0, length = 0;
     int rc = tape_args(argc, argv, "json volume-dir unreadable clear", 1, 1,
                        "LABEL [--unreadable START:LENGTH | --clear] [--volume-dir DIR] [--json]",
-                       &o, &pos, &npos);
+                       &o);
     if (rc >= 0)
         return rc;
     if (o.clear && o.unreadable) {
@@ -489,8 +483,7 @@ static int tape_fault(cli_t *cli, int argc, char **argv)
     }
     if (o.unreadable && parse_region(o.unreadable, &start, &length) < 0)
         return cli_fail(cli, "--unreadable '%s' is not START:LENGTH in bytes", o.unreadable);
-    const char *dir = tape_dir(cli, &o, &err);
-    tapevol_t *vol = dir ? tapevol_open(dir, pos[0], TAPEVOL_RDONLY, &err) : NULL;
+    tapevol_t *vol = tape_open(cli, &o, TAPEVOL_RDONLY, &err);
     tapevol_region_t *r = NULL;
     size_t n = 0;
     if (!vol || (o.unreadable && tapevol_fault_add(vol, start, length, &err) < 0) ||
@@ -499,14 +492,14 @@ static int tape_fault(cli_t *cli, int argc, char **argv)
         tapevol_close(vol);
         return cli_fail(cli, "%s", err.text);
     }
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     for (size_t i = 0; t && i < n; i++) {
         si_table_row(t);
         si_table_int(t, (int64_t)r[i].start);
         si_table_int(t, (int64_t)r[i].length);
         si_table_int(t, (int64_t)(r[i].start + r[i].length));
     }
-    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    rc = cli_print_table(cli, t, o.json);
     free(r);
     tapevol_close(vol);
     return rc;
@@ -521,17 +514,14 @@ static int tape_drives(cli_t *cli, int argc, char **argv)
         {"fault", SI_COL_STR},
     };
     tape_opts_t o;
-    char **pos;
-    int npos;
     si_error_t err;
-    int rc = tape_args(argc, argv, "json", 0, 0, "[--json]", &o, &pos, &npos);
+    int rc = tape_args(argc, argv, "json", 0, 0, "[--json]", &o);
     if (rc >= 0)
         return rc;
-    si_conf_t *conf = cli_conf(cli, &err);
     simlib_config_t lib;
-    if (!conf || simlib_config_from_conf(conf, &lib, &err) < 0)
+    if (tape_library(cli, &lib, &err) < 0)
         return cli_fail(cli, "%s", err.text);
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     for (int d = 0; t && d < lib.drives; d++) {
         char fault[64] = "";
         for (size_t i = 0; i < lib.nfaults; i++)
@@ -543,7 +533,7 @@ static int tape_drives(cli_t *cli, int argc, char **argv)
         si_table_int(t, (int64_t)lib.profile.rate);
         si_table_str(t, *fault ? fault : NULL);
     }
-    rc = t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    rc = cli_print_table(cli, t, o.json);
     simlib_config_free(&lib);
     return rc;
 }
@@ -552,17 +542,14 @@ static int tape_slots(cli_t *cli, int argc, char **argv)
 {
     static const si_column_t columns[] = {{"slot", SI_COL_INT}, {"volume", SI_COL_STR}};
     tape_opts_t o;
-    char **pos, **labels = NULL;
-    int npos;
+    char **labels = NULL;
     size_t n = 0;
     si_error_t err;
-    int rc = tape_args(argc, argv, "json volume-dir", 0, 0, "[--volume-dir DIR] [--json]", &o,
-                       &pos, &npos);
+    int rc = tape_args(argc, argv, "json volume-dir", 0, 0, "[--volume-dir DIR] [--json]", &o);
     if (rc >= 0)
         return rc;
-    si_conf_t *conf = cli_conf(cli, &err);
     simlib_config_t lib;
-    if (!conf || simlib_config_from_conf(conf, &lib, &err) < 0)
+    if (tape_library(cli, &lib, &err) < 0)
         return cli_fail(cli, "%s", err.text);
     simlib_config_free(&lib);
     const char *dir = tape_dir(cli, &o, &err);
@@ -574,14 +561,14 @@ static int tape_slots(cli_t *cli, int argc, char **argv)
         return cli_fail(cli, "%zu volumes in %s do not fit in library.slots = %d", n, dir,
                         lib.slots);
     }
-    si_table_t *t = si_table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    si_table_t *t = SI_TABLE_NEW(columns);
     for (int s = 0; t && s < lib.slots; s++) {
         si_table_row(t);
         si_table_int(t, s);
         si_table_str(t, (size_t)s < n ? labels[s] : NULL);
     }
     tapevol_labels_free(labels, n);
-    return t ? print_table(cli, t, o.json) : cli_fail(cli, "out of memory");
+    return cli_print_table(cli, t, o.json);
 }
 
 int cmd_tape(cli_t *cli, int argc, char **argv)

@@ -16,5 +16,19 @@ int main(void)
     time_t t = time(NULL);
     ok(w > 1.6e9 && w - (double)t > -2 && w - (double)t < 2,
        "the wall clock is the epoch's seconds (%.1f vs %lld)", w, (long long)t);
+    struct timespec now, at = si_wall_deadline(2.75);
+    clock_gettime(CLOCK_REALTIME, &now);
+    double ahead = (double)(at.tv_sec - now.tv_sec) + (double)(at.tv_nsec - now.tv_nsec) / 1e9;
+    ok(ahead > 2.7 && ahead <= 2.75 && at.tv_nsec >= 0 && at.tv_nsec < 1000000000L,
+       "a deadline 2.75 s ahead on the wall clock (%.4f s, %ld ns)", ahead, at.tv_nsec);
+    at = si_wall_deadline(-5);
+    ok(at.tv_sec <= now.tv_sec + 1, "a negative wait is a deadline of now");
+    m1 = si_mono_now();
+    si_sleep(0.03);
+    m2 = si_mono_now();
+    ok(m2 - m1 >= 0.029, "si_sleep sleeps its time (%.4f s)", m2 - m1);
+    m1 = si_mono_now();
+    si_sleep(-1);
+    ok(si_mono_now() - m1 < 0.5, "si_sleep of a negative time returns at once");
     return done_testing();
 }

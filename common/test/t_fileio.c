@@ -60,6 +60,18 @@ int main(void)
     s = si_read_file(path, 100, true, &len, &err);
     ok(s && len == 0 && s[0] == '\0', "an empty file is an empty string");
     free(s);
+
+    fd = open(path, O_RDWR | O_TRUNC);
+    ok(fd >= 0 && si_write_all(fd, "hello, ", 7) == 0 && si_write_all(fd, "world", 5) == 0,
+       "si_write_all appends at the file's offset");
+    ok(si_pwrite_all(fd, "W", 1, 7) == 0 && lseek(fd, 0, SEEK_CUR) == 12,
+       "si_pwrite_all writes at its offset and leaves the file's where it was");
+    close(fd);
+    s = si_read_file(path, 100, false, &len, &err);
+    is_str(s, "hello, World", "the file holds both writes");
+    free(s);
+    ok(si_write_all(-1, "x", 1) < 0 && si_pwrite_all(-1, "x", 1, 0) < 0,
+       "a bad descriptor fails");
     unlink(path);
     rmdir(dir);
     return done_testing();

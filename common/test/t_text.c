@@ -81,6 +81,14 @@ int main(void)
        si_hex_digit('F') == 15, "si_hex_digit reads either case");
     ok(si_hex_digit('g') < 0 && si_hex_digit('/') < 0 && si_hex_digit('\0') < 0,
        "si_hex_digit refuses what is not a digit");
+    {
+        unsigned char bytes[4] = {0};
+        ok(si_unhex("01aBfF10", 4, bytes) == 0 && memcmp(bytes, "\x01\xab\xff\x10", 4) == 0,
+           "si_unhex reads hex of either case back into bytes");
+        ok(si_unhex("01zz", 2, bytes) < 0 && si_unhex("0", 1, bytes) < 0,
+           "si_unhex refuses a character that is not a hex digit (also a string cut short)");
+        ok(si_unhex("", 0, bytes) == 0, "si_unhex of nothing is nothing");
+    }
     ok(si_is_lower_hex("01abff10", 8), "si_is_lower_hex: lower-case digits");
     ok(!si_is_lower_hex("01ABff10", 8), "si_is_lower_hex: upper case refused");
     ok(si_digits(0, 10) == 1 && si_digits(9, 10) == 1 && si_digits(10, 10) == 2 &&

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/array.h"
+#include "common/fileio.h"
 #include "common/text.h"
 #include "daemon/tape/model.h"
 
@@ -27,15 +29,7 @@ const si_conf_key_t volume_conf_keys[] = {
 
 const char *tapevol_conf_dir(const si_conf_t *conf, char *buf, size_t size)
 {
-    const char *dir = conf ? si_conf_string(conf, "library.volume_dir", NULL) : NULL;
-    const char *state = conf ? si_conf_string(conf, "state_dir", NULL) : NULL;
-    if (dir)
-        snprintf(buf, size, "%s", dir);
-    else if (state)
-        snprintf(buf, size, "%s/volumes", state);
-    else
-        snprintf(buf, size, "%s/lib/stagein/volumes", LOCALSTATEDIR);
-    return buf;
+    return si_conf_state_path(conf, "library.volume_dir", "volumes", buf, size);
 }
 
 int tapevol_label_check(const char *label, si_error_t *err)
@@ -251,22 +245,6 @@ static int make_dirs(const char *dir, si_error_t *err)
     return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
 static void fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -306,7 +284,7 @@ int tapevol_create(const char *dir, const char *label, const char *media,
         si_errprintf(err, "cannot create %s: %s", tmp, strerror(errno));
         goto error;
     }
-    if (write_all(fd, rec, sizeof(rec), 0) < 0 || fsync(fd) < 0) {
+    if (si_pwrite_all(fd, rec, sizeof(rec), 0) < 0 || fsync(fd) < 0) {
         si_errprintf(err, "cannot write %s: %s", tmp, strerror(errno));
         goto error;
     }
@@ -449,15 +427,9 @@ int tapevol_list(const char *dir, char ***labels, size_t *count, si_error_t *err
             free(label); /* not a volume this tool could have written */
             continue;
         }
-        if (n == cap) {
-            size_t ncap = cap ? 2 * cap : 16;
-            char **grown = realloc(out, ncap * sizeof(*out));
-            if (!grown) {
-                free(label);
-                goto oom;
-            }
-            out = grown;
-            cap = ncap;
+        if (si_array_grow((void **)&out, &cap, n + 1, sizeof(*out)) < 0) {
+            free(label);
+            goto oom;
         }
         out[n++] = label;
     }

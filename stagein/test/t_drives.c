@@ -8,17 +8,6 @@
 #include "common/tap.h"
 #include "stagein/drives.h"
 
-/* The table as JSON (or human text), malloc'd. */
-static char *render(const si_table_t *t, bool json)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    si_table_print(t, f, json);
-    fclose(f);
-    return text;
-}
-
 static const char metrics[] =
     "# HELP stagein_requests Requests by state.\n"
     "# TYPE stagein_requests gauge\n"
@@ -45,7 +34,7 @@ static void test_table(void)
         return;
     }
     is_int(si_table_rows(t), 3, "one row per drive label value");
-    char *json = render(t, true);
+    char *json = si_table_text(t, true);
     is_str(json,
            "[{\"drive\":\"0\",\"state\":\"reading\",\"volume\":\"L00001\","
            "\"bytes_read_total\":5000000000,\"mounts_total\":null,\"utilisation\":0.25,"
@@ -56,7 +45,7 @@ static void test_table(void)
            "\"mounts_total\":null,\"utilisation\":null,\"model\":\"LTO-9 \\\"fh\\\"\"}]\n",
            "columns in first-seen order; one-hot states and info labels as text; numbers typed");
     free(json);
-    char *human = render(t, false);
+    char *human = si_table_text(t, false);
     if (!ok(human && strstr(human, "5.0 GB") && strstr(human, "reading"),
             "the human table shows bytes in units"))
         diag("%s", human);
@@ -69,7 +58,7 @@ static void test_no_drives(void)
     si_error_t err;
     si_table_t *t = drives_table("# nothing\nstagein_queued_files 0\n\n", &err);
     ok(t && si_table_rows(t) == 0, "no drive labels: an empty table");
-    char *json = t ? render(t, true) : NULL;
+    char *json = t ? si_table_text(t, true) : NULL;
     is_str(json, "[]\n", "--json prints an empty array");
     free(json);
     si_table_free(t);

@@ -56,18 +56,6 @@ static int write_text(int fd, const char *text)
     return write(fd, text, len) == (ssize_t)len ? 0 : -1;
 }
 
-static void fill_pattern(unsigned char *buf, size_t len, unsigned seed)
-{
-    uint32_t x = seed * 2654435761u + 1;
-
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        buf[i] = (unsigned char)x;
-    }
-}
-
 static void sum(const void *data, size_t len, char out[SI_CHECKSUM_TEXT_MAX])
 {
     si_checksum_t *c = si_checksum_new("sha256", NULL);
@@ -104,7 +92,7 @@ static int client_main(char **argv)
     }
     buf = calloc(1, buflen);
     if (access == SI_RDMA_ACCESS_READ)
-        fill_pattern(buf, buflen, seed);
+        tap_fill_pattern(buf, buflen, seed);
     region = rdma_client_register(client, buf, buflen, access, &err);
     if (!region || rdma_client_token(client, region, off, len, token, sizeof token, &err) < 0) {
         snprintf(line, sizeof line, "ERR %s\n", err.text);
@@ -568,7 +556,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     data = malloc(FILE_SIZE);
-    fill_pattern(data, FILE_SIZE, 42);
+    tap_fill_pattern(data, FILE_SIZE, 42);
     f = tmpfile();
     fwrite(data, 1, FILE_SIZE, f);
     fflush(f);

@@ -17,17 +17,6 @@
 
 static char dir[256];
 
-static void fill(unsigned char *buf, size_t len, unsigned seed)
-{
-    uint32_t x = seed * 2654435761u + 1;
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        buf[i] = (unsigned char)x;
-    }
-}
-
 static char *write_file(const char *name, const unsigned char *data, size_t len)
 {
     static char path[512];
@@ -111,8 +100,8 @@ static void test_append_and_read(void)
     si_error_t err = {{0}};
     unsigned char *big = malloc(BIG), small[1000], back[1000];
     char sums[3][SI_CHECKSUM_TEXT_MAX];
-    fill(big, BIG, 1);
-    fill(small, sizeof(small), 2);
+    tap_fill_pattern(big, BIG, 1);
+    tap_fill_pattern(small, sizeof(small), 2);
     sha256(NULL, 0, sums[0]);
     sha256(small, sizeof(small), sums[1]);
     sha256(big, BIG, sums[2]);
@@ -264,7 +253,7 @@ static void test_capacity(void)
 {
     si_error_t err = {{0}};
     unsigned char data[5000];
-    fill(data, sizeof(data), 3);
+    tap_fill_pattern(data, sizeof(data), 3);
     char path[512];
     snprintf(path, sizeof(path), "%s", write_file("cap", data, sizeof(data)));
     tapevol_member_t m = {.bucket = "bkt", .key = "cap", .path = path, .size = sizeof(data)};
