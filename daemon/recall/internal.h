@@ -178,9 +178,6 @@ int recall_items_commit(recall_service_t *rs, item_list_t *l, bool complete,
 size_t recall_complete_items(recall_service_t *rs, item_list_t *l, flight_t **recalled,
                              size_t nrecalled);
 
-/* seconds from now as an absolute CLOCK_REALTIME time, for
- * pthread_cond_timedwait on a default condition variable (service.c) */
-struct timespec recall_realtime_in(double seconds);
 
 /* ---- the site: instances sharing the catalog (site.c) ---- */
 recall_site_t *recall_site_start(const recall_instance_t *inst, const catalog_open_opts_t *copts,

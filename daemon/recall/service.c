@@ -481,16 +481,6 @@ static void scan_pending(recall_service_t *rs)
 
 /* Seconds from now until t on the monotonic clock, as an absolute
  * CLOCK_REALTIME deadline for pthread_cond_timedwait (cv uses the default clock). */
-struct timespec recall_realtime_in(double seconds)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    double t = until.tv_sec + until.tv_nsec / 1e9 + (seconds > 0 ? seconds : 0);
-    until.tv_sec = (time_t)t;
-    until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
-    return until;
-}
-
 static void *service_main(void *arg)
 {
     recall_service_t *rs = arg;
@@ -535,7 +525,7 @@ static void *service_main(void *arg)
                 next = rs->last_housekeeping + HOUSEKEEPING_S;
             if (rs->last_progress + rs->progress_interval < next)
                 next = rs->last_progress + rs->progress_interval;
-            struct timespec until = recall_realtime_in(next - si_mono_now());
+            struct timespec until = si_wall_deadline(next - si_mono_now());
             pthread_cond_timedwait(&rs->cv, &rs->mu, &until);
         }
         pthread_mutex_unlock(&rs->mu);

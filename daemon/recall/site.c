@@ -98,7 +98,7 @@ static void *site_main(void *arg)
         pthread_mutex_unlock(&site->mu);
         beat(site);
         pthread_mutex_lock(&site->mu);
-        struct timespec until = recall_realtime_in(site->inst.heartbeat_s);
+        struct timespec until = si_wall_deadline(site->inst.heartbeat_s);
         while (!site->stop && pthread_cond_timedwait(&site->cv, &site->mu, &until) != ETIMEDOUT)
             ;
     }
