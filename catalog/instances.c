@@ -72,9 +72,24 @@ static void rollback_keep_errno(db_t *db)
     errno = saved;
 }
 
+/* A process that was killed but not yet reaped (a zombie: its parent, or an
+ * init that reaps late, has not waited for it) answers kill(0) but holds
+ * nothing any more: it counts as gone. */
 static bool pid_gone(long pid)
 {
-    return pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno == ESRCH);
+    if (pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno == ESRCH))
+        return true;
+    char path[64], stat[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    size_t n = fread(stat, 1, sizeof(stat) - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    /* "pid (comm) S ...": the state follows the last ')' (comm may hold one) */
+    const char *close = strrchr(stat, ')');
+    return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
 }
 
 int instance_register(catalog_t *cat, const char *name, const char *host, long pid, double now,
