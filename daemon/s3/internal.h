@@ -19,6 +19,7 @@
 #include "common/aws/sigv4.h"
 #include "common/strbuf.h"
 #include "daemon/http/listener.h"
+#include "daemon/http/workers.h"
 #include "daemon/push/push.h"
 #include "common/groups.h"
 #include "daemon/s3/db.h"
@@ -60,9 +61,15 @@ struct s3_server {
     char port_file[PATH_MAX];
     char multipart_dir[PATH_MAX];    /* <state_dir>/s3-multipart; "": no multipart */
     si_log_t *log;
-    /* the listener: a thread per connection, the slow-header and
-     * slow-body guards (daemon/http/listener.h) */
+    /* the listener: a few event threads serving every connection, the
+     * slow-header and slow-body guards (daemon/http/listener.h) */
     http_listener_t *http;
+    unsigned io_threads;             /* the listener's event threads */
+    /* what may wait runs here, its connection suspended (s3_offload) */
+    http_workers_t *workers;
+    pthread_mutex_t suspend_mu;      /* guards suspended */
+    pthread_cond_t suspend_cv;
+    unsigned suspended;              /* connections suspended: the listener stops after them */
     uint16_t port;
     int64_t started;
     atomic_uint_fast64_t next_id;
@@ -138,7 +145,35 @@ struct s3_req {
     char note[160];
     char rdma_declined[160];         /* why an x-amz-rdma-token was answered 501 */
     bool rdma_replied;               /* x-amz-rdma-reply: 200 is on the answer */
+
+    /* off the event threads (s3_offload): while suspended, an answer is
+     * kept in answer and queued by the event thread once resumed */
+    http_work_t work;                /* its job on a worker */
+    void (*deferred)(s3_req_t *r);   /* what the worker runs */
+    bool suspended;                  /* its connection waits on a worker */
+    bool on_worker;                  /* deferred is running on a worker */
+    bool *held;                      /* the worker's: deferred handed r on (s3_hold) */
+    bool offloaded_in_call;          /* the event thread's: this call suspended r */
+    bool headers_phase;              /* dispatched before the body: resumed there */
+    bool ended;                      /* the body's end was handed to a worker */
+    struct MHD_Response *answer;
+    unsigned answer_status;
 };
+
+/* ---- off the event threads (server.c) --------------------------------------- */
+
+/* Runs fn(r) on a worker thread, r's connection suspended meanwhile (an
+ * event thread serves other connections); the connection resumes when fn
+ * returns, unless fn called s3_hold. On a worker already: fn(r) at once.
+ * Called from a libmicrohttpd callback of r (or a worker). */
+void s3_offload(s3_req_t *r, void (*fn)(s3_req_t *r));
+/* Inside an offloaded fn: the answer comes later, from s3_continue; once
+ * r is handed on (to whatever calls s3_continue), fn must not touch it.
+ * s3_release undoes it while r is still fn's (the hand-off failed). */
+void s3_hold(s3_req_t *r);
+void s3_release(s3_req_t *r);
+/* From any thread, for a held r: runs fn(r) on a worker, then resumes. */
+void s3_continue(s3_req_t *r, void (*fn)(s3_req_t *r));
 
 /* ---- the request and its answers (request.c) ------------------------------ */
 

@@ -111,6 +111,11 @@ void s3_respond(s3_req_t *r, unsigned status, struct MHD_Response *resp)
     add_rdma_declined(r, resp);
     r->responded = true;
     r->status = status;
+    if (r->suspended) { /* queued by the event thread once resumed */
+        r->answer = resp;
+        r->answer_status = status;
+        return;
+    }
     MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
 }
@@ -287,6 +292,8 @@ void s3_expect_xml_body(s3_req_t *r, void (*end)(s3_req_t *r))
 
 void s3_req_free(s3_req_t *r)
 {
+    if (r->answer)
+        MHD_destroy_response(r->answer);
     si_strbuf_free(&r->xml);
     si_strbuf_free(&r->query_text);
     free(r->params);
