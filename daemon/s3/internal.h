@@ -106,6 +106,9 @@ typedef struct {
     bool value_ok;                   /* its value is valid percent-encoding */
 } s3_query_param_t;
 
+/* headers a request usually has at most (more: one allocation) */
+#define S3_HEADERS_INLINE 24
+
 struct s3_req {
     s3_server_t *srv;
     struct MHD_Connection *conn;
@@ -126,8 +129,9 @@ struct s3_req {
     struct timespec t0;
     char id[20];
 
-    si_http_header_t *headers;
+    si_http_header_t *headers;       /* header_room, or malloc'd for many */
     size_t nheaders;
+    si_http_header_t header_room[S3_HEADERS_INLINE];
 
     bool anonymous;
     si_sigv4_auth_t auth;

@@ -297,9 +297,9 @@ void s3_req_free(s3_req_t *r)
     si_strbuf_free(&r->xml);
     si_strbuf_free(&r->query_text);
     free(r->params);
-    free(r->headers);
+    if (r->headers != r->header_room)
+        free(r->headers);
     free(r->key);
-    free(r->uri);
-    free(r->path_buf);
+    free(r->uri); /* path_buf is in the same allocation */
     free(r);
 }

@@ -269,11 +269,16 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
     return MHD_YES;
 }
 
+typedef struct {
+    size_t count, bytes;
+} header_size_t;
+
 static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
     (void)kind;
-    size_t *bytes = cls;
-    *bytes += strlen(key) + (value ? strlen(value) : 0) + 4;
+    header_size_t *size = cls;
+    size->count++;
+    size->bytes += strlen(key) + (value ? strlen(value) : 0) + 4;
     return MHD_YES;
 }
 
@@ -511,16 +516,16 @@ static void dispatch(s3_req_t *r)
 {
     s3_server_t *s = r->srv;
     /* the header section, within the configured bound */
-    size_t bytes = strlen(r->uri);
-    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &bytes);
-    if (bytes > s->conf.max_header_size) {
+    header_size_t size = {.bytes = strlen(r->uri)};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &size);
+    if (size.bytes > s->conf.max_header_size) {
         s3_respond_error(r, "RequestHeaderSectionTooLarge", "the request line and headers are"
-                         " %zu bytes, more than the %zu allowed", bytes,
+                         " %zu bytes, more than the %zu allowed", size.bytes,
                          s->conf.max_header_size);
         return;
     }
-    int n = MHD_get_connection_values(r->conn, MHD_HEADER_KIND, NULL, NULL);
-    r->headers = calloc((size_t)(n > 0 ? n : 1), sizeof(*r->headers));
+    r->headers = size.count <= S3_HEADERS_INLINE
+                     ? r->header_room : calloc(size.count, sizeof(*r->headers));
     if (!r->headers) {
         s3_respond_error(r, "InternalError", "out of memory");
         return;
@@ -582,15 +587,21 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     r->srv = s;
     r->conn = conn;
     clock_gettime(CLOCK_MONOTONIC, &r->t0);
-    snprintf(r->id, sizeof(r->id), "%016llX",
-             (unsigned long long)atomic_fetch_add(&s->next_id, 1));
-    size_t plen = strcspn(uri, "?");
-    r->uri = strdup(uri);
-    r->path_buf = strndup(uri, plen);
-    if (!r->uri || !r->path_buf) {
+    /* the id in hex, 16 digits: on every answer, so no printf */
+    uint64_t id = atomic_fetch_add(&s->next_id, 1);
+    for (int i = 15; i >= 0; i--, id >>= 4)
+        r->id[i] = "0123456789ABCDEF"[id & 15];
+    r->id[16] = '\0';
+    /* the URI as sent, then its path: one allocation */
+    size_t len = strlen(uri), plen = strcspn(uri, "?");
+    if (!(r->uri = malloc(len + plen + 2))) {
         s3_req_free(r);
         return NULL;
     }
+    memcpy(r->uri, uri, len + 1);
+    r->path_buf = r->uri + len + 1;
+    memcpy(r->path_buf, uri, plen);
+    r->path_buf[plen] = '\0';
     r->path = r->path_buf;
     r->query = r->uri + plen + (uri[plen] == '?');
     /* the query is decoded here (s3_req_parse_query), from this copy: libmicrohttpd
