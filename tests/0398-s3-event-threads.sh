@@ -6,7 +6,8 @@
 # cached GET, a HEAD, a listing and a PUT are all answered while it waits;
 # it then gets 503 SlowDown. More concurrent PUTs than worker threads are
 # each answered 200 once their batch commit is durable (no thread is held
-# while they wait) and read back byte-identical.
+# while they wait) and read back byte-identical. A stop while a GET waits
+# answers it first, then exits cleanly.
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients boto3
@@ -63,4 +64,26 @@ is "$bad" "" "four concurrent PUTs with two workers: 200 each, each reads back b
 is "$(sql "SELECT count(*) FROM push_items pi JOIN objects o ON o.id = pi.object_id WHERE o.key LIKE '%many/p%' AND pi.state IN ('RECEIVED', 'ARCHIVING', 'DURABLE')")" 4 \
     "the four are acknowledged in the catalog"
 stop
+
+# ---- a stop while a GET waits: it is answered, then stageind exits --------------------
+S3_CONF_EXTRA='io_threads = 1; threads = 2; transparent_recall_buckets = [ "data" ];
+    transparent_recall_max_wait = 3;' s3_write_conf 'library: { time_scale = 1.0; };'
+s3_start_ok "stageind restarts (a 3 s recall wait)"
+pid=$(daemon_pid)
+s3raw --timeout 30 request GET /data/cold/c2 > "$OUT/c2.code" 2>&1 &
+cold=$!
+for _ in $(seq 100); do
+    [ "$(sql "SELECT count(*) FROM request_items i JOIN objects o ON o.id = i.object_id WHERE o.key = 'cold/c2'")" -ge 1 ] && break
+    sleep 0.05
+done
+kill -TERM "$pid"
+wait $cold
+code=$(cat "$OUT/c2.code")
+ok "$([ "$code" = "503 SlowDown" ] || [ "$code" = "200 -" ]; echo $?)" \
+    "a stop while a GET waits for its recall: the GET is answered first ($code)"
+for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+ok "$(! kill -0 "$pid" 2>/dev/null && grep -q 'notice: stopped' "$LOG"; echo $?)" \
+    "then stageind stops cleanly"
+ok "$(grep -qi 'panic\|suspended connections' "$LOG"; [ $? -ne 0 ]; echo $?)" \
+    "no libmicrohttpd panic about suspended connections in the log"
 finish

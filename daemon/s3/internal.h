@@ -67,9 +67,11 @@ struct s3_server {
     unsigned io_threads;             /* the listener's event threads */
     /* what may wait runs here, its connection suspended (s3_offload) */
     http_workers_t *workers;
-    pthread_mutex_t suspend_mu;      /* guards suspended */
+    pthread_mutex_t suspend_mu;      /* guards suspended, in_calls, stopping */
     pthread_cond_t suspend_cv;
     unsigned suspended;              /* connections suspended: the listener stops after them */
+    unsigned in_calls;               /* callbacks that may suspend, running */
+    bool stopping;                   /* no callback may suspend from now on */
     uint16_t port;
     int64_t started;
     atomic_uint_fast64_t next_id;

@@ -630,6 +630,30 @@ static void body_follows(s3_req_t *r)
     }
 }
 
+/* A callback that may suspend its connection runs between these: libmicrohttpd
+ * must not stop with a connection suspended, so once the server is stopping
+ * none starts (false: answer without suspending). */
+static bool enter_call(s3_server_t *s)
+{
+    pthread_mutex_lock(&s->suspend_mu);
+    bool ok = !s->stopping;
+    if (ok)
+        s->in_calls++;
+    pthread_mutex_unlock(&s->suspend_mu);
+    return ok;
+}
+
+static void leave_call(s3_server_t *s)
+{
+    pthread_mutex_lock(&s->suspend_mu);
+    s->in_calls--;
+    pthread_cond_broadcast(&s->suspend_cv);
+    pthread_mutex_unlock(&s->suspend_mu);
+}
+
+static void serve(s3_req_t *r, struct MHD_Connection *conn, const char *method,
+                  const char *upload_data, size_t *upload_data_size);
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -648,11 +672,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         MHD_destroy_response(resp);
         return MHD_YES;
     }
+    if (*upload_data_size && r->dispatched) {
+        /* a piece of the body: nothing here suspends */
+        if (!r->responded && r->body && r->body->data)
+            r->body->data(r, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (!enter_call(r->srv)) {
+        r->headers_phase = false;
+        if (!r->responded)
+            s3_respond_error(r, "ServiceUnavailable", "the server is shutting down");
+        return MHD_YES;
+    }
+    serve(r, conn, method, upload_data, upload_data_size);
+    leave_call(r->srv);
+    return MHD_YES;
+}
+
+static void serve(s3_req_t *r, struct MHD_Connection *conn, const char *method,
+                  const char *upload_data, size_t *upload_data_size)
+{
     if (r->headers_phase) {
         /* resumed before the body: the worker dispatched it */
         r->headers_phase = false;
         body_follows(r);
-        return MHD_YES;
+        return;
     }
     r->offloaded_in_call = false;
     if (!r->started) {
@@ -664,37 +709,36 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
          * connection stays open for the next request. One with a body is
          * dispatched now, to refuse it before the body is read. */
         if (!has_body(conn))
-            return MHD_YES;
+            return;
         r->dispatched = true;
         r->headers_phase = true;
         dispatch(r);
         if (r->offloaded_in_call)
-            return MHD_YES; /* called again once resumed */
+            return; /* called again once resumed */
         r->headers_phase = false;
         body_follows(r);
-        return MHD_YES;
+        return;
     }
     if (!r->dispatched) {
         r->dispatched = true;
         dispatch(r);
         if (r->offloaded_in_call)
-            return MHD_YES;
+            return;
     }
     if (*upload_data_size) {
         if (!r->responded && r->body && r->body->data)
             r->body->data(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
-        return MHD_YES;
+        return;
     }
     if (!r->responded && r->body && r->body->end && !r->ended) {
         /* the operation's end may wait (a commit, an fsync): on a worker */
         r->ended = true;
         s3_offload(r, r->body->end);
-        return MHD_YES;
+        return;
     }
     if (!r->responded)
         s3_respond_error(r, "InternalError", "the operation gave no answer");
-    return MHD_YES;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -886,7 +930,8 @@ void s3_server_stop(s3_server_t *s)
     /* a suspended request's answer is due (its worker or its commit
      * resumes it): libmicrohttpd must not stop with one */
     pthread_mutex_lock(&s->suspend_mu);
-    while (s->suspended)
+    s->stopping = true;
+    while (s->suspended || s->in_calls)
         pthread_cond_wait(&s->suspend_cv, &s->suspend_mu);
     pthread_mutex_unlock(&s->suspend_mu);
     http_listener_stop(s->http);
