@@ -2,8 +2,8 @@
  * operations answer with and the operations. The files form layers: the
  * dispatcher (server.c) calls the operations (read.c, write.c, copy.c,
  * multipart.c), which call the helpers (object.c, upload.c, rdma.c, meta.c,
- * bucket.c, request.c, and db.c, list.c, proto.c, quota.c, conf.c); a
- * helper calls only the helpers below it, never an operation. */
+ * bucket.c, request.c, offload.c, and db.c, list.c, proto.c, quota.c,
+ * conf.c); a helper calls only the helpers below it, never an operation. */
 #ifndef STAGEIN_S3_INTERNAL_H
 #define STAGEIN_S3_INTERNAL_H
 
@@ -166,7 +166,7 @@ struct s3_req {
     unsigned answer_status;
 };
 
-/* ---- off the event threads (server.c) --------------------------------------- */
+/* ---- off the event threads (offload.c) -------------------------------------- */
 
 /* Runs fn(r) on a worker thread, r's connection suspended meanwhile (an
  * event thread serves other connections); the connection resumes when fn
