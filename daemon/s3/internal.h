@@ -71,6 +71,7 @@ struct s3_server {
     pthread_cond_t suspend_cv;
     unsigned suspended;              /* connections suspended: the listener stops after them */
     unsigned in_calls;               /* callbacks that may suspend, running */
+    unsigned answering;              /* answers of resumed requests not yet sent */
     bool stopping;                   /* no callback may suspend from now on */
     uint16_t port;
     int64_t started;
@@ -164,6 +165,7 @@ struct s3_req {
     bool ended;                      /* the body's end was handed to a worker */
     struct MHD_Response *answer;
     unsigned answer_status;
+    bool answer_counted;             /* in srv->answering until it completes */
 };
 
 /* ---- off the event threads (offload.c) -------------------------------------- */

@@ -21,6 +21,15 @@ static void resume(s3_req_t *r)
 {
     s3_server_t *s = r->srv;
     struct MHD_Connection *conn = r->conn;
+    /* an answer to send: the stop waits for it too (counted before the
+     * suspension ends, so that the stop never sees neither) */
+    bool answered = r->answer != NULL;
+    r->answer_counted = answered;
+    if (answered) {
+        pthread_mutex_lock(&s->suspend_mu);
+        s->answering++;
+        pthread_mutex_unlock(&s->suspend_mu);
+    }
     r->suspended = false;
     r->on_worker = false;
     MHD_resume_connection(conn);

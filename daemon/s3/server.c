@@ -690,6 +690,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
            r->note, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
     if (r->body && r->body->cleanup)
         r->body->cleanup(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    if (r->answer_counted) {
+        pthread_mutex_lock(&s->suspend_mu);
+        s->answering--;
+        pthread_cond_broadcast(&s->suspend_cv);
+        pthread_mutex_unlock(&s->suspend_mu);
+    }
     s3_req_free(r);
     *con_cls = NULL;
 }
@@ -861,10 +867,11 @@ void s3_server_stop(s3_server_t *s)
     if (!s)
         return;
     /* a suspended request's answer is due (its worker or its commit
-     * resumes it): libmicrohttpd must not stop with one */
+     * resumes it): libmicrohttpd must not stop with one, nor before a
+     * resumed one's answer went out */
     pthread_mutex_lock(&s->suspend_mu);
     s->stopping = true;
-    while (s->suspended || s->in_calls)
+    while (s->suspended || s->in_calls || s->answering)
         pthread_cond_wait(&s->suspend_cv, &s->suspend_mu);
     pthread_mutex_unlock(&s->suspend_mu);
     http_listener_stop(s->http);
