@@ -35,6 +35,7 @@ const si_conf_key_t s3_conf_keys[] = {
     {"s3.max_header_size", SI_CONF_INT, 1024, 1048576, NULL},
     {"s3.timeout", SI_CONF_INT, 1, 86400, NULL},
     {"s3.threads", SI_CONF_INT, 1, 1024, NULL},
+    {"s3.io_threads", SI_CONF_INT, 0, 256, NULL},
     {"s3.max_connections", SI_CONF_INT, 0, 1000000, NULL},
     /* virtual-host style: "bucket.DOMAIN" in Host names the bucket */
     {"s3.virtual_host_domain", SI_CONF_STRING, 0, 0, NULL},
@@ -142,6 +143,7 @@ int s3_conf_from(const si_conf_t *conf, s3_conf_t *out, si_error_t *err)
                                              (int64_t)c->max_header_size);
     c->timeout = (unsigned)si_conf_int(conf, "s3.timeout", c->timeout);
     c->threads = (unsigned)si_conf_int(conf, "s3.threads", c->threads);
+    c->io_threads = (unsigned)si_conf_int(conf, "s3.io_threads", c->io_threads);
     c->max_connections = (unsigned)si_conf_int(conf, "s3.max_connections", c->max_connections);
     const char *mode = si_conf_string(conf, "s3.archive_bucket_mode", NULL);
     if (mode) {

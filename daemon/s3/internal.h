@@ -2,8 +2,8 @@
  * operations answer with and the operations. The files form layers: the
  * dispatcher (server.c) calls the operations (read.c, write.c, copy.c,
  * multipart.c), which call the helpers (object.c, upload.c, rdma.c, meta.c,
- * bucket.c, request.c, and db.c, list.c, proto.c, quota.c, conf.c); a
- * helper calls only the helpers below it, never an operation. */
+ * bucket.c, request.c, offload.c, and db.c, list.c, proto.c, quota.c,
+ * conf.c); a helper calls only the helpers below it, never an operation. */
 #ifndef STAGEIN_S3_INTERNAL_H
 #define STAGEIN_S3_INTERNAL_H
 
@@ -19,6 +19,7 @@
 #include "common/aws/sigv4.h"
 #include "common/strbuf.h"
 #include "daemon/http/listener.h"
+#include "daemon/http/workers.h"
 #include "daemon/push/push.h"
 #include "common/groups.h"
 #include "daemon/s3/db.h"
@@ -60,9 +61,18 @@ struct s3_server {
     char port_file[PATH_MAX];
     char multipart_dir[PATH_MAX];    /* <state_dir>/s3-multipart; "": no multipart */
     si_log_t *log;
-    /* the listener: a thread per connection, the slow-header and
-     * slow-body guards (daemon/http/listener.h) */
+    /* the listener: a few event threads serving every connection, the
+     * slow-header and slow-body guards (daemon/http/listener.h) */
     http_listener_t *http;
+    unsigned io_threads;             /* the listener's event threads */
+    /* what may wait runs here, its connection suspended (s3_offload) */
+    http_workers_t *workers;
+    pthread_mutex_t suspend_mu;      /* guards suspended, in_calls, stopping */
+    pthread_cond_t suspend_cv;
+    unsigned suspended;              /* connections suspended: the listener stops after them */
+    unsigned in_calls;               /* callbacks that may suspend, running */
+    unsigned answering;              /* answers of resumed requests not yet sent */
+    bool stopping;                   /* no callback may suspend from now on */
     uint16_t port;
     int64_t started;
     atomic_uint_fast64_t next_id;
@@ -99,6 +109,9 @@ typedef struct {
     bool value_ok;                   /* its value is valid percent-encoding */
 } s3_query_param_t;
 
+/* headers a request usually has at most (more: one allocation) */
+#define S3_HEADERS_INLINE 24
+
 struct s3_req {
     s3_server_t *srv;
     struct MHD_Connection *conn;
@@ -119,8 +132,9 @@ struct s3_req {
     struct timespec t0;
     char id[20];
 
-    si_http_header_t *headers;
+    si_http_header_t *headers;       /* header_room, or malloc'd for many */
     size_t nheaders;
+    si_http_header_t header_room[S3_HEADERS_INLINE];
 
     bool anonymous;
     si_sigv4_auth_t auth;
@@ -138,7 +152,36 @@ struct s3_req {
     char note[160];
     char rdma_declined[160];         /* why an x-amz-rdma-token was answered 501 */
     bool rdma_replied;               /* x-amz-rdma-reply: 200 is on the answer */
+
+    /* off the event threads (s3_offload): while suspended, an answer is
+     * kept in answer and queued by the event thread once resumed */
+    http_work_t work;                /* its job on a worker */
+    void (*deferred)(s3_req_t *r);   /* what the worker runs */
+    bool suspended;                  /* its connection waits on a worker */
+    bool on_worker;                  /* deferred is running on a worker */
+    bool *held;                      /* the worker's: deferred handed r on (s3_hold) */
+    bool offloaded_in_call;          /* the event thread's: this call suspended r */
+    bool headers_phase;              /* dispatched before the body: resumed there */
+    bool ended;                      /* the body's end was handed to a worker */
+    struct MHD_Response *answer;
+    unsigned answer_status;
+    bool answer_counted;             /* in srv->answering until it completes */
 };
+
+/* ---- off the event threads (offload.c) -------------------------------------- */
+
+/* Runs fn(r) on a worker thread, r's connection suspended meanwhile (an
+ * event thread serves other connections); the connection resumes when fn
+ * returns, unless fn called s3_hold. On a worker already: fn(r) at once.
+ * Called from a libmicrohttpd callback of r (or a worker). */
+void s3_offload(s3_req_t *r, void (*fn)(s3_req_t *r));
+/* Inside an offloaded fn: the answer comes later, from s3_continue; once
+ * r is handed on (to whatever calls s3_continue), fn must not touch it.
+ * s3_release undoes it while r is still fn's (the hand-off failed). */
+void s3_hold(s3_req_t *r);
+void s3_release(s3_req_t *r);
+/* From any thread, for a held r: runs fn(r) on a worker, then resumes. */
+void s3_continue(s3_req_t *r, void (*fn)(s3_req_t *r));
 
 /* ---- the request and its answers (request.c) ------------------------------ */
 

@@ -157,13 +157,39 @@ static const char *const wkday[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "S
 static const char *const month[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                     "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
 
+static char *put_digits(char *p, unsigned v, int width)
+{
+    for (int i = width - 1; i >= 0; i--, v /= 10)
+        p[i] = (char)('0' + v % 10);
+    return p + width;
+}
+
+/* On every GET and HEAD (Last-Modified): by hand, not printf. */
 void s3_http_date(int64_t t, char out[32])
 {
     time_t tt = (time_t)t;
     struct tm tm;
     gmtime_r(&tt, &tm);
-    snprintf(out, 32, "%s, %02d %s %04d %02d:%02d:%02d GMT", wkday[tm.tm_wday], tm.tm_mday,
-             month[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    int year = tm.tm_year + 1900;
+    if (year < 0 || year > 9999) {
+        snprintf(out, 32, "%s, %02d %s %04d %02d:%02d:%02d GMT", wkday[tm.tm_wday], tm.tm_mday,
+                 month[tm.tm_mon], year, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        return;
+    }
+    char *p = out;
+    memcpy(p, wkday[tm.tm_wday], 3);
+    p = put_digits(p + 3 + 2, (unsigned)tm.tm_mday, 2);
+    out[3] = ',', out[4] = ' ', *p++ = ' ';
+    memcpy(p, month[tm.tm_mon], 3);
+    p[3] = ' ';
+    p = put_digits(p + 4, (unsigned)year, 4);
+    *p++ = ' ';
+    p = put_digits(p, (unsigned)tm.tm_hour, 2);
+    *p++ = ':';
+    p = put_digits(p, (unsigned)tm.tm_min, 2);
+    *p++ = ':';
+    p = put_digits(p, (unsigned)tm.tm_sec, 2);
+    memcpy(p, " GMT", 5);
 }
 
 void s3_iso8601(int64_t t, char out[32])
@@ -347,6 +373,15 @@ static bool is_hex(const char *s, size_t n)
     return s[n] == '\0';
 }
 
+/* "\"<text>\"" (on every GET and HEAD: not printf); len < S3_ETAG_MAX - 2 */
+static void quote(char out[S3_ETAG_MAX], const char *text, size_t len)
+{
+    out[0] = '"';
+    memcpy(out + 1, text, len);
+    out[len + 1] = '"';
+    out[len + 2] = '\0';
+}
+
 void s3_etag_of(const char *stored_etag, const char *checksum, int64_t id, uint64_t size,
                 char out[S3_ETAG_MAX])
 {
@@ -355,12 +390,12 @@ void s3_etag_of(const char *stored_etag, const char *checksum, int64_t id, uint6
         size_t len;
         etag_core(stored_etag, strlen(stored_etag), &core, &len);
         if (len > 0 && len < S3_ETAG_MAX - 3) {
-            snprintf(out, S3_ETAG_MAX, "\"%.*s\"", (int)len, core);
+            quote(out, core, len);
             return;
         }
     }
     if (checksum && strncmp(checksum, "md5:", 4) == 0 && is_hex(checksum + 4, 32)) {
-        snprintf(out, S3_ETAG_MAX, "\"%s\"", checksum + 4);
+        quote(out, checksum + 4, 32);
         return;
     }
     if (checksum && strncmp(checksum, "sha256:", 7) == 0 && strlen(checksum) >= 7 + 32) {

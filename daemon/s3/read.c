@@ -591,9 +591,15 @@ void s3_get_object_tagging(s3_req_t *r)
     s3_respond_xml(r, 200, &x);
 }
 
+static void get_on_worker(s3_req_t *r) { s3_get_object(r, false); }
+
 void s3_get_object(s3_req_t *r, bool head)
 {
     s3_server_t *s = r->srv;
+    if (!head && !r->on_worker && s3_req_header(r, S3_RDMA_TOKEN_HEADER)) {
+        s3_offload(r, get_on_worker); /* the transfer waits for the fabric */
+        return;
+    }
     si_error_t err;
     s3_object_t o;
     int fd = -1;
@@ -644,6 +650,11 @@ void s3_get_object(s3_req_t *r, bool head)
                 s3_respond_error(r, "InvalidObjectState", "The operation is not valid for the"
                                  " object's storage class: %s/%s is on tape and not in the"
                                  " cache; restore it first (RestoreObject)", r->bucket, r->key);
+                goto out;
+            }
+            if (!r->on_worker) {
+                /* the wait for the recall, on a worker; the GET runs again there */
+                s3_offload(r, get_on_worker);
                 goto out;
             }
             if (recall_and_wait(r, &o, cat_key, &fd, &size) != 0)

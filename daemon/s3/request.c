@@ -111,6 +111,11 @@ void s3_respond(s3_req_t *r, unsigned status, struct MHD_Response *resp)
     add_rdma_declined(r, resp);
     r->responded = true;
     r->status = status;
+    if (r->suspended) { /* queued by the event thread once resumed */
+        r->answer = resp;
+        r->answer_status = status;
+        return;
+    }
     MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
 }
@@ -287,12 +292,14 @@ void s3_expect_xml_body(s3_req_t *r, void (*end)(s3_req_t *r))
 
 void s3_req_free(s3_req_t *r)
 {
+    if (r->answer)
+        MHD_destroy_response(r->answer);
     si_strbuf_free(&r->xml);
     si_strbuf_free(&r->query_text);
     free(r->params);
-    free(r->headers);
+    if (r->headers != r->header_room)
+        free(r->headers);
     free(r->key);
-    free(r->uri);
-    free(r->path_buf);
+    free(r->uri); /* path_buf is in the same allocation */
     free(r);
 }

@@ -60,8 +60,9 @@ typedef struct {
     s3_bucket_list_t archive_buckets; /* PUT goes to tape through the push path */
     size_t max_header_size;          /* bytes of the request line and headers */
     unsigned timeout;                /* idle connection timeout, seconds */
-    unsigned threads;                /* requests working in the catalog at once */
-    unsigned max_connections;        /* each has its thread; 0: libmicrohttpd's limit */
+    unsigned threads;                /* worker threads: requests that may wait */
+    unsigned io_threads;             /* event threads serving the connections; 0: a CPU each */
+    unsigned max_connections;        /* at once; 0: libmicrohttpd's limit */
     char vhost_domain[254];          /* "": path style only */
     char tls_cert_file[PATH_MAX];    /* "": plain HTTP */
     char tls_key_file[PATH_MAX];
@@ -75,7 +76,7 @@ typedef struct {
 
 /* Defaults: disabled, 127.0.0.1:9000, SYSCONFDIR/stagein/s3-secrets,
  * us-east-1, 900 s skew, no public/transparent/archive buckets, 60 s
- * recall wait, 16 KiB of headers, 60 s timeout, 16 threads. */
+ * recall wait, 16 KiB of headers, 60 s timeout, 16 worker threads, an event thread per CPU. */
 void s3_conf_defaults(s3_conf_t *conf);
 /* Defaults overridden by the "s3" group; bucket names are checked. */
 int s3_conf_from(const si_conf_t *conf, s3_conf_t *out, si_error_t *err);

@@ -121,34 +121,40 @@ static void post_bucket(s3_req_t *r)
                      " is not implemented; upload with PUT (a presigned PUT URL works)");
 }
 
-/* Every operation: method, target and sub-resource (NULL: none). */
+/* Every operation: method, target and sub-resource (NULL: none), and
+ * whether it runs on the event thread (a GET or HEAD of an object: one
+ * catalog statement and an open; what of it may wait, a transparent recall
+ * or an RDMA transfer, offloads itself); every other goes to a worker. */
+#define ON_EVENT_THREAD true
+#define TO_WORKER false
 static const struct {
     const char *method;
     s3_target_t at;
     const char *sub;
     void (*run)(s3_req_t *r);
+    bool on_event_thread;
 } operations[] = {
-    {"GET", AT_SERVICE, NULL, s3_list_buckets},
-    {"GET", AT_BUCKET, NULL, get_objects},
-    {"GET", AT_BUCKET, "location", s3_get_bucket_location},
-    {"GET", AT_BUCKET, "uploads", s3_list_multipart_uploads},
-    {"GET", AT_BUCKET, "versioning", s3_get_bucket_versioning},
-    {"HEAD", AT_BUCKET, NULL, s3_head_bucket},
-    {"PUT", AT_BUCKET, NULL, s3_create_bucket},
-    {"DELETE", AT_BUCKET, NULL, s3_delete_bucket},
-    {"POST", AT_BUCKET, "delete", s3_delete_objects},
-    {"POST", AT_BUCKET, NULL, post_bucket},
-    {"GET", AT_OBJECT, NULL, get_object},
-    {"GET", AT_OBJECT, "uploadId", s3_list_parts},
-    {"GET", AT_OBJECT, "tagging", s3_get_object_tagging},
-    {"HEAD", AT_OBJECT, NULL, head_object},
-    {"PUT", AT_OBJECT, NULL, put_object_or_copy},
-    {"PUT", AT_OBJECT, "uploadId", put_part_or_copy},
-    {"POST", AT_OBJECT, "restore", s3_restore_object},
-    {"POST", AT_OBJECT, "uploads", s3_create_multipart},
-    {"POST", AT_OBJECT, "uploadId", s3_complete_multipart},
-    {"DELETE", AT_OBJECT, NULL, s3_delete_object},
-    {"DELETE", AT_OBJECT, "uploadId", s3_abort_multipart},
+    {"GET", AT_SERVICE, NULL, s3_list_buckets, TO_WORKER},
+    {"GET", AT_BUCKET, NULL, get_objects, TO_WORKER},
+    {"GET", AT_BUCKET, "location", s3_get_bucket_location, TO_WORKER},
+    {"GET", AT_BUCKET, "uploads", s3_list_multipart_uploads, TO_WORKER},
+    {"GET", AT_BUCKET, "versioning", s3_get_bucket_versioning, TO_WORKER},
+    {"HEAD", AT_BUCKET, NULL, s3_head_bucket, TO_WORKER},
+    {"PUT", AT_BUCKET, NULL, s3_create_bucket, TO_WORKER},
+    {"DELETE", AT_BUCKET, NULL, s3_delete_bucket, TO_WORKER},
+    {"POST", AT_BUCKET, "delete", s3_delete_objects, TO_WORKER},
+    {"POST", AT_BUCKET, NULL, post_bucket, TO_WORKER},
+    {"GET", AT_OBJECT, NULL, get_object, ON_EVENT_THREAD},
+    {"GET", AT_OBJECT, "uploadId", s3_list_parts, TO_WORKER},
+    {"GET", AT_OBJECT, "tagging", s3_get_object_tagging, TO_WORKER},
+    {"HEAD", AT_OBJECT, NULL, head_object, ON_EVENT_THREAD},
+    {"PUT", AT_OBJECT, NULL, put_object_or_copy, TO_WORKER},
+    {"PUT", AT_OBJECT, "uploadId", put_part_or_copy, TO_WORKER},
+    {"POST", AT_OBJECT, "restore", s3_restore_object, TO_WORKER},
+    {"POST", AT_OBJECT, "uploads", s3_create_multipart, TO_WORKER},
+    {"POST", AT_OBJECT, "uploadId", s3_complete_multipart, TO_WORKER},
+    {"DELETE", AT_OBJECT, NULL, s3_delete_object, TO_WORKER},
+    {"DELETE", AT_OBJECT, "uploadId", s3_abort_multipart, TO_WORKER},
 };
 
 static const char *const target_names[] = {"the service", "a bucket", "an object"};
@@ -162,7 +168,10 @@ static void run_operation(s3_req_t *r, s3_target_t at)
             continue;
         method_known = true;
         if (sub ? operations[i].sub && strcmp(operations[i].sub, sub) == 0 : !operations[i].sub) {
-            operations[i].run(r);
+            if (operations[i].on_event_thread)
+                operations[i].run(r);
+            else
+                s3_offload(r, operations[i].run);
             return;
         }
     }
@@ -193,11 +202,16 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
     return MHD_YES;
 }
 
+typedef struct {
+    size_t count, bytes;
+} header_size_t;
+
 static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
     (void)kind;
-    size_t *bytes = cls;
-    *bytes += strlen(key) + (value ? strlen(value) : 0) + 4;
+    header_size_t *size = cls;
+    size->count++;
+    size->bytes += strlen(key) + (value ? strlen(value) : 0) + 4;
     return MHD_YES;
 }
 
@@ -435,16 +449,16 @@ static void dispatch(s3_req_t *r)
 {
     s3_server_t *s = r->srv;
     /* the header section, within the configured bound */
-    size_t bytes = strlen(r->uri);
-    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &bytes);
-    if (bytes > s->conf.max_header_size) {
+    header_size_t size = {.bytes = strlen(r->uri)};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &size);
+    if (size.bytes > s->conf.max_header_size) {
         s3_respond_error(r, "RequestHeaderSectionTooLarge", "the request line and headers are"
-                         " %zu bytes, more than the %zu allowed", bytes,
+                         " %zu bytes, more than the %zu allowed", size.bytes,
                          s->conf.max_header_size);
         return;
     }
-    int n = MHD_get_connection_values(r->conn, MHD_HEADER_KIND, NULL, NULL);
-    r->headers = calloc((size_t)(n > 0 ? n : 1), sizeof(*r->headers));
+    r->headers = size.count <= S3_HEADERS_INLINE
+                     ? r->header_room : calloc(size.count, sizeof(*r->headers));
     if (!r->headers) {
         s3_respond_error(r, "InternalError", "out of memory");
         return;
@@ -506,15 +520,21 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     r->srv = s;
     r->conn = conn;
     clock_gettime(CLOCK_MONOTONIC, &r->t0);
-    snprintf(r->id, sizeof(r->id), "%016llX",
-             (unsigned long long)atomic_fetch_add(&s->next_id, 1));
-    size_t plen = strcspn(uri, "?");
-    r->uri = strdup(uri);
-    r->path_buf = strndup(uri, plen);
-    if (!r->uri || !r->path_buf) {
+    /* the id in hex, 16 digits: on every answer, so no printf */
+    uint64_t id = atomic_fetch_add(&s->next_id, 1);
+    for (int i = 15; i >= 0; i--, id >>= 4)
+        r->id[i] = "0123456789ABCDEF"[id & 15];
+    r->id[16] = '\0';
+    /* the URI as sent, then its path: one allocation */
+    size_t len = strlen(uri), plen = strcspn(uri, "?");
+    if (!(r->uri = malloc(len + plen + 2))) {
         s3_req_free(r);
         return NULL;
     }
+    memcpy(r->uri, uri, len + 1);
+    r->path_buf = r->uri + len + 1;
+    memcpy(r->path_buf, uri, plen);
+    r->path_buf[plen] = '\0';
     r->path = r->path_buf;
     r->query = r->uri + plen + (uri[plen] == '?');
     /* the query is decoded here (s3_req_parse_query), from this copy: libmicrohttpd
@@ -529,6 +549,44 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     return r;
 }
 
+/* A request with a body, dispatched (before its body): the body goes to the
+ * operation, or the answer (an early refusal) is already given. */
+static void body_follows(s3_req_t *r)
+{
+    if (!r->responded && !r->body)
+        s3_respond_error(r, "InternalError", "the operation gave no answer");
+    if (!r->responded && r->body) {
+        char what[128];
+        snprintf(what, sizeof(what), "%s %.80s uid=%u", r->method, r->path,
+                 (unsigned)r->who.uid);
+        http_listener_body_begins(r->srv->http, r->conn, what);
+    }
+}
+
+/* A callback that may suspend its connection runs between these: libmicrohttpd
+ * must not stop with a connection suspended, so once the server is stopping
+ * none starts (false: answer without suspending). */
+static bool enter_call(s3_server_t *s)
+{
+    pthread_mutex_lock(&s->suspend_mu);
+    bool ok = !s->stopping;
+    if (ok)
+        s->in_calls++;
+    pthread_mutex_unlock(&s->suspend_mu);
+    return ok;
+}
+
+static void leave_call(s3_server_t *s)
+{
+    pthread_mutex_lock(&s->suspend_mu);
+    s->in_calls--;
+    pthread_cond_broadcast(&s->suspend_cv);
+    pthread_mutex_unlock(&s->suspend_mu);
+}
+
+static void serve(s3_req_t *r, struct MHD_Connection *conn, const char *method,
+                  const char *upload_data, size_t *upload_data_size);
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -538,6 +596,43 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     s3_req_t *r = *con_cls;
     if (!r)
         return MHD_NO;
+    if (r->answer) {
+        /* resumed: what the worker answered */
+        struct MHD_Response *resp = r->answer;
+        r->answer = NULL;
+        r->headers_phase = false;
+        MHD_queue_response(conn, r->answer_status, resp);
+        MHD_destroy_response(resp);
+        return MHD_YES;
+    }
+    if (*upload_data_size && r->dispatched) {
+        /* a piece of the body: nothing here suspends */
+        if (!r->responded && r->body && r->body->data)
+            r->body->data(r, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (!enter_call(r->srv)) {
+        r->headers_phase = false;
+        if (!r->responded)
+            s3_respond_error(r, "ServiceUnavailable", "the server is shutting down");
+        return MHD_YES;
+    }
+    serve(r, conn, method, upload_data, upload_data_size);
+    leave_call(r->srv);
+    return MHD_YES;
+}
+
+static void serve(s3_req_t *r, struct MHD_Connection *conn, const char *method,
+                  const char *upload_data, size_t *upload_data_size)
+{
+    if (r->headers_phase) {
+        /* resumed before the body: the worker dispatched it */
+        r->headers_phase = false;
+        body_follows(r);
+        return;
+    }
+    r->offloaded_in_call = false;
     if (!r->started) {
         r->started = true;
         snprintf(r->method, sizeof(r->method), "%s", method);
@@ -547,34 +642,36 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
          * connection stays open for the next request. One with a body is
          * dispatched now, to refuse it before the body is read. */
         if (!has_body(conn))
-            return MHD_YES;
+            return;
         r->dispatched = true;
+        r->headers_phase = true;
         dispatch(r);
-        if (!r->responded && !r->body)
-            s3_respond_error(r, "InternalError", "the operation gave no answer");
-        if (!r->responded && r->body) {
-            char what[128];
-            snprintf(what, sizeof(what), "%s %.80s uid=%u", r->method, r->path,
-                     (unsigned)r->who.uid);
-            http_listener_body_begins(r->srv->http, conn, what);
-        }
-        return MHD_YES;
+        if (r->offloaded_in_call)
+            return; /* called again once resumed */
+        r->headers_phase = false;
+        body_follows(r);
+        return;
     }
     if (!r->dispatched) {
         r->dispatched = true;
         dispatch(r);
+        if (r->offloaded_in_call)
+            return;
     }
     if (*upload_data_size) {
         if (!r->responded && r->body && r->body->data)
             r->body->data(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
-        return MHD_YES;
+        return;
     }
-    if (!r->responded && r->body && r->body->end)
-        r->body->end(r);
+    if (!r->responded && r->body && r->body->end && !r->ended) {
+        /* the operation's end may wait (a commit, an fsync): on a worker */
+        r->ended = true;
+        s3_offload(r, r->body->end);
+        return;
+    }
     if (!r->responded)
         s3_respond_error(r, "InternalError", "the operation gave no answer");
-    return MHD_YES;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -593,6 +690,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
            r->note, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
     if (r->body && r->body->cleanup)
         r->body->cleanup(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    if (r->answer_counted) {
+        pthread_mutex_lock(&s->suspend_mu);
+        s->answering--;
+        pthread_cond_broadcast(&s->suspend_cv);
+        pthread_mutex_unlock(&s->suspend_mu);
+    }
     s3_req_free(r);
     *con_cls = NULL;
 }
@@ -665,6 +768,11 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     s->log = opts->log;
     s->started = (int64_t)time(NULL);
     pthread_mutex_init(&s->buckets_mu, NULL);
+    pthread_mutex_init(&s->suspend_mu, NULL);
+    pthread_cond_init(&s->suspend_cv, NULL);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    s->io_threads = s->conf.io_threads ? s->conf.io_threads
+                                       : cpus < 1 ? 1 : cpus > 64 ? 64 : (unsigned)cpus;
     snprintf(s->push_bucket, sizeof(s->push_bucket), "%s",
              opts->push_bucket ? opts->push_bucket : "");
     if (opts->state_dir) {
@@ -696,7 +804,8 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     s->verifier = (si_sigv4_verifier_conf_t){
         .region = s->conf.region, .service = "s3", .max_skew_s = s->conf.clock_skew,
         .lookup = lookup_credential, .lookup_arg = s, .key_cache = s->keys};
-    if (!(s->pool = s3_dbpool_open(opts->catalog, s->conf.threads + 2, err)))
+    /* a connection for each thread that may ask, so none waits for another */
+    if (!(s->pool = s3_dbpool_open(opts->catalog, s->conf.threads + s->io_threads + 1, err)))
         goto error;
     if (s3_rdma_open(s, &opts->rdma, err) < 0)
         goto error;
@@ -710,11 +819,13 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     if (rc < 0)
         goto error;
 
-    /* A thread per connection: a handler that blocks (an fsync, a catalog
-     * write, a transparent recall's wait) holds up its own connection only,
-     * and libmicrohttpd sends file bodies in sendfile(2) calls of 2 MiB
-     * instead of the 128 KiB it uses between the connections of a pool
-     * thread (1 GiB GETs: 0.06 instead of 0.22-0.30 CPU seconds per GiB). */
+    /* A few event threads (libmicrohttpd's pool, epoll) serve every
+     * connection: a cached GET is answered on them without a thread
+     * hand-off or a wake-up per request. What may wait (an fsync, a catalog
+     * write, a transparent recall, an upload's batch commit) runs on the
+     * workers, its connection suspended meanwhile (s3_offload). */
+    if (!(s->workers = http_workers_new("s3", s->conf.threads, err)))
+        goto error;
     if (s->conf.tls_cert_file[0] && load_tls(s, err) < 0)
         goto error;
     uint16_t port;
@@ -723,7 +834,7 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
         goto error;
     http_listener_opts_t lo = {
         .name = "s3", .log = s->log, .listen_fd = fd,
-        .thread_per_connection = true, .timeout_s = s->conf.timeout,
+        .threads = s->io_threads, .allow_suspend = true, .timeout_s = s->conf.timeout,
         .max_connections = s->conf.max_connections,
         .memory_limit = s->conf.max_header_size * 2 + CONNECTION_POOL_EXTRA,
         .min_body_rate = s->conf.min_upload_rate, .min_body_rate_key = "s3.min_upload_rate",
@@ -736,9 +847,9 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     if (s->port_file[0] && write_port_file(s, err) < 0)
         goto error;
     si_log(s->log, SI_LOG_NOTICE, "s3: listening on %s port %u%s (region %s, %zu credentials,"
-           " a thread per connection, %u in the catalog at once%s%s)", s->conf.bind,
+           " %u event threads, %u workers%s%s)", s->conf.bind,
            (unsigned)s->port, s->tls_cert ? " with TLS" : "", s->conf.region,
-           si_secrets_count(s->secrets), s->conf.threads,
+           si_secrets_count(s->secrets), s->io_threads, s->conf.threads,
            s->conf.vhost_domain[0] ? ", virtual hosts under " : "", s->conf.vhost_domain);
     return s;
 error:
@@ -755,7 +866,16 @@ void s3_server_stop(s3_server_t *s)
 {
     if (!s)
         return;
+    /* a suspended request's answer is due (its worker or its commit
+     * resumes it): libmicrohttpd must not stop with one, nor before a
+     * resumed one's answer went out */
+    pthread_mutex_lock(&s->suspend_mu);
+    s->stopping = true;
+    while (s->suspended || s->in_calls || s->answering)
+        pthread_cond_wait(&s->suspend_cv, &s->suspend_mu);
+    pthread_mutex_unlock(&s->suspend_mu);
     http_listener_stop(s->http);
+    http_workers_free(s->workers);
     if (s->port_file[0] && s->port)
         unlink(s->port_file);
     s3_rdma_close(s);
@@ -770,6 +890,8 @@ void s3_server_stop(s3_server_t *s)
     }
     free(s->tls_cert);
     pthread_mutex_destroy(&s->buckets_mu);
+    pthread_cond_destroy(&s->suspend_cv);
+    pthread_mutex_destroy(&s->suspend_mu);
     free(s->created);
     free(s);
 }

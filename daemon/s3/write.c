@@ -47,6 +47,13 @@ typedef struct {
      * expected checksum) rather than hashed here a second time */
     bool sha_by_cache;
     si_rdma_token_t rdma_token;
+    /* PUT, once submitted: the body's MD5 ("md5:<hex>"), and how its batch
+     * commit ended (put_done) */
+    char etag_md5[SI_CHECKSUM_TEXT_MAX];
+    bool whole;                        /* every declared byte came */
+    int commit_rc, commit_errno;
+    char commit_why[512];
+    push_received_t committed;
     const char *fail_code;             /* the first failure, answered at the end */
     char fail_text[512];
     si_log_t *log;
@@ -223,36 +230,31 @@ static void body_verify(put_state_t *p, char md5[SI_CHECKSUM_TEXT_MAX])
     }
 }
 
-static void put_end(s3_req_t *r)
+/* The upload was not stored (errnum, why: push_upload_submit's). */
+static void respond_not_stored(s3_req_t *r, int errnum, const char *why)
+{
+    put_state_t *p = r->body_state;
+    if (errnum == EBADMSG && p->whole && p->sha_by_cache)
+        s3_respond_error(r, "XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256'"
+                         " header does not match what was computed (%s)", why);
+    else
+        s3_respond_error(r, errnum == EBADMSG ? "IncompleteBody" : "InternalError", "%s", why);
+}
+
+/* The upload's batch is durable (or failed): record what the object came
+ * with, then answer. On a worker. */
+static void put_committed(s3_req_t *r)
 {
     put_state_t *p = r->body_state;
     si_error_t err;
-    char md5[SI_CHECKSUM_TEXT_MAX];
-    if (rdma_body(r) < 0)
-        return;
-    body_verify(p, md5);
-    if (p->fail_code) {
-        s3_respond_error(r, p->fail_code, "%s", p->fail_text);
-        return;
-    }
-    push_received_t got;
-    push_upload_t *u = p->upload;
-    p->upload = NULL;
-    bool whole = push_upload_received(u) == p->expected;
-    if (push_upload_finish(u, &got, &err) < 0) {
-        if (errno == EBADMSG && whole && p->sha_by_cache)
-            s3_respond_error(r, "XAmzContentSHA256Mismatch", "The provided "
-                             "'x-amz-content-sha256' header does not match what was computed"
-                             " (%s)", err.text);
-        else
-            s3_respond_error(r, errno == EBADMSG ? "IncompleteBody" : "InternalError", "%s",
-                             err.text);
+    if (p->commit_rc < 0) {
+        respond_not_stored(r, p->commit_errno, p->commit_why);
         return;
     }
     s3_meta_t meta = {.headers = si_strbuf_str(&p->meta_headers),
                       .storage_class = p->storage_class};
     s3_db_t *db = s3_dbpool_get(r->srv->pool);
-    int rc = s3_db_record_object(db, got.object_id, md5 + 4, &meta, &err);
+    int rc = s3_db_record_object(db, p->committed.object_id, p->etag_md5 + 4, &meta, &err);
     s3_dbpool_put(r->srv->pool, db);
     if (rc < 0) {
         /* the bytes are stored, what they came with is not: not acknowledged */
@@ -260,8 +262,45 @@ static void put_end(s3_req_t *r)
         return;
     }
     char note[64];
-    snprintf(note, sizeof(note), "push=%s", got.uuid);
-    respond_stored(r, md5 + 4, note);
+    snprintf(note, sizeof(note), "push=%s", p->committed.uuid);
+    respond_stored(r, p->etag_md5 + 4, note);
+}
+
+/* On the cache's committer thread: must not wait. */
+static void put_done(void *arg, int rc, int errnum, const push_received_t *file,
+                     const char *why)
+{
+    s3_req_t *r = arg;
+    put_state_t *p = r->body_state;
+    p->commit_rc = rc;
+    p->commit_errno = errnum;
+    if (file)
+        p->committed = *file;
+    snprintf(p->commit_why, sizeof(p->commit_why), "%s", why ? why : "");
+    s3_continue(r, put_committed);
+}
+
+static void put_end(s3_req_t *r)
+{
+    put_state_t *p = r->body_state;
+    si_error_t err;
+    if (rdma_body(r) < 0)
+        return;
+    body_verify(p, p->etag_md5);
+    if (p->fail_code) {
+        s3_respond_error(r, p->fail_code, "%s", p->fail_text);
+        return;
+    }
+    push_upload_t *u = p->upload;
+    p->upload = NULL;
+    p->whole = push_upload_received(u) == p->expected;
+    /* answered once the batch holding it is durable (put_done), without
+     * holding this thread meanwhile */
+    s3_hold(r);
+    if (push_upload_submit(u, put_done, r, &err) < 0) {
+        s3_release(r);
+        respond_not_stored(r, errno, err.text);
+    }
 }
 
 static void put_cleanup(s3_req_t *r, bool completed)

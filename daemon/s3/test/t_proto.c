@@ -48,6 +48,12 @@ static void test_dates(void)
     char d[32];
     s3_http_date(1445412480, d);
     is_str(d, "Wed, 21 Oct 2015 07:28:00 GMT", "HTTP date");
+    s3_http_date(0, d);
+    is_str(d, "Thu, 01 Jan 1970 00:00:00 GMT", "HTTP date of the epoch");
+    s3_http_date(1709251199, d);
+    is_str(d, "Thu, 29 Feb 2024 23:59:59 GMT", "HTTP date: a leap day's last second");
+    s3_http_date(253402300800LL, d);
+    is_str(d, "Sat, 01 Jan 10000 00:00:00 GMT", "HTTP date past year 9999");
     s3_iso8601(1255369830, d);
     is_str(d, "2009-10-12T17:50:30.000Z", "ISO 8601 date");
     int64_t t = 0;
