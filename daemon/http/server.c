@@ -324,6 +324,10 @@ int http_add_header(http_request_t *req, const char *name, const char *value)
 const char *http_request_method(const http_request_t *req) { return req->method; }
 const char *http_request_path(const http_request_t *req) { return req->path; }
 const http_peer_t *http_request_peer(const http_request_t *req) { return &req->peer; }
+void *http_request_connection_memo(http_request_t *req, size_t size)
+{
+    return http_listener_conn_memo(req->conn, size);
+}
 si_log_t *http_request_log(const http_request_t *req) { return req->listener->server->opts.log; }
 
 const char *http_request_param(const http_request_t *req, const char *name)
@@ -334,6 +338,11 @@ const char *http_request_param(const http_request_t *req, const char *name)
 const char *http_request_header(const http_request_t *req, const char *name)
 {
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *http_request_trailer(const http_request_t *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_FOOTER_KIND, name);
 }
 
 const char *http_request_query(const http_request_t *req, const char *name)

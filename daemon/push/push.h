@@ -131,6 +131,10 @@ typedef struct {
 int push_upload_begin(push_t *p, const push_file_t *file, push_upload_t **out,
                       si_error_t *err);
 int push_upload_write(push_upload_t *u, const void *data, size_t len, si_error_t *err);
+/* The file's checksum learnt after its bytes (a trailer), before finish or
+ * submit: they are refused (EBADMSG) unless they match it; EINVAL when it
+ * is not "sha256:<hex>" or differs from the one given at begin. */
+int push_upload_expect(push_upload_t *u, const char *checksum, si_error_t *err);
 /* Checks size and checksum, makes the cache file durable and marks the file
  * RECEIVED: from then on it is acknowledged. Frees u either way. */
 int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err);

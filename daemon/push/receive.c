@@ -256,6 +256,20 @@ int push_upload_write(push_upload_t *u, const void *data, size_t len, si_error_t
     return cache_writer_write(u->writer, data, len, err);
 }
 
+int push_upload_expect(push_upload_t *u, const char *checksum, si_error_t *err)
+{
+    if (strncmp(checksum, "sha256:", 7) != 0 || !si_checksum_text_valid(checksum))
+        return si_errnoprintf(err, EINVAL, "checksum '%.80s' is not sha256:<64 lower-case hex>",
+                              checksum);
+    if (u->info.checksum[0] && strcmp(u->info.checksum, checksum) != 0)
+        return si_errnoprintf(err, EINVAL, "the checksum after the body (%s) differs from the"
+                              " one before it (%s)", checksum, u->info.checksum);
+    if (cache_writer_expect(u->writer, checksum, err) < 0)
+        return -1;
+    snprintf(u->info.checksum, sizeof(u->info.checksum), "%s", checksum);
+    return 0;
+}
+
 /* RECEIVED, with the checksum we computed when the client sent none: run
  * by the cache in its batch's transaction (cat: the cache's connection, its
  * lock held), so that the file's state and its cache row become durable

@@ -239,6 +239,15 @@ static void on_push_end(http_request_t *req, void *state)
         return;
     }
     si_error_t err;
+    /* a client that hashes while it sends gives the checksum after the
+     * body (chunked): one read of the file on its side */
+    const char *trailer = http_request_trailer(req, CHECKSUM_HEADER);
+    if (trailer && push_upload_expect(st->upload, trailer, &err) < 0) {
+        push_upload_abort(st->upload);
+        st->upload = NULL;
+        respond_errno(req, errno, &err);
+        return;
+    }
     push_upload_t *u = st->upload;
     st->upload = NULL; /* submit frees it either way */
     /* the lock keeps the callback from resuming before the suspend */
