@@ -21,6 +21,12 @@
 
 struct client {
     CURL *curl;
+    /* the connections, kept across easy handles: a handle that sent a
+     * chunked body with trailers is replaced before the next request
+     * (libcurl 7.88 keeps its trailer state across transfers and then
+     * writes a chunk header before its upload buffer) */
+    CURLSH *share;
+    bool trailers_sent;
     client_endpoint_list_t eps;
     size_t current;      /* the endpoint that last answered: tried first */
     char *source;
@@ -304,7 +310,14 @@ client_t *client_new(const client_opts_t *opts, si_error_t *err)
         goto error;
     }
     c->curl = curl_easy_init();
-    if (!c->curl) {
+    c->share = curl_share_init();
+    if (c->share && curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK) {
+        curl_share_cleanup(c->share);
+        c->share = NULL;
+    }
+    if (!c->curl || !c->share) {
+        curl_easy_cleanup(c->curl);
+        curl_share_cleanup(c->share);
         curl_global_cleanup();
         si_errprintf(err, "cannot initialise libcurl");
         goto error;
@@ -322,6 +335,7 @@ void client_free(client_t *c)
     if (!c)
         return;
     curl_easy_cleanup(c->curl);
+    curl_share_cleanup(c->share);
     curl_global_cleanup();
     free(c->source);
     free(c->munge_socket);
@@ -520,6 +534,12 @@ static int trailer_of(struct curl_slist **list, void *arg)
 static CURLcode perform(client_t *c, const client_endpoint_t *ep, const client_request_t *rq,
                         struct curl_slist *headers, si_strbuf_t *answer, si_error_t *err)
 {
+    CURL *fresh = c->trailers_sent ? curl_easy_init() : NULL;
+    if (fresh) { /* the connection stays in c->share */
+        curl_easy_cleanup(c->curl);
+        c->curl = fresh;
+        c->trailers_sent = false;
+    }
     CURL *h = c->curl;
     char url[sizeof(ep->base_url) + 2048];
     if ((size_t)snprintf(url, sizeof(url), "%s%s", ep->base_url, rq->path) >= sizeof(url)) {
@@ -527,6 +547,7 @@ static CURLcode perform(client_t *c, const client_endpoint_t *ep, const client_r
         return CURLE_URL_MALFORMAT;
     }
     curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_SHARE, c->share);
     c->curl_error[0] = '\0';
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->curl_error);
     curl_easy_setopt(h, CURLOPT_URL, url);
@@ -550,6 +571,7 @@ static CURLcode perform(client_t *c, const client_endpoint_t *ep, const client_r
         curl_easy_setopt(h, CURLOPT_READDATA, &hashed);
         curl_easy_setopt(h, CURLOPT_TRAILERFUNCTION, trailer_of);
         curl_easy_setopt(h, CURLOPT_TRAILERDATA, &hashed);
+        c->trailers_sent = true;
     } else if (rq->upload) {
         curl_easy_setopt(h, CURLOPT_POST, 1L);
         curl_easy_setopt(h, CURLOPT_READDATA, rq->upload);
@@ -587,7 +609,6 @@ static void all_failed(const client_t *c, char reasons[][256], si_error_t *err)
 int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
                 si_error_t *err)
 {
-    CURL *h = c->curl;
     struct curl_slist *headers = NULL;
     const char *credential = NULL;
     char (*reasons)[256] = NULL;
@@ -663,7 +684,7 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
         si_errprintf(err, "out of memory reading the answer of stageind");
         goto done;
     }
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &reply->status);
+    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &reply->status);
     if (reply->status < 200 || reply->status > 299) { /* the next request: a fresh credential */
         free(c->credential);
         c->credential = NULL;
