@@ -243,9 +243,10 @@ static void on_push_end(http_request_t *req, void *state)
      * body (chunked): one read of the file on its side */
     const char *trailer = http_request_trailer(req, CHECKSUM_HEADER);
     if (trailer && push_upload_expect(st->upload, trailer, &err) < 0) {
+        int refused = errno;
         push_upload_abort(st->upload);
         st->upload = NULL;
-        respond_errno(req, errno, &err);
+        respond_errno(req, refused, &err);
         return;
     }
     push_upload_t *u = st->upload;
