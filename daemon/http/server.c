@@ -66,7 +66,8 @@ struct http_request {
     http_route_result_t route;
     void *stream_state;         /* a streaming route's, from its begin */
     bool stream_begun;
-    bool suspending;            /* end called http_request_suspend */
+    bool suspending;            /* begin or end called http_request_suspend */
+    bool begin_resumes;         /* the next call follows a begin's suspension */
     char allow[64];
     char *body;
     size_t body_len, body_cap;
@@ -571,9 +572,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 !req->responded)
                 http_respond_error(req, 500, "internal error: %s %s refused without an answer",
                                    req->method, req->path);
+            /* a begin may suspend until its body may come: libmicrohttpd
+             * then calls again, with no data, which is no end yet */
+            req->begin_resumes = req->suspending;
+            req->suspending = false;
         }
         return MHD_YES;
     }
+    bool resumed = req->begin_resumes;
+    req->begin_resumes = false;
+    if (resumed && !*upload_data_size)
+        return MHD_YES;
     if (*upload_data_size) {
         if (!req->responded && stream_of(req))
             req->handler->stream->data(req, req->stream_state, upload_data, *upload_data_size);

@@ -41,6 +41,13 @@ struct push {
 
     pthread_t thread;
     bool running, stopping, kicked;
+
+    /* uploads beginning, recorded together by the recorder (receive.c) */
+    pthread_mutex_t begin_mu;       /* guards what follows; never held with lock */
+    pthread_cond_t begin_cv;
+    struct push_begin *begin_head, *begin_tail;
+    pthread_t recorder;
+    bool recorder_running, recorder_stopping;
     uint64_t received_since_pass;   /* bytes acknowledged since the aggregator's last look */
     uint64_t archive_files_written;
 };
@@ -49,6 +56,12 @@ struct push {
  * waits for an aggregate (its own timer sees the window pass). A look per
  * upload cost O(files waiting) under the lock the uploads take. */
 void push_note_received(push_t *p, uint64_t size);
+
+/* The recorder of beginning uploads (receive.c): set up in push_open,
+ * stopped in push_close once no upload begins any more (it records every
+ * one queued first). */
+void push_recorder_init(push_t *p);
+void push_recorder_stop(push_t *p);
 
 /* ---- the catalog (db.c; lock held) ---- */
 /* Prepares every statement on p->cat; push_db_close finalizes them. */

@@ -53,6 +53,7 @@ push_t *push_open(const push_opts_t *opts, si_error_t *err)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&p->wake, &ca);
     pthread_condattr_destroy(&ca);
+    push_recorder_init(p);
     p->conf = opts->conf;
     p->cache = opts->cache;
     snprintf(p->cache_dir, sizeof(p->cache_dir), "%s", opts->cache_dir);
@@ -87,6 +88,7 @@ void push_close(push_t *p)
     pthread_mutex_unlock(&p->lock);
     if (running)
         pthread_join(p->thread, NULL);
+    push_recorder_stop(p);
     push_db_close(p);
     catalog_close(p->cat);
     pthread_cond_destroy(&p->wake);

@@ -53,7 +53,8 @@ int main(void)
        "encode without munged fails clearly: %s", err.text);
 
     /* a connection's memo: the same credential, before its expiry, only */
-    identity_memo_t memo = {{0}};
+    identity_memo_t memo;
+    memset(&memo, 0, sizeof(memo));
     identity_t known = {.uid = 4321, .gid = 77, .method = "munge"};
     ok(!identity_memo_recall(&memo, "MUNGE:one:", 100, &who), "an empty memo recalls nothing");
     identity_memo_keep(&memo, "MUNGE:one:", &known, 400);
