@@ -41,6 +41,7 @@ struct client {
     double credential_at;           /* si_mono_now when encoded */
     bool credential_resent;         /* this try re-sends it: no new connection */
     bool new_connection_refused;    /* ... and curl wanted one */
+    bool resend_refused;            /* stageind took no re-sent credential */
 };
 
 /* Well inside munged's default credential lifetime (300 s) and any a site
@@ -466,7 +467,8 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_so
 static const char *credential_for(client_t *c, bool fresh, si_error_t *why)
 {
     double now = si_mono_now();
-    c->credential_resent = !fresh && c->credential && now - c->credential_at < CREDENTIAL_RESEND_S;
+    c->credential_resent = !fresh && !c->resend_refused && c->credential &&
+                           now - c->credential_at < CREDENTIAL_RESEND_S;
     if (c->credential_resent)
         return c->credential;
     free(c->credential);
@@ -648,13 +650,25 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
             break;
         si_strbuf_reset(&answer);
         crc = perform(c, &c->eps.at[at], rq, headers, &answer, err);
-        if (c->new_connection_refused) { /* nothing sent: again with a fresh credential */
+        long status = 0;
+        if (crc == CURLE_OK && c->credential_resent)
+            curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+        /* a stageind that decodes every credential (older than 2026-12)
+         * refuses a re-sent one as a replay: never re-sent to it again */
+        if (status == 401)
+            c->resend_refused = true;
+        /* a new connection (nothing sent), or refused: a fresh credential */
+        if (c->new_connection_refused || status == 401) {
             si_error_t why;
             curl_slist_free_all(headers);
             headers = NULL;
             credential = credential_for(c, true, &why);
             if ((!credential && !on_socket_only) || !request_headers(rq, credential, &headers)) {
                 si_errprintf(err, "%s", credential ? "out of memory" : why.text);
+                goto done;
+            }
+            if (rq->upload && upload_at >= 0 && fseeko(rq->upload, upload_at, SEEK_SET) < 0) {
+                si_errprintf(err, "cannot send the upload again: %s", strerror(errno));
                 goto done;
             }
             si_strbuf_reset(&answer);
