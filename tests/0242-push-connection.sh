@@ -77,6 +77,18 @@ is "$(sql "SELECT o.checksum || ' ' || c.verified FROM objects o JOIN cache c ON
 code=$(chunked "$SRC/c" c "")
 is "$code:$(json "$BODY" 'j["checksum"]')" "202:$(sum "$SRC/c")" "no trailer: stageind's own checksum"
 
+# ---- uploads beginning together: one refused leaves the others recorded ---------------
+for k in g1 g2 b g3 c g4 g5 g6; do
+    f=$SRC/a; [ "$k" = b ] || [ "$k" = c ] || f=$SRC/ckpt/r1
+    BODY=$TEST_DIR/g-$k.body push ds "$k" "$f" > "$TEST_DIR/g-$k.code" &
+done
+wait
+got=""
+for k in g1 g2 b g3 c g4 g5 g6; do got+="$(cat "$TEST_DIR/g-$k.code") "; done
+is "$got" "202 202 409 202 409 202 202 202 " "eight uploads at once, two of existing keys: those 409, the others 202"
+is "$(sql "SELECT count(*) FROM objects WHERE key LIKE 'ds/g%'"):$(sql "SELECT count(*) FROM push_items i JOIN objects o ON o.id = i.object_id WHERE o.key LIKE 'ds/g%' AND i.state = 'RECEIVED'")" \
+    "6:6" "... the six recorded and RECEIVED"
+
 # ---- stagein push: one pass over each file, one decode per connection -----------------
 export STAGEIN_ENDPOINT="http://127.0.0.1:$PORT"
 strace -f -qq -e trace=connect -o "$TEST_DIR/cli.strace" \

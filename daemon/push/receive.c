@@ -310,26 +310,45 @@ static void group_failed(push_begin_t *group, const si_error_t *err)
         }
 }
 
+/* A savepoint statement, prepared once on push's connection. */
+static int savepoint(push_t *p, const char *sql, si_error_t *err)
+{
+    db_stmt_t *s = db_cached(p->db, sql, err);
+    if (!s)
+        return errno = EIO, -1;
+    int rc = db_step(s);
+    db_reset(s);
+    return rc == DB_DONE ? 0 : push_db_error(p, err, "a savepoint of uploads beginning");
+}
+
+static const char SQL_SAVEPOINT[] = "SAVEPOINT push_upload";
+static const char SQL_RELEASE[] = "RELEASE SAVEPOINT push_upload";
+static const char SQL_ROLLBACK_TO[] = "ROLLBACK TO SAVEPOINT push_upload";
+
 /* A group's rows in one transaction; lock held. */
 static void record_group(push_t *p, push_begin_t *group)
 {
     si_error_t err;
+    if (!group->next) { /* alone: its own transaction is the group's */
+        if (record_upload(p, &group->file, group->u, &group->err) < 0)
+            group->rc = -1, group->errnum = errno;
+        return;
+    }
     if (catalog_begin(p->cat, &err) < 0) {
         group_failed(group, &err);
         return;
     }
     for (push_begin_t *b = group; b; b = b->next) {
-        if (push_exec(p, "SAVEPOINT push_upload", &err) < 0)
+        if (savepoint(p, SQL_SAVEPOINT, &err) < 0)
             goto broken;
         if (record_rows(p, &b->file, b->u, &b->err) == 0) {
-            if (push_exec(p, "RELEASE SAVEPOINT push_upload", &err) < 0)
+            if (savepoint(p, SQL_RELEASE, &err) < 0)
                 goto broken;
             continue;
         }
         b->rc = -1;
         b->errnum = errno;
-        if (push_exec(p, "ROLLBACK TO SAVEPOINT push_upload", &err) < 0 ||
-            push_exec(p, "RELEASE SAVEPOINT push_upload", &err) < 0)
+        if (savepoint(p, SQL_ROLLBACK_TO, &err) < 0 || savepoint(p, SQL_RELEASE, &err) < 0)
             goto broken;
     }
     if (catalog_commit(p->cat, &err) == 0)
