@@ -1,7 +1,9 @@
 /* Receiving one pushed file: validated and recorded (RECEIVING) before the
- * first byte, streamed into a cache writer, then checked, made durable in
- * the cache and marked RECEIVED in one transaction: the acknowledgement.
- * Anything that fails on the way removes what was recorded. */
+ * first byte (push_upload_begin_async: with the other uploads beginning
+ * meanwhile, in one transaction), streamed into a cache writer, then
+ * checked, made durable in the cache and marked RECEIVED in the cache
+ * batch's transaction: the acknowledgement. Anything that fails on the way
+ * removes what was recorded. */
 #include "config.h"
 #include "daemon/push/internal.h"
 
