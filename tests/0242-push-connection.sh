@@ -8,7 +8,6 @@
 # own sha256 and decodes one credential per connection.
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/recall-lib.sh"
-need_tools strace
 
 for f in a:1000 b:70000 c:300000; do make_file "${f%%:*}" "${f##*:}"; done
 mkdir -p "$SRC/ckpt"
@@ -91,13 +90,19 @@ is "$(sql "SELECT count(*) FROM objects WHERE key LIKE 'ds/g%'"):$(sql "SELECT c
 
 # ---- stagein push: one pass over each file, one decode per connection -----------------
 export STAGEIN_ENDPOINT="http://127.0.0.1:$PORT"
-strace -f -qq -e trace=connect -o "$TEST_DIR/cli.strace" \
-    "$STAGEIN" push "$SRC/ckpt" --dataset cli --parallel 2 >/dev/null
+trace=()
+command -v strace >/dev/null && trace=(strace -f -qq -e trace=connect -o "$TEST_DIR/cli.strace")
+"${trace[@]}" "$STAGEIN" push "$SRC/ckpt" --dataset cli --parallel 2 >/dev/null
 ok $? "stagein push of six files, two at a time"
 bad=""
 for i in 1 2 3 4 5 6; do
     [ "$(sql "SELECT checksum FROM objects WHERE key = 'cli/ckpt/r$i'")" = "$(sum "$SRC/ckpt/r$i")" ] || bad+=" r$i"
 done
 is "$bad" "" "every pushed file's catalog checksum is its own sha256"
-is "$(grep -c "$M/sock" "$TEST_DIR/cli.strace")" 2 "the CLI asked munged for one credential per connection (2)"
+if [ ${#trace[@]} -gt 0 ]; then
+    is "$(grep -c "$M/sock" "$TEST_DIR/cli.strace")" 2 \
+        "the CLI asked munged for one credential per connection (2)"
+else
+    ok 0 "one credential per connection # SKIP strace is not installed (Debian package strace)"
+fi
 finish
