@@ -42,7 +42,9 @@ struct push {
     pthread_t thread;
     bool running, stopping, kicked;
 
-    /* uploads beginning, recorded together by the recorder (receive.c) */
+    /* uploads beginning, recorded together by the recorder (receive.c,
+     * started with the first; push_close stops it once no upload begins
+     * any more, after it recorded every one queued) */
     pthread_mutex_t begin_mu;       /* guards what follows; never held with lock */
     pthread_cond_t begin_cv;
     struct push_begin *begin_head, *begin_tail;
@@ -56,12 +58,6 @@ struct push {
  * waits for an aggregate (its own timer sees the window pass). A look per
  * upload cost O(files waiting) under the lock the uploads take. */
 void push_note_received(push_t *p, uint64_t size);
-
-/* The recorder of beginning uploads (receive.c): set up in push_open,
- * stopped in push_close once no upload begins any more (it records every
- * one queued first). */
-void push_recorder_init(push_t *p);
-void push_recorder_stop(push_t *p);
 
 /* ---- the catalog (db.c; lock held) ---- */
 /* Prepares every statement on p->cat; push_db_close finalizes them. */

@@ -403,25 +403,6 @@ static void *recorder_main(void *arg)
     return NULL;
 }
 
-void push_recorder_init(push_t *p)
-{
-    pthread_mutex_init(&p->begin_mu, NULL);
-    pthread_cond_init(&p->begin_cv, NULL);
-}
-
-void push_recorder_stop(push_t *p)
-{
-    pthread_mutex_lock(&p->begin_mu);
-    bool running = p->recorder_running;
-    p->recorder_stopping = true;
-    pthread_cond_signal(&p->begin_cv);
-    pthread_mutex_unlock(&p->begin_mu);
-    if (running)
-        pthread_join(p->recorder, NULL);
-    pthread_cond_destroy(&p->begin_cv);
-    pthread_mutex_destroy(&p->begin_mu);
-}
-
 int push_upload_begin_async(push_t *p, const push_file_t *file, push_upload_begun_fn begun,
                             void *arg, si_error_t *err)
 {
