@@ -80,14 +80,18 @@ int api_push_file(client_t *c, const api_push_file_t *f, client_reply_t *r, si_e
     if (!ds || !key || !push_e || (f->mode && !mode) ||
         asprintf(&path, "/api/v1/push?dataset=%s&key=%s%s%s%s%s", ds, key, *push ? "&push=" : "",
                  push_e, mode ? "&mode=" : "", mode ? mode : "") < 0 ||
-        asprintf(&sum, "X-Stagein-Checksum: %s", f->checksum) < 0 ||
+        (f->checksum ? asprintf(&sum, "X-Stagein-Checksum: %s", f->checksum)
+                     : asprintf(&sum, "X-Stagein-Size: %lld", (long long)f->size)) < 0 ||
         asprintf(&mtime, "X-Stagein-Mtime: %lld", (long long)f->mtime) < 0) {
         si_errprintf(err, "out of memory");
         goto done;
     }
     const char *headers[] = {sum, mtime, NULL};
     client_request_t rq = {.method = "POST", .path = path, .upload = f->body,
-                           .upload_size = f->size, .headers = headers};
+                           .upload_size = f->size, .headers = headers,
+                           .upload_sum_trailer =
+                               !f->checksum && f->sent_checksum ? "X-Stagein-Checksum" : NULL,
+                           .upload_sum = f->checksum ? NULL : f->sent_checksum};
     rc = client_send(c, &rq, r, err);
 done:
     free(ds);

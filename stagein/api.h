@@ -51,6 +51,10 @@ typedef struct {
     int64_t size;
     const char *checksum;      /* "sha256:HEX": X-Stagein-Checksum */
     int64_t mtime;             /* X-Stagein-Mtime */
+    /* checksum NULL: the body hashed as it is sent, the hash sent after it
+     * (the X-Stagein-Checksum trailer, the size in X-Stagein-Size) and
+     * written here (SI_CHECKSUM_TEXT_MAX bytes); one read of the file */
+    char *sent_checksum;
 } api_push_file_t;
 
 int api_push_file(client_t *c, const api_push_file_t *f, client_reply_t *r, si_error_t *err);

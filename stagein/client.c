@@ -5,9 +5,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <curl/curl.h>
 
+#include "common/checksum.h"
+#include "common/clock.h"
 #include "common/strbuf.h"
 #include "common/munge_auth.h"
 #include "daemon/conf/stageind_conf.h"
@@ -18,13 +21,32 @@
 
 struct client {
     CURL *curl;
+    /* the connections, kept across easy handles: a handle that sent a
+     * chunked body with trailers is replaced before the next request
+     * (libcurl 7.88 keeps its trailer state across transfers and then
+     * writes a chunk header before its upload buffer) */
+    CURLSH *share;
+    bool trailers_sent;
     client_endpoint_list_t eps;
     size_t current;      /* the endpoint that last answered: tried first */
     char *source;
     char *munge_socket;  /* NULL: libmunge's default */
     long timeout_s, connect_timeout_s;
     char curl_error[CURL_ERROR_SIZE];
+    /* The MUNGE credential sent on the connection curl keeps open: sent
+     * again there for CREDENTIAL_RESEND_S, and stageind decodes it once
+     * per connection (daemon/control/identity.h). A new connection always
+     * gets a fresh one, as munged refuses a credential seen before. */
+    char *credential;
+    double credential_at;           /* si_mono_now when encoded */
+    bool credential_resent;         /* this try re-sends it: no new connection */
+    bool new_connection_refused;    /* ... and curl wanted one */
+    bool resend_refused;            /* stageind took no re-sent credential */
 };
+
+/* Well inside munged's default credential lifetime (300 s) and any a site
+ * would shorten it to. */
+#define CREDENTIAL_RESEND_S 10.0
 
 int client_parse_endpoint(const char *text, client_endpoint_t *out, si_error_t *err)
 {
@@ -289,7 +311,14 @@ client_t *client_new(const client_opts_t *opts, si_error_t *err)
         goto error;
     }
     c->curl = curl_easy_init();
-    if (!c->curl) {
+    c->share = curl_share_init();
+    if (c->share && curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK) {
+        curl_share_cleanup(c->share);
+        c->share = NULL;
+    }
+    if (!c->curl || !c->share) {
+        curl_easy_cleanup(c->curl);
+        curl_share_cleanup(c->share);
         curl_global_cleanup();
         si_errprintf(err, "cannot initialise libcurl");
         goto error;
@@ -307,9 +336,11 @@ void client_free(client_t *c)
     if (!c)
         return;
     curl_easy_cleanup(c->curl);
+    curl_share_cleanup(c->share);
     curl_global_cleanup();
     free(c->source);
     free(c->munge_socket);
+    free(c->credential);
     free(c);
 }
 
@@ -417,10 +448,100 @@ static bool may_fail_over(const client_t *c, CURLcode rc, bool idempotent)
            (rc == CURLE_GOT_NOTHING || rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR);
 }
 
+/* curl's socket for a new connection: none while the request carries a
+ * re-sent credential (client_send then encodes a fresh one and tries
+ * again, before anything was sent). */
+static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    client_t *c = arg;
+    (void)purpose;
+    if (c->credential_resent) {
+        c->new_connection_refused = true;
+        return CURL_SOCKET_BAD;
+    }
+    return socket(a->family, a->socktype, a->protocol);
+}
+
+/* The credential for the next request: the kept one while young, else a
+ * fresh one (NULL with why when munged cannot give one). */
+static const char *credential_for(client_t *c, bool fresh, si_error_t *why)
+{
+    double now = si_mono_now();
+    c->credential_resent = !fresh && !c->resend_refused && c->credential &&
+                           now - c->credential_at < CREDENTIAL_RESEND_S;
+    if (c->credential_resent)
+        return c->credential;
+    free(c->credential);
+    c->credential = si_munge_encode(c->munge_socket, why);
+    c->credential_at = now;
+    return c->credential;
+}
+
+/* The request's headers: credential (may be NULL), content type, the
+ * caller's, and no Expect; false when out of memory. */
+static bool request_headers(const client_request_t *rq, const char *credential,
+                            struct curl_slist **headers)
+{
+    bool added = true;
+    if (credential) {
+        char *field = NULL;
+        added = asprintf(&field, "%s: %s", SI_MUNGE_HEADER, credential) >= 0 &&
+                add_header(headers, field);
+        free(field);
+    }
+    if (rq->json_body)
+        added = added && add_header(headers, "Content-Type: application/json");
+    else if (rq->upload)
+        added = added && add_header(headers, "Content-Type: application/octet-stream");
+    if (rq->upload && rq->upload_sum_trailer)
+        added = added && add_header(headers, "Transfer-Encoding: chunked");
+    for (const char *const *more = rq->headers; more && *more && added; more++)
+        added = add_header(headers, *more);
+    /* no 100-continue round trip: stageind reads or refuses the body at once */
+    return added && add_header(headers, "Expect:");
+}
+
+/* An upload hashed as curl reads it (client_request_t.upload_sum_trailer). */
+typedef struct {
+    FILE *f;
+    int64_t left;
+    si_checksum_t *sum;
+    const client_request_t *rq;
+} hashed_upload_t;
+
+static size_t read_hashed(char *buf, size_t size, size_t n, void *arg)
+{
+    hashed_upload_t *u = arg;
+    size_t want = size * n;
+    if ((int64_t)want > u->left)
+        want = (size_t)u->left;
+    size_t got = want ? fread(buf, 1, want, u->f) : 0;
+    if (got < want && ferror(u->f))
+        return CURL_READFUNC_ABORT;
+    si_checksum_update(u->sum, buf, got);
+    u->left -= (int64_t)got;
+    return got;
+}
+
+static int trailer_of(struct curl_slist **list, void *arg)
+{
+    hashed_upload_t *u = arg;
+    char line[256];
+    si_checksum_final(u->sum, u->rq->upload_sum);
+    snprintf(line, sizeof(line), "%s: %s", u->rq->upload_sum_trailer, u->rq->upload_sum);
+    return add_header(list, line) ? CURL_TRAILERFUNC_OK : CURL_TRAILERFUNC_ABORT;
+}
+
 /* One try of rq at endpoint ep with the prepared headers. */
 static CURLcode perform(client_t *c, const client_endpoint_t *ep, const client_request_t *rq,
                         struct curl_slist *headers, si_strbuf_t *answer, si_error_t *err)
 {
+    CURL *fresh = c->trailers_sent ? curl_easy_init() : NULL;
+    if (fresh) { /* the connection stays in c->share */
+        curl_easy_cleanup(c->curl);
+        c->curl = fresh;
+        c->trailers_sent = false;
+    }
     CURL *h = c->curl;
     char url[sizeof(ep->base_url) + 2048];
     if ((size_t)snprintf(url, sizeof(url), "%s%s", ep->base_url, rq->path) >= sizeof(url)) {
@@ -428,18 +549,32 @@ static CURLcode perform(client_t *c, const client_endpoint_t *ep, const client_r
         return CURLE_URL_MALFORMAT;
     }
     curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_SHARE, c->share);
     c->curl_error[0] = '\0';
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->curl_error);
     curl_easy_setopt(h, CURLOPT_URL, url);
     if (ep->unix_path[0])
         curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, ep->unix_path);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, c);
+    c->new_connection_refused = false;
     curl_easy_setopt(h, CURLOPT_TIMEOUT, c->timeout_s);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, c->connect_timeout_s);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, answer);
-    if (rq->upload) {
+    hashed_upload_t hashed = {.f = rq->upload, .left = rq->upload_size, .rq = rq};
+    if (rq->upload && rq->upload_sum_trailer) {
+        if (!(hashed.sum = si_checksum_new("sha256", err)))
+            return CURLE_OUT_OF_MEMORY;
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, read_hashed);
+        curl_easy_setopt(h, CURLOPT_READDATA, &hashed);
+        curl_easy_setopt(h, CURLOPT_TRAILERFUNCTION, trailer_of);
+        curl_easy_setopt(h, CURLOPT_TRAILERDATA, &hashed);
+        c->trailers_sent = true;
+    } else if (rq->upload) {
         curl_easy_setopt(h, CURLOPT_POST, 1L);
         curl_easy_setopt(h, CURLOPT_READDATA, rq->upload);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->upload_size);
@@ -453,6 +588,7 @@ static CURLcode perform(client_t *c, const client_endpoint_t *ep, const client_r
     if (strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "POST") != 0)
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
     CURLcode crc = curl_easy_perform(h);
+    si_checksum_free(hashed.sum);
     if (crc != CURLE_OK)
         transport_error(c, ep, crc, err);
     return crc;
@@ -475,9 +611,8 @@ static void all_failed(const client_t *c, char reasons[][256], si_error_t *err)
 int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
                 si_error_t *err)
 {
-    CURL *h = c->curl;
     struct curl_slist *headers = NULL;
-    char *credential = NULL;
+    const char *credential = NULL;
     char (*reasons)[256] = NULL;
     si_strbuf_t answer;
     si_strbuf_init(&answer, CLIENT_ANSWER_LIMIT);
@@ -488,9 +623,10 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
     for (size_t i = 0; i < c->eps.n; i++)
         on_socket_only = on_socket_only && c->eps.at[i].unix_path[0];
 
+    c->credential_resent = false;
     if (!rq->anonymous) {
         si_error_t why;
-        credential = si_munge_encode(c->munge_socket, &why);
+        credential = credential_for(c, false, &why);
         /* On the Unix socket stageind can take the caller from SO_PEERCRED. */
         if (!credential && !on_socket_only) {
             si_errprintf(err, "%s (needed for stageind at %s)", why.text,
@@ -498,21 +634,7 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
             goto done;
         }
     }
-    bool added = true;
-    if (credential) {
-        char *field = NULL;
-        added = asprintf(&field, "%s: %s", SI_MUNGE_HEADER, credential) >= 0 &&
-                add_header(&headers, field);
-        free(field);
-    }
-    if (rq->json_body)
-        added = added && add_header(&headers, "Content-Type: application/json");
-    else if (rq->upload)
-        added = added && add_header(&headers, "Content-Type: application/octet-stream");
-    for (const char *const *more = rq->headers; more && *more && added; more++)
-        added = add_header(&headers, *more);
-    /* no 100-continue round trip: stageind reads or refuses the body at once */
-    if (!added || !add_header(&headers, "Expect:") ||
+    if (!request_headers(rq, credential, &headers) ||
         (c->eps.n > 1 && !(reasons = calloc(c->eps.n, sizeof(*reasons))))) {
         si_errprintf(err, "out of memory");
         goto done;
@@ -528,6 +650,30 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
             break;
         si_strbuf_reset(&answer);
         crc = perform(c, &c->eps.at[at], rq, headers, &answer, err);
+        long status = 0;
+        if (crc == CURLE_OK && c->credential_resent)
+            curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+        /* a stageind that decodes every credential (older than 2026-12)
+         * refuses a re-sent one as a replay: never re-sent to it again */
+        if (status == 401)
+            c->resend_refused = true;
+        /* a new connection (nothing sent), or refused: a fresh credential */
+        if (c->new_connection_refused || status == 401) {
+            si_error_t why;
+            curl_slist_free_all(headers);
+            headers = NULL;
+            credential = credential_for(c, true, &why);
+            if ((!credential && !on_socket_only) || !request_headers(rq, credential, &headers)) {
+                si_errprintf(err, "%s", credential ? "out of memory" : why.text);
+                goto done;
+            }
+            if (rq->upload && upload_at >= 0 && fseeko(rq->upload, upload_at, SEEK_SET) < 0) {
+                si_errprintf(err, "cannot send the upload again: %s", strerror(errno));
+                goto done;
+            }
+            si_strbuf_reset(&answer);
+            crc = perform(c, &c->eps.at[at], rq, headers, &answer, err);
+        }
         if (crc == CURLE_OK || crc == CURLE_URL_MALFORMAT || c->eps.n == 1 ||
             !may_fail_over(c, crc, idempotent))
             break;
@@ -552,7 +698,11 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
         si_errprintf(err, "out of memory reading the answer of stageind");
         goto done;
     }
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &reply->status);
+    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &reply->status);
+    if (reply->status < 200 || reply->status > 299) { /* the next request: a fresh credential */
+        free(c->credential);
+        c->credential = NULL;
+    }
     reply->len = answer.len;
     reply->body = si_strbuf_take(&answer);
     if (!reply->body)
@@ -568,8 +718,8 @@ int client_send(client_t *c, const client_request_t *rq, client_reply_t *reply,
     }
     rc = 0;
 done:
+    c->credential_resent = false;
     curl_slist_free_all(headers);
-    free(credential);
     free(reasons);
     si_strbuf_free(&answer);
     return rc;

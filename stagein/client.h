@@ -79,6 +79,12 @@ typedef struct {
     int64_t upload_size;
     bool anonymous;            /* no credential (GET /metrics) */
     const char *const *headers; /* more "Name: value" lines, NULL-terminated */
+    /* With an upload: its bytes hashed (sha256) as they are read, the hash
+     * written to upload_sum (SI_CHECKSUM_TEXT_MAX bytes) and sent after the
+     * body in this trailer field; the body then goes chunked (its size in
+     * a header of the caller's). NULL: none. */
+    const char *upload_sum_trailer;
+    char *upload_sum;
 } client_request_t;
 
 typedef struct {

@@ -120,27 +120,11 @@ static int collect(push_list_t *l, const char *arg, si_error_t *err)
     return rc;
 }
 
-/* sha256 of an open file, from its start; the file is rewound. */
-static int file_checksum(FILE *f, const char *path, char out[SI_CHECKSUM_TEXT_MAX],
-                         si_error_t *err)
-{
-    si_checksum_t *c = si_checksum_new("sha256", err);
-    if (!c)
-        return -1;
-    char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-        si_checksum_update(c, buf, n);
-    bool failed = ferror(f);
-    si_checksum_final(c, out);
-    si_checksum_free(c);
-    if (failed)
-        return si_errprintf(err, "%s: read error", path);
-    rewind(f);
-    return 0;
-}
-
-/* One file into the push (push_id "" for the first: the answer makes one). */
+/* One file into the push (push_id "" for the first: the answer makes one).
+ * The file is read once: hashed as it is sent, its sha256 sent after the
+ * body (a trailer), so that stageind refuses the bytes unless they match
+ * it; the answer's checksum is checked against it too (an older stageind
+ * ignores the trailer). */
 static int push_one(client_t *c, const char *dataset, const char *mode, const push_entry_t *e,
                     const char *push_id, client_reply_t *r, si_error_t *err)
 {
@@ -149,20 +133,28 @@ static int push_one(client_t *c, const char *dataset, const char *mode, const pu
     if (!f)
         return si_errprintf(err, "%s: %s", e->path, strerror(errno));
     struct stat st;
-    char checksum[SI_CHECKSUM_TEXT_MAX];
+    char checksum[SI_CHECKSUM_TEXT_MAX] = "";
     int rc = -1;
     if (fstat(fileno(f), &st) < 0) {
         si_errprintf(err, "%s: %s", e->path, strerror(errno));
         goto done;
     }
-    if (file_checksum(f, e->path, checksum, err) < 0)
-        goto done;
     api_push_file_t file = {.dataset = dataset, .key = e->key, .push = push_id, .mode = mode,
-                            .body = f, .size = (int64_t)st.st_size, .checksum = checksum,
+                            .body = f, .size = (int64_t)st.st_size, .sent_checksum = checksum,
                             .mtime = (int64_t)st.st_mtime};
     rc = api_push_file(c, &file, r, err);
-    if (rc < 0)
+    if (rc < 0) {
         si_errprefix(err, "%s", e->path);
+        goto done;
+    }
+    if (ferror(f)) {
+        rc = si_errprintf(err, "%s: read error", e->path);
+        goto done;
+    }
+    const char *stored = json_string_value(json_object_get(r->json, "checksum"));
+    if (!stored || strcmp(stored, checksum) != 0)
+        rc = si_errprintf(err, "%s: stageind recorded checksum %s, but the file sent was %s",
+                          e->path, stored ? stored : "(none)", checksum);
 done:
     fclose(f);
     return rc;

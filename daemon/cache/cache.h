@@ -233,6 +233,10 @@ bool cache_wait_commit(cache_t *c, uint64_t generation, int timeout_ms);
  * the slower commit (cache_writer_finish, which then checks nothing twice)
  * runs elsewhere. After a failure only cache_writer_abort is left. */
 int cache_writer_seal(cache_writer_t *w, si_error_t *err);
+/* The checksum the bytes must match, learnt after they arrived (an HTTP
+ * trailer), before seal/submit: as cache_writer_open's, of the algorithm
+ * the writer hashes with. EINVAL when it is not one. */
+int cache_writer_expect(cache_writer_t *w, const char *checksum, si_error_t *err);
 /* After a successful seal: the checksum of the bytes received ("sha256:<hex>",
  * or md5 when the catalog's checksum is one), so that a caller with no
  * expected checksum need not hash them again. */

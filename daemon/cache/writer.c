@@ -312,6 +312,19 @@ static int seal(cache_writer_t *w, si_error_t *err)
     return 0;
 }
 
+int cache_writer_expect(cache_writer_t *w, const char *checksum, si_error_t *err)
+{
+    const char *colon = checksum ? strchr(checksum, ':') : NULL;
+    const char *algorithm = w->expected_sum[0] ? w->expected_sum : "sha256:";
+    if (!checksum || !si_checksum_text_valid(checksum) || w->sealed ||
+        strncmp(checksum, algorithm, (size_t)(colon - checksum) + 1) != 0)
+        return si_errnoprintf(err, EINVAL, "object %" PRId64 ": checksum '%.80s' is not one of"
+                              " the bytes being hashed (%.*s)", w->object_id,
+                              checksum ? checksum : "", (int)strcspn(algorithm, ":"), algorithm);
+    snprintf(w->expected_sum, sizeof(w->expected_sum), "%s", checksum);
+    return 0;
+}
+
 int cache_writer_seal(cache_writer_t *w, si_error_t *err)
 {
     return seal(w, err);

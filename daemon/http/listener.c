@@ -26,6 +26,8 @@ typedef struct http_conn {
     uint64_t window_bytes;           /* body_bytes when the window began */
     struct timespec window_since;
     char what[128];                  /* the request, for the log */
+    /* http_listener_conn_memo's: the connection's requests (one at a time) share it */
+    _Alignas(max_align_t) unsigned char memo[HTTP_CONN_MEMO_MAX];
     struct http_conn *prev, *next;
 } http_conn_t;
 
@@ -136,6 +138,12 @@ static http_conn_t *conn_of(struct MHD_Connection *conn)
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return info ? info->socket_context : NULL;
+}
+
+void *http_listener_conn_memo(struct MHD_Connection *conn, size_t size)
+{
+    http_conn_t *c = size <= HTTP_CONN_MEMO_MAX ? conn_of(conn) : NULL;
+    return c ? c->memo : NULL;
 }
 
 void http_listener_body_begins(http_listener_t *l, struct MHD_Connection *conn,

@@ -68,4 +68,11 @@ void http_listener_stop(http_listener_t *l);
 void http_listener_body_begins(http_listener_t *l, struct MHD_Connection *conn,
                                const char *what);
 
+/* A zeroed area of HTTP_CONN_MEMO_MAX bytes that lives as long as conn:
+ * what the connection's requests share (its caller's identity, checked
+ * once; daemon/control/identity.c). A connection's requests never run at
+ * once, so it needs no lock. NULL when size is larger or conn has none. */
+#define HTTP_CONN_MEMO_MAX 64
+void *http_listener_conn_memo(struct MHD_Connection *conn, size_t size);
+
 #endif

@@ -66,7 +66,8 @@ struct http_request {
     http_route_result_t route;
     void *stream_state;         /* a streaming route's, from its begin */
     bool stream_begun;
-    bool suspending;            /* end called http_request_suspend */
+    bool suspending;            /* begin or end called http_request_suspend */
+    bool begin_resumes;         /* the next call follows a begin's suspension */
     char allow[64];
     char *body;
     size_t body_len, body_cap;
@@ -324,6 +325,10 @@ int http_add_header(http_request_t *req, const char *name, const char *value)
 const char *http_request_method(const http_request_t *req) { return req->method; }
 const char *http_request_path(const http_request_t *req) { return req->path; }
 const http_peer_t *http_request_peer(const http_request_t *req) { return &req->peer; }
+void *http_request_connection_memo(http_request_t *req, size_t size)
+{
+    return http_listener_conn_memo(req->conn, size);
+}
 si_log_t *http_request_log(const http_request_t *req) { return req->listener->server->opts.log; }
 
 const char *http_request_param(const http_request_t *req, const char *name)
@@ -334,6 +339,11 @@ const char *http_request_param(const http_request_t *req, const char *name)
 const char *http_request_header(const http_request_t *req, const char *name)
 {
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *http_request_trailer(const http_request_t *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_FOOTER_KIND, name);
 }
 
 const char *http_request_query(const http_request_t *req, const char *name)
@@ -562,9 +572,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 !req->responded)
                 http_respond_error(req, 500, "internal error: %s %s refused without an answer",
                                    req->method, req->path);
+            /* a begin may suspend until its body may come: libmicrohttpd
+             * then calls again, with no data, which is no end yet */
+            req->begin_resumes = req->suspending;
+            req->suspending = false;
         }
         return MHD_YES;
     }
+    bool resumed = req->begin_resumes;
+    req->begin_resumes = false;
+    if (resumed && !*upload_data_size)
+        return MHD_YES;
     if (*upload_data_size) {
         if (!req->responded && stream_of(req))
             req->handler->stream->data(req, req->stream_state, upload_data, *upload_data_size);

@@ -103,9 +103,17 @@ const char *http_request_param(const http_request_t *req, const char *name);
 const char *http_request_header(const http_request_t *req, const char *name);
 /* Query-string argument or NULL. */
 const char *http_request_query(const http_request_t *req, const char *name);
+/* A trailer field of a chunked body (a streaming route's end): NULL before
+ * the body ended or when absent. */
+const char *http_request_trailer(const http_request_t *req, const char *name);
 /* The whole body, NUL-terminated (len excludes the NUL); "" when none. */
 const char *http_request_body(const http_request_t *req, size_t *len);
 const http_peer_t *http_request_peer(const http_request_t *req);
+/* size bytes (at most 64) that live as long as req's connection, zeroed
+ * when it opened, shared by its requests (which never run at once): for
+ * what a keep-alive connection's requests need checked only once. NULL
+ * when unavailable. */
+void *http_request_connection_memo(http_request_t *req, size_t size);
 si_log_t *http_request_log(const http_request_t *req);
 /* Free text for the access log line, e.g. "uid=1000". */
 void http_request_note(http_request_t *req, const char *fmt, ...)

@@ -55,6 +55,15 @@ struct push {
 
     pthread_t thread;
     bool running, stopping, kicked;
+
+    /* uploads beginning, recorded together by the recorder (receive.c,
+     * started with the first; push_close stops it once no upload begins
+     * any more, after it recorded every one queued) */
+    pthread_mutex_t begin_mu;       /* guards what follows; never held with lock */
+    pthread_cond_t begin_cv;
+    struct push_begin *begin_head, *begin_tail;
+    pthread_t recorder;
+    bool recorder_running, recorder_stopping;
     uint64_t received_since_pass;   /* bytes acknowledged since the aggregator's last look */
     uint64_t archive_files_written;
 

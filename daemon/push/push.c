@@ -59,6 +59,8 @@ push_t *push_open(const push_opts_t *opts, si_error_t *err)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&p->wake, &ca);
     pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&p->begin_mu, NULL); /* receive.c's recorder */
+    pthread_cond_init(&p->begin_cv, NULL);
     p->conf = opts->conf;
     p->cache = opts->cache;
     snprintf(p->cache_dir, sizeof(p->cache_dir), "%s", opts->cache_dir);
@@ -96,6 +98,16 @@ void push_close(push_t *p)
     pthread_mutex_unlock(&p->lock);
     if (running)
         pthread_join(p->thread, NULL);
+    /* receive.c's recorder records what is queued, then ends */
+    pthread_mutex_lock(&p->begin_mu);
+    bool recording = p->recorder_running;
+    p->recorder_stopping = true;
+    pthread_cond_signal(&p->begin_cv);
+    pthread_mutex_unlock(&p->begin_mu);
+    if (recording)
+        pthread_join(p->recorder, NULL);
+    pthread_cond_destroy(&p->begin_cv);
+    pthread_mutex_destroy(&p->begin_mu);
     push_db_close(p);
     catalog_close(p->cat);
     push_claims_free(p);

@@ -139,7 +139,22 @@ typedef struct {
  * and opens its cache writer. */
 int push_upload_begin(push_t *p, const push_file_t *file, push_upload_t **out,
                       si_error_t *err);
+/* How an asynchronous begin ended: rc 0 with u (recorded, its cache writer
+ * open: the bytes may come), or -1 with errnum and err (u NULL, nothing
+ * kept). Runs on the push's recorder thread: it must not block. */
+typedef void (*push_upload_begun_fn)(void *arg, push_upload_t *u, int rc, int errnum,
+                                     const si_error_t *err);
+/* As push_upload_begin without waiting for the catalog: the file is checked
+ * at once (-1 with err, begun not called), then recorded with the other
+ * uploads that begin meanwhile, in one transaction, and begun called
+ * (possibly before this returns). file's strings must stay valid until then. */
+int push_upload_begin_async(push_t *p, const push_file_t *file, push_upload_begun_fn begun,
+                            void *arg, si_error_t *err);
 int push_upload_write(push_upload_t *u, const void *data, size_t len, si_error_t *err);
+/* The file's checksum learnt after its bytes (a trailer), before finish or
+ * submit: they are refused (EBADMSG) unless they match it; EINVAL when it
+ * is not "sha256:<hex>" or differs from the one given at begin. */
+int push_upload_expect(push_upload_t *u, const char *checksum, si_error_t *err);
 /* Checks size and checksum, makes the cache file durable and marks the file
  * RECEIVED: from then on it is acknowledged. Frees u either way. */
 int push_upload_finish(push_upload_t *u, push_received_t *out, si_error_t *err);

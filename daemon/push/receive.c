@@ -1,7 +1,9 @@
 /* Receiving one pushed file: validated and recorded (RECEIVING) before the
- * first byte, streamed into a cache writer, then checked, made durable in
- * the cache and marked RECEIVED in one transaction: the acknowledgement.
- * Anything that fails on the way removes what was recorded. */
+ * first byte (push_upload_begin_async: with the other uploads beginning
+ * meanwhile, in one transaction), streamed into a cache writer, then
+ * checked, made durable in the cache and marked RECEIVED in the cache
+ * batch's transaction: the acknowledgement. Anything that fails on the way
+ * removes what was recorded. */
 #include "config.h"
 #include "daemon/push/internal.h"
 
@@ -156,16 +158,16 @@ static int64_t received_mtime(void)
     return (int64_t)now.tv_sec + (now.tv_nsec > 0);
 }
 
-static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_error_t *err)
+/* Dataset, push, object and item (RECEIVING) of one upload, inside the
+ * caller's transaction; lock held. */
+static int record_rows(push_t *p, const push_file_t *f, push_upload_t *u, si_error_t *err)
 {
     int64_t dataset_id = 0, push_id = 0;
     if (!f->push_uuid)
         si_uuid4(u->info.uuid);
-    if (catalog_begin(p->cat, err) < 0)
-        return errno = EIO, -1;
     if (dataset_for(p, f, f->push_uuid ? f->push_uuid : u->info.uuid, &dataset_id, err) < 0 ||
         push_for(p, f, dataset_id, u->info.uuid, &push_id, err) < 0)
-        goto error;
+        return -1;
     db_stmt_t *s = push_stmt(p, PUSH_SQL_OBJECT_INSERT);
     db_bind_text(s, 1, u->info.bucket, -1);
     db_bind_text(s, 2, u->info.object_key, -1);
@@ -177,12 +179,10 @@ static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_e
     db_reset(s);
     if (rc != DB_DONE) {
         if (db_errclass(p->db) == DB_ERR_UNIQUE)
-            si_errnoprintf(err, EEXIST, "object %s/%s exists already (pushed files are immutable:"
-                                   " push under another key)", u->info.bucket,
-                      u->info.object_key);
-        else
-            push_db_error(p, err, "recording a pushed object");
-        goto error;
+            return si_errnoprintf(err, EEXIST, "object %s/%s exists already (pushed files are"
+                                  " immutable: push under another key)", u->info.bucket,
+                                  u->info.object_key);
+        return push_db_error(p, err, "recording a pushed object");
     }
     u->object_id = db_last_insert_id(p->db);
     s = push_stmt(p, PUSH_SQL_ITEM_INSERT);
@@ -192,18 +192,24 @@ static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_e
     rc = db_step(s);
     db_reset(s);
     if (rc != DB_DONE) {
-        push_db_error(p, err, "recording a push item");
-        goto error;
+        u->object_id = 0;
+        return push_db_error(p, err, "recording a push item");
     }
-    if (catalog_commit(p->cat, err) < 0)
-        return errno = EIO, -1;
     return 0;
-error:;
-    int saved = errno;
-    catalog_rollback(p->cat);
-    u->object_id = 0;
-    errno = saved;
-    return -1;
+}
+
+/* One upload's rows in a transaction of its own; lock held. */
+static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_error_t *err)
+{
+    if (catalog_begin(p->cat, err) < 0)
+        return errno = EIO, -1;
+    if (record_rows(p, f, u, err) < 0 || catalog_commit(p->cat, err) < 0) {
+        int saved = errno;
+        catalog_rollback(p->cat);
+        u->object_id = 0;
+        return errno = saved, -1;
+    }
+    return 0;
 }
 
 /* Everything of a failed upload removed, errno kept: -1. */
@@ -215,26 +221,32 @@ static int upload_failed(push_upload_t *u)
     return -1;
 }
 
-int push_upload_begin(push_t *p, const push_file_t *file, push_upload_t **out,
-                      si_error_t *err)
+/* A new upload of file, checked (not recorded); NULL with err. */
+static push_upload_t *upload_new(push_t *p, const push_file_t *file, si_error_t *err)
 {
     push_upload_t *u = calloc(1, sizeof(*u));
-    if (!u)
-        return si_errnoprintf(err, ENOMEM, "out of memory");
+    if (!u) {
+        si_errnoprintf(err, ENOMEM, "out of memory");
+        return NULL;
+    }
     u->p = p;
     pthread_mutex_lock(&p->lock);
     push_conf_t conf = p->conf;
-    snprintf(u->info.bucket, sizeof(u->info.bucket), "%s", conf.bucket);
-    int rc = check_file(&conf, file, u->info.object_key, err);
-    if (rc == 0)
-        rc = record_upload(p, file, u, err);
     pthread_mutex_unlock(&p->lock);
-    if (rc < 0) {
+    snprintf(u->info.bucket, sizeof(u->info.bucket), "%s", conf.bucket);
+    if (check_file(&conf, file, u->info.object_key, err) < 0) {
         int saved = errno;
         free(u);
         errno = saved;
-        return -1;
+        return NULL;
     }
+    return u;
+}
+
+/* The recorded upload's cache writer; -1 (err set, u still the caller's)
+ * when the cache refuses it. */
+static int writer_open(push_t *p, push_upload_t *u, const push_file_t *file, si_error_t *err)
+{
     u->info.object_id = u->object_id;
     u->info.size = file->size;
     if (file->checksum)
@@ -243,17 +255,204 @@ int push_upload_begin(push_t *p, const push_file_t *file, push_upload_t **out,
                           err) < 0) {
         if (errno == EAGAIN)
             si_errprefix(err, "the cache has no room for the file now");
-        goto error;
+        return -1;
     }
+    return 0;
+}
+
+int push_upload_begin(push_t *p, const push_file_t *file, push_upload_t **out,
+                      si_error_t *err)
+{
+    push_upload_t *u = upload_new(p, file, err);
+    if (!u)
+        return -1;
+    pthread_mutex_lock(&p->lock);
+    int rc = record_upload(p, file, u, err);
+    pthread_mutex_unlock(&p->lock);
+    if (rc < 0) {
+        int saved = errno;
+        free(u);
+        errno = saved;
+        return -1;
+    }
+    if (writer_open(p, u, file, err) < 0)
+        return upload_failed(u);
     *out = u;
     return 0;
-error:
-    return upload_failed(u);
+}
+
+/* ---- uploads beginning together: one transaction for their rows -------------------- */
+
+/* Why: a transaction per upload's start cost each upload the write lock
+ * (shared with the cache's batch commits) and held a control-API thread
+ * while it waited; now the uploads that begin while one group is recorded
+ * form the next, each in a savepoint of its own so that one refused (a key
+ * that exists, another user's dataset) leaves the others recorded. Nothing
+ * is acknowledged before its RECEIVED state commits with its cache batch,
+ * so a crash here leaves only RECEIVING rows, which recovery discards. */
+typedef struct push_begin {
+    push_upload_t *u;
+    push_file_t file;           /* the caller's strings, valid until begun */
+    push_upload_begun_fn begun;
+    void *arg;
+    int rc, errnum;
+    si_error_t err;
+    struct push_begin *next;
+} push_begin_t;
+
+/* Every upload of the group not refused on its own fails with err. */
+static void group_failed(push_begin_t *group, const si_error_t *err)
+{
+    for (push_begin_t *b = group; b; b = b->next)
+        if (b->rc == 0) {
+            b->rc = -1;
+            b->errnum = EIO;
+            b->err = *err;
+            b->u->object_id = 0;
+        }
+}
+
+/* A savepoint statement, prepared once on push's connection. */
+static int savepoint(push_t *p, const char *sql, si_error_t *err)
+{
+    db_stmt_t *s = db_cached(p->db, sql, err);
+    if (!s)
+        return errno = EIO, -1;
+    int rc = db_step(s);
+    db_reset(s);
+    return rc == DB_DONE ? 0 : push_db_error(p, err, "a savepoint of uploads beginning");
+}
+
+static const char SQL_SAVEPOINT[] = "SAVEPOINT push_upload";
+static const char SQL_RELEASE[] = "RELEASE SAVEPOINT push_upload";
+static const char SQL_ROLLBACK_TO[] = "ROLLBACK TO SAVEPOINT push_upload";
+
+/* A group's rows in one transaction; lock held. */
+static void record_group(push_t *p, push_begin_t *group)
+{
+    si_error_t err;
+    if (!group->next) { /* alone: its own transaction is the group's */
+        if (record_upload(p, &group->file, group->u, &group->err) < 0)
+            group->rc = -1, group->errnum = errno;
+        return;
+    }
+    if (catalog_begin(p->cat, &err) < 0) {
+        group_failed(group, &err);
+        return;
+    }
+    for (push_begin_t *b = group; b; b = b->next) {
+        if (savepoint(p, SQL_SAVEPOINT, &err) < 0)
+            goto broken;
+        if (record_rows(p, &b->file, b->u, &b->err) == 0) {
+            if (savepoint(p, SQL_RELEASE, &err) < 0)
+                goto broken;
+            continue;
+        }
+        b->rc = -1;
+        b->errnum = errno;
+        if (savepoint(p, SQL_ROLLBACK_TO, &err) < 0 || savepoint(p, SQL_RELEASE, &err) < 0)
+            goto broken;
+    }
+    if (catalog_commit(p->cat, &err) == 0)
+        return;
+broken:
+    catalog_rollback(p->cat);
+    group_failed(group, &err);
+}
+
+/* A recorded upload's cache writer; the answer to its submitter. */
+static void begin_done(push_t *p, push_begin_t *b)
+{
+    push_upload_t *u = b->u;
+    if (b->rc == 0 && writer_open(p, u, &b->file, &b->err) < 0) {
+        b->rc = -1;
+        b->errnum = errno;
+        upload_failed(u); /* its rows removed, u freed */
+        u = NULL;
+    } else if (b->rc < 0) {
+        free(u);
+        u = NULL;
+    }
+    b->begun(b->arg, u, b->rc, b->errnum, b->rc < 0 ? &b->err : NULL);
+    free(b);
+}
+
+static void *recorder_main(void *arg)
+{
+    push_t *p = arg;
+    pthread_mutex_lock(&p->begin_mu);
+    for (;;) {
+        while (!p->begin_head && !p->recorder_stopping)
+            pthread_cond_wait(&p->begin_cv, &p->begin_mu);
+        push_begin_t *group = p->begin_head;
+        if (!group)
+            break;
+        p->begin_head = p->begin_tail = NULL;
+        pthread_mutex_unlock(&p->begin_mu);
+        pthread_mutex_lock(&p->lock);
+        record_group(p, group);
+        pthread_mutex_unlock(&p->lock);
+        while (group) {
+            push_begin_t *next = group->next;
+            begin_done(p, group);
+            group = next;
+        }
+        pthread_mutex_lock(&p->begin_mu);
+    }
+    pthread_mutex_unlock(&p->begin_mu);
+    return NULL;
+}
+
+int push_upload_begin_async(push_t *p, const push_file_t *file, push_upload_begun_fn begun,
+                            void *arg, si_error_t *err)
+{
+    push_upload_t *u = upload_new(p, file, err);
+    if (!u)
+        return -1;
+    push_begin_t *b = calloc(1, sizeof(*b));
+    if (!b) {
+        free(u);
+        return si_errnoprintf(err, ENOMEM, "out of memory");
+    }
+    *b = (push_begin_t){.u = u, .file = *file, .begun = begun, .arg = arg};
+    pthread_mutex_lock(&p->begin_mu);
+    if (!p->recorder_running && !p->recorder_stopping &&
+        pthread_create(&p->recorder, NULL, recorder_main, p) == 0)
+        p->recorder_running = true;
+    bool queued = p->recorder_running && !p->recorder_stopping;
+    if (queued) {
+        if (p->begin_tail)
+            p->begin_tail->next = b;
+        else
+            p->begin_head = b;
+        p->begin_tail = b;
+        pthread_cond_signal(&p->begin_cv);
+    }
+    pthread_mutex_unlock(&p->begin_mu);
+    if (queued)
+        return 0;
+    free(b);
+    free(u);
+    return si_errnoprintf(err, EAGAIN, "push: uploads are not taken now (stageind is stopping)");
 }
 
 int push_upload_write(push_upload_t *u, const void *data, size_t len, si_error_t *err)
 {
     return cache_writer_write(u->writer, data, len, err);
+}
+
+int push_upload_expect(push_upload_t *u, const char *checksum, si_error_t *err)
+{
+    if (strncmp(checksum, "sha256:", 7) != 0 || !si_checksum_text_valid(checksum))
+        return si_errnoprintf(err, EINVAL, "checksum '%.80s' is not sha256:<64 lower-case hex>",
+                              checksum);
+    if (u->info.checksum[0] && strcmp(u->info.checksum, checksum) != 0)
+        return si_errnoprintf(err, EINVAL, "the checksum after the body (%s) differs from the"
+                              " one before it (%s)", checksum, u->info.checksum);
+    if (cache_writer_expect(u->writer, checksum, err) < 0)
+        return -1;
+    snprintf(u->info.checksum, sizeof(u->info.checksum), "%s", checksum);
+    return 0;
 }
 
 /* RECEIVED, with the checksum we computed when the client sent none: run

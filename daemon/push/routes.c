@@ -31,6 +31,7 @@ typedef struct {
     pthread_mutex_t mu;         /* guards what follows */
     unsigned refs;
     http_request_t *req;        /* NULL once the connection is gone */
+    bool begun;                 /* its rows recorded (or refused) */
     bool suspended, committed;
     int commit_rc, commit_errno;
     push_received_t file;
@@ -118,6 +119,28 @@ static int parse_mode(const char *text, int *mode, si_error_t *err)
     return 0;
 }
 
+/* On the push's recorder thread: the file is recorded (or refused); the
+ * connection, suspended since its headers, goes on to read the body. A
+ * refused one reads and drops it and answers at its end. */
+static void on_begun(void *arg, push_upload_t *u, int rc, int errnum, const si_error_t *err)
+{
+    upload_state_t *st = arg;
+    pthread_mutex_lock(&st->mu);
+    st->upload = u;
+    if (rc < 0) {
+        st->failed = true;
+        st->failed_errno = errnum;
+        st->err = *err;
+    }
+    st->begun = true;
+    if (st->suspended && st->req) {
+        st->suspended = false;
+        http_request_resume(st->req);
+    }
+    pthread_mutex_unlock(&st->mu);
+    upload_state_unref(st);
+}
+
 static int on_push_begin(http_request_t *req, void *arg, void **state)
 {
     push_t *p = arg;
@@ -149,13 +172,26 @@ static int on_push_begin(http_request_t *req, void *arg, void **state)
     }
     st->p = p;
     st->size = f.size;
-    st->refs = 1;
+    st->refs = 2; /* the connection's and the begin callback's */
+    st->req = req;
     pthread_mutex_init(&st->mu, NULL);
-    if (push_upload_begin(p, &f, &st->upload, &err) < 0) {
+    /* the lock keeps the callback from resuming before the suspend */
+    pthread_mutex_lock(&st->mu);
+    if (push_upload_begin_async(p, &f, on_begun, st, &err) < 0) {
+        st->refs--;
+        pthread_mutex_unlock(&st->mu);
         respond_errno(req, errno, &err);
         upload_state_unref(st);
         return -1;
     }
+    /* the body waits in the socket until the file is recorded, and no
+     * thread waits with it: the uploads that begin together share one
+     * transaction */
+    if (!st->begun) {
+        st->suspended = true;
+        http_request_suspend(req);
+    }
+    pthread_mutex_unlock(&st->mu);
     *state = st;
     return 0;
 refuse:
@@ -239,6 +275,16 @@ static void on_push_end(http_request_t *req, void *state)
         return;
     }
     si_error_t err;
+    /* a client that hashes while it sends gives the checksum after the
+     * body (chunked): one read of the file on its side */
+    const char *trailer = http_request_trailer(req, CHECKSUM_HEADER);
+    if (trailer && push_upload_expect(st->upload, trailer, &err) < 0) {
+        int refused = errno;
+        push_upload_abort(st->upload);
+        st->upload = NULL;
+        respond_errno(req, refused, &err);
+        return;
+    }
     push_upload_t *u = st->upload;
     st->upload = NULL; /* submit frees it either way */
     /* the lock keeps the callback from resuming before the suspend */

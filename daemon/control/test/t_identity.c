@@ -52,6 +52,25 @@ int main(void)
            strstr(err.text, "/nonexistent/munge.sock"),
        "encode without munged fails clearly: %s", err.text);
 
+    /* a connection's memo: the same credential, before its expiry, only */
+    identity_memo_t memo;
+    memset(&memo, 0, sizeof(memo));
+    identity_t known = {.uid = 4321, .gid = 77, .method = "munge"};
+    ok(!identity_memo_recall(&memo, "MUNGE:one:", 100, &who), "an empty memo recalls nothing");
+    identity_memo_keep(&memo, "MUNGE:one:", &known, 400);
+    who = (identity_t){0};
+    ok(identity_memo_recall(&memo, "MUNGE:one:", 399, &who) && who.uid == 4321 &&
+           who.gid == 77 && strcmp(who.method, "munge") == 0,
+       "the same credential before its expiry: the kept uid/gid");
+    ok(!identity_memo_recall(&memo, "MUNGE:two:", 399, &who),
+       "another credential on the connection is not taken for the kept one");
+    ok(!identity_memo_recall(&memo, "MUNGE:one:", 400, &who),
+       "the kept credential is not taken at or after its expiry");
+    identity_memo_keep(&memo, "MUNGE:two:", &known, 0);
+    ok(!identity_memo_recall(&memo, "MUNGE:one:", 100, &who) &&
+           !identity_memo_recall(&memo, "MUNGE:two:", 100, &who),
+       "a credential of unknown expiry is not kept, and replaces the old one");
+
     char munged[256], mungekey[256];
     if (!find_program("munged", munged, sizeof(munged)) ||
         !find_program("mungekey", mungekey, sizeof(mungekey))) {
