@@ -342,12 +342,13 @@ si_table_t *catalog_view_recent_pushes(catalog_t *cat, const char *uid, si_error
     };
     static const char sql[] =
         "SELECT p.uuid, p.uid, d.name, COUNT(pi.object_id),"
-        " COALESCE(SUM(pi.state = 'DURABLE'), 0), COALESCE(SUM(pi.state = 'FAILED'), 0),"
+        " COALESCE(SUM(CASE WHEN pi.state = 'DURABLE' THEN 1 ELSE 0 END), 0),"
+        " COALESCE(SUM(CASE WHEN pi.state = 'FAILED' THEN 1 ELSE 0 END), 0),"
         " COALESCE(SUM(o.size), 0), p.created, p.updated"
         " FROM pushes p JOIN datasets d ON d.id = p.dataset_id"
         " LEFT JOIN push_items pi ON pi.push_id = p.id LEFT JOIN objects o ON o.id = pi.object_id"
         " WHERE ?1 IS NULL OR p.uid = CAST(?1 AS INTEGER)"
-        " GROUP BY p.id ORDER BY p.created DESC, p.id DESC LIMIT 20";
+        " GROUP BY p.id, d.name ORDER BY p.created DESC, p.id DESC LIMIT 20";
     return view(cat, sql, cols, NCOLS(cols), uid, NULL, err);
 }
 
@@ -356,14 +357,18 @@ si_table_t *catalog_view_queue_datasets(catalog_t *cat, si_error_t *err)
     static const si_column_t cols[] = {
         {"request", SI_COL_STR}, {"datasets", SI_COL_STR}, {"count", SI_COL_INT},
     };
-    /* the datasets (by name) holding the files of each active request */
-    static const char sql[] =
-        "SELECT u.uuid, group_concat(u.name, ' '), COUNT(*) FROM"
-        " (SELECT DISTINCT r.id, r.uuid, d.name FROM requests r"
-        "  JOIN request_items i ON i.request_id = r.id"
-        "  JOIN dataset_members m ON m.object_id = i.object_id"
-        "  JOIN datasets d ON d.id = m.dataset_id"
-        "  WHERE r.state IN ('SUBMITTED', 'STARTED') ORDER BY r.id, d.name) u"
-        " GROUP BY u.id";
+    /* the datasets (by name) holding the files of each active request;
+     * the list is group_concat on SQLite, string_agg on PostgreSQL */
+#define QUEUE_DATASETS_SQL(list)                                                   \
+    "SELECT u.uuid, " list ", COUNT(*) FROM"                                       \
+    " (SELECT DISTINCT r.id, r.uuid, d.name FROM requests r"                       \
+    "  JOIN request_items i ON i.request_id = r.id"                                \
+    "  JOIN dataset_members m ON m.object_id = i.object_id"                        \
+    "  JOIN datasets d ON d.id = m.dataset_id"                                     \
+    "  WHERE r.state IN ('SUBMITTED', 'STARTED') ORDER BY r.id, d.name) u"         \
+    " GROUP BY u.id, u.uuid"
+    const char *sql = db_sql(catalog_driver(cat), QUEUE_DATASETS_SQL("group_concat(u.name, ' ')"),
+                             QUEUE_DATASETS_SQL("string_agg(u.name, ' ' ORDER BY u.name)"));
+#undef QUEUE_DATASETS_SQL
     return view(cat, sql, cols, NCOLS(cols), NULL, NULL, err);
 }

@@ -183,6 +183,14 @@ static void run(void)
         si_table_free(t);
         test_db_remove(other);
     }
+    /* the status page's views prepare on both engines (group_concat and
+     * SUM of a comparison are SQLite's spelling) */
+    si_table_t *qd = catalog_view_queue_datasets(cat, &err);
+    ok(qd != NULL, "queue datasets view: %s", qd ? "ok" : err.text);
+    si_table_free(qd);
+    si_table_t *rp = catalog_view_recent_pushes(cat, NULL, &err);
+    ok(rp != NULL, "recent pushes view: %s", rp ? "ok" : err.text);
+    si_table_free(rp);
     is_int(test_query_int(cat, "SELECT COUNT(*) FROM objects"), 4, "catalog unchanged");
     catalog_close(cat);
     test_db_remove(path);
