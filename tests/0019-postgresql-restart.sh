@@ -104,8 +104,8 @@ diag "pushes: $acked acknowledged, $refused refused"
 awk '$2 != 202 { print "# refused: " substr($0, 1, 300) }' "$TEST_DIR/pushes" | head -5
 ok $([ "$acked" -ge 1 ] && [ $((acked + refused)) = "$PUSHES" ]; echo $?) \
     "every push answered ($acked acknowledged, $refused refused)"
-# (daemon/push answers a failed catalog step with errno EIO, 500, where the
-# driver left EAGAIN, 503: the message is the driver's either way)
+# (a push refused because the catalog was unreachable answers 503 with
+# Retry-After; one whose later step failed on the lost connection, 500)
 bad=$(awk '$2 != 202 && !(($2 == 503 || $2 == 500) && /catalog .*unreachable.*retry later/) {
     print $1 ":" $2 }' "$TEST_DIR/pushes" | tr '\n' ' ')
 is "$bad" "" "a refused push says the catalog is unreachable since when, and to retry"

@@ -126,16 +126,21 @@ db_stmt_t *push_stmt(push_t *p, int which)
     return s;
 }
 
+int push_db_errno(push_t *p)
+{
+    return db_errclass(p->db) == DB_ERR_UNAVAILABLE ? EAGAIN : EIO;
+}
+
 int push_db_error(push_t *p, si_error_t *err, const char *what)
 {
-    return si_errnoprintf(err, EIO, "catalog: %s: %s", what, db_errmsg(p->db));
+    return si_errnoprintf(err, push_db_errno(p), "catalog: %s: %s", what, db_errmsg(p->db));
 }
 
 int push_exec(push_t *p, const char *sql, si_error_t *err)
 {
     if (db_exec(p->db, sql, err) < 0) {
         si_errprefix(err, "catalog");
-        errno = EIO;
+        errno = push_db_errno(p);
         return -1;
     }
     return 0;

@@ -93,6 +93,9 @@ const char *push_sql(int which);
  * steps and resets it, and never finalizes it. */
 db_stmt_t *push_stmt(push_t *p, int which);
 /* Maps the connection's error into err (errno EIO); returns -1. */
+/* EAGAIN when push's catalog connection found its server unreachable (the
+ * client is told to retry: 503), else EIO. */
+int push_db_errno(push_t *p);
 int push_db_error(push_t *p, si_error_t *err, const char *what);
 /* A statement run once to completion (no rows expected). */
 int push_exec(push_t *p, const char *sql, si_error_t *err);

@@ -202,7 +202,7 @@ static int record_rows(push_t *p, const push_file_t *f, push_upload_t *u, si_err
 static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_error_t *err)
 {
     if (catalog_begin(p->cat, err) < 0)
-        return errno = EIO, -1;
+        return errno = push_db_errno(p), -1;
     if (record_rows(p, f, u, err) < 0 || catalog_commit(p->cat, err) < 0) {
         int saved = errno;
         catalog_rollback(p->cat);
@@ -300,13 +300,14 @@ typedef struct push_begin {
     struct push_begin *next;
 } push_begin_t;
 
-/* Every upload of the group not refused on its own fails with err. */
-static void group_failed(push_begin_t *group, const si_error_t *err)
+/* Every upload of the group not refused on its own fails with err
+ * (errnum: EAGAIN when the catalog was unreachable, else EIO). */
+static void group_failed(push_begin_t *group, const si_error_t *err, int errnum)
 {
     for (push_begin_t *b = group; b; b = b->next)
         if (b->rc == 0) {
             b->rc = -1;
-            b->errnum = EIO;
+            b->errnum = errnum;
             b->err = *err;
             b->u->object_id = 0;
         }
@@ -337,7 +338,7 @@ static void record_group(push_t *p, push_begin_t *group)
         return;
     }
     if (catalog_begin(p->cat, &err) < 0) {
-        group_failed(group, &err);
+        group_failed(group, &err, push_db_errno(p));
         return;
     }
     for (push_begin_t *b = group; b; b = b->next) {
@@ -355,9 +356,10 @@ static void record_group(push_t *p, push_begin_t *group)
     }
     if (catalog_commit(p->cat, &err) == 0)
         return;
-broken:
+broken:;
+    int errnum = push_db_errno(p);
     catalog_rollback(p->cat);
-    group_failed(group, &err);
+    group_failed(group, &err, errnum);
 }
 
 /* A recorded upload's cache writer; the answer to its submitter. */
