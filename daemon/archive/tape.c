@@ -428,6 +428,18 @@ static void tape_free(archive_backend_t *b)
     free(b);
 }
 
+/* In a drive, or being moved into one: the recall service keeps the
+ * volume's lease meanwhile, so no other instance mounts it. */
+int tape_volume_loaded(archive_backend_t *b, const char *label)
+{
+    tape_t *t = b->impl;
+    pthread_mutex_lock(&t->mu);
+    int v = tape_vol_index(t, label);
+    int loaded = v >= 0 && (t->vols[v].drive >= 0 || t->vols[v].busy);
+    pthread_mutex_unlock(&t->mu);
+    return loaded;
+}
+
 static const archive_backend_ops_t tape_ops = {
     "tape", tape_recall, tape_cancel, tape_archive, tape_status, tape_metrics, tape_free, false,
     tape_forecast,
@@ -535,6 +547,7 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
     pthread_cond_init(&t->cv, NULL);
     b->ops = &tape_ops;
     b->impl = t;
+    b->volume_loaded = tape_volume_loaded;
     t->cb = opts->cb;
     t->log = opts->log;
     snprintf(t->state_dir, sizeof(t->state_dir), "%s", opts->state_dir);

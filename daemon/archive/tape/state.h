@@ -185,6 +185,10 @@ static inline double mono(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* tape.c: 1 when the cartridge is in a drive or on its way there
+ * (archive_backend_t.volume_loaded), else 0. */
+int tape_volume_loaded(archive_backend_t *b, const char *label);
+
 /* mount.c */
 bool tape_is_drive_fault(int e);
 int tape_mount(tdrive_t *d, int v, bool *write_protect, si_error_t *err);

@@ -218,7 +218,7 @@ static void test_forecast(const char *logfile)
     rao_drive_t s = {0};
     int delivered = 0;
     tape_t *t = setup(TAPE_RAO_OFF, &s, logfile, &delivered);
-    archive_backend_t b = {NULL, t};
+    archive_backend_t b = {.ops = NULL, .impl = t};
     archive_forecast_t *f = NULL;
     size_t n = 0;
     si_error_t err = {0};
@@ -230,8 +230,14 @@ static void test_forecast(const char *logfile)
     /* the model's pass: 3 locates and reads, no mount */
     ok(mounted > 0 && mounted < tape_mount_time(&t->profile) + 600,
        "the cartridge in the drive: ETA %.1f s (locates and reads)", mounted);
+    is_int(tape_volume_loaded(&b, "T1"), 1, "a cartridge in a drive is loaded (its lease kept)");
+    is_int(tape_volume_loaded(&b, "T9"), 0, "an unknown cartridge is not loaded");
     t->drives[0].vol = -1;
     t->vols[0].drive = -1;
+    is_int(tape_volume_loaded(&b, "T1"), 1, "one being moved into a drive is loaded");
+    t->vols[0].busy = false;
+    is_int(tape_volume_loaded(&b, "T1"), 0, "one in its slot is not");
+    t->vols[0].busy = true;
     rc = tape_forecast(&b, &f, &n, &err);
     double unmounted = rc == 0 && n == 1 ? f[0].eta_s : 0;
     free(f);
