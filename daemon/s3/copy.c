@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/checksum.h"
+#include "common/fileio.h"
 #include "common/uri.h"
 #include "daemon/cache/cache.h"
 
@@ -285,7 +286,7 @@ static int copy_bytes(int fd, uint64_t start, uint64_t length, int out, char *md
         ssize_t got = pread(fd, buf, length < CHUNK ? (size_t)length : CHUNK, (off_t)start);
         if (got < 0 && errno == EINTR)
             continue;
-        if (got <= 0 || s3_write_all(out, buf, (size_t)got) < 0) {
+        if (got <= 0 || si_write_all(out, buf, (size_t)got) < 0) {
             rc = si_errprintf(err, "copying the source: %s",
                               got == 0 ? "it is shorter than expected" : strerror(errno));
             break;

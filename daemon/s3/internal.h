@@ -302,7 +302,6 @@ typedef struct {
     int64_t mtime;
 } s3_mp_part_t;
 
-int s3_write_all(int fd, const void *data, size_t len);
 /* Whether id is an upload id (32 lowercase hex digits). */
 bool s3_mp_valid_id(const char *id);
 /* Reads the upload id of multipart_dir into u (s3_mp_upload_free): 0 or -1. */

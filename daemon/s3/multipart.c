@@ -20,6 +20,8 @@
 
 #include <openssl/rand.h>
 
+#include "common/fileio.h"
+
 static bool multipart_allowed(s3_req_t *r)
 {
     if (!s3_writable_bucket(r))
@@ -71,9 +73,9 @@ void s3_create_multipart(s3_req_t *r)
     }
     /* the headers first: an upload whose file exists has them */
     int fd = open(hpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    bool ok = fd >= 0 && s3_write_all(fd, storage_class, strlen(storage_class)) == 0 &&
-              s3_write_all(fd, "\n", 1) == 0 &&
-              s3_write_all(fd, si_strbuf_str(&headers), headers.len) == 0 && fsync(fd) == 0;
+    bool ok = fd >= 0 && si_write_all(fd, storage_class, strlen(storage_class)) == 0 &&
+              si_write_all(fd, "\n", 1) == 0 &&
+              si_write_all(fd, si_strbuf_str(&headers), headers.len) == 0 && fsync(fd) == 0;
     si_strbuf_free(&headers);
     if (fd >= 0)
         close(fd);
@@ -82,9 +84,9 @@ void s3_create_multipart(s3_req_t *r)
     char head[128];
     int hlen = snprintf(head, sizeof(head), "%llu %llu %lld\n", (unsigned long long)r->who.uid,
                         (unsigned long long)r->who.gid, (long long)time(NULL));
-    ok = ok && fd >= 0 && s3_write_all(fd, head, (size_t)hlen) == 0 &&
-         s3_write_all(fd, r->bucket, strlen(r->bucket)) == 0 &&
-         s3_write_all(fd, "\n", 1) == 0 && s3_write_all(fd, r->key, strlen(r->key)) == 0 &&
+    ok = ok && fd >= 0 && si_write_all(fd, head, (size_t)hlen) == 0 &&
+         si_write_all(fd, r->bucket, strlen(r->bucket)) == 0 &&
+         si_write_all(fd, "\n", 1) == 0 && si_write_all(fd, r->key, strlen(r->key)) == 0 &&
          fsync(fd) == 0;
     int e = errno;
     if (fd >= 0)

@@ -19,21 +19,6 @@
 
 #define META_MAX (SI_KEY_MAX + SI_BUCKET_MAX + 128)
 
-int s3_write_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 bool s3_mp_valid_id(const char *id)
 {
     return strlen(id) == S3_UPLOAD_ID_LEN && si_is_lower_hex(id, S3_UPLOAD_ID_LEN);

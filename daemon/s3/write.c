@@ -21,6 +21,7 @@
 #include "common/aws/amzchecksum.h"
 #include "common/aws/awschunked.h"
 #include "common/checksum.h"
+#include "common/fileio.h"
 #include "common/uri.h"
 #include "daemon/cache/cache.h"
 #include "daemon/push/push.h"
@@ -108,7 +109,7 @@ static int payload(void *arg, const void *data, size_t len)
             put_fail(p, "IncompleteBody", "the body is longer than its Content-Length");
             return -1;
         }
-        if (s3_write_all(p->part_fd, data, len) < 0) {
+        if (si_write_all(p->part_fd, data, len) < 0) {
             si_log(p->log, SI_LOG_ERROR, "s3: writing %s: %s", p->part_tmp, strerror(errno));
             put_fail(p, "InternalError", errno == ENOSPC ? "storing the part: no space left"
                                                            : "storing the part failed");
