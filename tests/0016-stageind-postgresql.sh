@@ -30,12 +30,8 @@ stop
 
 # ---- PostgreSQL ------------------------------------------------------------------------
 skip_rest() { ok 0 "stageind on PostgreSQL # SKIP $1"; finish; exit; }
-why=$(pg_lib_available 2>&1) || skip_rest "$why"
-grep -q 'HAVE_LIBPQ 1' "$top_builddir/config.h" ||
-    skip_rest "stagein built without the PostgreSQL engine (apt-get install libpq-dev)"
-pg_lib_start "$TEST_DIR" || skip_rest "the PostgreSQL server did not start"
-CATALOG_CONF="catalog: { url = \"$(cat "$TEST_DIR/pg-url")\";
-    password_file = \"$TEST_DIR/pg-password\"; site = \"t0016\"; };"
+pg_lib_setup "$TEST_DIR" skip_rest
+CATALOG_CONF=$(pg_lib_catalog_conf "$TEST_DIR" t0016)
 # the catalog through the CLI (read-only SQL): no sqlite3 file to open here
 sql() { "$STAGEIN" catalog sql "$1" | tail -n +2 | sed 's/ *$//'; }
 

@@ -114,17 +114,10 @@ P=i
 
 # ---- PostgreSQL ----------------------------------------------------------------------------
 skip_all() { ok 0 "three instances on PostgreSQL # SKIP $1"; finish; exit 0; }
-why=$(pg_lib_available 2>&1) || skip_all "$why"
-grep -q 'HAVE_LIBPQ 1' "$top_builddir/config.h" ||
-    skip_all "stagein built without the PostgreSQL engine (apt-get install libpq-dev)"
-pg_lib_start "$TEST_DIR" || skip_all "the PostgreSQL server (package postgresql) did not start"
 # each instance keeps a connection per module (about 15): more than
 # pg-lib.sh's 40 for three instances and the CLI
-pg_lib_as_server "$(pg_lib_bin)/pg_ctl" -D "$TEST_DIR/pg/data" -w -m fast -o \
-    "-k $TEST_DIR/pg -c listen_addresses= -c fsync=off -c max_connections=120" \
-    restart >"$TEST_DIR/pg-restart.log" 2>&1 || skip_all "the PostgreSQL server did not restart"
-CATALOG_CONF="catalog: { url = \"$(cat "$TEST_DIR/pg-url")\";
-    password_file = \"$TEST_DIR/pg-password\"; site = \"t0017\"; };"
+PG_LIB_MAX_CONNECTIONS=120 pg_lib_setup "$TEST_DIR" skip_all
+CATALOG_CONF=$(pg_lib_catalog_conf "$TEST_DIR" t0017)
 
 # write_volume LABEL COPY FILE...: as recall-lib's, catalogued afterwards from
 # the volumes (tape import), as 0016 does on PostgreSQL; errors shown

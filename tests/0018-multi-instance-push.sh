@@ -17,17 +17,11 @@ KILLS=${KILLS:-20}
 LEASE=1.0
 
 skip_all() { echo "1..0 # SKIP $1"; exit 0; }
-why=$(pg_lib_available 2>&1) || skip_all "$why (apt-get install postgresql)"
-grep -q 'HAVE_LIBPQ 1' "$top_builddir/config.h" ||
-    skip_all "stagein built without the PostgreSQL engine (apt-get install libpq-dev)"
 stop_all() { for n in 1 2 3; do stop_instance "$n"; done; }
 trap 'stop_all; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
 unset PGPASSFILE
-pg_lib_start "$TEST_DIR" || skip_all "the PostgreSQL server did not start"
 # three instances hold more connections than pg-lib's 40
-pg_lib_as_server "$(pg_lib_bin)/pg_ctl" -D "$TEST_DIR/pg/data" -l "$TEST_DIR/pg/log" -w \
-    -o "-k $TEST_DIR/pg -c listen_addresses= -c fsync=off -c max_connections=200" restart \
-    >"$TEST_DIR/pg-restart.log" 2>&1 || skip_all "the PostgreSQL server did not restart"
+PG_LIB_MAX_CONNECTIONS=200 pg_lib_setup "$TEST_DIR" skip_all
 
 S3_KEY=STAGEINS3TESTKEY0018
 S3_SECRET=$(head -c 30 /dev/urandom | base64 | tr -d '/+=' | head -c 40)

@@ -15,12 +15,8 @@ trap 'stop; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
 unset PGPASSFILE
 
 skip_all() { echo "1..0 # SKIP $1"; exit 0; }
-why=$(pg_lib_available 2>&1) || skip_all "$why"
-grep -q 'HAVE_LIBPQ 1' "$top_builddir/config.h" ||
-    skip_all "stagein built without the PostgreSQL engine (apt-get install libpq-dev)"
-pg_lib_start "$TEST_DIR" || skip_all "the PostgreSQL server did not start"
-CATALOG_CONF="catalog: { url = \"$(cat "$TEST_DIR/pg-url")\";
-    password_file = \"$TEST_DIR/pg-password\"; site = \"t0019\"; };"
+pg_lib_setup "$TEST_DIR" skip_all
+CATALOG_CONF=$(pg_lib_catalog_conf "$TEST_DIR" t0019)
 sql() { "$STAGEIN" catalog sql "$1" | tail -n +2 | sed 's/ *$//'; }
 metric() { curl -s "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 

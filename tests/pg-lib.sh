@@ -28,7 +28,8 @@ pg_lib_as_server() {
     if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi
 }
 
-# pg_lib_start DIR [fsync]: fsync off unless asked (tests need no durability).
+# pg_lib_start DIR [fsync]: fsync off unless asked (tests need no durability);
+# PG_LIB_MAX_CONNECTIONS (default 40: several stageind instances want more).
 pg_lib_start() {
     dir=$1
     fsync=${2:-off}
@@ -47,7 +48,7 @@ pg_lib_start() {
         return 1
     fi
     rm -f "$dir/pg/initpw"
-    printf '%s\n' "-k $dir/pg -c listen_addresses= -c fsync=$fsync -c max_connections=40" \
+    printf '%s\n' "-k $dir/pg -c listen_addresses= -c fsync=$fsync -c max_connections=${PG_LIB_MAX_CONNECTIONS:-40}" \
         >"$dir/pg-options"
     if ! pg_lib_as_server "$bin/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/log" -w \
         -o "$(cat "$dir/pg-options")" start >"$dir/pg-ctl.log" 2>&1; then
@@ -56,6 +57,22 @@ pg_lib_start() {
     fi
     echo "postgresql://stagein@/postgres?host=$dir/pg" >"$dir/pg-url"
     pg_lib_watch "$dir" "${PG_LIB_OWNER:-$$}"
+}
+
+# pg_lib_setup DIR SKIP_FN: a private server for a system test, or SKIP_FN
+# called with why not (package missing, stagein built without libpq, the
+# server did not start); SKIP_FN is expected not to return.
+pg_lib_setup() {
+    why=$(pg_lib_available 2>&1) || "$2" "$why"
+    grep -q 'HAVE_LIBPQ 1' "$top_builddir/config.h" ||
+        "$2" "stagein built without the PostgreSQL engine (apt-get install libpq-dev)"
+    pg_lib_start "$1" || "$2" "the PostgreSQL server (package postgresql) did not start"
+}
+
+# pg_lib_catalog_conf DIR SITE: stagein.conf's catalog group for the server.
+pg_lib_catalog_conf() {
+    printf 'catalog: { url = "%s";\n    password_file = "%s"; site = "%s"; };' \
+        "$(cat "$1/pg-url")" "$1/pg-password" "$2"
 }
 
 # A server must not outlive its test, even one killed before its own stop
