@@ -196,9 +196,10 @@ static void reload(const options_t *o, stageind_settings_t *cur, si_log_t *log, 
     *cur = next;
 }
 
-/* GET /metrics: the recall engine's and the S3 server's figures. */
+/* GET /metrics: the recall engine's, the push service's and the S3 server's figures. */
 typedef struct {
     recall_service_t *recall;
+    push_t *push;
     s3_server_t *s3;
 } metrics_sources_t;
 
@@ -206,6 +207,7 @@ static void metrics(FILE *out, void *arg)
 {
     metrics_sources_t *m = arg;
     recall_service_metrics(out, m->recall);
+    push_metrics_text(out, m->push);
     s3_server_metrics(m->s3, out);
 }
 
@@ -387,6 +389,7 @@ int main(int argc, char **argv)
         control_routes(ctl, http, &err) < 0 || push_routes(push, http, &err) < 0)
         goto error;
     metrics_sources.recall = recall;
+    metrics_sources.push = push;
     metrics_sources.s3 = s3;
     control_set_metrics_hook(ctl, metrics, &metrics_sources);
     control_set_holder_hook(ctl, wake_jobs, jobs);

@@ -595,6 +595,35 @@ int push_metrics(push_t *p, push_metrics_t *out, si_error_t *err)
     return rc;
 }
 
+void push_metrics_text(FILE *out, void *push)
+{
+    push_metrics_t m;
+    si_error_t err;
+    if (!push || push_metrics(push, &m, &err) < 0)
+        return; /* the scrape goes on without them; the catalog's own figures say why */
+    fprintf(out,
+            "# HELP stagein_push_files Files of pushes by state.\n"
+            "# TYPE stagein_push_files gauge\n"
+            "stagein_push_files{state=\"received\"} %" PRIu64 "\n"
+            "stagein_push_files{state=\"archiving\"} %" PRIu64 "\n"
+            "stagein_push_files{state=\"durable\"} %" PRIu64 "\n"
+            "stagein_push_files{state=\"failed\"} %" PRIu64 "\n"
+            "# HELP stagein_push_received_bytes Bytes received, waiting to be archived.\n"
+            "# TYPE stagein_push_received_bytes gauge\n"
+            "stagein_push_received_bytes %" PRIu64 "\n"
+            "# HELP stagein_push_archive_files_written_total Archive files written (each copy).\n"
+            "# TYPE stagein_push_archive_files_written_total counter\n"
+            "stagein_push_archive_files_written_total %" PRIu64 "\n"
+            "# HELP stagein_push_taken_over_total Pushes taken over from dead instances.\n"
+            "# TYPE stagein_push_taken_over_total counter\n"
+            "stagein_push_taken_over_total %" PRIu64 "\n"
+            "# HELP stagein_push_commits_fenced_total Archive writes dropped: their push was taken over meanwhile.\n"
+            "# TYPE stagein_push_commits_fenced_total counter\n"
+            "stagein_push_commits_fenced_total %" PRIu64 "\n",
+            m.received_files, m.archiving_files, m.durable_files, m.failed_files, m.received_bytes,
+            m.archive_files_written, m.pushes_taken_over, m.commits_fenced);
+}
+
 /* ---- the aggregator thread ------------------------------------------------------------------ */
 
 static void *aggregator(void *arg)

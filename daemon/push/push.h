@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "catalog/catalog.h"
@@ -238,6 +239,9 @@ typedef struct {
 } push_metrics_t;
 
 int push_metrics(push_t *p, push_metrics_t *out, si_error_t *err);
+/* Prometheus text of push_metrics (stagein_push_*) appended to out; nothing
+ * when the catalog cannot be read. push: the push_t. */
+void push_metrics_text(FILE *out, void *push);
 
 /* ---- the control API routes: POST /api/v1/push, GET /api/v1/push/{id} -------- */
 
