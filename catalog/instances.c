@@ -64,6 +64,22 @@ static int fail(catalog_t *cat, si_error_t *err, const char *what)
     return db_error(catalog_driver(cat), err, what);
 }
 
+/* One instance row written by sql (?1 name, ?2 host, ?3 pid, ?4 now). */
+static int write_instance_row(catalog_t *cat, const char *sql, const char *name, const char *host,
+                              long pid, double now, const char *what, si_error_t *err)
+{
+    db_stmt_t *s = stmt(cat, sql, err);
+    if (!s)
+        return -1;
+    db_bind_text(s, 1, name, -1);
+    db_bind_text(s, 2, host, -1);
+    db_bind_int64(s, 3, pid);
+    db_bind_double(s, 4, now);
+    if (db_step(s) != DB_DONE)
+        return fail(cat, err, what);
+    return 0;
+}
+
 /* The caller reads errno (EEXIST, ESTALE) after a failure. */
 static void rollback_keep_errno(db_t *db)
 {
@@ -101,20 +117,13 @@ int instance_register(catalog_t *cat, const char *name, const char *host, long p
                               name ? name : "", INSTANCE_NAME_MAX);
     if (db_begin(db, err) < 0)
         return -1;
-    db_stmt_t *s = stmt(cat, SQL_INSTANCE_INSERT, err);
-    if (!s)
+    if (write_instance_row(cat, SQL_INSTANCE_INSERT, name, host, pid, now,
+                           "registering the instance", err) < 0)
         goto error;
-    db_bind_text(s, 1, name, -1);
-    db_bind_text(s, 2, host, -1);
-    db_bind_int64(s, 3, pid);
-    db_bind_double(s, 4, now);
-    if (db_step(s) != DB_DONE) {
-        fail(cat, err, "registering the instance");
-        goto error;
-    }
     if (db_changes(db) == 0) {
         /* the name is known: take it over unless another live process has it */
-        if (!(s = stmt(cat, db_sql(db, SQL_INSTANCE_FIND_SQLITE, SQL_INSTANCE_FIND_PG), err)))
+        db_stmt_t *s = stmt(cat, db_sql(db, SQL_INSTANCE_FIND_SQLITE, SQL_INSTANCE_FIND_PG), err);
+        if (!s)
             goto error;
         db_bind_text(s, 1, name, -1);
         if (db_step(s) != DB_ROW) {
@@ -135,16 +144,9 @@ int instance_register(catalog_t *cat, const char *name, const char *host, long p
                            now - beat, lease_s);
             goto error;
         }
-        if (!(s = stmt(cat, SQL_INSTANCE_TAKE, err)))
+        if (write_instance_row(cat, SQL_INSTANCE_TAKE, name, host, pid, now,
+                               "taking the instance's name", err) < 0)
             goto error;
-        db_bind_text(s, 1, name, -1);
-        db_bind_text(s, 2, host, -1);
-        db_bind_int64(s, 3, pid);
-        db_bind_double(s, 4, now);
-        if (db_step(s) != DB_DONE) {
-            fail(cat, err, "taking the instance's name");
-            goto error;
-        }
     }
     if (lease_release_all(cat, name, err) < 0)
         goto error;
@@ -166,17 +168,9 @@ int instance_heartbeat(catalog_t *cat, const char *name, const char *host, long 
     db_t *db = catalog_driver(cat);
     if (db_begin(db, err) < 0)
         return -1;
-    db_stmt_t *s = stmt(cat, SQL_INSTANCE_BEAT, err);
-    if (!s)
+    if (write_instance_row(cat, SQL_INSTANCE_BEAT, name, host, pid, now,
+                           "the instance's heartbeat", err) < 0)
         goto error;
-    db_bind_text(s, 1, name, -1);
-    db_bind_text(s, 2, host, -1);
-    db_bind_int64(s, 3, pid);
-    db_bind_double(s, 4, now);
-    if (db_step(s) != DB_DONE) {
-        fail(cat, err, "the instance's heartbeat");
-        goto error;
-    }
     if (db_changes(db) != 1) {
         si_errnoprintf(err, ESTALE, "stageind.instance '%s' is no longer this process's "
                        "(another took the name, or its row was removed)", name);
