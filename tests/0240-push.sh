@@ -38,11 +38,14 @@ is "$(wait_push "$ID")" DURABLE "the push becomes DURABLE"
 is "$(json "$BODY" 'j["filesTotal"], j["filesDurable"], [len(f["copies"]) for f in j["files"]]')" \
     "(5, 5, [2, 2, 2, 2, 2])" "status: 5 files durable, 2 copies each"
 metrics=$(curl -s "http://127.0.0.1:$PORT/metrics")
+# The five files may close one aggregate or more (aggregate_window on a slow
+# machine); each aggregate is written once per copy, as the catalog records.
+archive_files=$(sql "SELECT count(DISTINCT t.volume_id || ':' || t.file_seq) FROM tape_copies t JOIN objects o ON o.id = t.object_id WHERE o.bucket = 'stageout'")
 is "$(awk '$1 == "stagein_push_files{state=\"durable\"}" || $1 == "stagein_push_files{state=\"received\"}" ||
           $1 == "stagein_push_archive_files_written_total" || $1 == "stagein_push_taken_over_total" {
           printf "%s=%s ", $1, $2 }' <<<"$metrics")" \
-    'stagein_push_files{state="received"}=0 stagein_push_files{state="durable"}=5 stagein_push_archive_files_written_total=2 stagein_push_taken_over_total=0 ' \
-    "/metrics: 5 push files durable, none waiting, one aggregate written twice, nothing taken over"
+    "stagein_push_files{state=\"received\"}=0 stagein_push_files{state=\"durable\"}=5 stagein_push_archive_files_written_total=$archive_files stagein_push_taken_over_total=0 " \
+    "/metrics: 5 push files durable, none waiting, each archive file the catalog records counted ($archive_files), nothing taken over"
 is "$(sql "SELECT count(*) FROM (SELECT t.object_id FROM tape_copies t JOIN objects o ON o.id = t.object_id WHERE o.bucket = 'stageout' GROUP BY t.object_id HAVING count(DISTINCT t.volume_id) = 2)")" \
     5 "catalog: every pushed file has copies on two distinct volumes"
 is "$(sql "SELECT count(*) FROM dataset_members m JOIN datasets d ON d.id = m.dataset_id WHERE d.name = 'ckpt'")" \
