@@ -4,6 +4,7 @@
 #include "catalog/internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -368,4 +369,153 @@ int64_t instance_requeue_orphans(catalog_t *cat, double now, si_error_t *err)
         catalog_event(cat, "requests.orphans_requeued", NULL, detail);
     }
     return n;
+}
+
+/* ---- the instance's volume leases, shared by its threads ---------------------------- */
+
+typedef struct {
+    char label[LEASE_NAME_MAX + 1];
+    size_t users;
+    double idle_since;         /* monotonic seconds since users went to 0 */
+} volume_hold_t;
+
+struct volume_holds {
+    pthread_mutex_t mu;        /* the table, and each claim and release with it */
+    char instance[INSTANCE_NAME_MAX + 1];
+    double lease_s;
+    volume_hold_t *held;
+    size_t n, cap;
+};
+
+volume_holds_t *volume_holds_new(const char *instance, double lease_s)
+{
+    volume_holds_t *vh = calloc(1, sizeof(*vh));
+    if (!vh)
+        return NULL;
+    pthread_mutex_init(&vh->mu, NULL);
+    snprintf(vh->instance, sizeof(vh->instance), "%s", instance);
+    vh->lease_s = lease_s;
+    return vh;
+}
+
+void volume_holds_free(volume_holds_t *vh)
+{
+    if (!vh)
+        return;
+    pthread_mutex_destroy(&vh->mu);
+    free(vh->held);
+    free(vh);
+}
+
+static volume_hold_t *hold_find(volume_holds_t *vh, const char *label)
+{
+    for (size_t i = 0; i < vh->n; i++)
+        if (strcmp(vh->held[i].label, label) == 0)
+            return &vh->held[i];
+    return NULL;
+}
+
+int volume_hold(volume_holds_t *vh, catalog_t *cat, const char *label, double now,
+                si_error_t *err)
+{
+    int rc = 1;
+    pthread_mutex_lock(&vh->mu);
+    volume_hold_t *h = hold_find(vh, label);
+    if (!h) {
+        if (vh->n == vh->cap) {
+            size_t cap = vh->cap ? vh->cap * 2 : 16;
+            volume_hold_t *grown = realloc(vh->held, cap * sizeof(*grown));
+            if (!grown) {
+                rc = si_errnoprintf(err, ENOMEM, "out of memory");
+                goto out;
+            }
+            vh->held = grown;
+            vh->cap = cap;
+        }
+        /* claimed under the lock: a release by another thread of this
+         * instance cannot slip between the claim and the table */
+        if ((rc = lease_claim(cat, LEASE_VOLUME, label, vh->instance, now, vh->lease_s, err)) != 1)
+            goto out;
+        h = &vh->held[vh->n++];
+        memset(h, 0, sizeof(*h));
+        snprintf(h->label, sizeof(h->label), "%s", label);
+    }
+    h->users++;
+out:
+    pthread_mutex_unlock(&vh->mu);
+    return rc;
+}
+
+bool volume_unhold(volume_holds_t *vh, const char *label, double mono_now)
+{
+    pthread_mutex_lock(&vh->mu);
+    volume_hold_t *h = hold_find(vh, label);
+    bool idle = h && h->users > 0 && --h->users == 0;
+    if (idle)
+        h->idle_since = mono_now;
+    pthread_mutex_unlock(&vh->mu);
+    return idle;
+}
+
+bool volume_holds_has(volume_holds_t *vh, const char *label)
+{
+    pthread_mutex_lock(&vh->mu);
+    bool has = hold_find(vh, label) != NULL;
+    pthread_mutex_unlock(&vh->mu);
+    return has;
+}
+
+size_t volume_holds_busy(volume_holds_t *vh)
+{
+    size_t busy = 0;
+    pthread_mutex_lock(&vh->mu);
+    for (size_t i = 0; i < vh->n; i++)
+        busy += vh->held[i].users > 0;
+    pthread_mutex_unlock(&vh->mu);
+    return busy;
+}
+
+size_t volume_holds_count(volume_holds_t *vh)
+{
+    pthread_mutex_lock(&vh->mu);
+    size_t n = vh->n;
+    pthread_mutex_unlock(&vh->mu);
+    return n;
+}
+
+int volume_holds_release_idle(volume_holds_t *vh, catalog_t *cat, double mono_now, double grace,
+                              int (*loaded)(void *arg, const char *label), void *arg,
+                              si_error_t *err)
+{
+    int released = 0;
+    /* the candidates first, then the backend asked without the lock: its
+     * own write path claims volumes (volume_hold) while holding its locks */
+    pthread_mutex_lock(&vh->mu);
+    size_t n = 0;
+    char (*idle)[LEASE_NAME_MAX + 1] = vh->n ? malloc(vh->n * sizeof(*idle)) : NULL;
+    for (size_t i = 0; idle && i < vh->n; i++)
+        if (vh->held[i].users == 0 && mono_now - vh->held[i].idle_since >= grace)
+            memcpy(idle[n++], vh->held[i].label, sizeof(idle[0]));
+    pthread_mutex_unlock(&vh->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (loaded && loaded(arg, idle[i]) == 1)
+            continue;
+        pthread_mutex_lock(&vh->mu);
+        volume_hold_t *h = hold_find(vh, idle[i]);
+        int rc = 0;
+        if (h && h->users == 0) { /* nobody took it meanwhile */
+            rc = lease_release(cat, LEASE_VOLUME, h->label, vh->instance, err);
+            if (rc >= 0) {
+                *h = vh->held[--vh->n];
+                released++;
+            }
+        }
+        pthread_mutex_unlock(&vh->mu);
+        if (rc < 0) {
+            released = -1;
+            break;
+        }
+    }
+    free(idle);
+    return released;
 }

@@ -80,6 +80,40 @@ int lease_each_held(catalog_t *cat, const char *kind, const char *instance, doub
                     int (*fn)(const char *name, const char *holder, void *arg), void *arg,
                     si_error_t *err);
 
+/* ---- the instance's volume leases, shared by its threads ----------------------------
+ *
+ * One table per instance of the volume leases it holds, for every thread
+ * that puts a volume in one of its drives (the recall service's reads, the
+ * push's archive writes): a volume is claimed in the catalog by its first
+ * user and given back only once no thread uses it and the backend no longer
+ * has it loaded, so that one thread's release never drops a lease another
+ * still relies on. Each caller passes its own catalog connection. */
+typedef struct volume_holds volume_holds_t;
+
+/* A table for instance (copied) with leases of lease_s; NULL when out of
+ * memory. */
+volume_holds_t *volume_holds_new(const char *instance, double lease_s);
+void volume_holds_free(volume_holds_t *vh);
+/* One more user of the volume: 1 (claimed now, or held already), 0 another
+ * instance holds it (nothing changed), -1 error. */
+int volume_hold(volume_holds_t *vh, catalog_t *cat, const char *label, double now,
+                si_error_t *err);
+/* One user fewer; mono_now: monotonic seconds, when it went idle. true
+ * when that was its last user. */
+bool volume_unhold(volume_holds_t *vh, const char *label, double mono_now);
+/* Whether the instance holds the volume's lease. */
+bool volume_holds_has(volume_holds_t *vh, const char *label);
+/* Volumes held with at least one user; all volumes held. */
+size_t volume_holds_busy(volume_holds_t *vh);
+size_t volume_holds_count(volume_holds_t *vh);
+/* Gives back the leases of the volumes without users for at least grace
+ * seconds (monotonic) for which loaded(arg, label) is not 1 (NULL: none
+ * is); loaded is called without the table's lock (it may take the
+ * backend's). The number given back, -1 on the first error. */
+int volume_holds_release_idle(volume_holds_t *vh, catalog_t *cat, double mono_now, double grace,
+                              int (*loaded)(void *arg, const char *label), void *arg,
+                              si_error_t *err);
+
 /* The request items STARTED whose object is not being recalled under a
  * live object lease (its instance died, or it is this instance's own from
  * before a restart) are queued again; the number requeued. The site-wide

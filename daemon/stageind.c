@@ -346,7 +346,8 @@ int main(int argc, char **argv)
                       .backend = recall_service_backend(recall), .log = log,
                       .munge_socket = s.munge_socket[0] ? s.munge_socket : NULL,
                       .peercred = s.peercred,
-                      .instance = s.shared ? s.instance : NULL, .lease_s = s.lease_time};
+                      .instance = s.shared ? s.instance : NULL, .lease_s = s.lease_time,
+                      .volume_holds = recall_service_volume_holds(recall)};
     if (!(push = push_service_start(conf, &po, &err)))
         goto error;
     push_conf_t pushc;

@@ -204,6 +204,19 @@ struct archive_backend {
      * 0 when not. The recall service keeps its volume lease while it is 1,
      * so that no other instance of the site mounts the volume meanwhile. */
     int (*volume_loaded)(archive_backend_t *b, const char *label);
+    /* Optional (set by the writer, the push service of an instance that
+     * shares its site; NULL: every volume may be written): an archive write
+     * asks claim for each volume it would choose, in its order of
+     * preference, before the volume is chosen and mounted: 1 the volume is
+     * the writer's for this write, 0 another instance holds it (the next is
+     * tried; when no volume with room is free the write waits for one),
+     * -1 error. unclaim gives back one the write will not use. Called with
+     * the backend's write lock only, never its engine's. */
+    struct {
+        int (*claim)(void *arg, const char *label, si_error_t *err);
+        void (*unclaim)(void *arg, const char *label);
+        void *arg;
+    } write_claims;
 };
 
 typedef struct {

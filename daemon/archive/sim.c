@@ -541,6 +541,120 @@ static int choose_volumes(const sim_t *s, uint64_t bytes, int ncopies, int *out,
     return 0;
 }
 
+/* How long an archive write waits for a volume with room while every such
+ * volume is another instance's (in its drive, or being written by it). */
+#define SIM_CLAIM_WAIT_S 600.0
+#define SIM_CLAIM_POLL_S 0.1
+
+typedef struct {
+    char label[ARCHIVE_LABEL_MAX + 1];
+    uint64_t used;
+} sim_candidate_t;
+
+static int by_used_desc(const void *x, const void *y)
+{
+    const sim_candidate_t *a = x, *c = y;
+    return (a->used < c->used) - (a->used > c->used);
+}
+
+/* The volumes with room for bytes, the fullest first (choose_volumes'
+ * order); *out malloc'd. */
+static int rank_volumes(sim_t *s, uint64_t bytes, sim_candidate_t **out, int *n, si_error_t *err)
+{
+    pthread_mutex_lock(&s->engine_mu);
+    int rc = engine_for(s, NULL, 0, err);
+    sim_candidate_t *c = rc == 0 ? calloc((size_t)s->nvols + 1, sizeof(*c)) : NULL;
+    int k = 0;
+    for (int v = 0; c && v < s->nvols; v++)
+        if (s->vols[v].used + bytes <= s->vols[v].capacity) {
+            memcpy(c[k].label, s->vols[v].label, sizeof(c[k].label));
+            c[k++].used = s->vols[v].used;
+        }
+    pthread_mutex_unlock(&s->engine_mu);
+    if (rc < 0)
+        return -1;
+    if (!c)
+        return si_errprintf(err, "out of memory");
+    qsort(c, (size_t)k, sizeof(*c), by_used_desc);
+    *out = c;
+    *n = k;
+    return 0;
+}
+
+/* A claimed volume's end of data read again from its image (another
+ * instance may have appended to it since this engine was built; a writer
+ * killed mid-write left a tail, cut now that the volume is this writer's),
+ * into the engine's fill level. 1 it still has room, 0 not, -1 error. */
+static int refresh_fill(sim_t *s, const char *label, uint64_t bytes, si_error_t *err)
+{
+    tapevol_info_t info;
+    if (volume_ready(s, label, &info, err) < 0)
+        return -1;
+    int room = 0;
+    pthread_mutex_lock(&s->engine_mu);
+    int v = volume_index(s, label);
+    if (v >= 0) {
+        s->vols[v].used = info.used;
+        if (s->lib)
+            simlib_volume_refill(s->lib, v, info.used);
+        room = info.used + bytes <= s->vols[v].capacity;
+    }
+    pthread_mutex_unlock(&s->engine_mu);
+    return room;
+}
+
+/* ncopies distinct volumes for a write of bytes, each claimed through the
+ * writer's claims (several instances sharing the library): choose_volumes'
+ * order, skipping a volume another instance holds; while every volume with
+ * room is another's, waits (the claims given back meanwhile, so that two
+ * writers of several copies cannot hold one each forever). write_mu held,
+ * not engine_mu. */
+static int claim_volumes(archive_backend_t *b, uint64_t bytes, int ncopies,
+                         char (*labels)[ARCHIVE_LABEL_MAX + 1], si_error_t *err)
+{
+    sim_t *s = b->impl;
+    double until = si_mono_now() + SIM_CLAIM_WAIT_S;
+    for (;;) {
+        sim_candidate_t *c = NULL;
+        int n = 0, found = 0, refused = 0;
+        if (rank_volumes(s, bytes, &c, &n, err) < 0)
+            return -1;
+        int rc = 0;
+        for (int i = 0; i < n && found < ncopies && rc >= 0; i++) {
+            rc = b->write_claims.claim(b->write_claims.arg, c[i].label, err);
+            if (rc == 0) {
+                refused++; /* another instance's: the next one */
+                continue;
+            }
+            if (rc == 1 && (rc = refresh_fill(s, c[i].label, bytes, err)) == 1)
+                memcpy(labels[found++], c[i].label, sizeof(labels[0]));
+            else /* full since this engine looked, or its image unreadable */
+                b->write_claims.unclaim(b->write_claims.arg, c[i].label);
+        }
+        if (rc < 0) {
+            free(c);
+            while (found > 0)
+                b->write_claims.unclaim(b->write_claims.arg, labels[--found]);
+            return -1;
+        }
+        free(c);
+        if (found == ncopies)
+            return 0;
+        while (found > 0)
+            b->write_claims.unclaim(b->write_claims.arg, labels[--found]);
+        if (refused == 0)
+            return si_errprintf(err, "an archive file of %" PRIu64 " bytes needs %d volumes "
+                                "with room for it; the simulated library has %d", bytes,
+                                ncopies, n);
+        if (si_mono_now() >= until)
+            return si_errnoprintf(err, EBUSY, "an archive file of %" PRIu64 " bytes needs %d "
+                                  "volumes with room for it: %d of them are held by other "
+                                  "instances since %.0f s", bytes, ncopies, refused,
+                                  SIM_CLAIM_WAIT_S);
+        si_sleep(SIM_CLAIM_POLL_S);
+    }
+}
+
 static int sim_archive(archive_backend_t *b, const archive_member_t *members, size_t n,
                        int ncopies, archive_placement_t *placements, si_error_t *err)
 {
@@ -561,13 +675,31 @@ static int sim_archive(archive_backend_t *b, const archive_member_t *members, si
     int rc = -1;
 
     pthread_mutex_lock(&s->write_mu);
+    /* Several instances: the volumes claimed first, then mounted. */
+    bool claimed = b->write_claims.claim != NULL;
+    if (claimed && claim_volumes(b, bytes, ncopies, labels, err) < 0)
+        goto out;
     /* The drive time: each copy queued in the engine (writes go before
      * recalls), waited for. */
     pthread_mutex_lock(&s->engine_mu);
-    if (engine_for(s, NULL, 0, err) < 0 || choose_volumes(s, bytes, ncopies, vols, err) < 0) {
+    if (claimed) {
+        const char *names[ARCHIVE_MAX_COPIES];
+        for (int c = 0; c < ncopies; c++)
+            names[c] = labels[c];
+        rc = engine_for(s, names, (size_t)ncopies, err);
+        for (int c = 0; rc == 0 && c < ncopies; c++)
+            vols[c] = volume_index(s, labels[c]);
+    } else {
+        rc = engine_for(s, NULL, 0, err);
+        if (rc == 0)
+            rc = choose_volumes(s, bytes, ncopies, vols, err);
+    }
+    if (rc < 0) {
+        rc = -1;
         pthread_mutex_unlock(&s->engine_mu);
         goto out;
     }
+    rc = -1;
     pthread_mutex_lock(&s->mu);
     uint64_t first = s->writes_done;
     s->writing++;

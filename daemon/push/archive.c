@@ -415,11 +415,13 @@ int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *e
             .size = b.items[i].size, .mtime = b.items[i].mtime,
             .checksum = b.items[i].checksum[0] ? b.items[i].checksum : NULL,
             .headers = b.items[i].headers, .storage_class = b.items[i].storage_class};
-    /* the long part, with no lock: the files are pinned and ARCHIVING */
-    if (archive_write(p->backend, members, b.n, ncopies, pl, err) < 0) {
-        rc = -1;
+    /* the long part, with no lock: the files are pinned and ARCHIVING;
+     * with several instances it holds the volume lease of each volume it
+     * writes (claims.c), until it is done */
+    rc = archive_write(p->backend, members, b.n, ncopies, pl, err);
+    push_volume_claims_done(p);
+    if (rc < 0)
         goto put_back;
-    }
     pthread_mutex_lock(&p->lock);
     rc = commit_durable(p, &b, ncopies, pl, err);
     if (rc == 0) {

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "catalog/instances.h"
+#include "daemon/archive/backend.h"
 #include "common/clock.h"
 
 bool push_shared(const push_t *p)
@@ -187,4 +188,82 @@ int push_sweep(push_t *p, bool now, si_error_t *err)
 error:
     free(refs);
     return -1;
+}
+
+/* ---- volume leases of archive writes ----------------------------------------------------- */
+
+/* The backend's claim hook (aggregator thread, inside archive_write). */
+static int volume_claim(void *arg, const char *label, si_error_t *err)
+{
+    push_t *p = arg;
+    if (p->nwrite_vols == (int)(sizeof(p->write_vols) / sizeof(p->write_vols[0])))
+        return si_errnoprintf(err, EINVAL, "archive write: more volumes claimed than copies");
+    pthread_mutex_lock(&p->lock);
+    int rc = volume_hold(p->holds, p->cat, label, si_wall_now(), err);
+    pthread_mutex_unlock(&p->lock);
+    if (rc == 1)
+        snprintf(p->write_vols[p->nwrite_vols++], sizeof(p->write_vols[0]), "%s", label);
+    return rc;
+}
+
+static void volume_unclaim(void *arg, const char *label)
+{
+    push_t *p = arg;
+    for (int i = 0; i < p->nwrite_vols; i++)
+        if (strcmp(p->write_vols[i], label) == 0) {
+            volume_unhold(p->holds, label, si_mono_now());
+            memcpy(p->write_vols[i], p->write_vols[--p->nwrite_vols], sizeof(p->write_vols[0]));
+            return;
+        }
+}
+
+static int backend_loaded(void *arg, const char *label)
+{
+    return archive_volume_loaded(arg, label);
+}
+
+int push_volume_claims_start(push_t *p, volume_holds_t *shared, si_error_t *err)
+{
+    /* alone, or an archive without volumes (s3, hsm): nothing to claim */
+    if (!push_shared(p) || !p->backend || p->backend->ops->copies_optional)
+        return 0;
+    if (!(p->holds = shared)) {
+        if (!(p->holds = volume_holds_new(p->instance, p->lease_s)))
+            return si_errnoprintf(err, ENOMEM, "out of memory");
+        p->owns_holds = true;
+    }
+    p->backend->write_claims.claim = volume_claim;
+    p->backend->write_claims.unclaim = volume_unclaim;
+    p->backend->write_claims.arg = p;
+    return 0;
+}
+
+void push_volume_claims_done(push_t *p)
+{
+    if (!p->holds)
+        return;
+    double now = si_mono_now();
+    for (int i = 0; i < p->nwrite_vols; i++)
+        volume_unhold(p->holds, p->write_vols[i], now);
+    p->nwrite_vols = 0;
+    if (!p->owns_holds)
+        return; /* the recall service gives them back once idle and unloaded */
+    si_error_t err;
+    pthread_mutex_lock(&p->lock);
+    int rc = volume_holds_release_idle(p->holds, p->cat, now, 0, backend_loaded, p->backend,
+                                       &err);
+    pthread_mutex_unlock(&p->lock);
+    if (rc < 0)
+        si_log(p->log, SI_LOG_WARNING, "push: giving volume leases back: %s", err.text);
+}
+
+void push_volume_claims_stop(push_t *p)
+{
+    if (!p->holds)
+        return;
+    if (p->backend && p->backend->write_claims.arg == p)
+        memset(&p->backend->write_claims, 0, sizeof(p->backend->write_claims));
+    if (p->owns_holds)
+        volume_holds_free(p->holds);
+    p->holds = NULL;
 }

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include "catalog/catalog.h"
 #include "catalog/db.h"
+#include "daemon/archive/backend.h"
 #include "daemon/push/push.h"
 
 /* The catalog statements (db.c: their text). */
@@ -75,6 +76,13 @@ struct push {
     double next_sweep;              /* monotonic */
     double next_upload_sweep;
     uint64_t pushes_taken_over, commits_fenced;
+    /* the volume leases of archive writes (claims.c): the instance's table,
+     * or the push's own (owns_holds), and the volumes the write in progress
+     * holds (the aggregator thread's alone) */
+    volume_holds_t *holds;
+    bool owns_holds;
+    char write_vols[ARCHIVE_MAX_COPIES + 1][ARCHIVE_LABEL_MAX + 1];
+    int nwrite_vols;
 };
 
 /* An acknowledged upload of size bytes: wakes the aggregator once enough
@@ -114,6 +122,14 @@ int push_fence(push_t *p, int64_t push_id, const char *uuid, si_error_t *err);
 /* After an aggregate: gives back the lease of a push with nothing left to
  * archive. */
 void push_release_if_done(push_t *p, int64_t push_id, const char *uuid);
+/* With an instance name and a backend with volumes: every archive write
+ * claims the volume lease of each volume before the backend chooses it
+ * (archive_backend_t.write_claims). 0, or -1 when out of memory. */
+int push_volume_claims_start(push_t *p, volume_holds_t *shared, si_error_t *err);
+/* After an archive write (written or not): its volumes' holds ended. */
+void push_volume_claims_done(push_t *p);
+/* At close: the backend's claims hook cleared, the own table freed. */
+void push_volume_claims_stop(push_t *p);
 /* Every lease_s/2 (now: at once): the pushes with files ARCHIVING that no
  * live instance is writing (their instance died, or an aggregate was
  * dropped) are claimed and their files queued again. Between aggregates

@@ -70,6 +70,10 @@ push_t *push_open(const push_opts_t *opts, si_error_t *err)
     if (opts->instance)
         snprintf(p->instance, sizeof(p->instance), "%s", opts->instance);
     p->lease_s = opts->lease_s;
+    if (push_volume_claims_start(p, opts->volume_holds, err) < 0) {
+        push_close(p);
+        return NULL;
+    }
     return p;
 }
 
@@ -111,6 +115,7 @@ void push_close(push_t *p)
     push_db_close(p);
     catalog_close(p->cat);
     push_claims_free(p);
+    push_volume_claims_stop(p);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->lock);
     free(p);

@@ -29,6 +29,7 @@
 #include <sys/types.h>
 
 #include "catalog/catalog.h"
+#include "catalog/instances.h"
 #include "common/checksum.h"
 #include "common/conf.h"
 #include "common/error.h"
@@ -81,6 +82,12 @@ typedef struct {
      * committed only while its instance still holds every push in it. */
     const char *instance;
     double lease_s;
+    /* with an instance name: the instance's volume leases (catalog/
+     * instances.h), shared with its recall service, which gives them back
+     * once idle and unloaded. Each archive write holds the lease of every
+     * volume it writes. NULL: the push keeps a table of its own and gives
+     * a volume back after each write once the backend has unloaded it. */
+    volume_holds_t *volume_holds;
 } push_opts_t;
 
 push_t *push_open(const push_opts_t *opts, si_error_t *err);

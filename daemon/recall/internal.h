@@ -63,13 +63,6 @@ typedef struct flight {
     int nvols;
 } flight_t;
 
-/* A volume lease this instance holds (service thread only). */
-typedef struct {
-    char label[ARCHIVE_LABEL_MAX + 1];
-    size_t flights;            /* its objects queued for this instance */
-    double idle_since;         /* monotonic seconds since flights went to 0 */
-} held_volume_t;
-
 typedef struct recall_site recall_site_t;
 
 typedef struct done {
@@ -108,8 +101,9 @@ struct recall_service {
     recall_instance_t inst;
     recall_site_t *site;       /* the heartbeat */
     bool volume_leases;        /* a backend with volumes: one drive of the site per volume */
-    held_volume_t *held;       /* service thread only */
-    size_t nheld, cap_held;
+    /* the instance's volume leases, shared with the push's archive writes
+     * (catalog/instances.h); a flight is one user of each of its volumes */
+    volume_holds_t *holds;
 
     pthread_t thread;
     bool running;

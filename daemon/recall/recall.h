@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "catalog/catalog.h"
+#include "catalog/instances.h"
 #include "common/conf.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -73,6 +74,9 @@ void recall_service_kick(void *rs);
 
 /* The backend, for the push service's archive writes. */
 archive_backend_t *recall_service_backend(recall_service_t *rs);
+/* The instance's volume leases (catalog/instances.h), which the push
+ * service's archive writes hold too: NULL for a backend without volumes. */
+volume_holds_t *recall_service_volume_holds(recall_service_t *rs);
 
 void recall_service_stats(recall_service_t *rs, recall_stats_t *out);
 /* Prometheus text: the service's counters and the backend's; usable as the

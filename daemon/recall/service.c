@@ -628,6 +628,10 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
     if (!(rs->backend = archive_backend_new(&bo, err)))
         goto error;
     rs->volume_leases = !rs->backend->ops->copies_optional;
+    if (rs->volume_leases && !(rs->holds = volume_holds_new(rs->inst.name, rs->inst.lease_s))) {
+        si_errprintf(err, "out of memory");
+        goto error;
+    }
     if (!(rs->site = recall_site_start(&rs->inst, opts->catalog, rs->log, recall_service_kick, rs,
                                        err)))
         goto error;
@@ -676,7 +680,7 @@ void recall_service_stop(recall_service_t *rs)
     recall_statements_finalize(rs);
     catalog_close(rs->cat);
     free(rs->notes);
-    free(rs->held);
+    volume_holds_free(rs->holds);
     pthread_mutex_destroy(&rs->mu);
     pthread_cond_destroy(&rs->cv);
     pthread_cond_destroy(&rs->commit_cv);
@@ -688,12 +692,17 @@ archive_backend_t *recall_service_backend(recall_service_t *rs)
     return rs->backend;
 }
 
+volume_holds_t *recall_service_volume_holds(recall_service_t *rs)
+{
+    return rs->holds;
+}
+
 void recall_service_stats(recall_service_t *rs, recall_stats_t *out)
 {
     pthread_mutex_lock(&rs->mu);
     *out = rs->st;
     pthread_mutex_unlock(&rs->mu);
-    out->volumes_held = 0; /* the service thread's own table: not read here */
+    out->volumes_held = rs->holds ? volume_holds_count(rs->holds) : 0;
 }
 
 void recall_service_metrics(FILE *out, void *arg)

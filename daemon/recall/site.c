@@ -246,14 +246,6 @@ error:
     return -1;
 }
 
-static held_volume_t *held_find(recall_service_t *rs, const char *label)
-{
-    for (size_t i = 0; i < rs->nheld; i++)
-        if (strcmp(rs->held[i].label, label) == 0)
-            return &rs->held[i];
-    return NULL;
-}
-
 /* How many more volumes this instance may take. Only volumes with objects
  * queued count (one left loaded in an idle drive does not: the next mount
  * unloads it); at most volumes_per_drive per drive, so that the volumes of a
@@ -264,9 +256,7 @@ static size_t volume_room(recall_service_t *rs)
 {
     if (rs->inst.volumes_per_drive <= 0)
         return SIZE_MAX;
-    size_t busy = 0;
-    for (size_t i = 0; i < rs->nheld; i++)
-        busy += rs->held[i].flights > 0;
+    size_t busy = volume_holds_busy(rs->holds);
     archive_status_t st;
     si_error_t err;
     size_t drives = archive_status(rs->backend, &st, &err) == 0 && st.drives > 0
@@ -326,7 +316,8 @@ bool recall_volumes_in_reach(recall_service_t *rs, recall_volume_view_t *view,
     while (!reach && db_step(s) == DB_ROW) {
         const char *label = db_column_text(s, 1);
         rows++;
-        if (held_find(rs, label) || view_has(view->planned, view->nplanned, label)) {
+        if (volume_holds_has(rs->holds, label) ||
+            view_has(view->planned, view->nplanned, label)) {
             reach = true;
         } else if (view->room > 0 && !view_has(view->others, view->nothers, label) &&
                    si_array_grow((void **)&view->planned, &view->cap_planned,
@@ -351,27 +342,14 @@ int recall_claim_volumes(recall_service_t *rs, archive_item_t *item, flight_t *f
     double now = si_wall_now();
     for (int c = 0; c < item->ncopies; c++) {
         const char *label = item->copies[c].volume;
-        held_volume_t *h = held_find(rs, label);
-        if (!h) {
-            si_error_t err;
-            if (volume_room(rs) == 0)
-                continue;
-            int rc = lease_claim(rs->cat, LEASE_VOLUME, label, rs->inst.name, now,
-                                 rs->inst.lease_s, &err);
-            if (rc < 0)
-                si_log(rs->log, SI_LOG_WARNING, "recall: volume %s: %s", label, err.text);
-            if (rc != 1)
-                continue; /* another instance has it: the objects on it are its own */
-            if (si_array_grow((void **)&rs->held, &rs->cap_held, rs->nheld + 1,
-                              sizeof(*rs->held)) < 0) {
-                lease_release(rs->cat, LEASE_VOLUME, label, rs->inst.name, &err);
-                continue;
-            }
-            h = &rs->held[rs->nheld++];
-            memset(h, 0, sizeof(*h));
-            snprintf(h->label, sizeof(h->label), "%s", label);
-        }
-        h->flights++;
+        if (!volume_holds_has(rs->holds, label) && volume_room(rs) == 0)
+            continue;
+        si_error_t err;
+        int rc = volume_hold(rs->holds, rs->cat, label, now, &err);
+        if (rc < 0)
+            si_log(rs->log, SI_LOG_WARNING, "recall: volume %s: %s", label, err.text);
+        if (rc != 1)
+            continue; /* another instance has it: the objects on it are its own */
         snprintf(f->vols[f->nvols++], sizeof(f->vols[0]), "%s", label);
         item->copies[keep++] = item->copies[c];
     }
@@ -382,36 +360,32 @@ int recall_claim_volumes(recall_service_t *rs, archive_item_t *item, flight_t *f
 void recall_flight_volumes_done(recall_service_t *rs, flight_t *f)
 {
     double now = si_mono_now();
-    for (int i = 0; i < f->nvols; i++) {
-        held_volume_t *h = held_find(rs, f->vols[i]);
-        if (h && h->flights > 0 && --h->flights == 0) {
-            h->idle_since = now;
-            /* room for another volume: the queue is looked at again now */
-            if (rs->inst.volumes_per_drive > 0) {
-                pthread_mutex_lock(&rs->mu);
-                rs->kicked = true;
-                pthread_mutex_unlock(&rs->mu);
-            }
-        }
+    bool idle = false;
+    for (int i = 0; i < f->nvols; i++)
+        idle |= volume_unhold(rs->holds, f->vols[i], now);
+    /* room for another volume: the queue is looked at again now */
+    if (idle && rs->inst.volumes_per_drive > 0) {
+        pthread_mutex_lock(&rs->mu);
+        rs->kicked = true;
+        pthread_mutex_unlock(&rs->mu);
     }
     f->nvols = 0;
 }
 
+static int backend_loaded(void *arg, const char *label)
+{
+    return archive_volume_loaded(arg, label);
+}
+
 void recall_release_idle_volumes(recall_service_t *rs)
 {
-    double now = si_mono_now();
-    for (size_t i = rs->nheld; i > 0; i--) {
-        held_volume_t *h = &rs->held[i - 1];
-        /* kept a moment after the last object, so the next request's
-         * objects on it find it held; kept while the backend has it loaded */
-        if (h->flights > 0 || now - h->idle_since < rs->poll_interval ||
-            archive_volume_loaded(rs->backend, h->label) == 1)
-            continue;
-        si_error_t err;
-        if (lease_release(rs->cat, LEASE_VOLUME, h->label, rs->inst.name, &err) < 0) {
-            si_log(rs->log, SI_LOG_WARNING, "recall: volume %s: %s", h->label, err.text);
-            continue;
-        }
-        rs->held[i - 1] = rs->held[--rs->nheld];
-    }
+    if (!rs->holds)
+        return;
+    /* kept a moment after the last user, so the next request's objects on
+     * it find it held; kept while the backend has it loaded. The volumes
+     * the push's archive writes used are given back here too. */
+    si_error_t err;
+    if (volume_holds_release_idle(rs->holds, rs->cat, si_mono_now(), rs->poll_interval,
+                                  backend_loaded, rs->backend, &err) < 0)
+        si_log(rs->log, SI_LOG_WARNING, "recall: giving volume leases back: %s", err.text);
 }

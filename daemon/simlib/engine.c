@@ -344,6 +344,19 @@ int simlib_submit(simlib_t *lib, double at, const sched_request_t *req, const sc
     return 0;
 }
 
+int simlib_volume_refill(simlib_t *lib, int volume, uint64_t used)
+{
+    if (volume < 0 || volume >= lib->cfg.nvolumes)
+        return -1;
+    pthread_mutex_lock(&lib->mu);
+    simlib_volume_t *v = &lib->cfg.volumes[volume];
+    if (used > v->used)
+        v->used = used < (uint64_t)lib->cfg.profile.capacity ? used
+                                                             : (uint64_t)lib->cfg.profile.capacity;
+    pthread_mutex_unlock(&lib->mu);
+    return 0;
+}
+
 int simlib_write(simlib_t *lib, double at, int volume, uint64_t object, uint64_t size,
                  si_error_t *err)
 {

@@ -124,6 +124,10 @@ int simlib_submit(simlib_t *lib, double at, const sched_request_t *req, const sc
                   size_t n, si_error_t *err);
 /* Appends size bytes of object at the end of data of a volume, at time at;
  * *offset receives where it was written once the engine has run it. */
+/* The volume's fill level as read from its image again (another instance
+ * of a shared site appended to it): its end of data moves forward to used
+ * (never back). 0, or -1 when the volume does not exist. */
+int simlib_volume_refill(simlib_t *lib, int volume, uint64_t used);
 int simlib_write(simlib_t *lib, double at, int volume, uint64_t object, uint64_t size,
                  si_error_t *err);
 
