@@ -1,6 +1,8 @@
 #include "config.h"
 #include "daemon/process.h"
 
+#include "common/fileio.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -10,19 +12,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static void write_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
-        buf += n;
-        len -= (size_t)n;
-    }
-}
 
 /* In the original process: the daemon's verdict decides the exit status. */
 static void wait_for_daemon(int fd) __attribute__((noreturn));
@@ -99,10 +88,11 @@ void process_started(int fd, const char *error)
 {
     if (fd < 0)
         return;
+    /* the waiting parent reads EOF if this fails: no one to tell here */
     if (error)
-        write_all(fd, error, strlen(error));
+        (void)si_write_all(fd, error, strlen(error));
     else
-        write_all(fd, "\n", 1);
+        (void)si_write_all(fd, "\n", 1);
     close(fd);
 }
 

@@ -25,7 +25,7 @@ void glacier_nap(s3b_t *b, double s)
         double left = until - si_mono_now();
         if (left <= 0)
             break;
-        usleep((useconds_t)((left < 0.05 ? left : 0.05) * 1e6));
+        si_sleep(left < 0.05 ? left : 0.05);
     }
 }
 
@@ -316,11 +316,7 @@ void *glacier_control_main(void *arg)
             }
         }
         if (n == 0) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            double t = until.tv_sec + until.tv_nsec / 1e9 + (wake - now);
-            until.tv_sec = (time_t)t;
-            until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+            struct timespec until = si_wall_deadline(wake - now);
             pthread_cond_timedwait(&b->control_cv, &b->mu, &until);
             continue;
         }

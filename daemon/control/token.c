@@ -581,7 +581,7 @@ bool token_scope_allows(const char *scope, const char *op, const char *path)
     return false;
 }
 
-static char *b64url_encode(const unsigned char *in, size_t len)
+char *token_b64url_encode(const unsigned char *in, size_t len)
 {
     char *out = malloc(len / 3 * 4 + 8);
     if (!out)
@@ -597,8 +597,8 @@ static char *b64url_encode(const unsigned char *in, size_t len)
 
 char *token_sign_es256(EVP_PKEY *key, const char *header, const char *claims, si_error_t *err)
 {
-    char *h = b64url_encode((const unsigned char *)header, strlen(header));
-    char *c = b64url_encode((const unsigned char *)claims, strlen(claims));
+    char *h = token_b64url_encode((const unsigned char *)header, strlen(header));
+    char *c = token_b64url_encode((const unsigned char *)claims, strlen(claims));
     char *signing = NULL, *sig64 = NULL, *jwt = NULL;
     unsigned char der[128], raw[64];
     size_t derlen = sizeof(der);
@@ -618,7 +618,7 @@ char *token_sign_es256(EVP_PKEY *key, const char *header, const char *claims, si
         si_errprintf(err, "cannot sign the token (is the key EC P-256?)");
         goto out;
     }
-    if (!(sig64 = b64url_encode(raw, 64)) || asprintf(&jwt, "%s.%s", signing, sig64) < 0) {
+    if (!(sig64 = token_b64url_encode(raw, 64)) || asprintf(&jwt, "%s.%s", signing, sig64) < 0) {
         jwt = NULL;
         si_errprintf(err, "out of memory");
     }

@@ -86,6 +86,9 @@ int token_verifier_trust_self(token_verifier_t *v, const char *issuer, EVP_PKEY 
 char *token_sign(EVP_PKEY *key, const char *issuer, uid_t uid, gid_t gid, const char *scope,
                  int64_t lifetime_s, time_t now, si_error_t *err);
 
+/* base64url without padding (RFC 7515 section 2); NULL when out of memory. */
+char *token_b64url_encode(const unsigned char *in, size_t len);
+
 /* header.claims (JSON texts, taken as they are) signed ES256 with an EC
  * P-256 key: a compact JWT (malloc'd), NULL with err. */
 char *token_sign_es256(EVP_PKEY *key, const char *header, const char *claims, si_error_t *err);

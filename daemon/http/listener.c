@@ -1,6 +1,8 @@
 #include "config.h"
 #include "daemon/http/listener.h"
 
+#include "common/clock.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -75,7 +77,7 @@ static void *watchdog_main(void *arg)
     http_listener_t *l = arg;
     pthread_mutex_lock(&l->mu);
     while (!l->stopping) {
-        struct timespec now, until;
+        struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         for (http_conn_t *c = l->conns; c; c = c->next) {
             if (!c->in_request && !c->cut && seconds_since(&c->since, &now) > l->opts.timeout_s) {
@@ -87,10 +89,7 @@ static void *watchdog_main(void *arg)
             if (c->receiving && !c->cut && l->opts.min_body_rate)
                 check_body_rate(l, c, &now);
         }
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += WATCHDOG_PERIOD_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
+        struct timespec until = si_wall_deadline(WATCHDOG_PERIOD_MS / 1000.0);
         pthread_cond_timedwait(&l->cv, &l->mu, &until);
     }
     pthread_mutex_unlock(&l->mu);

@@ -1,6 +1,8 @@
 #include "config.h"
 #include "daemon/ui/history.h"
 
+#include "common/fileio.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -233,21 +235,13 @@ int ui_history_save(ui_history_t *h, si_error_t *err)
     snprintf(tmp, sizeof(tmp), "%s.tmp", h->path);
     int rc = 0;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    size_t len = strlen(text), off = 0;
+    size_t len = strlen(text);
     if (fd < 0) {
         rc = si_errprintf(err, "%s: %s", tmp, strerror(errno));
         goto out;
     }
-    while (off < len) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0) {
-            rc = si_errprintf(err, "%s: %s", tmp, strerror(errno));
-            break;
-        }
-        off += (size_t)w;
-    }
+    if (si_write_all(fd, text, len) < 0)
+        rc = si_errprintf(err, "%s: %s", tmp, strerror(errno));
     if (rc == 0 && fsync(fd) < 0)
         rc = si_errprintf(err, "%s: fsync: %s", tmp, strerror(errno));
     close(fd);

@@ -19,18 +19,6 @@
 #include "common/tap.h"
 #include "daemon/control/token.h"
 
-static char *b64url(const unsigned char *in, size_t len)
-{
-    char *out = malloc(len * 4 / 3 + 8);
-    int n = EVP_EncodeBlock((unsigned char *)out, in, (int)len);
-    while (n > 0 && out[n - 1] == '=')
-        n--;
-    out[n] = '\0';
-    for (char *p = out; *p; p++)
-        *p = *p == '+' ? '-' : *p == '/' ? '_' : *p;
-    return out;
-}
-
 /* A compact JWT of header (kid NULL: none) and claims signed with key
  * (NULL: no signature). */
 static char *sign_kid(EVP_PKEY *key, const char *alg, const char *kid, const char *claims)
@@ -38,8 +26,8 @@ static char *sign_kid(EVP_PKEY *key, const char *alg, const char *kid, const cha
     char header[160];
     snprintf(header, sizeof(header), "{\"alg\":\"%s\",\"typ\":\"JWT\"%s%s%s}", alg,
              kid ? ",\"kid\":\"" : "", kid ? kid : "", kid ? "\"" : "");
-    char *h = b64url((const unsigned char *)header, strlen(header));
-    char *c = b64url((const unsigned char *)claims, strlen(claims));
+    char *h = token_b64url_encode((const unsigned char *)header, strlen(header));
+    char *c = token_b64url_encode((const unsigned char *)claims, strlen(claims));
     size_t len = strlen(h) + strlen(c) + 1;
     char *signing = malloc(len + 1);
     snprintf(signing, len + 1, "%s.%s", h, c);
@@ -61,7 +49,7 @@ static char *sign_kid(EVP_PKEY *key, const char *alg, const char *kid, const cha
             siglen = 64;
         }
         free(s);
-        s = b64url(sig, siglen);
+        s = token_b64url_encode(sig, siglen);
     }
     char *jwt = malloc(len + strlen(s) + 2);
     sprintf(jwt, "%s.%s", signing, s);
@@ -85,7 +73,7 @@ static char *param64(EVP_PKEY *key, const char *name, int width)
     EVP_PKEY_get_bn_param(key, name, &bn);
     int n = width ? BN_bn2binpad(bn, buf, width) : BN_bn2bin(bn, buf);
     BN_free(bn);
-    return b64url(buf, (size_t)n);
+    return token_b64url_encode(buf, (size_t)n);
 }
 
 /* A JWKS of an RSA key (kid "r1"), an EC key (kid "e1") and an encryption
