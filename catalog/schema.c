@@ -371,6 +371,22 @@ static const char schema_1008[] =
     ") WITHOUT ROWID;"
     "CREATE INDEX leases_by_instance ON leases(instance);";
 
+/* Version 1.9: the shared cache across instances. A reservation (space set
+ * aside for an object being recalled or received) is recorded by its
+ * instance, so that the others count it before they reserve; a live
+ * instance's rows only count (a dead one's are dropped). An upload in
+ * progress records its instance (push_items.instance, NULL alone), so that a
+ * dead instance's uploads are found in the catalog. */
+static const char schema_1009[] =
+    "CREATE TABLE cache_reservations ("
+    "  instance TEXT NOT NULL,"
+    "  object_id INTEGER NOT NULL,"
+    "  bytes INTEGER NOT NULL,"
+    "  created REAL NOT NULL,"
+    "  PRIMARY KEY (instance, object_id)"
+    ");"
+    "ALTER TABLE push_items ADD COLUMN instance TEXT;";
+
 static const catalog_schema_step_t steps[] = {
     {1000, schema_1000, schema_1000_sqlite, schema_1000_postgres},
     {1001, schema_1001, NULL, NULL},
@@ -381,6 +397,7 @@ static const catalog_schema_step_t steps[] = {
     {1006, schema_1006, NULL, NULL},
     {CATALOG_SITE_VERSION, schema_1007, NULL, NULL},
     {CATALOG_INSTANCES_VERSION, schema_1008, NULL, NULL},
+    {1009, schema_1009, NULL, NULL},
 };
 
 const catalog_schema_step_t *catalog_schema_steps(size_t *count)

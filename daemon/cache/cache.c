@@ -40,6 +40,18 @@ static const char *const sql_text[SQL_COUNT] = {
                  " ORDER BY object_id",
     [SQL_CHECKSUM] = "SELECT checksum FROM objects WHERE id = ?1",
     [SQL_SET_VERIFIED] = "UPDATE cache SET verified = ?2 WHERE object_id = ?1",
+    /* one snapshot: a batch moves an object from its reservation to its
+     * row in one transaction, so it is counted once, never zero times */
+    [SQL_SHARED_TOTALS] = "SELECT (SELECT count(*) FROM cache),"
+                          " (SELECT coalesce(sum(size), 0) FROM cache),"
+                          " (SELECT coalesce(sum(r.bytes), 0) FROM cache_reservations r"
+                          "  JOIN instances i ON i.name = r.instance"
+                          "  WHERE r.instance <> ?1 AND i.heartbeat >= ?2)",
+    [SQL_RES_INSERT] = "INSERT OR IGNORE INTO cache_reservations(instance, object_id, bytes, created)"
+                       " VALUES (?1, ?2, ?3, ?4)",
+    [SQL_RES_DELETE] = "DELETE FROM cache_reservations WHERE instance = ?1 AND object_id = ?2",
+    [SQL_RES_DROP_STALE] = "DELETE FROM cache_reservations WHERE (?3 <> 0 AND instance = ?1)"
+                           " OR instance NOT IN (SELECT name FROM instances WHERE heartbeat >= ?2)",
 };
 /* Where PostgreSQL's spelling differs. Its max() is only the aggregate.
  * A failed statement aborts its whole transaction, so inside a batch an
@@ -186,7 +198,8 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
             goto error;
         }
     }
-    if (cache_load_totals(c, err) < 0 || cache_committer_start(c, err) < 0)
+    if ((cache_shared(c) && cache_reservations_drop_stale(c, true, err) < 0) ||
+        cache_load_totals(c, err) < 0 || cache_committer_start(c, err) < 0)
         goto error;
     return c;
 error:;

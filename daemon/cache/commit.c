@@ -275,6 +275,12 @@ static int record_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err
             fail(w, ENOENT, "object %" PRId64 " is not in the catalog", w->object_id);
             continue;
         }
+        /* shared: the reservation's row goes with the object's, so that
+         * the others count its bytes once (SQL_SHARED_TOTALS) */
+        if (cache_shared(c) && cache_reservation_unpublish(c, w->object_id, err) < 0) {
+            cache_rollback(c);
+            return -1;
+        }
         if (w->record && w->record(w->record_arg, c->cat, w->object_id, err) < 0) {
             cache_rollback(c);
             return -1;
@@ -328,7 +334,7 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
             c->objects++;
             c->counters.written_objects++;
             c->counters.written_bytes += w->expected_size;
-            cache_reservation_drop(c, w->object_id); /* now counted in used */
+            cache_reservation_forget(c, w->object_id); /* now counted in used */
         }
         c->writers--;
     }

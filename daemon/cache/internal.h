@@ -28,6 +28,10 @@ typedef enum {
     SQL_LIST,
     SQL_CHECKSUM,
     SQL_SET_VERIFIED,
+    SQL_SHARED_TOTALS,     /* shared: usage and the live others' reservations */
+    SQL_RES_INSERT,
+    SQL_RES_DELETE,
+    SQL_RES_DROP_STALE,    /* this instance's earlier life's and dead ones' */
     SQL_COUNT
 } cache_sql_t;
 
@@ -93,6 +97,7 @@ struct cache {
     /* accounting, under lock */
     uint64_t used, objects;
     uint64_t reserved;
+    uint64_t others_reserved;     /* shared: live other instances' (catalog) */
     cache_reservation_t *res;     /* sorted by object_id */
     size_t nres, res_cap;
     size_t writers;
@@ -138,12 +143,22 @@ int cache_unlink_object(cache_t *c, int64_t object_id);
 
 /* Reservations (lock held). */
 cache_reservation_t *cache_reservation_find(cache_t *c, int64_t object_id);
+/* Gives a reservation back: shared, its catalog row too (autocommit). */
 void cache_reservation_drop(cache_t *c, int64_t object_id);
+/* The in-memory part alone: a committed object's row went in its batch. */
+void cache_reservation_forget(cache_t *c, int64_t object_id);
+/* Shared: binds and steps SQL_RES_DELETE for this instance's object_id
+ * (in the caller's transaction, if any); -1 with err on failure. */
+int cache_reservation_unpublish(cache_t *c, int64_t object_id, si_error_t *err);
+/* Shared: deletes the rows of the instances whose lease expired, and with
+ * own_too this instance's (its earlier life's, at open). */
+int cache_reservations_drop_stale(cache_t *c, bool own_too, si_error_t *err);
 /* Reserves under the lock (see cache_reserve). */
 int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_block_t *block,
                          si_error_t *err);
 void cache_changed_locked(cache_t *c);
-/* Re-reads objects and used bytes from the catalog; lock held. */
+/* Re-reads objects and used bytes from the catalog (shared: and the live
+ * other instances' reservations, in the same statement); lock held. */
 int cache_load_totals(cache_t *c, si_error_t *err);
 /* Several instances share the directory (conf.instance set). */
 bool cache_shared(const cache_t *c);

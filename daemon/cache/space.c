@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/text.h"
 
 /* ---- reservations: an array sorted by object id ------------------------------ */
@@ -51,7 +52,7 @@ static int reservation_add(cache_t *c, int64_t object_id, uint64_t size, si_erro
     return 0;
 }
 
-void cache_reservation_drop(cache_t *c, int64_t object_id)
+void cache_reservation_forget(cache_t *c, int64_t object_id)
 {
     size_t i = reservation_slot(c, object_id);
     if (i >= c->nres || c->res[i].object_id != object_id)
@@ -59,6 +60,54 @@ void cache_reservation_drop(cache_t *c, int64_t object_id)
     c->reserved -= c->res[i].size;
     memmove(&c->res[i], &c->res[i + 1], (c->nres - i - 1) * sizeof(*c->res));
     c->nres--;
+}
+
+/* ---- shared: reservations in the catalog, seen by the other instances ---------- */
+
+int cache_reservation_unpublish(cache_t *c, int64_t object_id, si_error_t *err)
+{
+    db_stmt_t *s = cache_stmt(c, SQL_RES_DELETE);
+    db_bind_text(s, 1, c->conf.instance, -1);
+    db_bind_int64(s, 2, object_id);
+    int step = db_step(s);
+    db_reset(s);
+    return step == DB_DONE ? 0 : cache_db_error(c, err, "giving a reservation back");
+}
+
+void cache_reservation_drop(cache_t *c, int64_t object_id)
+{
+    if (!cache_reservation_find(c, object_id))
+        return;
+    cache_reservation_forget(c, object_id);
+    /* a row left by a failure counts for the others until this instance
+     * opens the cache again or its lease expires */
+    if (cache_shared(c))
+        cache_reservation_unpublish(c, object_id, NULL);
+}
+
+int cache_reservations_drop_stale(cache_t *c, bool own_too, si_error_t *err)
+{
+    db_stmt_t *s = cache_stmt(c, SQL_RES_DROP_STALE);
+    db_bind_text(s, 1, c->conf.instance, -1);
+    db_bind_double(s, 2, si_wall_now() - c->conf.lease_s);
+    db_bind_int(s, 3, own_too);
+    int step = db_step(s);
+    db_reset(s);
+    return step == DB_DONE ? 0 : cache_db_error(c, err, "dropping dead instances' reservations");
+}
+
+/* Records the reservation just added in memory, then reads the usage and
+ * the others' reservations afresh: of two instances reserving at once the
+ * later to record sees the earlier's row, so together they never pass the
+ * capacity (both may refuse, and try again). CACHE_RESERVED or
+ * CACHE_WOULD_BLOCK (the reservation given back), -1 on error. */
+static int publish_reservation(cache_t *c, int64_t object_id, uint64_t size,
+                               cache_block_t *block, si_error_t *err);
+
+/* Space set aside, here and (shared) by the live other instances. */
+static uint64_t reserved_all(const cache_t *c)
+{
+    return c->reserved + c->others_reserved;
 }
 
 /* ---- eviction --------------------------------------------------------------------- */
@@ -150,12 +199,15 @@ static int would_block(cache_t *c, int64_t object_id, uint64_t size, cache_block
         return -1;
     c->counters.blocked++;
     if (block) {
-        char b[5][32];
+        char b[5][32], others[64] = "";
+        if (c->others_reserved)
+            snprintf(others, sizeof(others), " (and %s by other instances)",
+                     si_format_bytes(c->others_reserved, b[4], sizeof(b[4])));
         snprintf(block->reason, sizeof(block->reason),
                  "cache full: %s pinned (%" PRIu64 " objects, %" PRIu64 " requests),"
-                 " %s reserved for %zu recalls, capacity %s; object %" PRId64 " needs %s",
+                 " %s reserved for %zu recalls%s, capacity %s; object %" PRId64 " needs %s",
                  si_format_bytes(pbytes, b[0], sizeof(b[0])), pobj, preq,
-                 si_format_bytes(c->reserved, b[1], sizeof(b[1])), c->nres,
+                 si_format_bytes(c->reserved, b[1], sizeof(b[1])), c->nres, others,
                  si_format_bytes(c->capacity, b[2], sizeof(b[2])), object_id,
                  si_format_bytes(size, b[3], sizeof(b[3])));
         block->generation = c->generation;
@@ -195,23 +247,51 @@ int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_blo
                           object_id, si_format_bytes(size, b[0], sizeof(b[0])),
                           si_format_bytes(c->capacity, b[1], sizeof(b[1])));
     }
-    if (c->used + c->reserved + size > c->high_bytes) {
-        if (c->used + c->reserved + size > c->capacity) {
+    if (c->used + reserved_all(c) + size > c->high_bytes) {
+        if (c->used + reserved_all(c) + size > c->capacity) {
             /* before evicting in vain, see whether unpinned data could make room */
             uint64_t pobj, pbytes, preq;
             if (cache_load_totals(c, err) < 0 ||
                 pinned_totals(c, &pobj, &pbytes, &preq, err) < 0)
                 return -1;
-            if (pbytes + c->reserved + size > c->capacity)
+            if (pbytes + reserved_all(c) + size > c->capacity)
                 return would_block(c, object_id, size, block, err);
         }
-        if (evict_locked(c, c->reserved + size, err) < 0)
+        if (evict_locked(c, reserved_all(c) + size, err) < 0)
             return -1;
-        if (c->used + c->reserved + size > c->capacity)
+        if (c->used + reserved_all(c) + size > c->capacity)
             return would_block(c, object_id, size, block, err);
     }
     if (reservation_add(c, object_id, size, err) < 0)
         return -1;
+    if (cache_shared(c))
+        return publish_reservation(c, object_id, size, block, err);
+    return CACHE_RESERVED;
+}
+
+static int publish_reservation(cache_t *c, int64_t object_id, uint64_t size,
+                               cache_block_t *block, si_error_t *err)
+{
+    db_stmt_t *s = cache_stmt(c, SQL_RES_INSERT);
+    db_bind_text(s, 1, c->conf.instance, -1);
+    db_bind_int64(s, 2, object_id);
+    db_bind_int64(s, 3, (int64_t)size);
+    db_bind_double(s, 4, si_wall_now());
+    int step = db_step(s);
+    db_reset(s);
+    if (step != DB_DONE) {
+        cache_db_error(c, err, "recording a reservation");
+        cache_reservation_forget(c, object_id);
+        return -1;
+    }
+    if (cache_load_totals(c, err) < 0) {
+        cache_reservation_drop(c, object_id);
+        return -1;
+    }
+    if (c->used + reserved_all(c) > c->capacity) {
+        cache_reservation_drop(c, object_id);
+        return would_block(c, object_id, size, block, err);
+    }
     return CACHE_RESERVED;
 }
 
@@ -259,8 +339,10 @@ int cache_trim(cache_t *c, uint64_t *evicted_objects, uint64_t *evicted_bytes, s
     pthread_mutex_lock(&c->lock);
     uint64_t objects = c->counters.evicted_objects, bytes = c->counters.evicted_bytes;
     int rc = cache_refresh_totals(c, 0, err);
-    if (rc == 0 && c->used + c->reserved > c->high_bytes)
-        rc = evict_locked(c, c->reserved, err);
+    if (rc == 0 && cache_shared(c))
+        rc = cache_reservations_drop_stale(c, false, err); /* dead instances' */
+    if (rc == 0 && c->used + reserved_all(c) > c->high_bytes)
+        rc = evict_locked(c, reserved_all(c), err);
     if (evicted_objects)
         *evicted_objects = c->counters.evicted_objects - objects;
     if (evicted_bytes)

@@ -107,11 +107,17 @@ void cache_changed_locked(cache_t *c)
 
 int cache_load_totals(cache_t *c, si_error_t *err)
 {
-    db_stmt_t *s = cache_stmt(c, SQL_TOTALS);
+    bool shared = cache_shared(c);
+    db_stmt_t *s = cache_stmt(c, shared ? SQL_SHARED_TOTALS : SQL_TOTALS);
+    if (shared) {
+        db_bind_text(s, 1, c->conf.instance, -1);
+        db_bind_double(s, 2, si_wall_now() - c->conf.lease_s);
+    }
     if (db_step(s) != DB_ROW)
         return cache_db_error(c, err, "reading the cache usage");
     c->objects = (uint64_t)db_column_int64(s, 0);
     c->used = (uint64_t)db_column_int64(s, 1);
+    c->others_reserved = shared ? (uint64_t)db_column_int64(s, 2) : 0;
     db_reset(s);
     c->totals_loaded = si_mono_now();
     return 0;

@@ -18,8 +18,8 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
                              " VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
     [PUSH_SQL_OBJECT_INSERT] = "INSERT INTO objects(bucket, key, size, checksum, mtime)"
                                " VALUES (?1, ?2, ?3, ?4, ?5)",
-    [PUSH_SQL_ITEM_INSERT] = "INSERT INTO push_items(object_id, push_id, state, received)"
-                             " VALUES (?1, ?2, 'RECEIVING', ?3)",
+    [PUSH_SQL_ITEM_INSERT] = "INSERT INTO push_items(object_id, push_id, state, received, instance)"
+                             " VALUES (?1, ?2, 'RECEIVING', ?3, ?4)",
     [PUSH_SQL_RECEIVED_CHECKSUM] = "UPDATE objects SET checksum = ?2 WHERE id = ?1",
     [PUSH_SQL_MARK_RECEIVED] =
         "UPDATE push_items SET state = 'RECEIVED', received = ?2 WHERE object_id = ?1",
@@ -93,8 +93,10 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
                                   " JOIN pushes p ON p.id = i.push_id"
                                   " WHERE i.state = 'ARCHIVING' ORDER BY p.id",
     [PUSH_SQL_UNACKNOWLEDGED_BEFORE] =
-        "SELECT object_id FROM push_items WHERE state IN ('RECEIVING', 'DISCARDED')"
-        " AND received < ?1 ORDER BY object_id",
+        "SELECT object_id FROM push_items i WHERE state IN ('RECEIVING', 'DISCARDED')"
+        " AND received < ?1 AND NOT EXISTS (SELECT 1 FROM instances n"
+        "  WHERE n.name = i.instance AND n.name <> ?2 AND n.heartbeat >= ?3)"
+        " ORDER BY object_id",
 };
 
 const char *push_sql(int which)

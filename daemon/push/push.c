@@ -383,8 +383,12 @@ int push_sweep_uploads(push_t *p, bool now, uint64_t *removed, si_error_t *err)
     int64_t *ids = NULL;
     size_t n = 0, cap = 0;
     pthread_mutex_lock(&p->lock);
+    /* a live other instance's uploads are its own to finish (their rows
+     * name it); this one's and dead ones' are candidates */
     db_stmt_t *s = push_stmt(p, PUSH_SQL_UNACKNOWLEDGED_BEFORE);
     db_bind_double(s, 1, si_wall_now() - p->lease_s);
+    db_bind_text(s, 2, p->instance, -1);
+    db_bind_double(s, 3, si_wall_now() - p->lease_s);
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {
         if (n == cap) {

@@ -189,6 +189,10 @@ static int record_rows(push_t *p, const push_file_t *f, push_upload_t *u, si_err
     db_bind_int64(s, 1, u->object_id);
     db_bind_int64(s, 2, push_id);
     db_bind_double(s, 3, si_wall_now());
+    if (push_shared(p)) /* a dead instance's uploads are found by it (push.c) */
+        db_bind_text(s, 4, p->instance, -1);
+    else
+        db_bind_null(s, 4);
     rc = db_step(s);
     db_reset(s);
     if (rc != DB_DONE) {

@@ -291,9 +291,16 @@ static void run(void)
            push_upload_write(u, part, sizeof(part), &err) == 0,
        "a begins an upload: %s", err.text);
     test_exec(cat, "UPDATE push_items SET received = 1 WHERE state = 'RECEIVING'");
+    is_int(test_query_int(cat, "SELECT count(*) FROM push_items WHERE state = 'RECEIVING'"
+                               " AND instance = 'a'"), 1, "a's upload records its instance");
+    /* hidden from the temp-folder check: the catalog alone must keep it */
+    char hidden[420];
+    snprintf(hidden, sizeof(hidden), "%s.hidden", ta);
+    ok(rename(ta, hidden) == 0, "a's temp folder moved aside");
     push_recovery_t rec;
     ok(push_recover(b.push, &rec, &err) == 0 && rec.discarded == 0,
-       "b's recovery leaves a's upload in progress alone");
+       "b's recovery leaves a's upload in progress alone (found live in the catalog)");
+    ok(rename(hidden, ta) == 0, "a's temp folder back");
     test_exec(cat, "UPDATE instances SET heartbeat = 1 WHERE name = 'a'");
     ok(push_recover(b.push, &rec, &err) == 0 && rec.discarded == 1,
        "once a is dead, b's recovery removes its unacknowledged upload");
