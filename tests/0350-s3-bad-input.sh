@@ -9,8 +9,6 @@
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients boto3
 
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
 # wait_archived: the refused requests compare catalog rows, so an accepted PUT
 # must be on tape (the aggregator's commit) before they run
 wait_archived() {
