@@ -10,8 +10,6 @@ s3_need_clients aws
 s3_setup A
 s3_start_ok "stageind starts with its S3 port"
 ok "$(s3_make_hot small1 small2 hot/h1 hot/h2 deep/a/b/d1; echo $?)" "five fixture objects staged into the cache"
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
 j() { "$PY" -c 'import json, sys; j = json.load(sys.stdin); print(eval(sys.argv[1]))' "$1" 2>/dev/null; }
 
 # ---- reading the archive's bucket --------------------------------------------------

@@ -9,8 +9,6 @@ s3_need_clients s3cmd
 s3_setup A
 s3_start_ok "stageind starts with its S3 port"
 ok "$(s3_make_hot small1 hot/h1 hot/h2; echo $?)" "three fixture objects staged into the cache"
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
 
 is "$(s3cmd_cli ls 2>&1 | awk '{print $3}' | grep -x s3://data)" s3://data "s3cmd ls: the bucket 'data'"
 listing=$(s3cmd_cli ls --recursive s3://data 2>&1 | awk '{print $3, $4}' | sort)

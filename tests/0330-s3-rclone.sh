@@ -9,8 +9,6 @@ s3_need_clients rclone
 s3_setup A
 s3_start_ok "stageind starts with its S3 port"
 ok "$(s3_make_hot small1 small2 hot/h1 hot/h2; echo $?)" "four fixture objects staged into the cache"
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
 j() { "$PY" -c 'import json, sys; j = json.load(sys.stdin); print(eval(sys.argv[1]))' "$1" 2>/dev/null; }
 
 lsj=$(rclone_cli lsjson -R --files-only "$(rclone_remote data)" 2>&1)

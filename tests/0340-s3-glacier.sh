@@ -11,8 +11,6 @@
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients boto3
 
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
 # head KEY HEADER: the value of HEADER in the answer to HEAD /KEY ("" if none)
 head_header() { s3raw request HEAD "/$1" --show-header "$2" 2>&1 >/dev/null | sed "s/^$2: //I"; }
 restore_xml='<RestoreRequest><Days>1</Days><GlacierJobParameters><Tier>Standard</Tier></GlacierJobParameters></RestoreRequest>'

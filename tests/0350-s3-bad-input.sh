@@ -9,8 +9,6 @@
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients boto3
 
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
 # wait_archived: the refused requests compare catalog rows, so an accepted PUT
 # must be on tape (the aggregator's commit) before they run
 wait_archived() {
@@ -37,38 +35,29 @@ is "$(curl -s -o /dev/null -o /dev/null -w '%{http_code} %{num_connects}\n' "$ur
 is "$(s3raw request PUT /upl/control --data control)" "200 -" "control: a well-signed PUT into an archive bucket is stored"
 wait_archived
 
+# refused_by MATCH SHOWN DESCRIPTION WANT -- s3raw ARGS...: an answer that
+# MATCH WANT ANSWER accepts (SHOWN: WANT as a failure names it), and no change
+refused_by() {
+    local match=$1 shown=$2 desc=$3 want=$4; shift 5
+    local before after got
+    before=$(s3_state_rows)
+    got=$("$@" 2>/dev/null)
+    sleep 0.1
+    after=$(s3_state_rows)
+    if "$match" "$want" "$got" && [ "$before" = "$after" ]; then
+        ok 0 "$desc: $got, nothing changed"
+    else
+        ok 1 "$desc"
+        diag "answer '$got' (want $shown)"
+        [ "$before" = "$after" ] || diag "rows $before -> $after"
+    fi
+}
+same_answer() { [ "$2" = "$1" ]; }
+answer_matches() { grep -qxE -- "$1" <<<"$2"; }
 # refused DESCRIPTION "STATUS CODE" -- s3raw ARGS...: that answer, and no change
-refused() {
-    local desc=$1 want=$2; shift 3
-    local before after got
-    before=$(s3_state_rows)
-    got=$("$@" 2>/dev/null)
-    sleep 0.1
-    after=$(s3_state_rows)
-    if [ "$got" = "$want" ] && [ "$before" = "$after" ]; then
-        ok 0 "$desc: $got, nothing changed"
-    else
-        ok 1 "$desc"
-        diag "answer '$got' (want '$want')"
-        [ "$before" = "$after" ] || diag "rows $before -> $after"
-    fi
-}
+refused() { refused_by same_answer "'$2'" "$@"; }
 # refused_any DESCRIPTION REGEX -- s3raw ARGS...: an answer matching REGEX, no change
-refused_any() {
-    local desc=$1 want=$2; shift 3
-    local before after got
-    before=$(s3_state_rows)
-    got=$("$@" 2>/dev/null)
-    sleep 0.1
-    after=$(s3_state_rows)
-    if grep -qxE -- "$want" <<<"$got" && [ "$before" = "$after" ]; then
-        ok 0 "$desc: $got, nothing changed"
-    else
-        ok 1 "$desc"
-        diag "answer '$got' (want /$want/)"
-        [ "$before" = "$after" ] || diag "rows $before -> $after"
-    fi
-}
+refused_any() { refused_by answer_matches "/$2/" "$@"; }
 other() { "$PY" "$S3RAW" --endpoint "$S3_ENDPOINT" "$@"; }
 
 # ---- authentication ------------------------------------------------------------------

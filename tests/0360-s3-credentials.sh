@@ -11,8 +11,6 @@
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients aws boto3
 
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
 STAGEIND_CONF_EXTRA="credentials_lifetime = 5400; credentials_lifetime_max = 7200;"
 s3_setup A "client: { munge_socket = \"$M/sock\"; };"
 # a private object: only root's dataset holds it

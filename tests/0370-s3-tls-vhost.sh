@@ -13,8 +13,6 @@
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients aws boto3 openssl curl
 
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
 CERT=$TEST_DIR/s3.crt
 KEY=$TEST_DIR/s3.key
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=s3.test \

@@ -12,8 +12,6 @@
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients boto3 aws
 
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
 S3_CONF_EXTRA='transparent_recall_buckets = [ "tdata" ]; transparent_recall_max_wait = 20;'
 STAGEIND_CONF_EXTRA="pin_lifetime_max = 864000;"
 s3_setup A
@@ -69,7 +67,6 @@ raw "501 NotImplemented" "GET ?foo (an unknown parameter): 501" -- request GET /
 raw "501 NotImplemented" "DELETE ?tagging: 501, the object stays" -- request DELETE /upl/x --query tagging=
 raw "501 NotImplemented" "PUT ?acl on a bucket: 501" -- request PUT /upl --query acl= --data x
 raw_header "200 -" Content-Type "GET ?versioning: 200" -- request GET /upl --query versioning=
-
 
 # ---- 2: GET/HEAD ?partNumber serve that part (206, x-amz-mp-parts-count)
 boto3_checks '

@@ -11,8 +11,6 @@
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients boto3
 
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
 head -c 200007 /dev/urandom > "$OUT/m1"
 head -c 5000 /dev/urandom > "$OUT/m2"
 

@@ -9,8 +9,6 @@
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients boto3
 
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
 s3_setup A
 s3_start_ok "stageind starts with its S3 port"
 # wait_archived: an accepted PUT on tape, before rows are compared

@@ -12,9 +12,6 @@
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients boto3
 
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
-
 s3_setup A
 S3_CONF_EXTRA='io_threads = 1; threads = 2; transparent_recall_buckets = [ "data" ];
     transparent_recall_max_wait = 10;' s3_write_conf 'library: { time_scale = 1.0; };'

@@ -13,9 +13,6 @@
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients boto3
 
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
-
 # ---- A: the upstream archive ------------------------------------------------------
 s3_setup A "library: { drives = 2; time_scale = 0.01; };"
 A_STATE=$STATE A_DB=$DB A_LOG=$LOG A_CONF=$STAGEIN_CONF A_PORT=$PORT A_SOCK=$SOCK

@@ -14,7 +14,6 @@
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients boto3
 
-OUT=$TEST_DIR/out
 RULES=$TEST_DIR/faults.rules
 PLOG=$TEST_DIR/faults.log
 mkdir -p "$OUT"

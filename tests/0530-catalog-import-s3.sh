@@ -10,8 +10,6 @@
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients boto3
 
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
 s3_setup A "library: { drives = 2; time_scale = 0.002; };"
 A_DB=$DB A_STATE=$STATE
 # 1,500 more objects in A's catalog (listed, never read): the listing takes two pages

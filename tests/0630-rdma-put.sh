@@ -21,8 +21,6 @@ S3_FIXTURE="small1:70000"
 s3_setup A "$(rdma_conf shm "")"
 s3_start_ok "stageind starts with the RDMA data path on shm"
 rdma_client_env
-OUT=$TEST_DIR/out
-mkdir -p "$OUT"
 SIZES="1 4097 3145735 20971537"
 for n in $SIZES; do head -c "$n" /dev/urandom > "$OUT/f$n"; done
 

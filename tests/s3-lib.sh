@@ -18,6 +18,8 @@ S3_SECRET=$(head -c 30 /dev/urandom | base64 | tr -d '/+=' | head -c 40)
 S3_KEY_NOBODY=STAGEINS3NOBODY00001
 S3_SECRET_NOBODY=$(head -c 30 /dev/urandom | base64 | tr -d '/+=' | head -c 40)
 S3_TIMEOUT=${S3_TIMEOUT:-3}   # the S3 server's connection timeout, seconds
+OUT=$TEST_DIR/out              # scratch folder for what the tests download
+mkdir -p "$OUT"
 
 # s3_need_clients NAME...: skip the whole test (TAP 1..0) when a client is missing
 s3_need_clients() {

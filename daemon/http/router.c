@@ -1,6 +1,8 @@
 #include "config.h"
 #include "daemon/http/router.h"
 
+#include "common/array.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,14 +69,8 @@ int http_router_add(http_router_t *r, const char *method, const char *pattern,
     for (size_t i = 0; i < r->count; i++)
         if (strcmp(r->routes[i].method, method) == 0 && strcmp(r->routes[i].pattern, pattern) == 0)
             return si_errprintf(err, "route %s %s is already registered", method, pattern);
-    if (r->count == r->capacity) {
-        size_t cap = r->capacity ? 2 * r->capacity : 16;
-        route_t *grown = realloc(r->routes, cap * sizeof(*grown));
-        if (!grown)
-            return si_errprintf(err, "out of memory");
-        r->routes = grown;
-        r->capacity = cap;
-    }
+    if (si_array_grow((void **)&r->routes, &r->capacity, r->count + 1, sizeof(*r->routes)) < 0)
+        return si_errprintf(err, "out of memory");
     route_t *route = &r->routes[r->count++];
     snprintf(route->method, sizeof(route->method), "%s", method);
     snprintf(route->pattern, sizeof(route->pattern), "%s", pattern);

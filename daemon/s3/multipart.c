@@ -20,6 +20,7 @@
 
 #include <openssl/rand.h>
 
+#include "common/array.h"
 #include "common/fileio.h"
 
 static bool multipart_allowed(s3_req_t *r)
@@ -398,15 +399,9 @@ void s3_list_multipart_uploads(s3_req_t *r)
             s3_mp_upload_free(&u);
             continue;
         }
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            s3_mp_upload_t *nu = realloc(ups, ncap * sizeof(*nu));
-            if (!nu) {
-                s3_mp_upload_free(&u);
-                break;
-            }
-            ups = nu;
-            cap = ncap;
+        if (si_array_grow((void **)&ups, &cap, n + 1, sizeof(*ups)) < 0) {
+            s3_mp_upload_free(&u);
+            break;
         }
         ups[n++] = u;
     }

@@ -6,6 +6,7 @@
  * operations. */
 #include "config.h"
 #include "daemon/s3/internal.h"
+#include "common/array.h"
 #include "common/text.h"
 
 #include <dirent.h>
@@ -151,16 +152,10 @@ int s3_mp_list_parts(const s3_mp_upload_t *u, s3_mp_part_t **out, size_t *count)
             continue;
         p.size = (uint64_t)st.st_size;
         p.mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            s3_mp_part_t *np = realloc(parts, ncap * sizeof(*np));
-            if (!np) {
-                free(parts);
-                closedir(d);
-                return -1;
-            }
-            parts = np;
-            cap = ncap;
+        if (si_array_grow((void **)&parts, &cap, n + 1, sizeof(*parts)) < 0) {
+            free(parts);
+            closedir(d);
+            return -1;
         }
         parts[n++] = p;
     }
