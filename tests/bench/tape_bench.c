@@ -6,8 +6,10 @@
  * size, 1 copy, 256 KiB blocks unless --block, archive.tape.queue_depth 4
  * unless --depth):
  *   - push: archive_write of the set (pax stream in WRITE(6) blocks, a
- *     filemark, the cartridge index fsync'd) against writing the same bytes
- *     to a file in the same directory with 256 KiB writes and one fsync;
+ *     filemark, on which tgt fsyncs the cartridge file; the cartridge index
+ *     fsync'd) against writing the same bytes to a file in the same
+ *     directory in --block writes, each member's sha256 on the way as the
+ *     push checks it ("wr+hash"; "write" without), and one fsync;
  *   - recall: archive_recall of the set in one batch, every object hashed
  *     and checked against its sha256 as the cache does, against reading
  *     the cartridge's backing file sequentially (1 MiB reads) with the same
