@@ -87,6 +87,24 @@ static inline cache_conf_t ct_conf(ct_t *t, uint64_t capacity)
     return conf;
 }
 
+/* Instance name of several sharing t's cache directory (1000 bytes,
+ * watermarks 0.9/0.5) on a catalog connection of its own (*cat). */
+static inline cache_t *ct_open_instance(ct_t *t, const char *name, double lease_s,
+                                        catalog_t **cat)
+{
+    si_error_t err;
+    cache_conf_t conf = ct_conf(t, 1000);
+    conf.high_watermark = 0.9;
+    conf.low_watermark = 0.5;
+    snprintf(conf.instance, sizeof(conf.instance), "%s", name);
+    conf.lease_s = lease_s;
+    *cat = catalog_open(t->db, 0, &err);
+    cache_t *c = *cat ? cache_open(&conf, *cat, &err) : NULL;
+    if (!c)
+        fprintf(stderr, "# instance %s: %s\n", name, err.text);
+    return c;
+}
+
 /* Deterministic content of object n. */
 static inline unsigned char *ct_content(unsigned n, size_t size)
 {

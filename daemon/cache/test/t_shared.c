@@ -22,17 +22,7 @@ static char sums[24][SI_CHECKSUM_TEXT_MAX];
 
 static cache_t *open_instance(const char *name, catalog_t **cat)
 {
-    si_error_t err;
-    cache_conf_t conf = ct_conf(&t, 1000);
-    conf.high_watermark = 0.9;
-    conf.low_watermark = 0.5;
-    snprintf(conf.instance, sizeof(conf.instance), "%s", name);
-    conf.lease_s = LEASE_S;
-    *cat = catalog_open(t.db, 0, &err);
-    cache_t *c = *cat ? cache_open(&conf, *cat, &err) : NULL;
-    if (!c)
-        diag("instance %s: %s", name, err.text);
-    return c;
+    return ct_open_instance(&t, name, LEASE_S, cat);
 }
 
 static void make_file(const char *path)
