@@ -421,7 +421,15 @@ int volume_hold(volume_holds_t *vh, catalog_t *cat, const char *label, double no
     int rc = 1;
     pthread_mutex_lock(&vh->mu);
     volume_hold_t *h = hold_find(vh, label);
-    if (!h) {
+    if (h && h->users == 0) {
+        /* idle, its lease perhaps lapsed meanwhile (a heartbeat that
+         * failed) and taken: claimed again as a new use begins */
+        if ((rc = lease_claim(cat, LEASE_VOLUME, label, vh->instance, now, vh->lease_s, err)) != 1) {
+            if (rc == 0)
+                *h = vh->held[--vh->n];
+            goto out;
+        }
+    } else if (!h) {
         if (vh->n == vh->cap) {
             size_t cap = vh->cap ? vh->cap * 2 : 16;
             volume_hold_t *grown = realloc(vh->held, cap * sizeof(*grown));
