@@ -421,21 +421,29 @@ int volume_hold(volume_holds_t *vh, catalog_t *cat, const char *label, double no
     int rc = 1;
     pthread_mutex_lock(&vh->mu);
     volume_hold_t *h = hold_find(vh, label);
-    if (!h) {
-        if (vh->n == vh->cap) {
-            size_t cap = vh->cap ? vh->cap * 2 : 16;
-            volume_hold_t *grown = realloc(vh->held, cap * sizeof(*grown));
-            if (!grown) {
-                rc = si_errnoprintf(err, ENOMEM, "out of memory");
-                goto out;
-            }
-            vh->held = grown;
-            vh->cap = cap;
-        }
-        /* claimed under the lock: a release by another thread of this
-         * instance cannot slip between the claim and the table */
-        if ((rc = lease_claim(cat, LEASE_VOLUME, label, vh->instance, now, vh->lease_s, err)) != 1)
+    if (!h && vh->n == vh->cap) {
+        size_t cap = vh->cap ? vh->cap * 2 : 16;
+        volume_hold_t *grown = realloc(vh->held, cap * sizeof(*grown));
+        if (!grown) {
+            rc = si_errnoprintf(err, ENOMEM, "out of memory");
             goto out;
+        }
+        vh->held = grown;
+        vh->cap = cap;
+    }
+    /* a new volume, or an idle one whose lease may have lapsed meanwhile (a
+     * heartbeat that failed) and been taken; claimed under the lock, so
+     * that no release by another thread of this instance slips between the
+     * claim and the table */
+    if (!h || h->users == 0) {
+        rc = lease_claim(cat, LEASE_VOLUME, label, vh->instance, now, vh->lease_s, err);
+        if (rc != 1) {
+            if (rc == 0 && h)
+                *h = vh->held[--vh->n];
+            goto out;
+        }
+    }
+    if (!h) {
         h = &vh->held[vh->n++];
         memset(h, 0, sizeof(*h));
         snprintf(h->label, sizeof(h->label), "%s", label);

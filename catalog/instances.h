@@ -94,8 +94,9 @@ typedef struct volume_holds volume_holds_t;
  * memory. */
 volume_holds_t *volume_holds_new(const char *instance, double lease_s);
 void volume_holds_free(volume_holds_t *vh);
-/* One more user of the volume: 1 (claimed now, or held already), 0 another
- * instance holds it (nothing changed), -1 error. */
+/* One more user of the volume: 1 (claimed now, or held already by a user
+ * of this instance; an idle one is claimed again, as its lease may have
+ * lapsed), 0 another instance holds it, -1 error. */
 int volume_hold(volume_holds_t *vh, catalog_t *cat, const char *label, double now,
                 si_error_t *err);
 /* One user fewer; mono_now: monotonic seconds, when it went idle. true

@@ -54,6 +54,13 @@ static int count_holder(const char *name, const char *holder, void *arg)
     return 0;
 }
 
+static int always_loaded(void *arg, const char *label)
+{
+    (void)arg;
+    (void)label;
+    return 1;
+}
+
 static void run(void)
 {
     char path[700];
@@ -112,6 +119,36 @@ static void run(void)
            "nobody holds it");
     ok(lease_claim(cat, "k", "", "a", 1.0, 1.0, &err) < 0 && errno == EINVAL,
        "an empty lease name is refused: %s", err.text);
+
+    /* one instance's volume leases shared by its threads (volume_holds) */
+    volume_holds_t *vh = volume_holds_new("a", 10.0);
+    ok(vh != NULL, "a's table of volume leases");
+    is_int(volume_hold(vh, cat, "VH1", 125.0, &err), 1, "a's reader holds VH1 (claimed)");
+    is_int(volume_hold(vh, cat, "VH1", 125.0, &err), 1, "a's writer holds it too");
+    is_int(lease_claim(cat, LEASE_VOLUME, "VH1", "b", 125.5, 10.0, &err), 0, "b cannot have it");
+    ok(!volume_unhold(vh, "VH1", 50.0), "the reader is done: the writer still uses it");
+    is_int(volume_holds_release_idle(vh, cat, 60.0, 0, NULL, NULL, &err), 0,
+           "not given back while the writer uses it");
+    ok(volume_unhold(vh, "VH1", 51.0), "the writer is done: VH1 idle");
+    is_int((int)volume_holds_busy(vh), 0, "no volume in use");
+    is_int(volume_holds_release_idle(vh, cat, 51.5, 1.0, NULL, NULL, &err), 0,
+           "kept during the grace time");
+    is_int(volume_holds_release_idle(vh, cat, 60.0, 1.0, always_loaded, NULL, &err), 0,
+           "kept while the backend has it loaded");
+    ok(volume_holds_has(vh, "VH1"), "a still holds VH1");
+    is_int(volume_holds_release_idle(vh, cat, 60.0, 1.0, NULL, NULL, &err), 1,
+           "given back once idle and unloaded");
+    is_int(lease_holder(cat, LEASE_VOLUME, "VH1", 126.0, holder, sizeof(holder), &err), 0,
+           "nobody holds VH1");
+    is_int(volume_hold(vh, cat, "VH2", 126.0, &err), 1, "a holds VH2");
+    volume_unhold(vh, "VH2", 52.0);
+    is_int(lease_claim(cat, LEASE_VOLUME, "VH2", "b", 137.0, 10.0, &err), 1,
+           "its lease lapsed (no heartbeat) and b took it");
+    is_int(volume_hold(vh, cat, "VH2", 137.5, &err), 0,
+           "a's next use asks the catalog again: b's now");
+    ok(!volume_holds_has(vh, "VH2") && volume_holds_count(vh) == 0, "... and a forgets it");
+    lease_release(cat, LEASE_VOLUME, "VH2", "b", &err);
+    volume_holds_free(vh);
 
     /* others' leases */
     lease_claim(cat, LEASE_VOLUME, "V1", "a", 130.0, 10.0, &err);

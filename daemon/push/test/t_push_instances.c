@@ -6,6 +6,8 @@
  * copies. Both engines. */
 #include "config.h"
 
+#include <pthread.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,7 @@ static int hooked_archive(archive_backend_t *b, const archive_member_t *members,
                           int ncopies, archive_placement_t *pl, si_error_t *err)
 {
     hooked_t *h = (hooked_t *)b;
+    h->inner->write_claims = b->write_claims; /* the push set them on this one */
     if (h->hook) {
         void (*hook)(void *) = h->hook;
         h->hook = NULL;
@@ -60,6 +63,11 @@ static void hooked_free(archive_backend_t *b)
     free(h);
 }
 
+static int hooked_loaded(archive_backend_t *b, const char *label)
+{
+    return archive_volume_loaded(((hooked_t *)b)->inner, label);
+}
+
 static archive_backend_t *hooked_new(archive_backend_t *inner)
 {
     hooked_t *h = calloc(1, sizeof(*h));
@@ -69,6 +77,7 @@ static archive_backend_t *hooked_new(archive_backend_t *inner)
     h->ops.free = hooked_free;
     h->base.ops = &h->ops;
     h->base.impl = h;
+    h->base.volume_loaded = hooked_loaded;
     return &h->base;
 }
 
@@ -180,6 +189,59 @@ static void take_over(void *arg)
     t->rc = push_archive_once(t->b->push, true, &t->done, &err);
     if (t->rc < 0)
         diag("b: %s", err.text);
+}
+
+/* Another instance that gives its volume leases back a moment after a's
+ * write began: a's write waits for them. */
+typedef struct {
+    const char *holder;
+    pthread_t thread;
+} giver_t;
+
+static void *give_back_later(void *arg)
+{
+    giver_t *g = arg;
+    si_error_t err;
+    si_sleep(0.5);
+    catalog_t *cat = catalog_open(dbpath, 0, &err);
+    if (cat) {
+        lease_release_all(cat, g->holder, &err);
+        catalog_close(cat);
+    }
+    return NULL;
+}
+
+static void give_back_soon(void *arg)
+{
+    giver_t *g = arg;
+    pthread_create(&g->thread, NULL, give_back_later, g);
+}
+
+/* The volume of an object's one copy among a's two ("?" if neither). */
+static const char *copy_volume(catalog_t *cat, int64_t object_id)
+{
+    static const char *labels[] = {"A00001", "A00002"};
+    for (int i = 0; i < 2; i++) {
+        char sql[200];
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM tape_copies c JOIN volumes v"
+                                   " ON v.id = c.volume_id WHERE c.object_id = %lld"
+                                   " AND v.label = '%s'", (long long)object_id, labels[i]);
+        if (test_query_int(cat, sql) == 1)
+            return labels[i];
+    }
+    return "?";
+}
+
+/* After a write, a's volume lease of label: held by a while the backend
+ * has the volume loaded, given back once not. */
+static bool lease_follows_drive(catalog_t *cat, instance_t *in, const char *label)
+{
+    si_error_t err;
+    char holder[80] = "";
+    int held = lease_holder(cat, "volume", label, si_wall_now(), holder, sizeof(holder), &err);
+    int loaded = archive_volume_loaded(((hooked_t *)in->backend)->inner, label);
+    diag("volume %s: loaded %d, lease %s", label, loaded, held == 1 ? holder : "free");
+    return loaded == 1 ? held == 1 && strcmp(holder, in->name) == 0 : held == 0;
 }
 
 static void run(void)
@@ -307,6 +369,61 @@ static void run(void)
     is_int(test_query_int(cat, "SELECT count(*) FROM objects WHERE key = 'ck-5/half.bin'"), 0,
            "... nothing of it is left in the catalog");
     push_upload_abort(u);
+
+    /* ---- archive writes hold the volume lease of the volume they write ---- */
+    test_exec(cat, "UPDATE instances SET heartbeat = 1e12 WHERE name = 'a'");
+    test_exec(cat, "DELETE FROM leases");
+    now = si_wall_now();
+    ok(lease_claim(cat, "volume", "A00001", "b", now, LEASE_S, &err) == 1,
+       "b holds volume A00001 (in its drive)");
+    push_received_t r6;
+    ok(push_small(&a, "ck-6", "v.bin", 6, &r6, &err) == 0, "a file through a");
+    ok(push_archive_once(a.push, true, &done, &err) == 1 && done.files == 1,
+       "a archives it: %s", done.files ? "1 file" : err.text);
+    is_str(copy_volume(cat, r6.object_id), "A00002",
+           "... on A00002: the volume b holds is skipped");
+    ok(lease_follows_drive(cat, &a, "A00002"),
+       "a holds A00002's lease while its drive has it, and only then");
+    is_int(q(cat, "SELECT count(*) FROM leases WHERE kind = 'volume' AND name = '%s'"
+                  " AND instance = 'b'", "A00001"), 1, "b still holds A00001");
+
+    /* every volume with room another live instance's: the write waits */
+    now = si_wall_now();
+    test_exec(cat, "UPDATE leases SET instance = 'b' WHERE kind = 'volume'");
+    ok(lease_claim(cat, "volume", "A00002", "b", now, LEASE_S, &err) == 1,
+       "b holds A00002 too");
+    push_received_t r7;
+    ok(push_small(&a, "ck-7", "u.bin", 7, &r7, &err) == 0, "another file through a");
+    giver_t g = {.holder = "b"};
+    ha->hook = give_back_soon;
+    ha->hook_arg = &g;
+    double t0 = si_mono_now();
+    rc = push_archive_once(a.push, true, &done, &err);
+    double waited = si_mono_now() - t0;
+    pthread_join(g.thread, NULL);
+    ok(rc == 1 && done.files == 1, "a's write waited for a volume and wrote: %s",
+       rc == 1 ? "ok" : err.text);
+    ok(waited >= 0.45, "... it waited until b gave its volumes back (%.2f s)", waited);
+    ok(lease_follows_drive(cat, &a, copy_volume(cat, r7.object_id)),
+       "a holds the written volume's lease while its drive has it, and only then");
+
+    /* a writer killed mid-write: its volume lease lapses and is taken over */
+    test_exec(cat, "DELETE FROM leases");
+    now = si_wall_now();
+    ok(lease_claim(cat, "volume", "A00001", "ghost", now, LEASE_S, &err) == 1 &&
+           lease_claim(cat, "volume", "A00002", "ghost", now, LEASE_S, &err) == 1,
+       "a killed writer held both volumes");
+    test_exec(cat, "UPDATE leases SET expires = 1 WHERE instance = 'ghost'");
+    push_received_t r8;
+    ok(push_small(&a, "ck-8", "t.bin", 8, &r8, &err) == 0, "a file through a");
+    t0 = si_mono_now();
+    ok(push_archive_once(a.push, true, &done, &err) == 1 && done.files == 1,
+       "a takes an expired volume lease over and writes: %s", done.files ? "ok" : err.text);
+    ok(si_mono_now() - t0 < 5, "... without waiting");
+    is_int(q(cat, "SELECT count(*) FROM leases WHERE instance = '%s'", "ghost"), 1,
+           "the ghost's lease of the other volume is left (it lapses)");
+    ok(lease_follows_drive(cat, &a, copy_volume(cat, r8.object_id)),
+       "the volume taken over is a's while its drive has it");
 
     instance_stop(&a);
     instance_stop(&b);

@@ -235,6 +235,20 @@ int main(void)
     simlib_free(lib);
     simlib_config_free(&cfg);
 
+    /* Write after another instance appended: the fill level read again. */
+    base_config(&cfg, 1, 1);
+    memset(&l, 0, sizeof(l));
+    lib = simlib_new(&cfg, sched_policy_find("job-aware", NULL), &opt, &cb, &err);
+    ok(simlib_volume_refill(lib, 1, 3000000000000ULL) == 0, "V2's fill level re-read");
+    ok(simlib_volume_refill(lib, 1, 1000ULL) == 0, "a lower one is ignored (never back)");
+    ok(simlib_volume_refill(lib, 7, 1000ULL) < 0, "an unknown volume is refused");
+    ok(simlib_write(lib, 0, 1, 1000, 5000000000ULL, &err) == 0, "write queued");
+    simlib_run(lib, &err);
+    ok(l.writes == 1 && l.write_offset == 3000000000000ULL,
+       "written at the end of data the other instance left");
+    simlib_free(lib);
+    simlib_config_free(&cfg);
+
     /* Real time, scaled: 1 simulated second = 0.1 ms. */
     base_config(&cfg, 2, 1);
     cfg.time_scale = 1e-4;
