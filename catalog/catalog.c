@@ -133,12 +133,12 @@ static int apply_step(catalog_t *cat, const catalog_schema_step_t *step, si_erro
         catalog_rollback(cat);
         return 0;
     }
-    if (!(ddl = db_ddl(db, step->sql))) {
+    if (step->sql && !(ddl = db_ddl(db, step->sql))) {
         si_errprintf(err, "out of memory");
         goto error;
     }
     const char *own = db_sql(db, step->sqlite, step->postgres);
-    if (db_exec(db, ddl, err) < 0 || (own && db_exec(db, own, err) < 0) ||
+    if ((ddl && db_exec(db, ddl, err) < 0) || (own && db_exec(db, own, err) < 0) ||
         db_set_schema_version(db, step->version, err) < 0) {
         si_errprefix(err, "upgrading the catalog to schema %d.%d", step->version / 1000,
                      step->version % 1000);

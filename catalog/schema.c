@@ -371,13 +371,91 @@ static const char schema_1008[] =
     ") WITHOUT ROWID;"
     "CREATE INDEX leases_by_instance ON leases(instance);";
 
-/* Version 1.9: the shared cache across instances. A reservation (space set
+/* Version 1.9: on PostgreSQL, tape_copies' references are enforced once per
+ * statement instead of once per row: a bulk import's COPY of 5000 copies
+ * paid two row-level foreign-key checks each, more than the COPY itself
+ * (BENCHMARKS.md, "Imports by COPY"). The triggers keep what the REFERENCES
+ * did: an insert or update naming a missing object or volume fails with
+ * SQLSTATE 23503 (foreign_key_violation) naming the id; the referenced rows
+ * are locked FOR KEY SHARE as the row checks did, so that a concurrent
+ * delete waits for the inserter and then sees its copies; deleting objects
+ * deletes their copies; deleting a volume still referenced, or changing a
+ * referenced id, is refused. SQLite keeps its REFERENCES (cheap there). */
+static const char schema_1009_postgres[] =
+    "ALTER TABLE tape_copies DROP CONSTRAINT tape_copies_object_id_fkey;"
+    "ALTER TABLE tape_copies DROP CONSTRAINT tape_copies_volume_id_fkey;"
+    "CREATE FUNCTION tape_copies_check_references() RETURNS trigger LANGUAGE plpgsql AS $$"
+    " DECLARE wanted BIGINT; locked BIGINT; missing BIGINT;"
+    " BEGIN"
+    "  SELECT count(DISTINCT object_id) INTO wanted FROM new_copies;"
+    "  SELECT count(*) INTO locked FROM (SELECT 1 FROM objects o"
+    "   WHERE o.id IN (SELECT object_id FROM new_copies) FOR KEY SHARE OF o) l;"
+    "  IF locked < wanted THEN"
+    "   SELECT n.object_id INTO missing FROM new_copies n"
+    "    WHERE NOT EXISTS (SELECT 1 FROM objects o WHERE o.id = n.object_id) LIMIT 1;"
+    "   RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',"
+    "    MESSAGE = format('tape copy of object %s: no such object (foreign key'"
+    "     || ' tape_copies.object_id -> objects.id)', missing);"
+    "  END IF;"
+    "  SELECT count(DISTINCT volume_id) INTO wanted FROM new_copies;"
+    "  SELECT count(*) INTO locked FROM (SELECT 1 FROM volumes v"
+    "   WHERE v.id IN (SELECT volume_id FROM new_copies) FOR KEY SHARE OF v) l;"
+    "  IF locked < wanted THEN"
+    "   SELECT n.volume_id INTO missing FROM new_copies n"
+    "    WHERE NOT EXISTS (SELECT 1 FROM volumes v WHERE v.id = n.volume_id) LIMIT 1;"
+    "   RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',"
+    "    MESSAGE = format('tape copy on volume %s: no such volume (foreign key'"
+    "     || ' tape_copies.volume_id -> volumes.id)', missing);"
+    "  END IF;"
+    "  RETURN NULL;"
+    " END $$;"
+    "CREATE TRIGGER tape_copies_references_insert AFTER INSERT ON tape_copies"
+    "  REFERENCING NEW TABLE AS new_copies"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION tape_copies_check_references();"
+    "CREATE TRIGGER tape_copies_references_update AFTER UPDATE ON tape_copies"
+    "  REFERENCING NEW TABLE AS new_copies"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION tape_copies_check_references();"
+    "CREATE FUNCTION objects_delete_tape_copies() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    "  DELETE FROM tape_copies WHERE object_id IN (SELECT id FROM old_objects);"
+    "  RETURN NULL; END $$;"
+    "CREATE TRIGGER objects_delete_tape_copies AFTER DELETE ON objects"
+    "  REFERENCING OLD TABLE AS old_objects"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION objects_delete_tape_copies();"
+    /* ids are never changed by stagein: a row trigger on a change of id
+     * only (no transition table goes with a column list) costs nothing else */
+    "CREATE FUNCTION objects_keep_referenced_id() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    "  IF EXISTS (SELECT 1 FROM tape_copies WHERE object_id = OLD.id) THEN"
+    "   RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',"
+    "    MESSAGE = format('object %s has tape copies: its id cannot change (foreign key'"
+    "     || ' tape_copies.object_id -> objects.id)', OLD.id);"
+    "  END IF; RETURN NULL; END $$;"
+    "CREATE TRIGGER objects_keep_referenced_id AFTER UPDATE OF id ON objects"
+    "  FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id)"
+    "  EXECUTE FUNCTION objects_keep_referenced_id();"
+    "CREATE FUNCTION volumes_keep_referenced() RETURNS trigger LANGUAGE plpgsql AS $$"
+    " DECLARE gone BIGINT; BEGIN"
+    "  SELECT o.id INTO gone FROM old_volumes o"
+    "   WHERE NOT EXISTS (SELECT 1 FROM volumes v WHERE v.id = o.id)"
+    "   AND EXISTS (SELECT 1 FROM tape_copies c WHERE c.volume_id = o.id) LIMIT 1;"
+    "  IF FOUND THEN"
+    "   RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',"
+    "    MESSAGE = format('volume %s still has tape copies: refusing to %s it (foreign key'"
+    "     || ' tape_copies.volume_id -> volumes.id)', gone, lower(TG_OP));"
+    "  END IF; RETURN NULL; END $$;"
+    "CREATE TRIGGER volumes_keep_referenced_delete AFTER DELETE ON volumes"
+    "  REFERENCING OLD TABLE AS old_volumes"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION volumes_keep_referenced();"
+    "CREATE TRIGGER volumes_keep_referenced_update AFTER UPDATE ON volumes"
+    "  REFERENCING OLD TABLE AS old_volumes"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION volumes_keep_referenced();";
+
+/* Version 1.10: the shared cache across instances. A reservation (space set
  * aside for an object being recalled or received) is recorded by its
  * instance, so that the others count it before they reserve; a live
  * instance's rows only count (a dead one's are dropped). An upload in
  * progress records its instance (push_items.instance, NULL alone), so that a
  * dead instance's uploads are found in the catalog. */
-static const char schema_1009[] =
+static const char schema_1010[] =
     "CREATE TABLE cache_reservations ("
     "  instance TEXT NOT NULL,"
     "  object_id INTEGER NOT NULL,"
@@ -397,7 +475,8 @@ static const catalog_schema_step_t steps[] = {
     {1006, schema_1006, NULL, NULL},
     {CATALOG_SITE_VERSION, schema_1007, NULL, NULL},
     {CATALOG_INSTANCES_VERSION, schema_1008, NULL, NULL},
-    {1009, schema_1009, NULL, NULL},
+    {1009, NULL, NULL, schema_1009_postgres},
+    {1010, schema_1010, NULL, NULL},
 };
 
 const catalog_schema_step_t *catalog_schema_steps(size_t *count)

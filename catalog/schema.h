@@ -5,8 +5,8 @@
 
 /* One upgrade step: applied in its own transaction, which also records the
  * version. sql is written once in SQLite's spelling (the PostgreSQL engine
- * translates its types); sqlite and postgres (or NULL) follow it where the
- * dialects differ (triggers). */
+ * translates its types; NULL: none); sqlite and postgres (or NULL) follow it
+ * where the dialects differ (triggers). */
 typedef struct {
     int version;
     const char *sql;

@@ -64,6 +64,52 @@ static void refusals_pg(const char *path)
        "password in the URL refused: %s", err.text);
 }
 
+/* tape_copies' references (row-level REFERENCES on SQLite, statement-level
+ * triggers on PostgreSQL from 1.9) behave alike: run on a fresh and on an
+ * upgraded catalog (how: which one). */
+static void references(catalog_t *cat, const char *how)
+{
+    bool pg = test_engine_is_pg();
+    db_t *db = catalog_driver(cat);
+    ok(test_exec(cat, "INSERT INTO volumes(id, label) VALUES (501, 'R1'), (502, 'R2');"
+                      "INSERT INTO objects(id, bucket, key, size) VALUES (601, 'r', 'a', 1),"
+                      " (602, 'r', 'b', 1);"
+                      "INSERT INTO tape_copies VALUES (601, 1, 501, 0, 0, 1)") == 0,
+       "%s: a copy of an existing object on an existing volume", how);
+    ok(test_exec(cat, "INSERT INTO tape_copies VALUES (699, 1, 501, 0, 0, 1)") < 0 &&
+           db_errclass(db) == DB_ERR_CONSTRAINT &&
+           strstr(db_errmsg(db), pg ? "object 699: no such object" : "FOREIGN KEY"),
+       "%s: a copy of a missing object refused: %s", how, db_errmsg(db));
+    ok(test_exec(cat, "INSERT INTO tape_copies VALUES (602, 1, 501, 0, 0, 1),"
+                      " (602, 2, 599, 0, 0, 1)") < 0 &&
+           db_errclass(db) == DB_ERR_CONSTRAINT &&
+           strstr(db_errmsg(db), pg ? "volume 599: no such volume" : "FOREIGN KEY"),
+       "%s: a copy on a missing volume refused: %s", how, db_errmsg(db));
+    is_int(test_query_int(cat, "SELECT COUNT(*) FROM tape_copies WHERE object_id = 602"), 0,
+           "%s: nothing of the refused statement inserted", how);
+    ok(test_exec(cat, "UPDATE tape_copies SET volume_id = 598 WHERE object_id = 601") < 0 &&
+           db_errclass(db) == DB_ERR_CONSTRAINT,
+       "%s: moving a copy to a missing volume refused: %s", how, db_errmsg(db));
+    ok(test_exec(cat, "DELETE FROM volumes WHERE id = 501") < 0 &&
+           db_errclass(db) == DB_ERR_CONSTRAINT,
+       "%s: deleting a referenced volume refused: %s", how, db_errmsg(db));
+    ok(test_exec(cat, "UPDATE volumes SET id = 503 WHERE id = 501") < 0 &&
+           db_errclass(db) == DB_ERR_CONSTRAINT,
+       "%s: changing a referenced volume's id refused: %s", how, db_errmsg(db));
+    ok(test_exec(cat, "UPDATE objects SET id = 603 WHERE id = 601") < 0 &&
+           db_errclass(db) == DB_ERR_CONSTRAINT,
+       "%s: changing a referenced object's id refused: %s", how, db_errmsg(db));
+    is_int(test_query_int(cat, "SELECT COUNT(*) FROM volumes WHERE id = 501"), 1,
+           "%s: the referenced volume kept", how);
+    ok(test_exec(cat, "DELETE FROM volumes WHERE id = 502") == 0,
+       "%s: an unreferenced volume deleted", how);
+    ok(test_exec(cat, "DELETE FROM objects WHERE id = 601") == 0 &&
+           test_query_int(cat, "SELECT COUNT(*) FROM tape_copies WHERE object_id = 601") == 0,
+       "%s: deleting an object deletes its copies", how);
+    ok(test_exec(cat, "DELETE FROM volumes WHERE id = 501") == 0,
+       "%s: a volume no longer referenced deleted", how);
+}
+
 static void run(void)
 {
     char path[700];
@@ -82,7 +128,8 @@ static void run(void)
     }
 
     cat = catalog_open(path, CATALOG_CREATE, &err);
-    ok(cat != NULL, "fresh catalog created (%s)", test_engine_name());
+    ok(cat != NULL, "fresh catalog created (%s)%s%s", test_engine_name(), cat ? "" : ": ",
+       cat ? "" : err.text);
     is_int(catalog_schema_version(cat), catalog_latest_version(), "fresh catalog at latest version");
     is_int(test_query_int(cat, pg ? "SELECT COUNT(*) FROM information_schema.tables WHERE"
                                     " table_schema = 'public' AND table_name IN"
@@ -102,6 +149,7 @@ static void run(void)
     ok(test_exec(cat, "DELETE FROM events") < 0, "events cannot be deleted");
     ok(test_exec(cat, "INSERT INTO tape_copies VALUES (999, 1, 999, 0, 0, 0)") < 0,
        "foreign keys enforced");
+    references(cat, "fresh");
     catalog_close(cat);
 
     /* reopen: nothing to migrate, data kept */
@@ -128,6 +176,26 @@ static void run(void)
            "row kept and new column defaulted");
     ok(catalog_object_put(cat, &(catalog_object_t){.bucket = "bkt", .key = "k2", .size = 1},
                           &(int64_t){0}, &err) == 1, "ids continue after the upgraded rows");
+    catalog_close(cat);
+    test_db_remove(path);
+
+    /* upgrade from 1.8 (row-level REFERENCES on both engines) with copies */
+    cat = catalog_open_at_version(path, CATALOG_INSTANCES_VERSION, &err);
+    ok(cat && test_exec(cat, "INSERT INTO volumes(id, label) VALUES (701, 'U1');"
+                             "INSERT INTO objects(id, bucket, key, size) VALUES (801, 'u', 'a', 1);"
+                             "INSERT INTO tape_copies VALUES (801, 1, 701, 0, 0, 1)") == 0,
+       "catalog at 1.8 with a tape copy");
+    catalog_close(cat);
+    cat = catalog_open(path, 0, &err);
+    is_int(catalog_schema_version(cat), catalog_latest_version(), "1.8 upgraded to latest");
+    is_int(test_query_int(cat, "SELECT COUNT(*) FROM tape_copies WHERE volume_id = 701"), 1,
+           "the copy kept by the upgrade");
+    if (pg)
+        is_int(test_query_int(cat, "SELECT COUNT(*) FROM pg_constraint WHERE contype = 'f'"
+                                   " AND conrelid = 'tape_copies'::regclass"), 0,
+               "upgraded: tape_copies' row-level foreign keys replaced");
+    references(cat, "upgraded");
+    ok(test_exec(cat, "DELETE FROM volumes WHERE id = 701") < 0, "upgraded: the old copy's volume kept");
     catalog_close(cat);
 
     /* the site: recorded by the first opener that names one, another refused */
