@@ -1,6 +1,6 @@
 #!/bin/bash
 # The WLCG Tape REST API with bearer tokens: Debian's gfal2 (python3-gfal2,
-# gfal2-plugin-http) as the real client against a real stageind with a
+# gfal2-plugin-http, gfal2-plugin-file) as the real client against a real stageind with a
 # simulated volume (discovery, bring_online of several files, poll, release,
 # abort on a second request, locality through archiveinfo); then raw
 # requests for every route in the spec's shapes, problem+json errors, token
@@ -15,7 +15,8 @@ need_tools curl openssl python3 sqlite3
 GFAL_PY=/usr/bin/python3
 HAVE_GFAL=0
 if "$GFAL_PY" -c 'import gfal2' 2>/dev/null &&
-    ls /usr/lib/*/gfal2-plugins/libgfal_plugin_http.so >/dev/null 2>&1; then
+    ls /usr/lib/*/gfal2-plugins/libgfal_plugin_http.so >/dev/null 2>&1 &&
+    ls /usr/lib/*/gfal2-plugins/libgfal_plugin_file.so >/dev/null 2>&1; then
     HAVE_GFAL=1
 fi
 MINT="$top_srcdir/tests/jwt-mint.py"
@@ -168,7 +169,7 @@ PY
     is "$(sqlite3 "$STATE/catalog.db" "SELECT uid || ' ' || pin_lifetime FROM requests WHERE uuid = '$R1'")" \
         "1000 3600" "gfal2's request: the token's uid, the default pin lifetime"
 else
-    echo "# SKIP gfal2 part: install python3-gfal2 and gfal2-plugin-http"
+    echo "# SKIP gfal2 part: install python3-gfal2, gfal2-plugin-http and gfal2-plugin-file (the copies go to file:// URLs)"
 fi
 
 # --- discovery: on the control API and on the S3 endpoint's port (file URLs) ---------------
