@@ -196,6 +196,18 @@ typedef struct {
     int (*forecast)(archive_backend_t *b, archive_forecast_t **out, size_t *n, si_error_t *err);
 } archive_backend_ops_t;
 
+/* How an archive write asks for the volumes it would write (see
+ * archive_backend.write_claims). */
+typedef struct {
+    /* a write finding every volume with room claimed by other instances asks
+     * again every ARCHIVE_CLAIM_POLL_S, for ARCHIVE_CLAIM_WAIT_S at most */
+#define ARCHIVE_CLAIM_WAIT_S 600.0
+#define ARCHIVE_CLAIM_POLL_S 0.1
+    int (*claim)(void *arg, const char *label, si_error_t *err);
+    void (*unclaim)(void *arg, const char *label);
+    void *arg;
+} archive_write_claims_t;
+
 struct archive_backend {
     const archive_backend_ops_t *ops;
     void *impl;
@@ -210,13 +222,9 @@ struct archive_backend {
      * preference, before the volume is chosen and mounted: 1 the volume is
      * the writer's for this write, 0 another instance holds it (the next is
      * tried; when no volume with room is free the write waits for one),
-     * -1 error. unclaim gives back one the write will not use. Called with
-     * the backend's write lock only, never its engine's. */
-    struct {
-        int (*claim)(void *arg, const char *label, si_error_t *err);
-        void (*unclaim)(void *arg, const char *label);
-        void *arg;
-    } write_claims;
+     * -1 error. unclaim gives back one the write will not use. Called one
+     * at a time, never under the backend's engine or drive-state lock. */
+    archive_write_claims_t write_claims;
 };
 
 typedef struct {

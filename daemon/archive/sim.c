@@ -541,11 +541,6 @@ static int choose_volumes(const sim_t *s, uint64_t bytes, int ncopies, int *out,
     return 0;
 }
 
-/* How long an archive write waits for a volume with room while every such
- * volume is another instance's (in its drive, or being written by it). */
-#define SIM_CLAIM_WAIT_S 600.0
-#define SIM_CLAIM_POLL_S 0.1
-
 typedef struct {
     char label[ARCHIVE_LABEL_MAX + 1];
     uint64_t used;
@@ -613,7 +608,7 @@ static int claim_volumes(archive_backend_t *b, uint64_t bytes, int ncopies,
                          char (*labels)[ARCHIVE_LABEL_MAX + 1], si_error_t *err)
 {
     sim_t *s = b->impl;
-    double until = si_mono_now() + SIM_CLAIM_WAIT_S;
+    double until = si_mono_now() + ARCHIVE_CLAIM_WAIT_S;
     for (;;) {
         sim_candidate_t *c = NULL;
         int n = 0, found = 0, refused = 0;
@@ -650,8 +645,8 @@ static int claim_volumes(archive_backend_t *b, uint64_t bytes, int ncopies,
             return si_errnoprintf(err, EBUSY, "an archive file of %" PRIu64 " bytes needs %d "
                                   "volumes with room for it: %d of them are held by other "
                                   "instances since %.0f s", bytes, ncopies, refused,
-                                  SIM_CLAIM_WAIT_S);
-        si_sleep(SIM_CLAIM_POLL_S);
+                                  ARCHIVE_CLAIM_WAIT_S);
+        si_sleep(ARCHIVE_CLAIM_POLL_S);
     }
 }
 

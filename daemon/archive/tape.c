@@ -256,7 +256,8 @@ static int tape_archive(archive_backend_t *b, const archive_member_t *members, s
         chosen[c] = -1;
         jobs[c] = (twrite_t){.members = members, .n = n, .hashed = hashed, .copy = c + 1,
                              .chosen = chosen,
-                             .ncopies = ncopies, .vol = -1, .positions = pos + (size_t)c * n};
+                             .ncopies = ncopies, .vol = -1, .positions = pos + (size_t)c * n,
+                             .claims = b->write_claims.claim ? &b->write_claims : NULL};
         t->writes[t->nwrites++] = &jobs[c];
     }
     pthread_cond_broadcast(&t->cv);
@@ -423,6 +424,7 @@ static void tape_free(archive_backend_t *b)
     pthread_mutex_destroy(&t->mu);
     pthread_mutex_destroy(&t->changer_mu);
     pthread_mutex_destroy(&t->log_mu);
+    pthread_mutex_destroy(&t->claims_mu);
     pthread_cond_destroy(&t->cv);
     free(t);
     free(b);
@@ -544,6 +546,7 @@ archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error
     pthread_mutex_init(&t->mu, NULL);
     pthread_mutex_init(&t->changer_mu, NULL);
     pthread_mutex_init(&t->log_mu, NULL);
+    pthread_mutex_init(&t->claims_mu, NULL);
     pthread_cond_init(&t->cv, NULL);
     b->ops = &tape_ops;
     b->impl = t;

@@ -41,6 +41,8 @@ typedef struct {
     uint16_t slot;             /* home storage element */
     int drive;                 /* -1: not in a drive */
     bool busy;                 /* being mounted, read or written */
+    double others_until;       /* until then (monotonic) left to the other instance that
+                                * held its volume lease when a write last asked */
     bool refused, readonly, full;
     bool scanned;              /* its index checked against the tape this run */
     char why[300];             /* why refused */
@@ -117,6 +119,7 @@ typedef struct {
     si_error_t err;
     int vol;
     uint64_t *positions;       /* per member */
+    const archive_write_claims_t *claims; /* several instances: the writer's volume claims */
     int64_t file_seq;
     uint64_t used;
 } twrite_t;
@@ -144,6 +147,7 @@ struct tape {
     int checksum_retries;
     FILE *command_log;
     pthread_mutex_t log_mu;
+    pthread_mutex_t claims_mu; /* the writer's claims are asked one at a time */
 
     tape_changer_t changer;
     tdrive_t drives[TAPE_MAX_DRIVES];

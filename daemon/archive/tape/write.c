@@ -5,6 +5,8 @@
 
 #include "daemon/archive/tape/state.h"
 
+#include "common/clock.h"
+
 /* ---- writing ------------------------------------------------------------------------------ */
 
 /* The outcome of the oldest WRITE(6) in flight; its buffer back to the pool. */
@@ -295,15 +297,26 @@ fail:
 }
 
 /* The volume a write job goes to: this drive's own when it fits, else the
- * first with room not used by another copy of the aggregate. mu held. */
-static int choose_write_volume(tape_t *t, tdrive_t *d, twrite_t *job, uint64_t bytes)
+ * first with room not used by another copy of the aggregate nor held by
+ * another instance when last asked. *others: how many were left out for
+ * that reason alone. mu held. */
+static int choose_write_volume(tape_t *t, tdrive_t *d, twrite_t *job, uint64_t bytes,
+                               int *others)
 {
     int best = -1;
+    double now = si_mono_now();
+    *others = 0;
     for (int v = 0; v < t->nvols; v++) {
         tvol_t *vol = &t->vols[v];
         bool taken = false;
         for (int c = 0; c < job->ncopies; c++)
             taken |= job->chosen[c] == v;
+        bool fits = !vol->refused && !vol->readonly && !vol->full &&
+                    tape_vol_used(vol) + bytes <= vol->capacity;
+        if (!taken && fits && vol->others_until > now) {
+            (*others)++;
+            continue;
+        }
         if (taken || vol->busy || vol->refused || vol->readonly || vol->full ||
             (vol->drive >= 0 && vol->drive != d->index) || tape_vol_used(vol) + bytes > vol->capacity)
             continue;
@@ -340,10 +353,45 @@ static void write_attention(tdrive_t *d, twrite_t *job, int v, const si_error_t 
     nanosleep(&ts, NULL);
 }
 
+/* Several instances share the library: the volume's lease asked of the
+ * writer before it is written (1 ours, 0 another instance's, -1 error).
+ * mu held; released while asking (the claim is a catalog statement). */
+static int claim_write_volume(tape_t *t, twrite_t *job, int v, si_error_t *err)
+{
+    if (!job->claims)
+        return 1;
+    char label[sizeof(t->vols[v].label)];
+    memcpy(label, t->vols[v].label, sizeof(label));
+    pthread_mutex_unlock(&t->mu);
+    pthread_mutex_lock(&t->claims_mu);
+    int rc = job->claims->claim(job->claims->arg, label, err);
+    pthread_mutex_unlock(&t->claims_mu);
+    pthread_mutex_lock(&t->mu);
+    if (rc == 0)
+        t->vols[v].others_until = si_mono_now() + ARCHIVE_CLAIM_POLL_S;
+    return rc;
+}
+
+/* A claimed volume the write no longer uses (full, refused, write
+ * protected): given back. mu held; released while giving it back. */
+static void unclaim_write_volume(tape_t *t, twrite_t *job, int v)
+{
+    if (!job->claims)
+        return;
+    char label[sizeof(t->vols[v].label)];
+    memcpy(label, t->vols[v].label, sizeof(label));
+    pthread_mutex_unlock(&t->mu);
+    pthread_mutex_lock(&t->claims_mu);
+    job->claims->unclaim(job->claims->arg, label);
+    pthread_mutex_unlock(&t->claims_mu);
+    pthread_mutex_lock(&t->mu);
+}
+
 void tape_run_write(tdrive_t *d, twrite_t *job)
 {
     tape_t *t = d->t;
     int attentions = 0;
+    double claim_until = si_mono_now() + ARCHIVE_CLAIM_WAIT_S;
     uint64_t bytes = 2 * TAR_BLOCK + FM_BYTES;
     for (size_t i = 0; i < job->n; i++) {
         tar_pax_member_t pm = {job->members[i].bucket, job->members[i].key, job->members[i].size,
@@ -352,24 +400,48 @@ void tape_run_write(tdrive_t *d, twrite_t *job)
         bytes += tar_member_bytes(&pm);
     }
     for (;;) {
-        int v = choose_write_volume(t, d, job, bytes);
+        int others = 0;
+        int v = choose_write_volume(t, d, job, bytes, &others);
+        if (v < 0 && others > 0 && si_mono_now() < claim_until) {
+            /* every cartridge with room is another instance's for now */
+            pthread_mutex_unlock(&t->mu);
+            si_sleep(ARCHIVE_CLAIM_POLL_S);
+            pthread_mutex_lock(&t->mu);
+            continue;
+        }
         if (v < 0) {
-            si_errnoprintf(&job->err, ENOSPC, "copy %d: no cartridge with %" PRIu64 " bytes of "
-                           "room (not full, write protected or refused, and not holding another "
-                           "copy)", job->copy, bytes);
+            if (others > 0)
+                si_errnoprintf(&job->err, EBUSY, "copy %d: the %d cartridges with %" PRIu64
+                               " bytes of room are held by other instances since %.0f s",
+                               job->copy, others, bytes, ARCHIVE_CLAIM_WAIT_S);
+            else
+                si_errnoprintf(&job->err, ENOSPC, "copy %d: no cartridge with %" PRIu64
+                               " bytes of room (not full, write protected or refused, and not "
+                               "holding another copy)", job->copy, bytes);
             job->rc = -1;
             return;
         }
         t->vols[v].busy = true;
         job->chosen[job->copy - 1] = v;
-        pthread_mutex_unlock(&t->mu);
         si_error_t err = {0};
+        int claimed = claim_write_volume(t, job, v, &err);
+        if (claimed != 1) {
+            t->vols[v].busy = false;
+            job->chosen[job->copy - 1] = -1;
+            if (claimed == 0)
+                continue; /* another instance's: another cartridge, or wait */
+            job->err = err;
+            job->rc = -1;
+            return;
+        }
+        pthread_mutex_unlock(&t->mu);
         int rc = write_copy(d, v, job, &err);
         int e = errno;
         if (rc < 0 && e == EAGAIN && attentions < d->io.retries) {
             write_attention(d, job, v, &err, ++attentions);
             pthread_mutex_lock(&t->mu);
             t->vols[v].busy = false;
+            unclaim_write_volume(t, job, v); /* asked again with the next try */
             job->chosen[job->copy - 1] = -1; /* this drive's own cartridge again */
             continue;
         }
@@ -381,16 +453,21 @@ void tape_run_write(tdrive_t *d, twrite_t *job)
             return;
         }
         si_log(t->log, SI_LOG_WARNING, "tape: archive write, copy %d: %s", job->copy, err.text);
+        if (e == EROFS)
+            t->vols[v].readonly = true;
+        else if (e == EBADF)
+            t->vols[v].refused = true;
+        /* this cartridge takes nothing of this write (its state set first:
+         * mu is released while the claim is given back) */
+        unclaim_write_volume(t, job, v);
         if (e == EROFS) {
             /* this cartridge, and another drive for the copy: a drive that
              * reports write protection on every cartridge would take them all */
-            t->vols[v].readonly = true;
             job->chosen[job->copy - 1] = -1;
             job->wp_drives |= UINT64_C(1) << d->index;
             job->taken = false;
             return;
         } else if (e == EBADF) {
-            t->vols[v].refused = true;
             snprintf(t->vols[v].why, sizeof(t->vols[v].why), "%s", err.text);
         } else if (e != ENOSPC) {
             if (tape_is_drive_fault(e)) {
