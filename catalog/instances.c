@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
+
 static const char SQL_INSTANCE_INSERT[] =
     "INSERT INTO instances(name, host, pid, started, heartbeat) VALUES (?1, ?2, ?3, ?4, ?4)"
     " ON CONFLICT(name) DO NOTHING";
@@ -421,15 +423,9 @@ int volume_hold(volume_holds_t *vh, catalog_t *cat, const char *label, double no
     int rc = 1;
     pthread_mutex_lock(&vh->mu);
     volume_hold_t *h = hold_find(vh, label);
-    if (!h && vh->n == vh->cap) {
-        size_t cap = vh->cap ? vh->cap * 2 : 16;
-        volume_hold_t *grown = realloc(vh->held, cap * sizeof(*grown));
-        if (!grown) {
-            rc = si_errnoprintf(err, ENOMEM, "out of memory");
-            goto out;
-        }
-        vh->held = grown;
-        vh->cap = cap;
+    if (!h && si_array_grow((void **)&vh->held, &vh->cap, vh->n + 1, sizeof(*vh->held)) < 0) {
+        rc = si_errnoprintf(err, ENOMEM, "out of memory");
+        goto out;
     }
     /* a new volume, or an idle one whose lease may have lapsed meanwhile (a
      * heartbeat that failed) and been taken; claimed under the lock, so
