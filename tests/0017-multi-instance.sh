@@ -18,6 +18,9 @@ N=3
 P=i               # the instances' names and directories: i1, i2, i3
 LEASE=1.5
 TIME_SCALE=0.004   # simulated seconds per second: mounts of a few ms
+# the first phase's robot moves take 0.4 s, so that the instances' first
+# mounts meet on the one robot they share
+ROBOT_MOVE_S=100
 stop_instance() {  # stop_instance I: TERM, as stop does
     local pid
     pid=$(cat "$TEST_DIR/$P$1/stageind.pid" 2>/dev/null)
@@ -50,6 +53,7 @@ stageind: { munge_socket = "$M/sock"; log_level = "info"; port = $port;
     instance = "$P$i"; lease_time = $LEASE; heartbeat_interval = 0.25; };
 cache: { dir = "$TEST_DIR/${P}cache"; };
 library: { volume_dir = "$TEST_DIR/${P}volumes"; drives = 2; time_scale = $TIME_SCALE; };
+tape: { robot_move_s = $ROBOT_MOVE_S; };
 archive: { poll_interval = 0.3; };
 s3: { enabled = true; port = $s3port; bind = "127.0.0.1"; secrets_file = "$S3_SECRETS";
     region = "$S3_REGION"; };
@@ -201,6 +205,17 @@ diag "recalls by instance: $by"
 ok $([ "$(echo "$by" | grep -o 'i[0-9]' | sort -u | wc -l)" -ge 2 ]; echo $?) \
     "the recalls were spread over the instances' drives ($by)"
 is "$(sql "SELECT count(*) FROM leases WHERE kind = 'object'")" 0 "no object lease left"
+# one library, one robot (library.robots = 1): the three instances' mounts
+# took turns on it, each move booked in the volumes' directory
+waited=0
+for i in $(seq $N); do
+    eval "port=\$PORT_$i"
+    w=$(curl -s "http://127.0.0.1:$port/metrics" | awk '$1 == "stagein_robot_wait_seconds_total" {print $2}')
+    waited=$(awk -v a="$waited" -v b="${w:-0}" 'BEGIN {print a + b}')
+done
+ok $(awk -v w="$waited" 'BEGIN {exit !(w > 0)}'; echo $?) \
+    "the instances' robot moves waited for one another's on the shared robot ($waited simulated s)"
+is "$(stat -c %a "$TEST_DIR/${P}volumes/robots" 2>&1)" 600 "the robots' booking file is private (0600)"
 
 # ---- any instance's S3 endpoint serves any cached object -------------------------------
 bad=""
@@ -232,6 +247,7 @@ is "$bad" "" "awscli GETs from each instance an object another instance recalled
 diag "$(date +%T) kill rounds"
 # slower drives from here on (each restart reads it): kills land mid-recall
 TIME_SCALE=0.1
+ROBOT_MOVE_S=12
 accepted=()
 kills=0
 declare -A killed_at

@@ -21,6 +21,7 @@
 #include "daemon/archive/backend.h"
 #include "daemon/archive/internal.h"
 #include "daemon/simlib/engine.h"
+#include "daemon/simlib/robot_ledger.h"
 #include "daemon/simlib/volume_fetch.h"
 #include "daemon/volume/volume.h"
 #include "common/array.h"
@@ -71,6 +72,7 @@ typedef struct {
     int checksum_retries;
     archive_recall_cb_t cb;
     si_log_t *log;             /* borrowed; may be NULL */
+    robot_ledger_t *shared_robots; /* several instances on this library, else NULL */
 
     /* the current engine, built from the volumes present when it started */
     simlib_t *lib;
@@ -962,7 +964,12 @@ static void sim_metrics(archive_backend_t *b, FILE *out)
                  "# TYPE stagein_robots gauge\nstagein_robots %d\n"
                  "# HELP stagein_robot_moves_total Cartridge moves by the robots (this engine).\n"
                  "# TYPE stagein_robot_moves_total counter\nstagein_robot_moves_total %" PRIu64
-                 "\n", s->base.robots, ls.robot_moves);
+                 "\n"
+                 "# HELP stagein_robot_wait_seconds_total Simulated seconds this engine's moves "
+                 "waited for other instances' moves (shared robots).\n"
+                 "# TYPE stagein_robot_wait_seconds_total counter\n"
+                 "stagein_robot_wait_seconds_total %.3f\n",
+            s->base.robots, ls.robot_moves, ls.robot_wait_s);
     fprintf(out, "# HELP stagein_drive_bytes_read_total Bytes each drive recalled.\n"
                  "# TYPE stagein_drive_bytes_read_total counter\n");
     pthread_mutex_lock(&s->mu);
@@ -991,6 +998,7 @@ static void sim_free(archive_backend_t *b)
     free(s->recalls);
     free(s->batches);
     simlib_config_free(&s->base);
+    robot_ledger_close(s->shared_robots);
     pthread_mutex_destroy(&s->engine_mu);
     pthread_mutex_destroy(&s->write_mu);
     pthread_mutex_destroy(&s->mu);
@@ -1088,6 +1096,17 @@ archive_backend_t *archive_sim_new(const archive_backend_opts_t *opts, si_error_
         return NULL;
     }
     tapevol_labels_free(labels, n);
+    /* Instances sharing the volumes share the library's robots too. */
+    if (si_conf_string(opts->conf, "stageind.instance", NULL)) {
+        char path[PATH_MAX + 8];
+        snprintf(path, sizeof(path), "%s/robots", s->dir);
+        if (!(s->shared_robots = robot_ledger_open(path, s->base.robots, err))) {
+            si_errprefix(err, "library");
+            sim_free(b);
+            return NULL;
+        }
+        s->base.shared_robots = s->shared_robots;
+    }
     if (n > 0) {
         pthread_mutex_lock(&s->engine_mu);
         int rc = engine_build(s, err);

@@ -15,6 +15,7 @@
 
 #include "daemon/simlib/clock.h"
 #include "common/array.h"
+#include "daemon/simlib/robot_ledger.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -97,12 +98,42 @@ static const simlib_fault_t *bad_region(const simlib_t *lib, int volume, uint64_
 
 /* ---- robots ------------------------------------------------------------------ */
 
+/* The robot for the next move: a working one this engine is not moving;
+ * with shared robots, the one free soonest for every instance, booked, and
+ * *wait how long (simulated seconds) its moves for others take first.
+ * -1: none. */
+static int robot_choose(simlib_t *lib, double *wait)
+{
+    *wait = 0;
+    int first = -1;
+    for (int r = 0; r < lib->cfg.robots; r++) {
+        lib->robot_usable[r] = !lib->robots[r].failed && !lib->robots[r].busy;
+        if (first < 0 && lib->robot_usable[r])
+            first = r;
+    }
+    if (first < 0 || !lib->cfg.shared_robots || !lib->clock.real)
+        return first;
+    int r;
+    double wait_s;
+    si_error_t err;
+    if (robot_ledger_book(lib->cfg.shared_robots, lib->robot_usable,
+                          lib->cfg.profile.robot_move_s * lib->clock.scale, &r, &wait_s,
+                          &err) < 0) {
+        lib->st.robot_ledger_errors++; /* the move goes ahead, unshared */
+        return first;
+    }
+    *wait = wait_s / lib->clock.scale;
+    return r;
+}
+
 static void robot_start_jobs(simlib_t *lib)
 {
-    for (int r = 0; r < lib->cfg.robots && lib->nrjobs > 0; r++) {
+    while (lib->nrjobs > 0) {
+        double wait;
+        int r = robot_choose(lib, &wait);
+        if (r < 0)
+            break;
         robot_t *rb = &lib->robots[r];
-        if (rb->failed || rb->busy)
-            continue;
         robot_job_t job = lib->rjobs[0];
         memmove(lib->rjobs, lib->rjobs + 1, (lib->nrjobs - 1) * sizeof(robot_job_t));
         lib->nrjobs--;
@@ -120,8 +151,9 @@ static void robot_start_jobs(simlib_t *lib)
         rb->drive = job.drive;
         rb->to_drive = job.to_drive;
         rb->volume = job.volume;
-        rb->busy_until = lib->now + lib->cfg.profile.robot_move_s;
+        rb->busy_until = lib->now + wait + lib->cfg.profile.robot_move_s;
         lib->st.robot_moves++;
+        lib->st.robot_wait_s += wait;
         engine_push_event(lib, rb->busy_until, EV_ROBOT, r, 0);
     }
 }

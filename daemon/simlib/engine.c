@@ -208,9 +208,11 @@ simlib_t *simlib_new(const simlib_config_t *cfg, const sched_policy_t *policy,
     lib->cfg.faults = malloc((cfg->nfaults + 1) * sizeof(simlib_fault_t));
     lib->drives = calloc((size_t)cfg->drives, sizeof(drive_t));
     lib->robots = calloc((size_t)cfg->robots, sizeof(robot_t));
+    lib->robot_usable = calloc((size_t)cfg->robots, sizeof(bool));
     lib->vols = calloc((size_t)cfg->nvolumes, sizeof(volstate_t));
     lib->unavailable = calloc((size_t)cfg->nvolumes, 1);
-    if (!lib->cfg.volumes || !lib->cfg.faults || !lib->drives || !lib->robots || !lib->vols ||
+    if (!lib->cfg.volumes || !lib->cfg.faults || !lib->drives || !lib->robots || !lib->robot_usable ||
+        !lib->vols ||
         !lib->unavailable) {
         si_errprintf(err, "out of memory");
         goto error;
@@ -275,6 +277,7 @@ error:
     free(lib->cfg.faults);
     free(lib->drives);
     free(lib->robots);
+    free(lib->robot_usable);
     free(lib->vols);
     free(lib->unavailable);
     free(lib);
@@ -299,6 +302,7 @@ void simlib_free(simlib_t *lib)
     free(lib->cfg.faults);
     free(lib->drives);
     free(lib->robots);
+    free(lib->robot_usable);
     free(lib->vols);
     free(lib->unavailable);
     free(lib->heap);

@@ -69,6 +69,9 @@ typedef struct {
     simlib_volume_t *volumes;   /* owned by the config */
     size_t nfaults;
     simlib_fault_t *faults;     /* owned by the config */
+    /* Real time, optional (not owned): the robots are another library's
+     * too, shared with other instances' engines (robot_ledger.h). */
+    struct robot_ledger *shared_robots;
 } simlib_config_t;
 
 /* Group "library" (M's daemon/volume adds library.volume_dir). */
@@ -179,6 +182,8 @@ typedef struct {
     uint64_t reads, read_failures, objects_failed;
     uint64_t bytes_read;      /* requested bytes delivered */
     uint64_t mounts, robot_moves;
+    double robot_wait_s;      /* moves waiting for another instance's (shared_robots) */
+    uint64_t robot_ledger_errors; /* bookings that failed: those moves went unshared */
     double locate_s;          /* positioning: locates and reading through gaps */
     double read_s;
     double sched_cpu_s;       /* CPU seconds spent in scheduler decisions */

@@ -119,6 +119,7 @@ struct simlib {
     drive_t *drives;
     transfer_worker_t *workers; /* real-time mode with a fetch callback, else NULL */
     robot_t *robots;
+    bool *robot_usable;       /* scratch of robot_choose, one per robot */
     volstate_t *vols;
     uint8_t *unavailable;
 
