@@ -17,85 +17,16 @@ KILLS=${KILLS:-20}
 LEASE=1.0
 
 skip_all() { echo "1..0 # SKIP $1"; exit 0; }
-stop_all() { for n in 1 2 3; do stop_instance "$n"; done; }
-trap 'stop_all; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
+trap 'type stop_all >/dev/null 2>&1 && stop_all; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
 unset PGPASSFILE
 # three instances hold more connections than pg-lib's 40
 PG_LIB_MAX_CONNECTIONS=200 pg_lib_setup "$TEST_DIR" skip_all
-
-S3_KEY=STAGEINS3TESTKEY0018
-S3_SECRET=$(head -c 30 /dev/urandom | base64 | tr -d '/+=' | head -c 40)
-printf '# access key, secret, uid, gid\n%s %s 0 0\n' "$S3_KEY" "$S3_SECRET" > "$TEST_DIR/s3.secrets"
-chmod 600 "$TEST_DIR/s3.secrets"
-CACHE=$TEST_DIR/cache
-
-# conf_instance N CAPACITY: instance N's stagein.conf (its own state and
-# library, the shared catalog and cache directory)
-conf_instance() {
-    local n=$1
-    cat > "$TEST_DIR/i$n.conf" <<CONF
-state_dir = "$TEST_DIR/i$n";
-catalog: { url = "$(cat "$TEST_DIR/pg-url")"; password_file = "$TEST_DIR/pg-password";
-    site = "t0018"; };
-stageind: { munge_socket = "$M/sock"; log_level = "info"; instance = "i$n";
-    lease_time = $LEASE; heartbeat_interval = 0.25; };
-cache: { dir = "$CACHE"; capacity = $2; };
-push: { copies = 1; aggregate_window = 0.1; aggregate_bytes = 1500000; };
-library: { time_scale = 0.02; };
-s3: { enabled = true; port = $(cat "$TEST_DIR/s3port.$n"); bind = "127.0.0.1";
-    secrets_file = "$TEST_DIR/s3.secrets"; region = "us-east-1"; };
-CONF
-}
-as_instance() { local n=$1; shift; STAGEIN_CONF=$TEST_DIR/i$n.conf "$@"; }
-pid_of() { cat "$TEST_DIR/i$1/stageind.pid" 2>/dev/null; }
-port_of() { cat "$TEST_DIR/port.$1"; }
-start_instance() {
-    local n=$1
-    free_port > "$TEST_DIR/port.$n"  # a new port: the old one may linger in TIME_WAIT
-    as_instance "$n" "$STAGEIND" -d "$TEST_DIR/i$n" -p "$(port_of "$n")" -S "$TEST_DIR/i$n.sock" \
-        -l "$TEST_DIR/i$n.log" || return 1
-    track_pid "$(pid_of "$n")"
-}
-stop_instance() {
-    local pid
-    pid=$(pid_of "$1")
-    [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || return 0
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-}
-# the catalog through psql (a process per query costs little: the loop polls)
-printf '*:*:*:stagein:%s\n' "$(cat "$TEST_DIR/pg-password")" > "$TEST_DIR/pgpass"
-chmod 600 "$TEST_DIR/pgpass"
-PSQL=$(pg_lib_bin)/psql
-[ -x "$PSQL" ] || PSQL=psql
-sql() { PGPASSFILE=$TEST_DIR/pgpass "$PSQL" -X -A -t -q "$(cat "$TEST_DIR/pg-url")" -c "$1"; }
-# push_to N DATASET KEY FILE: status code; body in $TEST_DIR/body.N
-push_to() {
-    curl -s -o "$TEST_DIR/body.$1" -w '%{http_code}' --max-time 20 -X POST \
-        -H "X-Stagein-Munge: $(cred)" -H 'Content-Type: application/octet-stream' \
-        -H "X-Stagein-Checksum: sha256:$(sha256sum < "$4" | cut -d' ' -f1)" \
-        --data-binary "@$4" "http://127.0.0.1:$(port_of "$1")/api/v1/push?dataset=$2&key=$3" \
-        2>/dev/null
-}
-# s3_get N BUCKET/KEY OUT: GET through instance N's S3 endpoint
-s3_get() {
-    curl -s -f -o "$3" --max-time 20 --aws-sigv4 "aws:amz:us-east-1:s3" \
-        --user "$S3_KEY:$S3_SECRET" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
-        "http://127.0.0.1:$(cat "$TEST_DIR/s3port.$1")/$2"
-}
-# wait_state SQL WANT SECONDS: polls until SQL's answer is WANT; prints it
-wait_state() {
-    local got=""
-    for _ in $(seq $(($3 * 5))); do
-        got=$(sql "$1")
-        [ "$got" = "$2" ] && break
-        sleep 0.2
-    done
-    echo "$got"
-}
+INSTANCES_SITE=t0018
+INSTANCES_CONF='push: { copies = 1; aggregate_window = 0.1; aggregate_bytes = 1500000; };
+library: { time_scale = 0.02; };'
+. "$top_srcdir/tests/instances-lib.sh"
 
 for n in 1 2 3; do
-    free_port > "$TEST_DIR/s3port.$n"
-    mkdir -p "$TEST_DIR/i$n"
     conf_instance "$n" 24000000
     for v in 1 2; do
         as_instance "$n" "$STAGEIN" tape create "$(printf 'I%d%04d' "$n" "$v")" \
@@ -149,22 +80,7 @@ for n in 1 2 3; do start_instance "$n" && started=$((started + 1)); done
 is "$started" 3 "the three instances restart with a larger cache"
 ACKED=$TEST_DIR/acked   # "pushId dataset/key file instance" for every 202
 : > "$ACKED"
-pusher() {
-    local n=$1 i=0 code name
-    while :; do
-        i=$((i + 1))
-        name=k$n-$i
-        head -c $(((RANDOM * 9 + i) % 300000 + 1)) /dev/urandom > "$TEST_DIR/src.$name"
-        code=$(push_to "$n" "kill-$n" "$name" "$TEST_DIR/src.$name")
-        if [ "$code" = 202 ]; then
-            echo "$(json "$TEST_DIR/body.$n" 'j["pushId"]') kill-$n/$name $name $n" >> "$ACKED"
-        else
-            rm -f "$TEST_DIR/src.$name"
-            sleep 0.1
-        fi
-    done
-}
-for n in 1 2 3; do pusher "$n" & track_pid $!; done
+for n in 1 2 3; do pusher "$n" kill & track_pid $!; done
 PUSHERS=$(jobs -p)
 
 kills=0 restarts=0 mid_archive=0
