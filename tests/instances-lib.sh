@@ -30,9 +30,12 @@ CONF
 as_instance() { local n=$1; shift; STAGEIN_CONF=$TEST_DIR/i$n.conf "$@"; }
 pid_of() { cat "$TEST_DIR/i$1/stageind.pid" 2>/dev/null; }
 port_of() { cat "$TEST_DIR/port.$1"; }
+# start_instance N: on a new port each time (a killed instance's connections
+# may linger), or on its first one with INSTANCES_KEEP_PORTS=1 (clients that
+# were given every endpoint at the start: the SPANK plugin's endpoint=a,b,c)
 start_instance() {
     local n=$1
-    free_port > "$TEST_DIR/port.$n"  # a new port: the old one may linger in TIME_WAIT
+    [ -n "${INSTANCES_KEEP_PORTS:-}" ] && [ -s "$TEST_DIR/port.$n" ] || free_port > "$TEST_DIR/port.$n"
     as_instance "$n" "$STAGEIND" -d "$TEST_DIR/i$n" -p "$(port_of "$n")" -S "$TEST_DIR/i$n.sock" \
         -l "$TEST_DIR/i$n.log" || return 1
     track_pid "$(pid_of "$n")"
