@@ -353,15 +353,21 @@ int main(int argc, char **argv)
     push_conf_t pushc;
     if (push_conf_from(conf, &pushc, &err) < 0)
         goto error;
+    /* several instances: one session key and one multipart area for the
+     * site, in the cache directory they share, so that credentials handed
+     * out by one instance and uploads begun at one are good at any other */
+    const char *shared_dir = cc.instance[0] ? cc.dir : NULL;
     char session_key[PATH_MAX + 32];
-    snprintf(session_key, sizeof(session_key), "%s/s3-session.key", s.state_dir);
+    snprintf(session_key, sizeof(session_key), "%s/s3-session.key",
+             shared_dir ? shared_dir : s.state_dir);
     if (!(sessions = si_session_keys_open(session_key, &err)))
         goto error;
     if (!(tokens = token_gate_new())) {
         si_errprintf(&err, "out of memory");
         goto error;
     }
-    s3_opts_t so = {.tokens = tokens, .catalog = &catalog_opts, .state_dir = s.state_dir, .cache = cache,
+    s3_opts_t so = {.tokens = tokens, .catalog = &catalog_opts, .state_dir = s.state_dir,
+                    .shared_dir = shared_dir, .cache = cache,
                     .push = push, .push_bucket = pushc.bucket, .sessions = sessions,
                     .pin_lifetime_max = s.pin_lifetime_max,
                     .sitename = s.sitename, .control_port = s.port > 0 ? s.port : 0,

@@ -1,8 +1,9 @@
 # Helpers for tests of several stageind instances i1..i3 on one private
 # PostgreSQL catalog (pg-lib.sh, set up by the caller first) and one cache
-# directory. The caller sets LEASE, and INSTANCES_SITE (the catalog's site)
-# and INSTANCES_CONF (the rest of each instance's configuration: push,
-# library) before conf_instance; sources lib.sh, pg-lib.sh and recall-lib.sh.
+# directory. The caller sets LEASE, and INSTANCES_SITE (the catalog's site),
+# INSTANCES_CONF (the rest of each instance's configuration: push, library)
+# and INSTANCES_S3 (more settings of the s3 group) before conf_instance;
+# sources lib.sh, pg-lib.sh and recall-lib.sh (or s3-lib.sh) first.
 S3_KEY=STAGEINS3TESTKEY${INSTANCES_SITE#t}
 S3_SECRET=$(head -c 30 /dev/urandom | base64 | tr -d '/+=' | head -c 40)
 printf '# access key, secret, uid, gid\n%s %s 0 0\n' "$S3_KEY" "$S3_SECRET" > "$TEST_DIR/s3.secrets"
@@ -23,7 +24,7 @@ stageind: { munge_socket = "$M/sock"; log_level = "info"; instance = "i$n";
     lease_time = $LEASE; heartbeat_interval = 0.25; };
 cache: { dir = "$CACHE"; capacity = $2; };
 s3: { enabled = true; port = $(cat "$TEST_DIR/s3port.$n"); bind = "127.0.0.1";
-    secrets_file = "$TEST_DIR/s3.secrets"; region = "us-east-1"; };
+    secrets_file = "$TEST_DIR/s3.secrets"; region = "us-east-1"; ${INSTANCES_S3:-} };
 $INSTANCES_CONF
 CONF
 }

@@ -11,6 +11,8 @@
  *   tmp/<instance>/<id>.<pid>.<n>             ... by one of several instances
  *   lock                                      flock: one process per cache, or
  *                                             (shared) the instances of a site
+ *   s3-multipart/, s3-session.key             (shared) the S3 endpoints' uploads in
+ *                                             progress and session key (daemon/s3)
  *
  * Several instances (cache_conf_t.instance set) share one directory on a
  * file system they all see: pins, residency and eviction are the catalog's

@@ -59,7 +59,7 @@ struct s3_server {
     push_t *push;
     char push_bucket[SI_BUCKET_MAX + 1];
     char port_file[PATH_MAX];
-    char multipart_dir[PATH_MAX];    /* <state_dir>/s3-multipart; "": no multipart */
+    char multipart_dir[PATH_MAX];    /* <state_dir or shared_dir>/s3-multipart; "": none */
     si_log_t *log;
     /* the listener: a few event threads serving every connection, the
      * slow-header and slow-body guards (daemon/http/listener.h) */

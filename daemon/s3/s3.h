@@ -88,6 +88,9 @@ typedef struct {
     s3_conf_t conf;
     const catalog_open_opts_t *catalog; /* the server opens connections of its own */
     const char *state_dir;       /* s3.port is written there */
+    const char *shared_dir;      /* several instances (stageind.instance): their shared
+                                  * cache.dir, where multipart uploads in progress live,
+                                  * so that any instance takes any part; NULL: state_dir */
     cache_t *cache;              /* shared with the recall and push services */
     push_t *push;                /* archive buckets; NULL: none */
     const char *push_bucket;     /* push.bucket: where archive buckets' objects live */

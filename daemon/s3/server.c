@@ -778,7 +778,7 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     if (opts->state_dir) {
         snprintf(s->port_file, sizeof(s->port_file), "%s/s3.port", opts->state_dir);
         snprintf(s->multipart_dir, sizeof(s->multipart_dir), "%s/s3-multipart",
-                 opts->state_dir);
+                 opts->shared_dir ? opts->shared_dir : opts->state_dir);
     }
 
     if (!(s->groups = si_groups_new(S3_GROUPS_TTL_S))) {
