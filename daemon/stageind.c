@@ -332,6 +332,13 @@ int main(int argc, char **argv)
     if (s.shared) {
         snprintf(cc.instance, sizeof(cc.instance), "%s", s.instance);
         cc.lease_s = s.lease_time;
+        /* one token signing key for the site, beside the shared cache: a
+         * token one instance hands out is good at every instance */
+        if (snprintf(s.token_key, sizeof(s.token_key), "%s/token.key", cc.dir) >=
+            (int)sizeof(s.token_key)) {
+            si_errprintf(&err, "cache.dir '%s': too long a path", cc.dir);
+            goto error;
+        }
     }
     if (
         !(cache_cat = catalog_open_opts(&catalog_opts, &err)) ||

@@ -2,9 +2,9 @@
 # S3 clients against a site of three stageind instances (one PostgreSQL
 # catalog, a private server; one cache directory), the way a load balancer
 # or DNS round robin spreads them: session credentials handed out by one
-# instance are good at the others; awscli's multipart copy through one
-# instance reads back through another; a multipart upload begun at one
-# instance takes parts at the other two, lists them anywhere, completes at
+# instance are good at the others, and so is a token one instance signs;
+# awscli's multipart copy through one instance reads back through another;
+# a multipart upload begun at one instance takes parts at the other two, lists them anywhere, completes at
 # the third; an upload aborted at one instance is gone at all; rclone copies
 # through one and checks through another; s3cmd lists through the third.
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
@@ -67,6 +67,18 @@ for n in 1 2 3; do
         same_bytes "$OUT/p1.$n" "$SRC/p1" || { bad+="i$n "; sed 's/^/# /' "$OUT/err.$n" | head -2; }
 done
 is "$bad" "" "awscli with them reads data/p1 through each of the three instances"
+
+# ---- a bearer token stageind signs, from one instance, read with at the others ------------
+tok=$("$STAGEIN" token --endpoint "http://127.0.0.1:$(port_of 1)" --scope "storage.read:/data" \
+    --lifetime 10m 2>"$OUT/err")
+ok $? "instance 1 signs a token (stagein token)"
+bad=""
+for n in 2 3; do
+    curl -s -f -o "$OUT/t.$n" -H "Authorization: Bearer $tok" \
+        "http://127.0.0.1:$(cat "$TEST_DIR/s3port.$n")/data/p1" && same_bytes "$OUT/t.$n" "$SRC/p1" ||
+        bad+="i$n "
+done
+is "$bad" "" "a GET with it reads data/p1 through instances 2 and 3"
 
 # ---- awscli: a multipart copy through one instance, read back through another ---------------
 head -c 17000000 /dev/urandom > "$SRC/big"

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -652,50 +653,73 @@ char *token_sign(EVP_PKEY *key, const char *issuer, uid_t uid, gid_t gid, const 
     return jwt;
 }
 
-EVP_PKEY *token_key_load(const char *path, si_error_t *err)
+/* The key at path, or -1 (err set) when it is unreadable or not an EC key;
+ * 0 when there is none. */
+static int key_read(const char *path, EVP_PKEY **key, si_error_t *err)
 {
     struct stat st;
-    EVP_PKEY *key = NULL;
-    if (stat(path, &st) == 0) {
-        if (st.st_mode & 077) {
-            si_errprintf(err, "%s is readable by others (mode %04o): the token signing key must"
-                              " be 0600", path, (unsigned)(st.st_mode & 07777));
-            return NULL;
-        }
-        FILE *f = fopen(path, "r");
-        key = f ? PEM_read_PrivateKey(f, NULL, NULL, NULL) : NULL;
-        if (f)
-            fclose(f);
-        if (!key || EVP_PKEY_get_base_id(key) != EVP_PKEY_EC) {
-            EVP_PKEY_free(key);
-            si_errprintf(err, "%s is not an EC private key in PEM", path);
-            return NULL;
-        }
-        return key;
+    *key = NULL;
+    if (stat(path, &st) < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return si_errprintf(err, "cannot read %s: %s", path, strerror(errno));
     }
-    if (errno != ENOENT) {
-        si_errprintf(err, "cannot read %s: %s", path, strerror(errno));
-        return NULL;
+    if (st.st_mode & 077)
+        return si_errprintf(err, "%s is readable by others (mode %04o): the token signing key must"
+                                 " be 0600", path, (unsigned)(st.st_mode & 07777));
+    FILE *f = fopen(path, "r");
+    *key = f ? PEM_read_PrivateKey(f, NULL, NULL, NULL) : NULL;
+    if (f)
+        fclose(f);
+    if (!*key || EVP_PKEY_get_base_id(*key) != EVP_PKEY_EC) {
+        EVP_PKEY_free(*key);
+        *key = NULL;
+        return si_errprintf(err, "%s is not an EC private key in PEM", path);
     }
-    if (!(key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256"))) {
-        si_errprintf(err, "cannot make a token signing key");
-        return NULL;
-    }
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    return 1;
+}
+
+/* A new key written whole to a temporary file, then linked to path: 1 made,
+ * 0 another process made one first (several instances starting on one
+ * shared key), -1 error. */
+static int key_create(const char *path, EVP_PKEY **key, si_error_t *err)
+{
+    char tmp[PATH_MAX + 32];
+    if (snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof(tmp))
+        return si_errprintf(err, "%s: too long a path", path);
+    if (!(*key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256")))
+        return si_errprintf(err, "cannot make a token signing key");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    bool ok = f && PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL) == 1;
+    bool ok = f && PEM_write_PrivateKey(f, *key, NULL, NULL, 0, NULL, NULL) == 1;
     ok = f && fflush(f) == 0 && fsync(fileno(f)) == 0 && ok;
     if (f)
         fclose(f);
     else if (fd >= 0)
         close(fd);
-    if (!ok) {
+    int rc = ok && link(tmp, path) == 0 ? 1 : ok && errno == EEXIST ? 0 : -1;
+    if (rc < 0)
         si_errprintf(err, "cannot write the token signing key %s: %s", path, strerror(errno));
-        unlink(path);
-        EVP_PKEY_free(key);
-        return NULL;
+    unlink(tmp);
+    if (rc <= 0) {
+        EVP_PKEY_free(*key);
+        *key = NULL;
     }
-    return key;
+    return rc;
+}
+
+EVP_PKEY *token_key_load(const char *path, si_error_t *err)
+{
+    EVP_PKEY *key = NULL;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int rc = key_read(path, &key, err);
+        if (rc != 0)
+            return rc > 0 ? key : NULL;
+        if ((rc = key_create(path, &key, err)) != 0)
+            return rc > 0 ? key : NULL;
+    }
+    si_errprintf(err, "%s: made and gone again at once", path);
+    return NULL;
 }
 
 char *token_key_public_pem(EVP_PKEY *key, si_error_t *err)

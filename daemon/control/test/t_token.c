@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <openssl/bn.h>
@@ -245,6 +246,47 @@ int main(void)
     ok(!token_key_load(keyfile, &err) && strstr(err.text, "0600"), "a key readable by others"
        " refused: %s", err.text);
     chmod(keyfile, 0600);
+    /* instances sharing one key start at once: 8 processes load a key not
+     * made yet; every one ends with the one key linked in place */
+    char shared[160];
+    snprintf(shared, sizeof(shared), "%s/shared.key", dir);
+    int failed = 0;
+    pid_t kids[8];
+    for (int i = 0; i < 8; i++)
+        if ((kids[i] = fork()) == 0) {
+            EVP_PKEY *k = token_key_load(shared, &err);
+            char *pem = k ? token_key_public_pem(k, &err) : NULL;
+            char out[200];
+            snprintf(out, sizeof(out), "%s/pub.%d", dir, i);
+            FILE *pub = pem ? fopen(out, "w") : NULL;
+            if (pub)
+                fputs(pem, pub), fclose(pub);
+            _exit(pub ? 0 : 1);
+        }
+    for (int i = 0; i < 8; i++) {
+        int ws = 0;
+        waitpid(kids[i], &ws, 0);
+        failed += !WIFEXITED(ws) || WEXITSTATUS(ws) != 0;
+    }
+    EVP_PKEY *sk = token_key_load(shared, &err);
+    char *spem = sk ? token_key_public_pem(sk, &err) : NULL;
+    int same = 0;
+    for (int i = 0; i < 8 && spem; i++) {
+        char in[200], got[1024] = "";
+        snprintf(in, sizeof(in), "%s/pub.%d", dir, i);
+        FILE *g = fopen(in, "r");
+        size_t n = g ? fread(got, 1, sizeof(got) - 1, g) : 0;
+        if (g)
+            fclose(g);
+        got[n] = '\0';
+        same += strcmp(got, spem) == 0;
+        unlink(in);
+    }
+    ok(failed == 0 && same == 8, "8 processes making one key at once: all have the same key (%d of 8)",
+       same);
+    free(spem);
+    EVP_PKEY_free(sk);
+    unlink(shared);
     f = fopen(map, "w");
     fprintf(f, "https://idp.test alice 1000 100\n");
     fclose(f);
