@@ -87,10 +87,7 @@ static void cleanup(void)
             waitpid(g_daemons[i], NULL, 0);
         }
     if (g_base[0]) {
-        char cmd[PATH_MAX + 16];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_base);
-        if (system(cmd) != 0)
-            fprintf(stderr, "backends: could not remove %s\n", g_base);
+        bench_remove_tree("backends", g_base);
     }
 }
 
@@ -434,10 +431,7 @@ static void run_hsm(const char *base, const char *root, set_t *sets, result_t *r
         res[s].staged_s = staged_around_durable(&d, &sets[s], &res[s].durable_s, &res[s].cpu_s);
     }
     daemon_stop(&d);
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d.dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "backends: could not remove %s\n", d.dir);
+    bench_remove_tree("backends", d.dir);
 }
 
 static void run_s3(const char *base, const char *root, set_t *sets, result_t *res)
@@ -509,10 +503,8 @@ static void run_s3(const char *base, const char *root, set_t *sets, result_t *re
     daemon_stop(&b);
     daemon_stop(&up);
     si_s3_free(s3);
-    char cmd[2 * PATH_MAX + 32];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", b.dir, up.dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "backends: could not remove %s, %s\n", b.dir, up.dir);
+    bench_remove_tree("backends", b.dir);
+    bench_remove_tree("backends", up.dir);
 }
 
 /* ---- report ------------------------------------------------------------------------------ */
