@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/array.h"
 #include "daemon/simlib/workload.h"
 
 #define MB 1000000ULL
@@ -144,25 +145,12 @@ static int add_request(gen_t *g, uint64_t id, double at, int priority, double de
                        const size_t *files, size_t n)
 {
     workload_t *w = g->w;
-    workload_request_t *rq;
-    if (w->nrequests + 1 > g->cap_requests) {
-        g->cap_requests = g->cap_requests ? g->cap_requests * 2 : 64;
-        rq = realloc(w->requests, g->cap_requests * sizeof(*rq));
-        if (!rq)
-            return si_errprintf(g->err, "out of memory");
-        w->requests = rq;
-    }
-    if (w->nreq_files + n > g->cap_req_files) {
-        size_t c = g->cap_req_files ? g->cap_req_files : 1024;
-        while (c < w->nreq_files + n)
-            c *= 2;
-        size_t *f = realloc(w->req_files, c * sizeof(size_t));
-        if (!f)
-            return si_errprintf(g->err, "out of memory");
-        w->req_files = f;
-        g->cap_req_files = c;
-    }
-    rq = &w->requests[w->nrequests++];
+    if (si_array_grow((void **)&w->requests, &g->cap_requests, w->nrequests + 1,
+                      sizeof(*w->requests)) < 0 ||
+        si_array_grow((void **)&w->req_files, &g->cap_req_files, w->nreq_files + n,
+                      sizeof(*w->req_files)) < 0)
+        return si_errprintf(g->err, "out of memory");
+    workload_request_t *rq = &w->requests[w->nrequests++];
     memset(rq, 0, sizeof(*rq));
     rq->req.id = id;
     rq->req.priority = priority;
