@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "common/text.h"
 
 /* A cell keeps the type it was set with; the column kind only chooses how
@@ -65,14 +66,10 @@ void si_table_free(si_table_t *t)
 
 int si_table_row(si_table_t *t)
 {
-    if (t->nrows == t->cap_rows) {
-        size_t cap = t->cap_rows ? t->cap_rows * 2 : 16;
-        cell_t *c = realloc(t->cells, cap * t->ncolumns * sizeof(*c));
-        if (!c)
-            return -1;
-        t->cells = c;
-        t->cap_rows = cap;
-    }
+    /* a row of ncolumns cells is the array's element */
+    if (si_array_grow((void **)&t->cells, &t->cap_rows, t->nrows + 1,
+                      t->ncolumns * sizeof(*t->cells)) < 0)
+        return -1;
     memset(&t->cells[t->nrows * t->ncolumns], 0, t->ncolumns * sizeof(cell_t));
     t->nrows++;
     t->next_col = 0;

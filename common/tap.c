@@ -1,6 +1,8 @@
 #include "config.h"
 #include "common/tap.h"
 
+#include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -126,4 +128,20 @@ void tap_fill_pattern(unsigned char *buf, size_t len, unsigned seed)
         x ^= x << 5;
         buf[i] = (unsigned char)x;
     }
+}
+
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)type;
+    (void)ftw;
+    if (remove(path) != 0)
+        diag("could not remove %s: %s", path, strerror(errno));
+    return 0;
+}
+
+void tap_remove_tree(const char *path)
+{
+    if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        diag("could not remove %s: %s", path, strerror(errno));
 }

@@ -24,6 +24,9 @@ int done_testing(void);
 /* Fills buf with a reproducible pseudo-random pattern (xorshift) of seed:
  * test data whose bytes differ from one offset to the next. */
 void tap_fill_pattern(unsigned char *buf, size_t len, unsigned seed);
+/* Removes a test's directory and everything below it (links not
+ * followed); what cannot be removed is named in a diag line. */
+void tap_remove_tree(const char *path);
 
 #define ok(cond, ...) ok_at(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 #define is_str(got, want, ...) is_str_at((got), (want), __FILE__, __LINE__, __VA_ARGS__)

@@ -55,19 +55,29 @@ static int wait_status(pid_t pid, double deadline, int *status)
     }
 }
 
-int run_command(const run_as_t *as, char *const argv[], char *out, size_t size,
-                si_error_t *err)
+/* A pipe (close-on-exec) and a fork: 0 in the child, the child's pid in
+ * the parent, or -1 with err "cannot VERB PROG: ..." and no pipe left. */
+static pid_t fork_with_pipe(int fds[2], const char *verb, const char *prog, si_error_t *err)
 {
-    int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
-        return si_errnoprintf(err, errno, "cannot run %s: pipe: %s", argv[0], strerror(errno));
+        return si_errnoprintf(err, errno, "cannot %s %s: pipe: %s", verb, prog, strerror(errno));
     pid_t pid = fork();
     if (pid < 0) {
         int saved = errno;
         close(fds[0]);
         close(fds[1]);
-        return si_errnoprintf(err, saved, "cannot run %s: fork: %s", argv[0], strerror(saved));
+        return si_errnoprintf(err, saved, "cannot %s %s: fork: %s", verb, prog, strerror(saved));
     }
+    return pid;
+}
+
+int run_command(const run_as_t *as, char *const argv[], char *out, size_t size,
+                si_error_t *err)
+{
+    int fds[2];
+    pid_t pid = fork_with_pipe(fds, "run", argv[0], err);
+    if (pid < 0)
+        return -1;
     if (pid == 0) {
         int null = open("/dev/null", O_RDONLY);
         if (null < 0 || dup2(null, 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[1], 2) < 0)
@@ -128,15 +138,9 @@ int run_detached(const run_as_t *as, char *const argv[], const char *log_path, p
      * child, which exits at once so the command belongs to init, not to
      * the (short-lived) prolog. */
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) < 0)
-        return si_errnoprintf(err, errno, "cannot start %s: pipe: %s", argv[0], strerror(errno));
-    pid_t mid = fork();
-    if (mid < 0) {
-        int saved = errno;
-        close(fds[0]);
-        close(fds[1]);
-        return si_errnoprintf(err, saved, "cannot start %s: fork: %s", argv[0], strerror(saved));
-    }
+    pid_t mid = fork_with_pipe(fds, "start", argv[0], err);
+    if (mid < 0)
+        return -1;
     if (mid == 0) {
         close(fds[0]);
         if (setsid() < 0)

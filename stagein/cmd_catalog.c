@@ -62,13 +62,35 @@ static int show(cli_t *cli, si_table_t *t, const si_error_t *err, bool json)
 typedef si_table_t *(*view0_fn)(catalog_t *, si_error_t *);
 typedef si_table_t *(*view1_fn)(catalog_t *, const char *, si_error_t *);
 
-/* A view with zero or one argument over a read-only catalog. */
-static int run_view(cli_t *cli, int argc, char **argv, const char *usage, view0_fn v0,
-                    view1_fn v1)
+/* The views with zero arguments (v0) or one (v1, named by usage). */
+static const struct {
+    const char *name, *usage;
+    view0_fn v0;
+    view1_fn v1;
+} views[] = {
+    {"datasets", "", catalog_view_datasets, NULL},
+    {"where", "DATASET", NULL, catalog_view_dataset_volumes},
+    {"volume", "LABEL", NULL, catalog_view_volume_datasets},
+    {"volumes", "", catalog_view_volumes, NULL},
+    {"object", "BUCKET/KEY", NULL, catalog_view_object},
+    {"cache", "", catalog_view_cache, NULL},
+    {"sql", "\"SELECT ...\"", NULL, catalog_view_sql},
+};
+
+/* The view argv[0] names (cmd_catalog routes only those) over a read-only
+ * catalog. */
+static int cmd_view(cli_t *cli, int argc, char **argv)
 {
+    size_t i = 0, n = sizeof(views) / sizeof(views[0]);
+    while (i < n && strcmp(views[i].name, argv[0]) != 0)
+        i++;
+    if (i == n)
+        return cli_fail(cli, "catalog %s is not a view", argv[0]);
+    view0_fn v0 = views[i].v0;
+    view1_fn v1 = views[i].v1;
     view_opts_t o;
     char **pos;
-    int rc = view_args(cli, argc, argv, v1 ? 1 : 0, usage, &o, &pos);
+    int rc = view_args(cli, argc, argv, v1 ? 1 : 0, views[i].usage, &o, &pos);
     if (rc >= 0)
         return rc;
     si_error_t err;
@@ -79,41 +101,6 @@ static int run_view(cli_t *cli, int argc, char **argv, const char *usage, view0_
     rc = show(cli, t, &err, o.json);
     catalog_close(cat);
     return rc;
-}
-
-static int cmd_datasets(cli_t *cli, int argc, char **argv)
-{
-    return run_view(cli, argc, argv, "", catalog_view_datasets, NULL);
-}
-
-static int cmd_where(cli_t *cli, int argc, char **argv)
-{
-    return run_view(cli, argc, argv, "DATASET", NULL, catalog_view_dataset_volumes);
-}
-
-static int cmd_volume(cli_t *cli, int argc, char **argv)
-{
-    return run_view(cli, argc, argv, "LABEL", NULL, catalog_view_volume_datasets);
-}
-
-static int cmd_volumes(cli_t *cli, int argc, char **argv)
-{
-    return run_view(cli, argc, argv, "", catalog_view_volumes, NULL);
-}
-
-static int cmd_object(cli_t *cli, int argc, char **argv)
-{
-    return run_view(cli, argc, argv, "BUCKET/KEY", NULL, catalog_view_object);
-}
-
-static int cmd_cache(cli_t *cli, int argc, char **argv)
-{
-    return run_view(cli, argc, argv, "", catalog_view_cache, NULL);
-}
-
-static int cmd_sql(cli_t *cli, int argc, char **argv)
-{
-    return run_view(cli, argc, argv, "\"SELECT ...\"", NULL, catalog_view_sql);
 }
 
 static int cmd_plan(cli_t *cli, int argc, char **argv)
@@ -458,15 +445,15 @@ int cmd_catalog(cli_t *cli, int argc, char **argv)
         {"import", cmd_import, "import tape positions (CSV, JSON lines, LTFS index) or an S3 "
                                "archive's listing (--from-s3)"},
         {"define", cmd_define, "define a dataset from a manifest"},
-        {"datasets", cmd_datasets, "datasets: size, objects, volumes spanned, % in cache"},
-        {"where", cmd_where, "where a dataset lives, per volume"},
-        {"volume", cmd_volume, "which datasets touch a volume"},
-        {"volumes", cmd_volumes, "volumes: state, capacity, copies"},
-        {"object", cmd_object, "look up an object: copies, positions, cache"},
+        {"datasets", cmd_view, "datasets: size, objects, volumes spanned, % in cache"},
+        {"where", cmd_view, "where a dataset lives, per volume"},
+        {"volume", cmd_view, "which datasets touch a volume"},
+        {"volumes", cmd_view, "volumes: state, capacity, copies"},
+        {"object", cmd_view, "look up an object: copies, positions, cache"},
         {"requests", cmd_requests, "stage requests by user, job or state"},
-        {"cache", cmd_cache, "cache usage"},
+        {"cache", cmd_view, "cache usage"},
         {"plan", cmd_plan, "the recall plan of a dataset (volumes, reads by position)"},
-        {"sql", cmd_sql, "run a read-only SQL query"},
+        {"sql", cmd_view, "run a read-only SQL query"},
         {NULL, NULL, NULL},
     };
     return cli_dispatch(cli, "catalog", commands, argc - 1, argv + 1);

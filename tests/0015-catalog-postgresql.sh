@@ -7,17 +7,9 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/pg-lib.sh"
 
-if ! why=$(pg_lib_available 2>&1); then
-    echo "1..0 # SKIP $why"
-    exit 0
-fi
-if ! grep -q 'HAVE_LIBPQ 1' "$top_builddir/config.h"; then
-    echo "1..0 # SKIP stagein built without the PostgreSQL engine (apt-get install libpq-dev)"
-    exit 0
-fi
-pg_lib_start "$TEST_DIR" || { echo "1..0 # SKIP the PostgreSQL server did not start"; exit 0; }
+pg_lib_setup "$TEST_DIR" skip_all
 trap 'pg_lib_stop "$TEST_DIR"; cleanup' EXIT
-unset STAGEIN_CATALOG PGPASSFILE
+unset STAGEIN_CATALOG
 
 url="postgresql://stagein@/postgres?host=$TEST_DIR/pg"
 conf() {  # conf FILE URL PASSWORD_FILE SITE

@@ -11,7 +11,6 @@
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients aws curl
 trap 'stop; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
-unset PGPASSFILE
 
 # ---- SQLite: the site a catalog belongs to ---------------------------------------------
 use_state S

@@ -12,7 +12,6 @@
 . "$top_srcdir/tests/pg-lib.sh"
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients aws curl
-unset PGPASSFILE
 
 N=3
 P=i               # the instances' names and directories: i1, i2, i3

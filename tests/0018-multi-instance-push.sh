@@ -16,9 +16,7 @@
 KILLS=${KILLS:-20}
 LEASE=1.0
 
-skip_all() { echo "1..0 # SKIP $1"; exit 0; }
 trap 'type stop_all >/dev/null 2>&1 && stop_all; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
-unset PGPASSFILE
 # three instances hold more connections than pg-lib's 40
 PG_LIB_MAX_CONNECTIONS=200 pg_lib_setup "$TEST_DIR" skip_all
 INSTANCES_SITE=t0018

@@ -45,12 +45,7 @@ is "$kills:$restarts" "$KILLS:$KILLS" "$KILLS kill -9 during recalls, each follo
 diag "accepted ${#accepted[@]} requests; $(sql "SELECT count(*) FROM events WHERE kind = 'object.recalled'") recalls recorded"
 ok "$([ "${#accepted[@]}" -eq $((KILLS + 1)) ]; echo $?)" "every stage request was accepted"
 
-states=""
-for id in "${accepted[@]}"; do states+="$(wait_done "$id" 120) "; done
-is "$(tr ' ' '\n' <<<"$states" | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')" \
-    "=1 COMPLETED=$((KILLS + 1)) " "every accepted request COMPLETED"
-is "$(sql "SELECT count(*) FROM request_items WHERE state <> 'COMPLETED'")" 0 \
-    "every item of every request COMPLETED"
+is_all_completed 120 "${accepted[@]}"
 is "$(cache_mismatches "${keys[@]}")" "" "every cache file is byte-identical and matches its checksum"
 is "$(sql "SELECT count(*) FROM cache")" 45 "each object cached once"
 is "$(sql "SELECT count(*) FROM cache_pins")" \

@@ -69,12 +69,7 @@ PORT=$(free_port)
 run_ok "stageind restarts with faster drives" -- start
 track_pid "$(daemon_pid)"
 
-states=""
-for id in "${accepted[@]}"; do states+="$(wait_done "$id" 180) "; done
-is "$(tr ' ' '\n' <<<"$states" | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')" \
-    "=1 COMPLETED=${#accepted[@]} " "every accepted request COMPLETED"
-is "$(sql "SELECT count(*) FROM request_items WHERE state <> 'COMPLETED'")" 0 \
-    "every item of every request COMPLETED"
+is_all_completed 180 "${accepted[@]}"
 is "$(sql "SELECT count(*) FROM cache")" "$N" "each object cached once"
 is "$(sql "SELECT count(*) FROM cache_pins")" \
     "$(sql "SELECT count(*) FROM request_items WHERE state = 'COMPLETED'")" \

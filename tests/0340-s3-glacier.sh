@@ -106,13 +106,7 @@ for i in 1 2 3; do
 done
 ok "$(same_bytes "$OUT/back1" "$OUT/arch1" && same_bytes "$OUT/back2" "$OUT/arch2" && same_bytes "$OUT/back3" "$OUT/arch3"; echo $?)" \
     "read back from the cache right after the PUT: byte-identical"
-durable=""
-for _ in $(seq 300); do
-    durable=$(sql "SELECT count(DISTINCT t.object_id) FROM tape_copies t JOIN objects o ON o.id = t.object_id WHERE o.key LIKE '%archmode/obj%'")
-    [ "$durable" = 3 ] && break
-    sleep 0.2
-done
-is "$durable" 3 "the three objects reach tape (tape copies in the catalog)"
+is "$(s3_wait_tape_copies '%archmode/obj%' 3)" 3 "the three objects reach tape (tape copies in the catalog)"
 stop
 for path in $(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key LIKE '%archmode/obj%'"); do
     rm -f "$STATE/cache/$path"

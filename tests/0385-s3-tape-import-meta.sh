@@ -19,8 +19,7 @@ s3_setup P
 s3_start_ok "stageind starts (archive bucket arch)"
 res=$(OUT=$OUT boto3_run "
 out = os.environ['OUT']
-def check(cond, desc, detail=''):
-    print(('ok' if cond else 'not ok') + '\t' + desc + '\t' + str(detail))
+$BOTO3_CHECKS
 try:
     s3.put_object(Bucket='arch', Key='meta/m1', Body=open(out + '/m1', 'rb').read(),
                   ContentType='text/csv; charset=utf-8', CacheControl='max-age=3600, private',
@@ -35,13 +34,7 @@ except ClientError as e:
 print('done')
 ")
 boto3_tap "$res"
-durable=""
-for _ in $(seq 300); do
-    durable=$(sql "SELECT count(DISTINCT t.object_id) FROM tape_copies t JOIN objects o ON o.id = t.object_id WHERE o.key LIKE '%arch/meta/m_'")
-    [ "$durable" = 2 ] && break
-    sleep 0.2
-done
-is "$durable" 2 "both objects reach tape (tape copies in the catalog)"
+is "$(s3_wait_tape_copies '%arch/meta/m_' 2)" 2 "both objects reach tape (tape copies in the catalog)"
 label=$(sql "SELECT DISTINCT v.label FROM tape_copies t JOIN volumes v ON v.id = t.volume_id JOIN objects o ON o.id = t.object_id WHERE o.key LIKE '%arch/meta/m1'")
 is "$(sql "SELECT count(DISTINCT t.volume_id) FROM tape_copies t JOIN objects o ON o.id = t.object_id WHERE o.key LIKE '%arch/meta/m_'")" 1 \
     "one volume holds both ($label)"
@@ -90,8 +83,7 @@ s3_start_ok "stageind starts on the imported catalog"
 
 res=$(OUT=$OUT boto3_run "
 out = os.environ['OUT']
-def check(cond, desc, detail=''):
-    print(('ok' if cond else 'not ok') + '\t' + desc + '\t' + str(detail))
+$BOTO3_CHECKS
 try:
     h = s3.head_object(Bucket='arch', Key='meta/m1')
     check(h.get('ContentType') == 'text/csv; charset=utf-8', 'HEAD: Content-Type', h.get('ContentType'))

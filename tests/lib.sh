@@ -29,6 +29,10 @@ trap cleanup EXIT
 # Register a PID that this test started, to be stopped at exit.
 track_pid() { _cleanup_pids+=("$1"); }
 
+# skip_all WHY: the whole test is skipped (a TAP plan of none), before its
+# first check.
+skip_all() { echo "1..0 # SKIP $1"; exit 0; }
+
 # need_tools [-p PACKAGES] TOOL...: the test is skipped (TAP) unless every
 # tool is on PATH or in /usr/sbin; PACKAGES names what installs them.
 need_tools() {
@@ -36,8 +40,7 @@ need_tools() {
     if [ "${1:-}" = -p ]; then hint=" ($2)"; shift 2; fi
     for tool in "$@"; do
         if ! command -v "$tool" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$tool" ]; then
-            echo "1..0 # SKIP $tool is not installed$hint"
-            exit 0
+            skip_all "$tool is not installed$hint"
         fi
     done
 }
@@ -56,8 +59,7 @@ start_munged() {
         --seed-file="$M/seed" --force >/dev/null 2>&1
     for _ in $(seq 50); do [ -S "$M/sock" ] && [ -s "$M/pid" ] && break; sleep 0.1; done
     if [ ! -s "$M/pid" ]; then
-        echo "1..0 # SKIP munged did not start: $(tail -1 "$M/log" 2>/dev/null)"
-        exit 0
+        skip_all "munged did not start: $(tail -1 "$M/log" 2>/dev/null)"
     fi
     track_pid "$(cat "$M/pid")"
     chmod 755 "$TEST_DIR" "$M"

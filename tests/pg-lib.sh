@@ -61,8 +61,10 @@ pg_lib_start() {
 
 # pg_lib_setup DIR SKIP_FN: a private server for a system test, or SKIP_FN
 # called with why not (package missing, stagein built without libpq, the
-# server did not start); SKIP_FN is expected not to return.
+# server did not start); SKIP_FN is expected not to return. libpq's own
+# password file (PGPASSFILE) is unset: the catalog's password_file serves.
 pg_lib_setup() {
+    unset PGPASSFILE
     why=$(pg_lib_available 2>&1) || "$2" "$why"
     grep -q 'HAVE_LIBPQ 1' "$top_builddir/config.h" ||
         "$2" "stagein built without the PostgreSQL engine (apt-get install libpq-dev)"

@@ -88,6 +88,17 @@ wait_done() {
     done
     echo "$state"
 }
+# is_all_completed SECONDS ID...: waits (wait_done, up to SECONDS each) for
+# the requests, then checks that each ended COMPLETED, every item with it
+is_all_completed() {
+    local limit=$1 id states=""
+    shift
+    for id in "$@"; do states+="$(wait_done "$id" "$limit") "; done
+    is "$(tr ' ' '\n' <<<"$states" | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')" \
+        "=1 COMPLETED=$# " "every accepted request COMPLETED"
+    is "$(sql "SELECT count(*) FROM request_items WHERE state <> 'COMPLETED'")" 0 \
+        "every item of every request COMPLETED"
+}
 # cache_matches OBJECT_KEY...: every key's cache file equals its source and
 # its catalog checksum; prints the keys that do not
 cache_mismatches() {

@@ -176,6 +176,18 @@ def code_of(e): return e.response['Error']['Code'] + ' ' + str(e.response['Respo
 $1"
 }
 
+# s3_wait_tape_copies LIKE N: prints how many objects with a key LIKE the
+# pattern have a tape copy in the catalog, once N have (or after 60 s).
+s3_wait_tape_copies() {
+    local n=""
+    for _ in $(seq 300); do
+        n=$(sql "SELECT count(DISTINCT t.object_id) FROM tape_copies t JOIN objects o ON o.id = t.object_id WHERE o.key LIKE '$1'")
+        [ "$n" = "$2" ] && break
+        sleep 0.2
+    done
+    echo "$n"
+}
+
 # BOTO3_CHECKS: python for boto3_run scripts: check(cond, desc, detail),
 # expect_error(desc, "Code status", fn) and attempt(desc, fn) print the
 # lines boto3_tap reads

@@ -1,5 +1,6 @@
 #include "config.h"
 #include "daemon/control/token.h"
+#include "common/array.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -43,9 +44,9 @@ typedef struct {
 
 struct token_verifier {
     issuer_t *issuers;
-    size_t nissuers;
+    size_t nissuers, cap_issuers;
     mapping_t *map;
-    size_t nmap;
+    size_t nmap, cap_map;
     char audience[FIELD_MAX];
     int64_t skew_s;
 };
@@ -90,16 +91,16 @@ static int each_line(const char *path, size_t nfields, int (*fn)(void *, char **
 static int add_key(token_verifier_t *v, const char *issuer, const char *kid, EVP_PKEY *key,
                    bool self, si_error_t *err)
 {
-    issuer_t *grown = realloc(v->issuers, (v->nissuers + 1) * sizeof(*grown));
-    if (!grown) {
+    if (si_array_grow((void **)&v->issuers, &v->cap_issuers, v->nissuers + 1,
+                      sizeof(*v->issuers)) < 0) {
         EVP_PKEY_free(key);
         return si_errprintf(err, "out of memory");
     }
-    v->issuers = grown;
-    snprintf(grown[v->nissuers].issuer, FIELD_MAX, "%s", issuer);
-    snprintf(grown[v->nissuers].kid, FIELD_MAX, "%s", kid ? kid : "");
-    grown[v->nissuers].self = self;
-    grown[v->nissuers++].key = key;
+    issuer_t *added = &v->issuers[v->nissuers++];
+    snprintf(added->issuer, FIELD_MAX, "%s", issuer);
+    snprintf(added->kid, FIELD_MAX, "%s", kid ? kid : "");
+    added->self = self;
+    added->key = key;
     return 0;
 }
 
@@ -265,11 +266,9 @@ static int add_mapping(void *arg, char **fields, si_error_t *err)
         return si_errprintf(err, "gid '%.20s' is not a number", fields[3]);
     if (strlen(fields[0]) >= FIELD_MAX || strlen(fields[1]) >= FIELD_MAX)
         return si_errprintf(err, "issuer or subject longer than %d characters", FIELD_MAX - 1);
-    mapping_t *grown = realloc(v->map, (v->nmap + 1) * sizeof(*grown));
-    if (!grown)
+    if (si_array_grow((void **)&v->map, &v->cap_map, v->nmap + 1, sizeof(*v->map)) < 0)
         return si_errprintf(err, "out of memory");
-    v->map = grown;
-    mapping_t *m = &grown[v->nmap++];
+    mapping_t *m = &v->map[v->nmap++];
     snprintf(m->issuer, FIELD_MAX, "%s", fields[0]);
     snprintf(m->subject, FIELD_MAX, "%s", fields[1]);
     m->uid = (uid_t)uid;

@@ -156,6 +156,23 @@ static int group_of(tape_pos_t pos)
     return pos.band * 2 + (pos.wrap & 1);
 }
 
+/* pos[0..n) indexed by wrap and by band x direction group, each by
+ * longitudinal position; seg and key: scratch of n entries. */
+static int index_wraps_and_groups(const geo_t *g, const tape_pos_t *pos, size_t n, int *seg,
+                                  double *key, bool deletable, sidx_t *by_wrap,
+                                  sidx_t *by_group)
+{
+    for (size_t i = 0; i < n; i++) {
+        seg[i] = pos[i].wrap;
+        key[i] = pos[i].lpos;
+    }
+    if (sidx_build(by_wrap, n, seg, key, (size_t)g->p->wraps, deletable) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        seg[i] = group_of(pos[i]);
+    return sidx_build(by_group, n, seg, key, (size_t)g->ngroups, deletable);
+}
+
 static void geo_free(geo_t *g)
 {
     free(g->s);
@@ -320,15 +337,7 @@ static int order_greedy(geo_t *g, size_t *perm)
     int rc = -1;
     if (!seg || !key)
         goto out;
-    for (size_t i = 0; i < n; i++) {
-        seg[i] = g->s[i].wrap;
-        key[i] = g->s[i].lpos;
-    }
-    if (sidx_build(&gr.by_wrap, n, seg, key, (size_t)g->p->wraps, true) < 0)
-        goto out;
-    for (size_t i = 0; i < n; i++)
-        seg[i] = group_of(g->s[i]);
-    if (sidx_build(&gr.by_group, n, seg, key, (size_t)g->ngroups, true) < 0)
+    if (index_wraps_and_groups(g, g->s, n, seg, key, true, &gr.by_wrap, &gr.by_group) < 0)
         goto out;
     for (size_t i = 0; i < n; i++) {
         seg[i] = 0;
@@ -470,25 +479,8 @@ static int order_local_search(geo_t *g, size_t *perm, uint64_t max_evals)
     int rc = -1;
     if (!seg || !key || !ls.next || !ls.prev)
         goto out;
-    for (size_t i = 0; i < n; i++) {
-        seg[i] = g->e[i].wrap;
-        key[i] = g->e[i].lpos;
-    }
-    if (sidx_build(&ls.end_wrap, n, seg, key, (size_t)g->p->wraps, false) < 0)
-        goto out;
-    for (size_t i = 0; i < n; i++)
-        seg[i] = group_of(g->e[i]);
-    if (sidx_build(&ls.end_group, n, seg, key, (size_t)g->ngroups, false) < 0)
-        goto out;
-    for (size_t i = 0; i < n; i++) {
-        seg[i] = g->s[i].wrap;
-        key[i] = g->s[i].lpos;
-    }
-    if (sidx_build(&ls.start_wrap, n, seg, key, (size_t)g->p->wraps, false) < 0)
-        goto out;
-    for (size_t i = 0; i < n; i++)
-        seg[i] = group_of(g->s[i]);
-    if (sidx_build(&ls.start_group, n, seg, key, (size_t)g->ngroups, false) < 0)
+    if (index_wraps_and_groups(g, g->e, n, seg, key, false, &ls.end_wrap, &ls.end_group) < 0 ||
+        index_wraps_and_groups(g, g->s, n, seg, key, false, &ls.start_wrap, &ls.start_group) < 0)
         goto out;
 
     /* Tour: head, perm[0], perm[1], ... */

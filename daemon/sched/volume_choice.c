@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "daemon/sched/internal.h"
 #include "daemon/sched/sched.h"
 
@@ -113,7 +114,7 @@ typedef struct {
     size_t req;
     double deadline;
     int *vols;
-    size_t nvols;
+    size_t nvols, cap_vols;
 } dl_req_t;
 
 typedef struct {
@@ -176,7 +177,7 @@ static long dl_collect(sched_t *s, dl_t *d)
     for (size_t r = 0; r < s->nreqs; r++) {
         slot[r] = SIZE_MAX;
         if (s->reqs[r].deadline > 0 && s->reqs[r].remaining > 0) {
-            d->reqs[d->n] = (dl_req_t){r, s->reqs[r].deadline, NULL, 0};
+            d->reqs[d->n] = (dl_req_t){r, s->reqs[r].deadline, NULL, 0, 0};
             slot[r] = d->n++;
         }
     }
@@ -192,14 +193,13 @@ static long dl_collect(sched_t *s, dl_t *d)
                     continue;
                 seen[i * (size_t)nv + (size_t)v] = 1;
                 dl_req_t *dr = &d->reqs[i];
-                int *a = realloc(dr->vols, (dr->nvols + 1) * sizeof(int));
-                if (!a) {
+                if (si_array_grow((void **)&dr->vols, &dr->cap_vols, dr->nvols + 1,
+                                  sizeof(*dr->vols)) < 0) {
                     free(slot);
                     free(seen);
                     dl_free(d);
                     return -1;
                 }
-                dr->vols = a;
                 dr->vols[dr->nvols++] = v;
             }
         }

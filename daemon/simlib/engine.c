@@ -203,6 +203,10 @@ simlib_t *simlib_new(const simlib_config_t *cfg, const sched_policy_t *policy,
     simlib_t *lib = calloc(1, sizeof(*lib));
     if (!lib)
         return si_errprintf(err, "out of memory"), NULL;
+    /* first, so that simlib_free can undo whatever follows */
+    pthread_mutex_init(&lib->mu, NULL);
+    pthread_cond_init(&lib->cv, NULL);
+    pthread_cond_init(&lib->idle_cv, NULL);
     lib->cfg = *cfg;
     lib->cfg.volumes = malloc((size_t)cfg->nvolumes * sizeof(simlib_volume_t));
     lib->cfg.faults = malloc((cfg->nfaults + 1) * sizeof(simlib_fault_t));
@@ -251,14 +255,10 @@ simlib_t *simlib_new(const simlib_config_t *cfg, const sched_policy_t *policy,
         simclock_init_real(&lib->clock, cfg->time_scale);
     else
         simclock_init_virtual(&lib->clock);
-    pthread_mutex_init(&lib->mu, NULL);
-    pthread_cond_init(&lib->cv, NULL);
-    pthread_cond_init(&lib->idle_cv, NULL);
     if (lib->clock.real && lib->cb.fetch) {
         if (!(lib->workers = calloc((size_t)cfg->drives, sizeof(transfer_worker_t)))) {
             si_errprintf(err, "out of memory");
-            simlib_free(lib);
-            return NULL;
+            goto error;
         }
         for (int d = 0; d < cfg->drives; d++) {
             lib->workers[d].lib = lib;
@@ -272,15 +272,7 @@ simlib_t *simlib_new(const simlib_config_t *cfg, const sched_policy_t *policy,
             engine_push_event(lib, cfg->faults[i].at, EV_FAULT, (int)i, 0);
     return lib;
 error:
-    sched_free(lib->sched);
-    free(lib->cfg.volumes);
-    free(lib->cfg.faults);
-    free(lib->drives);
-    free(lib->robots);
-    free(lib->robot_usable);
-    free(lib->vols);
-    free(lib->unavailable);
-    free(lib);
+    simlib_free(lib);
     return NULL;
 }
 

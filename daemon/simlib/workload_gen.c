@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/array.h"
 #include "daemon/simlib/workload.h"
 
 #define MB 1000000ULL
@@ -74,8 +75,13 @@ typedef struct {
     si_error_t *err;
 } gen_t;
 
-static int gen_volumes(gen_t *g, int n, const char *prefix)
+/* The workload's library: drives, robots and n empty volumes PREFIX0001...,
+ * a slot for each. */
+static int gen_library(gen_t *g, int drives, int robots, int n, const char *prefix)
 {
+    g->w->lib.drives = drives;
+    g->w->lib.robots = robots;
+    g->w->lib.slots = n;
     for (int v = 0; v < n; v++) {
         char label[16];
         snprintf(label, sizeof(label), "%s%04d", prefix, v + 1);
@@ -139,25 +145,12 @@ static int add_request(gen_t *g, uint64_t id, double at, int priority, double de
                        const size_t *files, size_t n)
 {
     workload_t *w = g->w;
-    workload_request_t *rq;
-    if (w->nrequests + 1 > g->cap_requests) {
-        g->cap_requests = g->cap_requests ? g->cap_requests * 2 : 64;
-        rq = realloc(w->requests, g->cap_requests * sizeof(*rq));
-        if (!rq)
-            return si_errprintf(g->err, "out of memory");
-        w->requests = rq;
-    }
-    if (w->nreq_files + n > g->cap_req_files) {
-        size_t c = g->cap_req_files ? g->cap_req_files : 1024;
-        while (c < w->nreq_files + n)
-            c *= 2;
-        size_t *f = realloc(w->req_files, c * sizeof(size_t));
-        if (!f)
-            return si_errprintf(g->err, "out of memory");
-        w->req_files = f;
-        g->cap_req_files = c;
-    }
-    rq = &w->requests[w->nrequests++];
+    if (si_array_grow((void **)&w->requests, &g->cap_requests, w->nrequests + 1,
+                      sizeof(*w->requests)) < 0 ||
+        si_array_grow((void **)&w->req_files, &g->cap_req_files, w->nreq_files + n,
+                      sizeof(*w->req_files)) < 0)
+        return si_errprintf(g->err, "out of memory");
+    workload_request_t *rq = &w->requests[w->nrequests++];
     memset(rq, 0, sizeof(*rq));
     rq->req.id = id;
     rq->req.priority = priority;
@@ -230,10 +223,7 @@ static int gen_w1(gen_t *g, bool quick)
     workload_t *w = g->w;
     size_t nfiles = quick ? 4000 : 20000;
     int nvol = quick ? 10 : 40;
-    w->lib.drives = quick ? 4 : 8;
-    w->lib.robots = quick ? 1 : 2;
-    w->lib.slots = nvol;
-    if (gen_volumes(g, nvol, "W1") < 0 || gen_files(g, nfiles) < 0)
+    if (gen_library(g, quick ? 4 : 8, quick ? 1 : 2, nvol, "W1") < 0 || gen_files(g, nfiles) < 0)
         return -1;
     for (size_t i = 0; i < nfiles; i++) {
         sched_file_t *f = &w->files[i];
@@ -280,10 +270,7 @@ static int gen_w2(gen_t *g, bool quick)
     workload_t *w = g->w;
     const int ndatasets = 9, njobs = 12;
     int nvol = quick ? 12 : 30;
-    w->lib.drives = quick ? 4 : 8;
-    w->lib.robots = quick ? 1 : 2;
-    w->lib.slots = nvol;
-    if (gen_volumes(g, nvol, "W2") < 0)
+    if (gen_library(g, quick ? 4 : 8, quick ? 1 : 2, nvol, "W2") < 0)
         return -1;
     size_t ds_n[9], ds_first[9], nfiles = 0;
     int ds_k[9];
@@ -415,10 +402,7 @@ static int gen_w3(gen_t *g, bool quick)
     size_t dir = quick ? 2500 : 5000;
     size_t nreq = quick ? 40 : 200;
     size_t nfiles = per_vol * (size_t)nvol;
-    w->lib.drives = quick ? 2 : 4;
-    w->lib.robots = 1;
-    w->lib.slots = nvol;
-    if (gen_volumes(g, nvol, "W3") < 0 || gen_files(g, nfiles) < 0)
+    if (gen_library(g, quick ? 2 : 4, 1, nvol, "W3") < 0 || gen_files(g, nfiles) < 0)
         return -1;
     for (int v = 0; v < nvol; v++) {
         uint64_t pos = (uint64_t)(runif(&g->rng) * 0.5 * w->lib.profile.capacity);
@@ -464,10 +448,7 @@ static int gen_w4(gen_t *g, bool quick)
 {
     workload_t *w = g->w;
     size_t nfiles = quick ? 1000 : 2000;
-    w->lib.drives = 1;
-    w->lib.robots = 1;
-    w->lib.slots = 1;
-    if (gen_volumes(g, 1, "W4") < 0 || gen_files(g, nfiles) < 0)
+    if (gen_library(g, 1, 1, 1, "W4") < 0 || gen_files(g, nfiles) < 0)
         return -1;
     for (size_t i = 0; i < nfiles; i++) {
         w->files[i].ncopies = 1;
@@ -568,10 +549,7 @@ static int gen_w5(gen_t *g, bool quick)
     workload_t *w = g->w;
     size_t nds = quick ? 800 : 4000, nother = quick ? 600 : 3000;
     size_t nfiles = nds + nother;
-    w->lib.drives = 2;
-    w->lib.robots = 1;
-    w->lib.slots = 6;
-    if (gen_volumes(g, 6, "W5") < 0 || gen_files(g, nfiles) < 0)
+    if (gen_library(g, 2, 1, 6, "W5") < 0 || gen_files(g, nfiles) < 0)
         return -1;
     size_t *list = malloc((nfiles + 1) * sizeof(size_t));
     size_t *files = malloc((nfiles + 1) * sizeof(size_t));
@@ -638,10 +616,7 @@ static int gen_w6_slack(gen_t *g, bool quick, double slack)
     workload_t *w = g->w;
     const int njobs = 10, nvol = quick ? 8 : 12;
     const tape_profile_t *p = &w->lib.profile;
-    w->lib.drives = quick ? 2 : 4;
-    w->lib.robots = 1;
-    w->lib.slots = nvol;
-    if (gen_volumes(g, nvol, "W6") < 0)
+    if (gen_library(g, quick ? 2 : 4, 1, nvol, "W6") < 0)
         return -1;
     size_t ds_n[10], ds_first[10], nfiles = 0;
     for (int j = 0; j < njobs; j++) {
@@ -785,10 +760,7 @@ static int gen_w7(gen_t *g, bool quick)
     workload_t *w = g->w;
     size_t nfiles = quick ? 1500 : 6000, njobs = quick ? 40 : 150;
     int nvol = quick ? 30 : 60;
-    w->lib.drives = 2;
-    w->lib.robots = 1;
-    w->lib.slots = nvol;
-    if (gen_volumes(g, nvol, "W7") < 0 || gen_files(g, nfiles) < 0)
+    if (gen_library(g, 2, 1, nvol, "W7") < 0 || gen_files(g, nfiles) < 0)
         return -1;
     for (size_t i = 0; i < nfiles; i++)
         w->files[i] = (sched_file_t){i + 1, 1,
@@ -807,10 +779,7 @@ static int gen_w8(gen_t *g, bool quick)
     workload_t *w = g->w;
     size_t nfiles = quick ? 3000 : 10000, njobs = quick ? 20 : 60;
     int nvol = quick ? 8 : 20;
-    w->lib.drives = quick ? 2 : 4;
-    w->lib.robots = 1;
-    w->lib.slots = nvol;
-    if (gen_volumes(g, nvol, "W8") < 0 || gen_files(g, nfiles) < 0)
+    if (gen_library(g, quick ? 2 : 4, 1, nvol, "W8") < 0 || gen_files(g, nfiles) < 0)
         return -1;
     /* file i lies on volume i % nvol, in row i / nvol; every 10th row is big */
     for (size_t i = 0; i < nfiles; i++) {
@@ -836,10 +805,7 @@ static int gen_w9(gen_t *g, bool quick)
     size_t njobs = quick ? 60 : 300;
     int nvol = quick ? 6 : 12, nhv = nvol / 2;
     size_t nfiles = nhuge + nsmall_files;
-    w->lib.drives = quick ? 2 : 4;
-    w->lib.robots = 1;
-    w->lib.slots = nvol;
-    if (gen_volumes(g, nvol, "W9") < 0 || gen_files(g, nfiles) < 0)
+    if (gen_library(g, quick ? 2 : 4, 1, nvol, "W9") < 0 || gen_files(g, nfiles) < 0)
         return -1;
     for (size_t i = 0; i < nfiles; i++) {
         int v = i < nhuge ? (int)(i % (size_t)nhv) : (int)((i - nhuge) % (size_t)nvol);

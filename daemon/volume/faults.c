@@ -14,6 +14,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "common/text.h"
 
 static bool same_file(const struct stat *a, const struct stat *b)
@@ -53,15 +54,9 @@ static int parse_regions(const char *path, FILE *in, tapevol_region_t **out, siz
                          path, lineno);
             goto error;
         }
-        if (n == cap) {
-            size_t ncap = cap ? 2 * cap : 8;
-            tapevol_region_t *grown = realloc(r, ncap * sizeof(*r));
-            if (!grown) {
-                si_errprintf(err, "out of memory");
-                goto error;
-            }
-            r = grown;
-            cap = ncap;
+        if (si_array_grow((void **)&r, &cap, n + 1, sizeof(*r)) < 0) {
+            si_errprintf(err, "out of memory");
+            goto error;
         }
         r[n].start = start;
         r[n].length = length;

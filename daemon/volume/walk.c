@@ -11,6 +11,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "common/text.h"
 #include "daemon/volume/tar.h"
 
@@ -67,28 +68,16 @@ static const unsigned char *reader_get(reader_t *r, uint64_t at, size_t len, si_
 
 static int listing_push_entry(tapevol_listing_t *l, size_t *cap, tapevol_entry_t *e)
 {
-    if (l->nentries == *cap) {
-        size_t ncap = *cap ? 2 * *cap : 64;
-        tapevol_entry_t *grown = realloc(l->entries, ncap * sizeof(*grown));
-        if (!grown)
-            return -1;
-        l->entries = grown;
-        *cap = ncap;
-    }
+    if (si_array_grow((void **)&l->entries, cap, l->nentries + 1, sizeof(*l->entries)) < 0)
+        return -1;
     l->entries[l->nentries++] = *e;
     return 0;
 }
 
 static int listing_push_file(tapevol_listing_t *l, size_t *cap, const tapevol_file_t *f)
 {
-    if (l->nfiles == *cap) {
-        size_t ncap = *cap ? 2 * *cap : 16;
-        tapevol_file_t *grown = realloc(l->files, ncap * sizeof(*grown));
-        if (!grown)
-            return -1;
-        l->files = grown;
-        *cap = ncap;
-    }
+    if (si_array_grow((void **)&l->files, cap, l->nfiles + 1, sizeof(*l->files)) < 0)
+        return -1;
     l->files[l->nfiles++] = *f;
     return 0;
 }

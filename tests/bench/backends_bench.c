@@ -87,10 +87,7 @@ static void cleanup(void)
             waitpid(g_daemons[i], NULL, 0);
         }
     if (g_base[0]) {
-        char cmd[PATH_MAX + 16];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_base);
-        if (system(cmd) != 0)
-            fprintf(stderr, "backends: could not remove %s\n", g_base);
+        bench_remove_tree("backends", g_base);
     }
 }
 
@@ -106,6 +103,15 @@ static void track(pid_t pid, bool add)
 static void die(const char *what, const si_error_t *err)
 {
     bench_die("backends", what, err ? err->text : NULL);
+}
+
+/* The benchmark's S3 key and secret (then tail) in a new file of mode 0600. */
+static void write_secret_file(const char *path, const char *tail)
+{
+    FILE *f = fopen(path, "w");
+    if (!f || fprintf(f, "%s %s%s\n", S3_KEY, S3_SECRET, tail) < 0 || fclose(f) != 0 ||
+        chmod(path, 0600) < 0)
+        die(path, NULL);
 }
 
 /* Runs fn(arg) on n threads at once; returns the seconds until all ended. */
@@ -434,10 +440,7 @@ static void run_hsm(const char *base, const char *root, set_t *sets, result_t *r
         res[s].staged_s = staged_around_durable(&d, &sets[s], &res[s].durable_s, &res[s].cpu_s);
     }
     daemon_stop(&d);
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d.dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "backends: could not remove %s\n", d.dir);
+    bench_remove_tree("backends", d.dir);
 }
 
 static void run_s3(const char *base, const char *root, set_t *sets, result_t *res)
@@ -449,11 +452,8 @@ static void run_s3(const char *base, const char *root, set_t *sets, result_t *re
     char secrets[PATH_MAX + 64], portfile[PATH_MAX + 64];
     snprintf(secrets, sizeof(secrets), "%s/secrets", up.dir);
     snprintf(portfile, sizeof(portfile), "%s/s3.port", up.dir);
-    FILE *f = fopen(secrets, "w");
-    fprintf(f, "%s %s 0 0\n", S3_KEY, S3_SECRET);
-    fclose(f);
-    chmod(secrets, 0600);
-    f = fopen(up.conf, "w");
+    write_secret_file(secrets, " 0 0");
+    FILE *f = fopen(up.conf, "w");
     fprintf(f, "state_dir = \"%s\";\ncache: { capacity = %" PRIu64 "L; };\n"
                "s3: { enabled = true; port = 0; bind = \"127.0.0.1\"; secrets_file = \"%s\";"
                " archive_buckets = [ \"arch\" ]; threads = 16; };\n"
@@ -488,10 +488,7 @@ static void run_s3(const char *base, const char *root, set_t *sets, result_t *re
     snprintf(parts, sizeof(parts), "parts = %d;", p && atoi(p) > 0 ? atoi(p) : 1);
     char creds[PATH_MAX + 64];
     snprintf(creds, sizeof(creds), "%s/creds", b.dir);
-    f = fopen(creds, "w");
-    fprintf(f, "%s %s\n", S3_KEY, S3_SECRET);
-    fclose(f);
-    chmod(creds, 0600);
+    write_secret_file(creds, "");
     f = fopen(b.conf, "w");
     fprintf(f, "state_dir = \"%s\";\ncache: { capacity = %" PRIu64 "L; };\n"
                "archive: { backend = \"s3\"; s3: { endpoint = \"%s\"; credentials_file = \"%s\";"
@@ -509,10 +506,8 @@ static void run_s3(const char *base, const char *root, set_t *sets, result_t *re
     daemon_stop(&b);
     daemon_stop(&up);
     si_s3_free(s3);
-    char cmd[2 * PATH_MAX + 32];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", b.dir, up.dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "backends: could not remove %s, %s\n", b.dir, up.dir);
+    bench_remove_tree("backends", b.dir);
+    bench_remove_tree("backends", up.dir);
 }
 
 /* ---- report ------------------------------------------------------------------------------ */

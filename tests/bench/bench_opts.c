@@ -133,3 +133,31 @@ double bench_rate_of(double before, double after)
 {
     return before > 0 && after > 0 ? 2 * before * after / (before + after) : 0;
 }
+
+void bench_print_results(const si_table_t *t, const char *name, bool quick, bool json)
+{
+    if (!json) {
+        si_table_print(t, stdout, false);
+        return;
+    }
+    char *rows = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&rows, &len);
+    if (!mem)
+        bench_die(name, "results", NULL);
+    si_table_print(t, mem, true);
+    fclose(mem);
+    while (len && rows[len - 1] == '\n')
+        rows[--len] = '\0';
+    printf("{\"benchmark\":\"%s\",\"quick\":%s,\"results\":%s}\n", name,
+           quick ? "true" : "false", rows);
+    free(rows);
+}
+
+void bench_remove_tree(const char *prog, const char *path)
+{
+    char cmd[PATH_MAX + 16];
+    int n = snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+    if (n < 0 || (size_t)n >= sizeof(cmd) || system(cmd) != 0)
+        fprintf(stderr, "%s: could not remove %s\n", prog, path);
+}

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/table.h"
+
 typedef struct {
     bool quick;
     bool json;
@@ -36,5 +38,12 @@ double bench_rate_of(double before, double after);
 /* "PROG: WHAT: WHY" on stderr (WHY NULL: errno's text), then exit 1. */
 void bench_die(const char *prog, const char *what, const char *why)
     __attribute__((noreturn));
+
+/* The results on stdout: the table as text, or with json one object
+ * {"benchmark":"NAME","quick":Q,"results":[the table's rows]}. */
+void bench_print_results(const si_table_t *t, const char *name, bool quick, bool json);
+/* Removes path and everything below it (rm -rf); a failure is reported on
+ * stderr (prog names the caller), not fatal. */
+void bench_remove_tree(const char *prog, const char *path);
 
 #endif

@@ -206,27 +206,11 @@ int main(int argc, char **argv)
         si_table_real(t, bytes / 1e6 / hash_s);
         si_table_real(t, (double)bc->objects / cache_s);
     }
-    char cleanup[600];
-    snprintf(cleanup, sizeof(cleanup), "rm -rf '%s'", dir);
-    if (system(cleanup) != 0)
-        fprintf(stderr, "cache bench: could not remove %s\n", dir);
+    bench_remove_tree("cache bench", dir);
     free(source);
     if (!t || rc)
         return 1;
-    if (json) {
-        char *rows = NULL;
-        size_t len = 0;
-        FILE *mem = open_memstream(&rows, &len);
-        si_table_print(t, mem, true);
-        fclose(mem);
-        while (len && rows[len - 1] == '\n')
-            rows[--len] = '\0';
-        printf("{\"benchmark\":\"cache\",\"quick\":%s,\"results\":%s}\n",
-               quick ? "true" : "false", rows);
-        free(rows);
-    } else {
-        si_table_print(t, stdout, false);
-    }
+    bench_print_results(t, "cache", quick, json);
     si_table_free(t);
     return 0;
 }

@@ -275,9 +275,7 @@ int main(int argc, char **argv)
                 log);
         return 1;
     }
-    snprintf(path, sizeof(path), "rm -rf '%s'", dir);
-    if (system(path) != 0)
-        fprintf(stderr, "stage: cleanup of %s failed\n", dir);
+    bench_remove_tree("stage", dir);
 
     double rps, pps;
     control_api_figures(bindir, quick, &rps, &pps);

@@ -135,10 +135,7 @@ out:
     free(m);
     free(keys);
     free(buf);
-    char cmd[4200];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", vdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", vdir);
+    bench_remove_tree("volume", vdir);
     return rc;
 }
 
@@ -181,20 +178,7 @@ int main(int argc, char **argv)
     }
     if (!t)
         return 1;
-    if (json) {
-        char *rows = NULL;
-        size_t len = 0;
-        FILE *mem = open_memstream(&rows, &len);
-        si_table_print(t, mem, true);
-        fclose(mem);
-        while (len && rows[len - 1] == '\n')
-            rows[--len] = '\0';
-        printf("{\"benchmark\":\"volume\",\"quick\":%s,\"results\":%s}\n",
-               quick ? "true" : "false", rows);
-        free(rows);
-    } else {
-        si_table_print(t, stdout, false);
-    }
+    bench_print_results(t, "volume", quick, json);
     si_table_free(t);
     return 0;
 }

@@ -115,8 +115,6 @@ int main(void)
         kill((pid_t)pid, SIGTERM);
     for (int i = 0; i < 50 && pid > 0 && kill((pid_t)pid, 0) == 0; i++)
         usleep(100000);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        diag("cleanup of %s failed", dir);
+    tap_remove_tree(dir);
     return done_testing();
 }

@@ -119,9 +119,6 @@ int main(void)
     tapevol_close(vol);
     free(s.got);
     free(data);
-    char cmd[4300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        diag("could not remove %s", dir);
+    tap_remove_tree(dir);
     return done_testing();
 }

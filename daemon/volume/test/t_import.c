@@ -251,9 +251,6 @@ int main(void)
     tapevol_listing_free(last);
     tapevol_close(vol);
     test_meta();
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        diag("could not remove %s", dir);
+    tap_remove_tree(dir);
     return done_testing();
 }

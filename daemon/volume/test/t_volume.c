@@ -604,9 +604,6 @@ int main(void)
     test_corrupt();
     test_recover();
     test_hostile();
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        diag("could not remove %s", dir);
+    tap_remove_tree(dir);
     return done_testing();
 }
