@@ -15,9 +15,7 @@
 need_tools -p slurm-client srun scancel
 LEASE=1.0
 
-skip_all() { echo "1..0 # SKIP $1"; exit 0; }
 trap 'stop_slurm; type stop_all >/dev/null 2>&1 && stop_all; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
-unset PGPASSFILE
 PG_LIB_MAX_CONNECTIONS=200 pg_lib_setup "$TEST_DIR" skip_all
 VOLUMES=$TEST_DIR/volumes
 INSTANCES_SITE=t0430
