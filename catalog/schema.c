@@ -478,13 +478,17 @@ static const char schema_1010[] =
 static const char schema_1011_postgres[] =
     "CREATE OR REPLACE FUNCTION tape_copies_check_references() RETURNS trigger"
     " LANGUAGE plpgsql AS $$"
-    " DECLARE wanted BIGINT; locked BIGINT; missing BIGINT; writer xid;"
+    " DECLARE wanted BIGINT; locked BIGINT; missing BIGINT; own BIGINT;"
+    "  one_object BIGINT; one_copy BIGINT; writer xid;"
     " BEGIN"
-    "  SELECT c.xmin INTO writer FROM tape_copies c"
-    "   JOIN (SELECT object_id, copy FROM new_copies LIMIT 1) n USING (object_id, copy);"
-    "  IF EXISTS (SELECT 1 FROM new_copies n WHERE NOT EXISTS"
-    "   (SELECT 1 FROM objects o WHERE o.id = n.object_id AND o.xmin = writer)) THEN"
-    "   SELECT count(DISTINCT object_id) INTO wanted FROM new_copies;"
+    "  SELECT object_id, copy INTO one_object, one_copy FROM new_copies LIMIT 1;"
+    "  SELECT xmin INTO writer FROM tape_copies WHERE object_id = one_object AND copy = one_copy;"
+    "  SELECT count(DISTINCT object_id) INTO wanted FROM new_copies;"
+    /* the join is 1.9's (new ids driving index lookups): a filter on xmin,
+     * which has no statistics, would let the planner scan objects per copy */
+    "  SELECT count(*) FILTER (WHERE o.xmin = writer) INTO own FROM objects o"
+    "   WHERE o.id IN (SELECT object_id FROM new_copies);"
+    "  IF own < wanted THEN"
     "   SELECT count(*) INTO locked FROM (SELECT 1 FROM objects o"
     "    WHERE o.id IN (SELECT object_id FROM new_copies) FOR KEY SHARE OF o) l;"
     "   IF locked < wanted THEN"
