@@ -381,6 +381,30 @@ static const char schema_1008[] =
  * delete waits for the inserter and then sees its copies; deleting objects
  * deletes their copies; deleting a volume still referenced, or changing a
  * referenced id, is refused. SQLite keeps its REFERENCES (cheap there). */
+/* 1.9's checks, 1.11 reuses them: the objects, then the volumes, locked
+ * FOR KEY SHARE and counted against the ids wanted. */
+#define REFS_LOCK_OBJECTS \
+    "  SELECT count(*) INTO locked FROM (SELECT 1 FROM objects o" \
+    "   WHERE o.id IN (SELECT object_id FROM new_copies) FOR KEY SHARE OF o) l;" \
+    "  IF locked < wanted THEN" \
+    "   SELECT n.object_id INTO missing FROM new_copies n" \
+    "    WHERE NOT EXISTS (SELECT 1 FROM objects o WHERE o.id = n.object_id) LIMIT 1;" \
+    "   RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation'," \
+    "    MESSAGE = format('tape copy of object %s: no such object (foreign key'" \
+    "     || ' tape_copies.object_id -> objects.id)', missing);" \
+    "  END IF;"
+#define REFS_CHECK_VOLUMES \
+    "  SELECT count(DISTINCT volume_id) INTO wanted FROM new_copies;" \
+    "  SELECT count(*) INTO locked FROM (SELECT 1 FROM volumes v" \
+    "   WHERE v.id IN (SELECT volume_id FROM new_copies) FOR KEY SHARE OF v) l;" \
+    "  IF locked < wanted THEN" \
+    "   SELECT n.volume_id INTO missing FROM new_copies n" \
+    "    WHERE NOT EXISTS (SELECT 1 FROM volumes v WHERE v.id = n.volume_id) LIMIT 1;" \
+    "   RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation'," \
+    "    MESSAGE = format('tape copy on volume %s: no such volume (foreign key'" \
+    "     || ' tape_copies.volume_id -> volumes.id)', missing);" \
+    "  END IF;"
+
 static const char schema_1009_postgres[] =
     "ALTER TABLE tape_copies DROP CONSTRAINT tape_copies_object_id_fkey;"
     "ALTER TABLE tape_copies DROP CONSTRAINT tape_copies_volume_id_fkey;"
@@ -388,25 +412,8 @@ static const char schema_1009_postgres[] =
     " DECLARE wanted BIGINT; locked BIGINT; missing BIGINT;"
     " BEGIN"
     "  SELECT count(DISTINCT object_id) INTO wanted FROM new_copies;"
-    "  SELECT count(*) INTO locked FROM (SELECT 1 FROM objects o"
-    "   WHERE o.id IN (SELECT object_id FROM new_copies) FOR KEY SHARE OF o) l;"
-    "  IF locked < wanted THEN"
-    "   SELECT n.object_id INTO missing FROM new_copies n"
-    "    WHERE NOT EXISTS (SELECT 1 FROM objects o WHERE o.id = n.object_id) LIMIT 1;"
-    "   RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',"
-    "    MESSAGE = format('tape copy of object %s: no such object (foreign key'"
-    "     || ' tape_copies.object_id -> objects.id)', missing);"
-    "  END IF;"
-    "  SELECT count(DISTINCT volume_id) INTO wanted FROM new_copies;"
-    "  SELECT count(*) INTO locked FROM (SELECT 1 FROM volumes v"
-    "   WHERE v.id IN (SELECT volume_id FROM new_copies) FOR KEY SHARE OF v) l;"
-    "  IF locked < wanted THEN"
-    "   SELECT n.volume_id INTO missing FROM new_copies n"
-    "    WHERE NOT EXISTS (SELECT 1 FROM volumes v WHERE v.id = n.volume_id) LIMIT 1;"
-    "   RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',"
-    "    MESSAGE = format('tape copy on volume %s: no such volume (foreign key'"
-    "     || ' tape_copies.volume_id -> volumes.id)', missing);"
-    "  END IF;"
+    REFS_LOCK_OBJECTS
+    REFS_CHECK_VOLUMES
     "  RETURN NULL;"
     " END $$;"
     "CREATE TRIGGER tape_copies_references_insert AFTER INSERT ON tape_copies"
@@ -471,10 +478,10 @@ static const char schema_1010[] =
  * those rows are invisible to every other transaction until it commits, so
  * no concurrent delete can race the check. The writer's xid is read from one
  * of the new copies (pg 15 has no SQL test of "my own xid" that sees
- * subtransactions). The lock wrote one WAL record per object, 12 % of an
- * import's WAL, and took a fifth of the backend's CPU in the copies' COPY
- * with the counting around it (BENCHMARKS.md). Any other case (an object
- * older than the transaction) takes 1.9's path unchanged. */
+ * subtransactions). The lock wrote one WAL record per object (12 % of an
+ * import's WAL) and cost about a fifth of the server's CPU in an import
+ * (BENCHMARKS.md). Any other case (an object older than the transaction)
+ * takes 1.9's path unchanged. */
 static const char schema_1011_postgres[] =
     "CREATE OR REPLACE FUNCTION tape_copies_check_references() RETURNS trigger"
     " LANGUAGE plpgsql AS $$"
@@ -489,26 +496,9 @@ static const char schema_1011_postgres[] =
     "  SELECT count(*) FILTER (WHERE o.xmin = writer) INTO own FROM objects o"
     "   WHERE o.id IN (SELECT object_id FROM new_copies);"
     "  IF own < wanted THEN"
-    "   SELECT count(*) INTO locked FROM (SELECT 1 FROM objects o"
-    "    WHERE o.id IN (SELECT object_id FROM new_copies) FOR KEY SHARE OF o) l;"
-    "   IF locked < wanted THEN"
-    "    SELECT n.object_id INTO missing FROM new_copies n"
-    "     WHERE NOT EXISTS (SELECT 1 FROM objects o WHERE o.id = n.object_id) LIMIT 1;"
-    "    RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',"
-    "     MESSAGE = format('tape copy of object %s: no such object (foreign key'"
-    "      || ' tape_copies.object_id -> objects.id)', missing);"
-    "   END IF;"
+    REFS_LOCK_OBJECTS
     "  END IF;"
-    "  SELECT count(DISTINCT volume_id) INTO wanted FROM new_copies;"
-    "  SELECT count(*) INTO locked FROM (SELECT 1 FROM volumes v"
-    "   WHERE v.id IN (SELECT volume_id FROM new_copies) FOR KEY SHARE OF v) l;"
-    "  IF locked < wanted THEN"
-    "   SELECT n.volume_id INTO missing FROM new_copies n"
-    "    WHERE NOT EXISTS (SELECT 1 FROM volumes v WHERE v.id = n.volume_id) LIMIT 1;"
-    "   RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',"
-    "    MESSAGE = format('tape copy on volume %s: no such volume (foreign key'"
-    "     || ' tape_copies.volume_id -> volumes.id)', missing);"
-    "  END IF;"
+    REFS_CHECK_VOLUMES
     "  RETURN NULL;"
     " END $$;";
 
