@@ -110,6 +110,54 @@ static void references(catalog_t *cat, const char *how)
        "%s: a volume no longer referenced deleted", how);
 }
 
+/* PostgreSQL from 1.11: copies of objects their own transaction inserted
+ * skip the lock, not the check; an older object is still locked against a
+ * concurrent delete (another connection's FOR UPDATE NOWAIT fails at once). */
+static void own_objects_pg(catalog_t *cat, const char *path, const char *how)
+{
+    db_t *db = catalog_driver(cat);
+    si_error_t err;
+    ok(test_exec(cat, "INSERT INTO volumes(id, label) VALUES (511, 'S1');"
+                      "INSERT INTO objects(id, bucket, key, size) VALUES (611, 's', 'old', 1)") == 0,
+       "%s: a volume and an older object", how);
+    ok(test_exec(cat, "WITH o AS (INSERT INTO objects(id, bucket, key, size)"
+                      " VALUES (612, 's', 'a', 1) RETURNING id)"
+                      " INSERT INTO tape_copies SELECT id, 1, 511, 0, 0, 1 FROM o") == 0,
+       "%s: a copy of an object its statement inserted", how);
+    ok(test_exec(cat, "WITH o AS (INSERT INTO objects(id, bucket, key, size)"
+                      " VALUES (613, 's', 'b', 1) RETURNING id)"
+                      " INSERT INTO tape_copies SELECT id, 1, 511, 0, 0, 1 FROM o"
+                      " UNION ALL SELECT 698, 1, 511, 0, 0, 1") < 0 &&
+           db_errclass(db) == DB_ERR_CONSTRAINT && strstr(db_errmsg(db), "object 698: no such object"),
+       "%s: own objects do not hide a missing one: %s", how, db_errmsg(db));
+    ok(test_exec(cat, "WITH o AS (INSERT INTO objects(id, bucket, key, size)"
+                      " VALUES (614, 's', 'c', 1) RETURNING id)"
+                      " INSERT INTO tape_copies SELECT id, 1, 597, 0, 0, 1 FROM o") < 0 &&
+           db_errclass(db) == DB_ERR_CONSTRAINT && strstr(db_errmsg(db), "volume 597: no such volume"),
+       "%s: a copy of an own object on a missing volume refused: %s", how, db_errmsg(db));
+    is_int(test_query_int(cat, "SELECT COUNT(*) FROM objects WHERE id IN (613, 614)"), 0,
+           "%s: nothing of the refused statements kept", how);
+    catalog_t *other = catalog_open(path, 0, &err);
+    ok(other && test_exec(cat, "BEGIN; INSERT INTO objects(id, bucket, key, size)"
+                               " VALUES (615, 's', 'd', 1);"
+                               "INSERT INTO tape_copies VALUES (615, 1, 511, 0, 0, 1), (611, 1, 511, 0, 0, 1)")
+                    == 0,
+       "%s: an open transaction with copies of an own and an older object", how);
+    ok(other && test_exec(other, "SELECT 1 FROM objects WHERE id = 611 FOR UPDATE NOWAIT") < 0 &&
+           db_errclass(catalog_driver(other)) != DB_ERR_CONSTRAINT,
+       "%s: the older object is locked for the writer: %s", how,
+       other ? db_errmsg(catalog_driver(other)) : err.text);
+    is_int(other ? test_query_int(other, "SELECT COUNT(*) FROM objects WHERE id = 615") : -1, 0,
+           "%s: the own object unseen by others until commit", how);
+    ok(test_exec(cat, "ROLLBACK") == 0, "%s: rolled back", how);
+    ok(other && test_exec(other, "SELECT 1 FROM objects WHERE id = 611 FOR UPDATE NOWAIT") == 0,
+       "%s: the lock goes with the transaction", how);
+    catalog_close(other);
+    ok(test_exec(cat, "DELETE FROM objects WHERE id IN (611, 612);"
+                      "DELETE FROM volumes WHERE id = 511") == 0,
+       "%s: objects, their copies and the volume deleted", how);
+}
+
 static void run(void)
 {
     char path[700];
@@ -150,6 +198,8 @@ static void run(void)
     ok(test_exec(cat, "INSERT INTO tape_copies VALUES (999, 1, 999, 0, 0, 0)") < 0,
        "foreign keys enforced");
     references(cat, "fresh");
+    if (pg)
+        own_objects_pg(cat, path, "fresh");
     catalog_close(cat);
 
     /* reopen: nothing to migrate, data kept */
@@ -196,6 +246,23 @@ static void run(void)
                "upgraded: tape_copies' row-level foreign keys replaced");
     references(cat, "upgraded");
     ok(test_exec(cat, "DELETE FROM volumes WHERE id = 701") < 0, "upgraded: the old copy's volume kept");
+    catalog_close(cat);
+
+    /* upgrade from 1.10 (1.9's references check, locking every object) */
+    test_db_remove(path);
+    cat = catalog_open_at_version(path, 1010, &err);
+    ok(cat && test_exec(cat, "INSERT INTO volumes(id, label) VALUES (711, 'V1');"
+                             "INSERT INTO objects(id, bucket, key, size) VALUES (811, 'v', 'a', 1);"
+                             "INSERT INTO tape_copies VALUES (811, 1, 711, 0, 0, 1)") == 0,
+       "catalog at 1.10 with a tape copy");
+    catalog_close(cat);
+    cat = catalog_open(path, 0, &err);
+    is_int(catalog_schema_version(cat), catalog_latest_version(), "1.10 upgraded to latest");
+    is_int(test_query_int(cat, "SELECT COUNT(*) FROM tape_copies WHERE volume_id = 711"), 1,
+           "1.10: the copy kept by the upgrade");
+    references(cat, "from 1.10");
+    if (pg)
+        own_objects_pg(cat, path, "from 1.10");
     catalog_close(cat);
 
     /* the site: recorded by the first opener that names one, another refused */
