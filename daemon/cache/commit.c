@@ -1,7 +1,8 @@
 /* Group commit: sealed objects wait in a queue; the committer thread takes
  * them in batches and makes each batch durable at once.
  *
- * Per batch: every temp file renamed into objects/, then one syncfs of the
+ * Per batch: every named temp file renamed into objects/ (unnamed ones were
+ * linked there when submitted), then one syncfs of the
  * cache's file system (the data of all the batch's files, their new names
  * and directories, in one journal commit instead of two fsyncs per object;
  * a batch of one or two objects, or of large ones, is flushed file by file

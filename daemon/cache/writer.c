@@ -1,6 +1,7 @@
-/* Writing one object: a temp file under tmp/, hashed as it arrives, checked
- * against the catalog's size and checksum, fsync'd, renamed into place, the
- * directory fsync'd, and only then recorded in the catalog. */
+/* Writing one object: a temp file in tmp/ (unnamed where O_TMPFILE works),
+ * hashed as it arrives, checked against the catalog's size and checksum,
+ * then linked (unnamed) or renamed (named, by the batch) into objects/; the
+ * batch commit (commit.c) makes it durable and records it. */
 #include "config.h"
 #include "daemon/cache/internal.h"
 
