@@ -253,6 +253,32 @@ static void test_copy_fd(cache_t *c)
     free(data);
 }
 
+/* A file at the object's place without a row (a batch cut short, left
+ * before a restart's recovery) is replaced, as a rename would replace it. */
+static void test_stray_file(cache_t *c)
+{
+    si_error_t err;
+    char sum[SI_CHECKSUM_TEXT_MAX], rel[64], path[600];
+    int64_t id = ct_object(&t, 70, 5000, sum);
+    cache_object_path(id, rel, sizeof(rel), &err);
+    snprintf(path, sizeof(path), "%s/%s", t.cache_dir, rel);
+    char *slash = strrchr(path, '/');
+    *slash = '\0';
+    char parent[600];
+    snprintf(parent, sizeof(parent), "%s", path);
+    *strrchr(parent, '/') = '\0';
+    mkdir(parent, 0750);
+    mkdir(path, 0750);
+    *slash = '/';
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0640);
+    ok(fd >= 0 && write(fd, "stray", 5) == 5, "a stray file at the object's place");
+    if (fd >= 0)
+        close(fd);
+    int stored = ct_store(c, id, 70, 5000, sum, 4096, 0, &err);
+    ok(stored == 0, "the object is stored over it%s%s", stored ? ": " : "", stored ? err.text : "");
+    ok(read_back(c, id, 70, 5000) == 0, "and reads back whole");
+}
+
 static void test_hostile(cache_t *c)
 {
     si_error_t err;
@@ -387,6 +413,7 @@ static void body(void)
     test_write_read(c);
     test_mismatches(c);
     test_copy_fd(c);
+    test_stray_file(c);
     test_hostile(c);
     cache_close(c);
 
