@@ -179,6 +179,8 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
         goto error;
     }
 
+    c->unnamed_temps = !cache_shared(c) && cache_unnamed_temps_work(c);
+
     c->capacity = conf->capacity;
     if (!c->capacity) {
         struct statvfs vfs;

@@ -1,7 +1,8 @@
 /* Group commit: sealed objects wait in a queue; the committer thread takes
  * them in batches and makes each batch durable at once.
  *
- * Per batch: every temp file renamed into objects/, then one syncfs of the
+ * Per batch: every named temp file renamed into objects/ (unnamed ones were
+ * linked there when submitted), then one syncfs of the
  * cache's file system (the data of all the batch's files, their new names
  * and directories, in one journal commit instead of two fsyncs per object;
  * a batch of one or two objects, or of large ones, is flushed file by file
@@ -50,7 +51,7 @@ int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_
                         void *done_arg, si_error_t *err)
 {
     cache_t *c = w->c;
-    if (cache_writer_seal(w, err) < 0)
+    if (cache_writer_seal(w, err) < 0 || (w->unnamed && cache_writer_link(w, err) < 0))
         return -1;
     /* the descriptor is not needed any more: the batch's flush finds the
      * file by its name (a queue of thousands of small objects holds no
@@ -155,6 +156,8 @@ static void place_all(cache_t *c, cache_writer_t **ws, size_t n)
     for (size_t i = 0; i < n; i++) {
         cache_writer_t *w = ws[i];
         si_error_t err = {{0}};
+        if (w->placed)
+            continue; /* linked when submitted */
         cache_object_parts(w->object_id, d0, d1, name);
         if (dir0 < 0 || strcmp(d0, open0) != 0) {
             if (dir1 >= 0)
@@ -326,7 +329,7 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
             failures = true;
             if (w->placed)
                 cache_unlink_object(c, w->object_id);
-            else
+            else if (!w->unnamed)
                 unlinkat(c->tmp_fd, w->temp_name, 0);
             cache_reservation_drop(c, w->object_id);
         } else {

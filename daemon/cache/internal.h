@@ -74,7 +74,8 @@ struct cache_writer {
     cache_record_fn record; /* rows of the owner's, in the batch's transaction */
     void *record_arg;
     bool submitted;
-    bool placed;           /* renamed into objects/ */
+    bool placed;           /* renamed (or linked) into objects/ */
+    bool unnamed;          /* an O_TMPFILE: linked into objects/ when submitted */
     int rc, errnum;        /* the commit's outcome */
     char why[512];
 };
@@ -91,6 +92,7 @@ struct cache {
 
     int dir_fd, objects_fd, tmp_fd, lock_fd;
     int tmp_root_fd;              /* tmp/ (tmp_fd is tmp/<instance>/ when shared) */
+    bool unnamed_temps;           /* temp files are O_TMPFILEs (cache_unnamed_temps_work) */
     double totals_loaded;         /* monotonic seconds of the last cache_load_totals */
     uint64_t capacity, high_bytes, low_bytes;
 
@@ -134,6 +136,13 @@ int cache_commit(cache_t *c, si_error_t *err);
 void cache_rollback(cache_t *c);
 double cache_now(const cache_t *c);
 
+
+/* Whether temp files can be unnamed (O_TMPFILE in tmp/, linked into place
+ * through /proc/self/fd): tried once when the cache opens. Not for a shared
+ * cache: other instances look for a write in progress by its temp name. */
+bool cache_unnamed_temps_work(const cache_t *c);
+/* Links a sealed unnamed temp file into objects/ (writer.c); sets placed. */
+int cache_writer_link(cache_writer_t *w, si_error_t *err);
 
 /* The two directory levels and file name of an object. */
 void cache_object_parts(int64_t object_id, char dir0[3], char dir1[3],

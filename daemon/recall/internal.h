@@ -30,6 +30,13 @@
  * per object (a drive streams thousands per second) would cost O(items)
  * each. */
 #define COMPLETE_EVERY_S 0.02
+/* ... and a recount costs O(items of the request) (a million-file request:
+ * a scan of a million rows), so the next completion waits at least this
+ * many times as long as the last one took (at most COMPLETE_MAX_S): the
+ * completions take a bounded share of the service thread whatever the
+ * request's size, and less while the CPUs are busy. */
+#define COMPLETE_SPACING 8.0
+#define COMPLETE_MAX_S 0.5
 /* Seconds between scans for cancelled and released requests. */
 #define HOUSEKEEPING_S 0.2
 
@@ -113,6 +120,7 @@ struct recall_service {
     flight_t *flights[FLIGHT_BUCKETS];
     done_t *done_head, **done_tail;
     double done_since;         /* monotonic seconds of the oldest queued done */
+    double complete_gap;       /* seconds the dones gather (COMPLETE_SPACING) */
     recall_stats_t st;
 
     /* Checked objects are committed by the cache in batches (group

@@ -493,10 +493,15 @@ static void *service_main(void *arg)
             break;
         double now = si_mono_now();
         pthread_mutex_lock(&rs->mu);
-        bool complete = rs->done_head && now - rs->done_since >= COMPLETE_EVERY_S;
+        bool complete = rs->done_head && now - rs->done_since >= rs->complete_gap;
         pthread_mutex_unlock(&rs->mu);
-        if (complete)
+        if (complete) {
             drain_done(rs);
+            double took = si_mono_now() - now;
+            rs->complete_gap = COMPLETE_SPACING * took < COMPLETE_EVERY_S ? COMPLETE_EVERY_S
+                               : COMPLETE_SPACING * took > COMPLETE_MAX_S ? COMPLETE_MAX_S
+                                                                           : COMPLETE_SPACING * took;
+        }
         if (now - rs->last_housekeeping >= HOUSEKEEPING_S) {
             rs->last_housekeeping = now;
             drop_inactive(rs);
@@ -519,8 +524,8 @@ static void *service_main(void *arg)
         pthread_mutex_lock(&rs->mu);
         if (!rs->stop && !rs->kicked) {
             double next = rs->last_scan + rs->poll_interval;
-            if (rs->done_head && rs->done_since + COMPLETE_EVERY_S < next)
-                next = rs->done_since + COMPLETE_EVERY_S;
+            if (rs->done_head && rs->done_since + rs->complete_gap < next)
+                next = rs->done_since + rs->complete_gap;
             if (rs->last_housekeeping + HOUSEKEEPING_S < next)
                 next = rs->last_housekeeping + HOUSEKEEPING_S;
             if (rs->last_progress + rs->progress_interval < next)
@@ -582,6 +587,7 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
     rs->log = opts->log;
     rs->cache = opts->cache;
     rs->done_tail = &rs->done_head;
+    rs->complete_gap = COMPLETE_EVERY_S;
     if (opts->instance) {
         rs->inst = *opts->instance;
     } else { /* one instance alone (tests, tools) */
