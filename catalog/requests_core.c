@@ -131,6 +131,8 @@ static const char *const sql_text[SQL_COUNT] = {
         " coalesce(sum(state IN ('STARTED', 'COMPLETED', 'FAILED')), 0),"
         " coalesce(sum(state = 'FAILED'), 0)"
         " FROM request_items WHERE request_id = :request",
+    [SQL_ITEM_ANY_PENDING] = "SELECT EXISTS (SELECT 1 FROM request_items"
+                             " WHERE request_id = :request AND state IN ('SUBMITTED', 'STARTED'))",
     [SQL_REQUEST_STATE_BY_ID] = "SELECT state FROM requests WHERE id = :request",
     [SQL_PENDING] =
         "SELECT i.request_id, i.object_id, r.priority, coalesce(r.deadline, 0)"
@@ -450,6 +452,18 @@ int requests_follow_items(requests_t *r, int64_t request, si_error_t *err)
     db_reset(s);
     if (!requests_is_active_state(state))
         return 0;
+    if (strcmp(state, "STARTED") == 0) {
+        /* nothing changes while an item is pending: one index probe, not a
+         * count of every item (this runs after each batch of completions) */
+        s = requests_stmt(r, SQL_ITEM_ANY_PENDING);
+        requests_param_int(s, ":request", request);
+        if (db_step(s) != DB_ROW)
+            return requests_db_fail(r, err, "looking for pending items");
+        bool pending = db_column_int64(s, 0) != 0;
+        db_reset(s);
+        if (pending)
+            return 0;
+    }
     s = requests_stmt(r, SQL_ITEM_COUNTS);
     requests_param_int(s, ":request", request);
     if (db_step(s) != DB_ROW)

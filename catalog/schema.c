@@ -502,6 +502,13 @@ static const char schema_1011_postgres[] =
     "  RETURN NULL;"
     " END $$;";
 
+/* Version 1.12: a request's items by state, so that the request following
+ * its items after each batch of completions (requests_follow_items) finds
+ * whether any is still pending with one index probe: counting every item of
+ * the request each time made a recall of N objects cost O(N^2 / batch). */
+static const char schema_1012[] =
+    "CREATE INDEX request_items_by_state ON request_items(request_id, state);";
+
 static const catalog_schema_step_t steps[] = {
     {1000, schema_1000, schema_1000_sqlite, schema_1000_postgres},
     {1001, schema_1001, NULL, NULL},
@@ -515,6 +522,7 @@ static const catalog_schema_step_t steps[] = {
     {1009, NULL, NULL, schema_1009_postgres},
     {1010, schema_1010, NULL, NULL},
     {1011, NULL, NULL, schema_1011_postgres},
+    {1012, schema_1012, NULL, NULL},
 };
 
 const catalog_schema_step_t *catalog_schema_steps(size_t *count)

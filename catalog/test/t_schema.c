@@ -263,6 +263,11 @@ static void run(void)
     references(cat, "from 1.10");
     if (pg)
         own_objects_pg(cat, path, "from 1.10");
+    is_int(test_query_int(cat, pg ? "SELECT COUNT(*) FROM pg_indexes WHERE indexname ="
+                                    " 'request_items_by_state'"
+                                  : "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index'"
+                                    " AND name = 'request_items_by_state'"),
+           1, "1.12: request items indexed by request and state");
     catalog_close(cat);
 
     /* the site: recorded by the first opener that names one, another refused */
