@@ -261,6 +261,9 @@ static int writer_open(push_t *p, push_upload_t *u, const push_file_t *file, si_
             si_errprefix(err, "the cache has no room for the file now");
         return -1;
     }
+    /* read again only when archived, later: the page cache's copy is
+     * work for nothing */
+    cache_writer_direct(u->writer);
     return 0;
 }
 
