@@ -187,6 +187,13 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
 /* Appends bytes (a tape read, an HTTP upload, ...). More bytes than the
  * expected size is an error at once; the writer must then be aborted. */
 int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error_t *err);
+/* Before the first write: the writer's whole blocks go to the disk with
+ * O_DIRECT from its aligned buffer, the tail through the page cache (the
+ * commit's flush makes both durable). For bytes nobody reads soon (a
+ * pushed file, archived later): no copy into the page cache, which cost
+ * more CPU than the rest of an upload. Where the file system refuses
+ * O_DIRECT the writer stays buffered. */
+void cache_writer_direct(cache_writer_t *w);
 /* Appends len bytes of the file open at fd, from offset off: copied by the
  * kernel (copy_file_range) where the file systems allow it, else read and
  * written; then the bytes that landed in the temp file are read back and

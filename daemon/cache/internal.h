@@ -65,6 +65,7 @@ struct cache_writer {
     size_t buffered, buf_size;
     bool failed;
     bool sealed;           /* size and checksum checked: only the commit is left */
+    bool direct;           /* whole aligned blocks written with O_DIRECT (cache_writer_direct) */
 
     /* submitted: in the commit queue, then in a batch */
     struct cache_writer *next;

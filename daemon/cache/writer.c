@@ -182,12 +182,48 @@ static int refuse_oversize(cache_writer_t *w, uint64_t len, si_error_t *err)
                           w->expected_size, w->received + len);
 }
 
+/* Direct I/O moves whole blocks of this size from an address aligned to it. */
+#define DIRECT_ALIGN 4096u
+
+/* Back to the page cache (a tail, a file system without O_DIRECT). */
+static void direct_off(cache_writer_t *w)
+{
+    int flags = fcntl(w->fd, F_GETFL);
+    if (flags >= 0)
+        fcntl(w->fd, F_SETFL, flags & ~O_DIRECT);
+    w->direct = false;
+}
+
+void cache_writer_direct(cache_writer_t *w)
+{
+    if (w->direct || w->written || w->buffered || w->fd < 0 || w->buf_size % DIRECT_ALIGN)
+        return;
+    int flags = fcntl(w->fd, F_GETFL);
+    w->direct = flags >= 0 && fcntl(w->fd, F_SETFL, flags | O_DIRECT) == 0;
+}
+
+/* The bytes of p that can go direct: whole blocks from an aligned address
+ * at an aligned offset; 0 when none (or the writer is buffered). */
+static size_t direct_part(const cache_writer_t *w, const unsigned char *p, size_t len)
+{
+    if (!w->direct || (uintptr_t)p % DIRECT_ALIGN || w->written % DIRECT_ALIGN)
+        return 0;
+    return len - len % DIRECT_ALIGN;
+}
+
 static int write_all(cache_writer_t *w, const unsigned char *p, size_t len, si_error_t *err)
 {
     while (len > 0) {
-        ssize_t n = write(w->fd, p, len);
+        size_t whole = direct_part(w, p, len);
+        if (!whole && w->direct)
+            direct_off(w); /* the tail, after which nothing is aligned */
+        ssize_t n = write(w->fd, p, whole ? whole : len);
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && errno == EINVAL && w->direct) { /* the file system's alignment */
+            direct_off(w);
+            continue;
+        }
         if (n < 0) {
             int saved = errno;
             w->failed = true;
@@ -198,6 +234,8 @@ static int write_all(cache_writer_t *w, const unsigned char *p, size_t len, si_e
         len -= (size_t)n;
         w->written += (uint64_t)n;
     }
+    if (w->direct) /* nothing of it waits in the page cache */
+        w->writeback_from = w->written;
     if (w->written - w->writeback_from >= WRITEBACK_CHUNK) {
         sync_file_range(w->fd, (off_t)w->writeback_from,
                         (off_t)(w->written - w->writeback_from), SYNC_FILE_RANGE_WRITE);
@@ -226,7 +264,9 @@ int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error
     si_checksum_update(w->sum, p, len);
     w->received += len;
     while (len > 0) {
-        if (!w->buffered && len >= w->buf_size) { /* large feeds skip the copy */
+        /* large feeds skip the copy (direct: only from an aligned address) */
+        if (!w->buffered && len >= w->buf_size &&
+            (!w->direct || (uintptr_t)p % DIRECT_ALIGN == 0)) {
             size_t n = len - len % w->buf_size;
             if (write_all(w, p, n, err) < 0)
                 return -1;
@@ -254,6 +294,8 @@ int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, 
         return refuse_oversize(w, len, err);
     if (flush_buffer(w, err) < 0)
         return -1;
+    if (w->direct) /* the read-back below goes through the page cache */
+        direct_off(w);
     uint64_t start = w->written;
     int64_t n = si_copy_range(fd, off, w->fd, start, len, err);
     if (n >= 0 && (uint64_t)n < len)

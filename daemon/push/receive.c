@@ -19,6 +19,9 @@
 #include "common/uuid.h"
 #include "common/clock.h"
 
+/* Files of at least this size are written with O_DIRECT. */
+#define DIRECT_MIN (1u << 20)
+
 struct push_upload {
     push_t *p;
     int64_t object_id;
@@ -261,6 +264,11 @@ static int writer_open(push_t *p, push_upload_t *u, const push_file_t *file, si_
             si_errprefix(err, "the cache has no room for the file now");
         return -1;
     }
+    /* read again only when archived, later: the page cache's copy is
+     * work for nothing (not for small files: one I/O submitted per file
+     * cost more than the copy, where the batch's flush merges them) */
+    if (file->size >= DIRECT_MIN)
+        cache_writer_direct(u->writer);
     return 0;
 }
 
