@@ -163,8 +163,8 @@ static void vtl_start(const char *vtl, int port, int size_mb)
      * 8 KiB Data-Out PDUs (tgtd reads each header and segment apart) */
     if (!TGT_DEFAULTS &&
         sh("T='%s --op update --mode target --tid 1 --name' && "
-           "$T MaxRecvDataSegmentLength --value 262144 && $T FirstBurstLength --value 262144 && "
-           "$T MaxBurstLength --value 16776192", a) != 0)
+           "$T MaxRecvDataSegmentLength --value 262144 && $T FirstBurstLength --value 262144",
+           a) != 0)
         die("tgtadm", "cannot set the target's iSCSI parameters");
 }
 
