@@ -37,6 +37,11 @@ tgt_start() {
     track_pid "$TGT_PID"
     for _ in $(seq 50); do $TGTADM --op show --mode sys >/dev/null 2>&1 && break; sleep 0.1; done
     $TGTADM --op new --mode target --tid 1 -T "$IQN" || return 1
+    # 256 KiB segments as a real library's target has them: tgt's own
+    # MaxRecvDataSegmentLength (8 KiB) cuts every WRITE into 8 KiB Data-Out PDUs
+    local tp="$TGTADM --op update --mode target --tid 1 --name"
+    $tp MaxRecvDataSegmentLength --value 262144 && $tp FirstBurstLength --value 262144 ||
+        return 1
     for i in $(seq "$drives"); do
         $TGTADM --mode logicalunit --op new --tid 1 --lun "$i" -b "$VTL/$(printf 'T%07d' "$i")" --device-type=tape
         $TGTADM --mode logicalunit --op update --tid 1 --lun "$i" --params online=0

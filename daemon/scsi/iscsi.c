@@ -256,12 +256,21 @@ static int iscsi_start(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, vo
     slot->deadline = now_s() + cmd->timeout_ms / 1000.0 + 5;
     slot->used = true;
     s->started++;
+    /* a command without data out (a READ's CDB) leaves now, from this
+     * thread: waking the service thread for it cost a pipe write, a poll
+     * wake-up and a read per command. WRITE data stays with the service
+     * thread, which sends it while this one fills the next block. */
+    if (cmd->dir != SCSI_DIR_OUT && iscsi_service(s->ctx, POLLOUT) < 0)
+        iscsi_scsi_cancel_all_tasks(s->ctx);
+    bool pending = (iscsi_which_events(s->ctx) & POLLOUT) != 0;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    /* the service thread may be in a poll without POLLOUT: it polls again
-     * (a full pipe says so already) */
-    ssize_t woken = write(s->wake[1], "", 1);
-    (void)woken;
+    if (pending) {
+        /* the service thread may be in a poll without POLLOUT: it polls
+         * again (a full pipe says so already) */
+        ssize_t woken = write(s->wake[1], "", 1);
+        (void)woken;
+    }
     return 0;
 }
 

@@ -1,10 +1,11 @@
 /* The tape backend against tgt's virtual tape library (Debian package tgt,
  * over libiscsi), side by side with the emulator's own limit: reading and
  * writing the cartridge's backing file directly.
- *   tape [--block BYTES] [--depth N] [--quick] [--json] [--dir DIR]
+ *   tape [--block BYTES] [--depth N] [--tgt-defaults] [--quick] [--json] [--dir DIR]
  * In one run, for objects of 64 KiB, 1 MiB and 16 MiB (one aggregate per
  * size, 1 copy, 256 KiB blocks unless --block, archive.tape.queue_depth 4
- * unless --depth):
+ * unless --depth; the target's MaxRecvDataSegmentLength and FirstBurstLength
+ * 256 KiB as the tests set them, tgt's own 8 KiB with --tgt-defaults):
  *   - push: archive_write of the set (pax stream in WRITE(6) blocks, a
  *     filemark, on which tgt fsyncs the cartridge file; the cartridge index
  *     fsync'd) against writing the same bytes to a file in the same
@@ -48,6 +49,8 @@ static unsigned BLOCK = 256u << 10;
 /* READ/WRITE(6)s in flight (archive.tape.queue_depth, and the bare loops'
  * second column): --depth N */
 static int DEPTH = 4;
+/* the target keeps tgt's own iSCSI segment sizes: --tgt-defaults */
+static bool TGT_DEFAULTS;
 
 typedef struct {
     const char *name;
@@ -155,6 +158,14 @@ static void vtl_start(const char *vtl, int port, int size_mb)
            "%s --op bind --mode target --tid 1 -I ALL",
            a, a, vtl, a, a, vtl, a, vtl, a) != 0)
         die("tgtadm", "cannot set up the virtual library");
+    /* the target's iSCSI segment sizes as the tests set them (tape-lib.sh):
+     * tgt's own MaxRecvDataSegmentLength of 8 KiB cuts every WRITE into
+     * 8 KiB Data-Out PDUs (tgtd reads each header and segment apart) */
+    if (!TGT_DEFAULTS &&
+        sh("T='%s --op update --mode target --tid 1 --name' && "
+           "$T MaxRecvDataSegmentLength --value 262144 && $T FirstBurstLength --value 262144",
+           a) != 0)
+        die("tgtadm", "cannot set the target's iSCSI parameters");
 }
 
 static int sink_begin(void *arg, const archive_item_t *item, void **session, si_error_t *err)
@@ -442,8 +453,17 @@ typedef struct {
 int main(int argc, char **argv)
 {
     bench_opts_t o;
-    /* --block BYTES, --depth N (before the common options) */
-    while (argc >= 3 && (strcmp(argv[1], "--block") == 0 || strcmp(argv[1], "--depth") == 0)) {
+    /* --block BYTES, --depth N, --tgt-defaults (before the common options) */
+    for (;;) {
+        if (argc >= 2 && strcmp(argv[1], "--tgt-defaults") == 0) {
+            TGT_DEFAULTS = true;
+            argv[1] = argv[0];
+            argv++;
+            argc--;
+            continue;
+        }
+        if (argc < 3 || (strcmp(argv[1], "--block") != 0 && strcmp(argv[1], "--depth") != 0))
+            break;
         if (strcmp(argv[1], "--block") == 0) {
             BLOCK = (unsigned)strtoul(argv[2], NULL, 10);
             if (BLOCK < 512 || BLOCK % 512 || BLOCK > (8u << 20)) {
@@ -663,8 +683,8 @@ int main(int argc, char **argv)
                wloop_mbps[0], wloop_mbps[1], cart_mbps);
         return 0;
     }
-    printf("tape backend vs the cartridge's backing file (tgt over iSCSI, %u KiB blocks)\n",
-           BLOCK >> 10);
+    printf("tape backend vs the cartridge's backing file (tgt over iSCSI, %u KiB blocks%s)\n",
+           BLOCK >> 10, TGT_DEFAULTS ? ", tgt's default segment sizes" : "");
     printf("%-6s %7s | %9s %9s %9s %6s %8s %6s | %9s %9s %9s %6s %8s %6s\n", "size", "objects",
            "push MB/s", "wr+hash", "write", "ratio", "objs/s", "cmd/ob", "recall", "read+hash", "read raw",
            "ratio", "objs/s", "cmd/ob");
