@@ -345,9 +345,7 @@ void si_sigv4_key_cache_free(si_sigv4_key_cache_t *c)
 
 static key_slot_t *key_slot(si_sigv4_key_cache_t *c, const char *access_key)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)access_key; *p; p++)
-        h = (h ^ *p) * 16777619u;
+    uint32_t h = si_fnv1a(SI_FNV1A_START, access_key, strlen(access_key));
     return &c->slot[h % KEY_CACHE_SLOTS];
 }
 

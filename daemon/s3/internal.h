@@ -23,6 +23,7 @@
 #include "daemon/push/push.h"
 #include "common/groups.h"
 #include "daemon/s3/db.h"
+#include "daemon/s3/objcache.h"
 #include "daemon/s3/quota.h"
 #include "daemon/s3/s3.h"
 
@@ -53,6 +54,7 @@ struct s3_server {
     char *tls_cert, *tls_key;        /* PEM text while TLS is served; NULL: plain HTTP */
     size_t tls_key_len;
     s3_dbpool_t *pool;
+    s3_objcache_t *objects;          /* GET/HEAD lookups at a catalog generation */
     cache_t *cache;
     void (*staged)(void *arg);   /* a stage request was made: wakes the recall service */
     void *staged_arg;
