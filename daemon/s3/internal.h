@@ -154,6 +154,7 @@ struct s3_req {
     char note[160];
     char rdma_declined[160];         /* why an x-amz-rdma-token was answered 501 */
     bool rdma_replied;               /* x-amz-rdma-reply: 200 is on the answer */
+    int corked_fd;                   /* s3_req_cork's socket, uncorked at the end; 0: none */
 
     /* off the event threads (s3_offload): while suspended, an answer is
      * kept in answer and queued by the event thread once resumed */
@@ -169,6 +170,13 @@ struct s3_req {
     unsigned answer_status;
     bool answer_counted;             /* in srv->answering until it completes */
 };
+
+/* Holds back the connection's partial segments until the request ends
+ * (on_completed uncorks): a file response's headers leave in the body's
+ * first segment, one wake-up of the client instead of two (nginx's
+ * tcp_nopush). */
+void s3_req_cork(s3_req_t *r);
+void s3_req_uncork(s3_req_t *r);
 
 /* ---- off the event threads (offload.c) -------------------------------------- */
 

@@ -682,6 +682,7 @@ void s3_get_object(s3_req_t *r, bool head)
                 goto out;
             }
             fd = -1; /* the response closes it */
+            s3_req_cork(r);
         }
     }
     if (partial) {

@@ -688,6 +688,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 (double)(now.tv_nsec - r->t0.tv_nsec) / 1e6;
     si_log(s->log, SI_LOG_INFO, "s3: %s %.200s %u %.1fms %s%s", r->method, r->uri, r->status, ms,
            r->note, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        s3_req_uncork(r); /* its last segment goes out now (otherwise the socket closes) */
     if (r->body && r->body->cleanup)
         r->body->cleanup(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (r->answer_counted) {
