@@ -14,7 +14,9 @@
  * itself already requires all of them on one host, so the shared mapping
  * reaches them all. Setting a WAL hook replaces SQLite's automatic
  * checkpoint, which is done here the same way (passive, at SQLite's
- * default of 1000 pages). */
+ * default of 1000 pages). Like -wal and -shm, the file is never removed while
+ * the catalog is open: a process that mapped it would no longer see the
+ * commits counted in its replacement. */
 #include "config.h"
 #include "catalog/db_impl.h"
 
