@@ -62,6 +62,11 @@ bool db_readonly(const db_t *db);
  * PostgreSQL (no check cheaper than the query itself). Safe from any thread
  * while db is open: one load from shared memory. */
 bool db_generation(const db_t *db, uint64_t *out);
+/* While set, this connection's commits leave the generation alone: they
+ * change only what no generation reader remembers, which today means the
+ * cache table's last_access (an access-time flush; the S3 server's lookups
+ * read no access time). Anything else a commit changes must move it. */
+void db_generation_unseen(db_t *db, bool unseen);
 /* The SQLite connection, NULL on PostgreSQL: only for the daemon's modules
  * that still call SQLite directly. */
 sqlite3 *db_sqlite(db_t *db);

@@ -34,7 +34,8 @@
 static int after_commit(void *arg, sqlite3 *sqlite, const char *schema, int wal_pages)
 {
     db_t *db = arg;
-    __atomic_add_fetch(db->generation, 1, __ATOMIC_SEQ_CST);
+    if (!db->generation_unseen)
+        __atomic_add_fetch(db->generation, 1, __ATOMIC_SEQ_CST);
     if (wal_pages >= WAL_CHECKPOINT_PAGES)
         sqlite3_wal_checkpoint_v2(sqlite, schema, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     return SQLITE_OK;
@@ -108,4 +109,9 @@ bool db_generation(const db_t *db, uint64_t *out)
         return false;
     *out = __atomic_load_n(db->generation, __ATOMIC_SEQ_CST);
     return true;
+}
+
+void db_generation_unseen(db_t *db, bool unseen)
+{
+    db->generation_unseen = unseen;
 }

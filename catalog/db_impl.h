@@ -23,6 +23,7 @@ struct db {
     db_health_t *own_health;
     uint64_t *generation;       /* SQLite: the shared change generation (db_generation.c) */
     bool generation_exact;      /* in WAL mode: every commit bumps it */
+    bool generation_unseen;     /* db_generation_unseen: this connection's commits do not */
 #ifdef HAVE_LIBPQ
     PGconn *pg;
     int64_t pg_changes;

@@ -60,10 +60,16 @@ int main(void)
     ok(db_exec(writer, "BEGIN; INSERT INTO t VALUES (3); INSERT INTO t VALUES (4); COMMIT",
                &err) == 0 && generation_of(reader) == g2 + 1,
        "a transaction moves it once, at its commit");
+    db_generation_unseen(writer, true);
+    ok(db_exec(writer, "UPDATE t SET x = 5 WHERE x = 1", &err) == 0 &&
+           generation_of(reader) == g2 + 1, "an unseen commit does not move it");
+    db_generation_unseen(writer, false);
+    ok(db_exec(writer, "UPDATE t SET x = 6 WHERE x = 5", &err) == 0 &&
+           generation_of(reader) == g2 + 2, "the next commit does again");
     db_close(other);
     db_close(writer);
     db_t *again = db_open(path, 0, NULL, &err);
-    ok(again && generation_of(again) == g2 + 1, "it persists across connections");
+    ok(again && generation_of(again) == g2 + 2, "it persists across connections");
     db_close(again);
     db_close(reader);
     char cmd[300];
