@@ -251,8 +251,8 @@ static int presigned_params(const char *query, presigned_param_t *params, si_err
                 si_strbuf_init(&value, q->size - 1);
                 if (si_uri_decode(&value, u.value, u.value_len, true, &q->why) < 0)
                     q->bad = true;
-                else
-                    snprintf(q->out, q->size, "%s", si_strbuf_str(&value));
+                else /* at most size - 1 bytes: the buffer's limit */
+                    memcpy(q->out, si_strbuf_str(&value), value.len + 1);
                 si_strbuf_free(&value);
             }
             break;
