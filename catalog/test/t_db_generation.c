@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "catalog/db.h"
+#include "catalog/test/testutil.h"
 #include "common/tap.h"
 
 static uint64_t generation_of(db_t *db)
@@ -20,13 +21,9 @@ static uint64_t generation_of(db_t *db)
 
 int main(void)
 {
-    char dir[] = "/tmp/t_db_generation.XXXXXX";
-    if (!mkdtemp(dir)) {
-        ok(0, "mkdtemp");
-        return done_testing();
-    }
-    char path[256], gen_path[256];
-    snprintf(path, sizeof(path), "%s/catalog.db", dir);
+    char path[256], gen_path[300];
+    test_db_path(path, sizeof(path), "generation");
+    test_db_remove(path);
     snprintf(gen_path, sizeof(gen_path), "%s-gen", path);
     si_error_t err;
 
@@ -72,9 +69,7 @@ int main(void)
     ok(again && generation_of(again) == g2 + 2, "it persists across connections");
     db_close(again);
     db_close(reader);
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        diag("could not remove %s", dir);
+    test_db_remove(path);
+    ok(access(gen_path, F_OK) != 0, "removed with the catalog's other files");
     return done_testing();
 }
