@@ -98,6 +98,8 @@ static db_t *sqlite_open(db_t *db, const char *path, int flags, si_error_t *err)
             db_exec(db, "PRAGMA temp_store = MEMORY", err) < 0)
             goto error;
     }
+    if (db_generation_open(db, err) < 0)
+        goto error;
     return db;
 error:
     db_close(db);
@@ -154,6 +156,7 @@ void db_close(db_t *db)
         }
     if (db->sqlite)
         sqlite3_close(db->sqlite);
+    db_generation_close(db);
 #ifdef HAVE_LIBPQ
     db_pg_close(db);
 #endif

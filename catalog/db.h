@@ -56,6 +56,17 @@ const char *db_engine_name(const db_t *db);
 /* The path, or the URL (which holds no password), for messages. */
 const char *db_target(const db_t *db);
 bool db_readonly(const db_t *db);
+/* The catalog's change generation: true and *out when the engine keeps one
+ * (SQLite in WAL mode), which every commit of every process moves; a result
+ * read after a load of *out is exact while it has not moved. False on
+ * PostgreSQL (no check cheaper than the query itself). Safe from any thread
+ * while db is open: one load from shared memory. */
+bool db_generation(const db_t *db, uint64_t *out);
+/* While set, this connection's commits leave the generation alone: they
+ * change only what no generation reader remembers, which today means the
+ * cache table's last_access (an access-time flush; the S3 server's lookups
+ * read no access time). Anything else a commit changes must move it. */
+void db_generation_unseen(db_t *db, bool unseen);
 /* The SQLite connection, NULL on PostgreSQL: only for the daemon's modules
  * that still call SQLite directly. */
 sqlite3 *db_sqlite(db_t *db);

@@ -21,6 +21,9 @@ struct db {
     long busy_waited_us;        /* the current wait for the write lock, so far */
     db_health_t *health;        /* shared, or own_health */
     db_health_t *own_health;
+    uint64_t *generation;       /* SQLite: the shared change generation (db_generation.c) */
+    bool generation_exact;      /* in WAL mode: every commit bumps it */
+    bool generation_unseen;     /* db_generation_unseen: this connection's commits do not */
 #ifdef HAVE_LIBPQ
     PGconn *pg;
     int64_t pg_changes;
@@ -62,6 +65,13 @@ struct db_stmt {
     bool executed;
 #endif
 };
+
+/* Maps the catalog's change generation; a read-write connection bumps it
+ * after each commit. 0 (also when there is none to map: in memory, or a
+ * read-only connection before any writer made it), -1 when a read-write
+ * connection cannot map it (its commits would go uncounted). */
+int db_generation_open(db_t *db, si_error_t *err);
+void db_generation_close(db_t *db);
 
 #ifdef HAVE_LIBPQ
 db_t *db_pg_open(db_t *db, const char *url, int flags, const char *password_file,

@@ -279,3 +279,10 @@ int si_dataset_check(const char *name, si_error_t *err)
         return si_errprintf(err, "dataset name '%s' must not start with '.' or '-'", name);
     return 0;
 }
+
+uint32_t si_fnv1a(uint32_t h, const void *bytes, size_t len)
+{
+    for (const unsigned char *p = bytes, *end = p + len; p < end; p++)
+        h = (h ^ *p) * 16777619u;
+    return h;
+}

@@ -42,6 +42,11 @@ char *si_format_duration(double seconds, char *buf, size_t size);
 
 /* Lower-case hex of len bytes into out (2*len+1 bytes). */
 void si_hex(const unsigned char *bytes, size_t len, char *out);
+
+/* FNV-1a over len bytes, continuing from h (SI_FNV1A_START to begin): a
+ * table slot's hash, not a checksum. */
+#define SI_FNV1A_START 2166136261u
+uint32_t si_fnv1a(uint32_t h, const void *bytes, size_t len);
 /* The value of a hex digit (either case), or -1. */
 int si_hex_digit(char c);
 /* The bytes that the 2*len hex digits (either case) at hex stand for, into

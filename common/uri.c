@@ -129,17 +129,53 @@ static int param_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->value, y->value);
 }
 
+/* True when encoding s's decoded form gives s back: unreserved bytes, and
+ * upper-case %XX escapes of bytes that are not (what clients send, e.g.
+ * presigned URLs); such a component is copied, not decoded and encoded. */
+static bool already_canonical(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (unreserved((unsigned char)s[i]))
+            continue;
+        if (s[i] != '%' || len - i < 3)
+            return false;
+        int hi = si_hex_digit(s[i + 1]), lo = si_hex_digit(s[i + 2]);
+        if (hi < 0 || lo < 0 || (s[i + 1] >= 'a' && s[i + 1] <= 'f') ||
+            (s[i + 2] >= 'a' && s[i + 2] <= 'f') || unreserved((unsigned char)(hi * 16 + lo)))
+            return false;
+        i += 2;
+    }
+    return true;
+}
+
 /* Re-encodes one raw query component onto the end of all (NUL-terminated);
- * its decoded form is left in dec. */
+ * with dec, its decoded form is left there. */
 static int canonical_component(si_strbuf_t *all, si_strbuf_t *dec, const char *s, size_t len,
                                si_error_t *err)
 {
+    if (already_canonical(s, len) && (!dec || !memchr(s, '%', len))) {
+        if (dec) {
+            si_strbuf_reset(dec);
+            si_strbuf_append(dec, s, len); /* no escape: decoded, it is itself */
+        }
+        si_strbuf_append(all, s, len);
+        si_strbuf_putc(all, '\0');
+        return 0;
+    }
+    si_strbuf_t own;
+    if (!dec) {
+        si_strbuf_init(&own, QUERY_TEXT_MAX);
+        dec = &own;
+    }
     si_strbuf_reset(dec);
-    if (si_uri_decode(dec, s, len, true, err) < 0)
-        return -1;
-    si_uri_encode(all, si_strbuf_str(dec), dec->len, false);
-    si_strbuf_putc(all, '\0');
-    return 0;
+    int rc = si_uri_decode(dec, s, len, true, err);
+    if (rc == 0) {
+        si_uri_encode(all, si_strbuf_str(dec), dec->len, false);
+        si_strbuf_putc(all, '\0');
+    }
+    if (dec == &own)
+        si_strbuf_free(&own);
+    return rc;
 }
 
 int si_uri_canonical_query(si_strbuf_t *out, const char *raw_query, const char *skip_key,
@@ -163,14 +199,14 @@ int si_uri_canonical_query(si_strbuf_t *out, const char *raw_query, const char *
             goto out;
         }
         size_t name = all.len;
-        if (canonical_component(&all, &dec, q.name, q.name_len, err) < 0)
+        if (canonical_component(&all, skip_key ? &dec : NULL, q.name, q.name_len, err) < 0)
             goto error_prefix;
         if (skip_key && strcmp(si_strbuf_str(&dec), skip_key) == 0) {
             all.len = name; /* dropped */
             continue;
         }
         size_t value = all.len;
-        if (q.value ? canonical_component(&all, &dec, q.value, q.value_len, err) < 0
+        if (q.value ? canonical_component(&all, NULL, q.value, q.value_len, err) < 0
                     : !si_strbuf_putc(&all, '\0'))
             goto error_prefix;
         offs[n][0] = name;

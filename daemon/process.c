@@ -176,7 +176,7 @@ int process_private_state(const char *state_dir, const char *catalog, si_error_t
     if (stat(state_dir, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0066) &&
         chmod(state_dir, 0711) < 0)
         return si_errprintf(err, "cannot make %s private: %s", state_dir, strerror(errno));
-    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal", "-gen"};
     for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
         char path[PATH_MAX];
         if ((size_t)snprintf(path, sizeof(path), "%s%s", catalog, suffixes[i]) >= sizeof(path))

@@ -69,6 +69,15 @@ aws_as "$NK" "$NS" s3 cp --no-progress s3://data/hot/h2 "$OUT/h2" >/dev/null 2>&
 ok "$(same_bytes "$OUT/h2" "$SRC/hot/h2"; echo $?)" "nobody reads the public hot/h2 with them, byte-identical"
 is "$(raw_as "$NK" "$NS" request GET /data/priv/p1)" "403 AccessDenied" \
     "nobody's credentials cannot read root's private object"
+# a lookup the S3 server remembers goes stale with any commit: the CLI's included
+is "$(raw_as "$NK" "$NS" request GET /data/hot/h2)" "200 -" "nobody reads hot/h2 a second time"
+printf 'data/%s\n' small1 small2 hot/h1 cold/c1 cold/c2 deep/a/b/d1 > "$TEST_DIR/pub.manifest"
+"$STAGEIN" catalog define pub "$TEST_DIR/pub.manifest" --owner root:root --mode 0644 --replace \
+    >/dev/null
+printf 'data/hot/h2\n' > "$TEST_DIR/lock.manifest"
+"$STAGEIN" catalog define lockh2 "$TEST_DIR/lock.manifest" --owner root:root --mode 0600 >/dev/null
+is "$(raw_as "$NK" "$NS" request GET /data/hot/h2)" "403 AccessDenied" \
+    "once the CLI moves hot/h2 out of pub into root's private dataset, nobody's next GET is refused"
 altered="${NK:0:20}$( [ "${NK:20:1}" = A ] && echo B || echo A )${NK:21}"
 is "$(raw_as "$altered" "$NS" request GET /data/hot/h2)" "403 InvalidAccessKeyId" \
     "an altered access key is unknown"

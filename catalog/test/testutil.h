@@ -102,6 +102,8 @@ static inline void test_db_remove(const char *path)
     unlink(side);
     snprintf(side, sizeof(side), "%s-shm", path);
     unlink(side);
+    snprintf(side, sizeof(side), "%s-gen", path);
+    unlink(side);
 }
 
 /* One integer from a query, -1 on error. */

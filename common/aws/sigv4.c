@@ -205,7 +205,13 @@ bool si_sigv4_key_matches(const si_sigv4_key_t *key, const char *date, const cha
 
 static void append_scope(si_strbuf_t *b, const si_sigv4_key_t *key)
 {
-    si_strbuf_printf(b, "%s/%s/%s/" SCOPE_TERMINATOR, key->date, key->region, key->service);
+    /* puts, not printf: this runs for every signed request */
+    si_strbuf_puts(b, key->date);
+    si_strbuf_putc(b, '/');
+    si_strbuf_puts(b, key->region);
+    si_strbuf_putc(b, '/');
+    si_strbuf_puts(b, key->service);
+    si_strbuf_puts(b, "/" SCOPE_TERMINATOR);
 }
 
 char *sigv4_string_to_sign_md(const EVP_MD *md, const char *amz_date,
@@ -215,9 +221,12 @@ char *sigv4_string_to_sign_md(const EVP_MD *md, const char *amz_date,
     si_strbuf_t b;
     si_strbuf_init(&b, 1024);
     sha256_hex_md(md, canonical_request, strlen(canonical_request), hash);
-    si_strbuf_printf(&b, SI_SIGV4_ALGORITHM "\n%s\n", amz_date);
+    si_strbuf_puts(&b, SI_SIGV4_ALGORITHM "\n");
+    si_strbuf_puts(&b, amz_date);
+    si_strbuf_putc(&b, '\n');
     append_scope(&b, key);
-    si_strbuf_printf(&b, "\n%s", hash);
+    si_strbuf_putc(&b, '\n');
+    si_strbuf_puts(&b, hash);
     if (b.failed) {
         si_strbuf_free(&b);
         return NULL;

@@ -251,8 +251,8 @@ static int presigned_params(const char *query, presigned_param_t *params, si_err
                 si_strbuf_init(&value, q->size - 1);
                 if (si_uri_decode(&value, u.value, u.value_len, true, &q->why) < 0)
                     q->bad = true;
-                else
-                    snprintf(q->out, q->size, "%s", si_strbuf_str(&value));
+                else /* at most size - 1 bytes: the buffer's limit */
+                    memcpy(q->out, si_strbuf_str(&value), value.len + 1);
                 si_strbuf_free(&value);
             }
             break;
@@ -345,9 +345,7 @@ void si_sigv4_key_cache_free(si_sigv4_key_cache_t *c)
 
 static key_slot_t *key_slot(si_sigv4_key_cache_t *c, const char *access_key)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)access_key; *p; p++)
-        h = (h ^ *p) * 16777619u;
+    uint32_t h = si_fnv1a(SI_FNV1A_START, access_key, strlen(access_key));
     return &c->slot[h % KEY_CACHE_SLOTS];
 }
 

@@ -78,6 +78,20 @@ int main(void)
     is_int(si_uri_canonical_query(&b, "b=2&a=x y&c", NULL, NULL), 0, "canonical query");
     is_str(si_strbuf_str(&b), "a=x%20y&b=2&c=", "... sorted, re-encoded, empty values");
     si_strbuf_free(&b);
+    /* components already canonical are copied; every other form re-encoded */
+    is_int(si_uri_canonical_query(&b, "X-Amz-Credential=AK%2F20261202%2Fus-east-1%2Fs3%2Faws4_request"
+                                      "&X-Amz-Date=20261202T000000Z&A=%41%2f%7e+b%2B~", NULL, NULL),
+           0, "canonical query of escapes");
+    is_str(si_strbuf_str(&b), "A=A%2F~%20b%2B~&X-Amz-Credential=AK%2F20261202%2Fus-east-1%2Fs3%2F"
+                              "aws4_request&X-Amz-Date=20261202T000000Z",
+           "... upper-case escapes of reserved bytes kept; unreserved ones, lower case, '+' redone");
+    si_strbuf_free(&b);
+    is_int(si_uri_canonical_query(&b, "X-Amz-Signature=ab&X%2DAmz-Signature=cd&k=%00", "X-Amz-Signature",
+                                  NULL), 0, "canonical query, one key dropped");
+    is_str(si_strbuf_str(&b), "k=%00", "... also when its name is escaped");
+    si_strbuf_free(&b);
+    is_int(si_uri_canonical_query(&b, "a=%4", NULL, NULL), -1, "a truncated escape is refused");
+    si_strbuf_free(&b);
     is_int(si_uri_canonical_path(&b, "/dir/a%20b/c+d", NULL), 0, "canonical path");
     is_str(si_strbuf_str(&b), "/dir/a%20b/c%2Bd", "... each segment re-encoded");
     si_strbuf_free(&b);

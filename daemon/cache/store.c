@@ -185,6 +185,9 @@ int cache_flush_access_locked(cache_t *c, si_error_t *err)
     qsort(c->access, c->naccess, sizeof(*c->access), cmp_access);
     if (cache_begin(c, err) < 0)
         return -1;
+    /* access times alone: lookups remembered at the catalog generation stay
+     * exact (a flush per 1024 GETs would otherwise drop them all) */
+    db_generation_unseen(c->db, true);
     for (size_t i = 0; i < c->naccess; i++) {
         if (i + 1 < c->naccess && c->access[i + 1].object_id == c->access[i].object_id)
             continue;
@@ -194,10 +197,13 @@ int cache_flush_access_locked(cache_t *c, si_error_t *err)
         if (db_step(s) != DB_DONE) {
             cache_db_error(c, err, "recording access times");
             cache_rollback(c);
+            db_generation_unseen(c->db, false);
             return -1;
         }
     }
-    if (cache_commit(c, err) < 0)
+    int rc = cache_commit(c, err);
+    db_generation_unseen(c->db, false);
+    if (rc < 0)
         return -1;
     c->naccess = 0;
     return 0;

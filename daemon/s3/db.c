@@ -251,6 +251,12 @@ void s3_dbpool_close(s3_dbpool_t *p)
     free(p);
 }
 
+bool s3_dbpool_generation(s3_dbpool_t *p, uint64_t *out)
+{
+    /* one load from shared memory: no connection needs taking from the pool */
+    return p->count > 0 && db_generation(p->all[0].conn, out);
+}
+
 static void bind_named_text(db_stmt_t *s, const char *name, const char *text)
 {
     db_bind_text(s, db_bind_index(s, name), text, -1);

@@ -25,6 +25,8 @@ s3_dbpool_t *s3_dbpool_open(const catalog_open_opts_t *catalog, size_t connectio
 s3_db_t *s3_dbpool_get(s3_dbpool_t *p);
 void s3_dbpool_put(s3_dbpool_t *p, s3_db_t *db);
 void s3_dbpool_close(s3_dbpool_t *p);
+/* The catalog's change generation (db_generation): false when it keeps none. */
+bool s3_dbpool_generation(s3_dbpool_t *p, uint64_t *out);
 
 /* Who asks: the credential's uid/gid and the uid's supplementary groups
  * (NSS); all: root, or a public bucket. */
@@ -56,11 +58,12 @@ typedef struct {
     bool readable;
     bool cached;                      /* it has a row in the cache table ... */
     uint64_t cached_size;             /* ... of this size */
-    char headers[S3_META_HEADERS_MAX]; /* stored headers (s3_meta_t.headers), "" none */
     char asked_class[S3_STORAGE_CLASS_MAX]; /* s3_meta_t.storage_class, "" none */
     bool multipart;                   /* part sizes are recorded */
     bool pushed;                      /* written through push (S3 PUT) ... */
     uid_t writer;                     /* ... by this user */
+    /* last: s3_objcache keeps the fields above and only the text of this */
+    char headers[S3_META_HEADERS_MAX]; /* stored headers (s3_meta_t.headers), "" none */
 } s3_object_t;
 
 /* 1 and *out when the object exists (readable says whether who may read

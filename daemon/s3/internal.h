@@ -23,6 +23,7 @@
 #include "daemon/push/push.h"
 #include "common/groups.h"
 #include "daemon/s3/db.h"
+#include "daemon/s3/objcache.h"
 #include "daemon/s3/quota.h"
 #include "daemon/s3/s3.h"
 
@@ -53,6 +54,7 @@ struct s3_server {
     char *tls_cert, *tls_key;        /* PEM text while TLS is served; NULL: plain HTTP */
     size_t tls_key_len;
     s3_dbpool_t *pool;
+    s3_objcache_t *objects;          /* GET/HEAD lookups at a catalog generation */
     cache_t *cache;
     void (*staged)(void *arg);   /* a stage request was made: wakes the recall service */
     void *staged_arg;
@@ -152,6 +154,7 @@ struct s3_req {
     char note[160];
     char rdma_declined[160];         /* why an x-amz-rdma-token was answered 501 */
     bool rdma_replied;               /* x-amz-rdma-reply: 200 is on the answer */
+    int corked_fd;                   /* s3_req_cork's socket, uncorked at the end; 0: none */
 
     /* off the event threads (s3_offload): while suspended, an answer is
      * kept in answer and queued by the event thread once resumed */
@@ -167,6 +170,13 @@ struct s3_req {
     unsigned answer_status;
     bool answer_counted;             /* in srv->answering until it completes */
 };
+
+/* Holds back the connection's partial segments until the request ends
+ * (on_completed uncorks): a file response's headers leave in the body's
+ * first segment, one wake-up of the client instead of two (nginx's
+ * tcp_nopush). */
+void s3_req_cork(s3_req_t *r);
+void s3_req_uncork(s3_req_t *r);
 
 /* ---- off the event threads (offload.c) -------------------------------------- */
 

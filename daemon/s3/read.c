@@ -501,11 +501,20 @@ static int readable_object(s3_req_t *r, s3_object_t *o, char **cat_key_out)
     char *cat_key = s3_req_catalog_key(r);
     if (!cat_key)
         return -1;
-    s3_db_t *db = s3_dbpool_get(s->pool);
-    int rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, o, &err);
-    if (rc == 0 && !r->map.archive && bucket_exists(r, db) != 1)
-        rc = -2; /* answered NoSuchBucket */
-    s3_dbpool_put(s->pool, db);
+    /* the generation before the query: a commit during it makes the entry stale */
+    uint64_t generation;
+    bool exact = s3_dbpool_generation(s->pool, &generation);
+    int rc = 1;
+    if (!exact || !s3_objcache_get(s->objects, generation, r->map.cat_bucket, cat_key, &r->who,
+                                   o)) {
+        s3_db_t *db = s3_dbpool_get(s->pool);
+        rc = s3_db_object(db, r->map.cat_bucket, cat_key, &r->who, o, &err);
+        if (rc == 0 && !r->map.archive && bucket_exists(r, db) != 1)
+            rc = -2; /* answered NoSuchBucket */
+        s3_dbpool_put(s->pool, db);
+        if (rc == 1 && exact)
+            s3_objcache_put(s->objects, generation, r->map.cat_bucket, cat_key, &r->who, o);
+    }
     if (rc == 1 && !o->readable) {
         s3_respond_error(r, "AccessDenied", "uid %u may not read %s/%s: no dataset holding it"
                          " is readable by it", (unsigned)r->who.uid, r->bucket, r->key);
@@ -673,6 +682,7 @@ void s3_get_object(s3_req_t *r, bool head)
                 goto out;
             }
             fd = -1; /* the response closes it */
+            s3_req_cork(r);
         }
     }
     if (partial) {

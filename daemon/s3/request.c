@@ -6,11 +6,14 @@
 #include "daemon/s3/internal.h"
 
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "common/uri.h"
 
@@ -99,6 +102,24 @@ static void add_rdma_declined(s3_req_t *r, struct MHD_Response *resp)
         MHD_add_response_header(resp, "x-amz-rdma-reason", r->rdma_declined);
     size_t n = strlen(r->note);
     snprintf(r->note + n, sizeof(r->note) - n, " rdma=501 (%.80s)", r->rdma_declined);
+}
+
+void s3_req_cork(s3_req_t *r)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int on = 1;
+    if (ci && ci->connect_fd > 0 && !r->corked_fd &&
+        setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on)) == 0)
+        r->corked_fd = ci->connect_fd;
+}
+
+void s3_req_uncork(s3_req_t *r)
+{
+    int off = 0;
+    if (r->corked_fd)
+        setsockopt(r->corked_fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
+    r->corked_fd = 0;
 }
 
 void s3_respond(s3_req_t *r, unsigned status, struct MHD_Response *resp)

@@ -688,6 +688,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 (double)(now.tv_nsec - r->t0.tv_nsec) / 1e6;
     si_log(s->log, SI_LOG_INFO, "s3: %s %.200s %u %.1fms %s%s", r->method, r->uri, r->status, ms,
            r->note, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        s3_req_uncork(r); /* its last segment goes out now (otherwise the socket closes) */
     if (r->body && r->body->cleanup)
         r->body->cleanup(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (r->answer_counted) {
@@ -807,6 +809,10 @@ s3_server_t *s3_server_start(const s3_opts_t *opts, si_error_t *err)
     /* a connection for each thread that may ask, so none waits for another */
     if (!(s->pool = s3_dbpool_open(opts->catalog, s->conf.threads + s->io_threads + 1, err)))
         goto error;
+    if (!(s->objects = s3_objcache_new())) {
+        si_errprintf(err, "out of memory");
+        goto error;
+    }
     if (s3_rdma_open(s, &opts->rdma, err) < 0)
         goto error;
     s3_db_t *db = s3_dbpool_get(s->pool);
@@ -880,6 +886,7 @@ void s3_server_stop(s3_server_t *s)
         unlink(s->port_file);
     s3_rdma_close(s);
     s3_dbpool_close(s->pool);
+    s3_objcache_free(s->objects);
     si_secrets_free(s->secrets);
     si_groups_free(s->groups);
     s3_quota_free(s->quota);

@@ -58,6 +58,8 @@ static void remove_files(void)
     unlink(side);
     snprintf(side, sizeof(side), "%s-shm", path);
     unlink(side);
+    snprintf(side, sizeof(side), "%s-gen", path);
+    unlink(side);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
