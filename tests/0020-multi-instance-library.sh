@@ -56,32 +56,9 @@ for round in $(seq "$KILLS"); do
         id=$(stage "{\"datasets\":[\"r$round\"]}")
         [ -n "$id" ] && requests+=("$id") && break
     done
-    victim=""
-    for _ in $(seq 15); do
-        victim=$(sql "SELECT l.instance FROM leases l JOIN pushes p ON p.uuid = l.name
-            JOIN push_items i ON i.push_id = p.id WHERE l.kind = 'push' AND i.state = 'ARCHIVING'
-            LIMIT 1")
-        case $victim in i[123]) break ;; *) victim="" ;; esac
-        sleep 0.1
-    done
-    if [ -n "$victim" ]; then mid_archive=$((mid_archive + 1)); n=${victim#i}
-    else n=$((round % 3 + 1)); fi
-    pid=$(pid_of "$n")
-    if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
-        kills=$((kills + 1))
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    fi
-    # every other round the others take its pushes and recalls over first
-    [ $((round % 2)) = 1 ] && sleep 1.6
-    start_instance "$n" && restarts=$((restarts + 1))
+    kill_round "$round"
 done
-kill $PUSHERS 2>/dev/null
-wait $PUSHERS 2>/dev/null
-is "$kills/$restarts" "$KILLS/$KILLS" "$KILLS kill -9 across the three instances, each restarted"
-diag "$mid_archive of them killed the holder of a push in the middle of its archive write"
-ok "$([ "$mid_archive" -ge 1 ]; echo $?)" "at least one kill hit an archive write in progress"
-acked=$(wc -l < "$ACKED")
-ok "$([ "$acked" -ge 10 ]; echo $?)" "pushes acknowledged across the kills: $acked"
+kills_checked
 is "${#requests[@]}" "$KILLS" "a stage request accepted in each of the $KILLS rounds"
 
 is "$(wait_state "SELECT count(*) FROM push_items WHERE state IN ('RECEIVED', 'ARCHIVING')" 0 90)" 0 \
