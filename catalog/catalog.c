@@ -552,8 +552,9 @@ int catalog_copy_put_on(catalog_t *cat, const catalog_copy_t *c, int64_t volume_
                (uint64_t)db_column_int64(s, 2) == c->length;
     db_reset(s);
     if (!same)
-        return si_errprintf(err, "copy %d is already catalogued at another volume or position",
-                            c->copy);
+        return si_errnoprintf(err, EEXIST,
+                              "copy %d is already catalogued at another volume or position",
+                              c->copy);
     return 0;
 }
 

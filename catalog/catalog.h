@@ -125,7 +125,8 @@ int catalog_object_put(catalog_t *cat, const catalog_object_t *o, int64_t *id,
 int catalog_object_meta_keep(catalog_t *cat, int64_t object_id, const char *headers,
                              const char *storage_class, si_error_t *err);
 /* Inserts a copy (returns 1); an identical existing copy is accepted
- * (returns 0), a different one under the same (object, copy) is an error. */
+ * (returns 0), a different one under the same (object, copy) is an error
+ * (errno EEXIST). */
 int catalog_copy_put(catalog_t *cat, const catalog_copy_t *c, si_error_t *err);
 int catalog_object_lookup(catalog_t *cat, const char *bucket, const char *key,
                           int64_t *id, si_error_t *err);

@@ -419,6 +419,7 @@ static int tape_import(cli_t *cli, int argc, char **argv)
     static const si_column_t columns[] = {
         {"volume", SI_COL_STR}, {"files", SI_COL_INT}, {"members", SI_COL_INT},
         {"recorded", SI_COL_INT}, {"new_objects", SI_COL_INT}, {"new_copies", SI_COL_INT},
+        {"renumbered", SI_COL_INT},
     };
     tape_opts_t o;
     si_error_t err;
@@ -444,6 +445,7 @@ static int tape_import(cli_t *cli, int argc, char **argv)
         si_table_int(t, (int64_t)stats.recorded);
         si_table_int(t, (int64_t)stats.new_objects);
         si_table_int(t, (int64_t)stats.new_copies);
+        si_table_int(t, (int64_t)stats.renumbered);
     }
     rc = cli_print_table(cli, t, o.json);
     catalog_close(cat);

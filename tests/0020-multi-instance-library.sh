@@ -38,15 +38,10 @@ done
 for v in R0001 R0002; do "$STAGEIN" tape import "$v" >/dev/null; done
 for r in $(seq "$KILLS"); do define "r$r" "r$r-a" "r$r-b"; done
 is "$(sql "SELECT count(*) FROM objects")" $((2 * KILLS)) "$((2 * KILLS)) objects to recall on R0001 and R0002"
-started=0
-for n in 1 2 3; do start_instance "$n" && started=$((started + 1)); done
-is "$started" 3 "three instances start on one library, one catalog and one cache directory"
+start_all "three instances start on one library, one catalog and one cache directory"
 
 # ---- pushes, recalls and kills at once -----------------------------------------------------
-ACKED=$TEST_DIR/acked   # "pushId dataset/key file instance" for every 202
-: > "$ACKED"
-for n in 1 2 3; do pusher "$n" ck & track_pid $!; done
-PUSHERS=$(jobs -p)
+pushers_start ck
 requests=()
 kills=0 restarts=0 mid_archive=0
 for round in $(seq "$KILLS"); do
@@ -61,18 +56,12 @@ done
 kills_checked
 is "${#requests[@]}" "$KILLS" "a stage request accepted in each of the $KILLS rounds"
 
-is "$(wait_state "SELECT count(*) FROM push_items WHERE state IN ('RECEIVED', 'ARCHIVING')" 0 90)" 0 \
-    "nothing is left waiting to be archived"
+pushes_durable_checked 90
 list=$(printf "'%s'," "${requests[@]}")
 is "$(wait_state "SELECT count(*) FROM requests WHERE uuid IN (${list%,}) AND state <> 'COMPLETED'" 0 90)" 0 \
     "every accepted stage request completes"
 is "$(sql "SELECT count(*) FROM (SELECT subject FROM events WHERE kind = 'object.recalled'
           GROUP BY subject HAVING count(*) > 1) t")" 0 "no object recalled twice"
-sql "SELECT p.uuid || ' ' || o.key || ' ' || i.state FROM push_items i JOIN objects o ON o.id = i.object_id
-     JOIN pushes p ON p.id = i.push_id" > "$TEST_DIR/states"
-missing=$(awk 'NR == FNR { s[$1 " " $2] = $3; next } s[$1 " " $2] != "DURABLE" { printf "%s:%s ", $2, s[$1 " " $2] }' \
-    "$TEST_DIR/states" "$ACKED")
-is "$missing" "" "every acknowledged push is DURABLE"
 is "$(sql "SELECT count(*) FROM push_items i WHERE state = 'DURABLE' AND (SELECT count(*) FROM tape_copies t WHERE t.object_id = i.object_id) <> 1")" \
     0 "every durable file has exactly one tape copy in the catalog"
 sql "SELECT DISTINCT v.label FROM tape_copies t JOIN volumes v ON v.id = t.volume_id
@@ -95,7 +84,8 @@ cache: { capacity = 2000000000; };"
 "$STAGEIN" catalog init >/dev/null
 bad=""
 for v in R0001 R0002 W0001 W0002 W0003; do
-    "$STAGEIN" tape import "$v" > /dev/null 2>"$TEST_DIR/import.err" || bad+="$v "
+    "$STAGEIN" tape import "$v" > /dev/null 2>"$TEST_DIR/import.err" ||
+        { bad+="$v "; sed "s/^/# $v: /" "$TEST_DIR/import.err" | head -3; }
 done
 is "$bad" "" "a new SQLite catalog is rebuilt from the five volumes (tape import)"
 missing=""

@@ -104,7 +104,7 @@ is "$(sql "$DB" "SELECT label, media, capacity_bytes FROM volumes")" \
    '[{"label":"L00001","media":"LTO-9","capacity_bytes":100000000}]' "volume from the label"
 before=$(sql "$DB" "SELECT (SELECT count(*) FROM objects) + (SELECT count(*) FROM tape_copies) + (SELECT count(*) FROM volumes) AS n")
 out=$("$STAGEIN" --catalog "$DB" tape import L00001 --volume-dir "$VOLS" --json)
-is "$out" '[{"volume":"L00001","files":3,"members":6,"recorded":5,"new_objects":0,"new_copies":0}]' "re-import: nothing new"
+is "$out" '[{"volume":"L00001","files":3,"members":6,"recorded":5,"new_objects":0,"new_copies":0,"renumbered":0}]' "re-import: nothing new"
 is "$(sql "$DB" "SELECT (SELECT count(*) FROM objects) + (SELECT count(*) FROM tape_copies) + (SELECT count(*) FROM volumes) AS n")" \
    "$before" "re-import changed nothing"
 

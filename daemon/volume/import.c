@@ -3,6 +3,7 @@
 #include "config.h"
 #include "daemon/volume/internal.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,7 +99,21 @@ int tapevol_catalog_record(catalog_t *cat, const tapevol_info_t *info,
             goto entry_error;
         counts.new_objects += (uint64_t)added;
         c.object_id = object_id;
+        errno = 0;
         added = catalog_copy_put(cat, &c, err);
+        /* The same object (size and checksum, as catalog_object_put found)
+         * already under this copy number on another volume: an archive
+         * file written again elsewhere after its writer died before
+         * recording it (push takes over a dead instance's archive write).
+         * Both hold the bytes; this one becomes the next copy. */
+        for (int next = copy + 1; added < 0 && errno == EEXIST && next <= TAPEVOL_IMPORT_COPIES;
+             next++) {
+            c.copy = next;
+            errno = 0;
+            if ((added = catalog_copy_put(cat, &c, err)) > 0)
+                counts.renumbered++;
+        }
+        c.copy = copy;
         if (added < 0)
             goto entry_error;
         counts.new_copies += (uint64_t)added;

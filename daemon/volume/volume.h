@@ -197,6 +197,9 @@ int tapevol_faults(tapevol_t *vol, tapevol_region_t **regions, size_t *count,
 
 /* ---- catalog ----------------------------------------------------------- */
 
+/* Copy numbers an import tries for one object (tapevol_import_stats_t). */
+#define TAPEVOL_IMPORT_COPIES 16
+
 typedef struct {
     int64_t files;        /* archive files on the volume */
     uint64_t members;     /* members on the volume */
@@ -204,6 +207,8 @@ typedef struct {
                            * on the same volume counts once: its last copy) */
     uint64_t new_objects; /* of those, objects the catalog did not know */
     uint64_t new_copies;  /* tape copies the catalog did not know */
+    uint64_t renumbered;  /* of those, recorded under the next free copy number:
+                           * the one asked for held the same object elsewhere */
 } tapevol_import_stats_t;
 
 /* Records the volume, and every entry of listing as an object with a tape

@@ -248,6 +248,28 @@ int main(void)
     is_query(db, "SELECT count(*) AS n FROM object_meta", "[{\"n\":0}]",
              "a volume without headers records none");
 
+    /* an archive file written again on another volume (its first writer
+     * died before recording it): imported as copy 1 too, it becomes copy 2 */
+    ok(tapevol_create(dir, "IMP002", "LTO-9", 1u << 30, &err) == 0, "second volume");
+    tapevol_t *vol2 = tapevol_open(dir, "IMP002", TAPEVOL_RDWR, &err);
+    tapevol_listing_free(vol2 ? append(vol2, "bkt", "dir/b.txt", "bravo bravo\n", 1700000001)
+                              : NULL);
+    cat = catalog_open(db, 0, &err);
+    ok(cat && vol2 && tapevol_import(vol2, cat, 1, 0, &stats, &err) == 0,
+       "the same object under copy 1 on another volume: imported (%s)", err.text);
+    ok(stats.new_copies == 1 && stats.renumbered == 1,
+       "as the next free copy number (new %llu, renumbered %llu)",
+       (unsigned long long)stats.new_copies, (unsigned long long)stats.renumbered);
+    ok(cat && vol2 && tapevol_import(vol2, cat, 1, 0, &stats, &err) == 0 &&
+           stats.new_copies == 0 && stats.renumbered == 0,
+       "imported again: nothing changes");
+    catalog_close(cat);
+    is_query(db, "SELECT c.copy, v.label FROM tape_copies c JOIN volumes v ON v.id = c.volume_id"
+                 " JOIN objects o ON o.id = c.object_id WHERE o.key = 'dir/b.txt' ORDER BY copy",
+             "[{\"copy\":1,\"label\":\"IMP001\"},{\"copy\":2,\"label\":\"IMP002\"}]",
+             "both volumes hold a copy");
+    tapevol_close(vol2);
+
     tapevol_listing_free(last);
     tapevol_close(vol);
     test_meta();
