@@ -32,9 +32,7 @@ for n in 1 2 3; do
     done
 done
 as_instance 1 "$STAGEIN" catalog init >/dev/null
-started=0
-for n in 1 2 3; do start_instance "$n" && started=$((started + 1)); done
-is "$started" 3 "three instances start on one catalog and one cache directory"
+start_all "three instances start on one catalog and one cache directory"
 is "$(sql "SELECT count(*) FROM instances")" 3 "all three are in the registry"
 
 # ---- the shared cache: instance 2's eviction spares instance 1's pins ------------------
@@ -73,25 +71,14 @@ ok "$([ "$used" -le 24000000 ]; echo $?)" "the shared directory holds no more th
 # ---- the kill -9 loop --------------------------------------------------------------------
 stop_all
 for n in 1 2 3; do conf_instance "$n" 2000000000; done
-started=0
-for n in 1 2 3; do start_instance "$n" && started=$((started + 1)); done
-is "$started" 3 "the three instances restart with a larger cache"
-ACKED=$TEST_DIR/acked   # "pushId dataset/key file instance" for every 202
-: > "$ACKED"
-for n in 1 2 3; do pusher "$n" kill & track_pid $!; done
-PUSHERS=$(jobs -p)
+start_all "the three instances restart with a larger cache"
+pushers_start kill
 
 kills=0 restarts=0 mid_archive=0
 for round in $(seq "$KILLS"); do kill_round "$round"; done
 kills_checked
 
-is "$(wait_state "SELECT count(*) FROM push_items WHERE state IN ('RECEIVED', 'ARCHIVING')" 0 60)" 0 \
-    "nothing is left waiting to be archived"
-sql "SELECT p.uuid || ' ' || o.key || ' ' || i.state FROM push_items i JOIN objects o ON o.id = i.object_id
-     JOIN pushes p ON p.id = i.push_id" > "$TEST_DIR/states"
-missing=$(awk 'NR == FNR { s[$1 " " $2] = $3; next } s[$1 " " $2] != "DURABLE" { printf "%s:%s ", $2, s[$1 " " $2] }' \
-    "$TEST_DIR/states" "$ACKED")
-is "$missing" "" "every acknowledged push is DURABLE"
+pushes_durable_checked 60
 is "$(sql "SELECT count(*) FROM push_items i WHERE state = 'DURABLE' AND (SELECT count(*) FROM tape_copies t WHERE t.object_id = i.object_id) <> 1")" \
     0 "every durable file has exactly one tape copy: none archived twice"
 # one query: an upload the killed pushers left in a batch may still turn durable

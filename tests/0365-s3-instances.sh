@@ -32,9 +32,7 @@ head -c 300000 /dev/urandom > "$SRC/p1"
 (cd "$SRC" && "$STAGEIN" tape write V00001 --bucket data --no-catalog p1 >/dev/null)
 "$STAGEIN" tape import V00001 >/dev/null
 define pub p1
-started=0
-for n in 1 2 3; do start_instance "$n" && started=$((started + 1)); done
-is "$started" 3 "three instances start on one catalog and one cache directory"
+start_all "three instances start on one catalog and one cache directory"
 for n in 1 2 3; do   # each S3 port open
     for _ in $(seq 100); do
         "$PY" -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' \

@@ -42,9 +42,7 @@ define alpha a1 a2
 define beta b1 b2
 define gamma c1
 define slow k1 k2
-started=0
-for n in 1 2 3; do start_instance "$n" && started=$((started + 1)); done
-is "$started" 3 "three instances start on one catalog, cache directory and library"
+start_all "three instances start on one catalog, cache directory and library"
 
 PLUGSTACK_ENDPOINT="http://127.0.0.1:$(port_of 1),http://127.0.0.1:$(port_of 2),http://127.0.0.1:$(port_of 3)"
 plugstack wait=90

@@ -128,3 +128,30 @@ kills_checked() {
     acked=$(wc -l < "$ACKED")
     ok "$([ "$acked" -ge 10 ]; echo $?)" "pushes acknowledged across the kills: $acked"
 }
+# start_all DESCRIPTION: instances 1..3 started, as one check
+start_all() {
+    local n started=0
+    for n in 1 2 3; do start_instance "$n" && started=$((started + 1)); done
+    is "$started" 3 "$1"
+}
+# pushers_start PREFIX: a pusher per instance (pusher N PREFIX), acknowledged
+# pushes listed in $ACKED, the pushers' pids in $PUSHERS
+pushers_start() {
+    ACKED=$TEST_DIR/acked   # "pushId dataset/key file instance" for every 202
+    : > "$ACKED"
+    local n
+    for n in 1 2 3; do pusher "$n" "$1" & track_pid $!; done
+    PUSHERS=$(jobs -p)
+}
+# pushes_durable_checked SECONDS: once nothing waits to be archived (within
+# SECONDS), every acknowledged push is DURABLE
+pushes_durable_checked() {
+    is "$(wait_state "SELECT count(*) FROM push_items WHERE state IN ('RECEIVED', 'ARCHIVING')" 0 "$1")" 0 \
+        "nothing is left waiting to be archived"
+    sql "SELECT p.uuid || ' ' || o.key || ' ' || i.state FROM push_items i JOIN objects o ON o.id = i.object_id
+         JOIN pushes p ON p.id = i.push_id" > "$TEST_DIR/states"
+    local missing
+    missing=$(awk 'NR == FNR { s[$1 " " $2] = $3; next } s[$1 " " $2] != "DURABLE" { printf "%s:%s ", $2, s[$1 " " $2] }' \
+        "$TEST_DIR/states" "$ACKED")
+    is "$missing" "" "every acknowledged push is DURABLE"
+}
