@@ -87,7 +87,7 @@ for k in r1 r2; do
 done
 REQ=$(stage '{"datasets":["faulty"]}')
 is "$(wait_done "$REQ")" FAILED "unreadable regions: the request FAILED (one file lost)"
-is "$(sql "SELECT group_concat(o.key || '=' || i.state, ' ') FROM request_items i JOIN requests r ON r.id = i.request_id JOIN objects o ON o.id = i.object_id WHERE r.uuid = '$REQ' ORDER BY o.key")" \
+is "$(sql "SELECT group_concat(x, ' ') FROM (SELECT o.key || '=' || i.state AS x FROM request_items i JOIN requests r ON r.id = i.request_id JOIN objects o ON o.id = i.object_id WHERE r.uuid = '$REQ' ORDER BY o.key)")" \
     "r1=COMPLETED r2=FAILED r3=COMPLETED" "r1 from its second copy, r2 failed, r3 completed"
 err=$(sql "SELECT i.error FROM request_items i JOIN objects o ON o.id = i.object_id JOIN requests r ON r.id = i.request_id WHERE r.uuid = '$REQ' AND o.key = 'r2'")
 ok "$(grep -q "volume V00001: read of .* overlaps the unreadable region" <<<"$err"; echo $?)" \

@@ -50,7 +50,7 @@ for kill in $(seq "$KILLS"); do
     sleep "0.$((RANDOM % 9 + 1))"
     pid=$(daemon_pid)
     [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
+    wait_gone "$pid"
     if start; then restarts=$((restarts + 1)); track_pid "$(daemon_pid)"; fi
 done
 kill $PUSHERS 2>/dev/null

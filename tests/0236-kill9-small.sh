@@ -63,7 +63,7 @@ ok "$([ "$(recovered 'files without a row')" -gt 0 ]; echo $?)" \
 # one kill more, then drives at full speed for the rest (the test's time)
 pid=$(daemon_pid)
 kill -9 "$pid"
-for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+wait_gone "$pid"
 write_conf 'library: { drives = 3; time_scale = 0.01; };'
 PORT=$(free_port)
 run_ok "stageind restarts with faster drives" -- start

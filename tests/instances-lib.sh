@@ -113,7 +113,7 @@ kill_round() {
     pid=$(pid_of "$n")
     if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
         kills=$((kills + 1))
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        wait_gone "$pid"
     fi
     [ $(($1 % 2)) = 1 ] && sleep 1.6
     start_instance "$n" && restarts=$((restarts + 1))

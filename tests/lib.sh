@@ -28,6 +28,10 @@ trap cleanup EXIT
 
 # Register a PID that this test started, to be stopped at exit.
 track_pid() { _cleanup_pids+=("$1"); }
+# wait_gone PID: waits (up to 10 s) until a killed process is gone; a
+# process exits only once its threads' system calls in the kernel end (a
+# flush on a loaded disk), and until then it holds its locks
+wait_gone() { local _; for _ in $(seq 200); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done; return 1; }
 
 # skip_all WHY: the whole test is skipped (a TAP plan of none), before its
 # first check.

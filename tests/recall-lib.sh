@@ -134,7 +134,7 @@ kill_loop() {
         pid=$(daemon_pid)
         if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
             kills=$((kills + 1))
-            for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+            wait_gone "$pid"
         fi
         PORT=$(free_port)
         start && restarts=$((restarts + 1))
