@@ -363,7 +363,7 @@ int main(int argc, char **argv)
     /* several instances: one session key and one multipart area for the
      * site, in the cache directory they share, so that credentials handed
      * out by one instance and uploads begun at one are good at any other */
-    const char *shared_dir = cc.instance[0] ? cc.dir : NULL;
+    const char *shared_dir = s.shared ? cc.dir : NULL;
     char session_key[PATH_MAX + 32];
     snprintf(session_key, sizeof(session_key), "%s/s3-session.key",
              shared_dir ? shared_dir : s.state_dir);

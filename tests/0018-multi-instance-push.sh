@@ -14,11 +14,6 @@
 . "$top_srcdir/tests/pg-lib.sh"
 . "$top_srcdir/tests/recall-lib.sh"
 KILLS=${KILLS:-20}
-LEASE=1.0
-
-trap 'type stop_all >/dev/null 2>&1 && stop_all; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
-# three instances hold more connections than pg-lib's 40
-PG_LIB_MAX_CONNECTIONS=200 pg_lib_setup "$TEST_DIR" skip_all
 INSTANCES_SITE=t0018
 INSTANCES_CONF='push: { copies = 1; aggregate_window = 0.1; aggregate_bytes = 1500000; };
 library: { time_scale = 0.02; };'

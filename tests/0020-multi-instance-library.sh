@@ -14,10 +14,7 @@
 . "$top_srcdir/tests/pg-lib.sh"
 . "$top_srcdir/tests/recall-lib.sh"
 KILLS=${KILLS:-8}
-LEASE=1.0
-
-trap 'type stop_all >/dev/null 2>&1 && stop_all; stop; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
-PG_LIB_MAX_CONNECTIONS=200 pg_lib_setup "$TEST_DIR" skip_all
+INSTANCES_TRAP=stop   # the one stageind of the rebuilt catalog
 VOLUMES=$TEST_DIR/volumes
 INSTANCES_SITE=t0020
 INSTANCES_CONF="push: { copies = 1; aggregate_window = 0.1; aggregate_bytes = 1500000; };

@@ -11,10 +11,6 @@
 . "$top_srcdir/tests/pg-lib.sh"
 . "$top_srcdir/tests/s3-lib.sh"
 s3_need_clients aws boto3 rclone s3cmd
-LEASE=1.0
-
-trap 'type stop_all >/dev/null 2>&1 && stop_all; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
-PG_LIB_MAX_CONNECTIONS=200 pg_lib_setup "$TEST_DIR" skip_all
 INSTANCES_SITE=t0365
 INSTANCES_S3='archive_buckets = [ "upl" ];'
 INSTANCES_CONF="client: { munge_socket = \"$M/sock\"; };

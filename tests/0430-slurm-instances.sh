@@ -13,10 +13,7 @@
 . "$top_srcdir/tests/recall-lib.sh"
 . "$top_srcdir/tests/slurm-lib.sh"
 need_tools -p slurm-client srun scancel
-LEASE=1.0
-
-trap 'stop_slurm; type stop_all >/dev/null 2>&1 && stop_all; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
-PG_LIB_MAX_CONNECTIONS=200 pg_lib_setup "$TEST_DIR" skip_all
+INSTANCES_TRAP=stop_slurm
 VOLUMES=$TEST_DIR/volumes
 INSTANCES_SITE=t0430
 INSTANCES_KEEP_PORTS=1

@@ -1,9 +1,13 @@
 # Helpers for tests of several stageind instances i1..i3 on one private
 # PostgreSQL catalog (pg-lib.sh, set up by the caller first) and one cache
-# directory. The caller sets LEASE, and INSTANCES_SITE (the catalog's site),
-# INSTANCES_CONF (the rest of each instance's configuration: push, library)
-# and INSTANCES_S3 (more settings of the s3 group) before conf_instance;
-# sources lib.sh, pg-lib.sh and recall-lib.sh (or s3-lib.sh) first.
+# directory. Sourcing it starts the private server (or skips the test
+# without one) and stops the instances and the server at exit. The caller
+# sets INSTANCES_SITE (the catalog's site), INSTANCES_CONF (the rest of each
+# instance's configuration: push, library), INSTANCES_S3 (more settings of
+# the s3 group), INSTANCES_TRAP (more to stop at exit) and LEASE (default
+# 1.0 s) before sourcing it, after lib.sh, pg-lib.sh and recall-lib.sh (or
+# s3-lib.sh).
+LEASE=${LEASE:-1.0}
 S3_KEY=STAGEINS3TESTKEY${INSTANCES_SITE#t}
 S3_SECRET=$(head -c 30 /dev/urandom | base64 | tr -d '/+=' | head -c 40)
 printf '# access key, secret, uid, gid\n%s %s 0 0\n' "$S3_KEY" "$S3_SECRET" > "$TEST_DIR/s3.secrets"
@@ -48,6 +52,9 @@ stop_instance() {
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 }
 stop_all() { for n in 1 2 3; do stop_instance "$n"; done; }
+trap "${INSTANCES_TRAP:+$INSTANCES_TRAP; }stop_all; pg_lib_stop \"\$TEST_DIR\"; cleanup" EXIT
+# three instances hold more connections than pg-lib's 40
+PG_LIB_MAX_CONNECTIONS=200 pg_lib_setup "$TEST_DIR" skip_all
 # the catalog through psql (a process per query costs little: the loops poll)
 printf '*:*:*:stagein:%s\n' "$(cat "$TEST_DIR/pg-password")" > "$TEST_DIR/pgpass"
 chmod 600 "$TEST_DIR/pgpass"

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -498,9 +499,8 @@ static void *service_main(void *arg)
         if (complete) {
             drain_done(rs);
             double took = si_mono_now() - now;
-            rs->complete_gap = COMPLETE_SPACING * took < COMPLETE_EVERY_S ? COMPLETE_EVERY_S
-                               : COMPLETE_SPACING * took > COMPLETE_MAX_S ? COMPLETE_MAX_S
-                                                                           : COMPLETE_SPACING * took;
+            rs->complete_gap =
+                fmin(COMPLETE_MAX_S, fmax(COMPLETE_EVERY_S, COMPLETE_SPACING * took));
         }
         if (now - rs->last_housekeeping >= HOUSEKEEPING_S) {
             rs->last_housekeeping = now;
