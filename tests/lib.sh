@@ -115,5 +115,11 @@ diag() { echo "# $*"; }
 
 finish() {
     echo "1..$tap_n"
+    # a failure's post-mortem: the end of the daemon's log (the test's
+    # directory goes at exit)
+    if [ "$tap_failed" -ne 0 ] && [ -r "${LOG:-}" ]; then
+        echo "# the end of $LOG:"
+        tail -30 "$LOG" | sed 's/^/#   /'
+    fi
     [ "$tap_failed" -eq 0 ]
 }
