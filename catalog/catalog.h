@@ -206,6 +206,9 @@ int catalog_import_manifest(catalog_t *cat, const catalog_dataset_attrs_t *attrs
  * members or tape copies changed. Imports call it; so should any writer of
  * tape copies, before committing. */
 int catalog_refresh_dataset_stats(catalog_t *cat, si_error_t *err);
+/* The same for one dataset (a writer that knows which datasets it changed
+ * and holds their rows: no scan, and no lock on any other dataset). */
+int catalog_refresh_dataset_stats_of(catalog_t *cat, int64_t dataset_id, si_error_t *err);
 
 /* ---- the recall plan: which copy of each object, grouped by volume and
  * ordered by position (the scheduler refines the order at run time) ----- */

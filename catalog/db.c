@@ -339,6 +339,8 @@ void db_finalize(db_stmt_t *s)
 
 void db_reset(db_stmt_t *s)
 {
+    if (!s)
+        return;
 #ifdef HAVE_LIBPQ
     if (IS_PG(s->db)) {
         db_pg_reset(s);

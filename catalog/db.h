@@ -82,7 +82,7 @@ db_stmt_t *db_cached(db_t *db, const char *sql, si_error_t *err);
  * in a read-only transaction, ended by db_finalize. */
 db_stmt_t *db_prepare_readonly(db_t *db, const char *sql, si_error_t *err);
 void db_finalize(db_stmt_t *s);
-/* Ready to run again; bindings are kept. */
+/* Ready to run again; bindings are kept. NULL: nothing to do (as free). */
 void db_reset(db_stmt_t *s);
 void db_clear_bindings(db_stmt_t *s);
 

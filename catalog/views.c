@@ -110,6 +110,20 @@ int catalog_refresh_dataset_stats(catalog_t *cat, si_error_t *err)
     return catalog_exec(cat, sql, err);
 }
 
+int catalog_refresh_dataset_stats_of(catalog_t *cat, int64_t dataset_id, si_error_t *err)
+{
+    static const char sql[] = "UPDATE datasets SET stat_objects = " DS_OBJECTS
+                              ", stat_bytes = " DS_BYTES ", stat_volumes = " DS_VOLUMES
+                              " WHERE id = ?1";
+    db_stmt_t *s = db_cached(cat->db, sql, err);
+    if (!s)
+        return -1;
+    db_bind_int64(s, 1, dataset_id);
+    int rc = db_step(s);
+    db_reset(s);
+    return rc == DB_DONE ? 0 : db_error(cat->db, err, "catalog: a dataset's totals");
+}
+
 static int dataset_exists(catalog_t *cat, const char *name, si_error_t *err)
 {
     db_stmt_t *s = catalog_prepare(cat, "SELECT 1 FROM datasets WHERE name = ?1", err);

@@ -20,13 +20,7 @@ TIME_SCALE=0.004   # simulated seconds per second: mounts of a few ms
 # the first phase's robot moves take 0.4 s, so that the instances' first
 # mounts meet on the one robot they share
 ROBOT_MOVE_S=100
-stop_instance() {  # stop_instance I: TERM, as stop does
-    local pid
-    pid=$(cat "$TEST_DIR/$P$1/stageind.pid" 2>/dev/null)
-    [ -n "$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-}
+stop_instance() { stop_daemon "$TEST_DIR/$P$1/stageind.pid"; }  # TERM, as stop does
 stop_all() { local i; for i in $(seq $N); do stop_instance "$i"; done; }
 trap 'stop_all; pg_lib_stop "$TEST_DIR"; cleanup' EXIT
 # the catalog through the CLI (read-only SQL), on either engine

@@ -45,12 +45,7 @@ start_instance() {
         -l "$TEST_DIR/i$n.log" || return 1
     track_pid "$(pid_of "$n")"
 }
-stop_instance() {
-    local pid
-    pid=$(pid_of "$1")
-    [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || return 0
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-}
+stop_instance() { stop_daemon "$TEST_DIR/i$1/stageind.pid"; }
 stop_all() { for n in 1 2 3; do stop_instance "$n"; done; }
 trap "${INSTANCES_TRAP:+$INSTANCES_TRAP; }stop_all; pg_lib_stop \"\$TEST_DIR\"; cleanup" EXIT
 # three instances hold more connections than pg-lib's 40

@@ -10,24 +10,53 @@ tap_n=0
 tap_failed=0
 _cleanup_pids=()
 
+# proc_start PID: the process's start time (clock ticks after boot), which
+# with its pid names it: pids are reused (32768 of them wrap in minutes
+# when tests run side by side), so a pid alone may name another test's
+# daemon once its own process is gone
+proc_start() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    # shellcheck disable=SC2086
+    set -- ${stat##*) }   # the fields after "pid (comm) ": state first
+    echo "${20}"
+}
+# ours PID:START: the process PID started at START is still running
+ours() { [ -n "${1#*:}" ] && [ "$(proc_start "${1%%:*}")" = "${1#*:}" ]; }
+
 cleanup() {
-    local pid
-    for pid in "${_cleanup_pids[@]:-}"; do
-        [ -n "$pid" ] && kill "$pid" 2>/dev/null || continue
+    local tracked pid
+    for tracked in "${_cleanup_pids[@]:-}"; do
+        pid=${tracked%%:*}
+        ours "$tracked" && kill "$pid" 2>/dev/null || continue
         wait "$pid" 2>/dev/null
         # not always our child (wait returns at once): the directory goes
         # only after the process, which may still write into it as it stops
         local i
-        for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
+        for i in $(seq 100); do ours "$tracked" || break; sleep 0.1; done
+        ours "$tracked" && kill -9 "$pid" 2>/dev/null
     done
     # STAGEIN_TEST_KEEP=1 keeps the directory (logs, state) for a post-mortem
     if [ -n "${STAGEIN_TEST_KEEP:-}" ]; then echo "# kept $TEST_DIR"; else rm -rf "$TEST_DIR"; fi
 }
 trap cleanup EXIT
 
-# Register a PID that this test started, to be stopped at exit.
-track_pid() { _cleanup_pids+=("$1"); }
+# track_pid PID: a process this test started, stopped at exit if it still
+# runs (the same process: its pid and start time)
+track_pid() {
+    local start
+    start=$(proc_start "$1") && _cleanup_pids+=("$1:$start")
+}
+# stop_daemon PIDFILE: TERM to the daemon PIDFILE names if this test started
+# it (its command line names $TEST_DIR: a stale pidfile may name a reused
+# pid), then up to 10 s for it to go
+stop_daemon() {
+    local pid _
+    pid=$(cat "$1" 2>/dev/null) && [ -n "$pid" ] || return 0
+    grep -qF "$TEST_DIR" "/proc/$pid/cmdline" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+}
 # wait_gone PID: waits (up to 10 s) until a killed process is gone; a
 # process exits only once its threads' system calls in the kernel end (a
 # flush on a loaded disk), and until then it holds its locks

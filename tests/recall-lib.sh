@@ -54,13 +54,7 @@ define() {
 
 start() { "$STAGEIND" -d "$STATE" -p "$PORT" -S "$SOCK" -l "$LOG"; }
 daemon_pid() { cat "$STATE/stageind.pid" 2>/dev/null; }
-stop() {  # graceful stop of the current state's daemon
-    local pid
-    pid=$(daemon_pid)
-    [ -n "$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-}
+stop() { stop_daemon "$STATE/stageind.pid"; }  # graceful stop of the current state's daemon
 
 BODY=$TEST_DIR/body
 # api METHOD PATH [DATA]: prints the status code, the body lands in $BODY

@@ -22,6 +22,10 @@
  * the length of one catalog transaction. */
 #define AGGREGATE_MAX_MEMBERS 20000
 
+/* Commits of a written aggregate tried when the engine reports a conflict
+ * (a deadlock it broke): each retry waits a little longer. */
+#define COMMIT_TRIES 5
+
 /* pick_batch's step result when an allocation failed */
 enum { NO_MEMORY = -2 };
 
@@ -190,7 +194,6 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
             free(b->items[i].storage_class);
             continue;
         }
-        b->items[i].attempts++;
         b->items[kept++] = b->items[i];
     }
     b->n = kept;
@@ -259,7 +262,14 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
             goto error;
         }
     }
-    /* volumes first: each copy's volume with its end of data after the write */
+    /* the aggregate's datasets' rows next, each once in id order: other
+     * instances' aggregates lock them too (each tape copy marks its
+     * object's datasets stale, in object order), and one order for all
+     * keeps them from deadlocking */
+    for (size_t i = 0; i < b->ndatasets; i++)
+        if (mark_dataset_stale(p, b->datasets[i], err) < 0)
+            goto error;
+    /* each copy's volume with its end of data after the write */
     for (int c = 0; c < ncopies; c++) {
         const archive_placement_t *last = &pl[(b->n - 1) * (size_t)ncopies + (size_t)c];
         catalog_volume_t v = {.label = last->volume};
@@ -301,14 +311,10 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
                 goto error;
         }
     }
-    /* each dataset's row once, in id order: other instances' aggregates
-     * and the receivers' batches lock rows too, and one order for all
-     * keeps them from deadlocking */
+    /* their totals, on the rows already held: no other dataset's row */
     for (size_t i = 0; i < b->ndatasets; i++)
-        if (mark_dataset_stale(p, b->datasets[i], err) < 0)
+        if (catalog_refresh_dataset_stats_of(p->cat, b->datasets[i], err) < 0)
             goto error;
-    if (catalog_refresh_dataset_stats(p->cat, err) < 0)
-        goto error;
     char detail[160];
     snprintf(detail, sizeof(detail), "%zu files, %" PRIu64 " bytes, %d copies, first on %s"
                                      " file %" PRId64, b->n, b->bytes, ncopies, pl[0].volume,
@@ -325,7 +331,10 @@ static int commit_durable(push_t *p, const batch_t *b, int ncopies,
     touch_pushes(p, b, now);
     return 0;
 error:;
-    int saved = errno == ESTALE ? ESTALE : EIO;
+    /* EAGAIN: the engine chose this transaction to break a deadlock, or
+     * found it in conflict; the write is on tape, the commit can be tried
+     * again */
+    int saved = errno == ESTALE ? ESTALE : db_errclass(p->db) == DB_ERR_BUSY ? EAGAIN : EIO;
     db_reset(member);
     db_reset(item);
     catalog_rollback(p->cat);
@@ -335,7 +344,9 @@ error:;
     return -1;
 }
 
-/* After a failed write: back to RECEIVED, or FAILED once out of attempts. */
+/* After a failed write: back to RECEIVED, or FAILED once out of attempts.
+ * Only a write that failed counts as an attempt: one its instance never
+ * finished (stopped, killed, taken over) says nothing about the files. */
 static size_t put_back(push_t *p, const batch_t *b, const char *why)
 {
     size_t failed = 0;
@@ -356,10 +367,11 @@ static size_t put_back(push_t *p, const batch_t *b, const char *why)
             break;
         if (!mine)
             continue;
-        bool give_up = b->items[i].attempts >= p->conf.max_attempts;
+        int attempt = b->items[i].attempts + 1;
+        bool give_up = attempt >= p->conf.max_attempts;
         char text[700];
         snprintf(text, sizeof(text), "archive write failed%s (attempt %d of %d): %s",
-                 give_up ? ", giving up" : "", b->items[i].attempts, p->conf.max_attempts, why);
+                 give_up ? ", giving up" : "", attempt, p->conf.max_attempts, why);
         db_reset(s);
         db_bind_int64(s, 1, b->items[i].object_id);
         db_bind_int(s, 2, give_up);
@@ -423,7 +435,16 @@ int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *e
     if (rc < 0)
         goto put_back;
     pthread_mutex_lock(&p->lock);
-    rc = commit_durable(p, &b, ncopies, pl, err);
+    for (int tries = 1;; tries++) {
+        rc = commit_durable(p, &b, ncopies, pl, err);
+        if (rc == 0 || errno != EAGAIN || tries == COMMIT_TRIES)
+            break;
+        si_log(p->log, SI_LOG_WARNING, "push: committing an archive write of %zu files"
+               " (try %d of %d, again): %s", b.n, tries, COMMIT_TRIES, err->text);
+        pthread_mutex_unlock(&p->lock);
+        si_sleep(0.02 * tries);
+        pthread_mutex_lock(&p->lock);
+    }
     if (rc == 0) {
         p->archive_files_written += (uint64_t)ncopies;
         release_done_pushes(p, &b);

@@ -71,7 +71,7 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
                                        " LEFT JOIN object_meta m ON m.object_id = i.object_id"
                                        " JOIN pushes pu ON pu.id = i.push_id"
         " WHERE i.state = 'RECEIVED' ORDER BY i.received, i.object_id",
-    [PUSH_SQL_MARK_ARCHIVING] = "UPDATE push_items SET state = 'ARCHIVING', attempts = attempts + 1"
+    [PUSH_SQL_MARK_ARCHIVING] = "UPDATE push_items SET state = 'ARCHIVING'"
                                 " WHERE object_id = ?1 AND state = 'RECEIVED'",
     [PUSH_SQL_DATASET_STALE] = "UPDATE datasets SET stat_objects = NULL,"
                                " stat_bytes = NULL, stat_volumes = NULL WHERE id = ?1",
@@ -80,7 +80,7 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
     [PUSH_SQL_MARK_DURABLE] = "UPDATE push_items SET state = 'DURABLE', error = NULL,"
                               " finished = ?2 WHERE object_id = ?1 AND state = 'ARCHIVING'",
     [PUSH_SQL_PUSH_TOUCH] = "UPDATE pushes SET updated = ?2 WHERE id = ?1",
-    [PUSH_SQL_PUT_BACK] = "UPDATE push_items SET"
+    [PUSH_SQL_PUT_BACK] = "UPDATE push_items SET attempts = attempts + 1,"
                           " state = CASE WHEN ?2 <> 0 THEN 'FAILED' ELSE 'RECEIVED' END,"
                           " error = ?3, finished = CASE WHEN ?2 <> 0 THEN ?4 END"
                           " WHERE object_id = ?1 AND state = 'ARCHIVING'",

@@ -33,14 +33,16 @@
 
 static char dir[256], dbpath[700];
 
-/* A backend that runs a hook in the middle of its archive write: what
- * another instance does while this one writes. */
+/* A backend that runs a hook in the middle of its archive write (what
+ * another instance does while this one writes), and fails its next
+ * failures writes. */
 typedef struct {
     archive_backend_t base;
     archive_backend_ops_t ops;
     archive_backend_t *inner;
     void (*hook)(void *arg);
     void *hook_arg;
+    int failures;
 } hooked_t;
 
 static int hooked_archive(archive_backend_t *b, const archive_member_t *members, size_t n,
@@ -52,6 +54,10 @@ static int hooked_archive(archive_backend_t *b, const archive_member_t *members,
         void (*hook)(void *) = h->hook;
         h->hook = NULL;
         hook(h->hook_arg);
+    }
+    if (h->failures > 0) {
+        h->failures--;
+        return si_errnoprintf(err, EIO, "the drive reported a write error (test)");
     }
     return archive_write(h->inner, members, n, ncopies, pl, err);
 }
@@ -329,11 +335,29 @@ static void run(void)
     is_int(q(cat, "SELECT count(*) FROM leases WHERE kind = '%s' AND instance = 'a'", "push"), 0,
            "a holds no push lease");
 
+    /* ---- a's write taken over by b, whose own write fails: one attempt,
+     * b's; the interrupted one is not counted ---- */
+    push_received_t r9;
+    ok(push_small(&a, "ck-9", "s.bin", 9, &r9, &err) == 0, "a file through a");
+    t = (takeover_t){.cat = cat, .b = &b};
+    ha->hook = take_over;
+    ha->hook_arg = &t;
+    ((hooked_t *)b.backend)->failures = 1;
+    rc = push_archive_once(a.push, true, &done, &err);
+    ok(rc < 0 && errno == ESTALE && t.rc < 0, "a's write is taken over, b's own write fails");
+    snprintf(sql, sizeof(sql), "SELECT attempts FROM push_items WHERE object_id = %lld"
+             " AND state = 'RECEIVED' AND error LIKE '%%attempt 1 of 5%%'",
+             (long long)r9.object_id);
+    is_int(test_query_int(cat, sql), 1, "the file waits again, one failed attempt counted");
+    ok(push_archive_once(b.push, true, &done, &err) == 1 && done.files == 1,
+       "b's next write makes it durable");
+    is_str(state_of(cat, r9.object_id), "DURABLE", "... DURABLE");
+
     /* every file exactly once on tape (one copy each), none left in flight */
-    is_int(test_query_int(cat, "SELECT count(*) FROM push_items WHERE state = 'DURABLE'"), 4,
-           "4 files durable");
-    is_int(test_query_int(cat, "SELECT count(*) FROM tape_copies"), 4,
-           "4 tape copies: none archived twice");
+    is_int(test_query_int(cat, "SELECT count(*) FROM push_items WHERE state = 'DURABLE'"), 5,
+           "5 files durable");
+    is_int(test_query_int(cat, "SELECT count(*) FROM tape_copies"), 5,
+           "5 tape copies: none archived twice");
     is_int(test_query_int(cat, "SELECT count(*) FROM (SELECT object_id FROM tape_copies"
                                " GROUP BY object_id HAVING count(*) <> 1) x"), 0,
            "each object has exactly one copy");
