@@ -142,7 +142,7 @@ is "$(wait_state "SELECT state FROM requests WHERE uuid = '$RL'" RELEASED 30)" R
 J=$(submit --stage-in=slow2 "$TEST_DIR/show.sh")
 RW=$(newest_request)
 prolog_waits "$J"
-ok $? "a job's prolog waits for its recall (slow2)"
+is "$(sql "SELECT state FROM requests WHERE uuid = '$RW'")" STARTED "a job's prolog waits for its recall (slow2)"
 scancel "$J"
 is "$(wait_job "$J" 30)" CANCELLED "scancel while the prolog waits: CANCELLED"
 is "$(wait_state "SELECT state FROM requests WHERE uuid = '$RW'" RELEASED 30)" RELEASED \
@@ -154,7 +154,7 @@ ok $((1 - $?)) "no agent was started for the cancelled job"
 J=$(submit --stage-in=slow3 "$TEST_DIR/show.sh")
 RR=$(newest_request)
 prolog_waits "$J"
-ok $? "a job's prolog waits for its recall (slow3)"
+is "$(sql "SELECT state FROM requests WHERE uuid = '$RR'")" STARTED "a job's prolog waits for its recall (slow3)"
 pids=""
 for n in 1 2 3; do pids+="$(pid_of "$n") "; done
 # shellcheck disable=SC2086

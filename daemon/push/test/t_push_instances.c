@@ -34,8 +34,8 @@
 static char dir[256], dbpath[700];
 
 /* A backend that runs a hook in the middle of its archive write (what
- * another instance does while this one writes), and fails its next
- * failures writes. */
+ * another instance does while this one writes), and fails as many of its
+ * next writes as `failures` says (a drive's write error). */
 typedef struct {
     archive_backend_t base;
     archive_backend_ops_t ops;
