@@ -5,7 +5,8 @@
 # whose label does not match its barcode (refused, nothing written), a
 # cartridge that fills before its capacity (end of medium: the copy goes to
 # another one), a write-protected cartridge, a drive taken offline before a
-# recall (its work goes to the other drive), kill -9 of stageind mid-write
+# recall and one taken offline mid-recall (their work goes to the other
+# drive), kill -9 of stageind mid-write
 # (the interrupted archive file is redone and never listed), UNIT ATTENTION
 # mid-write (the archive file written again from its start, once on tape).
 . "${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
@@ -149,6 +150,66 @@ ok $? "the UNIT ATTENTION after the reset is reported ($ua commands) and retried
 grep -Eq "tape: cartridge ($a1|$a2) is in slot 10[89], not [0-9]+ as recorded" "$LOG"
 ok $? "a moved cartridge is found again where the re-read inventory has it, not guessed"
 stop
+
+# ---- a drive taken offline mid-recall: its object and the rest from the other copies ----
+# Four 6 MB objects in 16 KiB blocks (~1,500 READs): the drive reading them is
+# taken offline (tgtadm online=0) after 40 of its READs. On a loaded machine
+# the recall can end before the offline lands: then it is tried again (the
+# cache evicted), at most three times.
+write_conf "push: { copies = 2; aggregate_window = 0.5; };
+library: { policy = \"linear\"; };
+$(TAPE_CAPACITY=60000000 tape_conf 2 'block_size = 16384;')"
+run_ok "stageind restarts" -- start
+track_pid "$(daemon_pid)"
+MID_KEYS="m1 m2 m3 m4"
+ID=""
+for k in $MID_KEYS; do
+    head -c 6000000 /dev/urandom > "$SRC/$k"
+    push mid "$k" "$SRC/$k" "$ID" >/dev/null
+    [ -n "$ID" ] || ID=$(json "$BODY" 'j["pushId"]')
+done
+is "$(wait_push "$ID" 90)" DURABLE "four 6 MB objects pushed in 16 KiB blocks, two copies: DURABLE"
+offline_lun="" mid_state="" mid_reads=0
+for try in 1 2 3; do
+    evict stageout
+    : > "$TEST_DIR/scsi.log"
+    log_mark=$(wc -l < "$LOG")
+    start >/dev/null 2>&1 || diag "stageind did not start (try $try)"
+    track_pid "$(daemon_pid)"
+    REQ=$(stage '{"datasets":["mid"]}')
+    offline_lun=""
+    for _ in $(seq 1000); do
+        offline_lun=$(awk '$3 == "READ(6)" && ++n[$2] > 40 { sub(/.*\//, "", $2); print $2; exit }' \
+            "$TEST_DIR/scsi.log")
+        [ -n "$offline_lun" ] && break
+        sleep 0.01
+    done
+    [ -n "$offline_lun" ] &&
+        $TGTADM --mode logicalunit --op update --tid 1 --lun "$offline_lun" --params online=0
+    mid_reads=$(grep -c 'READ(6)' "$TEST_DIR/scsi.log")
+    mid_state=$(wait_done "$REQ" 90)
+    tail -n +"$((log_mark + 1))" "$LOG" | grep -q 'tape: drive [0-9] (.*) offline' && break
+    diag "the offline of drive LUN '$offline_lun' landed after the recall ($mid_reads READs, $mid_state): again"
+    [ -n "$offline_lun" ] &&
+        $TGTADM --mode logicalunit --op update --tid 1 --lun "$offline_lun" --params online=1
+done
+is "$mid_state" COMPLETED \
+    "recalled with drive LUN $offline_lun taken offline after $mid_reads READs in all: COMPLETED"
+is "$(MISMATCH_DATASET=mid mismatched $MID_KEYS)" "" "every recalled file equals what was pushed"
+tail -n +"$((log_mark + 1))" "$LOG" |
+    grep -q "tape: drive $((offline_lun - 1)) (.*/$offline_lun) offline: .*NOT READY"
+ok $? "drive $((offline_lun - 1)) is taken offline mid-recall with the condition it reported"
+other=$((3 - offline_lun))
+after=$(awk -v off="/$offline_lun\$" -v other="/$other\$" '
+    $2 ~ off && $0 !~ /status=good/ { failed = 1; next }
+    failed && $2 ~ other && $3 == "READ(6)" { n++ } END { print n + 0 }' "$TEST_DIR/scsi.log")
+[ "$after" -gt 0 ]
+ok $? "the other drive (LUN $other) read on after the failed command ($after READs)"
+api GET /metrics >/dev/null
+grep -q '^stagein_drives_failed 1' "$BODY"
+ok $? "the metrics count one failed drive"
+stop
+$TGTADM --mode logicalunit --op update --tid 1 --lun "$offline_lun" --params online=1
 
 # ---- kill -9 mid-write ------------------------------------------------------------------
 # push_under_way KEY MB: MB megabytes pushed as KEY (its push id in PUSH)

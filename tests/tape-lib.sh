@@ -90,11 +90,12 @@ archive: { backend = "tape";
 CONF
 }
 
-# mismatched KEY...: the keys of stageout/ckpt/KEY whose cached copy differs from $SRC/KEY
+# mismatched KEY...: the keys of stageout/DATASET/KEY (DATASET: $MISMATCH_DATASET,
+# else ckpt) whose cached copy differs from $SRC/KEY
 mismatched() {
     local k path
     for k in "$@"; do
-        path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = 'ckpt/$k'")
+        path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = '${MISMATCH_DATASET:-ckpt}/$k'")
         [ -n "$path" ] && cmp -s "$STATE/cache/$path" "$SRC/$k" || printf '%s ' "$k"
     done
 }
