@@ -704,12 +704,14 @@ int db_lock_schema(db_t *db, si_error_t *err)
     return IS_PG(db) ? db_exec(db, "SELECT pg_advisory_xact_lock(7384100018)", err) : 0;
 }
 
-int db_analyze(db_t *db, si_error_t *err)
+int db_analyze(db_t *db, const char *tables, si_error_t *err)
 {
-    /* cache too: never analyzed, an empty table is planned as 800 rows */
-    return IS_PG(db) ? db_exec(db, "ANALYZE objects, tape_copies, volumes, dataset_members,"
-                                   " datasets, cache", err)
-                     : 0;
+    if (!IS_PG(db) || !*tables)
+        return 0;
+    char sql[512];
+    if ((size_t)snprintf(sql, sizeof(sql), "ANALYZE %s", tables) >= sizeof(sql))
+        return si_errprintf(err, "ANALYZE: table list too long");
+    return db_exec(db, sql, err);
 }
 
 char *db_ddl(db_t *db, const char *ddl)
