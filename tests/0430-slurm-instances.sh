@@ -4,7 +4,8 @@
 # sharing one PostgreSQL catalog (a private server), one cache directory
 # and one simulated library; plugstack endpoint=a,b,c names all three:
 # sbatch --stage-in, an array sharing one request, srun standalone, scancel
-# while pending, the first endpoint's instance killed with -9 while a
+# while pending, a dependent job staged while it waits, two users and a
+# supplementary group granting a dataset, the first endpoint's instance killed with -9 while a
 # prolog waits (the plugin fails over, the others finish its recalls, the
 # job runs with its data), salloc with srun steps, scancel while a prolog
 # waits, and every instance killed and restarted at once while a prolog
@@ -14,8 +15,8 @@
 . "$top_srcdir/tests/pg-lib.sh"
 . "$top_srcdir/tests/recall-lib.sh"
 . "$top_srcdir/tests/slurm-lib.sh"
-need_tools -p slurm-client srun scancel
-INSTANCES_TRAP=stop_slurm
+need_tools -p "passwd, slurm-client" useradd userdel groupadd groupdel srun scancel
+INSTANCES_TRAP="stop_slurm; cleanup_users"
 VOLUMES=$TEST_DIR/volumes
 INSTANCES_SITE=t0430
 INSTANCES_KEEP_PORTS=1
@@ -26,7 +27,7 @@ library: { volume_dir = \"$VOLUMES\"; drives = 1; time_scale = 0.1; };
 slurm: { squeue = \"$(command -v squeue)\"; reconcile_interval = 1.0; expiry_interval = 0.5; };"
 . "$top_srcdir/tests/instances-lib.sh"
 
-for f in a1:150000 a2:250000 b1:120000 b2:80000 c1:90000 k1:3000000 k2:3000000 \
+for f in a1:150000 a2:250000 b1:120000 b2:80000 c1:90000 d1:110000 g1:70000 k1:3000000 k2:3000000 \
     k3:3000000 k4:3000000 k5:3000000 k6:3000000; do
     make_file "${f%%:*}" "${f##*:}"
 done
@@ -37,7 +38,7 @@ export STAGEIN_CONF=$TEST_DIR/i1.conf
 # one (seconds at this time scale), so their prologs wait
 for v in V00001 V00002 V00003 V00004 V00005; do tape create "$v" --capacity 20000000000 >/dev/null; done
 (cd "$SRC" && "$STAGEIN" tape write V00001 --bucket data --no-catalog a1 a2 b1 >/dev/null &&
-    "$STAGEIN" tape write V00002 --bucket data --no-catalog b2 c1 >/dev/null &&
+    "$STAGEIN" tape write V00002 --bucket data --no-catalog b2 c1 d1 g1 >/dev/null &&
     "$STAGEIN" tape write V00003 --bucket data --no-catalog k1 k2 >/dev/null &&
     "$STAGEIN" tape write V00004 --bucket data --no-catalog k3 k4 >/dev/null &&
     "$STAGEIN" tape write V00005 --bucket data --no-catalog k5 k6 >/dev/null)
@@ -45,9 +46,20 @@ for v in V00001 V00002 V00003 V00004 V00005; do "$STAGEIN" tape import "$v" >/de
 define alpha a1 a2
 define beta b1 b2
 define gamma c1
+define delta d1
 define slow k1 k2
 define slow2 k3 k4
 define slow3 k5 k6
+# two unprivileged users; the first is in a supplementary group that owns a dataset
+U1=stagein-t1-$$ U2=stagein-t2-$$ G=stagein-proj-$$
+created_users=""
+cleanup_users() { for u in $created_users; do userdel "$u" 2>/dev/null; done; groupdel "$G" 2>/dev/null; }
+groupadd "$G" && useradd -M -N -g users -G "$G" -s /bin/bash "$U1" && created_users="$U1" &&
+    useradd -M -N -g users -s /bin/bash "$U2" && created_users="$U1 $U2"
+ok $? "users $U1 (in group $G) and $U2 created"
+printf 'data/g1\n' > "$TEST_DIR/proj.manifest"
+"$STAGEIN" catalog define projdata "$TEST_DIR/proj.manifest" --owner "root:$G" --mode 0640 >/dev/null
+as_user() { local u=$1; shift; setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups "$@"; }
 start_all "three instances start on one catalog, cache directory and library"
 
 PLUGSTACK_ENDPOINT="http://127.0.0.1:$(port_of 1),http://127.0.0.1:$(port_of 2),http://127.0.0.1:$(port_of 3)"
@@ -115,7 +127,37 @@ is "$(wait_state "SELECT state FROM requests WHERE uuid = '$RJ'" RELEASED 30)" R
 sql "SELECT end_reason FROM requests WHERE uuid = '$RJ'" | grep -q "job $J ended (CANCELLED)"
 ok $? "the reason names the job and CANCELLED"
 
-# ---- the first endpoint's instance killed with -9 while a prolog waits -------------------
+# ---- a dependent job's recall overlaps the job it waits for --------------------------------
+A=$(submit --wrap 'sleep 10')
+B=$(submit --dependency="afterok:$A" --stage-in=delta "$TEST_DIR/show.sh")
+RB=$(newest_request)
+st=$(wait_state "SELECT state FROM requests WHERE uuid = '$RB'" COMPLETED 9)
+a_state=$(job_state "$A")
+case $a_state in PENDING | CONFIGURING | RUNNING) a_state=not-ended ;; esac
+is "$st:$a_state:$(job_state "$B")" COMPLETED:not-ended:PENDING \
+    "--dependency=afterok: its data was staged before the job it waits for ended"
+is "$(wait_job "$B" 60)" COMPLETED "then the dependent job ran"
+grep -q "request=$RB agent=yes" "$S/out/$B.out"
+ok $? "with that request and its agent"
+is "$(wait_state "SELECT state FROM requests WHERE uuid = '$RB'" RELEASED 20)" RELEASED \
+    "its request is released after the job"
+
+# ---- two users, a supplementary group ------------------------------------------------------
+J=$(as_user "$U1" sbatch --parsable -o "$S/out/%j.out" --stage-in=projdata "$TEST_DIR/show.sh" 2> "$S/sbatch.err")
+ok $([ -n "$J" ]; echo $?) "a member of $G (a supplementary group) may stage the group's dataset"
+sed 's/^/# /' "$S/sbatch.err" | head -2
+RG=$(newest_request)
+is "$(wait_job "$J" 60)" COMPLETED "... and the job COMPLETED"
+grep -q "request=$RG agent=yes" "$S/out/$J.out"
+ok $? "... with its request and agent"
+is "$(sql "SELECT uid FROM requests WHERE uuid = '$RG'")" "$(id -u "$U1")" \
+    "the request is $U1's (its MUNGE identity reached the instance that took it)"
+J=$(as_user "$U2" sbatch --parsable -o "$S/out/%j.out" --stage-in=projdata "$TEST_DIR/show.sh" 2> "$S/sbatch.err")
+is "$J" "" "a user outside $G is refused"
+grep -q "projdata" "$S/sbatch.err"
+ok $? "... with a message naming the dataset"
+sed 's/^/# /' "$S/sbatch.err" | head -2
+
 J=$(submit --stage-in=slow "$TEST_DIR/show.sh")
 RS=$(newest_request)
 prolog_waits "$J"
