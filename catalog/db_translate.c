@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
+
 /* ---- SQLite's spelling, translated for PostgreSQL --------------------- */
 
 typedef struct {
@@ -77,6 +79,7 @@ char *db_translate_to_pg(const char *sql, int *nparams, char ***names_out)
 {
     sbuf_t b = {0};
     char **names = NULL;
+    size_t names_cap = 0;
     int max = 0;
     bool or_ignore = false;
     const char *p = sql;
@@ -114,12 +117,10 @@ char *db_translate_to_pg(const char *sql, int *nparams, char ***names_out)
                 p = name_end;
             }
             if (n > max) {
-                char **nn = realloc(names, sizeof(*names) * (size_t)n);
-                if (!nn) {
+                if (si_array_grow((void **)&names, &names_cap, (size_t)n, sizeof(*names)) < 0) {
                     b.failed = true;
                     break;
                 }
-                names = nn;
                 for (int i = max; i < n; i++)
                     names[i] = NULL;
                 max = n;

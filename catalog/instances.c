@@ -222,16 +222,11 @@ int instance_list(catalog_t *cat, double now, double lease_s, bool dead_only,
     size_t cap = 0;
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {
-        if (*count == cap) {
-            cap = cap ? 2 * cap : 8;
-            instance_info_t *v = realloc(*out, cap * sizeof(*v));
-            if (!v) {
-                db_reset(s);
-                free(*out);
-                *out = NULL;
-                return si_errprintf(err, "out of memory");
-            }
-            *out = v;
+        if (si_array_grow((void **)out, &cap, *count + 1, sizeof(**out)) < 0) {
+            db_reset(s);
+            free(*out);
+            *out = NULL;
+            return si_errprintf(err, "out of memory");
         }
         instance_info_t *i = &(*out)[(*count)++];
         memset(i, 0, sizeof(*i));

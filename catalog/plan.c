@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
+
 /* The copy choice, shared by the plan and its view: a copy on a readable
  * volume with no lower-numbered one on a readable volume (NOT EXISTS, which
  * PostgreSQL plans as one anti-join and SQLite as an index probe; a
@@ -83,15 +85,10 @@ int catalog_plan_dataset(catalog_t *cat, const char *dataset, catalog_plan_t **o
         struct catalog_plan_volume *v =
             plan->nvolumes ? &plan->volumes[plan->nvolumes - 1] : NULL;
         if (!v || v->volume_id != r->volume_id) {
-            if (plan->nvolumes == cap_volumes) {
-                size_t cap = cap_volumes ? cap_volumes * 2 : 16;
-                void *p = realloc(plan->volumes, cap * sizeof(*plan->volumes));
-                if (!p) {
-                    si_errprintf(err, "out of memory");
-                    goto error;
-                }
-                plan->volumes = p;
-                cap_volumes = cap;
+            if (si_array_grow((void **)&plan->volumes, &cap_volumes, plan->nvolumes + 1,
+                              sizeof(*plan->volumes)) < 0) {
+                si_errprintf(err, "out of memory");
+                goto error;
             }
             v = &plan->volumes[plan->nvolumes++];
             memset(v, 0, sizeof(*v));

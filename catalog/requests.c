@@ -164,14 +164,9 @@ static int add_file(requests_t *r, const requests_spec_t *spec, int64_t request,
     size_t n = 0, cap = 0;
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            int64_t *grown = realloc(ids, cap * sizeof(*ids));
-            if (!grown) {
-                free(ids);
-                return si_errnoprintf(err, ENOMEM, "out of memory");
-            }
-            ids = grown;
+        if (si_array_grow((void **)&ids, &cap, n + 1, sizeof(*ids)) < 0) {
+            free(ids);
+            return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         ids[n++] = db_column_int64(s, 0);
     }
@@ -353,15 +348,10 @@ int requests_manifest_lines(const char *text, size_t len, char ***lines, size_t 
             free(copy);
             return si_errnoprintf(err, EINVAL, "manifest line %zu: %s", lineno, lerr.text);
         }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **grown = realloc(out, cap * sizeof(*grown));
-            if (!grown) {
-                free(out);
-                free(copy);
-                return si_errnoprintf(err, ENOMEM, "out of memory");
-            }
-            out = grown;
+        if (si_array_grow((void **)&out, &cap, n + 1, sizeof(*out)) < 0) {
+            free(out);
+            free(copy);
+            return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         out[n++] = line;
     }
@@ -424,14 +414,9 @@ int requests_get(requests_t *r, const char *uuid, uid_t caller_uid, requests_sta
     size_t cap = 0;
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {
-        if (st->nitems == cap) {
-            cap = cap ? 2 * cap : 16;
-            requests_item_t *grown = realloc(st->items, cap * sizeof(*grown));
-            if (!grown) {
-                si_errnoprintf(err, ENOMEM, "out of memory");
-                goto error;
-            }
-            st->items = grown;
+        if (si_array_grow((void **)&st->items, &cap, st->nitems + 1, sizeof(*st->items)) < 0) {
+            si_errnoprintf(err, ENOMEM, "out of memory");
+            goto error;
         }
         requests_item_t *it = &st->items[st->nitems++];
         memset(it, 0, sizeof(*it));

@@ -169,15 +169,10 @@ int requests_completed_items(requests_t *r, requests_item_ref_t **refs, size_t *
     size_t n = 0, cap = 0;
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            requests_item_ref_t *grown = realloc(out, cap * sizeof(*grown));
-            if (!grown) {
-                free(out);
-                db_finalize(s);
-                return si_errnoprintf(err, ENOMEM, "out of memory");
-            }
-            out = grown;
+        if (si_array_grow((void **)&out, &cap, n + 1, sizeof(*out)) < 0) {
+            free(out);
+            db_finalize(s);
+            return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         out[n].request_id = db_column_int64(s, 0);
         out[n].object_id = db_column_int64(s, 1);
