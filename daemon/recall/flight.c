@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "common/clock.h"
 #include "daemon/recall/internal.h"
 
@@ -44,14 +45,8 @@ int recall_flight_add_waiter(flight_t *f, int64_t request)
     for (size_t i = 0; i < f->nwaiters; i++)
         if (f->waiters[i] == request)
             return 0;
-    if (f->nwaiters == f->cap) {
-        size_t cap = f->cap ? 2 * f->cap : 4;
-        int64_t *w = realloc(f->waiters, cap * sizeof(*w));
-        if (!w)
-            return -1;
-        f->waiters = w;
-        f->cap = cap;
-    }
+    if (si_array_grow((void **)&f->waiters, &f->cap, f->nwaiters + 1, sizeof(*f->waiters)) < 0)
+        return -1;
     f->waiters[f->nwaiters++] = request;
     return 1;
 }

@@ -133,7 +133,7 @@ struct recall_service {
     /* service thread only */
     char names[SI_BUCKET_MAX + SI_KEY_MAX + 2]; /* the loaded item's "bucket\0key" */
     note_t *notes;
-    size_t nnotes;
+    size_t nnotes, cap_notes;
     double retry_after, last_housekeeping, last_progress, last_scan;
 };
 

@@ -91,10 +91,9 @@ void recall_note(recall_service_t *rs, int64_t request, const char *text)
         return;
     }
     if (!had) {
-        note_t *n = realloc(rs->notes, (rs->nnotes + 1) * sizeof(*n));
-        if (!n)
+        if (si_array_grow((void **)&rs->notes, &rs->cap_notes, rs->nnotes + 1,
+                          sizeof(*rs->notes)) < 0)
             return;
-        rs->notes = n;
         i = rs->nnotes++;
         rs->notes[i].request = request;
     }

@@ -100,7 +100,7 @@ static void drop_inactive(recall_service_t *rs)
 {
     int64_t *checked = NULL;
     bool *active = NULL;
-    size_t nchecked = 0, cap = 0;
+    size_t nchecked = 0, cap_checked = 0, cap_active = 0;
     int64_t *withdraw = NULL;
     size_t nwithdraw = 0, capw = 0;
     pthread_mutex_lock(&rs->mu);
@@ -112,17 +112,11 @@ static void drop_inactive(recall_service_t *rs)
                 for (k = 0; k < nchecked && checked[k] != f->waiters[i]; k++)
                     ;
                 if (k == nchecked) {
-                    if (nchecked == cap) {
-                        cap = cap ? 2 * cap : 16;
-                        int64_t *c = realloc(checked, cap * sizeof(*c));
-                        bool *a = realloc(active, cap * sizeof(*a));
-                        if (c)
-                            checked = c;
-                        if (a)
-                            active = a;
-                        if (!c || !a)
-                            goto out;
-                    }
+                    if (si_array_grow((void **)&checked, &cap_checked, nchecked + 1,
+                                      sizeof(*checked)) < 0 ||
+                        si_array_grow((void **)&active, &cap_active, nchecked + 1,
+                                      sizeof(*active)) < 0)
+                        goto out;
                     checked[nchecked] = f->waiters[i];
                     active[nchecked++] = recall_request_active(rs, f->waiters[i]);
                 }
@@ -131,13 +125,8 @@ static void drop_inactive(recall_service_t *rs)
             }
             f->nwaiters = keep;
             if (keep == 0 && !f->cancelled) {
-                if (nwithdraw == capw) {
-                    capw = capw ? 2 * capw : 16;
-                    int64_t *w = realloc(withdraw, capw * sizeof(*w));
-                    if (!w)
-                        goto out;
-                    withdraw = w;
-                }
+                if (si_array_grow((void **)&withdraw, &capw, nwithdraw + 1, sizeof(*withdraw)) < 0)
+                    goto out;
                 f->cancelled = true;
                 withdraw[nwithdraw++] = f->object_id;
             }
@@ -183,13 +172,8 @@ static void save_progress(recall_service_t *rs)
                 continue;
             f->bytes_saved = f->bytes;
             for (size_t i = 0; i < f->nwaiters; i++) {
-                if (n == cap) {
-                    cap = cap ? 2 * cap : 16;
-                    upd_t *g = realloc(u, cap * sizeof(*g));
-                    if (!g)
-                        goto out;
-                    u = g;
-                }
+                if (si_array_grow((void **)&u, &cap, n + 1, sizeof(*u)) < 0)
+                    goto out;
                 u[n++] = (upd_t){f->object_id, f->waiters[i], f->bytes};
             }
         }
@@ -211,14 +195,8 @@ static int collect_pending(int64_t request_id, int64_t object_id, int priority, 
                            void *arg)
 {
     pending_list_t *l = arg;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 256;
-        pending_t *v = realloc(l->v, cap * sizeof(*v));
-        if (!v)
-            return 1;
-        l->v = v;
-        l->cap = cap;
-    }
+    if (si_array_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)) < 0)
+        return 1;
     l->v[l->n++] = (pending_t){request_id, object_id, priority, deadline};
     return 0;
 }
@@ -327,7 +305,7 @@ static void scan_pending(recall_service_t *rs)
     char blocked[300] = "";
     new_batch_t nb = {0};
     int64_t *waiting = NULL;   /* requests with an item held back this round */
-    size_t nwaiting = 0;
+    size_t nwaiting = 0, cap_waiting = 0;
     item_list_t started = {0}, cached = {0}; /* moved on together at the end */
     for (size_t i = 0; i < l.n; i++) {
         const pending_t *p = &l.v[i];
@@ -366,11 +344,8 @@ static void scan_pending(recall_service_t *rs)
             continue; /* another instance recalls it */
         }
         if (*blocked || !backend_ok) {
-            int64_t *w = realloc(waiting, (nwaiting + 1) * sizeof(*w));
-            if (w) {
-                waiting = w;
+            if (si_array_grow((void **)&waiting, &cap_waiting, nwaiting + 1, sizeof(*waiting)) == 0)
                 waiting[nwaiting++] = p->request_id;
-            }
             continue;
         }
         archive_item_t item;
@@ -414,17 +389,12 @@ static void scan_pending(recall_service_t *rs)
         }
         if (rc == CACHE_WOULD_BLOCK) {
             snprintf(blocked, sizeof(blocked), "waiting for cache space: %s", block.reason);
-            int64_t *w = realloc(waiting, (nwaiting + 1) * sizeof(*w));
-            if (w) {
-                waiting = w;
+            if (si_array_grow((void **)&waiting, &cap_waiting, nwaiting + 1, sizeof(*waiting)) == 0)
                 waiting[nwaiting++] = p->request_id;
-            }
             continue;
         }
         if (recall_flight_add_waiter(nf, p->request_id) < 0 || recall_item_names(rs, &item) < 0 ||
-            (nb.n == nb.cap && !(nb.items = realloc(nb.items,
-                                                    (nb.cap = nb.cap ? 2 * nb.cap : 64) *
-                                                        sizeof(*nb.items))))) {
+            si_array_grow((void **)&nb.items, &nb.cap, nb.n + 1, sizeof(*nb.items)) < 0) {
             recall_flight_volumes_done(rs, nf);
             recall_flight_free(nf);
             free((char *)item.bucket);
