@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "catalog/catalog.h"
+#include "common/array.h"
 
 static const char *const sql_text[SQL_COUNT] = {
     [SQL_ROW_GET] = "SELECT size, pins, last_access, verified FROM cache WHERE object_id = ?1",
@@ -246,14 +247,8 @@ static void note_access(cache_t *c, int64_t object_id)
 {
     double now = cache_now(c);
     enum { BATCH = 1024 };
-    if (c->naccess == c->access_cap) {
-        size_t cap = c->access_cap ? c->access_cap * 2 : 64;
-        cache_access_t *a = realloc(c->access, cap * sizeof(*a));
-        if (!a)
-            return; /* LRU order is advice; losing one access time is harmless */
-        c->access = a;
-        c->access_cap = cap;
-    }
+    if (si_array_grow((void **)&c->access, &c->access_cap, c->naccess + 1, sizeof(*c->access)) < 0)
+        return; /* LRU order is advice; losing one access time is harmless */
     if (!c->naccess)
         c->access_oldest = now;
     c->access[c->naccess++] = (cache_access_t){object_id, now};

@@ -121,7 +121,7 @@ typedef struct {
     uint64_t unverifiable;         /* no checksum in the catalog to compare */
     uint64_t objects, bytes;       /* what the cache holds afterwards */
     int64_t *dropped;              /* object ids whose cached copy is gone */
-    size_t ndropped;
+    size_t ndropped, cap_dropped;
 } cache_recovery_t;
 
 /* At start-up, before other threads use the cache: removes leftover temp

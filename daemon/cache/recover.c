@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "common/checksum.h"
 #include "common/clock.h"
 #include "common/text.h"
@@ -92,14 +93,9 @@ static int each_entry(int fd, entry_fn fn, void *arg)
     while ((e = readdir(d))) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **more = realloc(names, cap * sizeof(*names));
-            if (!more) {
-                rc = -1;
-                break;
-            }
-            names = more;
+        if (si_array_grow((void **)&names, &cap, n + 1, sizeof(*names)) < 0) {
+            rc = -1;
+            break;
         }
         if (!(names[n] = strdup(e->d_name))) {
             rc = -1;
@@ -256,15 +252,9 @@ static int load_rows(cache_t *c, rows_t *rows, si_error_t *err)
     db_stmt_t *s = cache_stmt(c, SQL_LIST);
     int step;
     while ((step = db_step(s)) == DB_ROW) {
-        if (rows->n == rows->cap) {
-            size_t cap = rows->cap ? rows->cap * 2 : 256;
-            row_t *more = realloc(rows->rows, cap * sizeof(*more));
-            if (!more) {
-                db_reset(s);
-                return si_errnoprintf(err, ENOMEM, "cache: out of memory listing the cache");
-            }
-            rows->rows = more;
-            rows->cap = cap;
+        if (si_array_grow((void **)&rows->rows, &rows->cap, rows->n + 1, sizeof(*rows->rows)) < 0) {
+            db_reset(s);
+            return si_errnoprintf(err, ENOMEM, "cache: out of memory listing the cache");
         }
         rows->rows[rows->n++] = (row_t){db_column_int64(s, 0),
                                         (uint64_t)db_column_int64(s, 1),
@@ -278,10 +268,9 @@ static int load_rows(cache_t *c, rows_t *rows, si_error_t *err)
 
 static int note_dropped(cache_recovery_t *r, int64_t object_id, si_error_t *err)
 {
-    int64_t *more = realloc(r->dropped, (r->ndropped + 1) * sizeof(*more));
-    if (!more)
+    if (si_array_grow((void **)&r->dropped, &r->cap_dropped, r->ndropped + 1,
+                      sizeof(*r->dropped)) < 0)
         return si_errnoprintf(err, ENOMEM, "cache: out of memory");
-    r->dropped = more;
     r->dropped[r->ndropped++] = object_id;
     return 0;
 }
@@ -518,6 +507,7 @@ void cache_recovery_free(cache_recovery_t *report)
     free(report->dropped);
     report->dropped = NULL;
     report->ndropped = 0;
+    report->cap_dropped = 0;
 }
 
 /* ---- an upload in progress, or a leftover (push recovery asks) ---------------------- */

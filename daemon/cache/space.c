@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/array.h"
 #include "common/clock.h"
 #include "common/text.h"
 
@@ -36,14 +37,8 @@ cache_reservation_t *cache_reservation_find(cache_t *c, int64_t object_id)
 
 static int reservation_add(cache_t *c, int64_t object_id, uint64_t size, si_error_t *err)
 {
-    if (c->nres == c->res_cap) {
-        size_t cap = c->res_cap ? c->res_cap * 2 : 16;
-        cache_reservation_t *r = realloc(c->res, cap * sizeof(*r));
-        if (!r)
-            return si_errnoprintf(err, ENOMEM, "cache: out of memory for reservations");
-        c->res = r;
-        c->res_cap = cap;
-    }
+    if (si_array_grow((void **)&c->res, &c->res_cap, c->nres + 1, sizeof(*c->res)) < 0)
+        return si_errnoprintf(err, ENOMEM, "cache: out of memory for reservations");
     size_t i = reservation_slot(c, object_id);
     memmove(&c->res[i + 1], &c->res[i], (c->nres - i) * sizeof(*c->res));
     c->res[i] = (cache_reservation_t){object_id, size, false};
