@@ -19,6 +19,7 @@
 
 #include <microhttpd.h>
 
+#include "common/array.h"
 #include "daemon/http/listener.h"
 #include "daemon/http/router.h"
 
@@ -52,7 +53,7 @@ struct http_server {
     char name[32];
     http_router_t *router;
     handler_t *handlers;        /* owned; the router points into... copies */
-    size_t nhandlers;
+    size_t nhandlers, cap_handlers;
     listener_t listeners[MAX_LISTENERS];
     size_t nlisteners;
     bool started;
@@ -126,10 +127,9 @@ static int add_route(http_server_t *s, const char *method, const char *pattern,
         return si_errprintf(err, "route %s %s: server already started", method, pattern);
     /* Handlers live in one array that only grows before start; the router
      * stores the index (as a pointer-sized value) so growth cannot dangle. */
-    handler_t *grown = realloc(s->handlers, (s->nhandlers + 1) * sizeof(*grown));
-    if (!grown)
+    if (si_array_grow((void **)&s->handlers, &s->cap_handlers, s->nhandlers + 1,
+                      sizeof(*s->handlers)) < 0)
         return si_errprintf(err, "out of memory");
-    s->handlers = grown;
     if (http_router_add(s->router, method, pattern, (void *)(uintptr_t)(s->nhandlers + 1), err) < 0)
         return -1;
     s->handlers[s->nhandlers].fn = fn;
@@ -448,17 +448,9 @@ static void append_body(http_request_t *req, const char *data, size_t len)
         req->too_large = true;
         return;
     }
-    if (req->body_len + len + 1 > req->body_cap) {
-        size_t cap = req->body_cap ? req->body_cap : 4096;
-        while (cap < req->body_len + len + 1)
-            cap *= 2;
-        char *grown = realloc(req->body, cap);
-        if (!grown) {
-            req->too_large = true;
-            return;
-        }
-        req->body = grown;
-        req->body_cap = cap;
+    if (si_array_grow((void **)&req->body, &req->body_cap, req->body_len + len + 1, 1) < 0) {
+        req->too_large = true;
+        return;
     }
     memcpy(req->body + req->body_len, data, len);
     req->body_len += len;
