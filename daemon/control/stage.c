@@ -12,6 +12,7 @@
 #include <openssl/crypto.h>
 
 #include "catalog/requests.h"
+#include "common/array.h"
 #include "common/groups.h"
 #include "common/text.h"
 #include "daemon/control/identity.h"
@@ -95,7 +96,8 @@ static int file_members(json_t *root, json_t *file, size_t i, const char *sitena
  * shape: [{"path": "..."}]); appended to *list. With sitename (the files
  * field) the objects' WLCG members are read too. */
 static int string_list(json_t *root, const char *name, const char *sitename,
-                       int64_t *disk_lifetime, const char ***list, size_t *n, si_error_t *err)
+                       int64_t *disk_lifetime, const char ***list, size_t *n, size_t *cap,
+                       si_error_t *err)
 {
     json_t *arr = json_object_get(root, name);
     if (!arr)
@@ -103,10 +105,8 @@ static int string_list(json_t *root, const char *name, const char *sitename,
     if (!json_is_array(arr) || json_array_size(arr) == 0)
         return si_errprintf(err, "field '%s' must be a non-empty array", name);
     size_t count = json_array_size(arr);
-    const char **grown = realloc(*list, (*n + count) * sizeof(*grown));
-    if (!grown)
+    if (si_array_grow((void **)list, cap, *n + count, sizeof(**list)) < 0)
         return si_errprintf(err, "out of memory");
-    *list = grown;
     size_t i;
     json_t *v;
     json_array_foreach(arr, i, v) {
@@ -174,8 +174,11 @@ int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
         }
     }
     int64_t disk_lifetime = 0;
-    if (string_list(st.root, "datasets", NULL, NULL, &st.datasets, &st.ndatasets, err) < 0 ||
-        string_list(st.root, "files", sitename, &disk_lifetime, &st.files, &st.nfiles, err) < 0)
+    size_t cap_datasets = 0, cap_files = 0;
+    if (string_list(st.root, "datasets", NULL, NULL, &st.datasets, &st.ndatasets, &cap_datasets,
+                    err) < 0 ||
+        string_list(st.root, "files", sitename, &disk_lifetime, &st.files, &st.nfiles, &cap_files,
+                    err) < 0)
         goto error;
     json_t *manifest = json_object_get(st.root, "manifest");
     if (manifest) {
@@ -188,13 +191,12 @@ int control_parse_stage(const char *body, size_t len, int64_t pin_lifetime_max,
         if (requests_manifest_lines(json_string_value(manifest), json_string_length(manifest),
                                     &lines, &nlines, &st.manifest_storage, err) < 0)
             goto error;
-        const char **grown = realloc(st.files, (st.nfiles + nlines) * sizeof(*grown));
-        if (!grown) {
+        if (si_array_grow((void **)&st.files, &cap_files, st.nfiles + nlines,
+                          sizeof(*st.files)) < 0) {
             free(lines);
             si_errprintf(err, "out of memory");
             goto error;
         }
-        st.files = grown;
         for (size_t i = 0; i < nlines; i++)
             st.files[st.nfiles++] = lines[i];
         free(lines);
