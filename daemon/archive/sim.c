@@ -291,16 +291,26 @@ static int volume_ready(sim_t *s, const char *label, tapevol_info_t *info, si_er
     return 0;
 }
 
+/* The base's shape, clock and profile with no volumes or faults: the
+ * arrays (and their capacities) stay the base's. */
+static simlib_config_t base_shape(const sim_t *s)
+{
+    simlib_config_t cfg = s->base;
+    cfg.volumes = NULL;
+    cfg.nvolumes = 0;
+    cfg.cap_volumes = 0;
+    cfg.faults = NULL;
+    cfg.nfaults = 0;
+    cfg.cap_faults = 0;
+    return cfg;
+}
+
 /* Builds an engine over the volumes in the directory now. engine_mu held. */
 static int engine_build(sim_t *s, si_error_t *err)
 {
     char **labels = NULL;
     size_t nlabels = 0;
-    simlib_config_t cfg = s->base;
-    cfg.volumes = NULL;
-    cfg.nvolumes = 0;
-    cfg.faults = NULL;
-    cfg.nfaults = 0;
+    simlib_config_t cfg = base_shape(s);
     sim_volume_t *vols = NULL;
     if (tapevol_list(s->dir, &labels, &nlabels, err) < 0)
         return -1;
@@ -820,11 +830,7 @@ static int sim_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *
                         si_error_t *err)
 {
     sim_t *s = b->impl;
-    simlib_config_t cfg = s->base;
-    cfg.volumes = NULL;
-    cfg.nvolumes = 0;
-    cfg.faults = NULL;
-    cfg.nfaults = 0;
+    simlib_config_t cfg = base_shape(s);
     cfg.time_scale = 0;
     simlib_t *lib = NULL;
     archive_forecast_t *res = NULL;

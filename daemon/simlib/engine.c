@@ -134,10 +134,10 @@ int simlib_config_add_volume(simlib_config_t *cfg, const char *label, uint64_t u
     if (used > (uint64_t)cfg->profile.capacity)
         return si_errprintf(err, "volume %s: fill %llu bytes exceeds the capacity %.0f", label,
                             (unsigned long long)used, cfg->profile.capacity);
-    simlib_volume_t *v = realloc(cfg->volumes, (size_t)(cfg->nvolumes + 1) * sizeof(*v));
-    if (!v)
+    if (si_array_grow((void **)&cfg->volumes, &cfg->cap_volumes, (size_t)cfg->nvolumes + 1,
+                      sizeof(*cfg->volumes)) < 0)
         return si_errprintf(err, "out of memory");
-    cfg->volumes = v;
+    simlib_volume_t *v = cfg->volumes;
     snprintf(v[cfg->nvolumes].label, sizeof(v->label), "%s", label);
     v[cfg->nvolumes].used = used;
     cfg->nvolumes++;
@@ -146,11 +146,10 @@ int simlib_config_add_volume(simlib_config_t *cfg, const char *label, uint64_t u
 
 int simlib_config_add_fault(simlib_config_t *cfg, const simlib_fault_t *f, si_error_t *err)
 {
-    simlib_fault_t *a = realloc(cfg->faults, (cfg->nfaults + 1) * sizeof(*a));
-    if (!a)
+    if (si_array_grow((void **)&cfg->faults, &cfg->cap_faults, cfg->nfaults + 1,
+                      sizeof(*cfg->faults)) < 0)
         return si_errprintf(err, "out of memory");
-    cfg->faults = a;
-    a[cfg->nfaults++] = *f;
+    cfg->faults[cfg->nfaults++] = *f;
     return 0;
 }
 
@@ -162,6 +161,8 @@ void simlib_config_free(simlib_config_t *cfg)
     cfg->faults = NULL;
     cfg->nvolumes = 0;
     cfg->nfaults = 0;
+    cfg->cap_volumes = 0;
+    cfg->cap_faults = 0;
 }
 
 static int fault_check(const simlib_config_t *cfg, const simlib_fault_t *f, si_error_t *err)
@@ -210,6 +211,8 @@ simlib_t *simlib_new(const simlib_config_t *cfg, const sched_policy_t *policy,
     lib->cfg = *cfg;
     lib->cfg.volumes = malloc((size_t)cfg->nvolumes * sizeof(simlib_volume_t));
     lib->cfg.faults = malloc((cfg->nfaults + 1) * sizeof(simlib_fault_t));
+    lib->cfg.cap_volumes = (size_t)cfg->nvolumes; /* the sizes of the copies above */
+    lib->cfg.cap_faults = cfg->nfaults + 1;
     lib->drives = calloc((size_t)cfg->drives, sizeof(drive_t));
     lib->robots = calloc((size_t)cfg->robots, sizeof(robot_t));
     lib->robot_usable = calloc((size_t)cfg->robots, sizeof(bool));
@@ -384,12 +387,11 @@ int simlib_inject(simlib_t *lib, const simlib_fault_t *f, si_error_t *err)
     pthread_mutex_lock(&lib->mu);
     int rc = fault_check(&lib->cfg, f, err);
     if (rc == 0) {
-        simlib_fault_t *a = realloc(lib->cfg.faults, (lib->cfg.nfaults + 1) * sizeof(*a));
-        if (!a) {
+        if (si_array_grow((void **)&lib->cfg.faults, &lib->cfg.cap_faults, lib->cfg.nfaults + 1,
+                          sizeof(*lib->cfg.faults)) < 0) {
             rc = si_errprintf(err, "out of memory");
         } else {
-            lib->cfg.faults = a;
-            a[lib->cfg.nfaults] = *f;
+            lib->cfg.faults[lib->cfg.nfaults] = *f;
             if (f->kind != FAULT_REGION) {
                 double now = current_time(lib);
                 engine_push_event(lib, f->at > now ? f->at : now, EV_FAULT, (int)lib->cfg.nfaults,

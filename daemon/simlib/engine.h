@@ -67,7 +67,8 @@ typedef struct {
     tape_profile_t profile;
     int nvolumes;
     simlib_volume_t *volumes;   /* owned by the config */
-    size_t nfaults;
+    size_t cap_volumes;
+    size_t nfaults, cap_faults;
     simlib_fault_t *faults;     /* owned by the config */
     /* Real time, optional (not owned): the robots are another library's
      * too, shared with other instances' engines (robot_ledger.h). */

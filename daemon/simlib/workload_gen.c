@@ -288,6 +288,7 @@ static int gen_w2(gen_t *g, bool quick)
     } seg_t;
     seg_t *segs[64] = {0};
     int nsegs[64] = {0};
+    size_t cap_segs[64] = {0};
     int rc = -1;
     for (int d = 0; d < ndatasets; d++) {
         int vols[15];
@@ -301,13 +302,12 @@ static int gen_w2(gen_t *g, bool quick)
                     dup |= vols[x] == v;
             } while (dup);
             vols[j] = v;
-            seg_t *s = realloc(segs[v], (size_t)(nsegs[v] + 1) * sizeof(seg_t));
-            if (!s) {
+            if (si_array_grow((void **)&segs[v], &cap_segs[v], (size_t)nsegs[v] + 1,
+                              sizeof(*segs[v])) < 0) {
                 si_errprintf(g->err, "out of memory");
                 goto out;
             }
-            segs[v] = s;
-            s[nsegs[v]++] = (seg_t){d, j, ds_k[d]};
+            segs[v][nsegs[v]++] = (seg_t){d, j, ds_k[d]};
         }
         for (size_t i = 0; i < ds_n[d]; i++) {
             sched_file_t *f = &w->files[ds_first[d] + i];
