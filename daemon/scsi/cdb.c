@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "daemon/scsi/cdb.h"
 
 static void put16(uint8_t *p, uint16_t v)
@@ -150,6 +151,7 @@ int scsi_parse_element_status(const uint8_t *d, size_t len, scsi_element_t **els
     size_t end = 8 + (size_t)get24(d + 5);
     if (end > len)
         end = len; /* the report was cut by the allocation length */
+    size_t cap = *n; /* *els may hold earlier calls' elements, in a block at least this long */
     size_t off = 8;
     while (off + 8 <= end) {
         const uint8_t *page = d + off;
@@ -168,11 +170,9 @@ int scsi_parse_element_status(const uint8_t *d, size_t len, scsi_element_t **els
         for (; off + 12 <= pend; off += dlen) {
             const uint8_t *e = d + off;
             size_t avail = off + dlen <= pend ? dlen : pend - off;
-            scsi_element_t *grown = realloc(*els, (*n + 1) * sizeof(**els));
-            if (!grown)
+            if (si_array_grow((void **)els, &cap, *n + 1, sizeof(**els)) < 0)
                 return si_errprintf(err, "out of memory");
-            *els = grown;
-            scsi_element_t *x = &grown[(*n)++];
+            scsi_element_t *x = &(*els)[(*n)++];
             memset(x, 0, sizeof(*x));
             x->type = type;
             x->address = (uint16_t)get16(e);
@@ -374,16 +374,15 @@ int scsi_parse_density(const uint8_t *d, size_t len, scsi_density_t **out, size_
     size_t end = 2 + (size_t)get16(d);
     if (end > len)
         end = len;
+    size_t cap = 0;
     for (size_t off = 4; off + 52 <= end; off += 52) {
         const uint8_t *p = d + off;
-        scsi_density_t *grown = realloc(*out, (*n + 1) * sizeof(**out));
-        if (!grown) {
+        if (si_array_grow((void **)out, &cap, *n + 1, sizeof(**out)) < 0) {
             free(*out);
             *out = NULL;
             return si_errprintf(err, "out of memory");
         }
-        *out = grown;
-        scsi_density_t *x = &grown[(*n)++];
+        scsi_density_t *x = &(*out)[(*n)++];
         memset(x, 0, sizeof(*x));
         x->primary = p[0];
         x->secondary = p[1];
@@ -425,7 +424,7 @@ int scsi_parse_rao(const uint8_t *d, size_t len, scsi_uds_t **out, size_t *n, si
     size_t end = 8 + (size_t)get32(d + 4);
     if (end > len)
         end = len;
-    size_t off = 8;
+    size_t off = 8, cap = 0;
     while (off + 2 <= end) {
         size_t dlen = get16(d + off) + 2;
         if (dlen < 30 || off + dlen > end) {
@@ -434,15 +433,13 @@ int scsi_parse_rao(const uint8_t *d, size_t len, scsi_uds_t **out, size_t *n, si
             *n = 0;
             return si_errprintf(err, "RAO descriptor of %zu bytes at offset %zu", dlen, off);
         }
-        scsi_uds_t *grown = realloc(*out, (*n + 1) * sizeof(**out));
-        if (!grown) {
+        if (si_array_grow((void **)out, &cap, *n + 1, sizeof(**out)) < 0) {
             free(*out);
             *out = NULL;
             *n = 0;
             return si_errprintf(err, "out of memory");
         }
-        *out = grown;
-        scsi_uds_t *u = &grown[(*n)++];
+        scsi_uds_t *u = &(*out)[(*n)++];
         memset(u, 0, sizeof(*u));
         memcpy(u->name, d + off + 3, 10);
         u->partition = d[off + 13];

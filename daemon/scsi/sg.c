@@ -13,6 +13,7 @@
 #include <scsi/sg.h>
 #endif
 
+#include "common/array.h"
 #include "daemon/scsi/cdb.h"
 
 typedef struct {
@@ -246,6 +247,7 @@ int scsi_sg_list(const char *root, scsi_sg_entry_t **out, size_t *n, si_error_t 
         return si_errprintf(err, "%s: %s", root, strerror(errno));
     }
     struct dirent *e;
+    size_t cap = 0;
     while ((e = readdir(d))) {
         if (strncmp(e->d_name, "sg", 2) != 0 || strlen(e->d_name) > 16)
             continue;
@@ -254,16 +256,14 @@ int scsi_sg_list(const char *root, scsi_sg_entry_t **out, size_t *n, si_error_t 
         sysfs_read(dev, "type", type, sizeof(type));
         if (!type[0])
             continue;
-        scsi_sg_entry_t *grown = realloc(*out, (*n + 1) * sizeof(**out));
-        if (!grown) {
+        if (si_array_grow((void **)out, &cap, *n + 1, sizeof(**out)) < 0) {
             closedir(d);
             free(*out);
             *out = NULL;
             *n = 0;
             return si_errprintf(err, "out of memory");
         }
-        *out = grown;
-        scsi_sg_entry_t *x = &grown[(*n)++];
+        scsi_sg_entry_t *x = &(*out)[(*n)++];
         memset(x, 0, sizeof(*x));
         snprintf(x->path, sizeof(x->path), "/dev/%s", e->d_name);
         x->type = atoi(type);
