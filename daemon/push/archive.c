@@ -16,6 +16,7 @@
 
 #include "daemon/archive/backend.h"
 #include "daemon/cache/cache.h"
+#include "common/array.h"
 #include "common/clock.h"
 
 /* Members per archive file at most, whatever their size: bounds memory and
@@ -118,14 +119,9 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
         }
         if (!mine)
             continue;
-        if (b->n == b->cap) {
-            b->cap = b->cap ? b->cap * 2 : 64;
-            batch_item_t *grown = realloc(b->items, b->cap * sizeof(*grown));
-            if (!grown) {
-                rc = NO_MEMORY;
-                break;
-            }
-            b->items = grown;
+        if (si_array_grow((void **)&b->items, &b->cap, b->n + 1, sizeof(*b->items)) < 0) {
+            rc = NO_MEMORY;
+            break;
         }
         batch_item_t *it = &b->items[b->n++];
         memset(it, 0, sizeof(*it));

@@ -20,6 +20,7 @@
 
 #include "catalog/instances.h"
 #include "daemon/archive/backend.h"
+#include "common/array.h"
 #include "common/clock.h"
 
 bool push_shared(const push_t *p)
@@ -46,14 +47,9 @@ static int claim_note(push_t *p, int64_t push_id, bool mine, double until, si_er
 {
     push_claim_t *c = claim_find(p, push_id);
     if (!c) {
-        if (p->nclaims == p->claims_cap) {
-            size_t cap = p->claims_cap ? p->claims_cap * 2 : 32;
-            push_claim_t *grown = realloc(p->claims, cap * sizeof(*grown));
-            if (!grown)
-                return si_errnoprintf(err, ENOMEM, "out of memory");
-            p->claims = grown;
-            p->claims_cap = cap;
-        }
+        if (si_array_grow((void **)&p->claims, &p->claims_cap, p->nclaims + 1,
+                          sizeof(*p->claims)) < 0)
+            return si_errnoprintf(err, ENOMEM, "out of memory");
         c = &p->claims[p->nclaims++];
     }
     *c = (push_claim_t){push_id, mine, until};
@@ -150,15 +146,10 @@ int push_sweep(push_t *p, bool now, si_error_t *err)
     db_stmt_t *s = push_stmt(p, PUSH_SQL_ARCHIVING_PUSHES);
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            push_ref_t *grown = realloc(refs, cap * sizeof(*grown));
-            if (!grown) {
-                db_reset(s);
-                free(refs);
-                return si_errnoprintf(err, ENOMEM, "out of memory");
-            }
-            refs = grown;
+        if (si_array_grow((void **)&refs, &cap, n + 1, sizeof(*refs)) < 0) {
+            db_reset(s);
+            free(refs);
+            return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         refs[n].id = db_column_int64(s, 0);
         snprintf(refs[n].uuid, sizeof(refs[n].uuid), "%s", db_column_text(s, 1));

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "daemon/cache/cache.h"
+#include "common/array.h"
 #include "common/clock.h"
 
 /* ---- life cycle ------------------------------------------------------------------ */
@@ -199,14 +200,9 @@ static int ids_in_state(push_t *p, int which, int64_t **ids, size_t *n, si_error
     size_t cap = 0;
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 64;
-            int64_t *grown = realloc(*ids, cap * sizeof(*grown));
-            if (!grown) {
-                db_reset(s);
-                return si_errnoprintf(err, ENOMEM, "out of memory");
-            }
-            *ids = grown;
+        if (si_array_grow((void **)ids, &cap, *n + 1, sizeof(**ids)) < 0) {
+            db_reset(s);
+            return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         (*ids)[(*n)++] = db_column_int64(s, 0);
     }
@@ -391,14 +387,9 @@ int push_sweep_uploads(push_t *p, bool now, uint64_t *removed, si_error_t *err)
     db_bind_double(s, 3, si_wall_now() - p->lease_s);
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            int64_t *grown = realloc(ids, cap * sizeof(*grown));
-            if (!grown) {
-                rc = DB_ERROR;
-                break;
-            }
-            ids = grown;
+        if (si_array_grow((void **)&ids, &cap, n + 1, sizeof(*ids)) < 0) {
+            rc = DB_ERROR;
+            break;
         }
         ids[n++] = db_column_int64(s, 0);
     }
@@ -451,14 +442,13 @@ static int load_copies(push_t *p, push_item_t *it, si_error_t *err)
 {
     db_stmt_t *s = push_stmt(p, PUSH_SQL_COPIES);
     db_bind_int64(s, 1, it->object_id);
+    size_t cap = it->ncopies; /* at most the size of the block it->copies has */
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {
-        push_copy_t *grown = realloc(it->copies, (it->ncopies + 1) * sizeof(*grown));
-        if (!grown) {
+        if (si_array_grow((void **)&it->copies, &cap, it->ncopies + 1, sizeof(*it->copies)) < 0) {
             db_reset(s);
             return si_errnoprintf(err, ENOMEM, "out of memory");
         }
-        it->copies = grown;
         push_copy_t *c = &it->copies[it->ncopies++];
         c->copy = db_column_int(s, 0);
         snprintf(c->volume, sizeof(c->volume), "%s", db_column_text(s, 1));
@@ -503,14 +493,9 @@ static int load_status(push_t *p, const char *uuid, uid_t caller, push_status_t 
     size_t cap = 0;
     bool pending = false, archiving = false;
     while ((rc = db_step(s)) == DB_ROW) {
-        if (st->nitems == cap) {
-            cap = cap ? cap * 2 : 16;
-            push_item_t *grown = realloc(st->items, cap * sizeof(*grown));
-            if (!grown) {
-                db_reset(s);
-                return si_errnoprintf(err, ENOMEM, "out of memory");
-            }
-            st->items = grown;
+        if (si_array_grow((void **)&st->items, &cap, st->nitems + 1, sizeof(*st->items)) < 0) {
+            db_reset(s);
+            return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         push_item_t *it = &st->items[st->nitems++];
         memset(it, 0, sizeof(*it));
