@@ -211,12 +211,11 @@ int tapevol_fault_add(tapevol_t *vol, uint64_t start, uint64_t length, si_error_
         return si_errprintf(err, "cannot lock %s: %s", vol->path, strerror(errno));
     if (tapevol_faults(vol, &r, &n, err) < 0)
         goto out;
-    tapevol_region_t *grown = realloc(r, (n + 1) * sizeof(*r));
-    if (!grown) {
+    size_t cap = n; /* tapevol_faults' copy holds exactly n */
+    if (si_array_grow((void **)&r, &cap, n + 1, sizeof(*r)) < 0) {
         si_errprintf(err, "out of memory");
         goto out;
     }
-    r = grown;
     r[n].start = start;
     r[n].length = length;
     rc = write_regions(vol, r, n + 1, err);
