@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
+
 typedef struct {
     uid_t uid;
     unsigned uploads;
@@ -68,15 +70,9 @@ int s3_quota_take(s3_quota_t *q, uid_t uid, uint64_t bytes, si_error_t *err)
                             " arriving uploads would hold %" PRIu64 " bytes with this one of %"
                             PRIu64, q->max_bytes, (unsigned)uid, held->bytes + bytes, bytes);
     if (rc == 0 && !r) {
-        if (q->n == q->cap) {
-            size_t cap = q->cap ? 2 * q->cap : 8;
-            quota_row_t *grown = realloc(q->rows, cap * sizeof(*grown));
-            if (!grown) {
-                pthread_mutex_unlock(&q->mu);
-                return si_errnoprintf(err, ENOMEM, "out of memory");
-            }
-            q->rows = grown;
-            q->cap = cap;
+        if (si_array_grow((void **)&q->rows, &q->cap, q->n + 1, sizeof(*q->rows)) < 0) {
+            pthread_mutex_unlock(&q->mu);
+            return si_errnoprintf(err, ENOMEM, "out of memory");
         }
         r = &q->rows[q->n++];
         *r = none;
