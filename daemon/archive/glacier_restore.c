@@ -302,13 +302,8 @@ void *glacier_control_main(void *arg)
             if (r->state != RS_CHECK && r->state != RS_RESTORING)
                 continue;
             if (r->next_at <= now) {
-                if (n == cap) {
-                    s3_recall_t **g = realloc(due, 2 * cap * sizeof(*due));
-                    if (!g)
-                        break;
-                    due = g;
-                    cap *= 2;
-                }
+                if (si_array_grow((void **)&due, &cap, n + 1, sizeof(*due)) < 0)
+                    break;
                 r->state = RS_CHECKING;
                 due[n++] = r;
             } else if (r->next_at < wake) {

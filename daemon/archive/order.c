@@ -37,7 +37,7 @@ struct archive_order {
     archive_order_entry_t **cand;
     order_item_t *items;
     size_t *perm;
-    size_t scratch_cap;
+    size_t cap_cand, cap_items, cap_perm;
 };
 
 archive_order_t *archive_order_new(const char *pseudo_volume, si_error_t *err)
@@ -155,23 +155,10 @@ static void take_entry(archive_order_t *o, archive_order_entry_t *e)
 
 static int grow_scratch(archive_order_t *o, size_t need)
 {
-    if (need <= o->scratch_cap)
-        return 0;
-    size_t cap = o->scratch_cap ? o->scratch_cap : 64;
-    while (cap < need)
-        cap *= 2;
-    void *c = realloc(o->cand, cap * sizeof(*o->cand));
-    if (c)
-        o->cand = c;
-    void *i = realloc(o->items, cap * sizeof(*o->items));
-    if (i)
-        o->items = i;
-    void *p = realloc(o->perm, cap * sizeof(*o->perm));
-    if (p)
-        o->perm = p;
-    if (!c || !i || !p)
+    if (si_array_grow((void **)&o->cand, &o->cap_cand, need, sizeof(*o->cand)) < 0 ||
+        si_array_grow((void **)&o->items, &o->cap_items, need, sizeof(*o->items)) < 0 ||
+        si_array_grow((void **)&o->perm, &o->cap_perm, need, sizeof(*o->perm)) < 0)
         return -1;
-    o->scratch_cap = cap;
     return 0;
 }
 

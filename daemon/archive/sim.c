@@ -838,6 +838,7 @@ static int sim_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *
     forecast_run_t run = {0};
     uint64_t *req_batch = NULL;
     sched_file_t *files = NULL;
+    size_t cap_files = 0;
     int rc = -1;
     *out = NULL;
     *count = 0;
@@ -885,12 +886,10 @@ static int sim_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *
     for (size_t i = 0; i < nb; i++) {
         batch_t *bt = &s->batches[i];
         size_t n = 0;
-        sched_file_t *grown = realloc(files, (bt->n + 1) * sizeof(*files));
-        if (!grown) {
+        if (si_array_grow((void **)&files, &cap_files, bt->n + 1, sizeof(*files)) < 0) {
             pthread_mutex_unlock(&s->mu);
             goto nomem_or_err;
         }
-        files = grown;
         for (size_t k = 0; k < bt->n; k++) {
             recall_t *r = recall_get(s, bt->tokens[k]);
             if (!r || r->cancelled)

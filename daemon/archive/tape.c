@@ -244,14 +244,13 @@ static int tape_archive(archive_backend_t *b, const archive_member_t *members, s
         return si_errprintf(err, "out of memory");
     }
     pthread_mutex_lock(&t->mu);
-    twrite_t **grown = realloc(t->writes, (t->nwrites + (size_t)ncopies) * sizeof(*grown));
-    if (!grown) {
+    if (si_array_grow((void **)&t->writes, &t->cap_writes, t->nwrites + (size_t)ncopies,
+                      sizeof(*t->writes)) < 0) {
         pthread_mutex_unlock(&t->mu);
         free(pos);
         free(hashed);
         return si_errprintf(err, "out of memory");
     }
-    t->writes = grown;
     for (int c = 0; c < ncopies; c++) {
         chosen[c] = -1;
         jobs[c] = (twrite_t){.members = members, .n = n, .hashed = hashed, .copy = c + 1,

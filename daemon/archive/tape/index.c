@@ -36,12 +36,10 @@ int tape_index_load(tape_t *t, tvol_t *v, si_error_t *err)
             return si_errprintf(err, "%s:%d: malformed (expected 'file %" PRId64
                                 " START END BLOCK_SIZE')", path, lineno, v->nfiles + 1);
         }
-        tfile_t *grown = realloc(v->files, (size_t)seq * sizeof(*grown));
-        if (!grown) {
+        if (si_array_grow((void **)&v->files, &v->cap_files, (size_t)seq, sizeof(*v->files)) < 0) {
             fclose(f);
             return si_errprintf(err, "out of memory");
         }
-        v->files = grown;
         v->files[seq - 1] = (tfile_t){start, end, block};
         v->nfiles = seq;
     }

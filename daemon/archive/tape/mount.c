@@ -108,10 +108,9 @@ static int scan_index(tdrive_t *d, tvol_t *vol, si_error_t *err)
         char line[128];
         snprintf(line, sizeof(line), "file %" PRId64 " %" PRIu64 " %" PRIu64 " %u\n", seq, start,
                  start + bytes, block ? block : t->block);
-        tfile_t *grown = realloc(vol->files, (size_t)seq * sizeof(*grown));
-        if (!grown)
+        if (si_array_grow((void **)&vol->files, &vol->cap_files, (size_t)seq,
+                          sizeof(*vol->files)) < 0)
             return si_errprintf(err, "out of memory");
-        vol->files = grown;
         vol->files[seq - 1] = (tfile_t){start, start + bytes, block ? block : t->block};
         vol->nfiles = seq;
         if (tape_index_append(t, vol->label, line, err) < 0)
@@ -253,10 +252,9 @@ int tape_inventory(tape_t *t, si_error_t *err)
                    lerr.text);
             continue;
         }
-        tvol_t *grown = realloc(t->vols, ((size_t)t->nvols + 1) * sizeof(*grown));
-        if (!grown)
+        if (si_array_grow((void **)&t->vols, &t->cap_vols, (size_t)t->nvols + 1,
+                          sizeof(*t->vols)) < 0)
             return si_errprintf(err, "out of memory");
-        t->vols = grown;
         tvol_t *v = &t->vols[t->nvols++];
         memset(v, 0, sizeof(*v));
         snprintf(v->label, sizeof(v->label), "%s", e->barcode);

@@ -48,6 +48,7 @@ typedef struct {
     char why[300];             /* why refused */
     uint64_t capacity;
     int64_t nfiles;
+    size_t cap_files;
     tfile_t *files;            /* files[seq - 1] */
 } tvol_t;
 
@@ -154,6 +155,7 @@ struct tape {
     int ndrives;
     tvol_t *vols;
     int nvols;
+    size_t cap_vols;
     sched_t *sched;
     tape_profile_t profile;    /* the scheduler's model of the drives */
 
@@ -162,7 +164,7 @@ struct tape {
     treq_t *reqs;              /* by request id - 1 */
     size_t nreqs, cap_reqs;
     twrite_t **writes;
-    size_t nwrites;
+    size_t nwrites, cap_writes;
     treport_t *reports;        /* done, to be reported outside mu */
     size_t nreports, cap_reports;
     uint64_t outstanding, outstanding_bytes;

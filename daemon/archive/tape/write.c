@@ -262,9 +262,9 @@ static int write_copy(tdrive_t *d, int v, twrite_t *job, si_error_t *err)
     if (tape_index_append(t, vol->label, line, err) < 0)
         return -1;
     pthread_mutex_lock(&t->mu);
-    tfile_t *grown = realloc(vol->files, (size_t)seq * sizeof(*grown));
+    bool grown = si_array_grow((void **)&vol->files, &vol->cap_files, (size_t)seq,
+                               sizeof(*vol->files)) == 0;
     if (grown) {
-        vol->files = grown;
         vol->files[seq - 1] = (tfile_t){start, end, t->block};
         vol->nfiles = seq;
     }
