@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "common/checksum.h"
 #include "common/strbuf.h"
 #include "common/text.h"
@@ -547,6 +548,7 @@ int si_s3_xml_text(const char *body, size_t len, const char *path, char *out, si
 typedef struct {
     si_s3_list_t *l;
     si_s3_object_t cur;
+    size_t cap_objects;            /* of l->objects */
 } list_parse_t;
 
 static int64_t parse_iso8601(const char *text)
@@ -582,12 +584,8 @@ static int list_element(si_xml_ctx_t *x, const char *path, const char *text, siz
         if (!c->key)
             return si_errprintf(x->err, "a <Contents> without <Key>");
         si_s3_list_t *l = p->l;
-        if (l->n % 256 == 0) {
-            si_s3_object_t *v = realloc(l->objects, (l->n + 256) * sizeof(*v));
-            if (!v)
-                return si_errprintf(x->err, "out of memory");
-            l->objects = v;
-        }
+        if (si_array_grow((void **)&l->objects, &p->cap_objects, l->n + 1, sizeof(*l->objects)) < 0)
+            return si_errprintf(x->err, "out of memory");
         if (!c->storage_class[0])
             snprintf(c->storage_class, sizeof(c->storage_class), "STANDARD");
         l->objects[l->n++] = *c;
@@ -605,7 +603,7 @@ static int list_element(si_xml_ctx_t *x, const char *path, const char *text, siz
 int si_s3_parse_list(const char *body, size_t len, si_s3_list_t *out, si_error_t *err)
 {
     memset(out, 0, sizeof(*out));
-    list_parse_t p = {out, {0}};
+    list_parse_t p = {out, {0}, 0};
     const char *code;
     int rc = si_xml_parse(body ? body : "", len, SI_S3_BODY_MAX, "ListBucketResult",
                           list_element, &p, &code, err);
