@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
+
 void si_strbuf_init(si_strbuf_t *b, size_t limit)
 {
     memset(b, 0, sizeof(*b));
@@ -20,19 +22,10 @@ static bool reserve(si_strbuf_t *b, size_t extra)
         b->failed = true;
         return false;
     }
-    size_t need = b->len + extra + 1;
-    if (need <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < need)
-        cap *= 2;
-    char *p = realloc(b->data, cap);
-    if (!p) {
+    if (si_array_grow((void **)&b->data, &b->cap, b->len + extra + 1, 1) < 0) {
         b->failed = true;
         return false;
     }
-    b->data = p;
-    b->cap = cap;
     return true;
 }
 
