@@ -417,15 +417,10 @@ int workload_load(const char *path, workload_t *w, si_error_t *err)
     char buf[65536];
     size_t got;
     while ((got = fread(buf, 1, sizeof(buf), f)) > 0) {
-        if (len + got + 1 > cap) {
-            cap = (len + got + 1) * 2;
-            char *t = realloc(text, cap);
-            if (!t) {
-                free(text);
-                fclose(f);
-                return si_errprintf(err, "%s: out of memory", path);
-            }
-            text = t;
+        if (si_array_grow((void **)&text, &cap, len + got + 1, 1) < 0) {
+            free(text);
+            fclose(f);
+            return si_errprintf(err, "%s: out of memory", path);
         }
         memcpy(text + len, buf, got);
         len += got;
