@@ -135,25 +135,40 @@ static void own_objects_pg(catalog_t *cat, const char *path, const char *how)
                       " INSERT INTO tape_copies SELECT id, 1, 597, 0, 0, 1 FROM o") < 0 &&
            db_errclass(db) == DB_ERR_CONSTRAINT && strstr(db_errmsg(db), "volume 597: no such volume"),
        "%s: a copy of an own object on a missing volume refused: %s", how, db_errmsg(db));
-    is_int(test_query_int(cat, "SELECT COUNT(*) FROM objects WHERE id IN (613, 614)"), 0,
+    /* 1.13's span: ids 620-623 with 622 missing span no more ids than copies */
+    ok(test_exec(cat, "WITH o AS (INSERT INTO objects(id, bucket, key, size)"
+                      " VALUES (620, 's', 'e', 1), (621, 's', 'f', 1), (623, 's', 'g', 1) RETURNING id)"
+                      " INSERT INTO tape_copies SELECT id, 1, 511, 0, 0, 1 FROM o"
+                      " UNION ALL SELECT 622, 1, 511, 0, 0, 1") < 0 &&
+           db_errclass(db) == DB_ERR_CONSTRAINT && strstr(db_errmsg(db), "object 622: no such object"),
+       "%s: a gap in a span of own objects is a missing object: %s", how, db_errmsg(db));
+    ok(test_exec(cat, "WITH o AS (INSERT INTO objects(id, bucket, key, size)"
+                      " VALUES (624, 's', 'h', 1), (625, 's', 'i', 1) RETURNING id)"
+                      " INSERT INTO tape_copies SELECT id, c, 511, 0, 0, 1 FROM o,"
+                      " generate_series(1, 2) c") == 0 &&
+           test_query_int(cat, "SELECT COUNT(*) FROM tape_copies WHERE object_id IN (624, 625)") == 4,
+       "%s: two copies each of a span of own objects", how);
+    is_int(test_query_int(cat, "SELECT COUNT(*) FROM objects WHERE id IN (613, 614, 620, 621, 623)"), 0,
            "%s: nothing of the refused statements kept", how);
+    /* 610 and 611 span two ids for two copies (1.13's span, with an older
+     * object in it) */
     catalog_t *other = catalog_open(path, 0, &err);
     ok(other && test_exec(cat, "BEGIN; INSERT INTO objects(id, bucket, key, size)"
-                               " VALUES (615, 's', 'd', 1);"
-                               "INSERT INTO tape_copies VALUES (615, 1, 511, 0, 0, 1), (611, 1, 511, 0, 0, 1)")
+                               " VALUES (610, 's', 'd', 1);"
+                               "INSERT INTO tape_copies VALUES (610, 1, 511, 0, 0, 1), (611, 1, 511, 0, 0, 1)")
                     == 0,
        "%s: an open transaction with copies of an own and an older object", how);
     ok(other && test_exec(other, "SELECT 1 FROM objects WHERE id = 611 FOR UPDATE NOWAIT") < 0 &&
            db_errclass(catalog_driver(other)) != DB_ERR_CONSTRAINT,
        "%s: the older object is locked for the writer: %s", how,
        other ? db_errmsg(catalog_driver(other)) : err.text);
-    is_int(other ? test_query_int(other, "SELECT COUNT(*) FROM objects WHERE id = 615") : -1, 0,
+    is_int(other ? test_query_int(other, "SELECT COUNT(*) FROM objects WHERE id = 610") : -1, 0,
            "%s: the own object unseen by others until commit", how);
     ok(test_exec(cat, "ROLLBACK") == 0, "%s: rolled back", how);
     ok(other && test_exec(other, "SELECT 1 FROM objects WHERE id = 611 FOR UPDATE NOWAIT") == 0,
        "%s: the lock goes with the transaction", how);
     catalog_close(other);
-    ok(test_exec(cat, "DELETE FROM objects WHERE id IN (611, 612);"
+    ok(test_exec(cat, "DELETE FROM objects WHERE id IN (611, 612, 624, 625);"
                       "DELETE FROM volumes WHERE id = 511") == 0,
        "%s: objects, their copies and the volume deleted", how);
 }
