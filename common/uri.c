@@ -191,6 +191,9 @@ int si_uri_canonical_query(si_strbuf_t *out, const char *raw_query, const char *
     si_strbuf_t all, dec;
     si_strbuf_init(&all, 3 * QUERY_TEXT_MAX + 2 * SI_URI_QUERY_PARAMS_MAX);
     si_strbuf_init(&dec, QUERY_TEXT_MAX);
+    /* a query already canonical (every presigned URL's) and its NULs: one
+     * allocation */
+    si_strbuf_reserve(&all, strlen(p) + 64);
     int rc = -1;
     si_uri_param_t q;
     while (si_uri_query_next(&p, &q)) {

@@ -428,6 +428,11 @@ int si_sigv4_verify_region(const si_sigv4_verifier_conf_t *conf, const si_sigv4_
     memset(&res, 0, sizeof(res));
     memset(&cred, 0, sizeof(cred));
     si_strbuf_init(&creq, CANONICAL_MAX);
+    /* the canonical request, mostly the query and the path: one allocation */
+    size_t creq_guess = 512 + strlen(req->query ? req->query : "") +
+                        strlen(req->path ? req->path : "");
+    if (creq_guess < CANONICAL_MAX)
+        si_strbuf_reserve(&creq, creq_guess);
 
     *status = SI_SIGV4_INVALID_ARGUMENT;
     const si_http_header_t *authz = sigv4_find_header(req, "authorization", &n_authz);
