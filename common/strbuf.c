@@ -29,6 +29,11 @@ static bool reserve(si_strbuf_t *b, size_t extra)
     return true;
 }
 
+bool si_strbuf_reserve(si_strbuf_t *b, size_t extra)
+{
+    return reserve(b, extra);
+}
+
 bool si_strbuf_append(si_strbuf_t *b, const void *data, size_t len)
 {
     if (!reserve(b, len))

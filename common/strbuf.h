@@ -15,6 +15,10 @@ typedef struct {
 } si_strbuf_t;
 
 void si_strbuf_init(si_strbuf_t *b, size_t limit);
+/* Room for extra more bytes (and the NUL) at once, so that a builder whose
+ * size is known ahead allocates once instead of doubling up from 64: true,
+ * or false with failed set (past the limit, or out of memory). */
+bool si_strbuf_reserve(si_strbuf_t *b, size_t extra);
 bool si_strbuf_append(si_strbuf_t *b, const void *data, size_t len);
 bool si_strbuf_puts(si_strbuf_t *b, const char *s);
 bool si_strbuf_putc(si_strbuf_t *b, char c);

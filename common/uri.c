@@ -117,6 +117,14 @@ bool si_uri_query_next(const char **cursor, si_uri_param_t *param)
     }
 }
 
+bool si_uri_plain(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == '%' || s[i] == '+')
+            return false;
+    return true;
+}
+
 typedef struct {
     const char *name;  /* canonical (encoded) name */
     const char *value; /* canonical (encoded) value */
@@ -191,6 +199,9 @@ int si_uri_canonical_query(si_strbuf_t *out, const char *raw_query, const char *
     si_strbuf_t all, dec;
     si_strbuf_init(&all, 3 * QUERY_TEXT_MAX + 2 * SI_URI_QUERY_PARAMS_MAX);
     si_strbuf_init(&dec, QUERY_TEXT_MAX);
+    /* a query already canonical (every presigned URL's) and its NULs: one
+     * allocation */
+    si_strbuf_reserve(&all, strlen(p) + 64);
     int rc = -1;
     si_uri_param_t q;
     while (si_uri_query_next(&p, &q)) {
@@ -247,11 +258,19 @@ int si_uri_query_get(const char *raw_query, const char *key, si_strbuf_t *value,
     si_uri_param_t q;
     si_strbuf_t name;
     si_strbuf_init(&name, QUERY_TEXT_MAX);
+    size_t klen = strlen(key);
     while (si_uri_query_next(&p, &q)) {
-        si_strbuf_reset(&name);
-        if (si_uri_decode(&name, q.name, q.name_len, true, err) < 0)
-            goto error;
-        if (strcmp(si_strbuf_str(&name), key) == 0) {
+        bool match;
+        if (q.name_len <= QUERY_TEXT_MAX && si_uri_plain(q.name, q.name_len)) {
+            /* the usual name: compared as it is, not decoded first */
+            match = q.name_len == klen && memcmp(q.name, key, klen) == 0;
+        } else {
+            si_strbuf_reset(&name);
+            if (si_uri_decode(&name, q.name, q.name_len, true, err) < 0)
+                goto error;
+            match = strcmp(si_strbuf_str(&name), key) == 0;
+        }
+        if (match) {
             if (count == 0 && q.value && value &&
                 si_uri_decode(value, q.value, q.value_len, true, err) < 0)
                 goto error;

@@ -47,6 +47,10 @@ typedef struct {
  * moved past it, false at the end. */
 bool si_uri_query_next(const char **cursor, si_uri_param_t *param);
 
+/* Whether the raw component decodes to itself ('+' as a space or not): no
+ * '%' escape and no '+', so a caller may use it as it is, undecoded. */
+bool si_uri_plain(const char *s, size_t len);
+
 /* Decoded value of the parameter named key (case-sensitive, as S3 is) into
  * value. Returns how many times the key occurs (value holds the first), or -1
  * on a malformed query. */

@@ -220,6 +220,7 @@ char *sigv4_string_to_sign_md(const EVP_MD *md, const char *amz_date,
     char hash[SI_SIGV4_HEX_LEN + 1];
     si_strbuf_t b;
     si_strbuf_init(&b, 1024);
+    si_strbuf_reserve(&b, 256); /* any scope of this server's: one allocation */
     sha256_hex_md(md, canonical_request, strlen(canonical_request), hash);
     si_strbuf_puts(&b, SI_SIGV4_ALGORITHM "\n");
     si_strbuf_puts(&b, amz_date);

@@ -239,15 +239,24 @@ static int presigned_params(const char *query, presigned_param_t *params, si_err
     const char *p = query;
     si_uri_param_t u;
     while (si_uri_query_next(&p, &u)) {
-        /* longer names are none of ours; a malformed one was refused before */
-        si_strbuf_reset(&name);
-        if (si_uri_decode(&name, u.name, u.name_len, true, NULL) < 0)
-            continue;
+        /* a name with nothing to decode is compared as it is; longer names
+         * are none of ours; a malformed one was refused before */
+        bool plain = si_uri_plain(u.name, u.name_len);
+        if (!plain) {
+            si_strbuf_reset(&name);
+            if (si_uri_decode(&name, u.name, u.name_len, true, NULL) < 0)
+                continue;
+        }
         for (int i = 0; i < PQ_N; i++) {
             presigned_param_t *q = &params[i];
-            if (strcmp(si_strbuf_str(&name), q->name) != 0)
+            if (plain ? strlen(q->name) != u.name_len || memcmp(u.name, q->name, u.name_len) != 0
+                      : strcmp(si_strbuf_str(&name), q->name) != 0)
                 continue;
-            if (q->count++ == 0 && u.value) {
+            if (q->count++ == 0 && u.value && u.value_len < q->size &&
+                si_uri_plain(u.value, u.value_len)) {
+                memcpy(q->out, u.value, u.value_len); /* decodes to itself */
+                q->out[u.value_len] = '\0';
+            } else if (q->count == 1 && u.value) {
                 si_strbuf_init(&value, q->size - 1);
                 if (si_uri_decode(&value, u.value, u.value_len, true, &q->why) < 0)
                     q->bad = true;
@@ -428,6 +437,11 @@ int si_sigv4_verify_region(const si_sigv4_verifier_conf_t *conf, const si_sigv4_
     memset(&res, 0, sizeof(res));
     memset(&cred, 0, sizeof(cred));
     si_strbuf_init(&creq, CANONICAL_MAX);
+    /* the canonical request, mostly the query and the path: one allocation */
+    size_t creq_guess = 512 + strlen(req->query ? req->query : "") +
+                        strlen(req->path ? req->path : "");
+    if (creq_guess < CANONICAL_MAX)
+        si_strbuf_reserve(&creq, creq_guess);
 
     *status = SI_SIGV4_INVALID_ARGUMENT;
     const si_http_header_t *authz = sigv4_find_header(req, "authorization", &n_authz);

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "common/strbuf.h"
 #include "common/tap.h"
 #include "common/text.h"
 
@@ -97,5 +98,16 @@ int main(void)
        "si_digits: hex and binary");
     ok(si_is_lower_hex("abz", 2) && !si_is_lower_hex("abz", 3),
        "si_is_lower_hex reads len bytes, no more");
+    {
+        si_strbuf_t b;
+        si_strbuf_init(&b, 1000);
+        ok(si_strbuf_reserve(&b, 700) && b.cap >= 701 && b.len == 0 && !b.failed,
+           "si_strbuf_reserve: room for the bytes and the NUL, nothing appended");
+        char *before = b.data;
+        ok(si_strbuf_puts(&b, "abc") && b.data == before && strcmp(si_strbuf_str(&b), "abc") == 0,
+           "si_strbuf_reserve: appends within the room keep the buffer");
+        ok(!si_strbuf_reserve(&b, 998) && b.failed, "si_strbuf_reserve past the limit fails");
+        si_strbuf_free(&b);
+    }
     return done_testing();
 }

@@ -61,7 +61,12 @@ int main(void)
     si_strbuf_free(&v);
     is_int(si_uri_query_get("uploads&x=1", "uploads", &v, NULL), 1, "a parameter without a value");
     is_int(si_uri_query_get("a%zz=1&b=2", "b", NULL, NULL), -1, "a malformed name fails the lookup");
+    is_int(si_uri_query_get("X%2DAmz-Date=1&X-Amz-Date=2&X-Amz-Dat=3", "X-Amz-Date", &v, NULL), 2,
+           "an encoded name and a plain one are the same parameter; a prefix is not");
+    is_str(si_strbuf_str(&v), "1", "... the first one's value");
     si_strbuf_free(&v);
+    ok(si_uri_plain("X-Amz-Date", 10) && si_uri_plain("", 0), "si_uri_plain: nothing to decode");
+    ok(!si_uri_plain("a%2F", 4) && !si_uri_plain("a+b", 3), "si_uri_plain: an escape or a '+'");
 
     const char *cur = "&a=1&&uploads&b=&=x&";
     si_uri_param_t q;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
+
 /* The created bucket named bucket; buckets_mu held. */
 static s3_created_bucket_t *created_bucket(s3_server_t *s, const char *bucket)
 {
@@ -68,9 +70,8 @@ bool s3_writable_bucket(s3_req_t *r)
 void s3_add_created_bucket(s3_server_t *s, const char *bucket, uid_t owner)
 {
     pthread_mutex_lock(&s->buckets_mu);
-    s3_created_bucket_t *grown = realloc(s->created, (s->ncreated + 1) * sizeof(*grown));
-    if (grown) {
-        s->created = grown;
+    if (si_array_grow((void **)&s->created, &s->created_cap, s->ncreated + 1,
+                      sizeof(*s->created)) == 0) {
         s3_created_bucket_t *b = &s->created[s->ncreated++];
         snprintf(b->name, sizeof(b->name), "%s", bucket);
         b->owner = owner;

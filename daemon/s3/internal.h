@@ -80,7 +80,7 @@ struct s3_server {
     atomic_uint_fast64_t next_id;
     pthread_mutex_t buckets_mu;      /* guards created */
     s3_created_bucket_t *created;    /* archive buckets made by CreateBucket */
-    size_t ncreated;
+    size_t ncreated, created_cap;
     rdma_server_t *rdma;             /* the RDMA data path (rdma.c); NULL: off */
 };
 

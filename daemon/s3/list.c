@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
+
 bool s3_list_successor(const char *s, char *out, size_t size)
 {
     size_t n = strlen(s);
@@ -26,20 +28,18 @@ static bool starts_with(const char *s, const char *prefix, size_t plen)
 
 static int add_entry(s3_list_result_t *r, const s3_list_entry_t *e, si_error_t *err)
 {
-    s3_list_entry_t *grown = realloc(r->entries, (r->nentries + 1) * sizeof(*grown));
-    if (!grown)
+    if (si_array_grow((void **)&r->entries, &r->entries_cap, r->nentries + 1,
+                      sizeof(*r->entries)) < 0)
         return si_errprintf(err, "out of memory listing objects");
-    r->entries = grown;
     r->entries[r->nentries++] = *e;
     return 0;
 }
 
 static int add_prefix(s3_list_result_t *r, const char *p, size_t len, si_error_t *err)
 {
-    char **grown = realloc(r->prefixes, (r->nprefixes + 1) * sizeof(*grown));
-    if (!grown)
+    if (si_array_grow((void **)&r->prefixes, &r->prefixes_cap, r->nprefixes + 1,
+                      sizeof(*r->prefixes)) < 0)
         return si_errprintf(err, "out of memory listing objects");
-    r->prefixes = grown;
     if (!(r->prefixes[r->nprefixes] = strndup(p, len)))
         return si_errprintf(err, "out of memory listing objects");
     r->nprefixes++;

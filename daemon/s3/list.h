@@ -36,9 +36,9 @@ typedef struct {
 } s3_list_query_t;
 
 typedef struct {
-    size_t nentries;
+    size_t nentries, entries_cap;
     s3_list_entry_t *entries;
-    size_t nprefixes;
+    size_t nprefixes, prefixes_cap;
     char **prefixes;            /* common prefixes, ascending */
     bool truncated;
     char *next;                 /* the last key or prefix returned, when truncated */

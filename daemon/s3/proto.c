@@ -13,6 +13,7 @@
 #include <time.h>
 
 
+#include "common/array.h"
 #include "common/checksum.h"
 #include "common/text.h"
 #include "common/xml.h"
@@ -565,17 +566,14 @@ static int delete_element(si_xml_ctx_t *x, const char *path, const char *text, s
         if (d->nkeys >= S3_DELETE_MAX)
             return si_errprintf(x->err, "more than %d keys in one Delete", S3_DELETE_MAX);
         char *k = malloc(len + 1);
-        char **grown = realloc(d->keys, (d->nkeys + 1) * sizeof(*grown));
-        if (!k || !grown) {
+        if (!k || si_array_grow((void **)&d->keys, &d->keys_cap, d->nkeys + 1,
+                                sizeof(*d->keys)) < 0) {
             free(k);
-            if (grown)
-                d->keys = grown;
             x->code = "InternalError";
             return si_errprintf(x->err, "out of memory");
         }
         memcpy(k, text, len);
         k[len] = '\0';
-        d->keys = grown;
         d->keys[d->nkeys++] = k;
     }
     return 0;
@@ -642,12 +640,11 @@ static int complete_element(si_xml_ctx_t *x, const char *path, const char *text,
         }
         if (c->nparts >= S3_PARTS_MAX)
             return si_errprintf(x->err, "more than %d parts", S3_PARTS_MAX);
-        s3_part_ref_t *grown = realloc(c->parts, (c->nparts + 1) * sizeof(*grown));
-        if (!grown) {
+        if (si_array_grow((void **)&c->parts, &c->parts_cap, c->nparts + 1,
+                          sizeof(*c->parts)) < 0) {
             x->code = "InternalError";
             return si_errprintf(x->err, "out of memory");
         }
-        c->parts = grown;
         c->parts[c->nparts].number = (int)st->number;
         snprintf(c->parts[c->nparts].etag, S3_ETAG_MAX, "%s", st->etag);
         c->nparts++;

@@ -142,7 +142,7 @@ int s3_tier_priority(s3_tier_t tier);
 const char *s3_tier_name(s3_tier_t tier);
 
 typedef struct {
-    size_t nkeys;
+    size_t nkeys, keys_cap;
     char **keys;            /* decoded text of each <Object><Key> */
     bool quiet;
 } s3_delete_request_t;
@@ -158,7 +158,7 @@ typedef struct {
 } s3_part_ref_t;
 
 typedef struct {
-    size_t nparts;
+    size_t nparts, parts_cap;
     s3_part_ref_t *parts;
 } s3_complete_request_t;
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "catalog/requests.h"
+#include "common/array.h"
 #include "common/uri.h"
 #include "daemon/cache/cache.h"
 
@@ -61,21 +62,18 @@ static int bucket_exists(s3_req_t *r, s3_db_t *db)
 
 typedef struct {
     char **names;
-    size_t n;
+    size_t n, cap;
     bool failed;
 } names_t;
 
 static int add_name(const char *name, void *arg)
 {
     names_t *ns = arg;
-    char **grown = realloc(ns->names, (ns->n + 1) * sizeof(*grown));
-    if (!grown || !(grown[ns->n] = strdup(name))) {
-        if (grown)
-            ns->names = grown;
+    if (si_array_grow((void **)&ns->names, &ns->cap, ns->n + 1, sizeof(*ns->names)) < 0 ||
+        !(ns->names[ns->n] = strdup(name))) {
         ns->failed = true;
         return 1;
     }
-    ns->names = grown;
     ns->n++;
     return 0;
 }

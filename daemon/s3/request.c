@@ -38,9 +38,12 @@ int s3_req_parse_query(s3_req_t *r)
     size_t max = 1;
     for (const char *c = p; *c; c++)
         max += *c == '&';
+    size_t len = strlen(p);
     r->params = calloc(max, sizeof(*r->params));
-    si_strbuf_init(&r->query_text, 2 * strlen(p) + 2 * max);
-    if (!r->params)
+    si_strbuf_init(&r->query_text, 2 * len + 2 * max);
+    /* decoding never lengthens: the text and a NUL after each name and
+     * value fit at once (no query: nothing allocated) */
+    if (!r->params || (len && !si_strbuf_reserve(&r->query_text, len + 2 * max)))
         return -1;
     si_strbuf_t *t = &r->query_text;
     si_uri_param_t u;

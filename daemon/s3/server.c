@@ -237,6 +237,13 @@ static size_t vhost_bucket(const s3_req_t *r, const char **bucket)
 static int set_bucket(s3_req_t *r, const char *text, size_t len, bool encoded, bool last)
 {
     si_error_t err;
+    /* the usual name, with nothing to decode: checked where it is */
+    if (len <= SI_BUCKET_MAX && !memchr(text, '%', len) &&
+        si_bucket_check(text, len, &err) == 0) {
+        memcpy(r->bucket, text, len);
+        r->bucket[len] = '\0';
+        return 0;
+    }
     si_strbuf_t b;
     si_strbuf_init(&b, SI_BUCKET_MAX);
     bool good = encoded ? si_uri_decode(&b, text, len, false, &err) == 0
@@ -445,6 +452,25 @@ static bool tape_rest_discovery(s3_req_t *r)
     return true;
 }
 
+/* "key=<access key> uid=<uid>" into r->note, without printf: this runs for
+ * every signed request. */
+static void note_credential(s3_req_t *r)
+{
+    _Static_assert(sizeof(r->note) >= 4 + SI_SIGV4_ACCESS_KEY_MAX + 5 + 10 + 1,
+                   "the note holds every access key and uid");
+    char *p = r->note;
+    size_t klen = strlen(r->auth.access_key);
+    memcpy(p, "key=", 4);
+    memcpy(p + 4, r->auth.access_key, klen);
+    p += 4 + klen;
+    memcpy(p, " uid=", 5);
+    p += 5;
+    unsigned uid = (unsigned)r->auth.uid, n = si_digits(uid, 10);
+    for (unsigned i = n; i-- > 0; uid /= 10)
+        p[i] = (char)('0' + uid % 10);
+    p[n] = '\0';
+}
+
 static void dispatch(s3_req_t *r)
 {
     s3_server_t *s = r->srv;
@@ -473,8 +499,7 @@ static void dispatch(s3_req_t *r)
                : authenticate(r) < 0 || split_path(r) < 0)
         return;
     if (!r->anonymous && !bearer)
-        snprintf(r->note, sizeof(r->note), "key=%s uid=%u", r->auth.access_key,
-                 (unsigned)r->auth.uid);
+        note_credential(r);
     const char *unknown = unknown_parameter(r);
     if (unknown) {
         s3_respond_error(r, "NotImplemented", "the '%.64s' query parameter (sub-resource) is not"
