@@ -375,6 +375,18 @@ static int volume_index(const sim_t *s, const char *label)
     return -1;
 }
 
+/* The item's tape copies as the scheduler sees them: each on its volume's
+ * index in the engine, at its position. */
+static void item_copies(const sim_t *s, const archive_item_t *item, sched_file_t *f)
+{
+    f->ncopies = item->ncopies;
+    for (int c = 0; c < item->ncopies; c++) {
+        f->copies[c].volume = volume_index(s, item->copies[c].volume);
+        f->copies[c].offset = item->copies[c].position;
+        f->copies[c].size = item->size;
+    }
+}
+
 /* An engine that knows every label named; rebuilt (only while it has no
  * work) when a volume was added since it started. engine_mu held. */
 static int engine_for(sim_t *s, const char *const *labels, size_t n, si_error_t *err)
@@ -444,12 +456,7 @@ static int sim_recall(archive_backend_t *b, const archive_batch_t *batch,
             goto unlock;
         }
         recs[i]->item = items[i];
-        files[i].ncopies = items[i].ncopies;
-        for (int c = 0; c < items[i].ncopies; c++) {
-            files[i].copies[c].volume = volume_index(s, items[i].copies[c].volume);
-            files[i].copies[c].offset = items[i].copies[c].position;
-            files[i].copies[c].size = items[i].size;
-        }
+        item_copies(s, &items[i], &files[i]);
     }
     /* Tokens and the batch, then the submission; undone if it fails. The
      * engine's clock is read before mu: its callbacks take mu under the
@@ -881,12 +888,7 @@ static int sim_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *
             sched_file_t *f = &files[n++];
             memset(f, 0, sizeof(*f));
             f->object = bt->tokens[k];
-            f->ncopies = r->item.ncopies;
-            for (int c = 0; c < r->item.ncopies; c++) {
-                f->copies[c].volume = volume_index(s, r->item.copies[c].volume);
-                f->copies[c].offset = r->item.copies[c].position;
-                f->copies[c].size = r->item.size;
-            }
+            item_copies(s, &r->item, f);
         }
         if (n == 0)
             continue;
