@@ -192,18 +192,27 @@ sqlite3 *db_sqlite(db_t *db)
 
 /* ---- statements ------------------------------------------------------- */
 
-db_stmt_t *db_prepare(db_t *db, const char *sql, si_error_t *err)
+/* An SQLite statement's wrapper on db, before its statement is prepared. */
+static db_stmt_t *stmt_new(db_t *db, si_error_t *err)
 {
-#ifdef HAVE_LIBPQ
-    if (IS_PG(db))
-        return db_pg_prepare(db, sql, err);
-#endif
     db_stmt_t *s = calloc(1, sizeof(*s));
     if (!s) {
         si_errprintf(err, "out of memory");
         return NULL;
     }
     s->db = db;
+    return s;
+}
+
+db_stmt_t *db_prepare(db_t *db, const char *sql, si_error_t *err)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(db))
+        return db_pg_prepare(db, sql, err);
+#endif
+    db_stmt_t *s = stmt_new(db, err);
+    if (!s)
+        return NULL;
     if (sqlite3_prepare_v2(db->sqlite, sql, -1, &s->sqlite, NULL) != SQLITE_OK) {
         sqlite_note_error(db);
         db_error(db, err, "catalog query");
@@ -281,12 +290,9 @@ db_stmt_t *db_prepare_readonly(db_t *db, const char *sql, si_error_t *err)
         return s;
     }
 #endif
-    db_stmt_t *s = calloc(1, sizeof(*s));
-    if (!s) {
-        si_errprintf(err, "out of memory");
+    db_stmt_t *s = stmt_new(db, err);
+    if (!s)
         return NULL;
-    }
-    s->db = db;
     const char *tail = NULL;
     sqlite3_set_authorizer(db->sqlite, sql_authorizer, NULL);
     int rc = sqlite3_prepare_v2(db->sqlite, sql, -1, &s->sqlite, &tail);

@@ -134,6 +134,11 @@ static int add_dataset(requests_t *r, const requests_spec_t *spec, int64_t reque
     return 0;
 }
 
+static void id_row(db_stmt_t *s, void *rec)
+{
+    *(int64_t *)rec = db_column_int64(s, 0);
+}
+
 static int add_file(requests_t *r, const requests_spec_t *spec, int64_t request,
                     const char *file, si_error_t *err)
 {
@@ -161,20 +166,9 @@ static int add_file(requests_t *r, const requests_spec_t *spec, int64_t request,
     requests_param_text(s, ":bucket", bucket);
     requests_param_text(s, ":prefix", key);
     int64_t *ids = NULL;
-    size_t n = 0, cap = 0;
-    int rc;
-    while ((rc = db_step(s)) == DB_ROW) {
-        if (si_array_grow((void **)&ids, &cap, n + 1, sizeof(*ids)) < 0) {
-            free(ids);
-            return si_errnoprintf(err, ENOMEM, "out of memory");
-        }
-        ids[n++] = db_column_int64(s, 0);
-    }
-    db_reset(s);
-    if (rc != DB_DONE) {
-        free(ids);
-        return requests_db_fail(r, err, "listing a prefix");
-    }
+    size_t n = 0;
+    if (requests_rows(r, s, sizeof(*ids), id_row, (void **)&ids, &n, "listing a prefix", err) < 0)
+        return -1;
     if (n == 0) {
         free(ids);
         return si_errnoprintf(err, ENOENT, "no object under %.300s in the catalog", file);
@@ -303,11 +297,8 @@ static int create_in_transaction(requests_t *r, const requests_spec_t *spec,
     snprintf(detail, sizeof(detail), "uid %u job %s: %llu files, %llu bytes",
              (unsigned)spec->uid, spec->job_id ? spec->job_id : "-",
              (unsigned long long)made.files, (unsigned long long)made.bytes);
-    if (catalog_event(r->cat, "request.submitted", made.uuid, detail) < 0) {
-        requests_db_fail(r, err, "logging the request");
-        goto error;
-    }
-    if (requests_commit(r, err) < 0)
+    if (requests_log_commit(r, "request.submitted", made.uuid, detail,
+                            "logging the request", err) < 0)
         return -1;
     if (out)
         *out = made;

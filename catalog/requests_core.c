@@ -268,6 +268,42 @@ int requests_commit(requests_t *r, si_error_t *err)
     return 0;
 }
 
+int requests_rows(requests_t *r, db_stmt_t *s, size_t elem, requests_row_fn fill, void **out,
+                  size_t *count, const char *what, si_error_t *err)
+{
+    unsigned char *list = NULL;
+    size_t n = 0, cap = 0;
+    int rc;
+    while ((rc = db_step(s)) == DB_ROW) {
+        if (si_array_grow((void **)&list, &cap, n + 1, elem) < 0) {
+            free(list);
+            db_reset(s);
+            return si_errnoprintf(err, ENOMEM, "out of memory");
+        }
+        unsigned char *rec = list + n++ * elem;
+        memset(rec, 0, elem);
+        fill(s, rec);
+    }
+    db_reset(s);
+    if (rc != DB_DONE) {
+        free(list);
+        return requests_db_fail(r, err, what);
+    }
+    *out = list;
+    *count = n;
+    return 0;
+}
+
+int requests_log_commit(requests_t *r, const char *event, const char *subject,
+                        const char *detail, const char *what, si_error_t *err)
+{
+    if (catalog_event(r->cat, event, subject, detail) < 0) {
+        requests_db_fail(r, err, what);
+        return requests_rollback_fail(r);
+    }
+    return requests_commit(r, err);
+}
+
 /* ---- open / close ------------------------------------------------------------- */
 
 requests_t *requests_open(catalog_t *cat, si_error_t *err)

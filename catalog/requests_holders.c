@@ -194,37 +194,29 @@ int requests_resolve_submission(requests_t *r, int64_t request_id, const char *s
     return requests_commit(r, err);
 }
 
+static void holder_row(db_stmt_t *s, void *rec)
+{
+    requests_holder_t *h = rec;
+    h->request_id = db_column_int64(s, 0);
+    snprintf(h->uuid, sizeof(h->uuid), "%s", db_column_text(s, 1));
+    h->uid = (uid_t)db_column_int64(s, 2);
+    h->created = db_column_double(s, 3);
+    h->kind = holder_kind_of(db_column_text(s, 4));
+    snprintf(h->holder, sizeof(h->holder), "%s", db_column_text(s, 5));
+    h->running = db_column_int(s, 6) != 0;
+    h->since = db_column_double(s, 7);
+}
+
 int requests_holders(requests_t *r, requests_holder_t **out, size_t *count, si_error_t *err)
 {
-    db_stmt_t *s = requests_stmt(r, SQL_HOLDERS_ALL);
-    requests_holder_t *list = NULL;
-    size_t n = 0, cap = 0;
-    int rc;
-    while ((rc = db_step(s)) == DB_ROW) {
-        if (si_array_grow((void **)&list, &cap, n + 1, sizeof(*list)) < 0) {
-            free(list);
-            db_reset(s);
-            return si_errnoprintf(err, ENOMEM, "out of memory");
-        }
-        requests_holder_t *h = &list[n++];
-        memset(h, 0, sizeof(*h));
-        h->request_id = db_column_int64(s, 0);
-        snprintf(h->uuid, sizeof(h->uuid), "%s", db_column_text(s, 1));
-        h->uid = (uid_t)db_column_int64(s, 2);
-        h->created = db_column_double(s, 3);
-        h->kind = holder_kind_of(db_column_text(s, 4));
-        snprintf(h->holder, sizeof(h->holder), "%s", db_column_text(s, 5));
-        h->running = db_column_int(s, 6) != 0;
-        h->since = db_column_double(s, 7);
-    }
-    db_reset(s);
-    if (rc != DB_DONE) {
-        free(list);
-        return requests_db_fail(r, err, "listing holders");
-    }
-    *out = list;
-    *count = n;
-    return 0;
+    return requests_rows(r, requests_stmt(r, SQL_HOLDERS_ALL), sizeof(**out), holder_row,
+                         (void **)out, count, "listing holders", err);
+}
+
+static void job_id_row(db_stmt_t *s, void *rec)
+{
+    requests_job_id_t *id = rec;
+    snprintf(*id, sizeof(*id), "%s", db_column_text(s, 0));
 }
 
 int requests_recent_jobs(requests_t *r, double since, requests_job_id_t **out, size_t *count,
@@ -232,55 +224,33 @@ int requests_recent_jobs(requests_t *r, double since, requests_job_id_t **out, s
 {
     db_stmt_t *s = requests_stmt(r, SQL_RECENT_JOBS);
     requests_param_real(s, ":since", since);
-    requests_job_id_t *list = NULL;
-    size_t n = 0, cap = 0;
-    int rc;
-    while ((rc = db_step(s)) == DB_ROW) {
-        if (si_array_grow((void **)&list, &cap, n + 1, sizeof(*list)) < 0) {
-            free(list);
-            db_reset(s);
-            return si_errnoprintf(err, ENOMEM, "out of memory");
-        }
-        snprintf(list[n++], sizeof(list[0]), "%s", db_column_text(s, 0));
-    }
-    db_reset(s);
-    if (rc != DB_DONE) {
-        free(list);
-        return requests_db_fail(r, err, "listing recent jobs");
-    }
-    *out = list;
-    *count = n;
-    return 0;
+    return requests_rows(r, s, sizeof(**out), job_id_row, (void **)out, count,
+                         "listing recent jobs", err);
+}
+
+/* An expired pin, collected first: each release is a transaction of its own. */
+typedef struct {
+    char uuid[REQUESTS_UUID_LEN + 1];
+    int64_t lifetime;
+} due_t;
+
+static void due_row(db_stmt_t *s, void *rec)
+{
+    due_t *d = rec;
+    snprintf(d->uuid, sizeof(d->uuid), "%s", db_column_text(s, 0));
+    d->lifetime = db_column_int64(s, 1);
 }
 
 int requests_expire(requests_t *r, double now, requests_expired_fn fn, void *arg,
                     size_t *count, si_error_t *err)
 {
-    /* Collected first: each release is a transaction of its own. */
-    typedef struct {
-        char uuid[REQUESTS_UUID_LEN + 1];
-        int64_t lifetime;
-    } due_t;
     due_t *due = NULL;
-    size_t n = 0, cap = 0;
+    size_t n = 0;
     db_stmt_t *s = requests_stmt(r, SQL_EXPIRED);
     requests_param_real(s, ":now", now);
-    int rc;
-    while ((rc = db_step(s)) == DB_ROW) {
-        if (si_array_grow((void **)&due, &cap, n + 1, sizeof(*due)) < 0) {
-            free(due);
-            db_reset(s);
-            return si_errnoprintf(err, ENOMEM, "out of memory");
-        }
-        snprintf(due[n].uuid, sizeof(due[n].uuid), "%s", db_column_text(s, 0));
-        due[n].lifetime = db_column_int64(s, 1);
-        n++;
-    }
-    db_reset(s);
-    if (rc != DB_DONE) {
-        free(due);
-        return requests_db_fail(r, err, "finding expired pins");
-    }
+    if (requests_rows(r, s, sizeof(*due), due_row, (void **)&due, &n, "finding expired pins",
+                      err) < 0)
+        return -1;
     size_t done = 0;
     for (size_t i = 0; i < n; i++) {
         requests_status_t st = {0};

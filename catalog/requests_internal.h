@@ -74,6 +74,13 @@ void requests_param_real(db_stmt_t *s, const char *name, double v);
 /* A copy of a text column; NULL for NULL. */
 char *requests_dup_column(db_stmt_t *s, int col);
 
+/* Every row of s (reset after) into a new array of elem-byte records, each
+ * zeroed and then filled by fill: one loop for the queries that list rows.
+ * what names the query in an error; *out is NULL when there is no row. */
+typedef void (*requests_row_fn)(db_stmt_t *s, void *rec);
+int requests_rows(requests_t *r, db_stmt_t *s, size_t elem, requests_row_fn fill, void **out,
+                  size_t *count, const char *what, si_error_t *err);
+
 /* Resets every prepared statement (before a commit or rollback). */
 void requests_reset_all(requests_t *r);
 
@@ -84,6 +91,11 @@ int requests_commit(requests_t *r, si_error_t *err);
 /* The common failure exit: undoes the transaction, keeps the errno that
  * describes the failure, returns -1. */
 int requests_rollback_fail(requests_t *r);
+
+/* The end of a change: its event logged (what names it in an error), then
+ * the commit; a failed log rolls the transaction back. */
+int requests_log_commit(requests_t *r, const char *event, const char *subject,
+                        const char *detail, const char *what, si_error_t *err);
 
 /* A job id is 1 to 64 characters of UTF-8 text. */
 int requests_check_job_id(const char *job, si_error_t *err);

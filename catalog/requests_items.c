@@ -143,11 +143,8 @@ int requests_recover(requests_t *r, requests_recovery_t *out, si_error_t *err)
     char detail[96];
     snprintf(detail, sizeof(detail), "%llu items queued again, %llu active requests",
              (unsigned long long)rec.requeued_items, (unsigned long long)rec.active_requests);
-    if (catalog_event(r->cat, "requests.recovered", NULL, detail) < 0) {
-        requests_db_fail(r, err, "logging the recovery");
-        goto error;
-    }
-    if (requests_commit(r, err) < 0)
+    if (requests_log_commit(r, "requests.recovered", NULL, detail,
+                            "logging the recovery", err) < 0)
         return -1;
     if (out)
         *out = rec;

@@ -16,6 +16,29 @@
 int archive_sim_config(const si_conf_t *conf, const char *state_dir, simlib_config_t *cfg,
                        char *dir, size_t dirsize, si_error_t *err);
 
+/* ---- shared by the backends that forecast by replaying their queue (forecast.c) ---- */
+
+/* A backend's queue replayed on a virtual clock by the engine (lib), for
+ * its forecast: the batch of each request submitted and when it was done. */
+typedef struct {
+    simlib_t *lib;
+    double *done_at;               /* per submitted request (1-based ids), virtual s */
+    uint64_t *batch;               /* the batch of each submitted request */
+    size_t n;                      /* requests submitted */
+} archive_replay_t;
+
+/* Room for most requests, and the engine on cfg reporting to rp. -1 with
+ * err ("out of memory" where the engine said nothing); archive_replay_free
+ * cleans up either way. */
+int archive_replay_start(archive_replay_t *rp, size_t most, const simlib_config_t *cfg,
+                         const sched_policy_t *policy, const sched_options_t *so,
+                         si_error_t *err);
+/* Submits a request of batch at virtual time 0; deadline in virtual s from
+ * then (0: none). */
+int archive_replay_submit(archive_replay_t *rp, uint64_t batch, int priority, double deadline,
+                          const sched_file_t *files, size_t n, si_error_t *err);
+void archive_replay_free(archive_replay_t *rp);
+
 /* ---- shared by the backends in front of an archive of their own (external.c) ---- */
 
 /* The pseudo-volume label at conf path (default def): a valid volume label. */

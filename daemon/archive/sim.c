@@ -375,6 +375,18 @@ static int volume_index(const sim_t *s, const char *label)
     return -1;
 }
 
+/* The item's tape copies as the scheduler sees them: each on its volume's
+ * index in the engine, at its position. */
+static void item_copies(const sim_t *s, const archive_item_t *item, sched_file_t *f)
+{
+    f->ncopies = item->ncopies;
+    for (int c = 0; c < item->ncopies; c++) {
+        f->copies[c].volume = volume_index(s, item->copies[c].volume);
+        f->copies[c].offset = item->copies[c].position;
+        f->copies[c].size = item->size;
+    }
+}
+
 /* An engine that knows every label named; rebuilt (only while it has no
  * work) when a volume was added since it started. engine_mu held. */
 static int engine_for(sim_t *s, const char *const *labels, size_t n, si_error_t *err)
@@ -444,12 +456,7 @@ static int sim_recall(archive_backend_t *b, const archive_batch_t *batch,
             goto unlock;
         }
         recs[i]->item = items[i];
-        files[i].ncopies = items[i].ncopies;
-        for (int c = 0; c < items[i].ncopies; c++) {
-            files[i].copies[c].volume = volume_index(s, items[i].copies[c].volume);
-            files[i].copies[c].offset = items[i].copies[c].position;
-            files[i].copies[c].size = items[i].size;
-        }
+        item_copies(s, &items[i], &files[i]);
     }
     /* Tokens and the batch, then the submission; undone if it fails. The
      * engine's clock is read before mu: its callbacks take mu under the
@@ -812,17 +819,6 @@ static int sim_status(archive_backend_t *b, archive_status_t *out, si_error_t *e
 
 /* ---- forecast ------------------------------------------------------------------------- */
 
-typedef struct {
-    double *done_at;           /* per forecast request (1-based ids), simulated s */
-} forecast_run_t;
-
-static void forecast_done(void *arg, uint64_t request, double t, size_t failed, const char *why)
-{
-    (void)failed, (void)why;
-    forecast_run_t *run = arg;
-    run->done_at[request - 1] = t;
-}
-
 /* The queue as it stands, replayed on a virtual clock by the same engine
  * and scheduler: the volumes in the drives stay where they are, each batch
  * keeps its priority and deadline; reads in flight count in full. */
@@ -832,11 +828,9 @@ static int sim_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *
     sim_t *s = b->impl;
     simlib_config_t cfg = base_shape(s);
     cfg.time_scale = 0;
-    simlib_t *lib = NULL;
     archive_forecast_t *res = NULL;
     size_t nres = 0;
-    forecast_run_t run = {0};
-    uint64_t *req_batch = NULL;
+    archive_replay_t rp = {NULL};
     sched_file_t *files = NULL;
     size_t cap_files = 0;
     int rc = -1;
@@ -854,14 +848,11 @@ static int sim_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *
         cfg.slots = cfg.nvolumes;
     sched_options_t so;
     sched_options_default(&so);
-    simlib_callbacks_t cb = {.request_done = forecast_done, .arg = &run};
     pthread_mutex_lock(&s->mu);
     size_t nb = s->nbatches;
-    run.done_at = calloc(nb + 1, sizeof(double));
-    req_batch = calloc(nb + 1, sizeof(uint64_t));
     pthread_mutex_unlock(&s->mu);
-    if (!run.done_at || !req_batch || !(lib = simlib_new(&cfg, s->policy, &so, &cb, err)))
-        goto nomem_or_err;
+    if (archive_replay_start(&rp, nb, &cfg, s->policy, &so, err) < 0)
+        goto unlock;
     for (int d = 0; d < s->base.drives; d++) {
         simlib_drive_info_t info;
         /* a volume being mounted, or the one a drive unloads for (its choice
@@ -877,11 +868,11 @@ static int sim_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *
         double ready = info.state == DRIVE_LOADING ? info.busy_s
                        : v >= 0 && v != info.volume ? info.busy_s + tape_mount_time(&cfg.profile)
                                                     : 0;
-        if (v >= 0 && simlib_preload(lib, d, v, v == info.volume ? info.head : 0, ready, err) < 0)
+        if (v >= 0 &&
+            simlib_preload(rp.lib, d, v, v == info.volume ? info.head : 0, ready, err) < 0)
             goto unlock;
     }
     double now_sim = simlib_now(s->lib);
-    size_t nsub = 0;
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < nb; i++) {
         batch_t *bt = &s->batches[i];
@@ -897,33 +888,26 @@ static int sim_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *
             sched_file_t *f = &files[n++];
             memset(f, 0, sizeof(*f));
             f->object = bt->tokens[k];
-            f->ncopies = r->item.ncopies;
-            for (int c = 0; c < r->item.ncopies; c++) {
-                f->copies[c].volume = volume_index(s, r->item.copies[c].volume);
-                f->copies[c].offset = r->item.copies[c].position;
-                f->copies[c].size = r->item.size;
-            }
+            item_copies(s, &r->item, f);
         }
         if (n == 0)
             continue;
-        sched_request_t req = {++nsub, bt->priority,
-                               bt->deadline > 0 ? (bt->deadline > now_sim ? bt->deadline - now_sim
-                                                                          : 1e-9)
-                                                : 0};
-        req_batch[nsub - 1] = bt->id;
-        if (simlib_submit(lib, 0, &req, files, n, err) < 0) {
+        double deadline = bt->deadline > 0 ? (bt->deadline > now_sim ? bt->deadline - now_sim
+                                                                     : 1e-9)
+                                           : 0;
+        if (archive_replay_submit(&rp, bt->id, bt->priority, deadline, files, n, err) < 0) {
             pthread_mutex_unlock(&s->mu);
             goto unlock;
         }
     }
     pthread_mutex_unlock(&s->mu);
-    if (simlib_run(lib, err) < 0)
+    if (simlib_run(rp.lib, err) < 0)
         goto unlock;
-    res = calloc(nsub + 1, sizeof(*res));
+    res = calloc(rp.n + 1, sizeof(*res));
     if (!res)
         goto nomem_or_err;
-    for (size_t i = 0; i < nsub; i++)
-        archive_forecast_add(res, &nres, req_batch[i], run.done_at[i] * s->base.time_scale)
+    for (size_t i = 0; i < rp.n; i++)
+        archive_forecast_add(res, &nres, rp.batch[i], rp.done_at[i] * s->base.time_scale)
             ->items++;
     *out = res;
     *count = nres;
@@ -935,10 +919,8 @@ nomem_or_err:
         si_errprintf(err, "out of memory");
 unlock:
     pthread_mutex_unlock(&s->engine_mu);
-    simlib_free(lib);
+    archive_replay_free(&rp);
     simlib_config_free(&cfg);
-    free(run.done_at);
-    free(req_batch);
     free(files);
     free(res);
     return rc;

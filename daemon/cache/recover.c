@@ -209,40 +209,40 @@ static int file_entry(int dir_fd, const char *name, void *arg)
     return 0;
 }
 
-static int level1_entry(int dir_fd, const char *name, void *arg)
+/* A directory level of objects/ (two hex digits, d0 then d1): its entries
+ * walked with fn, the name kept in *level meanwhile; anything else is a stray. */
+static int hex_dir_entry(walk_t *w, int dir_fd, const char *name, const char **level,
+                         entry_fn fn)
 {
-    walk_t *w = arg;
     struct stat st;
     if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return 0;
     if (!S_ISDIR(st.st_mode) || !is_hex_name(name, 2))
         return stray(w, dir_fd, name);
     int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return si_errnoprintf(w->err, errno, "cache: cannot open %s/objects/%s/%s: %s",
-                          w->c->conf.dir, w->d0, name, strerror(errno));
-    w->d1 = name;
-    int rc = each_entry(fd, file_entry, w);
+    if (fd < 0) {
+        if (level == &w->d1)
+            return si_errnoprintf(w->err, errno, "cache: cannot open %s/objects/%s/%s: %s",
+                                  w->c->conf.dir, w->d0, name, strerror(errno));
+        return si_errnoprintf(w->err, errno, "cache: cannot open %s/objects/%s: %s",
+                              w->c->conf.dir, name, strerror(errno));
+    }
+    *level = name;
+    int rc = each_entry(fd, fn, w);
     close(fd);
     return rc;
+}
+
+static int level1_entry(int dir_fd, const char *name, void *arg)
+{
+    walk_t *w = arg;
+    return hex_dir_entry(w, dir_fd, name, &w->d1, file_entry);
 }
 
 static int level0_entry(int dir_fd, const char *name, void *arg)
 {
     walk_t *w = arg;
-    struct stat st;
-    if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return 0;
-    if (!S_ISDIR(st.st_mode) || !is_hex_name(name, 2))
-        return stray(w, dir_fd, name);
-    int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return si_errnoprintf(w->err, errno, "cache: cannot open %s/objects/%s: %s",
-                          w->c->conf.dir, name, strerror(errno));
-    w->d0 = name;
-    int rc = each_entry(fd, level1_entry, w);
-    close(fd);
-    return rc;
+    return hex_dir_entry(w, dir_fd, name, &w->d0, level1_entry);
 }
 
 /* ---- rows ------------------------------------------------------------------------- */

@@ -75,6 +75,21 @@ typedef struct {
     si_error_t *err;
 } gen_t;
 
+/* The indexes 0..n-1 in a random order: files drawn without repeats. NULL
+ * with g->err set. */
+static size_t *shuffled_indexes(gen_t *g, size_t n)
+{
+    size_t *a = malloc((n + 1) * sizeof(size_t));
+    if (!a) {
+        si_errprintf(g->err, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        a[i] = i;
+    shuffle(&g->rng, a, n);
+    return a;
+}
+
 /* The workload's library: drives, robots and n empty volumes PREFIX0001...,
  * a slot for each. */
 static int gen_library(gen_t *g, int drives, int robots, int n, const char *prefix)
@@ -239,12 +254,9 @@ static int gen_w1(gen_t *g, bool quick)
     }
     if (place_all_uniform(g, 0.5, 1.0) < 0)
         return -1;
-    size_t *order = malloc(nfiles * sizeof(size_t));
+    size_t *order = shuffled_indexes(g, nfiles);
     if (!order)
-        return si_errprintf(g->err, "out of memory");
-    for (size_t i = 0; i < nfiles; i++)
-        order[i] = i;
-    shuffle(&g->rng, order, nfiles);
+        return -1;
     uint64_t id = 1;
     for (size_t k = 0; k < nfiles;) {
         size_t n = (size_t)rrange(&g->rng, 1, 100);
@@ -456,12 +468,9 @@ static int gen_w4(gen_t *g, bool quick)
     }
     if (place_all_uniform(g, 1.0, 1.0) < 0)
         return -1;
-    size_t *list = malloc(nfiles * sizeof(size_t));
+    size_t *list = shuffled_indexes(g, nfiles);
     if (!list)
-        return si_errprintf(g->err, "out of memory");
-    for (size_t i = 0; i < nfiles; i++)
-        list[i] = i;
-    shuffle(&g->rng, list, nfiles);
+        return -1;
     int rc = add_request(g, 1, 0, 0, 0, list, nfiles);
     free(list);
     return rc;
@@ -814,12 +823,9 @@ static int gen_w9(gen_t *g, bool quick)
     }
     if (place_all_uniform(g, 0.6, 1.0) < 0)
         return -1;
-    size_t *list = malloc((nhuge + 1) * sizeof(size_t));
+    size_t *list = shuffled_indexes(g, nhuge);
     if (!list)
-        return si_errprintf(g->err, "out of memory");
-    for (size_t i = 0; i < nhuge; i++)
-        list[i] = i;
-    shuffle(&g->rng, list, nhuge);
+        return -1;
     uint64_t id = 1;
     int rc = add_request(g, id++, 0, 0, 0, list, nhuge);
     if (rc == 0)

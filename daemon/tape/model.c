@@ -29,24 +29,23 @@ const si_conf_key_t tape_conf_keys[] = {
     SI_CONF_KEYS_END,
 };
 
+/* The LTO-9 FH layout and fixed locate terms (CERN's CTA fit), written once
+ * because LTO-10 has no public figures of its own and reuses them. */
+#define LTO_FH_LAYOUT .length_m = 1035, .wraps = 280, .bands = 4, .band_order = {3, 1, 0, 2}
+#define LTO_FH_FIXED_TERMS .t_base = 4.29, .t_wrap = 6.69, .t_band = 3.2, .t_dir = 5.22, \
+                           .t_back = 11.32
+
 /* LTO-9 FH: IBM figures; locate coefficients are CERN's CTA fit with the
  * distance speed rescaled so that the average locate from BOT is IBM's 45 s. */
 static const tape_profile_t lto9 = {
     .name = "lto9",
     .rate = 400e6,
     .capacity = 18e12,
-    .length_m = 1035,
-    .wraps = 280,
-    .bands = 4,
-    .band_order = {3, 1, 0, 2},
+    LTO_FH_LAYOUT,
     .load_s = 17,
     .unload_s = 30,
     .robot_move_s = 12,
-    .t_base = 4.29,
-    .t_wrap = 6.69,
-    .t_band = 3.2,
-    .t_dir = 5.22,
-    .t_back = 11.32,
+    LTO_FH_FIXED_TERMS,
     .v_locate = 17.8,
     .v_rewind = 10,
     .position_error_m = 0,
@@ -60,18 +59,11 @@ static const tape_profile_t lto10 = {
     .name = "lto10",
     .rate = 400e6,
     .capacity = 30e12,
-    .length_m = 1035,
-    .wraps = 280,
-    .bands = 4,
-    .band_order = {3, 1, 0, 2},
+    LTO_FH_LAYOUT,
     .load_s = 12,
     .unload_s = 27,
     .robot_move_s = 12,
-    .t_base = 4.29,
-    .t_wrap = 6.69,
-    .t_band = 3.2,
-    .t_dir = 5.22,
-    .t_back = 11.32,
+    LTO_FH_FIXED_TERMS,
     .v_locate = 10.55,
     .v_rewind = 8.97,
     .position_error_m = 0,

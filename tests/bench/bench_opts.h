@@ -24,6 +24,9 @@ double bench_wall_s(void);
 /* CPU seconds (user + system) process pid has used so far (/proc; 0 when
  * it cannot be read). */
 double bench_cpu_seconds(int pid);
+/* CPU seconds (user + system) this process has used so far (getrusage):
+ * on a shared machine, unlike wall time, hardly moved by the other load. */
+double bench_self_cpu_seconds(void);
 /* The durable-write reference of the staging benchmarks: `bytes` written
  * to a new file in dir as one stream of 4 MiB writes, write-back started
  * every 8 MiB, then fsync'd (`dd bs=4M conv=fsync` that does not leave the

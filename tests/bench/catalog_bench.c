@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,15 +28,6 @@ static uint64_t next_random(uint64_t *state)
 {
     *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
     return *state >> 11;
-}
-
-/* CPU seconds of this process: on a shared machine, wall time alone misleads. */
-static double cpu_seconds(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 static uint64_t file_size(const char *path)
@@ -167,14 +157,14 @@ static int run_engine(const char *target, const char *password_file, const char 
     catalog_import_stats_t st;
     FILE *f = fopen(csv, "r");
     double t0 = si_mono_now();
-    double c0 = cpu_seconds();
+    double c0 = bench_self_cpu_seconds();
     catalog_positions_opts_t o = {.format = CATALOG_FORMAT_CSV};
     if (catalog_import_positions(cat, csv, f, &o, &st, &err) < 0) {
         fprintf(stderr, "%s\n", err.text);
         return -1;
     }
     out->import_s = si_mono_now() - t0;
-    out->import_cpu_s = cpu_seconds() - c0;
+    out->import_cpu_s = bench_self_cpu_seconds() - c0;
     out->import_rate = (double)st.objects / out->import_s;
     out->import_per_cpu = (double)st.objects / out->import_cpu_s;
     fclose(f);

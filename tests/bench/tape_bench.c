@@ -34,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -426,16 +425,6 @@ static double iscsi_write_loop(const char *url, int depth, uint64_t bytes)
     return t;
 }
 
-/* CPU seconds (user + system) of this process (tgtd's: bench_cpu_seconds):
- * unlike wall time, hardly moved by the other load on a shared machine. */
-static double cpu_self(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec / 1e6;
-}
-
 #define REPS 3
 
 static int cmp_double(const void *a, const void *b)
@@ -567,18 +556,18 @@ int main(int argc, char **argv)
         uint64_t c0 = 0, c1 = 0;
         double gb = s->size * s->n / 1e9;
         for (int rep = 0; rep < REPS; rep++) {
-            double ignored, u0 = cpu_self();
+            double ignored, u0 = bench_self_cpu_seconds();
             dt[rep] = direct_write(s, src, out, true, &nt[rep]);
-            wc[rep] = (cpu_self() - u0) / gb;
+            wc[rep] = (bench_self_cpu_seconds() - u0) / gb;
             wt[rep] = direct_write(s, src, out, false, &ignored);
             c0 = scsi_commands(b);
-            u0 = cpu_self();
+            u0 = bench_self_cpu_seconds();
             double g0 = bench_cpu_seconds((int)g_tgtd);
             double t0 = bench_mono_s();
             if (archive_write(b, m, s->n, 1, p, &err) < 0)
                 die("push", err.text);
             pt[rep] = bench_mono_s() - t0;
-            pc_self[rep] = (cpu_self() - u0) / gb;
+            pc_self[rep] = (bench_self_cpu_seconds() - u0) / gb;
             pc_tgtd[rep] = (bench_cpu_seconds((int)g_tgtd) - g0) / gb;
             c1 = scsi_commands(b);
         }
@@ -607,12 +596,12 @@ int main(int argc, char **argv)
             k.first_done = 0;
             pthread_mutex_unlock(&k.mu);
             /* the direct rate: the whole cartridge file, read just before */
-            double u0 = cpu_self();
+            double u0 = bench_self_cpu_seconds();
             ht[rep] = direct_read(cart, true, &r->read_bytes);
-            hc[rep] = (cpu_self() - u0) / (r->read_bytes / 1e9);
+            hc[rep] = (bench_self_cpu_seconds() - u0) / (r->read_bytes / 1e9);
             rawt[rep] = direct_read(cart, false, &r->raw_bytes);
             c1 = scsi_commands(b);
-            u0 = cpu_self();
+            u0 = bench_self_cpu_seconds();
             double g0 = bench_cpu_seconds((int)g_tgtd);
             double t0 = bench_mono_s();
             if (archive_recall(b, &batch, items, s->n, &err) < 0)
@@ -623,7 +612,7 @@ int main(int argc, char **argv)
             pthread_mutex_unlock(&k.mu);
             rt[rep] = bench_mono_s() - t0;
             st[rep] = k.first_done - t0;
-            rc_self[rep] = (cpu_self() - u0) / (s->size * s->n / 1e9);
+            rc_self[rep] = (bench_self_cpu_seconds() - u0) / (s->size * s->n / 1e9);
             rc_tgtd[rep] = (bench_cpu_seconds((int)g_tgtd) - g0) / (s->size * s->n / 1e9);
             r->recall_cmds = (double)(scsi_commands(b) - c1) / (double)s->n;
             if (k.failed)

@@ -6,17 +6,8 @@
  * batch with its priority and deadline; a read in flight counts in full. */
 #include "config.h"
 
+#include "daemon/archive/internal.h"
 #include "daemon/archive/tape/state.h"
-
-typedef struct {
-    double *done_at;           /* per submitted request (1-based), virtual s */
-} forecast_run_t;
-
-static void forecast_done(void *arg, uint64_t request, double at, size_t failed, const char *why)
-{
-    (void)failed, (void)why;
-    ((forecast_run_t *)arg)->done_at[request - 1] = at;
-}
 
 /* Files of request q still to be read, into files (room for q->n). */
 static size_t pending_files(tape_t *t, const treq_t *q, sched_file_t *files)
@@ -45,12 +36,10 @@ int tape_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *count,
     tape_t *t = b->impl;
     simlib_config_t cfg;
     simlib_config_default(&cfg);
-    simlib_t *lib = NULL;
-    forecast_run_t run = {NULL};
-    uint64_t *req_batch = NULL;
+    archive_replay_t rp = {NULL};
     sched_file_t *files = NULL;
     archive_forecast_t *res = NULL;
-    size_t nres = 0, nsub = 0;
+    size_t nres = 0;
     int rc = -1;
     *out = NULL;
     *count = 0;
@@ -72,21 +61,18 @@ int tape_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *count,
     so.profile = t->profile;
     so.nvolumes = t->nvols;
     so.drives = cfg.drives;
-    simlib_callbacks_t cb = {.request_done = forecast_done, .arg = &run};
     size_t most = 1;
     for (size_t i = 0; i < t->nreqs; i++)
         most = t->reqs[i].n > most ? t->reqs[i].n : most;
-    run.done_at = calloc(t->nreqs + 1, sizeof(double));
-    req_batch = calloc(t->nreqs + 1, sizeof(uint64_t));
-    files = calloc(most, sizeof(*files));
-    if (!run.done_at || !req_batch || !files ||
-        !(lib = simlib_new(&cfg, sched_policy(t->sched), &so, &cb, err)))
+    if (!(files = calloc(most, sizeof(*files))))
         goto nomem_or_err;
+    if (archive_replay_start(&rp, t->nreqs, &cfg, sched_policy(t->sched), &so, err) < 0)
+        goto unlock;
     for (int d = 0, k = 0; d < t->ndrives; d++) {
         const tdrive_t *dr = &t->drives[d];
         if (dr->failed)
             continue;
-        if (dr->vol >= 0 && simlib_preload(lib, k, dr->vol, dr->head, 0, err) < 0)
+        if (dr->vol >= 0 && simlib_preload(rp.lib, k, dr->vol, dr->head, 0, err) < 0)
             goto unlock;
         k++;
     }
@@ -96,19 +82,18 @@ int tape_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *count,
         size_t n = q->n ? pending_files(t, q, files) : 0;
         if (n == 0)
             continue;
-        sched_request_t req = {++nsub, q->priority,
-                               q->deadline > 0 ? fmax(q->deadline - now, 1e-9) : 0};
-        req_batch[nsub - 1] = q->batch;
-        if (simlib_submit(lib, 0, &req, files, n, err) < 0)
+        if (archive_replay_submit(&rp, q->batch, q->priority,
+                                  q->deadline > 0 ? fmax(q->deadline - now, 1e-9) : 0, files, n,
+                                  err) < 0)
             goto unlock;
     }
     pthread_mutex_unlock(&t->mu);
-    if (nsub > 0 && simlib_run(lib, err) < 0)
+    if (rp.n > 0 && simlib_run(rp.lib, err) < 0)
         goto out;
-    if (!(res = calloc(nsub + 1, sizeof(*res))))
+    if (!(res = calloc(rp.n + 1, sizeof(*res))))
         goto nomem_out;
-    for (size_t i = 0; i < nsub; i++)
-        archive_forecast_add(res, &nres, req_batch[i], run.done_at[i]);
+    for (size_t i = 0; i < rp.n; i++)
+        archive_forecast_add(res, &nres, rp.batch[i], rp.done_at[i]);
     pthread_mutex_lock(&t->mu);
     for (size_t k = 0; k < nres; k++)
         for (size_t i = 0; i < t->nreqs; i++)
@@ -130,10 +115,8 @@ unlock:
 nomem_out:
     si_errprintf(err, "out of memory");
 out:
-    simlib_free(lib);
+    archive_replay_free(&rp);
     simlib_config_free(&cfg);
-    free(run.done_at);
-    free(req_batch);
     free(files);
     free(res);
     return rc;

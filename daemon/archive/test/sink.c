@@ -34,6 +34,7 @@ void test_sink_reset(test_sink_t *s)
         s->why[i][0] = '\0';
     }
     s->nbegun = s->done = s->fd_writes = s->open = s->max_open = s->hold_open = 0;
+    s->commits_refused = 0;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -129,7 +130,14 @@ static int s_commit(void *arg, void *session, si_error_t *err)
     test_sink_t *s = arg;
     session_t *ss = session;
     int rc = 0;
-    if (ss->at != ss->size) {
+    pthread_mutex_lock(&s->mu);
+    bool refuse = s->commits_refused > 0;
+    if (refuse)
+        s->commits_refused--;
+    pthread_mutex_unlock(&s->mu);
+    if (refuse) {
+        rc = si_errnoprintf(err, EBADMSG, "checksum mismatch (test)");
+    } else if (ss->at != ss->size) {
         rc = si_errnoprintf(err, EBADMSG, "size mismatch: expected %llu, received %llu",
                             (unsigned long long)ss->size, (unsigned long long)ss->at);
     } else if (ss->expected[0]) {

@@ -25,6 +25,7 @@ typedef struct {
     int fd_writes;                             /* write_fd calls */
     int open, max_open;                        /* sessions begun, not yet ended */
     int hold_open;  /* > 0: a session's first bytes wait (5 s at most) until max_open reaches it */
+    int commits_refused;  /* commits still to refuse with EBADMSG, as a checksum mismatch */
 } test_sink_t;
 
 void test_sink_init(test_sink_t *s);

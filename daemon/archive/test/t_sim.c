@@ -13,6 +13,7 @@
 #include "common/checksum.h"
 #include "common/tap.h"
 #include "daemon/archive/backend.h"
+#include "daemon/archive/test/sink.h"
 #include "daemon/volume/volume.h"
 #include "daemon/simlib/engine.h"
 #include "daemon/tape/model.h"
@@ -22,110 +23,6 @@
 static const si_conf_key_t *const schemas[] = {
     library_conf_keys, volume_conf_keys, tape_conf_keys, archive_conf_keys, NULL,
 };
-
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    unsigned char *got[NOBJ + 1];
-    uint64_t size[NOBJ + 1];
-    int begins[NOBJ + 1];
-    int commits_refused;       /* commits to refuse with EBADMSG */
-    int done, ok[NOBJ + 1], failed[NOBJ + 1];
-    char why[NOBJ + 1][512];
-} sink_t;
-
-typedef struct {
-    sink_t *s;
-    int64_t id;
-    uint64_t at;
-} session_t;
-
-static int s_begin(void *arg, const archive_item_t *item, void **session, si_error_t *err)
-{
-    sink_t *s = arg;
-    session_t *ss = calloc(1, sizeof(*ss));
-    if (!ss || item->object_id < 1 || item->object_id > NOBJ)
-        return free(ss), si_errprintf(err, "bad object");
-    ss->s = s;
-    ss->id = item->object_id;
-    pthread_mutex_lock(&s->mu);
-    s->begins[ss->id]++;
-    pthread_mutex_unlock(&s->mu);
-    *session = ss;
-    return 0;
-}
-
-static int s_write(void *arg, void *session, const void *buf, size_t len, si_error_t *err)
-{
-    sink_t *s = arg;
-    session_t *ss = session;
-    if (ss->at + len > s->size[ss->id])
-        return si_errprintf(err, "too many bytes");
-    memcpy(s->got[ss->id] + ss->at, buf, len);
-    ss->at += len;
-    return 0;
-}
-
-static int s_commit(void *arg, void *session, si_error_t *err)
-{
-    sink_t *s = arg;
-    int refuse;
-    pthread_mutex_lock(&s->mu);
-    refuse = s->commits_refused > 0;
-    if (refuse)
-        s->commits_refused--;
-    pthread_mutex_unlock(&s->mu);
-    free(session);
-    if (refuse) {
-        si_errprintf(err, "checksum mismatch (test)");
-        errno = EBADMSG;
-        return -1;
-    }
-    return 0;
-}
-
-static void s_abort(void *arg, void *session)
-{
-    (void)arg;
-    free(session);
-}
-
-static void s_done(void *arg, int64_t id, bool okay, const char *why)
-{
-    sink_t *s = arg;
-    pthread_mutex_lock(&s->mu);
-    if (id >= 1 && id <= NOBJ) {
-        if (okay)
-            s->ok[id]++;
-        else
-            s->failed[id]++;
-        snprintf(s->why[id], sizeof(s->why[id]), "%s", why ? why : "");
-    }
-    s->done++;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-}
-
-static void wait_done(sink_t *s, int n)
-{
-    pthread_mutex_lock(&s->mu);
-    while (s->done < n)
-        pthread_cond_wait(&s->cv, &s->mu);
-    pthread_mutex_unlock(&s->mu);
-}
-
-static void reset(sink_t *s)
-{
-    pthread_mutex_lock(&s->mu);
-    s->done = 0;
-    for (int i = 0; i <= NOBJ; i++) {
-        s->ok[i] = s->failed[i] = s->begins[i] = 0;
-        s->why[i][0] = 0;
-        if (s->got[i])
-            memset(s->got[i], 0, s->size[i]);
-    }
-    pthread_mutex_unlock(&s->mu);
-}
 
 static void write_source(const char *path, unsigned char *data, size_t n, unsigned seed)
 {
@@ -144,7 +41,8 @@ int main(void)
         return 1;
     char vdir[4200], path[NOBJ + 1][4300], conftext[5000];
     snprintf(vdir, sizeof(vdir), "%s/volumes", dir);
-    sink_t s = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    test_sink_t s;
+    test_sink_init(&s);
     unsigned char *src[NOBJ + 1] = {0};
     const size_t sizes[NOBJ + 1] = {0, 1000000, 2500001, 4096, 3 * 1024 * 1024 + 5};
     tapevol_member_t members[NOBJ];
@@ -152,8 +50,6 @@ int main(void)
     for (int i = 1; i <= NOBJ; i++) {
         snprintf(path[i], sizeof(path[i]), "%s/src%d", dir, i);
         src[i] = malloc(sizes[i]);
-        s.got[i] = calloc(1, sizes[i]);
-        s.size[i] = sizes[i];
         write_source(path[i], src[i], sizes[i], (unsigned)i);
         snprintf(keys[i - 1], sizeof(keys[i - 1]), "o%d", i);
         members[i - 1] = (tapevol_member_t){"data", keys[i - 1], path[i], -1, sizes[i], 0,
@@ -182,7 +78,7 @@ int main(void)
     si_conf_t *conf = si_conf_load_string(conftext, schemas, &err);
     ok(conf != NULL, "configuration accepted: %s", conf ? "" : err.text);
     archive_backend_opts_t bo = {.conf = conf, .state_dir = dir,
-                                 .cb = {s_begin, s_write, s_commit, s_abort, NULL, s_done, &s}};
+                                 .cb = test_sink_callbacks(&s, false)};
     archive_backend_t *b = archive_backend_new(&bo, &err);
     if (!ok(b != NULL, "sim backend started")) {
         diag("%s", err.text);
@@ -210,7 +106,7 @@ int main(void)
 
     /* 1. every object, byte for byte */
     ok(archive_recall(b, &batch, items, NOBJ, &err) == 0, "four objects queued");
-    wait_done(&s, NOBJ);
+    test_sink_wait(&s, NOBJ, 120);
     int good = 0;
     for (int i = 1; i <= NOBJ; i++)
         good += s.ok[i] == 1 && memcmp(s.got[i], src[i], sizes[i]) == 0;
@@ -225,9 +121,9 @@ int main(void)
        (unsigned long long)st.mounts);
 
     /* 2. the same objects again (recalled twice over time is allowed) */
-    reset(&s);
+    test_sink_reset(&s);
     ok(archive_recall(b, &batch, items, 1, &err) == 0, "object 1 queued again");
-    wait_done(&s, 1);
+    test_sink_wait(&s, 1, 120);
     is_int(s.ok[1], 1, "recalled again after its first recall was done");
 
     /* 3. unreadable region on V1 over objects 1 and 3: 1 from V2, 3 fails */
@@ -236,9 +132,9 @@ int main(void)
            tapevol_fault_add(f, l1->entries[2].position + 10, 100, &err) == 0,
        "unreadable regions over objects 1 and 3 on V1");
     tapevol_close(f);
-    reset(&s);
+    test_sink_reset(&s);
     ok(archive_recall(b, &batch, items, 3, &err) == 0, "objects 1, 2, 3 queued");
-    wait_done(&s, 3);
+    test_sink_wait(&s, 3, 120);
     ok(s.ok[1] == 1 && memcmp(s.got[1], src[1], sizes[1]) == 0, "object 1 from its second copy");
     is_int(s.ok[2], 1, "object 2 unaffected");
     ok(s.failed[3] == 1 && strstr(s.why[3], "unreadable region") && strstr(s.why[3], "V1"),
@@ -248,15 +144,15 @@ int main(void)
     tapevol_close(f);
 
     /* 4. a checksum mismatch is read again once: refused twice, it fails */
-    reset(&s);
+    test_sink_reset(&s);
     s.commits_refused = 1;
     ok(archive_recall(b, &batch, &items[3], 1, &err) == 0, "object 4 queued, one refusal");
-    wait_done(&s, 1);
+    test_sink_wait(&s, 1, 120);
     ok(s.ok[4] == 1 && s.begins[4] == 2, "delivered on the re-read (%d attempts)", s.begins[4]);
-    reset(&s);
+    test_sink_reset(&s);
     s.commits_refused = 2;
     ok(archive_recall(b, &batch, &items[2], 1, &err) == 0, "object 3 queued, two refusals");
-    wait_done(&s, 1);
+    test_sink_wait(&s, 1, 120);
     ok(s.failed[3] == 1 && s.begins[3] == 2 && strstr(s.why[3], "read 2 times from volume V1"),
        "failed after the re-read: %s", s.why[3]);
 
@@ -269,10 +165,10 @@ int main(void)
     archive_backend_opts_t so = bo;
     so.conf = slowconf;
     archive_backend_t *slow = slowconf ? archive_backend_new(&so, &err) : NULL;
-    reset(&s);
+    test_sink_reset(&s);
     ok(slow && archive_recall(slow, &batch, &items[3], 1, &err) == 0, "object 4 queued");
     is_int(slow ? archive_cancel(slow, 4) : -1, 1, "cancelled while queued");
-    wait_done(&s, 1);
+    test_sink_wait(&s, 1, 120);
     ok(s.failed[4] == 1 && strcmp(s.why[4], "cancelled") == 0 && s.begins[4] == 0,
        "reported cancelled, no bytes delivered");
     is_int(slow ? archive_cancel(slow, 4) : -1, 0, "cancel of an object not queued: 0");
@@ -339,8 +235,8 @@ int main(void)
     tapevol_listing_free(l2);
     for (int i = 1; i <= NOBJ; i++) {
         free(src[i]);
-        free(s.got[i]);
     }
+    test_sink_free(&s);
     char cmd[4300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
