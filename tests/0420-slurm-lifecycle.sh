@@ -85,7 +85,6 @@ wait_state() {
     echo "$s"
 }
 requests_now() { sql "SELECT count(*) FROM requests"; }
-newest_request() { sql "SELECT uuid FROM requests ORDER BY id DESC LIMIT 1"; }
 
 # ---- an 8-task array shares one request, released after its last task --------------
 before=$(requests_now)
@@ -107,14 +106,8 @@ grep -q "request.bound" <(sql "SELECT kind FROM events WHERE subject = '$RA'")
 ok $? "the tasks bound the request (events)"
 
 # ---- a dependent job's recall overlaps the job it waits for --------------------------------
-A=$(submit --wrap 'sleep 10')
-B=$(submit --dependency="afterok:$A" --stage-in=beta "$TEST_DIR/show.sh")
-RB=$(newest_request)
-st=$(wait_state "$RB" COMPLETED 9)
-a_state=$(job_state "$A")
-case $a_state in PENDING | CONFIGURING | RUNNING) a_state=not-ended ;; esac
-is "$st:$a_state:$(job_state "$B")" COMPLETED:not-ended:PENDING \
-    "--dependency=afterok: its data was staged before the job it waits for ended"
+check_dependency_overlap beta wait_state
+B=$DEP_JOB RB=$DEP_REQUEST
 is "$(sql "SELECT job_id FROM requests WHERE uuid = '$RB'")" "$B" "sbatch named the job its request is for"
 is "$(wait_job "$B" 60)" COMPLETED "then the dependent job ran"
 grep -q "request=$RB agent=yes" "$S/out/$B.out"

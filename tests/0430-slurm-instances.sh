@@ -72,7 +72,6 @@ cat > "$TEST_DIR/show.sh" <<'JOB'
 echo "task=${SLURM_ARRAY_TASK_ID:-} request=$STAGEIN_REQUEST agent=${STAGEIN_AGENT_SOCKET:+yes}"
 JOB
 chmod 755 "$TEST_DIR/show.sh"
-newest_request() { sql "SELECT uuid FROM requests ORDER BY id DESC LIMIT 1"; }
 pins_of() { sql "SELECT count(*) FROM cache_pins p JOIN requests r ON r.id = p.request_id WHERE r.uuid = '$1'"; }
 
 # prolog_waits JOB: until slurmd's log shows JOB's prolog waiting for its request
@@ -128,14 +127,9 @@ sql "SELECT end_reason FROM requests WHERE uuid = '$RJ'" | grep -q "job $J ended
 ok $? "the reason names the job and CANCELLED"
 
 # ---- a dependent job's recall overlaps the job it waits for --------------------------------
-A=$(submit --wrap 'sleep 10')
-B=$(submit --dependency="afterok:$A" --stage-in=delta "$TEST_DIR/show.sh")
-RB=$(newest_request)
-st=$(wait_state "SELECT state FROM requests WHERE uuid = '$RB'" COMPLETED 9)
-a_state=$(job_state "$A")
-case $a_state in PENDING | CONFIGURING | RUNNING) a_state=not-ended ;; esac
-is "$st:$a_state:$(job_state "$B")" COMPLETED:not-ended:PENDING \
-    "--dependency=afterok: its data was staged before the job it waits for ended"
+request_wait() { wait_state "SELECT state FROM requests WHERE uuid = '$1'" "$2" "$3"; }
+check_dependency_overlap delta request_wait
+B=$DEP_JOB RB=$DEP_REQUEST
 is "$(wait_job "$B" 60)" COMPLETED "then the dependent job ran"
 grep -q "request=$RB agent=yes" "$S/out/$B.out"
 ok $? "with that request and its agent"

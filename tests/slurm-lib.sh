@@ -52,3 +52,21 @@ wait_job() { slurm_node_wait_job "$@"; }
 # sbatch's messages are in $S/sbatch.err)
 submit() { sbatch --parsable -o "$S/out/%j.out" "$@" 2> "$S/sbatch.err"; }
 job_out() { cat "$S/out/$1.out" 2>/dev/null; }
+newest_request() { sql "SELECT uuid FROM requests ORDER BY id DESC LIMIT 1"; }
+
+# check_dependency_overlap DATASET WAIT: a 10 s job and a job that depends on
+# it (afterok) staging DATASET from $TEST_DIR/show.sh; checks that the
+# dependent job's request COMPLETED while the first had not ended and the
+# dependent one was PENDING (WAIT REQUEST STATE SECONDS: the test's own
+# wait for a request's state). Sets DEP_JOB and DEP_REQUEST.
+check_dependency_overlap() {
+    local first st first_state
+    first=$(submit --wrap 'sleep 10')
+    DEP_JOB=$(submit --dependency="afterok:$first" --stage-in="$1" "$TEST_DIR/show.sh")
+    DEP_REQUEST=$(newest_request)
+    st=$("$2" "$DEP_REQUEST" COMPLETED 9)
+    first_state=$(job_state "$first")
+    case $first_state in PENDING | CONFIGURING | RUNNING) first_state=not-ended ;; esac
+    is "$st:$first_state:$(job_state "$DEP_JOB")" COMPLETED:not-ended:PENDING \
+        "--dependency=afterok: its data was staged before the job it waits for ended"
+}
