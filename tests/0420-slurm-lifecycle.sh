@@ -44,16 +44,8 @@ define huge h1 h2
 define slow2 k3 k4
 
 # two unprivileged users; the first is in a supplementary group that owns a dataset
-U1=stagein-t1-$$ U2=stagein-t2-$$ G=stagein-proj-$$
-created_users=""
-cleanup_users() { for u in $created_users; do userdel "$u" 2>/dev/null; done; groupdel "$G" 2>/dev/null; }
 trap 'stop_slurm; cleanup_users; cleanup' EXIT
-groupadd "$G" && useradd -M -N -g users -G "$G" -s /bin/bash "$U1" && created_users="$U1" &&
-    useradd -M -N -g users -s /bin/bash "$U2" && created_users="$U1 $U2"
-ok $? "users $U1 (in group $G) and $U2 created"
-printf 'data/g1\n' > "$TEST_DIR/proj.manifest"
-"$STAGEIN" catalog define projdata "$TEST_DIR/proj.manifest" --owner "root:$G" --mode 0640 >/dev/null
-as_user() { local u=$1; shift; setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups "$@"; }
+project_users
 
 run_ok "stageind starts" -- start
 track_pid "$(daemon_pid)"

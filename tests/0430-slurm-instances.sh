@@ -51,15 +51,7 @@ define slow k1 k2
 define slow2 k3 k4
 define slow3 k5 k6
 # two unprivileged users; the first is in a supplementary group that owns a dataset
-U1=stagein-t1-$$ U2=stagein-t2-$$ G=stagein-proj-$$
-created_users=""
-cleanup_users() { for u in $created_users; do userdel "$u" 2>/dev/null; done; groupdel "$G" 2>/dev/null; }
-groupadd "$G" && useradd -M -N -g users -G "$G" -s /bin/bash "$U1" && created_users="$U1" &&
-    useradd -M -N -g users -s /bin/bash "$U2" && created_users="$U1 $U2"
-ok $? "users $U1 (in group $G) and $U2 created"
-printf 'data/g1\n' > "$TEST_DIR/proj.manifest"
-"$STAGEIN" catalog define projdata "$TEST_DIR/proj.manifest" --owner "root:$G" --mode 0640 >/dev/null
-as_user() { local u=$1; shift; setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups "$@"; }
+project_users
 start_all "three instances start on one catalog, cache directory and library"
 
 PLUGSTACK_ENDPOINT="http://127.0.0.1:$(port_of 1),http://127.0.0.1:$(port_of 2),http://127.0.0.1:$(port_of 3)"

@@ -54,6 +54,22 @@ submit() { sbatch --parsable -o "$S/out/%j.out" "$@" 2> "$S/sbatch.err"; }
 job_out() { cat "$S/out/$1.out" 2>/dev/null; }
 newest_request() { sql "SELECT uuid FROM requests ORDER BY id DESC LIMIT 1"; }
 
+# project_users: two unprivileged users, $U1 in the supplementary group $G
+# that owns the dataset projdata (data/g1, mode 0640), $U2 outside it; one
+# check. cleanup_users removes them (the test's exit trap calls it).
+project_users() {
+    U1=stagein-t1-$$ U2=stagein-t2-$$ G=stagein-proj-$$
+    created_users=""
+    groupadd "$G" && useradd -M -N -g users -G "$G" -s /bin/bash "$U1" && created_users="$U1" &&
+        useradd -M -N -g users -s /bin/bash "$U2" && created_users="$U1 $U2"
+    ok $? "users $U1 (in group $G) and $U2 created"
+    printf 'data/g1\n' > "$TEST_DIR/proj.manifest"
+    "$STAGEIN" catalog define projdata "$TEST_DIR/proj.manifest" --owner "root:$G" --mode 0640 >/dev/null
+}
+cleanup_users() { for u in ${created_users:-}; do userdel "$u" 2>/dev/null; done; groupdel "${G:-}" 2>/dev/null; }
+# as_user USER COMMAND...: COMMAND as USER, with USER's groups
+as_user() { local u=$1; shift; setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups "$@"; }
+
 # check_dependency_overlap DATASET WAIT: a 10 s job and a job that depends on
 # it (afterok) staging DATASET from $TEST_DIR/show.sh; checks that the
 # dependent job's request COMPLETED while the first had not ended and the
