@@ -252,18 +252,19 @@ static int presigned_params(const char *query, presigned_param_t *params, si_err
             if (plain ? strlen(q->name) != u.name_len || memcmp(u.name, q->name, u.name_len) != 0
                       : strcmp(si_strbuf_str(&name), q->name) != 0)
                 continue;
-            if (q->count++ == 0 && u.value && u.value_len < q->size &&
-                si_uri_plain(u.value, u.value_len)) {
+            if (q->count++ > 0 || !u.value)
+                break; /* the first value counts */
+            if (u.value_len < q->size && si_uri_plain(u.value, u.value_len)) {
                 memcpy(q->out, u.value, u.value_len); /* decodes to itself */
                 q->out[u.value_len] = '\0';
-            } else if (q->count == 1 && u.value) {
-                si_strbuf_init(&value, q->size - 1);
-                if (si_uri_decode(&value, u.value, u.value_len, true, &q->why) < 0)
-                    q->bad = true;
-                else /* at most size - 1 bytes: the buffer's limit */
-                    memcpy(q->out, si_strbuf_str(&value), value.len + 1);
-                si_strbuf_free(&value);
+                break;
             }
+            si_strbuf_init(&value, q->size - 1);
+            if (si_uri_decode(&value, u.value, u.value_len, true, &q->why) < 0)
+                q->bad = true;
+            else /* at most size - 1 bytes: the buffer's limit */
+                memcpy(q->out, si_strbuf_str(&value), value.len + 1);
+            si_strbuf_free(&value);
             break;
         }
     }

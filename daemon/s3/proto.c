@@ -158,7 +158,7 @@ static const char *const wkday[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "S
 static const char *const month[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                     "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
 
-static char *put_digits(char *p, unsigned v, int width)
+char *s3_put_digits(char *p, unsigned v, int width)
 {
     for (int i = width - 1; i >= 0; i--, v /= 10)
         p[i] = (char)('0' + v % 10);
@@ -179,17 +179,17 @@ void s3_http_date(int64_t t, char out[32])
     }
     char *p = out;
     memcpy(p, wkday[tm.tm_wday], 3);
-    p = put_digits(p + 3 + 2, (unsigned)tm.tm_mday, 2);
+    p = s3_put_digits(p + 3 + 2, (unsigned)tm.tm_mday, 2);
     out[3] = ',', out[4] = ' ', *p++ = ' ';
     memcpy(p, month[tm.tm_mon], 3);
     p[3] = ' ';
-    p = put_digits(p + 4, (unsigned)year, 4);
+    p = s3_put_digits(p + 4, (unsigned)year, 4);
     *p++ = ' ';
-    p = put_digits(p, (unsigned)tm.tm_hour, 2);
+    p = s3_put_digits(p, (unsigned)tm.tm_hour, 2);
     *p++ = ':';
-    p = put_digits(p, (unsigned)tm.tm_min, 2);
+    p = s3_put_digits(p, (unsigned)tm.tm_min, 2);
     *p++ = ':';
-    p = put_digits(p, (unsigned)tm.tm_sec, 2);
+    p = s3_put_digits(p, (unsigned)tm.tm_sec, 2);
     memcpy(p, " GMT", 5);
 }
 

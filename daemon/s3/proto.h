@@ -44,6 +44,9 @@ void s3_put_xml_text(si_strbuf_t *x, const char *name, const char *text);
 
 /* "Wed, 21 Oct 2015 07:28:00 GMT" */
 void s3_http_date(int64_t t, char out[32]);
+/* v's last width decimal digits at p (zero-padded), by hand: on every
+ * request's path. Returns p + width. */
+char *s3_put_digits(char *p, unsigned v, int width);
 /* RFC 7231 IMF-fixdate, also the obsolete RFC 850 and asctime forms. -1 if
  * none of them. */
 int s3_parse_http_date(const char *s, int64_t *out);

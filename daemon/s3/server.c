@@ -464,11 +464,8 @@ static void note_credential(s3_req_t *r)
     memcpy(p + 4, r->auth.access_key, klen);
     p += 4 + klen;
     memcpy(p, " uid=", 5);
-    p += 5;
-    unsigned uid = (unsigned)r->auth.uid, n = si_digits(uid, 10);
-    for (unsigned i = n; i-- > 0; uid /= 10)
-        p[i] = (char)('0' + uid % 10);
-    p[n] = '\0';
+    unsigned uid = (unsigned)r->auth.uid;
+    *s3_put_digits(p + 5, uid, (int)si_digits(uid, 10)) = '\0';
 }
 
 static void dispatch(s3_req_t *r)
