@@ -194,6 +194,9 @@ int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error
  * more CPU than the rest of an upload. Where the file system refuses
  * O_DIRECT the writer stays buffered. */
 void cache_writer_direct(cache_writer_t *w);
+/* Below this size a direct write costs more than the copy it saves: one
+ * I/O submitted per file, where the batch's flush merges buffered ones. */
+#define CACHE_DIRECT_MIN_SIZE (UINT64_C(1) << 20)
 /* Appends len bytes of the file open at fd, from offset off: copied by the
  * kernel (copy_file_range) where the file systems allow it, else read and
  * written; then the bytes that landed in the temp file are read back and

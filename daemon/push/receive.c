@@ -19,9 +19,6 @@
 #include "common/uuid.h"
 #include "common/clock.h"
 
-/* Files of at least this size are written with O_DIRECT. */
-#define DIRECT_MIN (1u << 20)
-
 struct push_upload {
     push_t *p;
     int64_t object_id;
@@ -265,9 +262,8 @@ static int writer_open(push_t *p, push_upload_t *u, const push_file_t *file, si_
         return -1;
     }
     /* read again only when archived, later: the page cache's copy is
-     * work for nothing (not for small files: one I/O submitted per file
-     * cost more than the copy, where the batch's flush merges them) */
-    if (file->size >= DIRECT_MIN)
+     * work for nothing */
+    if (file->size >= CACHE_DIRECT_MIN_SIZE)
         cache_writer_direct(u->writer);
     return 0;
 }

@@ -83,6 +83,10 @@ static int sink_begin(void *arg, const archive_item_t *item, void **session, si_
             return -1;
         }
         s->present = true;
+    } else if (item->size >= CACHE_DIRECT_MIN_SIZE) {
+        /* the job reads it later, mostly from the disk: the page cache's
+         * copy would cost the drive's thread more CPU than the hash */
+        cache_writer_direct(s->w);
     }
     *session = s;
     return 0;
