@@ -8,7 +8,11 @@
 
 #include "daemon/volume/volume.h"
 
-#define FETCH_CHUNK (1 << 20)
+/* A cache writer's whole buffer (cache.write_buffer's default), from an
+ * address aligned for direct I/O: it writes such feeds to the disk as they
+ * are, with no copy into its own buffer. */
+#define FETCH_CHUNK (4 << 20)
+#define FETCH_ALIGN 4096
 
 struct simlib_volume_reader {
     char *dir;
@@ -67,8 +71,8 @@ int simlib_volume_fetch(simlib_volume_reader_t *rd, const simlib_read_t *r, siml
     if (!vol)
         return -1;
     size_t chunk = r->size < FETCH_CHUNK ? (size_t)r->size : FETCH_CHUNK;
-    unsigned char *buf = malloc(chunk ? chunk : 1);
-    if (!buf)
+    unsigned char *buf = NULL;
+    if (posix_memalign((void **)&buf, FETCH_ALIGN, chunk ? chunk : 1) != 0)
         return si_errprintf(err, "volume reader: out of memory");
     int rc = 0;
     for (uint64_t done = 0; rc == 0 && done < r->size;) {
