@@ -543,6 +543,27 @@ static const char schema_1013_postgres[] =
     "  RETURN NULL;"
     " END $$;";
 
+/* Version 1.14: segment files. Small objects (recalled or pushed) are packed
+ * into shared cache files, each at a 4 KiB-aligned offset, instead of a file
+ * each: a file per 64 KiB object cost its drive's thread more kernel work
+ * (create, link, page-cache copy, the flush's walk over dirty inodes) than
+ * the drive left it (BENCHMARKS.md). A segment's row exists before its file
+ * (recovery removes a file without one) and is never reused (AUTOINCREMENT:
+ * an id freed by one instance cannot name another's new file while the old
+ * one is being unlinked); sealed once its writer appends no more, so that an
+ * empty segment is removed only then. A cached object names its segment and
+ * offset (NULL and 0: a file of its own). */
+static const char schema_1014[] =
+    "CREATE TABLE cache_segments ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  instance TEXT NOT NULL DEFAULT '',"
+    "  created REAL NOT NULL,"
+    "  sealed INTEGER NOT NULL DEFAULT 0"
+    ");"
+    "ALTER TABLE cache ADD COLUMN segment INTEGER;"
+    "ALTER TABLE cache ADD COLUMN file_offset INTEGER NOT NULL DEFAULT 0;"
+    "CREATE INDEX cache_by_segment ON cache(segment, file_offset) WHERE segment IS NOT NULL;";
+
 static const catalog_schema_step_t steps[] = {
     {1000, schema_1000, schema_1000_sqlite, schema_1000_postgres},
     {1001, schema_1001, NULL, NULL},
@@ -558,6 +579,7 @@ static const catalog_schema_step_t steps[] = {
     {1011, NULL, NULL, schema_1011_postgres},
     {1012, schema_1012, NULL, NULL},
     {1013, NULL, NULL, schema_1013_postgres},
+    {1014, schema_1014, NULL, NULL},
 };
 
 const catalog_schema_step_t *catalog_schema_steps(size_t *count)
