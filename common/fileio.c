@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -91,6 +92,36 @@ int si_checksum_fd(si_checksum_t *c, int fd, uint64_t off, uint64_t len, void *b
         len -= (uint64_t)n;
     }
     return 0;
+}
+
+int si_open_range(const char *path, uint64_t offset, uint64_t size, si_error_t *err)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        int saved = errno;
+        if (fd >= 0)
+            close(fd);
+        return si_errnoprintf(err, saved, "%s: %s", path, strerror(saved));
+    }
+    if (S_ISREG(st.st_mode) && (offset ? (uint64_t)st.st_size < offset + size
+                                       : (uint64_t)st.st_size != size)) {
+        if (offset)
+            si_errnoprintf(err, EIO, "%s holds %jd bytes, too few for %" PRIu64 " from offset %"
+                           PRIu64, path, (intmax_t)st.st_size, size, offset);
+        else
+            si_errnoprintf(err, EIO, "%s holds %jd bytes, not %" PRIu64, path,
+                           (intmax_t)st.st_size, size);
+        close(fd);
+        return -1;
+    }
+    if (offset && lseek(fd, (off_t)offset, SEEK_SET) < 0) {
+        int saved = errno;
+        close(fd);
+        return si_errnoprintf(err, saved, "%s: seeking to %" PRIu64 ": %s", path, offset,
+                              strerror(saved));
+    }
+    return fd;
 }
 
 int si_check_private(int fd, const char *path, const char *what, si_error_t *err)

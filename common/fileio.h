@@ -24,6 +24,13 @@ int64_t si_copy_range(int in_fd, uint64_t in_off, int out_fd, uint64_t out_off, 
 int si_checksum_fd(si_checksum_t *c, int fd, uint64_t off, uint64_t len, void *buf,
                    size_t bufsize, si_error_t *err);
 
+/* Opens path read-only for size bytes from offset, positioned there: a
+ * file of its own (offset 0) must hold exactly size bytes, a range of a
+ * larger file (offset > 0: a cache segment) at least offset + size; a file
+ * that is not regular (a pipe) is left to its reader. The descriptor, or
+ * -1 with errno and err naming path and what did not fit. */
+int si_open_range(const char *path, uint64_t offset, uint64_t size, si_error_t *err);
+
 /* 0 when fd (opened from path) is a regular file that only its owner may
  * read or write; else -1 with err naming the file, what it holds (e.g.
  * "the S3 secrets"), its mode and the fix. */

@@ -54,8 +54,7 @@ loose=$(sql "SELECT count(*) FROM cache c JOIN objects o ON o.id = c.object_id W
 ok "$([ "$loose" -lt 3 ]; echo $?)" "unpinned objects were evicted instead ($loose of 3 left)"
 bad=""
 for f in pin-a pin-b; do
-    path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = 'pinned/$f'")
-    cmp -s "$CACHE/$path" "$TEST_DIR/$f" || bad+="$f "
+    CACHE_DIR=$CACHE same_as_cached "o.key = 'pinned/$f'" "$TEST_DIR/$f" || bad+="$f "
     s3_get 3 "stageout/pinned/$f" "$TEST_DIR/back" && cmp -s "$TEST_DIR/back" "$TEST_DIR/$f" ||
         bad+="$f(s3) "
 done

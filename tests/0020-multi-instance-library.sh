@@ -101,9 +101,8 @@ id=$(stage '{"datasets":["back"]}')
 is "$(wait_done "$id" 120)" COMPLETED "the pushed files are recalled from tape"
 bad=""
 while read -r id key file n; do
-    path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id
-                          WHERE o.bucket = 'stageout' AND o.key = '$key'")
-    [ -n "$path" ] && cmp -s "$STATE/cache/$path" "$TEST_DIR/src.$file" || bad+="$key "
+    same_as_cached "o.bucket = 'stageout' AND o.key = '$key'" "$TEST_DIR/src.$file" ||
+        bad+="$key "
 done < "$ACKED"
 is "$bad" "" "every acknowledged file, recalled from tape, is byte-identical to what was pushed"
 stop

@@ -60,8 +60,8 @@ acked=$(wc -l < "$ACKED")
 ok "$([ "$acked" -ge 5 ]; echo $?)" "pushes acknowledged across the kills: $acked"
 small=$(grep -c ' kill-[4-9]/' "$ACKED")
 ok "$([ "$small" -ge 20 ]; echo $?)" "small (64 KiB) pushes acknowledged across the kills: $small"
-recovered() { grep -ho "[0-9]* $1 removed" "$LOG" | awk '{s += $1} END {print s + 0}'; }
-diag "recovery removed $(recovered 'files without a row') files without a row, $(recovered 'temp files') temp files, $(recovered 'unacknowledged uploads') unacknowledged uploads"
+recovered() { grep -ho "[0-9]* $1" "$LOG" | awk '{s += $1} END {print s + 0}'; }
+diag "recovery removed $(recovered 'files without a row removed') files without a row, $(recovered 'temp files removed') temp files, $(recovered 'unacknowledged uploads removed') unacknowledged uploads; freed $(recovered 'segment ranges without a row freed') segment ranges without a row"
 
 # every acknowledged file becomes DURABLE
 pending=1

@@ -46,20 +46,25 @@ is "$(sql "SELECT count(*) FROM tape_copies")" "$N" "$N objects of 64 KiB on thr
 # a new request of 1,500 objects every fourth round
 round() { [ $(($1 % 4)) != 1 ] || submit "part$(($1 % 3 + 1))"; }
 
+# each batch commit held open 20 ms between its flush and its transaction,
+# so that kills land inside batch commits (the commit itself takes about a
+# millisecond for a few small objects)
+export STAGEIN_TEST_CACHE_COMMIT_PAUSE_MS=20
 run_ok "stageind starts" -- start
 track_pid "$(daemon_pid)"
 submit all
 kill_loop "$KILLS" round
+unset STAGEIN_TEST_CACHE_COMMIT_PAUSE_MS
 is "$kills:$restarts" "$KILLS:$KILLS" "$KILLS kill -9 during recalls of small objects, each followed by a restart"
 diag "accepted ${#accepted[@]} requests; $(sql "SELECT count(*) FROM cache") objects cached when the loop ended"
-# where the kills landed, from each restart's recovery: object files renamed
-# into the cache whose batch transaction the kill cut short (inside a batch
-# commit), temp files of objects still being written
-recovered() { grep -ho "[0-9]* $1 removed" "$LOG" | awk '{s += $1} END {print s + 0}'; }
-diag "recovery removed $(recovered 'files without a row') files without a row, $(recovered 'temp files') temp files"
-# (11 of 20 kills cut a batch commit short in a run of this test)
-ok "$([ "$(recovered 'files without a row')" -gt 0 ]; echo $?)" \
-    "kills landed inside a batch commit (after its renames, before its transaction)"
+# where the kills landed, from each restart's recovery: a batch's objects
+# written into their segment (or files renamed into the cache) whose
+# transaction the kill cut short (inside a batch commit)
+recovered() { grep -ho "[0-9]* $1" "$LOG" | awk '{s += $1} END {print s + 0}'; }
+cut_short=$(( $(recovered 'segment ranges without a row freed') + $(recovered 'files without a row removed') ))
+diag "recovery freed $cut_short segment ranges or files without a row, removed $(recovered 'empty segments removed') empty segments"
+ok "$([ "$cut_short" -gt 0 ]; echo $?)" \
+    "kills landed inside a batch commit (after its writes, before its transaction)"
 # one kill more, then drives at full speed for the rest (the test's time)
 pid=$(daemon_pid)
 kill -9 "$pid"
@@ -84,12 +89,16 @@ check_cache() {
     python3 - "$STATE/cache" "$DB" "$SRC" <<'EOF'
 import hashlib, os, sqlite3, sys
 cache, db, src = sys.argv[1:]
-rows = sqlite3.connect(db).execute(
-    "SELECT c.path, o.key, o.checksum FROM cache c JOIN objects o ON o.id = c.object_id").fetchall()
+con = sqlite3.connect(db)
+rows = con.execute("SELECT c.path, o.key, o.checksum, c.file_offset, c.size FROM cache c"
+                   " JOIN objects o ON o.id = c.object_id").fetchall()
 bad = []
-for path, key, checksum in rows:
+for path, key, checksum, offset, size in rows:
+    # a file of its own, or its range of a segment file
     try:
-        data = open(os.path.join(cache, path), "rb").read()
+        with open(os.path.join(cache, path), "rb") as f:
+            f.seek(offset)
+            data = f.read(size)
     except OSError:
         bad.append("%s: no file" % key)
         continue
@@ -98,9 +107,15 @@ for path, key, checksum in rows:
     elif "sha256:" + hashlib.sha256(data).hexdigest() != checksum:
         bad.append("%s: checksum" % key)
 files = set()
-for d, _, names in os.walk(os.path.join(cache, "objects")):
-    files.update(os.path.relpath(os.path.join(d, n), cache) for n in names)
-orphans = files - {p for p, _, _ in rows}
+for top in ("objects", "segments"):
+    for d, _, names in os.walk(os.path.join(cache, top)):
+        files.update(os.path.relpath(os.path.join(d, n), cache) for n in names)
+orphans = files - {r[0] for r in rows}
+# in a segment, no byte of one object under another's
+spans = sorted((p, o, o + s) for p, _, _, o, s in rows if p.startswith("segments/"))
+overlaps = sum(1 for a, b in zip(spans, spans[1:]) if a[0] == b[0] and b[1] < a[2])
+if overlaps:
+    bad.append("%d overlapping objects" % overlaps)
 tmp = os.listdir(os.path.join(cache, "tmp"))
 print("rows=%d bad=%d orphans=%d tmp=%d %s" % (len(rows), len(bad), len(orphans), len(tmp),
                                                " ".join(bad[:3] + sorted(orphans)[:3])))

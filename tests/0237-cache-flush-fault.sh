@@ -22,7 +22,7 @@ define six "${keys[@]}"
 
 # cache_state: "rows files" of the cache
 cache_state() {
-    echo "$(sql "SELECT count(*) FROM cache") $(find "$STATE/cache/objects" "$STATE/cache/tmp" -type f | wc -l)"
+    echo "$(sql "SELECT count(*) FROM cache") $(find "$STATE/cache/objects" "$STATE/cache/segments" "$STATE/cache/tmp" -type f | wc -l)"
 }
 
 # every batch flush fails while the first daemon runs

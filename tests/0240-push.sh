@@ -123,9 +123,7 @@ is "$(ls "$STATE/cache/tmp" | wc -l)" 0 "no temporary file left in the cache"
 
 # ---- the pushed dataset staged back, after its cached copies are gone ----------------
 stop
-for path in $(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.bucket = 'stageout'"); do
-    rm -f "$STATE/cache/$path"
-done
+uncache "o.bucket = 'stageout'"
 run_ok "stageind restarts" -- start
 track_pid "$(daemon_pid)"
 is "$(sql "SELECT count(*) FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.bucket = 'stageout'")" \
@@ -134,8 +132,7 @@ REQ=$(stage '{"datasets":["ckpt"]}')
 is "$(wait_done "$REQ" 60)" COMPLETED "the pushed dataset staged back from tape: COMPLETED"
 bad=""
 for k in s1 s2 dir/s3 m1 dir/m2; do
-    path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = 'ckpt/$k'")
-    [ -n "$path" ] && cmp -s "$STATE/cache/$path" "$SRC/$(basename "$k")" || bad+="$k "
+    same_as_cached "o.key = 'ckpt/$k'" "$SRC/$(basename "$k")" || bad+="$k "
 done
 is "$bad" "" "every recalled file is byte-identical to what was pushed"
 stop

@@ -108,9 +108,7 @@ ok "$(same_bytes "$OUT/back1" "$OUT/arch1" && same_bytes "$OUT/back2" "$OUT/arch
     "read back from the cache right after the PUT: byte-identical"
 is "$(s3_wait_tape_copies '%archmode/obj%' 3)" 3 "the three objects reach tape (tape copies in the catalog)"
 stop
-for path in $(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key LIKE '%archmode/obj%'"); do
-    rm -f "$STATE/cache/$path"
-done
+uncache "o.key LIKE '%archmode/obj%'"
 s3_start_ok "stageind restarts with the cached copies gone"
 is "$(head_header arch/archmode/obj2 x-amz-storage-class)" GLACIER "HEAD of an evicted archive-bucket object: GLACIER"
 is "$(s3raw request GET /arch/archmode/obj2)" "403 InvalidObjectState" "GET of it: 403 InvalidObjectState"

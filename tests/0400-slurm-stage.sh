@@ -185,8 +185,8 @@ cat > "$TEST_DIR/readback.sh" <<JOB
 #!/bin/bash
 $(tail -n +2 "$TEST_DIR/verify.sh")
 sed 's|$CK/||' $TEST_DIR/ckpt.sums | while read -r sum name; do
-    p=\$(sqlite3 "\$STAGEIN_STATE/catalog.db" "SELECT c.path FROM objects o JOIN cache c ON c.object_id = o.id WHERE o.key = 'ckpt-t/ckpt/\$name'")
-    [ "\$(sha256sum < "\$STAGEIN_STATE/cache/\$p" | cut -d' ' -f1)" = "\$sum" ] && echo "same \$name"
+    set -- \$(sqlite3 -separator ' ' "\$STAGEIN_STATE/catalog.db" "SELECT c.path, c.file_offset, c.size FROM objects o JOIN cache c ON c.object_id = o.id WHERE o.key = 'ckpt-t/ckpt/\$name'")
+    [ "\$(dd if="\$STAGEIN_STATE/cache/\$1" iflag=skip_bytes,count_bytes skip="\$2" count="\$3" status=none | sha256sum | cut -d' ' -f1)" = "\$sum" ] && echo "same \$name"
 done
 JOB
 J7=$(submit --stage-in=ckpt-t "$TEST_DIR/readback.sh")

@@ -127,17 +127,14 @@ as_b
 
 # ---- evicted on B, staged back: ranged parallel GETs ------------------------------------------
 stop
-for path in $(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.bucket = 'stageout'"); do
-    rm -f "$STATE/cache/$path"
-done
+uncache "o.bucket = 'stageout'"
 run_ok "B restarts with its cached copies of the pushes gone" -- start
 track_pid "$(daemon_pid)"
 REQ=$(stage '{"files":["stageout/ckpt/run1/small.bin","stageout/ckpt/run1/large.bin"]}')
 is "$(wait_done "$REQ" 120)" COMPLETED "the pushed files staged back from A"
 bad=""
 for k in small large; do
-    path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = 'ckpt/run1/$k.bin'")
-    cmp -s "$STATE/cache/$path" "$OUT/$k.bin" || bad+="$k "
+    same_as_cached "o.key = 'ckpt/run1/$k.bin'" "$OUT/$k.bin" || bad+="$k "
 done
 is "$bad" "" "byte-identical (the 12 MB one in three 5 MiB ranges)"
 stop

@@ -102,7 +102,7 @@ ok "$([ "$(grep -c 'HEAD /data/hot/h1 ' "$PLOG")" -ge 4 ]; echo $?)" "polled mea
 
 # ---- RestoreObject answered 200 (a restored copy exists): read at once ---------------------------
 stop
-rm -f "$STATE/cache/$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = 'small1'")"
+uncache "o.key = 'small1'"
 run_ok "B restarts with small1 gone from its cache" -- start
 track_pid "$(daemon_pid)"
 faults "HEAD /data/small1 - 1 header x-amz-restore \"\""
@@ -148,7 +148,7 @@ ok "$(grep -q 'POST /arch/ckpt/f/large.bin?uploadId=.* -> 503 status' "$PLOG" &&
 
 # ---- ranged GETs through faults ------------------------------------------------------------------------
 stop
-rm -f "$STATE/cache/$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = 'ckpt/f/large.bin'")"
+uncache "o.key = 'ckpt/f/large.bin'"
 run_ok "B restarts with large.bin gone from its cache" -- start
 track_pid "$(daemon_pid)"
 faults "GET /arch/ckpt/f/large.bin - 1 truncate 100000" \
@@ -157,8 +157,7 @@ faults "GET /arch/ckpt/f/large.bin - 1 truncate 100000" \
        "GET /arch/ckpt/f/large.bin - 1 corrupt"
 REQ=$(stage '{"files":["stageout/ckpt/f/large.bin"]}')
 is "$(wait_done "$REQ" 120)" COMPLETED "the 13 MB object staged in 5 MiB ranges through the faults"
-path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = 'ckpt/f/large.bin'")
-ok "$(cmp -s "$STATE/cache/$path" "$OUT/large.bin"; echo $?)" "byte-identical"
+ok "$(same_as_cached "o.key = 'ckpt/f/large.bin'" "$OUT/large.bin"; echo $?)" "byte-identical"
 is "$(grep -cE 'GET /arch/ckpt/f/large.bin -> .* (truncate|status|drop|corrupt)$' "$PLOG")" 4 \
     "the ranges met a cut body, a 503, a dropped connection and a corrupted body"
 

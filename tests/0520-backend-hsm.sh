@@ -115,15 +115,12 @@ ok "$([ $? -ne 0 ]; echo $?)" "no temp file left beside it"
 stop
 
 # ---- read-through: the pushed file back after its cached copy is gone --------------------
-for path in $(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.bucket = 'stageout'"); do
-    rm -f "$STATE/cache/$path"
-done
+uncache "o.bucket = 'stageout'"
 hsm_conf ""
 run_ok "stageind restarts in read-through mode (no stage command)" -- start
 track_pid "$(daemon_pid)"
 REQ=$(stage '{"files":["stageout/ckpt/run1/out.bin"]}')
 is "$(wait_done "$REQ" 30)" COMPLETED "the pushed file staged again from the archive root"
-path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = 'ckpt/run1/out.bin'")
-ok "$(cmp -s "$STATE/cache/$path" "$TEST_DIR/ckpt1"; echo $?)" "byte-identical"
+ok "$(same_as_cached "o.key = 'ckpt/run1/out.bin'" "$TEST_DIR/ckpt1"; echo $?)" "byte-identical"
 stop
 finish

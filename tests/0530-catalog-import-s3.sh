@@ -77,14 +77,12 @@ REQ=$(stage '{"datasets":["imported"]}')
 is "$(wait_done "$REQ" 120)" COMPLETED "the imported dataset staged from A"
 bad=""
 for k in small1 small2 hot/h1 hot/h2 cold/c1 cold/c2 deep/a/b/d1; do
-    path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.bucket = 'data' AND o.key = '$k'")
-    cmp -s "$STATE/cache/$path" "$SRC/$k" || bad+="$k "
+    same_as_cached "o.bucket = 'data' AND o.key = '$k'" "$SRC/$k" || bad+="$k "
 done
 is "$bad" "" "every staged object byte-identical to A's source"
 REQ=$(stage '{"files":["mine/put1","mine/put3"]}')
 is "$(wait_done "$REQ" 60)" COMPLETED "the uploads staged back under their local names"
-path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = 'put3'")
-ok "$(cmp -s "$STATE/cache/$path" "$OUT/put3"; echo $?)" "byte-identical (md5 verified by the cache)"
+ok "$(same_as_cached "o.key = 'put3'" "$OUT/put3"; echo $?)" "byte-identical (md5 verified by the cache)"
 stop
 STATE=$A_STATE stop
 finish

@@ -142,6 +142,33 @@ is() {  # is GOT WANT DESCRIPTION
 
 diag() { echo "# $*"; }
 
+# cached COND: the bytes the cache holds for the object (cache c, objects o)
+# that the SQL condition COND names, read with the test's own sql function:
+# its file, or its range of a segment file (doc/cache.md); nothing and status
+# 1 when it is not cached. The cache is $CACHE_DIR, else $STATE/cache.
+cached() {
+    local row
+    row=$(sql "SELECT c.path || ' ' || c.file_offset || ' ' || c.size FROM cache c
+               JOIN objects o ON o.id = c.object_id WHERE $1")
+    [ -n "$row" ] || return 1
+    set -- $row
+    dd if="${CACHE_DIR:-$STATE/cache}/$1" iflag=skip_bytes,count_bytes skip="$2" count="$3" \
+        status=none
+}
+# uncache COND: with stageind stopped, the cached copies of the objects COND
+# names dropped as an eviction drops them: their rows go (the test's sql must
+# write), and the next start's recovery frees their files or segment ranges
+uncache() {
+    sql "DELETE FROM cache WHERE object_id IN (SELECT o.id FROM objects o JOIN cache c
+         ON c.object_id = o.id WHERE $1)"
+}
+# same_as_cached COND FILE: status 0 when the object COND names is cached with
+# FILE's bytes
+same_as_cached() {
+    [ -n "$(sql "SELECT 1 FROM cache c JOIN objects o ON o.id = c.object_id WHERE $1")" ] &&
+        cached "$1" | cmp -s - "$2"
+}
+
 finish() {
     echo "1..$tap_n"
     # a failure's post-mortem: the end of the daemon's log (the test's

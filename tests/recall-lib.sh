@@ -96,12 +96,11 @@ is_all_completed() {
 # cache_matches OBJECT_KEY...: every key's cache file equals its source and
 # its catalog checksum; prints the keys that do not
 cache_mismatches() {
-    local key path sum
+    local key sum
     for key in "$@"; do
-        path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = '$key'")
         sum=$(sql "SELECT checksum FROM objects WHERE key = '$key'")
-        if [ -z "$path" ] || ! cmp -s "$STATE/cache/$path" "$SRC/$key" ||
-            [ "sha256:$(sha256sum < "$STATE/cache/$path" | cut -d' ' -f1)" != "$sum" ]; then
+        if ! same_as_cached "o.key = '$key'" "$SRC/$key" ||
+            [ "sha256:$(cached "o.key = '$key'" | sha256sum | cut -d' ' -f1)" != "$sum" ]; then
             printf '%s ' "$key"
         fi
     done

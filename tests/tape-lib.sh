@@ -93,17 +93,15 @@ CONF
 # mismatched KEY...: the keys of stageout/DATASET/KEY (DATASET: $MISMATCH_DATASET,
 # else ckpt) whose cached copy differs from $SRC/KEY
 mismatched() {
-    local k path
+    local k
     for k in "$@"; do
-        path=$(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.key = '${MISMATCH_DATASET:-ckpt}/$k'")
-        [ -n "$path" ] && cmp -s "$STATE/cache/$path" "$SRC/$k" || printf '%s ' "$k"
+        same_as_cached "o.key = '${MISMATCH_DATASET:-ckpt}/$k'" "$SRC/$k" || printf '%s ' "$k"
     done
 }
-# evict BUCKET: stageind stopped, the bucket's cached copies removed
+# evict BUCKET: stageind stopped, the bucket's cached copies dropped as an
+# eviction drops them (their rows; the next start's recovery frees their
+# files and segment ranges)
 evict() {
-    local path
     stop
-    for path in $(sql "SELECT c.path FROM cache c JOIN objects o ON o.id = c.object_id WHERE o.bucket = '$1'"); do
-        rm -f "$STATE/cache/$path"
-    done
+    sql "DELETE FROM cache WHERE object_id IN (SELECT id FROM objects WHERE bucket = '$1')"
 }

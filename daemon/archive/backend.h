@@ -127,6 +127,8 @@ typedef struct {
      * s3 and hsm do not need them (the catalog holds them). */
     const char *headers;               /* "name: value\n" lines */
     const char *storage_class;
+    uint64_t offset;                   /* where in path's file the bytes start: > 0, a
+                                        * range of a cache segment (si_open_range) */
 } archive_member_t;
 
 /* Where one member landed in one copy. */

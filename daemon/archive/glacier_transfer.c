@@ -257,7 +257,7 @@ static int part_setup(si_s3_window_t *w, size_t j, si_error_t *err)
             return si_errprintf(err, "out of memory for a %" PRIu64 " byte part", jb->len);
         for (uint64_t done = 0; done < jb->len;) {
             ssize_t n = pread(p->fd, jb->buf + done, (size_t)(jb->len - done),
-                              (off_t)(jb->off + done));
+                              (off_t)(p->m->offset + jb->off + done));
             if (n < 0 && errno == EINTR)
                 continue;
             if (n <= 0)
@@ -407,9 +407,9 @@ int glacier_put_member(s3b_t *b, si_s3_xfer_t *x, const archive_member_t *m, si_
     char key[2 * SI_KEY_MAX + 2], where[SI_BUCKET_MAX + 2 * SI_KEY_MAX + 8];
     snprintf(key, sizeof(key), "%s%s", map->prefix, m->key);
     snprintf(where, sizeof(where), "s3://%s/%s", map->upstream, key);
-    int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    int fd = si_open_range(m->path, m->offset, m->size, err);
     if (fd < 0)
-        return si_errnoprintf(err, errno, "%s: %s", m->path, strerror(errno));
+        return -1;
     put_ctx_t p = {m, fd, map->upstream, key, NULL, NULL};
     int rc;
     if (m->size > b->conf.part_size) {
@@ -423,7 +423,7 @@ int glacier_put_member(s3b_t *b, si_s3_xfer_t *x, const archive_member_t *m, si_
             si_checksum_t *c = si_checksum_new("sha256", err);
             unsigned char *buf = malloc(MIB);
             char text[SI_CHECKSUM_TEXT_MAX];
-            rc = c && buf ? si_checksum_fd(c, fd, 0, m->size, buf, MIB, err) : -1;
+            rc = c && buf ? si_checksum_fd(c, fd, m->offset, m->size, buf, MIB, err) : -1;
             if (rc == 0) {
                 si_checksum_final(c, text);
                 snprintf(hash, sizeof(hash), "%s", text + 7);
@@ -438,7 +438,8 @@ int glacier_put_member(s3b_t *b, si_s3_xfer_t *x, const archive_member_t *m, si_
         si_http_header_t h[] = {{"x-amz-storage-class", b->conf.storage_class}};
         si_s3_request_t rq = {.method = "PUT", .bucket = map->upstream, .key = key, .headers = h,
                               .nheaders = 1, .body_from_fd = true, .body_fd = fd,
-                              .body_len = (size_t)m->size, .payload_sha256 = hash};
+                              .body_off = m->offset, .body_len = (size_t)m->size,
+                              .payload_sha256 = hash};
         si_s3_response_t rs;
         rc = call(b, x, &rq, &rs, "PUT", where, err);
         if (rc == 0)

@@ -506,9 +506,9 @@ static int write_member(hsm_t *h, const archive_member_t *m, char *path_out, siz
     const char *name = NULL;
     snprintf(rel, sizeof(rel), "%s/%s", m->bucket, m->key);
     snprintf(path_out, size, "%s/%s", h->root, rel);
-    int src = open(m->path, O_RDONLY | O_CLOEXEC);
+    int src = si_open_range(m->path, m->offset, m->size, err);
     if (src < 0)
-        return si_errnoprintf(err, errno, "%s: %s", m->path, strerror(errno));
+        return -1;
     int dir = parent_dir(h, rel, &name, err), out = -1;
     if (dir < 0) {
         close(src);
@@ -525,7 +525,7 @@ static int write_member(hsm_t *h, const archive_member_t *m, char *path_out, siz
                        strerror(errno));
         goto error;
     }
-    int64_t copied = si_copy_range(src, 0, out, 0, m->size, err);
+    int64_t copied = si_copy_range(src, m->offset, out, 0, m->size, err);
     if (copied >= 0 && (uint64_t)copied != m->size)
         copied = si_errprintf(err, "the cache file %s has %" PRId64 " bytes, expected %" PRIu64,
                               m->path, copied, m->size);

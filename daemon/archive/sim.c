@@ -682,7 +682,8 @@ static int sim_archive(archive_backend_t *b, const archive_member_t *members, si
     for (size_t i = 0; i < n; i++)
         tm[i] = (tapevol_member_t){members[i].bucket, members[i].key, members[i].path, -1,
                                    members[i].size, members[i].mtime, members[i].checksum,
-                                   members[i].headers, members[i].storage_class};
+                                   members[i].headers, members[i].storage_class,
+                                   members[i].offset};
     uint64_t bytes = tapevol_archive_bytes(tm, n);
     int vols[ARCHIVE_MAX_COPIES];
     char labels[ARCHIVE_MAX_COPIES][ARCHIVE_LABEL_MAX + 1];

@@ -19,14 +19,15 @@
 #include "common/array.h"
 
 static const char *const sql_text[SQL_COUNT] = {
-    [SQL_ROW_GET] = "SELECT size, pins, last_access, verified FROM cache WHERE object_id = ?1",
-    [SQL_ROW_INSERT] = "INSERT INTO cache(object_id, path, size, pins, last_access, verified)"
-                       " VALUES (?1, ?2, ?3, 0, ?4, ?5)",
+    [SQL_ROW_GET] = "SELECT size, pins, last_access, verified, segment, file_offset FROM cache"
+                    " WHERE object_id = ?1",
+    [SQL_ROW_INSERT] = "INSERT INTO cache(object_id, path, size, pins, last_access, verified,"
+                       " segment, file_offset) VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7)",
     [SQL_ROW_DELETE] = "DELETE FROM cache WHERE object_id = ?1",
     [SQL_ROW_DELETE_UNPINNED] = "DELETE FROM cache WHERE object_id = ?1 AND pins = 0",
     [SQL_TOUCH] = "UPDATE cache SET last_access = max(last_access, ?2) WHERE object_id = ?1",
     /* served by the cache_by_access index (pins, last_access) */
-    [SQL_LRU] = "SELECT object_id, size FROM cache WHERE pins = 0"
+    [SQL_LRU] = "SELECT object_id, size, segment, file_offset FROM cache WHERE pins = 0"
                 " ORDER BY last_access, object_id LIMIT ?1",
     [SQL_TOTALS] = "SELECT count(*), coalesce(sum(size), 0) FROM cache",
     [SQL_PINNED] = "SELECT count(*), coalesce(sum(size), 0) FROM cache WHERE pins > 0",
@@ -37,8 +38,8 @@ static const char *const sql_text[SQL_COUNT] = {
                            " VALUES (?1, ?2, ?3)",
     [SQL_UNPIN] = "DELETE FROM cache_pins WHERE object_id = ?1 AND request_id = ?2",
     [SQL_UNPIN_REQUEST] = "DELETE FROM cache_pins WHERE request_id = ?1",
-    [SQL_LIST] = "SELECT object_id, size, pins, last_access, verified FROM cache"
-                 " ORDER BY object_id",
+    [SQL_LIST] = "SELECT object_id, size, pins, last_access, verified, segment, file_offset"
+                 " FROM cache ORDER BY object_id",
     [SQL_CHECKSUM] = "SELECT checksum FROM objects WHERE id = ?1",
     [SQL_SET_VERIFIED] = "UPDATE cache SET verified = ?2 WHERE object_id = ?1",
     /* one snapshot: a batch moves an object from its reservation to its
@@ -53,6 +54,13 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_RES_DELETE] = "DELETE FROM cache_reservations WHERE instance = ?1 AND object_id = ?2",
     [SQL_RES_DROP_STALE] = "DELETE FROM cache_reservations WHERE (?3 <> 0 AND instance = ?1)"
                            " OR instance NOT IN (SELECT name FROM instances WHERE heartbeat >= ?2)",
+    [SQL_SEG_NEW] = "INSERT INTO cache_segments(instance, created) VALUES (?1, ?2) RETURNING id",
+    [SQL_SEG_SEAL] = "UPDATE cache_segments SET sealed = 1 WHERE id = ?1",
+    /* served by the cache_by_segment index */
+    [SQL_SEG_DROP_EMPTY] = "DELETE FROM cache_segments WHERE id = ?1 AND sealed <> 0"
+                           " AND NOT EXISTS (SELECT 1 FROM cache WHERE segment = ?1)",
+    [SQL_SEG_LIST] = "SELECT id, instance, sealed FROM cache_segments ORDER BY id",
+    [SQL_SEG_DELETE] = "DELETE FROM cache_segments WHERE id = ?1",
 };
 /* Where PostgreSQL's spelling differs. Its max() is only the aggregate.
  * A failed statement aborts its whole transaction, so inside a batch an
@@ -62,8 +70,8 @@ static const char *const sql_text[SQL_COUNT] = {
  * committed object, measured). */
 static const char *const sql_pg[SQL_COUNT] = {
     [SQL_TOUCH] = "UPDATE cache SET last_access = greatest(last_access, ?2) WHERE object_id = ?1",
-    [SQL_ROW_INSERT] = "INSERT INTO cache(object_id, path, size, pins, last_access, verified)"
-                       " SELECT ?1, ?2, ?3, 0, ?4, ?5 WHERE EXISTS"
+    [SQL_ROW_INSERT] = "INSERT INTO cache(object_id, path, size, pins, last_access, verified,"
+                       " segment, file_offset) SELECT ?1, ?2, ?3, 0, ?4, ?5, ?6, ?7 WHERE EXISTS"
                        " (SELECT 1 FROM objects WHERE id = ?1)",
     [SQL_PIN_IF_REQUEST] = "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
                            " SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM requests WHERE id = ?2)",
@@ -123,7 +131,8 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
         c->conf.clock = wall_clock;
     c->cat = cat;
     c->db = catalog_driver(cat);
-    c->dir_fd = c->objects_fd = c->tmp_fd = c->tmp_root_fd = c->lock_fd = -1;
+    c->dir_fd = c->objects_fd = c->segments_fd = c->tmp_fd = c->tmp_root_fd = c->lock_fd = -1;
+    c->seg.fd = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -158,6 +167,7 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
         goto error;
     }
     if ((c->objects_fd = subdir(c, "objects", err)) < 0 ||
+        (c->segments_fd = subdir(c, "segments", err)) < 0 ||
         (c->tmp_root_fd = subdir(c, "tmp", err)) < 0)
         goto error;
     if (!cache_shared(c)) {
@@ -217,11 +227,14 @@ void cache_close(cache_t *c)
     if (!c)
         return;
     cache_committer_stop(c); /* what is queued is committed first */
+    if (c->stmt[SQL_SEG_SEAL])
+        cache_segment_close(c);
     if (c->stmt[SQL_TOUCH])
         cache_flush_access(c, NULL);
     for (int i = 0; i < SQL_COUNT; i++)
         db_finalize(c->stmt[i]);
-    int fds[] = {c->tmp_fd, c->tmp_root_fd, c->objects_fd, c->lock_fd, c->dir_fd};
+    /* ranges still waiting to be freed are found again at the next start */
+    int fds[] = {c->tmp_fd, c->tmp_root_fd, c->objects_fd, c->segments_fd, c->lock_fd, c->dir_fd};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (fds[i] >= 0)
             close(fds[i]); /* closing lock_fd releases the flock */
@@ -231,6 +244,7 @@ void cache_close(cache_t *c)
     pthread_mutex_destroy(&c->lock);
     free(c->res);
     free(c->access);
+    free(c->punches);
     free(c);
 }
 
@@ -258,8 +272,10 @@ static void note_access(cache_t *c, int64_t object_id)
 
 /* ---- rows ------------------------------------------------------------------------- */
 
-/* 1 and *out when the object has a row, 0 when not; lock held. */
-static int row_get(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err)
+/* 1 and *out (and *place, when not NULL) when the object has a row, 0 when
+ * not; lock held. */
+static int row_get(cache_t *c, int64_t object_id, cache_entry_t *out, cache_place_t *place,
+                   si_error_t *err)
 {
     db_stmt_t *s = cache_stmt(c, SQL_ROW_GET);
     db_bind_int64(s, 1, object_id);
@@ -273,14 +289,18 @@ static int row_get(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t
     out->pins = (uint64_t)db_column_int64(s, 1);
     out->last_access = db_column_double(s, 2);
     out->verified = db_column_int(s, 3) != 0;
+    if (place)
+        *place = (cache_place_t){out->size, (uint64_t)db_column_int64(s, 5),
+                                 db_column_type(s, 4) == DB_NULL ? 0 : db_column_int64(s, 4)};
     db_reset(s);
     return 1;
 }
 
 /* row_get for an object that must be cached: 1, or -1 (ENOENT when it is not). */
-static int row_require(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err)
+static int row_require(cache_t *c, int64_t object_id, cache_entry_t *out, cache_place_t *place,
+                       si_error_t *err)
 {
-    int rc = row_get(c, object_id, out, err);
+    int rc = row_get(c, object_id, out, place, err);
     if (rc == 0)
         return si_errnoprintf(err, ENOENT, "object %" PRId64 " is not in the cache", object_id);
     return rc;
@@ -302,7 +322,7 @@ int cache_stat(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *er
     cache_entry_t e;
     int rc = cache_flush_access_locked(c, err);
     if (rc == 0)
-        rc = row_get(c, object_id, &e, err);
+        rc = row_get(c, object_id, &e, NULL, err);
     pthread_mutex_unlock(&c->lock);
     if (rc == 1 && out)
         *out = e;
@@ -337,16 +357,18 @@ int cache_list(cache_t *c, cache_list_fn fn, void *arg, si_error_t *err)
     return rc;
 }
 
-/* Opens an object's file read-only and checks that it is a regular file of
- * size bytes. A missing file is ENOENT when missing_is_enoent, else EIO (the
- * catalog row says it is there). */
-static int open_object_file(cache_t *c, int64_t object_id, uint64_t size, bool missing_is_enoent,
-                            int *fd, si_error_t *err)
+/* Opens the file of an object's place read-only and checks that it is a
+ * regular file holding its bytes (of exactly its size when it is its own).
+ * A missing file is ENOENT when missing_is_enoent, else EIO (the catalog
+ * row says it is there). */
+static int open_place(cache_t *c, int64_t object_id, const cache_place_t *place,
+                      bool missing_is_enoent, int *fd, si_error_t *err)
 {
-    char rel[CACHE_OBJECT_PATH_MAX];
-    cache_object_path(object_id, rel, sizeof(rel), NULL);
-    const char *inside = rel + strlen("objects/");
-    int f = openat(c->objects_fd, inside, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    char rel[CACHE_OBJECT_PATH_MAX + 16];
+    cache_place_path(object_id, place, rel, sizeof(rel), NULL);
+    int f = place->segment ? cache_segment_open(c, place->segment)
+                           : openat(c->objects_fd, rel + strlen("objects/"),
+                                    O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (f < 0) {
         if (errno == ENOENT && missing_is_enoent)
             return si_errnoprintf(err, ENOENT, "object %" PRId64 " is not in the cache",
@@ -356,9 +378,13 @@ static int open_object_file(cache_t *c, int64_t object_id, uint64_t size, bool m
                               c->conf.dir, rel, strerror(errno));
     }
     struct stat st;
-    if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
-        si_errnoprintf(err, EIO, "object %" PRId64 ": %s/%s has %lld bytes, the catalog says %" PRIu64,
-                   object_id, c->conf.dir, rel, (long long)st.st_size, size);
+    bool fits = fstat(f, &st) == 0 && S_ISREG(st.st_mode) &&
+                (place->segment ? (uint64_t)st.st_size >= place->offset + place->size
+                                : (uint64_t)st.st_size == place->size);
+    if (!fits) {
+        si_errnoprintf(err, EIO, "object %" PRId64 ": %s/%s has %lld bytes, the catalog says %"
+                       PRIu64 " from offset %" PRIu64, object_id, c->conf.dir, rel,
+                       (long long)st.st_size, place->size, place->offset);
         close(f);
         return -1;
     }
@@ -366,30 +392,33 @@ static int open_object_file(cache_t *c, int64_t object_id, uint64_t size, bool m
     return 0;
 }
 
-int cache_open_object(cache_t *c, int64_t object_id, int *fd, uint64_t *size, si_error_t *err)
+int cache_open_object(cache_t *c, int64_t object_id, int *fd, cache_place_t *place,
+                      si_error_t *err)
 {
     if (check_id(object_id, err) < 0)
         return -1;
     cache_entry_t e;
+    cache_place_t p;
     pthread_mutex_lock(&c->lock);
-    int rc = row_require(c, object_id, &e, err);
-    if (rc == 1 && (rc = open_object_file(c, object_id, e.size, false, fd, err)) == 0)
+    int rc = row_require(c, object_id, &e, &p, err);
+    if (rc == 1 && (rc = open_place(c, object_id, &p, false, fd, err)) == 0)
         note_access(c, object_id);
     int saved = errno;
     pthread_mutex_unlock(&c->lock);
     errno = saved;
     if (rc < 0)
         return -1;
-    *size = e.size;
+    *place = p;
     return 0;
 }
 
-int cache_open_cached(cache_t *c, int64_t object_id, uint64_t size, int *fd, si_error_t *err)
+int cache_open_cached(cache_t *c, int64_t object_id, const cache_place_t *place, int *fd,
+                      si_error_t *err)
 {
     if (check_id(object_id, err) < 0)
         return -1;
     /* the lock only for the access time: opening needs no catalog statement */
-    if (open_object_file(c, object_id, size, true, fd, err) < 0)
+    if (open_place(c, object_id, place, true, fd, err) < 0)
         return -1;
     pthread_mutex_lock(&c->lock);
     note_access(c, object_id);
@@ -402,8 +431,9 @@ int cache_remove(cache_t *c, int64_t object_id, si_error_t *err)
     if (check_id(object_id, err) < 0)
         return -1;
     cache_entry_t e;
+    cache_place_t p;
     pthread_mutex_lock(&c->lock);
-    int rc = row_require(c, object_id, &e, err);
+    int rc = row_require(c, object_id, &e, &p, err);
     if (rc == 1 && e.pins > 0)
         rc = si_errnoprintf(err, EBUSY, "object %" PRId64 " is pinned (%" PRIu64 " pins)",
                         object_id, e.pins);
@@ -417,7 +447,11 @@ int cache_remove(cache_t *c, int64_t object_id, si_error_t *err)
         else {
             db_reset(s);
             /* the row is gone, so a leftover file is only space: recovery removes it */
-            cache_unlink_object(c, object_id);
+            if (p.segment)
+                cache_segment_released_locked(c, &p);
+            else
+                cache_unlink_object(c, object_id);
+            cache_punch_due_locked(c, false);
             c->used -= e.size;
             c->objects--;
             cache_changed_locked(c);
@@ -439,7 +473,7 @@ int cache_pin(cache_t *c, int64_t object_id, int64_t request_id, si_error_t *err
                           request_id);
     cache_entry_t e;
     pthread_mutex_lock(&c->lock);
-    int rc = row_get(c, object_id, &e, err);
+    int rc = row_get(c, object_id, &e, NULL, err);
     if (rc == 0)
         rc = si_errnoprintf(err, ENOENT, "cannot pin object %" PRId64 ": it is not in the cache",
                         object_id);

@@ -7,6 +7,8 @@
  * Layout under the cache directory (never derived from a user-supplied key,
  * so no key can name a path outside it):
  *   objects/<b2>/<b1>/<id as 16 hex digits>   b2, b1: bits 16-23 and 8-15
+ *   segments/<b2>/<b1>/<segment id, 16 hex>  small objects packed at 4 KiB-aligned
+ *                                             offsets (catalog: cache_segments)
  *   tmp/<id>.<pid>.<n>                        objects being written
  *   tmp/<instance>/<id>.<pid>.<n>             ... by one of several instances
  *   lock                                      flock: one process per cache, or
@@ -84,6 +86,15 @@ typedef struct {
     uint64_t commit_bytes;
     unsigned commit_objects;
     double commit_delay;          /* seconds */
+    /* segment files: objects smaller than segment_object_max (0: none) are
+     * held in memory while they arrive, then written by their batch into the
+     * committer's segment file with O_DIRECT, at 4 KiB-aligned offsets, so
+     * that a small object costs no file of its own; a segment takes no more
+     * once it holds segment_bytes. At most segment_memory bytes are held so
+     * (beyond that, small objects get files of their own, as large ones do). */
+    uint64_t segment_object_max;
+    uint64_t segment_bytes;
+    uint64_t segment_memory;
     cache_clock_fn clock;         /* NULL: wall clock (tests pass their own) */
     void *clock_arg;
     /* the instance's name when several share the directory ("": this
@@ -95,7 +106,8 @@ typedef struct {
 
 /* Defaults: dir <state_dir>/cache, capacity 0, watermarks 0.90/0.80,
  * verify unverified, 4 MiB buffer, 5 s flushes, batches of up to 256 MiB
- * or 4096 objects, no delay. */
+ * or 4096 objects, no delay; objects below 4 MiB in segments of 256 MiB,
+ * with at most 256 MiB of them in memory. */
 void cache_conf_defaults(cache_conf_t *conf, const char *state_dir);
 /* Defaults overridden by the "cache" group; checks low < high. */
 int cache_conf_from(const si_conf_t *conf, const char *state_dir, cache_conf_t *out,
@@ -119,6 +131,9 @@ typedef struct {
     uint64_t verified;             /* re-hashed and matching */
     uint64_t verify_failed;        /* re-hashed and wrong: both dropped */
     uint64_t unverifiable;         /* no checksum in the catalog to compare */
+    uint64_t segments_removed;     /* segment files (and rows) holding no object */
+    uint64_t orphan_ranges;        /* ranges of segments without a row (a batch cut
+                                    * short, evictions not yet punched): freed */
     uint64_t objects, bytes;       /* what the cache holds afterwards */
     int64_t *dropped;              /* object ids whose cached copy is gone */
     size_t ndropped, cap_dropped;
@@ -278,16 +293,29 @@ typedef struct {
     bool verified;
 } cache_entry_t;
 
-/* Opens a cached object read-only: *fd (the caller closes it) and *size.
- * The access time is updated in memory and written to the catalog in
- * batches. ENOENT when it is not cached. The open file stays readable even
- * if the object is evicted meanwhile. */
-int cache_open_object(cache_t *c, int64_t object_id, int *fd, uint64_t *size, si_error_t *err);
+/* Where a cached object's bytes are: size bytes at offset of a file that is
+ * the object's own (segment 0, offset 0) or a segment shared with other
+ * small objects (catalog: cache.segment, cache.file_offset). */
+typedef struct {
+    uint64_t size;
+    uint64_t offset;
+    int64_t segment;
+} cache_place_t;
+
+/* Opens a cached object read-only: *fd (the caller closes it) and where in
+ * that file its bytes are (read them from place->offset: the file may hold
+ * other objects too). The access time is updated in memory and written to
+ * the catalog in batches. ENOENT when it is not cached. The bytes stay
+ * readable for at least a minute after an eviction (a segment's freed
+ * blocks are released that much later; a file of its own while it is open). */
+int cache_open_object(cache_t *c, int64_t object_id, int *fd, cache_place_t *place,
+                      si_error_t *err);
 /* cache_open_object for a reader that has just seen the object's row in the
  * catalog's cache table itself (in the query that found the object) and
- * passes its size: no catalog lookup here, so no statement and only a short
+ * passes its place: no catalog lookup here, so no statement and only a short
  * hold of the lock. ENOENT when the file is gone (evicted since). */
-int cache_open_cached(cache_t *c, int64_t object_id, uint64_t size, int *fd, si_error_t *err);
+int cache_open_cached(cache_t *c, int64_t object_id, const cache_place_t *place, int *fd,
+                      si_error_t *err);
 /* 1 and *out when cached, 0 when not, -1 on error. */
 int cache_stat(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err);
 /* Every cached object in id order; fn returns non-zero to stop. fn runs
@@ -308,7 +336,12 @@ int cache_flush_access(cache_t *c, si_error_t *err);
 int cache_write_in_progress(cache_t *c, int64_t object_id, double grace, si_error_t *err);
 
 /* The object's path relative to the cache directory, from its id alone
- * ("objects/00/00/000000000000002a"); EINVAL for ids < 1. */
+ * ("objects/00/00/000000000000002a"), for an object in a file of its own;
+ * EINVAL for ids < 1. */
 int cache_object_path(int64_t object_id, char *buf, size_t size, si_error_t *err);
+/* The file of a place, relative to the cache directory: the object's own
+ * (cache_object_path) or its segment's ("segments/00/00/0000000000000007"). */
+int cache_place_path(int64_t object_id, const cache_place_t *place, char *buf, size_t size,
+                     si_error_t *err);
 
 #endif

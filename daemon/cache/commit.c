@@ -56,8 +56,8 @@ int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_
     /* the descriptor is not needed any more: the batch's flush finds the
      * file by its name (a queue of thousands of small objects holds no
      * fds), and its write-back is the committer's, not the reading
-     * thread's */
-    if (close(w->fd) < 0) {
+     * thread's (a memory writer has none: its batch writes its buffer) */
+    if (w->fd >= 0 && close(w->fd) < 0) {
         int saved = errno;
         w->fd = -1;
         w->failed = true;
@@ -65,8 +65,10 @@ int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_
                               w->object_id, c->conf.dir, w->temp_name, strerror(saved));
     }
     w->fd = -1;
-    free(w->buf);
-    w->buf = NULL;
+    if (!w->memory) {
+        free(w->buf);
+        w->buf = NULL;
+    }
     si_checksum_free(w->sum);
     w->sum = NULL;
     w->pin_request = pin_request;
@@ -156,8 +158,8 @@ static void place_all(cache_t *c, cache_writer_t **ws, size_t n)
     for (size_t i = 0; i < n; i++) {
         cache_writer_t *w = ws[i];
         si_error_t err = {{0}};
-        if (w->placed)
-            continue; /* linked when submitted */
+        if (w->placed || w->memory)
+            continue; /* linked when submitted, or written into a segment */
         cache_object_parts(w->object_id, d0, d1, name);
         if (dir0 < 0 || strcmp(d0, open0) != 0) {
             if (dir1 >= 0)
@@ -231,14 +233,28 @@ static int flush_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err)
         fault = c->fault_errno;
     }
     pthread_mutex_unlock(&c->lock);
-    if (fault)
+    if (fault) {
+        c->seg.failed = true; /* as after a real failed flush: unknown state */
         return si_errnoprintf(err, fault, "flushing the cache (%s): %s"
                               " (injected by STAGEIN_TEST_CACHE_FLUSH_FAULT)", c->conf.dir,
                               strerror(fault));
+    }
+    /* the segment's objects by one fdatasync; the files by theirs */
     uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++)
+    size_t files = 0, in_segment = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ws[i]->memory) {
+            in_segment += ws[i]->rc == 0;
+            continue;
+        }
         bytes += ws[i]->expected_size;
-    if (n <= FILE_FLUSH_MAX || bytes / n >= FILE_FLUSH_AVERAGE) {
+        files++;
+    }
+    if (in_segment && cache_segment_flush(c, err) < 0)
+        return -1;
+    if (!files)
+        return 0;
+    if (files <= FILE_FLUSH_MAX || bytes / files >= FILE_FLUSH_AVERAGE) {
         for (size_t i = 0; i < n; i++)
             if (ws[i]->placed && flush_one(c, ws[i], err) < 0)
                 return -1;
@@ -262,14 +278,21 @@ static int record_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err
         cache_writer_t *w = ws[i];
         if (w->rc < 0)
             continue;
-        char rel[CACHE_OBJECT_PATH_MAX];
-        cache_object_path(w->object_id, rel, sizeof(rel), NULL);
+        char rel[CACHE_OBJECT_PATH_MAX + 16];
+        cache_place_path(w->object_id, &w->place, rel, sizeof(rel), NULL);
         db_stmt_t *s = cache_stmt(c, SQL_ROW_INSERT);
         db_bind_int64(s, 1, w->object_id);
         db_bind_text_copy(s, 2, rel);
         db_bind_int64(s, 3, (int64_t)w->expected_size);
         db_bind_double(s, 4, now);
         db_bind_int(s, 5, w->expected_sum[0] != '\0');
+        if (w->place.segment) {
+            db_bind_int64(s, 6, w->place.segment);
+            db_bind_int64(s, 7, (int64_t)w->place.offset);
+        } else {
+            db_bind_null(s, 6);
+            db_bind_int64(s, 7, 0);
+        }
         /* no row: a foreign-key error (SQLite) or no change (cache.c) */
         int step = db_step(s);
         if (step != DB_DONE && db_errclass(c->db) != DB_ERR_CONSTRAINT)
@@ -309,10 +332,17 @@ error:
 static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
 {
     si_error_t err = {{0}};
+    bool memory = false;
+    for (size_t i = 0; i < n && !memory; i++)
+        memory = ws[i]->memory;
+    if (memory)
+        cache_segment_append(c, ws, n);
     place_all(c, ws, n);
     if (flush_all(c, ws, n, &err) < 0)
         for (size_t i = 0; i < n; i++)
             fail(ws[i], errno, "object %" PRId64 ": %s", ws[i]->object_id, err.text);
+    if (c->pause_ms)
+        usleep(c->pause_ms * 1000u);
     pthread_mutex_lock(&c->lock);
     size_t ok = 0;
     for (size_t i = 0; i < n; i++)
@@ -329,7 +359,7 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
             failures = true;
             if (w->placed)
                 cache_unlink_object(c, w->object_id);
-            else if (!w->unnamed)
+            else if (!w->unnamed && !w->memory) /* a segment's range stays unused */
                 unlinkat(c->tmp_fd, w->temp_name, 0);
             cache_reservation_drop(c, w->object_id);
         } else {
@@ -340,7 +370,11 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
             cache_reservation_forget(c, w->object_id); /* now counted in used */
         }
         c->writers--;
+        if (w->memory)
+            c->memory_held -= w->buf_size;
     }
+    cache_segment_rotate_locked(c);
+    cache_punch_due_locked(c, false);
     c->counters.commit_batches++;
     if (failures) {
         c->counters.commit_failures++;
@@ -426,6 +460,11 @@ int cache_committer_start(cache_t *c, si_error_t *err)
         c->fault_errno = strcmp(name, "ENOSPC") == 0 ? ENOSPC : EIO;
         c->fault_count = count;
     }
+    /* a window as long as asked between the flush and the transaction, so
+     * that a test's kill -9 lands inside batch commits */
+    const char *pause = getenv("STAGEIN_TEST_CACHE_COMMIT_PAUSE_MS");
+    if (pause && *pause)
+        c->pause_ms = (unsigned)strtoul(pause, NULL, 10) % 10000;
     if (pthread_create(&c->committer, NULL, committer_main, c) != 0)
         return si_errnoprintf(err, EAGAIN, "cache: cannot start its committer thread");
     c->committer_running = true;

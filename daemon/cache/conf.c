@@ -17,6 +17,9 @@ const si_conf_key_t cache_conf_keys[] = {
     {"cache.commit_bytes", SI_CONF_INT, 1, 9.2e18, NULL},
     {"cache.commit_objects", SI_CONF_INT, 1, 1000000, NULL},
     {"cache.commit_delay", SI_CONF_FLOAT, 0.0, 60.0, NULL},
+    {"cache.segment_object_max", SI_CONF_INT, 0, 1073741824, NULL},
+    {"cache.segment_bytes", SI_CONF_INT, 1048576, 9.2e18, NULL},
+    {"cache.segment_memory", SI_CONF_INT, 0, 9.2e18, NULL},
     SI_CONF_KEYS_END,
 };
 
@@ -39,6 +42,9 @@ void cache_conf_defaults(cache_conf_t *conf, const char *state_dir)
     conf->commit_bytes = 256u << 20;
     conf->commit_objects = 4096;
     conf->commit_delay = 0;
+    conf->segment_object_max = 4u << 20;
+    conf->segment_bytes = 256u << 20;
+    conf->segment_memory = 256u << 20;
 }
 
 int cache_conf_from(const si_conf_t *conf, const char *state_dir, cache_conf_t *out,
@@ -73,6 +79,12 @@ int cache_conf_from(const si_conf_t *conf, const char *state_dir, cache_conf_t *
     c.commit_objects =
         (unsigned)si_conf_int(conf, "cache.commit_objects", (int64_t)c.commit_objects);
     c.commit_delay = si_conf_float(conf, "cache.commit_delay", c.commit_delay);
+    c.segment_object_max = (uint64_t)si_conf_int(conf, "cache.segment_object_max",
+                                                 (int64_t)c.segment_object_max);
+    c.segment_bytes =
+        (uint64_t)si_conf_int(conf, "cache.segment_bytes", (int64_t)c.segment_bytes);
+    c.segment_memory =
+        (uint64_t)si_conf_int(conf, "cache.segment_memory", (int64_t)c.segment_memory);
     *out = c;
     return 0;
 }

@@ -32,6 +32,11 @@ typedef enum {
     SQL_RES_INSERT,
     SQL_RES_DELETE,
     SQL_RES_DROP_STALE,    /* this instance's earlier life's and dead ones' */
+    SQL_SEG_NEW,           /* a segment's row, before its file */
+    SQL_SEG_SEAL,          /* its writer appends no more */
+    SQL_SEG_DROP_EMPTY,    /* a sealed segment without objects */
+    SQL_SEG_LIST,          /* recovery: every segment */
+    SQL_SEG_DELETE,        /* recovery: a segment found empty or without its file */
     SQL_COUNT
 } cache_sql_t;
 
@@ -46,6 +51,31 @@ typedef struct {
     int64_t object_id;
     double when;
 } cache_access_t;
+
+/* The segment file the committer appends the memory writers' objects to. */
+typedef struct {
+    int64_t id;            /* 0: none open (under the lock: evictions read it) */
+    int fd;
+    uint64_t end;          /* where the next object goes (a multiple of 4 KiB) */
+    bool fresh;            /* created since its last flush: its directory needs one too */
+    bool failed;           /* a write or flush failed: sealed after this batch */
+} cache_segment_t;
+
+/* A range of a segment whose object lost its row: its blocks are given back
+ * to the file system once no reader can still be in them. */
+typedef struct {
+    int64_t segment;
+    uint64_t offset, length;
+    double due;            /* on the cache's clock (cache_now) */
+} cache_punch_t;
+
+/* Segment objects start at multiples of this (direct I/O's alignment), from
+ * the second block: the first is the segment's header, starting so. */
+#define CACHE_BLOCK 4096u
+#define CACHE_SEGMENT_MAGIC "stagein cache segment 1"
+/* An evicted segment object's blocks are freed this long after its row went:
+ * a reader that found the row before may still be sending its bytes. */
+#define CACHE_PUNCH_DELAY_S 60.0
 
 /* One object being written (writer.c), then waiting for its batch commit
  * (commit.c). */
@@ -66,6 +96,9 @@ struct cache_writer {
     bool failed;
     bool sealed;           /* size and checksum checked: only the commit is left */
     bool direct;           /* whole aligned blocks written with O_DIRECT (cache_writer_direct) */
+    bool memory;           /* the bytes are held in buf (buf_size: the object's size in
+                            * whole blocks) until the batch writes them into a segment */
+    cache_place_t place;   /* where the batch put them (memory writers) */
 
     /* submitted: in the commit queue, then in a batch */
     struct cache_writer *next;
@@ -92,6 +125,7 @@ struct cache {
     db_stmt_t *stmt[SQL_COUNT];
 
     int dir_fd, objects_fd, tmp_fd, lock_fd;
+    int segments_fd;              /* segments/ */
     int tmp_root_fd;              /* tmp/ (tmp_fd is tmp/<instance>/ when shared) */
     bool unnamed_temps;           /* temp files are O_TMPFILEs (cache_unnamed_temps_work) */
     double totals_loaded;         /* monotonic seconds of the last cache_load_totals */
@@ -120,6 +154,14 @@ struct cache {
     double queued_since;          /* monotonic seconds of the oldest queued */
     int fault_errno;              /* STAGEIN_TEST_CACHE_FLUSH_FAULT: flushes fail */
     unsigned fault_count;
+    unsigned pause_ms;            /* STAGEIN_TEST_CACHE_COMMIT_PAUSE_MS: between a
+                                   * batch's flush and its transaction (kill tests) */
+
+    /* segment files (segment.c) */
+    cache_segment_t seg;          /* the committer's; seg.id read under lock elsewhere */
+    uint64_t memory_held;         /* memory writers' buffers, open or queued (lock) */
+    cache_punch_t *punches;       /* ranges to free, oldest first (lock) */
+    size_t npunches, punch_cap;
 
     cache_access_t *access;       /* batched last_access updates */
     size_t naccess, access_cap;
@@ -148,6 +190,10 @@ int cache_writer_link(cache_writer_t *w, si_error_t *err);
 /* The two directory levels and file name of an object. */
 void cache_object_parts(int64_t object_id, char dir0[3], char dir1[3],
                         char name[CACHE_NAME_HEX + 1]);
+/* A segment's file, relative to segments/ ("00/00/0000000000000007"). */
+void cache_segment_name(int64_t segment, char *buf, size_t size);
+/* Opens a segment's file read-only (fd) or -1 with errno. */
+int cache_segment_open(cache_t *c, int64_t segment);
 /* Unlinks an object's file (missing is fine); the lock is held. */
 int cache_unlink_object(cache_t *c, int64_t object_id);
 
@@ -179,6 +225,28 @@ int cache_refresh_totals(cache_t *c, double max_age, si_error_t *err);
  * catalog's registry (*names malloc'd, one block; free(*names)). */
 int cache_live_others(cache_t *c, char (**names)[65], size_t *n, si_error_t *err);
 int cache_flush_access_locked(cache_t *c, si_error_t *err);
+
+/* ---- segment files (segment.c) ---- */
+
+/* The memory writers of a batch (committer thread) written into the open
+ * segment (one made when there is none or it is full), each at an aligned
+ * offset set in its place; a failure fails those writers. Then
+ * cache_segment_flush makes them durable (fdatasync, and the directory of
+ * a new segment). */
+void cache_segment_append(cache_t *c, cache_writer_t **ws, size_t n);
+int cache_segment_flush(cache_t *c, si_error_t *err);
+/* After the batch's transaction (lock held): a segment that has reached
+ * segment_bytes, or whose write or flush failed, is sealed and closed (and
+ * removed if it holds no object); the next batch opens another. */
+void cache_segment_rotate_locked(cache_t *c);
+/* Seals and closes the open segment (cache_close). */
+void cache_segment_close(cache_t *c);
+/* An object of segment lost its row (evicted, removed, dropped; lock held,
+ * after the commit): the segment goes when it is sealed and holds no other
+ * object, else the object's blocks are freed CACHE_PUNCH_DELAY_S later. */
+void cache_segment_released_locked(cache_t *c, const cache_place_t *place);
+/* Frees the ranges whose delay is over (all: every one); lock held. */
+void cache_punch_due_locked(cache_t *c, bool all);
 
 /* Opens objects/<d0>/<d1>, made (and its parent fsync'd) when new. */
 int cache_object_dir(cache_t *c, int parent, const char *name, si_error_t *err);

@@ -1,9 +1,13 @@
 /* Start-up recovery: the directory is made to agree with the catalog. Temp
  * files are leftovers of writes that never finished; a row without its file
- * (or with a file of the wrong size) is dropped; a file without a row (a
- * crash between rename and commit, or after an eviction's commit) is
- * removed; anything else under objects/ is not ours and is removed too.
- * Checksums are re-verified as configured. */
+ * (or with a file of the wrong size, or a segment too short for it) is
+ * dropped; a file without a row (a crash between rename and commit, or
+ * after an eviction's commit) is removed; anything else under objects/ and
+ * segments/ is not ours and is removed too. Segments: this instance's (and
+ * dead ones') left open are sealed; a segment without objects is removed;
+ * in one of this instance's, the ranges no row covers (a batch the crash
+ * cut short, evictions whose blocks were not freed yet) are freed. Checksums
+ * are re-verified as configured. */
 #include "config.h"
 #include "daemon/cache/internal.h"
 
@@ -20,6 +24,7 @@
 #include "common/array.h"
 #include "common/checksum.h"
 #include "common/clock.h"
+#include "common/fileio.h"
 #include "common/text.h"
 
 #define TREE_DEPTH_MAX 16
@@ -27,10 +32,24 @@
 
 typedef struct {
     int64_t object_id;
-    uint64_t size;
+    cache_place_t place;
     bool verified;
     bool dropped;
 } row_t;
+
+/* A segment's row, and what recovery found of it. */
+typedef struct {
+    int64_t id;
+    bool mine;        /* this instance's or a dead one's: its ranges are ours to free */
+    bool sealed;
+    bool has_file;
+    uint64_t file_size;
+} seg_t;
+
+typedef struct {
+    seg_t *segs;      /* by id */
+    size_t n, cap;
+} segs_t;
 
 typedef struct {
     row_t *rows;
@@ -126,8 +145,11 @@ typedef struct {
     cache_t *c;
     cache_recovery_t *report;
     si_error_t *err;
-    const char *d0; /* while walking objects/<d0>/<d1> */
+    const char *d0; /* while walking objects/<d0>/<d1> (or segments/) */
     const char *d1;
+    const char *top;  /* "objects" or "segments" */
+    entry_fn leaf;    /* what a file under <d0>/<d1> is checked with */
+    segs_t *segs;
     char (*live)[65]; /* shared: the other instances alive now */
     size_t nlive;
     double now;       /* wall clock, for the grace above */
@@ -170,8 +192,8 @@ static int stray(walk_t *w, int dir_fd, const char *name)
 {
     uint64_t files = 0, bytes = 0;
     if (remove_tree(dir_fd, name, 0, &files, &bytes) < 0)
-        return si_errnoprintf(w->err, errno, "cache: cannot remove stray %s under %s/objects: %s",
-                          name, w->c->conf.dir, strerror(errno));
+        return si_errnoprintf(w->err, errno, "cache: cannot remove stray %s under %s/%s: %s",
+                          name, w->c->conf.dir, w->top, strerror(errno));
     w->report->stray_entries_removed++;
     return 0;
 }
@@ -222,10 +244,10 @@ static int hex_dir_entry(walk_t *w, int dir_fd, const char *name, const char **l
     int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         if (level == &w->d1)
-            return si_errnoprintf(w->err, errno, "cache: cannot open %s/objects/%s/%s: %s",
-                                  w->c->conf.dir, w->d0, name, strerror(errno));
-        return si_errnoprintf(w->err, errno, "cache: cannot open %s/objects/%s: %s",
-                              w->c->conf.dir, name, strerror(errno));
+            return si_errnoprintf(w->err, errno, "cache: cannot open %s/%s/%s/%s: %s",
+                                  w->c->conf.dir, w->top, w->d0, name, strerror(errno));
+        return si_errnoprintf(w->err, errno, "cache: cannot open %s/%s/%s: %s",
+                              w->c->conf.dir, w->top, name, strerror(errno));
     }
     *level = name;
     int rc = each_entry(fd, fn, w);
@@ -236,13 +258,175 @@ static int hex_dir_entry(walk_t *w, int dir_fd, const char *name, const char **l
 static int level1_entry(int dir_fd, const char *name, void *arg)
 {
     walk_t *w = arg;
-    return hex_dir_entry(w, dir_fd, name, &w->d1, file_entry);
+    return hex_dir_entry(w, dir_fd, name, &w->d1, w->leaf);
 }
 
 static int level0_entry(int dir_fd, const char *name, void *arg)
 {
     walk_t *w = arg;
     return hex_dir_entry(w, dir_fd, name, &w->d0, level1_entry);
+}
+
+/* ---- segments ---------------------------------------------------------------------- */
+
+static int cmp_seg_id(const void *key, const void *elem)
+{
+    int64_t id = *(const int64_t *)key, other = ((const seg_t *)elem)->id;
+    return id < other ? -1 : id > other;
+}
+
+static seg_t *seg_find(const segs_t *ss, int64_t id)
+{
+    return ss->n ? bsearch(&id, ss->segs, ss->n, sizeof(*ss->segs), cmp_seg_id) : NULL;
+}
+
+/* Every segment's row, with its file's size; this instance's (and dead
+ * ones') left open are sealed: no writer appends to them any more. */
+static int load_segments(cache_t *c, const walk_t *w, segs_t *ss, si_error_t *err)
+{
+    db_stmt_t *s = cache_stmt(c, SQL_SEG_LIST);
+    int step;
+    while ((step = db_step(s)) == DB_ROW) {
+        if (si_array_grow((void **)&ss->segs, &ss->cap, ss->n + 1, sizeof(*ss->segs)) < 0) {
+            db_reset(s);
+            return si_errnoprintf(err, ENOMEM, "cache: out of memory listing segments");
+        }
+        const char *owner = db_column_text(s, 1);
+        bool mine = !cache_shared(c) || !owner || strcmp(owner, c->conf.instance) == 0 ||
+                    !is_live_other(w, owner);
+        ss->segs[ss->n++] = (seg_t){.id = db_column_int64(s, 0), .mine = mine,
+                                    .sealed = db_column_int(s, 2) != 0};
+    }
+    db_reset(s);
+    if (step != DB_DONE)
+        return cache_db_error(c, err, "listing the segments");
+    for (size_t i = 0; i < ss->n; i++) {
+        seg_t *seg = &ss->segs[i];
+        char rel[CACHE_OBJECT_PATH_MAX];
+        cache_segment_name(seg->id, rel, sizeof(rel));
+        struct stat st;
+        if (fstatat(c->segments_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+            seg->has_file = true;
+            seg->file_size = (uint64_t)st.st_size;
+        }
+        if (seg->sealed || !seg->mine)
+            continue;
+        s = cache_stmt(c, SQL_SEG_SEAL);
+        db_bind_int64(s, 1, seg->id);
+        step = db_step(s);
+        db_reset(s);
+        if (step != DB_DONE)
+            return cache_db_error(c, err, "sealing a segment");
+        seg->sealed = true;
+    }
+    return 0;
+}
+
+/* A file under segments/: a segment's, or a leftover (its row gone). */
+static int segment_file_entry(int dir_fd, const char *name, void *arg)
+{
+    walk_t *w = arg;
+    struct stat st;
+    if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return 0;
+    if (!S_ISREG(st.st_mode) || !is_hex_name(name, CACHE_NAME_HEX) ||
+        memcmp(name + 10, w->d0, 2) != 0 || memcmp(name + 12, w->d1, 2) != 0)
+        return stray(w, dir_fd, name);
+    uint64_t id = strtoull(name, NULL, 16);
+    if (id >= 1 && id <= INT64_MAX && seg_find(w->segs, (int64_t)id))
+        return 0;
+    /* a live instance makes a segment's row just before its file: one
+     * younger than our list may be new */
+    if (w->nlive && (double)st.st_ctime > w->now - SHARED_RENAME_GRACE)
+        return 0;
+    if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
+        return si_errnoprintf(w->err, errno, "cache: cannot remove segments/%s/%s/%s: %s", w->d0,
+                              w->d1, name, strerror(errno));
+    w->report->segments_removed++;
+    return 0;
+}
+
+static int cmp_place(const void *a, const void *b)
+{
+    const cache_place_t *x = *(cache_place_t *const *)a, *y = *(cache_place_t *const *)b;
+    if (x->segment != y->segment)
+        return x->segment < y->segment ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Frees what no row of a sealed segment of ours covers: the gaps between
+ * its objects (punched) and what follows the last (cut off). */
+static void free_gaps(cache_t *c, const seg_t *seg, cache_place_t **p, size_t n,
+                      cache_recovery_t *r)
+{
+    char rel[CACHE_OBJECT_PATH_MAX];
+    cache_segment_name(seg->id, rel, sizeof(rel));
+    int fd = openat(c->segments_fd, rel, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    uint64_t end = CACHE_BLOCK; /* after the header */
+    for (size_t i = 0; i < n; i++) {
+        /* a gap that still holds data (a hole punched before is none) */
+        off_t data = p[i]->offset > end ? lseek(fd, (off_t)end, SEEK_DATA) : -1;
+        if (data >= 0 && (uint64_t)data < p[i]->offset) {
+            fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, data,
+                      (off_t)(p[i]->offset - (uint64_t)data));
+            r->orphan_ranges++;
+        }
+        uint64_t until = p[i]->offset + (p[i]->size + CACHE_BLOCK - 1) / CACHE_BLOCK * CACHE_BLOCK;
+        end = until > end ? until : end;
+    }
+    if (seg->file_size > end && ftruncate(fd, (off_t)end) == 0)
+        r->orphan_ranges++;
+    close(fd);
+}
+
+/* Segments without objects are removed (their rows too); the gaps of ours
+ * are freed. After the rows were checked and verified. */
+static int finish_segments(cache_t *c, const rows_t *rows, const segs_t *ss,
+                           cache_recovery_t *r, si_error_t *err)
+{
+    cache_place_t **live = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < rows->n; i++)
+        n += rows->rows[i].place.segment && !rows->rows[i].dropped;
+    if (n && !(live = malloc(n * sizeof(*live))))
+        return si_errnoprintf(err, ENOMEM, "cache: out of memory");
+    n = 0;
+    for (size_t i = 0; i < rows->n; i++)
+        if (rows->rows[i].place.segment && !rows->rows[i].dropped)
+            live[n++] = &rows->rows[i].place;
+    qsort(live, n, sizeof(*live), cmp_place);
+    size_t at = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < ss->n; i++) {
+        const seg_t *seg = &ss->segs[i];
+        while (at < n && live[at]->segment < seg->id)
+            at++;
+        size_t from = at;
+        while (at < n && live[at]->segment == seg->id)
+            at++;
+        if (at > from) {
+            if (seg->mine && seg->sealed && seg->has_file)
+                free_gaps(c, seg, live + from, at - from, r);
+            continue;
+        }
+        if (!seg->sealed)
+            continue; /* a live instance's, being written */
+        db_stmt_t *s = cache_stmt(c, SQL_SEG_DELETE);
+        db_bind_int64(s, 1, seg->id);
+        if (db_step(s) != DB_DONE)
+            rc = cache_db_error(c, err, "removing an empty segment");
+        db_reset(s);
+        char rel[CACHE_OBJECT_PATH_MAX];
+        cache_segment_name(seg->id, rel, sizeof(rel));
+        if (rc == 0 && unlinkat(c->segments_fd, rel, 0) < 0 && errno != ENOENT)
+            rc = si_errnoprintf(err, errno, "cache: cannot remove %s/segments/%s: %s",
+                                c->conf.dir, rel, strerror(errno));
+        r->segments_removed += rc == 0 && seg->has_file;
+    }
+    free(live);
+    return rc;
 }
 
 /* ---- rows ------------------------------------------------------------------------- */
@@ -256,9 +440,11 @@ static int load_rows(cache_t *c, rows_t *rows, si_error_t *err)
             db_reset(s);
             return si_errnoprintf(err, ENOMEM, "cache: out of memory listing the cache");
         }
-        rows->rows[rows->n++] = (row_t){db_column_int64(s, 0),
-                                        (uint64_t)db_column_int64(s, 1),
-                                        db_column_int(s, 4) != 0, false};
+        int64_t segment = db_column_type(s, 5) == DB_NULL ? 0 : db_column_int64(s, 5);
+        rows->rows[rows->n++] =
+            (row_t){db_column_int64(s, 0),
+                    {(uint64_t)db_column_int64(s, 1), (uint64_t)db_column_int64(s, 6), segment},
+                    db_column_int(s, 4) != 0, false};
     }
     db_reset(s);
     if (step != DB_DONE)
@@ -293,18 +479,34 @@ static int drop_rows(cache_t *c, rows_t *rows, size_t from, si_error_t *err)
     }
     if (cache_commit(c, err) < 0)
         return -1;
+    /* a segment's range without its row is freed with the segment's gaps */
     for (size_t i = from; i < rows->n; i++)
-        if (rows->rows[i].dropped)
+        if (rows->rows[i].dropped && !rows->rows[i].place.segment)
             cache_unlink_object(c, rows->rows[i].object_id);
     return 0;
 }
 
-/* Rows whose file is missing, not a regular file, or of another size. */
-static int check_files(cache_t *c, rows_t *rows, cache_recovery_t *r, si_error_t *err)
+/* Rows whose file is missing, not a regular file, or of another size; in a
+ * segment, whose segment is missing or too short for them. */
+static int check_files(cache_t *c, rows_t *rows, const segs_t *segs, cache_recovery_t *r,
+                       si_error_t *err)
 {
     bool any = false;
     for (size_t i = 0; i < rows->n; i++) {
         row_t *row = &rows->rows[i];
+        if (row->place.segment) {
+            const seg_t *seg = seg_find(segs, row->place.segment);
+            if (!seg || !seg->has_file)
+                r->rows_without_file++;
+            else if (seg->file_size < row->place.offset + row->place.size)
+                r->size_mismatches++;
+            else
+                continue;
+            row->dropped = any = true;
+            if (note_dropped(r, row->object_id, err) < 0)
+                return -1;
+            continue;
+        }
         char rel[CACHE_OBJECT_PATH_MAX];
         cache_object_path(row->object_id, rel, sizeof(rel), NULL);
         struct stat st;
@@ -316,7 +518,7 @@ static int check_files(cache_t *c, rows_t *rows, cache_recovery_t *r, si_error_t
         } else if (!S_ISREG(st.st_mode)) {
             r->rows_without_file++;
             r->stray_entries_removed++;
-        } else if ((uint64_t)st.st_size != row->size) {
+        } else if ((uint64_t)st.st_size != row->place.size) {
             r->size_mismatches++;
         } else {
             continue;
@@ -330,7 +532,7 @@ static int check_files(cache_t *c, rows_t *rows, cache_recovery_t *r, si_error_t
     /* a non-regular entry under an object's name is removed with the row;
      * unlinkat cannot remove a directory, so remove_tree does */
     for (size_t i = 0; i < rows->n; i++) {
-        if (!rows->rows[i].dropped)
+        if (!rows->rows[i].dropped || rows->rows[i].place.segment)
             continue;
         char rel[CACHE_OBJECT_PATH_MAX];
         cache_object_path(rows->rows[i].object_id, rel, sizeof(rel), NULL);
@@ -340,30 +542,30 @@ static int check_files(cache_t *c, rows_t *rows, cache_recovery_t *r, si_error_t
     return drop_rows(c, rows, 0, err);
 }
 
-static int hash_file(cache_t *c, int64_t object_id, const char *algorithm,
-                     char out[SI_CHECKSUM_TEXT_MAX], unsigned char *buf, si_error_t *err)
+static int hash_place(cache_t *c, int64_t object_id, const cache_place_t *place,
+                      const char *algorithm, char out[SI_CHECKSUM_TEXT_MAX], unsigned char *buf,
+                      si_error_t *err)
 {
-    char rel[CACHE_OBJECT_PATH_MAX];
-    cache_object_path(object_id, rel, sizeof(rel), NULL);
-    int fd = openat(c->objects_fd, rel + strlen("objects/"), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    char rel[CACHE_OBJECT_PATH_MAX + 16];
+    cache_place_path(object_id, place, rel, sizeof(rel), NULL);
+    int fd = place->segment ? cache_segment_open(c, place->segment)
+                            : openat(c->objects_fd, rel + strlen("objects/"),
+                                     O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return si_errnoprintf(err, errno, "cache: cannot open %s/%s: %s", c->conf.dir, rel,
                           strerror(errno));
-    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    posix_fadvise(fd, (off_t)place->offset, (off_t)place->size, POSIX_FADV_SEQUENTIAL);
     si_checksum_t *sum = si_checksum_new(algorithm, err);
     if (!sum) {
         close(fd);
         return -1;
     }
-    ssize_t n;
-    while ((n = read(fd, buf, HASH_BUFFER)) > 0 || (n < 0 && errno == EINTR))
-        if (n > 0)
-            si_checksum_update(sum, buf, (size_t)n);
+    int64_t got = si_checksum_fd(sum, fd, place->offset, place->size, buf, HASH_BUFFER, err);
     int saved = errno;
     close(fd);
     si_checksum_final(sum, out);
     si_checksum_free(sum);
-    if (n < 0)
+    if (got < 0)
         return si_errnoprintf(err, saved, "cache: reading %s/%s: %s", c->conf.dir, rel,
                           strerror(saved));
     return 0;
@@ -409,7 +611,7 @@ static int verify(cache_t *c, rows_t *rows, cache_recovery_t *r, si_error_t *err
         size_t alen = (size_t)(strchr(expected, ':') - expected);
         memcpy(algorithm, expected, alen);
         algorithm[alen] = '\0';
-        if ((rc = hash_file(c, row->object_id, algorithm, actual, buf, err)) < 0) {
+        if ((rc = hash_place(c, row->object_id, &row->place, algorithm, actual, buf, err)) < 0) {
             if (cache_shared(c) && errno == ENOENT) {
                 rc = 0; /* evicted by another instance meanwhile */
                 continue;
@@ -445,6 +647,7 @@ int cache_recover(cache_t *c, cache_recovery_t *report, si_error_t *err)
     cache_recovery_t r;
     memset(&r, 0, sizeof(r));
     rows_t rows = {0};
+    segs_t segs = {0};
     walk_t w = {.c = c, .report = &r, .err = err};
     if (err)
         err->text[0] = '\0'; /* so a failure without text is told apart below */
@@ -468,15 +671,27 @@ int cache_recover(cache_t *c, cache_recovery_t *report, si_error_t *err)
             si_errnoprintf(err, errno, "cache: cleaning %s/tmp: %s", c->conf.dir, strerror(errno));
         goto error;
     }
-    if (load_rows(c, &rows, err) < 0 || check_files(c, &rows, &r, err) < 0)
+    if (load_rows(c, &rows, err) < 0 || load_segments(c, &w, &segs, err) < 0 ||
+        check_files(c, &rows, &segs, &r, err) < 0)
         goto error;
+    w.segs = &segs;
+    w.top = "objects";
+    w.leaf = file_entry;
     if (each_entry(c->objects_fd, level0_entry, &w) < 0) {
         if (!err || !err->text[0])
             si_errnoprintf(err, errno, "cache: walking %s/objects: %s", c->conf.dir,
                        strerror(errno));
         goto error;
     }
-    if (verify(c, &rows, &r, err) < 0)
+    w.top = "segments";
+    w.leaf = segment_file_entry;
+    if (each_entry(c->segments_fd, level0_entry, &w) < 0) {
+        if (!err || !err->text[0])
+            si_errnoprintf(err, errno, "cache: walking %s/segments: %s", c->conf.dir,
+                       strerror(errno));
+        goto error;
+    }
+    if (verify(c, &rows, &r, err) < 0 || finish_segments(c, &rows, &segs, &r, err) < 0)
         goto error;
     pthread_mutex_lock(&c->lock);
     rc = cache_load_totals(c, err);
@@ -488,12 +703,14 @@ int cache_recover(cache_t *c, cache_recovery_t *report, si_error_t *err)
     if (rc < 0)
         goto error;
     free(rows.rows);
+    free(segs.segs);
     free(w.live);
     *report = r;
     return 0;
 error:;
     int saved = errno;
     free(rows.rows);
+    free(segs.segs);
     free(w.live);
     free(r.dropped);
     errno = saved;

@@ -109,7 +109,7 @@ static uint64_t reserved_all(const cache_t *c)
 
 typedef struct {
     int64_t object_id;
-    uint64_t size;
+    cache_place_t place;
 } victim_t;
 
 /* Evicts unpinned objects, least recently used first, until used + extra
@@ -129,7 +129,9 @@ static int evict_locked(cache_t *c, uint64_t extra, si_error_t *err)
         int step;
         while (n < BATCH && (step = db_step(s)) == DB_ROW)
             cand[n++] = (victim_t){db_column_int64(s, 0),
-                                   (uint64_t)db_column_int64(s, 1)};
+                                   {(uint64_t)db_column_int64(s, 1),
+                                    (uint64_t)db_column_int64(s, 3),
+                                    db_column_type(s, 2) == DB_NULL ? 0 : db_column_int64(s, 2)}};
         if (n < BATCH && step != DB_DONE)
             return cache_db_error(c, err, "choosing objects to evict");
         db_reset(s);
@@ -148,19 +150,24 @@ static int evict_locked(cache_t *c, uint64_t extra, si_error_t *err)
             }
             if (db_changes(c->db) > 0) { /* not pinned meanwhile */
                 gone[ngone++] = cand[i];
-                freed += cand[i].size;
+                freed += cand[i].place.size;
             }
         }
         if (cache_commit(c, err) < 0)
             return -1;
         for (size_t i = 0; i < ngone; i++) {
-            cache_unlink_object(c, gone[i].object_id);
+            uint64_t size = gone[i].place.size;
+            if (gone[i].place.segment)
+                cache_segment_released_locked(c, &gone[i].place);
+            else
+                cache_unlink_object(c, gone[i].object_id);
             /* shared: the totals were read a moment ago, others move them too */
-            c->used -= gone[i].size < c->used ? gone[i].size : c->used;
+            c->used -= size < c->used ? size : c->used;
             c->objects -= c->objects > 0;
             c->counters.evicted_objects++;
-            c->counters.evicted_bytes += gone[i].size;
+            c->counters.evicted_bytes += size;
         }
+        cache_punch_due_locked(c, false);
         if (ngone)
             cache_changed_locked(c);
         else
@@ -338,6 +345,7 @@ int cache_trim(cache_t *c, uint64_t *evicted_objects, uint64_t *evicted_bytes, s
         rc = cache_reservations_drop_stale(c, false, err); /* dead instances' */
     if (rc == 0 && c->used + reserved_all(c) > c->high_bytes)
         rc = evict_locked(c, reserved_all(c), err);
+    cache_punch_due_locked(c, false);
     if (evicted_objects)
         *evicted_objects = c->counters.evicted_objects - objects;
     if (evicted_bytes)

@@ -89,6 +89,32 @@ int cache_object_path(int64_t object_id, char *buf, size_t size, si_error_t *err
     return 0;
 }
 
+void cache_segment_name(int64_t segment, char *buf, size_t size)
+{
+    char d0[3], d1[3], name[CACHE_NAME_HEX + 1];
+    cache_object_parts(segment, d0, d1, name);
+    snprintf(buf, size, "%s/%s/%s", d0, d1, name);
+}
+
+int cache_segment_open(cache_t *c, int64_t segment)
+{
+    char rel[CACHE_OBJECT_PATH_MAX];
+    cache_segment_name(segment, rel, sizeof(rel));
+    return openat(c->segments_fd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+int cache_place_path(int64_t object_id, const cache_place_t *place, char *buf, size_t size,
+                     si_error_t *err)
+{
+    if (!place->segment)
+        return cache_object_path(object_id, buf, size, err);
+    char rel[CACHE_OBJECT_PATH_MAX];
+    cache_segment_name(place->segment, rel, sizeof(rel));
+    if ((size_t)snprintf(buf, size, "segments/%s", rel) >= size)
+        return si_errnoprintf(err, EINVAL, "segment path buffer too small");
+    return 0;
+}
+
 int cache_unlink_object(cache_t *c, int64_t object_id)
 {
     char d0[3], d1[3], name[CACHE_NAME_HEX + 1], rel[CACHE_OBJECT_PATH_MAX];
@@ -220,13 +246,13 @@ int cache_object_dir(cache_t *c, int parent, const char *name, si_error_t *err)
                 return si_errnoprintf(err, errno, "cache: fsync of a directory in %s: %s",
                                   c->conf.dir, strerror(errno));
         } else if (errno != EEXIST) { /* EEXIST: another writer made it just now */
-            return si_errnoprintf(err, errno, "cache: cannot create directory %s under %s/objects: %s",
+            return si_errnoprintf(err, errno, "cache: cannot create directory %s in %s: %s",
                               name, c->conf.dir, strerror(errno));
         }
         fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     }
     if (fd < 0)
-        return si_errnoprintf(err, errno, "cache: cannot open directory %s under %s/objects: %s",
+        return si_errnoprintf(err, errno, "cache: cannot open directory %s in %s: %s",
                           name, c->conf.dir, strerror(errno));
     return fd;
 }

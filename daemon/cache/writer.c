@@ -1,7 +1,9 @@
-/* Writing one object: a temp file in tmp/ (unnamed where O_TMPFILE works),
- * hashed as it arrives, checked against the catalog's size and checksum,
- * then linked (unnamed) or renamed (named, by the batch) into objects/; the
- * batch commit (commit.c) makes it durable and records it. */
+/* Writing one object: a small one into memory (its batch writes it into a
+ * segment file, segment.c), a larger one into a temp file in tmp/ (unnamed
+ * where O_TMPFILE works); hashed as it arrives, checked against the
+ * catalog's size and checksum, then (a file) linked (unnamed) or renamed
+ * (named, by the batch) into objects/; the batch commit (commit.c) makes it
+ * durable and records it. */
 #include "config.h"
 #include "daemon/cache/internal.h"
 
@@ -35,6 +37,8 @@ void cache_writer_release(cache_writer_t *w)
     pthread_mutex_lock(&c->lock);
     cache_reservation_drop(c, w->object_id);
     c->writers--;
+    if (w->memory)
+        c->memory_held -= w->buf_size;
     if (!w->submitted) {
         c->unsubmitted--;
         pthread_cond_signal(&c->commit_cv); /* a batch may wait for this writer */
@@ -69,10 +73,6 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
     w->object_id = object_id;
     w->expected_size = size;
     w->fd = -1;
-    /* no larger than the object (in whole pages): small objects are common */
-    uint64_t pages = (size + 4095) / 4096 * 4096;
-    w->buf_size = pages < c->conf.write_buffer ? (pages ? (size_t)pages : 4096)
-                                               : c->conf.write_buffer;
     char algorithm[8] = "sha256";
     if (checksum) {
         snprintf(w->expected_sum, sizeof(w->expected_sum), "%s", checksum);
@@ -82,15 +82,12 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
     }
     /* hashed even without an expected checksum: the cost is the same and
      * the code path is one */
-    if (!(w->sum = si_checksum_new(algorithm, err)) ||
-        posix_memalign((void **)&w->buf, 4096, w->buf_size) != 0) {
-        if (w->sum)
-            si_errnoprintf(err, ENOMEM, "cache: out of memory for a %zu byte write buffer",
-                       w->buf_size);
+    if (!(w->sum = si_checksum_new(algorithm, err))) {
         cache_writer_free(w);
         errno = ENOMEM;
         return -1;
     }
+    uint64_t blocks = (size + CACHE_BLOCK - 1) / CACHE_BLOCK * CACHE_BLOCK;
 
     /* claim the object: its reservation (made now if there is none) */
     pthread_mutex_lock(&c->lock);
@@ -116,8 +113,38 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
     c->writers++;
     c->unsubmitted++;
     uint64_t seq = ++c->temp_seq;
+    /* small: held in memory for the batch's segment, within the budget */
+    w->memory = size < c->conf.segment_object_max &&
+                c->memory_held + blocks <= c->conf.segment_memory;
+    if (w->memory) {
+        w->buf_size = (size_t)blocks;
+        c->memory_held += blocks;
+    }
     pthread_mutex_unlock(&c->lock);
 
+    if (w->memory) {
+        snprintf(w->temp_name, sizeof(w->temp_name), "(in memory, object %016" PRIx64 ")",
+                 (uint64_t)object_id);
+        if (blocks && posix_memalign((void **)&w->buf, CACHE_BLOCK, w->buf_size) != 0) {
+            w->buf = NULL;
+            si_errnoprintf(err, ENOMEM, "object %" PRId64 ": out of memory for its %zu bytes",
+                           object_id, w->buf_size);
+            goto error;
+        }
+        if (blocks > size) /* the padding to the block goes to the disk too */
+            memset(w->buf + size, 0, (size_t)(blocks - size));
+        *out = w;
+        return 0;
+    }
+    /* no larger than the object (in whole pages): small objects are common */
+    w->buf_size = blocks < c->conf.write_buffer ? (blocks ? (size_t)blocks : CACHE_BLOCK)
+                                                : c->conf.write_buffer;
+    if (posix_memalign((void **)&w->buf, CACHE_BLOCK, w->buf_size) != 0) {
+        w->buf = NULL;
+        si_errnoprintf(err, ENOMEM, "cache: out of memory for a %zu byte write buffer",
+                       w->buf_size);
+        goto error;
+    }
     /* read-write: cache_writer_copy_fd hashes what the kernel copied */
     if (c->unnamed_temps) {
         /* no name in tmp/: no lookup and entry in one large directory per
@@ -163,6 +190,8 @@ error:;
         r->writing = false;
     c->writers--;
     c->unsubmitted--;
+    if (w->memory)
+        c->memory_held -= w->buf_size;
     pthread_mutex_unlock(&c->lock);
     cache_writer_free(w);
     errno = saved;
@@ -196,7 +225,7 @@ static void direct_off(cache_writer_t *w)
 
 void cache_writer_direct(cache_writer_t *w)
 {
-    if (w->direct || w->written || w->buffered || w->fd < 0 || w->buf_size % DIRECT_ALIGN)
+    if (w->memory || w->direct || w->written || w->buffered || w->fd < 0 || w->buf_size % DIRECT_ALIGN)
         return;
     int flags = fcntl(w->fd, F_GETFL);
     w->direct = flags >= 0 && fcntl(w->fd, F_SETFL, flags | O_DIRECT) == 0;
@@ -262,6 +291,11 @@ int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error
         return refuse_oversize(w, len, err);
     const unsigned char *p = data;
     si_checksum_update(w->sum, p, len);
+    if (w->memory) {
+        memcpy(w->buf + w->received, p, len);
+        w->received += len;
+        return 0;
+    }
     w->received += len;
     while (len > 0) {
         /* large feeds skip the copy (direct: only from an aligned address) */
@@ -285,6 +319,32 @@ int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error
     return 0;
 }
 
+/* cache_writer_copy_fd of a memory writer: read into its buffer, hashed. */
+static int read_into_memory(cache_writer_t *w, int fd, uint64_t off, uint64_t len,
+                            si_error_t *err)
+{
+    unsigned char *p = w->buf + w->received;
+    for (uint64_t done = 0; done < len;) {
+        ssize_t n = pread(fd, p + done, (size_t)(len - done), (off_t)(off + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int saved = n < 0 ? errno : EBADMSG;
+            w->failed = true;
+            if (n == 0)
+                return si_errnoprintf(err, EBADMSG, "object %" PRId64 ": the source file"
+                                      " ended %" PRIu64 " bytes early", w->object_id,
+                                      len - done);
+            return si_errnoprintf(err, saved, "object %" PRId64 ": reading its source: %s",
+                                  w->object_id, strerror(saved));
+        }
+        done += (uint64_t)n;
+    }
+    si_checksum_update(w->sum, p, (size_t)len);
+    w->received += len;
+    return 0;
+}
+
 int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, si_error_t *err)
 {
     if (w->failed)
@@ -292,6 +352,8 @@ int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, 
                                        " abort it", w->object_id);
     if (len > w->expected_size - w->received)
         return refuse_oversize(w, len, err);
+    if (w->memory)
+        return read_into_memory(w, fd, off, len, err);
     if (flush_buffer(w, err) < 0)
         return -1;
     if (w->direct) /* the read-back below goes through the page cache */
@@ -395,7 +457,7 @@ void cache_writer_abort(cache_writer_t *w)
         return;
     if (w->placed)
         cache_unlink_object(w->c, w->object_id);
-    else if (!w->unnamed) /* an unnamed one goes with its descriptor */
+    else if (!w->unnamed && !w->memory) /* an unnamed one goes with its descriptor */
         unlinkat(w->c->tmp_fd, w->temp_name, 0);
     cache_writer_release(w);
     cache_writer_free(w);

@@ -36,6 +36,7 @@ typedef struct {
     int64_t push_id;
     char uuid[PUSH_UUID_LEN + 1];   /* the push's: its lease's name */
     char *bucket, *key, *path;
+    uint64_t offset;               /* of its bytes in path (> 0: a cache segment) */
     char *headers, *storage_class; /* object_meta: kept on tape for an import */
     char checksum[SI_CHECKSUM_TEXT_MAX];
     uint64_t size;
@@ -147,8 +148,13 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
         if (b->n == 1)
             oldest = db_column_double(s, 7);
         b->bytes += size;
+        /* where the cache holds it (no row: its own file's name, whose
+         * absence the archive write then reports) */
+        cache_place_t place = {size, (uint64_t)db_column_int64(s, 14),
+                               db_column_type(s, 13) == DB_NULL ? 0 : db_column_int64(s, 13)};
         char rel[64];
-        cache_object_path(it->object_id, rel, sizeof(rel), NULL);
+        cache_place_path(it->object_id, &place, rel, sizeof(rel), NULL);
+        it->offset = place.offset;
         size_t len = strlen(p->cache_dir) + strlen(rel) + 2;
         if ((it->path = malloc(len)))
             snprintf(it->path, len, "%s/%s", p->cache_dir, rel);
@@ -420,7 +426,7 @@ int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *e
     for (size_t i = 0; i < b.n; i++)
         members[i] = (archive_member_t){
             .bucket = b.items[i].bucket, .key = b.items[i].key, .path = b.items[i].path,
-            .size = b.items[i].size, .mtime = b.items[i].mtime,
+            .offset = b.items[i].offset, .size = b.items[i].size, .mtime = b.items[i].mtime,
             .checksum = b.items[i].checksum[0] ? b.items[i].checksum : NULL,
             .headers = b.items[i].headers, .storage_class = b.items[i].storage_class};
     /* the long part, with no lock: the files are pinned and ARCHIVING;

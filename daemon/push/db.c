@@ -66,10 +66,12 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
     [PUSH_SQL_RECEIVED_OLDEST_FIRST] = "SELECT i.object_id, pu.dataset_id, o.bucket, o.key,"
                                        " o.size, o.checksum, coalesce(o.mtime, 0), i.received,"
                                        " i.attempts, m.headers, m.storage_class, pu.uuid,"
-                                       " i.push_id FROM push_items i"
+                                       " i.push_id, c.segment, coalesce(c.file_offset, 0)"
+                                       " FROM push_items i"
                                        " JOIN objects o ON o.id = i.object_id"
                                        " LEFT JOIN object_meta m ON m.object_id = i.object_id"
                                        " JOIN pushes pu ON pu.id = i.push_id"
+                                       " LEFT JOIN cache c ON c.object_id = i.object_id"
         " WHERE i.state = 'RECEIVED' ORDER BY i.received, i.object_id",
     [PUSH_SQL_MARK_ARCHIVING] = "UPDATE push_items SET state = 'ARCHIVING'"
                                 " WHERE object_id = ?1 AND state = 'RECEIVED'",

@@ -16,6 +16,7 @@
 #include "daemon/cache/cache.h"
 #include "common/array.h"
 #include "common/clock.h"
+#include "common/fileio.h"
 
 /* ---- life cycle ------------------------------------------------------------------ */
 
@@ -248,9 +249,9 @@ static int verify_cached(push_t *p, int64_t object_id, char *why, size_t why_siz
     db_reset(s);
 
     int fd;
-    uint64_t have;
+    cache_place_t place;
     si_error_t cerr;
-    if (cache_open_object(p->cache, object_id, &fd, &have, &cerr) < 0) {
+    if (cache_open_object(p->cache, object_id, &fd, &place, &cerr) < 0) {
         if (errno != ENOENT)
             return si_errnoprintf(err, errno, "%s", cerr.text);
         snprintf(why, why_size, "%s: its cached copy was lost before it was archived", name);
@@ -258,30 +259,20 @@ static int verify_cached(push_t *p, int64_t object_id, char *why, size_t why_siz
     }
     si_checksum_t *sum = si_checksum_new("sha256", err);
     unsigned char *buf = malloc(1u << 20);
-    uint64_t total = 0;
     int rc = -1;
     if (!sum || !buf) {
         si_errnoprintf(err, ENOMEM, "out of memory");
         goto out;
     }
-    for (;;) {
-        ssize_t n = read(fd, buf, 1u << 20);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            si_errnoprintf(err, EIO, "%s: reading its cached copy: %s", name, strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        si_checksum_update(sum, buf, (size_t)n);
-        total += (uint64_t)n;
-    }
+    bool readable = place.size != size ||
+                    si_checksum_fd(sum, fd, place.offset, size, buf, 1u << 20, &cerr) == 0;
     char actual[SI_CHECKSUM_TEXT_MAX];
     si_checksum_final(sum, actual);
-    if (total != size || have != size)
+    if (!readable) /* ended early, or a read error */
+        snprintf(why, why_size, "%s: its cached copy cannot be read: %s", name, cerr.text);
+    else if (place.size != size)
         snprintf(why, why_size, "%s: its cached copy has %" PRIu64 " bytes, not %" PRIu64, name,
-                 total, size);
+                 place.size, size);
     else if (expected[0] && strcmp(actual, expected) != 0)
         snprintf(why, why_size, "%s: its cached copy is corrupt (%s, expected %s)", name,
                  actual, expected);

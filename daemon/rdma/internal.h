@@ -72,17 +72,22 @@ typedef struct {
     char error[160];
 } op_t;
 
-/* A cache file mapped whole, kept for the GETs that follow (the pages of
- * a mapping populated once instead of for every range: mapping, populating
- * and unmapping cost a quarter of the server's time per GiB; BENCHMARKS.md).
- * Cache files are not modified once committed; a replaced one has another
- * inode or mtime, so an entry matches only the file it was made from. */
+/* A cache file mapped whole, or the range of one object in a segment file,
+ * kept for the GETs that follow (the pages of a mapping populated once
+ * instead of for every range: mapping, populating and unmapping cost a
+ * quarter of the server's time per GiB; BENCHMARKS.md). Cache files are not
+ * modified once committed (a segment is only appended to); a replaced one
+ * has another inode or mtime, and the inode of a mapping's file is not
+ * reused while the mapping holds it open, so an entry matches only the file
+ * it was made from. */
 struct mapping {
     struct mapping *next;
     dev_t dev;
     ino_t ino;
-    off_t size;
-    struct timespec mtime;
+    bool whole;            /* the file from its start (else an object's range) */
+    uint64_t off;          /* the mapping's first byte in the file (page aligned) */
+    off_t size;            /* bytes mapped */
+    struct timespec mtime; /* whole: the file's when it was mapped */
     int fd;                /* kept to see the file leave the cache (st_nlink 0) */
     unsigned char *addr;
     unsigned refs;         /* transfers using it */
@@ -133,7 +138,15 @@ void rdma_wait_for_provider(rdma_server_t *srv, generation_t *gen);
 
 /* source.c: a transfer's memory, the cache file mapped or pool buffers */
 void rdma_mappings_trim(rdma_server_t *srv, bool all);
-void rdma_source_map(rdma_server_t *srv, source_t *src, int fd, uint64_t offset, uint64_t len);
+/* The range of a file that holds one object (rdma_server_send_range). */
+typedef struct {
+    uint64_t from, size;
+} rdma_window_t;
+/* Maps fd's file (window NULL: whole) for a zero-copy GET of [offset,
+ * offset+len), or finds the mapping kept; src->mapped stays NULL when it
+ * cannot (the pool is used). */
+void rdma_source_map(rdma_server_t *srv, source_t *src, int fd, const rdma_window_t *window,
+                     uint64_t offset, uint64_t len);
 void rdma_source_register(generation_t *gen, source_t *src, uint64_t len);
 void rdma_source_release(rdma_server_t *srv, source_t *src);
 

@@ -69,6 +69,14 @@ int rdma_server_accept(rdma_server_t *srv, const char *header, unsigned access, 
 int rdma_server_send_file(rdma_server_t *srv, const si_rdma_token_t *token, int fd,
                           uint64_t offset, uint64_t len, uint64_t *moved, si_error_t *err);
 
+/* GET of an object that is the range [from, from+size) of fd's file (a
+ * cache segment, shared with other objects): bytes [offset, offset+len) of
+ * the object. Only the object's range is mapped (and kept for the GETs of
+ * it that follow), not the whole file. EINVAL: not inside the object. */
+int rdma_server_send_range(rdma_server_t *srv, const si_rdma_token_t *token, int fd,
+                           uint64_t from, uint64_t size, uint64_t offset, uint64_t len,
+                           uint64_t *moved, si_error_t *err);
+
 /* PUT: reads len bytes from the client's region and hands them to sink in
  * order, from the first; a sink's -1 (with err) fails the transfer. */
 typedef int (*rdma_sink_fn)(void *arg, const void *data, size_t len, si_error_t *err);

@@ -34,8 +34,10 @@ void rdma_mappings_trim(rdma_server_t *srv, bool all)
     }
 }
 
-/* The mapping of fd's file for a zero-copy GET, made on first use. */
-void rdma_source_map(rdma_server_t *srv, source_t *src, int fd, uint64_t offset, uint64_t len)
+/* The mapping of fd's file (or of the object's window of it) for a
+ * zero-copy GET, made on first use. */
+void rdma_source_map(rdma_server_t *srv, source_t *src, int fd, const rdma_window_t *window,
+                     uint64_t offset, uint64_t len)
 {
     struct stat st;
     mapping_t *m;
@@ -44,11 +46,22 @@ void rdma_source_map(rdma_server_t *srv, source_t *src, int fd, uint64_t offset,
     if (!srv->cfg.zero_copy || fstat(fd, &st) < 0 || st.st_size <= 0 ||
         (uint64_t)st.st_size < offset + len || (uint64_t)st.st_size > SIZE_MAX)
         return;
+    /* an object of a segment: its blocks alone (segments start objects on
+     * page boundaries; mapping the whole file would read other objects) */
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    bool whole = !window;
+    uint64_t map_off = whole ? 0 : window->from / page * page;
+    uint64_t map_end = whole ? (uint64_t)st.st_size : window->from + window->size;
+    if (map_end > (uint64_t)st.st_size || offset < map_off || offset + len > map_end ||
+        map_end == map_off)
+        return;
     pthread_mutex_lock(&srv->lock);
     for (mapping_t **pp = &srv->mappings; *pp; pp = &(*pp)->next) {
         m = *pp;
-        if (m->dev == st.st_dev && m->ino == st.st_ino && m->size == st.st_size &&
-            m->mtime.tv_sec == st.st_mtim.tv_sec && m->mtime.tv_nsec == st.st_mtim.tv_nsec) {
+        if (m->dev == st.st_dev && m->ino == st.st_ino && m->whole == whole &&
+            m->off == map_off && (uint64_t)m->size == map_end - map_off &&
+            (!whole || (m->mtime.tv_sec == st.st_mtim.tv_sec &&
+                        m->mtime.tv_nsec == st.st_mtim.tv_nsec))) {
             *pp = m->next; /* to the front */
             m->next = srv->mappings;
             srv->mappings = m;
@@ -57,17 +70,20 @@ void rdma_source_map(rdma_server_t *srv, source_t *src, int fd, uint64_t offset,
     }
     pthread_mutex_unlock(&srv->lock);
     m = NULL;
-    addr = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    size_t map_len = (size_t)(map_end - map_off);
+    addr = mmap(NULL, map_len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)map_off);
     if (addr == MAP_FAILED || !(m = calloc(1, sizeof *m)) ||
         (m->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
         if (addr != MAP_FAILED)
-            munmap(addr, (size_t)st.st_size);
+            munmap(addr, map_len);
         free(m);
         return;
     }
     m->dev = st.st_dev;
     m->ino = st.st_ino;
-    m->size = st.st_size;
+    m->whole = whole;
+    m->off = map_off;
+    m->size = (off_t)map_len;
     m->mtime = st.st_mtim;
     m->addr = addr;
     pthread_mutex_lock(&srv->lock);
@@ -77,7 +93,7 @@ found:
     m->refs++;
     src->mapping = m;
     src->mapped = m->addr;
-    src->map_delta = (size_t)offset;
+    src->map_delta = (size_t)(offset - m->off);
     rdma_mappings_trim(srv, false);
     pthread_mutex_unlock(&srv->lock);
 }

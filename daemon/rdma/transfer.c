@@ -53,13 +53,14 @@ static int post_op(rdma_server_t *srv, generation_t *gen, const source_t *src,
 /* Takes the current generation, the file mapping or pool buffers, and the
  * client's AV entry for a new transfer. */
 static int transfer_begin(rdma_server_t *srv, transfer_t *tr, const si_rdma_token_t *t, int fd,
-                          uint64_t offset, uint64_t len, si_error_t *err)
+                          const rdma_window_t *window, uint64_t offset, uint64_t len,
+                          si_error_t *err)
 {
     generation_t *gen = NULL;
     int rc = 0;
 
     if (tr->src.get)
-        rdma_source_map(srv, &tr->src, fd, offset, len);
+        rdma_source_map(srv, &tr->src, fd, window, offset, len);
     pthread_mutex_lock(&srv->lock);
     if (srv->transfers >= srv->cfg.max_concurrent) {
         rc = si_errnoprintf(err, EBUSY, "rdma: %u transfers running (rdma.max_concurrent)",
@@ -120,9 +121,9 @@ error:
  * client's bytes are read and handed to sink in order (reads complete in
  * any order: a finished one waits in its slot until the bytes before it
  * have gone to the sink). */
-static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, uint64_t offset,
-                        uint64_t len, bool get, rdma_sink_fn sink, void *sink_arg,
-                        uint64_t *moved, si_error_t *err)
+static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd,
+                        const rdma_window_t *window, uint64_t offset, uint64_t len, bool get,
+                        rdma_sink_fn sink, void *sink_arg, uint64_t *moved, si_error_t *err)
 {
     transfer_t *tr = calloc(1, sizeof *tr);
     op_t *ops;
@@ -144,7 +145,7 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
                                   err) < 0 ||
         (len > srv->cfg.max_transfer &&
          si_errnoprintf(err, E2BIG, "rdma: %" PRIu64 " bytes exceed rdma.max_transfer", len) < 0) ||
-        transfer_begin(srv, tr, t, fd, offset, len, err) < 0) {
+        transfer_begin(srv, tr, t, fd, window, offset, len, err) < 0) {
         free(tr);
         return -1;
     }
@@ -335,13 +336,25 @@ static int run_transfer(rdma_server_t *srv, const si_rdma_token_t *t, int fd, ui
 int rdma_server_send_file(rdma_server_t *srv, const si_rdma_token_t *token, int fd,
                           uint64_t offset, uint64_t len, uint64_t *moved, si_error_t *err)
 {
-    return run_transfer(srv, token, fd, offset, len, true, NULL, NULL, moved, err);
+    return run_transfer(srv, token, fd, NULL, offset, len, true, NULL, NULL, moved, err);
+}
+
+int rdma_server_send_range(rdma_server_t *srv, const si_rdma_token_t *token, int fd,
+                           uint64_t from, uint64_t size, uint64_t offset, uint64_t len,
+                           uint64_t *moved, si_error_t *err)
+{
+    if (offset > size || len > size - offset)
+        return si_errnoprintf(err, EINVAL, "rdma: bytes %" PRIu64 "+%" PRIu64 " are not inside"
+                              " the object's %" PRIu64, offset, len, size);
+    rdma_window_t window = {from, size};
+    return run_transfer(srv, token, fd, &window, from + offset, len, true, NULL, NULL, moved,
+                        err);
 }
 
 int rdma_server_recv(rdma_server_t *srv, const si_rdma_token_t *token, uint64_t len,
                      rdma_sink_fn sink, void *arg, uint64_t *moved, si_error_t *err)
 {
-    return run_transfer(srv, token, -1, 0, len, false, sink, arg, moved, err);
+    return run_transfer(srv, token, -1, NULL, 0, len, false, sink, arg, moved, err);
 }
 
 typedef struct {

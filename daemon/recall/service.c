@@ -584,9 +584,11 @@ recall_service_t *recall_service_start(const recall_opts_t *opts, si_error_t *er
     }
     rs->st.cache_dropped = rep.ndropped;
     si_log(rs->log, SI_LOG_NOTICE, "cache: %" PRIu64 " objects, %" PRIu64 " bytes; %" PRIu64
-           " temp files removed, %" PRIu64 " files without a row removed, %zu cached copies"
-           " dropped, %" PRIu64 " re-verified", rep.objects, rep.bytes, rep.temp_files_removed,
-           rep.files_without_row, rep.ndropped, rep.verified);
+           " temp files removed, %" PRIu64 " files without a row removed, %" PRIu64
+           " segment ranges without a row freed, %" PRIu64 " empty segments removed, %zu cached"
+           " copies dropped, %" PRIu64 " re-verified", rep.objects, rep.bytes,
+           rep.temp_files_removed, rep.files_without_row, rep.orphan_ranges,
+           rep.segments_removed, rep.ndropped, rep.verified);
     cache_recovery_free(&rep);
     if (requeue_lost(rs, err) < 0)
         goto error;

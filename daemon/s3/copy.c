@@ -74,7 +74,7 @@ typedef struct {
     char *key;
     s3_object_t o;
     int fd;                            /* its cached bytes; -1: not opened */
-    uint64_t size;
+    cache_place_t place;               /* where in fd's file they are */
     char etag_hex[S3_ETAG_MAX];        /* its ETag without the quotes */
 } copy_source_t;
 
@@ -145,7 +145,7 @@ static int copy_source_open(s3_req_t *r, copy_source_t *src, bool bytes)
     }
     snprintf(src->etag_hex, sizeof(src->etag_hex), "%.*s", (int)strlen(src->o.etag) - 2,
              src->o.etag + 1);
-    if (bytes && cache_open_object(s->cache, src->o.id, &src->fd, &src->size, &err) < 0) {
+    if (bytes && cache_open_object(s->cache, src->o.id, &src->fd, &src->place, &err) < 0) {
         if (errno == ENOENT)
             s3_respond_error(r, "InvalidObjectState", "the copy source is archived and not in"
                              " the cache: restore it first (RestoreObject)");
@@ -237,7 +237,8 @@ void s3_copy_object(s3_req_t *r)
     }
     /* the source's ETag is kept: the bytes are the same */
     char recorded[S3_ETAG_MAX];
-    if (s3_push_from_files(r, &src.fd, &src.size, 1, src.etag_hex, &meta, false, recorded,
+    if (s3_push_from_files(r, &src.fd, &src.place.offset, &src.place.size, 1, src.etag_hex,
+                           &meta, false, recorded,
                            sizeof(recorded)) == 0)
         copy_result(r, "CopyObjectResult", recorded);
 out:
@@ -314,13 +315,13 @@ void s3_upload_part_copy(s3_req_t *r)
     uint64_t start, length;
     if (copy_source_open(r, &src, true) < 0)
         goto out_upload;
-    if (copy_range(r, src.size, &start, &length) < 0)
+    if (copy_range(r, src.place.size, &start, &length) < 0)
         goto out;
     if ((fd = s3_mp_part_create(r, &u, length, tmp, sizeof(tmp))) < 0)
         goto out;
     char md5[SI_CHECKSUM_TEXT_MAX];
     si_error_t err;
-    if (copy_bytes(src.fd, start, length, fd, md5, &err) < 0) {
+    if (copy_bytes(src.fd, src.place.offset + start, length, fd, md5, &err) < 0) {
         close(fd);
         unlink(tmp);
         s3_respond_internal(r, "copying the part", err.text);

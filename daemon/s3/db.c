@@ -44,11 +44,12 @@
 
 static const char sql_object[] =
     "SELECT o.id, o.size, o.checksum, o.mtime, o.etag, o.storage_class, " READABLE_SQL
-    ", (SELECT c.size FROM cache c WHERE c.object_id = o.id),"
-    " m.headers, m.storage_class, m.part_sizes IS NOT NULL,"
+    ", c.size, m.headers, m.storage_class, m.part_sizes IS NOT NULL,"
     " (SELECT p.uid FROM push_items pi JOIN pushes p ON p.id = pi.push_id"
-    "  WHERE pi.object_id = o.id)"
-    " FROM objects o LEFT JOIN object_meta m ON m.object_id = o.id WHERE o.bucket = :bucket AND o.key = :key AND " VISIBLE_SQL;
+    "  WHERE pi.object_id = o.id), c.segment, c.file_offset"
+    " FROM objects o LEFT JOIN object_meta m ON m.object_id = o.id"
+    " LEFT JOIN cache c ON c.object_id = o.id"
+    " WHERE o.bucket = :bucket AND o.key = :key AND " VISIBLE_SQL;
 
 /* Rows per run of a listing statement: PostgreSQL's engine fetches a
  * statement's whole result at once, so a listing of a large bucket goes in
@@ -295,7 +296,11 @@ int s3_db_object(s3_db_t *db, const char *bucket, const char *key, const s3_who_
         copy_text(out->storage_class, sizeof(out->storage_class), db_column_text(s, 5));
         out->readable = db_column_int(s, 6) != 0;
         out->cached = db_column_type(s, 7) != DB_NULL;
-        out->cached_size = out->cached ? (uint64_t)db_column_int64(s, 7) : 0;
+        out->cached_at = (cache_place_t){0};
+        if (out->cached)
+            out->cached_at = (cache_place_t){
+                (uint64_t)db_column_int64(s, 7), (uint64_t)db_column_int64(s, 13),
+                db_column_type(s, 12) == DB_NULL ? 0 : db_column_int64(s, 12)};
         copy_text(out->headers, sizeof(out->headers), db_column_text(s, 8));
         copy_text(out->asked_class, sizeof(out->asked_class), db_column_text(s, 9));
         out->multipart = db_column_int(s, 10) != 0;

@@ -14,6 +14,7 @@
 #include "common/checksum.h"
 #include "common/error.h"
 #include "common/text.h"
+#include "daemon/cache/cache.h"
 #include "daemon/s3/list.h"
 #include "daemon/s3/proto.h"
 
@@ -57,7 +58,7 @@ typedef struct {
     char storage_class[16];
     bool readable;
     bool cached;                      /* it has a row in the cache table ... */
-    uint64_t cached_size;             /* ... of this size */
+    cache_place_t cached_at;          /* ... saying where its bytes are */
     char asked_class[S3_STORAGE_CLASS_MAX]; /* s3_meta_t.storage_class, "" none */
     bool multipart;                   /* part sizes are recorded */
     bool pushed;                      /* written through push (S3 PUT) ... */

@@ -263,11 +263,13 @@ int s3_rdma_open(s3_server_t *s, const rdma_config_t *cfg, si_error_t *err);
 void s3_rdma_close(s3_server_t *s);
 /* HEAD: x-amz-rdma-provider names the server's provider when RDMA is on. */
 void s3_rdma_head(s3_req_t *r, struct MHD_Response *resp);
-/* GET of [start, start+length) of fd: when the request carries an
- * x-amz-rdma-token and the bytes reached the client's memory, an empty
+/* GET of bytes [start, start+length) of the object at place in fd's file:
+ * when the request carries an x-amz-rdma-token and the bytes reached the
+ * client's memory, an empty
  * response saying so (fd stays the caller's); else NULL (the reason kept
  * in r->rdma_declined for s3_respond), and the caller sends the body. */
-struct MHD_Response *s3_rdma_get(s3_req_t *r, int fd, uint64_t start, uint64_t length);
+struct MHD_Response *s3_rdma_get(s3_req_t *r, int fd, const cache_place_t *place,
+                                 uint64_t start, uint64_t length);
 /* PUT and UploadPart: a token and no body (body_length 0) mean the body is
  * the token's len bytes in the client's memory. 1: *token to read with
  * s3_rdma_put_receive; 0: an ordinary body (a token beside a body is
@@ -362,14 +364,15 @@ int s3_begin_replacing(s3_req_t *r, const char *cat_key, const push_file_t *f,
  * If-None-Match: * (*no_replace: the write must not replace an object).
  * 0, or -1 answered. */
 int s3_put_conditions(s3_req_t *r, const char *cat_key, bool *no_replace);
-/* Streams the files fds[i] (sizes[i] bytes each, in order) into a new
+/* Streams the files fds[i] (sizes[i] bytes each from offsets[i], or from
+ * their start when offsets is NULL, in order) into a new
  * object r->bucket/r->key of an archive bucket through the push path and
  * records etag_hex as its ETag (NULL: the MD5 of the bytes) and meta (may
  * be NULL) with it; no_replace: an existing object is not replaced (412).
  * The ETag recorded goes to etag_out (33 + 6 bytes). 0, or -1 answered. */
-int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_t n,
-                       const char *etag_hex, const s3_meta_t *meta, bool no_replace,
-                       char *etag_out, size_t etag_size);
+int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *offsets,
+                       const uint64_t *sizes, size_t n, const char *etag_hex,
+                       const s3_meta_t *meta, bool no_replace, char *etag_out, size_t etag_size);
 /* Deletes cat_key of an archive bucket: 0 (also when there was none), or -1
  * with *code (and err) saying why. Waits while the object is being written
  * to tape (its aggregate then commits first). */

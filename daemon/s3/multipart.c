@@ -219,7 +219,7 @@ static void complete_end(s3_req_t *r)
     char bare[S3_ETAG_MAX];
     snprintf(bare, sizeof(bare), "%.*s", (int)strlen(etag) - 2, etag + 1);
     char recorded[S3_ETAG_MAX];
-    if (s3_push_from_files(r, fds, sizes, c.nparts, bare, &meta, no_replace, recorded,
+    if (s3_push_from_files(r, fds, NULL, sizes, c.nparts, bare, &meta, no_replace, recorded,
                            sizeof(recorded)) < 0)
         goto done;
     s3_mp_remove(&u);

@@ -141,9 +141,9 @@ int s3_put_conditions(s3_req_t *r, const char *cat_key, bool *no_replace)
 
 /* ---- objects from files: CompleteMultipartUpload, CopyObject ----------------------- */
 
-int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_t n,
-                       const char *etag_hex, const s3_meta_t *meta, bool no_replace,
-                       char *etag_out, size_t etag_size)
+int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *offsets,
+                       const uint64_t *sizes, size_t n, const char *etag_hex,
+                       const s3_meta_t *meta, bool no_replace, char *etag_out, size_t etag_size)
 {
     s3_server_t *s = r->srv;
     si_error_t err;
@@ -176,9 +176,9 @@ int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_
         goto error;
     }
     for (size_t i = 0; i < n; i++) {
-        uint64_t left = sizes[i];
+        uint64_t left = sizes[i], at = offsets ? offsets[i] : 0;
         while (left) {
-            ssize_t got = read(fds[i], buf, left < CHUNK ? (size_t)left : CHUNK);
+            ssize_t got = pread(fds[i], buf, left < CHUNK ? (size_t)left : CHUNK, (off_t)at);
             if (got < 0 && errno == EINTR)
                 continue;
             if (got <= 0) {
@@ -193,6 +193,7 @@ int s3_push_from_files(s3_req_t *r, const int *fds, const uint64_t *sizes, size_
                 goto error;
             }
             left -= (uint64_t)got;
+            at += (uint64_t)got;
         }
     }
     char md5_text[SI_CHECKSUM_TEXT_MAX];

@@ -1,6 +1,6 @@
 /* The RDMA data path of the S3 server (doc/rdma.md): a GET that carries an
  * x-amz-rdma-token is answered by writing the bytes into the client's
- * registered memory (rdma_server_send_file, from a mapping of the cache
+ * registered memory (rdma_server_send_range, from a mapping of the cache
  * file) and an empty body with x-amz-rdma-reply: 200; when the server
  * declines, or the transfer fails, the normal body goes out with
  * x-amz-rdma-reply: 501, so the client has its bytes either way. A PUT or
@@ -79,7 +79,8 @@ static const char *refusal(const s3_req_t *r)
     return NULL;
 }
 
-struct MHD_Response *s3_rdma_get(s3_req_t *r, int fd, uint64_t start, uint64_t length)
+struct MHD_Response *s3_rdma_get(s3_req_t *r, int fd, const cache_place_t *place,
+                                 uint64_t start, uint64_t length)
 {
     const char *header = s3_req_header(r, S3_RDMA_TOKEN_HEADER);
     si_rdma_token_t token;
@@ -95,7 +96,8 @@ struct MHD_Response *s3_rdma_get(s3_req_t *r, int fd, uint64_t start, uint64_t l
         return decline(r, "nothing to transfer");
     if (rdma_server_accept(r->srv->rdma, header, SI_RDMA_ACCESS_WRITE, length, &token, &err) < 0)
         return decline(r, err.text);
-    if (rdma_server_send_file(r->srv->rdma, &token, fd, start, length, &moved, &err) < 0) {
+    if (rdma_server_send_range(r->srv->rdma, &token, fd, place->offset, place->size, start,
+                               length, &moved, &err) < 0) {
         si_log(r->srv->log, SI_LOG_WARNING, "s3: GET %s/%s over RDMA: %s (answered over HTTP)",
                r->bucket, r->key, err.text);
         return decline(r, err.text);

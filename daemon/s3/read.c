@@ -429,7 +429,7 @@ static s3_conditions_t conditions_of(const s3_req_t *r)
  * bounded, for the object to reach the cache. 0 with *fd open, 1 when the
  * wait ran out (answered), -1 answered. */
 static int recall_and_wait(s3_req_t *r, const s3_object_t *o, const char *cat_key, int *fd,
-                           uint64_t *size)
+                           cache_place_t *place)
 {
     s3_server_t *s = r->srv;
     si_error_t err;
@@ -453,7 +453,7 @@ static int recall_and_wait(s3_req_t *r, const s3_object_t *o, const char *cat_ke
     for (;;) {
         /* the generation before the look: a commit after it ends the wait */
         uint64_t generation = cache_commit_generation(s->cache);
-        if (cache_open_object(s->cache, o->id, fd, size, &err) == 0)
+        if (cache_open_object(s->cache, o->id, fd, place, &err) == 0)
             return 0;
         if (errno != ENOENT) {
             s3_respond_error(r, "InternalError", "%s", err.text);
@@ -610,7 +610,7 @@ void s3_get_object(s3_req_t *r, bool head)
     si_error_t err;
     s3_object_t o;
     int fd = -1;
-    uint64_t size = 0;
+    cache_place_t place = {0};
     char *cat_key;
     if (readable_object(r, &o, &cat_key) < 0)
         return;
@@ -646,9 +646,9 @@ void s3_get_object(s3_req_t *r, bool head)
         add_class_headers(r, resp, &o, o.cached);
         s3_rdma_head(r, resp);
     } else {
-        /* the catalog query said whether it is cached: no second lookup */
-        size = o.cached_size;
-        if (!o.cached || cache_open_cached(s->cache, o.id, o.cached_size, &fd, &err) < 0) {
+        /* the catalog query said whether it is cached, and where: no second lookup */
+        place = o.cached_at;
+        if (!o.cached || cache_open_cached(s->cache, o.id, &o.cached_at, &fd, &err) < 0) {
             if (o.cached && errno != ENOENT) {
                 s3_respond_error(r, "InternalError", "%s", err.text);
                 goto out;
@@ -664,17 +664,17 @@ void s3_get_object(s3_req_t *r, bool head)
                 s3_offload(r, get_on_worker);
                 goto out;
             }
-            if (recall_and_wait(r, &o, cat_key, &fd, &size) != 0)
+            if (recall_and_wait(r, &o, cat_key, &fd, &place) != 0)
                 goto out;
         }
-        if (size != o.size) {
+        if (place.size != o.size) {
             s3_respond_error(r, "InternalError", "the cached copy of %s/%s is %" PRIu64
-                             " bytes, the catalog says %" PRIu64, r->bucket, r->key, size,
-                             o.size);
+                             " bytes, the catalog says %" PRIu64, r->bucket, r->key,
+                             place.size, o.size);
             goto out;
         }
-        if (!(resp = s3_rdma_get(r, fd, start, length))) {
-            resp = MHD_create_response_from_fd_at_offset64(length, fd, (uint64_t)start);
+        if (!(resp = s3_rdma_get(r, fd, &place, start, length))) {
+            resp = MHD_create_response_from_fd_at_offset64(length, fd, place.offset + start);
             if (!resp) {
                 s3_respond_error(r, "InternalError", "cannot create the response");
                 goto out;

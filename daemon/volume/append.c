@@ -12,6 +12,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
 #include "common/text.h"
 #include "daemon/volume/tar.h"
 
@@ -277,31 +278,19 @@ out:
     return rc;
 }
 
-/* A path source must exist and hold exactly the stated size (a regular
- * file's size is checked; a pipe's is checked by reading). With fd != NULL
- * the file stays open for reading. */
+/* A path source must exist and hold the stated size (exactly, or from its
+ * offset on: si_open_range; a pipe's is checked by reading). With fd !=
+ * NULL the file stays open for reading, at the member's first byte. */
 static int check_source(const tapevol_member_t *m, int *fd, si_error_t *err)
 {
-    struct stat st;
-    int f = open(m->path, O_RDONLY | O_CLOEXEC);
-    if (f < 0 || fstat(f, &st) < 0) {
-        si_errprintf(err, "member %s/%s: %s: %s", m->bucket, m->key, m->path, strerror(errno));
-        goto error;
-    }
-    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size != m->size) {
-        si_errprintf(err, "member %s/%s: %s holds %jd bytes, not %" PRIu64, m->bucket, m->key,
-                     m->path, (intmax_t)st.st_size, m->size);
-        goto error;
-    }
+    int f = si_open_range(m->path, m->offset, m->size, err);
+    if (f < 0)
+        return si_errprefix(err, "member %s/%s", m->bucket, m->key);
     if (fd)
         *fd = f;
     else
         close(f);
     return 0;
-error:
-    if (f >= 0)
-        close(f);
-    return -1;
 }
 
 int tapevol_append(tapevol_t *vol, const tapevol_member_t *members, size_t n,

@@ -113,7 +113,7 @@ typedef struct {
     const char *key;
     const char *path;      /* data source file, or NULL to read fd */
     int fd;                /* used when path is NULL; read from its offset */
-    uint64_t size;         /* bytes to write; the source must hold exactly this */
+    uint64_t size;         /* bytes to write; the source must hold exactly this (from offset) */
     int64_t mtime;         /* unix seconds, >= 0 */
     const char *checksum;  /* expected "sha256:hex", or NULL */
     /* What an S3 client stored with the object (catalog object_meta),
@@ -121,6 +121,7 @@ typedef struct {
      * that an import restores it; NULL: none. */
     const char *headers;   /* "name: value\n" lines */
     const char *storage_class;
+    uint64_t offset;       /* where path's bytes start (> 0: a range of a cache segment) */
 } tapevol_member_t;
 
 /* One member of an archive file, as written or as read back. */

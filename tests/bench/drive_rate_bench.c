@@ -16,7 +16,8 @@
  *   drive_rate [--quick] [--json] [--dir DIR]
  * Mount and load times are shortened (tape.load_s, robot_move_s): the
  * streaming phase leaves them out anyway. Needs daemon/stageind built (or
- * $STAGEIND). */
+ * $STAGEIND). $DRIVE_RATE_CACHE adds settings to the cache group (e.g.
+ * "segment_object_max = 0;": a file per object, for a comparison). */
 #include "config.h"
 
 #include <curl/curl.h>
@@ -141,10 +142,12 @@ static void daemon_start(const run_t *run, daemon_t *d, int drives, uint64_t cap
             "state_dir = \"%s\";\n"
             "library: { drives = %d; time_scale = 1.0; };\n"
             "tape: { load_s = 0.5; unload_s = 0.5; robot_move_s = 0.2; };\n"
-            "cache: { capacity = %llu; };\n"
+            "cache: { capacity = %llu; %s };\n"
             /* the aggregator would archive the pushed files meanwhile */
             "push: { aggregate_window = 86400.0; aggregate_bytes = %llu; };\n",
-            d->state, drives, (unsigned long long)capacity, (unsigned long long)capacity);
+            d->state, drives, (unsigned long long)capacity,
+            getenv("DRIVE_RATE_CACHE") ? getenv("DRIVE_RATE_CACHE") : "",
+            (unsigned long long)capacity);
     fclose(cf);
     unlink(d->sock);
     if ((d->pid = fork()) == 0) {
@@ -274,7 +277,7 @@ static void make_volumes(const run_t *run, const daemon_t *d, int drives, uint64
         char (*keys)[24] = calloc(count, 24);
         for (uint64_t i = 0; i < count; i++) {
             snprintf(keys[i], 24, "o%08" PRIu64, first + i);
-            m[i] = (tapevol_member_t){"bench", keys[i], NULL, fd, size, 0, NULL, NULL, NULL};
+            m[i] = (tapevol_member_t){.bucket = "bench", .key = keys[i], .fd = fd, .size = size};
             fprintf(mf, "bench/%s\n", keys[i]);
         }
         char label[16];

@@ -173,7 +173,8 @@ int main(int argc, char **argv)
             if (rename(tmp, srcs[i]) < 0)
                 die(srcs[i], NULL);
             snprintf(keys[i], 32, "f%05d", k);
-            m[i] = (tapevol_member_t){"bench", keys[i], srcs[i], -1, size, 0, NULL, NULL, NULL};
+            m[i] = (tapevol_member_t){.bucket = "bench", .key = keys[i], .path = srcs[i],
+                                      .fd = -1, .size = size};
             fprintf(mf, "bench/%s\n", keys[i]);
             bytes += size;
         }

@@ -545,8 +545,9 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < s->n; i++) {
             snprintf(keys[i], sizeof(keys[i]), "%s-%zu", s->name, i);
             snprintf(paths[i], sizeof(paths[i]), "%s/%s", src, keys[i]);
-            m[i] = (archive_member_t){"bench", keys[i], paths[i], s->size, 1796000000, sums[i],
-                                      NULL, NULL};
+            m[i] = (archive_member_t){.bucket = "bench", .key = keys[i], .path = paths[i],
+                                      .size = s->size, .mtime = 1796000000,
+                                      .checksum = sums[i]};
         }
         char out[PATH_MAX];
         snprintf(out, sizeof(out), "%s/direct.bin", g_dir);

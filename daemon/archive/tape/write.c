@@ -6,6 +6,7 @@
 #include "daemon/archive/tape/state.h"
 
 #include "common/clock.h"
+#include "common/fileio.h"
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
@@ -93,22 +94,20 @@ static int put(twriter_t *w, const void *data, size_t len)
     return 0;
 }
 
-static int hash_file(const char *path, char out[SI_CHECKSUM_TEXT_MAX], si_error_t *err)
+static int hash_member(const archive_member_t *m, char out[SI_CHECKSUM_TEXT_MAX],
+                       si_error_t *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = si_open_range(m->path, m->offset, m->size, err);
     if (fd < 0)
-        return si_errprintf(err, "%s: %s", path, strerror(errno));
+        return -1;
     si_checksum_t *sum = si_checksum_new("sha256", err);
     unsigned char buf[1 << 16];
-    ssize_t n;
-    while (sum && (n = read(fd, buf, sizeof(buf))) > 0)
-        si_checksum_update(sum, buf, (size_t)n);
+    int rc = sum ? si_checksum_fd(sum, fd, m->offset, m->size, buf, sizeof(buf), err) : -1;
     close(fd);
-    if (!sum)
-        return -1;
-    si_checksum_final(sum, out);
+    if (rc == 0)
+        si_checksum_final(sum, out);
     si_checksum_free(sum);
-    return 0;
+    return rc < 0 ? si_errprefix(err, "%s", m->path) : 0;
 }
 
 /* One member: pax header (its checksum known before the data: the cache's
@@ -125,7 +124,7 @@ static int put_member(twriter_t *w, size_t index, uint64_t *position)
                  strlen(m->checksum) == TAR_CHECKSUM_LEN;
     if (known)
         snprintf(sum_text, sizeof(sum_text), "%s", m->checksum);
-    else if (hash_file(m->path, sum_text, err) < 0)
+    else if (hash_member(m, sum_text, err) < 0)
         return -1;
     else
         atomic_fetch_add(&w->d->t->bytes_hashed, m->size);
@@ -152,12 +151,11 @@ static int put_member(twriter_t *w, size_t index, uint64_t *position)
     if (put(w, block, TAR_BLOCK) < 0)
         return -1;
     *position = w->logical;
-    int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    int fd = si_open_range(m->path, m->offset, m->size, err);
     if (fd < 0) {
         if (verify)
             atomic_store(&w->job->hashed[index], 0);
-        return si_errprintf(err, "member %s/%s: %s: %s", m->bucket, m->key, m->path,
-                            strerror(errno));
+        return si_errprefix(err, "member %s/%s", m->bucket, m->key);
     }
     si_checksum_t *sum = verify ? si_checksum_new("sha256", err) : NULL;
     uint64_t left = m->size;

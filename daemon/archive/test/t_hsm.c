@@ -305,8 +305,9 @@ int main(void)
 
     /* ---- push ------------------------------------------------------------------ */
     archive_member_t m[2] = {
-        {"stageout", "ds/x/one", NULL, sizes[1], 1700000000, sums[1], NULL, NULL},
-        {"stageout", "ds/two", NULL, sizes[2], 0, NULL, NULL, NULL},
+        {.bucket = "stageout", .key = "ds/x/one", .size = sizes[1], .mtime = 1700000000,
+         .checksum = sums[1]},
+        {.bucket = "stageout", .key = "ds/two", .size = sizes[2]},
     };
     char src1[300], src2[300];
     snprintf(src1, sizeof(src1), "%s/data/a/f1", root);

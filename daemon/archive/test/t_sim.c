@@ -52,8 +52,8 @@ int main(void)
         src[i] = malloc(sizes[i]);
         write_source(path[i], src[i], sizes[i], (unsigned)i);
         snprintf(keys[i - 1], sizeof(keys[i - 1]), "o%d", i);
-        members[i - 1] = (tapevol_member_t){"data", keys[i - 1], path[i], -1, sizes[i], 0,
-                                            NULL, NULL, NULL};
+        members[i - 1] = (tapevol_member_t){.bucket = "data", .key = keys[i - 1],
+                                            .path = path[i], .fd = -1, .size = sizes[i]};
     }
     /* V1 holds objects 1..4, V2 holds 1 and 2 again (second copies) */
     tapevol_listing_t *l1 = NULL, *l2 = NULL;
@@ -184,8 +184,8 @@ int main(void)
 
     /* 7. archive write: two members, two copies on distinct volumes */
     archive_member_t am[2] = {
-        {"push", "x1", path[3], sizes[3], 0, NULL, NULL, NULL},
-        {"push", "x2", path[1], sizes[1], 0, NULL, NULL, NULL},
+        {.bucket = "push", .key = "x1", .path = path[3], .size = sizes[3]},
+        {.bucket = "push", .key = "x2", .path = path[1], .size = sizes[1]},
     };
     archive_placement_t pl[4];
     err.text[0] = 0;

@@ -77,6 +77,8 @@ static inline void ct_teardown(ct_t *t)
     ct_rm_tree(t->root);
 }
 
+/* A cache of capacity bytes on t's virtual clock, every object in a file
+ * of its own (t_segment tests segment files: ct_conf_segments). */
 static inline cache_conf_t ct_conf(ct_t *t, uint64_t capacity)
 {
     cache_conf_t conf;
@@ -84,6 +86,16 @@ static inline cache_conf_t ct_conf(ct_t *t, uint64_t capacity)
     conf.capacity = capacity;
     conf.clock = ct_clock;
     conf.clock_arg = t;
+    conf.segment_object_max = 0;
+    return conf;
+}
+
+/* ct_conf with objects below 1 MiB in segments of segment_bytes. */
+static inline cache_conf_t ct_conf_segments(ct_t *t, uint64_t capacity, uint64_t segment_bytes)
+{
+    cache_conf_t conf = ct_conf(t, capacity);
+    conf.segment_object_max = 1u << 20;
+    conf.segment_bytes = segment_bytes;
     return conf;
 }
 

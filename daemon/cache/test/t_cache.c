@@ -16,15 +16,16 @@ static int read_back(cache_t *c, int64_t id, unsigned n, size_t size)
 {
     si_error_t err;
     int fd;
-    uint64_t got_size;
-    if (cache_open_object(c, id, &fd, &got_size, &err) < 0) {
+    cache_place_t place;
+    if (cache_open_object(c, id, &fd, &place, &err) < 0) {
         diag("open %" PRId64 ": %s", id, err.text);
         return -1;
     }
     unsigned char *want = ct_content(n, size), *have = malloc(size + 1);
-    ssize_t r = read(fd, have, size + 1);
+    ssize_t r = pread(fd, have, size + 1, (off_t)place.offset);
     close(fd);
-    int same = got_size == size && r == (ssize_t)size && memcmp(want, have, size) == 0;
+    int same = place.size == size && place.segment == 0 && place.offset == 0 &&
+               r == (ssize_t)size && memcmp(want, have, size) == 0;
     free(want);
     free(have);
     return same ? 0 : -1;
@@ -81,7 +82,8 @@ static void test_write_read(cache_t *c)
     /* opened with the size the caller read from the catalog itself */
     int fd = -1;
     t.now += 10;
-    ok(cache_open_cached(c, id, size, &fd, &err) == 0 && fd >= 0, "cache_open_cached: opened");
+    cache_place_t own = {size, 0, 0};
+    ok(cache_open_cached(c, id, &own, &fd, &err) == 0 && fd >= 0, "cache_open_cached: opened");
     unsigned char *want = ct_content(1, size), *have = malloc(size);
     ok(fd >= 0 && pread(fd, have, size, 0) == (ssize_t)size && memcmp(want, have, size) == 0,
        "cache_open_cached: the object's bytes");
@@ -94,12 +96,14 @@ static void test_write_read(cache_t *c)
              t.now, id);
     is_int(ct_query_int(&t, sql), 1, "cache_open_cached: the access time is recorded");
     fd = -1;
-    ok(cache_open_cached(c, id, size + 1, &fd, &err) < 0 && errno == EIO && fd == -1,
+    cache_place_t longer = {size + 1, 0, 0};
+    ok(cache_open_cached(c, id, &longer, &fd, &err) < 0 && errno == EIO && fd == -1,
        "cache_open_cached: another size than the file's is EIO: %s", err.text);
     int64_t absent = ct_object(&t, 3, 10, sum);
-    ok(cache_open_cached(c, absent, 10, &fd, &err) < 0 && errno == ENOENT,
+    cache_place_t ten = {10, 0, 0};
+    ok(cache_open_cached(c, absent, &ten, &fd, &err) < 0 && errno == ENOENT,
        "cache_open_cached: no file is ENOENT: %s", err.text);
-    ok(cache_open_cached(c, 0, 10, &fd, &err) < 0 && errno == EINVAL,
+    ok(cache_open_cached(c, 0, &ten, &fd, &err) < 0 && errno == EINVAL,
        "cache_open_cached: a bad id is EINVAL");
 
     cache_usage_t u;
@@ -123,7 +127,8 @@ static void test_write_read(cache_t *c)
     int64_t who[] = {id, empty, id, id};
     for (int i = 0; i < 4; i++) {
         t.now = base + at[i];
-        if (cache_open_cached(c, who[i], who[i] == id ? size : 0, &fd, &err) == 0)
+        cache_place_t at_place = {who[i] == id ? size : 0, 0, 0};
+        if (cache_open_cached(c, who[i], &at_place, &fd, &err) == 0)
             close(fd);
     }
     ok(cache_flush_access(c, &err) == 0, "a batch of four reads of two objects flushed");
@@ -369,12 +374,12 @@ static void test_hostile(cache_t *c)
     for (size_t i = 0; i < 3; i++) {
         int64_t id = bad_ids[i];
         int fd;
-        uint64_t size;
+        cache_place_t place;
         char buf[64];
         ok(cache_writer_open(c, id, 1, NULL, &w, &err) < 0 && errno == EINVAL &&
                strstr(err.text, "is not a catalog object id"),
            "writer for id %" PRId64 ": %s", id, err.text);
-        ok(cache_open_object(c, id, &fd, &size, &err) < 0 && errno == EINVAL,
+        ok(cache_open_object(c, id, &fd, &place, &err) < 0 && errno == EINVAL,
            "open id %" PRId64 " refused", id);
         ok(cache_stat(c, id, NULL, &err) < 0 && cache_pin(c, id, 1, &err) < 0 &&
                cache_reserve(c, id, 1, NULL, &err) < 0 && cache_remove(c, id, &err) < 0 &&

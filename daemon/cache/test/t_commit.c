@@ -86,17 +86,19 @@ static void *wait_commit(void *arg)
     return NULL;
 }
 
-/* Runs on each engine. */
-static void body(void)
+/* Every object in a file of its own, or (segments) in segment files. */
+static void body_with(bool segments)
 {
     si_error_t err;
     if (ct_setup(&t, "t_commit") < 0) {
         ok(0, "setting up on %s", test_engine_name());
         return;
     }
-    cache_conf_t conf = ct_conf(&t, 1ull << 30);
+    cache_conf_t conf = segments ? ct_conf_segments(&t, 1ull << 30, 256u << 20)
+                                 : ct_conf(&t, 1ull << 30);
     cache_t *c = cache_open(&conf, t.cat, &err);
-    ok(c != NULL, "cache opened: %s", c ? "" : err.text);
+    ok(c != NULL, "cache opened (%s): %s", segments ? "segments" : "a file per object",
+       c ? "" : err.text);
 
     /* 200 objects submitted at once: committed in far fewer batches */
     tally_t ty = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, ""};
@@ -115,8 +117,8 @@ static void body(void)
     snprintf(sub, sizeof(sub), "%s/tmp", t.cache_dir);
     is_int(ct_count_entries(sub), 0, "tmp/ empty");
     int fd;
-    uint64_t size;
-    ok(cache_open_object(c, ids[199], &fd, &size, &err) == 0 && size == 4096,
+    cache_place_t place;
+    ok(cache_open_object(c, ids[199], &fd, &place, &err) == 0 && place.size == 4096,
        "the last one readable");
     close(fd);
     is_int(u1.writers, 0, "no writer left open");
@@ -183,7 +185,17 @@ static void body(void)
     ok(small.ok == 30 && u1.commit_batches - u0.commit_batches >= 10,
        "all committed, in %llu batches", (unsigned long long)(u1.commit_batches - u0.commit_batches));
     cache_close(c);
+    if (segments)
+        is_int(ct_query_int(&t, "SELECT count(*) FROM cache WHERE segment IS NULL"), 0,
+               "every object was in a segment");
     ct_teardown(&t);
+}
+
+/* Runs on each engine. */
+static void body(void)
+{
+    body_with(false);
+    body_with(true);
 }
 
 int main(void)

@@ -79,8 +79,8 @@ static void body(void)
 
     /* a reads object 6 (b's) while b drops it */
     int fd = -1;
-    uint64_t size = 0;
-    ok(cache_open_object(a, ids[6], &fd, &size, &err) == 0 && size == OBJ,
+    cache_place_t place = {0};
+    ok(cache_open_object(a, ids[6], &fd, &place, &err) == 0 && place.size == OBJ,
        "a opens object 6, written by b");
 
     /* ---- b's eviction: 1000 bytes would pass the high watermark (900) ---- */

@@ -293,11 +293,20 @@ static void run(void)
     snprintf(sql, sizeof(sql), "UPDATE push_items SET state = 'ARCHIVING' WHERE object_id = %lld",
              (long long)rc1.object_id);
     test_exec(cat, sql);
+    /* its first byte, wherever the cache put it (a file, or a segment's range) */
     char rel[64], path[512];
-    cache_object_path(rc2.object_id, rel, sizeof(rel), NULL);
+    snprintf(sql, sizeof(sql), "SELECT %%s FROM cache WHERE object_id = %lld",
+             (long long)rc2.object_id);
+    char q[300];
+    snprintf(q, sizeof(q), sql, "file_offset");
+    cache_place_t where = {SMALL, (uint64_t)count(cat, q), 0};
+    snprintf(q, sizeof(q), sql, "coalesce(segment, 0)");
+    where.segment = count(cat, q);
+    cache_place_path(rc2.object_id, &where, rel, sizeof(rel), NULL);
     snprintf(path, sizeof(path), "%s/%s", cc.dir, rel);
     FILE *rot = fopen(path, "r+");
     if (rot) {
+        fseek(rot, (long)where.offset, SEEK_SET);
         fputc('!', rot);
         fclose(rot);
     }

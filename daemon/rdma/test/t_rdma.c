@@ -231,8 +231,11 @@ typedef struct {
     int fd;
 } ctx_t;
 
-/* One GET of [off, off+len) of the file into a client buffer of buflen. */
-static void check_get(ctx_t *x, rdma_server_t *srv, const char *what, uint64_t off, uint64_t len)
+/* One GET of [off, off+len) of the file into a client buffer of buflen;
+ * with window, of the object that is the file's [window[0], +window[1])
+ * (a cache segment's), off counted from its start. */
+static void check_get_in(ctx_t *x, rdma_server_t *srv, const char *what, const uint64_t *window,
+                         uint64_t off, uint64_t len)
 {
     child_t c;
     si_rdma_token_t t;
@@ -247,15 +250,23 @@ static void check_get(ctx_t *x, rdma_server_t *srv, const char *what, uint64_t o
         return;
     }
     rc = rdma_server_accept(srv, c.token, SI_RDMA_ACCESS_WRITE, len, &t, &err);
-    if (rc == 0)
+    if (rc == 0 && window)
+        rc = rdma_server_send_range(srv, &t, x->fd, window[0], window[1], off, len, &moved,
+                                    &err);
+    else if (rc == 0)
         rc = rdma_server_send_file(srv, &t, x->fd, off, len, &moved, &err);
     ok(rc == 0 && moved == len, "%s %s: %" PRIu64 " bytes written%s%s", x->provider, what, moved,
        rc ? ": " : "", rc ? err.text : "");
-    file_sum(x->fd, off, len, want);
+    file_sum(x->fd, (window ? window[0] : 0) + off, len, want);
     ok(finish_client(&c, got, &clean) == 0 && strcmp(got, want) == 0,
        "%s %s: client's bytes match the file (%.20s...)", x->provider, what, got);
     ok(clean, "%s %s: nothing written outside the range; client released its registration",
        x->provider, what);
+}
+
+static void check_get(ctx_t *x, rdma_server_t *srv, const char *what, uint64_t off, uint64_t len)
+{
+    check_get_in(x, srv, what, NULL, off, len);
 }
 
 /* shm without CMA: a GET of at most RDMA_SHM_INLINE_MAX bytes is declined
@@ -338,7 +349,7 @@ static void *send_thread(void *arg)
     return NULL;
 }
 
-#define TESTS_PER_PROVIDER 39
+#define TESTS_PER_PROVIDER 46
 
 static void run_provider(const char *provider, const char *domain, bool cma, int fd, int bigfd)
 {
@@ -383,6 +394,15 @@ static void run_provider(const char *provider, const char *domain, bool cma, int
 
     check_get(&x, srv, "GET (zero-copy)", 0, FILE_SIZE);
     check_get(&x, srv, "range GET", 1000003, (3u << 20) + 7);
+    /* an object inside a segment file: its blocks mapped, whole and in part */
+    const uint64_t object[2] = {2u << 20, 300007};
+    check_get_in(&x, srv, "GET of an object in a segment", object, 0, object[1]);
+    check_get_in(&x, srv, "part GET of it", object, 4099, 65536);
+    moved = 1;
+    ok(rdma_server_send_range(srv, &t, fd, object[0], object[1], 4096, object[1], &moved,
+                              &err) < 0 && errno == EINVAL,
+       "%s: a part past the object's end is refused before any transfer: %s", provider,
+       err.text);
     if (pool_srv)
         check_get(&x, pool_srv, "GET (pool)", 0, FILE_SIZE);
     else

@@ -48,7 +48,8 @@ static void fill(catalog_t *cat, int64_t id[5])
              "INSERT INTO dataset_members SELECT id, %lld FROM datasets WHERE name = 'ds1';"
              "INSERT INTO dataset_members SELECT id, %lld FROM datasets WHERE name = 'ds2';"
              "INSERT INTO dataset_members SELECT id, %lld FROM datasets WHERE name = 'ds2';"
-             "INSERT INTO cache(object_id, path, size, last_access) VALUES (%lld, 'x', 100, 0);"
+             "INSERT INTO cache(object_id, path, size, last_access, segment, file_offset)"
+             " VALUES (%lld, 'x', 100, 0, 7, 8192);"
              "INSERT INTO pushes(uuid, uid, gid, dataset_id, created, updated)"
              " SELECT 'p1', 1000, 1000, id, 0, 0 FROM datasets WHERE name = 'ds2';"
              "INSERT INTO push_items(object_id, push_id, state)"
@@ -149,8 +150,9 @@ static void run(void)
     s3_object_t o;
 
     ok(s3_db_object(db, "bkt", "a", &user, &o, &err) == 1 && o.id == id[0] && o.size == 100 &&
-           o.readable && o.cached && o.cached_size == 100 && !o.pushed,
-       "a: found, readable by its dataset's owner, cached");
+           o.readable && o.cached && o.cached_at.size == 100 && o.cached_at.segment == 7 &&
+           o.cached_at.offset == 8192 && !o.pushed,
+       "a: found, readable by its dataset's owner, cached (in segment 7 at 8192)");
     ok(s3_db_object(db, "bkt", "a", &other, &o, &err) == 1 && !o.readable,
        "a: not readable by another user (mode 0640)");
     ok(s3_db_object(db, "bkt", "b", &other, &o, &err) == 1 && o.readable && !o.cached,

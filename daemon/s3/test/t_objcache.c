@@ -19,7 +19,7 @@ static s3_object_t object(int64_t id, const char *headers)
     snprintf(o.storage_class, sizeof(o.storage_class), "GLACIER");
     o.readable = true;
     o.cached = true;
-    o.cached_size = 65536;
+    o.cached_at = (cache_place_t){65536, 4096 * (uint64_t)id, id};
     snprintf(o.asked_class, sizeof(o.asked_class), "STANDARD");
     o.multipart = id % 2;
     o.pushed = true;
@@ -33,7 +33,8 @@ static bool same(const s3_object_t *a, const s3_object_t *b)
     return a->id == b->id && a->size == b->size && a->mtime == b->mtime &&
            strcmp(a->etag, b->etag) == 0 && strcmp(a->storage_class, b->storage_class) == 0 &&
            a->readable == b->readable && a->cached == b->cached &&
-           a->cached_size == b->cached_size && strcmp(a->asked_class, b->asked_class) == 0 &&
+           a->cached_at.size == b->cached_at.size && a->cached_at.offset == b->cached_at.offset &&
+           a->cached_at.segment == b->cached_at.segment && strcmp(a->asked_class, b->asked_class) == 0 &&
            a->multipart == b->multipart && a->pushed == b->pushed && a->writer == b->writer &&
            strcmp(a->headers, b->headers) == 0;
 }

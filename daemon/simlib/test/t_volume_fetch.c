@@ -70,8 +70,8 @@ int main(void)
        err.text);
     tapevol_t *vol = tapevol_open(dir, "F00001", TAPEVOL_RDWR, &err);
     tapevol_member_t m[2] = {
-        {"bkt", "one", src, -1, size, 0, NULL, NULL, NULL},
-        {"bkt", "two", src, -1, size, 0, NULL, NULL, NULL},
+        {.bucket = "bkt", .key = "one", .path = src, .fd = -1, .size = size},
+        {.bucket = "bkt", .key = "two", .path = src, .fd = -1, .size = size},
     };
     tapevol_listing_t *written = NULL;
     if (!ok(vol && tapevol_append(vol, m, 2, &written, &err) == 0, "two members written: %s",
