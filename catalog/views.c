@@ -304,12 +304,15 @@ si_table_t *catalog_view_cache(catalog_t *cat, si_error_t *err)
     static const si_column_t cols[] = {
         {"objects", SI_COL_INT}, {"bytes", SI_COL_BYTES}, {"pinned_objects", SI_COL_INT},
         {"pinned_bytes", SI_COL_BYTES}, {"verified_objects", SI_COL_INT},
-        {"oldest_access", SI_COL_STR},
+        {"oldest_access", SI_COL_STR}, {"segment_objects", SI_COL_INT},
+        {"segments", SI_COL_INT},
     };
     static const char sql[] =
         "SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(SUM(pins > 0), 0),"
         " COALESCE(SUM(CASE WHEN pins > 0 THEN size ELSE 0 END), 0),"
-        " COALESCE(SUM(CASE WHEN verified <> 0 THEN 1 ELSE 0 END), 0), datetime(MIN(last_access), 'unixepoch')"
+        " COALESCE(SUM(CASE WHEN verified <> 0 THEN 1 ELSE 0 END), 0), datetime(MIN(last_access), 'unixepoch'),"
+        " COALESCE(SUM(CASE WHEN segment IS NOT NULL THEN 1 ELSE 0 END), 0),"
+        " (SELECT COUNT(*) FROM cache_segments)"
         " FROM cache";
     return view(cat, sql, cols, NCOLS(cols), NULL, NULL, err);
 }

@@ -83,7 +83,7 @@ out=$(si catalog plan climate-subset --summary)
 grep -q '^L90002 .* 4 ' <<<"$out"; ok $? "plan summary table"
 out=$(si catalog requests --json); is "$out" "[]" "requests: none yet"
 out=$(si catalog cache --json)
-is "$out" '[{"objects":0,"bytes":0,"pinned_objects":0,"pinned_bytes":0,"verified_objects":0,"oldest_access":null}]' "cache: empty"
+is "$out" '[{"objects":0,"bytes":0,"pinned_objects":0,"pinned_bytes":0,"verified_objects":0,"oldest_access":null,"segment_objects":0,"segments":0}]' "cache: empty"
 run_fails_with "sql refuses writes" "only read-only statements" -- si catalog sql "DELETE FROM objects"
 run_fails_with "unknown dataset" "no dataset 'nope'" -- si catalog where nope
 run_fails_with "unknown object" "no object a-bucket/x" -- si catalog object a-bucket/x

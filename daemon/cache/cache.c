@@ -59,7 +59,7 @@ static const char *const sql_text[SQL_COUNT] = {
     /* served by the cache_by_segment index */
     [SQL_SEG_DROP_EMPTY] = "DELETE FROM cache_segments WHERE id = ?1 AND sealed <> 0"
                            " AND NOT EXISTS (SELECT 1 FROM cache WHERE segment = ?1)",
-    [SQL_SEG_LIST] = "SELECT id, instance, sealed FROM cache_segments ORDER BY id",
+    [SQL_SEG_LIST] = "SELECT id, instance, sealed, created FROM cache_segments ORDER BY id",
     [SQL_SEG_DELETE] = "DELETE FROM cache_segments WHERE id = ?1",
 };
 /* Where PostgreSQL's spelling differs. Its max() is only the aggregate.

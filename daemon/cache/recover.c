@@ -281,7 +281,12 @@ static seg_t *seg_find(const segs_t *ss, int64_t id)
 }
 
 /* Every segment's row, with its file's size; this instance's (and dead
- * ones') left open are sealed: no writer appends to them any more. */
+ * ones') left open are sealed: no writer appends to them any more. Read
+ * before the rows, so that a segment sealed by the time it is read has all
+ * its rows in what load_rows reads (a batch's rows commit before its
+ * segment is sealed). A dead instance's segment is only one made a lease
+ * time before the live instances were listed: one made later is an
+ * instance's that came back meanwhile. */
 static int load_segments(cache_t *c, const walk_t *w, segs_t *ss, si_error_t *err)
 {
     db_stmt_t *s = cache_stmt(c, SQL_SEG_LIST);
@@ -293,7 +298,8 @@ static int load_segments(cache_t *c, const walk_t *w, segs_t *ss, si_error_t *er
         }
         const char *owner = db_column_text(s, 1);
         bool mine = !cache_shared(c) || !owner || strcmp(owner, c->conf.instance) == 0 ||
-                    !is_live_other(w, owner);
+                    (!is_live_other(w, owner) &&
+                     db_column_double(s, 3) < w->now - c->conf.lease_s);
         ss->segs[ss->n++] = (seg_t){.id = db_column_int64(s, 0), .mine = mine,
                                     .sealed = db_column_int(s, 2) != 0};
     }
@@ -671,7 +677,7 @@ int cache_recover(cache_t *c, cache_recovery_t *report, si_error_t *err)
             si_errnoprintf(err, errno, "cache: cleaning %s/tmp: %s", c->conf.dir, strerror(errno));
         goto error;
     }
-    if (load_rows(c, &rows, err) < 0 || load_segments(c, &w, &segs, err) < 0 ||
+    if (load_segments(c, &w, &segs, err) < 0 || load_rows(c, &rows, err) < 0 ||
         check_files(c, &rows, &segs, &r, err) < 0)
         goto error;
     w.segs = &segs;

@@ -10,6 +10,8 @@
 #include <inttypes.h>
 #include <pthread.h>
 
+#include "catalog/instances.h"
+#include "common/clock.h"
 #include "common/tap.h"
 #include "daemon/cache/test/cachetest.h"
 
@@ -344,6 +346,77 @@ static void test_flush_fault(ct_t *tt, cache_conf_t conf)
     cache_close(c);
 }
 
+/* Two instances on one directory: each appends to a segment of its own, each
+ * reads the other's; a recovery leaves a live instance's open segment alone,
+ * seals a dead one's and frees its cut batch, but not a segment that instance
+ * made after the others last saw it alive. */
+static void test_shared(ct_t *tt, cache_conf_t conf)
+{
+    si_error_t err;
+    double now = si_wall_now();
+    ok(instance_register(tt->cat, "a", "h", 1, now, 30, &err) == 0 &&
+           instance_register(tt->cat, "b", "h", 2, now, 30, &err) == 0,
+       "instances a and b registered: %s", err.text);
+    catalog_t *cat_a = catalog_open(tt->db, 0, &err), *cat_b = catalog_open(tt->db, 0, &err);
+    conf.lease_s = 30;
+    snprintf(conf.instance, sizeof(conf.instance), "a");
+    cache_t *a = cache_open(&conf, cat_a, &err);
+    snprintf(conf.instance, sizeof(conf.instance), "b");
+    cache_t *b = cache_open(&conf, cat_b, &err);
+    cache_place_t pa, pb, p;
+    ok(a && b && ct_store_next(&t, a, ids, sums, 31, sizes[31], 0) == 0 &&
+           ct_store_next(&t, b, ids, sums, 32, sizes[32], 0) == 0 && reads_back(b, 31, &pa) &&
+           reads_back(a, 32, &pb) && pa.segment && pb.segment && pa.segment != pb.segment,
+       "a and b write segments of their own and read each other's objects");
+    is_int(query("SELECT count(*) FROM cache_segments WHERE instance = 'a' AND id = %lld",
+                 pa.segment), 1, "a segment's row names its instance");
+    char path[600];
+    segment_file(pa.segment, path, sizeof(path));
+    struct stat st;
+    stat(path, &st);
+    off_t end = st.st_size;
+    int fd = open(path, O_WRONLY);
+    ok(fd >= 0 && pwrite(fd, "junk", 4, end) == 4, "a batch of a's cut short (bytes after its last)");
+    close(fd);
+    cache_recovery_t r;
+    ok(cache_recover(b, &r, &err) == 0 && r.orphan_ranges == 0 && r.segments_removed == 0,
+       "b's recovery while a lives: %s", err.text);
+    cache_recovery_free(&r);
+    stat(path, &st);
+    ok(st.st_size == end + 4 &&
+           query("SELECT sealed FROM cache_segments WHERE id = %lld", pa.segment) == 0,
+       "a's open segment left alone (unsealed, its tail kept)");
+
+    /* a dies: its heartbeat and its segment older than a lease */
+    char sql[300];
+    snprintf(sql, sizeof(sql), "UPDATE instances SET heartbeat = %.3f WHERE name = 'a'",
+             now - 1000);
+    test_exec(t.cat, sql);
+    snprintf(sql, sizeof(sql), "UPDATE cache_segments SET created = %.3f WHERE instance = 'a'",
+             now - 1000);
+    test_exec(t.cat, sql);
+    /* and a segment of a's made after b last saw it alive: a's next life's */
+    snprintf(sql, sizeof(sql), "INSERT INTO cache_segments(instance, created) VALUES ('a', %.3f)",
+             now + 5);
+    test_exec(t.cat, sql);
+    int64_t young = ct_query_int(&t, "SELECT max(id) FROM cache_segments");
+    ok(cache_recover(b, &r, &err) == 0 && r.orphan_ranges == 1,
+       "b's recovery once a is dead frees a's cut batch: %s", err.text);
+    cache_recovery_free(&r);
+    stat(path, &st);
+    ok(st.st_size == end &&
+           query("SELECT sealed FROM cache_segments WHERE id = %lld", pa.segment) == 1,
+       "a's segment sealed, cut back to its last object");
+    ok(reads_back(b, 31, &p), "a's object still reads back through b");
+    is_int(query("SELECT sealed FROM cache_segments WHERE id = %lld", young), 0,
+           "a segment a made after b listed the live instances is not b's to seal");
+    test_exec(t.cat, "DELETE FROM cache_segments WHERE instance = 'a' AND sealed = 0");
+    cache_close(b);
+    cache_close(a);
+    catalog_close(cat_a);
+    catalog_close(cat_b);
+}
+
 /* Runs on each engine. */
 static void body(void)
 {
@@ -369,6 +442,7 @@ static void body(void)
     test_rotation_and_eviction(&t, conf);
     test_recovery(&t, conf);
     test_flush_fault(&t, conf);
+    test_shared(&t, conf);
     ct_teardown(&t);
 }
 
