@@ -134,6 +134,7 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
     c->dir_fd = c->objects_fd = c->segments_fd = c->tmp_fd = c->tmp_root_fd = c->lock_fd = -1;
     c->seg.fd = -1;
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->wlock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -241,6 +242,7 @@ void cache_close(cache_t *c)
     pthread_cond_destroy(&c->changed);
     pthread_cond_destroy(&c->commit_cv);
     pthread_cond_destroy(&c->committed_cv);
+    pthread_mutex_destroy(&c->wlock);
     pthread_mutex_destroy(&c->lock);
     free(c->res);
     free(c->access);

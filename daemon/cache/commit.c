@@ -75,7 +75,7 @@ int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_
     w->done = done;
     w->done_arg = done_arg;
     w->next = NULL;
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->wlock);
     w->submitted = true;
     c->unsubmitted--;
     if (!c->queue_head)
@@ -85,7 +85,7 @@ int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_
     c->queued++;
     c->queued_bytes += w->expected_size;
     pthread_cond_signal(&c->commit_cv);
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->wlock);
     return 0;
 }
 
@@ -97,9 +97,9 @@ void cache_writer_on_record(cache_writer_t *w, cache_record_fn fn, void *arg)
 
 uint64_t cache_commit_generation(cache_t *c)
 {
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->wlock);
     uint64_t g = c->commit_generation;
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->wlock);
     return g;
 }
 
@@ -116,21 +116,21 @@ static struct timespec deadline_in(double seconds)
 bool cache_wait_commit(cache_t *c, uint64_t generation, int timeout_ms)
 {
     struct timespec until = deadline_in(timeout_ms / 1000.0);
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->wlock);
     while (c->commit_generation == generation &&
-           pthread_cond_timedwait(&c->committed_cv, &c->lock, &until) == 0)
+           pthread_cond_timedwait(&c->committed_cv, &c->wlock, &until) == 0)
         ;
     bool ended = c->commit_generation != generation;
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->wlock);
     return ended;
 }
 
 void cache_commit_drain(cache_t *c)
 {
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->wlock);
     while (c->queue_head || c->in_batch)
-        pthread_cond_wait(&c->committed_cv, &c->lock);
-    pthread_mutex_unlock(&c->lock);
+        pthread_cond_wait(&c->committed_cv, &c->wlock);
+    pthread_mutex_unlock(&c->wlock);
 }
 
 /* ---- one batch ---------------------------------------------------------------- */
@@ -367,12 +367,20 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
             c->objects++;
             c->counters.written_objects++;
             c->counters.written_bytes += w->expected_size;
-            cache_reservation_forget(c, w->object_id); /* now counted in used */
         }
+    }
+    pthread_mutex_lock(&c->wlock);
+    for (size_t i = 0; i < n; i++) {
+        cache_writer_t *w = ws[i];
+        if (w->rc == 0)
+            cache_reservation_forget(c, w->object_id); /* now counted in used */
         c->writers--;
         if (w->memory)
             c->memory_held -= w->buf_size;
     }
+    c->commit_generation++;
+    pthread_cond_broadcast(&c->committed_cv);
+    pthread_mutex_unlock(&c->wlock);
     cache_segment_rotate_locked(c);
     cache_punch_due_locked(c, false);
     c->counters.commit_batches++;
@@ -380,8 +388,6 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
         c->counters.commit_failures++;
         cache_changed_locked(c);
     }
-    c->commit_generation++;
-    pthread_cond_broadcast(&c->committed_cv);
     pthread_mutex_unlock(&c->lock);
     for (size_t i = 0; i < n; i++) {
         cache_writer_t *w = ws[i];
@@ -393,7 +399,7 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
 
 /* ---- the committer thread ---------------------------------------------------------- */
 
-/* Lock held: whether the queued objects make a batch now. */
+/* wlock held: whether the queued objects make a batch now. */
 static bool batch_ready(const cache_t *c)
 {
     return c->committer_stop || c->conf.commit_delay <= 0 ||
@@ -410,16 +416,16 @@ static void *committer_main(void *arg)
         ws = &one;
         cap = 1;
     }
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->wlock);
     for (;;) {
         while (!c->queue_head && !c->committer_stop)
-            pthread_cond_wait(&c->commit_cv, &c->lock);
+            pthread_cond_wait(&c->commit_cv, &c->wlock);
         if (!c->queue_head)
             break;
         while (!batch_ready(c)) {
             struct timespec until =
                 deadline_in(c->queued_since + c->conf.commit_delay - si_mono_now());
-            pthread_cond_timedwait(&c->commit_cv, &c->lock, &until);
+            pthread_cond_timedwait(&c->commit_cv, &c->wlock, &until);
         }
         size_t n = 0;
         uint64_t bytes = 0;
@@ -436,13 +442,13 @@ static void *committer_main(void *arg)
         else
             c->queued_since = si_mono_now();
         c->in_batch = true;
-        pthread_mutex_unlock(&c->lock);
+        pthread_mutex_unlock(&c->wlock);
         commit_batch(c, ws, n);
-        pthread_mutex_lock(&c->lock);
+        pthread_mutex_lock(&c->wlock);
         c->in_batch = false;
         pthread_cond_broadcast(&c->committed_cv); /* cache_commit_drain */
     }
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->wlock);
     if (ws != &one)
         free(ws);
     return NULL;
@@ -475,10 +481,10 @@ void cache_committer_stop(cache_t *c)
 {
     if (!c->committer_running)
         return;
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->wlock);
     c->committer_stop = true;
     pthread_cond_signal(&c->commit_cv);
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->wlock);
     pthread_join(c->committer, NULL);
     c->committer_running = false;
 }

@@ -114,8 +114,18 @@ struct cache_writer {
     char why[512];
 };
 
+/* Two locks. lock guards the catalog connection and the accounting (usage,
+ * eviction, pins, access times, segments); its holder may run catalog
+ * statements, so it can be held for a transaction's time. wlock, a leaf
+ * taken after lock when both are needed and never held across a statement
+ * or I/O, guards what a writer touches on its way (reservations, writer
+ * counts, the commit queue): a drive's thread opening and submitting an
+ * object every 164 us never waits for a batch's transaction (it did: 0.4 ms
+ * a batch, up to 11 ms with a WAL checkpoint, a fifth of the drive's time
+ * lost; BENCHMARKS.md "Segment files"). */
 struct cache {
     pthread_mutex_t lock;
+    pthread_mutex_t wlock;
     pthread_cond_t changed;       /* broadcast when space may have been freed */
     uint64_t generation;
 
@@ -133,20 +143,22 @@ struct cache {
 
     /* accounting, under lock */
     uint64_t used, objects;
-    uint64_t reserved;
     uint64_t others_reserved;     /* shared: live other instances' (catalog) */
+
+    /* writers, under wlock */
+    uint64_t reserved;
     cache_reservation_t *res;     /* sorted by object_id */
     size_t nres, res_cap;
     size_t writers;
     uint64_t temp_seq;
     size_t unsubmitted;           /* writers open and not yet submitted */
 
-    /* group commit (commit.c) */
+    /* group commit (commit.c); the queue and generation under wlock */
     pthread_t committer;
     bool committer_running, committer_stop;
     bool in_batch;                /* a batch is being committed (callbacks included) */
-    pthread_cond_t commit_cv;     /* signalled when objects are queued */
-    pthread_cond_t committed_cv;  /* broadcast when a batch ended */
+    pthread_cond_t commit_cv;     /* signalled when objects are queued (wlock) */
+    pthread_cond_t committed_cv;  /* broadcast when a batch ended (wlock) */
     uint64_t commit_generation;
     cache_writer_t *queue_head, **queue_tail;
     size_t queued;
@@ -159,7 +171,7 @@ struct cache {
 
     /* segment files (segment.c) */
     cache_segment_t seg;          /* the committer's; seg.id read under lock elsewhere */
-    uint64_t memory_held;         /* memory writers' buffers, open or queued (lock) */
+    uint64_t memory_held;         /* memory writers' buffers, open or queued (wlock) */
     cache_punch_t *punches;       /* ranges to free, oldest first (lock) */
     size_t npunches, punch_cap;
 
@@ -197,12 +209,13 @@ int cache_segment_open(cache_t *c, int64_t segment);
 /* Unlinks an object's file (missing is fine); the lock is held. */
 int cache_unlink_object(cache_t *c, int64_t object_id);
 
-/* Reservations (lock held). */
+/* Reservations (wlock held). */
 cache_reservation_t *cache_reservation_find(cache_t *c, int64_t object_id);
-/* Gives a reservation back: shared, its catalog row too (autocommit). */
-void cache_reservation_drop(cache_t *c, int64_t object_id);
 /* The in-memory part alone: a committed object's row went in its batch. */
 void cache_reservation_forget(cache_t *c, int64_t object_id);
+/* Gives a reservation back: shared, its catalog row too (autocommit); lock
+ * held, not wlock (taken inside). */
+void cache_reservation_drop(cache_t *c, int64_t object_id);
 /* Shared: binds and steps SQL_RES_DELETE for this instance's object_id
  * (in the caller's transaction, if any); -1 with err on failure. */
 int cache_reservation_unpublish(cache_t *c, int64_t object_id, si_error_t *err);

@@ -657,11 +657,12 @@ int cache_recover(cache_t *c, cache_recovery_t *report, si_error_t *err)
     walk_t w = {.c = c, .report = &r, .err = err};
     if (err)
         err->text[0] = '\0'; /* so a failure without text is told apart below */
+    pthread_mutex_lock(&c->wlock);
+    size_t writers = c->writers;
+    pthread_mutex_unlock(&c->wlock);
+    if (writers)
+        return si_errnoprintf(err, EBUSY, "cache: recovery with %zu writers open", writers);
     pthread_mutex_lock(&c->lock);
-    if (c->writers) {
-        pthread_mutex_unlock(&c->lock);
-        return si_errnoprintf(err, EBUSY, "cache: recovery with %zu writers open", c->writers);
-    }
     int rc = cache_flush_access_locked(c, err);
     pthread_mutex_unlock(&c->lock);
     if (rc < 0)
@@ -757,10 +758,10 @@ static int temp_file_of(cache_t *c, const char *dir, int64_t object_id)
 
 int cache_write_in_progress(cache_t *c, int64_t object_id, double grace, si_error_t *err)
 {
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->wlock);
     cache_reservation_t *r = cache_reservation_find(c, object_id);
     bool own = (r && r->writing);
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->wlock);
     if (own)
         return 1;
     if (!cache_shared(c))

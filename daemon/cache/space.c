@@ -71,12 +71,14 @@ int cache_reservation_unpublish(cache_t *c, int64_t object_id, si_error_t *err)
 
 void cache_reservation_drop(cache_t *c, int64_t object_id)
 {
-    if (!cache_reservation_find(c, object_id))
-        return;
-    cache_reservation_forget(c, object_id);
+    pthread_mutex_lock(&c->wlock);
+    bool had = cache_reservation_find(c, object_id) != NULL;
+    if (had)
+        cache_reservation_forget(c, object_id);
+    pthread_mutex_unlock(&c->wlock);
     /* a row left by a failure counts for the others until this instance
      * opens the cache again or its lease expires */
-    if (cache_shared(c))
+    if (had && cache_shared(c))
         cache_reservation_unpublish(c, object_id, NULL);
 }
 
@@ -99,10 +101,13 @@ int cache_reservations_drop_stale(cache_t *c, bool own_too, si_error_t *err)
 static int publish_reservation(cache_t *c, int64_t object_id, uint64_t size,
                                cache_block_t *block, si_error_t *err);
 
-/* Space set aside, here and (shared) by the live other instances. */
-static uint64_t reserved_all(const cache_t *c)
+/* Space set aside, here and (shared) by the live other instances; lock held. */
+static uint64_t reserved_all(cache_t *c)
 {
-    return c->reserved + c->others_reserved;
+    pthread_mutex_lock(&c->wlock);
+    uint64_t mine = c->reserved;
+    pthread_mutex_unlock(&c->wlock);
+    return mine + c->others_reserved;
 }
 
 /* ---- eviction --------------------------------------------------------------------- */
@@ -200,6 +205,10 @@ static int would_block(cache_t *c, int64_t object_id, uint64_t size, cache_block
     if (pinned_totals(c, &pobj, &pbytes, &preq, err) < 0)
         return -1;
     c->counters.blocked++;
+    pthread_mutex_lock(&c->wlock);
+    uint64_t reserved = c->reserved;
+    size_t nres = c->nres;
+    pthread_mutex_unlock(&c->wlock);
     if (block) {
         char b[5][32], others[64] = "";
         if (c->others_reserved)
@@ -209,7 +218,7 @@ static int would_block(cache_t *c, int64_t object_id, uint64_t size, cache_block
                  "cache full: %s pinned (%" PRIu64 " objects, %" PRIu64 " requests),"
                  " %s reserved for %zu recalls%s, capacity %s; object %" PRId64 " needs %s",
                  si_format_bytes(pbytes, b[0], sizeof(b[0])), pobj, preq,
-                 si_format_bytes(c->reserved, b[1], sizeof(b[1])), c->nres, others,
+                 si_format_bytes(reserved, b[1], sizeof(b[1])), nres, others,
                  si_format_bytes(c->capacity, b[2], sizeof(b[2])), object_id,
                  si_format_bytes(size, b[3], sizeof(b[3])));
         block->generation = c->generation;
@@ -223,12 +232,15 @@ int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_blo
     if (object_id < 1)
         return si_errnoprintf(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
                           object_id);
+    pthread_mutex_lock(&c->wlock);
     cache_reservation_t *r = cache_reservation_find(c, object_id);
+    uint64_t had = r ? r->size : 0;
+    pthread_mutex_unlock(&c->wlock);
     if (r) {
-        if (r->size != size)
+        if (had != size)
             return si_errnoprintf(err, EINVAL,
                               "object %" PRId64 " is already reserved with %" PRIu64
-                              " bytes, not %" PRIu64, object_id, r->size, size);
+                              " bytes, not %" PRIu64, object_id, had, size);
         return CACHE_RESERVED;
     }
     db_stmt_t *s = cache_stmt(c, SQL_ROW_GET);
@@ -264,7 +276,10 @@ int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_blo
         if (c->used + reserved_all(c) + size > c->capacity)
             return would_block(c, object_id, size, block, err);
     }
-    if (reservation_add(c, object_id, size, err) < 0)
+    pthread_mutex_lock(&c->wlock);
+    int added = reservation_add(c, object_id, size, err);
+    pthread_mutex_unlock(&c->wlock);
+    if (added < 0)
         return -1;
     if (cache_shared(c))
         return publish_reservation(c, object_id, size, block, err);
@@ -283,7 +298,9 @@ static int publish_reservation(cache_t *c, int64_t object_id, uint64_t size,
     db_reset(s);
     if (step != DB_DONE) {
         cache_db_error(c, err, "recording a reservation");
+        pthread_mutex_lock(&c->wlock);
         cache_reservation_forget(c, object_id);
+        pthread_mutex_unlock(&c->wlock);
         return -1;
     }
     if (cache_load_totals(c, err) < 0) {
@@ -309,8 +326,11 @@ int cache_reserve(cache_t *c, int64_t object_id, uint64_t size, cache_block_t *b
 void cache_unreserve(cache_t *c, int64_t object_id)
 {
     pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->wlock);
     cache_reservation_t *r = cache_reservation_find(c, object_id);
-    if (r && !r->writing) { /* a writer gives its reservation back itself */
+    bool drop = r && !r->writing; /* a writer gives its reservation back itself */
+    pthread_mutex_unlock(&c->wlock);
+    if (drop) {
         cache_reservation_drop(c, object_id);
         cache_changed_locked(c);
     }
@@ -366,9 +386,11 @@ int cache_usage(cache_t *c, cache_usage_t *out, si_error_t *err)
     u.low_bytes = c->low_bytes;
     u.used_bytes = c->used;
     u.objects = c->objects;
+    pthread_mutex_lock(&c->wlock);
     u.reserved_bytes = c->reserved;
     u.reservations = c->nres;
     u.writers = c->writers;
+    pthread_mutex_unlock(&c->wlock);
     pthread_mutex_unlock(&c->lock);
     if (rc == 0)
         *out = u;

@@ -36,6 +36,7 @@ void cache_writer_release(cache_writer_t *w)
     cache_t *c = w->c;
     pthread_mutex_lock(&c->lock);
     cache_reservation_drop(c, w->object_id);
+    pthread_mutex_lock(&c->wlock);
     c->writers--;
     if (w->memory)
         c->memory_held -= w->buf_size;
@@ -43,8 +44,26 @@ void cache_writer_release(cache_writer_t *w)
         c->unsubmitted--;
         pthread_cond_signal(&c->commit_cv); /* a batch may wait for this writer */
     }
+    pthread_mutex_unlock(&c->wlock);
     cache_changed_locked(c);
     pthread_mutex_unlock(&c->lock);
+}
+
+/* wlock held, the reservation r found: the writer claims it (counted, held
+ * in memory when small and within the budget); its sequence number. */
+static uint64_t claim_locked(cache_t *c, cache_writer_t *w, cache_reservation_t *r,
+                             uint64_t blocks)
+{
+    r->writing = true;
+    c->writers++;
+    c->unsubmitted++;
+    w->memory = w->expected_size < c->conf.segment_object_max &&
+                c->memory_held + blocks <= c->conf.segment_memory;
+    if (w->memory) {
+        w->buf_size = (size_t)blocks;
+        c->memory_held += blocks;
+    }
+    return ++c->temp_seq;
 }
 
 void cache_writer_free(cache_writer_t *w)
@@ -89,38 +108,46 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
     }
     uint64_t blocks = (size + CACHE_BLOCK - 1) / CACHE_BLOCK * CACHE_BLOCK;
 
-    /* claim the object: its reservation (made now if there is none) */
-    pthread_mutex_lock(&c->lock);
-    bool reserved_here = !cache_reservation_find(c, object_id);
-    cache_block_t block;
-    int rc = cache_reserve_locked(c, object_id, size, &block, err);
-    cache_reservation_t *r = rc == CACHE_RESERVED ? cache_reservation_find(c, object_id) : NULL;
-    if (rc == CACHE_PRESENT)
-        rc = si_errnoprintf(err, EEXIST, "object %" PRId64 " is already in the cache", object_id);
-    else if (rc == CACHE_WOULD_BLOCK)
-        rc = si_errnoprintf(err, EAGAIN, "object %" PRId64 ": %s", object_id, block.reason);
-    else if (r && r->writing)
-        rc = si_errnoprintf(err, EBUSY, "object %" PRId64 " is being written by another writer",
-                        object_id);
-    if (rc < 0) {
+    /* claim the object: its reservation, made before the recall (a drive's
+     * thread takes only wlock here), or made now */
+    bool reserved_here = false;
+    uint64_t seq = 0;
+    pthread_mutex_lock(&c->wlock);
+    cache_reservation_t *r = cache_reservation_find(c, object_id);
+    bool fast = r && !r->writing && r->size == size;
+    if (fast)
+        seq = claim_locked(c, w, r, blocks);
+    pthread_mutex_unlock(&c->wlock);
+    if (!fast) {
+        pthread_mutex_lock(&c->lock);
+        pthread_mutex_lock(&c->wlock);
+        reserved_here = !cache_reservation_find(c, object_id);
+        pthread_mutex_unlock(&c->wlock);
+        cache_block_t block;
+        int rc = cache_reserve_locked(c, object_id, size, &block, err);
+        if (rc == CACHE_PRESENT)
+            rc = si_errnoprintf(err, EEXIST, "object %" PRId64 " is already in the cache",
+                                object_id);
+        else if (rc == CACHE_WOULD_BLOCK)
+            rc = si_errnoprintf(err, EAGAIN, "object %" PRId64 ": %s", object_id, block.reason);
+        if (rc == CACHE_RESERVED) {
+            pthread_mutex_lock(&c->wlock);
+            r = cache_reservation_find(c, object_id);
+            if (!r || r->writing)
+                rc = si_errnoprintf(err, EBUSY, "object %" PRId64 " is being written by"
+                                    " another writer", object_id);
+            else
+                seq = claim_locked(c, w, r, blocks);
+            pthread_mutex_unlock(&c->wlock);
+        }
         pthread_mutex_unlock(&c->lock);
-        int saved = errno;
-        cache_writer_free(w);
-        errno = saved;
-        return -1;
+        if (rc < 0) {
+            int saved = errno;
+            cache_writer_free(w);
+            errno = saved;
+            return -1;
+        }
     }
-    r->writing = true;
-    c->writers++;
-    c->unsubmitted++;
-    uint64_t seq = ++c->temp_seq;
-    /* small: held in memory for the batch's segment, within the budget */
-    w->memory = size < c->conf.segment_object_max &&
-                c->memory_held + blocks <= c->conf.segment_memory;
-    if (w->memory) {
-        w->buf_size = (size_t)blocks;
-        c->memory_held += blocks;
-    }
-    pthread_mutex_unlock(&c->lock);
 
     if (w->memory) {
         snprintf(w->temp_name, sizeof(w->temp_name), "(in memory, object %016" PRIx64 ")",
@@ -186,12 +213,14 @@ error:;
     pthread_mutex_lock(&c->lock);
     if (reserved_here)
         cache_reservation_drop(c, object_id);
-    else if ((r = cache_reservation_find(c, object_id)))
+    pthread_mutex_lock(&c->wlock);
+    if (!reserved_here && (r = cache_reservation_find(c, object_id)))
         r->writing = false;
     c->writers--;
     c->unsubmitted--;
     if (w->memory)
         c->memory_held -= w->buf_size;
+    pthread_mutex_unlock(&c->wlock);
     pthread_mutex_unlock(&c->lock);
     cache_writer_free(w);
     errno = saved;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "daemon/simlib/clock.h"
@@ -19,10 +20,18 @@
 
 static void step_due(simlib_t *lib);
 
+/* Timed waits end when asked, not up to the default 50 us later: a drive
+ * waits for its read's modelled end every object. */
+static void precise_timers(void)
+{
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+}
+
 static void *transfer_main(void *arg)
 {
     transfer_worker_t *w = arg;
     simlib_t *lib = w->lib;
+    precise_timers();
     pthread_mutex_lock(&lib->mu);
     for (;;) {
         while (!w->posted && !lib->stop)
@@ -41,12 +50,17 @@ static void *transfer_main(void *arg)
         engine_transfer_finished(lib, w, gen, rc, &err);
         if (lib->stop)
             break;
-        /* The worker runs what is due itself: when the modelled read is over,
-         * the drive's next read starts (and is posted to this worker) at once,
-         * without two hand-offs through the engine thread per object. The
-         * engine thread is woken only when it sleeps past a new event. */
+        /* The worker runs what is due itself: it waits for its read's
+         * modelled end, and the drive's next read starts (and is posted to
+         * this worker) at once, without hand-offs through the engine thread
+         * per object. The engine thread is woken only when it sleeps past a
+         * new event of its own. */
+        while (w->wait_until > 0 && !w->posted && !lib->stop &&
+               simclock_now(&lib->clock) < w->wait_until)
+            simclock_wait_until(&lib->clock, w->wait_until, &w->cv, &lib->mu);
+        w->wait_until = 0;
         step_due(lib);
-        if (lib->nheap > 0 && lib->heap[0].t < lib->engine_sleeps_until)
+        if (engine_next_wake(lib) < lib->engine_sleeps_until)
             pthread_cond_signal(&lib->cv);
     }
     pthread_mutex_unlock(&lib->mu);
@@ -478,10 +492,11 @@ static void step_due(simlib_t *lib)
 static void *engine_thread(void *arg)
 {
     simlib_t *lib = arg;
+    precise_timers();
     pthread_mutex_lock(&lib->mu);
     while (!lib->stop) {
         step_due(lib);
-        double next = lib->nheap > 0 ? lib->heap[0].t : INFINITY;
+        double next = engine_next_wake(lib);
         lib->engine_sleeps_until = next;
         simclock_wait_until(&lib->clock, next, &lib->cv, &lib->mu);
         lib->engine_sleeps_until = -INFINITY; /* awake: it looks at the heap again */

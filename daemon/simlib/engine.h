@@ -187,6 +187,8 @@ typedef struct {
     uint64_t robot_ledger_errors; /* bookings that failed: those moves went unshared */
     double locate_s;          /* positioning: locates and reading through gaps */
     double read_s;
+    double buffered_s;        /* drive time the buffer absorbed: the host was late
+                               * with a read while the tape streamed on (real time) */
     double sched_cpu_s;       /* CPU seconds spent in scheduler decisions */
     uint64_t violations;      /* broken invariants (0 in a correct run) */
     char first_violation[256];

@@ -20,6 +20,8 @@ typedef struct {
     int kind;
     int index;
     uint64_t gen;         /* EV_DRIVE: the drive operation it ends */
+    bool worker;          /* EV_DRIVE of a read whose transfer worker waits for it
+                           * and handles it (the engine thread is not woken for it) */
 } event_t;
 
 typedef struct {
@@ -47,6 +49,7 @@ typedef struct {
     uint64_t gen;         /* current operation; events of older ones are stale */
     int op;
     double op_start, op_end;
+    double stream_end;    /* the streaming read just ended: its modelled end, else 0 */
     bool has_read;
     sched_read_t read;
     uint64_t request_of_read;
@@ -77,6 +80,7 @@ typedef struct {
      * returned, so that two fetches of one object never overlap. */
     bool retry_pending;
     sched_read_t retry;
+    double wait_until;    /* its read ends then (modelled): the worker handles the end */
 } transfer_worker_t;
 
 typedef struct {
@@ -152,6 +156,9 @@ void engine_fail_unreachable(simlib_t *lib);
 void engine_fault_event(simlib_t *lib, const simlib_fault_t *f);
 event_t engine_pop_event(simlib_t *lib);
 int engine_push_event(simlib_t *lib, double t, int kind, int index, uint64_t gen);
+/* The earliest event the engine thread must wake for (worker events left
+ * out), INFINITY when none. */
+double engine_next_wake(const simlib_t *lib);
 void engine_robot_event(simlib_t *lib, int r);
 double engine_thread_cpu(void);
 /* Engine thread: a transfer of drive d (operation gen) returned. */

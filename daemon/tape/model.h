@@ -21,6 +21,10 @@ typedef struct {
     int wraps;                  /* total wraps, all bands */
     int bands;                  /* wraps / bands wraps per band */
     int band_order[TAPE_MAX_BANDS]; /* logical band -> physical band */
+    /* The drive's data buffer: while the tape streams, the head reads on
+     * into it ahead of the host, so that a host late by less than this many
+     * bytes (at rate) costs the tape no time (real time only). */
+    double buffer_bytes;
     double load_s;              /* load to ready */
     double unload_s;            /* unload after rewind */
     double robot_move_s;        /* one robot move slot <-> drive */

@@ -156,11 +156,14 @@ static void on_request(void *arg, uint64_t request, double t, size_t failed, con
     pthread_mutex_unlock(&c->mu);
 }
 
-static simlib_t *start_lib(ctx_t *c, int drives, int nvolumes)
+/* buffer: the drives' buffer in bytes, < 0 for the profile's */
+static simlib_t *start_lib_buffer(ctx_t *c, int drives, int nvolumes, double buffer)
 {
     si_error_t err = {{0}};
     simlib_config_t cfg;
     simlib_config_default(&cfg);
+    if (buffer >= 0)
+        cfg.profile.buffer_bytes = buffer;
     cfg.drives = drives;
     cfg.time_scale = 1e-3;
     for (int v = 0; v < nvolumes; v++) {
@@ -179,6 +182,11 @@ static simlib_t *start_lib(ctx_t *c, int drives, int nvolumes)
         return NULL;
     }
     return lib;
+}
+
+static simlib_t *start_lib(ctx_t *c, int drives, int nvolumes)
+{
+    return start_lib_buffer(c, drives, nvolumes, -1);
 }
 
 static sched_file_t file_on(uint64_t object, int volume, uint64_t offset)
@@ -307,14 +315,18 @@ static void drive_failure_abandons_transfer(void)
  * between them): object 1's bytes come long after its modelled read is over.
  * Its drive's worker then ends the read and starts the next one itself,
  * instead of handing it to the engine thread and waiting to be handed the
- * next read back; each modelled read is counted once. */
-static void late_bytes_end_on_worker(void)
+ * next read back; each modelled read is counted once. Meanwhile the tape
+ * read on into the drive's buffer: with the profile's (16 MiB) the next
+ * members began in it; with none the tape stopped, and they take their
+ * modelled time after object 1. */
+static void late_bytes_end_on_worker(double buffer)
 {
     enum { N = 8, SIZE = 1000000, HEADER = 512 };
     ctx_t c;
     ctx_init(&c);
     c.gated = 1;
-    simlib_t *lib = start_lib(&c, 1, 1);
+    diag("drive buffer: %s", buffer < 0 ? "the profile's" : "none");
+    simlib_t *lib = start_lib_buffer(&c, 1, 1, buffer);
     if (!ok(lib != NULL, "engine running"))
         return;
     sched_file_t f[N];
@@ -362,6 +374,15 @@ static void late_bytes_end_on_worker(void)
     pthread_mutex_unlock(&c.mu);
     ok(st.read_s > N * model * 0.999 && st.read_s < N * model * 1.001,
        "each modelled read counted once: read_s %.6f s for %d x %.6f s", st.read_s, N, model);
+    double rest = c.done_t[N] - c.done_t[1];
+    double cap = 16.0 * 1024 * 1024 / 400e6;
+    if (buffer < 0)
+        ok(st.buffered_s >= model && st.buffered_s <= (N - 1) * cap,
+           "the next members began in the drive's buffer: %.4f s of tape time buffered"
+           " (at most %.4f s a read)", st.buffered_s, cap);
+    else
+        ok(rest >= (N - 1) * model * 0.999 && st.buffered_s == 0,
+           "without a buffer the tape waited: they took their %.4f s after object 1", rest);
     is_int(st.violations, 0, "no invariant broken: %s", st.first_violation);
     simlib_free(lib);
     ctx_free(&c);
@@ -407,6 +428,7 @@ int main(void)
     slow_fetch_delays_only_its_drive();
     drive_failure_abandons_transfer();
     transfer_error_tries_next_copy();
-    late_bytes_end_on_worker();
+    late_bytes_end_on_worker(-1);
+    late_bytes_end_on_worker(0);
     return done_testing();
 }

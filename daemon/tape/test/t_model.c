@@ -30,7 +30,7 @@ int main(void)
 {
     si_error_t err = {{0}};
     tape_profile_t p;
-    plan(53);
+    plan(55);
 
     ok(tape_profile_builtin("lto9", &p, &err) == 0, "lto9 profile");
     ok(tape_profile_builtin("lto7", &p, &err) < 0 && strstr(err.text, "lto7"),
@@ -141,12 +141,17 @@ int main(void)
     /* Configuration overrides and errors. */
     const si_conf_key_t *const schemas[] = {tape_conf_keys, NULL};
     si_conf_t *conf = si_conf_load_string("tape = { locate_speed_m_s = 20.0; wraps = 208; "
-                                          "bands = 4; load_s = 10; }\n", schemas, &err);
+                                          "bands = 4; load_s = 10; buffer_bytes = 0.0; }\n",
+                                          schemas, &err);
     ok(conf != NULL, "tape group accepted: %s", conf ? "" : err.text);
     ok(tape_profile_from_conf(conf, "lto9", &p, &err) == 0, "profile from conf");
     is_near(p.v_locate, 20.0, 0, "locate speed overridden");
     is_int(p.wraps, 208, "wraps overridden");
     is_near(p.load_s, 10, 0, "load time overridden");
+    is_near(p.buffer_bytes, 0, 0, "drive buffer overridden (none)");
+    tape_profile_t lto9;
+    tape_profile_builtin("lto9", &lto9, NULL);
+    is_near(lto9.buffer_bytes, 16.0 * 1024 * 1024, 0, "lto9's drive buffer: 16 MiB");
     si_conf_free(conf);
 
     conf = si_conf_load_string("tape = {\n bands = 4;\n band_order = [0, 1];\n}\n", schemas, &err);
