@@ -7,17 +7,17 @@
  * times, or of the pushes' acknowledgements, to the last), the modelled
  * drive rate, the durable-write reference measured in the same run (the
  * same number of bytes, capped at 512 MiB, written as one stream to the same
- * file system and fsync'd, write-back started as it goes: bench_opts.h;
- * before and after the case, the disk is shared),
- * stageind's CPU seconds per GB and
+ * file system and fsync'd, write-back started as it goes, or with O_DIRECT,
+ * whichever is faster: bench_opts.h; before and after the case, the disk is
+ * shared), stageind's CPU seconds per GB and
  * ratio = achieved / min(model, reference) (a push: achieved / reference,
- * as it is acknowledged before the drive archives it; its reference is the
- * faster of that stream and the same written with O_DIRECT).
+ * as it is acknowledged before the drive archives it).
  *   drive_rate [--quick] [--json] [--dir DIR]
  * Mount and load times are shortened (tape.load_s, robot_move_s): the
  * streaming phase leaves them out anyway. Needs daemon/stageind built (or
- * $STAGEIND). $DRIVE_RATE_CACHE adds settings to the cache group (e.g.
- * "segment_object_max = 0;": a file per object, for a comparison). */
+ * $STAGEIND). $DRIVE_RATE_CACHE and $DRIVE_RATE_TAPE add settings to the
+ * cache and tape groups, for comparisons (e.g. "segment_object_max = 0;": a
+ * file per object; "buffer_bytes = 0.0;": drives without a buffer). */
 #include "config.h"
 
 #include <curl/curl.h>
@@ -79,16 +79,11 @@ static void fill(unsigned char *buf, size_t len, uint64_t seed)
     }
 }
 
-/* The durable-write reference for a case of `bytes` (capped at REF_CAP). */
+/* The durable-write reference for a case of `bytes` (capped at REF_CAP):
+ * the faster of the buffered and the direct stream (stageind writes
+ * recalled and pushed objects with O_DIRECT, in segments or files of
+ * their own: the page cache's copy is not the limit it is held to). */
 static double durable_ref(const char *dir, uint64_t bytes)
-{
-    return bench_durable_write_rate("drive_rate", dir, bytes < REF_CAP ? bytes : REF_CAP);
-}
-
-/* A push's reference: the faster of the buffered and the direct stream
- * (stageind writes pushed files with O_DIRECT: the page cache's copy is
- * not the limit it is held to). */
-static double push_durable_ref(const char *dir, uint64_t bytes)
 {
     uint64_t n = bytes < REF_CAP ? bytes : REF_CAP;
     return fmax(bench_durable_write_rate(PROG, dir, n),
@@ -141,11 +136,12 @@ static void daemon_start(const run_t *run, daemon_t *d, int drives, uint64_t cap
     fprintf(cf,
             "state_dir = \"%s\";\n"
             "library: { drives = %d; time_scale = 1.0; };\n"
-            "tape: { load_s = 0.5; unload_s = 0.5; robot_move_s = 0.2; };\n"
+            "tape: { load_s = 0.5; unload_s = 0.5; robot_move_s = 0.2; %s };\n"
             "cache: { capacity = %llu; %s };\n"
             /* the aggregator would archive the pushed files meanwhile */
             "push: { aggregate_window = 86400.0; aggregate_bytes = %llu; };\n",
-            d->state, drives, (unsigned long long)capacity,
+            d->state, drives, getenv("DRIVE_RATE_TAPE") ? getenv("DRIVE_RATE_TAPE") : "",
+            (unsigned long long)capacity,
             getenv("DRIVE_RATE_CACHE") ? getenv("DRIVE_RATE_CACHE") : "",
             (unsigned long long)capacity);
     fclose(cf);
@@ -509,7 +505,7 @@ static void push_case(const run_t *run, uint64_t size, double ref0, result_t *r)
     daemon_paths(run, &d);
     uint64_t n = case_objects(run, 1, size, fmin(DRIVE_RATE, ref0));
     uint64_t bytes = n * size;
-    double ref_before = push_durable_ref(run->dir, bytes);
+    double ref_before = durable_ref(run->dir, bytes);
     si_error_t err;
     catalog_t *cat = catalog_open(d.db, CATALOG_CREATE, &err);
     if (!cat)
@@ -521,7 +517,7 @@ static void push_case(const run_t *run, uint64_t size, double ref0, result_t *r)
     push_files(&d, size, n, t);
     double cpu = bench_cpu_seconds(d.pid) - cpu0;
     daemon_stop(&d);
-    double ref = bench_rate_of(ref_before, push_durable_ref(run->dir, bytes));
+    double ref = bench_rate_of(ref_before, durable_ref(run->dir, bytes));
     size_t counted;
     double ops = streaming_rate(t, n, &counted);
     free(t);
