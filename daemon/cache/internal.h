@@ -175,6 +175,10 @@ struct cache {
     cache_punch_t *punches;       /* ranges to free, oldest first (lock) */
     size_t npunches, punch_cap;
 
+    pthread_mutex_t buffers_lock; /* the free buffers (buffers.c) */
+    struct cache_buffer *buffers;
+    size_t buffers_kept;
+
     cache_access_t *access;       /* batched last_access updates */
     size_t naccess, access_cap;
     double access_oldest;
@@ -260,6 +264,15 @@ void cache_segment_close(cache_t *c);
 void cache_segment_released_locked(cache_t *c, const cache_place_t *place);
 /* Frees the ranges whose delay is over (all: every one); lock held. */
 void cache_punch_due_locked(cache_t *c, bool all);
+
+/* ---- object buffers (buffers.c) ---- */
+
+/* A buffer of size bytes (a multiple of CACHE_BLOCK), aligned to it: one
+ * kept from an earlier writer, or new; NULL without memory. */
+void *cache_buffer_get(cache_t *c, size_t size);
+/* Gives it back: kept for the next writer, or freed (NULL is fine). */
+void cache_buffer_put(cache_t *c, void *buf, size_t size);
+void cache_buffers_free(cache_t *c);
 
 /* Opens objects/<d0>/<d1>, made (and its parent fsync'd) when new. */
 int cache_object_dir(cache_t *c, int parent, const char *name, si_error_t *err);
