@@ -402,7 +402,8 @@ static int finish_segments(cache_t *c, const rows_t *rows, const segs_t *ss,
     for (size_t i = 0; i < rows->n; i++)
         if (rows->rows[i].place.segment && !rows->rows[i].dropped)
             live[n++] = &rows->rows[i].place;
-    qsort(live, n, sizeof(*live), cmp_place);
+    if (n)
+        qsort(live, n, sizeof(*live), cmp_place);
     size_t at = 0;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < ss->n; i++) {

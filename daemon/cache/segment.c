@@ -288,6 +288,8 @@ void cache_punch_due_locked(cache_t *c, bool all)
     }
     if (fd >= 0)
         close(fd);
+    if (done == 0)
+        return;
     memmove(c->punches, c->punches + done, (c->npunches - done) * sizeof(*c->punches));
     c->npunches -= done;
 }
