@@ -198,19 +198,47 @@ static int stray(walk_t *w, int dir_fd, const char *name)
     return 0;
 }
 
+/* The id in a file's name under objects/ or segments/: 0 (after removing it
+ * as stray) unless it is a regular file whose hex name files it under the
+ * directories it is in. */
+static int entry_id(walk_t *w, int dir_fd, const char *name, struct stat *st, uint64_t *id)
+{
+    *id = 0;
+    if (fstatat(dir_fd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+        return 0;
+    if (S_ISREG(st->st_mode) && is_hex_name(name, CACHE_NAME_HEX) &&
+        memcmp(name + 10, w->d0, 2) == 0 && memcmp(name + 12, w->d1, 2) == 0) {
+        uint64_t v = strtoull(name, NULL, 16);
+        if (v >= 1 && v <= INT64_MAX) {
+            *id = v;
+            return 0;
+        }
+    }
+    return stray(w, dir_fd, name);
+}
+
+/* Removes a file no row claims, unless another live instance may have just
+ * made it (its row follows in that instance's transaction). */
+static int remove_unclaimed(walk_t *w, int dir_fd, const char *name, const struct stat *st,
+                            const char *top, uint64_t *counter)
+{
+    if (w->nlive && (double)st->st_ctime > w->now - SHARED_RENAME_GRACE)
+        return 0;
+    if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
+        return si_errnoprintf(w->err, errno, "cache: cannot remove %s/%s/%s/%s: %s", top, w->d0,
+                              w->d1, name, strerror(errno));
+    (*counter)++;
+    return 0;
+}
+
 static int file_entry(int dir_fd, const char *name, void *arg)
 {
     walk_t *w = arg;
     struct stat st;
-    if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return 0;
-    /* only a regular file whose name is an id filed under its own directories */
-    if (!S_ISREG(st.st_mode) || !is_hex_name(name, CACHE_NAME_HEX) ||
-        memcmp(name + 10, w->d0, 2) != 0 || memcmp(name + 12, w->d1, 2) != 0)
-        return stray(w, dir_fd, name);
-    uint64_t id = strtoull(name, NULL, 16);
-    if (id < 1 || id > INT64_MAX)
-        return stray(w, dir_fd, name);
+    uint64_t id;
+    int rc = entry_id(w, dir_fd, name, &st, &id);
+    if (rc < 0 || id == 0)
+        return rc;
     cache_t *c = w->c;
     pthread_mutex_lock(&c->lock);
     db_stmt_t *s = cache_stmt(c, SQL_ROW_GET);
@@ -222,13 +250,7 @@ static int file_entry(int dir_fd, const char *name, void *arg)
         return 0;
     if (step != DB_DONE)
         return cache_db_error(c, w->err, "looking up a cached object");
-    if (w->nlive && (double)st.st_ctime > w->now - SHARED_RENAME_GRACE)
-        return 0; /* perhaps another instance's batch, between rename and commit */
-    if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
-        return si_errnoprintf(w->err, errno, "cache: cannot remove objects/%s/%s/%s: %s", w->d0,
-                          w->d1, name, strerror(errno));
-    w->report->files_without_row++;
-    return 0;
+    return remove_unclaimed(w, dir_fd, name, &st, "objects", &w->report->files_without_row);
 }
 
 /* A directory level of objects/ (two hex digits, d0 then d1): its entries
@@ -333,23 +355,12 @@ static int segment_file_entry(int dir_fd, const char *name, void *arg)
 {
     walk_t *w = arg;
     struct stat st;
-    if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return 0;
-    if (!S_ISREG(st.st_mode) || !is_hex_name(name, CACHE_NAME_HEX) ||
-        memcmp(name + 10, w->d0, 2) != 0 || memcmp(name + 12, w->d1, 2) != 0)
-        return stray(w, dir_fd, name);
-    uint64_t id = strtoull(name, NULL, 16);
-    if (id >= 1 && id <= INT64_MAX && seg_find(w->segs, (int64_t)id))
-        return 0;
-    /* a live instance makes a segment's row just before its file: one
-     * younger than our list may be new */
-    if (w->nlive && (double)st.st_ctime > w->now - SHARED_RENAME_GRACE)
-        return 0;
-    if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
-        return si_errnoprintf(w->err, errno, "cache: cannot remove segments/%s/%s/%s: %s", w->d0,
-                              w->d1, name, strerror(errno));
-    w->report->segments_removed++;
-    return 0;
+    uint64_t id;
+    int rc = entry_id(w, dir_fd, name, &st, &id);
+    if (rc < 0 || id == 0 || seg_find(w->segs, (int64_t)id))
+        return rc;
+    /* a live instance makes a segment's row just before its file */
+    return remove_unclaimed(w, dir_fd, name, &st, "segments", &w->report->segments_removed);
 }
 
 static int cmp_place(const void *a, const void *b)
