@@ -84,16 +84,24 @@ skip_one "shm: the same as range GETs of 64 KiB, 4 at a time: concurrent transfe
  shm's bounce buffers (SAR) lose operations in libfabric 1.17 (doc/rdma.md); tcp runs it"
 log_mark=$(wc -l < "$LOG")
 out=$("$STAGEIN" get pub --transport rdma --dest "$TEST_DIR/ds" --endpoint "unix:$SOCK" 2>&1)
+printf "%s\n" "$out" >&2   # in the log: which object came over HTTP, and why
+ds_crashed=no
+shm_client_crashed "$out" && ds_crashed=yes
 differ=""
 for key in $KEYS; do same_bytes "$TEST_DIR/ds/data/$key" "$SRC/$key" || differ+="$key "; done
-is "$differ" "" "shm: the dataset 'pub' into a directory, identical"
-printf "%s\n" "$out" >&2   # in the log: which object came over HTTP, and why
+if [ $ds_crashed = yes ]; then
+    skip_one "shm: the dataset 'pub' into a directory: $SHM_CRASH"
+else
+    is "$differ" "" "shm: the dataset 'pub' into a directory, identical"
+fi
 transports="$(grep -c ' http=0$' <<<"$out")/$(grep -c ' rdma=0 http=1$' <<<"$out")"
 # a transfer shm lost (libfabric 1.17's SAR, doc/rdma.md; seen in CI after a
 # client crash above left the server replacing its endpoint) is answered over
 # HTTP and logged by stageind: a skip naming the server's reason, not a pass
 shm_lost=$(tail -n +"$((log_mark + 1))" "$LOG" | grep -m1 'over RDMA: .*(answered over HTTP)')
-if [ "$transports" != 5/1 ] && [ -n "$shm_lost" ]; then
+if [ $ds_crashed = yes ]; then
+    skip_one "... its six objects by RDMA: $SHM_CRASH"
+elif [ "$transports" != 5/1 ] && [ -n "$shm_lost" ]; then
     skip_one "... its six objects by RDMA: shm failed a transfer, answered over HTTP\
  (libfabric 1.17's shm, doc/rdma.md): ${shm_lost#*warning: }"
 else
@@ -107,11 +115,22 @@ sent=$(metric stagein_rdma_sent_bytes_total)
 # the objects went by RDMA twice (get_all, the dataset), once when get_all's
 # client crashed inside libfabric (skipped above)
 passes=2
-[ "$shm_gets" = CRASH ] && passes=1
+[ "$shm_gets" = CRASH ] && passes=$((passes - 1))
+[ $ds_crashed = yes ] && passes=$((passes - 1))
 ok "$([ "${sent:-0}" -ge $((passes * (4097 + 3145735 + 20971537 + 70000))) ]; echo $?)" \
     "metrics: stagein_rdma_sent_bytes_total counts them ($sent, $passes passes)"
-is "$(metric stagein_rdma_transfers)/$(metric stagein_rdma_buffers_free)" \
-    "0/$(metric stagein_rdma_buffers)" "metrics: no transfer running, every pool buffer free"
+# a crashed client's transfer is the server's until it times out
+# (rdma.timeout_seconds, 30 s; twice that for a stuck endpoint)
+held_wait=0
+if [ "$shm_gets" = CRASH ] || [ $ds_crashed = yes ]; then held_wait=70; fi
+held=""
+for _ in $(seq 0 "$held_wait"); do
+    held="$(metric stagein_rdma_transfers)/$(metric stagein_rdma_buffers_free)"
+    [ "$held" = "0/$(metric stagein_rdma_buffers)" ] && break
+    sleep 1
+done
+is "$held" "0/$(metric stagein_rdma_buffers)" \
+    "metrics: no transfer running, every pool buffer free (a crashed client's released)"
 
 # ---- declined (501): the body comes over HTTP ---------------------------------------
 # declined TOKEN [s3raw options]: "STATUS REPLY REASON-WORD..." and the body in $TEST_DIR/body501
