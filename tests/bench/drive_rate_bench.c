@@ -255,9 +255,11 @@ static void make_volumes(const run_t *run, const daemon_t *d, int drives, uint64
     char *manifest = NULL;
     size_t mlen = 0;
     FILE *mf = open_memstream(&manifest, &mlen);
-    uint64_t per_vol = (n + (uint64_t)drives - 1) / (uint64_t)drives;
+    /* shares differ by one at most: every volume gets objects (n >= drives) */
+    uint64_t share = n / (uint64_t)drives, extra = n % (uint64_t)drives;
     for (int v = 0; v < drives; v++) {
-        uint64_t first = (uint64_t)v * per_vol, count = n - first < per_vol ? n - first : per_vol;
+        uint64_t vu = (uint64_t)v;
+        uint64_t first = vu * share + (vu < extra ? vu : extra), count = share + (vu < extra);
         /* the members' bytes, one after the other, in one source file */
         int fd = open(src, O_RDWR | O_CREAT | O_TRUNC, 0600);
         if (fd < 0)
