@@ -1,6 +1,7 @@
 /* The real-time engine delivering real bytes from volume images. */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ typedef struct {
     int done, failed;
     char why[512];
     simlib_volume_reader_t *reader;
+    const void *buf;     /* the buffer of the last chunk delivered */
 } sink_t;
 
 static int sink(void *arg, const simlib_read_t *r, uint64_t at, const void *buf, size_t len,
@@ -35,6 +37,7 @@ static int sink(void *arg, const simlib_read_t *r, uint64_t at, const void *buf,
     if (at + len > s->len || r->size > s->len)
         return -1;
     memcpy(s->got + at, buf, len);
+    s->buf = buf;
     return 0;
 }
 
@@ -84,7 +87,7 @@ int main(void)
     simlib_config_default(&cfg);
     cfg.time_scale = 1e-5;
     simlib_config_add_volume(&cfg, "F00001", info.used, &err);
-    sink_t s = {calloc(1, size), size, 0, 0, "", NULL};
+    sink_t s = {calloc(1, size), size, 0, 0, "", NULL, NULL};
     simlib_volume_reader_t *rd = simlib_volume_reader_new(dir, &cfg, &err);
     s.reader = rd;
     simlib_callbacks_t cb = {on_request, NULL, fetch, &s};
@@ -99,6 +102,8 @@ int main(void)
     simlib_wait_idle(lib);
     ok(s.done == 1 && s.failed == 0, "request complete");
     ok(memcmp(s.got, data, size) == 0, "the sink received the member's bytes, read from the volume");
+    const void *first_buf = s.buf;
+    ok(((uintptr_t)first_buf & 4095) == 0, "delivered from an address aligned for direct I/O");
 
     ok(tapevol_fault_add(vol, written->entries[1].position + 100, 10, &err) == 0,
        "unreadable region on the second member");
@@ -108,6 +113,15 @@ int main(void)
     simlib_wait_idle(lib);
     ok(s.done == 2 && s.failed == 1 && strstr(s.why, "unreadable"),
        "a read into it fails with the volume's reason: %s", s.why);
+    /* the same member again, after the failed read: the buffer is kept */
+    memset(s.got, 0, size);
+    sched_file_t again = {3, 1, {{0, written->entries[0].position, size}}};
+    sched_request_t r3 = {3, 0, 0};
+    simlib_submit(lib, 0, &r3, &again, 1, &err);
+    simlib_wait_idle(lib);
+    ok(s.done == 3 && s.failed == 1 && memcmp(s.got, data, size) == 0,
+       "read again: the member's bytes, identical");
+    ok(s.buf == first_buf, "from the buffer the first read used (kept for the next fetch)");
     simlib_stats_t st;
     simlib_stats(lib, &st);
     is_int(st.violations, 0, "no invariant broken");
