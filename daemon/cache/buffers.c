@@ -14,30 +14,45 @@
 
 #define HUGE_PAGE (2u << 20)
 
-/* A free buffer: its first bytes say what it is. */
+/* A free buffer: its first bytes link it to the next of its class. */
 typedef struct cache_buffer {
     struct cache_buffer *next;
-    size_t size;
 } cache_buffer_t;
+
+size_t cache_buffer_class(size_t size, unsigned *index)
+{
+    if (size <= CACHE_BLOCK) {
+        *index = 0;
+        return CACHE_BLOCK;
+    }
+    unsigned log2 = 63 - (unsigned)__builtin_clzll((unsigned long long)(size - 1));
+    size_t power = (size_t)1 << log2;
+    size_t step = power / 4 > CACHE_BLOCK ? power / 4 : CACHE_BLOCK;
+    size_t rounded = (size + step - 1) / step * step;
+    /* (rounded - power) / step is 1 to 4 (1 and 2 below 16 KiB, as the
+     * steps are whole blocks): four indexes a power of two */
+    *index = 4 * (log2 - 12) + (unsigned)((rounded - power) / step);
+    return rounded;
+}
 
 void *cache_buffer_get(cache_t *c, size_t size)
 {
+    unsigned cls;
+    size = cache_buffer_class(size, &cls);
     pthread_mutex_lock(&c->buffers_lock);
-    for (cache_buffer_t **p = &c->buffers; *p; p = &(*p)->next) {
-        if ((*p)->size != size)
-            continue;
-        cache_buffer_t *b = *p;
-        *p = b->next;
+    cache_buffer_t *b = cls < CACHE_BUFFER_CLASSES ? c->buffers[cls] : NULL;
+    if (b) {
+        c->buffers[cls] = b->next;
         c->buffers_kept -= size;
-        pthread_mutex_unlock(&c->buffers_lock);
-        return b;
     }
     pthread_mutex_unlock(&c->buffers_lock);
+    if (b)
+        return b;
     /* a large one in huge pages where the kernel has them: two faults per
      * 4 MiB write buffer instead of a thousand */
     bool huge = size >= HUGE_PAGE;
     void *buf = NULL;
-    if (posix_memalign(&buf, huge ? HUGE_PAGE : CACHE_BLOCK, size ? size : CACHE_BLOCK) != 0)
+    if (posix_memalign(&buf, huge ? HUGE_PAGE : CACHE_BLOCK, size) != 0)
         return NULL;
     if (huge)
         madvise(buf, size, MADV_HUGEPAGE); /* advice: without it, small pages */
@@ -48,12 +63,13 @@ void cache_buffer_put(cache_t *c, void *buf, size_t size)
 {
     if (!buf)
         return;
+    unsigned cls;
+    size = cache_buffer_class(size, &cls);
     pthread_mutex_lock(&c->buffers_lock);
-    if (size >= sizeof(cache_buffer_t) && c->buffers_kept + size <= c->conf.segment_memory / 2) {
+    if (cls < CACHE_BUFFER_CLASSES && c->buffers_kept + size <= c->conf.segment_memory / 2) {
         cache_buffer_t *b = buf;
-        b->size = size;
-        b->next = c->buffers;
-        c->buffers = b;
+        b->next = c->buffers[cls];
+        c->buffers[cls] = b;
         c->buffers_kept += size;
         buf = NULL;
     }
@@ -63,10 +79,12 @@ void cache_buffer_put(cache_t *c, void *buf, size_t size)
 
 void cache_buffers_free(cache_t *c)
 {
-    for (cache_buffer_t *b = c->buffers, *next; b; b = next) {
-        next = b->next;
-        free(b);
+    for (unsigned i = 0; i < CACHE_BUFFER_CLASSES; i++) {
+        for (cache_buffer_t *b = c->buffers[i], *next; b; b = next) {
+            next = b->next;
+            free(b);
+        }
+        c->buffers[i] = NULL;
     }
-    c->buffers = NULL;
     c->buffers_kept = 0;
 }

@@ -72,6 +72,8 @@ typedef struct {
 /* Segment objects start at multiples of this (direct I/O's alignment), from
  * the second block: the first is the segment's header, starting so. */
 #define CACHE_BLOCK 4096u
+/* free lists of kept buffers, one a size class (buffers.c) */
+#define CACHE_BUFFER_CLASSES 128u
 #define CACHE_SEGMENT_MAGIC "stagein cache segment 1"
 /* An evicted segment object's blocks are freed this long after its row went:
  * a reader that found the row before may still be sending its bytes. */
@@ -176,7 +178,7 @@ struct cache {
     size_t npunches, punch_cap;
 
     pthread_mutex_t buffers_lock; /* the free buffers (buffers.c) */
-    struct cache_buffer *buffers;
+    struct cache_buffer *buffers[CACHE_BUFFER_CLASSES]; /* a free list a size class */
     size_t buffers_kept;
 
     cache_access_t *access;       /* batched last_access updates */
@@ -267,8 +269,12 @@ void cache_punch_due_locked(cache_t *c, bool all);
 
 /* ---- object buffers (buffers.c) ---- */
 
-/* A buffer of size bytes (a multiple of CACHE_BLOCK), aligned to it: one
- * kept from an earlier writer, or new; NULL without memory. */
+/* The size of the buffer class that holds size bytes (less than a quarter,
+ * or a block, more; a multiple of CACHE_BLOCK) and its index (kept buffers: below
+ * CACHE_BUFFER_CLASSES, i.e. up to 2^43 bytes). */
+size_t cache_buffer_class(size_t size, unsigned *index);
+/* A buffer of at least size bytes, aligned to CACHE_BLOCK: one kept from an
+ * earlier writer, or new; NULL without memory. */
 void *cache_buffer_get(cache_t *c, size_t size);
 /* Gives it back: kept for the next writer, or freed (NULL is fine). */
 void cache_buffer_put(cache_t *c, void *buf, size_t size);
