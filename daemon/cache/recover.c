@@ -510,10 +510,18 @@ static int check_files(cache_t *c, rows_t *rows, const segs_t *segs, cache_recov
                        si_error_t *err)
 {
     bool any = false;
+    int64_t last_listed = segs->n ? segs->segs[segs->n - 1].id : 0;
     for (size_t i = 0; i < rows->n; i++) {
         row_t *row = &rows->rows[i];
         if (row->place.segment) {
             const seg_t *seg = seg_find(segs, row->place.segment);
+            /* a live instance's open segment, or one made since the list:
+             * its batches' rows may have committed after the list's sizes
+             * were read (bytes first, then rows); it is its instance's to
+             * judge. Ours and the dead's were sealed before the rows were
+             * read, so their sizes hold every row. */
+            if ((seg && !seg->sealed) || (!seg && row->place.segment > last_listed))
+                continue;
             if (!seg || !seg->has_file)
                 r->rows_without_file++;
             else if (seg->file_size < row->place.offset + row->place.size)
