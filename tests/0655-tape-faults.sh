@@ -240,16 +240,34 @@ is "$(wait_push "$BIG" 90)" DURABLE "the interrupted push is redone: DURABLE"
 
 # ---- UNIT ATTENTION mid-write: the archive file written again, not twice -------------------
 # 50 MB: the reset must find the write still under way (a cartridge of
-# 60 MB: big2 goes to another one than big's)
-# On a loaded machine the reset can land after the last WRITE(6) (the
-# write of 763 blocks done while the reset tool logs in): then the push is
-# tried again with another file, at most three times, until one meets it.
+# 60 MB: big2 goes to another one than big's). tgt writes the 763 blocks
+# faster than the reset tool logs in, so stageind is stopped (SIGSTOP)
+# between two of its commands while both drives are reset, as a bus reset
+# between two commands would find it; its next command meets the UNIT
+# ATTENTION. Should the write still end first (a stall before the stop),
+# the push is tried again with another file, at most three times.
 rewrite='tape: archive write, copy 1: .*UNIT ATTENTION.*; position re-read, archive file [0-9]+ of T[0-9]+ written again from its start \(1 of 30\)'
+# stop_at_block N: stageind stopped (SIGSTOP) the moment the command log
+# shows the archive write's Nth block; prints the count then (nothing when
+# the log stays short of N for 60 s)
+stop_at_block() {
+    awk -v n="$1" -v pid="$(daemon_pid)" '
+        /WRITE\(6\) len=65536/ && ++c >= n { system("kill -STOP " pid); print c; exit }' \
+        < <(exec timeout 60 tail -n +1 -f "$TEST_DIR/scsi.log")
+}
 for big2 in big2 big2b big2c; do
-    push_under_way "$big2" 50
-    BIG2=$PUSH
+    head -c 50000000 /dev/urandom > "$SRC/$big2"
+    : > "$TEST_DIR/scsi.log"
+    stop_at_block 21 > "$TEST_DIR/stopped" &
+    watcher=$!
+    push ckpt "$big2" "$SRC/$big2" >/dev/null
+    BIG2=$(json "$BODY" 'j["pushId"]')
+    wait "$watcher"
+    stop_blocks=$(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log")
     "$TAPE_TOOL" reset "$TGT_URL/1" && "$TAPE_TOOL" reset "$TGT_URL/2"
     reset_rc=$? reset_blocks=$(grep -c 'WRITE(6) len=65536' "$TEST_DIR/scsi.log")
+    kill -CONT "$(daemon_pid)"
+    diag "stageind stopped at block $(cat "$TEST_DIR/stopped") of $big2's write ($stop_blocks logged), both drives reset after $reset_blocks"
     state=$(wait_push "$BIG2" 90)
     [ "$state" = DURABLE ] && grep -Eq "$rewrite" "$LOG" && break
     diag "the reset of $big2's write landed after $reset_blocks blocks ($state): again"
