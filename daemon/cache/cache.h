@@ -318,6 +318,11 @@ int cache_open_cached(cache_t *c, int64_t object_id, const cache_place_t *place,
                       si_error_t *err);
 /* 1 and *out when cached, 0 when not, -1 on error. */
 int cache_stat(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err);
+/* cache_stat's answer for each of ids into cached[i] (1 cached, 0 not), a
+ * few hundred per read transaction and hold of the lock; -1 on error
+ * (then cached[] from the failed one on is not set). */
+int cache_stat_many(cache_t *c, const int64_t *ids, size_t n, signed char *cached,
+                    si_error_t *err);
 /* Every cached object in id order; fn returns non-zero to stop. fn runs
  * under the cache's lock, so it must not call the cache. */
 typedef int (*cache_list_fn)(const cache_entry_t *entry, void *arg);

@@ -131,7 +131,6 @@ struct recall_service {
     bool kicked;               /* new work in the catalog: scan now */
 
     /* service thread only */
-    char names[SI_BUCKET_MAX + SI_KEY_MAX + 2]; /* the loaded item's "bucket\0key" */
     note_t *notes;
     size_t nnotes, cap_notes;
     double retry_after, last_housekeeping, last_progress, last_scan;
@@ -159,13 +158,16 @@ int recall_statements_prepare(recall_service_t *rs, si_error_t *err);
 void recall_statements_finalize(recall_service_t *rs);
 /* A prepared statement, reset and unbound. */
 db_stmt_t *recall_stmt(recall_service_t *rs, int id);
-/* Size, checksum and readable copies of an object (0 copies is possible);
- * its bucket and key land in rs->names (recall_item_names copies them). */
+/* Size, checksum, names and readable copies of an object (0 copies is
+ * possible); the names are one allocation ("bucket\0key" at item->bucket),
+ * freed by whoever ends up holding the item (submit_batch for the backend). */
 int recall_load_item(recall_service_t *rs, int64_t object_id, archive_item_t *item,
                      si_error_t *err);
-/* The names recall_load_item read, copied for the backend ("bucket\0key",
- * one allocation, freed by submit_batch). */
-int recall_item_names(recall_service_t *rs, archive_item_t *item);
+/* recall_load_item for each of ids, in read transactions of a few hundred
+ * objects: loaded[i] false where the object could not be loaded (the
+ * caller asks recall_load_item again for the reason). */
+void recall_load_items(recall_service_t *rs, const int64_t *ids, size_t n, archive_item_t *items,
+                       bool *loaded);
 bool recall_request_active(recall_service_t *rs, int64_t request);
 /* Says in the request's status why it waits; "" clears that note. */
 void recall_note(recall_service_t *rs, int64_t request, const char *text);
@@ -209,10 +211,11 @@ typedef struct {
 } recall_volume_view_t;
 void recall_volume_view(recall_service_t *rs, recall_volume_view_t *view);
 void recall_volume_view_free(recall_volume_view_t *view);
-/* true when one of the object's copies is on a volume this instance holds
- * or could claim (always, for a backend without volumes) */
+/* true when one of the item's copies is on a volume this instance holds
+ * or could claim (always, for a backend without volumes or an item
+ * without copies) */
 bool recall_volumes_in_reach(recall_service_t *rs, recall_volume_view_t *view,
-                             int64_t object_id);
+                             const archive_item_t *item);
 /* The flight left the backend: its volumes are one object less busy. */
 void recall_flight_volumes_done(recall_service_t *rs, flight_t *f);
 /* Volume leases with nothing queued and not loaded in a drive go back. */

@@ -26,8 +26,19 @@ int recall_load_item(recall_service_t *rs, int64_t object_id, archive_item_t *it
     }
     item->size = (uint64_t)db_column_int64(s, 0);
     snprintf(item->checksum, sizeof(item->checksum), "%s", db_column_text(s, 1));
-    int blen = snprintf(rs->names, SI_BUCKET_MAX + 1, "%s", db_column_text(s, 2));
-    snprintf(rs->names + blen + 1, SI_KEY_MAX + 1, "%s", db_column_text(s, 3));
+    const char *bucket = db_column_text(s, 2), *key = db_column_text(s, 3);
+    size_t blen = strnlen(bucket, SI_BUCKET_MAX), klen = strnlen(key, SI_KEY_MAX);
+    char *names = malloc(blen + klen + 2);
+    if (!names) {
+        db_reset(s);
+        return si_errnoprintf(err, ENOMEM, "object %" PRId64 ": out of memory", object_id);
+    }
+    memcpy(names, bucket, blen);
+    names[blen] = '\0';
+    memcpy(names + blen + 1, key, klen);
+    names[blen + 1 + klen] = '\0';
+    item->bucket = names;
+    item->key = names + blen + 1;
     db_reset(s);
     s = recall_stmt(rs, SQL_COPIES);
     db_bind_int64(s, 1, object_id);
@@ -43,16 +54,23 @@ int recall_load_item(recall_service_t *rs, int64_t object_id, archive_item_t *it
     return 0;
 }
 
-int recall_item_names(recall_service_t *rs, archive_item_t *item)
+/* Objects loaded per read transaction: each statement outside one takes
+ * and drops SQLite's WAL read lock (two fcntl calls) on its own. */
+#define LOAD_CHUNK 256
+
+void recall_load_items(recall_service_t *rs, const int64_t *ids, size_t n, archive_item_t *items,
+                       bool *loaded)
 {
-    size_t blen = strlen(rs->names), klen = strlen(rs->names + blen + 1);
-    char *copy = malloc(blen + klen + 2);
-    if (!copy)
-        return -1;
-    memcpy(copy, rs->names, blen + klen + 2);
-    item->bucket = copy;
-    item->key = copy + blen + 1;
-    return 0;
+    db_t *db = catalog_driver(rs->cat);
+    for (size_t i = 0; i < n; i += LOAD_CHUNK) {
+        size_t end = i + LOAD_CHUNK < n ? i + LOAD_CHUNK : n;
+        si_error_t err;
+        bool txn = end - i > 1 && !db_in_transaction(db) && db_begin_readonly(db, &err) == 0;
+        for (size_t k = i; k < end; k++)
+            loaded[k] = recall_load_item(rs, ids[k], &items[k], &err) == 0;
+        if (txn) /* it only read: a failed commit loses nothing */
+            db_commit(db, &err);
+    }
 }
 
 bool recall_request_active(recall_service_t *rs, int64_t request)

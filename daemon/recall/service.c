@@ -263,26 +263,31 @@ static void scan_pending(recall_service_t *rs)
      * here and not cached are this instance's to recall only when it gets
      * their lease (another instance may be recalling them). */
     int64_t *want = calloc(l.n ? l.n : 1, sizeof(*want));
+    archive_item_t *items = calloc(l.n ? l.n : 1, sizeof(*items)); /* want[k]'s at items[k] */
     bool *claimed = calloc(l.n ? l.n : 1, sizeof(*claimed));
     int64_t *unclaim = NULL;   /* claimed, then not handed to the backend */
     size_t nwant = 0, nunclaim = 0, capu = 0;
-    if (!want || !claimed) {
-        free(want);
-        free(claimed);
-        free(l.v);
-        return;
-    }
     /* what the first pass learnt of each item's object: -1 not asked, 0 not
      * cached, 1 cached (the main loop does not ask the cache again) */
     signed char *cached_now = malloc(l.n ? l.n : 1);
-    if (!cached_now) {
+    /* the objects asked about: those not in flight here */
+    int64_t *ask = malloc((l.n ? l.n : 1) * sizeof(*ask));
+    size_t *ask_at = malloc((l.n ? l.n : 1) * sizeof(*ask_at));
+    signed char *ask_cached = malloc(l.n ? l.n : 1);
+    bool *loaded = calloc(l.n ? l.n : 1, sizeof(*loaded));
+    if (!want || !items || !claimed || !cached_now || !ask || !ask_at || !ask_cached || !loaded) {
         free(want);
+        free(items);
         free(claimed);
+        free(cached_now);
+        free(ask);
+        free(ask_at);
+        free(ask_cached);
+        free(loaded);
         free(l.v);
         return;
     }
-    recall_volume_view_t view;
-    recall_volume_view(rs, &view);
+    size_t nask = 0;
     for (size_t i = 0; i < l.n; i++) {
         cached_now[i] = -1;
         if (!taking || !backend_ok)
@@ -290,16 +295,45 @@ static void scan_pending(recall_service_t *rs)
         pthread_mutex_lock(&rs->mu);
         bool flying = recall_flight_get(rs, l.v[i].object_id) != NULL;
         pthread_mutex_unlock(&rs->mu);
-        cache_entry_t ce;
-        if (flying)
-            continue;
-        cached_now[i] = cache_stat(rs->cache, l.v[i].object_id, &ce, NULL) == 1;
+        if (!flying) {
+            ask_at[nask] = i;
+            ask[nask++] = l.v[i].object_id;
+        }
+    }
+    /* the cache, then the objects not cached, asked in batches (one read
+     * transaction each), not one statement per item */
+    if (cache_stat_many(rs->cache, ask, nask, ask_cached, &err) < 0) {
+        si_log(rs->log, SI_LOG_WARNING, "recall: %s", err.text);
+        nask = 0; /* the main loop asks item by item */
+    }
+    size_t nload = 0;
+    for (size_t k = 0; k < nask; k++) {
+        cached_now[ask_at[k]] = ask_cached[k];
+        if (!ask_cached[k]) {
+            ask_at[nload] = ask_at[k];
+            ask[nload++] = ask[k];
+        }
+    }
+    recall_load_items(rs, ask, nload, items, loaded);
+    recall_volume_view_t view;
+    recall_volume_view(rs, &view);
+    for (size_t k = 0; k < nload; k++) {
         /* an object whose volumes are all out of reach is not claimed (it
          * would be given back at the end of the scan, at each scan) */
-        if (!cached_now[i] && recall_volumes_in_reach(rs, &view, l.v[i].object_id))
-            want[nwant++] = l.v[i].object_id;
+        if (loaded[k] && !recall_volumes_in_reach(rs, &view, &items[k])) {
+            free((char *)items[k].bucket);
+            continue;
+        }
+        if (nwant != k) {
+            loaded[nwant] = loaded[k];
+            items[nwant] = items[k];
+        }
+        want[nwant++] = ask[k];
     }
     recall_volume_view_free(&view);
+    free(ask);
+    free(ask_at);
+    free(ask_cached);
     recall_claim_objects(rs, want, nwant, claimed);
     size_t next_want = 0;
     char blocked[300] = "";
@@ -318,6 +352,10 @@ static void scan_pending(recall_service_t *rs)
         if (added == 1)
             rs->st.items_shared++;
         pthread_mutex_unlock(&rs->mu);
+        /* a second item of an object this scan handed to the backend (the
+         * first pass asked for it twice): its lease is the flight's */
+        if (f && next_want < nwant && want[next_want] == p->object_id)
+            next_want++;
         if (added >= 0) {
             recall_item_list_add(&started, p->request_id, p->object_id);
             continue;
@@ -325,8 +363,11 @@ static void scan_pending(recall_service_t *rs)
         if (f)
             continue; /* being withdrawn; queued again once it is done */
         bool mine = false;
-        if (next_want < nwant && want[next_want] == p->object_id)
+        archive_item_t *pre = NULL; /* the object as the first pass loaded it */
+        if (next_want < nwant && want[next_want] == p->object_id) {
+            pre = loaded[next_want] ? &items[next_want] : NULL;
             mine = claimed[next_want++];
+        }
         cache_entry_t ce;
         if (cached_now[i] == 1 ||
             (cached_now[i] < 0 && cache_stat(rs->cache, p->object_id, &ce, NULL) == 1)) {
@@ -349,21 +390,30 @@ static void scan_pending(recall_service_t *rs)
             continue;
         }
         archive_item_t item;
-        int loaded = recall_load_item(rs, p->object_id, &item, &err);
-        if (loaded == 0 && item.ncopies == 0 && !rs->backend->ops->copies_optional)
-            loaded = si_errprintf(&err, "object %" PRId64 " has no tape copy on a usable volume "
-                                  "(none recorded, or its volumes are failed or disabled)",
-                                  p->object_id);
-        if (loaded < 0) {
+        int got = 0;
+        if (pre) {
+            item = *pre; /* its names are item's now */
+            pre->bucket = NULL;
+        } else {
+            got = recall_load_item(rs, p->object_id, &item, &err);
+        }
+        if (got == 0 && item.ncopies == 0 && !rs->backend->ops->copies_optional)
+            got = si_errprintf(&err, "object %" PRId64 " has no tape copy on a usable volume "
+                               "(none recorded, or its volumes are failed or disabled)",
+                               p->object_id);
+        flight_t *nf = got < 0 ? NULL : calloc(1, sizeof(*nf));
+        if (!nf)
+            free((char *)item.bucket);
+        if (got < 0) {
             fail_item(rs, p->request_id, p->object_id, err.text);
             UNCLAIM(p->object_id);
             continue;
         }
-        flight_t *nf = calloc(1, sizeof(*nf));
         if (!nf)
             break;
         if (recall_claim_volumes(rs, &item, nf) == 0) {
             /* its volumes are other instances' (or this one holds enough) */
+            free((char *)item.bucket);
             recall_flight_free(nf);
             UNCLAIM(p->object_id);
             pthread_mutex_lock(&rs->mu);
@@ -374,6 +424,7 @@ static void scan_pending(recall_service_t *rs)
         cache_block_t block;
         int rc = cache_reserve(rs->cache, p->object_id, item.size, &block, &err);
         if (rc != CACHE_RESERVED) {
+            free((char *)item.bucket);
             recall_flight_volumes_done(rs, nf);
             recall_flight_free(nf);
             UNCLAIM(p->object_id);
@@ -393,7 +444,7 @@ static void scan_pending(recall_service_t *rs)
                 waiting[nwaiting++] = p->request_id;
             continue;
         }
-        if (recall_flight_add_waiter(nf, p->request_id) < 0 || recall_item_names(rs, &item) < 0 ||
+        if (recall_flight_add_waiter(nf, p->request_id) < 0 ||
             si_array_grow((void **)&nb.items, &nb.cap, nb.n + 1, sizeof(*nb.items)) < 0) {
             recall_flight_volumes_done(rs, nf);
             recall_flight_free(nf);
@@ -421,6 +472,10 @@ static void scan_pending(recall_service_t *rs)
             UNCLAIM(want[i]);
     recall_release_objects(rs, unclaim, nunclaim);
     free(unclaim);
+    for (size_t k = 0; k < nwant; k++) /* loaded, then not handed on */
+        free((char *)items[k].bucket);
+    free(items);
+    free(loaded);
     free(want);
     free(claimed);
     free(cached_now);

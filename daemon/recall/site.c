@@ -305,32 +305,25 @@ static bool view_has(char (*labels)[ARCHIVE_LABEL_MAX + 1], size_t n, const char
 }
 
 bool recall_volumes_in_reach(recall_service_t *rs, recall_volume_view_t *view,
-                             int64_t object_id)
+                             const archive_item_t *item)
 {
-    if (!rs->volume_leases)
-        return true;
-    bool reach = false;
-    db_stmt_t *s = recall_stmt(rs, SQL_COPIES);
-    db_bind_int64(s, 1, object_id);
-    int rows = 0;
-    while (!reach && db_step(s) == DB_ROW) {
-        const char *label = db_column_text(s, 1);
-        rows++;
+    if (!rs->volume_leases || item->ncopies == 0)
+        return true; /* no usable copy: the main loop fails its items with the reason */
+    for (int c = 0; c < item->ncopies; c++) {
+        const char *label = item->copies[c].volume;
         if (volume_holds_has(rs->holds, label) ||
-            view_has(view->planned, view->nplanned, label)) {
-            reach = true;
-        } else if (view->room > 0 && !view_has(view->others, view->nothers, label) &&
-                   si_array_grow((void **)&view->planned, &view->cap_planned,
-                                 view->nplanned + 1, sizeof(*view->planned)) == 0) {
+            view_has(view->planned, view->nplanned, label))
+            return true;
+        if (view->room > 0 && !view_has(view->others, view->nothers, label) &&
+            si_array_grow((void **)&view->planned, &view->cap_planned, view->nplanned + 1,
+                          sizeof(*view->planned)) == 0) {
             snprintf(view->planned[view->nplanned++], sizeof(view->planned[0]), "%s", label);
             if (view->room != SIZE_MAX)
                 view->room--;
-            reach = true;
+            return true;
         }
     }
-    db_reset(s);
-    /* no usable copy: the main loop fails its items with the reason */
-    return reach || rows == 0;
+    return false;
 }
 
 int recall_claim_volumes(recall_service_t *rs, archive_item_t *item, flight_t *f)

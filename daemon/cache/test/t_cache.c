@@ -79,6 +79,24 @@ static void test_write_read(cache_t *c)
     is_int(ct_query_int(&t, sql), 1, "catalog row records the relative path");
     ok(read_back(c, id, 1, size) == 0, "read back identical");
 
+    /* many at once (chunks of a few hundred): the cached one, objects not
+     * cached, and a bad id stops with an error */
+    enum { MANY = 700 };
+    int64_t ids[MANY];
+    signed char cached[MANY];
+    for (int i = 0; i < MANY; i++)
+        ids[i] = i % 3 == 0 ? id : id + 100000 + i;
+    int right = 0;
+    ok(cache_stat_many(c, ids, MANY, cached, &err) == 0, "cache_stat_many: %d objects", MANY);
+    for (int i = 0; i < MANY; i++)
+        right += cached[i] == (i % 3 == 0);
+    is_int(right, MANY, "cache_stat_many: the cached one 1, the others 0");
+    ok(!db_in_transaction(catalog_driver(t.cat)), "cache_stat_many: no transaction left open");
+    ids[400] = 0;
+    ok(cache_stat_many(c, ids, MANY, cached, &err) < 0 && strstr(err.text, "object id 0"),
+       "cache_stat_many: a bad id: %s", err.text);
+    ok(cache_stat_many(c, ids, 0, cached, &err) == 0, "cache_stat_many: none asked");
+
     /* opened with the size the caller read from the catalog itself */
     int fd = -1;
     t.now += 10;

@@ -44,8 +44,9 @@ static void test_load_item(recall_service_t *rs, int64_t id, const char *sum)
     ok(recall_load_item(rs, id, &item, &err) == 0, "object loaded");
     ok(item.object_id == id && item.size == OBJ && strcmp(item.checksum, sum) == 0,
        "its size and checksum");
-    ok(strcmp(rs->names, "bkt") == 0 && strcmp(rs->names + 4, "obj-1") == 0,
-       "its bucket and key: %s/%s", rs->names, rs->names + 4);
+    ok(strcmp(item.bucket, "bkt") == 0 && strcmp(item.key, "obj-1") == 0 &&
+           item.key == item.bucket + 4,
+       "its bucket and key, in one allocation: %s/%s", item.bucket, item.key);
     is_int(item.ncopies, 2, "the failed volume's copy is left out");
     ok(item.copies[0].copy == 1 && strcmp(item.copies[0].volume, "V1") == 0 &&
            item.copies[0].file_seq == 7 && item.copies[0].position == 4096 &&
@@ -54,12 +55,31 @@ static void test_load_item(recall_service_t *rs, int64_t id, const char *sum)
     ok(item.copies[1].copy == 2 && strcmp(item.copies[1].volume, "V2") == 0 &&
            item.copies[1].file_seq == -1,
        "copy 2: V2, no file number (-1)");
-    ok(recall_item_names(rs, &item) == 0 && strcmp(item.bucket, "bkt") == 0 &&
-           strcmp(item.key, "obj-1") == 0,
-       "names copied into the item");
     free((char *)item.bucket);
-    ok(recall_load_item(rs, 999999, &item, &err) < 0 && strstr(err.text, "not in the catalog"),
+    ok(recall_load_item(rs, 999999, &item, &err) < 0 && strstr(err.text, "not in the catalog") &&
+           !item.bucket,
        "an unknown object: %s", err.text);
+
+    /* several at once, in read transactions of a few hundred: the same
+     * items as one by one, an unknown one marked */
+    enum { N = 600 };
+    int64_t ids[N];
+    archive_item_t *items = calloc(N, sizeof(*items));
+    bool loaded[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = i == 300 ? 999999 : id;
+    recall_load_items(rs, ids, N, items, loaded);
+    int same = 0;
+    for (int i = 0; i < N; i++)
+        same += i == 300 ? !loaded[i] && !items[i].bucket
+                         : loaded[i] && items[i].size == OBJ && items[i].ncopies == 2 &&
+                               strcmp(items[i].copies[1].volume, "V2") == 0 &&
+                               strcmp(items[i].key, "obj-1") == 0;
+    is_int(same, N, "%d objects loaded in batches as one by one, the unknown one not", N);
+    ok(!db_in_transaction(catalog_driver(rs->cat)), "no transaction left open");
+    for (int i = 0; i < N; i++)
+        free((char *)items[i].bucket);
+    free(items);
 }
 
 static void test_notes(recall_service_t *rs, int64_t request)
