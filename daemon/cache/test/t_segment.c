@@ -169,6 +169,22 @@ static void test_packing(cache_t *c)
            p[0].segment,
        "an empty object in a segment");
 
+    /* held in memory, fed in pieces of odd sizes from odd addresses */
+    {
+        static const size_t pieces[] = {1, 15, 63, 64, 65, 127, 4096, 4099, 3};
+        unsigned char *bytes = ct_content(33, sizes[33]);
+        bool fed = cache_writer_open(c, ids[33], sizes[33], sums[33], &w, &err) == 0;
+        for (size_t off = 0, i = 0; fed && off < sizes[33]; i = (i + 1) % 9) {
+            size_t len = sizes[33] - off < pieces[i] ? sizes[33] - off : pieces[i];
+            fed = cache_writer_write(w, bytes + off, len, &err) == 0;
+            off += len;
+        }
+        ok(fed && cache_writer_finish(w, 0, &err) == 0 && reads_back(c, 33, &p[0]) &&
+               p[0].segment,
+           "fed in pieces of 1 to 4,099 bytes, it reads back identical: %s", fed ? "" : err.text);
+        free(bytes);
+    }
+
     /* too large for a segment: its own file */
     ok(ct_store(c, ids[9], 9, sizes[9], sums[9], 65536, 0, &err) == 0 &&
            reads_back(c, 9, &p[0]) && p[0].segment == 0 && p[0].offset == 0,
