@@ -135,7 +135,7 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
     c->seg.fd = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->wlock, NULL);
-    pthread_mutex_init(&c->buffers_lock, NULL);
+    si_bufpool_init(&c->buffers, (size_t)(c->conf.segment_memory / 2));
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -243,8 +243,7 @@ void cache_close(cache_t *c)
     pthread_cond_destroy(&c->changed);
     pthread_cond_destroy(&c->commit_cv);
     pthread_cond_destroy(&c->committed_cv);
-    cache_buffers_free(c);
-    pthread_mutex_destroy(&c->buffers_lock);
+    si_bufpool_destroy(&c->buffers);
     pthread_mutex_destroy(&c->wlock);
     pthread_mutex_destroy(&c->lock);
     free(c->res);

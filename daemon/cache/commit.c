@@ -66,7 +66,7 @@ int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_
     }
     w->fd = -1;
     if (!w->memory) {
-        cache_buffer_put(c, w->buf, w->buf_size);
+        si_bufpool_put(&c->buffers, w->buf, w->buf_size);
         w->buf = NULL;
     }
     si_checksum_free(w->sum);

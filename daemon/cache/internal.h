@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include "catalog/db.h"
 
+#include "common/bufpool.h"
 #include "common/checksum.h"
 #include "daemon/cache/cache.h"
 
@@ -72,8 +73,6 @@ typedef struct {
 /* Segment objects start at multiples of this (direct I/O's alignment), from
  * the second block: the first is the segment's header, starting so. */
 #define CACHE_BLOCK 4096u
-/* free lists of kept buffers, one a size class (buffers.c) */
-#define CACHE_BUFFER_CLASSES 128u
 #define CACHE_SEGMENT_MAGIC "stagein cache segment 1"
 /* An evicted segment object's blocks are freed this long after its row went:
  * a reader that found the row before may still be sending its bytes. */
@@ -177,9 +176,10 @@ struct cache {
     cache_punch_t *punches;       /* ranges to free, oldest first (lock) */
     size_t npunches, punch_cap;
 
-    pthread_mutex_t buffers_lock; /* the free buffers (buffers.c) */
-    struct cache_buffer *buffers[CACHE_BUFFER_CLASSES]; /* a free list a size class */
-    size_t buffers_kept;
+    /* writers' buffers kept for the next ones: at most half of
+     * cache.segment_memory (the memory an admin gives the cache's writers;
+     * 32 uploads of 16 MiB at once hold 128 MiB of 4 MiB write buffers) */
+    si_bufpool_t buffers;
 
     cache_access_t *access;       /* batched last_access updates */
     size_t naccess, access_cap;
@@ -266,19 +266,6 @@ void cache_segment_close(cache_t *c);
 void cache_segment_released_locked(cache_t *c, const cache_place_t *place);
 /* Frees the ranges whose delay is over (all: every one); lock held. */
 void cache_punch_due_locked(cache_t *c, bool all);
-
-/* ---- object buffers (buffers.c) ---- */
-
-/* The size of the buffer class that holds size bytes (less than a quarter,
- * or a block, more; a multiple of CACHE_BLOCK) and its index (kept buffers: below
- * CACHE_BUFFER_CLASSES, i.e. up to 2^43 bytes). */
-size_t cache_buffer_class(size_t size, unsigned *index);
-/* A buffer of at least size bytes, aligned to CACHE_BLOCK: one kept from an
- * earlier writer, or new; NULL without memory. */
-void *cache_buffer_get(cache_t *c, size_t size);
-/* Gives it back: kept for the next writer, or freed (NULL is fine). */
-void cache_buffer_put(cache_t *c, void *buf, size_t size);
-void cache_buffers_free(cache_t *c);
 
 /* Opens objects/<d0>/<d1>, made (and its parent fsync'd) when new. */
 int cache_object_dir(cache_t *c, int parent, const char *name, si_error_t *err);

@@ -71,7 +71,7 @@ void cache_writer_free(cache_writer_t *w)
     if (w->fd >= 0)
         close(w->fd);
     si_checksum_free(w->sum);
-    cache_buffer_put(w->c, w->buf, w->buf_size);
+    si_bufpool_put(&w->c->buffers, w->buf, w->buf_size);
     free(w);
 }
 
@@ -152,7 +152,7 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
     if (w->memory) {
         snprintf(w->temp_name, sizeof(w->temp_name), "(in memory, object %016" PRIx64 ")",
                  (uint64_t)object_id);
-        if (blocks && !(w->buf = cache_buffer_get(c, w->buf_size))) {
+        if (blocks && !(w->buf = si_bufpool_get(&c->buffers, w->buf_size))) {
             si_errnoprintf(err, ENOMEM, "object %" PRId64 ": out of memory for its %zu bytes",
                            object_id, w->buf_size);
             goto error;
@@ -165,7 +165,7 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
     /* no larger than the object (in whole pages): small objects are common */
     w->buf_size = blocks < c->conf.write_buffer ? (blocks ? (size_t)blocks : CACHE_BLOCK)
                                                 : c->conf.write_buffer;
-    if (!(w->buf = cache_buffer_get(c, w->buf_size))) {
+    if (!(w->buf = si_bufpool_get(&c->buffers, w->buf_size))) {
         si_errnoprintf(err, ENOMEM, "cache: out of memory for a %zu byte write buffer",
                        w->buf_size);
         goto error;

@@ -5,15 +5,14 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
+#include "common/bufpool.h"
 #include "daemon/volume/volume.h"
 
 /* A cache writer's whole buffer (cache.write_buffer's default), from an
  * address aligned for direct I/O: it writes such feeds to the disk as they
  * are, with no copy into its own buffer. */
 #define FETCH_CHUNK (4 << 20)
-#define FETCH_ALIGN 4096
 /* Buffers kept for the next fetches: one per drive reading at once. A
  * buffer allocated per fetch came back from the kernel page by page each
  * time (a 16 MiB recall spent a quarter of stageind's CPU faulting its
@@ -24,10 +23,9 @@ struct simlib_volume_reader {
     char *dir;
     int nvolumes;
     char (*labels)[SIMLIB_LABEL_MAX + 1];
-    pthread_mutex_t mu;   /* guards open[] and spare[] (the volumes themselves are pread) */
+    pthread_mutex_t mu;   /* guards open[] (the volumes themselves are pread) */
     tapevol_t **open;
-    unsigned char *spare[FETCH_KEEP];
-    int nspare;
+    si_bufpool_t buffers; /* FETCH_KEEP chunk buffers */
 };
 
 simlib_volume_reader_t *simlib_volume_reader_new(const char *dir, const simlib_config_t *cfg,
@@ -37,6 +35,7 @@ simlib_volume_reader_t *simlib_volume_reader_new(const char *dir, const simlib_c
     if (!rd)
         goto oom;
     pthread_mutex_init(&rd->mu, NULL);
+    si_bufpool_init(&rd->buffers, (size_t)FETCH_KEEP * FETCH_CHUNK);
     rd->dir = strdup(dir);
     rd->nvolumes = cfg->nvolumes;
     rd->labels = calloc((size_t)cfg->nvolumes + 1, sizeof(*rd->labels));
@@ -58,27 +57,12 @@ void simlib_volume_reader_free(simlib_volume_reader_t *rd)
         return;
     for (int v = 0; rd->open && v < rd->nvolumes; v++)
         tapevol_close(rd->open[v]);
-    for (int i = 0; i < rd->nspare; i++)
-        free(rd->spare[i]);
+    si_bufpool_destroy(&rd->buffers);
     free(rd->open);
     free(rd->labels);
     free(rd->dir);
     pthread_mutex_destroy(&rd->mu);
     free(rd);
-}
-
-/* buf kept for the next fetch, or freed when enough are kept. */
-static void buffer_put(simlib_volume_reader_t *rd, unsigned char *buf)
-{
-    if (!buf)
-        return;
-    pthread_mutex_lock(&rd->mu);
-    if (rd->nspare < FETCH_KEEP) {
-        rd->spare[rd->nspare++] = buf;
-        buf = NULL;
-    }
-    pthread_mutex_unlock(&rd->mu);
-    free(buf);
 }
 
 int simlib_volume_fetch(simlib_volume_reader_t *rd, const simlib_read_t *r, simlib_sink_fn sink,
@@ -91,17 +75,12 @@ int simlib_volume_fetch(simlib_volume_reader_t *rd, const simlib_read_t *r, siml
     if (!vol)
         vol = rd->open[r->volume] = tapevol_open(rd->dir, rd->labels[r->volume], TAPEVOL_RDONLY,
                                                  err);
-    unsigned char *buf = rd->nspare ? rd->spare[--rd->nspare] : NULL;
     pthread_mutex_unlock(&rd->mu);
-    if (!vol) {
-        buffer_put(rd, buf);
+    if (!vol)
         return -1;
-    }
-    if (!buf) {
-        if (posix_memalign((void **)&buf, FETCH_ALIGN, FETCH_CHUNK) != 0)
-            return si_errprintf(err, "volume reader: out of memory");
-        madvise(buf, FETCH_CHUNK, MADV_HUGEPAGE); /* a hint: fewer faults and TLB misses */
-    }
+    unsigned char *buf = si_bufpool_get(&rd->buffers, FETCH_CHUNK);
+    if (!buf)
+        return si_errprintf(err, "volume reader: out of memory");
     int rc = 0;
     for (uint64_t done = 0; rc == 0 && done < r->size;) {
         size_t n = r->size - done < FETCH_CHUNK ? (size_t)(r->size - done) : FETCH_CHUNK;
@@ -114,6 +93,6 @@ int simlib_volume_fetch(simlib_volume_reader_t *rd, const simlib_read_t *r, siml
             rc = -1;
         done += n;
     }
-    buffer_put(rd, buf);
+    si_bufpool_put(&rd->buffers, buf, FETCH_CHUNK);
     return rc;
 }

@@ -457,41 +457,16 @@ static void test_shared(ct_t *tt, cache_conf_t conf)
 /* Writers' buffers in size classes: never smaller than asked, less than a
  * quarter (or a block) more, whole blocks; one given back is taken by the next writer
  * of a size near it, not by one of another class. */
+/* The writers' buffers are kept in the cache's pool (common/bufpool.c,
+ * tested by t_bufpool) within half of cache.segment_memory. */
 static void test_buffers(cache_t *c)
 {
-    static const size_t asks[] = {1, 4096, 4097, 8192, 8193, 12289, 65536, 100000, 102400,
-                                  1u << 20, (1u << 20) + 1, 4u << 20, 16u << 20};
-    bool fits = true;
-    unsigned last = 0;
-    for (size_t i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
-        unsigned idx;
-        size_t got = cache_buffer_class(asks[i], &idx);
-        size_t slack = asks[i] / 4 > CACHE_BLOCK ? asks[i] / 4 : CACHE_BLOCK;
-        if (got < asks[i] || got % CACHE_BLOCK || got - asks[i] >= slack ||
-            idx < last || idx >= CACHE_BUFFER_CLASSES) {
-            fits = false;
-            diag("%zu bytes: class of %zu, index %u", asks[i], got, idx);
-        }
-        last = idx;
-    }
-    ok(fits, "buffer classes: at least the size, less than a quarter (or a block) more, whole"
-             " blocks, in order");
-    unsigned a, b, d;
-    cache_buffer_class(100000, &a);
-    cache_buffer_class(110000, &b);
-    cache_buffer_class(200000, &d);
-    ok(a == b && b != d, "100,000 and 110,000 bytes share a class, 200,000 does not");
-    void *buf = cache_buffer_get(c, 100000);
-    ok(buf && ((uintptr_t)buf % CACHE_BLOCK) == 0, "a buffer for 100,000 bytes, block-aligned");
-    cache_buffer_put(c, buf, 100000);
-    void *other = cache_buffer_get(c, 200000);
-    void *again = cache_buffer_get(c, 110000);
-    ok(again == buf && other != buf,
-       "given back, it is taken for 110,000 bytes (its class), not for 200,000");
-    if (again)
-        memset(again, 0xa5, 110000); /* all of it is the writer's */
-    cache_buffer_put(c, again, 110000);
-    cache_buffer_put(c, other, 200000);
+    ok(c->buffers.max_kept == c->conf.segment_memory / 2,
+       "the cache keeps at most half of segment_memory of writers' buffers (%zu bytes)",
+       c->buffers.max_kept);
+    void *buf = si_bufpool_get(&c->buffers, 100000);
+    ok(buf && ((uintptr_t)buf % CACHE_BLOCK) == 0, "a writer's buffer is block-aligned");
+    si_bufpool_put(&c->buffers, buf, 100000);
 }
 
 /* Runs on each engine. */
