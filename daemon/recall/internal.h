@@ -164,10 +164,9 @@ db_stmt_t *recall_stmt(recall_service_t *rs, int id);
 int recall_load_item(recall_service_t *rs, int64_t object_id, archive_item_t *item,
                      si_error_t *err);
 /* recall_load_item for each of ids, in read transactions of a few hundred
- * objects: loaded[i] false where the object could not be loaded (the
+ * objects; an item that could not be loaded has no names (bucket NULL: the
  * caller asks recall_load_item again for the reason). */
-void recall_load_items(recall_service_t *rs, const int64_t *ids, size_t n, archive_item_t *items,
-                       bool *loaded);
+void recall_load_items(recall_service_t *rs, const int64_t *ids, size_t n, archive_item_t *items);
 bool recall_request_active(recall_service_t *rs, int64_t request);
 /* Says in the request's status why it waits; "" clears that note. */
 void recall_note(recall_service_t *rs, int64_t request, const char *text);

@@ -58,8 +58,7 @@ int recall_load_item(recall_service_t *rs, int64_t object_id, archive_item_t *it
  * and drops SQLite's WAL read lock (two fcntl calls) on its own. */
 #define LOAD_CHUNK 256
 
-void recall_load_items(recall_service_t *rs, const int64_t *ids, size_t n, archive_item_t *items,
-                       bool *loaded)
+void recall_load_items(recall_service_t *rs, const int64_t *ids, size_t n, archive_item_t *items)
 {
     db_t *db = catalog_driver(rs->cat);
     for (size_t i = 0; i < n; i += LOAD_CHUNK) {
@@ -67,7 +66,7 @@ void recall_load_items(recall_service_t *rs, const int64_t *ids, size_t n, archi
         si_error_t err;
         bool txn = end - i > 1 && !db_in_transaction(db) && db_begin_readonly(db, &err) == 0;
         for (size_t k = i; k < end; k++)
-            loaded[k] = recall_load_item(rs, ids[k], &items[k], &err) == 0;
+            recall_load_item(rs, ids[k], &items[k], &err);
         if (txn) /* it only read: a failed commit loses nothing */
             db_commit(db, &err);
     }

@@ -263,7 +263,8 @@ static void scan_pending(recall_service_t *rs)
      * here and not cached are this instance's to recall only when it gets
      * their lease (another instance may be recalling them). */
     int64_t *want = calloc(l.n ? l.n : 1, sizeof(*want));
-    archive_item_t *items = calloc(l.n ? l.n : 1, sizeof(*items)); /* want[k]'s at items[k] */
+    /* want[k]'s object as loaded (no names: not loaded) */
+    archive_item_t *items = calloc(l.n ? l.n : 1, sizeof(*items));
     bool *claimed = calloc(l.n ? l.n : 1, sizeof(*claimed));
     int64_t *unclaim = NULL;   /* claimed, then not handed to the backend */
     size_t nwant = 0, nunclaim = 0, capu = 0;
@@ -274,8 +275,7 @@ static void scan_pending(recall_service_t *rs)
     int64_t *ask = malloc((l.n ? l.n : 1) * sizeof(*ask));
     size_t *ask_at = malloc((l.n ? l.n : 1) * sizeof(*ask_at));
     signed char *ask_cached = malloc(l.n ? l.n : 1);
-    bool *loaded = calloc(l.n ? l.n : 1, sizeof(*loaded));
-    if (!want || !items || !claimed || !cached_now || !ask || !ask_at || !ask_cached || !loaded) {
+    if (!want || !items || !claimed || !cached_now || !ask || !ask_at || !ask_cached) {
         free(want);
         free(items);
         free(claimed);
@@ -283,7 +283,6 @@ static void scan_pending(recall_service_t *rs)
         free(ask);
         free(ask_at);
         free(ask_cached);
-        free(loaded);
         free(l.v);
         return;
     }
@@ -309,25 +308,21 @@ static void scan_pending(recall_service_t *rs)
     size_t nload = 0;
     for (size_t k = 0; k < nask; k++) {
         cached_now[ask_at[k]] = ask_cached[k];
-        if (!ask_cached[k]) {
-            ask_at[nload] = ask_at[k];
+        if (!ask_cached[k])
             ask[nload++] = ask[k];
-        }
     }
-    recall_load_items(rs, ask, nload, items, loaded);
+    recall_load_items(rs, ask, nload, items);
     recall_volume_view_t view;
     recall_volume_view(rs, &view);
     for (size_t k = 0; k < nload; k++) {
         /* an object whose volumes are all out of reach is not claimed (it
          * would be given back at the end of the scan, at each scan) */
-        if (loaded[k] && !recall_volumes_in_reach(rs, &view, &items[k])) {
+        if (items[k].bucket && !recall_volumes_in_reach(rs, &view, &items[k])) {
             free((char *)items[k].bucket);
             continue;
         }
-        if (nwant != k) {
-            loaded[nwant] = loaded[k];
+        if (nwant != k)
             items[nwant] = items[k];
-        }
         want[nwant++] = ask[k];
     }
     recall_volume_view_free(&view);
@@ -365,7 +360,7 @@ static void scan_pending(recall_service_t *rs)
         bool mine = false;
         archive_item_t *pre = NULL; /* the object as the first pass loaded it */
         if (next_want < nwant && want[next_want] == p->object_id) {
-            pre = loaded[next_want] ? &items[next_want] : NULL;
+            pre = items[next_want].bucket ? &items[next_want] : NULL;
             mine = claimed[next_want++];
         }
         cache_entry_t ce;
@@ -475,7 +470,6 @@ static void scan_pending(recall_service_t *rs)
     for (size_t k = 0; k < nwant; k++) /* loaded, then not handed on */
         free((char *)items[k].bucket);
     free(items);
-    free(loaded);
     free(want);
     free(claimed);
     free(cached_now);
