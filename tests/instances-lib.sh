@@ -80,6 +80,28 @@ wait_state() {
     done
     echo "$got"
 }
+# requests_unfinished_shown LIST: for each request of LIST ('uuid','uuid')
+# not COMPLETED, its items not done and what the site holds of their
+# objects (leases, cache rows), with the instances' log lines naming them
+requests_unfinished_shown() {
+    local objects
+    sql "SELECT r.uuid || ' ' || r.state || ' ' || coalesce(r.error, '') FROM requests r
+         WHERE r.uuid IN ($1) AND r.state <> 'COMPLETED'" | sed 's/^/# request /'
+    sql "SELECT 'object ' || i.object_id || ' ' || i.state || ' ' || coalesce(i.error, '') ||
+            ' cached=' || (SELECT count(*) FROM cache c WHERE c.object_id = i.object_id) ||
+            ' leases=' || coalesce((SELECT string_agg(l.kind || ':' || l.name || '@' || l.instance, ',')
+                FROM leases l WHERE l.kind <> 'push' AND l.name = i.object_id::text), '-')
+         FROM request_items i JOIN requests r ON r.id = i.request_id
+         WHERE r.uuid IN ($1) AND i.state <> 'COMPLETED'" | sed 's/^/# /'
+    sql "SELECT kind || ':' || name || '@' || instance || ' expires ' || expires FROM leases
+         WHERE kind <> 'push'" | sed 's/^/# lease /'
+    objects=$(sql "SELECT DISTINCT i.object_id FROM request_items i JOIN requests r ON r.id = i.request_id
+         WHERE r.uuid IN ($1) AND i.state <> 'COMPLETED'")
+    for o in $objects; do
+        grep -h "object $o\b" "$TEST_DIR"/i[123].log | tail -5 | sed "s/^/# log: /"
+    done
+    grep -h "recall" "$TEST_DIR"/i[123].log | tail -15 | sed "s/^/# log: /"
+}
 # pusher N PREFIX: pushes random files through instance N until killed; each
 # acknowledged one as "pushId dataset/key file instance" in $ACKED
 pusher() {

@@ -133,6 +133,9 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
     c->db = catalog_driver(cat);
     c->dir_fd = c->objects_fd = c->segments_fd = c->tmp_fd = c->tmp_root_fd = c->lock_fd = -1;
     c->seg.fd = -1;
+    for (size_t i = 0; i < CACHE_KEPT_SEGMENTS; i++)
+        c->kept[i].fd = -1;
+    pthread_mutex_init(&c->kept_lock, NULL);
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->wlock, NULL);
     si_bufpool_init(&c->buffers, (size_t)(c->conf.segment_memory / 2));
@@ -235,6 +238,7 @@ void cache_close(cache_t *c)
         cache_flush_access(c, NULL);
     for (int i = 0; i < SQL_COUNT; i++)
         db_finalize(c->stmt[i]);
+    cache_kept_sweep(c, true);
     /* ranges still waiting to be freed are found again at the next start */
     int fds[] = {c->tmp_fd, c->tmp_root_fd, c->objects_fd, c->segments_fd, c->lock_fd, c->dir_fd};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
@@ -246,6 +250,7 @@ void cache_close(cache_t *c)
     si_bufpool_destroy(&c->buffers);
     pthread_mutex_destroy(&c->wlock);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->kept_lock);
     free(c->res);
     free(c->access);
     free(c->punches);
@@ -405,7 +410,8 @@ static int open_place(cache_t *c, int64_t object_id, const cache_place_t *place,
 {
     char rel[CACHE_OBJECT_PATH_MAX + 16];
     cache_place_path(object_id, place, rel, sizeof(rel), NULL);
-    int f = place->segment ? cache_segment_open(c, place->segment)
+    struct stat st;
+    int f = place->segment ? cache_segment_open_read(c, place->segment, &st)
                            : openat(c->objects_fd, rel + strlen("objects/"),
                                     O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (f < 0) {
@@ -416,8 +422,7 @@ static int open_place(cache_t *c, int64_t object_id, const cache_place_t *place,
                               "object %" PRId64 ": cannot open %s/%s: %s", object_id,
                               c->conf.dir, rel, strerror(errno));
     }
-    struct stat st;
-    bool fits = fstat(f, &st) == 0 && S_ISREG(st.st_mode) &&
+    bool fits = (place->segment || fstat(f, &st) == 0) && S_ISREG(st.st_mode) &&
                 (place->segment ? (uint64_t)st.st_size >= place->offset + place->size
                                 : (uint64_t)st.st_size == place->size);
     if (!fits) {

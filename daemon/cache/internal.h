@@ -3,6 +3,7 @@
 #define STAGEIN_CACHE_INTERNAL_H
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include "catalog/db.h"
 
 #include "common/bufpool.h"
@@ -124,6 +125,17 @@ struct cache_writer {
  * object every 164 us never waits for a batch's transaction (it did: 0.4 ms
  * a batch, up to 11 ms with a WAL checkpoint, a fifth of the drive's time
  * lost; BENCHMARKS.md "Segment files"). */
+/* A segment file kept open for readers (cache_segment_open_read). */
+typedef struct {
+    int64_t segment;              /* 0: a free slot */
+    int fd;
+    double used;                  /* cache_now() of its last reader */
+} cache_kept_segment_t;
+#define CACHE_KEPT_SEGMENTS 16
+/* a kept descriptor unused this long is closed: one of a segment another
+ * instance removed holds the file's space until then */
+#define CACHE_KEPT_IDLE_S 10.0
+
 struct cache {
     pthread_mutex_t lock;
     pthread_mutex_t wlock;
@@ -181,6 +193,12 @@ struct cache {
      * 32 uploads of 16 MiB at once hold 128 MiB of 4 MiB write buffers) */
     si_bufpool_t buffers;
 
+    /* segment files kept open for readers: a GET takes a duplicate of a
+     * descriptor, not a path walk and a file's last close (kept_lock, a
+     * leaf: taken under lock, never the other way) */
+    pthread_mutex_t kept_lock;
+    cache_kept_segment_t kept[CACHE_KEPT_SEGMENTS];
+
     cache_access_t *access;       /* batched last_access updates */
     size_t naccess, access_cap;
     double access_oldest;
@@ -212,6 +230,15 @@ void cache_object_parts(int64_t object_id, char dir0[3], char dir1[3],
 void cache_segment_name(int64_t segment, char *buf, size_t size);
 /* Opens a segment's file read-only (fd) or -1 with errno. */
 int cache_segment_open(cache_t *c, int64_t segment);
+/* A read-only descriptor of a segment's file for a reader (who closes it),
+ * with its stat, or -1 with errno: a duplicate of the one kept open. A kept
+ * one whose file was removed meanwhile (here or by another instance) is
+ * closed and the path tried again. */
+int cache_segment_open_read(cache_t *c, int64_t segment, struct stat *st);
+/* The segment's kept descriptor closed: its file is being removed. */
+void cache_segment_forget(cache_t *c, int64_t segment);
+/* Kept descriptors unused for CACHE_KEPT_IDLE_S closed (all: every one). */
+void cache_kept_sweep(cache_t *c, bool all);
 /* Unlinks an object's file (missing is fine); the lock is held. */
 int cache_unlink_object(cache_t *c, int64_t object_id);
 

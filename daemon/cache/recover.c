@@ -441,6 +441,7 @@ static int finish_segments(cache_t *c, const rows_t *rows, const segs_t *ss,
         if (rc == 0 && unlinkat(c->segments_fd, rel, 0) < 0 && errno != ENOENT)
             rc = si_errnoprintf(err, errno, "cache: cannot remove %s/segments/%s: %s",
                                 c->conf.dir, rel, strerror(errno));
+        cache_segment_forget(c, seg->id);
         r->segments_removed += rc == 0 && seg->has_file;
     }
     free(live);

@@ -214,6 +214,7 @@ static bool drop_if_empty_locked(cache_t *c, int64_t segment)
     cache_segment_name(segment, rel, sizeof(rel));
     /* a failure leaves a file without a row, which recovery removes */
     unlinkat(c->segments_fd, rel, 0);
+    cache_segment_forget(c, segment); /* its space is freed now, not at an idle sweep */
     /* its ranges waiting to be punched went with it */
     size_t kept = 0;
     for (size_t i = 0; i < c->npunches; i++)

@@ -376,6 +376,9 @@ int cache_trim(cache_t *c, uint64_t *evicted_objects, uint64_t *evicted_bytes, s
 
 int cache_usage(cache_t *c, cache_usage_t *out, si_error_t *err)
 {
+    /* asked periodically (the status page's sampler, /metrics): the time to
+     * let go of idle segment files, another instance's removed ones among them */
+    cache_kept_sweep(c, false);
     pthread_mutex_lock(&c->lock);
     cache_usage_t u = c->counters;
     int rc = cache_refresh_totals(c, 0, err); /* shared: the site's usage now */

@@ -103,6 +103,96 @@ int cache_segment_open(cache_t *c, int64_t segment)
     return openat(c->segments_fd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+static cache_kept_segment_t *kept_find(cache_t *c, int64_t segment)
+{
+    for (size_t i = 0; i < CACHE_KEPT_SEGMENTS; i++)
+        if (c->kept[i].segment == segment)
+            return &c->kept[i];
+    return NULL;
+}
+
+static void kept_close(cache_kept_segment_t *k)
+{
+    close(k->fd);
+    *k = (cache_kept_segment_t){.segment = 0, .fd = -1};
+}
+
+/* kept_lock held: those unused for CACHE_KEPT_IDLE_S closed (all: every one). */
+static void kept_sweep_locked(cache_t *c, double now, bool all)
+{
+    for (size_t i = 0; i < CACHE_KEPT_SEGMENTS; i++)
+        if (c->kept[i].segment && (all || now - c->kept[i].used >= CACHE_KEPT_IDLE_S))
+            kept_close(&c->kept[i]);
+}
+
+/* kept_lock held: fd kept for segment, in a free slot or the least recently
+ * used one's; closes fd when another reader kept the segment first. */
+static void kept_add(cache_t *c, int64_t segment, int fd, double now)
+{
+    if (kept_find(c, segment)) {
+        close(fd);
+        return;
+    }
+    cache_kept_segment_t *slot = &c->kept[0];
+    for (size_t i = 0; i < CACHE_KEPT_SEGMENTS && slot->segment; i++)
+        if (!c->kept[i].segment || c->kept[i].used < slot->used)
+            slot = &c->kept[i];
+    if (slot->segment)
+        kept_close(slot);
+    *slot = (cache_kept_segment_t){segment, fd, now};
+}
+
+int cache_segment_open_read(cache_t *c, int64_t segment, struct stat *st)
+{
+    double now = cache_now(c);
+    pthread_mutex_lock(&c->kept_lock);
+    cache_kept_segment_t *k = kept_find(c, segment);
+    int fd = k ? fcntl(k->fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (k)
+        k->used = now;
+    pthread_mutex_unlock(&c->kept_lock);
+    if (fd >= 0) {
+        if (fstat(fd, st) == 0 && st->st_nlink > 0)
+            return fd;
+        close(fd);
+        cache_segment_forget(c, segment); /* removed: the path says what is there now */
+    }
+    fd = cache_segment_open(c, segment);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, st) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    int keep = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (keep >= 0) { /* none kept (out of descriptors) only costs the next reader a path walk */
+        pthread_mutex_lock(&c->kept_lock);
+        kept_sweep_locked(c, now, false);
+        kept_add(c, segment, keep, now);
+        pthread_mutex_unlock(&c->kept_lock);
+    }
+    return fd;
+}
+
+void cache_segment_forget(cache_t *c, int64_t segment)
+{
+    pthread_mutex_lock(&c->kept_lock);
+    cache_kept_segment_t *k = kept_find(c, segment);
+    if (k)
+        kept_close(k);
+    pthread_mutex_unlock(&c->kept_lock);
+}
+
+void cache_kept_sweep(cache_t *c, bool all)
+{
+    double now = cache_now(c);
+    pthread_mutex_lock(&c->kept_lock);
+    kept_sweep_locked(c, now, all);
+    pthread_mutex_unlock(&c->kept_lock);
+}
+
 int cache_place_path(int64_t object_id, const cache_place_t *place, char *buf, size_t size,
                      si_error_t *err)
 {

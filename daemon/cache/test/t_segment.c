@@ -6,6 +6,7 @@
  * file, an unsealed segment, corrupt bytes). */
 #include "config.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -459,6 +460,68 @@ static void test_shared(ct_t *tt, cache_conf_t conf)
  * of a size near it, not by one of another class. */
 /* The writers' buffers are kept in the cache's pool (common/bufpool.c,
  * tested by t_bufpool) within half of cache.segment_memory. */
+/* Descriptors this process holds on removed segment files. */
+static int removed_segments_open(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char link[64], target[700];
+        snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(link, target, sizeof(target) - 1);
+        if (len > 0) {
+            target[len] = '\0';
+            n += strstr(target, "/segments/") && strstr(target, "(deleted)");
+        }
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Segment files kept open for readers: reused, let go when idle, never
+ * serving a file removed meanwhile. Last: it removes a segment under the
+ * cache's feet. */
+static void test_kept(ct_t *tt, cache_conf_t conf)
+{
+    si_error_t err;
+    conf.segment_bytes = 65536; /* sealed by its third 20 KB object */
+    cache_t *c = cache_open(&conf, tt->cat, &err);
+    cache_place_t p34, p35, p;
+    ok(c && ct_store_next(&t, c, ids, sums, 34, sizes[34], 0) == 0 &&
+           ct_store_next(&t, c, ids, sums, 35, sizes[35], 0) == 0 &&
+           ct_store_next(&t, c, ids, sums, 36, sizes[36], 0) == 0 && reads_back(c, 34, &p34) &&
+           reads_back(c, 35, &p35) && reads_back(c, 36, &p) && p34.segment &&
+           p34.segment == p35.segment && p.segment == p34.segment &&
+           query("SELECT sealed FROM cache_segments WHERE id = %lld", p34.segment) == 1,
+       "three objects in one sealed segment, read once each");
+    char path[600], moved[620];
+    segment_file(p34.segment, path, sizeof(path));
+    snprintf(moved, sizeof(moved), "%s.moved", path);
+    int fd;
+    ok(rename(path, moved) == 0 && reads_back(c, 35, &p),
+       "with the segment's path gone, its object is read through the descriptor kept open");
+    rename(moved, path);
+    t.now += CACHE_KEPT_IDLE_S + 1;
+    cache_usage_t u;
+    ok(cache_usage(c, &u, &err) == 0, "cache_usage: %s", err.text);
+    ok(rename(path, moved) == 0 && cache_open_cached(c, ids[35], &p35, &fd, &err) < 0 &&
+           errno == ENOENT,
+       "idle for %.0f s, the descriptor was closed at the next usage query: %s",
+       CACHE_KEPT_IDLE_S + 1, err.text);
+    rename(moved, path);
+    ok(reads_back(c, 34, &p) && unlink(path) == 0, "read again, then its file removed (as another"
+                                                 " instance removes an emptied segment)");
+    ok(cache_open_cached(c, ids[34], &p34, &fd, &err) < 0 && errno == ENOENT,
+       "the removed file is not served from the kept descriptor: %s", err.text);
+    is_int(removed_segments_open(), 0, "no descriptor of the removed file stays open");
+    ok(ct_store_next(&t, c, ids, sums, 37, sizes[37], 0) == 0 && reads_back(c, 37, &p) &&
+           p.segment && p.segment != p34.segment && removed_segments_open() == 0,
+       "another segment written and read: still none");
+    cache_close(c);
+    is_int(removed_segments_open(), 0, "none after the cache closes");
+}
+
 static void test_buffers(cache_t *c)
 {
     ok(c->buffers.max_kept == c->conf.segment_memory / 2,
@@ -496,6 +559,7 @@ static void body(void)
     test_recovery(&t, conf);
     test_flush_fault(&t, conf);
     test_shared(&t, conf);
+    test_kept(&t, conf);
     ct_teardown(&t);
 }
 
