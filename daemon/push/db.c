@@ -23,8 +23,7 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
     [PUSH_SQL_RECEIVED_CHECKSUM] = "UPDATE objects SET checksum = ?2 WHERE id = ?1",
     [PUSH_SQL_MARK_RECEIVED] =
         "UPDATE push_items SET state = 'RECEIVED', received = ?2 WHERE object_id = ?1",
-    [PUSH_SQL_RECEIVED_TOUCH] = "UPDATE pushes SET updated = ?2"
-                                " WHERE id = (SELECT push_id FROM push_items WHERE object_id = ?1)",
+    [PUSH_SQL_RECEIVED_TOUCH] = "UPDATE pushes SET updated = ?2 WHERE id = ?1",
     /* an upload never acknowledged, and recovery (push.c) */
     [PUSH_SQL_DISCARD_MARK] = "UPDATE push_items SET state = 'DISCARDED'"
                               " WHERE object_id = ?1",

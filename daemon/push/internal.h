@@ -66,6 +66,10 @@ struct push {
     pthread_t recorder;
     bool recorder_running, recorder_stopping;
     uint64_t received_since_pass;   /* bytes acknowledged since the aggregator's last look */
+    /* the push whose time of last activity the cache's batch (its commit
+     * generation) set last: record_received's, on the committer thread */
+    int64_t touched_push;
+    uint64_t touched_batch;
     uint64_t archive_files_written;
 
     /* several instances (claims.c; the aggregator thread's alone) */

@@ -22,6 +22,8 @@
 struct push_upload {
     push_t *p;
     int64_t object_id;
+    int64_t push_id;            /* its push's row */
+    bool checksum_recorded;     /* the object's row took the client's checksum */
     cache_writer_t *writer;
     push_received_t info;
     push_upload_done_fn done;   /* push_upload_submit's */
@@ -160,14 +162,39 @@ static int64_t received_mtime(void)
 
 /* Dataset, push, object and item (RECEIVING) of one upload, inside the
  * caller's transaction; lock held. */
-static int record_rows(push_t *p, const push_file_t *f, push_upload_t *u, si_error_t *err)
+/* The dataset and push a group's last upload was recorded into, in the
+ * group's transaction: the next upload to the same push by the same caller
+ * takes them without looking them up again. */
+typedef struct {
+    bool set;
+    const push_file_t *file;    /* the upload that looked them up */
+    int64_t dataset_id, push_id;
+} push_rows_memo_t;
+
+static bool memo_fits(const push_rows_memo_t *m, const push_file_t *f)
+{
+    const push_file_t *g = m ? m->file : NULL;
+    return m && m->set && f->push_uuid && g->push_uuid && strcmp(f->push_uuid, g->push_uuid) == 0 &&
+           strcmp(f->dataset, g->dataset) == 0 && f->uid == g->uid && f->shared == g->shared;
+}
+
+static int record_rows(push_t *p, const push_file_t *f, push_upload_t *u,
+                       const push_rows_memo_t *memo, int64_t *dataset_out, si_error_t *err)
 {
     int64_t dataset_id = 0, push_id = 0;
     if (!f->push_uuid)
         si_uuid4(u->info.uuid);
-    if (dataset_for(p, f, f->push_uuid ? f->push_uuid : u->info.uuid, &dataset_id, err) < 0 ||
-        push_for(p, f, dataset_id, u->info.uuid, &push_id, err) < 0)
+    if (memo_fits(memo, f)) {
+        dataset_id = memo->dataset_id;
+        push_id = memo->push_id;
+        snprintf(u->info.uuid, sizeof(u->info.uuid), "%s", f->push_uuid);
+    } else if (dataset_for(p, f, f->push_uuid ? f->push_uuid : u->info.uuid, &dataset_id,
+                           err) < 0 ||
+               push_for(p, f, dataset_id, u->info.uuid, &push_id, err) < 0) {
         return -1;
+    }
+    if (dataset_out)
+        *dataset_out = dataset_id;
     db_stmt_t *s = push_stmt(p, PUSH_SQL_OBJECT_INSERT);
     db_bind_text(s, 1, u->info.bucket, -1);
     db_bind_text(s, 2, u->info.object_key, -1);
@@ -185,6 +212,8 @@ static int record_rows(push_t *p, const push_file_t *f, push_upload_t *u, si_err
         return push_db_error(p, err, "recording a pushed object");
     }
     u->object_id = db_last_insert_id(p->db);
+    u->push_id = push_id;
+    u->checksum_recorded = f->checksum != NULL;
     s = push_stmt(p, PUSH_SQL_ITEM_INSERT);
     db_bind_int64(s, 1, u->object_id);
     db_bind_int64(s, 2, push_id);
@@ -207,7 +236,7 @@ static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_e
 {
     if (catalog_begin(p->cat, err) < 0)
         return errno = push_db_errno(p), -1;
-    if (record_rows(p, f, u, err) < 0 || catalog_commit(p->cat, err) < 0) {
+    if (record_rows(p, f, u, NULL, NULL, err) < 0 || catalog_commit(p->cat, err) < 0) {
         int saved = errno;
         catalog_rollback(p->cat);
         u->object_id = 0;
@@ -349,12 +378,16 @@ static void record_group(push_t *p, push_begin_t *group)
         group_failed(group, &err, push_db_errno(p));
         return;
     }
+    push_rows_memo_t memo = {0};
     for (push_begin_t *b = group; b; b = b->next) {
         if (savepoint(p, SQL_SAVEPOINT, &err) < 0)
             goto broken;
-        if (record_rows(p, &b->file, b->u, &b->err) == 0) {
+        int64_t dataset_id;
+        if (record_rows(p, &b->file, b->u, &memo, &dataset_id, &b->err) == 0) {
             if (savepoint(p, SQL_RELEASE, &err) < 0)
                 goto broken;
+            /* only rows that stay: a rolled-back upload's new dataset is gone */
+            memo = (push_rows_memo_t){true, &b->file, dataset_id, b->u->push_id};
             continue;
         }
         b->rc = -1;
@@ -471,17 +504,27 @@ int push_upload_expect(push_upload_t *u, const char *checksum, si_error_t *err)
  * together and an acknowledgement costs no transaction of its own. */
 static int record_received(void *arg, catalog_t *cat, int64_t object_id, si_error_t *err)
 {
-    static const int steps[] = {PUSH_SQL_RECEIVED_CHECKSUM, PUSH_SQL_MARK_RECEIVED,
-                                PUSH_SQL_RECEIVED_TOUCH};
     push_upload_t *u = arg;
+    push_t *p = u->p;
+    /* the checksum only when the client did not send it first; the push's
+     * time of last activity once per push and batch (this runs on the
+     * cache's committer thread, one batch at a time) */
+    uint64_t batch = cache_commit_generation(p->cache);
+    bool touch = p->touched_push != u->push_id || p->touched_batch != batch;
+    int steps[3], nsteps = 0;
+    if (!u->checksum_recorded)
+        steps[nsteps++] = PUSH_SQL_RECEIVED_CHECKSUM;
+    steps[nsteps++] = PUSH_SQL_MARK_RECEIVED;
+    if (touch)
+        steps[nsteps++] = PUSH_SQL_RECEIVED_TOUCH;
     db_t *db = catalog_driver(cat);
     double now = si_wall_now();
-    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+    for (int i = 0; i < nsteps; i++) {
         db_stmt_t *s = db_cached(db, push_sql(steps[i]), err);
         if (!s)
             return errno = EIO, -1;
-        db_bind_int64(s, 1, object_id);
         /* each binds what it uses: PostgreSQL types every parameter */
+        db_bind_int64(s, 1, steps[i] == PUSH_SQL_RECEIVED_TOUCH ? u->push_id : object_id);
         if (steps[i] == PUSH_SQL_RECEIVED_CHECKSUM)
             db_bind_text(s, 2, u->info.checksum, -1);
         else
@@ -492,6 +535,10 @@ static int record_received(void *arg, catalog_t *cat, int64_t object_id, si_erro
             db_error(db, err, "catalog: recording a received file");
             return errno = EIO, -1;
         }
+    }
+    if (touch) {
+        p->touched_push = u->push_id;
+        p->touched_batch = batch;
     }
     char detail[SI_KEY_MAX + 128];
     snprintf(detail, sizeof(detail), "%s/%s %" PRIu64 " bytes", u->info.bucket,

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "catalog/db.h"
 #include "catalog/test/testutil.h"
 #include "common/checksum.h"
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/tap.h"
 #include "daemon/archive/backend.h"
@@ -76,6 +78,27 @@ static void on_submitted(void *arg, int rc, int errnum, const push_received_t *f
     (void)why;
     s->file = *file;
     s->rc = rc;
+}
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int rc, errnum;           /* rc 1: not answered yet */
+    push_upload_t *u;
+    si_error_t err;
+} begun_t;
+
+static void on_begun(void *arg, push_upload_t *u, int rc, int errnum, const si_error_t *err)
+{
+    begun_t *b = arg;
+    pthread_mutex_lock(&b->mu);
+    b->u = u;
+    b->errnum = errnum;
+    if (err)
+        b->err = *err;
+    b->rc = rc;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
 }
 
 /* One whole upload in pieces; returns finish's result. */
@@ -177,10 +200,19 @@ static void run(void)
     f.key = "step1/b.bin";
     f.checksum = NULL;
     f.push_uuid = r1.uuid;
+    double before_b = si_wall_now();
     ok(push_bytes(p, f, big, BIG, &r2, &err) == 0, "big file received into the same push: %s",
        err.text);
     is_str(r2.checksum, big_sum, "its sha256 computed as it arrived");
     is_str(r2.uuid, r1.uuid, "same push id");
+    char sq[400];
+    snprintf(sq, sizeof(sq), "SELECT count(*) FROM objects WHERE (id = %lld AND checksum = '%s')"
+             " OR (id = %lld AND checksum = '%s')", (long long)r1.object_id, small_sum,
+             (long long)r2.object_id, big_sum);
+    is_int(count(cat, sq), 2, "the catalog holds the checksum the client sent and the computed one");
+    snprintf(sq, sizeof(sq), "SELECT count(*) FROM pushes WHERE uuid = '%s' AND updated >= %.6f",
+             r1.uuid, before_b - 0.001);
+    is_int(count(cat, sq), 1, "the push's time of last activity is the second file's");
 
     push_status_t *st = NULL;
     ok(push_get(p, r1.uuid, 1000, &st, &err) == 0 && st->nitems == 2, "status lists 2 files");
@@ -336,6 +368,54 @@ static void run(void)
            st->files_durable == 1 && st->files_failed == 1,
        "its push: one DURABLE, one FAILED, so FAILED");
     push_status_free(st);
+
+    /* ---- uploads beginning together: recorded in groups ---- */
+    {
+        enum { N = 24, STRANGER = 7 };
+        push_file_t g[N];
+        char keys[N][32];
+        begun_t b[N];
+        for (int i = 0; i < N; i++) {
+            snprintf(keys[i], sizeof(keys[i]), "group/%02d.bin", i);
+            g[i] = (push_file_t){.uid = i == STRANGER ? 1001 : 1000, .gid = 100,
+                                 .dataset = "ckpt-1", .key = keys[i], .mode = -1,
+                                 .push_uuid = r1.uuid, .size = SMALL, .mtime = -1};
+            b[i] = (begun_t){.rc = 1};
+            pthread_mutex_init(&b[i].mu, NULL);
+            pthread_cond_init(&b[i].cv, NULL);
+        }
+        int queued = 0;
+        for (int i = 0; i < N; i++)
+            queued += push_upload_begin_async(p, &g[i], on_begun, &b[i], &err) == 0;
+        is_int(queued, N, "%d uploads begun at once into one push", N);
+        bool all_answered = true, others_ok = true, sent = true;
+        for (int i = 0; i < N; i++) {
+            pthread_mutex_lock(&b[i].mu);
+            while (b[i].rc == 1)
+                pthread_cond_wait(&b[i].cv, &b[i].mu);
+            pthread_mutex_unlock(&b[i].mu);
+            all_answered = all_answered && b[i].rc != 1;
+            if (i == STRANGER)
+                continue;
+            others_ok = others_ok && b[i].rc == 0;
+            push_received_t got;
+            sent = sent && b[i].u && push_upload_write(b[i].u, small, SMALL, &err) == 0 &&
+                   push_upload_finish(b[i].u, &got, &err) == 0;
+        }
+        ok(all_answered && others_ok && sent, "every upload of the owner recorded and received");
+        ok(b[STRANGER].rc < 0 && b[STRANGER].errnum == EACCES && !b[STRANGER].u,
+           "another user's upload among them refused: %s", b[STRANGER].err.text);
+        snprintf(sq, sizeof(sq), "SELECT count(*) FROM push_items i JOIN pushes p ON"
+                 " p.id = i.push_id JOIN objects o ON o.id = i.object_id WHERE p.uuid = '%s'"
+                 " AND o.key LIKE 'ckpt-1/group/%%' AND i.state = 'RECEIVED'", r1.uuid);
+        is_int(count(cat, sq), N - 1, "... the others are items of the push, RECEIVED");
+        is_int(count(cat, "SELECT count(*) FROM objects WHERE key = 'ckpt-1/group/07.bin'"), 0,
+               "... and nothing of the refused one is kept");
+        for (int i = 0; i < N; i++) {
+            pthread_mutex_destroy(&b[i].mu);
+            pthread_cond_destroy(&b[i].cv);
+        }
+    }
 
     /* ---- submit: the answer from the commit, no thread waiting ---- */
     push_file_t sub = c;
