@@ -90,7 +90,7 @@ requests_unfinished_shown() {
     sql "SELECT 'object ' || i.object_id || ' ' || i.state || ' ' || coalesce(i.error, '') ||
             ' cached=' || (SELECT count(*) FROM cache c WHERE c.object_id = i.object_id) ||
             ' leases=' || coalesce((SELECT string_agg(l.kind || ':' || l.name || '@' || l.instance, ',')
-                FROM leases l WHERE l.kind <> 'push' AND l.name = i.object_id::text), '-')
+                FROM leases l WHERE l.kind = 'object' AND l.name = i.object_id::text), '-')
          FROM request_items i JOIN requests r ON r.id = i.request_id
          WHERE r.uuid IN ($1) AND i.state <> 'COMPLETED'" | sed 's/^/# /'
     sql "SELECT kind || ':' || name || '@' || instance || ' expires ' || expires FROM leases

@@ -116,15 +116,6 @@ struct cache_writer {
     char why[512];
 };
 
-/* Two locks. lock guards the catalog connection and the accounting (usage,
- * eviction, pins, access times, segments); its holder may run catalog
- * statements, so it can be held for a transaction's time. wlock, a leaf
- * taken after lock when both are needed and never held across a statement
- * or I/O, guards what a writer touches on its way (reservations, writer
- * counts, the commit queue): a drive's thread opening and submitting an
- * object every 164 us never waits for a batch's transaction (it did: 0.4 ms
- * a batch, up to 11 ms with a WAL checkpoint, a fifth of the drive's time
- * lost; BENCHMARKS.md "Segment files"). */
 /* A segment file kept open for readers (cache_segment_open_read). */
 typedef struct {
     int64_t segment;              /* 0: a free slot */
@@ -136,6 +127,15 @@ typedef struct {
  * instance removed holds the file's space until then */
 #define CACHE_KEPT_IDLE_S 10.0
 
+/* Two locks. lock guards the catalog connection and the accounting (usage,
+ * eviction, pins, access times, segments); its holder may run catalog
+ * statements, so it can be held for a transaction's time. wlock, a leaf
+ * taken after lock when both are needed and never held across a statement
+ * or I/O, guards what a writer touches on its way (reservations, writer
+ * counts, the commit queue): a drive's thread opening and submitting an
+ * object every 164 us never waits for a batch's transaction (it did: 0.4 ms
+ * a batch, up to 11 ms with a WAL checkpoint, a fifth of the drive's time
+ * lost; BENCHMARKS.md "Segment files"). */
 struct cache {
     pthread_mutex_t lock;
     pthread_mutex_t wlock;
@@ -194,8 +194,8 @@ struct cache {
     si_bufpool_t buffers;
 
     /* segment files kept open for readers: a GET takes a duplicate of a
-     * descriptor, not a path walk and a file's last close (kept_lock, a
-     * leaf: taken under lock, never the other way) */
+     * descriptor, not a path walk and a file's last close (kept_lock is a
+     * third lock, a leaf: taken under lock, never the other way) */
     pthread_mutex_t kept_lock;
     cache_kept_segment_t kept[CACHE_KEPT_SEGMENTS];
 

@@ -166,15 +166,14 @@ static int64_t received_mtime(void)
  * group's transaction: the next upload to the same push by the same caller
  * takes them without looking them up again. */
 typedef struct {
-    bool set;
-    const push_file_t *file;    /* the upload that looked them up */
+    const push_file_t *file;    /* the upload that looked them up; NULL: none yet */
     int64_t dataset_id, push_id;
 } push_rows_memo_t;
 
 static bool memo_fits(const push_rows_memo_t *m, const push_file_t *f)
 {
     const push_file_t *g = m ? m->file : NULL;
-    return m && m->set && f->push_uuid && g->push_uuid && strcmp(f->push_uuid, g->push_uuid) == 0 &&
+    return g && f->push_uuid && g->push_uuid && strcmp(f->push_uuid, g->push_uuid) == 0 &&
            strcmp(f->dataset, g->dataset) == 0 && f->uid == g->uid && f->shared == g->shared;
 }
 
@@ -387,7 +386,7 @@ static void record_group(push_t *p, push_begin_t *group)
             if (savepoint(p, SQL_RELEASE, &err) < 0)
                 goto broken;
             /* only rows that stay: a rolled-back upload's new dataset is gone */
-            memo = (push_rows_memo_t){true, &b->file, dataset_id, b->u->push_id};
+            memo = (push_rows_memo_t){&b->file, dataset_id, b->u->push_id};
             continue;
         }
         b->rc = -1;

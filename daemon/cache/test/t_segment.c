@@ -455,11 +455,6 @@ static void test_shared(ct_t *tt, cache_conf_t conf)
     catalog_close(cat_b);
 }
 
-/* Writers' buffers in size classes: never smaller than asked, less than a
- * quarter (or a block) more, whole blocks; one given back is taken by the next writer
- * of a size near it, not by one of another class. */
-/* The writers' buffers are kept in the cache's pool (common/bufpool.c,
- * tested by t_bufpool) within half of cache.segment_memory. */
 /* Descriptors this process holds on removed segment files. */
 static int removed_segments_open(void)
 {
@@ -522,6 +517,8 @@ static void test_kept(ct_t *tt, cache_conf_t conf)
     is_int(removed_segments_open(), 0, "none after the cache closes");
 }
 
+/* The writers' buffers are kept in the cache's pool (common/bufpool.c,
+ * tested by t_bufpool) within half of cache.segment_memory. */
 static void test_buffers(cache_t *c)
 {
     ok(c->buffers.max_kept == c->conf.segment_memory / 2,
