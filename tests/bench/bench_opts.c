@@ -113,10 +113,13 @@ static unsigned char *reference_buffer(const char *prog, size_t size)
 
 /* One reference stream: bytes written to dir/durable-reference (direct:
  * whole 4 MiB writes with O_DIRECT, a tail through the page cache), then
- * fsync'd; bytes/s including the fsync. */
-static double durable_stream(const char *prog, const char *dir, uint64_t bytes, bool direct)
+ * fsync'd; with flush_every > 0 also fdatasync'd after each flush_every
+ * bytes (and written in pieces no larger); bytes/s including the syncs. */
+static double durable_stream(const char *prog, const char *dir, uint64_t bytes, bool direct,
+                             uint64_t flush_every)
 {
     enum { CHUNK = 4 << 20, WRITEBACK_EVERY = 8 << 20 };
+    size_t piece = flush_every && flush_every < CHUNK ? (size_t)flush_every : CHUNK;
     sync(); /* what earlier cases left dirty is not this write's to flush */
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/durable-reference", dir);
@@ -127,13 +130,18 @@ static double durable_stream(const char *prog, const char *dir, uint64_t bytes, 
     if (fd < 0)
         bench_die(prog, path, NULL);
     double t0 = bench_mono_s();
-    for (uint64_t done = 0, from = 0; done < bytes;) {
-        size_t n = bytes - done < CHUNK ? (size_t)(bytes - done) : CHUNK;
-        if (direct && n < CHUNK) /* the tail: no whole block */
+    for (uint64_t done = 0, from = 0, flushed = 0; done < bytes;) {
+        size_t n = bytes - done < piece ? (size_t)(bytes - done) : piece;
+        if (direct && n % 4096) /* the tail: no whole block */
             fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT);
         if (write(fd, buf, n) != (ssize_t)n)
             bench_die(prog, path, NULL);
         done += n;
+        if (flush_every && done - flushed >= flush_every) {
+            if (fdatasync(fd) < 0)
+                bench_die(prog, path, NULL);
+            flushed = done;
+        }
         /* write-back started as the stream goes, so that the disk writes
          * while the next bytes are copied: the fsync then waits for the
          * last few MiB only (measured here: 1.5-1.8 GB/s for 256 MiB, where
@@ -155,12 +163,18 @@ static double durable_stream(const char *prog, const char *dir, uint64_t bytes, 
 
 double bench_durable_write_rate(const char *prog, const char *dir, uint64_t bytes)
 {
-    return durable_stream(prog, dir, bytes, false);
+    return durable_stream(prog, dir, bytes, false, 0);
 }
 
 double bench_durable_direct_write_rate(const char *prog, const char *dir, uint64_t bytes)
 {
-    return durable_stream(prog, dir, bytes, true);
+    return durable_stream(prog, dir, bytes, true, 0);
+}
+
+double bench_durable_windowed_write_rate(const char *prog, const char *dir, uint64_t bytes,
+                                         uint64_t window)
+{
+    return durable_stream(prog, dir, bytes, true, window);
 }
 
 double bench_rate_of(double before, double after)

@@ -39,6 +39,12 @@ double bench_durable_write_rate(const char *prog, const char *dir, uint64_t byte
  * page cache, which on a VM that returns freed memory to its host costs
  * more than the disk (here 0.4-0.7 GB/s buffered, 1.2 GB/s direct). */
 double bench_durable_direct_write_rate(const char *prog, const char *dir, uint64_t bytes);
+/* The direct stream made durable every `window` bytes (fdatasync), as a
+ * writer must whose client waits for each file's acknowledgement with no
+ * more than `window` bytes in flight: the disk's limit for such a client,
+ * where the one-fsync stream is the limit for an unbounded one. */
+double bench_durable_windowed_write_rate(const char *prog, const char *dir, uint64_t bytes,
+                                         uint64_t window);
 /* Two measurements of one rate (before and after a case: the disk is
  * shared and its speed moves) as one rate over both (harmonic mean; 0 when
  * either is 0). */

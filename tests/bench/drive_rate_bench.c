@@ -11,7 +11,10 @@
  * whichever is faster: bench_opts.h; before and after the case, the disk is
  * shared), stageind's CPU seconds per GB and
  * ratio = achieved / min(model, reference) (a push: achieved / reference,
- * as it is acknowledged before the drive archives it).
+ * as it is acknowledged before the drive archives it). A push also gets
+ * the window reference: the direct stream fdatasync'd once per
+ * PUSH_PARALLEL files, since the bench's client has no more files than
+ * that unacknowledged, so no server can flush less often for it.
  *   drive_rate [--quick] [--json] [--dir DIR]
  * Mount and load times are shortened (tape.load_s, robot_move_s): the
  * streaming phase leaves them out anyway. Needs daemon/stageind built (or
@@ -52,6 +55,9 @@ typedef struct {
     int drives;
     uint64_t object_size, objects;
     double objects_per_s, mb_per_s, model, ref, cpu_s_per_gb, ratio;
+    /* a push: the reference flushed once per PUSH_PARALLEL files (what
+     * the bench's uploads in flight allow at best), and the rate against it */
+    double window_ref, window_ratio;
     char error[120];          /* "" unless the case failed (it then has no rate) */
 } result_t;
 
@@ -88,6 +94,14 @@ static double durable_ref(const char *dir, uint64_t bytes)
     uint64_t n = bytes < REF_CAP ? bytes : REF_CAP;
     return fmax(bench_durable_write_rate(PROG, dir, n),
                 bench_durable_direct_write_rate(PROG, dir, n));
+}
+
+/* A push's second reference: the direct stream made durable once per
+ * PUSH_PARALLEL files of `size`, since no more are unacknowledged at once. */
+static double window_ref_rate(const char *dir, uint64_t bytes, uint64_t size)
+{
+    uint64_t n = bytes < REF_CAP ? bytes : REF_CAP;
+    return bench_durable_windowed_write_rate(PROG, dir, n, PUSH_PARALLEL * size);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -383,7 +397,7 @@ static void recall_case(const run_t *run, int drives, uint64_t size, double ref0
     free(t);
     *r = (result_t){"recall", drives, size, n, ops, ops * (double)size / 1e6, model / 1e6,
                     ref / 1e6, cpu / ((double)bytes / 1e9), ops * (double)size / fmin(model, ref),
-                    ""};
+                    0, 0, ""};
     if (!got) {
         snprintf(r->error, sizeof(r->error), "the request did not complete");
         fprintf(stderr, PROG ": recall, %d drives, %" PRIu64 " byte objects: the request did"
@@ -508,6 +522,7 @@ static void push_case(const run_t *run, uint64_t size, double ref0, result_t *r)
     uint64_t n = case_objects(run, 1, size, fmin(DRIVE_RATE, ref0));
     uint64_t bytes = n * size;
     double ref_before = durable_ref(run->dir, bytes);
+    double window_before = window_ref_rate(run->dir, bytes, size);
     si_error_t err;
     catalog_t *cat = catalog_open(d.db, CATALOG_CREATE, &err);
     if (!cat)
@@ -520,13 +535,16 @@ static void push_case(const run_t *run, uint64_t size, double ref0, result_t *r)
     double cpu = bench_cpu_seconds(d.pid) - cpu0;
     daemon_stop(&d);
     double ref = bench_rate_of(ref_before, durable_ref(run->dir, bytes));
+    double window_ref = bench_rate_of(window_before, window_ref_rate(run->dir, bytes, size));
     size_t counted;
     double ops = streaming_rate(t, n, &counted);
     free(t);
     /* a push is acknowledged once in the cache: the disk is its limit,
      * the drive (which archives it later) is not */
-    *r = (result_t){"push", 1, size, n, ops, ops * (double)size / 1e6, DRIVE_RATE / 1e6,
-                    ref / 1e6, cpu / ((double)bytes / 1e9), ops * (double)size / ref, ""};
+    double rate = ops * (double)size;
+    *r = (result_t){"push", 1, size, n, ops, rate / 1e6, DRIVE_RATE / 1e6, ref / 1e6,
+                    cpu / ((double)bytes / 1e9), rate / ref, window_ref / 1e6,
+                    window_ref > 0 ? rate / window_ref : 0, ""};
     scratch_clear(run);
 }
 
@@ -553,18 +571,30 @@ static void progress(const result_t *r)
             r->error);
 }
 
+/* A push's window figures as JSON members ("" for a recall). */
+static const char *window_json(const result_t *r, char *buf, size_t len)
+{
+    if (r->window_ref <= 0)
+        return "";
+    snprintf(buf, len, ", \"window_ref_mb_per_s\": %.1f, \"window_ratio\": %.3f",
+             r->window_ref, r->window_ratio);
+    return buf;
+}
+
 static void report(const result_t *r, size_t n, bool json)
 {
+    char w[96];
     if (json) {
         printf("{\"results\": [");
         for (size_t i = 0; i < n; i++)
             printf("%s{\"direction\": \"%s\", \"drives\": %d, \"object_size\": %" PRIu64
                    ", \"objects\": %" PRIu64 ", \"objects_per_s\": %.1f, \"mb_per_s\": %.1f,"
                    " \"model_mb_per_s\": %.1f, \"durable_ref_mb_per_s\": %.1f,"
-                   " \"cpu_s_per_gb\": %.3f, \"ratio\": %.3f%s%s%s}",
+                   " \"cpu_s_per_gb\": %.3f, \"ratio\": %.3f%s%s%s%s}",
                    i ? ", " : "", r[i].direction, r[i].drives, r[i].object_size, r[i].objects,
                    r[i].objects_per_s, r[i].mb_per_s, r[i].model, r[i].ref, r[i].cpu_s_per_gb,
-                   r[i].ratio, r[i].error[0] ? ", \"error\": \"" : "", r[i].error,
+                   r[i].ratio, window_json(&r[i], w, sizeof(w)),
+                   r[i].error[0] ? ", \"error\": \"" : "", r[i].error,
                    r[i].error[0] ? "\"" : "");
         printf("]}\n");
         return;
@@ -574,6 +604,7 @@ static void report(const result_t *r, size_t n, bool json)
         {"objects", SI_COL_INT},   {"objects/s", SI_COL_STR},  {"MB/s", SI_COL_STR},
         {"model MB/s", SI_COL_STR}, {"durable ref MB/s", SI_COL_STR},
         {"CPU s/GB", SI_COL_STR},  {"ratio", SI_COL_STR},
+        {"window ref MB/s", SI_COL_STR}, {"of window ref", SI_COL_STR},
     };
     si_table_t *t = si_table_new(cols, sizeof(cols) / sizeof(cols[0]));
     for (size_t i = 0; i < n; i++) {
@@ -593,6 +624,13 @@ static void report(const result_t *r, size_t n, bool json)
             si_table_str(t, "failed");
         else
             CELL("%.2f", r[i].ratio);
+        if (r[i].window_ref <= 0) {
+            si_table_str(t, "-");
+            si_table_str(t, "-");
+        } else {
+            CELL("%.1f", r[i].window_ref);
+            CELL("%.2f", r[i].window_ratio);
+        }
 #undef CELL
     }
     si_table_print(t, stdout, false);
