@@ -259,6 +259,10 @@ void archive_metrics(archive_backend_t *b, FILE *out);
 int archive_volume_loaded(archive_backend_t *b, const char *label);
 /* The Prometheus counters of a backend with drives (sim, tape) from its status. */
 void archive_metrics_library(FILE *out, const archive_status_t *st);
+/* The drive-state gauge of such a backend: its help and type, naming the
+ * library ("the library", "the simulated library"), then one line a drive. */
+void archive_metrics_drive_states(FILE *out, const char *library);
+void archive_metrics_drive_state(FILE *out, int drive, const char *state, const char *volume);
 void archive_backend_free(archive_backend_t *b);
 
 /* The `sim` backend (sim.c). */

@@ -234,19 +234,14 @@ static const archive_backend_ops_t s3_ops = {
 
 archive_backend_t *archive_s3_new(const archive_backend_opts_t *opts, si_error_t *err)
 {
-    archive_backend_t *be = calloc(1, sizeof(*be));
-    s3b_t *b = calloc(1, sizeof(*b));
-    if (!be || !b) {
-        free(be);
-        free(b);
-        return si_errprintf(err, "out of memory"), NULL;
-    }
+    archive_backend_t *be = archive_backend_alloc(&s3_ops, sizeof(s3b_t), err);
+    if (!be)
+        return NULL;
+    s3b_t *b = be->impl;
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->control_cv, NULL);
     pthread_cond_init(&b->ready_cv, NULL);
     b->ready_tail = &b->ready_head;
-    be->ops = &s3_ops;
-    be->impl = b;
     b->cb = opts->cb;
     b->log = opts->log;
     b->checksum_retries = (int)si_conf_int(opts->conf, "archive.checksum_retries", 1);

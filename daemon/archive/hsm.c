@@ -715,19 +715,14 @@ static char *optional_command(const si_conf_t *conf, const char *path)
 archive_backend_t *archive_hsm_new(const archive_backend_opts_t *opts, si_error_t *err)
 {
     const si_conf_t *conf = opts->conf;
-    archive_backend_t *b = calloc(1, sizeof(*b));
-    hsm_t *h = calloc(1, sizeof(*h));
-    if (!b || !h) {
-        free(b);
-        free(h);
-        return si_errprintf(err, "out of memory"), NULL;
-    }
+    archive_backend_t *b = archive_backend_alloc(&hsm_ops, sizeof(hsm_t), err);
+    if (!b)
+        return NULL;
+    hsm_t *h = b->impl;
     h->root_fd = -1;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
     h->ready_tail = &h->ready_head;
-    b->ops = &hsm_ops;
-    b->impl = h;
     h->cb = opts->cb;
     h->log = opts->log;
     const char *root = si_conf_string(conf, "archive.hsm.root", NULL);

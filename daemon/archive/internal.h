@@ -16,6 +16,17 @@
 int archive_sim_config(const si_conf_t *conf, const char *state_dir, simlib_config_t *cfg,
                        char *dir, size_t dirsize, si_error_t *err);
 
+/* ---- shared by every backend (helpers.c) ---- */
+
+/* A backend of ops with its implementation struct (impl_size bytes) zeroed
+ * in b->impl; NULL with "out of memory". Freed by the backend: free(b->impl),
+ * free(b). */
+archive_backend_t *archive_backend_alloc(const archive_backend_ops_t *ops, size_t impl_size,
+                                         si_error_t *err);
+/* Frees recs[0..n) (NULL entries are skipped: handed over) and the array;
+ * recs may be NULL. */
+void archive_records_free(void **recs, size_t n);
+
 /* ---- shared by the backends that forecast by replaying their queue (forecast.c) ---- */
 
 /* A backend's queue replayed on a virtual clock by the engine (lib), for

@@ -31,3 +31,15 @@ void archive_metrics_library(FILE *out, const archive_status_t *st)
             st->drives_failed, st->mounts, st->reads, st->read_failures, st->bytes_read,
             st->bytes_written, st->queued_items);
 }
+
+void archive_metrics_drive_states(FILE *out, const char *library)
+{
+    fprintf(out, "# HELP stagein_drive_state Tape drives of %s by state.\n"
+                 "# TYPE stagein_drive_state gauge\n", library);
+}
+
+void archive_metrics_drive_state(FILE *out, int drive, const char *state, const char *volume)
+{
+    fprintf(out, "stagein_drive_state{drive=\"%d\",state=\"%s\",volume=\"%s\"} 1\n", drive,
+            state, volume);
+}

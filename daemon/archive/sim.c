@@ -504,10 +504,7 @@ static int sim_recall(archive_backend_t *b, const archive_batch_t *batch,
 unlock:
     pthread_mutex_unlock(&s->engine_mu);
 out:
-    if (recs)
-        for (size_t i = 0; i < n; i++)
-            free(recs[i]);
-    free(recs);
+    archive_records_free((void **)recs, n);
     free(files);
     free(labels);
     return rc;
@@ -932,16 +929,16 @@ static void sim_metrics(archive_backend_t *b, FILE *out)
     sim_t *s = b->impl;
     archive_status_t st;
     sim_status(b, &st, NULL);
-    fprintf(out, "# HELP stagein_drive_state Tape drives of the simulated library by state.\n"
-                 "# TYPE stagein_drive_state gauge\n");
+    archive_metrics_drive_states(out, "the simulated library");
     pthread_mutex_lock(&s->engine_mu);
     for (int d = 0; d < s->base.drives; d++) {
         simlib_drive_info_t info = {.state = DRIVE_EMPTY, .volume = -1};
         if (s->lib)
             simlib_drive_info(s->lib, d, &info);
-        fprintf(out, "stagein_drive_state{drive=\"%d\",state=\"%s\",volume=\"%s\"} 1\n", d,
-                simlib_drive_state_name(info.state),
-                info.volume >= 0 && info.volume < s->nvols ? s->vols[info.volume].label : "");
+        archive_metrics_drive_state(out, d, simlib_drive_state_name(info.state),
+                                    info.volume >= 0 && info.volume < s->nvols
+                                        ? s->vols[info.volume].label
+                                        : "");
     }
     simlib_stats_t ls = {0};
     if (s->lib)
@@ -1042,14 +1039,10 @@ int archive_sim_config(const si_conf_t *conf, const char *state_dir, simlib_conf
 
 archive_backend_t *archive_sim_new(const archive_backend_opts_t *opts, si_error_t *err)
 {
-    archive_backend_t *b = calloc(1, sizeof(*b));
-    sim_t *s = calloc(1, sizeof(*s));
-    if (!b || !s) {
-        free(b);
-        free(s);
-        si_errprintf(err, "out of memory");
+    archive_backend_t *b = archive_backend_alloc(&sim_ops, sizeof(sim_t), err);
+    if (!b)
         return NULL;
-    }
+    sim_t *s = b->impl;
     if (archive_sim_config(opts->conf, opts->state_dir, &s->base, s->dir, sizeof(s->dir),
                            err) < 0) {
         free(b);
@@ -1070,9 +1063,7 @@ archive_backend_t *archive_sim_new(const archive_backend_opts_t *opts, si_error_
     pthread_mutex_init(&s->write_mu, NULL);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->write_cv, NULL);
-    b->ops = &sim_ops;
     b->volume_loaded = sim_volume_loaded;
-    b->impl = s;
     /* Built now when there are volumes, so that a bad fault configuration
      * is reported at start-up, then put away: the library starts on first
      * use, so that its clock (and the configured faults' times) count from

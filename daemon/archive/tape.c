@@ -22,6 +22,7 @@
  * holds changer_mu). Sink callbacks run on the workers without mu. */
 #include "config.h"
 
+#include "daemon/archive/internal.h"
 #include "daemon/archive/tape/state.h"
 
 const si_conf_key_t archive_tape_conf_keys[] = {
@@ -205,10 +206,7 @@ static int tape_recall(archive_backend_t *b, const archive_batch_t *batch,
 unlock:
     pthread_mutex_unlock(&t->mu);
 out:
-    if (recs)
-        for (size_t i = 0; i < n; i++)
-            free(recs[i]);
-    free(recs);
+    archive_records_free((void **)recs, n);
     free(files);
     free(tokens);
     return rc;
@@ -342,17 +340,16 @@ static void tape_metrics(archive_backend_t *b, FILE *out)
     tape_t *t = b->impl;
     archive_status_t st;
     tape_status(b, &st, NULL);
-    fprintf(out, "# HELP stagein_drive_state Tape drives of the library by state.\n"
-                 "# TYPE stagein_drive_state gauge\n");
+    archive_metrics_drive_states(out, "the library");
     pthread_mutex_lock(&t->mu);
     for (int d = 0; d < t->ndrives; d++) {
         tdrive_t *dr = &t->drives[d];
-        fprintf(out, "stagein_drive_state{drive=\"%d\",state=\"%s\",volume=\"%s\"} 1\n", d,
-                dr->failed                 ? "failed"
-                : dr->vol < 0              ? "empty"
-                : t->vols[dr->vol].busy    ? "busy"
-                                           : "idle",
-                dr->vol >= 0 ? t->vols[dr->vol].label : "");
+        archive_metrics_drive_state(out, d,
+                                    dr->failed                 ? "failed"
+                                    : dr->vol < 0              ? "empty"
+                                    : t->vols[dr->vol].busy    ? "busy"
+                                                               : "idle",
+                                    dr->vol >= 0 ? t->vols[dr->vol].label : "");
     }
     uint64_t cmds = scsi_dev_commands(t->changer.dev);
     for (int d = 0; d < t->ndrives; d++)
@@ -534,21 +531,15 @@ static int discover_drives(tape_t *t, const char *changer, const char *sysfs,
 archive_backend_t *archive_tape_new(const archive_backend_opts_t *opts, si_error_t *err)
 {
     const si_conf_t *conf = opts->conf;
-    archive_backend_t *b = calloc(1, sizeof(*b));
-    tape_t *t = calloc(1, sizeof(*t));
-    if (!b || !t) {
-        free(b);
-        free(t);
-        si_errprintf(err, "out of memory");
+    archive_backend_t *b = archive_backend_alloc(&tape_ops, sizeof(tape_t), err);
+    if (!b)
         return NULL;
-    }
+    tape_t *t = b->impl;
     pthread_mutex_init(&t->mu, NULL);
     pthread_mutex_init(&t->changer_mu, NULL);
     pthread_mutex_init(&t->log_mu, NULL);
     pthread_mutex_init(&t->claims_mu, NULL);
     pthread_cond_init(&t->cv, NULL);
-    b->ops = &tape_ops;
-    b->impl = t;
     b->volume_loaded = tape_volume_loaded;
     t->cb = opts->cb;
     t->log = opts->log;
