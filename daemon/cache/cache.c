@@ -18,11 +18,16 @@
 #include "catalog/catalog.h"
 #include "common/array.h"
 
+/* The two inserts both engines spell alike up to how the values come: each
+ * written once, its PostgreSQL tail below (sql_pg). */
+#define ROW_INSERT "INSERT INTO cache(object_id, path, size, pins, last_access, verified," \
+                   " segment, file_offset)"
+#define PIN_INSERT "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
+
 static const char *const sql_text[SQL_COUNT] = {
     [SQL_ROW_GET] = "SELECT size, pins, last_access, verified, segment, file_offset FROM cache"
                     " WHERE object_id = ?1",
-    [SQL_ROW_INSERT] = "INSERT INTO cache(object_id, path, size, pins, last_access, verified,"
-                       " segment, file_offset) VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7)",
+    [SQL_ROW_INSERT] = ROW_INSERT " VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7)",
     [SQL_ROW_DELETE] = "DELETE FROM cache WHERE object_id = ?1",
     [SQL_ROW_DELETE_UNPINNED] = "DELETE FROM cache WHERE object_id = ?1 AND pins = 0",
     [SQL_TOUCH] = "UPDATE cache SET last_access = max(last_access, ?2) WHERE object_id = ?1",
@@ -32,10 +37,9 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_TOTALS] = "SELECT count(*), coalesce(sum(size), 0) FROM cache",
     [SQL_PINNED] = "SELECT count(*), coalesce(sum(size), 0) FROM cache WHERE pins > 0",
     [SQL_PIN_REQUESTS] = "SELECT count(DISTINCT request_id) FROM cache_pins",
-    [SQL_PIN] = "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
-                " VALUES (?1, ?2, ?3)",
-    [SQL_PIN_IF_REQUEST] = "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
-                           " VALUES (?1, ?2, ?3)",
+    [SQL_PIN] = PIN_INSERT " VALUES (?1, ?2, ?3)",
+    /* SQLite: as SQL_PIN (why: sql_pg) */
+    [SQL_PIN_IF_REQUEST] = PIN_INSERT " VALUES (?1, ?2, ?3)",
     [SQL_UNPIN] = "DELETE FROM cache_pins WHERE object_id = ?1 AND request_id = ?2",
     [SQL_UNPIN_REQUEST] = "DELETE FROM cache_pins WHERE request_id = ?1",
     [SQL_LIST] = "SELECT object_id, size, pins, last_access, verified, segment, file_offset"
@@ -70,11 +74,10 @@ static const char *const sql_text[SQL_COUNT] = {
  * committed object, measured). */
 static const char *const sql_pg[SQL_COUNT] = {
     [SQL_TOUCH] = "UPDATE cache SET last_access = greatest(last_access, ?2) WHERE object_id = ?1",
-    [SQL_ROW_INSERT] = "INSERT INTO cache(object_id, path, size, pins, last_access, verified,"
-                       " segment, file_offset) SELECT ?1, ?2, ?3, 0, ?4, ?5, ?6, ?7 WHERE EXISTS"
-                       " (SELECT 1 FROM objects WHERE id = ?1)",
-    [SQL_PIN_IF_REQUEST] = "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
-                           " SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM requests WHERE id = ?2)",
+    [SQL_ROW_INSERT] = ROW_INSERT " SELECT ?1, ?2, ?3, 0, ?4, ?5, ?6, ?7 WHERE EXISTS"
+                                  " (SELECT 1 FROM objects WHERE id = ?1)",
+    [SQL_PIN_IF_REQUEST] = PIN_INSERT " SELECT ?1, ?2, ?3 WHERE EXISTS"
+                                      " (SELECT 1 FROM requests WHERE id = ?2)",
 };
 
 static double wall_clock(void *arg)
