@@ -117,6 +117,23 @@ static inline cache_t *ct_open_instance(ct_t *t, const char *name, double lease_
     return c;
 }
 
+/* A test run once with every object in a file of its own and once with
+ * small objects in segments (in_segments), on each engine: the body's
+ * layout is the argument test_run_engines has no room for. */
+static void (*ct_layout_body)(bool in_segments);
+
+static inline void ct_both_layouts(void)
+{
+    ct_layout_body(false);
+    ct_layout_body(true);
+}
+
+static inline int ct_run_layouts(void (*body_with)(bool in_segments))
+{
+    ct_layout_body = body_with;
+    return test_run_engines(ct_both_layouts);
+}
+
 /* Deterministic content of object n. */
 static inline unsigned char *ct_content(unsigned n, size_t size)
 {

@@ -191,14 +191,7 @@ static void body_with(bool segments)
     ct_teardown(&t);
 }
 
-/* Runs on each engine. */
-static void body(void)
-{
-    body_with(false);
-    body_with(true);
-}
-
 int main(void)
 {
-    return test_run_engines(body);
+    return ct_run_layouts(body_with);
 }
