@@ -72,6 +72,28 @@ static const char *run(const char *prefix, const char *delim, const char *after,
     return out;
 }
 
+/* The listing page by page (max per page), each following the one before's
+ * next marker until one is not truncated (at most 11): "[page][page]". */
+static const char *run_pages(const char *prefix, const char *delim, int max)
+{
+    static char seen[1024];
+    char *next = NULL;
+    const char *after = NULL;
+    int pages = 0;
+    seen[0] = '\0';
+    for (;;) {
+        const char *page = run(prefix, delim, after, max, &next);
+        snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen), "[%s]", page);
+        pages++;
+        free((char *)after);
+        after = next;
+        if (!strchr(page, '*') || pages > 10)
+            break;
+    }
+    free((char *)after);
+    return seen;
+}
+
 int main(void)
 {
     is_str(run("", NULL, NULL, 1000, NULL),
@@ -94,37 +116,11 @@ int main(void)
            "a multi-byte delimiter");
 
     /* pages of 2, following next, with the delimiter: every item exactly once */
-    char *next = NULL;
-    char seen[1024] = "";
-    const char *after = NULL;
-    int pages = 0;
-    for (;;) {
-        const char *page = run("", "/", after, 2, &next);
-        snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen), "[%s]", page);
-        pages++;
-        free((char *)after);
-        after = next;
-        if (!strchr(page, '*') || pages > 10)
-            break;
-    }
-    free((char *)after);
-    is_str(seen, "[a.txt|dir/*][e|dir2/*][z|photos/]", "pages with delimiter");
+    is_str(run_pages("", "/", 2), "[a.txt|dir/*][e|dir2/*][z|photos/]", "pages with delimiter");
     /* truncated only while something follows: the last page ends the listing */
 
-    pages = 0;
-    after = NULL;
-    seen[0] = '\0';
-    for (;;) {
-        const char *page = run("dir", NULL, after, 3, &next);
-        snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen), "[%s]", page);
-        pages++;
-        free((char *)after);
-        after = next;
-        if (!strchr(page, '*') || pages > 10)
-            break;
-    }
-    free((char *)after);
-    is_str(seen, "[dir/a,dir/b,dir/sub/c|*][dir/sub/d,dir2/x|]", "pages without delimiter");
+    is_str(run_pages("dir", NULL, 3), "[dir/a,dir/b,dir/sub/c|*][dir/sub/d,dir2/x|]",
+           "pages without delimiter");
 
     /* the cursor is asked once per item, not rescanned per page */
     keyset_t ks = {keys, NKEYS, 0};
