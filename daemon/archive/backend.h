@@ -111,6 +111,13 @@ typedef struct {
      * reads the file and calls write. */
     int (*write_fd)(void *arg, void *session, int fd, uint64_t off, uint64_t len,
                     si_error_t *err);
+    /* Optional, like write: where the attempt's next bytes are kept (a
+     * small object's buffer in the cache) and how many may come (*len), so
+     * that a backend reading into memory of its own choice reads them there
+     * and calls landed instead of write: the bytes are not copied again.
+     * NULL from room (or no room): write as usual. */
+    void *(*room)(void *arg, void *session, size_t *len);
+    int (*landed)(void *arg, void *session, size_t len, si_error_t *err);
 } archive_recall_cb_t;
 
 /* ---- archive write ---------------------------------------------------------- */

@@ -130,13 +130,10 @@ typedef struct {
     int64_t object_id;
 } fetch_t;
 
-static int sink_bytes(void *arg, const simlib_read_t *r, uint64_t at, const void *buf, size_t len,
-                      si_error_t *err)
+/* The counters and progress of len bytes of a read landed in the sink. */
+static void count_bytes(fetch_t *f, const simlib_read_t *r, uint64_t at, size_t len)
 {
-    fetch_t *f = arg;
     sim_t *s = f->s;
-    if (s->cb.write(s->cb.arg, f->session, buf, len, err) < 0)
-        return -1;
     pthread_mutex_lock(&s->mu);
     s->fetch_bytes += len;
     if (r->drive >= 0 && r->drive < SIM_DRIVE_COUNTERS)
@@ -144,6 +141,33 @@ static int sink_bytes(void *arg, const simlib_read_t *r, uint64_t at, const void
     pthread_mutex_unlock(&s->mu);
     if (s->cb.progress)
         s->cb.progress(s->cb.arg, f->object_id, at + len);
+}
+
+static int sink_bytes(void *arg, const simlib_read_t *r, uint64_t at, const void *buf, size_t len,
+                      si_error_t *err)
+{
+    fetch_t *f = arg;
+    if (f->s->cb.write(f->s->cb.arg, f->session, buf, len, err) < 0)
+        return -1;
+    count_bytes(f, r, at, len);
+    return 0;
+}
+
+/* The cache's memory for a small object: the drive reads into it. */
+static void *sink_room(void *arg, size_t *len)
+{
+    fetch_t *f = arg;
+    *len = 0;
+    return f->s->cb.room ? f->s->cb.room(f->s->cb.arg, f->session, len) : NULL;
+}
+
+static int sink_landed(void *arg, const simlib_read_t *r, uint64_t at, size_t len,
+                       si_error_t *err)
+{
+    fetch_t *f = arg;
+    if (f->s->cb.landed(f->s->cb.arg, f->session, len, err) < 0)
+        return -1;
+    count_bytes(f, r, at, len);
     return 0;
 }
 
@@ -169,7 +193,9 @@ static int on_fetch(void *arg, const simlib_read_t *rd, si_error_t *err)
         fetch_t f = {s, NULL, item.object_id};
         if (s->cb.begin(s->cb.arg, &item, &f.session, err) < 0)
             return -1;
-        int rc = simlib_volume_fetch(s->reader, rd, sink_bytes, &f, err);
+        simlib_sink_t sink = {sink_bytes, s->cb.room && s->cb.landed ? sink_room : NULL,
+                              sink_landed, &f};
+        int rc = simlib_volume_fetch(s->reader, rd, &sink, err);
         if (rc == 0 && rd->abandoned && atomic_load(rd->abandoned))
             rc = si_errprintf(err, "read of object %" PRId64 " abandoned", item.object_id);
         if (rc < 0) {

@@ -202,6 +202,15 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
 /* Appends bytes (a tape read, an HTTP upload, ...). More bytes than the
  * expected size is an error at once; the writer must then be aborted. */
 int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error_t *err);
+/* Where the next bytes of a writer that holds its object in memory (a
+ * small one) are kept, and how many more may come (*len): a reader lands
+ * them there itself (pread into it), then calls cache_writer_landed, so that
+ * they are not copied again. NULL (and *len 0) for a writer to a file, or a
+ * failed one: feed it cache_writer_write. */
+void *cache_writer_room(cache_writer_t *w, size_t *len);
+/* The len bytes put at cache_writer_room's address: hashed and counted as
+ * cache_writer_write's would be (more than the room: refused, EBADMSG). */
+int cache_writer_landed(cache_writer_t *w, size_t len, si_error_t *err);
 /* Before the first write: the writer's whole blocks go to the disk with
  * O_DIRECT from its aligned buffer, the tail through the page cache (the
  * commit's flush makes both durable). For bytes nobody reads soon (a

@@ -309,20 +309,49 @@ static int flush_buffer(cache_writer_t *w, si_error_t *err)
     return write_all(w, w->buf, n, err);
 }
 
-int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error_t *err)
+/* Whether len more bytes may come (0), or why not (-1, err set). */
+static int writable(cache_writer_t *w, uint64_t len, si_error_t *err)
 {
     if (w->failed)
         return si_errnoprintf(err, EINVAL, "object %" PRId64 ": the writer already failed;"
                                        " abort it", w->object_id);
     if (len > w->expected_size - w->received)
         return refuse_oversize(w, len, err);
+    return 0;
+}
+
+void *cache_writer_room(cache_writer_t *w, size_t *len)
+{
+    if (!w->memory || w->failed) {
+        *len = 0;
+        return NULL;
+    }
+    *len = (size_t)(w->expected_size - w->received);
+    return w->buf + w->received;
+}
+
+int cache_writer_landed(cache_writer_t *w, size_t len, si_error_t *err)
+{
+    if (!w->memory)
+        return si_errnoprintf(err, EINVAL, "object %" PRId64 ": the writer has no room in"
+                              " memory", w->object_id);
+    if (writable(w, len, err) < 0)
+        return -1;
+    si_checksum_update(w->sum, w->buf + w->received, len);
+    w->received += len;
+    return 0;
+}
+
+int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error_t *err)
+{
+    if (writable(w, len, err) < 0)
+        return -1;
     const unsigned char *p = data;
-    si_checksum_update(w->sum, p, len);
     if (w->memory) {
         memcpy(w->buf + w->received, p, len);
-        w->received += len;
-        return 0;
+        return cache_writer_landed(w, len, err);
     }
+    si_checksum_update(w->sum, p, len);
     w->received += len;
     while (len > 0) {
         /* large feeds skip the copy (direct: only from an aligned address) */
@@ -367,18 +396,13 @@ static int read_into_memory(cache_writer_t *w, int fd, uint64_t off, uint64_t le
         }
         done += (uint64_t)n;
     }
-    si_checksum_update(w->sum, p, (size_t)len);
-    w->received += len;
-    return 0;
+    return cache_writer_landed(w, (size_t)len, err);
 }
 
 int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, si_error_t *err)
 {
-    if (w->failed)
-        return si_errnoprintf(err, EINVAL, "object %" PRId64 ": the writer already failed;"
-                                       " abort it", w->object_id);
-    if (len > w->expected_size - w->received)
-        return refuse_oversize(w, len, err);
+    if (writable(w, len, err) < 0)
+        return -1;
     if (w->memory)
         return read_into_memory(w, fd, off, len, err);
     if (flush_buffer(w, err) < 0)

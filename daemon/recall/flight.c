@@ -210,6 +210,24 @@ static int sink_write_fd(void *arg, void *session, int fd, uint64_t off, uint64_
     return s->present ? 0 : cache_writer_copy_fd(s->w, fd, off, len, err);
 }
 
+static void *sink_room(void *arg, void *session, size_t *len)
+{
+    session_t *s = session;
+    (void)arg;
+    if (s->present) { /* the bytes are dropped: write takes them */
+        *len = 0;
+        return NULL;
+    }
+    return cache_writer_room(s->w, len);
+}
+
+static int sink_landed(void *arg, void *session, size_t len, si_error_t *err)
+{
+    session_t *s = session;
+    (void)arg;
+    return cache_writer_landed(s->w, len, err);
+}
+
 static void sink_abort(void *arg, void *session)
 {
     session_t *s = session;
@@ -255,5 +273,5 @@ static void on_done(void *arg, int64_t object_id, bool ok, const char *why)
 archive_recall_cb_t recall_backend_callbacks(recall_service_t *rs)
 {
     return (archive_recall_cb_t){sink_begin, sink_write, sink_commit, sink_abort, on_progress,
-                                 on_done, rs, sink_write_fd};
+                                 on_done, rs, sink_write_fd, sink_room, sink_landed};
 }

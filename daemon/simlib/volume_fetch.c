@@ -65,8 +65,8 @@ void simlib_volume_reader_free(simlib_volume_reader_t *rd)
     free(rd);
 }
 
-int simlib_volume_fetch(simlib_volume_reader_t *rd, const simlib_read_t *r, simlib_sink_fn sink,
-                        void *sink_arg, si_error_t *err)
+int simlib_volume_fetch(simlib_volume_reader_t *rd, const simlib_read_t *r,
+                        const simlib_sink_t *sink, si_error_t *err)
 {
     if (r->volume < 0 || r->volume >= rd->nvolumes)
         return si_errprintf(err, "volume reader: no volume %d", r->volume);
@@ -78,19 +78,26 @@ int simlib_volume_fetch(simlib_volume_reader_t *rd, const simlib_read_t *r, siml
     pthread_mutex_unlock(&rd->mu);
     if (!vol)
         return -1;
-    unsigned char *buf = si_bufpool_get(&rd->buffers, FETCH_CHUNK);
-    if (!buf)
-        return si_errprintf(err, "volume reader: out of memory");
+    unsigned char *buf = NULL; /* taken at the first chunk the sink has no room for */
     int rc = 0;
     for (uint64_t done = 0; rc == 0 && done < r->size;) {
         size_t n = r->size - done < FETCH_CHUNK ? (size_t)(r->size - done) : FETCH_CHUNK;
+        size_t room_len = 0;
+        unsigned char *room = sink && sink->room ? sink->room(sink->arg, &room_len) : NULL;
+        if (room && room_len < n)
+            room = NULL; /* more bytes than the sink expects: bytes says so */
+        if (!room && !buf && !(buf = si_bufpool_get(&rd->buffers, FETCH_CHUNK)))
+            return si_errprintf(err, "volume reader: out of memory");
         if (r->abandoned && atomic_load(r->abandoned))
             rc = si_errprintf(err, "volume %s: read of %llu bytes at %llu abandoned (drive "
                               "failed or library stopped)", rd->labels[r->volume],
                               (unsigned long long)r->size, (unsigned long long)r->offset);
-        else if (tapevol_read(vol, r->offset + done, buf, n, err) < 0 ||
-                 (sink && sink(sink_arg, r, done, buf, n, err) < 0))
+        else if (tapevol_read(vol, r->offset + done, room ? room : buf, n, err) < 0)
             rc = -1;
+        else if (room)
+            rc = sink->landed(sink->arg, r, done, n, err);
+        else if (sink)
+            rc = sink->bytes(sink->arg, r, done, buf, n, err);
         done += n;
     }
     si_bufpool_put(&rd->buffers, buf, FETCH_CHUNK);

@@ -14,11 +14,19 @@
 #include "common/error.h"
 #include "daemon/simlib/engine.h"
 
-/* Receives the bytes of one read, in order, in chunks; -1 aborts the read
- * (it then fails like an unreadable one). arg is the one given to
- * simlib_volume_fetch: per call, so concurrent fetches keep apart. */
-typedef int (*simlib_sink_fn)(void *arg, const simlib_read_t *r, uint64_t at, const void *buf,
-                              size_t len, si_error_t *err);
+/* Where the bytes of one read go, in order, in chunks. bytes receives a
+ * chunk read into the reader's own buffer; -1 aborts the read (it then fails
+ * like an unreadable one). room (optional) offers memory of the sink's for
+ * the next bytes (up to *len; NULL: none): a chunk that fits is read there
+ * and announced by landed instead (required with room), with no copy.
+ * arg is per call, so concurrent fetches keep apart. */
+typedef struct {
+    int (*bytes)(void *arg, const simlib_read_t *r, uint64_t at, const void *buf, size_t len,
+                 si_error_t *err);
+    void *(*room)(void *arg, size_t *len);
+    int (*landed)(void *arg, const simlib_read_t *r, uint64_t at, size_t len, si_error_t *err);
+    void *arg;
+} simlib_sink_t;
 
 typedef struct simlib_volume_reader simlib_volume_reader_t;
 
@@ -31,7 +39,7 @@ void simlib_volume_reader_free(simlib_volume_reader_t *rd);
 /* The bytes of one read, to sink (NULL: read and dropped): call it from the
  * engine's fetch callback (on the drive's transfer worker). Stops with -1
  * ("read abandoned") between chunks once r->abandoned is set. */
-int simlib_volume_fetch(simlib_volume_reader_t *rd, const simlib_read_t *r, simlib_sink_fn sink,
-                        void *sink_arg, si_error_t *err);
+int simlib_volume_fetch(simlib_volume_reader_t *rd, const simlib_read_t *r,
+                        const simlib_sink_t *sink, si_error_t *err);
 
 #endif

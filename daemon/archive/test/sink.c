@@ -34,7 +34,8 @@ void test_sink_reset(test_sink_t *s)
         s->why[i][0] = '\0';
     }
     s->nbegun = s->done = s->fd_writes = s->open = s->max_open = s->hold_open = 0;
-    s->commits_refused = 0;
+    s->commits_refused = s->landed = 0;
+    s->rooms = false;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -125,6 +126,31 @@ static int s_write_fd(void *arg, void *session, int fd, uint64_t off, uint64_t l
     return 0;
 }
 
+static void *s_room(void *arg, void *session, size_t *len)
+{
+    test_sink_t *s = arg;
+    session_t *ss = session;
+    pthread_mutex_lock(&s->mu);
+    bool rooms = s->rooms;
+    pthread_mutex_unlock(&s->mu);
+    *len = rooms ? (size_t)(ss->size - ss->at) : 0;
+    return rooms ? ss->buf + ss->at : NULL;
+}
+
+static int s_landed(void *arg, void *session, size_t len, si_error_t *err)
+{
+    test_sink_t *s = arg;
+    session_t *ss = session;
+    hold(s, ss);
+    if (ss->at + len > ss->size)
+        return si_errnoprintf(err, EBADMSG, "more bytes than the object's size");
+    pthread_mutex_lock(&s->mu);
+    s->landed++;
+    pthread_mutex_unlock(&s->mu);
+    ss->at += len;
+    return 0;
+}
+
 static int s_commit(void *arg, void *session, si_error_t *err)
 {
     test_sink_t *s = arg;
@@ -193,7 +219,7 @@ static void s_done(void *arg, int64_t id, bool okay, const char *why)
 archive_recall_cb_t test_sink_callbacks(test_sink_t *s, bool with_fd)
 {
     archive_recall_cb_t cb = {s_begin, s_write, s_commit, s_abort, NULL, s_done, s,
-                              with_fd ? s_write_fd : NULL};
+                              with_fd ? s_write_fd : NULL, s_room, s_landed};
     return cb;
 }
 

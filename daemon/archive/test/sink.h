@@ -26,6 +26,8 @@ typedef struct {
     int open, max_open;                        /* sessions begun, not yet ended */
     int hold_open;  /* > 0: a session's first bytes wait (5 s at most) until max_open reaches it */
     int commits_refused;  /* commits still to refuse with EBADMSG, as a checksum mismatch */
+    bool rooms;           /* offers each session's memory to the backend (room) */
+    int landed;           /* landed calls: bytes read straight into that memory */
 } test_sink_t;
 
 void test_sink_init(test_sink_t *s);

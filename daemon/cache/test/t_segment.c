@@ -186,6 +186,32 @@ static void test_packing(cache_t *c)
         free(bytes);
     }
 
+    /* read straight into the writer's memory: half landed, half written */
+    {
+        unsigned char *bytes = ct_content(38, sizes[38]);
+        size_t len = 0, half = sizes[38] / 2;
+        bool opened = cache_writer_open(c, ids[38], sizes[38], sums[38], &w, &err) == 0;
+        unsigned char *room = opened ? cache_writer_room(w, &len) : NULL;
+        ok(room && len == sizes[38] && (uintptr_t)room % CACHE_BLOCK == 0,
+           "a small object's writer offers its whole buffer (%zu bytes), block-aligned", len);
+        if (room)
+            memcpy(room, bytes, half);
+        ok(room && cache_writer_landed(w, half, &err) == 0 &&
+               cache_writer_room(w, &len) == room + half && len == sizes[38] - half &&
+               cache_writer_write(w, bytes + half, sizes[38] - half, &err) == 0 &&
+               cache_writer_finish(w, 0, &err) == 0 && reads_back(c, 38, &p[0]) &&
+               p[0].segment,
+           "half landed in its room, half written: it reads back identical, checksum"
+           " verified: %s", err.text);
+        free(bytes);
+        ok(cache_writer_open(c, ids[39], sizes[39], sums[39], &w, &err) == 0 &&
+               cache_writer_room(w, &len) && cache_writer_landed(w, len + 1, &err) < 0 &&
+               errno == EBADMSG && cache_writer_room(w, &len) == NULL && len == 0,
+           "more landed than the room: refused, and the failed writer offers no room: %s",
+           err.text);
+        cache_writer_abort(w);
+    }
+
     /* too large for a segment: its own file */
     ok(ct_store(c, ids[9], 9, sizes[9], sums[9], 65536, 0, &err) == 0 &&
            reads_back(c, 9, &p[0]) && p[0].segment == 0 && p[0].offset == 0,
@@ -204,6 +230,10 @@ static void test_budget(ct_t *tt, cache_conf_t conf)
     ok(cache_writer_open(c, ids[10], sizes[10], sums[10], &w1, &err) == 0 &&
            cache_writer_open(c, ids[11], sizes[11], sums[11], &w2, &err) == 0,
        "two writers open at once");
+    size_t len1 = 0, len2 = 1;
+    ok(cache_writer_room(w1, &len1) && len1 == sizes[10] && !cache_writer_room(w2, &len2) &&
+           len2 == 0 && cache_writer_landed(w2, 1, &err) < 0 && errno == EINVAL,
+       "the first offers its memory as room, the second (a file) none: %s", err.text);
     unsigned char *d1 = ct_content(10, sizes[10]), *d2 = ct_content(11, sizes[11]);
     ok(cache_writer_write(w1, d1, sizes[10], &err) == 0 &&
            cache_writer_write(w2, d2, sizes[11], &err) == 0 &&

@@ -18,15 +18,41 @@ typedef struct {
     char why[512];
     simlib_volume_reader_t *reader;
     const void *buf;     /* the buffer of the last chunk delivered */
+    /* with a room: got offered, at most room_max bytes of it */
+    bool rooms;
+    size_t room_max;
+    int bytes_calls, landed_calls;
+    size_t landed;       /* bytes announced as landed in got */
 } sink_t;
 
 static int sink(void *arg, const simlib_read_t *r, uint64_t at, const void *buf, size_t len,
                 si_error_t *err);
 
+static void *room(void *arg, size_t *len)
+{
+    sink_t *s = arg;
+    *len = s->len - s->landed < s->room_max ? s->len - s->landed : s->room_max;
+    return s->got + s->landed;
+}
+
+static int landed(void *arg, const simlib_read_t *r, uint64_t at, size_t len, si_error_t *err)
+{
+    (void)r;
+    (void)err;
+    sink_t *s = arg;
+    if (at != s->landed)
+        return -1;
+    s->landed += len;
+    s->landed_calls++;
+    return 0;
+}
+
 /* The engine's callbacks share one argument: ours, holding the reader. */
 static int fetch(void *arg, const simlib_read_t *r, si_error_t *err)
 {
-    return simlib_volume_fetch(((sink_t *)arg)->reader, r, sink, arg, err);
+    sink_t *s = arg;
+    simlib_sink_t to = {sink, s->rooms ? room : NULL, landed, s};
+    return simlib_volume_fetch(s->reader, r, &to, err);
 }
 
 static int sink(void *arg, const simlib_read_t *r, uint64_t at, const void *buf, size_t len,
@@ -38,6 +64,7 @@ static int sink(void *arg, const simlib_read_t *r, uint64_t at, const void *buf,
         return -1;
     memcpy(s->got + at, buf, len);
     s->buf = buf;
+    s->bytes_calls++;
     return 0;
 }
 
@@ -87,7 +114,7 @@ int main(void)
     simlib_config_default(&cfg);
     cfg.time_scale = 1e-5;
     simlib_config_add_volume(&cfg, "F00001", info.used, &err);
-    sink_t s = {calloc(1, size), size, 0, 0, "", NULL, NULL};
+    sink_t s = {calloc(1, size), size, 0, 0, "", NULL, NULL, false, 0, 0, 0, 0};
     simlib_volume_reader_t *rd = simlib_volume_reader_new(dir, &cfg, &err);
     s.reader = rd;
     simlib_callbacks_t cb = {on_request, NULL, fetch, &s};
@@ -122,6 +149,41 @@ int main(void)
     ok(s.done == 3 && s.failed == 1 && memcmp(s.got, data, size) == 0,
        "read again: the member's bytes, identical");
     ok(s.buf == first_buf, "from the buffer the first read used (kept for the next fetch)");
+
+    /* a sink with room for the bytes: they land in it, not copied from ours */
+    memset(s.got, 0, size);
+    s.rooms = true;
+    s.room_max = size;
+    s.bytes_calls = 0;
+    sched_file_t into = {4, 1, {{0, written->entries[0].position, size}}};
+    sched_request_t r4 = {4, 0, 0};
+    simlib_submit(lib, 0, &r4, &into, 1, &err);
+    simlib_wait_idle(lib);
+    ok(s.done == 4 && s.failed == 1 && memcmp(s.got, data, size) == 0,
+       "read into the sink's room: the member's bytes, identical");
+    ok(s.landed == size && s.landed_calls == 1 && s.bytes_calls == 0,
+       "announced as landed, in one chunk, never passed as bytes (%zu landed in %d, %d passed)",
+       s.landed, s.landed_calls, s.bytes_calls);
+    /* a room smaller than a chunk: that chunk goes through the reader's buffer */
+    memset(s.got, 0, size);
+    s.landed = 0;
+    s.landed_calls = 0;
+    s.room_max = 4096;
+    sched_file_t small = {5, 1, {{0, written->entries[0].position, size}}};
+    sched_request_t r5 = {5, 0, 0};
+    simlib_submit(lib, 0, &r5, &small, 1, &err);
+    simlib_wait_idle(lib);
+    ok(s.done == 5 && s.failed == 1 && memcmp(s.got, data, size) == 0 && s.landed == 0 &&
+       s.bytes_calls == 1, "a room too small for the chunk: passed as bytes, identical");
+    /* the unreadable member with room: it fails, and nothing is announced */
+    s.room_max = size;
+    sched_file_t bad = {6, 1, {{0, written->entries[1].position, size}}};
+    sched_request_t r6 = {6, 0, 0};
+    simlib_submit(lib, 0, &r6, &bad, 1, &err);
+    simlib_wait_idle(lib);
+    ok(s.done == 6 && s.failed == 2 && s.landed == 0 && s.landed_calls == 0,
+       "an unreadable region read into the room fails, nothing announced as landed");
+
     simlib_stats_t st;
     simlib_stats(lib, &st);
     is_int(st.violations, 0, "no invariant broken");

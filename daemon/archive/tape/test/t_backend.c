@@ -123,7 +123,7 @@ static tape_t *setup(tape_rao_mode_t mode, rao_drive_t *s, const char *logfile, 
     t->block = t->max_block = BLOCK;
     t->rao = mode;
     t->cb = (archive_recall_cb_t){sink_begin, sink_write, sink_commit, sink_abort, NULL,
-                                  sink_done, delivered, NULL};
+                                  sink_done, delivered, NULL, NULL, NULL};
     t->nvols = 1;
     t->vols = calloc(1, sizeof(*t->vols));
     snprintf(t->vols[0].label, sizeof(t->vols[0].label), "T1");
