@@ -117,6 +117,14 @@ static inline cache_t *ct_open_instance(ct_t *t, const char *name, double lease_
     return c;
 }
 
+/* Closes an instance of ct_open_instance, then its catalog connection
+ * (either may be NULL). */
+static inline void ct_close_instance(cache_t *c, catalog_t *cat)
+{
+    cache_close(c);
+    catalog_close(cat);
+}
+
 /* A test run once with every object in a file of its own and once with
  * small objects in segments (in_segments), on each engine: the body's
  * layout is the argument test_run_engines has no room for. */

@@ -134,10 +134,8 @@ static void body(void)
     ok(!exists(p_rowless), "the object file without its row is removed");
     cache_recovery_free(&rep);
 
-    cache_close(a);
-    cache_close(b);
-    catalog_close(cat_a);
-    catalog_close(cat_b);
+    ct_close_instance(a, cat_a);
+    ct_close_instance(b, cat_b);
     ct_teardown(&t);
 }
 

@@ -152,10 +152,8 @@ static void body(void)
            "and records nothing in the catalog");
     cache_close(x);
 out:
-    cache_close(a);
-    cache_close(b);
-    catalog_close(cat_a);
-    catalog_close(cat_b);
+    ct_close_instance(a, cat_a);
+    ct_close_instance(b, cat_b);
     ct_teardown(&t);
 }
 
