@@ -14,6 +14,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/db.h"
+#include "catalog/test/sqlite_files.h"
 #include "common/tap.h"
 
 typedef struct {
@@ -96,14 +97,7 @@ static inline void test_db_remove(const char *path)
         test_pg_admin(sql);
         return;
     }
-    char side[1100];
-    unlink(path);
-    snprintf(side, sizeof(side), "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-shm", path);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-gen", path);
-    unlink(side);
+    test_sqlite_files_remove(path);
 }
 
 /* One integer from a query, -1 on error. */

@@ -16,6 +16,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/db.h"
+#include "catalog/test/sqlite_files.h"
 #include "tests/fuzz/fuzz.h"
 
 static catalog_t *cat;
@@ -52,14 +53,7 @@ static const char known_positions[] =
 /* The catalog's files (each input works on a fresh copy of the template). */
 static void remove_files(void)
 {
-    char side[80];
-    unlink(path);
-    snprintf(side, sizeof(side), "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-shm", path);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-gen", path);
-    unlink(side);
+    test_sqlite_files_remove(path);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
