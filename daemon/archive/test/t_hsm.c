@@ -17,6 +17,7 @@
 #include "common/checksum.h"
 #include "common/tap.h"
 #include "daemon/archive/backend.h"
+#include "daemon/archive/test/item.h"
 #include "daemon/archive/test/sink.h"
 #include "daemon/push/push.h"
 
@@ -56,19 +57,10 @@ static void make_file(int i)
 
 static archive_item_t item(int i, const char *volume, uint64_t position)
 {
-    archive_item_t it;
-    memset(&it, 0, sizeof(it));
-    it.object_id = i;
+    archive_item_t it = test_item(i, sizes[i], volume, position);
     it.bucket = "data";
     it.key = names[i];
-    it.size = sizes[i];
     snprintf(it.checksum, sizeof(it.checksum), "%s", sums[i]);
-    if (volume) {
-        it.ncopies = 1;
-        it.copies[0].copy = 1;
-        snprintf(it.copies[0].volume, sizeof(it.copies[0].volume), "%s", volume);
-        it.copies[0].position = position;
-    }
     return it;
 }
 

@@ -11,20 +11,11 @@
 
 #include "common/tap.h"
 #include "daemon/archive/order.h"
+#include "daemon/archive/test/item.h"
 
 static archive_item_t item(int64_t id, const char *volume, uint64_t position)
 {
-    archive_item_t it;
-    memset(&it, 0, sizeof(it));
-    it.object_id = id;
-    it.size = 1000;
-    if (volume) {
-        it.ncopies = 1;
-        it.copies[0].copy = 1;
-        snprintf(it.copies[0].volume, sizeof(it.copies[0].volume), "%s", volume);
-        it.copies[0].position = position;
-    }
-    return it;
+    return test_item(id, 1000, volume, position);
 }
 
 /* Takes everything, max at a time, as "id id id|id id|..." */
