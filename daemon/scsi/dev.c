@@ -163,17 +163,25 @@ static int finish(scsi_dev_t *d, const scsi_cmd_t *cmd, int rc, int transport_er
     return -1;
 }
 
+/* A caller may pass NULL for the result or the sense it does not read: the
+ * scratch ones in its frame stand in. The sense starts cleared. */
+static void outputs_or_scratch(scsi_result_t **res, scsi_result_t *res_scratch,
+                               scsi_sense_t **sense, scsi_sense_t *sense_scratch)
+{
+    if (!*res)
+        *res = res_scratch;
+    if (!*sense)
+        *sense = sense_scratch;
+    memset(*sense, 0, sizeof(**sense));
+}
+
 int scsi_run(scsi_dev_t *d, const scsi_cmd_t *cmd, scsi_result_t *res, scsi_sense_t *sense,
              si_error_t *err)
 {
     scsi_result_t local;
     scsi_sense_t lsense;
-    if (!res)
-        res = &local;
-    if (!sense)
-        sense = &lsense;
+    outputs_or_scratch(&res, &local, &sense, &lsense);
     memset(res, 0, sizeof(*res));
-    memset(sense, 0, sizeof(*sense));
     if (d->n > 0)
         return si_errnoprintf(err, EBUSY, "%s: %s: %zu started commands not reaped yet",
                               d->name, cmd->name, d->n);
@@ -267,11 +275,7 @@ int scsi_reap(scsi_dev_t *d, void **tag, scsi_result_t *res, scsi_sense_t *sense
 {
     scsi_result_t local;
     scsi_sense_t lsense;
-    if (!res)
-        res = &local;
-    if (!sense)
-        sense = &lsense;
-    memset(sense, 0, sizeof(*sense));
+    outputs_or_scratch(&res, &local, &sense, &lsense);
     *tag = NULL;
     if (d->n == 0)
         return si_errnoprintf(err, EINVAL, "%s: no command in flight", d->name);
