@@ -524,7 +524,7 @@ int main(int argc, char **argv)
     sink_t k = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
     archive_backend_opts_t bo = {conf, state,
                                  {sink_begin, sink_write, sink_commit, sink_abort, NULL, sink_done,
-                                  &k, NULL},
+                                  &k, NULL, NULL, NULL},
                                  NULL};
     archive_backend_t *b = archive_tape_new(&bo, &err);
     if (!b)
