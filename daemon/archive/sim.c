@@ -153,12 +153,12 @@ static int sink_bytes(void *arg, const simlib_read_t *r, uint64_t at, const void
     return 0;
 }
 
-/* The cache's memory for a small object: the drive reads into it. */
+/* The cache's memory for a small object: the drive reads into it (set
+ * only where the callbacks have room and landed). */
 static void *sink_room(void *arg, size_t *len)
 {
     fetch_t *f = arg;
-    *len = 0;
-    return f->s->cb.room ? f->s->cb.room(f->s->cb.arg, f->session, len) : NULL;
+    return f->s->cb.room(f->s->cb.arg, f->session, len);
 }
 
 static int sink_landed(void *arg, const simlib_read_t *r, uint64_t at, size_t len,

@@ -330,6 +330,13 @@ void *cache_writer_room(cache_writer_t *w, size_t *len)
     return w->buf + w->received;
 }
 
+/* len bytes, checked writable, put at the memory writer's room: hashed there. */
+static void take_landed(cache_writer_t *w, size_t len)
+{
+    si_checksum_update(w->sum, w->buf + w->received, len);
+    w->received += len;
+}
+
 int cache_writer_landed(cache_writer_t *w, size_t len, si_error_t *err)
 {
     if (!w->memory)
@@ -337,8 +344,7 @@ int cache_writer_landed(cache_writer_t *w, size_t len, si_error_t *err)
                               " memory", w->object_id);
     if (writable(w, len, err) < 0)
         return -1;
-    si_checksum_update(w->sum, w->buf + w->received, len);
-    w->received += len;
+    take_landed(w, len);
     return 0;
 }
 
@@ -349,7 +355,8 @@ int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error
     const unsigned char *p = data;
     if (w->memory) {
         memcpy(w->buf + w->received, p, len);
-        return cache_writer_landed(w, len, err);
+        take_landed(w, len);
+        return 0;
     }
     si_checksum_update(w->sum, p, len);
     w->received += len;
@@ -396,7 +403,8 @@ static int read_into_memory(cache_writer_t *w, int fd, uint64_t off, uint64_t le
         }
         done += (uint64_t)n;
     }
-    return cache_writer_landed(w, (size_t)len, err);
+    take_landed(w, (size_t)len);
+    return 0;
 }
 
 int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, si_error_t *err)

@@ -68,6 +68,17 @@ static int sink(void *arg, const simlib_read_t *r, uint64_t at, const void *buf,
     return 0;
 }
 
+/* Request id reads the member at position, of size bytes; waits until done. */
+static void read_member(simlib_t *lib, uint64_t id, uint64_t position, uint64_t size)
+{
+    si_error_t err;
+    sched_file_t file = {id, 1, {{0, position, size}}};
+    sched_request_t request = {id, 0, 0};
+    if (simlib_submit(lib, 0, &request, &file, 1, &err) < 0)
+        diag("request %llu not submitted: %s", (unsigned long long)id, err.text);
+    simlib_wait_idle(lib);
+}
+
 static void on_request(void *arg, uint64_t request, double t, size_t failed, const char *why)
 {
     (void)request;
@@ -123,10 +134,7 @@ int main(void)
     simlib_t *lib = simlib_new(&cfg, sched_policy_find("job-aware", NULL), &opt, &cb, &err);
     ok(lib && simlib_start(lib, &err) == 0, "engine running in real time");
 
-    sched_file_t one = {1, 1, {{0, written->entries[0].position, size}}};
-    sched_request_t r1 = {1, 0, 0};
-    simlib_submit(lib, 0, &r1, &one, 1, &err);
-    simlib_wait_idle(lib);
+    read_member(lib, 1, written->entries[0].position, size);
     ok(s.done == 1 && s.failed == 0, "request complete");
     ok(memcmp(s.got, data, size) == 0, "the sink received the member's bytes, read from the volume");
     const void *first_buf = s.buf;
@@ -134,18 +142,12 @@ int main(void)
 
     ok(tapevol_fault_add(vol, written->entries[1].position + 100, 10, &err) == 0,
        "unreadable region on the second member");
-    sched_file_t two = {2, 1, {{0, written->entries[1].position, size}}};
-    sched_request_t r2 = {2, 0, 0};
-    simlib_submit(lib, 0, &r2, &two, 1, &err);
-    simlib_wait_idle(lib);
+    read_member(lib, 2, written->entries[1].position, size);
     ok(s.done == 2 && s.failed == 1 && strstr(s.why, "unreadable"),
        "a read into it fails with the volume's reason: %s", s.why);
     /* the same member again, after the failed read: the buffer is kept */
     memset(s.got, 0, size);
-    sched_file_t again = {3, 1, {{0, written->entries[0].position, size}}};
-    sched_request_t r3 = {3, 0, 0};
-    simlib_submit(lib, 0, &r3, &again, 1, &err);
-    simlib_wait_idle(lib);
+    read_member(lib, 3, written->entries[0].position, size);
     ok(s.done == 3 && s.failed == 1 && memcmp(s.got, data, size) == 0,
        "read again: the member's bytes, identical");
     ok(s.buf == first_buf, "from the buffer the first read used (kept for the next fetch)");
@@ -155,10 +157,7 @@ int main(void)
     s.rooms = true;
     s.room_max = size;
     s.bytes_calls = 0;
-    sched_file_t into = {4, 1, {{0, written->entries[0].position, size}}};
-    sched_request_t r4 = {4, 0, 0};
-    simlib_submit(lib, 0, &r4, &into, 1, &err);
-    simlib_wait_idle(lib);
+    read_member(lib, 4, written->entries[0].position, size);
     ok(s.done == 4 && s.failed == 1 && memcmp(s.got, data, size) == 0,
        "read into the sink's room: the member's bytes, identical");
     ok(s.landed == size && s.landed_calls == 1 && s.bytes_calls == 0,
@@ -169,18 +168,12 @@ int main(void)
     s.landed = 0;
     s.landed_calls = 0;
     s.room_max = 4096;
-    sched_file_t small = {5, 1, {{0, written->entries[0].position, size}}};
-    sched_request_t r5 = {5, 0, 0};
-    simlib_submit(lib, 0, &r5, &small, 1, &err);
-    simlib_wait_idle(lib);
+    read_member(lib, 5, written->entries[0].position, size);
     ok(s.done == 5 && s.failed == 1 && memcmp(s.got, data, size) == 0 && s.landed == 0 &&
        s.bytes_calls == 1, "a room too small for the chunk: passed as bytes, identical");
     /* the unreadable member with room: it fails, and nothing is announced */
     s.room_max = size;
-    sched_file_t bad = {6, 1, {{0, written->entries[1].position, size}}};
-    sched_request_t r6 = {6, 0, 0};
-    simlib_submit(lib, 0, &r6, &bad, 1, &err);
-    simlib_wait_idle(lib);
+    read_member(lib, 6, written->entries[1].position, size);
     ok(s.done == 6 && s.failed == 2 && s.landed == 0 && s.landed_calls == 0,
        "an unreadable region read into the room fails, nothing announced as landed");
 
