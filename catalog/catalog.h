@@ -75,6 +75,23 @@ void catalog_rollback(catalog_t *cat);
     "  THEN (d.mode & 32) <> 0"                                                 \
     " ELSE (d.mode & 4) <> 0 END)"
 
+/* The cache's usage (schema 1.15): the totals row plus the changes not yet
+ * folded into it (PostgreSQL's; SQLite has none): objects and bytes, and
+ * d.changes, how many changes are waiting to be folded. */
+#define CATALOG_CACHE_USAGE_COLUMNS "u.objects + d.objects, u.bytes + d.bytes"
+#define CATALOG_CACHE_USAGE_FROM                                                  \
+    " FROM cache_usage u, (SELECT coalesce(sum(objects), 0) AS objects,"          \
+    "  coalesce(sum(bytes), 0) AS bytes, count(*) AS changes FROM cache_usage_changes) d"
+/* PostgreSQL: the changes folded into the row in one statement, so that a
+ * reader sees each in one place or the other, never both or neither
+ * (SQLite's triggers update the row itself). */
+#define CATALOG_CACHE_USAGE_FOLD_PG_SQL                                            \
+    "WITH moved AS (DELETE FROM cache_usage_changes RETURNING objects, bytes)"     \
+    " UPDATE cache_usage SET objects = cache_usage.objects + m.objects,"           \
+    "  bytes = cache_usage.bytes + m.bytes"                                        \
+    " FROM (SELECT coalesce(sum(objects), 0) AS objects,"                          \
+    "  coalesce(sum(bytes), 0) AS bytes FROM moved) m"
+
 /* ---- records ---------------------------------------------------------- */
 
 typedef struct {

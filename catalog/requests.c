@@ -745,7 +745,7 @@ int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err)
         "  WHERE i.state IN ('SUBMITTED', 'STARTED') AND q.state IN ('SUBMITTED', 'STARTED')"
         "  GROUP BY i.state"
         " UNION ALL SELECT 'failed', '', count(*), 0 FROM request_items WHERE state = 'FAILED'"
-        " UNION ALL SELECT 'cache', '', count(*), coalesce(sum(size), 0) FROM cache"
+        " UNION ALL SELECT 'cache', '', " CATALOG_CACHE_USAGE_COLUMNS CATALOG_CACHE_USAGE_FROM
         " UNION ALL SELECT 'pinned', '', count(*), coalesce(sum(size), 0) FROM cache"
         "  WHERE pins > 0";
     requests_metrics_t m = {0};

@@ -64,6 +64,47 @@ static void refusals_pg(const char *path)
        "password in the URL refused: %s", err.text);
 }
 
+/* The cache's kept usage (1.15) against a scan of its rows: objects and
+ * bytes as "objects/bytes" for one is_str each. */
+static void usage_matches_rows(catalog_t *cat, const char *how)
+{
+    long long kept_objects = test_query_int(cat, "SELECT " CATALOG_CACHE_USAGE_COLUMNS
+                                                 CATALOG_CACHE_USAGE_FROM);
+    long long kept_bytes = test_query_int(cat, "SELECT u.bytes + d.bytes" CATALOG_CACHE_USAGE_FROM);
+    long long rows = test_query_int(cat, "SELECT count(*) FROM cache");
+    long long bytes = test_query_int(cat, "SELECT coalesce(sum(size), 0) FROM cache");
+    ok(kept_objects == rows && kept_bytes == bytes,
+       "%s: the kept usage (%lld objects, %lld bytes) is the rows' (%lld, %lld)", how,
+       kept_objects, kept_bytes, rows, bytes);
+}
+
+/* The usage follows inserts, deletions (direct and cascading from objects)
+ * and size changes, in the changing transaction: a rolled-back change
+ * leaves it as it was. */
+static void cache_usage_follows(catalog_t *cat, const char *how)
+{
+    char what[160];
+    ok(test_exec(cat, "INSERT INTO objects(id, bucket, key, size) VALUES (901, 'c', 'a', 10),"
+                      " (902, 'c', 'b', 20), (903, 'c', 'c', 30);"
+                      "INSERT INTO cache(object_id, path, size, last_access) VALUES"
+                      " (901, 'x', 10, 1), (902, 'y', 20, 1), (903, 'z', 30, 1)") == 0,
+       "%s: three cached objects", how);
+    snprintf(what, sizeof(what), "%s, after three inserts", how);
+    usage_matches_rows(cat, what);
+    test_exec(cat, "DELETE FROM cache WHERE object_id = 901");
+    test_exec(cat, "DELETE FROM objects WHERE id = 902"); /* cascades to its cache row */
+    test_exec(cat, "UPDATE cache SET size = 33 WHERE object_id = 903");
+    snprintf(what, sizeof(what), "%s, after a delete, a cascade and a resize", how);
+    usage_matches_rows(cat, what);
+    ok(test_exec(cat, "BEGIN; INSERT INTO objects(id, bucket, key, size) VALUES (904, 'c', 'd', 40);"
+                      "INSERT INTO cache(object_id, path, size, last_access) VALUES (904, 'w', 40, 1);"
+                      "ROLLBACK") == 0,
+       "%s: an insert rolled back", how);
+    snprintf(what, sizeof(what), "%s, after a rollback", how);
+    usage_matches_rows(cat, what);
+    test_exec(cat, "DELETE FROM objects WHERE id = 903");
+}
+
 /* tape_copies' references (row-level REFERENCES on SQLite, statement-level
  * triggers on PostgreSQL from 1.9) behave alike: run on a fresh and on an
  * upgraded catalog (how: which one). */
@@ -213,6 +254,7 @@ static void run(void)
     ok(test_exec(cat, "INSERT INTO tape_copies VALUES (999, 1, 999, 0, 0, 0)") < 0,
        "foreign keys enforced");
     references(cat, "fresh");
+    cache_usage_follows(cat, "fresh");
     if (pg)
         own_objects_pg(cat, path, "fresh");
     catalog_close(cat);
@@ -278,11 +320,30 @@ static void run(void)
     references(cat, "from 1.10");
     if (pg)
         own_objects_pg(cat, path, "from 1.10");
+    cache_usage_follows(cat, "from 1.10");
     is_int(test_query_int(cat, pg ? "SELECT COUNT(*) FROM pg_indexes WHERE indexname ="
                                     " 'request_items_by_state'"
                                   : "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index'"
                                     " AND name = 'request_items_by_state'"),
            1, "1.12: request items indexed by request and state");
+    catalog_close(cat);
+
+    /* upgrade from 1.14: the usage is filled from the cache's rows */
+    test_db_remove(path);
+    cat = catalog_open_at_version(path, 1014, &err);
+    ok(cat && test_exec(cat, "INSERT INTO objects(id, bucket, key, size) VALUES (821, 'w', 'a', 7),"
+                             " (822, 'w', 'b', 9);"
+                             "INSERT INTO cache(object_id, path, size, last_access) VALUES"
+                             " (821, 'p', 7, 1), (822, 'q', 9, 1)") == 0,
+       "catalog at 1.14 with two cached objects");
+    catalog_close(cat);
+    cat = catalog_open(path, 0, &err);
+    is_int(catalog_schema_version(cat), catalog_latest_version(), "1.14 upgraded to latest");
+    is_int(test_query_int(cat, "SELECT " CATALOG_CACHE_USAGE_COLUMNS CATALOG_CACHE_USAGE_FROM), 2,
+           "1.14: the usage counts the 2 cached objects");
+    is_int(test_query_int(cat, "SELECT u.bytes + d.bytes" CATALOG_CACHE_USAGE_FROM), 16,
+           "1.14: and their 16 bytes");
+    cache_usage_follows(cat, "from 1.14");
     catalog_close(cat);
 
     /* the site: recorded by the first opener that names one, another refused */

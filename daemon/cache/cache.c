@@ -34,7 +34,7 @@ static const char *const sql_text[SQL_COUNT] = {
     /* served by the cache_by_access index (pins, last_access) */
     [SQL_LRU] = "SELECT object_id, size, segment, file_offset FROM cache WHERE pins = 0"
                 " ORDER BY last_access, object_id LIMIT ?1",
-    [SQL_TOTALS] = "SELECT count(*), coalesce(sum(size), 0) FROM cache",
+    [SQL_TOTALS] = "SELECT " CATALOG_CACHE_USAGE_COLUMNS ", d.changes" CATALOG_CACHE_USAGE_FROM,
     [SQL_PINNED] = "SELECT count(*), coalesce(sum(size), 0) FROM cache WHERE pins > 0",
     [SQL_PIN_REQUESTS] = "SELECT count(DISTINCT request_id) FROM cache_pins",
     [SQL_PIN] = PIN_INSERT " VALUES (?1, ?2, ?3)",
@@ -48,11 +48,11 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_SET_VERIFIED] = "UPDATE cache SET verified = ?2 WHERE object_id = ?1",
     /* one snapshot: a batch moves an object from its reservation to its
      * row in one transaction, so it is counted once, never zero times */
-    [SQL_SHARED_TOTALS] = "SELECT (SELECT count(*) FROM cache),"
-                          " (SELECT coalesce(sum(size), 0) FROM cache),"
+    [SQL_SHARED_TOTALS] = "SELECT " CATALOG_CACHE_USAGE_COLUMNS ", d.changes,"
                           " (SELECT coalesce(sum(r.bytes), 0) FROM cache_reservations r"
                           "  JOIN instances i ON i.name = r.instance"
-                          "  WHERE r.instance <> ?1 AND i.heartbeat >= ?2)",
+                          "  WHERE r.instance <> ?1 AND i.heartbeat >= ?2)"
+                          CATALOG_CACHE_USAGE_FROM,
     [SQL_RES_INSERT] = "INSERT OR IGNORE INTO cache_reservations(instance, object_id, bytes, created)"
                        " VALUES (?1, ?2, ?3, ?4)",
     [SQL_RES_DELETE] = "DELETE FROM cache_reservations WHERE instance = ?1 AND object_id = ?2",
@@ -78,6 +78,7 @@ static const char *const sql_pg[SQL_COUNT] = {
                                   " (SELECT 1 FROM objects WHERE id = ?1)",
     [SQL_PIN_IF_REQUEST] = PIN_INSERT " SELECT ?1, ?2, ?3 WHERE EXISTS"
                                       " (SELECT 1 FROM requests WHERE id = ?2)",
+    [SQL_USAGE_FOLD] = CATALOG_CACHE_USAGE_FOLD_PG_SQL,
 };
 
 static double wall_clock(void *arg)
@@ -214,6 +215,8 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
 
     for (int i = 0; i < SQL_COUNT; i++) {
         const char *sql = sql_pg[i] ? db_sql(c->db, sql_text[i], sql_pg[i]) : sql_text[i];
+        if (!sql) /* this engine has no such statement */
+            continue;
         if (!(c->stmt[i] = db_prepare(c->db, sql, NULL))) {
             cache_db_error(c, err, "preparing statements");
             goto error;
@@ -501,6 +504,7 @@ int cache_remove(cache_t *c, int64_t object_id, si_error_t *err)
             cache_punch_due_locked(c, false);
             c->used -= e.size;
             c->objects--;
+            cache_usage_changed(c, 1);
             cache_changed_locked(c);
             rc = 0;
         }

@@ -353,6 +353,7 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
             fail(ws[i], saved, "object %" PRId64 ": %s", ws[i]->object_id, err.text);
     }
     bool failures = false;
+    size_t recorded = 0;
     for (size_t i = 0; i < n; i++) {
         cache_writer_t *w = ws[i];
         if (w->rc < 0) {
@@ -363,12 +364,14 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
                 unlinkat(c->tmp_fd, w->temp_name, 0);
             cache_reservation_drop(c, w->object_id);
         } else {
+            recorded++;
             c->used += w->expected_size;
             c->objects++;
             c->counters.written_objects++;
             c->counters.written_bytes += w->expected_size;
         }
     }
+    cache_usage_changed(c, recorded);
     pthread_mutex_lock(&c->wlock);
     for (size_t i = 0; i < n; i++) {
         cache_writer_t *w = ws[i];

@@ -39,6 +39,7 @@ typedef enum {
     SQL_SEG_DROP_EMPTY,    /* a sealed segment without objects */
     SQL_SEG_LIST,          /* recovery: every segment */
     SQL_SEG_DELETE,        /* recovery: a segment found empty or without its file */
+    SQL_USAGE_FOLD,        /* PostgreSQL: the usage's changes into its row */
     SQL_COUNT
 } cache_sql_t;
 
@@ -157,6 +158,7 @@ struct cache {
     /* accounting, under lock */
     uint64_t used, objects;
     uint64_t others_reserved;     /* shared: live other instances' (catalog) */
+    uint64_t usage_unfolded;      /* rows changed here since the last fold */
 
     /* writers, under wlock */
     uint64_t reserved;
@@ -262,6 +264,12 @@ void cache_changed_locked(cache_t *c);
 /* Re-reads objects and used bytes from the catalog (shared: and the live
  * other instances' reservations, in the same statement); lock held. */
 int cache_load_totals(cache_t *c, si_error_t *err);
+
+/* Counts rows this cache added or removed (lock held) and, on PostgreSQL,
+ * folds the usage's changes into its row once enough have piled up, so
+ * that reading the usage stays short (schema 1.15). A failed fold is left
+ * for the next: the usage reads the same either way. */
+void cache_usage_changed(cache_t *c, size_t rows);
 /* Several instances share the directory (conf.instance set). */
 bool cache_shared(const cache_t *c);
 /* Shared: re-reads the totals when the last read is older than max_age

@@ -160,6 +160,7 @@ static int evict_locked(cache_t *c, uint64_t extra, si_error_t *err)
         }
         if (cache_commit(c, err) < 0)
             return -1;
+        cache_usage_changed(c, ngone);
         for (size_t i = 0; i < ngone; i++) {
             uint64_t size = gone[i].place.size;
             if (gone[i].place.segment)

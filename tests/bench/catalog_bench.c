@@ -39,6 +39,10 @@ static uint64_t file_size(const char *path)
 typedef struct {
     double import_s, import_cpu_s, import_rate, import_per_cpu, define_s, plan_s, summary_s;
     double bulk_load_s; /* PostgreSQL: the engine's own COPY of the imported rows */
+    double cache_fill_s;       /* a cache row per object, 4,096 per transaction */
+    double cache_fill_plain_s; /* PostgreSQL: the same with the usage trigger disabled */
+    double usage_scan_ms;      /* count and sum over the cache's rows (before 1.15) */
+    double usage_kept_ms;      /* the kept usage (1.15) */
     size_t plan_reads, plan_volumes, summary_rows;
     uint64_t db_bytes;
 } result_t;
@@ -140,6 +144,102 @@ done:
 }
 
 /* Import, define the datasets, plan one, summarize all, on one catalog. */
+#define CACHE_FILL_BATCH 4096 /* rows per transaction, and the daemon's fold (cache/store.c) */
+
+/* Time of the fastest of `runs` executions of query (a row per run). */
+static double best_query_s(db_t *db, const char *query, int runs, si_error_t *err)
+{
+    db_stmt_t *s = db_prepare(db, query, err);
+    if (!s)
+        return -1;
+    double best = 1e9;
+    for (int i = 0; i < runs; i++) {
+        double t0 = si_mono_now();
+        int step = db_step(s);
+        double took = si_mono_now() - t0;
+        db_reset(s);
+        if (step != DB_ROW) {
+            db_finalize(s);
+            return si_errprintf(err, "%s: %s", query, db_errmsg(db));
+        }
+        best = took < best ? took : best;
+    }
+    db_finalize(s);
+    return best;
+}
+
+/* Every object cached, CACHE_FILL_BATCH rows per transaction as the cache's
+ * batches commit them, with PostgreSQL's changes folded after each as the
+ * daemon does; seconds, or -1. */
+static double fill_cache(catalog_t *cat, si_error_t *err)
+{
+    db_t *db = catalog_driver(cat);
+    bool pg = db_engine(db) == DB_POSTGRES;
+    db_stmt_t *last = db_prepare(db, "SELECT coalesce(max(id), 0) FROM objects", err);
+    if (!last || db_step(last) != DB_ROW) {
+        db_finalize(last);
+        return si_errprintf(err, "reading the last object id: %s", db_errmsg(db));
+    }
+    uint64_t objects = (uint64_t)db_column_int64(last, 0);
+    db_finalize(last);
+    db_stmt_t *ins = db_prepare(db, "INSERT INTO cache(object_id, path, size, last_access)"
+                                    " SELECT id, 'p', size, 1 FROM objects"
+                                    " WHERE id > ?1 AND id <= ?2", err);
+    db_stmt_t *fold = pg ? db_prepare(db, CATALOG_CACHE_USAGE_FOLD_PG_SQL, err) : NULL;
+    if (!ins || (pg && !fold))
+        goto error;
+    double t0 = si_mono_now();
+    for (uint64_t lo = 0; lo < objects; lo += CACHE_FILL_BATCH) {
+        db_bind_int64(ins, 1, (int64_t)lo);
+        db_bind_int64(ins, 2, (int64_t)(lo + CACHE_FILL_BATCH));
+        if (catalog_begin(cat, err) < 0)
+            goto error;
+        if (db_step(ins) != DB_DONE) {
+            si_errprintf(err, "filling the cache: %s", db_errmsg(db));
+            catalog_rollback(cat);
+            goto error;
+        }
+        db_reset(ins);
+        if (catalog_commit(cat, err) < 0)
+            goto error;
+        if (fold) {
+            if (db_step(fold) != DB_DONE) {
+                si_errprintf(err, "folding the usage: %s", db_errmsg(db));
+                goto error;
+            }
+            db_reset(fold);
+        }
+    }
+    double took = si_mono_now() - t0;
+    db_finalize(ins);
+    db_finalize(fold);
+    return took;
+error:
+    db_finalize(ins);
+    db_finalize(fold);
+    return -1;
+}
+
+/* The cache's usage at the archive's size: what each shared reservation
+ * reads, kept (1.15) against the scan it replaced, and what keeping it
+ * costs a commit (PostgreSQL: the fill again with the trigger disabled). */
+static int cache_usage_run(catalog_t *cat, result_t *out, si_error_t *err)
+{
+    db_t *db = catalog_driver(cat);
+    if ((out->cache_fill_s = fill_cache(cat, err)) < 0 ||
+        (out->usage_scan_ms = 1e3 * best_query_s(db, "SELECT count(*), coalesce(sum(size), 0) FROM cache",
+                                          3, err)) < 0 ||
+        (out->usage_kept_ms = 1e3 * best_query_s(db, "SELECT " CATALOG_CACHE_USAGE_COLUMNS
+                                              CATALOG_CACHE_USAGE_FROM, 20, err)) < 0)
+        return -1;
+    if (db_engine(db) != DB_POSTGRES)
+        return 0;
+    if (db_exec(db, "ALTER TABLE cache DISABLE TRIGGER cache_usage_change; DELETE FROM cache", err) < 0 ||
+        (out->cache_fill_plain_s = fill_cache(cat, err)) < 0)
+        return -1;
+    return 0;
+}
+
 static int run_engine(const char *target, const char *password_file, const char *csv,
                       const char *manifest, result_t *out)
 {
@@ -208,6 +308,10 @@ static int run_engine(const char *target, const char *password_file, const char 
     out->summary_s = si_mono_now() - t0;
     out->summary_rows = summary ? si_table_rows(summary) : 0;
     si_table_free(summary);
+    if (cache_usage_run(cat, out, &err) < 0) {
+        fprintf(stderr, "%s\n", err.text);
+        return -1;
+    }
     catalog_close(cat);
     return 0;
 }
@@ -285,8 +389,14 @@ int main(int argc, char **argv)
                    pre, r->import_s, pre, (double)objects / r->import_s, pre, r->import_cpu_s,
                    pre, r->define_s, pre, r->plan_reads, pre, r->plan_volumes, pre, r->plan_s,
                    pre, r->summary_rows, pre, r->summary_s);
+            printf(", \"%scache_fill_seconds\": %.3f, \"%susage_scan_seconds\": %.5f,"
+                   " \"%susage_kept_seconds\": %.6f, \"%susage_kept_speedup\": %.0f",
+                   pre, r->cache_fill_s, pre, r->usage_scan_ms / 1e3, pre, r->usage_kept_ms / 1e3,
+                   pre, r->usage_scan_ms / r->usage_kept_ms);
             if (i == 0)
                 printf(", \"db_bytes\": %llu", (unsigned long long)r->db_bytes);
+            else
+                printf(", \"pg_cache_fill_plain_seconds\": %.3f", r->cache_fill_plain_s);
         }
         if (nres == 2)
             printf(", \"pg_import_ratio\": %.3f, \"pg_bulk_load_seconds\": %.3f,"
@@ -314,6 +424,9 @@ int main(int argc, char **argv)
         ROW("define 10 datasets (s)", "%14.3f", define_s, "");
         ROW("recall plan, one dataset (s)", "%14.4f", plan_s, "< 0.5");
         ROW("dataset summary, all datasets (s)", "%14.4f", summary_s, "< 0.2");
+        ROW("cache a row per object (s)", "%14.3f", cache_fill_s, "");
+        ROW("cache usage: scan of the rows (ms)", "%14.3f", usage_scan_ms, "(before 1.15)");
+        ROW("cache usage: kept (ms)", "%14.4f", usage_kept_ms, "");
 #undef ROW
         if (nres == 2) {
             /* the engine's own limit for these rows, and the import against it */
@@ -323,6 +436,10 @@ int main(int argc, char **argv)
             printf("%-34s %14s %14.2f\n", "  pg import of its bulk-load rate", "",
                    res[1].bulk_load_s / res[1].import_s);
         }
+        if (nres == 2)
+            printf("%-34s %14s %14.3f %8.2f  %s\n", "  pg cache rows, no usage trigger", "",
+                   res[1].cache_fill_plain_s, res[1].cache_fill_s / res[1].cache_fill_plain_s,
+                   "with / without");
         printf("%-34s %14zu\n", "  reads planned", res[0].plan_reads);
         printf("%-34s %14.1f\n", "database size, sqlite (MB)", (double)res[0].db_bytes / 1e6);
     }

@@ -3,7 +3,8 @@
  * objects in its usage, b's eviction spares what a pinned, a's open object
  * stays readable when b drops it, and b's start-up recovery removes only
  * its own and dead instances' temp files (and a young file without its row
- * only once no other instance lives). Both engines. */
+ * only once no other instance lives); the kept usage stays the rows', and
+ * on PostgreSQL its changes are folded. Both engines. */
 #include "config.h"
 
 #include <inttypes.h>
@@ -38,6 +39,44 @@ static bool exists(const char *path)
 {
     struct stat st;
     return lstat(path, &st) == 0;
+}
+
+/* The kept usage (schema 1.15) against a scan of the cache's rows. */
+static bool usage_is_rows(void)
+{
+    return ct_query_int(&t, "SELECT " CATALOG_CACHE_USAGE_COLUMNS CATALOG_CACHE_USAGE_FROM) ==
+               ct_query_int(&t, "SELECT count(*) FROM cache") &&
+           ct_query_int(&t, "SELECT u.bytes + d.bytes" CATALOG_CACHE_USAGE_FROM) ==
+               ct_query_int(&t, "SELECT coalesce(sum(size), 0) FROM cache");
+}
+
+/* Thousands of rows changed behind the instances' backs (as another
+ * instance's batches would): reading the usage still counts them, and on
+ * PostgreSQL folds the piled-up changes into the totals row. */
+static void many_changes(cache_t *a)
+{
+    si_error_t err;
+    cache_usage_t before, u;
+    ok(cache_usage(a, &before, &err) == 0, "usage before: %s", err.text);
+    ok(test_exec(t.cat, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5000)"
+                        " INSERT INTO objects(id, bucket, key, size) SELECT 100000 + i, 'many', 'k' || i, 1"
+                        " FROM n;"
+                        "INSERT INTO cache(object_id, path, size, last_access)"
+                        " SELECT id, 'p', 1, 1 FROM objects WHERE bucket = 'many'") == 0,
+       "5,000 rows added behind the instances' backs");
+    int rc = cache_usage(a, &u, &err);
+    ok(rc == 0 && u.objects == before.objects + 5000 && u.used_bytes == before.used_bytes + 5000,
+       "a's usage counts them: %" PRIu64 " objects, %" PRIu64 " bytes", u.objects, u.used_bytes);
+    is_int(ct_query_int(&t, "SELECT count(*) FROM cache_usage_changes"), 0,
+           "no change left unfolded after the read (%s)", test_engine_name());
+    ok(usage_is_rows(), "the kept usage is the rows' after the fold");
+    ok(test_exec(t.cat, "DELETE FROM objects WHERE bucket = 'many'") == 0,
+       "the 5,000 deleted (their cache rows by cascade)");
+    rc = cache_usage(a, &u, &err);
+    ok(rc == 0 && u.objects == before.objects && u.used_bytes == before.used_bytes,
+       "a's usage is back to %" PRIu64 " objects", u.objects);
+    ok(usage_is_rows() && ct_query_int(&t, "SELECT count(*) FROM cache_usage_changes") == 0,
+       "folded again, and still the rows'");
 }
 
 static void body(void)
@@ -92,10 +131,12 @@ static void body(void)
     unsigned char *want = ct_content(6, OBJ);
     ok(fd >= 0 && pread(fd, buf, OBJ, 0) == OBJ && memcmp(buf, want, OBJ) == 0,
        "a's open object 6 reads back whole after b evicted it");
+    ok(usage_is_rows(), "the kept usage is the rows' after a's and b's commits and b's eviction");
     free(want);
     if (fd >= 0)
         close(fd);
     ok(cache_unpin_request(a, req, NULL, &err) == 0, "a releases its request");
+    many_changes(a);
 
     /* ---- recovery: only its own and dead instances' leftovers ---- */
     char p_a[400], p_b[400], p_c[400], p_loose[400], p_rowless[500], rel[64];
