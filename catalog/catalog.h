@@ -82,15 +82,11 @@ void catalog_rollback(catalog_t *cat);
 #define CATALOG_CACHE_USAGE_FROM                                                  \
     " FROM cache_usage u, (SELECT coalesce(sum(objects), 0) AS objects,"          \
     "  coalesce(sum(bytes), 0) AS bytes, count(*) AS changes FROM cache_usage_changes) d"
-/* PostgreSQL: the changes folded into the row in one statement, so that a
- * reader sees each in one place or the other, never both or neither
- * (SQLite's triggers update the row itself). */
-#define CATALOG_CACHE_USAGE_FOLD_PG_SQL                                            \
-    "WITH moved AS (DELETE FROM cache_usage_changes RETURNING objects, bytes)"     \
-    " UPDATE cache_usage SET objects = cache_usage.objects + m.objects,"           \
-    "  bytes = cache_usage.bytes + m.bytes"                                        \
-    " FROM (SELECT coalesce(sum(objects), 0) AS objects,"                          \
-    "  coalesce(sum(bytes), 0) AS bytes FROM moved) m"
+
+/* PostgreSQL: folds the cache usage's changes into its row and vacuums
+ * them away, outside any transaction (in one: does nothing); SQLite has no
+ * changes to fold. */
+int catalog_cache_usage_fold(catalog_t *cat, si_error_t *err);
 
 /* ---- records ---------------------------------------------------------- */
 

@@ -78,7 +78,6 @@ static const char *const sql_pg[SQL_COUNT] = {
                                   " (SELECT 1 FROM objects WHERE id = ?1)",
     [SQL_PIN_IF_REQUEST] = PIN_INSERT " SELECT ?1, ?2, ?3 WHERE EXISTS"
                                       " (SELECT 1 FROM requests WHERE id = ?2)",
-    [SQL_USAGE_FOLD] = CATALOG_CACHE_USAGE_FOLD_PG_SQL,
 };
 
 static double wall_clock(void *arg)
@@ -215,8 +214,6 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
 
     for (int i = 0; i < SQL_COUNT; i++) {
         const char *sql = sql_pg[i] ? db_sql(c->db, sql_text[i], sql_pg[i]) : sql_text[i];
-        if (!sql) /* this engine has no such statement */
-            continue;
         if (!(c->stmt[i] = db_prepare(c->db, sql, NULL))) {
             cache_db_error(c, err, "preparing statements");
             goto error;

@@ -39,7 +39,6 @@ typedef enum {
     SQL_SEG_DROP_EMPTY,    /* a sealed segment without objects */
     SQL_SEG_LIST,          /* recovery: every segment */
     SQL_SEG_DELETE,        /* recovery: a segment found empty or without its file */
-    SQL_USAGE_FOLD,        /* PostgreSQL: the usage's changes into its row */
     SQL_COUNT
 } cache_sql_t;
 

@@ -227,12 +227,9 @@ void cache_changed_locked(cache_t *c)
 
 static void fold_usage(cache_t *c)
 {
-    if (!c->stmt[SQL_USAGE_FOLD] || db_in_transaction(c->db))
-        return;
-    db_stmt_t *s = cache_stmt(c, SQL_USAGE_FOLD);
-    if (db_step(s) == DB_DONE)
+    si_error_t ignored;
+    if (catalog_cache_usage_fold(c->cat, &ignored) == 0)
         c->usage_unfolded = 0;
-    db_reset(s);
 }
 
 void cache_usage_changed(cache_t *c, size_t rows)

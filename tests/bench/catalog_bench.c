@@ -169,12 +169,11 @@ static double best_query_s(db_t *db, const char *query, int runs, si_error_t *er
 }
 
 /* Every object cached, CACHE_FILL_BATCH rows per transaction as the cache's
- * batches commit them, with PostgreSQL's changes folded after each as the
- * daemon does; seconds, or -1. */
+ * batches commit them, with the usage's changes folded after each (the
+ * daemon folds every 4,096); seconds, or -1. */
 static double fill_cache(catalog_t *cat, si_error_t *err)
 {
     db_t *db = catalog_driver(cat);
-    bool pg = db_engine(db) == DB_POSTGRES;
     db_stmt_t *last = db_prepare(db, "SELECT coalesce(max(id), 0) FROM objects", err);
     if (!last || db_step(last) != DB_ROW) {
         db_finalize(last);
@@ -185,9 +184,8 @@ static double fill_cache(catalog_t *cat, si_error_t *err)
     db_stmt_t *ins = db_prepare(db, "INSERT INTO cache(object_id, path, size, last_access)"
                                     " SELECT id, 'p', size, 1 FROM objects"
                                     " WHERE id > ?1 AND id <= ?2", err);
-    db_stmt_t *fold = pg ? db_prepare(db, CATALOG_CACHE_USAGE_FOLD_PG_SQL, err) : NULL;
-    if (!ins || (pg && !fold))
-        goto error;
+    if (!ins)
+        return -1;
     double t0 = si_mono_now();
     for (uint64_t lo = 0; lo < objects; lo += CACHE_FILL_BATCH) {
         db_bind_int64(ins, 1, (int64_t)lo);
@@ -202,21 +200,14 @@ static double fill_cache(catalog_t *cat, si_error_t *err)
         db_reset(ins);
         if (catalog_commit(cat, err) < 0)
             goto error;
-        if (fold) {
-            if (db_step(fold) != DB_DONE) {
-                si_errprintf(err, "folding the usage: %s", db_errmsg(db));
-                goto error;
-            }
-            db_reset(fold);
-        }
+        if (catalog_cache_usage_fold(cat, err) < 0)
+            goto error;
     }
     double took = si_mono_now() - t0;
     db_finalize(ins);
-    db_finalize(fold);
     return took;
 error:
     db_finalize(ins);
-    db_finalize(fold);
     return -1;
 }
 
