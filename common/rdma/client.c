@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/rdma/client.h"
 #include "common/rdma/transport.h"
 
@@ -195,14 +196,13 @@ int rdma_client_wait_handle(const rdma_client_t *c)
 
 int rdma_client_wait_fd(rdma_client_t *c, int fd, int timeout_ms, si_error_t *err)
 {
-    struct timespec start, now;
     struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN},
                             {.fd = c->fab->wait_fd, .events = POLLIN}};
     long elapsed = 0;
     bool may_block;
     int rc;
 
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    double start = si_mono_now();
     for (;;) {
         if (rdma_client_progress(c, &may_block, err) < 0)
             return -1;
@@ -213,8 +213,7 @@ int rdma_client_wait_fd(rdma_client_t *c, int fd, int timeout_ms, si_error_t *er
             return 1;
         if (rc < 0 && errno != EINTR)
             return si_errprintf(err, "rdma: poll: %s", strerror(errno));
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        elapsed = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        elapsed = (long)((si_mono_now() - start) * 1000);
         if (timeout_ms >= 0 && elapsed >= timeout_ms)
             return 0;
     }

@@ -76,14 +76,10 @@ static void *drive_main(void *arg)
             unavailable[v] = t->vols[v].busy || t->vols[v].refused ||
                              (t->vols[v].drive >= 0 && t->vols[v].drive != d->index);
         double wake = INFINITY;
-        int v = sched_choose_volume(t->sched, mono(), d->vol, d->head, unavailable, &wake);
+        int v = sched_choose_volume(t->sched, si_mono_now(), d->vol, d->head, unavailable, &wake);
         if (v < 0) {
-            double wait = isfinite(wake) ? fmin(fmax(wake - mono(), 0.001), 1.0) : 1.0;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            double at = (double)ts.tv_sec + ts.tv_nsec / 1e9 + wait;
-            ts.tv_sec = (time_t)at;
-            ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+            double wait = isfinite(wake) ? fmin(fmax(wake - si_mono_now(), 0.001), 1.0) : 1.0;
+            struct timespec ts = si_wall_deadline(wait);
             pthread_cond_timedwait(&t->cv, &t->mu, &ts);
             continue;
         }
@@ -108,7 +104,7 @@ static void *drive_main(void *arg)
             t->vols[v].busy = false;
             if (d->vol >= 0) {
                 t->vols[d->vol].busy = true;
-                sched_volume_lost(t->sched, d->vol, mono(), err.text);
+                sched_volume_lost(t->sched, d->vol, si_mono_now(), err.text);
             }
             if (d->vol != v)
                 sched_volume_released(t->sched, v);
@@ -117,7 +113,7 @@ static void *drive_main(void *arg)
             t->vols[v].refused = e == EBADF;
             snprintf(t->vols[v].why, sizeof(t->vols[v].why), "%s", err.text);
             t->vols[v].busy = false;
-            sched_volume_lost(t->sched, v, mono(), err.text);
+            sched_volume_lost(t->sched, v, si_mono_now(), err.text);
         } else {
             if (d->head == 0 || d->vol != v)
                 d->head = TAPEVOL_RECORD;
@@ -188,9 +184,9 @@ static int tape_recall(archive_backend_t *b, const archive_batch_t *batch,
         goto unlock;
     }
     /* the deadline (unix seconds) on the scheduler's clock (monotonic) */
-    double deadline = batch->deadline > 0 ? mono() + (batch->deadline - (double)time(NULL)) : 0;
+    double deadline = batch->deadline > 0 ? si_mono_now() + (batch->deadline - (double)time(NULL)) : 0;
     sched_request_t req = {t->nreqs + 1, batch->priority, deadline};
-    if (sched_submit(t->sched, mono(), &req, files, n, err) < 0)
+    if (sched_submit(t->sched, si_mono_now(), &req, files, n, err) < 0)
         goto unlock;
     for (size_t i = 0; i < n; i++) {
         recs[i]->req = req.id;
@@ -330,7 +326,7 @@ static int tape_status(archive_backend_t *b, archive_status_t *out, si_error_t *
     out->archive_files_written = t->files_written;
     out->queued_items = t->outstanding;
     out->queued_bytes = t->outstanding_bytes;
-    out->clock_s = mono();
+    out->clock_s = si_mono_now();
     pthread_mutex_unlock(&t->mu);
     return 0;
 }

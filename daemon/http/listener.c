@@ -20,13 +20,13 @@
 
 typedef struct http_conn {
     int fd;
-    struct timespec since;           /* connected, or its last request answered */
+    double since;                    /* connected, or its last request answered (si_mono_now) */
     bool in_request;                 /* headers in, not yet completed */
     bool cut;
     bool receiving;                  /* a body arriving (http_listener_body_begins) */
     atomic_uint_fast64_t body_bytes;
     uint64_t window_bytes;           /* body_bytes when the window began */
-    struct timespec window_since;
+    double window_since;
     char what[128];                  /* the request, for the log */
     /* http_listener_conn_memo's: the connection's requests (one at a time) share it */
     _Alignas(max_align_t) unsigned char memo[HTTP_CONN_MEMO_MAX];
@@ -46,23 +46,18 @@ struct http_listener {
     pthread_t watchdog;
 };
 
-static double seconds_since(const struct timespec *t, const struct timespec *now)
-{
-    return (double)(now->tv_sec - t->tv_sec) + (double)(now->tv_nsec - t->tv_nsec) / 1e9;
-}
-
 /* One window of a body's arrival over: cut when it brought less than
  * min_body_rate; mu held. */
-static void check_body_rate(http_listener_t *l, http_conn_t *c, const struct timespec *now)
+static void check_body_rate(http_listener_t *l, http_conn_t *c, double now)
 {
-    double window = seconds_since(&c->window_since, now);
+    double window = now - c->window_since;
     if (window < (double)l->opts.timeout_s)
         return;
     uint64_t bytes = atomic_load(&c->body_bytes);
     double rate = (double)(bytes - c->window_bytes) / window;
     if (rate >= (double)l->opts.min_body_rate) {
         c->window_bytes = bytes;
-        c->window_since = *now;
+        c->window_since = now;
         return;
     }
     si_log(l->opts.log, SI_LOG_WARNING, "%s: %s: connection cut after %" PRIu64 " body bytes:"
@@ -77,17 +72,16 @@ static void *watchdog_main(void *arg)
     http_listener_t *l = arg;
     pthread_mutex_lock(&l->mu);
     while (!l->stopping) {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
+        double now = si_mono_now();
         for (http_conn_t *c = l->conns; c; c = c->next) {
-            if (!c->in_request && !c->cut && seconds_since(&c->since, &now) > l->opts.timeout_s) {
+            if (!c->in_request && !c->cut && now - c->since > l->opts.timeout_s) {
                 /* libmicrohttpd sees the end of the stream and closes it; the
                  * fd stays open until its CLOSED notice, which waits for this lock */
                 shutdown(c->fd, SHUT_RDWR);
                 c->cut = true;
             }
             if (c->receiving && !c->cut && l->opts.min_body_rate)
-                check_body_rate(l, c, &now);
+                check_body_rate(l, c, now);
         }
         struct timespec until = si_wall_deadline(WATCHDOG_PERIOD_MS / 1000.0);
         pthread_cond_timedwait(&l->cv, &l->mu, &until);
@@ -107,7 +101,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         if (!c)
             return;
         c->fd = info->connect_fd;
-        clock_gettime(CLOCK_MONOTONIC, &c->since);
+        c->since = si_mono_now();
         pthread_mutex_lock(&l->mu);
         c->next = l->conns;
         if (l->conns)
@@ -155,7 +149,7 @@ void http_listener_body_begins(http_listener_t *l, struct MHD_Connection *conn,
     if (!c->receiving) {
         atomic_store(&c->body_bytes, 0);
         c->window_bytes = 0;
-        clock_gettime(CLOCK_MONOTONIC, &c->window_since);
+        c->window_since = si_mono_now();
         snprintf(c->what, sizeof(c->what), "%s", what);
     }
     c->receiving = true;
@@ -169,7 +163,7 @@ static void mark_in_request(http_listener_t *l, http_conn_t *c, bool in_request)
     c->in_request = in_request;
     if (!in_request)
         c->receiving = false;
-    clock_gettime(CLOCK_MONOTONIC, &c->since);
+    c->since = si_mono_now();
     pthread_mutex_unlock(&l->mu);
 }
 

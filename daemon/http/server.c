@@ -20,6 +20,7 @@
 #include <microhttpd.h>
 
 #include "common/array.h"
+#include "common/clock.h"
 #include "daemon/http/listener.h"
 #include "daemon/http/router.h"
 
@@ -83,7 +84,7 @@ struct http_request {
     bool responded;
     unsigned status;
     http_peer_t peer;
-    struct timespec start;
+    double start;                    /* si_mono_now when the headers came */
     char note[128];
     size_t nheaders;
     struct {
@@ -420,7 +421,7 @@ static http_request_t *request_new(listener_t *l, struct MHD_Connection *conn,
     req->listener = l;
     req->conn = conn;
     snprintf(req->method, sizeof(req->method), "%s", method);
-    clock_gettime(CLOCK_MONOTONIC, &req->start);
+    req->start = si_mono_now();
     read_peer(req);
     void *target = NULL;
     req->route = http_router_match(l->server->router, req->method, req->path, &target,
@@ -622,10 +623,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     http_request_t *req = *con_cls;
     if (!req)
         return;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double ms = (double)(now.tv_sec - req->start.tv_sec) * 1e3 +
-                (double)(now.tv_nsec - req->start.tv_nsec) / 1e6;
+    double ms = (si_mono_now() - req->start) * 1e3;
     si_log(l->server->opts.log, SI_LOG_INFO, "%s: %s %s %s %u %.1fms%s%s%s", l->server->name,
            req->peer.address, req->method, req->path, req->status, ms,
            req->note[0] ? " " : "", req->note,

@@ -131,7 +131,7 @@ struct s3_req {
     bool dispatched;                 /* dispatch ran (at once, or after an empty body) */
     bool responded;
     unsigned status;
-    struct timespec t0;
+    double t0;                       /* si_mono_now when the request began */
     char id[20];
 
     si_http_header_t *headers;       /* header_room, or malloc'd for many */

@@ -15,6 +15,7 @@
 
 #include "catalog/requests.h"
 #include "common/array.h"
+#include "common/clock.h"
 #include "common/uri.h"
 #include "daemon/cache/cache.h"
 
@@ -448,8 +449,7 @@ static int recall_and_wait(s3_req_t *r, const s3_object_t *o, const char *cat_ke
                r->key, err.text);
     else if (s->staged && uuid[0])
         s->staged(s->staged_arg);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = si_mono_now();
     for (;;) {
         /* the generation before the look: a commit after it ends the wait */
         uint64_t generation = cache_commit_generation(s->cache);
@@ -459,10 +459,7 @@ static int recall_and_wait(s3_req_t *r, const s3_object_t *o, const char *cat_ke
             s3_respond_error(r, "InternalError", "%s", err.text);
             return -1;
         }
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        double left = s->conf.transparent_recall_max_wait - (double)(now.tv_sec - t0.tv_sec) -
-                      (now.tv_nsec - t0.tv_nsec) / 1e9;
+        double left = s->conf.transparent_recall_max_wait - (si_mono_now() - t0);
         if (left <= 0)
             break;
         /* woken by each batch commit; bounded, in case the object comes

@@ -20,6 +20,7 @@
 
 #include <openssl/crypto.h>
 
+#include "common/clock.h"
 #include "common/fileio.h"
 #include "common/uri.h"
 #include "daemon/cache/cache.h"
@@ -541,7 +542,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
         return NULL;
     r->srv = s;
     r->conn = conn;
-    clock_gettime(CLOCK_MONOTONIC, &r->t0);
+    r->t0 = si_mono_now();
     /* the id in hex, 16 digits: on every answer, so no printf */
     uint64_t id = atomic_fetch_add(&s->next_id, 1);
     for (int i = 15; i >= 0; i--, id >>= 4)
@@ -704,10 +705,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     s3_req_t *r = *con_cls;
     if (!r)
         return;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double ms = (double)(now.tv_sec - r->t0.tv_sec) * 1e3 +
-                (double)(now.tv_nsec - r->t0.tv_nsec) / 1e6;
+    double ms = (si_mono_now() - r->t0) * 1e3;
     si_log(s->log, SI_LOG_INFO, "s3: %s %.200s %u %.1fms %s%s", r->method, r->uri, r->status, ms,
            r->note, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
     if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "daemon/scsi/scsi.h"
 
 /* A started command: a copy of it, and its outcome once the transport
@@ -126,13 +127,6 @@ uint64_t scsi_dev_commands(const scsi_dev_t *d)
     return d->commands;
 }
 
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* A command's outcome, as scsi_run returns it: rc is the transport's. */
 static int finish(scsi_dev_t *d, const scsi_cmd_t *cmd, int rc, int transport_errno,
                   scsi_result_t *res, scsi_sense_t *sense, si_error_t *err, double seconds)
@@ -185,10 +179,10 @@ int scsi_run(scsi_dev_t *d, const scsi_cmd_t *cmd, scsi_result_t *res, scsi_sens
     if (d->n > 0)
         return si_errnoprintf(err, EBUSY, "%s: %s: %zu started commands not reaped yet",
                               d->name, cmd->name, d->n);
-    double t0 = mono();
+    double t0 = si_mono_now();
     d->commands++;
     int rc = d->t->submit(d->impl, cmd, res, err);
-    return finish(d, cmd, rc, errno, res, sense, err, mono() - t0);
+    return finish(d, cmd, rc, errno, res, sense, err, si_mono_now() - t0);
 }
 
 int scsi_reset(scsi_dev_t *d, si_error_t *err)
@@ -258,7 +252,7 @@ int scsi_start(scsi_dev_t *d, const scsi_cmd_t *cmd, void *tag, si_error_t *err)
     memset(s, 0, sizeof(*s));
     s->cmd = *cmd;
     s->tag = tag;
-    s->t0 = mono();
+    s->t0 = si_mono_now();
     if (!threaded && d->t->start(d->impl, &s->cmd, &s->res, s, err) < 0) {
         pthread_mutex_unlock(&d->mu);
         return si_errprefix(err, "%s: %s", d->name, cmd->name);
@@ -309,5 +303,5 @@ int scsi_reap(scsi_dev_t *d, void **tag, scsi_result_t *res, scsi_sense_t *sense
     *res = done.res;
     if (err)
         *err = done.err;
-    return finish(d, &done.cmd, done.rc, done.err_no, res, sense, err, mono() - done.t0);
+    return finish(d, &done.cmd, done.rc, done.err_no, res, sense, err, si_mono_now() - done.t0);
 }

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "daemon/scsi/scsi.h"
 
 #ifdef HAVE_LIBISCSI
@@ -171,13 +172,6 @@ static int iscsi_submit(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, s
     return rc;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Called from iscsi_service, mu held. */
 static void started_cb(struct iscsi_context *ctx, int status, void *data, void *private_data)
 {
@@ -253,7 +247,7 @@ static int iscsi_start(void *impl, const scsi_cmd_t *cmd, scsi_result_t *res, vo
     }
     /* libiscsi's own timeout ends it; ours is the backstop should the
      * connection hang where libiscsi does not look */
-    slot->deadline = now_s() + cmd->timeout_ms / 1000.0 + 5;
+    slot->deadline = si_mono_now() + cmd->timeout_ms / 1000.0 + 5;
     slot->used = true;
     s->started++;
     /* a command without data out (a READ's CDB) leaves now, from this
@@ -308,7 +302,7 @@ static int iscsi_reap(void *impl, void **tag, si_error_t *err)
             errno = e;
             goto out;
         }
-        if (now_s() > deadline) {
+        if (si_mono_now() > deadline) {
             /* every callback runs now, with SCSI_STATUS_CANCELLED */
             iscsi_scsi_cancel_all_tasks(s->ctx);
             continue;

@@ -76,7 +76,7 @@ int tape_forecast(archive_backend_t *b, archive_forecast_t **out, size_t *count,
             goto unlock;
         k++;
     }
-    double now = mono();
+    double now = si_mono_now();
     for (size_t i = 0; i < t->nreqs; i++) {
         const treq_t *q = &t->reqs[i];
         size_t n = q->n ? pending_files(t, q, files) : 0;

@@ -42,7 +42,7 @@ static void trace(void *arg, const char *device, const scsi_cmd_t *cmd, const sc
             snprintf(status, sizeof(status), "check(status %02Xh)", res->status);
     }
     pthread_mutex_lock(&t->log_mu);
-    fprintf(t->command_log, "%.6f %s %s%s status=%s %.6f\n", mono(), device, cmd->name, args,
+    fprintf(t->command_log, "%.6f %s %s%s status=%s %.6f\n", si_mono_now(), device, cmd->name, args,
             status, seconds);
     fflush(t->command_log);
     pthread_mutex_unlock(&t->log_mu);

@@ -216,11 +216,11 @@ void tape_read_volume(tdrive_t *d, int v)
     tape_t *t = d->t;
     sched_read_t r;
     tape_rao_consult(d, v);
-    while (!t->stop && !d->failed && sched_next_read(t->sched, v, d->head, mono(), &r) == 1) {
+    while (!t->stop && !d->failed && sched_next_read(t->sched, v, d->head, si_mono_now(), &r) == 1) {
         trec_t *rec = tape_rec_get(t, r.object_id);
         if (!rec || rec->cancelled) {
             tape_rec_report(t, r.object_id, false, "cancelled");
-            sched_read_done(t->sched, &r, mono());
+            sched_read_done(t->sched, &r, si_mono_now());
             continue;
         }
         archive_item_t item = rec->item;
@@ -240,7 +240,7 @@ void tape_read_volume(tdrive_t *d, int v)
             /* reported before the scheduler hears of it: the last read of a
              * request ends the request, whose leftovers are its failures */
             tape_rec_report(t, r.object_id, true, NULL);
-            sched_read_done(t->sched, &r, mono());
+            sched_read_done(t->sched, &r, si_mono_now());
         } else if (tape_is_drive_fault(e)) {
             /* the drive stopped answering: offline; the cartridge stays in it,
              * so its queue moves to other copies */
@@ -249,7 +249,7 @@ void tape_read_volume(tdrive_t *d, int v)
             si_log(t->log, SI_LOG_ERROR, "tape: drive %d (%s) offline: %s", d->index, d->device,
                    err.text);
             sched_read_retry(t->sched, &r);
-            sched_volume_lost(t->sched, v, mono(), err.text);
+            sched_volume_lost(t->sched, v, si_mono_now(), err.text);
             t->vols[v].busy = true; /* stuck in the failed drive */
             return;
         } else {
@@ -260,7 +260,7 @@ void tape_read_volume(tdrive_t *d, int v)
             trec_t *fr = tape_rec_get(t, r.object_id);
             if (fr)
                 snprintf(fr->why, sizeof(fr->why), "%s", err.text);
-            sched_read_failed(t->sched, &r, mono(), err.text);
+            sched_read_failed(t->sched, &r, si_mono_now(), err.text);
         }
     }
     if (d->io_n > 0) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/array.h"
+#include "common/clock.h"
 #include "common/text.h"
 #include "daemon/archive/backend.h"
 #include "daemon/archive/tape/drive.h"
@@ -182,13 +183,6 @@ struct tape {
 static inline size_t read_max(const tape_t *t)
 {
     return 2 * (size_t)t->max_block;
-}
-
-static inline double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* tape.c: 1 when the cartridge is in a drive or on its way there

@@ -164,7 +164,7 @@ static tape_t *setup(tape_rao_mode_t mode, rao_drive_t *s, const char *logfile, 
     t->nrecs = t->cap_recs = N;
     t->outstanding = N;
     sched_request_t req = {1, 0, 0};
-    sched_submit(t->sched, mono(), &req, files, N, NULL);
+    sched_submit(t->sched, si_mono_now(), &req, files, N, NULL);
 
     t->ndrives = 1;
     tdrive_t *d = &t->drives[0];
