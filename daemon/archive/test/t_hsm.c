@@ -373,9 +373,6 @@ int main(void)
     test_sink_free(&s);
     for (int i = 1; i <= NFILES; i++)
         free(data[i]);
-    char cmd[200];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        diag("could not remove %s", dir);
+    tap_remove_tree(dir);
     return done_testing();
 }

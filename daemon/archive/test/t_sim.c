@@ -241,9 +241,6 @@ int main(void)
         free(src[i]);
     }
     test_sink_free(&s);
-    char cmd[4300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        diag("could not remove %s", dir);
+    tap_remove_tree(dir);
     return done_testing();
 }

@@ -449,10 +449,7 @@ static void run(void)
     free(small);
     free(big);
     free(back);
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        diag("could not remove %s", dir);
+    tap_remove_tree(dir);
 }
 
 int main(void)

@@ -453,10 +453,7 @@ static void run(void)
     instance_stop(&b);
     catalog_close(cat);
     si_conf_free(conf);
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        diag("could not remove %s", dir);
+    tap_remove_tree(dir);
     if (test_engine_is_pg())
         test_db_remove(dbpath);
 }

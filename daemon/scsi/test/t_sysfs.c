@@ -61,11 +61,6 @@ static void device(const char *name, const char *hctl, int type, const char *ven
     }
 }
 
-static int run(const char *cmd)
-{
-    return system(cmd);
-}
-
 int main(void)
 {
     snprintf(root, sizeof(root), "/tmp/t_sysfs.XXXXXX");
@@ -123,8 +118,6 @@ int main(void)
 
     ok(scsi_sg_list("/nonexistent/scsi_generic", &e, &n, &err) == 0 && n == 0,
        "no sg driver (no directory): no devices, no error");
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    run(cmd);
+    tap_remove_tree(root);
     return done_testing();
 }
