@@ -79,8 +79,7 @@ int si_rdma_token_encode(const si_rdma_token_t *t, char *out, size_t out_size, s
     default:
         return si_errnoprintf(err, EINVAL, "rdma token: access 0x%x is not w, r or rw", t->access);
     }
-    for (size_t i = 0; i < t->addr_len; i++)
-        snprintf(hex + 2 * i, 3, "%02x", t->addr[i]);
+    si_hex(t->addr, t->addr_len, hex);
     n = snprintf(out, out_size,
                  "si%d prov=%s addr=%s key=%" PRIx64 " raddr=%" PRIx64 " len=%" PRIu64 " flags=%s",
                  SI_RDMA_TOKEN_VERSION, t->provider, hex, t->key, t->raddr, t->len, access);

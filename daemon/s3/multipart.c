@@ -51,8 +51,7 @@ void s3_create_multipart(s3_req_t *r)
         return;
     }
     char id[S3_UPLOAD_ID_LEN + 1];
-    for (size_t i = 0; i < sizeof(rnd); i++)
-        snprintf(id + 2 * i, 3, "%02x", rnd[i]);
+    si_hex(rnd, sizeof(rnd), id);
     si_strbuf_t headers;
     si_strbuf_init(&headers, S3_META_HEADERS_MAX);
     char storage_class[S3_STORAGE_CLASS_MAX];
