@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
+
 struct si_log {
     pthread_mutex_t lock;   /* one line at a time from every thread */
     char ident[64];
@@ -121,21 +123,6 @@ bool si_log_enabled(const si_log_t *log, si_log_level_t level)
     return log && level <= log->level;
 }
 
-/* One write(2) per line so that lines from several processes appending to
- * the same file never interleave. */
-static void write_line(int fd, const char *line, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, line, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
-        line += n;
-        len -= (size_t)n;
-    }
-}
-
 void si_vlog(si_log_t *log, si_log_level_t level, const char *fmt, va_list ap)
 {
     if (!si_log_enabled(log, level))
@@ -159,10 +146,13 @@ void si_vlog(si_log_t *log, si_log_level_t level, const char *fmt, va_list ap)
     pthread_mutex_lock(&log->lock);
     if (log->use_syslog)
         syslog(syslog_priorities[level], "%s", msg);
+    /* one write(2) per line (more only after a short write), so that lines
+     * from several processes appending to one file never interleave; a line
+     * that cannot be written is dropped: the log has nowhere to say so */
     if (log->fd >= 0)
-        write_line(log->fd, line, len);
+        (void)si_write_all(log->fd, line, len);
     if (log->stderr_too && log->fd != STDERR_FILENO)
-        write_line(STDERR_FILENO, line, len);
+        (void)si_write_all(STDERR_FILENO, line, len);
     pthread_mutex_unlock(&log->lock);
     errno = saved_errno;
 }

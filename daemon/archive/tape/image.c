@@ -11,22 +11,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
 #include "daemon/archive/tape/drive.h"
 #include "daemon/volume/volume.h"
 
 static int put_at(int fd, const void *buf, size_t len, uint64_t off, si_error_t *err)
 {
-    const unsigned char *p = buf;
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return si_errprintf(err, "image write: %s", strerror(errno));
-        p += n;
-        off += (uint64_t)n;
-        len -= (size_t)n;
-    }
+    if (si_pwrite_all(fd, buf, len, off) < 0)
+        return si_errprintf(err, "image write: %s", strerror(errno));
     return 0;
 }
 
