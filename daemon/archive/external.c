@@ -98,6 +98,20 @@ int archive_queue_add(archive_queue_t *q, const archive_batch_t *batch,
     return 0;
 }
 
+void archive_external_status(const char *backend, const archive_counts_t *c,
+                             const archive_queue_t *q, archive_status_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->backend = backend;
+    out->reads = c->reads;
+    out->read_failures = c->read_failures;
+    out->bytes_read = c->bytes_read;
+    out->bytes_written = c->bytes_written;
+    out->archive_files_written = c->files_written;
+    out->queued_items = q->nlive;
+    out->queued_bytes = q->live_bytes;
+}
+
 void archive_queue_forget(archive_queue_t *q, const void *rec, uint64_t size)
 {
     for (size_t i = 0; i < q->nlive; i++)

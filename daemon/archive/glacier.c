@@ -140,8 +140,8 @@ static int s3_archive(archive_backend_t *be, const archive_member_t *members, si
     for (size_t i = 0; i < n; i++)
         archive_pseudo_placement(b->conf.volume, members[i].size, 0, &placements[i]);
     pthread_mutex_lock(&b->mu);
-    b->bytes_written += bytes;
-    b->files_written += n;
+    b->counts.bytes_written += bytes;
+    b->counts.files_written += n;
     pthread_mutex_unlock(&b->mu);
     return 0;
 }
@@ -152,16 +152,8 @@ static int s3_status(archive_backend_t *be, archive_status_t *out, si_error_t *e
 {
     s3b_t *b = be->impl;
     (void)err;
-    memset(out, 0, sizeof(*out));
-    out->backend = "s3";
     pthread_mutex_lock(&b->mu);
-    out->reads = b->reads;
-    out->read_failures = b->read_failures;
-    out->bytes_read = b->bytes_read;
-    out->bytes_written = b->bytes_written;
-    out->archive_files_written = b->files_written;
-    out->queued_items = b->q.nlive;
-    out->queued_bytes = b->q.live_bytes;
+    archive_external_status("s3", &b->counts, &b->q, out);
     pthread_mutex_unlock(&b->mu);
     return 0;
 }
@@ -170,8 +162,9 @@ static void s3_metrics(archive_backend_t *be, FILE *out)
 {
     s3b_t *b = be->impl;
     pthread_mutex_lock(&b->mu);
-    uint64_t reads = b->reads, failures = b->read_failures, bytes = b->bytes_read,
-             written = b->bytes_written, restores = b->restores_requested, heads = b->heads,
+    uint64_t reads = b->counts.reads, failures = b->counts.read_failures,
+             bytes = b->counts.bytes_read, written = b->counts.bytes_written,
+             restores = b->restores_requested, heads = b->heads,
              retries = b->retries_done, queued = b->q.nlive, restoring = b->in_restore;
     pthread_mutex_unlock(&b->mu);
     fprintf(out,

@@ -74,7 +74,7 @@ typedef struct {
     size_t in_restore;             /* items between QUEUED and READY */
     uint64_t admissions;
     s3_recall_t *ready_head, **ready_tail;
-    uint64_t reads, read_failures, bytes_read, bytes_written, files_written;
+    archive_counts_t counts;
     uint64_t restores_requested, heads, retries_done;
 
     pthread_t control;

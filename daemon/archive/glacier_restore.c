@@ -47,9 +47,9 @@ void glacier_finish(s3b_t *b, s3_recall_t *r, bool ok, const char *why)
         b->in_restore--;
     bool cancelled = r->cancelled;
     if (ok && !cancelled)
-        b->reads++;
+        b->counts.reads++;
     else if (!cancelled)
-        b->read_failures++;
+        b->counts.read_failures++;
     pthread_cond_signal(&b->control_cv); /* a restore slot may be free */
     pthread_mutex_unlock(&b->mu);
     if (!ok && !cancelled)

@@ -45,7 +45,7 @@ static int deliver(get_t *g, const void *data, size_t len)
     }
     g->delivered += len;
     pthread_mutex_lock(&b->mu);
-    b->bytes_read += len;
+    b->counts.bytes_read += len;
     pthread_mutex_unlock(&b->mu);
     if (b->cb.progress)
         b->cb.progress(b->cb.arg, g->r->item->object_id, g->delivered);

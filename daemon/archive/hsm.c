@@ -95,7 +95,7 @@ typedef struct {
     /* under mu */
     archive_queue_t q;               /* queued, being staged, ready or being copied */
     hsm_recall_t *ready_head, **ready_tail; /* staged, in order, not yet copied */
-    uint64_t reads, read_failures, bytes_read, bytes_written, files_written;
+    archive_counts_t counts;
     uint64_t commands, commands_failed;
     uint64_t write_seq;
 
@@ -146,9 +146,9 @@ static void finish(hsm_t *h, hsm_recall_t *r, bool ok, const char *why)
     archive_queue_forget(&h->q, r, r->item->size);
     bool cancelled = r->cancelled;
     if (ok)
-        h->reads++;
+        h->counts.reads++;
     else if (!cancelled)
-        h->read_failures++;
+        h->counts.read_failures++;
     pthread_mutex_unlock(&h->mu);
     if (h->cb.done)
         h->cb.done(h->cb.arg, r->item->object_id, ok && !cancelled,
@@ -189,7 +189,7 @@ static int feed(hsm_t *h, hsm_recall_t *r, int fd, void *session, void *buf, si_
         }
         at += len;
         pthread_mutex_lock(&h->mu);
-        h->bytes_read += len;
+        h->counts.bytes_read += len;
         pthread_mutex_unlock(&h->mu);
         if (h->cb.progress)
             h->cb.progress(h->cb.arg, r->item->object_id, at);
@@ -610,8 +610,8 @@ static int hsm_archive(archive_backend_t *b, const archive_member_t *members, si
     for (size_t i = 0; i < n; i++)
         archive_pseudo_placement(h->volume, members[i].size, used, &placements[i]);
     pthread_mutex_lock(&h->mu);
-    h->bytes_written += bytes;
-    h->files_written += n;
+    h->counts.bytes_written += bytes;
+    h->counts.files_written += n;
     pthread_mutex_unlock(&h->mu);
     rc = 0;
 out:
@@ -627,16 +627,8 @@ static int hsm_status(archive_backend_t *b, archive_status_t *out, si_error_t *e
 {
     hsm_t *h = b->impl;
     (void)err;
-    memset(out, 0, sizeof(*out));
-    out->backend = "hsm";
     pthread_mutex_lock(&h->mu);
-    out->reads = h->reads;
-    out->read_failures = h->read_failures;
-    out->bytes_read = h->bytes_read;
-    out->bytes_written = h->bytes_written;
-    out->archive_files_written = h->files_written;
-    out->queued_items = h->q.nlive;
-    out->queued_bytes = h->q.live_bytes;
+    archive_external_status("hsm", &h->counts, &h->q, out);
     pthread_mutex_unlock(&h->mu);
     return 0;
 }

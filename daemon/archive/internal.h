@@ -94,4 +94,14 @@ int archive_queue_add(archive_queue_t *q, const archive_batch_t *batch,
 /* Takes a reported record out of the live table. */
 void archive_queue_forget(archive_queue_t *q, const void *rec, uint64_t size);
 
+/* Such a backend's counters (under its lock): what its status reports. */
+typedef struct {
+    uint64_t reads, read_failures, bytes_read, bytes_written, files_written;
+} archive_counts_t;
+
+/* The status of such a backend (named backend): its counters and its
+ * queue; under the backend's lock. */
+void archive_external_status(const char *backend, const archive_counts_t *c,
+                             const archive_queue_t *q, archive_status_t *out);
+
 #endif
