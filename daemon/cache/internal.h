@@ -161,7 +161,7 @@ struct cache {
 
     /* writers, under wlock */
     uint64_t reserved;
-    cache_reservation_t *res;     /* sorted by object_id */
+    cache_reservation_t *res;     /* by object_id, res_cap slots (space.c) */
     size_t nres, res_cap;
     size_t writers;
     uint64_t temp_seq;

@@ -197,6 +197,44 @@ static void test_reservations(cache_t *c)
     cache_unpin_request(c, req, NULL, &err);
 }
 
+/* Thousands of reservations given back in a scattered order: each kept one
+ * is still found, each given back is gone, and the counts follow. */
+static void test_many_reservations(cache_t *c)
+{
+    enum { N = 5000 };
+    const int64_t first = 1000001;
+    si_error_t err;
+    cache_usage_t u;
+    int failures = 0;
+    for (int64_t k = 0; k < N; k++)
+        failures += cache_reserve(c, first + k, 0, NULL, &err) != CACHE_RESERVED;
+    ok(failures == 0, "5,000 reservations of 0 bytes");
+    /* 7919 is prime to N: every id once, scattered */
+    for (int64_t k = 0; k < N; k++) {
+        int64_t id = first + (k * 7919) % N;
+        if (id % 3)
+            cache_unreserve(c, id);
+    }
+    int64_t kept = 0;
+    for (int64_t k = 0; k < N; k++)
+        kept += (first + k) % 3 == 0;
+    cache_usage(c, &u, &err);
+    is_int((int64_t)u.reservations, kept, "two of every three given back");
+    failures = 0;
+    for (int64_t k = 0; k < N; k++) {
+        int64_t id = first + k;
+        int rc = cache_reserve(c, id, id % 3 ? 0 : 1, NULL, &err);
+        failures += id % 3 ? rc != CACHE_RESERVED : !(rc < 0 && errno == EINVAL);
+    }
+    ok(failures == 0, "each kept one found (another size refused), each given back reserved anew");
+    cache_usage(c, &u, &err);
+    is_int((int64_t)u.reservations, N, "all 5,000 reserved again");
+    for (int64_t k = N - 1; k >= 0; k--)
+        cache_unreserve(c, first + k);
+    cache_usage(c, &u, &err);
+    ok(u.reservations == 0 && u.reserved_bytes == 0, "none left once all are given back");
+}
+
 static void test_restart(ct_t *tt, cache_conf_t *conf, cache_t **cp)
 {
     si_error_t err;
@@ -238,6 +276,7 @@ static void body_with(bool in_segments)
     ok(c != NULL, "cache of 1000 bytes, watermarks 0.9 / 0.5");
 
     test_pins(c);
+    test_many_reservations(c);
     test_eviction(c);
     test_backpressure(c);
     test_reservations(c);
