@@ -23,10 +23,10 @@ double si_wall_now(void)
     return seconds_of(CLOCK_REALTIME);
 }
 
-struct timespec si_wall_deadline(double seconds)
+static struct timespec deadline_on(clockid_t id, double seconds)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(id, &ts);
     double at = (double)ts.tv_nsec / 1e9 + (seconds > 0 ? seconds : 0);
     double whole = floor(at);
     ts.tv_sec += (time_t)whole;
@@ -36,6 +36,16 @@ struct timespec si_wall_deadline(double seconds)
         ts.tv_nsec -= 1000000000L;
     }
     return ts;
+}
+
+struct timespec si_wall_deadline(double seconds)
+{
+    return deadline_on(CLOCK_REALTIME, seconds);
+}
+
+struct timespec si_mono_deadline(double seconds)
+{
+    return deadline_on(CLOCK_MONOTONIC, seconds);
 }
 
 void si_sleep(double seconds)

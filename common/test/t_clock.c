@@ -23,6 +23,11 @@ int main(void)
        "a deadline 2.75 s ahead on the wall clock (%.4f s, %ld ns)", ahead, at.tv_nsec);
     at = si_wall_deadline(-5);
     ok(at.tv_sec <= now.tv_sec + 1, "a negative wait is a deadline of now");
+    at = si_mono_deadline(1.5);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    ahead = (double)(at.tv_sec - now.tv_sec) + (double)(at.tv_nsec - now.tv_nsec) / 1e9;
+    ok(ahead > 1.45 && ahead <= 1.5 && at.tv_nsec >= 0 && at.tv_nsec < 1000000000L,
+       "a deadline 1.5 s ahead on the monotonic clock (%.4f s)", ahead);
     m1 = si_mono_now();
     si_sleep(0.03);
     m2 = si_mono_now();

@@ -103,19 +103,9 @@ uint64_t cache_commit_generation(cache_t *c)
     return g;
 }
 
-static struct timespec deadline_in(double seconds)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    double s = (double)t.tv_sec + t.tv_nsec / 1e9 + (seconds > 0 ? seconds : 0);
-    t.tv_sec = (time_t)s;
-    t.tv_nsec = (long)((s - (double)t.tv_sec) * 1e9);
-    return t;
-}
-
 bool cache_wait_commit(cache_t *c, uint64_t generation, int timeout_ms)
 {
-    struct timespec until = deadline_in(timeout_ms / 1000.0);
+    struct timespec until = si_mono_deadline(timeout_ms / 1000.0);
     pthread_mutex_lock(&c->wlock);
     while (c->commit_generation == generation &&
            pthread_cond_timedwait(&c->committed_cv, &c->wlock, &until) == 0)
@@ -427,7 +417,7 @@ static void *committer_main(void *arg)
             break;
         while (!batch_ready(c)) {
             struct timespec until =
-                deadline_in(c->queued_since + c->conf.commit_delay - si_mono_now());
+                si_mono_deadline(c->queued_since + c->conf.commit_delay - si_mono_now());
             pthread_cond_timedwait(&c->commit_cv, &c->wlock, &until);
         }
         size_t n = 0;

@@ -379,14 +379,7 @@ void cache_unreserve(cache_t *c, int64_t object_id)
 
 bool cache_wait(cache_t *c, uint64_t generation, int timeout_ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = si_mono_deadline(timeout_ms / 1000.0);
     pthread_mutex_lock(&c->lock);
     while (c->generation == generation)
         if (pthread_cond_timedwait(&c->changed, &c->lock, &until) == ETIMEDOUT)

@@ -18,9 +18,9 @@
 #include "daemon/cache/test/cachetest.h"
 
 static ct_t t;
-static int64_t ids[40];
-static char sums[40][SI_CHECKSUM_TEXT_MAX];
-static size_t sizes[40];
+static int64_t ids[42];
+static char sums[42][SI_CHECKSUM_TEXT_MAX];
+static size_t sizes[42];
 
 /* Object n's bytes through cache_open_object, compared with its content. */
 static bool reads_back(cache_t *c, unsigned n, cache_place_t *place)
@@ -219,6 +219,20 @@ static void test_packing(cache_t *c)
     is_int(ct_count_entries(objects), 1, "objects/ holds it");
 }
 
+typedef struct {
+    cache_t *c;
+    cache_writer_t *w;
+    int rc;
+} opener_t;
+
+static void *open_object_41(void *arg)
+{
+    opener_t *o = arg;
+    si_error_t err;
+    o->rc = cache_writer_open(o->c, ids[41], sizes[41], sums[41], &o->w, &err);
+    return NULL;
+}
+
 static void test_budget(ct_t *tt, cache_conf_t conf)
 {
     si_error_t err;
@@ -242,7 +256,26 @@ static void test_budget(ct_t *tt, cache_conf_t conf)
     free(d1);
     free(d2);
     ok(reads_back(c, 10, &p) && p.segment, "the first in memory, then a segment");
-    ok(reads_back(c, 11, &p) && p.segment == 0, "the second, over the memory budget, in a file");
+    ok(reads_back(c, 11, &p) && p.segment == 0,
+       "the second, over the memory budget with nothing committing, in a file");
+    /* a writer finding the budget full waits for a batch to give memory back */
+    cache_writer_t *w3;
+    ok(cache_writer_open(c, ids[40], sizes[40], sums[40], &w3, &err) == 0 &&
+           cache_writer_room(w3, &(size_t){0}),
+       "a third writer open, in memory");
+    opener_t o = {.c = c, .rc = -1};
+    pthread_t th;
+    pthread_create(&th, NULL, open_object_41, &o);
+    usleep(20000);
+    unsigned char *d3 = ct_content(40, sizes[40]);
+    ok(cache_writer_write(w3, d3, sizes[40], &err) == 0 && cache_writer_finish(w3, 0, &err) == 0,
+       "the third stored while a fourth waits to open: %s", err.text);
+    free(d3);
+    pthread_join(th, NULL);
+    size_t len4 = 0;
+    ok(o.rc == 0 && cache_writer_room(o.w, &len4) && len4 == sizes[41],
+       "the fourth got the memory the third's batch gave back, not a file");
+    cache_writer_release(o.w);
     cache_close(c);
 }
 
@@ -567,11 +600,12 @@ static void body(void)
         return;
     }
     /* 1-5 around the block, 6-7 copied from a file, 8 empty, 9 as large as
-     * segment_object_max, 10-11 for the budget, then about 20 KB each */
+     * segment_object_max, 10-11 for the budget, then about 20 KB each, and
+     * 40-41 for the budget's wait */
     static const size_t first[] = {1, 5000, 4096, 4097, 70000, 30000, 30000, 0, 1u << 20,
                                    65536, 65536};
-    for (unsigned n = 1; n < 40; n++) {
-        sizes[n] = n <= 11 ? first[n - 1] : 20000 + n;
+    for (unsigned n = 1; n < 42; n++) {
+        sizes[n] = n <= 11 ? first[n - 1] : n >= 40 ? 65536 : 20000 + n;
         ids[n] = ct_object(&t, n, sizes[n], sums[n]);
     }
     si_error_t err;
