@@ -22,7 +22,9 @@
 #include "daemon/cache/cache.h"
 #include "daemon/recall/recall.h"
 
-#define FLIGHT_BUCKETS 4096
+/* The flight table's first size; it doubles once it holds twice as many
+ * flights as buckets (a recall puts a volume's objects in flight). */
+#define FLIGHT_BUCKETS_MIN 4096
 /* Seconds before a batch the backend refused (no such volume yet, ...) is tried again. */
 #define BACKEND_RETRY_S 2.0
 /* Seconds finished objects gather before their items are completed in one
@@ -117,7 +119,8 @@ struct recall_service {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop;
-    flight_t *flights[FLIGHT_BUCKETS];
+    flight_t **flights;        /* chained by object id, nbuckets (a power of two) */
+    size_t nbuckets;
     done_t *done_head, **done_tail;
     double done_since;         /* monotonic seconds of the oldest queued done */
     double complete_gap;       /* seconds the dones gather (COMPLETE_SPACING) */
@@ -142,7 +145,8 @@ typedef struct {
 } item_list_t;
 
 /* ---- the flight table (flight.c; mu held) ---- */
-size_t recall_flight_bucket(int64_t object_id);
+/* Puts f in the table (the in-flight count goes up); -1 when out of memory. */
+int recall_flight_insert(recall_service_t *rs, flight_t *f);
 flight_t *recall_flight_get(recall_service_t *rs, int64_t object_id);
 /* Takes it out of the table (the in-flight count goes down). */
 flight_t *recall_flight_remove(recall_service_t *rs, int64_t object_id);

@@ -104,7 +104,7 @@ static void drop_inactive(recall_service_t *rs)
     int64_t *withdraw = NULL;
     size_t nwithdraw = 0, capw = 0;
     pthread_mutex_lock(&rs->mu);
-    for (size_t b = 0; b < FLIGHT_BUCKETS; b++)
+    for (size_t b = 0; b < rs->nbuckets; b++)
         for (flight_t *f = rs->flights[b]; f; f = f->next) {
             size_t keep = 0;
             for (size_t i = 0; i < f->nwaiters; i++) {
@@ -166,7 +166,7 @@ static void save_progress(recall_service_t *rs)
     upd_t *u = NULL;
     size_t n = 0, cap = 0;
     pthread_mutex_lock(&rs->mu);
-    for (size_t b = 0; b < FLIGHT_BUCKETS; b++)
+    for (size_t b = 0; b < rs->nbuckets; b++)
         for (flight_t *f = rs->flights[b]; f; f = f->next) {
             if (f->bytes == f->bytes_saved || f->bytes >= f->size)
                 continue;
@@ -439,8 +439,16 @@ static void scan_pending(recall_service_t *rs)
                 waiting[nwaiting++] = p->request_id;
             continue;
         }
-        if (recall_flight_add_waiter(nf, p->request_id) < 0 ||
-            si_array_grow((void **)&nb.items, &nb.cap, nb.n + 1, sizeof(*nb.items)) < 0) {
+        nf->object_id = p->object_id;
+        nf->size = item.size;
+        int inserted = -1;
+        if (recall_flight_add_waiter(nf, p->request_id) == 0 &&
+            si_array_grow((void **)&nb.items, &nb.cap, nb.n + 1, sizeof(*nb.items)) == 0) {
+            pthread_mutex_lock(&rs->mu);
+            inserted = recall_flight_insert(rs, nf);
+            pthread_mutex_unlock(&rs->mu);
+        }
+        if (inserted < 0) {
             recall_flight_volumes_done(rs, nf);
             recall_flight_free(nf);
             free((char *)item.bucket);
@@ -448,14 +456,6 @@ static void scan_pending(recall_service_t *rs)
             UNCLAIM(p->object_id);
             break;
         }
-        nf->object_id = p->object_id;
-        nf->size = item.size;
-        pthread_mutex_lock(&rs->mu);
-        size_t b = recall_flight_bucket(p->object_id);
-        nf->next = rs->flights[b];
-        rs->flights[b] = nf;
-        rs->st.in_flight++;
-        pthread_mutex_unlock(&rs->mu);
         nb.batch = (archive_batch_t){(uint64_t)p->request_id, p->priority, (double)p->deadline};
         nb.items[nb.n++] = item;
     }
@@ -691,13 +691,14 @@ void recall_service_stop(recall_service_t *rs)
      * STARTED and complete from the cache at the next start); their word
      * must not reach a service that is gone */
     cache_commit_drain(rs->cache);
-    for (size_t b = 0; b < FLIGHT_BUCKETS; b++)
+    for (size_t b = 0; b < rs->nbuckets; b++)
         while (rs->flights[b]) {
             flight_t *f = rs->flights[b];
             rs->flights[b] = f->next;
             cache_unreserve(rs->cache, f->object_id);
             recall_flight_free(f);
         }
+    free(rs->flights);
     while (rs->done_head) {
         done_t *d = rs->done_head;
         rs->done_head = d->next;

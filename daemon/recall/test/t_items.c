@@ -130,6 +130,42 @@ static void test_items(recall_service_t *rs, int64_t request, const int64_t ids[
     free(l.v);
 }
 
+/* The flight table grows with what is in flight: 20,000 flights (a
+ * volume's small objects) are each found, and each removed one is gone. */
+static void test_flight_table(void)
+{
+    enum { N = 20000 };
+    recall_service_t rs = {0};
+    int failures = 0;
+    for (int64_t id = 1; id <= N; id++) {
+        flight_t *f = calloc(1, sizeof(*f));
+        if (!f) {
+            failures++;
+            continue;
+        }
+        f->object_id = id * 7;
+        failures += recall_flight_insert(&rs, f) < 0;
+    }
+    ok(failures == 0 && rs.st.in_flight == N, "20,000 flights in the table");
+    ok(rs.nbuckets >= N / 2, "the table grew to %zu buckets", rs.nbuckets);
+    failures = 0;
+    for (int64_t id = 1; id <= N; id++) {
+        flight_t *f = recall_flight_get(&rs, id * 7);
+        failures += !f || f->object_id != id * 7 || recall_flight_get(&rs, id * 7 + 1) != NULL;
+    }
+    ok(failures == 0, "each found by its object id, and no other");
+    failures = 0;
+    for (int64_t id = 2; id <= N; id += 2)
+        recall_flight_free(recall_flight_remove(&rs, id * 7));
+    for (int64_t id = 1; id <= N; id++)
+        failures += (recall_flight_get(&rs, id * 7) != NULL) != (id % 2 == 1);
+    ok(failures == 0 && rs.st.in_flight == N / 2, "half removed: gone, the others still found");
+    for (int64_t id = 1; id <= N; id += 2)
+        recall_flight_free(recall_flight_remove(&rs, id * 7));
+    ok(rs.st.in_flight == 0, "all removed");
+    free(rs.flights);
+}
+
 static void body(void)
 {
     si_error_t err;
@@ -165,5 +201,6 @@ static void body(void)
 
 int main(void)
 {
+    test_flight_table();
     return test_run_engines(body);
 }
