@@ -442,8 +442,8 @@ static void scan_pending(recall_service_t *rs)
         nf->object_id = p->object_id;
         nf->size = item.size;
         int inserted = -1;
-        if (recall_flight_add_waiter(nf, p->request_id) == 0 &&
-            si_array_grow((void **)&nb.items, &nb.cap, nb.n + 1, sizeof(*nb.items)) == 0) {
+        if (recall_flight_add_waiter(nf, p->request_id) >= 0 &&
+            si_array_grow((void **)&nb.items, &nb.cap, nb.n + 1, sizeof(*nb.items)) >= 0) {
             pthread_mutex_lock(&rs->mu);
             inserted = recall_flight_insert(rs, nf);
             pthread_mutex_unlock(&rs->mu);
