@@ -80,8 +80,8 @@ void cache_writer_free(cache_writer_t *w)
  * to commit (and give its memory back) rather than take a file of its own:
  * the file cost its drive's thread an inode's allocation and the batch a
  * flush of one more file, and with the committer behind, one object in ten
- * went that way; waiting gave 4 drives of 64 KiB objects 16 % more rate for
- * 19 % less CPU per GB (BENCHMARKS.md). Bounded, so that a writer left
+ * went that way; waiting gave 4 drives of 64 KiB objects about 12 % more
+ * rate for 16 % less CPU per GB (BENCHMARKS.md). Bounded, so that a writer left
  * open elsewhere cannot hold this one up; then it takes a file. */
 #define MEMORY_WAIT_S 0.25
 
