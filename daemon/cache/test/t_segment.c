@@ -275,7 +275,7 @@ static void test_budget(ct_t *tt, cache_conf_t conf)
     size_t len4 = 0;
     ok(o.rc == 0 && cache_writer_room(o.w, &len4) && len4 == sizes[41],
        "the fourth got the memory the third's batch gave back, not a file");
-    cache_writer_release(o.w);
+    cache_writer_abort(o.w);
     cache_close(c);
 }
 
