@@ -143,7 +143,6 @@ done:
     return seconds;
 }
 
-/* Import, define the datasets, plan one, summarize all, on one catalog. */
 #define CACHE_FILL_BATCH 4096 /* rows per transaction, and the daemon's fold (cache/store.c) */
 
 /* Time of the fastest of `runs` executions of query (a row per run). */
@@ -168,8 +167,9 @@ static double best_query_s(db_t *db, const char *query, int runs, si_error_t *er
     return best;
 }
 
-/* Every object cached, CACHE_FILL_BATCH rows per transaction as the cache's
- * batches commit them, with the usage's changes folded after each (the
+/* Every object cached, CACHE_FILL_BATCH rows per transaction (one INSERT
+ * each: the cache's batches insert a row per statement, so the trigger's
+ * share of their cost is smaller than here), with the usage's changes folded after each (the
  * daemon folds every 4,096); seconds, or -1. */
 static double fill_cache(catalog_t *cat, si_error_t *err)
 {
@@ -231,6 +231,8 @@ static int cache_usage_run(catalog_t *cat, result_t *out, si_error_t *err)
     return 0;
 }
 
+/* Import, define the datasets, plan one, summarize all, then cache every
+ * object and read the usage, on one catalog. */
 static int run_engine(const char *target, const char *password_file, const char *csv,
                       const char *manifest, result_t *out)
 {
