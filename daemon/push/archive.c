@@ -205,13 +205,15 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
     if (b->n == 0)
         batch_free(b);
     else if (batch_index(b, err) < 0) {
-        batch_free(b); /* ARCHIVING till the sweep or the next start queues them again */
+        batch_free(b);
+        p->archiving_orphaned = true; /* ARCHIVING till the next pass queues them again */
         return -1;
     }
     return 0;
 error:
     catalog_rollback(p->cat);
     batch_free(b);
+    p->archiving_orphaned = true; /* a commit lost with the connection may have been made */
     errno = EIO;
     return -1;
 }
@@ -346,6 +348,15 @@ error:;
     return -1;
 }
 
+/* The files stay ARCHIVING: alone, the next pass queues them again (with
+ * several instances, the sweep). */
+static void put_back_in_vain(push_t *p, const char *why)
+{
+    p->archiving_orphaned = true;
+    si_log(p->log, SI_LOG_ERROR, "push: putting an aggregate's files back: %s (they are"
+                                 " queued again once the catalog answers)", why);
+}
+
 /* After a failed write: back to RECEIVED, or FAILED once out of attempts.
  * Only a write that failed counts as an attempt: one its instance never
  * finished (stopped, killed, taken over) says nothing about the files. */
@@ -356,17 +367,19 @@ static size_t put_back(push_t *p, const batch_t *b, const char *why)
     db_stmt_t *s = push_stmt(p, PUSH_SQL_PUT_BACK);
     if (catalog_begin(p->cat, &err) < 0) {
         db_reset(s);
-        si_log(p->log, SI_LOG_ERROR, "push: %s (the files are retried at the next start)",
-               err.text);
+        put_back_in_vain(p, err.text);
         return 0;
     }
     int mine = 1;
+    bool complete = true;
     for (size_t i = 0; i < b->n; i++) {
         /* a push taken over meanwhile is its new instance's to put back */
         if (i == 0 || b->items[i].push_id != b->items[i - 1].push_id)
             mine = push_fence(p, b->items[i].push_id, b->items[i].uuid, &err);
-        if (mine < 0)
+        if (mine < 0) {
+            complete = false;
             break;
+        }
         if (!mine)
             continue;
         int attempt = b->items[i].attempts + 1;
@@ -379,14 +392,23 @@ static size_t put_back(push_t *p, const batch_t *b, const char *why)
         db_bind_int(s, 2, give_up);
         db_bind_text_copy(s, 3, text);
         db_bind_double(s, 4, si_wall_now());
-        if (db_step(s) != DB_DONE)
+        if (db_step(s) != DB_DONE) {
+            push_db_error(p, &err, "putting files back");
+            complete = false;
             break;
+        }
         failed += give_up;
     }
     db_reset(s);
-    if (catalog_commit(p->cat, &err) < 0)
-        si_log(p->log, SI_LOG_ERROR, "push: %s (the files are retried at the next start)",
-               err.text);
+    if (!complete) {
+        catalog_rollback(p->cat);
+        put_back_in_vain(p, err.text);
+        return 0;
+    }
+    if (catalog_commit(p->cat, &err) < 0) {
+        put_back_in_vain(p, err.text);
+        return 0;
+    }
     return failed;
 }
 

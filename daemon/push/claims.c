@@ -135,9 +135,25 @@ typedef struct {
     char uuid[PUSH_UUID_LEN + 1];
 } push_ref_t;
 
+/* Alone: the files of a write put back in vain, queued again now that the
+ * catalog answers (the flag stays until it did). */
+static int requeue_orphaned(push_t *p, si_error_t *err)
+{
+    uint64_t n;
+    if (push_requeue_archiving(p, &n, err) < 0)
+        return -1;
+    p->archiving_orphaned = false;
+    if (n > 0)
+        si_log(p->log, SI_LOG_NOTICE, "push: %" PRIu64 " files of an archive write whose"
+                                      " outcome the catalog did not record queued again", n);
+    return 0;
+}
+
 int push_sweep(push_t *p, bool now, si_error_t *err)
 {
-    if (!push_shared(p) || (!now && si_mono_now() < p->next_sweep))
+    if (!push_shared(p))
+        return p->archiving_orphaned ? requeue_orphaned(p, err) : 0;
+    if (!now && si_mono_now() < p->next_sweep)
         return 0;
     double every = p->lease_s / 2;
     p->next_sweep = si_mono_now() + (every < 1 ? 1 : every);

@@ -148,3 +148,12 @@ int push_exec(push_t *p, const char *sql, si_error_t *err)
     }
     return 0;
 }
+
+int push_requeue_archiving(push_t *p, uint64_t *n, si_error_t *err)
+{
+    if (push_exec(p, "UPDATE push_items SET state = 'RECEIVED' WHERE state = 'ARCHIVING'",
+                  err) < 0)
+        return -1;
+    *n = (uint64_t)db_changes(p->db);
+    return 0;
+}

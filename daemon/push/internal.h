@@ -71,6 +71,10 @@ struct push {
     int64_t touched_push;
     uint64_t touched_batch;
     uint64_t archive_files_written;
+    /* an aggregate's files may be left ARCHIVING by a write whose outcome
+     * the catalog refused to record (put back in vain): alone, the next
+     * pass queues every ARCHIVING file again (the aggregator's alone) */
+    bool archiving_orphaned;
 
     /* several instances (claims.c; the aggregator thread's alone) */
     char instance[65];              /* "" : alone, no leases */
@@ -111,6 +115,9 @@ int push_db_errno(push_t *p);
 int push_db_error(push_t *p, si_error_t *err, const char *what);
 /* A statement run once to completion (no rows expected). */
 int push_exec(push_t *p, const char *sql, si_error_t *err);
+/* Alone (no other instance writes): every file still ARCHIVING back to
+ * RECEIVED, for an aggregator between aggregates; *n how many. */
+int push_requeue_archiving(push_t *p, uint64_t *n, si_error_t *err);
 
 /* ---- several instances (claims.c; lock held) ---- */
 bool push_shared(const push_t *p);
@@ -136,8 +143,9 @@ void push_volume_claims_done(push_t *p);
 void push_volume_claims_stop(push_t *p);
 /* Every lease_s/2 (now: at once): the pushes with files ARCHIVING that no
  * live instance is writing (their instance died, or an aggregate was
- * dropped) are claimed and their files queued again. Between aggregates
- * only. */
+ * dropped) are claimed and their files queued again. Alone: the files of
+ * a write put back in vain (archiving_orphaned), at once. Between
+ * aggregates only. */
 int push_sweep(push_t *p, bool now, si_error_t *err);
 void push_claims_free(push_t *p);
 

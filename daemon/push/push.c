@@ -321,11 +321,8 @@ int push_recover(push_t *p, push_recovery_t *out, si_error_t *err)
      * went when it registered again). */
     if (push_shared(p)) {
         rec.requeued = 0;
-    } else if (push_exec(p, "UPDATE push_items SET state = 'RECEIVED' WHERE state = 'ARCHIVING'",
-                         err) < 0) {
+    } else if (push_requeue_archiving(p, &rec.requeued, err) < 0) {
         goto error;
-    } else {
-        rec.requeued = (uint64_t)db_changes(p->db);
     }
     if (ids_in_state(p, PUSH_SQL_IDS_RECEIVED, &ids, &n, err) < 0)
         goto error;

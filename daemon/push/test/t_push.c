@@ -369,6 +369,46 @@ static void run(void)
        "its push: one DURABLE, one FAILED, so FAILED");
     push_status_free(st);
 
+    /* ---- an archive write whose outcome the catalog refuses to record ---- */
+    {
+        push_file_t w = {.uid = 1000, .gid = 100, .dataset = "ckpt-6", .key = "w.bin",
+                         .mode = 0640, .mtime = -1};
+        push_received_t rw;
+        int rc = push_bytes(p, w, small, SMALL, &rw, &err);
+        ok(rc == 0, "a file to archive: %s", rc == 0 ? "received" : err.text);
+        /* neither DURABLE nor put back: as a catalog lost between the tape
+         * write and its record */
+        if (test_engine_is_pg()) {
+            test_exec(cat, "CREATE FUNCTION refuse_outcome() RETURNS trigger LANGUAGE plpgsql"
+                           " AS $$ BEGIN RAISE EXCEPTION 'the catalog refuses'; END $$");
+            test_exec(cat, "CREATE TRIGGER refuse_outcome BEFORE UPDATE OF state ON push_items"
+                           " FOR EACH ROW WHEN (OLD.state = 'ARCHIVING')"
+                           " EXECUTE FUNCTION refuse_outcome()");
+        } else {
+            test_exec(cat, "CREATE TRIGGER refuse_outcome BEFORE UPDATE OF state ON push_items"
+                           " WHEN OLD.state = 'ARCHIVING'"
+                           " BEGIN SELECT RAISE(ABORT, 'the catalog refuses'); END");
+        }
+        rc = push_archive_once(p, true, &done, &err);
+        ok(rc < 0 && strstr(err.text, "refuses"), "the write's record fails: %s",
+           rc < 0 ? err.text : "no");
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM push_items WHERE state = '%%s'"
+                                   " AND object_id = %lld", (long long)rw.object_id);
+        snprintf(q, sizeof(q), sql, "ARCHIVING");
+        is_int(count(cat, q), 1, "and its put-back too: the file is left ARCHIVING");
+        test_exec(cat, test_engine_is_pg() ? "DROP TRIGGER refuse_outcome ON push_items"
+                                           : "DROP TRIGGER refuse_outcome");
+        rc = push_archive_once(p, false, &done, &err);
+        ok(rc == 1 && done.files == 1, "once the catalog answers, the next pass archives it,"
+                                       " no restart: %s",
+           rc < 0 ? err.text : rc == 1 ? "archived" : "nothing archived");
+        snprintf(q, sizeof(q), sql, "DURABLE");
+        is_int(count(cat, q), 1, "the file is DURABLE");
+        snprintf(q, sizeof(q), "SELECT attempts FROM push_items WHERE object_id = %lld",
+                 (long long)rw.object_id);
+        is_int(count(cat, q), 0, "the catalog's refusal counted no failed attempt");
+    }
+
     /* ---- uploads beginning together: recorded in groups ---- */
     {
         enum { N = 24, STRANGER = 7 };
