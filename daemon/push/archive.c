@@ -19,10 +19,6 @@
 #include "common/array.h"
 #include "common/clock.h"
 
-/* Members per archive file at most, whatever their size: bounds memory and
- * the length of one catalog transaction. */
-#define AGGREGATE_MAX_MEMBERS 20000
-
 /* Commits of a written aggregate tried when the engine reports a conflict
  * (a deadlock it broke): each retry waits a little longer. */
 #define COMMIT_TRIES 5
@@ -100,16 +96,18 @@ static int batch_index(batch_t *b, si_error_t *err)
 }
 
 /* Picks the files of the next aggregate, oldest first, and marks them
- * ARCHIVING; lock held. 0 with b->n == 0 when nothing is due. */
-static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
+ * ARCHIVING; lock held. 0 with b->n == 0 when nothing is due, *next_due
+ * then when the oldest waiting is (0: none waits). */
+static int pick_batch(push_t *p, bool force, batch_t *b, double *next_due, si_error_t *err)
 {
+    *next_due = 0;
     db_stmt_t *s = push_stmt(p, PUSH_SQL_RECEIVED_OLDEST_FIRST);
     double oldest = 0;
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {
         uint64_t size = (uint64_t)db_column_int64(s, 4);
         if (b->n > 0 && (b->bytes + size > p->conf.aggregate_bytes ||
-                         b->n == AGGREGATE_MAX_MEMBERS))
+                         b->n == p->conf.aggregate_files))
             break; /* the aggregate is full: it is due whatever its age */
         /* several instances: only the files of pushes this one holds */
         int mine = push_claim(p, db_column_int64(s, 12), db_column_text(s, 11), err);
@@ -172,6 +170,8 @@ static int pick_batch(push_t *p, bool force, batch_t *b, si_error_t *err)
     bool due = b->n > 0 && (force || full || b->bytes >= p->conf.aggregate_bytes ||
                             si_wall_now() - oldest >= p->conf.aggregate_window);
     if (!due) {
+        if (b->n > 0)
+            *next_due = oldest + p->conf.aggregate_window;
         batch_free(b);
         return 0;
     }
@@ -432,12 +432,15 @@ int push_archive_once(push_t *p, bool force, push_archived_t *out, si_error_t *e
     int ncopies = p->conf.copies;
     int rc = push_sweep(p, force, err);
     if (rc == 0)
-        rc = pick_batch(p, force, &b, err);
+        rc = pick_batch(p, force, &b, &done.next_due, err);
     pthread_mutex_unlock(&p->lock);
     if (rc < 0)
         return -1;
-    if (b.n == 0)
+    if (b.n == 0) {
+        if (out)
+            *out = done;
         return 0;
+    }
 
     archive_member_t *members = calloc(b.n, sizeof(*members));
     archive_placement_t *pl = calloc(b.n * (size_t)ncopies, sizeof(*pl));

@@ -16,6 +16,7 @@ const si_conf_key_t push_conf_keys[] = {
     {"push.copies", SI_CONF_INT, 1, ARCHIVE_MAX_COPIES, NULL},
     {"push.dataset_mode", SI_CONF_INT, 0, 0777, NULL},
     {"push.max_attempts", SI_CONF_INT, 1, 1000, NULL},
+    {"push.aggregate_files", SI_CONF_INT, 1, PUSH_AGGREGATE_FILES_MAX, NULL},
     SI_CONF_KEYS_END,
 };
 
@@ -30,6 +31,7 @@ void push_conf_defaults(push_conf_t *conf)
     conf->copies = 1;
     conf->dataset_mode = 0600;
     conf->max_attempts = 5;
+    conf->aggregate_files = 20000;
 }
 
 int push_conf_from(const si_conf_t *conf, push_conf_t *out, si_error_t *err)
@@ -49,6 +51,8 @@ int push_conf_from(const si_conf_t *conf, push_conf_t *out, si_error_t *err)
     c.copies = (int)si_conf_int(conf, "push.copies", c.copies);
     c.dataset_mode = (unsigned)si_conf_int(conf, "push.dataset_mode", c.dataset_mode);
     c.max_attempts = (int)si_conf_int(conf, "push.max_attempts", c.max_attempts);
+    c.aggregate_files = (size_t)si_conf_int(conf, "push.aggregate_files",
+                                            (int64_t)c.aggregate_files);
     *out = c;
     return 0;
 }

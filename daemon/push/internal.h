@@ -65,7 +65,10 @@ struct push {
     struct push_begin *begin_head, *begin_tail;
     pthread_t recorder;
     bool recorder_running, recorder_stopping;
-    uint64_t received_since_pass;   /* bytes acknowledged since the aggregator's last look */
+    /* acknowledged since the aggregator's last look: enough for an
+     * aggregate wakes it */
+    uint64_t received_since_pass;   /* bytes */
+    size_t files_since_pass;
     /* the push whose time of last activity the cache's batch (its commit
      * generation) set last: record_received's, on the committer thread */
     int64_t touched_push;

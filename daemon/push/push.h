@@ -56,9 +56,15 @@ typedef struct {
     int copies;                       /* copies on distinct volumes */
     unsigned dataset_mode;            /* mode of datasets a push creates */
     int max_attempts;                 /* archive writes tried per aggregate */
+    /* files of one archive file at most, whatever their size: bounds memory
+     * and the length of one catalog transaction; a full aggregate is
+     * written whatever its age */
+    size_t aggregate_files;
 } push_conf_t;
+#define PUSH_AGGREGATE_FILES_MAX 1000000
 
-/* Defaults: "stageout", 1 TiB, 2 GB, 60 s, 1 copy, 0600, 5 attempts. */
+/* Defaults: "stageout", 1 TiB, 2 GB, 60 s, 1 copy, 0600, 5 attempts,
+ * 20,000 files. */
 void push_conf_defaults(push_conf_t *conf);
 int push_conf_from(const si_conf_t *conf, push_conf_t *out, si_error_t *err);
 
@@ -227,6 +233,8 @@ typedef struct {
     size_t files;                   /* made DURABLE */
     uint64_t bytes;
     size_t failed;                  /* made FAILED */
+    /* none due: when the oldest file waiting is (wall clock; 0: none waits) */
+    double next_due;
 } push_archived_t;
 
 /* One aggregate, if one is due (force: whatever waits, window or not).

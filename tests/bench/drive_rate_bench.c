@@ -152,8 +152,10 @@ static void daemon_start(const run_t *run, daemon_t *d, int drives, uint64_t cap
             "library: { drives = %d; time_scale = 1.0; };\n"
             "tape: { load_s = 0.5; unload_s = 0.5; robot_move_s = 0.2; %s };\n"
             "cache: { capacity = %llu; %s };\n"
-            /* the aggregator would archive the pushed files meanwhile */
-            "push: { aggregate_window = 86400.0; aggregate_bytes = %llu; };\n",
+            /* the aggregator would archive the pushed files meanwhile (to
+             * no volume: each write failed and put its files back) */
+            "push: { aggregate_window = 86400.0; aggregate_bytes = %llu;"
+            " aggregate_files = 1000000; };\n",
             d->state, drives, getenv("DRIVE_RATE_TAPE") ? getenv("DRIVE_RATE_TAPE") : "",
             (unsigned long long)capacity,
             getenv("DRIVE_RATE_CACHE") ? getenv("DRIVE_RATE_CACHE") : "",

@@ -409,6 +409,44 @@ static void run(void)
         is_int(count(cat, q), 0, "the catalog's refusal counted no failed attempt");
     }
 
+    /* ---- push.aggregate_files: a full aggregate is written whatever its age ---- */
+    {
+        si_conf_t *few = si_conf_load_string("push = { aggregate_files = 2; };", schemas, &err);
+        push_conf_t fc;
+        ok(few && push_conf_from(few, &fc, &err) == 0 && fc.aggregate_files == 2,
+           "push.aggregate_files read");
+        si_conf_free(few);
+        few = si_conf_load_string("push = { aggregate_files = 0; };", schemas, &err);
+        ok(!few && strstr(err.text, "aggregate_files"), "push.aggregate_files = 0 refused: %s",
+           err.text);
+        si_conf_free(few);
+        push_conf_t saved = pc;
+        pc.aggregate_files = 2;
+        pc.aggregate_window = 3600;
+        pc.aggregate_bytes = 1ull << 40;
+        push_reconfigure(p, &pc, NULL, true);
+        push_file_t f3 = {.uid = 1000, .gid = 100, .dataset = "ckpt-7", .mode = 0640, .mtime = -1};
+        const char *keys[] = {"a.bin", "b.bin", "c.bin"};
+        int received = 0;
+        for (int i = 0; i < 3; i++) {
+            f3.key = keys[i];
+            received += push_bytes(p, f3, small, SMALL, NULL, &err) == 0;
+        }
+        is_int(received, 3, "three files received");
+        int rc = push_archive_once(p, false, &done, &err);
+        ok(rc == 1 && done.files == 2, "two of them make a full aggregate, written at once: %s",
+           rc < 0 ? err.text : "yes");
+        double before_pass = si_wall_now();
+        ok(push_archive_once(p, false, &done, &err) == 0, "the third waits for its window");
+        ok(done.next_due > before_pass + 3500 && done.next_due <= si_wall_now() + 3600,
+           "the pass says when it is due: in %.0f s", done.next_due - before_pass);
+        ok(push_archive_once(p, true, &done, &err) == 1 && done.files == 1, "and goes when forced");
+        ok(push_archive_once(p, false, &done, &err) == 0 && done.next_due == 0,
+           "then none waits, none is due");
+        pc = saved;
+        push_reconfigure(p, &pc, NULL, true);
+    }
+
     /* ---- uploads beginning together: recorded in groups ---- */
     {
         enum { N = 24, STRANGER = 7 };
