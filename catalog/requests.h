@@ -247,6 +247,10 @@ typedef struct {
     int64_t request_id;
     int64_t object_id;
     requests_outcome_t outcome;    /* set by the call */
+    /* completion: the request's pin of the object is committed already (the
+     * cache's commit of the recalled bytes made it), which also proves the
+     * object cached: neither is looked up nor written again */
+    bool pinned;
 } requests_item_outcome_t;
 
 /* SUBMITTED -> STARTED. */

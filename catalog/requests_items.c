@@ -202,7 +202,7 @@ static int items_transition_in(requests_t *r, sql_id_t id, requests_item_outcome
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         requests_item_outcome_t *it = &items[i];
-        if (cached) {
+        if (cached && !it->pinned) {
             /* completed only while its object is cached: the pin follows */
             db_bind_int64(cached, 1, it->object_id);
             int step = db_step(cached);
@@ -229,7 +229,7 @@ static int items_transition_in(requests_t *r, sql_id_t id, requests_item_outcome
         }
         it->outcome = db_changes(r->db) ? REQUESTS_ITEM_DONE : REQUESTS_ITEM_BUSY;
         db_reset(s);
-        if (it->outcome != REQUESTS_ITEM_DONE || id != SQL_ITEM_FINISH)
+        if (it->outcome != REQUESTS_ITEM_DONE || id != SQL_ITEM_FINISH || it->pinned)
             continue;
         s = requests_stmt(r, SQL_PIN);
         requests_param_int(s, ":object", it->object_id);

@@ -280,7 +280,8 @@ static void run(void)
     ok(requests_item_requeue(rq, c3.id, a2, &err) == 0, "completed item re-queued");
 
     /* batched transitions, in the caller's transaction */
-    requests_item_outcome_t batch[2] = {{c3.id, a1, 0}, {c3.id, a2, 0}};
+    requests_item_outcome_t batch[2] = {{.request_id = c3.id, .object_id = a1},
+                                        {.request_id = c3.id, .object_id = a2}};
     ok(catalog_begin(cat, &err) == 0 && requests_items_started_in(rq, batch, 2, &err) == 0 &&
            catalog_commit(cat, &err) == 0 && batch[0].outcome == REQUESTS_ITEM_DONE &&
            batch[1].outcome == REQUESTS_ITEM_DONE,
@@ -303,6 +304,21 @@ static void run(void)
     ok(st && strcmp(st->state, "STARTED") == 0 && st->files_completed == 1,
        "the request follows: STARTED, one file completed");
     requests_status_free(st);
+    /* an item whose pin the cache's commit of the recalled bytes made */
+    ok(requests_item_requeue(rq, c3.id, a1, &err) == 0, "the completed item queued again");
+    char item_q[160];
+    snprintf(item_q, sizeof(item_q), "INSERT INTO cache_pins(object_id, request_id, since)"
+                                     " VALUES (%lld, %lld, 0)", (long long)a1, (long long)c3.id);
+    test_exec(cat, item_q);
+    requests_item_outcome_t pinned = {.request_id = c3.id, .object_id = a1, .pinned = true};
+    ok(catalog_begin(cat, &err) == 0 && requests_items_completed_in(rq, &pinned, 1, &err) == 0 &&
+           catalog_commit(cat, &err) == 0 && pinned.outcome == REQUESTS_ITEM_DONE,
+       "an item pinned already completes");
+    is_int(count("SELECT pins FROM cache"), pins + 1, "with its one pin");
+    snprintf(item_q, sizeof(item_q), "SELECT state = 'COMPLETED' FROM request_items"
+                           " WHERE request_id = %lld AND object_id = %lld",
+             (long long)c3.id, (long long)a1);
+    is_int(count(item_q), 1, "COMPLETED");
 
     /* locality */
     requests_caller_t root = {.uid = 0, .gid = 0};

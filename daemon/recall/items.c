@@ -144,7 +144,7 @@ int recall_item_list_add(item_list_t *l, int64_t request, int64_t object)
 {
     if (si_array_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)) < 0)
         return -1;
-    l->v[l->n++] = (requests_item_outcome_t){request, object, 0};
+    l->v[l->n++] = (requests_item_outcome_t){.request_id = request, .object_id = object};
     return 0;
 }
 

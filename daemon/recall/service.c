@@ -83,7 +83,9 @@ static void drain_done(recall_service_t *rs)
             }
             recalled[nrecalled++] = f;
             for (size_t i = 0; i < f->nwaiters; i++)
-                recall_item_list_add(&items, f->waiters[i], f->object_id);
+                if (recall_item_list_add(&items, f->waiters[i], f->object_id) == 0)
+                    /* the first waiter's pin came with the bytes (sink_commit) */
+                    items.v[items.n - 1].pinned = f->committed && f->pinned == f->waiters[i];
         }
         free(d);
     }
