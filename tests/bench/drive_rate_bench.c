@@ -14,7 +14,9 @@
  * as it is acknowledged before the drive archives it). A push also gets
  * the window reference: the direct stream fdatasync'd once per
  * PUSH_PARALLEL files, since the bench's client has no more files than
- * that unacknowledged, so no server can flush less often for it.
+ * that unacknowledged, so no server can flush less often for it. Every
+ * case also gets the CPU bound: the rate the CPU seconds per GB of stageind
+ * and of the bench itself (a push's client) allow with every core busy.
  *   drive_rate [--quick] [--json] [--dir DIR]
  * Mount and load times are shortened (tape.load_s, robot_move_s): the
  * streaming phase leaves them out anyway. Needs daemon/stageind built (or
@@ -58,8 +60,21 @@ typedef struct {
     /* a push: the reference flushed once per PUSH_PARALLEL files (what
      * the bench's uploads in flight allow at best), and the rate against it */
     double window_ref, window_ratio;
+    /* the bench's own CPU (a push's client), and the rate both CPU costs
+     * per GB allow on this machine's cores: where the rate meets it, the
+     * CPUs bind, not the disk nor the drives */
+    double client_cpu_s_per_gb, cpu_bound;
     char error[120];          /* "" unless the case failed (it then has no rate) */
 } result_t;
+
+/* The rate (MB/s) that cpu_s_per_gb of stageind and client_s_per_gb of the
+ * client allow with every core busy. */
+static double cpu_bound_mb_per_s(double cpu_s_per_gb, double client_s_per_gb)
+{
+    double per_gb = cpu_s_per_gb + client_s_per_gb;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return per_gb > 0 && cores > 0 ? (double)cores / per_gb * 1e3 : 0;
+}
 
 typedef struct {
     const char *dir;          /* the run's scratch directory */
@@ -386,11 +401,12 @@ static void recall_case(const run_t *run, int drives, uint64_t size, double ref0
     double ref_before = durable_ref(run->dir, bytes);
     daemon_start(run, &d, drives, bytes * 2 + (1ull << 30));
     char uuid[64];
-    double cpu0 = bench_cpu_seconds(d.pid);
+    double cpu0 = bench_cpu_seconds(d.pid), client0 = bench_cpu_seconds(getpid());
     stage_dataset(&d, uuid);
     double *t = NULL;
     size_t got = wait_items(&d, uuid, 120 + 20.0 * (double)bytes / fmin(model, ref_before), &t);
     double cpu = bench_cpu_seconds(d.pid) - cpu0;
+    double client = bench_cpu_seconds(getpid()) - client0;
     daemon_stop(&d);
     double ref = bench_rate_of(ref_before,
                               durable_ref(run->dir, bytes));
@@ -399,7 +415,8 @@ static void recall_case(const run_t *run, int drives, uint64_t size, double ref0
     free(t);
     *r = (result_t){"recall", drives, size, n, ops, ops * (double)size / 1e6, model / 1e6,
                     ref / 1e6, cpu / ((double)bytes / 1e9), ops * (double)size / fmin(model, ref),
-                    0, 0, ""};
+                    0, 0, client / ((double)bytes / 1e9), 0, ""};
+    r->cpu_bound = cpu_bound_mb_per_s(r->cpu_s_per_gb, r->client_cpu_s_per_gb);
     if (!got) {
         snprintf(r->error, sizeof(r->error), "the request did not complete");
         fprintf(stderr, PROG ": recall, %d drives, %" PRIu64 " byte objects: the request did"
@@ -532,9 +549,10 @@ static void push_case(const run_t *run, uint64_t size, double ref0, result_t *r)
     catalog_close(cat);
     daemon_start(run, &d, 1, bytes * 2 + (1ull << 30));
     double *t = malloc(n * sizeof(*t));
-    double cpu0 = bench_cpu_seconds(d.pid);
+    double cpu0 = bench_cpu_seconds(d.pid), client0 = bench_cpu_seconds(getpid());
     push_files(&d, size, n, t);
     double cpu = bench_cpu_seconds(d.pid) - cpu0;
+    double client = bench_cpu_seconds(getpid()) - client0;
     daemon_stop(&d);
     double ref = bench_rate_of(ref_before, durable_ref(run->dir, bytes));
     double window_ref = bench_rate_of(window_before, window_ref_rate(run->dir, bytes, size));
@@ -546,7 +564,8 @@ static void push_case(const run_t *run, uint64_t size, double ref0, result_t *r)
     double rate = ops * (double)size;
     *r = (result_t){"push", 1, size, n, ops, rate / 1e6, DRIVE_RATE / 1e6, ref / 1e6,
                     cpu / ((double)bytes / 1e9), rate / ref, window_ref / 1e6,
-                    window_ref > 0 ? rate / window_ref : 0, ""};
+                    window_ref > 0 ? rate / window_ref : 0, client / ((double)bytes / 1e9), 0, ""};
+    r->cpu_bound = cpu_bound_mb_per_s(r->cpu_s_per_gb, r->client_cpu_s_per_gb);
     scratch_clear(run);
 }
 
@@ -592,10 +611,13 @@ static void report(const result_t *r, size_t n, bool json)
             printf("%s{\"direction\": \"%s\", \"drives\": %d, \"object_size\": %" PRIu64
                    ", \"objects\": %" PRIu64 ", \"objects_per_s\": %.1f, \"mb_per_s\": %.1f,"
                    " \"model_mb_per_s\": %.1f, \"durable_ref_mb_per_s\": %.1f,"
-                   " \"cpu_s_per_gb\": %.3f, \"ratio\": %.3f%s%s%s%s}",
+                   " \"cpu_s_per_gb\": %.3f, \"ratio\": %.3f, \"client_cpu_s_per_gb\": %.3f,"
+                   " \"cpu_bound_mb_per_s\": %.1f, \"cpu_bound_ratio\": %.3f%s%s%s%s}",
                    i ? ", " : "", r[i].direction, r[i].drives, r[i].object_size, r[i].objects,
                    r[i].objects_per_s, r[i].mb_per_s, r[i].model, r[i].ref, r[i].cpu_s_per_gb,
-                   r[i].ratio, window_json(&r[i], w, sizeof(w)),
+                   r[i].ratio, r[i].client_cpu_s_per_gb, r[i].cpu_bound,
+                   r[i].cpu_bound > 0 ? r[i].mb_per_s / r[i].cpu_bound : 0,
+                   window_json(&r[i], w, sizeof(w)),
                    r[i].error[0] ? ", \"error\": \"" : "", r[i].error,
                    r[i].error[0] ? "\"" : "");
         printf("]}\n");
@@ -607,6 +629,8 @@ static void report(const result_t *r, size_t n, bool json)
         {"model MB/s", SI_COL_STR}, {"durable ref MB/s", SI_COL_STR},
         {"CPU s/GB", SI_COL_STR},  {"ratio", SI_COL_STR},
         {"window ref MB/s", SI_COL_STR}, {"of window ref", SI_COL_STR},
+        {"client CPU s/GB", SI_COL_STR}, {"CPU bound MB/s", SI_COL_STR},
+        {"of CPU bound", SI_COL_STR},
     };
     si_table_t *t = si_table_new(cols, sizeof(cols) / sizeof(cols[0]));
     for (size_t i = 0; i < n; i++) {
@@ -633,6 +657,9 @@ static void report(const result_t *r, size_t n, bool json)
             CELL("%.1f", r[i].window_ref);
             CELL("%.2f", r[i].window_ratio);
         }
+        CELL("%.2f", r[i].client_cpu_s_per_gb);
+        CELL("%.0f", r[i].cpu_bound);
+        CELL("%.2f", r[i].cpu_bound > 0 ? r[i].mb_per_s / r[i].cpu_bound : 0);
 #undef CELL
     }
     si_table_print(t, stdout, false);
