@@ -114,6 +114,22 @@ int si_parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+int si_parse_mode(const char *s, unsigned *mode)
+{
+    if (!s || !*s)
+        return -1;
+    unsigned m = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '7')
+            return -1;
+        m = m * 8 + (unsigned)(*s - '0');
+        if (m > 0777)
+            return -1;
+    }
+    *mode = m;
+    return 0;
+}
+
 int si_parse_i64(const char *s, int64_t *out)
 {
     if (!s || !*s)

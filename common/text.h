@@ -29,6 +29,9 @@ int si_dataset_check(const char *name, si_error_t *err);
 /* Strict decimal parses: the whole string, no sign, no overflow. */
 int si_parse_u64(const char *s, uint64_t *out);
 int si_parse_i64(const char *s, int64_t *out);
+/* A permission mode in octal, "0" to "0777" ("640", "0640"): only octal
+ * digits, no sign or space; -1 otherwise. */
+int si_parse_mode(const char *s, unsigned *mode);
 
 /* An ISO 8601 duration as the WLCG Tape REST API's diskLifetime: "P1D",
  * "PT12H", "P1DT2H30M", "PT90S", "P2W" (days of 24 h; no years or months,

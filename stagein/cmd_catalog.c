@@ -391,12 +391,8 @@ static int cmd_define(cli_t *cli, int argc, char **argv)
                 return 1;
             break;
         case 'm': {
-            char *end;
-            errno = 0;
-            unsigned long m = strtoul(optarg, &end, 8);
-            if (errno || *end || !*optarg || m > 0777)
+            if (si_parse_mode(optarg, &a.mode) < 0)
                 return cli_fail(cli, "--mode '%s' is not an octal mode like 0640", optarg);
-            a.mode = (unsigned)m;
             break;
         }
         case 'd':

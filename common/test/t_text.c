@@ -48,6 +48,18 @@ int main(void)
     ok(si_parse_u64("18446744073709551615", &u) == 0 && u == UINT64_MAX, "u64 max parses");
     ok(si_parse_u64("18446744073709551616", &u) < 0, "u64 overflow rejected");
     ok(si_parse_u64("-1", &u) < 0, "negative rejected as u64");
+    unsigned mode = 1;
+    ok(si_parse_mode("0640", &mode) == 0 && mode == 0640, "mode 0640");
+    ok(si_parse_mode("755", &mode) == 0 && mode == 0755, "mode 755, no leading 0");
+    ok(si_parse_mode("0", &mode) == 0 && mode == 0, "mode 0");
+    ok(si_parse_mode("00000777", &mode) == 0 && mode == 0777, "leading zeros");
+    mode = 1;
+    static const char *const bad_modes[] = {"", "1000", "0800", "64x", " 640", "+640", "-0",
+                                            "0x1ff", "7777777777777777777777"};
+    int refused = 0;
+    for (size_t k = 0; k < sizeof(bad_modes) / sizeof(bad_modes[0]); k++)
+        refused += si_parse_mode(bad_modes[k], &mode) < 0;
+    ok(refused == 9 && mode == 1, "above 0777, non-octal, signs and spaces refused, mode untouched");
     ok(si_parse_u64("12x", &u) < 0, "trailing junk rejected");
     ok(si_parse_u64("", &u) < 0, "empty rejected");
     ok(si_parse_u64(" 1", &u) < 0, "leading space rejected");

@@ -14,6 +14,7 @@
 
 #include "daemon/control/identity.h"
 #include "daemon/http/server.h"
+#include "common/text.h"
 
 #define SIZE_HEADER "X-Stagein-Size"
 #define CHECKSUM_HEADER "X-Stagein-Checksum"
@@ -109,10 +110,8 @@ static int upload_size(http_request_t *req, uint64_t *size, unsigned *status, si
 
 static int parse_mode(const char *text, int *mode, si_error_t *err)
 {
-    char *end;
-    errno = 0;
-    long m = text && *text ? strtol(text, &end, 8) : -1;
-    if (!text || !*text || errno || *end || m < 0 || m > 0777)
+    unsigned m;
+    if (si_parse_mode(text, &m) < 0)
         return si_errprintf(err, "mode '%.20s' is not an octal permission mode (0 to 0777)",
                             text ? text : "");
     *mode = (int)m;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/aws/sigv4.h"
+#include "common/text.h"
 
 const si_conf_key_t s3_conf_keys[] = {
     {"s3", SI_CONF_GROUP, 0, 0, NULL},
@@ -147,14 +148,11 @@ int s3_conf_from(const si_conf_t *conf, s3_conf_t *out, si_error_t *err)
     c->max_connections = (unsigned)si_conf_int(conf, "s3.max_connections", c->max_connections);
     const char *mode = si_conf_string(conf, "s3.archive_bucket_mode", NULL);
     if (mode) {
-        char *end;
-        unsigned long m = strtoul(mode, &end, 8);
-        if (!*mode || *end || m > 0777 || strspn(mode, "01234567") != strlen(mode)) {
+        if (si_parse_mode(mode, &c->archive_bucket_mode) < 0) {
             si_errprintf(err, "s3.archive_bucket_mode: '%.20s' is not an octal permission mode"
                          " (\"0600\" to \"0777\")", mode);
             goto error;
         }
-        c->archive_bucket_mode = (unsigned)m;
     }
     c->archive_bucket_group = (gid_t)si_conf_int(conf, "s3.archive_bucket_group",
                                                  c->archive_bucket_group);
