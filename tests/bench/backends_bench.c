@@ -16,7 +16,8 @@
  * cache's file system), before and after each staged set; the true limit
  * of staging is the slower of the direct read and that write, so
  * ratio_durable = staged / min(direct, durable). Also the staging daemon's
- * CPU seconds per GB staged.
+ * CPU seconds per GB staged, with the upstream stageind's (s3), and the CPU
+ * bound: the rate both allow with every core busy (bench_opts.h).
  *   backends [--quick] [--json] [--dir DIR]
  *   BACKENDS_ONLY=hsm|s3 backends ...   (one backend)
  *   BACKENDS_S3_PARTS=N backends ...     (archive.s3.parts; default 1)
@@ -71,6 +72,7 @@ typedef struct {
 typedef struct {
     double direct_s, durable_s, staged_s;
     double cpu_s;          /* the staging stageind's CPU seconds while it staged the set */
+    double upstream_cpu_s; /* the upstream's meanwhile (s3; 0 for hsm) */
 } result_t;
 
 static char g_stageind[PATH_MAX];
@@ -306,19 +308,20 @@ static double stage_dataset(daemon_t *d, const char *dataset)
     return took;
 }
 
-/* Stages the set; *durable_s: the time the durable reference takes for
- * its bytes, measured before and after; *cpu_s: the daemon's CPU seconds
- * while it staged. Returns the staging seconds. */
-static double staged_around_durable(daemon_t *d, const set_t *s, double *durable_s,
-                                    double *cpu_s)
+/* Stages the set; r->durable_s: the time the durable reference takes for
+ * its bytes, measured before and after; r->cpu_s: the daemon's CPU seconds
+ * while it staged, r->upstream_cpu_s the upstream's (pid 0: none). Returns
+ * the staging seconds. */
+static double staged_around_durable(daemon_t *d, const set_t *s, pid_t upstream, result_t *r)
 {
     uint64_t ref = s->bytes < REF_CAP ? s->bytes : REF_CAP;
     double before = bench_durable_write_rate("backends", d->dir, ref);
-    double cpu0 = bench_cpu_seconds(d->pid);
+    double cpu0 = bench_cpu_seconds(d->pid), up0 = upstream ? bench_cpu_seconds(upstream) : 0;
     double took = stage_dataset(d, s->name);
-    *cpu_s = bench_cpu_seconds(d->pid) - cpu0;
+    r->cpu_s = bench_cpu_seconds(d->pid) - cpu0;
+    r->upstream_cpu_s = upstream ? bench_cpu_seconds(upstream) - up0 : 0;
     double rate = bench_rate_of(before, bench_durable_write_rate("backends", d->dir, ref));
-    *durable_s = rate > 0 ? (double)s->bytes / rate : 0;
+    r->durable_s = rate > 0 ? (double)s->bytes / rate : 0;
     return took;
 }
 
@@ -437,7 +440,7 @@ static void run_hsm(const char *base, const char *root, set_t *sets, result_t *r
     for (int s = 0; s < 2; s++) {
         direct_cat(&sets[s], root, HSM_WORKERS); /* both runs read from the page cache */
         res[s].direct_s = direct_cat(&sets[s], root, HSM_WORKERS);
-        res[s].staged_s = staged_around_durable(&d, &sets[s], &res[s].durable_s, &res[s].cpu_s);
+        res[s].staged_s = staged_around_durable(&d, &sets[s], 0, &res[s]);
     }
     daemon_stop(&d);
     bench_remove_tree("backends", d.dir);
@@ -501,7 +504,7 @@ static void run_s3(const char *base, const char *root, set_t *sets, result_t *re
     for (int s = 0; s < 2; s++) {
         s3_all(s3, &sets[s], NULL, GETS); /* all read what the upstream's page cache holds */
         res[s].direct_s = s3_all(s3, &sets[s], NULL, GETS);
-        res[s].staged_s = staged_around_durable(&b, &sets[s], &res[s].durable_s, &res[s].cpu_s);
+        res[s].staged_s = staged_around_durable(&b, &sets[s], up.pid, &res[s]);
     }
     daemon_stop(&b);
     daemon_stop(&up);
@@ -522,6 +525,15 @@ static double mbps(uint64_t bytes, double s)
 static double ref_s(const result_t *r, bool durable)
 {
     return durable && r->durable_s > r->direct_s ? r->durable_s : r->direct_s;
+}
+
+/* Both daemons' CPU seconds per GB staged, over n results of bytes. */
+static double cpu_per_gb(const result_t *r, size_t n, uint64_t bytes)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += r[i].cpu_s + r[i].upstream_cpu_s;
+    return s / ((double)bytes / 1e9);
 }
 
 /* staged throughput / reference throughput over both sets (time ratio) */
@@ -585,11 +597,14 @@ int main(int argc, char **argv)
                 const char *n = names[b], *set = sets[s].name;
                 printf(",\"%s_%s_direct_MBps\":%.1f,\"%s_%s_durable_MBps\":%.1f,"
                        "\"%s_%s_staged_MBps\":%.1f,\"%s_%s_ratio\":%.3f,"
-                       "\"%s_%s_ratio_durable\":%.3f,\"%s_%s_cpu_s_per_gb\":%.2f",
+                       "\"%s_%s_ratio_durable\":%.3f,\"%s_%s_cpu_s_per_gb\":%.2f,"
+                       "\"%s_%s_upstream_cpu_s_per_gb\":%.2f,\"%s_%s_cpu_bound_MBps\":%.1f",
                        n, set, mbps(sets[s].bytes, r->direct_s), n, set,
                        mbps(sets[s].bytes, r->durable_s), n, set, mbps(sets[s].bytes, r->staged_s),
                        n, set, r->direct_s / r->staged_s, n, set, ref_s(r, true) / r->staged_s,
-                       n, set, r->cpu_s / ((double)sets[s].bytes / 1e9));
+                       n, set, r->cpu_s / ((double)sets[s].bytes / 1e9), n, set,
+                       r->upstream_cpu_s / ((double)sets[s].bytes / 1e9), n, set,
+                       bench_cpu_bound_mb_per_s(cpu_per_gb(r, 1, sets[s].bytes)));
             }
             printf(",\"%s_backend_ratio\":%.3f,\"%s_backend_ratio_durable\":%.3f", names[b],
                    overall_ratio(all[b], false), names[b], overall_ratio(all[b], true));
@@ -602,9 +617,10 @@ int main(int argc, char **argv)
         {"direct", SI_COL_STR},        {"direct_MB_s", SI_COL_REAL},
         {"durable_MB_s", SI_COL_REAL}, {"staged_MB_s", SI_COL_REAL},
         {"ratio", SI_COL_REAL},        {"ratio_durable", SI_COL_REAL},
-        {"cpu_s_per_GB", SI_COL_REAL},
+        {"cpu_s_per_GB", SI_COL_REAL}, {"upstream_cpu_s_per_GB", SI_COL_REAL},
+        {"cpu_bound_MB_s", SI_COL_REAL}, {"of_cpu_bound", SI_COL_REAL},
     };
-    si_table_t *t = si_table_new(cols, 9);
+    si_table_t *t = si_table_new(cols, sizeof(cols) / sizeof(cols[0]));
     for (int b = 0; b < 2; b++) {
         if (!ran[b])
             continue;
@@ -623,6 +639,10 @@ int main(int argc, char **argv)
             si_table_real(t, r->direct_s / r->staged_s);
             si_table_real(t, ref_s(r, true) / r->staged_s);
             si_table_real(t, r->cpu_s / ((double)sets[s].bytes / 1e9));
+            si_table_real(t, r->upstream_cpu_s / ((double)sets[s].bytes / 1e9));
+            double bound = bench_cpu_bound_mb_per_s(cpu_per_gb(r, 1, sets[s].bytes));
+            si_table_real(t, bound);
+            si_table_real(t, bound > 0 ? mbps(sets[s].bytes, r->staged_s) / bound : 0);
         }
         const result_t *r = all[b];
         uint64_t bytes = sets[0].bytes + sets[1].bytes;
@@ -636,6 +656,10 @@ int main(int argc, char **argv)
         si_table_real(t, overall_ratio(r, false));
         si_table_real(t, overall_ratio(r, true));
         si_table_real(t, (r[0].cpu_s + r[1].cpu_s) / ((double)bytes / 1e9));
+        si_table_real(t, (r[0].upstream_cpu_s + r[1].upstream_cpu_s) / ((double)bytes / 1e9));
+        double bound = bench_cpu_bound_mb_per_s(cpu_per_gb(r, 2, bytes));
+        si_table_real(t, bound);
+        si_table_real(t, bound > 0 ? mbps(bytes, r[0].staged_s + r[1].staged_s) / bound : 0);
     }
     si_table_print(t, stdout, false);
     si_table_free(t);

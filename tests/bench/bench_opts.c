@@ -86,6 +86,12 @@ double bench_cpu_seconds(int pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+double bench_cpu_bound_mb_per_s(double cpu_s_per_gb)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpu_s_per_gb > 0 && cores > 0 ? (double)cores / cpu_s_per_gb * 1e3 : 0;
+}
+
 double bench_self_cpu_seconds(void)
 {
     struct rusage ru;

@@ -27,6 +27,10 @@ double bench_cpu_seconds(int pid);
 /* CPU seconds (user + system) this process has used so far (getrusage):
  * on a shared machine, unlike wall time, hardly moved by the other load. */
 double bench_self_cpu_seconds(void);
+/* The CPU bound: the rate (MB/s) that a workload costing cpu_s_per_gb CPU
+ * seconds per GB, over all its processes, reaches with every core busy
+ * (0 when nothing was measured). Where a rate meets it, the CPUs bind. */
+double bench_cpu_bound_mb_per_s(double cpu_s_per_gb);
 /* The durable-write reference of the staging benchmarks: `bytes` written
  * to a new file in dir as one stream of 4 MiB writes, write-back started
  * every 8 MiB, then fsync'd (`dd bs=4M conv=fsync` that does not leave the

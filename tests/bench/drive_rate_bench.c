@@ -67,14 +67,6 @@ typedef struct {
     char error[120];          /* "" unless the case failed (it then has no rate) */
 } result_t;
 
-/* The rate (MB/s) that cpu_s_per_gb of stageind and client_s_per_gb of the
- * client allow with every core busy. */
-static double cpu_bound_mb_per_s(double cpu_s_per_gb, double client_s_per_gb)
-{
-    double per_gb = cpu_s_per_gb + client_s_per_gb;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return per_gb > 0 && cores > 0 ? (double)cores / per_gb * 1e3 : 0;
-}
 
 typedef struct {
     const char *dir;          /* the run's scratch directory */
@@ -416,7 +408,7 @@ static void recall_case(const run_t *run, int drives, uint64_t size, double ref0
     *r = (result_t){"recall", drives, size, n, ops, ops * (double)size / 1e6, model / 1e6,
                     ref / 1e6, cpu / ((double)bytes / 1e9), ops * (double)size / fmin(model, ref),
                     0, 0, client / ((double)bytes / 1e9), 0, ""};
-    r->cpu_bound = cpu_bound_mb_per_s(r->cpu_s_per_gb, r->client_cpu_s_per_gb);
+    r->cpu_bound = bench_cpu_bound_mb_per_s(r->cpu_s_per_gb + r->client_cpu_s_per_gb);
     if (!got) {
         snprintf(r->error, sizeof(r->error), "the request did not complete");
         fprintf(stderr, PROG ": recall, %d drives, %" PRIu64 " byte objects: the request did"
@@ -565,7 +557,7 @@ static void push_case(const run_t *run, uint64_t size, double ref0, result_t *r)
     *r = (result_t){"push", 1, size, n, ops, rate / 1e6, DRIVE_RATE / 1e6, ref / 1e6,
                     cpu / ((double)bytes / 1e9), rate / ref, window_ref / 1e6,
                     window_ref > 0 ? rate / window_ref : 0, client / ((double)bytes / 1e9), 0, ""};
-    r->cpu_bound = cpu_bound_mb_per_s(r->cpu_s_per_gb, r->client_cpu_s_per_gb);
+    r->cpu_bound = bench_cpu_bound_mb_per_s(r->cpu_s_per_gb + r->client_cpu_s_per_gb);
     scratch_clear(run);
 }
 
