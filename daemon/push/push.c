@@ -685,8 +685,8 @@ void push_note_received(push_t *p, uint64_t size)
     pthread_mutex_lock(&p->lock);
     p->received_since_pass += size;
     p->files_since_pass++;
-    if (p->received_since_pass >= p->conf.aggregate_bytes ||
-        p->files_since_pass >= p->conf.aggregate_files) {
+    if (p->waiting_bytes + p->received_since_pass >= p->conf.aggregate_bytes ||
+        p->waiting_files + p->files_since_pass >= p->conf.aggregate_files) {
         p->kicked = true;
         pthread_cond_signal(&p->wake);
     }

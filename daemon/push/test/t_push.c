@@ -518,6 +518,34 @@ static void run(void)
     is_int(count(cat, "SELECT count(*) FROM objects WHERE key = 'ckpt-5/short.bin'"), 0,
            "... and nothing of it kept");
 
+    /* ---- the aggregator thread: woken once an aggregate's worth waits ---- */
+    {
+        while (push_archive_once(p, true, &done, &err) == 1) /* what waits, archived */
+            ;
+        pc.aggregate_window = 3600;
+        pc.aggregate_bytes = 2 * SMALL;
+        push_reconfigure(p, &pc, NULL, true);
+        int started = push_start(p, &err);
+        ok(started == 0, "the aggregator starts: %s", started == 0 ? "yes" : err.text);
+        push_file_t k = {.uid = 1000, .gid = 100, .dataset = "ckpt-8", .key = "k1.bin",
+                         .mode = 0640, .mtime = -1};
+        int received = push_bytes(p, k, small, SMALL, NULL, &err) == 0;
+        /* a pass that finds it waiting, not due (a reconfiguration wakes one) */
+        push_reconfigure(p, &pc, NULL, true);
+        usleep(300000);
+        k.key = "k2.bin";
+        received += push_bytes(p, k, small, SMALL, NULL, &err) == 0;
+        is_int(received, 2, "two files received, the second after the pass");
+        const char *durable_q = "SELECT count(*) FROM push_items i JOIN objects o ON o.id = i.object_id"
+                         " WHERE o.key LIKE 'ckpt-8/%' AND i.state = 'DURABLE'";
+        long long durable = 0;
+        for (int i = 0; i < 100 && durable < 2; i++) {
+            usleep(100000);
+            durable = count(cat, durable_q);
+        }
+        is_int(durable, 2, "together an aggregate's bytes: archived at once, not at the window");
+    }
+
     push_close(p);
     archive_backend_free(backend);
     cache_close(cache);
