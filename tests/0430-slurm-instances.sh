@@ -147,7 +147,9 @@ sed 's/^/# /' "$S/sbatch.err" | head -2
 J=$(submit --stage-in=slow "$TEST_DIR/show.sh")
 RS=$(newest_request)
 prolog_waits "$J"
-is "$(sql "SELECT state FROM requests WHERE uuid = '$RS'")" STARTED "the job's prolog waits for its recall"
+# (its items start once an instance has a drive for its volume)
+is "$(wait_state "SELECT state FROM requests WHERE uuid = '$RS'" STARTED 30)" STARTED \
+    "the job's prolog waits for its recall"
 kill -9 "$(pid_of 1)"
 diag "instance i1 killed at $(date +%T)"
 is "$(wait_job "$J" 120)" COMPLETED "the job waiting in its prolog COMPLETED without instance i1"
@@ -170,7 +172,8 @@ is "$(wait_state "SELECT state FROM requests WHERE uuid = '$RL'" RELEASED 30)" R
 J=$(submit --stage-in=slow2 "$TEST_DIR/show.sh")
 RW=$(newest_request)
 prolog_waits "$J"
-is "$(sql "SELECT state FROM requests WHERE uuid = '$RW'")" STARTED "a job's prolog waits for its recall (slow2)"
+is "$(wait_state "SELECT state FROM requests WHERE uuid = '$RW'" STARTED 30)" STARTED \
+    "a job's prolog waits for its recall (slow2)"
 scancel "$J"
 is "$(wait_job "$J" 30)" CANCELLED "scancel while the prolog waits: CANCELLED"
 is "$(wait_state "SELECT state FROM requests WHERE uuid = '$RW'" RELEASED 30)" RELEASED \
@@ -182,7 +185,8 @@ ok $((1 - $?)) "no agent was started for the cancelled job"
 J=$(submit --stage-in=slow3 "$TEST_DIR/show.sh")
 RR=$(newest_request)
 prolog_waits "$J"
-is "$(sql "SELECT state FROM requests WHERE uuid = '$RR'")" STARTED "a job's prolog waits for its recall (slow3)"
+is "$(wait_state "SELECT state FROM requests WHERE uuid = '$RR'" STARTED 30)" STARTED \
+    "a job's prolog waits for its recall (slow3)"
 pids=""
 for n in 1 2 3; do pids+="$(pid_of "$n") "; done
 # shellcheck disable=SC2086
