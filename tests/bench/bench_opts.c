@@ -177,6 +177,13 @@ double bench_durable_direct_write_rate(const char *prog, const char *dir, uint64
     return durable_stream(prog, dir, bytes, true, 0);
 }
 
+double bench_durable_best_write_rate(const char *prog, const char *dir, uint64_t bytes)
+{
+    double buffered = bench_durable_write_rate(prog, dir, bytes);
+    double direct = bench_durable_direct_write_rate(prog, dir, bytes);
+    return buffered > direct ? buffered : direct;
+}
+
 double bench_durable_windowed_write_rate(const char *prog, const char *dir, uint64_t bytes,
                                          uint64_t window)
 {

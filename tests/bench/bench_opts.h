@@ -43,6 +43,9 @@ double bench_durable_write_rate(const char *prog, const char *dir, uint64_t byte
  * page cache, which on a VM that returns freed memory to its host costs
  * more than the disk (here 0.4-0.7 GB/s buffered, 1.2 GB/s direct). */
 double bench_durable_direct_write_rate(const char *prog, const char *dir, uint64_t bytes);
+/* The faster of the two: the disk's durable limit for a writer free to
+ * choose (stageind writes large objects direct). */
+double bench_durable_best_write_rate(const char *prog, const char *dir, uint64_t bytes);
 /* The direct stream made durable every `window` bytes (fdatasync), as a
  * writer must whose client waits for each file's acknowledgement with no
  * more than `window` bytes in flight: the disk's limit for such a client,

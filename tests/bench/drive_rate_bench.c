@@ -99,8 +99,7 @@ static void fill(unsigned char *buf, size_t len, uint64_t seed)
 static double durable_ref(const char *dir, uint64_t bytes)
 {
     uint64_t n = bytes < REF_CAP ? bytes : REF_CAP;
-    return fmax(bench_durable_write_rate(PROG, dir, n),
-                bench_durable_direct_write_rate(PROG, dir, n));
+    return bench_durable_best_write_rate(PROG, dir, n);
 }
 
 /* A push's second reference: the direct stream made durable once per
