@@ -3,7 +3,8 @@
  * sim backend on the scaled real-time clock, cache writes), and the time it
  * took is set against the scheduler's own prediction for the same workload
  * on the virtual clock, scaled by time_scale, or against the durable write
- * of the same bytes (bench_opts.h, before and after the run) where that
+ * of the same bytes (the faster of buffered and direct, bench_opts.h,
+ * before and after the run) where that
  * takes longer: the difference is the daemon's overhead. The control API's throughput comes from tests/bench/control_api,
  * run alongside and merged.
  *   stage [--quick] [--json] [--time-scale S]   (default S = 0.05)
@@ -252,7 +253,7 @@ int main(int argc, char **argv)
         usleep(10000);
     char answer[8192];
     uint64_t ref_bytes = bytes < (1ull << 30) ? bytes : (1ull << 30);
-    double ref_before = bench_durable_write_rate("stage", state, ref_bytes);
+    double ref_before = bench_durable_best_write_rate("stage", state, ref_bytes);
     double t0 = bench_mono_s(), t0_wall = bench_wall_s();
     int code = http_unix(sock, "POST", "/api/v1/stage", "{\"datasets\":[\"bench\"]}", answer,
                          sizeof(answer));
@@ -268,7 +269,7 @@ int main(int argc, char **argv)
     char final[16];
     double achieved = bench_wait_request(path, uuid, t0, t0_wall, predicted * 3 + 60, final);
     double ref_rate =
-        bench_rate_of(ref_before, bench_durable_write_rate("stage", state, ref_bytes));
+        bench_rate_of(ref_before, bench_durable_best_write_rate("stage", state, ref_bytes));
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
     if (strcmp(final, "COMPLETED") != 0) {
