@@ -169,6 +169,7 @@ static int pick_batch(push_t *p, bool force, batch_t *b, double *next_due, si_er
         return push_db_error(p, err, "listing received files");
     bool due = b->n > 0 && (force || full || b->bytes >= p->conf.aggregate_bytes ||
                             si_wall_now() - oldest >= p->conf.aggregate_window);
+    /* what the scan saw (an upload's push_note_received waits for the lock) */
     p->waiting_bytes = due ? 0 : b->bytes;
     p->waiting_files = due ? 0 : b->n;
     if (!due) {

@@ -65,10 +65,8 @@ struct push {
     struct push_begin *begin_head, *begin_tail;
     pthread_t recorder;
     bool recorder_running, recorder_stopping;
-    /* acknowledged since the aggregator's last look, and what that look
-     * found waiting (not due): together enough for an aggregate wakes it */
-    uint64_t received_since_pass;   /* bytes */
-    size_t files_since_pass;
+    /* what the aggregator's last look found waiting (not due), plus what
+     * was acknowledged since: an aggregate's worth wakes it */
     uint64_t waiting_bytes;
     size_t waiting_files;
     /* the push whose time of last activity the cache's batch (its commit

@@ -638,8 +638,6 @@ static void *aggregator(void *arg)
     pthread_mutex_lock(&p->lock);
     while (!p->stopping) {
         p->kicked = false;
-        p->received_since_pass = 0;
-        p->files_since_pass = 0;
         pthread_mutex_unlock(&p->lock);
         push_archived_t done;
         si_error_t err;
@@ -683,10 +681,10 @@ int push_start(push_t *p, si_error_t *err)
 void push_note_received(push_t *p, uint64_t size)
 {
     pthread_mutex_lock(&p->lock);
-    p->received_since_pass += size;
-    p->files_since_pass++;
-    if (p->waiting_bytes + p->received_since_pass >= p->conf.aggregate_bytes ||
-        p->waiting_files + p->files_since_pass >= p->conf.aggregate_files) {
+    p->waiting_bytes += size;
+    p->waiting_files++;
+    if (p->waiting_bytes >= p->conf.aggregate_bytes ||
+        p->waiting_files >= p->conf.aggregate_files) {
         p->kicked = true;
         pthread_cond_signal(&p->wake);
     }

@@ -184,7 +184,6 @@ static void on_committed(void *arg, int64_t object_id, int rc, int errnum, const
         f->committing = false;
         f->committed = rc == 0;
         if (rc < 0) {
-            f->pinned = 0;
             free(f->commit_error);
             f->commit_error = strdup(why ? why : "commit failed");
         }
@@ -231,10 +230,8 @@ static int sink_commit(void *arg, void *session, si_error_t *err)
         int saved = errno;
         cache_writer_abort(s->w);
         pthread_mutex_lock(&rs->mu);
-        if ((f = recall_flight_get(rs, s->object_id))) {
+        if ((f = recall_flight_get(rs, s->object_id)))
             f->committing = false;
-            f->pinned = 0;
-        }
         pthread_cond_broadcast(&rs->commit_cv);
         pthread_mutex_unlock(&rs->mu);
         free(s);

@@ -65,7 +65,7 @@ typedef struct flight {
      * backend's done waits here until the commit has happened */
     bool committing;
     bool committed;            /* its bytes are in the cache, verified */
-    int64_t pinned;            /* the request that commit pinned it for (0: none) */
+    int64_t pinned;            /* once committed: the request it was pinned for (0: none) */
     struct done *deferred;     /* a done that arrived while committing */
     char *commit_error;        /* a failed commit: the done reports it */
     /* the volumes of its copies handed to the backend (their leases held) */
