@@ -572,15 +572,30 @@ bool db_can_copy(const db_t *db)
 
 int db_copy_in(db_t *db, const char *copy_sql, const char *data, size_t len, si_error_t *err)
 {
+    return db_copy_send(db, copy_sql, data, len, err) < 0 ? -1 : db_copy_wait(db, err);
+}
+
+int db_copy_send(db_t *db, const char *copy_sql, const char *data, size_t len, si_error_t *err)
+{
 #ifdef HAVE_LIBPQ
     if (IS_PG(db))
-        return db_pg_copy_in(db, copy_sql, data, len, err);
+        return db_pg_copy_send(db, copy_sql, data, len, err);
 #endif
     (void)copy_sql, (void)data, (void)len;
     db->errclass = DB_ERR_OTHER;
     snprintf(db->errmsg, sizeof(db->errmsg), "COPY is PostgreSQL's, not %s's",
              db_engine_name(db));
     return si_errprintf(err, "catalog %s: %s", db->target, db->errmsg);
+}
+
+int db_copy_wait(db_t *db, si_error_t *err)
+{
+#ifdef HAVE_LIBPQ
+    if (IS_PG(db))
+        return db_pg_copy_wait(db, err);
+#endif
+    (void)db, (void)err;
+    return 0;
 }
 
 void db_copy_field(FILE *row, bool first, const char *text)

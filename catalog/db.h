@@ -148,6 +148,12 @@ bool db_in_transaction(db_t *db);
  * the engine's message (db_errclass: DB_ERR_UNIQUE for a duplicate key). */
 bool db_can_copy(const db_t *db);
 int db_copy_in(db_t *db, const char *copy_sql, const char *data, size_t len, si_error_t *err);
+/* db_copy_in in two halves, so that the caller works while the server
+ * inserts: db_copy_send sends the rows and returns; db_copy_wait takes the
+ * outcome (-1 as db_copy_in's). Between the two the connection takes no
+ * other statement. */
+int db_copy_send(db_t *db, const char *copy_sql, const char *data, size_t len, si_error_t *err);
+int db_copy_wait(db_t *db, si_error_t *err);
 /* Appends one field (NULL: SQL NULL) to a row of COPY text, escaped; first:
  * the row's first field (no tab before it). End a row with '\n'. */
 void db_copy_field(FILE *row, bool first, const char *text);

@@ -27,6 +27,7 @@ struct db {
 #ifdef HAVE_LIBPQ
     PGconn *pg;
     int64_t pg_changes;
+    bool pg_copy_failed;        /* db_pg_copy_send could not send all rows */
     unsigned pg_next_name;
     bool pg_lost;               /* gone: reconnect before the next statement */
     bool pg_lost_in_transaction; /* its transaction is gone: fail until rollback */
@@ -95,7 +96,8 @@ const char *db_pg_column_text(db_stmt_t *s, int i);
 int db_pg_column_bytes(db_stmt_t *s, int i);
 int64_t db_pg_last_insert_id(db_t *db);
 int db_pg_exec(db_t *db, const char *sql, si_error_t *err);
-int db_pg_copy_in(db_t *db, const char *sql, const char *data, size_t len, si_error_t *err);
+int db_pg_copy_send(db_t *db, const char *sql, const char *data, size_t len, si_error_t *err);
+int db_pg_copy_wait(db_t *db, si_error_t *err);
 /* The transaction ended (rollback or failed commit): a lost one is
  * forgotten, so the connection may reconnect. */
 void db_pg_transaction_ended(db_t *db);

@@ -638,7 +638,7 @@ int db_pg_exec(db_t *db, const char *sql, si_error_t *err)
     return 0;
 }
 
-int db_pg_copy_in(db_t *db, const char *sql, const char *data, size_t len, si_error_t *err)
+int db_pg_copy_send(db_t *db, const char *sql, const char *data, size_t len, si_error_t *err)
 {
     if (!pg_ready(db))
         return si_errprintf(err, "%s", db->errmsg);
@@ -656,9 +656,16 @@ int db_pg_copy_in(db_t *db, const char *sql, const char *data, size_t len, si_er
         off += n;
     }
     PQputCopyEnd(db->pg, sent == 1 ? NULL : "stagein: sending the rows failed");
-    int rc = sent == 1 ? 0 : -1;
-    if (rc < 0)
+    db->pg_copy_failed = sent != 1;
+    if (db->pg_copy_failed)
         note_result_error(db, NULL);
+    return 0;
+}
+
+int db_pg_copy_wait(db_t *db, si_error_t *err)
+{
+    int rc = db->pg_copy_failed ? -1 : 0;
+    PGresult *res;
     while ((res = PQgetResult(db->pg))) {
         if (PQresultStatus(res) == PGRES_COMMAND_OK) {
             db->pg_changes = strtoll(PQcmdTuples(res), NULL, 10);
@@ -668,5 +675,6 @@ int db_pg_copy_in(db_t *db, const char *sql, const char *data, size_t len, si_er
         }
         PQclear(res);
     }
+    db->pg_copy_failed = false;
     return rc < 0 ? si_errprintf(err, "catalog %s: %s", db->target, db->errmsg) : 0;
 }

@@ -25,6 +25,10 @@ typedef struct {
     const char *batch_sql;    /* NULL: one record at a time */
     struct import_row *batch;
     size_t nbatch;
+    struct import_row *pending; /* the batch whose COPY is in flight */
+    size_t npending;
+    uint64_t pending_objects;   /* its new objects */
+    bool broken;                /* the batch in flight failed: the import ends */
 } import_t;
 
 /* One tape position record, whatever format it came in. */
@@ -42,6 +46,9 @@ int import_end(import_t *im, int rc, const char *kind, si_error_t *err);
 int import_fail(import_t *im, si_error_t *err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int put_position(import_t *im, const position_rec_t *r, si_error_t *err);
+/* Ends the batch in flight, if any: before any other statement of the
+ * import, and before the import ends. -1 with its first bad line. */
+int import_settle(import_t *im, si_error_t *err);
 
 int catalog_import_ltfs(catalog_t *cat, const char *name, FILE *in,
                         const catalog_positions_opts_t *opts, catalog_import_stats_t *stats,

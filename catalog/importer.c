@@ -37,8 +37,8 @@ static const char batch_sql_pg[] =
     "  (SELECT count(*) FROM c),"
     "  (SELECT count(DISTINCT (bucket, key, size, coalesce(checksum, ''))) FROM r)";
 
-static int batch_flush(import_t *im, si_error_t *err);
-static void batch_free(import_t *im);
+static int batch_flush(import_t *im, bool leave_in_flight, si_error_t *err);
+static void batch_free(struct import_row *rows, size_t *n);
 
 int import_fail(import_t *im, si_error_t *err, const char *fmt, ...)
 {
@@ -105,18 +105,20 @@ static int analyze_changed(import_t *im, si_error_t *err)
 int import_end(import_t *im, int rc, const char *kind, si_error_t *err)
 {
     if (rc == 0) {
-        rc = batch_flush(im, err);
-    } else if (im->nbatch) {
+        rc = batch_flush(im, false, err);
+    } else if ((im->nbatch || im->npending) && !im->broken) {
         /* Records before the failing line come first: their error, if any,
          * is the one to report, as when records go one at a time. */
         si_error_t earlier;
         uint64_t line = im->line;
-        if (batch_flush(im, &earlier) < 0)
+        if (batch_flush(im, false, &earlier) < 0)
             *err = earlier;
         im->line = line;
     }
-    batch_free(im);
+    batch_free(im->batch, &im->nbatch);
+    batch_free(im->pending, &im->npending);
     free(im->batch);
+    free(im->pending);
     free(im->buf);
     free(im->volumes);
     if (rc < 0) {
@@ -179,6 +181,8 @@ static int import_volume_id(import_t *im, const char *label, int64_t *id, si_err
             }
         }
     }
+    if (import_settle(im, err) < 0)
+        return -1;
     int created = catalog_volume_ensure(im->cat, &v, id, &why);
     if (created < 0)
         return import_fail(im, err, "%s", why.text);
@@ -230,15 +234,15 @@ typedef struct import_row {
 
 #define BATCH_ROWS 5000
 
-static void batch_free(import_t *im)
+static void batch_free(import_row_t *rows, size_t *n)
 {
-    for (size_t i = 0; i < im->nbatch; i++) {
-        free(im->batch[i].bucket);
-        free(im->batch[i].key);
-        free(im->batch[i].checksum);
-        free(im->batch[i].etag);
+    for (size_t i = 0; i < *n; i++) {
+        free(rows[i].bucket);
+        free(rows[i].key);
+        free(rows[i].checksum);
+        free(rows[i].etag);
     }
-    im->nbatch = 0;
+    *n = 0;
 }
 
 /* Appends one array element: NULL, a number, or a quoted string. */
@@ -271,7 +275,7 @@ static void array_int(FILE *f, size_t i, bool null, int64_t v)
 
 /* Runs the batch as one statement: 1 when it stands, 0 when it was undone
  * (some record is not a new object with new copies), -1 on error. */
-static int batch_try(import_t *im, si_error_t *err)
+static int batch_try(import_t *im, const import_row_t *rows, size_t n, si_error_t *err)
 {
     char *text[BATCH_COLUMNS] = {0};
     size_t len[BATCH_COLUMNS];
@@ -282,8 +286,8 @@ static int batch_try(import_t *im, si_error_t *err)
             si_errprintf(err, "out of memory");
             goto done;
         }
-        for (size_t i = 0; i < im->nbatch; i++) {
-            const import_row_t *r = &im->batch[i];
+        for (size_t i = 0; i < n; i++) {
+            const import_row_t *r = &rows[i];
             switch (c) {
             case 0: array_text(f, i, r->bucket); break;
             case 1: array_text(f, i, r->key); break;
@@ -318,7 +322,7 @@ static int batch_try(import_t *im, si_error_t *err)
     int64_t objects = db_column_int64(s, 0), keys = db_column_int64(s, 1),
             copies = db_column_int64(s, 2), variants = db_column_int64(s, 3);
     db_reset(s);
-    if (objects == keys && variants == keys && copies == (int64_t)im->nbatch) {
+    if (objects == keys && variants == keys && copies == (int64_t)n) {
         im->stats->objects += (uint64_t)objects;
         im->stats->copies += (uint64_t)copies;
         rc = catalog_exec(im->cat, "RELEASE SAVEPOINT import_batch", err) < 0 ? -1 : 1;
@@ -402,9 +406,12 @@ static ssize_t batch_objects(import_t *im, size_t *first)
 }
 
 /* The batch as two COPYs, objects with ids taken from their sequence, then
- * their tape copies: 1 when it stands, 0 when it was undone (an object or a
- * copy already there: the statement path decides each record), -1 on error.
- * COPY inserts rows in bulk, without ON CONFLICT's speculative insertion. */
+ * their tape copies: 1 when the copies' COPY is in flight (import_settle
+ * takes its outcome), 0 when the batch was undone (an object already there:
+ * the statement path decides each record), -1 on error. COPY inserts rows
+ * in bulk, without ON CONFLICT's speculative insertion. The server inserts
+ * the objects while this writes the copies' rows, and the copies while the
+ * reader parses the next batch. */
 static int batch_copy(import_t *im, si_error_t *err)
 {
     size_t *first = malloc(im->nbatch * sizeof(*first));
@@ -442,28 +449,35 @@ static int batch_copy(import_t *im, si_error_t *err)
         catalog_sqlerr(im->cat, err, "taking object ids");
         goto done;
     }
+    got = 0;
     FILE *fo = open_memstream(&objects, &objects_len);
-    FILE *fc = fo ? open_memstream(&copies, &copies_len) : NULL;
-    if (!fo || !fc) {
-        if (fo)
-            fclose(fo);
+    if (!fo) {
         si_errprintf(err, "out of memory");
         goto done;
     }
-    got = 0;
     for (size_t i = 0; i < im->nbatch; i++) {
         const import_row_t *r = &im->batch[i];
-        if (first[i] == i) {
-            object_id[i] = ids[got++];
-            fprintf(fo, "%lld", (long long)object_id[i]);
-            db_copy_field(fo, false, r->bucket);
-            db_copy_field(fo, false, r->key);
-            copy_int(fo, false, (int64_t)r->size);
-            db_copy_field(fo, false, r->checksum);
-            copy_int(fo, r->mtime == 0, r->mtime);
-            db_copy_field(fo, false, r->etag);
-            fputc('\n', fo);
-        }
+        if (first[i] != i)
+            continue;
+        object_id[i] = ids[got++];
+        fprintf(fo, "%lld", (long long)object_id[i]);
+        db_copy_field(fo, false, r->bucket);
+        db_copy_field(fo, false, r->key);
+        copy_int(fo, false, (int64_t)r->size);
+        db_copy_field(fo, false, r->checksum);
+        copy_int(fo, r->mtime == 0, r->mtime);
+        db_copy_field(fo, false, r->etag);
+        fputc('\n', fo);
+    }
+    if (fclose(fo) != 0) {
+        si_errprintf(err, "out of memory");
+        goto done;
+    }
+    if (db_copy_send(db, copy_objects_sql, objects, objects_len, err) < 0)
+        goto done;
+    FILE *fc = open_memstream(&copies, &copies_len);
+    for (size_t i = 0; fc && i < im->nbatch; i++) {
+        const import_row_t *r = &im->batch[i];
         fprintf(fc, "%lld", (long long)object_id[first[i]]);
         copy_int(fc, false, r->copy);
         copy_int(fc, false, r->volume_id);
@@ -472,21 +486,21 @@ static int batch_copy(import_t *im, si_error_t *err)
         copy_int(fc, false, (int64_t)r->size);
         fputc('\n', fc);
     }
-    bool flushed = fclose(fo) == 0;
-    flushed = fclose(fc) == 0 && flushed;
-    if (!flushed) {
+    bool formatted = fc && fclose(fc) == 0;
+    if (db_copy_wait(db, err) < 0) {
+        if (db_errclass(db) == DB_ERR_UNIQUE)
+            rc = catalog_exec(im->cat, "ROLLBACK TO SAVEPOINT import_batch;"
+                                       "RELEASE SAVEPOINT import_batch", err) < 0 ? -1 : 0;
+        goto done;
+    }
+    if (!formatted) {
         si_errprintf(err, "out of memory");
         goto done;
     }
-    if (db_copy_in(db, copy_objects_sql, objects, objects_len, err) == 0 &&
-        db_copy_in(db, copy_copies_sql, copies, copies_len, err) == 0) {
-        im->stats->objects += (uint64_t)distinct;
-        im->stats->copies += im->nbatch;
-        rc = catalog_exec(im->cat, "RELEASE SAVEPOINT import_batch", err) < 0 ? -1 : 1;
-    } else if (db_errclass(db) == DB_ERR_UNIQUE) {
-        rc = catalog_exec(im->cat, "ROLLBACK TO SAVEPOINT import_batch;"
-                                   "RELEASE SAVEPOINT import_batch", err) < 0 ? -1 : 0;
-    }
+    if (db_copy_send(db, copy_copies_sql, copies, copies_len, err) < 0)
+        goto done;
+    im->pending_objects = (uint64_t)distinct;
+    rc = 1;
 done:
     free(objects);
     free(copies);
@@ -496,16 +510,14 @@ done:
     return rc;
 }
 
-static int batch_flush(import_t *im, si_error_t *err)
+/* Records the statement path decides: the batch as one statement when it
+ * stands, else one record at a time (naming the first bad line). */
+static int batch_by_statement(import_t *im, import_row_t *rows, size_t n, si_error_t *err)
 {
-    if (!im->nbatch)
-        return 0;
-    int rc = db_can_copy(im->cat->db) ? batch_copy(im, err) : 0;
-    if (rc == 0)
-        rc = batch_try(im, err);
+    int rc = batch_try(im, rows, n, err);
     uint64_t line = im->line;
-    for (size_t i = 0; rc == 0 && i < im->nbatch; i++) {
-        const import_row_t *r = &im->batch[i];
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const import_row_t *r = &rows[i];
         position_rec_t rec = {.bucket = r->bucket, .key = r->key, .volume = r->volume,
                               .checksum = r->checksum, .etag = r->etag, .size = r->size,
                               .position = r->position, .copy = r->copy,
@@ -516,8 +528,56 @@ static int batch_flush(import_t *im, si_error_t *err)
     }
     if (rc >= 0)
         im->line = line;
-    batch_free(im);
     return rc < 0 ? -1 : 0;
+}
+
+int import_settle(import_t *im, si_error_t *err)
+{
+    if (!im->npending)
+        return 0;
+    db_t *db = im->cat->db;
+    int rc;
+    if (db_copy_wait(db, err) == 0) {
+        im->stats->objects += im->pending_objects;
+        im->stats->copies += im->npending;
+        rc = catalog_exec(im->cat, "RELEASE SAVEPOINT import_batch", err);
+    } else if (db_errclass(db) == DB_ERR_UNIQUE) { /* a copy already there */
+        rc = catalog_exec(im->cat, "ROLLBACK TO SAVEPOINT import_batch;"
+                                   "RELEASE SAVEPOINT import_batch", err);
+        if (rc == 0)
+            rc = batch_by_statement(im, im->pending, im->npending, err);
+    } else {
+        rc = -1;
+    }
+    batch_free(im->pending, &im->npending);
+    if (rc < 0)
+        im->broken = true;
+    return rc;
+}
+
+/* Writes the batch after the one in flight; leave_in_flight: its copies'
+ * COPY may still be running on return (import_settle ends it). */
+static int batch_flush(import_t *im, bool leave_in_flight, si_error_t *err)
+{
+    if (import_settle(im, err) < 0) {
+        batch_free(im->batch, &im->nbatch);
+        return -1;
+    }
+    if (!im->nbatch)
+        return 0;
+    int rc = db_can_copy(im->cat->db) ? batch_copy(im, err) : 0;
+    if (rc == 1) {
+        import_row_t *rows = im->pending;
+        im->pending = im->batch;
+        im->npending = im->nbatch;
+        im->batch = rows; /* allocated when next needed */
+        im->nbatch = 0;
+        return leave_in_flight ? 0 : import_settle(im, err);
+    }
+    if (rc == 0)
+        rc = batch_by_statement(im, im->batch, im->nbatch, err);
+    batch_free(im->batch, &im->nbatch);
+    return rc;
 }
 
 static char *dup_or_null(const char *s, bool *oom)
@@ -540,13 +600,15 @@ int put_position(import_t *im, const position_rec_t *r, si_error_t *err)
     if (catalog_object_check(&o, &why) < 0 || catalog_copy_check(&c, &why) < 0 ||
         strlen(r->volume) >= sizeof(im->batch[0].volume)) {
         /* the records before it first, then this one alone */
-        if (batch_flush(im, err) < 0)
+        if (batch_flush(im, false, err) < 0)
             return -1;
         return put_position_now(im, r, err);
     }
     if (import_volume_id(im, r->volume, &volume_id, err) < 0) {
+        if (im->broken) /* the batch in flight failed: its error comes first */
+            return -1;
         si_error_t mine = *err;
-        if (batch_flush(im, err) < 0)
+        if (batch_flush(im, false, err) < 0)
             return -1;
         *err = mine;
         return -1;
@@ -564,5 +626,5 @@ int put_position(import_t *im, const position_rec_t *r, si_error_t *err)
     im->nbatch++;
     if (oom)
         return si_errprintf(err, "out of memory");
-    return im->nbatch == BATCH_ROWS ? batch_flush(im, err) : 0;
+    return im->nbatch == BATCH_ROWS ? batch_flush(im, true, err) : 0;
 }

@@ -243,6 +243,11 @@ static void emit_file(ltfs_t *l)
         si_error_t why;
         int64_t id;
         catalog_object_t o = {.bucket = bucket, .key = k, .size = 0, .mtime = l->file_mtime};
+        if (import_settle(&l->im, l->err) < 0) {
+            l->failed = 1;
+            XML_StopParser(l->parser, XML_FALSE);
+            return;
+        }
         int created = catalog_object_put(l->im.cat, &o, &id, &why);
         if (created < 0)
             ltfs_fail(l, "%s", why.text);

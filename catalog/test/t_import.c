@@ -67,6 +67,64 @@ static char *repeat(char c, size_t n)
     return s;
 }
 
+/* A positions file of n records "big/<tag>NNNNN" on volumes of 3000 records
+ * each ("V<tag>NNN": new labels while a batch is in flight); line dup
+ * repeats the line before it, line bad has a bad size (0: none). */
+static char *big_csv(const char *tag, size_t n, size_t dup, size_t bad)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    for (size_t line = 1; line <= n; line++) {
+        size_t i = line == dup ? line - 1 : line;
+        fprintf(f, "bulk,big/%s%05zu,%s,V%s%03zu,%zu,1,\n", tag, i, line == bad ? "x" : "64",
+                tag, i / 3000, i * 64);
+    }
+    fclose(f);
+    return text;
+}
+
+/* Imports of more than one batch: the copies of one batch are inserted
+ * while the next is read; an error in the batch in flight is the one
+ * reported, whatever comes after it. */
+static void large_imports(void)
+{
+    catalog_import_stats_t st;
+    si_error_t err = {{0}};
+    char *text = big_csv("A", 12001, 0, 0);
+    int rc = import_text("big.csv", text, CATALOG_FORMAT_CSV, &st, &err);
+    free(text);
+    ok(rc == 0 && st.lines == 12001 && st.objects == 12001 && st.copies == 12001 &&
+           st.volumes == 5,
+       "12,001 records in three batches: %s (%llu lines, %llu objects, %llu copies, %llu volumes)",
+       err.text, (unsigned long long)st.lines, (unsigned long long)st.objects,
+       (unsigned long long)st.copies, (unsigned long long)st.volumes);
+    is_int(test_query_int(cat, "SELECT count(*) FROM tape_copies c JOIN objects o ON o.id = c.object_id"
+                               " JOIN volumes v ON v.id = c.volume_id WHERE o.key LIKE 'big/A%'"
+                               " AND v.label = 'VA00' || CAST(CAST(substr(o.key, 6) AS INTEGER) / 3000 AS TEXT)"
+                               " AND c.position = 64 * CAST(substr(o.key, 6) AS INTEGER)"),
+           12001, "every record's copy on its volume at its position");
+
+    text = big_csv("B", 6000, 100, 5500);
+    rejects("big.csv", text, CATALOG_FORMAT_CSV, "big.csv:100: duplicate entry for bulk/big/B00099",
+            "a duplicate in the batch in flight comes before a bad line of the next");
+    free(text);
+    text = big_csv("C", 7000, 100, 0);
+    rejects("big.csv", text, CATALOG_FORMAT_CSV, "big.csv:100: duplicate entry for bulk/big/C00099",
+            "a duplicate in the batch in flight, a new volume in the next");
+    free(text);
+    text = big_csv("D", 5000, 4000, 0);
+    rejects("big.csv", text, CATALOG_FORMAT_CSV, "big.csv:4000: duplicate entry for bulk/big/D03999",
+            "a duplicate in the last batch, in flight when the file ends");
+    free(text);
+    text = big_csv("A", 12001, 0, 0);
+    long long before = counts();
+    rc = import_text("big.csv", text, CATALOG_FORMAT_CSV, &st, &err);
+    free(text);
+    ok(rc == 0 && counts() == before && st.objects == 0 && st.copies == 0,
+       "the same 12,001 records again change nothing: %s", err.text);
+}
+
 static void run(void)
 {
     char path[512];
@@ -283,6 +341,7 @@ static void run(void)
     snprintf(xml, sizeof(xml), "%s<directory><name>bk1</name><contents><file><name>f</name><length>x5</length>"
              "</file>%s", head, tail);
     rejects("t.xml", xml, CATALOG_FORMAT_LTFS, "<length> 'x5' is not a non-negative integer", "bad length");
+    large_imports();
 
     catalog_close(cat);
     test_db_remove(path);
