@@ -428,6 +428,42 @@ static int read_into_memory(cache_writer_t *w, int fd, uint64_t off, uint64_t le
     return 0;
 }
 
+/* cache_writer_copy_fd of a direct writer: read into its aligned buffer,
+ * hashed there and written from it past the page cache. The kernel's copy
+ * and the read-back for the hash would dirty, then read, a page-cache copy
+ * of every byte (measured with the hsm backend: 1 GiB objects at 2.9 CPU
+ * s/GB that way, the page cache's reclaim included). */
+static int read_into_direct(cache_writer_t *w, int fd, uint64_t off, uint64_t len,
+                            si_error_t *err)
+{
+    for (uint64_t done = 0; done < len;) {
+        size_t want = len - done < w->buf_size ? (size_t)(len - done) : w->buf_size;
+        size_t got = 0;
+        while (got < want) {
+            ssize_t n = pread(fd, w->buf + got, want - got, (off_t)(off + done + got));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                int saved = n < 0 ? errno : EBADMSG;
+                w->failed = true;
+                if (n == 0)
+                    return si_errnoprintf(err, EBADMSG, "object %" PRId64 ": the source file"
+                                          " ended %" PRIu64 " bytes early", w->object_id,
+                                          len - done - got);
+                return si_errnoprintf(err, saved, "object %" PRId64 ": reading its source: %s",
+                                      w->object_id, strerror(saved));
+            }
+            got += (size_t)n;
+        }
+        si_checksum_update(w->sum, w->buf, got);
+        w->received += got;
+        if (write_all(w, w->buf, got, err) < 0)
+            return -1;
+        done += got;
+    }
+    return 0;
+}
+
 int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, si_error_t *err)
 {
     if (writable(w, len, err) < 0)
@@ -436,8 +472,8 @@ int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, 
         return read_into_memory(w, fd, off, len, err);
     if (flush_buffer(w, err) < 0)
         return -1;
-    if (w->direct) /* the read-back below goes through the page cache */
-        direct_off(w);
+    if (w->direct)
+        return read_into_direct(w, fd, off, len, err);
     uint64_t start = w->written;
     int64_t n = si_copy_range(fd, off, w->fd, start, len, err);
     if (n >= 0 && (uint64_t)n < len)

@@ -353,6 +353,43 @@ static void test_copy_fd(cache_t *c)
        cache_writer_copy_fd(w, fd, 0, size + 10, &err) < 0 && errno == EBADMSG &&
        strstr(err.text, "ended 10 bytes early"), "a source that ends early: %s", err.text);
     cache_writer_abort(w);
+
+    /* a direct writer reads into its aligned buffer and writes past the
+     * page cache until an unaligned tail turns it buffered */
+    close(fd);
+    free(data);
+    data = ct_content(65, size);
+    f = fopen(src, "wb");
+    fwrite(data, 1, size, f);
+    fclose(f);
+    fd = open(src, O_RDONLY);
+    char tmp[400];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", t.cache_dir);
+    int64_t id4 = ct_object(&t, 65, size, sum);
+    ok(cache_writer_open(c, id4, size, sum, &w, &err) == 0, "direct writer opened for copy_fd");
+    cache_writer_direct(w);
+    int rc = cache_writer_copy_fd(w, fd, 0, 2u << 20, &err);
+    long flags = open_flags_under(tmp);
+    ok(rc == 0 && flags >= 0 && (flags & O_DIRECT), "2 MiB by copy_fd, still O_DIRECT: %s",
+       err.text);
+    ok(cache_writer_copy_fd(w, fd, 2u << 20, 5, &err) == 0 &&
+       cache_writer_write(w, data + (2u << 20) + 5, 1000, &err) == 0 &&
+       cache_writer_copy_fd(w, fd, (2u << 20) + 1005, size - (2u << 20) - 1005, &err) == 0,
+       "an unaligned tail, a write, the rest by copy_fd: %s", err.text);
+    ok(cache_writer_finish(w, 0, &err) == 0 && read_back(c, id4, 65, size) == 0,
+       "direct: checksum of the copied bytes verified, read back identical");
+    int64_t id5 = ct_object(&t, 66, size, sum);
+    ok(cache_writer_open(c, id5, size, sum, &w, &err) == 0, "direct writer for another object");
+    cache_writer_direct(w);
+    ok(cache_writer_copy_fd(w, fd, 0, size, &err) == 0 && cache_writer_finish(w, 0, &err) < 0 &&
+       errno == EBADMSG && strstr(err.text, "checksum mismatch"),
+       "direct: another object's bytes: checksum mismatch caught: %s", err.text);
+    int64_t id6 = ct_object(&t, 67, size + 10, sum);
+    ok(cache_writer_open(c, id6, size + 10, NULL, &w, &err) == 0, "direct writer, 10 bytes more");
+    cache_writer_direct(w);
+    ok(cache_writer_copy_fd(w, fd, 0, size + 10, &err) < 0 && errno == EBADMSG &&
+       strstr(err.text, "ended 10 bytes early"), "direct: a source that ends early: %s", err.text);
+    cache_writer_abort(w);
     close(fd);
     free(data);
 }
