@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/text.h"
+#include "common/thread.h"
 
 struct si_checksum {
     EVP_MD_CTX *ctx;
@@ -189,11 +190,7 @@ static void async_end(si_checksum_async_t *a)
         async_submit(a);
     if (!a->threaded)
         return;
-    pthread_mutex_lock(&a->lock);
-    a->ending = true;
-    pthread_cond_broadcast(&a->cv);
-    pthread_mutex_unlock(&a->lock);
-    pthread_join(a->thread, NULL);
+    si_thread_stop(a->thread, &a->lock, &a->cv, &a->ending);
     a->threaded = false;
 }
 

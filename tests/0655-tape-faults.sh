@@ -151,16 +151,22 @@ grep -Eq "tape: cartridge ($a1|$a2) is in slot 10[89], not [0-9]+ as recorded" "
 ok $? "a moved cartridge is found again where the re-read inventory has it, not guessed"
 stop
 
+# restart_in_blocks COPIES WINDOW BLOCK: stageind restarted on 60 MB cartridges,
+# pushes of COPIES copies (aggregated over WINDOW s) written in BLOCK-byte blocks
+restart_in_blocks() {
+    write_conf "push: { copies = $1; aggregate_window = $2; };
+library: { policy = \"linear\"; };
+$(TAPE_CAPACITY=60000000 tape_conf 2 "block_size = $3;")"
+    run_ok "stageind restarts" -- start
+    track_pid "$(daemon_pid)"
+}
+
 # ---- a drive taken offline mid-recall: its object and the rest from the other copies ----
 # Four 6 MB objects in 16 KiB blocks (~1,500 READs): the drive reading them is
 # taken offline (tgtadm online=0) after 40 of its READs. On a loaded machine
 # the recall can end before the offline lands: then it is tried again (the
 # cache evicted), at most three times.
-write_conf "push: { copies = 2; aggregate_window = 0.5; };
-library: { policy = \"linear\"; };
-$(TAPE_CAPACITY=60000000 tape_conf 2 'block_size = 16384;')"
-run_ok "stageind restarts" -- start
-track_pid "$(daemon_pid)"
+restart_in_blocks 2 0.5 16384
 MID_KEYS="m1 m2 m3 m4"
 ID=""
 for k in $MID_KEYS; do
@@ -224,11 +230,7 @@ push_under_way() {
         sleep 0.02
     done
 }
-write_conf "push: { copies = 1; aggregate_window = 0.2; };
-library: { policy = \"linear\"; };
-$(TAPE_CAPACITY=60000000 tape_conf 2 'block_size = 65536;')"
-run_ok "stageind restarts" -- start
-track_pid "$(daemon_pid)"
+restart_in_blocks 1 0.2 65536
 push_under_way big 20
 BIG=$PUSH
 kill -9 "$(daemon_pid)"

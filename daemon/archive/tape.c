@@ -24,6 +24,7 @@
 
 #include "daemon/archive/internal.h"
 #include "daemon/archive/tape/state.h"
+#include "common/thread.h"
 
 const si_conf_key_t archive_tape_conf_keys[] = {
     {"archive.tape", SI_CONF_GROUP, 0, 0, NULL},
@@ -384,10 +385,7 @@ static void tape_free(archive_backend_t *b)
     if (!b)
         return;
     tape_t *t = b->impl;
-    pthread_mutex_lock(&t->mu);
-    t->stop = true;
-    pthread_cond_broadcast(&t->cv);
-    pthread_mutex_unlock(&t->mu);
+    si_flag_raise(&t->mu, &t->cv, &t->stop);
     for (int d = 0; d < t->ndrives; d++) {
         tdrive_t *dr = &t->drives[d];
         if (dr->started)

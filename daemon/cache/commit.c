@@ -36,6 +36,7 @@
 
 #include "catalog/catalog.h"
 #include "common/clock.h"
+#include "common/thread.h"
 
 /* Batches of up to this many objects, or of objects of this size on
  * average, are flushed file by file (fdatasync of each, fsync of its
@@ -474,11 +475,7 @@ void cache_committer_stop(cache_t *c)
 {
     if (!c->committer_running)
         return;
-    pthread_mutex_lock(&c->wlock);
-    c->committer_stop = true;
-    pthread_cond_signal(&c->commit_cv);
-    pthread_mutex_unlock(&c->wlock);
-    pthread_join(c->committer, NULL);
+    si_thread_stop(c->committer, &c->wlock, &c->commit_cv, &c->committer_stop);
     c->committer_running = false;
 }
 

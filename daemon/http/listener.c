@@ -2,6 +2,7 @@
 #include "daemon/http/listener.h"
 
 #include "common/clock.h"
+#include "common/thread.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -323,13 +324,8 @@ void http_listener_stop(http_listener_t *l)
 {
     if (!l)
         return;
-    if (l->watchdog_started) {
-        pthread_mutex_lock(&l->mu);
-        l->stopping = true;
-        pthread_cond_signal(&l->cv);
-        pthread_mutex_unlock(&l->mu);
-        pthread_join(l->watchdog, NULL);
-    }
+    if (l->watchdog_started)
+        si_thread_stop(l->watchdog, &l->mu, &l->cv, &l->stopping);
     if (l->mhd)
         MHD_stop_daemon(l->mhd);
     pthread_mutex_destroy(&l->mu);

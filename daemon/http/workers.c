@@ -1,5 +1,6 @@
 #include "config.h"
 #include "daemon/http/workers.h"
+#include "common/thread.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -79,10 +80,7 @@ void http_workers_free(http_workers_t *w)
 {
     if (!w)
         return;
-    pthread_mutex_lock(&w->mu);
-    w->stopping = true;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    si_flag_raise(&w->mu, &w->cv, &w->stopping);
     for (unsigned i = 0; i < w->nthreads; i++)
         pthread_join(w->threads[i], NULL);
     pthread_cond_destroy(&w->cv);

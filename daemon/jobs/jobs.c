@@ -14,6 +14,7 @@
 #include "daemon/jobs/reconcile.h"
 #include "daemon/jobs/slurm.h"
 #include "common/clock.h"
+#include "common/thread.h"
 
 const si_conf_key_t jobs_conf_keys[] = {
     {"slurm", SI_CONF_GROUP, 0, 0, NULL},
@@ -222,21 +223,14 @@ void jobs_service_wake(jobs_service_t *j)
 {
     if (!j)
         return;
-    pthread_mutex_lock(&j->lock);
-    j->woken = true;
-    pthread_cond_signal(&j->cond);
-    pthread_mutex_unlock(&j->lock);
+    si_flag_raise(&j->lock, &j->cond, &j->woken);
 }
 
 void jobs_service_stop(jobs_service_t *j)
 {
     if (!j)
         return;
-    pthread_mutex_lock(&j->lock);
-    j->stop = true;
-    pthread_cond_signal(&j->cond);
-    pthread_mutex_unlock(&j->lock);
-    pthread_join(j->thread, NULL);
+    si_thread_stop(j->thread, &j->lock, &j->cond, &j->stop);
     requests_close(j->requests);
     catalog_close(j->cat);
     pthread_mutex_destroy(&j->lock);

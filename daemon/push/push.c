@@ -17,6 +17,7 @@
 #include "common/array.h"
 #include "common/clock.h"
 #include "common/fileio.h"
+#include "common/thread.h"
 
 /* ---- life cycle ------------------------------------------------------------------ */
 
@@ -693,10 +694,7 @@ void push_note_received(push_t *p, uint64_t size)
 
 void push_kick(push_t *p)
 {
-    pthread_mutex_lock(&p->lock);
-    p->kicked = true;
-    pthread_cond_signal(&p->wake);
-    pthread_mutex_unlock(&p->lock);
+    si_flag_raise(&p->lock, &p->wake, &p->kicked);
 }
 
 push_t *push_service_start(const si_conf_t *conf, const push_opts_t *opts, si_error_t *err)

@@ -14,6 +14,7 @@
 #include "common/array.h"
 #include "common/clock.h"
 #include "daemon/recall/internal.h"
+#include "common/thread.h"
 
 /* ---- the service's steps -------------------------------------------------------- */
 
@@ -562,10 +563,7 @@ static void *service_main(void *arg)
 void recall_service_kick(void *arg)
 {
     recall_service_t *rs = arg;
-    pthread_mutex_lock(&rs->mu);
-    rs->kicked = true;
-    pthread_cond_signal(&rs->cv);
-    pthread_mutex_unlock(&rs->mu);
+    si_flag_raise(&rs->mu, &rs->cv, &rs->kicked);
 }
 
 /* ---- life cycle ------------------------------------------------------------------ */
@@ -679,13 +677,8 @@ void recall_service_stop(recall_service_t *rs)
 {
     if (!rs)
         return;
-    if (rs->running) {
-        pthread_mutex_lock(&rs->mu);
-        rs->stop = true;
-        pthread_cond_signal(&rs->cv);
-        pthread_mutex_unlock(&rs->mu);
-        pthread_join(rs->thread, NULL);
-    }
+    if (rs->running)
+        si_thread_stop(rs->thread, &rs->mu, &rs->cv, &rs->stop);
     recall_site_stop(rs->site); /* the leases lapse unless the caller unregisters */
     /* the backend first: no callback runs after it is gone */
     archive_backend_free(rs->backend);

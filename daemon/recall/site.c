@@ -26,6 +26,7 @@
 #include "common/array.h"
 #include "common/clock.h"
 #include "daemon/recall/internal.h"
+#include "common/thread.h"
 
 struct recall_site {
     si_log_t *log;
@@ -141,13 +142,8 @@ void recall_site_stop(recall_site_t *site)
 {
     if (!site)
         return;
-    if (site->running) {
-        pthread_mutex_lock(&site->mu);
-        site->stop = true;
-        pthread_cond_signal(&site->cv);
-        pthread_mutex_unlock(&site->mu);
-        pthread_join(site->thread, NULL);
-    }
+    if (site->running)
+        si_thread_stop(site->thread, &site->mu, &site->cv, &site->stop);
     catalog_close(site->cat);
     pthread_mutex_destroy(&site->mu);
     pthread_cond_destroy(&site->cv);

@@ -154,13 +154,23 @@ void s3_head_bucket(s3_req_t *r)
     }
 }
 
-void s3_get_bucket_location(s3_req_t *r)
+/* The answer to a bucket's ?location or ?versioning begun in x (the XML
+ * declaration); false, the request answered, where the bucket is not found. */
+static bool bucket_xml_begin(s3_req_t *r, si_strbuf_t *x)
 {
     if (!bucket_found(r))
-        return;
+        return false;
+    si_strbuf_init(x, 4096);
+    si_strbuf_puts(x, XML_DECL);
+    return true;
+}
+
+void s3_get_bucket_location(s3_req_t *r)
+{
     si_strbuf_t x;
-    si_strbuf_init(&x, 4096);
-    si_strbuf_puts(&x, XML_DECL "<LocationConstraint xmlns=\"" S3_XMLNS "\">");
+    if (!bucket_xml_begin(r, &x))
+        return;
+    si_strbuf_puts(&x, "<LocationConstraint xmlns=\"" S3_XMLNS "\">");
     /* S3 answers an empty constraint for us-east-1 */
     if (strcmp(r->srv->conf.region, "us-east-1") != 0)
         s3_xml_escape(&x, r->srv->conf.region, strlen(r->srv->conf.region));
@@ -171,11 +181,10 @@ void s3_get_bucket_location(s3_req_t *r)
 /* An unversioned bucket's answer: no Status. */
 void s3_get_bucket_versioning(s3_req_t *r)
 {
-    if (!bucket_found(r))
-        return;
     si_strbuf_t x;
-    si_strbuf_init(&x, 4096);
-    si_strbuf_puts(&x, XML_DECL "<VersioningConfiguration xmlns=\"" S3_XMLNS "\"/>");
+    if (!bucket_xml_begin(r, &x))
+        return;
+    si_strbuf_puts(&x, "<VersioningConfiguration xmlns=\"" S3_XMLNS "\"/>");
     s3_respond_xml(r, 200, &x);
 }
 

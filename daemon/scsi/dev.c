@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "daemon/scsi/scsi.h"
+#include "common/thread.h"
 
 /* A started command: a copy of it, and its outcome once the transport
  * reports it (reaped oldest first, whatever order the transport ends them). */
@@ -97,13 +98,8 @@ void scsi_close(scsi_dev_t *d)
 {
     if (!d)
         return;
-    if (d->runner_started) {
-        pthread_mutex_lock(&d->mu);
-        d->stop = true;
-        pthread_cond_broadcast(&d->cv);
-        pthread_mutex_unlock(&d->mu);
-        pthread_join(d->runner, NULL);
-    }
+    if (d->runner_started)
+        si_thread_stop(d->runner, &d->mu, &d->cv, &d->stop);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
     d->t->close(d->impl);

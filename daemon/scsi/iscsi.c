@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "daemon/scsi/scsi.h"
+#include "common/thread.h"
 
 #ifdef HAVE_LIBISCSI
 #include <iscsi/iscsi.h>
@@ -339,13 +340,8 @@ static void iscsi_close(void *impl)
         void *tag;
         iscsi_reap(s, &tag, &ignored);
     }
-    if (s->service_started) {
-        pthread_mutex_lock(&s->mu);
-        s->stop = true;
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-        pthread_join(s->service, NULL);
-    }
+    if (s->service_started)
+        si_thread_stop(s->service, &s->mu, &s->cv, &s->stop);
     close(s->wake[0]);
     close(s->wake[1]);
     pthread_mutex_destroy(&s->mu);

@@ -2,6 +2,7 @@
  * login.c, page.c and status.c, the sampler in sampler.c. */
 #include "config.h"
 #include "daemon/ui/internal.h"
+#include "common/thread.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -71,11 +72,7 @@ void ui_stop(ui_t *ui)
     if (!ui)
         return;
     if (ui->sampler_running) {
-        pthread_mutex_lock(&ui->stop_lock);
-        ui->stopping = true;
-        pthread_cond_signal(&ui->stop_cv);
-        pthread_mutex_unlock(&ui->stop_lock);
-        pthread_join(ui->sampler, NULL);
+        si_thread_stop(ui->sampler, &ui->stop_lock, &ui->stop_cv, &ui->stopping);
         si_error_t err;
         if (ui_history_save(ui->history, &err) < 0)
             si_log(ui->log, SI_LOG_WARNING, "ui: saving the history: %s", err.text);

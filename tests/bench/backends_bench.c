@@ -545,10 +545,7 @@ static double overall_ratio(const result_t *r, bool durable)
 
 int main(int argc, char **argv)
 {
-    bench_opts_t o;
-    int rc = bench_parse_options(argc, argv, &o);
-    if (rc >= 0)
-        return rc;
+    const bench_opts_t o = bench_options(argc, argv);
     char self[PATH_MAX], bindir[PATH_MAX];
     snprintf(self, sizeof(self), "%s", argv[0]);
     snprintf(bindir, sizeof(bindir), "%s", dirname(self));

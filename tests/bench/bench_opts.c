@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-int bench_parse_options(int argc, char **argv, bench_opts_t *o)
+bench_opts_t bench_options(int argc, char **argv)
 {
     static const struct option options[] = {
         {"quick", no_argument, NULL, 'q'},
@@ -21,32 +21,30 @@ int bench_parse_options(int argc, char **argv, bench_opts_t *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    o->quick = false;
-    o->json = false;
-    o->dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    bench_opts_t o = {.dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp"};
     int opt;
     while ((opt = getopt_long(argc, argv, "qjd:h", options, NULL)) != -1) {
         switch (opt) {
         case 'q':
-            o->quick = true;
+            o.quick = true;
             break;
         case 'j':
-            o->json = true;
+            o.json = true;
             break;
         case 'd':
-            o->dir = optarg;
+            o.dir = optarg;
             break;
         default:
             fprintf(opt == 'h' ? stdout : stderr, "usage: %s [--quick] [--json] [--dir DIR]\n",
                     argv[0]);
-            return opt == 'h' ? 0 : 2;
+            exit(opt == 'h' ? 0 : 2);
         }
     }
     if (optind != argc) {
         fprintf(stderr, "usage: %s [--quick] [--json] [--dir DIR]\n", argv[0]);
-        return 2;
+        exit(2);
     }
-    return -1;
+    return o;
 }
 
 double bench_mono_s(void)

@@ -14,8 +14,9 @@ typedef struct {
     const char *dir;
 } bench_opts_t;
 
-/* Returns -1 to go on, or the exit status (0 after --help, 2 on bad usage). */
-int bench_parse_options(int argc, char **argv, bench_opts_t *o);
+/* The options; exits 0 after --help, 2 on bad usage (a benchmark has
+ * nothing to clean up before it has parsed them). */
+bench_opts_t bench_options(int argc, char **argv);
 
 /* Seconds on the monotonic clock (intervals) and on the wall clock (to
  * compare with times the catalog records). */

@@ -153,10 +153,7 @@ error:
 
 int main(int argc, char **argv)
 {
-    bench_opts_t bo;
-    int parsed = bench_parse_options(argc, argv, &bo);
-    if (parsed >= 0)
-        return parsed;
+    const bench_opts_t bo = bench_options(argc, argv);
     bool quick = bo.quick, json = bo.json;
     const char *base = bo.dir;
     char dir[512];

@@ -311,10 +311,7 @@ static int run_engine(const char *target, const char *password_file, const char 
 
 int main(int argc, char **argv)
 {
-    bench_opts_t bo;
-    int parsed = bench_parse_options(argc, argv, &bo);
-    if (parsed >= 0)
-        return parsed;
+    const bench_opts_t bo = bench_options(argc, argv);
     bool quick = bo.quick, json = bo.json;
     const char *dir = bo.dir;
     const uint64_t objects = quick ? 100000 : 1000000;

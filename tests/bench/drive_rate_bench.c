@@ -659,10 +659,7 @@ static void report(const result_t *r, size_t n, bool json)
 
 int main(int argc, char **argv)
 {
-    bench_opts_t o;
-    int rc = bench_parse_options(argc, argv, &o);
-    if (rc >= 0)
-        return rc;
+    const bench_opts_t o = bench_options(argc, argv);
     run_t run = {.quick = o.quick, .seconds = o.quick ? 1.5 : 10.0};
     char self[PATH_MAX], dir[PATH_MAX];
     snprintf(self, sizeof(self), "%s", argv[0]);

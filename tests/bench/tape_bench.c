@@ -450,7 +450,6 @@ typedef struct {
 
 int main(int argc, char **argv)
 {
-    bench_opts_t o;
     /* --block BYTES, --depth N, --tgt-defaults (before the common options) */
     for (;;) {
         if (argc >= 2 && strcmp(argv[1], "--tgt-defaults") == 0) {
@@ -479,9 +478,7 @@ int main(int argc, char **argv)
         argv += 2;
         argc -= 2;
     }
-    int rc = bench_parse_options(argc, argv, &o);
-    if (rc >= 0)
-        return rc;
+    const bench_opts_t o = bench_options(argc, argv);
     if (sh("command -v tgtd >/dev/null && command -v tgtadm >/dev/null && "
            "command -v tgtimg >/dev/null") != 0) {
         fprintf(stderr, "%s: tgtd, tgtadm and tgtimg are needed (Debian package tgt)\n", PROG);

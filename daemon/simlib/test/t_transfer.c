@@ -14,6 +14,7 @@
 #include "common/tap.h"
 #include "daemon/simlib/engine.h"
 #include "daemon/tape/model.h"
+#include "common/thread.h"
 
 #define MAX_OBJ 32
 #define WAIT_S 20.0   /* only bounds a broken engine's hang */
@@ -197,10 +198,7 @@ static sched_file_t file_on(uint64_t object, int volume, uint64_t offset)
 /* Lets the gated fetch go on and waits until every request is done. */
 static void open_gate_until_idle(ctx_t *c, simlib_t *lib, simlib_stats_t *st)
 {
-    pthread_mutex_lock(&c->mu);
-    c->gate_open = true;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
+    si_flag_raise(&c->mu, &c->cv, &c->gate_open);
     simlib_wait_idle(lib);
     simlib_stats(lib, st);
 }

@@ -113,6 +113,24 @@ static tape_drive_t drive(drive_sim_t *s)
     return d;
 }
 
+/* The commands a move to (file, block) sent (base: the file's first logical
+ * object, as tape_drive_to_block takes it). */
+static const char *commands_to(drive_sim_t *s, tape_drive_t *d, int64_t file, uint64_t block,
+                               uint64_t base)
+{
+    si_error_t err;
+    s->log[0] = '\0';
+    tape_drive_to_block(d, file, block, base, &err);
+    return s->log;
+}
+
+/* The next READ or WRITE answers CHECK CONDITION with this sense. */
+static void check_condition_once(drive_sim_t *s, const uint8_t sense[18])
+{
+    memcpy(s->sense, sense, sizeof(s->sense));
+    s->sense_once = true;
+}
+
 /* A drive element descriptor as tgt 1.0.85 sends it with VOLTAG and DVCID:
  * 12 bytes, an empty primary volume tag (36), the identifier (4 + 34:
  * vendor, product, serial). */
@@ -189,41 +207,31 @@ int main(void)
     ok(tape_drive_to_block(&d, 3, 5, 100, &err) == 0, "to file 3 block 5");
     is_str(s.log, "REWIND;SPACE(6) fm 3;SPACE(6) blk 5;",
            "unknown head: rewind, space 3 filemarks, 5 blocks");
-    s.log[0] = '\0';
-    tape_drive_to_block(&d, 3, 9, 100, &err);
-    is_str(s.log, "SPACE(6) blk 4;", "forward in the same file: 4 blocks only");
-    s.log[0] = '\0';
-    tape_drive_to_block(&d, 5, 0, 100, &err);
-    is_str(s.log, "SPACE(6) fm 2;", "a later file: 2 filemarks");
-    s.log[0] = '\0';
-    tape_drive_to_block(&d, 5, 0, 100, &err);
-    is_str(s.log, "", "already there: no command");
-    s.log[0] = '\0';
-    tape_drive_to_block(&d, 4, 1, 100, &err);
-    is_str(s.log, "REWIND;SPACE(6) fm 4;SPACE(6) blk 1;", "behind the head: from BOT");
+    is_str(commands_to(&s, &d, 3, 9, 100), "SPACE(6) blk 4;",
+           "forward in the same file: 4 blocks only");
+    is_str(commands_to(&s, &d, 5, 0, 100), "SPACE(6) fm 2;", "a later file: 2 filemarks");
+    is_str(commands_to(&s, &d, 5, 0, 100), "", "already there: no command");
+    is_str(commands_to(&s, &d, 4, 1, 100), "REWIND;SPACE(6) fm 4;SPACE(6) blk 1;",
+           "behind the head: from BOT");
 
     /* reads: a short block (ILI), a filemark */
     ok(tape_drive_read_block(&d, buf, sizeof(buf), &got, &fm, &eod, &err) == 0 && got == 1024 &&
            !fm && !eod && d.file == 4 && d.block == 2,
        "a 1024-byte block read with a 4 KiB buffer");
-    uint8_t fmsense[18] = {0xf0, 0, 0x80, 0, 0, 0x10, 0, 10, 0, 0, 0, 0, 0x00, 0x01};
-    memcpy(s.sense, fmsense, sizeof(fmsense));
-    s.sense_once = true;
+    const uint8_t fmsense[18] = {0xf0, 0, 0x80, 0, 0, 0x10, 0, 10, 0, 0, 0, 0, 0x00, 0x01};
+    check_condition_once(&s, fmsense);
     ok(tape_drive_read_block(&d, buf, sizeof(buf), &got, &fm, &eod, &err) == 0 && fm &&
            got == 0 && d.file == 5 && d.block == 0, "a filemark: the head is in the next file");
-    uint8_t blank[18] = {0x70, 0, 0x08, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x00, 0x05};
-    memcpy(s.sense, blank, sizeof(blank));
-    s.sense_once = true;
+    const uint8_t blank[18] = {0x70, 0, 0x08, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x00, 0x05};
+    check_condition_once(&s, blank);
     ok(tape_drive_read_block(&d, buf, sizeof(buf), &got, &fm, &eod, &err) == 0 && eod,
        "BLANK CHECK: end of data");
-    uint8_t medium[18] = {0xf0, 0, 0x03, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x11, 0x00};
-    memcpy(s.sense, medium, sizeof(medium));
-    s.sense_once = true;
+    const uint8_t medium[18] = {0xf0, 0, 0x03, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x11, 0x00};
+    check_condition_once(&s, medium);
     ok(tape_drive_read_block(&d, buf, sizeof(buf), &got, &fm, &eod, &err) < 0 && errno == EIO &&
            strstr(err.text, "drive0: READ(6): MEDIUM ERROR"), "medium error: %s", err.text);
-    uint8_t eom[18] = {0xf0, 0, 0x40, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x00, 0x02};
-    memcpy(s.sense, eom, sizeof(eom));
-    s.sense_once = true;
+    const uint8_t eom[18] = {0xf0, 0, 0x40, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x00, 0x02};
+    check_condition_once(&s, eom);
     ok(tape_drive_write_block(&d, buf, 512, &err) < 0 && errno == ENOSPC,
        "end of medium early warning on write: ENOSPC");
 
@@ -242,8 +250,7 @@ int main(void)
            got == 1024 && d.file == 2 && d.block == 1, "the first: its buffer, block 0 read");
     ok(tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) == 0 && which == bufs[1] &&
            !fm && d.block == 2, "the second: block 1");
-    memcpy(s.sense, fmsense, sizeof(fmsense));
-    s.sense_once = true;
+    check_condition_once(&s, fmsense);
     ok(tape_drive_read_start(&d, bufs[0], sizeof(bufs[0]), &err) == 0 &&
            tape_drive_read_reap(&d, &which, &got, &fm, &eod, &err) == 0 && which == bufs[0] && fm &&
            d.file == 3 && d.block == 0, "the third met a filemark: the head is in the next file");
@@ -258,12 +265,9 @@ int main(void)
     ok(d.can_locate && d.can_rao, "probe: LOCATE(16) to the reported block works, RAO answers");
     ok(strstr(l.log, "READ POSITION;LOCATE(16) 7;") != NULL,
        "the probe locates to where the head is");
-    l.log[0] = '\0';
-    tape_drive_to_block(&d, 3, 5, 100, &err);
-    is_str(l.log, "LOCATE(16) 105;", "to file 3 block 5: LOCATE(16) to logical object 100 + 5");
-    l.log[0] = '\0';
-    tape_drive_to_block(&d, 2, 0, 40, &err);
-    is_str(l.log, "LOCATE(16) 40;", "behind: LOCATE as well, no rewind");
+    is_str(commands_to(&l, &d, 3, 5, 100), "LOCATE(16) 105;",
+           "to file 3 block 5: LOCATE(16) to logical object 100 + 5");
+    is_str(commands_to(&l, &d, 2, 0, 40), "LOCATE(16) 40;", "behind: LOCATE as well, no rewind");
     scsi_uds_t uds[2] = {{"one", 0, 100, 199}, {"two", 0, 500, 599}}, *order = NULL;
     size_t n = 0;
     ok(tape_drive_rao(&d, uds, 2, &order, &n, &err) == 0 && n == 2 &&
