@@ -430,6 +430,10 @@ int si_s3_xfer_prepare(si_s3_xfer_t *x, const si_s3_request_t *rq, si_s3_respons
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     } else if (strcmp(rq->method, "GET") == 0) {
         curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+        /* a streamed body in large receives: a 16 KiB one per callback cost
+         * the s3 backend's GET workers a recv, a hash call and a copy each */
+        if (rq->on_data)
+            curl_easy_setopt(c, CURLOPT_BUFFERSIZE, (long)SI_S3_RECEIVE_BUFFER);
     } else if (rq->body_from_fd) {
         curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
         curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);

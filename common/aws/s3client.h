@@ -18,6 +18,7 @@
 #include "common/aws/sigv4.h"
 
 #define SI_S3_BODY_MAX (8u << 20)   /* bytes of a response body kept in memory */
+#define SI_S3_RECEIVE_BUFFER (512u << 10) /* curl's receive buffer for a streamed GET */
 #define SI_S3_ETAG_MAX 128
 
 typedef struct {
