@@ -148,14 +148,16 @@ static void queue_done_locked(recall_service_t *rs, done_t *d)
 {
     /* the first of a drain wakes the service, which then sleeps until the
      * drain is due: a wake-up per object would cost the drive's thread a
-     * CPU it needs (two cores, a 64 KiB object every 164 us) */
+     * CPU it needs (two cores, a 64 KiB object every 164 us); the last
+     * object in flight wakes it too (recall_all_done) */
     bool first = !rs->done_head;
     if (first)
         rs->done_since = si_mono_now();
     d->next = NULL;
     *rs->done_tail = d;
     rs->done_tail = &d->next;
-    if (first)
+    rs->ndone++;
+    if (first || recall_all_done(rs))
         pthread_cond_signal(&rs->cv);
 }
 

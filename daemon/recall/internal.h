@@ -123,6 +123,7 @@ struct recall_service {
     flight_t **flights;        /* chained by object id, nbuckets (a power of two) */
     size_t nbuckets;
     done_t *done_head, **done_tail;
+    size_t ndone;              /* queued dones */
     double done_since;         /* monotonic seconds of the oldest queued done */
     double complete_gap;       /* seconds the dones gather (COMPLETE_SPACING) */
     recall_stats_t st;
@@ -151,6 +152,13 @@ int recall_flight_insert(recall_service_t *rs, flight_t *f);
 flight_t *recall_flight_get(recall_service_t *rs, int64_t object_id);
 /* Takes it out of the table (the in-flight count goes down). */
 flight_t *recall_flight_remove(recall_service_t *rs, int64_t object_id);
+/* mu held: every object in flight has its done queued. Their drain is due
+ * now: with nothing more coming, spacing the drains saves nothing and
+ * only delays the requests' completion (up to COMPLETE_MAX_S). */
+static inline bool recall_all_done(const recall_service_t *rs)
+{
+    return rs->ndone >= rs->st.in_flight;
+}
 /* 1: added, 0: already waiting, -1: out of memory. */
 int recall_flight_add_waiter(flight_t *f, int64_t request);
 void recall_flight_free(flight_t *f);

@@ -54,6 +54,7 @@ static void drain_done(recall_service_t *rs)
     done_t *list = rs->done_head;
     rs->done_head = NULL;
     rs->done_tail = &rs->done_head;
+    rs->ndone = 0;
     pthread_mutex_unlock(&rs->mu);
     if (!list)
         return;
@@ -516,7 +517,8 @@ static void *service_main(void *arg)
             break;
         double now = si_mono_now();
         pthread_mutex_lock(&rs->mu);
-        bool complete = rs->done_head && now - rs->done_since >= rs->complete_gap;
+        bool complete = rs->done_head &&
+                        (now - rs->done_since >= rs->complete_gap || recall_all_done(rs));
         pthread_mutex_unlock(&rs->mu);
         if (complete) {
             drain_done(rs);
@@ -546,7 +548,9 @@ static void *service_main(void *arg)
         pthread_mutex_lock(&rs->mu);
         if (!rs->stop && !rs->kicked) {
             double next = rs->last_scan + rs->poll_interval;
-            if (rs->done_head && rs->done_since + rs->complete_gap < next)
+            if (rs->done_head && recall_all_done(rs))
+                next = si_mono_now();
+            else if (rs->done_head && rs->done_since + rs->complete_gap < next)
                 next = rs->done_since + rs->complete_gap;
             if (rs->last_housekeeping + HOUSEKEEPING_S < next)
                 next = rs->last_housekeeping + HOUSEKEEPING_S;
