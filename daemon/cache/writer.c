@@ -403,13 +403,12 @@ int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error
     return 0;
 }
 
-/* cache_writer_copy_fd of a memory writer: read into its buffer, hashed. */
-static int read_into_memory(cache_writer_t *w, int fd, uint64_t off, uint64_t len,
-                            si_error_t *err)
+/* len bytes of the source at off into p; the writer fails when it cannot. */
+static int read_source(cache_writer_t *w, int fd, uint64_t off, unsigned char *p, size_t len,
+                       si_error_t *err)
 {
-    unsigned char *p = w->buf + w->received;
-    for (uint64_t done = 0; done < len;) {
-        ssize_t n = pread(fd, p + done, (size_t)(len - done), (off_t)(off + done));
+    for (size_t done = 0; done < len;) {
+        ssize_t n = pread(fd, p + done, len - done, (off_t)(off + done));
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -417,14 +416,12 @@ static int read_into_memory(cache_writer_t *w, int fd, uint64_t off, uint64_t le
             w->failed = true;
             if (n == 0)
                 return si_errnoprintf(err, EBADMSG, "object %" PRId64 ": the source file"
-                                      " ended %" PRIu64 " bytes early", w->object_id,
-                                      len - done);
+                                      " ended %zu bytes early", w->object_id, len - done);
             return si_errnoprintf(err, saved, "object %" PRId64 ": reading its source: %s",
                                   w->object_id, strerror(saved));
         }
-        done += (uint64_t)n;
+        done += (size_t)n;
     }
-    take_landed(w, (size_t)len);
     return 0;
 }
 
@@ -437,29 +434,14 @@ static int read_into_direct(cache_writer_t *w, int fd, uint64_t off, uint64_t le
                             si_error_t *err)
 {
     for (uint64_t done = 0; done < len;) {
-        size_t want = len - done < w->buf_size ? (size_t)(len - done) : w->buf_size;
-        size_t got = 0;
-        while (got < want) {
-            ssize_t n = pread(fd, w->buf + got, want - got, (off_t)(off + done + got));
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0) {
-                int saved = n < 0 ? errno : EBADMSG;
-                w->failed = true;
-                if (n == 0)
-                    return si_errnoprintf(err, EBADMSG, "object %" PRId64 ": the source file"
-                                          " ended %" PRIu64 " bytes early", w->object_id,
-                                          len - done - got);
-                return si_errnoprintf(err, saved, "object %" PRId64 ": reading its source: %s",
-                                      w->object_id, strerror(saved));
-            }
-            got += (size_t)n;
-        }
-        si_checksum_update(w->sum, w->buf, got);
-        w->received += got;
-        if (write_all(w, w->buf, got, err) < 0)
+        size_t n = len - done < w->buf_size ? (size_t)(len - done) : w->buf_size;
+        if (read_source(w, fd, off + done, w->buf, n, err) < 0)
             return -1;
-        done += got;
+        si_checksum_update(w->sum, w->buf, n);
+        w->received += n;
+        if (write_all(w, w->buf, n, err) < 0)
+            return -1;
+        done += n;
     }
     return 0;
 }
@@ -468,8 +450,12 @@ int cache_writer_copy_fd(cache_writer_t *w, int fd, uint64_t off, uint64_t len, 
 {
     if (writable(w, len, err) < 0)
         return -1;
-    if (w->memory)
-        return read_into_memory(w, fd, off, len, err);
+    if (w->memory) { /* read into its buffer, hashed there */
+        if (read_source(w, fd, off, w->buf + w->received, (size_t)len, err) < 0)
+            return -1;
+        take_landed(w, (size_t)len);
+        return 0;
+    }
     if (flush_buffer(w, err) < 0)
         return -1;
     if (w->direct)
