@@ -258,8 +258,10 @@ for r in $(seq $ROUNDS); do
         id=$(stage_at "$to" "{\"datasets\":[\"k$r\"]}")
         [ -n "$id" ] && { accepted+=("$id"); break; }
     done
-    # the kill lands once the recall has begun (or after 2 s)
-    for _ in $(seq 20); do
+    # the kill lands once the recall has begun (or after 10 s: a loaded
+    # machine can take seconds to start it, and a kill before it has begun
+    # leaves no items of the victim's for the others to take over)
+    for _ in $(seq 100); do
         [ "$(sql "SELECT count(*) FROM request_items i JOIN requests r ON r.id = i.request_id
                   WHERE r.uuid = '$id' AND i.state = 'STARTED'")" != 0 ] && break
         sleep 0.1
