@@ -235,18 +235,22 @@ is "$bad" "" "awscli GETs from each instance an object another instance recalled
 
 # ---- kill -9 mid-recall, in a loop --------------------------------------------------------
 # Round r: the instance killed at round r-2 restarts, a request goes to a
-# live instance, then instance r mod 3 dies: each is down for two rounds,
-# longer than the lease (1.5 s), so its items are others' to finish.
+# live instance, then instance r mod 3 dies: each is down for two rounds
+# and at least twice the lease (1.5 s), so its items are others' to finish.
 diag "$(date +%T) kill rounds"
 # slower drives from here on (each restart reads it): kills land mid-recall
 TIME_SCALE=0.1
 ROBOT_MOVE_S=12
 accepted=()
 kills=0
-declare -A killed_at
+declare -A killed_at killed_time
 for r in $(seq $ROUNDS); do
     back=$(((r + 1) % N + 1))
     if [ -n "${killed_at[$back]:-}" ]; then
+        # down for longer than its lease, whatever the rounds took: back
+        # sooner, it would take its own items again before the others could
+        left=$(echo "${killed_time[$back]} + 2 * $LEASE - $(date +%s.%N)" | bc)
+        [ "${left#-}" = "$left" ] && sleep "$left"
         t0=$(date +%s.%N)
         start_instance "$back" || diag "restart of i$back failed: $(tail -2 "$TEST_DIR/i$back.log")"
         unset "killed_at[$back]"
@@ -258,10 +262,8 @@ for r in $(seq $ROUNDS); do
         id=$(stage_at "$to" "{\"datasets\":[\"k$r\"]}")
         [ -n "$id" ] && { accepted+=("$id"); break; }
     done
-    # the kill lands once the recall has begun (or after 10 s: a loaded
-    # machine can take seconds to start it, and a kill before it has begun
-    # leaves no items of the victim's for the others to take over)
-    for _ in $(seq 100); do
+    # the kill lands once the recall has begun (or after 2 s)
+    for _ in $(seq 20); do
         [ "$(sql "SELECT count(*) FROM request_items i JOIN requests r ON r.id = i.request_id
                   WHERE r.uuid = '$id' AND i.state = 'STARTED'")" != 0 ] && break
         sleep 0.1
@@ -271,6 +273,7 @@ for r in $(seq $ROUNDS); do
     if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
         kills=$((kills + 1))
         killed_at[$victim]=$r
+        killed_time[$victim]=$(date +%s.%N)
         # gone, or a zombie its reaper has not collected yet
         for _ in $(seq 50); do
             grep -qs '^[0-9]* ([^)]*) [^Z]' "/proc/$pid/stat" || break
