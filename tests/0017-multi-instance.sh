@@ -249,12 +249,13 @@ for r in $(seq $ROUNDS); do
     if [ -n "${killed_at[$back]:-}" ]; then
         # down for longer than its lease, whatever the rounds took: back
         # sooner, it would take its own items again before the others could
-        left=$(echo "${killed_time[$back]} + 2 * $LEASE - $(date +%s.%N)" | bc)
-        [ "${left#-}" = "$left" ] && sleep "$left"
+        left=$(awk -v killed="${killed_time[$back]}" -v lease="$LEASE" -v now="$(date +%s.%N)" \
+            'BEGIN { d = killed + 2 * lease - now; if (d > 0) printf "%.3f", d }')
+        [ -z "$left" ] || sleep "$left"
         t0=$(date +%s.%N)
         start_instance "$back" || diag "restart of i$back failed: $(tail -2 "$TEST_DIR/i$back.log")"
         unset "killed_at[$back]"
-        [ "$r" -le 4 ] && diag "round $r: i$back restarted in $(echo "$(date +%s.%N) - $t0" | bc) s"
+        [ "$r" -le 4 ] && diag "round $r: i$back restarted in $(awk -v t0="$t0" -v now="$(date +%s.%N)" 'BEGIN { printf "%.3f", now - t0 }') s"
     fi
     victim=$((r % N + 1))
     for to in $victim $back $(((r + 2) % N + 1)); do
