@@ -273,6 +273,14 @@ static void array_int(FILE *f, size_t i, bool null, int64_t v)
 
 #define BATCH_COLUMNS 10
 
+/* The batch's savepoint undone (a record not new: the statement path or
+ * one record at a time decides). 0, or -1 with err. */
+static int batch_undo(import_t *im, si_error_t *err)
+{
+    return catalog_exec(im->cat, "ROLLBACK TO SAVEPOINT import_batch;"
+                                 "RELEASE SAVEPOINT import_batch", err);
+}
+
 /* Runs the batch as one statement: 1 when it stands, 0 when it was undone
  * (some record is not a new object with new copies), -1 on error. */
 static int batch_try(import_t *im, const import_row_t *rows, size_t n, si_error_t *err)
@@ -327,8 +335,7 @@ static int batch_try(import_t *im, const import_row_t *rows, size_t n, si_error_
         im->stats->copies += (uint64_t)copies;
         rc = catalog_exec(im->cat, "RELEASE SAVEPOINT import_batch", err) < 0 ? -1 : 1;
     } else {
-        rc = catalog_exec(im->cat, "ROLLBACK TO SAVEPOINT import_batch;"
-                                   "RELEASE SAVEPOINT import_batch", err) < 0 ? -1 : 0;
+        rc = batch_undo(im, err) < 0 ? -1 : 0;
     }
 done:
     for (int c = 0; c < BATCH_COLUMNS; c++)
@@ -489,8 +496,7 @@ static int batch_copy(import_t *im, si_error_t *err)
     bool formatted = fc && fclose(fc) == 0;
     if (db_copy_wait(db, err) < 0) {
         if (db_errclass(db) == DB_ERR_UNIQUE)
-            rc = catalog_exec(im->cat, "ROLLBACK TO SAVEPOINT import_batch;"
-                                       "RELEASE SAVEPOINT import_batch", err) < 0 ? -1 : 0;
+            rc = batch_undo(im, err) < 0 ? -1 : 0;
         goto done;
     }
     if (!formatted) {
@@ -542,8 +548,7 @@ int import_settle(import_t *im, si_error_t *err)
         im->stats->copies += im->npending;
         rc = catalog_exec(im->cat, "RELEASE SAVEPOINT import_batch", err);
     } else if (db_errclass(db) == DB_ERR_UNIQUE) { /* a copy already there */
-        rc = catalog_exec(im->cat, "ROLLBACK TO SAVEPOINT import_batch;"
-                                   "RELEASE SAVEPOINT import_batch", err);
+        rc = batch_undo(im, err);
         if (rc == 0)
             rc = batch_by_statement(im, im->pending, im->npending, err);
     } else {
