@@ -95,6 +95,7 @@ struct cache_writer {
     uint64_t writeback_from;
     unsigned char *buf;
     size_t buffered, buf_size;
+    struct cache_write_behind *behind; /* a direct writer's second buffer and its thread */
     bool failed;
     bool sealed;           /* size and checksum checked: only the commit is left */
     bool direct;           /* whole aligned blocks written with O_DIRECT (cache_writer_direct) */

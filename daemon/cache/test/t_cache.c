@@ -6,6 +6,8 @@
 #include <inttypes.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
 
 #include "common/tap.h"
 #include "daemon/cache/test/cachetest.h"
@@ -234,6 +236,49 @@ static void test_direct(cache_t *c)
         ok(read_back(c, id, n, size) == 0, "%zu bytes written direct: read back identical", size);
     }
     is_int(ct_count_entries(tmp), 0, "tmp/ empty after the direct writes");
+}
+
+/* A direct writer of an object larger than its buffer writes each full
+ * buffer behind the caller, from a thread: a write that fails there
+ * (RLIMIT_FSIZE: EFBIG past 6 MiB) fails the writer with the disk's error,
+ * at the next hand-off or when sealed, and nothing is recorded. */
+static void test_direct_behind_failure(cache_t *c)
+{
+    si_error_t err;
+    char sum[SI_CHECKSUM_TEXT_MAX], tmp[400];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", t.cache_dir);
+    size_t size = 16u << 20;
+    int64_t id = ct_object(&t, 170, size, sum);
+    cache_writer_t *w;
+    if (cache_writer_open(c, id, size, sum, &w, &err) < 0) {
+        ok(0, "direct writer for 16 MiB: %s", err.text);
+        return;
+    }
+    cache_writer_direct(w);
+    unsigned char *data = ct_content(170, size);
+    struct rlimit was;
+    getrlimit(RLIMIT_FSIZE, &was);
+    struct rlimit small = {6u << 20, was.rlim_max};
+    void (*was_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    setrlimit(RLIMIT_FSIZE, &small);
+    int rc = 0;
+    for (size_t off = 0; rc == 0 && off < size; off += 1u << 20)
+        rc = cache_writer_write(w, data + off, 1u << 20, &err);
+    if (rc == 0)
+        rc = cache_writer_seal(w, &err);
+    setrlimit(RLIMIT_FSIZE, &was);
+    signal(SIGXFSZ, was_handler);
+    ok(rc < 0 && errno == EFBIG && strstr(err.text, "object") && strstr(err.text, "/tmp/") &&
+           strstr(err.text, strerror(EFBIG)),
+       "a write behind the caller that fails fails the writer: %s", err.text);
+    ok(cache_writer_seal(w, &err) < 0 && strstr(err.text, "already failed"),
+       "the failed writer refuses to seal: %s", err.text);
+    cache_writer_abort(w);
+    free(data);
+    char sql[96];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM cache WHERE object_id = %" PRId64, id);
+    is_int(ct_query_int(&t, sql), 0, "no row for the object whose write failed");
+    is_int(ct_count_entries(tmp), 0, "tmp/ empty after the failed writer");
 }
 
 static void test_mismatches(cache_t *c)
@@ -553,6 +598,7 @@ static void body(void)
 
     test_write_read(c);
     test_direct(c);
+    test_direct_behind_failure(c);
     test_mismatches(c);
     test_copy_fd(c);
     test_stray_file(c);
