@@ -89,10 +89,13 @@ static db_t *sqlite_open(db_t *db, const char *path, int flags, si_error_t *err)
         goto error;
     if (!db->readonly) {
         /* WAL: readers (admins, the CLI) never block the daemon's writer.
-         * synchronous=NORMAL is durable across process crashes in WAL mode;
-         * callers that acknowledge work commit before answering. */
+         * synchronous=FULL syncs each commit's WAL frames: callers that
+         * acknowledge work (a pushed file, an accepted request) commit
+         * before answering, and NORMAL lost such a commit with a power
+         * loss before the next checkpoint (one more flush per transaction:
+         * 64 KiB pushes 11-21 % slower, BENCHMARKS.md). */
         if (db_exec(db, "PRAGMA journal_mode = WAL", err) < 0 ||
-            db_exec(db, "PRAGMA synchronous = NORMAL", err) < 0 ||
+            db_exec(db, "PRAGMA synchronous = FULL", err) < 0 ||
             db_exec(db, "PRAGMA cache_size = -131072", err) < 0 || /* 128 MiB */
             /* statement journals (triggers) in memory, not in temp files */
             db_exec(db, "PRAGMA temp_store = MEMORY", err) < 0)

@@ -247,6 +247,9 @@ static void run(void)
         is_int(test_query_int(cat, "PRAGMA foreign_keys"), 1, "foreign keys on");
         ok(test_query_int(cat, "SELECT COUNT(*) FROM pragma_journal_mode WHERE journal_mode = 'wal'")
                == 1, "WAL mode");
+        /* 2: FULL, each commit's WAL frames synced: what is acknowledged
+         * after a commit survives a power loss, as on PostgreSQL */
+        is_int(test_query_int(cat, "PRAGMA synchronous"), 2, "commits synced (synchronous FULL)");
     }
     ok(catalog_event(cat, "test", "subject", "detail") == 0, "event appended");
     ok(test_exec(cat, "UPDATE events SET kind = 'x'") < 0, "events cannot be updated");
