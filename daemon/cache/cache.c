@@ -148,6 +148,7 @@ cache_t *cache_open(const cache_conf_t *conf, catalog_t *cat, si_error_t *err)
     pthread_cond_init(&c->changed, &ca);
     pthread_cond_init(&c->commit_cv, &ca);
     pthread_cond_init(&c->committed_cv, &ca);
+    pthread_cond_init(&c->record_cv, &ca);
     pthread_condattr_destroy(&ca);
     c->queue_tail = &c->queue_head;
 
@@ -250,6 +251,7 @@ void cache_close(cache_t *c)
     pthread_cond_destroy(&c->changed);
     pthread_cond_destroy(&c->commit_cv);
     pthread_cond_destroy(&c->committed_cv);
+    pthread_cond_destroy(&c->record_cv);
     si_bufpool_destroy(&c->buffers);
     pthread_mutex_destroy(&c->wlock);
     pthread_mutex_destroy(&c->lock);

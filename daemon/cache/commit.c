@@ -320,9 +320,25 @@ error:
     return -1;
 }
 
-static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
+/* A batch on its way: written and flushed by the committer, then recorded
+ * and answered by the recorder, so that one batch's transaction (and its
+ * sync) overlaps the next one's writes and flush; before, uploads waiting
+ * for their acknowledgement waited for both in turn (BENCHMARKS.md,
+ * "The batch's transaction beside the next batch's flush"). Rows are
+ * recorded in the batches' order; a crash between the two stages leaves
+ * flushed bytes without rows, which recovery frees. */
+typedef struct cache_batch {
+    cache_writer_t **ws;
+    size_t n;
+    cache_segment_t sealing; /* the segment it filled, sealed after its rows */
+} cache_batch_t;
+
+/* Committer: the batch's bytes in place and durable. */
+static void write_batch(cache_t *c, cache_batch_t *b)
 {
     si_error_t err = {{0}};
+    cache_writer_t **ws = b->ws;
+    size_t n = b->n;
     bool memory = false;
     for (size_t i = 0; i < n && !memory; i++)
         memory = ws[i]->memory;
@@ -332,6 +348,16 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
     if (flush_all(c, ws, n, &err) < 0)
         for (size_t i = 0; i < n; i++)
             fail(ws[i], errno, "object %" PRId64 ": %s", ws[i]->object_id, err.text);
+    cache_segment_detach(c, &b->sealing);
+}
+
+/* Recorder: the rows of a flushed batch, the cache's accounting, the
+ * answers. */
+static void record_batch(cache_t *c, cache_batch_t *b)
+{
+    si_error_t err = {{0}};
+    cache_writer_t **ws = b->ws;
+    size_t n = b->n;
     if (c->pause_ms)
         usleep(c->pause_ms * 1000u);
     pthread_mutex_lock(&c->lock);
@@ -375,7 +401,7 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
     c->commit_generation++;
     pthread_cond_broadcast(&c->committed_cv);
     pthread_mutex_unlock(&c->wlock);
-    cache_segment_rotate_locked(c);
+    cache_segment_seal_locked(c, &b->sealing);
     cache_punch_due_locked(c, false);
     c->counters.commit_batches++;
     if (failures) {
@@ -391,7 +417,7 @@ static void commit_batch(cache_t *c, cache_writer_t **ws, size_t n)
     }
 }
 
-/* ---- the committer thread ---------------------------------------------------------- */
+/* ---- the committer and recorder threads ---------------------------------------------- */
 
 /* wlock held: whether the queued objects make a batch now. */
 static bool batch_ready(const cache_t *c)
@@ -401,15 +427,43 @@ static bool batch_ready(const cache_t *c)
            c->unsubmitted == 0 || si_mono_now() - c->queued_since >= c->conf.commit_delay;
 }
 
+/* wlock held: the next batch off the queue into b (up to cap objects). */
+static void take_batch_locked(cache_t *c, cache_batch_t *b, size_t cap)
+{
+    size_t n = 0;
+    uint64_t bytes = 0;
+    while (c->queue_head && (n == 0 || (n < cap && bytes < c->conf.commit_bytes))) {
+        cache_writer_t *w = c->queue_head;
+        c->queue_head = w->next;
+        c->queued--;
+        c->queued_bytes -= w->expected_size;
+        bytes += w->expected_size;
+        b->ws[n++] = w;
+    }
+    b->n = n;
+    if (!c->queue_head)
+        c->queue_tail = &c->queue_head;
+    else
+        c->queued_since = si_mono_now();
+    c->in_batch++;
+}
+
 static void *committer_main(void *arg)
 {
     cache_t *c = arg;
     size_t cap = c->conf.commit_objects < 65536 ? c->conf.commit_objects : 65536;
-    cache_writer_t *one, **ws = malloc(cap * sizeof(*ws));
-    if (!ws) { /* no memory for a batch: one object at a time */
-        ws = &one;
+    /* two batches: one being written while the recorder has the other */
+    cache_writer_t *one[2];
+    cache_batch_t batches[2] = {{.ws = malloc(cap * sizeof(cache_writer_t *))},
+                                {.ws = malloc(cap * sizeof(cache_writer_t *))}};
+    if (!batches[0].ws || !batches[1].ws) { /* no memory for a batch: one object at a time */
+        free(batches[0].ws);
+        free(batches[1].ws);
+        batches[0].ws = &one[0];
+        batches[1].ws = &one[1];
         cap = 1;
     }
+    unsigned k = 0;
     pthread_mutex_lock(&c->wlock);
     for (;;) {
         while (!c->queue_head && !c->committer_stop)
@@ -421,30 +475,46 @@ static void *committer_main(void *arg)
                 si_mono_deadline(c->queued_since + c->conf.commit_delay - si_mono_now());
             pthread_cond_timedwait(&c->commit_cv, &c->wlock, &until);
         }
-        size_t n = 0;
-        uint64_t bytes = 0;
-        while (c->queue_head && (n == 0 || (n < cap && bytes < c->conf.commit_bytes))) {
-            cache_writer_t *w = c->queue_head;
-            c->queue_head = w->next;
-            c->queued--;
-            c->queued_bytes -= w->expected_size;
-            bytes += w->expected_size;
-            ws[n++] = w;
-        }
-        if (!c->queue_head)
-            c->queue_tail = &c->queue_head;
-        else
-            c->queued_since = si_mono_now();
-        c->in_batch = true;
+        cache_batch_t *b = &batches[k];
+        take_batch_locked(c, b, cap);
         pthread_mutex_unlock(&c->wlock);
-        commit_batch(c, ws, n);
+        write_batch(c, b);
         pthread_mutex_lock(&c->wlock);
-        c->in_batch = false;
+        while (c->recording) /* the previous batch, in the other array */
+            pthread_cond_wait(&c->record_cv, &c->wlock);
+        c->recording = b;
+        pthread_cond_broadcast(&c->record_cv);
+        k ^= 1;
+    }
+    while (c->recording)
+        pthread_cond_wait(&c->record_cv, &c->wlock);
+    pthread_mutex_unlock(&c->wlock);
+    if (batches[0].ws != &one[0]) {
+        free(batches[0].ws);
+        free(batches[1].ws);
+    }
+    return NULL;
+}
+
+static void *recorder_main(void *arg)
+{
+    cache_t *c = arg;
+    pthread_mutex_lock(&c->wlock);
+    for (;;) {
+        while (!c->recording && !c->recorder_stop)
+            pthread_cond_wait(&c->record_cv, &c->wlock);
+        cache_batch_t *b = c->recording;
+        if (!b)
+            break;
+        pthread_mutex_unlock(&c->wlock);
+        record_batch(c, b);
+        pthread_mutex_lock(&c->wlock);
+        c->recording = NULL;
+        c->in_batch--;
+        pthread_cond_broadcast(&c->record_cv);
         pthread_cond_broadcast(&c->committed_cv); /* cache_commit_drain */
     }
     pthread_mutex_unlock(&c->wlock);
-    if (ws != &one)
-        free(ws);
     return NULL;
 }
 
@@ -465,18 +535,25 @@ int cache_committer_start(cache_t *c, si_error_t *err)
     const char *pause = getenv("STAGEIN_TEST_CACHE_COMMIT_PAUSE_MS");
     if (pause && *pause)
         c->pause_ms = (unsigned)strtoul(pause, NULL, 10) % 10000;
-    if (pthread_create(&c->committer, NULL, committer_main, c) != 0)
+    if (pthread_create(&c->recorder, NULL, recorder_main, c) != 0)
+        return si_errnoprintf(err, EAGAIN, "cache: cannot start its recorder thread");
+    c->recorder_running = true;
+    if (pthread_create(&c->committer, NULL, committer_main, c) != 0) {
+        cache_committer_stop(c);
         return si_errnoprintf(err, EAGAIN, "cache: cannot start its committer thread");
+    }
     c->committer_running = true;
     return 0;
 }
 
 void cache_committer_stop(cache_t *c)
 {
-    if (!c->committer_running)
-        return;
-    si_thread_stop(c->committer, &c->wlock, &c->commit_cv, &c->committer_stop);
+    if (c->committer_running) /* what is queued is written, and recorded */
+        si_thread_stop(c->committer, &c->wlock, &c->commit_cv, &c->committer_stop);
     c->committer_running = false;
+    if (c->recorder_running)
+        si_thread_stop(c->recorder, &c->wlock, &c->record_cv, &c->recorder_stop);
+    c->recorder_running = false;
 }
 
 /* cache_writer_finish waits here for its batch. */

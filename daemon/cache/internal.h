@@ -171,8 +171,15 @@ struct cache {
     /* group commit (commit.c); the queue and generation under wlock */
     pthread_t committer;
     bool committer_running, committer_stop;
-    bool in_batch;                /* a batch is being committed (callbacks included) */
+    unsigned in_batch;            /* batches taken off the queue and not yet ended
+                                   * (callbacks included) */
     pthread_cond_t commit_cv;     /* signalled when objects are queued (wlock) */
+    /* the recorder: a flushed batch's transaction and callbacks while the
+     * committer writes and flushes the next (commit.c) */
+    pthread_t recorder;
+    bool recorder_running, recorder_stop;
+    struct cache_batch *recording; /* wlock: the batch handed over, NULL when done */
+    pthread_cond_t record_cv;     /* wlock: a batch handed over, or one done */
     pthread_cond_t committed_cv;  /* broadcast when a batch ended (wlock) */
     uint64_t commit_generation;
     cache_writer_t *queue_head, **queue_tail;
@@ -289,10 +296,13 @@ int cache_flush_access_locked(cache_t *c, si_error_t *err);
  * a new segment). */
 void cache_segment_append(cache_t *c, cache_writer_t **ws, size_t n);
 int cache_segment_flush(cache_t *c, si_error_t *err);
-/* After the batch's transaction (lock held): a segment that has reached
- * segment_bytes, or whose write or flush failed, is sealed and closed (and
- * removed if it holds no object); the next batch opens another. */
-void cache_segment_rotate_locked(cache_t *c);
+/* After a batch's flush (committer): the open segment, when it has reached
+ * segment_bytes or its write or flush failed, is taken out of use into
+ * *out (out->id 0 when it stays open); the next batch opens another. */
+void cache_segment_detach(cache_t *c, cache_segment_t *out);
+/* After that batch's transaction (lock held): a detached segment sealed
+ * and closed, and removed if it holds no object; *seg cleared. */
+void cache_segment_seal_locked(cache_t *c, cache_segment_t *seg);
 /* Seals and closes the open segment (cache_close). */
 void cache_segment_close(cache_t *c);
 /* An object of segment lost its row (evicted, removed, dropped; lock held,
@@ -304,8 +314,9 @@ void cache_punch_due_locked(cache_t *c, bool all);
 
 /* Opens objects/<d0>/<d1>, made (and its parent fsync'd) when new. */
 int cache_object_dir(cache_t *c, int parent, const char *name, si_error_t *err);
-/* The committer thread: started by cache_open, stopped (after committing
- * what is queued) by cache_close. */
+/* The committer thread (a batch's writes and flush) and the recorder
+ * thread (its transaction and answers): started by cache_open, stopped
+ * (after committing what is queued) by cache_close. */
 int cache_committer_start(cache_t *c, si_error_t *err);
 void cache_committer_stop(cache_t *c);
 /* A writer's end, whatever happened (lock NOT held): its reservation given

@@ -124,7 +124,7 @@ static int segment_new(cache_t *c, si_error_t *err)
 }
 
 /* Fails every memory writer of the batch: the segment's state is unknown
- * after a failed write, so it takes nothing more (cache_segment_rotate_locked). */
+ * after a failed write, so it takes nothing more (cache_segment_detach). */
 static void fail_memory_writers(cache_t *c, cache_writer_t **ws, size_t n, const si_error_t *err)
 {
     int errnum = errno ? errno : EIO;
@@ -224,29 +224,38 @@ static bool drop_if_empty_locked(cache_t *c, int64_t segment)
     return true;
 }
 
-void cache_segment_rotate_locked(cache_t *c)
+void cache_segment_detach(cache_t *c, cache_segment_t *out)
 {
+    *out = (cache_segment_t){.id = 0, .fd = -1};
     if (!c->seg.id || (!c->seg.failed && c->seg.end < c->conf.segment_bytes))
         return;
-    int64_t id = c->seg.id;
+    pthread_mutex_lock(&c->lock);
+    *out = c->seg;
+    c->seg = (cache_segment_t){.id = 0, .fd = -1};
+    pthread_mutex_unlock(&c->lock);
+}
+
+void cache_segment_seal_locked(cache_t *c, cache_segment_t *seg)
+{
+    if (!seg->id)
+        return;
     db_stmt_t *s = cache_stmt(c, SQL_SEG_SEAL);
-    db_bind_int64(s, 1, id);
+    db_bind_int64(s, 1, seg->id);
     /* unsealed (a failed catalog), it stays until the next start seals it */
     bool sealed = db_step(s) == DB_DONE;
     db_reset(s);
-    close(c->seg.fd);
-    c->seg = (cache_segment_t){.id = 0, .fd = -1};
+    close(seg->fd);
     if (sealed)
-        drop_if_empty_locked(c, id); /* every object of it evicted already */
+        drop_if_empty_locked(c, seg->id); /* every object of it evicted already */
+    *seg = (cache_segment_t){.id = 0, .fd = -1};
 }
 
 void cache_segment_close(cache_t *c)
 {
-    if (!c->seg.id)
-        return;
     pthread_mutex_lock(&c->lock);
-    c->seg.failed = true; /* not to be appended to by another life */
-    cache_segment_rotate_locked(c);
+    cache_segment_t seg = c->seg; /* not to be appended to by another life */
+    c->seg = (cache_segment_t){.id = 0, .fd = -1};
+    cache_segment_seal_locked(c, &seg);
     pthread_mutex_unlock(&c->lock);
 }
 
