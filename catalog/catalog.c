@@ -98,6 +98,11 @@ int catalog_begin(catalog_t *cat, si_error_t *err)
     return db_begin(cat->db, err);
 }
 
+int catalog_begin_unsynced(catalog_t *cat, si_error_t *err)
+{
+    return db_begin_unsynced(cat->db, err);
+}
+
 int catalog_commit(catalog_t *cat, si_error_t *err)
 {
     return db_commit(cat->db, err);

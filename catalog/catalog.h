@@ -62,6 +62,9 @@ int catalog_sqlerr(catalog_t *cat, si_error_t *err, const char *context);
 
 /* Explicit transactions for callers that batch several writes. */
 int catalog_begin(catalog_t *cat, si_error_t *err);
+/* One whose commit is not synced: rows a later commit answers for
+ * (db_begin_unsynced). */
+int catalog_begin_unsynced(catalog_t *cat, si_error_t *err);
 int catalog_commit(catalog_t *cat, si_error_t *err);
 void catalog_rollback(catalog_t *cat);
 

@@ -655,6 +655,29 @@ int db_begin_readonly(db_t *db, si_error_t *err)
     return 0;
 }
 
+int db_begin_unsynced(db_t *db, si_error_t *err)
+{
+    if (!IS_PG(db) && db_exec(db, "PRAGMA synchronous = NORMAL", err) < 0)
+        return -1;
+    db->unsynced = true;
+    if (db_begin(db, err) < 0 ||
+        (IS_PG(db) && db_exec(db, "SET LOCAL synchronous_commit = off", err) < 0)) {
+        db_rollback(db);
+        return -1;
+    }
+    return 0;
+}
+
+/* After an unsynced transaction: the connection's commits synced again. */
+static void synced_again(db_t *db)
+{
+    if (!db->unsynced)
+        return;
+    db->unsynced = false;
+    if (!IS_PG(db)) /* no I/O: a setting of the connection */
+        sqlite3_exec(db->sqlite, "PRAGMA synchronous = FULL", NULL, NULL, NULL);
+}
+
 int db_commit(db_t *db, si_error_t *err)
 {
     if (db_exec(db, "COMMIT", err) < 0) {
@@ -662,6 +685,7 @@ int db_commit(db_t *db, si_error_t *err)
         return -1;
     }
     db->in_transaction = false;
+    synced_again(db);
     return 0;
 }
 
@@ -680,6 +704,7 @@ void db_rollback(db_t *db)
         sqlite3_exec(db->sqlite, "ROLLBACK", NULL, NULL, NULL);
     }
     db->in_transaction = false;
+    synced_again(db);
 }
 
 bool db_in_transaction(db_t *db)

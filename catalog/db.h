@@ -136,6 +136,13 @@ int db_error(db_t *db, si_error_t *err, const char *context);
  * read-only transaction on both engines. */
 int db_begin(db_t *db, si_error_t *err);
 int db_begin_readonly(db_t *db, si_error_t *err);
+/* A write transaction whose commit answers for nothing by itself: it
+ * returns before the engine's log reaches the disk (SQLite: synchronous
+ * NORMAL for it, FULL again after; PostgreSQL: synchronous_commit off).
+ * Both logs are written in order, so the next synced commit, on any
+ * connection, makes these rows durable with its own: for rows that only
+ * a later commit acknowledges (an upload's RECEIVING rows). */
+int db_begin_unsynced(db_t *db, si_error_t *err);
 int db_commit(db_t *db, si_error_t *err);
 void db_rollback(db_t *db);
 bool db_in_transaction(db_t *db);

@@ -17,6 +17,7 @@ struct db {
     char *target;
     bool readonly;
     bool in_transaction;
+    bool unsynced;               /* the transaction's commit is not synced (db_begin_unsynced) */
     sqlite3 *sqlite;
     long busy_waited_us;        /* the current wait for the write lock, so far */
     db_health_t *health;        /* shared, or own_health */

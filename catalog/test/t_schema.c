@@ -251,6 +251,21 @@ static void run(void)
          * after a commit survives a power loss, as on PostgreSQL */
         is_int(test_query_int(cat, "PRAGMA synchronous"), 2, "commits synced (synchronous FULL)");
     }
+    /* an unsynced transaction: its commit not synced, the connection's
+     * next ones synced again, after a commit and after a rollback */
+    const char *unsynced_q = pg ? "SELECT (current_setting('synchronous_commit') = 'off')::int"
+                                : "SELECT (synchronous = 1) FROM pragma_synchronous";
+    ok(catalog_begin_unsynced(cat, &err) == 0 && test_query_int(cat, unsynced_q) == 1 &&
+           catalog_event(cat, "test", "unsynced", "kept") == 0 && catalog_commit(cat, &err) == 0,
+       "an unsynced transaction: not synced inside, committed");
+    is_int(test_query_int(cat, unsynced_q), 0, "... the next transactions synced again");
+    ok(catalog_begin_unsynced(cat, &err) == 0 &&
+           catalog_event(cat, "test", "unsynced", "rolled back") == 0,
+       "another, rolled back");
+    catalog_rollback(cat);
+    is_int(test_query_int(cat, unsynced_q), 0, "... synced again after the rollback");
+    is_int(test_query_int(cat, "SELECT count(*) FROM events WHERE subject = 'unsynced'"), 1,
+           "the committed one's row kept, the rolled-back one's gone");
     ok(catalog_event(cat, "test", "subject", "detail") == 0, "event appended");
     ok(test_exec(cat, "UPDATE events SET kind = 'x'") < 0, "events cannot be updated");
     ok(test_exec(cat, "DELETE FROM events") < 0, "events cannot be deleted");
@@ -264,7 +279,8 @@ static void run(void)
 
     /* reopen: nothing to migrate, data kept */
     cat = catalog_open(path, 0, &err);
-    is_int(test_query_int(cat, "SELECT COUNT(*) FROM events"), 1, "reopened catalog keeps data");
+    is_int(test_query_int(cat, "SELECT COUNT(*) FROM events WHERE subject <> 'unsynced'"), 1,
+           "reopened catalog keeps data");
     catalog_close(cat);
     test_db_remove(path);
 

@@ -230,10 +230,13 @@ static int record_rows(push_t *p, const push_file_t *f, push_upload_t *u,
     return 0;
 }
 
-/* One upload's rows in a transaction of its own; lock held. */
+/* One upload's rows in a transaction of its own; lock held. Not synced:
+ * RECEIVING rows answer for nothing (recovery discards them), and the
+ * batch commit that acknowledges the upload syncs them with its own (a
+ * synced commit here cost a 64 KiB push 15-20 %, BENCHMARKS.md). */
 static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_error_t *err)
 {
-    if (catalog_begin(p->cat, err) < 0)
+    if (catalog_begin_unsynced(p->cat, err) < 0)
         return errno = push_db_errno(p), -1;
     if (record_rows(p, f, u, NULL, NULL, err) < 0 || catalog_commit(p->cat, err) < 0) {
         int saved = errno;
@@ -378,8 +381,8 @@ static void record_group(push_t *p, push_begin_t *group)
         return;
     }
     bool savepoints = false;
-again:
-    if (catalog_begin(p->cat, &err) < 0) {
+again: /* not synced, as record_upload */
+    if (catalog_begin_unsynced(p->cat, &err) < 0) {
         group_failed(group, &err, push_db_errno(p));
         return;
     }
