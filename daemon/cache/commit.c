@@ -349,6 +349,24 @@ static void write_batch(cache_t *c, cache_batch_t *b)
         for (size_t i = 0; i < n; i++)
             fail(ws[i], errno, "object %" PRId64 ": %s", ws[i]->object_id, err.text);
     cache_segment_detach(c, &b->sealing);
+    if (!memory)
+        return;
+    /* the memory writers' bytes are in the segment: their buffers go back
+     * to the budget now, not after the transaction, so that the readers
+     * fill the next batch while this one is recorded */
+    uint64_t released = 0;
+    for (size_t i = 0; i < n; i++) {
+        cache_writer_t *w = ws[i];
+        if (!w->memory)
+            continue;
+        si_bufpool_put(&c->buffers, w->buf, w->buf_size);
+        w->buf = NULL;
+        released += w->buf_size;
+    }
+    pthread_mutex_lock(&c->wlock);
+    c->memory_held -= released;
+    pthread_cond_broadcast(&c->committed_cv); /* wait_for_memory_locked */
+    pthread_mutex_unlock(&c->wlock);
 }
 
 /* Recorder: the rows of a flushed batch, the cache's accounting, the
@@ -394,9 +412,7 @@ static void record_batch(cache_t *c, cache_batch_t *b)
         cache_writer_t *w = ws[i];
         if (w->rc == 0)
             cache_reservation_forget(c, w->object_id); /* now counted in used */
-        c->writers--;
-        if (w->memory)
-            c->memory_held -= w->buf_size;
+        c->writers--; /* a memory writer's buffer went back in write_batch */
     }
     c->commit_generation++;
     pthread_cond_broadcast(&c->committed_cv);
