@@ -443,7 +443,8 @@ static bool batch_ready(const cache_t *c)
            c->unsubmitted == 0 || si_mono_now() - c->queued_since >= c->conf.commit_delay;
 }
 
-/* wlock held: the next batch off the queue into b (up to cap objects). */
+/* wlock held: the next batch off the queue into b (up to cap objects),
+ * counted in flight (in_batch) until the recorder has ended it. */
 static void take_batch_locked(cache_t *c, cache_batch_t *b, size_t cap)
 {
     size_t n = 0;

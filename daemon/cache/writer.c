@@ -335,7 +335,9 @@ static int write_all(cache_writer_t *w, const unsigned char *p, size_t len, si_e
  * Before, the caller received and hashed, then waited for the disk, in
  * turn, for every buffer (an upload's thread of a 1 GiB push: BENCHMARKS.md).
  * One write in flight per writer: the caller waits for it before the next
- * hand-off, before writing itself, and when it seals the object. */
+ * hand-off, before writing its own buffer, and when it seals the object.
+ * A large feed written straight from the caller's memory need not wait:
+ * every write is a pwrite at its own offset. */
 struct cache_write_behind {
     pthread_t thread;
     pthread_mutex_t mu;
