@@ -232,8 +232,8 @@ static int record_rows(push_t *p, const push_file_t *f, push_upload_t *u,
 
 /* One upload's rows in a transaction of its own; lock held. Not synced:
  * RECEIVING rows answer for nothing (recovery discards them), and the
- * batch commit that acknowledges the upload syncs them with its own (a
- * synced commit here cost a 64 KiB push 15-20 %, BENCHMARKS.md). */
+ * batch commit that acknowledges the upload syncs them with its own (64
+ * KiB pushes 7 % faster without this sync, BENCHMARKS.md). */
 static int record_upload(push_t *p, const push_file_t *f, push_upload_t *u, si_error_t *err)
 {
     if (catalog_begin_unsynced(p->cat, err) < 0)
@@ -367,11 +367,8 @@ static const char SQL_SAVEPOINT[] = "SAVEPOINT push_upload";
 static const char SQL_RELEASE[] = "RELEASE SAVEPOINT push_upload";
 static const char SQL_ROLLBACK_TO[] = "ROLLBACK TO SAVEPOINT push_upload";
 
-/* A group's rows in one transaction; lock held. First without savepoints,
- * the common case where none is refused: the two statements they cost
- * each upload were a tenth of stageind's CPU in a push of 64 KiB files.
- * When one is refused, the transaction is rolled back and the group
- * recorded again, each upload in a savepoint, so that the others stay. */
+/* A group's rows in one transaction, not synced (as record_upload); lock
+ * held. */
 static void record_group(push_t *p, push_begin_t *group)
 {
     si_error_t err;
@@ -380,28 +377,21 @@ static void record_group(push_t *p, push_begin_t *group)
             group->rc = -1, group->errnum = errno;
         return;
     }
-    bool savepoints = false;
-again: /* not synced, as record_upload */
     if (catalog_begin_unsynced(p->cat, &err) < 0) {
         group_failed(group, &err, push_db_errno(p));
         return;
     }
     push_rows_memo_t memo = {0};
     for (push_begin_t *b = group; b; b = b->next) {
-        if (savepoints && savepoint(p, SQL_SAVEPOINT, &err) < 0)
+        if (savepoint(p, SQL_SAVEPOINT, &err) < 0)
             goto broken;
         int64_t dataset_id;
         if (record_rows(p, &b->file, b->u, &memo, &dataset_id, &b->err) == 0) {
-            if (savepoints && savepoint(p, SQL_RELEASE, &err) < 0)
+            if (savepoint(p, SQL_RELEASE, &err) < 0)
                 goto broken;
             /* only rows that stay: a rolled-back upload's new dataset is gone */
             memo = (push_rows_memo_t){&b->file, dataset_id, b->u->push_id};
             continue;
-        }
-        if (!savepoints) {
-            catalog_rollback(p->cat);
-            savepoints = true;
-            goto again;
         }
         b->rc = -1;
         b->errnum = errno;
