@@ -735,22 +735,26 @@ int requests_locality(requests_t *r, const requests_caller_t *caller, const char
     return 0;
 }
 
+/* Each part reads an index: of the requests' states, of the queued items
+ * of queued requests, of the failed items (schema 1.16), of the pinned
+ * objects; the cache's usage is kept (1.15). */
+const char requests_metrics_sql[] =
+    "SELECT 'state', state, count(*), 0 FROM requests GROUP BY state"
+    " UNION ALL SELECT 'queued', i.state, count(*), coalesce(sum(o.size), 0)"
+    "  FROM request_items i JOIN requests q ON q.id = i.request_id"
+    "  JOIN objects o ON o.id = i.object_id"
+    "  WHERE i.state IN ('SUBMITTED', 'STARTED') AND q.state IN ('SUBMITTED', 'STARTED')"
+    "  GROUP BY i.state"
+    " UNION ALL SELECT 'failed', '', count(*), 0 FROM request_items WHERE state = 'FAILED'"
+    " UNION ALL SELECT 'cache', '', " CATALOG_CACHE_USAGE_COLUMNS CATALOG_CACHE_USAGE_FROM
+    " UNION ALL SELECT 'pinned', '', count(*), coalesce(sum(size), 0) FROM cache"
+    "  WHERE pins > 0";
+
 int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err)
 {
-    static const char sql[] =
-        "SELECT 'state', state, count(*), 0 FROM requests GROUP BY state"
-        " UNION ALL SELECT 'queued', i.state, count(*), coalesce(sum(o.size), 0)"
-        "  FROM request_items i JOIN requests q ON q.id = i.request_id"
-        "  JOIN objects o ON o.id = i.object_id"
-        "  WHERE i.state IN ('SUBMITTED', 'STARTED') AND q.state IN ('SUBMITTED', 'STARTED')"
-        "  GROUP BY i.state"
-        " UNION ALL SELECT 'failed', '', count(*), 0 FROM request_items WHERE state = 'FAILED'"
-        " UNION ALL SELECT 'cache', '', " CATALOG_CACHE_USAGE_COLUMNS CATALOG_CACHE_USAGE_FROM
-        " UNION ALL SELECT 'pinned', '', count(*), coalesce(sum(size), 0) FROM cache"
-        "  WHERE pins > 0";
     requests_metrics_t m = {0};
     db_stmt_t *s = NULL;
-    if (!(s = db_prepare(r->db, sql, NULL)))
+    if (!(s = db_prepare(r->db, requests_metrics_sql, NULL)))
         return requests_db_fail(r, err, "reading metrics");
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {

@@ -7,6 +7,9 @@
 #include "catalog/requests.h"
 #include "catalog/internal.h"
 
+/* The query of requests_metrics (requests.c), for the tests of its plan. */
+extern const char requests_metrics_sql[];
+
 /* The request statements, prepared once per connection (requests_open). */
 typedef enum {
     SQL_DATASET_FIND,

@@ -8,6 +8,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/requests.h"
+#include "catalog/requests_internal.h"
 #include "catalog/test/testutil.h"
 #include "common/tap.h"
 
@@ -72,6 +73,87 @@ static int count_pending(int64_t request, int64_t obj, int prio, int64_t deadlin
     if (cb_count++ == 0)
         cb_first_request = request;
     return 0;
+}
+
+
+/* The engine's plan of sql, its lines joined by newlines (malloc'd). */
+static char *plan_of(const char *sql)
+{
+    db_t *db = catalog_driver(cat);
+    bool pg = db_engine(db) == DB_POSTGRES;
+    size_t len = strlen(sql) + 32;
+    char *explain = malloc(len);
+    snprintf(explain, len, "%s%s", pg ? "EXPLAIN " : "EXPLAIN QUERY PLAN ", sql);
+    si_error_t err;
+    db_stmt_t *s = db_prepare(db, explain, &err);
+    free(explain);
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *out = open_memstream(&text, &tlen);
+    if (!s)
+        fprintf(out, "(not planned: %s)", err.text);
+    while (s && db_step(s) == DB_ROW)
+        fprintf(out, "%s\n", db_column_text(s, pg ? 0 : 3)); /* SQLite: id, parent, notused, detail */
+    db_finalize(s);
+    fclose(out);
+    return text;
+}
+
+/* SQLite plan lines scanning table (alias) whole, other than through the
+ * index `except`. */
+static int full_scans(const char *plan, const char *table, const char *except)
+{
+    int n = 0;
+    size_t len = strlen(table);
+    for (const char *line = plan; *line;) {
+        size_t llen = strcspn(line, "\n");
+        bool scan = llen >= 5 + len && strncmp(line, "SCAN ", 5) == 0 &&
+                    strncmp(line + 5, table, len) == 0 && (llen == 5 + len || line[5 + len] == ' ');
+        if (scan && !(except && memmem(line, llen, except, strlen(except))))
+            n++;
+        line += llen + (line[llen] == '\n');
+    }
+    return n;
+}
+
+/* The metrics' query reads no table of request items whole: with 30,000
+ * items of 300 requests (1 % failed) and the planner's statistics, the
+ * failed ones are counted through their own index (schema 1.16) and the
+ * queued ones found from their requests. */
+static void metrics_plan(void)
+{
+    static const char fill[] =
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300)"
+        " INSERT INTO requests(uuid, uid, gid, pin_lifetime, state, created, updated)"
+        " SELECT 'plan-' || i, 1000, 100, 60, CASE WHEN i <= 3 THEN 'STARTED' ELSE 'COMPLETED' END,"
+        " 0, 0 FROM n;"
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100)"
+        " INSERT INTO objects(bucket, key, size) SELECT 'plan', 'k' || i, 1 FROM n;"
+        "INSERT INTO request_items(request_id, object_id, state)"
+        " SELECT q.id, o.id, CASE WHEN q.state = 'STARTED' THEN 'SUBMITTED'"
+        "  WHEN o.id % 100 = 0 THEN 'FAILED' ELSE 'COMPLETED' END"
+        " FROM requests q, objects o WHERE q.uuid LIKE 'plan-%' AND o.bucket = 'plan';"
+        "ANALYZE";
+    int64_t failed_before = count("SELECT count(*) FROM request_items WHERE state = 'FAILED'");
+    ok(test_exec(cat, fill) == 0, "30,000 request items added (%s)", test_engine_name());
+    is_int(count("SELECT count(*) FROM request_items WHERE state = 'FAILED'") - failed_before,
+           297, "... 297 of them failed");
+    char *plan = plan_of(requests_metrics_sql);
+    bool indexed = test_engine_is_pg()
+                       ? !strstr(plan, "Seq Scan on request_items") &&
+                             strstr(plan, "request_items_failed")
+                       : full_scans(plan, "request_items", "request_items_failed") == 0 &&
+                             full_scans(plan, "i", NULL) == 0;
+    ok(indexed, "%s counts the failed items by an index, scanning no items' table",
+       test_engine_name());
+    if (!indexed)
+        diag("plan:\n%s", plan);
+    free(plan);
+    requests_metrics_t m = {0};
+    si_error_t err;
+    int rc = requests_metrics(rq, &m, &err);
+    ok(rc == 0 && m.failed_files == (uint64_t)failed_before + 297,
+       "the metrics count them (%llu failed)", (unsigned long long)m.failed_files);
 }
 
 static void run(void)
@@ -590,6 +672,7 @@ static void run(void)
                "request.items_released logged");
     }
 
+    metrics_plan();
     requests_close(rq);
     catalog_close(cat);
     test_db_remove(path);
