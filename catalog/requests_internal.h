@@ -7,8 +7,10 @@
 #include "catalog/requests.h"
 #include "catalog/internal.h"
 
-/* The query of requests_metrics (requests.c), for the tests of its plan. */
+/* The queries of requests_metrics and requests_list (requests.c), for the
+ * tests of their plans. */
 extern const char requests_metrics_sql[];
+extern const char requests_list_sql[];
 
 /* The request statements, prepared once per connection (requests_open). */
 typedef enum {
