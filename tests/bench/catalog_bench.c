@@ -1,10 +1,13 @@
-/* Catalog benchmark: import rate, recall-plan time, dataset-summary time and
- * database size on a generated archive (1,000,000 objects over 200 volumes),
+/* Catalog benchmark: import rate, recall-plan time, dataset-summary time,
+ * what the status page reads on each call over a kept history of 1,000,000
+ * request items, and database size on a generated archive (1,000,000
+ * objects over 200 volumes; --quick: 100,000),
  * on SQLite, and on PostgreSQL beside it when STAGEIN_BENCH_PG_URL names an
  * empty database (STAGEIN_BENCH_PG_PASSWORD_FILE: its password file), as
  * tests/bench/scale_out does. */
 #include "config.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +18,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/db.h"
+#include "catalog/requests.h"
 #include "common/array.h"
 #include "common/clock.h"
 #include "common/table.h"
@@ -43,6 +47,8 @@ typedef struct {
     double cache_fill_plain_s; /* PostgreSQL: the same with the usage trigger disabled */
     double usage_scan_ms;      /* count and sum over the cache's rows (before 1.15) */
     double usage_kept_ms;      /* the kept usage (1.15) */
+    double metrics_ms;         /* requests_metrics over HISTORY_ITEMS kept items */
+    double list_ms;            /* requests_list of the latest LIST_SHOWN requests */
     size_t plan_reads, plan_volumes, summary_rows;
     uint64_t db_bytes;
 } result_t;
@@ -211,6 +217,66 @@ error:
     return -1;
 }
 
+/* A site's kept history: HISTORY_REQUESTS requests (the last 10 still
+ * running) of HISTORY_ITEMS items in all, 1 % of the finished ones failed. */
+#define HISTORY_REQUESTS 2000
+#define HISTORY_ITEMS 1000000
+#define LIST_SHOWN 50 /* the status page's list */
+
+static int fill_history(catalog_t *cat, uint64_t objects, si_error_t *err)
+{
+    char sql[1600];
+    snprintf(sql, sizeof(sql),
+             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d)"
+             " INSERT INTO requests(uuid, uid, gid, pin_lifetime, state, created, updated)"
+             " SELECT 'history-' || i, 1000, 100, 60,"
+             "  CASE WHEN i > %d THEN 'STARTED' ELSE 'RELEASED' END, i, i FROM n;"
+             "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < %d)"
+             " INSERT INTO request_items(request_id, object_id, state)"
+             " SELECT (SELECT id FROM requests WHERE uuid = 'history-1') + i / %d,"
+             "  1 + CAST(i AS BIGINT) * 7919 %% %llu,"
+             "  CASE WHEN i / %d >= %d THEN (CASE WHEN i %% 3 = 0 THEN 'STARTED' ELSE 'SUBMITTED' END)"
+             "  WHEN i %% 100 = 0 THEN 'FAILED' ELSE 'COMPLETED' END FROM n;"
+             "ANALYZE",
+             HISTORY_REQUESTS, HISTORY_REQUESTS - 10, HISTORY_ITEMS - 1,
+             HISTORY_ITEMS / HISTORY_REQUESTS, (unsigned long long)objects,
+             HISTORY_ITEMS / HISTORY_REQUESTS, HISTORY_REQUESTS - 10);
+    return db_exec(catalog_driver(cat), sql, err);
+}
+
+/* What the status page, its sampler and /metrics read on every call, over
+ * the kept history: the metrics and the list of the latest requests (best
+ * of a few calls, milliseconds). */
+static int history_run(catalog_t *cat, result_t *out, si_error_t *err)
+{
+    /* the imported objects' ids run from 1 */
+    long long objects = db_query_int64(catalog_driver(cat), "SELECT max(id) FROM objects");
+    if (objects < 1 || fill_history(cat, (uint64_t)objects, err) < 0)
+        return -1;
+    requests_t *rq = requests_open(cat, err);
+    if (!rq)
+        return -1;
+    out->metrics_ms = out->list_ms = 1e9;
+    for (int i = 0; i < 5; i++) {
+        requests_metrics_t m;
+        double t0 = si_mono_now();
+        if (requests_metrics(rq, &m, err) < 0)
+            goto error;
+        out->metrics_ms = fmin(out->metrics_ms, 1e3 * (si_mono_now() - t0));
+        t0 = si_mono_now();
+        si_table_t *t = requests_list(rq, (uid_t)-1, false, LIST_SHOWN, err);
+        if (!t)
+            goto error;
+        out->list_ms = fmin(out->list_ms, 1e3 * (si_mono_now() - t0));
+        si_table_free(t);
+    }
+    requests_close(rq);
+    return 0;
+error:
+    requests_close(rq);
+    return -1;
+}
+
 /* The cache's usage at the archive's size: what each shared reservation
  * reads, kept (1.15) against the scan it replaced, and what keeping it
  * costs a commit (PostgreSQL: the fill again with the trigger disabled). */
@@ -301,7 +367,7 @@ static int run_engine(const char *target, const char *password_file, const char 
     out->summary_s = si_mono_now() - t0;
     out->summary_rows = summary ? si_table_rows(summary) : 0;
     si_table_free(summary);
-    if (cache_usage_run(cat, out, &err) < 0) {
+    if (cache_usage_run(cat, out, &err) < 0 || history_run(cat, out, &err) < 0) {
         fprintf(stderr, "%s\n", err.text);
         return -1;
     }
@@ -383,6 +449,8 @@ int main(int argc, char **argv)
                    " \"%susage_kept_seconds\": %.6f, \"%susage_kept_speedup\": %.0f",
                    pre, r->cache_fill_s, pre, r->usage_scan_ms / 1e3, pre, r->usage_kept_ms / 1e3,
                    pre, r->usage_scan_ms / r->usage_kept_ms);
+            printf(", \"%shistory_items\": %d, \"%smetrics_ms\": %.3f, \"%slist_latest_ms\": %.3f",
+                   pre, HISTORY_ITEMS, pre, r->metrics_ms, pre, r->list_ms);
             if (i == 0)
                 printf(", \"db_bytes\": %llu", (unsigned long long)r->db_bytes);
             else
@@ -417,6 +485,9 @@ int main(int argc, char **argv)
         ROW("cache a row per object (s)", "%14.3f", cache_fill_s, "");
         ROW("cache usage: scan of the rows (ms)", "%14.3f", usage_scan_ms, "(before 1.15)");
         ROW("cache usage: kept (ms)", "%14.4f", usage_kept_ms, "");
+        ROW("metrics, 1,000,000 items kept (ms)", "%14.3f", metrics_ms, "(status page, /metrics)");
+        _Static_assert(HISTORY_ITEMS == 1000000, "the label above names the items kept");
+        ROW("latest 50 requests (ms)", "%14.3f", list_ms, "(status page)");
 #undef ROW
         if (nres == 2) {
             /* the engine's own limit for these rows, and the import against it */
