@@ -357,15 +357,20 @@ si_table_t *catalog_view_recent_pushes(catalog_t *cat, const char *uid, si_error
         {"files", SI_COL_INT},   {"durable", SI_COL_INT}, {"failed", SI_COL_INT},
         {"bytes", SI_COL_BYTES}, {"created", SI_COL_REAL}, {"updated", SI_COL_REAL},
     };
+    /* the 20 latest first (pushes_by_created, schema 1.16), then their
+     * items only: every push's items were summed before the limit */
     static const char sql[] =
         "SELECT p.uuid, p.uid, d.name, COUNT(pi.object_id),"
         " COALESCE(SUM(CASE WHEN pi.state = 'DURABLE' THEN 1 ELSE 0 END), 0),"
         " COALESCE(SUM(CASE WHEN pi.state = 'FAILED' THEN 1 ELSE 0 END), 0),"
         " COALESCE(SUM(o.size), 0), p.created, p.updated"
-        " FROM pushes p JOIN datasets d ON d.id = p.dataset_id"
+        " FROM (SELECT id, uuid, uid, dataset_id, created, updated FROM pushes"
+        "  WHERE ?1 IS NULL OR uid = CAST(?1 AS INTEGER)"
+        "  ORDER BY created DESC, id DESC LIMIT 20) p"
+        " JOIN datasets d ON d.id = p.dataset_id"
         " LEFT JOIN push_items pi ON pi.push_id = p.id LEFT JOIN objects o ON o.id = pi.object_id"
-        " WHERE ?1 IS NULL OR p.uid = CAST(?1 AS INTEGER)"
-        " GROUP BY p.id, d.name ORDER BY p.created DESC, p.id DESC LIMIT 20";
+        " GROUP BY p.id, p.uuid, p.uid, d.name, p.created, p.updated"
+        " ORDER BY p.created DESC, p.id DESC";
     return view(cat, sql, cols, NCOLS(cols), uid, NULL, err);
 }
 

@@ -58,9 +58,14 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
                         " t.position FROM tape_copies t"
                         " JOIN volumes v ON v.id = t.volume_id"
                         " WHERE t.object_id = ?1 ORDER BY t.copy",
-    [PUSH_SQL_COUNT_BY_STATE] = "SELECT i.state, count(*), coalesce(sum(o.size), 0)"
+    /* the states counted from push_items_by_state alone, the bytes of the
+     * received files only: each object of every file ever pushed was read
+     * for its size on every call (/metrics, the status page) */
+    [PUSH_SQL_COUNT_BY_STATE] = "SELECT state, count(*), 0 FROM push_items"
+                                " WHERE state IN ('ARCHIVING', 'DURABLE', 'FAILED') GROUP BY state"
+                                " UNION ALL SELECT 'RECEIVED', count(*), coalesce(sum(o.size), 0)"
                                 " FROM push_items i JOIN objects o ON o.id = i.object_id"
-                                " GROUP BY i.state",
+                                " WHERE i.state = 'RECEIVED'",
     /* aggregates written to the archive (archive.c) */
     [PUSH_SQL_RECEIVED_OLDEST_FIRST] = "SELECT i.object_id, pu.dataset_id, o.bucket, o.key,"
                                        " o.size, o.checksum, coalesce(o.mtime, 0), i.received,"
