@@ -199,6 +199,19 @@ int cache_usage(cache_t *c, cache_usage_t *out, si_error_t *err);
  * another writer has it. */
 int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *checksum,
                       cache_writer_t **out, si_error_t *err);
+/* As cache_writer_open, for an object whose catalog row does not exist
+ * yet: the owner's record callback (cache_writer_on_record, required)
+ * inserts it in the batch's transaction and gives the cache its id. Until
+ * then the writer goes by a provisional id (negative). Only an object held
+ * in memory can wait for its id (its place in a segment does not depend on
+ * it), and only in a cache of its own (a shared cache publishes its
+ * reservations by object id): ENOTSUP otherwise, and the caller records
+ * the row first. */
+int cache_writer_open_unrecorded(cache_t *c, uint64_t size, const char *checksum,
+                                 cache_writer_t **out, si_error_t *err);
+/* Whether an object of size may be opened unrecorded here (the memory
+ * budget aside, which only the open can tell). */
+bool cache_takes_unrecorded(cache_t *c, uint64_t size);
 /* Appends bytes (a tape read, an HTTP upload, ...). More bytes than the
  * expected size is an error at once; the writer must then be aborted. */
 int cache_writer_write(cache_writer_t *w, const void *data, size_t len, si_error_t *err);
@@ -251,10 +264,15 @@ int cache_writer_submit(cache_writer_t *w, int64_t pin_request, cache_committed_
                         void *done_arg, si_error_t *err);
 /* Rows the writer's owner records with the object, in its batch's own
  * catalog transaction (on cat, the cache's connection; the cache's lock is
- * held: fn must not call the cache): what it writes is durable exactly when
- * the object is. -1 (err set) fails the whole batch. Before finish/submit. */
-typedef int (*cache_record_fn)(void *arg, catalog_t *cat, int64_t object_id,
+ * held: fn must not call the cache): what it writes is durable exactly
+ * when the object is. After the object's cache row, or, for a writer
+ * opened unrecorded, before it: fn then inserts the object's row and sets
+ * *object_id to it, or refuses the object (CACHE_RECORD_REFUSED, errno and
+ * err set, nothing written), which then fails alone. 0: recorded; -1 (err
+ * set) fails the whole batch. Before finish/submit. */
+typedef int (*cache_record_fn)(void *arg, catalog_t *cat, int64_t *object_id,
                                si_error_t *err);
+#define CACHE_RECORD_REFUSED 1
 void cache_writer_on_record(cache_writer_t *w, cache_record_fn fn, void *arg);
 /* Waits until a batch commit ended after generation (from
  * cache_commit_generation), or timeout_ms passed; true when one did. For

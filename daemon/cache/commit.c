@@ -269,6 +269,20 @@ static int record_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err
         cache_writer_t *w = ws[i];
         if (w->rc < 0)
             continue;
+        /* an unrecorded writer's rows first: they give it its id */
+        if (w->unrecorded) {
+            int recorded = w->record(w->record_arg, c->cat, &w->object_id, err);
+            if (recorded == CACHE_RECORD_REFUSED) {
+                fail(w, errno ? errno : EINVAL, "%s", err->text);
+                continue;
+            }
+            if (recorded < 0 || w->object_id < 1) {
+                if (recorded == 0)
+                    si_errprintf(err, "cache: the record of a new object gave it no id");
+                cache_rollback(c);
+                return -1;
+            }
+        }
         char rel[CACHE_OBJECT_PATH_MAX + 16];
         cache_place_path(w->object_id, &w->place, rel, sizeof(rel), NULL);
         db_stmt_t *s = cache_stmt(c, SQL_ROW_INSERT);
@@ -289,6 +303,8 @@ static int record_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err
         if (step != DB_DONE && db_errclass(c->db) != DB_ERR_CONSTRAINT)
             goto error;
         if (step != DB_DONE || db_changes(c->db) == 0) {
+            if (w->unrecorded) /* its rows were just made: the batch is broken */
+                goto error;
             fail(w, ENOENT, "object %" PRId64 " is not in the catalog", w->object_id);
             continue;
         }
@@ -298,7 +314,8 @@ static int record_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err
             cache_rollback(c);
             return -1;
         }
-        if (w->record && w->record(w->record_arg, c->cat, w->object_id, err) < 0) {
+        if (!w->unrecorded && w->record && w->record(w->record_arg, c->cat, &w->object_id,
+                                                     err) != 0) {
             cache_rollback(c);
             return -1;
         }
@@ -397,7 +414,7 @@ static void record_batch(cache_t *c, cache_batch_t *b)
                 cache_unlink_object(c, w->object_id);
             else if (!w->unnamed && !w->memory) /* a segment's range stays unused */
                 unlinkat(c->tmp_fd, w->temp_name, 0);
-            cache_reservation_drop(c, w->object_id);
+            cache_reservation_drop(c, w->reserved_as);
         } else {
             recorded++;
             c->used += w->expected_size;
@@ -411,7 +428,7 @@ static void record_batch(cache_t *c, cache_batch_t *b)
     for (size_t i = 0; i < n; i++) {
         cache_writer_t *w = ws[i];
         if (w->rc == 0)
-            cache_reservation_forget(c, w->object_id); /* now counted in used */
+            cache_reservation_forget(c, w->reserved_as); /* now counted in used */
         c->writers--; /* a memory writer's buffer went back in write_batch */
     }
     c->commit_generation++;

@@ -84,6 +84,9 @@ typedef struct {
 struct cache_writer {
     cache_t *c;
     int64_t object_id;
+    int64_t reserved_as;   /* its reservation's id: object_id, or the provisional
+                            * one of a writer opened unrecorded */
+    bool unrecorded;       /* its row comes from the record callback */
     uint64_t expected_size;
     char expected_sum[SI_CHECKSUM_TEXT_MAX]; /* "" when the catalog has none */
     char actual_sum[SI_CHECKSUM_TEXT_MAX];   /* the bytes', once sealed */
@@ -166,6 +169,7 @@ struct cache {
     size_t nres, res_cap;
     size_t writers;
     uint64_t temp_seq;
+    int64_t provisional_seq;      /* wlock: unrecorded writers' ids, -1, -2, ... */
     size_t unsubmitted;           /* writers open and not yet submitted */
 
     /* group commit (commit.c); the queue and generation under wlock */

@@ -59,7 +59,7 @@ static int reservations_resize(cache_t *c, size_t cap)
 
 static int reservation_add(cache_t *c, int64_t object_id, uint64_t size, si_error_t *err)
 {
-    if (object_id < 1)
+    if (object_id == 0) /* negative: an unrecorded writer's provisional id */
         return si_errnoprintf(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
                               object_id);
     if (2 * (c->nres + 1) > c->res_cap &&
@@ -269,7 +269,7 @@ static int would_block(cache_t *c, int64_t object_id, uint64_t size, cache_block
 int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_block_t *block,
                          si_error_t *err)
 {
-    if (object_id < 1)
+    if (object_id == 0) /* negative: an unrecorded writer's provisional id */
         return si_errnoprintf(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
                           object_id);
     pthread_mutex_lock(&c->wlock);
@@ -357,6 +357,9 @@ static int publish_reservation(cache_t *c, int64_t object_id, uint64_t size,
 int cache_reserve(cache_t *c, int64_t object_id, uint64_t size, cache_block_t *block,
                   si_error_t *err)
 {
+    if (object_id < 1)
+        return si_errnoprintf(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
+                              object_id);
     pthread_mutex_lock(&c->lock);
     int rc = cache_reserve_locked(c, object_id, size, block, err);
     pthread_mutex_unlock(&c->lock);

@@ -37,7 +37,7 @@ void cache_writer_release(cache_writer_t *w)
 {
     cache_t *c = w->c;
     pthread_mutex_lock(&c->lock);
-    cache_reservation_drop(c, w->object_id);
+    cache_reservation_drop(c, w->reserved_as);
     pthread_mutex_lock(&c->wlock);
     c->writers--;
     if (w->memory)
@@ -99,12 +99,49 @@ static void wait_for_memory_locked(cache_t *c, uint64_t size, uint64_t blocks)
         ;
 }
 
+static int open_writer(cache_t *c, int64_t object_id, uint64_t size, const char *checksum,
+                       cache_writer_t **out, si_error_t *err);
+
 int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *checksum,
                       cache_writer_t **out, si_error_t *err)
 {
     if (object_id < 1)
         return si_errnoprintf(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
                           object_id);
+    return open_writer(c, object_id, size, checksum, out, err);
+}
+
+bool cache_takes_unrecorded(cache_t *c, uint64_t size)
+{
+    return !cache_shared(c) && size < c->conf.segment_object_max;
+}
+
+int cache_writer_open_unrecorded(cache_t *c, uint64_t size, const char *checksum,
+                                 cache_writer_t **out, si_error_t *err)
+{
+    if (!cache_takes_unrecorded(c, size))
+        return si_errnoprintf(err, ENOTSUP, "cache: an object of %" PRIu64 " bytes%s needs its"
+                              " catalog row first", size,
+                              cache_shared(c) ? " in a shared cache" : "");
+    pthread_mutex_lock(&c->wlock);
+    int64_t id = --c->provisional_seq;
+    pthread_mutex_unlock(&c->wlock);
+    cache_writer_t *w;
+    if (open_writer(c, id, size, checksum, &w, err) < 0)
+        return -1;
+    if (!w->memory) { /* the memory budget is spent: it would take a file named by its id */
+        cache_writer_abort(w);
+        return si_errnoprintf(err, ENOTSUP, "cache: no memory now for an object whose catalog"
+                              " row is not made yet");
+    }
+    w->unrecorded = true;
+    *out = w;
+    return 0;
+}
+
+static int open_writer(cache_t *c, int64_t object_id, uint64_t size, const char *checksum,
+                       cache_writer_t **out, si_error_t *err)
+{
     if (checksum && !si_checksum_text_valid(checksum))
         return si_errnoprintf(err, EINVAL,
                           "object %" PRId64 ": expected checksum '%.80s' is not"
@@ -113,7 +150,7 @@ int cache_writer_open(cache_t *c, int64_t object_id, uint64_t size, const char *
     if (!w)
         return si_errnoprintf(err, ENOMEM, "cache: out of memory");
     w->c = c;
-    w->object_id = object_id;
+    w->object_id = w->reserved_as = object_id;
     w->expected_size = size;
     w->fd = -1;
     char algorithm[8] = "sha256";

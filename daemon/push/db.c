@@ -24,6 +24,12 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
     [PUSH_SQL_MARK_RECEIVED] =
         "UPDATE push_items SET state = 'RECEIVED', received = ?2 WHERE object_id = ?1",
     [PUSH_SQL_RECEIVED_TOUCH] = "UPDATE pushes SET updated = ?2 WHERE id = ?1",
+    /* an upload whose rows its cache batch records (receive.c) */
+    [PUSH_SQL_OBJECT_EXISTS] = "SELECT 1 FROM objects WHERE bucket = ?1 AND key = ?2",
+    [PUSH_SQL_OBJECT_INSERT_NEW] = "INSERT INTO objects(bucket, key, size, checksum, mtime)"
+                                   " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING RETURNING id",
+    [PUSH_SQL_ITEM_INSERT_RECEIVED] = "INSERT INTO push_items(object_id, push_id, state, received,"
+                                      " instance) VALUES (?1, ?2, 'RECEIVED', ?3, ?4)",
     /* an upload never acknowledged, and recovery (push.c) */
     [PUSH_SQL_DISCARD_MARK] = "UPDATE push_items SET state = 'DISCARDED'"
                               " WHERE object_id = ?1",

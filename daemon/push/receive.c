@@ -28,6 +28,10 @@ struct push_upload {
     push_received_t info;
     push_upload_done_fn done;   /* push_upload_submit's */
     void *done_arg;
+    /* its object and item rows made by its cache batch's transaction
+     * (record_received), not before its first byte (record_upload) */
+    bool unrecorded;
+    int64_t mtime;              /* unrecorded: the client's, or -1 */
 };
 
 uint64_t push_upload_received(const push_upload_t *u)
@@ -68,10 +72,9 @@ static int check_file(const push_conf_t *conf, const push_file_t *f, char *objec
     return 0;
 }
 
-/* The dataset to push into: found (the caller must own it, unless it is
- * shared) or created. */
-static int dataset_for(push_t *p, const push_file_t *f, const char *push_uuid, int64_t *id,
-                       si_error_t *err)
+/* The dataset to push into, found: 0 (the caller must own it, unless it
+ * is shared), 1 when there is none, -1 (err set). */
+static int dataset_find(push_t *p, const push_file_t *f, int64_t *id, si_error_t *err)
 {
     db_stmt_t *s = push_stmt(p, PUSH_SQL_DATASET_BY_NAME);
     db_bind_text(s, 1, f->dataset, -1);
@@ -87,9 +90,17 @@ static int dataset_for(push_t *p, const push_file_t *f, const char *push_uuid, i
         return 0;
     }
     db_reset(s);
-    if (rc != DB_DONE)
-        return push_db_error(p, err, "looking up a dataset");
-    s = push_stmt(p, PUSH_SQL_DATASET_INSERT);
+    return rc == DB_DONE ? 1 : push_db_error(p, err, "looking up a dataset");
+}
+
+/* The dataset to push into: found or created. */
+static int dataset_for(push_t *p, const push_file_t *f, const char *push_uuid, int64_t *id,
+                       si_error_t *err)
+{
+    int rc = dataset_find(p, f, id, err);
+    if (rc <= 0)
+        return rc;
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_DATASET_INSERT);
     db_bind_text(s, 1, f->dataset, -1);
     db_bind_int64(s, 2, f->uid);
     db_bind_int64(s, 3, f->gid);
@@ -177,6 +188,13 @@ static bool memo_fits(const push_rows_memo_t *m, const push_file_t *f)
            strcmp(f->dataset, g->dataset) == 0 && f->uid == g->uid && f->shared == g->shared;
 }
 
+static int exists_already(const push_upload_t *u, si_error_t *err)
+{
+    return si_errnoprintf(err, EEXIST, "object %s/%s exists already (pushed files are"
+                          " immutable: push under another key)", u->info.bucket,
+                          u->info.object_key);
+}
+
 static int record_rows(push_t *p, const push_file_t *f, push_upload_t *u,
                        const push_rows_memo_t *memo, int64_t *dataset_out, si_error_t *err)
 {
@@ -205,9 +223,7 @@ static int record_rows(push_t *p, const push_file_t *f, push_upload_t *u,
     db_reset(s);
     if (rc != DB_DONE) {
         if (db_errclass(p->db) == DB_ERR_UNIQUE)
-            return si_errnoprintf(err, EEXIST, "object %s/%s exists already (pushed files are"
-                                  " immutable: push under another key)", u->info.bucket,
-                                  u->info.object_key);
+            return exists_already(u, err);
         return push_db_error(p, err, "recording a pushed object");
     }
     u->object_id = db_last_insert_id(p->db);
@@ -286,8 +302,10 @@ static int writer_open(push_t *p, push_upload_t *u, const push_file_t *file, si_
     u->info.size = file->size;
     if (file->checksum)
         snprintf(u->info.checksum, sizeof(u->info.checksum), "%s", file->checksum);
-    if (cache_writer_open(p->cache, u->object_id, file->size, file->checksum, &u->writer,
-                          err) < 0) {
+    if ((u->unrecorded ? cache_writer_open_unrecorded(p->cache, file->size, file->checksum,
+                                                      &u->writer, err)
+                       : cache_writer_open(p->cache, u->object_id, file->size, file->checksum,
+                                           &u->writer, err)) < 0) {
         if (errno == EAGAIN)
             si_errprefix(err, "the cache has no room for the file now");
         return -1;
@@ -336,14 +354,15 @@ typedef struct push_begin {
     void *arg;
     int rc, errnum;
     si_error_t err;
-    struct push_begin *next;
+    struct push_begin *next;          /* in the queue, then in the group */
+    struct push_begin *recorded_next; /* the group's uploads recorded now */
 } push_begin_t;
 
 /* Every upload of the group not refused on its own fails with err
  * (errnum: EAGAIN when the catalog was unreachable, else EIO). */
 static void group_failed(push_begin_t *group, const si_error_t *err, int errnum)
 {
-    for (push_begin_t *b = group; b; b = b->next)
+    for (push_begin_t *b = group; b; b = b->recorded_next)
         if (b->rc == 0) {
             b->rc = -1;
             b->errnum = errnum;
@@ -367,12 +386,12 @@ static const char SQL_SAVEPOINT[] = "SAVEPOINT push_upload";
 static const char SQL_RELEASE[] = "RELEASE SAVEPOINT push_upload";
 static const char SQL_ROLLBACK_TO[] = "ROLLBACK TO SAVEPOINT push_upload";
 
-/* A group's rows in one transaction, not synced (as record_upload); lock
- * held. */
+/* The rows of a group's uploads to record now (linked by recorded_next)
+ * in one transaction, not synced (as record_upload); lock held. */
 static void record_group(push_t *p, push_begin_t *group)
 {
     si_error_t err;
-    if (!group->next) { /* alone: its own transaction is the group's */
+    if (!group->recorded_next) { /* alone: its own transaction is the group's */
         if (record_upload(p, &group->file, group->u, &group->err) < 0)
             group->rc = -1, group->errnum = errno;
         return;
@@ -382,7 +401,7 @@ static void record_group(push_t *p, push_begin_t *group)
         return;
     }
     push_rows_memo_t memo = {0};
-    for (push_begin_t *b = group; b; b = b->next) {
+    for (push_begin_t *b = group; b; b = b->recorded_next) {
         if (savepoint(p, SQL_SAVEPOINT, &err) < 0)
             goto broken;
         int64_t dataset_id;
@@ -406,11 +425,75 @@ broken:;
     group_failed(group, &err, errnum);
 }
 
-/* A recorded upload's cache writer; the answer to its submitter. */
+/* Lock held: whether b takes the unrecorded path: a small file joining a
+ * push that exists, checked by reads alone (the push, its dataset, the key
+ * still free); its rows come with its cache batch (record_received), so
+ * that no transaction of its own stands before its first byte. A file
+ * refused by these checks is taken too, b->rc set. memo: the push checked
+ * last in this group. */
+static bool begin_unrecorded(push_t *p, push_begin_t *b, push_rows_memo_t *memo)
+{
+    const push_file_t *f = &b->file;
+    push_upload_t *u = b->u;
+    if (!f->push_uuid || !cache_takes_unrecorded(p->cache, f->size))
+        return false;
+    int64_t dataset_id = 0, push_id = 0;
+    if (memo_fits(memo, f)) {
+        dataset_id = memo->dataset_id;
+        push_id = memo->push_id;
+    } else {
+        int found = dataset_find(p, f, &dataset_id, &b->err);
+        if (found == 1) /* none: the push named is refused the usual way */
+            return false;
+        if (found < 0 || push_for(p, f, dataset_id, u->info.uuid, &push_id, &b->err) < 0)
+            goto refused;
+        *memo = (push_rows_memo_t){f, dataset_id, push_id};
+    }
+    db_stmt_t *s = push_stmt(p, PUSH_SQL_OBJECT_EXISTS);
+    db_bind_text(s, 1, u->info.bucket, -1);
+    db_bind_text(s, 2, u->info.object_key, -1);
+    int rc = db_step(s);
+    db_reset(s);
+    if (rc == DB_ROW) {
+        exists_already(u, &b->err);
+        goto refused;
+    }
+    if (rc != DB_DONE) {
+        push_db_error(p, &b->err, "looking up a pushed object");
+        goto refused;
+    }
+    snprintf(u->info.uuid, sizeof(u->info.uuid), "%s", f->push_uuid);
+    u->push_id = push_id;
+    u->mtime = f->mtime;
+    u->unrecorded = true;
+    return true;
+refused:
+    b->rc = -1;
+    b->errnum = errno;
+    return true;
+}
+
+/* A begun upload's cache writer; the answer to its submitter. An
+ * unrecorded one for which the cache has no memory now (ENOTSUP) records
+ * its rows first after all. */
 static void begin_done(push_t *p, push_begin_t *b)
 {
     push_upload_t *u = b->u;
-    if (b->rc == 0 && writer_open(p, u, &b->file, &b->err) < 0) {
+    bool open = false;
+    if (b->rc == 0 && u->unrecorded) {
+        open = writer_open(p, u, &b->file, &b->err) == 0;
+        if (!open && errno == ENOTSUP) {
+            u->unrecorded = false;
+            pthread_mutex_lock(&p->lock);
+            if (record_upload(p, &b->file, u, &b->err) < 0)
+                b->rc = -1, b->errnum = errno;
+            pthread_mutex_unlock(&p->lock);
+        } else if (!open) {
+            b->rc = -1;
+            b->errnum = errno;
+        }
+    }
+    if (b->rc == 0 && !open && writer_open(p, u, &b->file, &b->err) < 0) {
         b->rc = -1;
         b->errnum = errno;
         upload_failed(u); /* its rows removed, u freed */
@@ -436,7 +519,17 @@ static void *recorder_main(void *arg)
         p->begin_head = p->begin_tail = NULL;
         pthread_mutex_unlock(&p->begin_mu);
         pthread_mutex_lock(&p->lock);
-        record_group(p, group);
+        /* the unrecorded ones out of the group's transaction, in order */
+        push_rows_memo_t memo = {0};
+        push_begin_t *recorded = NULL, **tail = &recorded;
+        for (push_begin_t *b = group; b; b = b->next)
+            if (!begin_unrecorded(p, b, &memo)) {
+                *tail = b;
+                tail = &b->recorded_next;
+            }
+        *tail = NULL;
+        if (recorded)
+            record_group(p, recorded);
         pthread_mutex_unlock(&p->lock);
         while (group) {
             push_begin_t *next = group->next;
@@ -505,7 +598,50 @@ int push_upload_expect(push_upload_t *u, const char *checksum, si_error_t *err)
  * by the cache in its batch's transaction (cat: the cache's connection, its
  * lock held), so that the file's state and its cache row become durable
  * together and an acknowledgement costs no transaction of its own. */
-static int record_received(void *arg, catalog_t *cat, int64_t object_id, si_error_t *err)
+/* An unrecorded upload's object and item (RECEIVED), made on db in its
+ * batch's transaction: CACHE_RECORD_REFUSED when the key was taken since
+ * the upload began. */
+static int record_new_rows(push_upload_t *u, db_t *db, double now, si_error_t *err)
+{
+    db_stmt_t *s = db_cached(db, push_sql(PUSH_SQL_OBJECT_INSERT_NEW), err);
+    if (!s)
+        return errno = EIO, -1;
+    db_bind_text(s, 1, u->info.bucket, -1);
+    db_bind_text(s, 2, u->info.object_key, -1);
+    db_bind_int64(s, 3, (int64_t)u->info.size);
+    db_bind_text(s, 4, u->info.checksum, -1);
+    db_bind_int64(s, 5, u->mtime >= 0 ? u->mtime : received_mtime());
+    int rc = db_step(s);
+    int64_t id = rc == DB_ROW ? db_column_int64(s, 0) : 0;
+    db_reset(s);
+    if (rc == DB_DONE) {
+        exists_already(u, err);
+        return CACHE_RECORD_REFUSED;
+    }
+    if (rc != DB_ROW) {
+        db_error(db, err, "catalog: recording a pushed object");
+        return errno = EIO, -1;
+    }
+    if (!(s = db_cached(db, push_sql(PUSH_SQL_ITEM_INSERT_RECEIVED), err)))
+        return errno = EIO, -1;
+    db_bind_int64(s, 1, id);
+    db_bind_int64(s, 2, u->push_id);
+    db_bind_double(s, 3, now);
+    if (push_shared(u->p))
+        db_bind_text(s, 4, u->p->instance, -1);
+    else
+        db_bind_null(s, 4);
+    rc = db_step(s);
+    db_reset(s);
+    if (rc != DB_DONE) {
+        db_error(db, err, "catalog: recording a push item");
+        return errno = EIO, -1;
+    }
+    u->object_id = u->info.object_id = id;
+    return 0;
+}
+
+static int record_received(void *arg, catalog_t *cat, int64_t *object_id, si_error_t *err)
 {
     push_upload_t *u = arg;
     push_t *p = u->p;
@@ -515,19 +651,26 @@ static int record_received(void *arg, catalog_t *cat, int64_t object_id, si_erro
     uint64_t batch = cache_commit_generation(p->cache);
     bool touch = p->touched_push != u->push_id || p->touched_batch != batch;
     int steps[3], nsteps = 0;
-    if (!u->checksum_recorded)
-        steps[nsteps++] = PUSH_SQL_RECEIVED_CHECKSUM;
-    steps[nsteps++] = PUSH_SQL_MARK_RECEIVED;
-    if (touch)
-        steps[nsteps++] = PUSH_SQL_RECEIVED_TOUCH;
     db_t *db = catalog_driver(cat);
     double now = si_wall_now();
+    if (u->unrecorded) {
+        int rc = record_new_rows(u, db, now, err);
+        if (rc != 0)
+            return rc;
+        *object_id = u->object_id;
+    } else {
+        if (!u->checksum_recorded)
+            steps[nsteps++] = PUSH_SQL_RECEIVED_CHECKSUM;
+        steps[nsteps++] = PUSH_SQL_MARK_RECEIVED;
+    }
+    if (touch)
+        steps[nsteps++] = PUSH_SQL_RECEIVED_TOUCH;
     for (int i = 0; i < nsteps; i++) {
         db_stmt_t *s = db_cached(db, push_sql(steps[i]), err);
         if (!s)
             return errno = EIO, -1;
         /* each binds what it uses: PostgreSQL types every parameter */
-        db_bind_int64(s, 1, steps[i] == PUSH_SQL_RECEIVED_TOUCH ? u->push_id : object_id);
+        db_bind_int64(s, 1, steps[i] == PUSH_SQL_RECEIVED_TOUCH ? u->push_id : *object_id);
         if (steps[i] == PUSH_SQL_RECEIVED_CHECKSUM)
             db_bind_text(s, 2, u->info.checksum, -1);
         else
@@ -610,6 +753,8 @@ static void upload_committed(void *arg, int64_t object_id, int rc, int errnum, c
     }
     char reason[sizeof(((si_error_t *)0)->text)];
     snprintf(reason, sizeof(reason), "%s", why ? why : "the cache commit failed");
+    if (u->unrecorded) /* its rows, if made, went with the batch's transaction */
+        u->object_id = 0;
     push_upload_abort(u);
     done(done_arg, -1, errnum, &info, reason);
 }

@@ -557,6 +557,77 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* The owner's rows of an unrecorded writer: made in the batch (the
+ * object's row, its id given to the cache), or refused. */
+typedef struct {
+    const char *key;
+    bool refuse;
+    int64_t made;
+} unrecorded_t;
+
+static int record_unrecorded(void *arg, catalog_t *cat, int64_t *object_id, si_error_t *err)
+{
+    unrecorded_t *u = arg;
+    if (u->refuse) {
+        si_errprintf(err, "object unrec/%s exists already", u->key);
+        errno = EEXIST;
+        return CACHE_RECORD_REFUSED;
+    }
+    db_t *db = catalog_driver(cat);
+    db_stmt_t *s = db_prepare(db, "INSERT INTO objects(bucket, key, size) VALUES ('unrec', ?1, 5000)"
+                                  " RETURNING id", err);
+    if (!s)
+        return -1;
+    db_bind_text(s, 1, u->key, -1);
+    int rc = db_step(s);
+    if (rc == DB_ROW)
+        u->made = *object_id = db_column_int64(s, 0);
+    db_finalize(s);
+    return rc == DB_ROW ? 0 : si_errprintf(err, "inserting unrec/%s", u->key);
+}
+
+/* c keeps small objects in segments. */
+static void test_unrecorded(cache_t *c)
+{
+    si_error_t err;
+    cache_writer_t *w = NULL;
+    unsigned char *data = ct_content(61, 5000);
+    unrecorded_t made = {.key = "made"}, refused = {.key = "refused", .refuse = true};
+    bool opened = cache_writer_open_unrecorded(c, 5000, NULL, &w, &err) == 0;
+    ok(opened && cache_writer_write(w, data, 5000, &err) == 0,
+       "a writer for an object without its row yet: %s", opened ? "open" : err.text);
+    if (!opened) {
+        free(data);
+        return;
+    }
+    cache_writer_on_record(w, record_unrecorded, &made);
+    ok(cache_writer_finish(w, 0, &err) == 0 && made.made > 0,
+       "committed, its row made by the batch: object %lld", (long long)made.made);
+    int fd = -1;
+    cache_place_t place;
+    unsigned char back[5000];
+    ok(made.made > 0 && cache_open_object(c, made.made, &fd, &place, &err) == 0 &&
+           place.size == 5000 && place.segment != 0 &&
+           pread(fd, back, sizeof(back), (off_t)place.offset) == 5000 &&
+           memcmp(back, data, 5000) == 0,
+       "... read back under that id, from a segment");
+    if (fd >= 0)
+        close(fd);
+    ok(cache_writer_open_unrecorded(c, 5000, NULL, &w, &err) == 0 &&
+           cache_writer_write(w, data, 5000, &err) == 0,
+       "another");
+    cache_writer_on_record(w, record_unrecorded, &refused);
+    ok(cache_writer_finish(w, 0, &err) < 0 && errno == EEXIST && strstr(err.text, "exists already"),
+       "its rows refused: it fails alone: %s", err.text);
+    cache_usage_t u;
+    ok(cache_usage(c, &u, &err) == 0 && u.reserved_bytes == 0, "... its reservation given back");
+    is_int(test_query_int(t.cat, "SELECT count(*) FROM objects WHERE bucket = 'unrec'"), 1,
+           "... and no row of it");
+    ok(cache_writer_open_unrecorded(c, 1ull << 30, NULL, &w, &err) < 0 && errno == ENOTSUP,
+       "too large to wait in memory for its id: %s", err.text);
+    free(data);
+}
+
 static void test_threads(cache_t *c)
 {
     worker_t wk[4];
@@ -603,7 +674,18 @@ static void body(void)
     test_copy_fd(c);
     test_stray_file(c);
     test_hostile(c);
+    cache_writer_t *w;
+    ok(cache_writer_open_unrecorded(c, 5000, NULL, &w, &err) < 0 && errno == ENOTSUP,
+       "without segments, an object needs its row before its writer: %s", err.text);
     cache_close(c);
+
+    cache_conf_t segmented = ct_conf_segments(&t, 1ull << 30, 64u << 20);
+    c = cache_open(&segmented, t.cat, &err);
+    ok(c != NULL, "cache with segments opened: %s", c ? "" : err.text);
+    if (c) {
+        test_unrecorded(c);
+        cache_close(c);
+    }
 
     /* a small write buffer: large feeds bypass it, small ones fill it */
     conf.write_buffer = 4096;

@@ -472,13 +472,21 @@ static void run(void)
             while (b[i].rc == 1)
                 pthread_cond_wait(&b[i].cv, &b[i].mu);
             pthread_mutex_unlock(&b[i].mu);
+        }
+        /* small files joining a push: their rows come with their batch */
+        is_int(count(cat, "SELECT count(*) FROM objects WHERE key LIKE 'ckpt-1/group/%'"), 0,
+               "... begun with no rows yet: they come with the files' cache batch");
+        for (int i = 0; i < N; i++) {
             all_answered = all_answered && b[i].rc != 1;
             if (i == STRANGER)
                 continue;
             others_ok = others_ok && b[i].rc == 0;
             push_received_t got;
-            sent = sent && b[i].u && push_upload_write(b[i].u, small, SMALL, &err) == 0 &&
-                   push_upload_finish(b[i].u, &got, &err) == 0;
+            bool this_sent = b[i].u && push_upload_write(b[i].u, small, SMALL, &err) == 0 &&
+                             push_upload_finish(b[i].u, &got, &err) == 0;
+            if (!this_sent)
+                diag("upload %d: rc %d: %s", i, b[i].rc, b[i].u ? err.text : b[i].err.text);
+            sent = sent && this_sent;
         }
         ok(all_answered && others_ok && sent, "every upload of the owner recorded and received");
         ok(b[STRANGER].rc < 0 && b[STRANGER].errnum == EACCES && !b[STRANGER].u,
@@ -492,6 +500,49 @@ static void run(void)
         for (int i = 0; i < N; i++) {
             pthread_mutex_destroy(&b[i].mu);
             pthread_cond_destroy(&b[i].cv);
+        }
+
+        /* one key twice at once: both begin (neither has rows), the
+         * second's batch refuses it alone; a key that exists is refused
+         * before the first byte */
+        begun_t d[3];
+        push_file_t df = g[0];
+        df.key = "group/twice.bin";
+        for (int i = 0; i < 3; i++) {
+            d[i] = (begun_t){.rc = 1};
+            pthread_mutex_init(&d[i].mu, NULL);
+            pthread_cond_init(&d[i].cv, NULL);
+        }
+        push_file_t taken = g[0]; /* group/00.bin, received above */
+        ok(push_upload_begin_async(p, &df, on_begun, &d[0], &err) == 0 &&
+               push_upload_begin_async(p, &df, on_begun, &d[1], &err) == 0 &&
+               push_upload_begin_async(p, &taken, on_begun, &d[2], &err) == 0,
+           "the same key begun twice, and a key already pushed");
+        for (int i = 0; i < 3; i++) {
+            pthread_mutex_lock(&d[i].mu);
+            while (d[i].rc == 1)
+                pthread_cond_wait(&d[i].cv, &d[i].mu);
+            pthread_mutex_unlock(&d[i].mu);
+        }
+        ok(d[2].rc < 0 && d[2].errnum == EEXIST && strstr(d[2].err.text, "exists already"),
+           "a key already pushed is refused before its body: %s", d[2].err.text);
+        push_received_t got = {0};
+        bool first = d[0].rc == 0 && d[1].rc == 0 &&
+                     push_upload_write(d[0].u, small, SMALL, &err) == 0 &&
+                     push_upload_finish(d[0].u, &got, &err) == 0;
+        ok(first && got.object_id > 0, "the first of the twice-begun key is received (object %lld)",
+           (long long)got.object_id);
+        int twice = d[1].rc == 0 && push_upload_write(d[1].u, small, SMALL, &err) == 0
+                        ? push_upload_finish(d[1].u, &got, &err)
+                        : 0;
+        ok(twice < 0 && errno == EEXIST && strstr(err.text, "exists already"),
+           "the second is refused by its batch alone: %s", err.text);
+        is_int(count(cat, "SELECT count(*) FROM objects o JOIN push_items i ON i.object_id = o.id"
+                          " WHERE o.key = 'ckpt-1/group/twice.bin' AND i.state = 'RECEIVED'"),
+               1, "... one object and one item of that key kept");
+        for (int i = 0; i < 3; i++) {
+            pthread_mutex_destroy(&d[i].mu);
+            pthread_cond_destroy(&d[i].cv);
         }
     }
 
