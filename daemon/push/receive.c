@@ -2,8 +2,10 @@
  * first byte (push_upload_begin_async: with the other uploads beginning
  * meanwhile, in one transaction), streamed into a cache writer, then
  * checked, made durable in the cache and marked RECEIVED in the cache
- * batch's transaction: the acknowledgement. Anything that fails on the way
- * removes what was recorded. */
+ * batch's transaction: the acknowledgement. A small file joining a push
+ * is only checked before its first byte, and its rows are made, RECEIVED,
+ * by that batch's transaction (begin_unrecorded, record_new_rows).
+ * Anything that fails on the way removes what was recorded. */
 #include "config.h"
 #include "daemon/push/internal.h"
 
@@ -594,10 +596,6 @@ int push_upload_expect(push_upload_t *u, const char *checksum, si_error_t *err)
     return 0;
 }
 
-/* RECEIVED, with the checksum we computed when the client sent none: run
- * by the cache in its batch's transaction (cat: the cache's connection, its
- * lock held), so that the file's state and its cache row become durable
- * together and an acknowledgement costs no transaction of its own. */
 /* An unrecorded upload's object and item (RECEIVED), made on db in its
  * batch's transaction: CACHE_RECORD_REFUSED when the key was taken since
  * the upload began. */
@@ -641,6 +639,11 @@ static int record_new_rows(push_upload_t *u, db_t *db, double now, si_error_t *e
     return 0;
 }
 
+/* RECEIVED (an unrecorded upload: its rows made, record_new_rows), with
+ * the checksum we computed when the client sent none: run
+ * by the cache in its batch's transaction (cat: the cache's connection, its
+ * lock held), so that the file's state and its cache row become durable
+ * together and an acknowledgement costs no transaction of its own. */
 static int record_received(void *arg, catalog_t *cat, int64_t *object_id, si_error_t *err)
 {
     push_upload_t *u = arg;
