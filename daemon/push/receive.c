@@ -190,6 +190,16 @@ static bool memo_fits(const push_rows_memo_t *m, const push_file_t *f)
            strcmp(f->dataset, g->dataset) == 0 && f->uid == g->uid && f->shared == g->shared;
 }
 
+/* A push item's instance: this one's when instances share the catalog (a
+ * dead instance's uploads are found by it, push.c), else NULL. */
+static void bind_instance(const push_t *p, db_stmt_t *s, int i)
+{
+    if (push_shared(p))
+        db_bind_text(s, i, p->instance, -1);
+    else
+        db_bind_null(s, i);
+}
+
 static int exists_already(const push_upload_t *u, si_error_t *err)
 {
     return si_errnoprintf(err, EEXIST, "object %s/%s exists already (pushed files are"
@@ -235,10 +245,7 @@ static int record_rows(push_t *p, const push_file_t *f, push_upload_t *u,
     db_bind_int64(s, 1, u->object_id);
     db_bind_int64(s, 2, push_id);
     db_bind_double(s, 3, si_wall_now());
-    if (push_shared(p)) /* a dead instance's uploads are found by it (push.c) */
-        db_bind_text(s, 4, p->instance, -1);
-    else
-        db_bind_null(s, 4);
+    bind_instance(p, s, 4);
     rc = db_step(s);
     db_reset(s);
     if (rc != DB_DONE) {
@@ -625,10 +632,7 @@ static int record_new_rows(push_upload_t *u, db_t *db, double now, si_error_t *e
     db_bind_int64(s, 1, id);
     db_bind_int64(s, 2, u->push_id);
     db_bind_double(s, 3, now);
-    if (push_shared(u->p))
-        db_bind_text(s, 4, u->p->instance, -1);
-    else
-        db_bind_null(s, 4);
+    bind_instance(u->p, s, 4);
     rc = db_step(s);
     db_reset(s);
     if (rc != DB_DONE) {
