@@ -32,6 +32,11 @@ for k in s2 dir/s3 m1 dir/m2; do
     [ "$code" = 202 ] && [ "$(json "$BODY" 'j["pushId"]')" = "$ID" ] || all="$code $(cat "$BODY")"
 done
 is "$all" 202 "four more files into the same push: 202 each"
+before=$(counts)
+code=$(push ckpt s2 "$SRC/s2" "$ID")
+is "$code:$(grep -c 'stageout/ckpt/s2 exists already' "$BODY")" "409:1" \
+    "a small file joining its push under a key pushed already: 409, exists already"
+is "$(counts)" "$before" "... and nothing changed"
 is "$(sql "SELECT owner_uid || ' ' || mode FROM datasets WHERE name = 'ckpt'")" "0 384" \
     "the dataset was created, owned by the pusher, mode 0600"
 is "$(wait_push "$ID")" DURABLE "the push becomes DURABLE"
