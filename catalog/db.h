@@ -172,9 +172,10 @@ int db_set_schema_version(db_t *db, int version, si_error_t *err);
 /* Inside a transaction: waits until no other connection upgrades the schema
  * (SQLite's write lock does it already; PostgreSQL: an advisory lock). */
 int db_lock_schema(db_t *db, si_error_t *err);
-/* After a bulk change: refreshes the planner's statistics of `tables` (a
- * comma-separated list of the tables it changed) where the engine needs
- * them to choose indexes (PostgreSQL's ANALYZE); nothing on SQLite. */
+/* Inside a transaction, after a bulk change: refreshes the planner's
+ * statistics of `tables` (a comma-separated list of the tables it changed)
+ * where the engine needs them to choose indexes (PostgreSQL's ANALYZE, on a
+ * sample of 3,000 rows a table); nothing on SQLite. */
 int db_analyze(db_t *db, const char *tables, si_error_t *err);
 /* The schema's DDL (SQLite's spelling) for this engine; malloc'd. */
 char *db_ddl(db_t *db, const char *ddl);

@@ -81,8 +81,8 @@ int import_begin(import_t *im, catalog_t *cat, const char *name,
 }
 
 /* The planner's statistics of the tables the import changed, and of those
- * only: a manifest's members need no new sample of objects (each ANALYZE
- * samples up to 30,000 rows of a table, ~0.1-0.3 s on a large catalog). */
+ * only: a manifest's members need no new sample of objects (tens of ms a
+ * table on a large catalog, db_analyze). */
 static int analyze_changed(import_t *im, si_error_t *err)
 {
     const catalog_import_stats_t *st = im->stats;

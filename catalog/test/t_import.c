@@ -104,6 +104,19 @@ static void large_imports(void)
                                " AND v.label = 'VA00' || CAST(CAST(substr(o.key, 6) AS INTEGER) / 3000 AS TEXT)"
                                " AND c.position = 64 * CAST(substr(o.key, 6) AS INTEGER)"),
            12001, "every record's copy on its volume at its position");
+    if (test_engine_is_pg()) {
+        /* the plans after an import see its rows: the import analyzed
+         * what it changed, on a sample (at most 11 histogram bounds) */
+        long long rows = test_query_int(cat, "SELECT count(*) FROM objects");
+        long long planned = test_query_int(cat, "SELECT CAST(reltuples AS BIGINT) FROM pg_class"
+                                                " WHERE relname = 'objects'");
+        long long bounds = test_query_int(cat, "SELECT array_length(histogram_bounds, 1)"
+                                               " FROM pg_stats WHERE tablename = 'objects'"
+                                               " AND attname = 'key'");
+        ok(planned > rows * 9 / 10 && planned < rows * 11 / 10 && bounds > 1 && bounds <= 11,
+           "PostgreSQL plans with the import's rows: %lld of %lld objects, %lld key bounds",
+           planned, rows, bounds);
+    }
 
     text = big_csv("B", 6000, 100, 5500);
     rejects("big.csv", text, CATALOG_FORMAT_CSV, "big.csv:100: duplicate entry for bulk/big/B00099",
