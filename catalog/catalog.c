@@ -72,24 +72,32 @@ db_stmt_t *catalog_stmt(catalog_t *cat, catalog_stmt_id_t id, si_error_t *err)
     return db_cached(cat->db, db_sql(cat->db, stmt_sql[id], pg ? pg : stmt_sql[id]), err);
 }
 
-int catalog_cache_usage_fold(catalog_t *cat, si_error_t *err)
+int catalog_fold_totals(catalog_t *cat, si_error_t *err)
 {
     if (db_engine(cat->db) != DB_POSTGRES || db_in_transaction(cat->db))
         return 0;
-    /* one statement: a reader sees each change in the row or in the
+    /* one statement each: a reader sees each change in the row or in the
      * changes, never both or neither */
-    static const char fold[] =
+    static const char fold_usage[] =
         "WITH moved AS (DELETE FROM cache_usage_changes RETURNING objects, bytes)"
         " UPDATE cache_usage SET objects = cache_usage.objects + m.objects,"
         "  bytes = cache_usage.bytes + m.bytes"
         " FROM (SELECT coalesce(sum(objects), 0) AS objects,"
         "  coalesce(sum(bytes), 0) AS bytes FROM moved) m";
-    /* the folded changes stay dead rows that every read of the usage scans
+    static const char fold_items[] =
+        "WITH moved AS (DELETE FROM request_item_total_changes RETURNING *)"
+        " UPDATE request_item_totals t SET waiting_files = t.waiting_files + m.files,"
+        "  waiting_bytes = t.waiting_bytes + m.bytes, started_files = t.started_files + m.started"
+        " FROM (SELECT coalesce(sum(waiting_files), 0) AS files,"
+        "  coalesce(sum(waiting_bytes), 0) AS bytes,"
+        "  coalesce(sum(started_files), 0) AS started FROM moved) m";
+    /* the folded changes stay dead rows that every read of the totals scans
      * until vacuumed, and autovacuum wakes once a minute: 1,000,000 of them
-     * made a read 23 ms instead of 0.2 (BENCHMARKS.md) */
-    if (db_exec(cat->db, fold, err) < 0 ||
-        db_exec(cat->db, "VACUUM (SKIP_LOCKED) cache_usage_changes", err) < 0)
-        return si_errprefix(err, "folding the cache usage's changes");
+     * made a read of the cache usage 23 ms instead of 0.2 (BENCHMARKS.md) */
+    if (db_exec(cat->db, fold_usage, err) < 0 || db_exec(cat->db, fold_items, err) < 0 ||
+        db_exec(cat->db, "VACUUM (SKIP_LOCKED) cache_usage_changes, request_item_total_changes",
+                err) < 0)
+        return si_errprefix(err, "folding the kept totals' changes");
     return 0;
 }
 

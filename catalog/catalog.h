@@ -86,10 +86,10 @@ void catalog_rollback(catalog_t *cat);
     " FROM cache_usage u, (SELECT coalesce(sum(objects), 0) AS objects,"          \
     "  coalesce(sum(bytes), 0) AS bytes, count(*) AS changes FROM cache_usage_changes) d"
 
-/* PostgreSQL: folds the cache usage's changes into its row and vacuums
- * them away, outside any transaction (in one: does nothing); SQLite has no
- * changes to fold. */
-int catalog_cache_usage_fold(catalog_t *cat, si_error_t *err);
+/* PostgreSQL: folds the changes of the kept totals (the cache's usage, the
+ * waiting request items') into their rows and vacuums them away, outside
+ * any transaction (in one: does nothing); SQLite has no changes to fold. */
+int catalog_fold_totals(catalog_t *cat, si_error_t *err);
 
 /* ---- records ---------------------------------------------------------- */
 

@@ -751,11 +751,14 @@ int requests_locality(requests_t *r, const requests_caller_t *caller, const char
  * objects; the cache's usage is kept (1.15). */
 const char requests_metrics_sql[] =
     "SELECT 'state', state, count(*), 0 FROM requests GROUP BY state"
-    " UNION ALL SELECT 'queued', i.state, count(*), coalesce(sum(o.size), 0)"
-    "  FROM request_items i JOIN requests q ON q.id = i.request_id"
-    "  JOIN objects o ON o.id = i.object_id"
-    "  WHERE i.state IN ('SUBMITTED', 'STARTED') AND q.state IN ('SUBMITTED', 'STARTED')"
-    "  GROUP BY i.state"
+    /* kept totals (schema 1.17) and the changes not yet folded into them */
+    " UNION ALL SELECT 'queued', '', t.waiting_files + d.files, t.waiting_bytes + d.bytes"
+    "  FROM request_item_totals t, (SELECT coalesce(sum(waiting_files), 0) AS files,"
+    "   coalesce(sum(waiting_bytes), 0) AS bytes FROM request_item_total_changes) d"
+    " UNION ALL SELECT 'started', '', t.started_files + d.started, 0"
+    "  FROM request_item_totals t, (SELECT coalesce(sum(started_files), 0) AS started"
+    "   FROM request_item_total_changes) d"
+    " UNION ALL SELECT 'unfolded', '', count(*), 0 FROM request_item_total_changes"
     " UNION ALL SELECT 'failed', '', count(*), 0 FROM request_items WHERE state = 'FAILED'"
     " UNION ALL SELECT 'cache', '', " CATALOG_CACHE_USAGE_COLUMNS CATALOG_CACHE_USAGE_FROM
     " UNION ALL SELECT 'pinned', '', count(*), coalesce(sum(size), 0) FROM cache"
@@ -764,6 +767,7 @@ const char requests_metrics_sql[] =
 int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err)
 {
     requests_metrics_t m = {0};
+    uint64_t unfolded = 0;
     db_stmt_t *s = NULL;
     if (!(s = db_prepare(r->db, requests_metrics_sql, NULL)))
         return requests_db_fail(r, err, "reading metrics");
@@ -778,10 +782,12 @@ int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err)
                 if (strcmp(state, requests_state_names[i]) == 0)
                     m.by_state[i] = count;
         } else if (strcmp(kind, "queued") == 0) {
-            m.queued_files += count;
-            m.queued_bytes += bytes;
-            if (strcmp(state, "STARTED") == 0)
-                m.started_files = count;
+            m.queued_files = count;
+            m.queued_bytes = bytes;
+        } else if (strcmp(kind, "started") == 0) {
+            m.started_files = count;
+        } else if (strcmp(kind, "unfolded") == 0) {
+            unfolded = count;
         } else if (strcmp(kind, "failed") == 0) {
             m.failed_files = count;
         } else if (strcmp(kind, "cache") == 0) {
@@ -796,5 +802,13 @@ int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err)
     if (rc != DB_DONE)
         return requests_db_fail(r, err, "reading metrics");
     *out = m;
+    if (unfolded >= REQUESTS_FOLD_AT)
+        requests_fold_totals(r);
     return 0;
+}
+
+void requests_fold_totals(requests_t *r)
+{
+    si_error_t ignored;
+    (void)catalog_fold_totals(r->cat, &ignored); /* the changes stay counted until folded */
 }

@@ -187,6 +187,28 @@ static void metrics_plan(void)
     int rc = requests_metrics(rq, &m, &err);
     ok(rc == 0 && m.failed_files == (uint64_t)failed_before + 297,
        "the metrics count them (%llu failed)", (unsigned long long)m.failed_files);
+
+    /* the waiting files come from kept totals (schema 1.17); on PostgreSQL
+     * a read that finds REQUESTS_FOLD_AT changes or more folds them */
+    ok(test_exec(cat, "UPDATE request_items SET state = 'SUBMITTED' WHERE request_id IN"
+                      " (SELECT id FROM requests WHERE uuid IN ('plan-1', 'plan-2', 'plan-3')"
+                      "  OR uuid LIKE 'plan-2__');"
+                      "UPDATE requests SET state = 'STARTED' WHERE uuid LIKE 'plan-2__'") == 0,
+       "10,300 items waiting");
+    int64_t changes = count("SELECT count(*) FROM request_item_total_changes");
+    rc = requests_metrics(rq, &m, &err);
+    int64_t waiting = count("SELECT count(*) FROM request_items WHERE state IN ('SUBMITTED', 'STARTED')");
+    ok(rc == 0 && m.queued_files == (uint64_t)waiting &&
+           m.queued_bytes == (uint64_t)count("SELECT sum(o.size) FROM request_items i JOIN objects o"
+                                             " ON o.id = i.object_id WHERE i.state IN"
+                                             " ('SUBMITTED', 'STARTED')"),
+       "the metrics' %llu waiting files and %llu bytes are the items' (%lld)",
+       (unsigned long long)m.queued_files, (unsigned long long)m.queued_bytes, (long long)waiting);
+    if (test_engine_is_pg())
+        ok(changes >= REQUESTS_FOLD_AT &&
+               count("SELECT count(*) FROM request_item_total_changes") == 0 &&
+               requests_metrics(rq, &m, &err) == 0 && m.queued_files == (uint64_t)waiting,
+           "PostgreSQL: the %lld changes folded by that read, the totals the same", (long long)changes);
 }
 
 static void run(void)

@@ -105,6 +105,68 @@ static void cache_usage_follows(catalog_t *cat, const char *how)
     test_exec(cat, "DELETE FROM objects WHERE id = 903");
 }
 
+/* The waiting items' kept totals (schema 1.17), with the changes not yet
+ * folded, against a count of the items themselves. */
+static void item_totals_match(catalog_t *cat, const char *how)
+{
+    long long kept = test_query_int(
+        cat, "SELECT (t.waiting_files + d.files) * 1000000000 + (t.waiting_bytes + d.bytes) * 1000"
+             " + t.started_files + d.started FROM request_item_totals t,"
+             " (SELECT coalesce(sum(waiting_files), 0) AS files, coalesce(sum(waiting_bytes), 0)"
+             "  AS bytes, coalesce(sum(started_files), 0) AS started"
+             "  FROM request_item_total_changes) d");
+    long long items = test_query_int(
+        cat, "SELECT count(*) * 1000000000 + coalesce(sum(o.size), 0) * 1000"
+             " + coalesce(sum(CASE WHEN i.state = 'STARTED' THEN 1 ELSE 0 END), 0)"
+             " FROM request_items i JOIN objects o ON o.id = i.object_id"
+             " WHERE i.state IN ('SUBMITTED', 'STARTED')");
+    ok(kept == items && kept >= 0,
+       "%s: kept as %lld files waiting, %lld bytes, %lld started; the items: %lld, %lld, %lld", how,
+       kept / 1000000000, kept / 1000 % 1000000, kept % 1000, items / 1000000000,
+       items / 1000 % 1000000, items % 1000);
+}
+
+/* The totals follow items made, started, finished, requeued, moved to
+ * another object and deleted, in the changing transaction; folded
+ * (PostgreSQL), they stay the same. */
+static void item_totals_follow(catalog_t *cat, const char *how)
+{
+    char what[160];
+    ok(test_exec(cat, "INSERT INTO objects(id, bucket, key, size) VALUES (911, 'totals', 'a', 10),"
+                      " (912, 'totals', 'b', 200), (913, 'totals', 'c', 3000), (914, 'totals', 'd', 40000);"
+                      "INSERT INTO requests(id, uuid, uid, gid, pin_lifetime, state, created,"
+                      " updated) VALUES (911, 'totals', 1000, 100, 60, 'STARTED', 1, 1);"
+                      "INSERT INTO request_items(request_id, object_id, state) VALUES"
+                      " (911, 911, 'SUBMITTED'), (911, 912, 'STARTED'), (911, 913, 'COMPLETED')") == 0,
+       "%s: a request of three items (%s)", how, db_errmsg(catalog_driver(cat)));
+    snprintf(what, sizeof(what), "%s, after three inserts", how);
+    item_totals_match(cat, what);
+    test_exec(cat, "UPDATE request_items SET state = 'STARTED' WHERE object_id = 911");
+    test_exec(cat, "UPDATE request_items SET state = 'FAILED' WHERE object_id = 912");
+    test_exec(cat, "UPDATE request_items SET state = 'SUBMITTED' WHERE object_id = 913");
+    snprintf(what, sizeof(what), "%s, after a start, a failure and a requeue", how);
+    item_totals_match(cat, what);
+    ok(test_exec(cat, "UPDATE request_items SET object_id = 914 WHERE object_id = 913") == 0,
+       "%s: an item moved to another object", how);
+    snprintf(what, sizeof(what), "%s, after an item moved to another object", how);
+    item_totals_match(cat, what);
+    ok(test_exec(cat, "BEGIN; UPDATE request_items SET state = 'CANCELLED' WHERE request_id = 911;"
+                      "ROLLBACK") == 0,
+       "%s: a cancel rolled back", how);
+    snprintf(what, sizeof(what), "%s, after a rollback", how);
+    item_totals_match(cat, what);
+    si_error_t err;
+    ok(catalog_fold_totals(cat, &err) == 0 &&
+           test_query_int(cat, "SELECT count(*) FROM request_item_total_changes") == 0,
+       "%s: the changes folded", how);
+    snprintf(what, sizeof(what), "%s, folded", how);
+    item_totals_match(cat, what);
+    test_exec(cat, "DELETE FROM request_items WHERE request_id = 911;"
+                   "DELETE FROM requests WHERE id = 911; DELETE FROM objects WHERE id > 910 AND id < 915");
+    snprintf(what, sizeof(what), "%s, after the items' deletion", how);
+    item_totals_match(cat, what);
+}
+
 /* tape_copies' references (row-level REFERENCES on SQLite, statement-level
  * triggers on PostgreSQL from 1.9) behave alike: run on a fresh and on an
  * upgraded catalog (how: which one). */
@@ -273,6 +335,7 @@ static void run(void)
        "foreign keys enforced");
     references(cat, "fresh");
     cache_usage_follows(cat, "fresh");
+    item_totals_follow(cat, "fresh");
     if (pg)
         own_objects_pg(cat, path, "fresh");
     catalog_close(cat);
@@ -363,6 +426,26 @@ static void run(void)
     is_int(test_query_int(cat, "SELECT u.bytes + d.bytes" CATALOG_CACHE_USAGE_FROM), 16,
            "1.14: and their 16 bytes");
     cache_usage_follows(cat, "from 1.14");
+    catalog_close(cat);
+
+    /* upgrade from 1.16: the waiting items' totals are filled from them */
+    test_db_remove(path);
+    cat = catalog_open_at_version(path, 1016, &err);
+    ok(cat && test_exec(cat, "INSERT INTO objects(id, bucket, key, size) VALUES (831, 'w', 'a', 7),"
+                             " (832, 'w', 'b', 9), (833, 'w', 'c', 11);"
+                             "INSERT INTO requests(id, uuid, uid, gid, pin_lifetime, state,"
+                             " created, updated) VALUES (831, 'up', 1000, 100, 60, 'STARTED', 1, 1);"
+                             "INSERT INTO request_items(request_id, object_id, state) VALUES"
+                             " (831, 831, 'SUBMITTED'), (831, 832, 'SUBMITTED'),"
+                             " (831, 833, 'STARTED')") == 0,
+       "catalog at 1.16 with two files waiting and one started");
+    catalog_close(cat);
+    cat = catalog_open(path, 0, &err);
+    is_int(catalog_schema_version(cat), catalog_latest_version(), "1.16 upgraded to latest");
+    is_int(test_query_int(cat, "SELECT waiting_files * 1000000 + waiting_bytes * 1000"
+                               " + started_files FROM request_item_totals"),
+           3027001, "1.16: 3 files of 27 bytes waiting, one of them started");
+    item_totals_follow(cat, "from 1.16");
     catalog_close(cat);
 
     /* the site: recorded by the first opener that names one, another refused */

@@ -228,7 +228,7 @@ void cache_changed_locked(cache_t *c)
 static void fold_usage(cache_t *c)
 {
     si_error_t ignored;
-    if (catalog_cache_usage_fold(c->cat, &ignored) == 0)
+    if (catalog_fold_totals(c->cat, &ignored) == 0)
         c->usage_unfolded = 0;
 }
 

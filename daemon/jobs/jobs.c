@@ -158,6 +158,7 @@ static void *run(void *arg)
             pthread_mutex_unlock(&j->lock);
             if (do_expiry) {
                 expire(j);
+                requests_fold_totals(j->requests);
                 next_expiry = si_wall_now() + j->conf.expiry_interval_s;
             }
             if (do_reconcile) {

@@ -207,7 +207,7 @@ static double fill_cache(catalog_t *cat, si_error_t *err)
         db_reset(ins);
         if (catalog_commit(cat, err) < 0)
             goto error;
-        if (catalog_cache_usage_fold(cat, err) < 0)
+        if (catalog_fold_totals(cat, err) < 0)
             goto error;
     }
     double took = si_mono_now() - t0;
