@@ -218,11 +218,12 @@ error:
     return -1;
 }
 
-/* A site's kept history: HISTORY_REQUESTS requests (the last 10 still
+/* A site's kept history: HISTORY_REQUESTS requests (the last HISTORY_RUNNING still
  * running) of HISTORY_ITEMS items in all, 1 % of the finished ones failed;
  * HISTORY_REQUESTS pushes holding every object (0.1 % still to archive,
  * 0.1 % failed). */
 #define HISTORY_REQUESTS 2000
+#define HISTORY_RUNNING 200 /* the latest: their 100,000 items wait */
 #define HISTORY_ITEMS 1000000
 #define LIST_SHOWN 50 /* the status page's list */
 
@@ -247,9 +248,9 @@ static int fill_history(catalog_t *cat, uint64_t objects, si_error_t *err)
              " SELECT o.id, (SELECT id FROM pushes WHERE uuid = 'history-1') + o.id %% %d,"
              "  CASE WHEN o.id %% 1000 = 0 THEN 'RECEIVED' WHEN o.id %% 997 = 0 THEN 'FAILED'"
              "  ELSE 'DURABLE' END, o.id, o.id FROM objects o",
-             HISTORY_REQUESTS, HISTORY_REQUESTS - 10, HISTORY_ITEMS - 1,
+             HISTORY_REQUESTS, HISTORY_REQUESTS - HISTORY_RUNNING, HISTORY_ITEMS - 1,
              HISTORY_ITEMS / HISTORY_REQUESTS, (unsigned long long)objects,
-             HISTORY_ITEMS / HISTORY_REQUESTS, HISTORY_REQUESTS - 10, HISTORY_REQUESTS,
+             HISTORY_ITEMS / HISTORY_REQUESTS, HISTORY_REQUESTS - HISTORY_RUNNING, HISTORY_REQUESTS,
              HISTORY_REQUESTS);
     db_t *db = catalog_driver(cat);
     if (db_exec(db, sql, err) < 0)
