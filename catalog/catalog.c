@@ -79,11 +79,13 @@ int catalog_fold_totals(catalog_t *cat, si_error_t *err)
     /* one statement each: a reader sees each change in the row or in the
      * changes, never both or neither */
     static const char fold_usage[] =
-        "WITH moved AS (DELETE FROM cache_usage_changes RETURNING objects, bytes)"
-        " UPDATE cache_usage SET objects = cache_usage.objects + m.objects,"
-        "  bytes = cache_usage.bytes + m.bytes"
-        " FROM (SELECT coalesce(sum(objects), 0) AS objects,"
-        "  coalesce(sum(bytes), 0) AS bytes FROM moved) m";
+        "WITH moved AS (DELETE FROM cache_usage_changes RETURNING *)"
+        " UPDATE cache_usage u SET objects = u.objects + m.objects, bytes = u.bytes + m.bytes,"
+        "  pinned_objects = u.pinned_objects + m.pinned_objects,"
+        "  pinned_bytes = u.pinned_bytes + m.pinned_bytes"
+        " FROM (SELECT coalesce(sum(objects), 0) AS objects, coalesce(sum(bytes), 0) AS bytes,"
+        "  coalesce(sum(pinned_objects), 0) AS pinned_objects,"
+        "  coalesce(sum(pinned_bytes), 0) AS pinned_bytes FROM moved) m";
     static const char fold_items[] =
         "WITH moved AS (DELETE FROM request_item_total_changes RETURNING *)"
         " UPDATE request_item_totals t SET waiting_files = t.waiting_files + m.files,"

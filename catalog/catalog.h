@@ -79,12 +79,17 @@ void catalog_rollback(catalog_t *cat);
     " ELSE (d.mode & 4) <> 0 END)"
 
 /* The cache's usage (schema 1.15): the totals row plus the changes not yet
- * folded into it (PostgreSQL's; SQLite has none): objects and bytes, and
- * d.changes, how many changes are waiting to be folded. */
+ * folded into it (PostgreSQL's; SQLite has none): objects and bytes, the
+ * pinned ones (schema 1.17), and d.changes, how many changes are waiting to
+ * be folded. */
 #define CATALOG_CACHE_USAGE_COLUMNS "u.objects + d.objects, u.bytes + d.bytes"
-#define CATALOG_CACHE_USAGE_FROM                                                  \
-    " FROM cache_usage u, (SELECT coalesce(sum(objects), 0) AS objects,"          \
-    "  coalesce(sum(bytes), 0) AS bytes, count(*) AS changes FROM cache_usage_changes) d"
+#define CATALOG_CACHE_PINNED_COLUMNS \
+    "u.pinned_objects + d.pinned_objects, u.pinned_bytes + d.pinned_bytes"
+#define CATALOG_CACHE_USAGE_FROM                                                   \
+    " FROM cache_usage u, (SELECT coalesce(sum(objects), 0) AS objects,"           \
+    "  coalesce(sum(bytes), 0) AS bytes, coalesce(sum(pinned_objects), 0) AS"     \
+    "  pinned_objects, coalesce(sum(pinned_bytes), 0) AS pinned_bytes, count(*) AS" \
+    "  changes FROM cache_usage_changes) d"
 
 /* PostgreSQL: folds the changes of the kept totals (the cache's usage, the
  * waiting request items') into their rows and vacuums them away, outside

@@ -761,8 +761,7 @@ const char requests_metrics_sql[] =
     " UNION ALL SELECT 'unfolded', '', count(*), 0 FROM request_item_total_changes"
     " UNION ALL SELECT 'failed', '', count(*), 0 FROM request_items WHERE state = 'FAILED'"
     " UNION ALL SELECT 'cache', '', " CATALOG_CACHE_USAGE_COLUMNS CATALOG_CACHE_USAGE_FROM
-    " UNION ALL SELECT 'pinned', '', count(*), coalesce(sum(size), 0) FROM cache"
-    "  WHERE pins > 0";
+    " UNION ALL SELECT 'pinned', '', " CATALOG_CACHE_PINNED_COLUMNS CATALOG_CACHE_USAGE_FROM;
 
 int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err)
 {

@@ -647,7 +647,10 @@ static const char schema_1016[] =
  * triggers run per item on the recall path. A waiting item's request is
  * active (an ending request cancels its waiting items first,
  * requests_end_found), and an object's size never changes once recorded,
- * so the totals are the old query's, with neither join. */
+ * so the totals are the old query's, with neither join. The cache's usage
+ * keeps its pinned objects and bytes too (a scan of `cache` for pins > 0,
+ * 73-77 ms at 500,000 pinned on SQLite, under the cache's lock): its
+ * triggers count a row when its pins leave or reach zero, not at each pin. */
 static const char schema_1017[] =
     "CREATE TABLE request_item_totals ("
     "  id INTEGER PRIMARY KEY CHECK (id = 0),"
@@ -659,13 +662,20 @@ static const char schema_1017[] =
     "  waiting_files INTEGER NOT NULL,"
     "  waiting_bytes INTEGER NOT NULL,"
     "  started_files INTEGER NOT NULL"
-    ");";
+    ");"
+    "ALTER TABLE cache_usage ADD COLUMN pinned_objects INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE cache_usage ADD COLUMN pinned_bytes INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE cache_usage_changes ADD COLUMN pinned_objects INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE cache_usage_changes ADD COLUMN pinned_bytes INTEGER NOT NULL DEFAULT 0;";
 #define WAITING(row) row ".state IN ('SUBMITTED', 'STARTED')"
 #define ITEM_SIZE(row) "coalesce((SELECT size FROM objects WHERE id = " row ".object_id), 0)"
+#define PINNED(row) "(CASE WHEN " row ".pins > 0 THEN 1 ELSE 0 END)"
 #define SCHEMA_1017_FILL                                                                    \
     "INSERT INTO request_item_totals SELECT 0, count(*), coalesce(sum(o.size), 0),"        \
     " coalesce(sum(CASE WHEN i.state = 'STARTED' THEN 1 ELSE 0 END), 0)"                  \
-    " FROM request_items i JOIN objects o ON o.id = i.object_id WHERE " WAITING("i") ";"
+    " FROM request_items i JOIN objects o ON o.id = i.object_id WHERE " WAITING("i") ";"  \
+    "UPDATE cache_usage SET pinned_objects = (SELECT count(*) FROM cache WHERE pins > 0),"  \
+    " pinned_bytes = (SELECT coalesce(sum(size), 0) FROM cache WHERE pins > 0);"
 static const char schema_1017_sqlite[] =
     "CREATE TRIGGER request_item_totals_insert AFTER INSERT ON request_items"
     " WHEN " WAITING("NEW") " BEGIN"
@@ -691,6 +701,25 @@ static const char schema_1017_sqlite[] =
     "    ELSE (CASE WHEN " WAITING("NEW") " THEN " ITEM_SIZE("NEW") " ELSE 0 END)"
     "     - (CASE WHEN " WAITING("OLD") " THEN " ITEM_SIZE("OLD") " ELSE 0 END) END,"
     "   started_files = started_files + (NEW.state = 'STARTED') - (OLD.state = 'STARTED');"
+    " END;"
+    "DROP TRIGGER cache_usage_insert;"
+    "DROP TRIGGER cache_usage_delete;"
+    "DROP TRIGGER cache_usage_resize;"
+    "CREATE TRIGGER cache_usage_insert AFTER INSERT ON cache BEGIN"
+    "  UPDATE cache_usage SET objects = objects + 1, bytes = bytes + NEW.size,"
+    "   pinned_objects = pinned_objects + " PINNED("NEW") ","
+    "   pinned_bytes = pinned_bytes + " PINNED("NEW") " * NEW.size;"
+    " END;"
+    "CREATE TRIGGER cache_usage_delete AFTER DELETE ON cache BEGIN"
+    "  UPDATE cache_usage SET objects = objects - 1, bytes = bytes - OLD.size,"
+    "   pinned_objects = pinned_objects - " PINNED("OLD") ","
+    "   pinned_bytes = pinned_bytes - " PINNED("OLD") " * OLD.size;"
+    " END;"
+    "CREATE TRIGGER cache_usage_update AFTER UPDATE OF size, pins ON cache"
+    " WHEN NEW.size <> OLD.size OR " PINNED("NEW") " <> " PINNED("OLD") " BEGIN"
+    "  UPDATE cache_usage SET bytes = bytes + NEW.size - OLD.size,"
+    "   pinned_objects = pinned_objects + " PINNED("NEW") " - " PINNED("OLD") ","
+    "   pinned_bytes = pinned_bytes + " PINNED("NEW") " * NEW.size - " PINNED("OLD") " * OLD.size;"
     " END;"
     SCHEMA_1017_FILL;
 static const char schema_1017_postgres[] =
@@ -720,6 +749,26 @@ static const char schema_1017_postgres[] =
     "  OR OLD.object_id IS DISTINCT FROM NEW.object_id)"
     "  AND (" WAITING("OLD") " OR " WAITING("NEW") "))"
     " EXECUTE FUNCTION request_item_totals_change();"
+    "CREATE OR REPLACE FUNCTION cache_usage_change() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    "  IF TG_OP = 'INSERT' THEN"
+    "   INSERT INTO cache_usage_changes VALUES (1, NEW.size, " PINNED("NEW") ","
+    "    " PINNED("NEW") " * NEW.size);"
+    "  ELSIF TG_OP = 'DELETE' THEN"
+    "   INSERT INTO cache_usage_changes VALUES (-1, -OLD.size, -" PINNED("OLD") ","
+    "    -" PINNED("OLD") " * OLD.size);"
+    "  ELSE"
+    "   INSERT INTO cache_usage_changes VALUES (0, NEW.size - OLD.size,"
+    "    " PINNED("NEW") " - " PINNED("OLD") ","
+    "    " PINNED("NEW") " * NEW.size - " PINNED("OLD") " * OLD.size);"
+    "  END IF;"
+    "  RETURN NULL; END $$;"
+    "DROP TRIGGER cache_usage_change ON cache;"
+    "CREATE TRIGGER cache_usage_change AFTER INSERT OR DELETE ON cache"
+    "  FOR EACH ROW EXECUTE FUNCTION cache_usage_change();"
+    /* a pin that leaves the count as it was (1 -> 2) runs no function */
+    "CREATE TRIGGER cache_usage_update AFTER UPDATE OF size, pins ON cache FOR EACH ROW"
+    "  WHEN (NEW.size <> OLD.size OR " PINNED("NEW") " <> " PINNED("OLD") ")"
+    "  EXECUTE FUNCTION cache_usage_change();"
     SCHEMA_1017_FILL;
 
 static const catalog_schema_step_t steps[] = {

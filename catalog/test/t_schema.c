@@ -76,6 +76,18 @@ static void usage_matches_rows(catalog_t *cat, const char *how)
     ok(kept_objects == rows && kept_bytes == bytes,
        "%s: the kept usage (%lld objects, %lld bytes) is the rows' (%lld, %lld)", how,
        kept_objects, kept_bytes, rows, bytes);
+    if (catalog_schema_version(cat) < 1017)
+        return;
+    long long kept_pinned = test_query_int(cat, "SELECT " CATALOG_CACHE_PINNED_COLUMNS
+                                                CATALOG_CACHE_USAGE_FROM);
+    long long kept_pinned_bytes = test_query_int(cat, "SELECT u.pinned_bytes + d.pinned_bytes"
+                                                      CATALOG_CACHE_USAGE_FROM);
+    long long pinned = test_query_int(cat, "SELECT count(*) FROM cache WHERE pins > 0");
+    long long pinned_bytes =
+        test_query_int(cat, "SELECT coalesce(sum(size), 0) FROM cache WHERE pins > 0");
+    ok(kept_pinned == pinned && kept_pinned_bytes == pinned_bytes,
+       "%s: the kept pinned (%lld objects, %lld bytes) are the rows' (%lld, %lld)", how,
+       kept_pinned, kept_pinned_bytes, pinned, pinned_bytes);
 }
 
 /* The usage follows inserts, deletions (direct and cascading from objects)
@@ -95,6 +107,28 @@ static void cache_usage_follows(catalog_t *cat, const char *how)
     test_exec(cat, "DELETE FROM objects WHERE id = 902"); /* cascades to its cache row */
     test_exec(cat, "UPDATE cache SET size = 33 WHERE object_id = 903");
     snprintf(what, sizeof(what), "%s, after a delete, a cascade and a resize", how);
+    usage_matches_rows(cat, what);
+    ok(test_exec(cat, "INSERT INTO objects(id, bucket, key, size) VALUES (905, 'c', 'e', 50),"
+                      " (906, 'c', 'f', 60);"
+                      "INSERT INTO cache(object_id, path, size, last_access) VALUES"
+                      " (905, 'v', 50, 1), (906, 'u', 60, 1);"
+                      "INSERT INTO requests(id, uuid, uid, gid, pin_lifetime, state, created,"
+                      " updated) VALUES (901, 'pins-1', 1000, 100, 60, 'COMPLETED', 1, 1),"
+                      " (902, 'pins-2', 1000, 100, 60, 'COMPLETED', 1, 1);"
+                      "INSERT INTO cache_pins(object_id, request_id, since) VALUES"
+                      " (903, 901, 1), (903, 902, 1), (905, 901, 1), (906, 902, 1)") == 0,
+       "%s: two requests pin three objects, one of them twice", how);
+    snprintf(what, sizeof(what), "%s, after four pins", how);
+    usage_matches_rows(cat, what);
+    test_exec(cat, "DELETE FROM cache_pins WHERE request_id = 901;"
+                   "UPDATE cache SET size = 66 WHERE object_id = 906");
+    snprintf(what, sizeof(what), "%s, after one request's pins went and a pinned resize", how);
+    usage_matches_rows(cat, what);
+    test_exec(cat, "DELETE FROM objects WHERE id = 906"); /* cascades to its row and pin */
+    snprintf(what, sizeof(what), "%s, after a pinned object's deletion", how);
+    usage_matches_rows(cat, what);
+    test_exec(cat, "DELETE FROM requests WHERE id IN (901, 902); DELETE FROM objects WHERE id = 905");
+    snprintf(what, sizeof(what), "%s, after the requests' deletion", how);
     usage_matches_rows(cat, what);
     ok(test_exec(cat, "BEGIN; INSERT INTO objects(id, bucket, key, size) VALUES (904, 'c', 'd', 40);"
                       "INSERT INTO cache(object_id, path, size, last_access) VALUES (904, 'w', 40, 1);"
@@ -161,6 +195,7 @@ static void item_totals_follow(catalog_t *cat, const char *how)
        "%s: the changes folded", how);
     snprintf(what, sizeof(what), "%s, folded", how);
     item_totals_match(cat, what);
+    usage_matches_rows(cat, what);
     test_exec(cat, "DELETE FROM request_items WHERE request_id = 911;"
                    "DELETE FROM requests WHERE id = 911; DELETE FROM objects WHERE id > 910 AND id < 915");
     snprintf(what, sizeof(what), "%s, after the items' deletion", how);
@@ -437,14 +472,21 @@ static void run(void)
                              " created, updated) VALUES (831, 'up', 1000, 100, 60, 'STARTED', 1, 1);"
                              "INSERT INTO request_items(request_id, object_id, state) VALUES"
                              " (831, 831, 'SUBMITTED'), (831, 832, 'SUBMITTED'),"
-                             " (831, 833, 'STARTED')") == 0,
-       "catalog at 1.16 with two files waiting and one started");
+                             " (831, 833, 'STARTED');"
+                             "INSERT INTO cache(object_id, path, size, last_access) VALUES"
+                             " (831, 'p', 7, 1), (832, 'q', 9, 1);"
+                             "INSERT INTO cache_pins(object_id, request_id, since) VALUES"
+                             " (832, 831, 1)") == 0,
+       "catalog at 1.16 with two files waiting and one started, two cached, one pinned");
     catalog_close(cat);
     cat = catalog_open(path, 0, &err);
     is_int(catalog_schema_version(cat), catalog_latest_version(), "1.16 upgraded to latest");
     is_int(test_query_int(cat, "SELECT waiting_files * 1000000 + waiting_bytes * 1000"
                                " + started_files FROM request_item_totals"),
            3027001, "1.16: 3 files of 27 bytes waiting, one of them started");
+    is_int(test_query_int(cat, "SELECT pinned_objects * 1000 + pinned_bytes FROM cache_usage"),
+           1009, "1.16: 1 object of 9 bytes pinned");
+    usage_matches_rows(cat, "1.16 upgraded");
     item_totals_follow(cat, "from 1.16");
     catalog_close(cat);
 

@@ -35,7 +35,7 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_LRU] = "SELECT object_id, size, segment, file_offset FROM cache WHERE pins = 0"
                 " ORDER BY last_access, object_id LIMIT ?1",
     [SQL_TOTALS] = "SELECT " CATALOG_CACHE_USAGE_COLUMNS ", d.changes" CATALOG_CACHE_USAGE_FROM,
-    [SQL_PINNED] = "SELECT count(*), coalesce(sum(size), 0) FROM cache WHERE pins > 0",
+    [SQL_PINNED] = "SELECT " CATALOG_CACHE_PINNED_COLUMNS CATALOG_CACHE_USAGE_FROM,
     [SQL_PIN_REQUESTS] = "SELECT count(DISTINCT request_id) FROM cache_pins",
     [SQL_PIN] = PIN_INSERT " VALUES (?1, ?2, ?3)",
     /* SQLite: as SQL_PIN (why: sql_pg) */
