@@ -746,12 +746,12 @@ int requests_locality(requests_t *r, const requests_caller_t *caller, const char
     return 0;
 }
 
-/* Each part reads an index: of the requests' states, of the queued items
- * of queued requests, of the failed items (schema 1.16), of the pinned
- * objects; the cache's usage is kept (1.15). */
+/* Each part reads a kept row or an index: the requests' states, the
+ * waiting items' totals (schema 1.17), the failed items' index (1.16), the
+ * cache's usage and its pinned part (1.15, 1.17). */
 const char requests_metrics_sql[] =
     "SELECT 'state', state, count(*), 0 FROM requests GROUP BY state"
-    /* kept totals (schema 1.17) and the changes not yet folded into them */
+    /* the totals and the changes not yet folded into them */
     " UNION ALL SELECT 'queued', '', t.waiting_files + d.files, t.waiting_bytes + d.bytes"
     "  FROM request_item_totals t, (SELECT coalesce(sum(waiting_files), 0) AS files,"
     "   coalesce(sum(waiting_bytes), 0) AS bytes FROM request_item_total_changes) d"
