@@ -85,21 +85,32 @@ int catalog_fold_totals(catalog_t *cat, si_error_t *err)
         "  pinned_bytes = u.pinned_bytes + m.pinned_bytes"
         " FROM (SELECT coalesce(sum(objects), 0) AS objects, coalesce(sum(bytes), 0) AS bytes,"
         "  coalesce(sum(pinned_objects), 0) AS pinned_objects,"
-        "  coalesce(sum(pinned_bytes), 0) AS pinned_bytes FROM moved) m";
+        "  coalesce(sum(pinned_bytes), 0) AS pinned_bytes, count(*) AS n FROM moved) m"
+        " WHERE m.n > 0";
     static const char fold_items[] =
         "WITH moved AS (DELETE FROM request_item_total_changes RETURNING *)"
         " UPDATE request_item_totals t SET waiting_files = t.waiting_files + m.files,"
         "  waiting_bytes = t.waiting_bytes + m.bytes, started_files = t.started_files + m.started"
         " FROM (SELECT coalesce(sum(waiting_files), 0) AS files,"
         "  coalesce(sum(waiting_bytes), 0) AS bytes,"
-        "  coalesce(sum(started_files), 0) AS started FROM moved) m";
-    /* the folded changes stay dead rows that every read of the totals scans
-     * until vacuumed, and autovacuum wakes once a minute: 1,000,000 of them
-     * made a read of the cache usage 23 ms instead of 0.2 (BENCHMARKS.md) */
-    if (db_exec(cat->db, fold_usage, err) < 0 || db_exec(cat->db, fold_items, err) < 0 ||
+        "  coalesce(sum(started_files), 0) AS started, count(*) AS n FROM moved) m"
+        " WHERE m.n > 0";
+    /* a fold with nothing to move writes nothing (the requests' upkeep
+     * calls this every few seconds); the folded changes stay dead rows that
+     * every read of the totals scans until vacuumed, and autovacuum wakes
+     * once a minute: 1,000,000 of them made a read of the cache usage 23 ms
+     * instead of 0.2 (BENCHMARKS.md) */
+    int64_t folded = 0;
+    if (db_exec(cat->db, fold_usage, err) < 0)
+        return si_errprefix(err, "folding the cache usage's changes");
+    folded += db_changes(cat->db);
+    if (db_exec(cat->db, fold_items, err) < 0)
+        return si_errprefix(err, "folding the waiting items' changes");
+    folded += db_changes(cat->db);
+    if (folded &&
         db_exec(cat->db, "VACUUM (SKIP_LOCKED) cache_usage_changes, request_item_total_changes",
                 err) < 0)
-        return si_errprefix(err, "folding the kept totals' changes");
+        return si_errprefix(err, "vacuuming the kept totals' changes");
     return 0;
 }
 
