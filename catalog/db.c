@@ -438,6 +438,31 @@ void db_bind_null(db_stmt_t *s, int i)
     sqlite3_bind_null(s->sqlite, i);
 }
 
+int db_bind_int64_list(db_stmt_t *s, int i, const int64_t *v, size_t n)
+{
+    bool pg = IS_PG(s->db);
+    size_t cap = n * 21 + 3, len = 0;
+    char *text = malloc(cap);
+    if (!text) {
+        db_bind_null(s, i);
+        return -1;
+    }
+    text[len++] = pg ? '{' : '[';
+    for (size_t k = 0; k < n; k++)
+        len += (size_t)snprintf(text + len, cap - len, "%s%lld", k ? "," : "", (long long)v[k]);
+    text[len++] = pg ? '}' : ']';
+    text[len] = '\0';
+#ifdef HAVE_LIBPQ
+    if (pg) {
+        db_pg_bind(s, i, 0, text, (int)len);
+        free(text);
+        return 0;
+    }
+#endif
+    sqlite3_bind_text64(s->sqlite, i, text, len, free, SQLITE_UTF8);
+    return 0;
+}
+
 int db_step(db_stmt_t *s)
 {
 #ifdef HAVE_LIBPQ

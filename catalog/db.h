@@ -95,6 +95,12 @@ void db_bind_text(db_stmt_t *s, int i, const char *text, int len);
 /* Text copied at once, for values that do not outlive the call. */
 void db_bind_text_copy(db_stmt_t *s, int i, const char *text);
 void db_bind_null(db_stmt_t *s, int i);
+/* A list of integers as one parameter, copied, for set-based statements
+ * ("x IN (SELECT value FROM json_each(?N))": one statement for a batch of
+ * rows, not one per row). SQLite gets a JSON array, PostgreSQL a bigint[]
+ * (db_translate_to_pg spells json_each(?N) as unnest). 0, or -1 when out of
+ * memory (nothing bound: the statement then sees NULL, so no rows). */
+int db_bind_int64_list(db_stmt_t *s, int i, const int64_t *v, size_t n);
 static inline void db_bind_int(db_stmt_t *s, int i, int v)
 {
     db_bind_int64(s, i, v);

@@ -82,10 +82,21 @@ char *db_translate_to_pg(const char *sql, int *nparams, char ***names_out)
     size_t names_cap = 0;
     int max = 0;
     bool or_ignore = false;
+    /* parentheses open since a json_each( (0: none), whose list is a
+     * bigint[] here (db_bind_int64_list) */
+    int list_depth = 0;
     const char *p = sql;
     while (*p) {
         if (*p == '\'' || *p == '"') {
             p = copy_quoted(&b, p);
+        } else if (list_depth == 0 && word_at(p, sql, "json_each") && p[9] == '(') {
+            sb_str(&b, "unnest(CAST(");
+            p += 10;
+            list_depth = 1;
+        } else if (list_depth > 0 && (*p == '(' || *p == ')')) {
+            list_depth += *p == '(' ? 1 : -1;
+            sb_str(&b, list_depth ? (*p == '(' ? "(" : ")") : " AS bigint[])) AS value");
+            p++;
         } else if (p[0] == '-' && p[1] == '-') {
             const char *e = strchr(p, '\n');
             size_t n = e ? (size_t)(e - p) : strlen(p);

@@ -40,6 +40,18 @@ static const char SQL_LEASE_HOLDER[] =
     "SELECT instance FROM leases WHERE kind = ?1 AND name = ?2 AND expires >= ?3";
 static const char SQL_LEASE_RELEASE[] =
     "DELETE FROM leases WHERE kind = ?1 AND name = ?2 AND instance = ?3";
+/* SQL_LEASE_CLAIM for a list of objects (each once: PostgreSQL refuses to
+ * change a row twice in one statement); the rows changed are the claims. */
+static const char SQL_LEASE_CLAIM_OBJECTS[] =
+    "INSERT INTO leases(kind, name, instance, expires)"
+    " SELECT DISTINCT 'object', CAST(value AS TEXT), ?2, ?3 FROM json_each(?1) WHERE true"
+    " ON CONFLICT(kind, name) DO UPDATE SET instance = excluded.instance,"
+    " expires = excluded.expires"
+    " WHERE leases.instance = excluded.instance OR leases.expires < ?4"
+    " RETURNING name";
+static const char SQL_LEASE_RELEASE_OBJECTS[] =
+    "DELETE FROM leases WHERE kind = 'object' AND instance = ?2"
+    " AND name IN (SELECT CAST(value AS TEXT) FROM json_each(?1))";
 /* Only leases not yet expired: one that lapsed may have been taken. */
 static const char SQL_LEASE_RENEW_ALL[] =
     "UPDATE leases SET expires = ?3 WHERE instance = ?1 AND expires >= ?2";
@@ -304,6 +316,80 @@ int lease_release(catalog_t *cat, const char *kind, const char *name, const char
     if (db_step(s) != DB_DONE)
         return fail(cat, err, "releasing a lease");
     return db_changes(catalog_driver(cat)) > 0;
+}
+
+/* The rows of a batch statement go in chunks: bounded text, bounded time
+ * holding the write lock. */
+#define LEASE_CHUNK 1024
+
+static int by_value(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int lease_claim_objects(catalog_t *cat, const int64_t *objects, size_t n, const char *instance,
+                        double now, double lease_s, bool *claimed, si_error_t *err)
+{
+    memset(claimed, 0, n * sizeof(*claimed));
+    int64_t *won = malloc((n < LEASE_CHUNK ? n : LEASE_CHUNK) * sizeof(*won) + 1);
+    if (!won)
+        return si_errnoprintf(err, ENOMEM, "out of memory");
+    for (size_t at = 0; at < n; at += LEASE_CHUNK) {
+        size_t m = n - at < LEASE_CHUNK ? n - at : LEASE_CHUNK, nwon = 0;
+        db_stmt_t *s = stmt(cat, SQL_LEASE_CLAIM_OBJECTS, err);
+        if (!s)
+            goto error;
+        if (db_bind_int64_list(s, 1, objects + at, m) < 0) {
+            si_errnoprintf(err, ENOMEM, "out of memory");
+            goto error;
+        }
+        db_bind_text(s, 2, instance, -1);
+        db_bind_double(s, 3, now + lease_s);
+        db_bind_double(s, 4, now);
+        int rc;
+        while ((rc = db_step(s)) == DB_ROW)
+            if (nwon < m) /* at most one row per id */
+                won[nwon++] = strtoll(db_column_text(s, 0), NULL, 10);
+        if (rc != DB_DONE) {
+            fail(cat, err, "claiming object leases");
+            db_reset(s);
+            goto error;
+        }
+        db_reset(s);
+        qsort(won, nwon, sizeof(*won), by_value);
+        for (size_t k = 0; k < m; k++)
+            claimed[at + k] = bsearch(&objects[at + k], won, nwon, sizeof(*won), by_value) != NULL;
+    }
+    free(won);
+    return 0;
+error:
+    memset(claimed, 0, n * sizeof(*claimed));
+    free(won);
+    return -1;
+}
+
+int64_t lease_release_objects(catalog_t *cat, const int64_t *objects, size_t n,
+                              const char *instance, si_error_t *err)
+{
+    int64_t released = 0;
+    for (size_t at = 0; at < n; at += LEASE_CHUNK) {
+        size_t m = n - at < LEASE_CHUNK ? n - at : LEASE_CHUNK;
+        db_stmt_t *s = stmt(cat, SQL_LEASE_RELEASE_OBJECTS, err);
+        if (!s)
+            return -1;
+        if (db_bind_int64_list(s, 1, objects + at, m) < 0)
+            return si_errnoprintf(err, ENOMEM, "out of memory");
+        db_bind_text(s, 2, instance, -1);
+        if (db_step(s) != DB_DONE) {
+            fail(cat, err, "releasing object leases");
+            db_reset(s);
+            return -1;
+        }
+        released += db_changes(catalog_driver(cat));
+        db_reset(s);
+    }
+    return released;
 }
 
 int64_t lease_renew_all(catalog_t *cat, const char *instance, double now, double lease_s,

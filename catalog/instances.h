@@ -68,6 +68,14 @@ int lease_holder(catalog_t *cat, const char *kind, const char *name, double now,
 /* Gives a lease back (only the instance's own). 1 released, 0 not held. */
 int lease_release(catalog_t *cat, const char *kind, const char *name, const char *instance,
                   si_error_t *err);
+/* The object leases (LEASE_OBJECT, named by the object id) of a batch, in
+ * one statement each: claimed[k] as lease_claim's 1 for objects[k] (ids
+ * may repeat: each occurrence is told). 0, or -1 on error (claimed all
+ * false). Released: only the instance's own; the number released. */
+int lease_claim_objects(catalog_t *cat, const int64_t *objects, size_t n, const char *instance,
+                        double now, double lease_s, bool *claimed, si_error_t *err);
+int64_t lease_release_objects(catalog_t *cat, const int64_t *objects, size_t n,
+                              const char *instance, si_error_t *err);
 /* Renews every lease of the instance (instance_heartbeat does it with the
  * heartbeat); the number renewed. */
 int64_t lease_renew_all(catalog_t *cat, const char *instance, double now, double lease_s,

@@ -126,6 +126,24 @@ static const char *const sql_text[SQL_COUNT] = {
         " SELECT :object, :request, :now WHERE EXISTS"
         " (SELECT 1 FROM cache WHERE object_id = :object)",
     [SQL_UNPIN] = "DELETE FROM cache_pins WHERE object_id = :object AND request_id = :request",
+    /* SQL_ITEM_START, _FINISH (COMPLETED) and SQL_PIN for a batch of one
+     * request's objects (a list: db_bind_int64_list), one statement each;
+     * the items moved are returned */
+    [SQL_ITEMS_START] =
+        "UPDATE request_items SET state = 'STARTED', started = :now, bytes_done = 0"
+        " WHERE request_id = :request AND object_id IN (SELECT value FROM json_each(:objects))"
+        " AND state = 'SUBMITTED' RETURNING object_id",
+    [SQL_ITEMS_FINISH] =
+        "UPDATE request_items SET state = 'COMPLETED', error = NULL, finished = :now,"
+        " bytes_done = (SELECT size FROM objects WHERE id = object_id)"
+        " WHERE request_id = :request AND object_id IN (SELECT value FROM json_each(:objects))"
+        " AND state IN ('SUBMITTED', 'STARTED') RETURNING object_id",
+    [SQL_ITEMS_CACHED] =
+        "SELECT object_id FROM cache WHERE object_id IN (SELECT value FROM json_each(:objects))",
+    [SQL_ITEMS_PIN] =
+        "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
+        " SELECT value, :request, :now FROM json_each(:objects)"
+        " WHERE EXISTS (SELECT 1 FROM cache WHERE object_id = value)",
     [SQL_ITEM_COUNTS] =
         "SELECT coalesce(sum(state IN ('SUBMITTED', 'STARTED')), 0),"
         " coalesce(sum(state IN ('STARTED', 'COMPLETED', 'FAILED')), 0),"

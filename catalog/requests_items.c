@@ -189,58 +189,141 @@ int requests_completed_items(requests_t *r, requests_item_ref_t **refs, size_t *
 
 /* ---- batched item transitions (the recall service's group commit) ---------------- */
 
-/* The item UPDATE of item_transition for many items, inside the caller's
- * transaction; each request touched is moved along once, at the end. */
+/* A batch's statements take one request's items at a time, at most this
+ * many: bounded text, bounded time holding the write lock. */
+#define ITEMS_CHUNK 1024
+
+typedef struct {
+    int64_t *ids;     /* the objects asked for */
+    int64_t *got;     /* those the statement returned, sorted */
+    bool *taken;      /* got[k] given to an item already */
+    size_t nids, ngot;
+} id_set_t;
+
+static int by_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Runs s (its :objects the set's ids) and keeps the object ids it returns. */
+static int id_set_run(requests_t *r, db_stmt_t *s, id_set_t *set, si_error_t *err,
+                      const char *what)
+{
+    int i = db_bind_index(s, ":objects");
+    if (db_bind_int64_list(s, i, set->ids, set->nids) < 0)
+        return si_errnoprintf(err, ENOMEM, "out of memory");
+    set->ngot = 0;
+    int rc;
+    while ((rc = db_step(s)) == DB_ROW)
+        if (set->ngot < set->nids) /* at most one row per id asked */
+            set->got[set->ngot++] = db_column_int64(s, 0);
+    db_reset(s);
+    if (rc != DB_DONE)
+        return requests_db_fail(r, err, what);
+    qsort(set->got, set->ngot, sizeof(*set->got), by_id);
+    memset(set->taken, 0, set->ngot * sizeof(*set->taken));
+    return 0;
+}
+
+/* Whether the statement returned object (each returned row answers one
+ * item: a second item of the same object is not moved twice). */
+static bool id_set_take(id_set_t *set, int64_t object)
+{
+    int64_t *at = bsearch(&object, set->got, set->ngot, sizeof(*set->got), by_id);
+    if (!at)
+        return false;
+    while (at > set->got && at[-1] == object)
+        at--;
+    for (; at < set->got + set->ngot && *at == object; at++)
+        if (!set->taken[at - set->got])
+            return set->taken[at - set->got] = true;
+    return false;
+}
+
+static bool id_set_has(const id_set_t *set, int64_t object)
+{
+    return bsearch(&object, set->got, set->ngot, sizeof(*set->got), by_id) != NULL;
+}
+
+/* One request's items (a run of the batch): their transition, in set-based
+ * statements. */
+static int items_run(requests_t *r, sql_id_t id, requests_item_outcome_t *items, size_t n,
+                     double now, id_set_t *set, si_error_t *err)
+{
+    int64_t request = items[0].request_id;
+    bool finish = id == SQL_ITEMS_FINISH;
+    /* completed only while its object is cached: the pin follows */
+    set->nids = 0;
+    for (size_t i = 0; finish && i < n; i++)
+        if (!items[i].pinned)
+            set->ids[set->nids++] = items[i].object_id;
+    if (set->nids) {
+        if (id_set_run(r, requests_stmt(r, SQL_ITEMS_CACHED), set, err,
+                       "checking cached objects") < 0)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            if (!items[i].pinned && !id_set_has(set, items[i].object_id))
+                items[i].outcome = REQUESTS_ITEM_NOT_CACHED;
+    }
+    set->nids = 0;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].outcome != REQUESTS_ITEM_NOT_CACHED)
+            set->ids[set->nids++] = items[i].object_id;
+    if (!set->nids)
+        return 0;
+    db_stmt_t *s = requests_stmt(r, id);
+    requests_param_int(s, ":request", request);
+    requests_param_real(s, ":now", now);
+    if (id_set_run(r, s, set, err, "updating a batch of items") < 0)
+        return -1;
+    size_t npin = 0;
+    for (size_t i = 0; i < n; i++) {
+        requests_item_outcome_t *it = &items[i];
+        if (it->outcome == REQUESTS_ITEM_NOT_CACHED)
+            continue;
+        it->outcome = id_set_take(set, it->object_id) ? REQUESTS_ITEM_DONE : REQUESTS_ITEM_BUSY;
+        if (finish && it->outcome == REQUESTS_ITEM_DONE && !it->pinned)
+            set->ids[npin++] = it->object_id;
+    }
+    if (!npin)
+        return 0;
+    set->nids = npin;
+    s = requests_stmt(r, SQL_ITEMS_PIN);
+    requests_param_int(s, ":request", request);
+    requests_param_real(s, ":now", now);
+    if (id_set_run(r, s, set, err, "updating the cache pins") < 0)
+        return -1;
+    return 0;
+}
+
+/* item_transition for many items, inside the caller's transaction: a few
+ * statements per request and batch, not several per item (each runs its
+ * triggers' programs once); each request touched is moved along once, at
+ * the end. */
 static int items_transition_in(requests_t *r, sql_id_t id, requests_item_outcome_t *items,
                                size_t n, si_error_t *err)
 {
-    db_stmt_t *cached = NULL;
-    if (id == SQL_ITEM_FINISH &&
-        !(cached = db_prepare(r->db, "SELECT 1 FROM cache WHERE object_id = ?1", NULL)))
-        return requests_db_fail(r, err, "preparing a batch of items");
+    size_t most = n < ITEMS_CHUNK ? n : ITEMS_CHUNK;
+    id_set_t set = {.ids = malloc(most * sizeof(*set.ids) + 1),
+                    .got = malloc(most * sizeof(*set.got) + 1),
+                    .taken = malloc(most * sizeof(*set.taken) + 1)};
+    int rc = set.ids && set.got && set.taken ? 0 : si_errnoprintf(err, ENOMEM, "out of memory");
     double now = si_wall_now();
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        requests_item_outcome_t *it = &items[i];
-        if (cached && !it->pinned) {
-            /* completed only while its object is cached: the pin follows */
-            db_bind_int64(cached, 1, it->object_id);
-            int step = db_step(cached);
-            db_reset(cached);
-            if (step != DB_ROW && step != DB_DONE) {
-                rc = requests_db_fail(r, err, "checking a cached object");
-                break;
-            }
-            if (step == DB_DONE) {
-                it->outcome = REQUESTS_ITEM_NOT_CACHED;
-                continue;
-            }
-        }
-        db_stmt_t *s = requests_stmt(r, id);
-        requests_param_int(s, ":request", it->request_id);
-        requests_param_int(s, ":object", it->object_id);
-        requests_param_real(s, ":now", now);
-        requests_param_text(s, ":state", id == SQL_ITEM_FINISH ? "COMPLETED" : NULL);
-        requests_param_text(s, ":error", NULL);
-        requests_param_int(s, ":bytes", 0);
-        if (db_step(s) != DB_DONE) {
-            rc = requests_db_fail(r, err, "updating a batch of items");
-            break;
-        }
-        it->outcome = db_changes(r->db) ? REQUESTS_ITEM_DONE : REQUESTS_ITEM_BUSY;
-        db_reset(s);
-        if (it->outcome != REQUESTS_ITEM_DONE || id != SQL_ITEM_FINISH || it->pinned)
-            continue;
-        s = requests_stmt(r, SQL_PIN);
-        requests_param_int(s, ":object", it->object_id);
-        requests_param_int(s, ":request", it->request_id);
-        requests_param_real(s, ":now", now);
-        if (db_step(s) != DB_DONE)
-            rc = requests_db_fail(r, err, "updating the cache pin");
-        db_reset(s);
+    for (size_t i = 0; i < n; i++)
+        items[i].outcome = 0;
+    /* runs of one request's items (they come grouped by request, mostly) */
+    for (size_t at = 0; at < n && rc == 0;) {
+        size_t end = at + 1;
+        while (end < n && end - at < most && items[end].request_id == items[at].request_id)
+            end++;
+        rc = items_run(r, id, items + at, end - at, now, &set, err);
+        at = end;
     }
-    db_finalize(cached);
-    /* each request once (items come grouped by request, mostly) */
+    free(set.ids);
+    free(set.got);
+    free(set.taken);
+    /* each request once */
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (items[i].outcome != REQUESTS_ITEM_DONE)
             continue;
@@ -258,11 +341,11 @@ static int items_transition_in(requests_t *r, sql_id_t id, requests_item_outcome
 int requests_items_started_in(requests_t *r, requests_item_outcome_t *items, size_t n,
                               si_error_t *err)
 {
-    return items_transition_in(r, SQL_ITEM_START, items, n, err);
+    return items_transition_in(r, SQL_ITEMS_START, items, n, err);
 }
 
 int requests_items_completed_in(requests_t *r, requests_item_outcome_t *items, size_t n,
                                 si_error_t *err)
 {
-    return items_transition_in(r, SQL_ITEM_FINISH, items, n, err);
+    return items_transition_in(r, SQL_ITEMS_FINISH, items, n, err);
 }

@@ -44,6 +44,11 @@ int main(void)
     translates("WHERE c IS NOT ?2 AND d IS NOT NULL", "WHERE c IS DISTINCT FROM $2 AND d IS NOT NULL",
                2, "IS NOT ? as IS DISTINCT FROM");
     translates("DELETE FROM temp.x", "DELETE FROM pg_temp.x", 0, "temp. as pg_temp.");
+    translates("WHERE r = :r AND o IN (SELECT value FROM json_each(:ids)) AND (x)",
+               "WHERE r = $1 AND o IN (SELECT value FROM unnest(CAST($2 AS bigint[])) AS value)"
+               " AND (x)", 2, "json_each(list) as unnest of a bigint[]");
+    translates("SELECT value FROM json_each(?3)", "SELECT value FROM unnest(CAST($3 AS bigint[])) AS value",
+               3, "... with a numbered marker");
 
     int n = 0;
     char **names = NULL;

@@ -198,6 +198,48 @@ static void run(void)
     is_int((int)test_query_int(cat, "SELECT count(*) FROM request_items WHERE state = 'SUBMITTED'"),
            2, "both queued again");
 
+    /* object leases by the batch: the same rules, one statement */
+    {
+        int64_t ids[] = {501, 502, 503, 502, 504};
+        bool claimed[5];
+        lease_claim(cat, LEASE_OBJECT, "503", "b", 300.0, 10.0, &err);
+        lease_claim(cat, LEASE_OBJECT, "504", "b", 280.0, 10.0, &err); /* expires at 290 */
+        lease_claim(cat, LEASE_OBJECT, "501", "a", 299.0, 10.0, &err);
+        ok(lease_claim_objects(cat, ids, 5, "a", 300.0, 10.0, claimed, &err) == 0,
+           "a batch of object leases claimed");
+        ok(claimed[0] && claimed[1] && !claimed[2] && claimed[3] && claimed[4],
+           "its own extended, a new one (asked twice), b's live one left, b's expired one taken");
+        is_int(lease_holder(cat, LEASE_OBJECT, "504", 305.0, holder, sizeof(holder), &err), 1,
+               "the expired one is held again");
+        is_str(holder, "a", "by a");
+        is_int((int)test_query_int(cat, "SELECT count(*) FROM leases WHERE kind = 'object'"
+                                        " AND instance = 'a' AND expires = 310"),
+               3, "a's three leases run to now + lease time");
+        is_int((int)lease_release_objects(cat, ids, 5, "a", &err), 3, "a releases its three");
+        is_int((int)test_query_int(cat, "SELECT count(*) FROM leases WHERE kind = 'object'"
+                                        " AND name IN ('501', '502', '503', '504')"),
+               1, "b's stays");
+        ok(lease_claim_objects(cat, ids, 0, "a", 300.0, 10.0, claimed, &err) == 0 &&
+               lease_release_objects(cat, ids, 0, "a", &err) == 0,
+           "an empty batch claims and releases nothing");
+        enum { MANY = 2500 }; /* several statements */
+        int64_t *many = malloc(MANY * sizeof(*many));
+        bool *got = malloc(MANY);
+        for (int i = 0; i < MANY; i++)
+            many[i] = 10000 + i;
+        lease_claim(cat, LEASE_OBJECT, "12345", "b", 300.0, 10.0, &err);
+        ok(lease_claim_objects(cat, many, MANY, "a", 300.0, 10.0, got, &err) == 0,
+           "%d object leases claimed", MANY);
+        int won = 0;
+        for (int i = 0; i < MANY; i++)
+            won += got[i];
+        ok(won == MANY - 1 && !got[2345], "all but b's");
+        is_int((int)lease_release_objects(cat, many, MANY, "a", &err), MANY - 1,
+               "and released");
+        free(many);
+        free(got);
+    }
+
     /* two connections racing for the same leases: each has exactly one holder */
     racer_t r1 = {.path = path, .instance = "a"}, r2 = {.path = path, .instance = "b"};
     pthread_barrier_t start;

@@ -457,6 +457,77 @@ static void run(void)
              (long long)c3.id, (long long)a1);
     is_int(count(item_q), 1, "COMPLETED");
 
+    /* a batch over two requests (one in two runs), more items than one
+     * statement takes, an item twice, one cancelled, one not cached */
+    ok(test_exec(cat, "INSERT INTO objects(id, bucket, key, size)"
+                      " WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n"
+                      " WHERE i < 1100) SELECT 900000 + i, 'bulk', 'k' || i, 7 FROM n;"
+                      "INSERT INTO requests(id, uuid, uid, gid, pin_lifetime, state, created,"
+                      " updated) VALUES (900001, 'bulk-1', 0, 0, 60, 'STARTED', 1, 1),"
+                      " (900002, 'bulk-2', 0, 0, 60, 'STARTED', 1, 1);"
+                      "INSERT INTO request_items(request_id, object_id, state)"
+                      " SELECT 900001, id, 'SUBMITTED' FROM objects WHERE bucket = 'bulk';"
+                      "INSERT INTO request_items(request_id, object_id, state)"
+                      " SELECT 900002, id, 'SUBMITTED' FROM objects WHERE bucket = 'bulk'"
+                      " AND id <= 900010") == 0,
+       "two requests of 1,100 and 10 items");
+    enum { BULK = 1100 + 10 + 1 };
+    requests_item_outcome_t *bulk = calloc(BULK, sizeof(*bulk));
+    size_t nb = 0;
+    for (int i = 1; i <= 5; i++)
+        bulk[nb++] = (requests_item_outcome_t){.request_id = 900002, .object_id = 900000 + i};
+    for (int i = 1; i <= 1100; i++) {
+        bulk[nb++] = (requests_item_outcome_t){.request_id = 900001, .object_id = 900000 + i};
+        if (i == 3) /* asked twice */
+            bulk[nb++] = (requests_item_outcome_t){.request_id = 900001, .object_id = 900003};
+    }
+    for (int i = 6; i <= 9; i++)
+        bulk[nb++] = (requests_item_outcome_t){.request_id = 900002, .object_id = 900000 + i};
+    ok(catalog_begin(cat, &err) == 0 && requests_items_started_in(rq, bulk, nb, &err) == 0 &&
+           catalog_commit(cat, &err) == 0,
+       "%zu items of two requests started in one transaction", nb);
+    int done = 0, busy = 0;
+    for (size_t i = 0; i < nb; i++) {
+        done += bulk[i].outcome == REQUESTS_ITEM_DONE;
+        busy += bulk[i].outcome == REQUESTS_ITEM_BUSY;
+    }
+    ok(done == 1100 + 9 && busy == 1 && bulk[8].outcome == REQUESTS_ITEM_BUSY,
+       "each started once: the second ask of one object is BUSY (%d done, %d busy)", done, busy);
+    is_int(count("SELECT count(*) FROM request_items WHERE request_id IN (900001, 900002)"
+                 " AND state = 'STARTED'"),
+           1109, "1,109 items STARTED; the tenth of the small request is not asked");
+    ok(test_exec(cat, "UPDATE request_items SET state = 'CANCELLED'"
+                      " WHERE request_id = 900001 AND object_id = 900005;"
+                      "INSERT INTO cache(object_id, path, size, last_access)"
+                      " SELECT id, 'p' || id, 7, 0 FROM objects WHERE bucket = 'bulk'"
+                      " AND id <> 900007") == 0,
+       "one item cancelled; all objects cached but one");
+    ok(catalog_begin(cat, &err) == 0 && requests_items_completed_in(rq, bulk, nb, &err) == 0 &&
+           catalog_commit(cat, &err) == 0,
+       "and completed in one transaction");
+    int not_cached = 0;
+    done = busy = 0;
+    for (size_t i = 0; i < nb; i++) {
+        done += bulk[i].outcome == REQUESTS_ITEM_DONE;
+        busy += bulk[i].outcome == REQUESTS_ITEM_BUSY;
+        not_cached += bulk[i].outcome == REQUESTS_ITEM_NOT_CACHED;
+    }
+    ok(done == 1100 + 9 - 3 && busy == 2 && not_cached == 2,
+       "all done but the cancelled one and the twice-asked (BUSY) and the uncached object's"
+       " two items (%d done, %d busy, %d not cached)", done, busy, not_cached);
+    is_int(count("SELECT count(*) FROM request_items WHERE request_id = 900001"
+                 " AND state = 'COMPLETED' AND bytes_done = 7"),
+           1098, "1,098 COMPLETED with their bytes");
+    is_int(count("SELECT count(*) FROM cache_pins WHERE request_id IN (900001, 900002)"), 1106,
+           "each completed item pins its object once");
+    is_int(count("SELECT sum(pins) FROM cache WHERE object_id > 900000"), 1106,
+           "the cache rows count them");
+    free(bulk);
+    ok(test_exec(cat, "DELETE FROM requests WHERE id IN (900001, 900002);"
+                      "DELETE FROM cache WHERE object_id > 900000;"
+                      "DELETE FROM objects WHERE bucket = 'bulk'") == 0,
+       "the two requests and their objects gone again");
+
     /* locality */
     requests_caller_t root = {.uid = 0, .gid = 0};
     requests_locality_t loc;

@@ -148,6 +148,25 @@ int recall_item_list_add(item_list_t *l, int64_t request, int64_t object)
     return 0;
 }
 
+/* The leases of recalled objects, given back in one statement. */
+static int recall_release_recalled(recall_service_t *rs, flight_t **recalled, size_t n)
+{
+    if (n == 0)
+        return 0;
+    int64_t *ids = malloc(n * sizeof(*ids));
+    int rc = 0;
+    if (!ids) { /* one at a time, then */
+        for (size_t i = 0; i < n; i++)
+            rc |= recall_release_objects(rs, &recalled[i]->object_id, 1);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++)
+        ids[i] = recalled[i]->object_id;
+    rc = recall_release_objects(rs, ids, n);
+    free(ids);
+    return rc;
+}
+
 int recall_items_commit(recall_service_t *rs, item_list_t *l, bool complete,
                         flight_t **recalled, size_t nrecalled)
 {
@@ -170,17 +189,15 @@ int recall_items_commit(recall_service_t *rs, item_list_t *l, bool complete,
         goto error;
     }
     /* the recalled objects' leases go with their items' completion */
-    for (size_t i = 0; i < nrecalled; i++)
-        if (recall_release_objects(rs, &recalled[i]->object_id, 1) < 0) {
-            catalog_rollback(rs->cat);
-            goto error;
-        }
+    if (recall_release_recalled(rs, recalled, nrecalled) < 0) {
+        catalog_rollback(rs->cat);
+        goto error;
+    }
     if (catalog_commit(rs->cat, &err) < 0)
         goto error;
     return 0;
 error:
-    for (size_t i = 0; i < nrecalled; i++) /* outside the failed transaction */
-        recall_release_objects(rs, &recalled[i]->object_id, 1);
+    recall_release_recalled(rs, recalled, nrecalled); /* outside the failed transaction */
     for (size_t i = 0; i < l->n; i++)
         l->v[i].outcome = 0;
     si_log(rs->log, SI_LOG_ERROR, "recall: %s", err.text);

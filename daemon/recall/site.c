@@ -183,29 +183,17 @@ void recall_site_metrics(recall_site_t *site, FILE *out)
 
 /* ---- object and volume leases (service thread, its own connection) ---------------- */
 
-static void object_name(int64_t object_id, char *buf, size_t size)
-{
-    snprintf(buf, size, "%" PRId64, object_id);
-}
-
 int recall_claim_objects(recall_service_t *rs, const int64_t *objects, size_t n, bool *claimed)
 {
     if (n == 0)
         return 0;
     si_error_t err;
-    double now = si_wall_now();
     if (catalog_begin(rs->cat, &err) < 0)
         goto error;
-    for (size_t i = 0; i < n; i++) {
-        char name[32];
-        object_name(objects[i], name, sizeof(name));
-        int rc = lease_claim(rs->cat, LEASE_OBJECT, name, rs->inst.name, now, rs->inst.lease_s,
-                             &err);
-        if (rc < 0) {
-            catalog_rollback(rs->cat);
-            goto error;
-        }
-        claimed[i] = rc == 1;
+    if (lease_claim_objects(rs->cat, objects, n, rs->inst.name, si_wall_now(), rs->inst.lease_s,
+                            claimed, &err) < 0) {
+        catalog_rollback(rs->cat);
+        goto error;
     }
     if (catalog_commit(rs->cat, &err) < 0)
         goto error;
@@ -224,14 +212,10 @@ int recall_release_objects(recall_service_t *rs, const int64_t *objects, size_t 
         return 0;
     if (own && catalog_begin(rs->cat, &err) < 0)
         goto error;
-    for (size_t i = 0; i < n; i++) {
-        char name[32];
-        object_name(objects[i], name, sizeof(name));
-        if (lease_release(rs->cat, LEASE_OBJECT, name, rs->inst.name, &err) < 0) {
-            if (own)
-                catalog_rollback(rs->cat);
-            goto error;
-        }
+    if (lease_release_objects(rs->cat, objects, n, rs->inst.name, &err) < 0) {
+        if (own)
+            catalog_rollback(rs->cat);
+        goto error;
     }
     if (own && catalog_commit(rs->cat, &err) < 0)
         goto error;
