@@ -18,10 +18,8 @@
 #include "catalog/catalog.h"
 #include "common/array.h"
 
-/* The two inserts both engines spell alike up to how the values come: each
- * written once, its PostgreSQL tail below (sql_pg). */
-#define ROW_INSERT "INSERT INTO cache(object_id, path, size, pins, last_access, verified," \
-                   " segment, file_offset)"
+/* The inserts both engines spell alike up to how the values come: each
+ * written once (ROW_INSERT: internal.h), its PostgreSQL tail below (sql_pg). */
 #define PIN_INSERT "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
 
 static const char *const sql_text[SQL_COUNT] = {
@@ -39,7 +37,9 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_PIN_REQUESTS] = "SELECT count(DISTINCT request_id) FROM cache_pins",
     [SQL_PIN] = PIN_INSERT " VALUES (?1, ?2, ?3)",
     /* SQLite: as SQL_PIN (why: sql_pg) */
-    [SQL_PIN_IF_REQUEST] = PIN_INSERT " VALUES (?1, ?2, ?3)",
+    /* one statement for the batch, so one temporary table, not one per row */
+    [SQL_PINS_IF_REQUEST] = PIN_INSERT " SELECT value, ?2, ?3 FROM json_each(?1)"
+                                       " WHERE EXISTS (SELECT 1 FROM requests WHERE id = ?2)",
     [SQL_UNPIN] = "DELETE FROM cache_pins WHERE object_id = ?1 AND request_id = ?2",
     [SQL_UNPIN_REQUEST] = "DELETE FROM cache_pins WHERE request_id = ?1",
     [SQL_LIST] = "SELECT object_id, size, pins, last_access, verified, segment, file_offset"
@@ -71,13 +71,12 @@ static const char *const sql_text[SQL_COUNT] = {
  * object or request deleted meanwhile makes no row (db_changes 0) instead
  * of a foreign-key error; SQLite goes on after the error, and its INSERT ...
  * SELECT would fill a temporary table per row (+55 % instructions per
- * committed object, measured). */
+ * committed object, measured): a batch's rows and pins take one statement
+ * per batch (commit.c). */
 static const char *const sql_pg[SQL_COUNT] = {
     [SQL_TOUCH] = "UPDATE cache SET last_access = greatest(last_access, ?2) WHERE object_id = ?1",
     [SQL_ROW_INSERT] = ROW_INSERT " SELECT ?1, ?2, ?3, 0, ?4, ?5, ?6, ?7 WHERE EXISTS"
                                   " (SELECT 1 FROM objects WHERE id = ?1)",
-    [SQL_PIN_IF_REQUEST] = PIN_INSERT " SELECT ?1, ?2, ?3 WHERE EXISTS"
-                                      " (SELECT 1 FROM requests WHERE id = ?2)",
 };
 
 static double wall_clock(void *arg)
@@ -242,6 +241,8 @@ void cache_close(cache_t *c)
         cache_flush_access(c, NULL);
     for (int i = 0; i < SQL_COUNT; i++)
         db_finalize(c->stmt[i]);
+    for (int i = 0; i <= CACHE_ROWS_CHUNK; i++)
+        db_finalize(c->rows_stmt[i]);
     cache_kept_sweep(c, true);
     /* ranges still waiting to be freed are found again at the next start */
     int fds[] = {c->tmp_fd, c->tmp_root_fd, c->objects_fd, c->segments_fd, c->lock_fd, c->dir_fd};

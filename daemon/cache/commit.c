@@ -257,82 +257,212 @@ static int flush_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err)
     return 0;
 }
 
-/* The rows and pins of the batch's objects in one transaction; lock held.
- * An object the catalog refuses (deleted meanwhile) fails alone; any other
+/* A cache row's values, from parameter at + 1 on (ROW_VALUES). */
+#define ROW_PARAMS 7
+static void bind_row(db_stmt_t *s, int at, const cache_writer_t *w, double now)
+{
+    char rel[CACHE_OBJECT_PATH_MAX + 16];
+    cache_place_path(w->object_id, &w->place, rel, sizeof(rel), NULL);
+    db_bind_int64(s, at + 1, w->object_id);
+    db_bind_text_copy(s, at + 2, rel);
+    db_bind_int64(s, at + 3, (int64_t)w->expected_size);
+    db_bind_double(s, at + 4, now);
+    db_bind_int(s, at + 5, w->expected_sum[0] != '\0');
+    if (w->place.segment) {
+        db_bind_int64(s, at + 6, w->place.segment);
+        db_bind_int64(s, at + 7, (int64_t)w->place.offset);
+    } else {
+        db_bind_null(s, at + 6);
+        db_bind_int64(s, at + 7, 0);
+    }
+}
+
+/* One writer's row: 1 inserted, 0 refused (its object is not in the
+ * catalog any more: a foreign-key error on SQLite, no row on PostgreSQL),
+ * -1 on another error. */
+static int row_insert_one(cache_t *c, const cache_writer_t *w, double now)
+{
+    db_stmt_t *s = cache_stmt(c, SQL_ROW_INSERT);
+    bind_row(s, 0, w, now);
+    int step = db_step(s);
+    if (step != DB_DONE && db_errclass(c->db) != DB_ERR_CONSTRAINT)
+        return -1;
+    return step == DB_DONE && db_changes(c->db) > 0;
+}
+
+/* The statement inserting k rows (prepared at its first use). SQLite
+ * takes the values as they are (a missing object fails the statement);
+ * PostgreSQL, whose failed statement would abort the transaction, inserts
+ * only the rows whose object exists, and needs the values' types. Both
+ * return the rows inserted. */
+static db_stmt_t *rows_stmt(cache_t *c, size_t k, si_error_t *err)
+{
+    if (c->rows_stmt[k]) {
+        db_reset(c->rows_stmt[k]);
+        db_clear_bindings(c->rows_stmt[k]);
+        return c->rows_stmt[k];
+    }
+    bool pg = db_engine(c->db) == DB_POSTGRES;
+    const char *row = pg ? "(CAST(? AS bigint), CAST(? AS text), CAST(? AS bigint), 0,"
+                           " CAST(? AS double precision), CAST(? AS bigint), CAST(? AS bigint),"
+                           " CAST(? AS bigint))"
+                         : "(?, ?, ?, 0, ?, ?, ?, ?)";
+    size_t cap = 512 + k * (strlen(row) + 2), len = 0;
+    char *sql = malloc(cap);
+    if (!sql) {
+        si_errnoprintf(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    len += (size_t)snprintf(sql + len, cap - len, "%s%s", ROW_INSERT,
+                            pg ? " SELECT * FROM (VALUES " : " VALUES ");
+    for (size_t r = 0; r < k; r++)
+        len += (size_t)snprintf(sql + len, cap - len, "%s%s", r ? ", " : "", row);
+    snprintf(sql + len, cap - len, "%s RETURNING object_id",
+             pg ? ") AS v(object_id, path, size, pins, last_access, verified, segment,"
+                  " file_offset) WHERE EXISTS (SELECT 1 FROM objects o WHERE o.id = v.object_id)"
+                : "");
+    c->rows_stmt[k] = db_prepare(c->db, sql, NULL);
+    free(sql);
+    if (!c->rows_stmt[k])
+        cache_db_error(c, err, "preparing the insert of a batch's rows");
+    return c->rows_stmt[k];
+}
+
+/* The rows of ws[at[0..k)] in one statement; inserted[j] says whether
+ * ws[at[j]]'s went in. 0; 1 when SQLite refused the statement for a
+ * missing object (then nothing went in: the caller goes row by row); -1
+ * on error. */
+static int rows_insert(cache_t *c, cache_writer_t **ws, const size_t *at, size_t k, double now,
+                       bool *inserted, si_error_t *err)
+{
+    db_stmt_t *s = rows_stmt(c, k, err);
+    if (!s)
+        return -1;
+    for (size_t j = 0; j < k; j++) {
+        bind_row(s, (int)j * ROW_PARAMS, ws[at[j]], now);
+        inserted[j] = false;
+    }
+    int step;
+    while ((step = db_step(s)) == DB_ROW) {
+        int64_t id = db_column_int64(s, 0);
+        for (size_t j = 0; j < k; j++)
+            if (!inserted[j] && ws[at[j]]->object_id == id) {
+                inserted[j] = true;
+                break;
+            }
+    }
+    if (step == DB_DONE)
+        return 0;
+    if (db_errclass(c->db) == DB_ERR_CONSTRAINT && db_engine(c->db) == DB_SQLITE)
+        return 1;
+    cache_db_error(c, err, "recording a batch of cached objects");
+    return -1;
+}
+
+/* The pins of the batch's objects for their requests, one statement per
+ * run of one request's objects. A request gone meanwhile leaves its
+ * objects unpinned: they are cached all the same. */
+static int pins_insert(cache_t *c, cache_writer_t **ws, size_t n, double now, si_error_t *err)
+{
+    int64_t *ids = malloc((n ? n : 1) * sizeof(*ids));
+    if (!ids)
+        return si_errnoprintf(err, ENOMEM, "out of memory");
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0;) {
+        if (ws[i]->rc < 0 || !ws[i]->pin_request) {
+            i++;
+            continue;
+        }
+        int64_t request = ws[i]->pin_request;
+        size_t k = 0;
+        for (; i < n && (ws[i]->rc < 0 || ws[i]->pin_request == request); i++)
+            if (ws[i]->rc >= 0)
+                ids[k++] = ws[i]->object_id;
+        db_stmt_t *s = cache_stmt(c, SQL_PINS_IF_REQUEST);
+        if (db_bind_int64_list(s, 1, ids, k) < 0)
+            rc = si_errnoprintf(err, ENOMEM, "out of memory");
+        db_bind_int64(s, 2, request);
+        db_bind_double(s, 3, now);
+        if (rc == 0 && db_step(s) != DB_DONE && db_errclass(c->db) != DB_ERR_CONSTRAINT)
+            rc = cache_db_error(c, err, "pinning a batch of cached objects");
+    }
+    free(ids);
+    return rc;
+}
+
+/* The rows and pins of the batch's objects in one transaction, a few
+ * statements for the batch rather than several per object; lock held. An
+ * object the catalog refuses (deleted meanwhile) fails alone; any other
  * failure fails the batch. */
 static int record_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err)
 {
     if (cache_begin(c, err) < 0)
         return -1;
     double now = cache_now(c);
+    /* an unrecorded writer's rows first: they give it its id */
+    for (size_t i = 0; i < n; i++) {
+        cache_writer_t *w = ws[i];
+        if (w->rc < 0 || !w->unrecorded)
+            continue;
+        int recorded = w->record(w->record_arg, c->cat, &w->object_id, err);
+        if (recorded == CACHE_RECORD_REFUSED) {
+            fail(w, errno ? errno : EINVAL, "%s", err->text);
+            continue;
+        }
+        if (recorded < 0 || w->object_id < 1) {
+            if (recorded == 0)
+                si_errprintf(err, "cache: the record of a new object gave it no id");
+            goto failed;
+        }
+    }
+    size_t at[CACHE_ROWS_CHUNK];
+    bool inserted[CACHE_ROWS_CHUNK];
+    for (size_t i = 0; i < n;) {
+        size_t k = 0;
+        for (; i < n && k < CACHE_ROWS_CHUNK; i++)
+            if (ws[i]->rc >= 0)
+                at[k++] = i;
+        if (!k)
+            break;
+        int rc = rows_insert(c, ws, at, k, now, inserted, err);
+        for (size_t j = 0; j < k && rc >= 0; j++) {
+            cache_writer_t *w = ws[at[j]];
+            if (rc == 1) { /* row by row, then */
+                int one = row_insert_one(c, w, now);
+                if (one < 0) {
+                    cache_db_error(c, err, "recording a batch of cached objects");
+                    goto failed;
+                }
+                inserted[j] = one;
+            }
+            if (inserted[j])
+                continue;
+            if (w->unrecorded) { /* its rows were just made: the batch is broken */
+                si_errprintf(err, "cache: object %" PRId64 " vanished from the catalog while"
+                             " it was recorded", w->object_id);
+                goto failed;
+            }
+            fail(w, ENOENT, "object %" PRId64 " is not in the catalog", w->object_id);
+        }
+        if (rc < 0)
+            goto failed;
+    }
     for (size_t i = 0; i < n; i++) {
         cache_writer_t *w = ws[i];
         if (w->rc < 0)
             continue;
-        /* an unrecorded writer's rows first: they give it its id */
-        if (w->unrecorded) {
-            int recorded = w->record(w->record_arg, c->cat, &w->object_id, err);
-            if (recorded == CACHE_RECORD_REFUSED) {
-                fail(w, errno ? errno : EINVAL, "%s", err->text);
-                continue;
-            }
-            if (recorded < 0 || w->object_id < 1) {
-                if (recorded == 0)
-                    si_errprintf(err, "cache: the record of a new object gave it no id");
-                cache_rollback(c);
-                return -1;
-            }
-        }
-        char rel[CACHE_OBJECT_PATH_MAX + 16];
-        cache_place_path(w->object_id, &w->place, rel, sizeof(rel), NULL);
-        db_stmt_t *s = cache_stmt(c, SQL_ROW_INSERT);
-        db_bind_int64(s, 1, w->object_id);
-        db_bind_text_copy(s, 2, rel);
-        db_bind_int64(s, 3, (int64_t)w->expected_size);
-        db_bind_double(s, 4, now);
-        db_bind_int(s, 5, w->expected_sum[0] != '\0');
-        if (w->place.segment) {
-            db_bind_int64(s, 6, w->place.segment);
-            db_bind_int64(s, 7, (int64_t)w->place.offset);
-        } else {
-            db_bind_null(s, 6);
-            db_bind_int64(s, 7, 0);
-        }
-        /* no row: a foreign-key error (SQLite) or no change (cache.c) */
-        int step = db_step(s);
-        if (step != DB_DONE && db_errclass(c->db) != DB_ERR_CONSTRAINT)
-            goto error;
-        if (step != DB_DONE || db_changes(c->db) == 0) {
-            if (w->unrecorded) /* its rows were just made: the batch is broken */
-                goto error;
-            fail(w, ENOENT, "object %" PRId64 " is not in the catalog", w->object_id);
-            continue;
-        }
         /* shared: the reservation's row goes with the object's, so that
          * the others count its bytes once (SQL_SHARED_TOTALS) */
-        if (cache_shared(c) && cache_reservation_unpublish(c, w->object_id, err) < 0) {
-            cache_rollback(c);
-            return -1;
-        }
-        if (!w->unrecorded && w->record && w->record(w->record_arg, c->cat, &w->object_id,
-                                                     err) != 0) {
-            cache_rollback(c);
-            return -1;
-        }
-        if (!w->pin_request)
-            continue;
-        /* a request gone meanwhile leaves the row unpinned for it: the
-         * object is cached all the same */
-        s = cache_stmt(c, SQL_PIN_IF_REQUEST);
-        db_bind_int64(s, 1, w->object_id);
-        db_bind_int64(s, 2, w->pin_request);
-        db_bind_double(s, 3, now);
-        if (db_step(s) != DB_DONE && db_errclass(c->db) != DB_ERR_CONSTRAINT)
-            goto error;
+        if (cache_shared(c) && cache_reservation_unpublish(c, w->object_id, err) < 0)
+            goto failed;
+        if (!w->unrecorded && w->record &&
+            w->record(w->record_arg, c->cat, &w->object_id, err) != 0)
+            goto failed;
     }
+    if (pins_insert(c, ws, n, now, err) < 0)
+        goto failed;
     return cache_commit(c, err);
-error:
-    cache_db_error(c, err, "recording a batch of cached objects");
+failed:
     cache_rollback(c);
     return -1;
 }

@@ -12,6 +12,9 @@
 
 #define CACHE_OBJECT_PATH_MAX 40 /* "objects/ab/cd/" + 16 hex + NUL */
 #define CACHE_NAME_HEX 16
+#define CACHE_ROWS_CHUNK 64 /* cache rows per INSERT of a batch */
+#define ROW_INSERT "INSERT INTO cache(object_id, path, size, pins, last_access, verified," \
+                   " segment, file_offset)"
 
 typedef enum {
     SQL_ROW_GET,
@@ -24,7 +27,7 @@ typedef enum {
     SQL_PINNED,
     SQL_PIN_REQUESTS,
     SQL_PIN,
-    SQL_PIN_IF_REQUEST,
+    SQL_PINS_IF_REQUEST,   /* a batch's objects for one request (an id list) */
     SQL_UNPIN,
     SQL_UNPIN_REQUEST,
     SQL_LIST,
@@ -150,6 +153,9 @@ struct cache {
     catalog_t *cat;
     db_t *db;
     db_stmt_t *stmt[SQL_COUNT];
+    /* a batch's rows, CACHE_ROWS_CHUNK at most per statement: [k] inserts
+     * k rows (commit.c), prepared at first use */
+    db_stmt_t *rows_stmt[CACHE_ROWS_CHUNK + 1];
 
     int dir_fd, objects_fd, tmp_fd, lock_fd;
     int segments_fd;              /* segments/ */

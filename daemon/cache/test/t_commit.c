@@ -185,6 +185,54 @@ static void body_with(bool segments)
     ok(small.ok == 30 && u1.commit_batches - u0.commit_batches >= 10,
        "all committed, in %llu batches", (unsigned long long)(u1.commit_batches - u0.commit_batches));
     cache_close(c);
+
+    /* one batch of 100 pinned objects (more rows than one statement
+     * takes), one of them deleted from the catalog meanwhile: it fails
+     * alone, the others are recorded and pinned */
+    conf.commit_objects = 4096;
+    conf.commit_delay = 0.5;
+    c = cache_open(&conf, t.cat, &err);
+    enum { BATCH = 100, GONE = 50 };
+    int64_t bids[BATCH];
+    char bsum[SI_CHECKSUM_TEXT_MAX];
+    for (int i = 0; i < BATCH; i++)
+        bids[i] = ct_object(&t, 3000 + (unsigned)i, 4096, bsum);
+    int64_t request = ct_request(&t, 3000);
+    cache_writer_t *bw[BATCH];
+    int opened = 0;
+    for (int i = 0; i < BATCH; i++) {
+        unsigned char *data = ct_content(3000 + (unsigned)i, 4096);
+        ct_sha256(data, 4096, bsum);
+        opened += cache_writer_open(c, bids[i], 4096, bsum, &bw[i], &err) == 0 &&
+                  cache_writer_write(bw[i], data, 4096, &err) == 0;
+        free(data);
+    }
+    char gone[120];
+    snprintf(gone, sizeof(gone), "DELETE FROM objects WHERE id = %lld", (long long)bids[GONE]);
+    ok(opened == BATCH && request > 0 && test_exec(t.cat, gone) == 0,
+       "%d objects written, one of them then deleted from the catalog", BATCH);
+    tally_t one = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, ""};
+    cache_usage(c, &u0, &err);
+    int submitted = 0;
+    for (int i = 0; i < BATCH; i++)
+        submitted += cache_writer_submit(bw[i], request, on_committed, &one, &err) == 0;
+    tally_wait(&one, BATCH);
+    cache_usage(c, &u1, &err);
+    ok(submitted == BATCH && one.ok == BATCH - 1 && one.failed == 1 &&
+           strstr(one.why, "is not in the catalog"),
+       "all committed but the deleted one (%d ok, %d failed: %s), in %llu batches", one.ok,
+       one.failed, one.why, (unsigned long long)(u1.commit_batches - u0.commit_batches));
+    char q[200];
+    snprintf(q, sizeof(q), "SELECT count(*) FROM cache WHERE object_id BETWEEN %lld AND %lld",
+             (long long)bids[0], (long long)bids[BATCH - 1]);
+    is_int(ct_query_int(&t, q), BATCH - 1, "their rows recorded");
+    snprintf(q, sizeof(q), "SELECT count(*) FROM cache_pins WHERE request_id = %lld",
+             (long long)request);
+    is_int(ct_query_int(&t, q), BATCH - 1, "each pinned for the request");
+    snprintf(q, sizeof(q), "SELECT sum(pins) FROM cache WHERE object_id BETWEEN %lld AND %lld",
+             (long long)bids[0], (long long)bids[BATCH - 1]);
+    is_int(ct_query_int(&t, q), BATCH - 1, "once each");
+    cache_close(c);
     if (segments)
         is_int(ct_query_int(&t, "SELECT count(*) FROM cache WHERE segment IS NULL"), 0,
                "every object was in a segment");
