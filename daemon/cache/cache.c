@@ -26,6 +26,8 @@ static const char *const sql_text[SQL_COUNT] = {
     [SQL_ROW_GET] = "SELECT size, pins, last_access, verified, segment, file_offset FROM cache"
                     " WHERE object_id = ?1",
     [SQL_ROW_INSERT] = ROW_INSERT " VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7)",
+    /* which of a list of objects are cached */
+    [SQL_ROWS_PRESENT] = "SELECT object_id FROM cache WHERE object_id IN (SELECT value FROM json_each(?1))",
     [SQL_ROW_DELETE] = "DELETE FROM cache WHERE object_id = ?1",
     [SQL_ROW_DELETE_UNPINNED] = "DELETE FROM cache WHERE object_id = ?1 AND pins = 0",
     [SQL_TOUCH] = "UPDATE cache SET last_access = max(last_access, ?2) WHERE object_id = ?1",
@@ -55,7 +57,8 @@ static const char *const sql_text[SQL_COUNT] = {
                           CATALOG_CACHE_USAGE_FROM,
     [SQL_RES_INSERT] = "INSERT OR IGNORE INTO cache_reservations(instance, object_id, bytes, created)"
                        " VALUES (?1, ?2, ?3, ?4)",
-    [SQL_RES_DELETE] = "DELETE FROM cache_reservations WHERE instance = ?1 AND object_id = ?2",
+    [SQL_RES_DELETE] = "DELETE FROM cache_reservations WHERE instance = ?1"
+                       " AND object_id IN (SELECT value FROM json_each(?2))",
     [SQL_RES_DROP_STALE] = "DELETE FROM cache_reservations WHERE (?3 <> 0 AND instance = ?1)"
                            " OR instance NOT IN (SELECT name FROM instances WHERE heartbeat >= ?2)",
     [SQL_SEG_NEW] = "INSERT INTO cache_segments(instance, created) VALUES (?1, ?2) RETURNING id",
@@ -344,39 +347,49 @@ int cache_stat(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *er
     return rc;
 }
 
-/* Objects looked up per read transaction and hold of the lock: one
- * statement alone takes and drops SQLite's WAL read lock (two fcntl
- * calls); a few hundred keep the committer waiting well under a
- * millisecond. */
+/* Objects looked up per statement and hold of the lock: one statement
+ * per object would take and drop SQLite's WAL read lock (two fcntl calls)
+ * and make a round trip to PostgreSQL each; a few hundred keep the
+ * committer waiting well under a millisecond. */
 #define STAT_CHUNK 256
+
+static int by_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
 
 int cache_stat_many(cache_t *c, const int64_t *ids, size_t n, signed char *cached,
                     si_error_t *err)
 {
-    for (size_t i = 0; i < n; i += STAT_CHUNK) {
-        size_t end = i + STAT_CHUNK < n ? i + STAT_CHUNK : n;
-        pthread_mutex_lock(&c->lock);
-        int rc = cache_flush_access_locked(c, err);
-        bool txn = rc == 0 && end - i > 1 && !db_in_transaction(c->db);
-        if (txn && db_begin_readonly(c->db, err) < 0)
-            rc = -1, txn = false;
-        for (size_t k = i; rc == 0 && k < end; k++) {
-            cache_entry_t e;
-            int got = check_id(ids[k], err) < 0 ? -1 : row_get(c, ids[k], &e, NULL, err);
-            if (got < 0)
-                rc = -1;
-            else
-                cached[k] = (signed char)got;
-        }
-        if (txn && rc == 0)
-            rc = db_commit(c->db, err);
-        else if (txn)
-            db_rollback(c->db);
-        pthread_mutex_unlock(&c->lock);
-        if (rc < 0)
+    for (size_t i = 0; i < n; i++)
+        if (check_id(ids[i], err) < 0)
             return -1;
+    int64_t *present = malloc((n < STAT_CHUNK ? n : STAT_CHUNK) * sizeof(*present) + 1);
+    if (!present)
+        return si_errnoprintf(err, ENOMEM, "out of memory");
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i += STAT_CHUNK) {
+        size_t end = i + STAT_CHUNK < n ? i + STAT_CHUNK : n, npresent = 0;
+        pthread_mutex_lock(&c->lock);
+        rc = cache_flush_access_locked(c, err);
+        db_stmt_t *s = cache_stmt(c, SQL_ROWS_PRESENT);
+        if (rc == 0 && db_bind_int64_list(s, 1, ids + i, end - i) < 0)
+            rc = si_errnoprintf(err, ENOMEM, "out of memory");
+        int step = DB_DONE;
+        while (rc == 0 && (step = db_step(s)) == DB_ROW)
+            if (npresent < end - i)
+                present[npresent++] = db_column_int64(s, 0);
+        if (rc == 0 && step != DB_DONE)
+            rc = cache_db_error(c, err, "looking up cached objects");
+        db_reset(s);
+        pthread_mutex_unlock(&c->lock);
+        qsort(present, npresent, sizeof(*present), by_id);
+        for (size_t k = i; rc == 0 && k < end; k++)
+            cached[k] = bsearch(&ids[k], present, npresent, sizeof(*present), by_id) != NULL;
     }
-    return 0;
+    free(present);
+    return rc;
 }
 
 int cache_list(cache_t *c, cache_list_fn fn, void *arg, si_error_t *err)

@@ -346,7 +346,7 @@ int cache_open_cached(cache_t *c, int64_t object_id, const cache_place_t *place,
 /* 1 and *out when cached, 0 when not, -1 on error. */
 int cache_stat(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *err);
 /* cache_stat's answer for each of ids into cached[i] (1 cached, 0 not), a
- * few hundred per read transaction and hold of the lock; -1 on error
+ * few hundred per statement and hold of the lock; -1 on error
  * (then cached[] from the failed one on is not set). */
 int cache_stat_many(cache_t *c, const int64_t *ids, size_t n, signed char *cached,
                     si_error_t *err);

@@ -390,6 +390,20 @@ static int pins_insert(cache_t *c, cache_writer_t **ws, size_t n, double now, si
     return rc;
 }
 
+static int unpublish_recorded(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err)
+{
+    int64_t *ids = malloc((n ? n : 1) * sizeof(*ids));
+    if (!ids)
+        return si_errnoprintf(err, ENOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ws[i]->rc >= 0)
+            ids[k++] = ws[i]->object_id;
+    int rc = cache_reservations_unpublish(c, ids, k, err);
+    free(ids);
+    return rc;
+}
+
 /* The rows and pins of the batch's objects in one transaction, a few
  * statements for the batch rather than several per object; lock held. An
  * object the catalog refuses (deleted meanwhile) fails alone; any other
@@ -447,14 +461,14 @@ static int record_all(cache_t *c, cache_writer_t **ws, size_t n, si_error_t *err
         if (rc < 0)
             goto failed;
     }
+    /* shared: the reservations' rows go with the objects', so that the
+     * others count their bytes once (SQL_SHARED_TOTALS) */
+    if (cache_shared(c) && unpublish_recorded(c, ws, n, err) < 0)
+        goto failed;
     for (size_t i = 0; i < n; i++) {
         cache_writer_t *w = ws[i];
         if (w->rc < 0)
             continue;
-        /* shared: the reservation's row goes with the object's, so that
-         * the others count its bytes once (SQL_SHARED_TOTALS) */
-        if (cache_shared(c) && cache_reservation_unpublish(c, w->object_id, err) < 0)
-            goto failed;
         if (!w->unrecorded && w->record &&
             w->record(w->record_arg, c->cat, &w->object_id, err) != 0)
             goto failed;

@@ -19,6 +19,7 @@
 typedef enum {
     SQL_ROW_GET,
     SQL_ROW_INSERT,
+    SQL_ROWS_PRESENT,
     SQL_ROW_DELETE,
     SQL_ROW_DELETE_UNPINNED,
     SQL_TOUCH,
@@ -268,9 +269,11 @@ void cache_reservation_forget(cache_t *c, int64_t object_id);
 /* Gives a reservation back: shared, its catalog row too (autocommit); lock
  * held, not wlock (taken inside). */
 void cache_reservation_drop(cache_t *c, int64_t object_id);
-/* Shared: binds and steps SQL_RES_DELETE for this instance's object_id
- * (in the caller's transaction, if any); -1 with err on failure. */
-int cache_reservation_unpublish(cache_t *c, int64_t object_id, si_error_t *err);
+/* Shared: the catalog rows of this instance's reservations of n objects
+ * deleted in one statement (in the caller's transaction, if any); -1 with
+ * err on failure. */
+int cache_reservations_unpublish(cache_t *c, const int64_t *object_ids, size_t n,
+                                 si_error_t *err);
 /* Shared: deletes the rows of the instances whose lease expired, and with
  * own_too this instance's (its earlier life's, at open). */
 int cache_reservations_drop_stale(cache_t *c, bool own_too, si_error_t *err);

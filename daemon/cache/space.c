@@ -98,14 +98,18 @@ void cache_reservation_forget(cache_t *c, int64_t object_id)
 
 /* ---- shared: reservations in the catalog, seen by the other instances ---------- */
 
-int cache_reservation_unpublish(cache_t *c, int64_t object_id, si_error_t *err)
+int cache_reservations_unpublish(cache_t *c, const int64_t *object_ids, size_t n,
+                                 si_error_t *err)
 {
+    if (n == 0)
+        return 0;
     db_stmt_t *s = cache_stmt(c, SQL_RES_DELETE);
     db_bind_text(s, 1, c->conf.instance, -1);
-    db_bind_int64(s, 2, object_id);
+    if (db_bind_int64_list(s, 2, object_ids, n) < 0)
+        return si_errnoprintf(err, ENOMEM, "out of memory");
     int step = db_step(s);
     db_reset(s);
-    return step == DB_DONE ? 0 : cache_db_error(c, err, "giving a reservation back");
+    return step == DB_DONE ? 0 : cache_db_error(c, err, "giving reservations back");
 }
 
 void cache_reservation_drop(cache_t *c, int64_t object_id)
@@ -118,7 +122,7 @@ void cache_reservation_drop(cache_t *c, int64_t object_id)
     /* a row left by a failure counts for the others until this instance
      * opens the cache again or its lease expires */
     if (had && cache_shared(c))
-        cache_reservation_unpublish(c, object_id, NULL);
+        cache_reservations_unpublish(c, &object_id, 1, NULL);
 }
 
 int cache_reservations_drop_stale(cache_t *c, bool own_too, si_error_t *err)

@@ -45,6 +45,8 @@
 enum {
     SQL_OBJECT,
     SQL_COPIES,
+    SQL_OBJECTS,           /* SQL_OBJECT and SQL_COPIES for a list of objects */
+    SQL_OBJECTS_COPIES,
     SQL_REQUEST_STATE,
     SQL_RELEASED_PINS,
     SQL_NOTE_SET,
@@ -176,8 +178,8 @@ db_stmt_t *recall_stmt(recall_service_t *rs, int id);
  * freed by whoever ends up holding the item (submit_batch for the backend). */
 int recall_load_item(recall_service_t *rs, int64_t object_id, archive_item_t *item,
                      si_error_t *err);
-/* recall_load_item for each of ids, in read transactions of a few hundred
- * objects; an item that could not be loaded has no names (bucket NULL: the
+/* recall_load_item for each of ids (which may repeat), two statements per
+ * few hundred objects; an item that could not be loaded has no names (bucket NULL: the
  * caller asks recall_load_item again for the reason). */
 void recall_load_items(recall_service_t *rs, const int64_t *ids, size_t n, archive_item_t *items);
 bool recall_request_active(recall_service_t *rs, int64_t request);

@@ -13,6 +13,39 @@
 #include "common/text.h"
 #include "daemon/recall/internal.h"
 
+/* The object's row (size, checksum, bucket, key from column at on) into
+ * item; -1 when out of memory. */
+static int item_set_object(archive_item_t *item, db_stmt_t *s, int at)
+{
+    item->size = (uint64_t)db_column_int64(s, at);
+    snprintf(item->checksum, sizeof(item->checksum), "%s", db_column_text(s, at + 1));
+    const char *bucket = db_column_text(s, at + 2), *key = db_column_text(s, at + 3);
+    size_t blen = strnlen(bucket, SI_BUCKET_MAX), klen = strnlen(key, SI_KEY_MAX);
+    char *names = malloc(blen + klen + 2);
+    if (!names)
+        return -1;
+    memcpy(names, bucket, blen);
+    names[blen] = '\0';
+    memcpy(names + blen + 1, key, klen);
+    names[blen + 1 + klen] = '\0';
+    item->bucket = names;
+    item->key = names + blen + 1;
+    return 0;
+}
+
+/* A copy's row (copy, label, file_seq, position, length from column at on). */
+static void item_add_copy(archive_item_t *item, db_stmt_t *s, int at)
+{
+    if (item->ncopies >= ARCHIVE_MAX_COPIES)
+        return;
+    archive_copy_t *c = &item->copies[item->ncopies++];
+    c->copy = db_column_int(s, at);
+    snprintf(c->volume, sizeof(c->volume), "%s", db_column_text(s, at + 1));
+    c->file_seq = db_column_int64(s, at + 2);
+    c->position = (uint64_t)db_column_int64(s, at + 3);
+    c->length = (uint64_t)db_column_int64(s, at + 4);
+}
+
 int recall_load_item(recall_service_t *rs, int64_t object_id, archive_item_t *item,
                      si_error_t *err)
 {
@@ -24,52 +57,85 @@ int recall_load_item(recall_service_t *rs, int64_t object_id, archive_item_t *it
         db_reset(s);
         return si_errprintf(err, "object %" PRId64 " is not in the catalog", object_id);
     }
-    item->size = (uint64_t)db_column_int64(s, 0);
-    snprintf(item->checksum, sizeof(item->checksum), "%s", db_column_text(s, 1));
-    const char *bucket = db_column_text(s, 2), *key = db_column_text(s, 3);
-    size_t blen = strnlen(bucket, SI_BUCKET_MAX), klen = strnlen(key, SI_KEY_MAX);
-    char *names = malloc(blen + klen + 2);
-    if (!names) {
-        db_reset(s);
-        return si_errnoprintf(err, ENOMEM, "object %" PRId64 ": out of memory", object_id);
-    }
-    memcpy(names, bucket, blen);
-    names[blen] = '\0';
-    memcpy(names + blen + 1, key, klen);
-    names[blen + 1 + klen] = '\0';
-    item->bucket = names;
-    item->key = names + blen + 1;
+    int rc = item_set_object(item, s, 0);
     db_reset(s);
+    if (rc < 0)
+        return si_errnoprintf(err, ENOMEM, "object %" PRId64 ": out of memory", object_id);
     s = recall_stmt(rs, SQL_COPIES);
     db_bind_int64(s, 1, object_id);
-    while (db_step(s) == DB_ROW && item->ncopies < ARCHIVE_MAX_COPIES) {
-        archive_copy_t *c = &item->copies[item->ncopies++];
-        c->copy = db_column_int(s, 0);
-        snprintf(c->volume, sizeof(c->volume), "%s", db_column_text(s, 1));
-        c->file_seq = db_column_int64(s, 2);
-        c->position = (uint64_t)db_column_int64(s, 3);
-        c->length = (uint64_t)db_column_int64(s, 4);
-    }
+    while (db_step(s) == DB_ROW)
+        item_add_copy(item, s, 0);
     db_reset(s);
     return 0;
 }
 
-/* Objects loaded per read transaction: each statement outside one takes
- * and drops SQLite's WAL read lock (two fcntl calls) on its own. */
+/* Objects loaded per read transaction and statement: one statement per
+ * object would take and drop SQLite's WAL read lock on its own, and make a
+ * round trip to PostgreSQL. */
 #define LOAD_CHUNK 256
+
+typedef struct {
+    int64_t id;
+    size_t at; /* its index in the caller's array */
+} load_slot_t;
+
+static int by_slot_id(const void *a, const void *b)
+{
+    const load_slot_t *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id ? 1 : x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* The first of the slots for id (ids may repeat: each gets the rows). */
+static load_slot_t *slot_first(load_slot_t *slots, size_t n, int64_t id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (slots[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && slots[lo].id == id ? &slots[lo] : NULL;
+}
 
 void recall_load_items(recall_service_t *rs, const int64_t *ids, size_t n, archive_item_t *items)
 {
     db_t *db = catalog_driver(rs->cat);
+    for (size_t k = 0; k < n; k++) {
+        memset(&items[k], 0, sizeof(items[k]));
+        items[k].object_id = ids[k];
+    }
+    load_slot_t *slots = malloc((n < LOAD_CHUNK ? n : LOAD_CHUNK) * sizeof(*slots) + 1);
+    if (!slots)
+        return; /* not loaded: the scan loads each item itself */
     for (size_t i = 0; i < n; i += LOAD_CHUNK) {
-        size_t end = i + LOAD_CHUNK < n ? i + LOAD_CHUNK : n;
+        size_t end = i + LOAD_CHUNK < n ? i + LOAD_CHUNK : n, m = end - i;
+        for (size_t k = 0; k < m; k++)
+            slots[k] = (load_slot_t){ids[i + k], i + k};
+        qsort(slots, m, sizeof(*slots), by_slot_id);
         si_error_t err;
-        bool txn = end - i > 1 && !db_in_transaction(db) && db_begin_readonly(db, &err) == 0;
-        for (size_t k = i; k < end; k++)
-            recall_load_item(rs, ids[k], &items[k], &err);
+        bool txn = !db_in_transaction(db) && db_begin_readonly(db, &err) == 0;
+        db_stmt_t *s = recall_stmt(rs, SQL_OBJECTS);
+        if (db_bind_int64_list(s, 1, ids + i, m) == 0)
+            while (db_step(s) == DB_ROW)
+                for (load_slot_t *t = slot_first(slots, m, db_column_int64(s, 0));
+                     t && t < slots + m && t->id == db_column_int64(s, 0); t++)
+                    if (!items[t->at].bucket)
+                        item_set_object(&items[t->at], s, 1);
+        db_reset(s);
+        s = recall_stmt(rs, SQL_OBJECTS_COPIES);
+        if (db_bind_int64_list(s, 1, ids + i, m) == 0)
+            while (db_step(s) == DB_ROW)
+                for (load_slot_t *t = slot_first(slots, m, db_column_int64(s, 0));
+                     t && t < slots + m && t->id == db_column_int64(s, 0); t++)
+                    if (items[t->at].bucket) /* the object's row came first */
+                        item_add_copy(&items[t->at], s, 1);
+        db_reset(s);
         if (txn) /* it only read: a failed commit loses nothing */
             db_commit(db, &err);
     }
+    free(slots);
 }
 
 bool recall_request_active(recall_service_t *rs, int64_t request)

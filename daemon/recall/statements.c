@@ -10,6 +10,13 @@ static const char *const sql_text[SQL_COUNT] = {
                    " FROM tape_copies t JOIN volumes v ON v.id = t.volume_id"
                    " WHERE t.object_id = ?1 AND v.state NOT IN ('failed', 'disabled')"
                    " ORDER BY t.copy",
+    [SQL_OBJECTS] = "SELECT id, size, coalesce(checksum, ''), bucket, key FROM objects"
+                    " WHERE id IN (SELECT value FROM json_each(?1))",
+    [SQL_OBJECTS_COPIES] =
+        "SELECT t.object_id, t.copy, v.label, coalesce(t.file_seq, -1), t.position, t.length"
+        " FROM tape_copies t JOIN volumes v ON v.id = t.volume_id"
+        " WHERE t.object_id IN (SELECT value FROM json_each(?1))"
+        " AND v.state NOT IN ('failed', 'disabled') ORDER BY t.object_id, t.copy",
     [SQL_REQUEST_STATE] = "SELECT state FROM requests WHERE id = ?1",
     /* pins the cache still holds for requests already released */
     [SQL_RELEASED_PINS] = "SELECT DISTINCT p.request_id FROM cache_pins p"

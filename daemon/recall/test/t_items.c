@@ -60,20 +60,32 @@ static void test_load_item(recall_service_t *rs, int64_t id, const char *sum)
            !item.bucket,
        "an unknown object: %s", err.text);
 
-    /* several at once, in read transactions of a few hundred: the same
-     * items as one by one, an unknown one marked */
+    /* several at once, a few hundred per statement: the same items as one
+     * by one (an object asked many times gets its rows each time), a
+     * second object its own, an unknown one marked */
+    char sum2[SI_CHECKSUM_TEXT_MAX];
+    int64_t id2 = ct_object(&t, 9002, 100, sum2);
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO tape_copies(object_id, copy, volume_id, file_seq, position, length)"
+             " SELECT %" PRId64 ", 1, id, 9, 8192, 100 FROM volumes WHERE label = 'V1'", id2);
+    ok(id2 > 0 && test_exec(t.cat, sql) == 0, "a second object, one copy");
     enum { N = 600 };
     int64_t ids[N];
     archive_item_t *items = calloc(N, sizeof(*items));
     for (int i = 0; i < N; i++)
-        ids[i] = i == 300 ? 999999 : id;
+        ids[i] = i == 300 ? 999999 : i % 7 == 0 ? id2 : id;
     recall_load_items(rs, ids, N, items);
     int same = 0;
     for (int i = 0; i < N; i++)
         same += i == 300 ? !items[i].bucket
-                         : items[i].bucket && items[i].size == OBJ && items[i].ncopies == 2 &&
-                               strcmp(items[i].copies[1].volume, "V2") == 0 &&
-                               strcmp(items[i].key, "obj-1") == 0;
+                : i % 7 == 0 ? items[i].bucket && items[i].object_id == id2 &&
+                                   items[i].size == 100 && items[i].ncopies == 1 &&
+                                   items[i].copies[0].file_seq == 9 &&
+                                   strcmp(items[i].key, "obj-9002") == 0
+                             : items[i].bucket && items[i].object_id == id &&
+                                   items[i].size == OBJ && items[i].ncopies == 2 &&
+                                   strcmp(items[i].copies[1].volume, "V2") == 0 &&
+                                   strcmp(items[i].key, "obj-1") == 0;
     is_int(same, N, "%d objects loaded in batches as one by one, the unknown one not", N);
     ok(!db_in_transaction(catalog_driver(rs->cat)), "no transaction left open");
     for (int i = 0; i < N; i++)
