@@ -43,34 +43,42 @@ static void tally_wait(tally_t *ty, int n)
     pthread_mutex_unlock(&ty->mu);
 }
 
-/* Writes objects first..first+n-1 (4 KiB each) and submits them all. They
- * are catalogued first: the cache shares the test's catalog connection,
- * which its committer uses as soon as the first object is submitted. */
+/* Writes objects first..first+n-1 (4 KiB each), then submits them all:
+ * while writers are open a batch waits commit_delay for them, so they come
+ * together however fast the committer is. They are catalogued first: the
+ * cache shares the test's catalog connection, which its committer uses as
+ * soon as the first object is submitted. */
 static int submit_many(cache_t *c, unsigned first, int n, int64_t *ids, tally_t *ty)
 {
     si_error_t err;
     char sum[SI_CHECKSUM_TEXT_MAX];
-    for (int i = 0; i < n; i++)
+    cache_writer_t **ws = calloc((size_t)n, sizeof(*ws));
+    int rc = ws ? 0 : -1, opened = 0;
+    for (int i = 0; i < n && rc == 0; i++)
         ids[i] = ct_object(&t, first + (unsigned)i, 4096, sum);
-    for (int i = 0; i < n; i++) {
-        unsigned k = first + (unsigned)i;
-        unsigned char *exp = ct_content(k, 4096);
-        ct_sha256(exp, 4096, sum);
-        free(exp);
-        cache_writer_t *w;
+    for (; opened < n && rc == 0; opened++) {
+        unsigned k = first + (unsigned)opened;
         unsigned char *data = ct_content(k, 4096);
-        int rc = cache_writer_open(c, ids[i], 4096, sum, &w, &err);
-        if (rc == 0 && (rc = cache_writer_write(w, data, 4096, &err)) < 0)
-            cache_writer_abort(w);
+        ct_sha256(data, 4096, sum);
+        rc = cache_writer_open(c, ids[opened], 4096, sum, &ws[opened], &err);
+        if (rc == 0 && (rc = cache_writer_write(ws[opened], data, 4096, &err)) < 0)
+            cache_writer_abort(ws[opened]);
         free(data);
-        if (rc == 0 && (rc = cache_writer_submit(w, 0, on_committed, ty, &err)) < 0)
-            cache_writer_abort(w);
-        if (rc < 0) {
+        if (rc < 0)
             diag("object %u: %s", k, err.text);
-            return -1;
+    }
+    if (rc < 0)
+        opened--; /* the failed one is aborted */
+    for (int i = 0; i < opened; i++) {
+        if (rc < 0) {
+            cache_writer_abort(ws[i]);
+        } else if ((rc = cache_writer_submit(ws[i], 0, on_committed, ty, &err)) < 0) {
+            diag("object %u: %s", first + (unsigned)i, err.text);
+            cache_writer_abort(ws[i]);
         }
     }
-    return 0;
+    free(ws);
+    return rc;
 }
 
 typedef struct {
@@ -96,6 +104,10 @@ static void body_with(bool segments)
     }
     cache_conf_t conf = segments ? ct_conf_segments(&t, 1ull << 30, 256u << 20)
                                  : ct_conf(&t, 1ull << 30);
+    /* a batch waits a moment for more: the 200 objects below come together
+     * however fast the committer is next to the writer (on a loaded
+     * machine it could take each one alone) */
+    conf.commit_delay = 0.05;
     cache_t *c = cache_open(&conf, t.cat, &err);
     ok(c != NULL, "cache opened (%s): %s", segments ? "segments" : "a file per object",
        c ? "" : err.text);
@@ -176,6 +188,7 @@ static void body_with(bool segments)
 
     /* a small batch limit still commits everything */
     conf.commit_objects = 3;
+    conf.commit_delay = 0;
     c = cache_open(&conf, t.cat, &err);
     tally_t small = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, ""};
     cache_usage(c, &u0, &err);
