@@ -463,6 +463,36 @@ int db_bind_int64_list(db_stmt_t *s, int i, const int64_t *v, size_t n)
     return 0;
 }
 
+static int by_int64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int db_step_ids(db_stmt_t *s, int64_t *out, size_t cap, size_t *n)
+{
+    int rc;
+    *n = 0;
+    while ((rc = db_step(s)) == DB_ROW)
+        if (*n < cap)
+            out[(*n)++] = db_column_int64(s, 0);
+    qsort(out, *n, sizeof(*out), by_int64);
+    return rc == DB_DONE ? DB_DONE : DB_ERROR;
+}
+
+const int64_t *db_ids_find(const int64_t *sorted, size_t n, int64_t id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sorted[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && sorted[lo] == id ? &sorted[lo] : NULL;
+}
+
 int db_step(db_stmt_t *s)
 {
 #ifdef HAVE_LIBPQ

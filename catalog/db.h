@@ -101,6 +101,12 @@ void db_bind_null(db_stmt_t *s, int i);
  * (db_translate_to_pg spells json_each(?N) as unnest). 0, or -1 when out of
  * memory (nothing bound: the statement then sees NULL, so no rows). */
 int db_bind_int64_list(db_stmt_t *s, int i, const int64_t *v, size_t n);
+/* Steps s to its end, keeping its first column's integers (at most cap) in
+ * out, sorted: the ids a set-based statement returned. DB_DONE or
+ * DB_ERROR; s is not reset. */
+int db_step_ids(db_stmt_t *s, int64_t *out, size_t cap, size_t *n);
+/* The first of id's slots in a sorted list (db_step_ids), or NULL. */
+const int64_t *db_ids_find(const int64_t *sorted, size_t n, int64_t id);
 static inline void db_bind_int(db_stmt_t *s, int i, int v)
 {
     db_bind_int64(s, i, v);

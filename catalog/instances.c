@@ -322,12 +322,6 @@ int lease_release(catalog_t *cat, const char *kind, const char *name, const char
  * holding the write lock. */
 #define LEASE_CHUNK 1024
 
-static int by_value(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 int lease_claim_objects(catalog_t *cat, const int64_t *objects, size_t n, const char *instance,
                         double now, double lease_s, bool *claimed, si_error_t *err)
 {
@@ -336,7 +330,7 @@ int lease_claim_objects(catalog_t *cat, const int64_t *objects, size_t n, const 
     if (!won)
         return si_errnoprintf(err, ENOMEM, "out of memory");
     for (size_t at = 0; at < n; at += LEASE_CHUNK) {
-        size_t m = n - at < LEASE_CHUNK ? n - at : LEASE_CHUNK, nwon = 0;
+        size_t m = n - at < LEASE_CHUNK ? n - at : LEASE_CHUNK, nwon;
         db_stmt_t *s = stmt(cat, SQL_LEASE_CLAIM_OBJECTS, err);
         if (!s)
             goto error;
@@ -347,19 +341,14 @@ int lease_claim_objects(catalog_t *cat, const int64_t *objects, size_t n, const 
         db_bind_text(s, 2, instance, -1);
         db_bind_double(s, 3, now + lease_s);
         db_bind_double(s, 4, now);
-        int rc;
-        while ((rc = db_step(s)) == DB_ROW)
-            if (nwon < m) /* at most one row per id */
-                won[nwon++] = strtoll(db_column_text(s, 0), NULL, 10);
-        if (rc != DB_DONE) {
+        if (db_step_ids(s, won, m, &nwon) != DB_DONE) { /* names: object ids */
             fail(cat, err, "claiming object leases");
             db_reset(s);
             goto error;
         }
         db_reset(s);
-        qsort(won, nwon, sizeof(*won), by_value);
         for (size_t k = 0; k < m; k++)
-            claimed[at + k] = bsearch(&objects[at + k], won, nwon, sizeof(*won), by_value) != NULL;
+            claimed[at + k] = db_ids_find(won, nwon, objects[at + k]) != NULL;
     }
     free(won);
     return 0;

@@ -200,12 +200,6 @@ typedef struct {
     size_t nids, ngot;
 } id_set_t;
 
-static int by_id(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Runs s (its :objects the set's ids) and keeps the object ids it returns. */
 static int id_set_run(requests_t *r, db_stmt_t *s, id_set_t *set, si_error_t *err,
                       const char *what)
@@ -213,15 +207,10 @@ static int id_set_run(requests_t *r, db_stmt_t *s, id_set_t *set, si_error_t *er
     int i = db_bind_index(s, ":objects");
     if (db_bind_int64_list(s, i, set->ids, set->nids) < 0)
         return si_errnoprintf(err, ENOMEM, "out of memory");
-    set->ngot = 0;
-    int rc;
-    while ((rc = db_step(s)) == DB_ROW)
-        if (set->ngot < set->nids) /* at most one row per id asked */
-            set->got[set->ngot++] = db_column_int64(s, 0);
+    int rc = db_step_ids(s, set->got, set->nids, &set->ngot);
     db_reset(s);
     if (rc != DB_DONE)
         return requests_db_fail(r, err, what);
-    qsort(set->got, set->ngot, sizeof(*set->got), by_id);
     memset(set->taken, 0, set->ngot * sizeof(*set->taken));
     return 0;
 }
@@ -230,20 +219,11 @@ static int id_set_run(requests_t *r, db_stmt_t *s, id_set_t *set, si_error_t *er
  * item: a second item of the same object is not moved twice). */
 static bool id_set_take(id_set_t *set, int64_t object)
 {
-    int64_t *at = bsearch(&object, set->got, set->ngot, sizeof(*set->got), by_id);
-    if (!at)
-        return false;
-    while (at > set->got && at[-1] == object)
-        at--;
-    for (; at < set->got + set->ngot && *at == object; at++)
+    const int64_t *at = db_ids_find(set->got, set->ngot, object);
+    for (; at && at < set->got + set->ngot && *at == object; at++)
         if (!set->taken[at - set->got])
             return set->taken[at - set->got] = true;
     return false;
-}
-
-static bool id_set_has(const id_set_t *set, int64_t object)
-{
-    return bsearch(&object, set->got, set->ngot, sizeof(*set->got), by_id) != NULL;
 }
 
 /* One request's items (a run of the batch): their transition, in set-based
@@ -263,7 +243,7 @@ static int items_run(requests_t *r, sql_id_t id, requests_item_outcome_t *items,
                        "checking cached objects") < 0)
             return -1;
         for (size_t i = 0; i < n; i++)
-            if (!items[i].pinned && !id_set_has(set, items[i].object_id))
+            if (!items[i].pinned && !db_ids_find(set->got, set->ngot, items[i].object_id))
                 items[i].outcome = REQUESTS_ITEM_NOT_CACHED;
     }
     set->nids = 0;

@@ -353,12 +353,6 @@ int cache_stat(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *er
  * committer waiting well under a millisecond. */
 #define STAT_CHUNK 256
 
-static int by_id(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 int cache_stat_many(cache_t *c, const int64_t *ids, size_t n, signed char *cached,
                     si_error_t *err)
 {
@@ -376,17 +370,12 @@ int cache_stat_many(cache_t *c, const int64_t *ids, size_t n, signed char *cache
         db_stmt_t *s = cache_stmt(c, SQL_ROWS_PRESENT);
         if (rc == 0 && db_bind_int64_list(s, 1, ids + i, end - i) < 0)
             rc = si_errnoprintf(err, ENOMEM, "out of memory");
-        int step = DB_DONE;
-        while (rc == 0 && (step = db_step(s)) == DB_ROW)
-            if (npresent < end - i)
-                present[npresent++] = db_column_int64(s, 0);
-        if (rc == 0 && step != DB_DONE)
+        if (rc == 0 && db_step_ids(s, present, end - i, &npresent) != DB_DONE)
             rc = cache_db_error(c, err, "looking up cached objects");
         db_reset(s);
         pthread_mutex_unlock(&c->lock);
-        qsort(present, npresent, sizeof(*present), by_id);
         for (size_t k = i; rc == 0 && k < end; k++)
-            cached[k] = bsearch(&ids[k], present, npresent, sizeof(*present), by_id) != NULL;
+            cached[k] = db_ids_find(present, npresent, ids[k]) != NULL;
     }
     free(present);
     return rc;

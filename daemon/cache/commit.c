@@ -338,21 +338,15 @@ static int rows_insert(cache_t *c, cache_writer_t **ws, const size_t *at, size_t
     db_stmt_t *s = rows_stmt(c, k, err);
     if (!s)
         return -1;
-    for (size_t j = 0; j < k; j++) {
+    for (size_t j = 0; j < k; j++)
         bind_row(s, (int)j * ROW_PARAMS, ws[at[j]], now);
-        inserted[j] = false;
-    }
-    int step;
-    while ((step = db_step(s)) == DB_ROW) {
-        int64_t id = db_column_int64(s, 0);
+    int64_t in[CACHE_ROWS_CHUNK];
+    size_t nin;
+    if (db_step_ids(s, in, k, &nin) == DB_DONE) {
         for (size_t j = 0; j < k; j++)
-            if (!inserted[j] && ws[at[j]]->object_id == id) {
-                inserted[j] = true;
-                break;
-            }
-    }
-    if (step == DB_DONE)
+            inserted[j] = db_ids_find(in, nin, ws[at[j]]->object_id) != NULL;
         return 0;
+    }
     if (db_errclass(c->db) == DB_ERR_CONSTRAINT && db_engine(c->db) == DB_SQLITE)
         return 1;
     cache_db_error(c, err, "recording a batch of cached objects");
