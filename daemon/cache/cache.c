@@ -21,6 +21,7 @@
 /* The inserts both engines spell alike up to how the values come: each
  * written once (ROW_INSERT: internal.h), its PostgreSQL tail below (sql_pg). */
 #define PIN_INSERT "INSERT OR IGNORE INTO cache_pins(object_id, request_id, since)"
+#define RES_INSERT "INSERT OR IGNORE INTO cache_reservations(instance, object_id, bytes, created)"
 
 static const char *const sql_text[SQL_COUNT] = {
     [SQL_ROW_GET] = "SELECT size, pins, last_access, verified, segment, file_offset FROM cache"
@@ -55,8 +56,9 @@ static const char *const sql_text[SQL_COUNT] = {
                           "  JOIN instances i ON i.name = r.instance"
                           "  WHERE r.instance <> ?1 AND i.heartbeat >= ?2)"
                           CATALOG_CACHE_USAGE_FROM,
-    [SQL_RES_INSERT] = "INSERT OR IGNORE INTO cache_reservations(instance, object_id, bytes, created)"
-                       " VALUES (?1, ?2, ?3, ?4)",
+    /* ?2 the objects, ?3 their sizes (db_bind_int64_list), paired by position */
+    [SQL_RES_INSERT] = RES_INSERT " SELECT ?1, o.value, b.value, ?4 FROM json_each(?2) AS o"
+                                  " JOIN json_each(?3) AS b ON b.key = o.key",
     [SQL_RES_DELETE] = "DELETE FROM cache_reservations WHERE instance = ?1"
                        " AND object_id IN (SELECT value FROM json_each(?2))",
     [SQL_RES_DROP_STALE] = "DELETE FROM cache_reservations WHERE (?3 <> 0 AND instance = ?1)"
@@ -80,6 +82,8 @@ static const char *const sql_pg[SQL_COUNT] = {
     [SQL_TOUCH] = "UPDATE cache SET last_access = greatest(last_access, ?2) WHERE object_id = ?1",
     [SQL_ROW_INSERT] = ROW_INSERT " SELECT ?1, ?2, ?3, 0, ?4, ?5, ?6, ?7 WHERE EXISTS"
                                   " (SELECT 1 FROM objects WHERE id = ?1)",
+    [SQL_RES_INSERT] = RES_INSERT " SELECT ?1, o, b, ?4 FROM unnest(CAST(?2 AS bigint[]),"
+                                  " CAST(?3 AS bigint[])) AS u(o, b)",
 };
 
 static double wall_clock(void *arg)

@@ -152,6 +152,7 @@ typedef enum {
     CACHE_RESERVED = 0,    /* space is set aside for the object */
     CACHE_PRESENT = 1,     /* already cached: nothing to recall, just pin it */
     CACHE_WOULD_BLOCK = 2, /* no room now: see the reason, wait, try again */
+    CACHE_NOT_TRIED = 3,   /* cache_reserve_many: ask cache_reserve */
 } cache_space_t;
 
 typedef struct {
@@ -166,6 +167,17 @@ typedef struct {
  * same reservation. block may be NULL. */
 int cache_reserve(cache_t *c, int64_t object_id, uint64_t size, cache_block_t *block,
                   si_error_t *err);
+/* Reserves for object_ids[0..n) in their order, as cache_reserve would one
+ * by one, with one look-up of their cache rows per few hundred and, in a
+ * shared cache, one insert of their reservations and one read of the
+ * site's usage: what a recall's scan reserves. outcome[k] is
+ * CACHE_RESERVED, CACHE_PRESENT, CACHE_WOULD_BLOCK (the first that would
+ * block, its reason in block; those after it are not tried), -1 (an error
+ * of that object's) or CACHE_NOT_TRIED, which includes an object reserved
+ * already: ask cache_reserve for those. Returns 0, or -1 when a look-up
+ * or insert failed (err; the objects it covered are -1 or not tried). */
+int cache_reserve_many(cache_t *c, const int64_t *object_ids, const uint64_t *sizes, size_t n,
+                       int *outcome, cache_block_t *block, si_error_t *err);
 /* Gives a reservation back (recall cancelled); no-op when there is none. */
 void cache_unreserve(cache_t *c, int64_t object_id);
 /* Waits until space may have been freed (unpin, eviction, removal, a

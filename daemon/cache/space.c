@@ -136,13 +136,15 @@ int cache_reservations_drop_stale(cache_t *c, bool own_too, si_error_t *err)
     return step == DB_DONE ? 0 : cache_db_error(c, err, "dropping dead instances' reservations");
 }
 
-/* Records the reservation just added in memory, then reads the usage and
+/* Records the reservations just added in memory, then reads the usage and
  * the others' reservations afresh: of two instances reserving at once the
- * later to record sees the earlier's row, so together they never pass the
- * capacity (both may refuse, and try again). CACHE_RESERVED or
- * CACHE_WOULD_BLOCK (the reservation given back), -1 on error. */
-static int publish_reservation(cache_t *c, int64_t object_id, uint64_t size,
-                               cache_block_t *block, si_error_t *err);
+ * later to record sees the earlier's rows, so together they never pass the
+ * capacity (both may refuse, and try again). outcome[k] stays
+ * CACHE_RESERVED, or the last ones are given back: the first of them
+ * CACHE_WOULD_BLOCK (block says why), the rest CACHE_NOT_TRIED. 0, or -1
+ * on error (all given back). */
+static int publish_reservations(cache_t *c, const int64_t *object_ids, const uint64_t *sizes,
+                                size_t n, int *outcome, cache_block_t *block, si_error_t *err);
 
 /* Space set aside, here and (shared) by the live other instances; lock held. */
 static uint64_t reserved_all(cache_t *c)
@@ -270,31 +272,30 @@ static int would_block(cache_t *c, int64_t object_id, uint64_t size, cache_block
     return CACHE_WOULD_BLOCK;
 }
 
-int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_block_t *block,
-                         si_error_t *err)
+/* A reservation this instance holds already: 1 (the same one), 0 none, -1
+ * one of another size. */
+static int reservation_held(cache_t *c, int64_t object_id, uint64_t size, si_error_t *err)
 {
-    if (object_id == 0) /* negative: an unrecorded writer's provisional id */
-        return si_errnoprintf(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
-                          object_id);
     pthread_mutex_lock(&c->wlock);
     cache_reservation_t *r = cache_reservation_find(c, object_id);
     uint64_t had = r ? r->size : 0;
     pthread_mutex_unlock(&c->wlock);
-    if (r) {
-        if (had != size)
-            return si_errnoprintf(err, EINVAL,
+    if (!r)
+        return 0;
+    if (had != size)
+        return si_errnoprintf(err, EINVAL,
                               "object %" PRId64 " is already reserved with %" PRIu64
                               " bytes, not %" PRIu64, object_id, had, size);
-        return CACHE_RESERVED;
-    }
-    db_stmt_t *s = cache_stmt(c, SQL_ROW_GET);
-    db_bind_int64(s, 1, object_id);
-    int step = db_step(s);
-    db_reset(s);
-    if (step == DB_ROW)
-        return CACHE_PRESENT;
-    if (step != DB_DONE)
-        return cache_db_error(c, err, "looking up a cached object");
+    return 1;
+}
+
+/* Reserves in memory for an object whose cache row was just found absent
+ * under this lock: the usage, evicting above the high watermark, the
+ * capacity. CACHE_RESERVED (not yet published, when shared),
+ * CACHE_WOULD_BLOCK or -1. */
+static int reserve_absent_locked(cache_t *c, int64_t object_id, uint64_t size,
+                                 cache_block_t *block, si_error_t *err)
+{
     /* shared: what the other instances wrote or evicted counts too; read
      * at most once a second, and again before any eviction */
     if (cache_refresh_totals(c, 1.0, err) < 0)
@@ -323,39 +324,122 @@ int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_blo
     pthread_mutex_lock(&c->wlock);
     int added = reservation_add(c, object_id, size, err);
     pthread_mutex_unlock(&c->wlock);
-    if (added < 0)
-        return -1;
-    if (cache_shared(c))
-        return publish_reservation(c, object_id, size, block, err);
-    return CACHE_RESERVED;
+    return added < 0 ? -1 : CACHE_RESERVED;
 }
 
-static int publish_reservation(cache_t *c, int64_t object_id, uint64_t size,
-                               cache_block_t *block, si_error_t *err)
+int cache_reserve_locked(cache_t *c, int64_t object_id, uint64_t size, cache_block_t *block,
+                         si_error_t *err)
+{
+    if (object_id == 0) /* negative: an unrecorded writer's provisional id */
+        return si_errnoprintf(err, EINVAL, "object id %" PRId64 " is not a catalog object id",
+                          object_id);
+    int held = reservation_held(c, object_id, size, err);
+    if (held != 0)
+        return held < 0 ? -1 : CACHE_RESERVED;
+    db_stmt_t *s = cache_stmt(c, SQL_ROW_GET);
+    db_bind_int64(s, 1, object_id);
+    int step = db_step(s);
+    db_reset(s);
+    if (step == DB_ROW)
+        return CACHE_PRESENT;
+    if (step != DB_DONE)
+        return cache_db_error(c, err, "looking up a cached object");
+    int rc = reserve_absent_locked(c, object_id, size, block, err);
+    if (rc != CACHE_RESERVED || !cache_shared(c))
+        return rc;
+    return publish_reservations(c, &object_id, &size, 1, &rc, block, err) < 0 ? -1 : rc;
+}
+
+static int publish_reservations(cache_t *c, const int64_t *object_ids, const uint64_t *sizes,
+                                size_t n, int *outcome, cache_block_t *block, si_error_t *err)
 {
     db_stmt_t *s = cache_stmt(c, SQL_RES_INSERT);
     db_bind_text(s, 1, c->conf.instance, -1);
-    db_bind_int64(s, 2, object_id);
-    db_bind_int64(s, 3, (int64_t)size);
-    db_bind_double(s, 4, si_wall_now());
-    int step = db_step(s);
+    int step = db_bind_int64_list(s, 2, object_ids, n) < 0 ||
+                       db_bind_int64_list(s, 3, (const int64_t *)sizes, n) < 0
+                   ? DB_ERROR
+                   : (db_bind_double(s, 4, si_wall_now()), db_step(s));
     db_reset(s);
     if (step != DB_DONE) {
-        cache_db_error(c, err, "recording a reservation");
+        cache_db_error(c, err, "recording reservations");
         pthread_mutex_lock(&c->wlock);
-        cache_reservation_forget(c, object_id);
+        for (size_t k = 0; k < n; k++)
+            cache_reservation_forget(c, object_ids[k]);
         pthread_mutex_unlock(&c->wlock);
         return -1;
     }
     if (cache_load_totals(c, err) < 0) {
-        cache_reservation_drop(c, object_id);
+        for (size_t k = 0; k < n; k++)
+            cache_reservation_drop(c, object_ids[k]);
         return -1;
     }
-    if (c->used + reserved_all(c) > c->capacity) {
-        cache_reservation_drop(c, object_id);
-        return would_block(c, object_id, size, block, err);
+    /* past the capacity with the others' reservations: the last ones go
+     * back, and the earliest of those says why */
+    size_t keep = n;
+    while (keep > 0 && c->used + reserved_all(c) > c->capacity) {
+        keep--;
+        pthread_mutex_lock(&c->wlock);
+        cache_reservation_forget(c, object_ids[keep]);
+        pthread_mutex_unlock(&c->wlock);
+        outcome[keep] = CACHE_NOT_TRIED;
     }
-    return CACHE_RESERVED;
+    if (keep < n) {
+        cache_reservations_unpublish(c, object_ids + keep, n - keep, NULL);
+        outcome[keep] = would_block(c, object_ids[keep], sizes[keep], block, err);
+    }
+    return 0;
+}
+
+int cache_reserve_many(cache_t *c, const int64_t *object_ids, const uint64_t *sizes, size_t n,
+                       int *outcome, cache_block_t *block, si_error_t *err)
+{
+    enum { CHUNK = 256 }; /* objects per look-up of their cache rows */
+    int64_t present[CHUNK], fresh[CHUNK];
+    uint64_t fresh_sizes[CHUNK];
+    size_t fresh_at[CHUNK];
+    int published[CHUNK], rc = 0;
+    bool blocked = false;
+    for (size_t k = 0; k < n; k++)
+        outcome[k] = CACHE_NOT_TRIED;
+    for (size_t i = 0; i < n && rc == 0 && !blocked; i += CHUNK) {
+        size_t end = i + CHUNK < n ? i + CHUNK : n, npresent = 0, nfresh = 0;
+        pthread_mutex_lock(&c->lock);
+        db_stmt_t *s = cache_stmt(c, SQL_ROWS_PRESENT);
+        if (db_bind_int64_list(s, 1, object_ids + i, end - i) < 0)
+            rc = si_errnoprintf(err, ENOMEM, "out of memory");
+        else if (db_step_ids(s, present, end - i, &npresent) != DB_DONE)
+            rc = cache_db_error(c, err, "looking up cached objects");
+        db_reset(s);
+        for (size_t k = i; rc == 0 && k < end && !blocked; k++) {
+            si_error_t own; /* this object's alone: cache_reserve tells it again */
+            int held = object_ids[k] < 1 ? -1 : reservation_held(c, object_ids[k], sizes[k], &own);
+            if (held != 0)
+                outcome[k] = held < 0 ? -1 : CACHE_NOT_TRIED;
+            else if (db_ids_find(present, npresent, object_ids[k]))
+                outcome[k] = CACHE_PRESENT;
+            else
+                outcome[k] = reserve_absent_locked(c, object_ids[k], sizes[k], block, &own);
+            blocked = outcome[k] == CACHE_WOULD_BLOCK;
+            if (outcome[k] == CACHE_RESERVED && cache_shared(c)) {
+                fresh[nfresh] = object_ids[k];
+                fresh_sizes[nfresh] = sizes[k];
+                published[nfresh] = CACHE_RESERVED;
+                fresh_at[nfresh++] = k;
+            }
+        }
+        if (nfresh && publish_reservations(c, fresh, fresh_sizes, nfresh, published, block,
+                                           err) < 0) {
+            rc = -1;
+            for (size_t f = 0; f < nfresh; f++)
+                published[f] = -1;
+        }
+        for (size_t f = 0; f < nfresh; f++) {
+            outcome[fresh_at[f]] = published[f];
+            blocked |= published[f] == CACHE_WOULD_BLOCK;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    return rc;
 }
 
 int cache_reserve(cache_t *c, int64_t object_id, uint64_t size, cache_block_t *block,

@@ -252,6 +252,40 @@ static void submit_batch(recall_service_t *rs, new_batch_t *nb, item_list_t *sta
             unclaim[nunclaim++] = (object);                                          \
     } while (0)
 
+/* Reserves the cache space of the objects this scan claimed and loaded, in
+ * one cache_reserve_many, in the order the scan takes them: reserved[k] is
+ * what came of want[k]'s (CACHE_NOT_TRIED for those not to recall here,
+ * which the scan asks about again if it gets to them). */
+static void reserve_claimed(recall_service_t *rs, const int64_t *want,
+                            const archive_item_t *items, const bool *claimed, size_t nwant,
+                            int *reserved, cache_block_t *block)
+{
+    int64_t *ids = malloc((nwant ? nwant : 1) * sizeof(*ids));
+    uint64_t *sizes = malloc((nwant ? nwant : 1) * sizeof(*sizes));
+    size_t *at = malloc((nwant ? nwant : 1) * sizeof(*at));
+    int *outcome = malloc((nwant ? nwant : 1) * sizeof(*outcome));
+    size_t n = 0;
+    for (size_t k = 0; k < nwant; k++) {
+        reserved[k] = CACHE_NOT_TRIED;
+        bool usable = items[k].bucket &&
+                      (items[k].ncopies > 0 || rs->backend->ops->copies_optional);
+        if (ids && sizes && at && claimed[k] && usable) {
+            ids[n] = want[k];
+            sizes[n] = items[k].size;
+            at[n++] = k;
+        }
+    }
+    si_error_t err;
+    if (n && outcome && cache_reserve_many(rs->cache, ids, sizes, n, outcome, block, &err) < 0)
+        si_log(rs->log, SI_LOG_WARNING, "recall: %s", err.text); /* the rest one by one */
+    for (size_t j = 0; outcome && j < n; j++)
+        reserved[at[j]] = outcome[j];
+    free(ids);
+    free(sizes);
+    free(at);
+    free(outcome);
+}
+
 static void scan_pending(recall_service_t *rs)
 {
     pending_list_t l = {0};
@@ -270,6 +304,8 @@ static void scan_pending(recall_service_t *rs)
     /* want[k]'s object as loaded (no names: not loaded) */
     archive_item_t *items = calloc(l.n ? l.n : 1, sizeof(*items));
     bool *claimed = calloc(l.n ? l.n : 1, sizeof(*claimed));
+    int *reserved = malloc((l.n ? l.n : 1) * sizeof(*reserved)); /* see reserve_claimed */
+    bool *handed = calloc(l.n ? l.n : 1, sizeof(*handed));
     int64_t *unclaim = NULL;   /* claimed, then not handed to the backend */
     size_t nwant = 0, nunclaim = 0, capu = 0;
     /* what the first pass learnt of each item's object: -1 not asked, 0 not
@@ -279,10 +315,13 @@ static void scan_pending(recall_service_t *rs)
     int64_t *ask = malloc((l.n ? l.n : 1) * sizeof(*ask));
     size_t *ask_at = malloc((l.n ? l.n : 1) * sizeof(*ask_at));
     signed char *ask_cached = malloc(l.n ? l.n : 1);
-    if (!want || !items || !claimed || !cached_now || !ask || !ask_at || !ask_cached) {
+    if (!want || !items || !claimed || !reserved || !handed || !cached_now || !ask || !ask_at ||
+        !ask_cached) {
         free(want);
         free(items);
         free(claimed);
+        free(reserved);
+        free(handed);
         free(cached_now);
         free(ask);
         free(ask_at);
@@ -334,8 +373,13 @@ static void scan_pending(recall_service_t *rs)
     free(ask_at);
     free(ask_cached);
     recall_claim_objects(rs, want, nwant, claimed);
-    size_t next_want = 0;
     char blocked[300] = "";
+    /* the space of the claimed objects to recall, reserved together:
+     * reserved[k] is what came of want[k]'s, handed[k] whether the loop
+     * below took it on (else it is given back at the end) */
+    cache_block_t pre_block = {.generation = 0};
+    reserve_claimed(rs, want, items, claimed, nwant, reserved, &pre_block);
+    size_t next_want = 0;
     new_batch_t nb = {0};
     int64_t *waiting = NULL;   /* requests with an item held back this round */
     size_t nwaiting = 0, cap_waiting = 0;
@@ -363,8 +407,10 @@ static void scan_pending(recall_service_t *rs)
             continue; /* being withdrawn; queued again once it is done */
         bool mine = false;
         archive_item_t *pre = NULL; /* the object as the first pass loaded it */
+        size_t at_want = nwant; /* want[at_want] is this item's object */
         if (next_want < nwant && want[next_want] == p->object_id) {
             pre = items[next_want].bucket ? &items[next_want] : NULL;
+            at_want = next_want;
             mine = claimed[next_want++];
         }
         cache_entry_t ce;
@@ -420,8 +466,12 @@ static void scan_pending(recall_service_t *rs)
             pthread_mutex_unlock(&rs->mu);
             continue;
         }
-        cache_block_t block;
-        int rc = cache_reserve(rs->cache, p->object_id, item.size, &block, &err);
+        cache_block_t block = pre_block;
+        int rc = at_want < nwant ? reserved[at_want] : CACHE_NOT_TRIED;
+        if (at_want < nwant)
+            handed[at_want] = true; /* what comes of its reservation is decided here */
+        if (rc < 0 || rc == CACHE_NOT_TRIED)
+            rc = cache_reserve(rs->cache, p->object_id, item.size, &block, &err);
         if (rc != CACHE_RESERVED) {
             free((char *)item.bucket);
             recall_flight_volumes_done(rs, nf);
@@ -469,6 +519,12 @@ static void scan_pending(recall_service_t *rs)
     for (size_t i = next_want; i < nwant; i++)
         if (claimed[i])
             UNCLAIM(want[i]);
+    /* space reserved for objects not recalled after all */
+    for (size_t k = 0; k < nwant; k++)
+        if (reserved[k] == CACHE_RESERVED && !handed[k])
+            cache_unreserve(rs->cache, want[k]);
+    free(reserved);
+    free(handed);
     recall_release_objects(rs, unclaim, nunclaim);
     free(unclaim);
     for (size_t k = 0; k < nwant; k++) /* loaded, then not handed on */

@@ -111,6 +111,58 @@ static void body(void)
     ok(urc == 0 && u.reserved_bytes == 4 * OBJ,
        "b's usage shows its own reservations: %" PRIu64, u.reserved_bytes);
 
+    /* ---- many at once: one insert, then the site's usage read again ---- */
+    int64_t both[] = {ids[35], ids[36], ids[37]};
+    uint64_t sizes[] = {OBJ, OBJ, OBJ};
+    int outcome[3];
+    for (unsigned n = 25; n <= 30; n++)
+        cache_unreserve(b, ids[n]);
+    int many_rc = cache_reserve_many(b, both, sizes, 3, outcome, &block, &err);
+    ok(many_rc == 0 &&
+           outcome[0] == CACHE_RESERVED && outcome[1] == CACHE_RESERVED &&
+           outcome[2] == CACHE_RESERVED,
+       "b reserves three at once");
+    is_int(rows_of("b"), 3, "each is a row of b's");
+    got = 0;
+    for (unsigned n = 7; n <= 9; n++)
+        got += cache_reserve(a, ids[n], OBJ, NULL, &err) == CACHE_RESERVED;
+    is_int(got, 1, "a sees them: one more of its own fits, not three");
+    cache_unreserve(a, ids[7]);
+    int64_t more[] = {ids[38], ids[39], ids[40], ids[41], ids[42]};
+    uint64_t more_sizes[] = {OBJ, OBJ, OBJ, OBJ, OBJ};
+    int more_outcome[5];
+    int more_rc = cache_reserve_many(b, more, more_sizes, 5, more_outcome, &block, &err);
+    ok(more_rc == 0 &&
+           more_outcome[0] == CACHE_RESERVED && more_outcome[1] == CACHE_WOULD_BLOCK &&
+           more_outcome[2] == CACHE_NOT_TRIED && more_outcome[4] == CACHE_NOT_TRIED,
+       "b's next five: one fits beside a's 600 bytes, then it would block (%d %d %d %d %d)",
+       more_outcome[0], more_outcome[1], more_outcome[2], more_outcome[3], more_outcome[4]);
+    is_int(rows_of("b"), 4, "only the reserved one's row was added");
+    for (unsigned k = 0; k < 3; k++)
+        cache_unreserve(b, both[k]);
+    cache_unreserve(b, more[0]);
+    is_int(rows_of("b"), 0, "given back, row and all");
+    /* b read the site's usage a moment ago; a reserves 200 bytes more since:
+     * b's three fit its view, and its read after the insert gives the last back */
+    urc = cache_usage(b, &u, &err);
+    got = cache_reserve(a, ids[7], OBJ, NULL, &err) == CACHE_RESERVED &&
+          cache_reserve(a, ids[8], OBJ, NULL, &err) == CACHE_RESERVED;
+    int64_t late[] = {ids[43], ids[44], ids[45]};
+    int late_rc = cache_reserve_many(b, late, sizes, 3, outcome, &block, &err);
+    ok(urc == 0 && got && late_rc == 0 && outcome[0] == CACHE_RESERVED &&
+           outcome[1] == CACHE_RESERVED && outcome[2] == CACHE_WOULD_BLOCK,
+       "a's 800 bytes, then b's three: two fit, the third would block (%d %d %d): %s",
+       outcome[0], outcome[1], outcome[2], block.reason);
+    is_int(rows_of("b"), 2, "the third's row is given back");
+    ok(ct_query_int(&t, "SELECT sum(bytes) FROM cache_reservations") <= 1000,
+       "the site's reservations stay within the capacity");
+    cache_unreserve(a, ids[7]);
+    cache_unreserve(a, ids[8]);
+    for (unsigned k = 0; k < 3; k++)
+        cache_unreserve(b, late[k]);
+    for (unsigned n = 25; n <= 28; n++)
+        cache_reserve(b, ids[n], OBJ, NULL, &err);
+
     /* ---- a commit moves a's reservation into the cache's rows ---- */
     int64_t req = ct_request(&t, 1);
     ok(ct_store_next(&t, a, ids, sums, 1, OBJ, req) == 0,

@@ -197,6 +197,64 @@ static void test_reservations(cache_t *c)
     cache_unpin_request(c, req, NULL, &err);
 }
 
+/* A scan's reservations in one call: each outcome as cache_reserve's one
+ * by one would be, and nothing tried after the first that would block. */
+static void test_reserve_many(cache_t *c)
+{
+    si_error_t err;
+    for (unsigned n = 1; n < 40; n++)
+        if (cached(c, n))
+            cache_remove(c, ids[n], &err);
+    int64_t req = ct_request(&t, 1);
+    store(c, 20, req);
+    store(c, 24, req); /* 200 bytes pinned */
+    int64_t asked[] = {ids[24], ids[21], ids[21], -5, ids[25], ids[22], ids[23], ids[26]};
+    uint64_t sizes[] = {OBJ, 400, 400, OBJ, 5000, 400, 400, OBJ};
+    int want[] = {CACHE_PRESENT, CACHE_RESERVED, CACHE_NOT_TRIED, -1, -1, CACHE_RESERVED,
+                  CACHE_WOULD_BLOCK, CACHE_NOT_TRIED};
+    enum { N = sizeof(asked) / sizeof(asked[0]) };
+    int outcome[N];
+    cache_block_t block = {.generation = 0};
+    ok(cache_reserve_many(c, asked, sizes, N, outcome, &block, &err) == 0, "8 asked at once");
+    int wrong = 0;
+    for (unsigned k = 0; k < N; k++)
+        if (outcome[k] != want[k]) {
+            diag("object %u: %d, not %d", k, outcome[k], want[k]);
+            wrong++;
+        }
+    ok(wrong == 0, "cached, reserved, asked twice (cache_reserve's), a bad id, too large,"
+                   " reserved, would block, after it not tried");
+    ok(strstr(block.reason, "cache full: 200 B pinned") && strstr(block.reason, "needs 400 B"),
+       "the one that would block says why: %s", block.reason);
+    cache_usage_t u;
+    cache_usage(c, &u, &err);
+    ok(u.reservations == 2 && u.reserved_bytes == 800, "800 bytes in 2 reservations");
+    is_int(cache_reserve(c, ids[21], 400, NULL, &err), CACHE_RESERVED,
+           "the one asked twice: the same reservation");
+    ok(cache_reserve(c, ids[25], 5000, NULL, &err) < 0 && errno == EFBIG,
+       "the one too large, asked alone: %s", err.text);
+    ok(cache_reserve_many(c, asked, sizes, 0, outcome, &block, &err) == 0, "none asked");
+    cache_unreserve(c, ids[21]);
+    cache_unreserve(c, ids[22]);
+    cache_unpin_request(c, req, NULL, &err);
+
+    /* past one look-up's few hundred */
+    enum { M = 600 };
+    static int64_t many[M];
+    static uint64_t zero[M];
+    static int got[M];
+    for (unsigned k = 0; k < M; k++)
+        many[k] = 2000001 + k;
+    ok(cache_reserve_many(c, many, zero, M, got, NULL, &err) == 0, "600 asked");
+    wrong = 0;
+    for (unsigned k = 0; k < M; k++)
+        wrong += got[k] != CACHE_RESERVED;
+    cache_usage(c, &u, &err);
+    ok(wrong == 0 && u.reservations == M, "600 reserved (%d not)", wrong);
+    for (unsigned k = 0; k < M; k++)
+        cache_unreserve(c, many[k]);
+}
+
 /* Thousands of reservations given back in a scattered order: each kept one
  * is still found, each given back is gone, and the counts follow. */
 static void test_many_reservations(cache_t *c)
@@ -280,6 +338,7 @@ static void body_with(bool in_segments)
     test_eviction(c);
     test_backpressure(c);
     test_reservations(c);
+    test_reserve_many(c);
     test_restart(&t, &conf, &c);
 
     cache_close(c);
