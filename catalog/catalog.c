@@ -27,6 +27,10 @@ static const char *const stmt_sql[STMT_COUNT] = {
         "INSERT INTO volumes(label, media, library, state, capacity_bytes, used_bytes)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [STMT_EVENT_INSERT] = "INSERT INTO events(time, kind, subject, detail) VALUES (?1, ?2, ?3, ?4)",
+    /* ?3 the subjects, ?4 the details (db_bind_text_list), paired by position */
+    [STMT_EVENTS_INSERT] = "INSERT INTO events(time, kind, subject, detail)"
+                           " SELECT ?1, ?2, s.value, d.value FROM json_each(?3) AS s"
+                           " JOIN json_each(?4) AS d ON d.key = s.key ORDER BY s.key",
     [STMT_MEMBER_OF_ANY] = "SELECT 1 FROM dataset_members WHERE object_id = ?1 LIMIT 1",
     [STMT_DATASETS_STALE] =
         "UPDATE datasets SET stat_volumes = NULL WHERE id IN"
@@ -39,6 +43,9 @@ static const char *const stmt_sql[STMT_COUNT] = {
  * PostgreSQL transaction, so "insert, and on a duplicate look it up" is an
  * insert that does nothing on a conflict; ids come back with the row. */
 static const char *const stmt_sql_pg[STMT_COUNT] = {
+    [STMT_EVENTS_INSERT] = "INSERT INTO events(time, kind, subject, detail) SELECT ?1, ?2, s, d"
+                           " FROM unnest(CAST(?3 AS text[]), CAST(?4 AS text[]))"
+                           " WITH ORDINALITY AS u(s, d, n) ORDER BY n",
     [STMT_OBJECT_INSERT] =
         "INSERT INTO objects(bucket, key, size, checksum, mtime, etag) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
         " ON CONFLICT DO NOTHING RETURNING id",
@@ -638,4 +645,27 @@ int catalog_event(catalog_t *cat, const char *kind, const char *subject, const c
     int rc = db_step(s);
     db_reset(s);
     return rc == DB_DONE ? 0 : -1;
+}
+
+int catalog_events(catalog_t *cat, const char *kind, const char *const *subjects,
+                   const char *const *details, size_t n)
+{
+    enum { CHUNK = 512 }; /* events per statement */
+    double now = si_wall_now();
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t k = n - i < CHUNK ? n - i : CHUNK;
+        db_stmt_t *s = catalog_stmt(cat, STMT_EVENTS_INSERT, NULL);
+        if (!s)
+            return -1;
+        db_bind_double(s, 1, now);
+        db_bind_text(s, 2, kind, -1);
+        int rc = db_bind_text_list(s, 3, subjects + i, k) < 0 ||
+                         db_bind_text_list(s, 4, details + i, k) < 0
+                     ? DB_ERROR
+                     : db_step(s);
+        db_reset(s);
+        if (rc != DB_DONE)
+            return -1;
+    }
+    return 0;
 }

@@ -154,6 +154,10 @@ int catalog_object_lookup(catalog_t *cat, const char *bucket, const char *key,
 
 /* Appends to the event log (never updated or deleted). */
 int catalog_event(catalog_t *cat, const char *kind, const char *subject, const char *detail);
+/* Several events of one kind at once, in one statement per few hundred:
+ * subjects[k] and details[k] (either may be NULL), in their order. */
+int catalog_events(catalog_t *cat, const char *kind, const char *const *subjects,
+                   const char *const *details, size_t n);
 
 /* ---- imports: each all-or-nothing, errors as "file:line: reason" ------ */
 

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/strbuf.h"
+
 #define IS_PG(db) ((db)->engine == DB_POSTGRES)
 
 bool db_target_is_url(const char *target)
@@ -452,6 +454,57 @@ int db_bind_int64_list(db_stmt_t *s, int i, const int64_t *v, size_t n)
         len += (size_t)snprintf(text + len, cap - len, "%s%lld", k ? "," : "", (long long)v[k]);
     text[len++] = pg ? '}' : ']';
     text[len] = '\0';
+#ifdef HAVE_LIBPQ
+    if (pg) {
+        db_pg_bind(s, i, 0, text, (int)len);
+        free(text);
+        return 0;
+    }
+#endif
+    sqlite3_bind_text64(s->sqlite, i, text, len, free, SQLITE_UTF8);
+    return 0;
+}
+
+/* One element of a text list: a JSON string for SQLite, a quoted element
+ * of an array literal for PostgreSQL (both escape quotes and backslashes;
+ * JSON also control characters). */
+static void list_text_element(si_strbuf_t *b, const char *v, bool pg)
+{
+    if (!v) {
+        si_strbuf_puts(b, pg ? "NULL" : "null");
+        return;
+    }
+    si_strbuf_putc(b, '"');
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            si_strbuf_putc(b, '\\');
+        if (!pg && *p < 0x20)
+            si_strbuf_printf(b, "\\u%04x", *p);
+        else
+            si_strbuf_putc(b, (char)*p);
+    }
+    si_strbuf_putc(b, '"');
+}
+
+int db_bind_text_list(db_stmt_t *s, int i, const char *const *v, size_t n)
+{
+    bool pg = IS_PG(s->db);
+    si_strbuf_t b;
+    si_strbuf_init(&b, SIZE_MAX);
+    si_strbuf_putc(&b, pg ? '{' : '[');
+    for (size_t k = 0; k < n; k++) {
+        if (k)
+            si_strbuf_putc(&b, ',');
+        list_text_element(&b, v[k], pg);
+    }
+    si_strbuf_putc(&b, pg ? '}' : ']');
+    size_t len = b.len;
+    char *text = b.failed ? NULL : si_strbuf_take(&b);
+    si_strbuf_free(&b);
+    if (!text) {
+        db_bind_null(s, i);
+        return -1;
+    }
 #ifdef HAVE_LIBPQ
     if (pg) {
         db_pg_bind(s, i, 0, text, (int)len);

@@ -101,6 +101,11 @@ void db_bind_null(db_stmt_t *s, int i);
  * (db_translate_to_pg spells json_each(?N) as unnest). 0, or -1 when out of
  * memory (nothing bound: the statement then sees NULL, so no rows). */
 int db_bind_int64_list(db_stmt_t *s, int i, const int64_t *v, size_t n);
+/* A list of texts (NULL elements allowed) as one parameter, copied:
+ * SQLite gets a JSON array, PostgreSQL a text[] literal, which a
+ * statement spells in its own dialect (json_each(?N) / CAST(?N AS text[])).
+ * 0, or -1 when out of memory (then NULL is bound). */
+int db_bind_text_list(db_stmt_t *s, int i, const char *const *v, size_t n);
 /* Steps s to its end, keeping its first column's integers (at most cap) in
  * out, sorted: the ids a set-based statement returned. DB_DONE or
  * DB_ERROR; s is not reset. */

@@ -320,6 +320,40 @@ static void own_objects_pg(catalog_t *cat, const char *path, const char *how)
        "%s: objects, their copies and the volume deleted", how);
 }
 
+/* Events of one kind in one statement: texts that need quoting kept as
+ * they are, NULLs kept, in their order, past one statement's few hundred. */
+static void events_many(catalog_t *cat)
+{
+    const char *subjects[] = {"a \"quoted\" one", "back\\slash", "tab\there", NULL,
+                              "caf\xc3\xa9 {x,y}"};
+    const char *details[] = {"first", NULL, "line\nbreak", "fourth", "fifth"};
+    ok(catalog_events(cat, "test.many", subjects, details, 5) == 0, "five events at once");
+    ok(test_query_int(cat, "SELECT count(*) FROM events WHERE kind = 'test.many' AND ("
+                           "(subject = 'a \"quoted\" one' AND detail = 'first') OR"
+                           " (subject = 'back\\slash' AND detail IS NULL) OR"
+                           " (subject = 'tab\there' AND detail = 'line\nbreak') OR"
+                           " (subject IS NULL AND detail = 'fourth') OR"
+                           " (subject = 'caf\xc3\xa9 {x,y}' AND detail = 'fifth'))") == 5,
+       "each as given: quotes, a backslash, a tab, a newline, NULLs, braces and a comma");
+    ok(test_query_int(cat, "SELECT count(*) FROM events WHERE kind = 'test.many' AND id >"
+                           " (SELECT id FROM events WHERE kind = 'test.many' AND detail = 'first')"
+                           " AND id < (SELECT id FROM events WHERE kind = 'test.many'"
+                           " AND detail = 'fifth')") == 3,
+       "in their order");
+    enum { N = 1100 };
+    static char text[N][16];
+    static const char *many[N];
+    for (unsigned k = 0; k < N; k++) {
+        snprintf(text[k], sizeof(text[k]), "n%u", k);
+        many[k] = text[k];
+    }
+    ok(catalog_events(cat, "test.many", many, many, N) == 0 &&
+           test_query_int(cat, "SELECT count(*) FROM events WHERE kind = 'test.many'"
+                               " AND subject = detail AND subject LIKE 'n%'") == N,
+       "1,100 at once, past one statement's 512");
+    ok(catalog_events(cat, "test.many", NULL, NULL, 0) == 0, "none at once");
+}
+
 static void run(void)
 {
     char path[700];
@@ -373,6 +407,7 @@ static void run(void)
     is_int(test_query_int(cat, "SELECT count(*) FROM events WHERE subject = 'unsynced'"), 1,
            "the committed one's row kept, the rolled-back one's gone");
     ok(catalog_event(cat, "test", "subject", "detail") == 0, "event appended");
+    events_many(cat);
     ok(test_exec(cat, "UPDATE events SET kind = 'x'") < 0, "events cannot be updated");
     ok(test_exec(cat, "DELETE FROM events") < 0, "events cannot be deleted");
     ok(test_exec(cat, "INSERT INTO tape_copies VALUES (999, 1, 999, 0, 0, 0)") < 0,
@@ -386,7 +421,8 @@ static void run(void)
 
     /* reopen: nothing to migrate, data kept */
     cat = catalog_open(path, 0, &err);
-    is_int(test_query_int(cat, "SELECT COUNT(*) FROM events WHERE subject <> 'unsynced'"), 1,
+    is_int(test_query_int(cat, "SELECT COUNT(*) FROM events WHERE subject <> 'unsynced'"
+                               " AND kind <> 'test.many'"), 1,
            "reopened catalog keeps data");
     catalog_close(cat);
     test_db_remove(path);

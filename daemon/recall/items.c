@@ -233,6 +233,32 @@ static int recall_release_recalled(recall_service_t *rs, flight_t **recalled, si
     return rc;
 }
 
+/* An object.recalled event per recalled object, in one statement. */
+static void recalled_events(recall_service_t *rs, flight_t **recalled, size_t n)
+{
+    enum { SUBJECT = 24, DETAIL = 160 };
+    char *text = malloc(n * (SUBJECT + DETAIL) + 1);
+    const char **subjects = malloc(2 * n * sizeof(*subjects) + 1);
+    if (!text || !subjects) {
+        free(text);
+        free(subjects);
+        si_log(rs->log, SI_LOG_WARNING, "recall: out of memory for %zu recall events", n);
+        return;
+    }
+    const char **details = subjects + n;
+    for (size_t i = 0; i < n; i++) {
+        char *subject = text + i * (SUBJECT + DETAIL), *detail = subject + SUBJECT;
+        snprintf(subject, SUBJECT, "%" PRId64, recalled[i]->object_id);
+        snprintf(detail, DETAIL, "%" PRIu64 " bytes for %zu requests by instance %s",
+                 recalled[i]->size, recalled[i]->nwaiters, rs->inst.name);
+        subjects[i] = subject;
+        details[i] = detail;
+    }
+    catalog_events(rs->cat, "object.recalled", subjects, details, n);
+    free(text);
+    free(subjects);
+}
+
 int recall_items_commit(recall_service_t *rs, item_list_t *l, bool complete,
                         flight_t **recalled, size_t nrecalled)
 {
@@ -241,13 +267,7 @@ int recall_items_commit(recall_service_t *rs, item_list_t *l, bool complete,
     si_error_t err;
     if (catalog_begin(rs->cat, &err) < 0)
         goto error;
-    for (size_t i = 0; i < nrecalled; i++) {
-        char subject[32], detail[160];
-        snprintf(subject, sizeof(subject), "%" PRId64, recalled[i]->object_id);
-        snprintf(detail, sizeof(detail), "%" PRIu64 " bytes for %zu requests by instance %s",
-                 recalled[i]->size, recalled[i]->nwaiters, rs->inst.name);
-        catalog_event(rs->cat, "object.recalled", subject, detail);
-    }
+    recalled_events(rs, recalled, nrecalled);
     int rc = complete ? requests_items_completed_in(rs->rq, l->v, l->n, &err)
                       : requests_items_started_in(rs->rq, l->v, l->n, &err);
     if (rc < 0) {
