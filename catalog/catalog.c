@@ -27,10 +27,11 @@ static const char *const stmt_sql[STMT_COUNT] = {
         "INSERT INTO volumes(label, media, library, state, capacity_bytes, used_bytes)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [STMT_EVENT_INSERT] = "INSERT INTO events(time, kind, subject, detail) VALUES (?1, ?2, ?3, ?4)",
-    /* ?3 the subjects, ?4 the details (db_bind_text_list), paired by position */
+    /* ?3 the subjects, ?4 the details (db_bind_text_list), paired by
+     * position: a join of the two json_each would compare every pair */
     [STMT_EVENTS_INSERT] = "INSERT INTO events(time, kind, subject, detail)"
-                           " SELECT ?1, ?2, s.value, d.value FROM json_each(?3) AS s"
-                           " JOIN json_each(?4) AS d ON d.key = s.key ORDER BY s.key",
+                           " SELECT ?1, ?2, s.value, json_extract(?4, '$[' || s.key || ']')"
+                           " FROM json_each(?3) AS s ORDER BY s.key",
     [STMT_MEMBER_OF_ANY] = "SELECT 1 FROM dataset_members WHERE object_id = ?1 LIMIT 1",
     [STMT_DATASETS_STALE] =
         "UPDATE datasets SET stat_volumes = NULL WHERE id IN"
@@ -650,7 +651,7 @@ int catalog_event(catalog_t *cat, const char *kind, const char *subject, const c
 int catalog_events(catalog_t *cat, const char *kind, const char *const *subjects,
                    const char *const *details, size_t n)
 {
-    enum { CHUNK = 512 }; /* events per statement */
+    enum { CHUNK = 256 }; /* events per statement */
     double now = si_wall_now();
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t k = n - i < CHUNK ? n - i : CHUNK;

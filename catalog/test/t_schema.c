@@ -350,7 +350,7 @@ static void events_many(catalog_t *cat)
     ok(catalog_events(cat, "test.many", many, many, N) == 0 &&
            test_query_int(cat, "SELECT count(*) FROM events WHERE kind = 'test.many'"
                                " AND subject = detail AND subject LIKE 'n%'") == N,
-       "1,100 at once, past one statement's 512");
+       "1,100 at once, past one statement's 256");
     ok(catalog_events(cat, "test.many", NULL, NULL, 0) == 0, "none at once");
 }
 

@@ -56,9 +56,10 @@ static const char *const sql_text[SQL_COUNT] = {
                           "  JOIN instances i ON i.name = r.instance"
                           "  WHERE r.instance <> ?1 AND i.heartbeat >= ?2)"
                           CATALOG_CACHE_USAGE_FROM,
-    /* ?2 the objects, ?3 their sizes (db_bind_int64_list), paired by position */
-    [SQL_RES_INSERT] = RES_INSERT " SELECT ?1, o.value, b.value, ?4 FROM json_each(?2) AS o"
-                                  " JOIN json_each(?3) AS b ON b.key = o.key",
+    /* ?2 the objects, ?3 their sizes (db_bind_int64_list), paired by
+     * position: a join of the two json_each would compare every pair */
+    [SQL_RES_INSERT] = RES_INSERT " SELECT ?1, o.value, json_extract(?3, '$[' || o.key || ']'), ?4"
+                                  " FROM json_each(?2) AS o",
     [SQL_RES_DELETE] = "DELETE FROM cache_reservations WHERE instance = ?1"
                        " AND object_id IN (SELECT value FROM json_each(?2))",
     [SQL_RES_DROP_STALE] = "DELETE FROM cache_reservations WHERE (?3 <> 0 AND instance = ?1)"
