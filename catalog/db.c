@@ -440,22 +440,15 @@ void db_bind_null(db_stmt_t *s, int i)
     sqlite3_bind_null(s->sqlite, i);
 }
 
-int db_bind_int64_list(db_stmt_t *s, int i, const int64_t *v, size_t n)
+/* A list's text (taken: freed here), or NULL when it could not be made. */
+static int bind_list(db_stmt_t *s, int i, char *text, size_t len)
 {
-    bool pg = IS_PG(s->db);
-    size_t cap = n * 21 + 3, len = 0;
-    char *text = malloc(cap);
     if (!text) {
         db_bind_null(s, i);
         return -1;
     }
-    text[len++] = pg ? '{' : '[';
-    for (size_t k = 0; k < n; k++)
-        len += (size_t)snprintf(text + len, cap - len, "%s%lld", k ? "," : "", (long long)v[k]);
-    text[len++] = pg ? '}' : ']';
-    text[len] = '\0';
 #ifdef HAVE_LIBPQ
-    if (pg) {
+    if (IS_PG(s->db)) {
         db_pg_bind(s, i, 0, text, (int)len);
         free(text);
         return 0;
@@ -463,6 +456,21 @@ int db_bind_int64_list(db_stmt_t *s, int i, const int64_t *v, size_t n)
 #endif
     sqlite3_bind_text64(s->sqlite, i, text, len, free, SQLITE_UTF8);
     return 0;
+}
+
+int db_bind_int64_list(db_stmt_t *s, int i, const int64_t *v, size_t n)
+{
+    bool pg = IS_PG(s->db);
+    size_t cap = n * 21 + 3, len = 0;
+    char *text = malloc(cap);
+    if (!text)
+        return bind_list(s, i, NULL, 0);
+    text[len++] = pg ? '{' : '[';
+    for (size_t k = 0; k < n; k++)
+        len += (size_t)snprintf(text + len, cap - len, "%s%lld", k ? "," : "", (long long)v[k]);
+    text[len++] = pg ? '}' : ']';
+    text[len] = '\0';
+    return bind_list(s, i, text, len);
 }
 
 /* One element of a text list: a JSON string for SQLite, a quoted element
@@ -501,19 +509,7 @@ int db_bind_text_list(db_stmt_t *s, int i, const char *const *v, size_t n)
     size_t len = b.len;
     char *text = b.failed ? NULL : si_strbuf_take(&b);
     si_strbuf_free(&b);
-    if (!text) {
-        db_bind_null(s, i);
-        return -1;
-    }
-#ifdef HAVE_LIBPQ
-    if (pg) {
-        db_pg_bind(s, i, 0, text, (int)len);
-        free(text);
-        return 0;
-    }
-#endif
-    sqlite3_bind_text64(s->sqlite, i, text, len, free, SQLITE_UTF8);
-    return 0;
+    return bind_list(s, i, text, len);
 }
 
 static int by_int64(const void *a, const void *b)
