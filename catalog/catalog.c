@@ -103,6 +103,16 @@ int catalog_fold_totals(catalog_t *cat, si_error_t *err)
         "  coalesce(sum(waiting_bytes), 0) AS bytes,"
         "  coalesce(sum(started_files), 0) AS started, count(*) AS n FROM moved) m"
         " WHERE m.n > 0";
+    static const char fold_pushes[] =
+        "WITH moved AS (DELETE FROM push_item_total_changes RETURNING *)"
+        " UPDATE push_item_totals t SET received_files = t.received_files + m.rf,"
+        "  received_bytes = t.received_bytes + m.rb, archiving_files = t.archiving_files + m.af,"
+        "  durable_files = t.durable_files + m.df, failed_files = t.failed_files + m.ff"
+        " FROM (SELECT coalesce(sum(received_files), 0) AS rf,"
+        "  coalesce(sum(received_bytes), 0) AS rb, coalesce(sum(archiving_files), 0) AS af,"
+        "  coalesce(sum(durable_files), 0) AS df, coalesce(sum(failed_files), 0) AS ff,"
+        "  count(*) AS n FROM moved) m"
+        " WHERE m.n > 0";
     /* a fold with nothing to move writes nothing (the requests' upkeep
      * calls this every few seconds); the folded changes stay dead rows that
      * every read of the totals scans until vacuumed, and autovacuum wakes
@@ -115,9 +125,12 @@ int catalog_fold_totals(catalog_t *cat, si_error_t *err)
     if (db_exec(cat->db, fold_items, err) < 0)
         return si_errprefix(err, "folding the waiting items' changes");
     folded += db_changes(cat->db);
+    if (db_exec(cat->db, fold_pushes, err) < 0)
+        return si_errprefix(err, "folding the pushed files' changes");
+    folded += db_changes(cat->db);
     if (folded &&
-        db_exec(cat->db, "VACUUM (SKIP_LOCKED) cache_usage_changes, request_item_total_changes",
-                err) < 0)
+        db_exec(cat->db, "VACUUM (SKIP_LOCKED) cache_usage_changes, request_item_total_changes,"
+                         " push_item_total_changes", err) < 0)
         return si_errprefix(err, "vacuuming the kept totals' changes");
     return 0;
 }

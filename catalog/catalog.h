@@ -92,9 +92,13 @@ void catalog_rollback(catalog_t *cat);
     "  changes FROM cache_usage_changes) d"
 
 /* PostgreSQL: folds the changes of the kept totals (the cache's usage, the
- * waiting request items') into their rows and vacuums them away, outside
+ * waiting request items', the pushed files' by state) into their rows and vacuums them away, outside
  * any transaction (in one: does nothing); SQLite has no changes to fold. */
 int catalog_fold_totals(catalog_t *cat, si_error_t *err);
+/* A reader of kept totals (the metrics: the requests', the pushes') folds
+ * them when it finds this many changes waiting (PostgreSQL; reading 4,096
+ * of them is well under a millisecond). */
+#define CATALOG_FOLD_AT 4096
 
 /* ---- records ---------------------------------------------------------- */
 

@@ -801,7 +801,7 @@ int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err)
     if (rc != DB_DONE)
         return requests_db_fail(r, err, "reading metrics");
     *out = m;
-    if (unfolded >= REQUESTS_FOLD_AT)
+    if (unfolded >= CATALOG_FOLD_AT)
         requests_fold_totals(r);
     return 0;
 }

@@ -320,10 +320,6 @@ typedef struct {
     uint64_t cache_pinned_objects, cache_pinned_bytes;
 } requests_metrics_t;
 
-/* The metrics fold the waiting items' kept totals when this many changes
- * wait (PostgreSQL; reading 4,096 of them is well under a millisecond). */
-#define REQUESTS_FOLD_AT 4096
-
 int requests_metrics(requests_t *r, requests_metrics_t *out, si_error_t *err);
 /* The requests' periodic upkeep where no metrics are read: folds the
  * waiting items' kept totals (catalog_fold_totals); errors are left to the

@@ -189,7 +189,7 @@ static void metrics_plan(void)
        "the metrics count them (%llu failed)", (unsigned long long)m.failed_files);
 
     /* the waiting files come from kept totals (schema 1.17); on PostgreSQL
-     * a read that finds REQUESTS_FOLD_AT changes or more folds them */
+     * a read that finds CATALOG_FOLD_AT changes or more folds them */
     ok(test_exec(cat, "UPDATE request_items SET state = 'SUBMITTED' WHERE request_id IN"
                       " (SELECT id FROM requests WHERE uuid IN ('plan-1', 'plan-2', 'plan-3')"
                       "  OR uuid LIKE 'plan-2__');"
@@ -205,7 +205,7 @@ static void metrics_plan(void)
        "the metrics' %llu waiting files and %llu bytes are the items' (%lld)",
        (unsigned long long)m.queued_files, (unsigned long long)m.queued_bytes, (long long)waiting);
     if (test_engine_is_pg())
-        ok(changes >= REQUESTS_FOLD_AT &&
+        ok(changes >= CATALOG_FOLD_AT &&
                count("SELECT count(*) FROM request_item_total_changes") == 0 &&
                requests_metrics(rq, &m, &err) == 0 && m.queued_files == (uint64_t)waiting,
            "PostgreSQL: the %lld changes folded by that read, the totals the same", (long long)changes);

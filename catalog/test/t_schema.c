@@ -211,6 +211,82 @@ static void item_totals_follow(catalog_t *cat, const char *how)
     item_totals_match(cat, what);
 }
 
+/* The pushed files' kept totals (schema 1.18), with the changes not yet
+ * folded, against a count of the files themselves. */
+static void push_totals_match(catalog_t *cat, const char *how)
+{
+    long long kept = test_query_int(
+        cat, "SELECT (t.received_files + d.rf) * 100000000000 + (t.received_bytes + d.rb) * 1000000"
+             " + (t.archiving_files + d.af) * 10000 + (t.durable_files + d.df) * 100"
+             " + t.failed_files + d.ff FROM push_item_totals t,"
+             " (SELECT coalesce(sum(received_files), 0) AS rf, coalesce(sum(received_bytes), 0)"
+             "  AS rb, coalesce(sum(archiving_files), 0) AS af, coalesce(sum(durable_files), 0)"
+             "  AS df, coalesce(sum(failed_files), 0) AS ff FROM push_item_total_changes) d");
+    long long files = test_query_int(
+        cat, "SELECT coalesce(sum(CASE WHEN i.state = 'RECEIVED' THEN 1 ELSE 0 END), 0)"
+             " * 100000000000 + coalesce(sum(CASE WHEN i.state = 'RECEIVED' THEN o.size"
+             " ELSE 0 END), 0) * 1000000"
+             " + coalesce(sum(CASE WHEN i.state = 'ARCHIVING' THEN 1 ELSE 0 END), 0) * 10000"
+             " + coalesce(sum(CASE WHEN i.state = 'DURABLE' THEN 1 ELSE 0 END), 0) * 100"
+             " + coalesce(sum(CASE WHEN i.state = 'FAILED' THEN 1 ELSE 0 END), 0)"
+             " FROM push_items i JOIN objects o ON o.id = i.object_id");
+    ok(kept == files && kept >= 0,
+       "%s: kept as %lld received (%lld bytes), %lld archiving, %lld durable, %lld failed;"
+       " the files: %lld (%lld), %lld, %lld, %lld", how, kept / 100000000000,
+       kept / 1000000 % 100000, kept / 10000 % 100, kept / 100 % 100, kept % 100,
+       files / 100000000000, files / 1000000 % 100000, files / 10000 % 100, files / 100 % 100,
+       files % 100);
+}
+
+/* The totals follow files received, archived, failed, discarded, moved to
+ * another object and deleted; folded (PostgreSQL), they stay the same. */
+static void push_totals_follow(catalog_t *cat, const char *how)
+{
+    char what[160];
+    ok(test_exec(cat, "INSERT INTO datasets(id, name, owner_uid, owner_gid, created)"
+                      " VALUES (921, 'push-totals', 1000, 100, 1);"
+                      "INSERT INTO objects(id, bucket, key, size) VALUES (921, 'pt', 'a', 10),"
+                      " (922, 'pt', 'b', 200), (923, 'pt', 'c', 3000), (924, 'pt', 'd', 40000),"
+                      " (925, 'pt', 'e', 5);"
+                      "INSERT INTO pushes(id, uuid, uid, gid, dataset_id, created, updated)"
+                      " VALUES (921, 'push-totals', 1000, 100, 921, 1, 1);"
+                      "INSERT INTO push_items(object_id, push_id, state) VALUES"
+                      " (921, 921, 'RECEIVING'), (922, 921, 'RECEIVED'), (923, 921, 'RECEIVED'),"
+                      " (925, 921, 'DURABLE')") == 0,
+       "%s: a push of four files (%s)", how, db_errmsg(catalog_driver(cat)));
+    snprintf(what, sizeof(what), "%s, after four inserts", how);
+    push_totals_match(cat, what);
+    test_exec(cat, "UPDATE push_items SET state = 'RECEIVED' WHERE object_id = 921");
+    test_exec(cat, "UPDATE push_items SET state = 'ARCHIVING' WHERE object_id = 922");
+    test_exec(cat, "UPDATE push_items SET state = 'FAILED' WHERE object_id = 923");
+    snprintf(what, sizeof(what), "%s, after a receipt, an archiving and a failure", how);
+    push_totals_match(cat, what);
+    test_exec(cat, "UPDATE push_items SET state = 'DURABLE' WHERE object_id = 922");
+    test_exec(cat, "UPDATE push_items SET state = 'DISCARDED' WHERE object_id = 923");
+    ok(test_exec(cat, "UPDATE push_items SET object_id = 924 WHERE object_id = 921") == 0,
+       "%s: a received file moved to another object", how);
+    snprintf(what, sizeof(what), "%s, after it became durable, a discard and a move", how);
+    push_totals_match(cat, what);
+    ok(test_exec(cat, "BEGIN; UPDATE push_items SET state = 'FAILED' WHERE push_id = 921;"
+                      "ROLLBACK") == 0,
+       "%s: failing the push rolled back", how);
+    snprintf(what, sizeof(what), "%s, after a rollback", how);
+    push_totals_match(cat, what);
+    si_error_t err;
+    ok(catalog_fold_totals(cat, &err) == 0 &&
+           test_query_int(cat, "SELECT count(*) FROM push_item_total_changes") == 0,
+       "%s: the changes folded", how);
+    snprintf(what, sizeof(what), "%s, folded", how);
+    push_totals_match(cat, what);
+    test_exec(cat, "DELETE FROM pushes WHERE id = 921;" /* its files go with it */
+                   "DELETE FROM objects WHERE id > 920 AND id < 926;"
+                   "DELETE FROM datasets WHERE id = 921");
+    snprintf(what, sizeof(what), "%s, after the push's deletion", how);
+    push_totals_match(cat, what);
+    is_int(test_query_int(cat, "SELECT count(*) FROM push_items WHERE push_id = 921"), 0,
+           "%s: its files are gone", how);
+}
+
 /* tape_copies' references (row-level REFERENCES on SQLite, statement-level
  * triggers on PostgreSQL from 1.9) behave alike: run on a fresh and on an
  * upgraded catalog (how: which one). */
@@ -415,6 +491,7 @@ static void run(void)
     references(cat, "fresh");
     cache_usage_follows(cat, "fresh");
     item_totals_follow(cat, "fresh");
+    push_totals_follow(cat, "fresh");
     if (pg)
         own_objects_pg(cat, path, "fresh");
     catalog_close(cat);
@@ -533,6 +610,31 @@ static void run(void)
            1009, "1.16: 1 object of 9 bytes pinned");
     usage_matches_rows(cat, "1.16 upgraded");
     item_totals_follow(cat, "from 1.16");
+    catalog_close(cat);
+
+    /* upgrade from 1.17: the pushed files' totals are filled from them */
+    test_db_remove(path);
+    cat = catalog_open_at_version(path, 1017, &err);
+    ok(cat && test_exec(cat, "INSERT INTO datasets(id, name, owner_uid, owner_gid, created)"
+                             " VALUES (841, 'up-push', 1000, 100, 1);"
+                             "INSERT INTO objects(id, bucket, key, size) VALUES (841, 'u', 'a', 7),"
+                             " (842, 'u', 'b', 9), (843, 'u', 'c', 11), (844, 'u', 'd', 13),"
+                             " (845, 'u', 'e', 15);"
+                             "INSERT INTO pushes(id, uuid, uid, gid, dataset_id, created, updated)"
+                             " VALUES (841, 'up-push', 1000, 100, 841, 1, 1);"
+                             "INSERT INTO push_items(object_id, push_id, state) VALUES"
+                             " (841, 841, 'RECEIVED'), (842, 841, 'RECEIVED'),"
+                             " (843, 841, 'DURABLE'), (844, 841, 'FAILED'),"
+                             " (845, 841, 'RECEIVING')") == 0,
+       "catalog at 1.17 with two files received, one durable, one failed, one receiving");
+    catalog_close(cat);
+    cat = catalog_open(path, 0, &err);
+    is_int(catalog_schema_version(cat), catalog_latest_version(), "1.17 upgraded to latest");
+    is_int(test_query_int(cat, "SELECT received_files * 1000000 + received_bytes * 1000"
+                               " + archiving_files * 100 + durable_files * 10 + failed_files"
+                               " FROM push_item_totals"),
+           2016011, "1.17: 2 files of 16 bytes received, one durable, one failed");
+    push_totals_follow(cat, "from 1.17");
     catalog_close(cat);
 
     /* the site: recorded by the first opener that names one, another refused */

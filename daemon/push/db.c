@@ -64,14 +64,18 @@ static const char *const sql_text[PUSH_SQL_COUNT] = {
                         " t.position FROM tape_copies t"
                         " JOIN volumes v ON v.id = t.volume_id"
                         " WHERE t.object_id = ?1 ORDER BY t.copy",
-    /* the states counted from push_items_by_state alone, the bytes of the
-     * received files only: each object of every file ever pushed was read
-     * for its size on every call (/metrics, the status page) */
-    [PUSH_SQL_COUNT_BY_STATE] = "SELECT state, count(*), 0 FROM push_items"
-                                " WHERE state IN ('ARCHIVING', 'DURABLE', 'FAILED') GROUP BY state"
-                                " UNION ALL SELECT 'RECEIVED', count(*), coalesce(sum(o.size), 0)"
-                                " FROM push_items i JOIN objects o ON o.id = i.object_id"
-                                " WHERE i.state = 'RECEIVED'",
+    /* kept by triggers (schema 1.18), with the changes not yet folded
+     * (PostgreSQL): counting every file ever pushed cost each call time in
+     * proportion to the history (/metrics, the status page) */
+    [PUSH_SQL_COUNT_BY_STATE] = "SELECT t.received_files + d.rf, t.received_bytes + d.rb,"
+                                " t.archiving_files + d.af, t.durable_files + d.df,"
+                                " t.failed_files + d.ff, d.n FROM push_item_totals t,"
+                                " (SELECT coalesce(sum(received_files), 0) AS rf,"
+                                "  coalesce(sum(received_bytes), 0) AS rb,"
+                                "  coalesce(sum(archiving_files), 0) AS af,"
+                                "  coalesce(sum(durable_files), 0) AS df,"
+                                "  coalesce(sum(failed_files), 0) AS ff, count(*) AS n"
+                                "  FROM push_item_total_changes) d",
     /* aggregates written to the archive (archive.c) */
     [PUSH_SQL_RECEIVED_OLDEST_FIRST] = "SELECT i.object_id, pu.dataset_id, o.bucket, o.key,"
                                        " o.size, o.checksum, coalesce(o.mtime, 0), i.received,"

@@ -554,23 +554,23 @@ int push_metrics(push_t *p, push_metrics_t *out, si_error_t *err)
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&p->lock);
     db_stmt_t *s = push_stmt(p, PUSH_SQL_COUNT_BY_STATE);
-    int step;
-    while ((step = db_step(s)) == DB_ROW) {
-        const char *state = db_column_text(s, 0);
-        uint64_t files = (uint64_t)db_column_int64(s, 1);
-        if (strcmp(state, "RECEIVED") == 0) {
-            out->received_files = files;
-            out->received_bytes = (uint64_t)db_column_int64(s, 2);
-        } else if (strcmp(state, "ARCHIVING") == 0) {
-            out->archiving_files = files;
-        } else if (strcmp(state, "DURABLE") == 0) {
-            out->durable_files = files;
-        } else if (strcmp(state, "FAILED") == 0) {
-            out->failed_files = files;
-        }
+    int step = db_step(s);
+    int64_t unfolded = 0;
+    if (step == DB_ROW) {
+        out->received_files = (uint64_t)db_column_int64(s, 0);
+        out->received_bytes = (uint64_t)db_column_int64(s, 1);
+        out->archiving_files = (uint64_t)db_column_int64(s, 2);
+        out->durable_files = (uint64_t)db_column_int64(s, 3);
+        out->failed_files = (uint64_t)db_column_int64(s, 4);
+        unfolded = db_column_int64(s, 5);
+        step = db_step(s);
     }
     db_reset(s);
     int rc = step == DB_DONE ? 0 : push_db_error(p, err, "counting push items");
+    if (rc == 0 && unfolded >= CATALOG_FOLD_AT) {
+        si_error_t ignored; /* the changes stay counted until folded */
+        (void)catalog_fold_totals(p->cat, &ignored);
+    }
     out->archive_files_written = p->archive_files_written;
     out->pushes_taken_over = p->pushes_taken_over;
     out->commits_fenced = p->commits_fenced;

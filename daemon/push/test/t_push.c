@@ -263,6 +263,16 @@ static void run(void)
     ok(push_bytes(p, bad, small, SMALL, NULL, &err) == 0,
        "the aborted upload's key and dataset can be pushed again: %s", err.text);
 
+    /* the metrics, from the kept totals: the three files received */
+    push_metrics_t m;
+    int mrc = push_metrics(p, &m, &err);
+    ok(mrc == 0 && m.received_files == 3 &&
+           m.received_bytes == (uint64_t)count(cat, "SELECT sum(o.size) FROM push_items i"
+                                                    " JOIN objects o ON o.id = i.object_id"
+                                                    " WHERE i.state = 'RECEIVED'") &&
+           m.archiving_files == 0 && m.durable_files == 0 && m.failed_files == 0,
+       "metrics: 3 files received, %llu bytes, none durable", (unsigned long long)m.received_bytes);
+
     /* ---- archiving: one aggregate, two copies on distinct volumes ---- */
     push_archived_t done;
     ok(push_archive_once(p, false, &done, &err) == 0, "nothing due within the window");
@@ -270,6 +280,9 @@ static void run(void)
        "forced aggregate: 3 files durable (%s)", err.text);
     is_int(count(cat, "SELECT count(*) FROM push_items WHERE state = 'DURABLE'"), 3,
            "every item DURABLE");
+    ok(push_metrics(p, &m, &err) == 0 && m.received_files == 0 && m.received_bytes == 0 &&
+           m.durable_files == 3,
+       "metrics: the 3 files durable, none received");
     is_int(count(cat, "SELECT count(*) FROM tape_copies"), 6, "two tape copies each");
     is_int(count(cat, "SELECT count(*) FROM (SELECT object_id FROM tape_copies"
                       " GROUP BY object_id HAVING count(DISTINCT volume_id) = 2) AS two"), 3,
