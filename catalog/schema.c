@@ -777,22 +777,13 @@ static const char schema_1017_postgres[] =
  * metrics (/metrics, the status page and its sampler) counted every file
  * ever pushed from an index on each call: 16-17 ms at 100,000 files on
  * PostgreSQL, growing with each checkpoint (BENCHMARKS.md). */
+#define PUSH_TOTALS_COLUMNS                                                                  \
+    "  received_files INTEGER NOT NULL, received_bytes INTEGER NOT NULL,"                   \
+    "  archiving_files INTEGER NOT NULL, durable_files INTEGER NOT NULL,"                   \
+    "  failed_files INTEGER NOT NULL"
 static const char schema_1018[] =
-    "CREATE TABLE push_item_totals ("
-    "  id INTEGER PRIMARY KEY CHECK (id = 0),"
-    "  received_files INTEGER NOT NULL,"
-    "  received_bytes INTEGER NOT NULL,"
-    "  archiving_files INTEGER NOT NULL,"
-    "  durable_files INTEGER NOT NULL,"
-    "  failed_files INTEGER NOT NULL"
-    ");"
-    "CREATE TABLE push_item_total_changes ("
-    "  received_files INTEGER NOT NULL,"
-    "  received_bytes INTEGER NOT NULL,"
-    "  archiving_files INTEGER NOT NULL,"
-    "  durable_files INTEGER NOT NULL,"
-    "  failed_files INTEGER NOT NULL"
-    ");"
+    "CREATE TABLE push_item_totals (id INTEGER PRIMARY KEY CHECK (id = 0)," PUSH_TOTALS_COLUMNS ");"
+    "CREATE TABLE push_item_total_changes (" PUSH_TOTALS_COLUMNS ");"
     "INSERT INTO push_item_totals SELECT 0,"
     " coalesce(sum(CASE WHEN i.state = 'RECEIVED' THEN 1 ELSE 0 END), 0),"
     " coalesce(sum(CASE WHEN i.state = 'RECEIVED' THEN o.size ELSE 0 END), 0),"
