@@ -24,4 +24,9 @@ int catalog_conf_opts(const si_conf_t *conf, const char *target, int flags,
 catalog_t *catalog_conf_open(const si_conf_t *conf, const char *target, int flags,
                              si_error_t *err);
 
+/* How many days ended requests and archived pushes are kept
+ * (catalog.history_days; 0 keeps them all; catalog/history.h). */
+#define CATALOG_HISTORY_DAYS 90.0
+double catalog_conf_history_days(const si_conf_t *conf);
+
 #endif

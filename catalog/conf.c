@@ -10,6 +10,7 @@ const si_conf_key_t catalog_conf_keys[] = {
     {"catalog.url", SI_CONF_STRING, 0, 0, NULL},
     {"catalog.password_file", SI_CONF_STRING, 0, 0, NULL},
     {"catalog.site", SI_CONF_STRING, 0, 0, NULL},
+    {"catalog.history_days", SI_CONF_FLOAT, 0, 36500, NULL},
     SI_CONF_KEYS_END,
 };
 
@@ -43,6 +44,11 @@ int catalog_conf_opts(const si_conf_t *conf, const char *target, int flags,
                              : NULL,
     };
     return 0;
+}
+
+double catalog_conf_history_days(const si_conf_t *conf)
+{
+    return si_conf_float(conf, "catalog.history_days", CATALOG_HISTORY_DAYS);
 }
 
 catalog_t *catalog_conf_open(const si_conf_t *conf, const char *target, int flags,

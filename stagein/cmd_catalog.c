@@ -9,10 +9,13 @@
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <limits.h>
 
+#include "catalog/catalog_conf.h"
+#include "catalog/history.h"
 #include "common/text.h"
 #include "daemon/process.h"
 #include "stagein/cli.h"
@@ -433,6 +436,68 @@ static int cmd_define(cli_t *cli, int argc, char **argv)
     return rc;
 }
 
+/* Ended requests and archived pushes finished more than DAYS ago out of
+ * the catalog (stageind does it by itself: catalog.history_days). */
+static int cmd_purge(cli_t *cli, int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"older-than", required_argument, NULL, 'o'},
+        {"dry-run", no_argument, NULL, 'n'},
+        {NULL, 0, NULL, 0},
+    };
+    si_error_t err;
+    si_conf_t *conf = cli_conf(cli, &err);
+    if (!conf)
+        return cli_fail(cli, "%s", err.text);
+    double days = catalog_conf_history_days(conf);
+    bool given = false, dry_run = false;
+    int opt;
+    optind = 0; /* GNU getopt: 0 re-initialises its state */
+    while ((opt = getopt_long(argc, argv, "o:n", options, NULL)) != -1) {
+        switch (opt) {
+        case 'o': {
+            char *end;
+            errno = 0;
+            days = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(days >= 0) || days > 36500)
+                return cli_fail(cli, "--older-than '%s' is not a number of days from 0 to 36500"
+                                     " (e.g. 30, or 0.5 for twelve hours)", optarg);
+            given = true;
+            break;
+        }
+        case 'n':
+            dry_run = true;
+            break;
+        default:
+            return 2;
+        }
+    }
+    if (argc != optind) {
+        fprintf(stderr, "usage: stagein catalog purge [--older-than DAYS] [--dry-run]\n");
+        return 2;
+    }
+    if (!given && days == 0)
+        return cli_fail(cli, "catalog.history_days is 0 (the history is kept): give"
+                             " --older-than DAYS to purge");
+    catalog_t *cat = cli_open_catalog(cli, 0, &err);
+    if (!cat)
+        return cli_fail(cli, "%s", err.text);
+    double before = (double)time(NULL) - days * 86400.0;
+    catalog_history_purged_t gone;
+    int rc = catalog_history_purge(cat, before, 1000, dry_run, &gone, &err);
+    catalog_close(cat);
+    if (rc < 0)
+        return cli_fail(cli, "%s (what was purged before the error stays purged)", err.text);
+    char when[64];
+    time_t t = (time_t)before;
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime(&t));
+    printf("%s %llu requests (%llu items) and %llu pushes (%llu files) finished before %s\n",
+           dry_run ? "would purge" : "purged", (unsigned long long)gone.requests,
+           (unsigned long long)gone.request_items, (unsigned long long)gone.pushes,
+           (unsigned long long)gone.push_files, when);
+    return 0;
+}
+
 int cmd_catalog(cli_t *cli, int argc, char **argv)
 {
     umask(077); /* the catalog is the service's state */
@@ -450,6 +515,8 @@ int cmd_catalog(cli_t *cli, int argc, char **argv)
         {"cache", cmd_view, "cache usage"},
         {"plan", cmd_plan, "the recall plan of a dataset (volumes, reads by position)"},
         {"sql", cmd_view, "run a read-only SQL query"},
+        {"purge", cmd_purge, "remove ended requests and archived pushes older than"
+                             " catalog.history_days (--older-than DAYS, --dry-run)"},
         {NULL, NULL, NULL},
     };
     return cli_dispatch(cli, "catalog", commands, argc - 1, argv + 1);

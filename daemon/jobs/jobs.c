@@ -2,6 +2,7 @@
 #include "daemon/jobs/jobs.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "catalog/catalog_conf.h"
+#include "catalog/history.h"
 #include "catalog/requests.h"
 #include "daemon/jobs/reconcile.h"
 #include "daemon/jobs/slurm.h"
@@ -27,6 +30,8 @@ const si_conf_key_t jobs_conf_keys[] = {
 };
 
 #define DEFAULT_SQUEUE "/usr/bin/squeue"
+/* requests or pushes per transaction of the history's purge */
+#define PURGE_BATCH 1000
 /* jobs of requests this much older than a submission cannot be its job */
 #define KNOWN_JOBS_S 3600.0
 
@@ -37,6 +42,7 @@ int jobs_conf_from(const si_conf_t *conf, jobs_conf_t *out, si_error_t *err)
         .timeout_s = si_conf_float(conf, "slurm.squeue_timeout", 30.0),
         .submission_grace_s = si_conf_float(conf, "slurm.submission_grace", 300.0),
         .expiry_interval_s = si_conf_float(conf, "slurm.expiry_interval", 10.0),
+        .history_days = catalog_conf_history_days(conf),
     };
     const char *squeue = si_conf_string(conf, "slurm.squeue", NULL);
     if (squeue) {
@@ -80,6 +86,29 @@ static void expire(jobs_service_t *j)
     size_t n = 0;
     if (requests_expire(j->requests, si_wall_now(), on_expired, j, &n, &err) < 0)
         si_log(j->log, SI_LOG_ERROR, "pin expiry: %s", err.text);
+}
+
+/* The history is purged ten times per period kept, at most hourly: a row
+ * outlives catalog.history_days by a tenth of it at most. */
+static double purge_interval(const jobs_service_t *j)
+{
+    double s = j->conf.history_days * 86400.0 / 10;
+    return s < 3600.0 ? s : 3600.0;
+}
+
+static void purge_history(jobs_service_t *j)
+{
+    si_error_t err;
+    catalog_history_purged_t gone;
+    double before = si_wall_now() - j->conf.history_days * 86400.0;
+    if (catalog_history_purge(j->cat, before, PURGE_BATCH, false, &gone, &err) < 0)
+        si_log(j->log, SI_LOG_ERROR, "history purge: %s", err.text);
+    else if (gone.requests || gone.pushes)
+        si_log(j->log, SI_LOG_NOTICE,
+               "history purge: %" PRIu64 " requests (%" PRIu64 " items) and %" PRIu64
+               " pushes (%" PRIu64 " files) ended more than %g days ago removed from the catalog"
+               " (catalog.history_days)", gone.requests, gone.request_items, gone.pushes,
+               gone.push_files, j->conf.history_days);
 }
 
 static void apply(jobs_service_t *j, const reconcile_action_t *a)
@@ -148,6 +177,8 @@ static void *run(void *arg)
 {
     jobs_service_t *j = arg;
     double next_expiry = 0, next_reconcile = 0;
+    /* not at start: the first pass waits a while (or a tenth of the period) */
+    double next_purge = si_wall_now() + (j->conf.history_days > 0 ? purge_interval(j) : 0);
     pthread_mutex_lock(&j->lock);
     while (!j->stop) {
         double now = si_wall_now();
@@ -160,6 +191,10 @@ static void *run(void *arg)
                 expire(j);
                 requests_fold_totals(j->requests);
                 next_expiry = si_wall_now() + j->conf.expiry_interval_s;
+            }
+            if (j->conf.history_days > 0 && si_wall_now() >= next_purge) {
+                purge_history(j);
+                next_purge = si_wall_now() + purge_interval(j);
             }
             if (do_reconcile) {
                 reconcile(j);

@@ -2,8 +2,9 @@
  * pins expire after their lifetime, and requests held by Slurm jobs are
  * reconciled against Slurm (squeue at a bounded rate), so that no path -
  * scancel while pending, a node failure, an epilog that could not reach
- * stageind - leaves a request and its pins behind. One thread; woken early
- * when a holder goes (an array task ended). */
+ * stageind - leaves a request and its pins behind; the history older than
+ * catalog.history_days is purged. One thread; woken early when a holder
+ * goes (an array task ended). */
 #ifndef STAGEIN_JOBS_H
 #define STAGEIN_JOBS_H
 
@@ -24,6 +25,7 @@ typedef struct {
     double timeout_s;          /* for one squeue */
     double submission_grace_s; /* a submission no job claimed by then is dropped */
     double expiry_interval_s;  /* between pin expiry checks */
+    double history_days;       /* older history is purged (catalog.history_days; 0: kept) */
 } jobs_conf_t;
 
 int jobs_conf_from(const si_conf_t *conf, jobs_conf_t *out, si_error_t *err);
