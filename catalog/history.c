@@ -20,9 +20,13 @@ static const char requests_pick[] = "SELECT id " REQUESTS_DUE " ORDER BY finishe
 static const char requests_count[] =
     "SELECT count(*), (SELECT count(*) FROM request_items WHERE request_id IN"
     " (SELECT id " REQUESTS_DUE ")) " REQUESTS_DUE;
-static const char request_items_of[] =
-    "SELECT count(*) FROM request_items WHERE request_id IN (SELECT value FROM json_each(?1))";
-/* ended is final: the state is asked again only as a guard */
+/* a request's items go in transactions of PURGE_CHUNK, before the request
+ * (ended is final): a job's request of a million files took SQLite's write
+ * lock for 3.6 s in one (BENCHMARKS.md) */
+#define PURGE_CHUNK 10000
+static const char request_items_delete[] =
+    "DELETE FROM request_items WHERE (request_id, object_id) IN (SELECT request_id, object_id"
+    " FROM request_items WHERE request_id IN (SELECT value FROM json_each(?1)) LIMIT ?2)";
 static const char requests_delete[] =
     "DELETE FROM requests WHERE id IN (SELECT value FROM json_each(?1))"
     " AND state IN ('RELEASED', 'FAILED', 'CANCELLED')";
@@ -30,9 +34,11 @@ static const char pushes_pick[] = "SELECT p.id " PUSHES_DUE " ORDER BY p.id LIMI
 static const char pushes_count[] =
     "SELECT count(*), (SELECT count(*) FROM push_items WHERE push_id IN"
     " (SELECT p.id " PUSHES_DUE ")) " PUSHES_DUE;
-static const char push_files_of[] =
-    "SELECT count(*) FROM push_items WHERE push_id IN (SELECT value FROM json_each(?1))";
-/* a file pushed again meanwhile keeps its push */
+/* only archived files: one received since the pick keeps its push */
+static const char push_files_delete[] =
+    "DELETE FROM push_items WHERE object_id IN (SELECT object_id FROM push_items"
+    " WHERE push_id IN (SELECT value FROM json_each(?1)) AND state IN ('DURABLE', 'DISCARDED')"
+    " LIMIT ?2)";
 static const char pushes_delete[] =
     "DELETE FROM pushes WHERE id IN (SELECT value FROM json_each(?1)) AND" PUSH_ARCHIVED("pushes");
 
@@ -52,73 +58,69 @@ static int count_due(db_t *db, const char *sql, double before, uint64_t *rows, u
     return step == DB_ROW ? 0 : db_error(db, err, "counting the history to purge");
 }
 
-/* One batch: the ids picked, their children counted, the rows deleted, in
- * one transaction, added to rows and children. Returns how many were picked
- * (0: none left), -1 on error. */
-static ssize_t purge_batch(catalog_t *cat, const char *pick, const char *children_of,
-                           const char *delete, double before, int64_t *ids, size_t batch,
-                           uint64_t *rows, uint64_t *children, si_error_t *err)
+/* One statement on the picked ids (and a limit, when the statement takes
+ * one) in a transaction of its own: the rows it changed, or -1. */
+static int64_t delete_in(catalog_t *cat, const char *sql, const int64_t *ids, size_t n,
+                         bool limited, si_error_t *err)
 {
     db_t *db = catalog_driver(cat);
     if (catalog_begin(cat, err) < 0)
         return -1;
+    db_stmt_t *s = db_cached(db, sql, err);
+    if (!s) {
+        catalog_rollback(cat);
+        return -1;
+    }
+    if (db_bind_int64_list(s, 1, ids, n) < 0) {
+        db_reset(s);
+        catalog_rollback(cat);
+        return si_errnoprintf(err, ENOMEM, "out of memory");
+    }
+    if (limited)
+        db_bind_int64(s, 2, PURGE_CHUNK);
+    int step = db_step(s);
+    int64_t changed = db_changes(db);
+    db_reset(s);
+    if (step != DB_DONE) {
+        db_error(db, err, "purging history");
+        catalog_rollback(cat);
+        return -1;
+    }
+    return catalog_commit(cat, err) < 0 ? -1 : changed;
+}
+
+/* One batch: up to `batch` ids picked, their children deleted a chunk per
+ * transaction, then the rows themselves; added to rows and children.
+ * Returns how many were picked (0: none left), -1 on error. */
+static ssize_t purge_batch(catalog_t *cat, const char *pick, const char *children_delete,
+                           const char *delete, double before, int64_t *ids, size_t batch,
+                           uint64_t *rows, uint64_t *children, si_error_t *err)
+{
+    db_t *db = catalog_driver(cat);
     size_t n = 0;
     db_stmt_t *s = db_cached(db, pick, err);
     if (!s)
-        goto error;
+        return -1;
     db_bind_double(s, 1, before);
     db_bind_int64(s, 2, (int64_t)batch);
     int step = db_step_ids(s, ids, batch, &n);
     db_reset(s);
-    if (step != DB_DONE) {
-        db_error(db, err, "choosing the history to purge");
-        goto error;
-    }
-    if (n == 0) {
-        catalog_rollback(cat);
+    if (step != DB_DONE)
+        return db_error(db, err, "choosing the history to purge");
+    if (n == 0)
         return 0;
-    }
-    uint64_t gone_children = 0;
-    if (!(s = db_cached(db, children_of, err)))
-        goto error;
-    if (db_bind_int64_list(s, 1, ids, n) < 0) {
-        db_reset(s);
-        si_errnoprintf(err, ENOMEM, "out of memory");
-        goto error;
-    }
-    step = db_step(s);
-    if (step == DB_ROW)
-        gone_children = (uint64_t)db_column_int64(s, 0);
-    db_reset(s);
-    if (step != DB_ROW) {
-        db_error(db, err, "counting the history to purge");
-        goto error;
-    }
-    if (!(s = db_cached(db, delete, err)))
-        goto error;
-    if (db_bind_int64_list(s, 1, ids, n) < 0) {
-        db_reset(s);
-        si_errnoprintf(err, ENOMEM, "out of memory");
-        goto error;
-    }
-    step = db_step(s);
-    int64_t gone = db_changes(db);
-    db_reset(s);
-    if (step != DB_DONE) {
-        db_error(db, err, "purging history");
-        goto error;
-    }
-    if (catalog_commit(cat, err) < 0)
+    int64_t changed;
+    do {
+        if ((changed = delete_in(cat, children_delete, ids, n, true, err)) < 0)
+            return -1;
+        *children += (uint64_t)changed;
+    } while (changed == PURGE_CHUNK);
+    /* a push that received a file since the pick stays (the guard) and is
+     * not picked again */
+    if ((changed = delete_in(cat, delete, ids, n, false, err)) < 0)
         return -1;
-    /* a row the guard kept (a file of its push sent again since the pick,
-     * on PostgreSQL) is not picked again; the children are exact when all
-     * went, which is the rule */
-    *rows += (uint64_t)gone;
-    *children += gone == (int64_t)n ? gone_children : 0;
+    *rows += (uint64_t)changed;
     return (ssize_t)n;
-error:
-    catalog_rollback(cat);
-    return -1;
 }
 
 int catalog_history_purge(catalog_t *cat, double before, size_t batch, bool dry_run,
@@ -140,12 +142,12 @@ int catalog_history_purge(catalog_t *cat, double before, size_t batch, bool dry_
         return si_errnoprintf(err, ENOMEM, "out of memory");
     ssize_t got;
     do
-        got = purge_batch(cat, requests_pick, request_items_of, requests_delete, before, ids,
+        got = purge_batch(cat, requests_pick, request_items_delete, requests_delete, before, ids,
                           batch, &out->requests, &out->request_items, err);
     while (got > 0);
     if (got == 0)
         do
-            got = purge_batch(cat, pushes_pick, push_files_of, pushes_delete, before, ids,
+            got = purge_batch(cat, pushes_pick, push_files_delete, pushes_delete, before, ids,
                               batch, &out->pushes, &out->push_files, err);
         while (got > 0);
     free(ids);

@@ -96,16 +96,25 @@ static void run(void)
     push(cat, 10, OLD, "DF");
     push(cat, 11, OLD, "DR");
     push(cat, 12, RECENT, "DD");
+    /* a large one: its items go in several transactions */
+    ok(test_exec(cat, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n"
+                      " WHERE i < 25000) INSERT INTO objects(id, bucket, key, size)"
+                      " SELECT 100000 + i, 'big', 'k' || i, 1 FROM n;"
+                      "INSERT INTO requests(id, uuid, uid, gid, pin_lifetime, state, created,"
+                      " updated, finished) VALUES (6, 'r6', 1000, 100, 60, 'RELEASED', 1, 1, 1);"
+                      "INSERT INTO request_items(request_id, object_id, state)"
+                      " SELECT 6, id, 'COMPLETED' FROM objects WHERE bucket = 'big'") == 0,
+       "a released request of 25,000 items (%s)", db_errmsg(catalog_driver(cat)));
     long long objects = test_query_int(cat, "SELECT count(*) FROM objects");
 
     catalog_history_purged_t dry, done;
     int dry_rc = catalog_history_purge(cat, CUTOFF, 2, true, &dry, &err);
     ok(dry_rc == 0, "a dry run");
-    ok(dry.requests == 5 && dry.request_items == 9 && dry.pushes == 3 && dry.push_files == 5,
-       "it counts 5 requests (9 items) and 3 pushes (5 files): %llu (%llu), %llu (%llu)",
+    ok(dry.requests == 6 && dry.request_items == 25009 && dry.pushes == 3 && dry.push_files == 5,
+       "it counts 6 requests (25,009 items) and 3 pushes (5 files): %llu (%llu), %llu (%llu)",
        (unsigned long long)dry.requests, (unsigned long long)dry.request_items,
        (unsigned long long)dry.pushes, (unsigned long long)dry.push_files);
-    is_int(test_query_int(cat, "SELECT count(*) FROM requests"), 9, "... and removes nothing");
+    is_int(test_query_int(cat, "SELECT count(*) FROM requests"), 10, "... and removes nothing");
 
     int done_rc = catalog_history_purge(cat, CUTOFF, 2, false, &done, &err);
     ok(done_rc == 0, "purged in batches of 2");
