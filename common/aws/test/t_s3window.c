@@ -20,15 +20,24 @@
 
 #define OBJECT_SIZE 100000u
 
-/* The stand-in: its listening socket and the requests it answered. */
+/* The stand-in: its listening socket, the requests it answered, and its
+ * threads (joined before the test exits: a thread still serving while the
+ * process exits has crashed it under load, in the libraries' finalizers). */
+#define MAX_CONNS 64
 typedef struct {
     int ls;
     atomic_int requests;
+    pthread_t acceptor;
+    pthread_t conns[MAX_CONNS];
+    int fds[MAX_CONNS]; /* -1 once its thread closed it (under mu) */
+    int nconns;         /* written by the acceptor only, read after it is joined */
+    pthread_mutex_t mu;
 } server_t;
 
 typedef struct {
     server_t *srv;
     int fd;
+    int slot; /* its place in srv->fds */
 } conn_t;
 
 /* The byte at offset i of the stand-in's object. */
@@ -94,7 +103,10 @@ static void *serve(void *arg)
         have -= used;
     }
 out:
+    pthread_mutex_lock(&conn->srv->mu);
+    conn->srv->fds[conn->slot] = -1;
     close(fd);
+    pthread_mutex_unlock(&conn->srv->mu);
     free(conn);
     return NULL;
 }
@@ -102,16 +114,34 @@ out:
 static void *accept_loop(void *arg)
 {
     server_t *srv = arg;
-    for (;;) {
+    while (srv->nconns < MAX_CONNS) {
         int fd = accept(srv->ls, NULL, NULL);
         if (fd < 0)
             return NULL;
         conn_t *conn = malloc(sizeof(*conn));
-        *conn = (conn_t){srv, fd};
-        pthread_t t;
-        pthread_create(&t, NULL, serve, conn);
-        pthread_detach(t);
+        *conn = (conn_t){srv, fd, srv->nconns};
+        pthread_mutex_lock(&srv->mu);
+        srv->fds[srv->nconns] = fd;
+        pthread_mutex_unlock(&srv->mu);
+        if (pthread_create(&srv->conns[srv->nconns], NULL, serve, conn) == 0)
+            srv->nconns++;
     }
+    return NULL;
+}
+
+/* Ends the stand-in: the acceptor, then every connection's thread. */
+static void stop_server(server_t *srv)
+{
+    shutdown(srv->ls, SHUT_RDWR);
+    pthread_join(srv->acceptor, NULL);
+    close(srv->ls);
+    pthread_mutex_lock(&srv->mu);
+    for (int i = 0; i < srv->nconns; i++)
+        if (srv->fds[i] >= 0)
+            shutdown(srv->fds[i], SHUT_RDWR); /* its recv returns: its thread closes it */
+    pthread_mutex_unlock(&srv->mu);
+    for (int i = 0; i < srv->nconns; i++)
+        pthread_join(srv->conns[i], NULL);
 }
 
 static int start_server(server_t *srv)
@@ -122,9 +152,8 @@ static int start_server(server_t *srv)
     if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(ls, 16) < 0 ||
         getsockname(ls, (struct sockaddr *)&sa, &len) < 0)
         return -1;
-    pthread_t t;
-    pthread_create(&t, NULL, accept_loop, srv);
-    pthread_detach(t);
+    if (pthread_create(&srv->acceptor, NULL, accept_loop, srv) != 0)
+        return -1;
     return ntohs(sa.sin_port);
 }
 
@@ -213,7 +242,7 @@ int main(void)
     ok(jobs && n == 1 && jobs[0].off == 5 && jobs[0].len == 0, "an empty span: one empty job");
     free(jobs);
 
-    server_t srv = {.ls = -1};
+    server_t srv = {.ls = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
     int port = start_server(&srv);
     if (port < 0) {
         diag("no loopback listener");
@@ -265,5 +294,6 @@ int main(void)
 
     free(dst);
     si_s3_free(s3);
+    stop_server(&srv);
     return done_testing();
 }
