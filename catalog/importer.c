@@ -22,10 +22,6 @@
  * and every copy was new (an import of new tape positions); otherwise it is
  * undone and its records go one at a time, which decide each case (same
  * object again, a different one, a duplicate copy) and name the line. */
-#include <time.h>
-static double prof_t[8]; /* TEMP */
-static double prof_now(void){struct timespec ts; clock_gettime(CLOCK_MONOTONIC,&ts); return ts.tv_sec+ts.tv_nsec/1e9;}
-__attribute__((destructor)) static void prof_dump(void){ if (prof_t[0]+prof_t[1]>0) fprintf(stderr,"PROF settle %.3f savepoint %.3f ids %.3f fmt_obj %.3f fmt_cop %.3f wait_obj %.3f send %.3f\n",prof_t[0],prof_t[1],prof_t[2],prof_t[3],prof_t[4],prof_t[5],prof_t[6]);}
 static const char batch_sql_pg[] =
     "WITH r AS (SELECT * FROM unnest(?1::text[], ?2::text[], ?3::bigint[], ?4::text[],"
     "   ?5::bigint[], ?6::text[], ?7::bigint[], ?8::bigint[], ?9::bigint[], ?10::bigint[])"
@@ -425,7 +421,6 @@ static ssize_t batch_objects(import_t *im, size_t *first)
  * reader parses the next batch. */
 static int batch_copy(import_t *im, si_error_t *err)
 {
-    double t1 = prof_now();
     size_t *first = malloc(im->nbatch * sizeof(*first));
     int64_t *ids = malloc(im->nbatch * sizeof(*ids));       /* from the sequence */
     int64_t *object_id = malloc(im->nbatch * sizeof(*ids)); /* each record's */
@@ -446,10 +441,8 @@ static int batch_copy(import_t *im, si_error_t *err)
         goto done;
     }
     db_t *db = im->cat->db;
-    t1 = prof_now();
     if (catalog_exec(im->cat, "SAVEPOINT import_batch", err) < 0)
         goto done;
-    prof_t[1] += prof_now() - t1; t1 = prof_now();
     db_stmt_t *s = db_cached(db, object_ids_sql, err);
     if (!s)
         goto done;
@@ -463,7 +456,6 @@ static int batch_copy(import_t *im, si_error_t *err)
         catalog_sqlerr(im->cat, err, "taking object ids");
         goto done;
     }
-    prof_t[2] += prof_now() - t1; t1 = prof_now();
     got = 0;
     FILE *fo = open_memstream(&objects, &objects_len);
     if (!fo) {
@@ -488,10 +480,8 @@ static int batch_copy(import_t *im, si_error_t *err)
         si_errprintf(err, "out of memory");
         goto done;
     }
-    prof_t[3] += prof_now() - t1; t1 = prof_now();
     if (db_copy_send(db, copy_objects_sql, objects, objects_len, err) < 0)
         goto done;
-    prof_t[6] += prof_now() - t1; t1 = prof_now();
     FILE *fc = open_memstream(&copies, &copies_len);
     for (size_t i = 0; fc && i < im->nbatch; i++) {
         const import_row_t *r = &im->batch[i];
@@ -504,7 +494,6 @@ static int batch_copy(import_t *im, si_error_t *err)
         fputc('\n', fc);
     }
     bool formatted = fc && fclose(fc) == 0;
-    prof_t[4] += prof_now() - t1; t1 = prof_now();
     if (db_copy_wait(db, err) < 0) {
         if (db_errclass(db) == DB_ERR_UNIQUE)
             rc = batch_undo(im, err) < 0 ? -1 : 0;
@@ -514,10 +503,8 @@ static int batch_copy(import_t *im, si_error_t *err)
         si_errprintf(err, "out of memory");
         goto done;
     }
-    prof_t[5] += prof_now() - t1; t1 = prof_now();
     if (db_copy_send(db, copy_copies_sql, copies, copies_len, err) < 0)
         goto done;
-    prof_t[6] += prof_now() - t1;
     im->pending_objects = (uint64_t)distinct;
     rc = 1;
 done:
@@ -556,10 +543,7 @@ int import_settle(import_t *im, si_error_t *err)
         return 0;
     db_t *db = im->cat->db;
     int rc;
-    double ts = prof_now();
-    int waited = db_copy_wait(db, err);
-    prof_t[0] += prof_now() - ts;
-    if (waited == 0) {
+    if (db_copy_wait(db, err) == 0) {
         im->stats->objects += im->pending_objects;
         im->stats->copies += im->npending;
         rc = catalog_exec(im->cat, "RELEASE SAVEPOINT import_batch", err);
