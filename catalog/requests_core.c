@@ -151,6 +151,7 @@ static const char *const sql_text[SQL_COUNT] = {
         " FROM request_items WHERE request_id = :request",
     [SQL_ITEM_ANY_PENDING] = "SELECT EXISTS (SELECT 1 FROM request_items"
                              " WHERE request_id = :request AND state IN ('SUBMITTED', 'STARTED'))",
+    /* PostgreSQL locks the row (sql_pg): see requests_follow_items */
     [SQL_REQUEST_STATE_BY_ID] = "SELECT state FROM requests WHERE id = :request",
     [SQL_PENDING] =
         "SELECT i.request_id, i.object_id, r.priority, coalesce(r.deadline, 0)"
@@ -322,6 +323,16 @@ int requests_log_commit(requests_t *r, const char *event, const char *subject,
     return requests_commit(r, err);
 }
 
+/* Where PostgreSQL's statement differs. Two instances completing the last
+ * items of one request in concurrent transactions each saw the other's
+ * item still pending (read committed), and neither completed the request:
+ * it stayed STARTED with every item COMPLETED (tests/0020). The row lock
+ * makes the later one wait and then see the earlier one's items. SQLite
+ * has one writer at a time. */
+static const char *const sql_pg[SQL_COUNT] = {
+    [SQL_REQUEST_STATE_BY_ID] = "SELECT state FROM requests WHERE id = :request FOR UPDATE",
+};
+
 /* ---- open / close ------------------------------------------------------------- */
 
 requests_t *requests_open(catalog_t *cat, si_error_t *err)
@@ -334,7 +345,8 @@ requests_t *requests_open(catalog_t *cat, si_error_t *err)
     r->cat = cat;
     r->db = catalog_driver(cat);
     for (int i = 0; i < SQL_COUNT; i++) {
-        if (!(r->stmt[i] = db_prepare(r->db, sql_text[i], NULL))) {
+        const char *sql = sql_pg[i] ? db_sql(r->db, sql_text[i], sql_pg[i]) : sql_text[i];
+        if (!(r->stmt[i] = db_prepare(r->db, sql, NULL))) {
             si_errprintf(err, "catalog %s: preparing request statements: %s", catalog_path(cat),
                          db_errmsg(r->db));
             requests_close(r);

@@ -277,6 +277,12 @@ static int items_run(requests_t *r, sql_id_t id, requests_item_outcome_t *items,
     return 0;
 }
 
+static int by_request(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* item_transition for many items, inside the caller's transaction: a few
  * statements per request and batch, not several per item (each runs its
  * triggers' programs once); each request touched is moved along once, at
@@ -303,17 +309,21 @@ static int items_transition_in(requests_t *r, sql_id_t id, requests_item_outcome
     free(set.ids);
     free(set.got);
     free(set.taken);
-    /* each request once */
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        if (items[i].outcome != REQUESTS_ITEM_DONE)
-            continue;
-        bool seen = false;
-        for (size_t k = 0; k < i && !seen; k++)
-            seen = items[k].outcome == REQUESTS_ITEM_DONE &&
-                   items[k].request_id == items[i].request_id;
-        if (!seen)
-            rc = requests_follow_items(r, items[i].request_id, err);
-    }
+    /* each request once, in ascending order: the follow-up locks its row
+     * (PostgreSQL), and two instances' batches lock them in the same order */
+    int64_t *requests = rc == 0 ? malloc(n * sizeof(*requests) + 1) : NULL;
+    if (rc == 0 && !requests)
+        rc = si_errnoprintf(err, ENOMEM, "out of memory");
+    size_t nreq = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (items[i].outcome == REQUESTS_ITEM_DONE)
+            requests[nreq++] = items[i].request_id;
+    if (nreq)
+        qsort(requests, nreq, sizeof(*requests), by_request);
+    for (size_t i = 0; i < nreq && rc == 0; i++)
+        if (i == 0 || requests[i] != requests[i - 1])
+            rc = requests_follow_items(r, requests[i], err);
+    free(requests);
     requests_reset_all(r);
     return rc;
 }

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,61 @@ static int stage(uid_t uid, gid_t gid, const char *ds, const char *file, request
                             .datasets = dsv, .ndatasets = ds ? 1 : 0, .files = fv,
                             .nfiles = file ? 1 : 0};
     return requests_create(rq, &spec, out, err);
+}
+
+/* The other instance: its own connection completes one item in its own
+ * transaction (waits for the first's lock, or SQLite's). */
+typedef struct {
+    const char *path;
+    int64_t request, object;
+    int rc;
+} other_t;
+
+static void *other_completes(void *arg)
+{
+    other_t *o = arg;
+    si_error_t err;
+    catalog_t *c2 = catalog_open(o->path, 0, &err);
+    requests_t *r2 = c2 ? requests_open(c2, &err) : NULL;
+    requests_item_outcome_t it = {.request_id = o->request, .object_id = o->object,
+                                  .pinned = true};
+    o->rc = r2 && catalog_begin(c2, &err) == 0 && requests_items_completed_in(r2, &it, 1, &err) == 0 &&
+                    catalog_commit(c2, &err) == 0 && it.outcome == REQUESTS_ITEM_DONE
+                ? 0
+                : -1;
+    if (o->rc < 0)
+        diag("the other instance: %s", err.text);
+    requests_close(r2);
+    catalog_close(c2);
+    return NULL;
+}
+
+/* Two instances complete a request's last two items at once, each in its
+ * own transaction, the first still open while the second runs: the later
+ * one sees the earlier one's item, and the request ends COMPLETED, not
+ * STARTED with every item done (read committed on PostgreSQL let each see
+ * the other's as pending; tests/0020 caught it). */
+static void last_items_at_once(const char *path, int64_t x, int64_t y)
+{
+    si_error_t err;
+    requests_created_t c;
+    ok(stage(2000, 300, "public", NULL, &c, &err) == 0, "a request of two files");
+    requests_item_started(rq, c.id, x, &err);
+    requests_item_started(rq, c.id, y, &err);
+    requests_item_outcome_t it = {.request_id = c.id, .object_id = x, .pinned = true};
+    ok(catalog_begin(cat, &err) == 0 && requests_items_completed_in(rq, &it, 1, &err) == 0,
+       "this instance completes one, its transaction still open");
+    other_t o = {.path = path, .request = c.id, .object = y};
+    pthread_t t;
+    pthread_create(&t, NULL, other_completes, &o);
+    usleep(300000); /* the other is in its transaction by now, or waiting to begin */
+    ok(catalog_commit(cat, &err) == 0, "this instance commits");
+    pthread_join(t, NULL);
+    ok(o.rc == 0, "the other instance completes the other");
+    char sql[160];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM requests WHERE id = %lld AND state = 'COMPLETED'",
+             (long long)c.id);
+    is_int(count(sql), 1, "the request is COMPLETED");
 }
 
 static int cb_count;
@@ -798,6 +854,7 @@ static void run(void)
                "request.items_released logged");
     }
 
+    last_items_at_once(path, a1, a2);
     metrics_plan();
     requests_close(rq);
     catalog_close(cat);

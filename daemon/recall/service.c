@@ -519,10 +519,17 @@ static void scan_pending(recall_service_t *rs)
     for (size_t i = next_want; i < nwant; i++)
         if (claimed[i])
             UNCLAIM(want[i]);
-    /* space reserved for objects not recalled after all */
-    for (size_t k = 0; k < nwant; k++)
-        if (reserved[k] == CACHE_RESERVED && !handed[k])
+    /* space reserved for objects not recalled after all (unless another
+     * item of the object went on with the reservation) */
+    for (size_t k = 0; k < nwant; k++) {
+        if (reserved[k] != CACHE_RESERVED || handed[k])
+            continue;
+        pthread_mutex_lock(&rs->mu);
+        bool flying = recall_flight_get(rs, want[k]) != NULL;
+        pthread_mutex_unlock(&rs->mu);
+        if (!flying)
             cache_unreserve(rs->cache, want[k]);
+    }
     free(reserved);
     free(handed);
     recall_release_objects(rs, unclaim, nunclaim);
