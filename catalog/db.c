@@ -525,8 +525,14 @@ int db_step_ids(db_stmt_t *s, int64_t *out, size_t cap, size_t *n)
     while ((rc = db_step(s)) == DB_ROW)
         if (*n < cap)
             out[(*n)++] = db_column_int64(s, 0);
-    qsort(out, *n, sizeof(*out), by_int64);
+    db_ids_sort(out, *n);
     return rc == DB_DONE ? DB_DONE : DB_ERROR;
+}
+
+void db_ids_sort(int64_t *ids, size_t n)
+{
+    if (n > 1)
+        qsort(ids, n, sizeof(*ids), by_int64);
 }
 
 const int64_t *db_ids_find(const int64_t *sorted, size_t n, int64_t id)

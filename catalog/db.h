@@ -110,6 +110,8 @@ int db_bind_text_list(db_stmt_t *s, int i, const char *const *v, size_t n);
  * out, sorted: the ids a set-based statement returned. DB_DONE or
  * DB_ERROR; s is not reset. */
 int db_step_ids(db_stmt_t *s, int64_t *out, size_t cap, size_t *n);
+/* Sorts a list of ids ascending (as db_step_ids leaves them). */
+void db_ids_sort(int64_t *ids, size_t n);
 /* The first of id's slots in a sorted list (db_step_ids), or NULL. */
 const int64_t *db_ids_find(const int64_t *sorted, size_t n, int64_t id);
 static inline void db_bind_int(db_stmt_t *s, int i, int v)

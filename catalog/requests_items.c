@@ -277,12 +277,6 @@ static int items_run(requests_t *r, sql_id_t id, requests_item_outcome_t *items,
     return 0;
 }
 
-static int by_request(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* item_transition for many items, inside the caller's transaction: a few
  * statements per request and batch, not several per item (each runs its
  * triggers' programs once); each request touched is moved along once, at
@@ -318,8 +312,7 @@ static int items_transition_in(requests_t *r, sql_id_t id, requests_item_outcome
     for (size_t i = 0; rc == 0 && i < n; i++)
         if (items[i].outcome == REQUESTS_ITEM_DONE)
             requests[nreq++] = items[i].request_id;
-    if (nreq)
-        qsort(requests, nreq, sizeof(*requests), by_request);
+    db_ids_sort(requests, nreq);
     for (size_t i = 0; i < nreq && rc == 0; i++)
         if (i == 0 || requests[i] != requests[i - 1])
             rc = requests_follow_items(r, requests[i], err);

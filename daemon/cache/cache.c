@@ -352,11 +352,19 @@ int cache_stat(cache_t *c, int64_t object_id, cache_entry_t *out, si_error_t *er
     return rc;
 }
 
-/* Objects looked up per statement and hold of the lock: one statement
- * per object would take and drop SQLite's WAL read lock (two fcntl calls)
- * and make a round trip to PostgreSQL each; a few hundred keep the
- * committer waiting well under a millisecond. */
-#define STAT_CHUNK 256
+int cache_rows_present_locked(cache_t *c, const int64_t *ids, size_t n, int64_t *present,
+                              size_t *npresent, si_error_t *err)
+{
+    db_stmt_t *s = cache_stmt(c, SQL_ROWS_PRESENT);
+    int rc = 0;
+    *npresent = 0;
+    if (db_bind_int64_list(s, 1, ids, n) < 0)
+        rc = si_errnoprintf(err, ENOMEM, "out of memory");
+    else if (db_step_ids(s, present, n, npresent) != DB_DONE)
+        rc = cache_db_error(c, err, "looking up cached objects");
+    db_reset(s);
+    return rc;
+}
 
 int cache_stat_many(cache_t *c, const int64_t *ids, size_t n, signed char *cached,
                     si_error_t *err)
@@ -364,20 +372,16 @@ int cache_stat_many(cache_t *c, const int64_t *ids, size_t n, signed char *cache
     for (size_t i = 0; i < n; i++)
         if (check_id(ids[i], err) < 0)
             return -1;
-    int64_t *present = malloc((n < STAT_CHUNK ? n : STAT_CHUNK) * sizeof(*present) + 1);
+    int64_t *present = malloc((n < CACHE_LOOKUP_CHUNK ? n : CACHE_LOOKUP_CHUNK) * sizeof(*present) + 1);
     if (!present)
         return si_errnoprintf(err, ENOMEM, "out of memory");
     int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i += STAT_CHUNK) {
-        size_t end = i + STAT_CHUNK < n ? i + STAT_CHUNK : n, npresent = 0;
+    for (size_t i = 0; i < n && rc == 0; i += CACHE_LOOKUP_CHUNK) {
+        size_t end = i + CACHE_LOOKUP_CHUNK < n ? i + CACHE_LOOKUP_CHUNK : n, npresent = 0;
         pthread_mutex_lock(&c->lock);
         rc = cache_flush_access_locked(c, err);
-        db_stmt_t *s = cache_stmt(c, SQL_ROWS_PRESENT);
-        if (rc == 0 && db_bind_int64_list(s, 1, ids + i, end - i) < 0)
-            rc = si_errnoprintf(err, ENOMEM, "out of memory");
-        if (rc == 0 && db_step_ids(s, present, end - i, &npresent) != DB_DONE)
-            rc = cache_db_error(c, err, "looking up cached objects");
-        db_reset(s);
+        if (rc == 0)
+            rc = cache_rows_present_locked(c, ids + i, end - i, present, &npresent, err);
         pthread_mutex_unlock(&c->lock);
         for (size_t k = i; rc == 0 && k < end; k++)
             cached[k] = db_ids_find(present, npresent, ids[k]) != NULL;

@@ -299,6 +299,15 @@ int cache_refresh_totals(cache_t *c, double max_age, si_error_t *err);
  * catalog's registry (*names malloc'd, one block; free(*names)). */
 int cache_live_others(cache_t *c, char (**names)[65], size_t *n, si_error_t *err);
 int cache_flush_access_locked(cache_t *c, si_error_t *err);
+/* Objects looked up per statement and hold of the lock: one statement
+ * per object would take and drop SQLite's WAL read lock (two fcntl calls)
+ * and make a round trip to PostgreSQL each; a few hundred keep the
+ * committer waiting well under a millisecond. */
+#define CACHE_LOOKUP_CHUNK 256
+/* Which of ids[0..n) have a cache row, lock held: their ids, sorted, into
+ * present (room for n). One statement. 0, or -1 with err. */
+int cache_rows_present_locked(cache_t *c, const int64_t *ids, size_t n, int64_t *present,
+                              size_t *npresent, si_error_t *err);
 
 /* ---- segment files (segment.c) ---- */
 

@@ -369,8 +369,11 @@ static int publish_reservations(cache_t *c, const int64_t *object_ids, const uin
         return -1;
     }
     if (cache_load_totals(c, err) < 0) {
+        pthread_mutex_lock(&c->wlock);
         for (size_t k = 0; k < n; k++)
-            cache_reservation_drop(c, object_ids[k]);
+            cache_reservation_forget(c, object_ids[k]);
+        pthread_mutex_unlock(&c->wlock);
+        cache_reservations_unpublish(c, object_ids, n, NULL);
         return -1;
     }
     /* past the capacity with the others' reservations: the last ones go
@@ -393,7 +396,7 @@ static int publish_reservations(cache_t *c, const int64_t *object_ids, const uin
 int cache_reserve_many(cache_t *c, const int64_t *object_ids, const uint64_t *sizes, size_t n,
                        int *outcome, cache_block_t *block, si_error_t *err)
 {
-    enum { CHUNK = 256 }; /* objects per look-up of their cache rows */
+    enum { CHUNK = CACHE_LOOKUP_CHUNK };
     int64_t present[CHUNK], fresh[CHUNK];
     uint64_t fresh_sizes[CHUNK];
     size_t fresh_at[CHUNK];
@@ -404,12 +407,7 @@ int cache_reserve_many(cache_t *c, const int64_t *object_ids, const uint64_t *si
     for (size_t i = 0; i < n && rc == 0 && !blocked; i += CHUNK) {
         size_t end = i + CHUNK < n ? i + CHUNK : n, npresent = 0, nfresh = 0;
         pthread_mutex_lock(&c->lock);
-        db_stmt_t *s = cache_stmt(c, SQL_ROWS_PRESENT);
-        if (db_bind_int64_list(s, 1, object_ids + i, end - i) < 0)
-            rc = si_errnoprintf(err, ENOMEM, "out of memory");
-        else if (db_step_ids(s, present, end - i, &npresent) != DB_DONE)
-            rc = cache_db_error(c, err, "looking up cached objects");
-        db_reset(s);
+        rc = cache_rows_present_locked(c, object_ids + i, end - i, present, &npresent, err);
         for (size_t k = i; rc == 0 && k < end && !blocked; k++) {
             si_error_t own; /* this object's alone: cache_reserve tells it again */
             int held = object_ids[k] < 1 ? -1 : reservation_held(c, object_ids[k], sizes[k], &own);
