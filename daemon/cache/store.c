@@ -368,3 +368,16 @@ int cache_object_dir(cache_t *c, int parent, const char *name, si_error_t *err)
     return fd;
 }
 
+int cache_rows_present_locked(cache_t *c, const int64_t *ids, size_t n, int64_t *present,
+                              size_t *npresent, si_error_t *err)
+{
+    db_stmt_t *s = cache_stmt(c, SQL_ROWS_PRESENT);
+    int rc = 0;
+    *npresent = 0;
+    if (db_bind_int64_list(s, 1, ids, n) < 0)
+        rc = si_errnoprintf(err, ENOMEM, "out of memory");
+    else if (db_step_ids(s, present, n, npresent) != DB_DONE)
+        rc = cache_db_error(c, err, "looking up cached objects");
+    db_reset(s);
+    return rc;
+}
