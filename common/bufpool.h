@@ -28,9 +28,13 @@ void si_bufpool_destroy(si_bufpool_t *p);
  * quarter or SI_BUFPOOL_ALIGN more, a multiple of SI_BUFPOOL_ALIGN) and its
  * index (a free list below SI_BUFPOOL_CLASSES). */
 size_t si_bufpool_class(size_t size, unsigned *index);
+/* The size of the class of that index (what si_bufpool_class returns). */
+size_t si_bufpool_class_size(unsigned index);
 /* A buffer of at least size bytes, aligned to SI_BUFPOOL_ALIGN (2 MiB and
- * larger ones to 2 MiB, in huge pages where the kernel has them): a kept
- * one of its class, or new; NULL without memory. */
+ * larger ones to 2 MiB; 64 KiB and larger ones in huge pages where the
+ * kernel has them, the smaller of those carved from one huge page with
+ * neighbours of their class, kept for the next gets): a kept one of its
+ * class, or new; NULL without memory. */
 void *si_bufpool_get(si_bufpool_t *p, size_t size);
 /* Gives back a buffer si_bufpool_get returned for size: kept, or freed
  * when max_kept bytes are kept already (NULL is fine). */
