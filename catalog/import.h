@@ -29,6 +29,16 @@ typedef struct {
     size_t npending;
     uint64_t pending_objects;   /* its new objects */
     bool broken;                /* the batch in flight failed: the import ends */
+    /* Object ids taken from the sequence ahead of the batches, so that a
+     * batch's rows are written while the one in flight is inserted. */
+    int64_t *ids;
+    size_t ids_first, ids_count;
+    struct import_prepared {    /* the next batch's COPY text, once written */
+        bool ready;
+        uint64_t objects_count;
+        char *objects, *copies;
+        size_t objects_len, copies_len;
+    } prepared;
 } import_t;
 
 /* One tape position record, whatever format it came in. */

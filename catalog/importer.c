@@ -38,6 +38,7 @@ static const char batch_sql_pg[] =
     "  (SELECT count(DISTINCT (bucket, key, size, coalesce(checksum, ''))) FROM r)";
 
 static int batch_flush(import_t *im, bool leave_in_flight, si_error_t *err);
+static void prepared_free(struct import_prepared *p);
 static void batch_free(struct import_row *rows, size_t *n);
 
 int import_fail(import_t *im, si_error_t *err, const char *fmt, ...)
@@ -119,6 +120,8 @@ int import_end(import_t *im, int rc, const char *kind, si_error_t *err)
     batch_free(im->pending, &im->npending);
     free(im->batch);
     free(im->pending);
+    prepared_free(&im->prepared);
+    free(im->ids);
     free(im->buf);
     free(im->volumes);
     if (rc < 0) {
@@ -412,22 +415,58 @@ static ssize_t batch_objects(import_t *im, size_t *first)
     return distinct;
 }
 
-/* The batch as two COPYs, objects with ids taken from their sequence, then
- * their tape copies: 1 when the copies' COPY is in flight (import_settle
- * takes its outcome), 0 when the batch was undone (an object already there:
- * the statement path decides each record), -1 on error. COPY inserts rows
- * in bulk, without ON CONFLICT's speculative insertion. The server inserts
- * the objects while this writes the copies' rows, and the copies while the
- * reader parses the next batch. */
-static int batch_copy(import_t *im, si_error_t *err)
+/* Ids the reserve keeps for the next batch after taking this one's: a
+ * batch's distinct objects are at most BATCH_ROWS. */
+#define IDS_AHEAD BATCH_ROWS
+
+/* Tops the id reserve up to want ids, in one statement (a round trip and the
+ * sequence's nextval per id). 0, or -1 with err. */
+static int ids_take(import_t *im, size_t want, si_error_t *err)
 {
+    if (im->ids_count >= want)
+        return 0;
+    if (im->ids_first) {
+        memmove(im->ids, im->ids + im->ids_first, im->ids_count * sizeof(*im->ids));
+        im->ids_first = 0;
+    }
+    int64_t *ids = realloc(im->ids, want * sizeof(*ids));
+    if (!ids)
+        return si_errprintf(err, "out of memory");
+    im->ids = ids;
+    db_stmt_t *s = db_cached(im->cat->db, object_ids_sql, err);
+    if (!s)
+        return -1;
+    size_t more = want - im->ids_count, got = 0;
+    db_bind_int64(s, 1, (int64_t)more);
+    int step;
+    while ((step = db_step(s)) == DB_ROW && got < more)
+        ids[im->ids_count + got++] = db_column_int64(s, 0);
+    db_reset(s);
+    if (step == DB_ERROR || got != more)
+        return catalog_sqlerr(im->cat, err, "taking object ids");
+    im->ids_count += got;
+    return 0;
+}
+
+static void prepared_free(struct import_prepared *p)
+{
+    free(p->objects);
+    free(p->copies);
+    *p = (struct import_prepared){0};
+}
+
+/* Writes the batch's two COPY texts, objects with ids from the reserve,
+ * then their tape copies: 1 when written, 0 when the batch cannot go by
+ * COPY (two records of one object disagree: the statement path) or the
+ * reserve holds too few ids (nothing taken), -1 with err. */
+static int batch_prepare(import_t *im, si_error_t *err)
+{
+    struct import_prepared *p = &im->prepared;
+    prepared_free(p);
     size_t *first = malloc(im->nbatch * sizeof(*first));
-    int64_t *ids = malloc(im->nbatch * sizeof(*ids));       /* from the sequence */
-    int64_t *object_id = malloc(im->nbatch * sizeof(*ids)); /* each record's */
-    char *objects = NULL, *copies = NULL;
-    size_t objects_len = 0, copies_len = 0;
+    int64_t *object_id = malloc(im->nbatch * sizeof(*object_id)); /* each record's */
     int rc = -1;
-    if (!first || !ids || !object_id) {
+    if (!first || !object_id) {
         si_errprintf(err, "out of memory");
         goto done;
     }
@@ -436,33 +475,14 @@ static int batch_copy(import_t *im, si_error_t *err)
         si_errprintf(err, "out of memory");
         goto done;
     }
-    if (distinct < 0) {
+    if (distinct < 0 || (size_t)distinct > im->ids_count) {
         rc = 0;
         goto done;
     }
-    db_t *db = im->cat->db;
-    if (catalog_exec(im->cat, "SAVEPOINT import_batch", err) < 0)
-        goto done;
-    db_stmt_t *s = db_cached(db, object_ids_sql, err);
-    if (!s)
-        goto done;
-    db_bind_int64(s, 1, distinct);
+    const int64_t *ids = im->ids + im->ids_first;
     size_t got = 0;
-    int step;
-    while ((step = db_step(s)) == DB_ROW && got < im->nbatch)
-        ids[got++] = db_column_int64(s, 0);
-    db_reset(s);
-    if (step == DB_ERROR || got != (size_t)distinct) {
-        catalog_sqlerr(im->cat, err, "taking object ids");
-        goto done;
-    }
-    got = 0;
-    FILE *fo = open_memstream(&objects, &objects_len);
-    if (!fo) {
-        si_errprintf(err, "out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < im->nbatch; i++) {
+    FILE *fo = open_memstream(&p->objects, &p->objects_len);
+    for (size_t i = 0; fo && i < im->nbatch; i++) {
         const import_row_t *r = &im->batch[i];
         if (first[i] != i)
             continue;
@@ -476,13 +496,7 @@ static int batch_copy(import_t *im, si_error_t *err)
         db_copy_field(fo, false, r->etag);
         fputc('\n', fo);
     }
-    if (fclose(fo) != 0) {
-        si_errprintf(err, "out of memory");
-        goto done;
-    }
-    if (db_copy_send(db, copy_objects_sql, objects, objects_len, err) < 0)
-        goto done;
-    FILE *fc = open_memstream(&copies, &copies_len);
+    FILE *fc = fo ? open_memstream(&p->copies, &p->copies_len) : NULL;
     for (size_t i = 0; fc && i < im->nbatch; i++) {
         const import_row_t *r = &im->batch[i];
         fprintf(fc, "%lld", (long long)object_id[first[i]]);
@@ -493,26 +507,64 @@ static int batch_copy(import_t *im, si_error_t *err)
         copy_int(fc, false, (int64_t)r->size);
         fputc('\n', fc);
     }
-    bool formatted = fc && fclose(fc) == 0;
+    bool written = fo && fclose(fo) == 0;
+    if (!fc || fclose(fc) != 0 || !written) {
+        prepared_free(p);
+        si_errprintf(err, "out of memory");
+        goto done;
+    }
+    /* the ids are the batch's now: an undone batch leaves a gap, as any
+     * rolled-back nextval does */
+    im->ids_first += (size_t)distinct;
+    im->ids_count -= (size_t)distinct;
+    p->objects_count = (uint64_t)distinct;
+    p->ready = true;
+    rc = 1;
+done:
+    free(object_id);
+    free(first);
+    return rc;
+}
+
+/* The batch as two COPYs, objects then their tape copies, from its
+ * prepared text (written here when the reserve had too few ids): 1 when the
+ * copies' COPY is in flight (import_settle takes its outcome), 0 when the
+ * batch was undone (an object already there: the statement path decides
+ * each record) or cannot go by COPY, -1 on error. COPY inserts rows in
+ * bulk, without ON CONFLICT's speculative insertion. The server inserts the
+ * objects while this waits, and the copies while the reader parses the
+ * next batch and writes its text. */
+static int batch_copy(import_t *im, si_error_t *err)
+{
+    struct import_prepared *p = &im->prepared;
+    db_t *db = im->cat->db;
+    int rc = -1;
+    if (catalog_exec(im->cat, "SAVEPOINT import_batch", err) < 0)
+        goto done;
+    if (!p->ready) {
+        if (ids_take(im, im->nbatch + IDS_AHEAD, err) < 0)
+            goto done;
+        int prepared = batch_prepare(im, err);
+        if (prepared <= 0) {
+            rc = prepared < 0 ? -1 : batch_undo(im, err);
+            goto done;
+        }
+    }
+    /* the next batch's ids, while the server waits anyway */
+    if (ids_take(im, IDS_AHEAD, err) < 0 ||
+        db_copy_send(db, copy_objects_sql, p->objects, p->objects_len, err) < 0)
+        goto done;
     if (db_copy_wait(db, err) < 0) {
         if (db_errclass(db) == DB_ERR_UNIQUE)
             rc = batch_undo(im, err) < 0 ? -1 : 0;
         goto done;
     }
-    if (!formatted) {
-        si_errprintf(err, "out of memory");
+    if (db_copy_send(db, copy_copies_sql, p->copies, p->copies_len, err) < 0)
         goto done;
-    }
-    if (db_copy_send(db, copy_copies_sql, copies, copies_len, err) < 0)
-        goto done;
-    im->pending_objects = (uint64_t)distinct;
+    im->pending_objects = p->objects_count;
     rc = 1;
 done:
-    free(objects);
-    free(copies);
-    free(object_id);
-    free(ids);
-    free(first);
+    prepared_free(p);
     return rc;
 }
 
@@ -564,13 +616,19 @@ int import_settle(import_t *im, si_error_t *err)
  * COPY may still be running on return (import_settle ends it). */
 static int batch_flush(import_t *im, bool leave_in_flight, si_error_t *err)
 {
+    bool by_copy = im->nbatch && db_can_copy(im->cat->db);
+    /* its text written while the batch in flight is inserted */
+    if (by_copy && im->npending && batch_prepare(im, err) < 0) {
+        batch_free(im->batch, &im->nbatch);
+        return -1;
+    }
     if (import_settle(im, err) < 0) {
         batch_free(im->batch, &im->nbatch);
         return -1;
     }
     if (!im->nbatch)
         return 0;
-    int rc = db_can_copy(im->cat->db) ? batch_copy(im, err) : 0;
+    int rc = by_copy ? batch_copy(im, err) : 0;
     if (rc == 1) {
         import_row_t *rows = im->pending;
         im->pending = im->batch;

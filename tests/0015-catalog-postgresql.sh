@@ -20,7 +20,7 @@ si() { "$STAGEIN" --config "$TEST_DIR/a.conf" "$@"; }
 data="$top_srcdir/tests/data"
 
 run_ok "init on PostgreSQL" -- si catalog init
-is "$(si catalog init)" "catalog $url: schema 1.18" "schema version reported; no directory made for a URL"
+is "$(si catalog init)" "catalog $url: schema 1.19" "schema version reported; no directory made for a URL"
 run_ok "import CSV" -- si catalog import "$data/sample-positions.csv"
 run_ok "import LTFS" -- si catalog import --volume LTFS01 --bucket ltfs "$data/sample-ltfs.xml"
 run_ok "define a dataset" -- si catalog define climate "$data/climate-subset.manifest" --mode 0640

@@ -105,6 +105,11 @@ static void large_imports(void)
                                " AND c.position = 64 * CAST(substr(o.key, 6) AS INTEGER)"),
            12001, "every record's copy on its volume at its position");
     if (test_engine_is_pg()) {
+        /* ids taken ahead of the batches, in a row: each batch's span is
+         * the one range scan of the references check (schema 1.13) */
+        is_int(test_query_int(cat, "SELECT max(id) - min(id) + 1 FROM objects"
+                                   " WHERE key LIKE 'big/A%'"),
+               12001, "PostgreSQL: the three batches' object ids in a row");
         /* the plans after an import see its rows: the import analyzed
          * what it changed, on a sample (at most 11 histogram bounds) */
         long long rows = test_query_int(cat, "SELECT count(*) FROM objects");

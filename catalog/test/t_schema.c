@@ -340,9 +340,9 @@ static void own_objects_pg(catalog_t *cat, const char *path, const char *how)
 {
     db_t *db = catalog_driver(cat);
     si_error_t err;
-    ok(test_exec(cat, "INSERT INTO volumes(id, label) VALUES (511, 'S1');"
+    ok(test_exec(cat, "INSERT INTO volumes(id, label) VALUES (511, 'S1'), (512, 'S2');"
                       "INSERT INTO objects(id, bucket, key, size) VALUES (611, 's', 'old', 1)") == 0,
-       "%s: a volume and an older object", how);
+       "%s: two volumes and an older object", how);
     ok(test_exec(cat, "WITH o AS (INSERT INTO objects(id, bucket, key, size)"
                       " VALUES (612, 's', 'a', 1) RETURNING id)"
                       " INSERT INTO tape_copies SELECT id, 1, 511, 0, 0, 1 FROM o") == 0,
@@ -387,13 +387,26 @@ static void own_objects_pg(catalog_t *cat, const char *path, const char *how)
        other ? db_errmsg(catalog_driver(other)) : err.text);
     is_int(other ? test_query_int(other, "SELECT COUNT(*) FROM objects WHERE id = 610") : -1, 0,
            "%s: the own object unseen by others until commit", how);
+    ok(other && test_exec(other, "SELECT 1 FROM volumes WHERE id = 511 FOR UPDATE NOWAIT") < 0 &&
+           db_errclass(catalog_driver(other)) != DB_ERR_CONSTRAINT,
+       "%s: the copies' one volume is locked for the writer: %s", how,
+       other ? db_errmsg(catalog_driver(other)) : err.text);
+    ok(test_exec(cat, "INSERT INTO objects(id, bucket, key, size) VALUES (615, 's', 'j', 1),"
+                      " (616, 's', 'k', 1);"
+                      "INSERT INTO tape_copies VALUES (615, 1, 511, 0, 0, 1), (616, 1, 512, 0, 0, 1),"
+                      " (615, 2, 512, 0, 0, 1)") == 0,
+       "%s: copies on two volumes in one statement", how);
+    ok(other && test_exec(other, "SELECT 1 FROM volumes WHERE id = 512 FOR UPDATE NOWAIT") < 0 &&
+           db_errclass(catalog_driver(other)) != DB_ERR_CONSTRAINT,
+       "%s: both volumes locked for the writer: %s", how,
+       other ? db_errmsg(catalog_driver(other)) : err.text);
     ok(test_exec(cat, "ROLLBACK") == 0, "%s: rolled back", how);
     ok(other && test_exec(other, "SELECT 1 FROM objects WHERE id = 611 FOR UPDATE NOWAIT") == 0,
        "%s: the lock goes with the transaction", how);
     catalog_close(other);
     ok(test_exec(cat, "DELETE FROM objects WHERE id IN (611, 612, 624, 625);"
-                      "DELETE FROM volumes WHERE id = 511") == 0,
-       "%s: objects, their copies and the volume deleted", how);
+                      "DELETE FROM volumes WHERE id IN (511, 512)") == 0,
+       "%s: objects, their copies and the volumes deleted", how);
 }
 
 /* Events of one kind in one statement: texts that need quoting kept as
