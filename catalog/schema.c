@@ -393,16 +393,19 @@ static const char schema_1008[] =
     "    MESSAGE = format('tape copy of object %s: no such object (foreign key'" \
     "     || ' tape_copies.object_id -> objects.id)', missing);" \
     "  END IF;"
+/* The first copy whose volume is missing, named in the error. */
+#define REFS_RAISE_MISSING_VOLUME \
+    "   SELECT n.volume_id INTO missing FROM new_copies n" \
+    "    WHERE NOT EXISTS (SELECT 1 FROM volumes v WHERE v.id = n.volume_id) LIMIT 1;" \
+    "   RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation'," \
+    "    MESSAGE = format('tape copy on volume %s: no such volume (foreign key'" \
+    "     || ' tape_copies.volume_id -> volumes.id)', missing);"
 #define REFS_CHECK_VOLUMES \
     "  SELECT count(DISTINCT volume_id) INTO wanted FROM new_copies;" \
     "  SELECT count(*) INTO locked FROM (SELECT 1 FROM volumes v" \
     "   WHERE v.id IN (SELECT volume_id FROM new_copies) FOR KEY SHARE OF v) l;" \
     "  IF locked < wanted THEN" \
-    "   SELECT n.volume_id INTO missing FROM new_copies n" \
-    "    WHERE NOT EXISTS (SELECT 1 FROM volumes v WHERE v.id = n.volume_id) LIMIT 1;" \
-    "   RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation'," \
-    "    MESSAGE = format('tape copy on volume %s: no such volume (foreign key'" \
-    "     || ' tape_copies.volume_id -> volumes.id)', missing);" \
+    REFS_RAISE_MISSING_VOLUME \
     "  END IF;"
 
 static const char schema_1009_postgres[] =
@@ -517,6 +520,16 @@ static const char schema_1011_postgres[] =
 static const char schema_1012[] =
     "CREATE INDEX request_items_by_state ON request_items(request_id, state);";
 
+/* 1.13's objects check, given the span (lo, hi) and count of the copies'
+ * object ids. */
+#define REFS_SPAN_OR_OWN_OBJECTS \
+    "  IF hi - lo < copies THEN" \
+    "   SELECT count(*) INTO own FROM objects o WHERE o.id BETWEEN lo AND hi AND o.xmin = writer;" \
+    "  END IF;" \
+    "  IF hi - lo >= copies OR own < hi - lo + 1 THEN" \
+    REFS_OWN_OR_LOCK_OBJECTS \
+    "  END IF;"
+
 /* Version 1.13: on PostgreSQL, the references check proves an import
  * batch's objects in one index range scan: when the copies' object ids span
  * no more ids than there are copies and every id of that span is an object
@@ -533,12 +546,7 @@ static const char schema_1013_postgres[] =
     " BEGIN"
     REFS_WRITER
     "  SELECT min(object_id), max(object_id), count(*) INTO lo, hi, copies FROM new_copies;"
-    "  IF hi - lo < copies THEN"
-    "   SELECT count(*) INTO own FROM objects o WHERE o.id BETWEEN lo AND hi AND o.xmin = writer;"
-    "  END IF;"
-    "  IF hi - lo >= copies OR own < hi - lo + 1 THEN"
-    REFS_OWN_OR_LOCK_OBJECTS
-    "  END IF;"
+    REFS_SPAN_OR_OWN_OBJECTS
     REFS_CHECK_VOLUMES
     "  RETURN NULL;"
     " END $$;";
@@ -554,11 +562,7 @@ static const char schema_1013_postgres[] =
     "  SELECT count(*) INTO locked FROM (SELECT 1 FROM volumes v" \
     "   WHERE v.id = ANY (vols) FOR KEY SHARE OF v) l;" \
     "  IF locked < cardinality(vols) THEN" \
-    "   SELECT n.volume_id INTO missing FROM new_copies n" \
-    "    WHERE NOT EXISTS (SELECT 1 FROM volumes v WHERE v.id = n.volume_id) LIMIT 1;" \
-    "   RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation'," \
-    "    MESSAGE = format('tape copy on volume %s: no such volume (foreign key'" \
-    "     || ' tape_copies.volume_id -> volumes.id)', missing);" \
+    REFS_RAISE_MISSING_VOLUME \
     "  END IF;"
 
 /* Version 1.19: on PostgreSQL, the references check finds the copies'
@@ -576,12 +580,7 @@ static const char schema_1019_postgres[] =
     REFS_WRITER
     "  SELECT min(object_id), max(object_id), count(*), min(volume_id), max(volume_id)"
     "   INTO lo, hi, copies, vlo, vhi FROM new_copies;"
-    "  IF hi - lo < copies THEN"
-    "   SELECT count(*) INTO own FROM objects o WHERE o.id BETWEEN lo AND hi AND o.xmin = writer;"
-    "  END IF;"
-    "  IF hi - lo >= copies OR own < hi - lo + 1 THEN"
-    REFS_OWN_OR_LOCK_OBJECTS
-    "  END IF;"
+    REFS_SPAN_OR_OWN_OBJECTS
     REFS_CHECK_VOLUMES_ONE_PASS
     "  RETURN NULL;"
     " END $$;";
