@@ -35,6 +35,7 @@ typedef struct {
     size_t ids_first, ids_count;
     struct import_prepared {    /* the next batch's COPY text, once written */
         bool ready;
+        bool by_statement;      /* two records of one object disagree */
         uint64_t objects_count;
         char *objects, *copies;
         size_t objects_len, copies_len;

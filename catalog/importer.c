@@ -457,9 +457,10 @@ static void prepared_free(struct import_prepared *p)
 
 /* Writes the batch's two COPY texts, objects with ids from the reserve,
  * then their tape copies: 1 when written, 0 when the batch cannot go by
- * COPY (two records of one object disagree: the statement path) or the
- * reserve holds too few ids (nothing taken), -1 with err. */
-static int batch_prepare(import_t *im, si_error_t *err)
+ * COPY (two records of one object disagree: p->by_statement, the statement
+ * path) or the reserve holds too few ids and may_take_ids is false (a COPY
+ * in flight: nothing written), -1 with err. */
+static int batch_prepare(import_t *im, bool may_take_ids, si_error_t *err)
 {
     struct import_prepared *p = &im->prepared;
     prepared_free(p);
@@ -475,10 +476,14 @@ static int batch_prepare(import_t *im, si_error_t *err)
         si_errprintf(err, "out of memory");
         goto done;
     }
-    if (distinct < 0 || (size_t)distinct > im->ids_count) {
+    if (distinct < 0 || ((size_t)distinct > im->ids_count && !may_take_ids)) {
+        p->by_statement = distinct < 0;
         rc = 0;
         goto done;
     }
+    /* too few ids only when taking is allowed (the first batch) */
+    if ((size_t)distinct > im->ids_count && ids_take(im, (size_t)distinct + IDS_AHEAD, err) < 0)
+        goto done;
     const int64_t *ids = im->ids + im->ids_first;
     size_t got = 0;
     FILE *fo = open_memstream(&p->objects, &p->objects_len);
@@ -538,20 +543,13 @@ static int batch_copy(import_t *im, si_error_t *err)
 {
     struct import_prepared *p = &im->prepared;
     db_t *db = im->cat->db;
-    int rc = -1;
-    if (catalog_exec(im->cat, "SAVEPOINT import_batch", err) < 0)
+    int rc = p->by_statement ? 0 : p->ready ? 1 : batch_prepare(im, true, err);
+    if (rc <= 0)
         goto done;
-    if (!p->ready) {
-        if (ids_take(im, im->nbatch + IDS_AHEAD, err) < 0)
-            goto done;
-        int prepared = batch_prepare(im, err);
-        if (prepared <= 0) {
-            rc = prepared < 0 ? -1 : batch_undo(im, err);
-            goto done;
-        }
-    }
+    rc = -1;
     /* the next batch's ids, while the server waits anyway */
     if (ids_take(im, IDS_AHEAD, err) < 0 ||
+        catalog_exec(im->cat, "SAVEPOINT import_batch", err) < 0 ||
         db_copy_send(db, copy_objects_sql, p->objects, p->objects_len, err) < 0)
         goto done;
     if (db_copy_wait(db, err) < 0) {
@@ -618,7 +616,7 @@ static int batch_flush(import_t *im, bool leave_in_flight, si_error_t *err)
 {
     bool by_copy = im->nbatch && db_can_copy(im->cat->db);
     /* its text written while the batch in flight is inserted */
-    if (by_copy && im->npending && batch_prepare(im, err) < 0) {
+    if (by_copy && im->npending && batch_prepare(im, false, err) < 0) {
         batch_free(im->batch, &im->nbatch);
         return -1;
     }

@@ -135,6 +135,16 @@ static void large_imports(void)
     rejects("big.csv", text, CATALOG_FORMAT_CSV, "big.csv:4000: duplicate entry for bulk/big/D03999",
             "a duplicate in the last batch, in flight when the file ends");
     free(text);
+    /* two records of one new object that disagree, in the batch written
+     * while the one before is inserted: that batch goes by statement and
+     * names the second record's line */
+    text = big_csv("E", 5000, 0, 0);
+    size_t len = strlen(text);
+    text = realloc(text, len + 200);
+    snprintf(text + len, 200, "bulk,big/E99999,64,VE000,1,1,\nbulk,big/E99999,65,VE000,2,2,\n");
+    rejects("big.csv", text, CATALOG_FORMAT_CSV, "big.csv:5002:",
+            "two records of one object that disagree, in the second batch");
+    free(text);
     text = big_csv("A", 12001, 0, 0);
     long long before = counts();
     rc = import_text("big.csv", text, CATALOG_FORMAT_CSV, &st, &err);
