@@ -25,6 +25,7 @@
 #define PG_TEXT 25
 
 static void mark_lost(db_t *db);
+static void note_unavailable(db_t *db, const char *what);
 
 static void note_result_error(db_t *db, const PGresult *res)
 {
@@ -53,12 +54,13 @@ static void note_result_error(db_t *db, const PGresult *res)
      * so by the connection's status, the server by 57P01-57P03 */
     if (PQstatus(db->pg) == CONNECTION_BAD || (state && strncmp(state, "57P0", 4) == 0)) {
         mark_lost(db);
+        /* said as every later statement of the outage says it: since when,
+         * and to retry */
         char why[DB_ERRMSG_MAX - 64];
-        snprintf(why, sizeof(why), "%s", db->errmsg);
-        snprintf(db->errmsg, sizeof(db->errmsg), "catalog connection lost%s: %s",
-                 db->in_transaction ? " (its transaction was rolled back)" : "", why);
-        db->errclass = DB_ERR_UNAVAILABLE;
-        errno = EAGAIN;
+        db->errmsg[strcspn(db->errmsg, "\n")] = '\0';
+        snprintf(why, sizeof(why), "connection lost%s: %s",
+                 db->in_transaction ? ", its transaction rolled back" : "", db->errmsg);
+        note_unavailable(db, why);
     }
 }
 
